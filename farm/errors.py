@@ -18,6 +18,7 @@ which exit code ``farmctl`` uses for it (``exit_code``), as click's exceptions d
     │   ├── InstallError(serial, code, output)
     │   └── SessionError(serial, reason)
     ├── InfraFault                 the host's own services (adb server, tracker, database)
+    │   ├── AdbServerDown(port, reason)
     │   ├── TrackerUnreachable(host, port)
     │   └── StoreError(reason)
     └── JobTimeout(job_id, timeout_s)   retry within the job's attempt limit
@@ -193,6 +194,15 @@ class SessionError(PhoneFault):
 
 class InfraFault(FarmError):
     """A host-side service (adb server, tracker, database) failed."""
+
+
+class AdbServerDown(InfraFault):
+    """The host's adb server does not answer on its port."""
+
+    def __init__(self, port: int, reason: str = "") -> None:
+        self.port = port
+        self.reason = reason
+        super().__init__(f"adb server on 127.0.0.1:{port} is down{': ' + reason if reason else ''}")
 
 
 class TrackerUnreachable(InfraFault):
