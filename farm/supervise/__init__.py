@@ -1,0 +1,29 @@
+"""Supervision: the pure recovery ladder and the systemd notifier.
+
+``ladder.py`` decides (``next_step(history, now, policy)``); the daemon applies.
+``systemd.py`` tells systemd the daemon is ready, alive and stopping.
+"""
+
+from farm.supervise.ladder import (
+    Event,
+    Failure,
+    LadderPolicy,
+    Recovery,
+    Released,
+    Step,
+    Wait,
+    backoff_s,
+    next_step,
+)
+
+__all__ = [
+    "Event",
+    "Failure",
+    "LadderPolicy",
+    "Recovery",
+    "Released",
+    "Step",
+    "Wait",
+    "backoff_s",
+    "next_step",
+]

@@ -1,0 +1,234 @@
+"""The recovery ladder as pure policy: what to do next for one phone's app.
+
+``next_step(history, now, policy)`` reads the phone's recovery history and a
+``now``; it has no clock, no I/O and no memory between calls, so the daemon can
+call it on every sweep and tests can move time by passing another ``now``
+(STYLE.md, "Keep the scheduler pure"). An actuator in the daemon applies the
+step, verifies the app (process and tracker registration) within a deadline,
+and appends the outcome to the history.
+
+The ladder, mildest first::
+
+    restart_app -> force_stop_relaunch -> reinstall -> reboot -> quarantine
+
+History events:
+
+- :class:`Failure`: a health sweep found the app gone (no process, not
+  registered, dead probe, ``FATAL EXCEPTION``). The first failure after a
+  success opens an *incident*; further failures during an open incident are
+  the same incident seen again and do not count twice.
+- :class:`Recovery`: a step was applied and verified. ``ok=False`` means the app
+  is still gone: after ``attempts_per_rung`` failed tries of a step the ladder
+  climbs to the next one. ``ok=True`` closes the incident and resets the climb
+  and the backoff.
+- :class:`Released`: an operator released the phone (``farmctl``): everything
+  before it is forgotten, quarantine included.
+
+Two ways to quarantine: the ladder runs out of rungs (nothing helped), or
+``quarantine_after`` incidents opened within ``window_s`` (the app keeps
+crashing even though each restart works). A success does not clear the second
+count, or a crash-looping app would never be quarantined; only the window
+(or a release) forgets incidents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import Enum
+
+from farm.errors import ConfigError
+
+
+class Step(str, Enum):
+    """One rung of the recovery ladder, mildest first."""
+
+    RESTART_APP = "restart_app"  # am start the RPC activity again
+    FORCE_STOP_RELAUNCH = "force_stop_relaunch"  # am force-stop, then am start
+    REINSTALL = "reinstall"  # pm install -r the farm's signed APK, then launch
+    REBOOT = "reboot"  # adb reboot, wait for the phone, provision again
+    QUARANTINE = "quarantine"  # stop trying; an operator must release the phone
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A health sweep found the app gone.
+
+    Attributes:
+        at: when the sweep saw it.
+        reason: the verdict's reasons, e.g. ``"app_running false"``.
+    """
+
+    at: datetime
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """A ladder step was applied and its outcome verified.
+
+    Attributes:
+        at: when the outcome was known.
+        step: the step applied. The actuator records ``Recovery(at,
+            Step.QUARANTINE, ok=True)`` once it has quarantined the phone.
+        ok: whether the app was back (running and registered) afterwards.
+    """
+
+    at: datetime
+    step: Step
+    ok: bool
+
+
+@dataclass(frozen=True)
+class Released:
+    """An operator released the phone; the history before it no longer counts."""
+
+    at: datetime
+
+
+Event = Failure | Recovery | Released
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Nothing to do before ``until``; then call :func:`next_step` again."""
+
+    until: datetime
+
+
+@dataclass(frozen=True)
+class LadderPolicy:
+    """How the ladder climbs, backs off and quarantines; validated at construction.
+
+    Attributes:
+        rungs: the steps tried in order before quarantine.
+        attempts_per_rung: failed tries of a step before climbing to the next.
+        backoff_base_s: the wait after the first failed step, in seconds.
+        backoff_max_s: the cap on any wait, in seconds.
+        quarantine_after: incidents within ``window_s`` that quarantine the phone.
+        window_s: how long an incident counts towards quarantine, in seconds.
+    """
+
+    rungs: tuple[Step, ...] = (
+        Step.RESTART_APP,
+        Step.FORCE_STOP_RELAUNCH,
+        Step.REINSTALL,
+        Step.REBOOT,
+    )
+    attempts_per_rung: int = 2
+    backoff_base_s: float = 5.0
+    backoff_max_s: float = 300.0
+    quarantine_after: int = 5
+    window_s: float = 3600.0
+    _window: timedelta = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """Check the policy once so :func:`next_step` needs no checks.
+
+        Raises:
+            ConfigError: a value is out of range, or the rungs are empty, repeat a
+                step, or contain ``quarantine`` (it is always the last resort).
+        """
+        if not self.rungs or len(set(self.rungs)) != len(self.rungs):
+            raise ConfigError("supervise.rungs", "must name each step at most once")
+        if Step.QUARANTINE in self.rungs:
+            raise ConfigError("supervise.rungs", "quarantine always follows the last rung")
+        if self.attempts_per_rung < 1:
+            raise ConfigError("supervise.attempts_per_rung", "must be at least 1")
+        if not 0 < self.backoff_base_s <= self.backoff_max_s:
+            raise ConfigError("supervise.backoff_base_s", "must be > 0 and <= backoff_max_s")
+        if self.quarantine_after < 1:
+            raise ConfigError("supervise.quarantine_after", "must be at least 1")
+        if self.window_s <= 0:
+            raise ConfigError("supervise.window_s", "must be > 0")
+        object.__setattr__(self, "_window", timedelta(seconds=self.window_s))
+
+
+def backoff_s(failed_attempts: int, policy: LadderPolicy) -> float:
+    """The wait before the next step, after ``failed_attempts`` failed steps.
+
+    The one backoff function of farm: 0 s before the first step (a crashed app is
+    restarted at once), then ``base * 2**(n - 1)`` capped at ``max``: with the
+    defaults 5, 10, 20, 40, 80, 160, 300, 300 ... seconds. No jitter: each phone
+    recovers against its own hardware, and the only shared service (the tracker)
+    takes one registration per phone, so synchronised retries cannot stampede.
+
+    Args:
+        failed_attempts: failed steps since the incident opened, >= 0.
+        policy: the ladder policy.
+
+    Returns:
+        Seconds to wait, never decreasing in ``failed_attempts``, never above
+        ``policy.backoff_max_s``.
+    """
+    if failed_attempts <= 0:
+        return 0.0
+    # 2.0 ** 1000 is finite; base times it may be inf, which min() caps.
+    return min(policy.backoff_base_s * 2.0 ** min(failed_attempts - 1, 1000), policy.backoff_max_s)
+
+
+@dataclass
+class _Incident:
+    """The open incident, as read from the history."""
+
+    opened_at: datetime
+    last_at: datetime
+    failed_by_step: dict[Step, int] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> int:
+        """Failed steps since the incident opened."""
+        return sum(self.failed_by_step.values())
+
+
+def _since_release(history: Sequence[Event], now: datetime) -> list[Event]:
+    """Events up to ``now`` in time order, after the last release."""
+    events = sorted((e for e in history if e.at <= now), key=lambda e: e.at)
+    for index in range(len(events) - 1, -1, -1):
+        if isinstance(events[index], Released):
+            return events[index + 1 :]
+    return events
+
+
+def next_step(history: Sequence[Event], now: datetime, policy: LadderPolicy) -> Step | Wait | None:
+    """Decide the phone's next recovery action; pure.
+
+    Args:
+        history: the phone's events in any order; events after ``now`` are ignored.
+        now: the decision time (timezone-aware like the events).
+        policy: the ladder policy.
+
+    Returns:
+        ``None`` when there is nothing to do (no open incident, or the phone is
+        quarantined), a :class:`Wait` while backing off, else the :class:`Step` to
+        apply now (``Step.QUARANTINE`` included).
+    """
+    incident: _Incident | None = None
+    opened: list[datetime] = []
+    for event in _since_release(history, now):
+        if isinstance(event, Recovery) and event.step is Step.QUARANTINE:
+            return None
+        if isinstance(event, Recovery) and event.ok:
+            incident = None
+            continue
+        if incident is None:
+            # A failure, or a failed step with no failure recorded before it.
+            incident = _Incident(opened_at=event.at, last_at=event.at)
+            opened.append(event.at)
+        if isinstance(event, Recovery):
+            incident.failed_by_step[event.step] = incident.failed_by_step.get(event.step, 0) + 1
+            incident.last_at = event.at
+    if incident is None:
+        return None
+    recent = [at for at in opened if now - at < policy._window]
+    if len(recent) >= policy.quarantine_after:
+        return Step.QUARANTINE
+    step = next(
+        (s for s in policy.rungs if incident.failed_by_step.get(s, 0) < policy.attempts_per_rung),
+        Step.QUARANTINE,
+    )
+    if step is Step.QUARANTINE:
+        return step
+    until = incident.last_at + timedelta(seconds=backoff_s(incident.failed, policy))
+    return Wait(until) if now < until else step

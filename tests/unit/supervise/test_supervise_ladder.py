@@ -1,0 +1,195 @@
+"""The recovery ladder policy: climbing, backoff, quarantine, resets; pure and time-injected."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from farm.errors import ConfigError
+from farm.supervise import (
+    Failure,
+    LadderPolicy,
+    Recovery,
+    Released,
+    Step,
+    Wait,
+    backoff_s,
+    next_step,
+)
+
+T0 = datetime(2025, 6, 1, 3, 0, tzinfo=timezone.utc)
+POLICY = LadderPolicy()
+
+
+def at(seconds: float) -> datetime:
+    """The instant ``seconds`` after T0."""
+    return T0 + timedelta(seconds=seconds)
+
+
+def failing_history(failed: int, step_gap_s: float = 1.0) -> list:
+    """One incident at T0, then ``failed`` failed steps, each the one the ladder picks when due."""
+    history: list = [Failure(T0, "app_running false")]
+    for n in range(failed):
+        due = history[-1].at + timedelta(seconds=backoff_s(n, POLICY))
+        step = next_step(history, due, POLICY)
+        assert isinstance(step, Step)
+        history.append(Recovery(due + timedelta(seconds=step_gap_s), step, ok=False))
+    return history
+
+
+def crash_loop(incidents: int, gap_s: float) -> list:
+    """``incidents`` crashes ``gap_s`` apart, each fixed by one restart; the last still open."""
+    history: list = []
+    for i in range(incidents):
+        history.append(Failure(at(i * gap_s), "fatal_exception_seen true"))
+        if i < incidents - 1:
+            history.append(Recovery(at(i * gap_s + 1), Step.RESTART_APP, ok=True))
+    return history
+
+
+class TestLadderPolicy:
+    @pytest.mark.parametrize(
+        ("changes", "key"),
+        [
+            ({"rungs": ()}, "supervise.rungs"),
+            ({"rungs": (Step.REBOOT, Step.REBOOT)}, "supervise.rungs"),
+            ({"rungs": (Step.RESTART_APP, Step.QUARANTINE)}, "supervise.rungs"),
+            ({"attempts_per_rung": 0}, "supervise.attempts_per_rung"),
+            ({"backoff_base_s": 0.0}, "supervise.backoff_base_s"),
+            ({"backoff_base_s": 400.0, "backoff_max_s": 300.0}, "supervise.backoff_base_s"),
+            ({"quarantine_after": 0}, "supervise.quarantine_after"),
+            ({"window_s": 0.0}, "supervise.window_s"),
+        ],
+    )
+    def test_rejects_bad_values(self, changes: dict, key: str) -> None:
+        """An unusable policy raises ConfigError naming the key at construction."""
+        with pytest.raises(ConfigError) as info:
+            LadderPolicy(**changes)
+        assert info.value.key == key
+
+
+class TestBackoff:
+    def test_documented_sequence(self) -> None:
+        """With the defaults the waits are 0, 5, 10, 20, ... capped at 300 s."""
+        waits = [backoff_s(n, POLICY) for n in range(10)]
+        assert waits == [0.0, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 300.0, 300.0, 300.0]
+
+    @given(n=st.integers(0, 10_000), base_s=st.floats(0.01, 100), extra_s=st.floats(0, 10_000))
+    def test_monotone_and_capped(self, n: int, base_s: float, extra_s: float) -> None:
+        """The wait never decreases with more failures and never exceeds the cap."""
+        policy = LadderPolicy(backoff_base_s=base_s, backoff_max_s=base_s + extra_s)
+        assert backoff_s(n, policy) <= backoff_s(n + 1, policy) <= policy.backoff_max_s
+
+
+class TestNextStep:
+    def test_nothing_to_do_without_failure(self) -> None:
+        """An empty history or a closed incident needs no action."""
+        assert next_step([], T0, POLICY) is None
+        closed = [Failure(T0), Recovery(at(2), Step.RESTART_APP, ok=True)]
+        assert next_step(closed, at(3), POLICY) is None
+
+    def test_first_failure_restarts_at_once(self) -> None:
+        """A freshly crashed app is restarted immediately, no wait."""
+        assert next_step([Failure(T0)], T0, POLICY) is Step.RESTART_APP
+
+    def test_waits_after_a_failed_step(self) -> None:
+        """After a failed restart the ladder waits the base backoff, then retries."""
+        history = [Failure(T0), Recovery(at(3), Step.RESTART_APP, ok=False)]
+        assert next_step(history, at(4), POLICY) == Wait(at(8))
+        assert next_step(history, at(8), POLICY) is Step.RESTART_APP
+
+    def test_climbs_in_order_then_quarantines(self) -> None:
+        """Each rung is tried attempts_per_rung times, then the next; then quarantine."""
+        seen = []
+        for failed in range(0, 2 * len(POLICY.rungs), 2):
+            history = failing_history(failed)
+            last_s = (history[-1].at - T0).total_seconds()
+            seen.append(next_step(history, at(last_s + 10_000), POLICY))
+        assert seen == list(POLICY.rungs)
+        exhausted = failing_history(2 * len(POLICY.rungs))
+        assert next_step(exhausted, at(10**6), POLICY) is Step.QUARANTINE
+
+    def test_success_resets_climb_and_backoff(self) -> None:
+        """After a success, the next incident starts again at restart_app with no wait."""
+        history = failing_history(5) + [Recovery(at(5000), Step.REINSTALL, ok=True)]
+        history.append(Failure(at(6000)))
+        assert next_step(history, at(6000), POLICY) is Step.RESTART_APP
+
+    def test_repeated_failure_in_open_incident_counts_once(self) -> None:
+        """Sweeps that keep seeing the same outage do not add incidents."""
+        history = [Failure(at(i)) for i in range(20)]
+        assert next_step(history, at(20), POLICY) is Step.RESTART_APP
+
+    def test_quarantined_phone_gets_nothing_until_released(self) -> None:
+        """After quarantine nothing happens; a release forgets everything before it."""
+        history = crash_loop(5, gap_s=60) + [Recovery(at(300), Step.QUARANTINE, ok=True)]
+        history.append(Failure(at(400)))
+        assert next_step(history, at(400), POLICY) is None
+        history += [Released(at(500)), Failure(at(600))]
+        assert next_step(history, at(600), POLICY) is Step.RESTART_APP
+
+    def test_ignores_future_events(self) -> None:
+        """Events stamped after now (clock skew) do not influence the decision."""
+        history = [Failure(T0), Recovery(at(100), Step.RESTART_APP, ok=True)]
+        assert next_step(history, at(50), POLICY) is Step.RESTART_APP
+
+    def test_order_of_history_irrelevant(self) -> None:
+        """The history may come in any order; it is read in time order."""
+        history = failing_history(3)
+        assert next_step(history[::-1], at(10**5), POLICY) == next_step(history, at(10**5), POLICY)
+
+    @given(failed=st.integers(0, 2 * len(POLICY.rungs) - 2), gap_s=st.floats(0, 50))
+    def test_backoff_never_decreases_until_success(self, failed: int, gap_s: float) -> None:
+        """Within one incident each wait is at least the previous one and at most the cap."""
+        history = failing_history(failed + 1, step_gap_s=gap_s)
+        waits = []
+        for n in range(1, failed + 2):
+            prefix = history[: n + 1]
+            decision = next_step(prefix, prefix[-1].at, POLICY)
+            assert isinstance(decision, Wait)
+            waits.append((decision.until - prefix[-1].at).total_seconds())
+        assert waits == sorted(waits)
+        assert max(waits) <= POLICY.backoff_max_s
+
+    @given(
+        quarantine_after=st.integers(1, 8),
+        incidents=st.integers(1, 10),
+        gap_s=st.floats(1.5, 300),
+    )
+    def test_quarantine_exactly_at_n_in_window(
+        self, quarantine_after: int, incidents: int, gap_s: float
+    ) -> None:
+        """A crash loop inside the window quarantines exactly when incidents reach N."""
+        policy = LadderPolicy(quarantine_after=quarantine_after, window_s=gap_s * incidents + 1)
+        history = crash_loop(incidents, gap_s)
+        decision = next_step(history, history[-1].at, policy)
+        assert (decision is Step.QUARANTINE) == (incidents >= quarantine_after)
+        if incidents < quarantine_after:
+            assert decision is Step.RESTART_APP
+
+    def test_window_edge(self) -> None:
+        """An incident exactly window_s old no longer counts; one a moment younger does."""
+        policy = LadderPolicy(quarantine_after=2, window_s=100)
+        history = crash_loop(2, gap_s=100)
+        assert next_step(history, at(100), policy) is Step.RESTART_APP
+        history = crash_loop(2, gap_s=99.5)
+        assert next_step(history, at(99.5), policy) is Step.QUARANTINE
+
+    @given(old=st.integers(0, 20), recent=st.integers(1, 4), window_s=st.floats(100, 10_000))
+    def test_incidents_outside_window_forgotten(self, old: int, recent: int, window_s: float) -> None:
+        """Incidents older than the window do not count toward quarantine."""
+        policy = LadderPolicy(quarantine_after=5, window_s=window_s)
+        ancient = crash_loop(old, gap_s=1.5) if old else []
+        if ancient:
+            ancient.append(Recovery(at(old * 1.5), Step.RESTART_APP, ok=True))
+        start_s = old * 1.5 + window_s + 10
+        now_loop = [
+            type(e)(**{**e.__dict__, "at": e.at + timedelta(seconds=start_s)})
+            for e in crash_loop(recent, gap_s=2)
+        ]
+        now = now_loop[-1].at
+        assert next_step(ancient + now_loop, now, policy) == next_step(now_loop, now, policy)
+        assert next_step(ancient + now_loop, now, policy) is Step.RESTART_APP
