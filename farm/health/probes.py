@@ -1,0 +1,117 @@
+"""Read one phone's health through adb into a :class:`HealthSample`.
+
+One shell call per sweep: a constant script prints each reading after a marker
+line, so a sweep costs one adb round trip per phone however many readings it
+takes. Each section is parsed by ``farm.device``; a section that fails to
+parse becomes ``None`` in the sample (the verdict skips what it does not know)
+and is logged.
+"""
+
+from __future__ import annotations
+
+import shlex
+from datetime import datetime
+
+import structlog
+
+from farm.adb import Adb
+from farm.device.battery import Plugged, parse_dumpsys_battery
+from farm.device.logcat import find_fatal_exceptions
+from farm.device.power import parse_dumpsys_power
+from farm.device.processes import parse_pidof
+from farm.device.storage import free_bytes_for, parse_df_k
+from farm.device.thermal import parse_dumpsys_thermalservice
+from farm.health.sample import HealthSample
+
+log = structlog.get_logger(__name__)
+
+APP_PACKAGE = "org.apache.tvm.tvmrpc"
+RPC_PROCESS = f"{APP_PACKAGE}:RPCProcess"
+PROBE_TIMEOUT_S = 20.0
+_MARK = "@@farm:"
+_SECTIONS = {
+    "battery": ["dumpsys", "battery"],
+    "thermal": ["dumpsys", "thermalservice"],
+    "df": ["df", "-k", "/data"],
+    "power": ["dumpsys", "power"],
+    "app": ["pidof", RPC_PROCESS],
+    # AndroidRuntime is the tag of FATAL EXCEPTION entries (AOSP RuntimeInit.java).
+    "crash": ["logcat", "-d", "-s", "AndroidRuntime"],
+}
+
+
+def probe_script() -> str:
+    """The shell script of one sweep: each section's command after its marker."""
+    parts = []
+    for name, argv in _SECTIONS.items():
+        parts.append(shlex.join(["echo", _MARK + name]))
+        parts.append(shlex.join(argv) + " 2>/dev/null")
+    return "; ".join(parts)
+
+
+def split_sections(stdout: str) -> dict[str, str]:
+    """Cut the sweep's stdout back into {section: text}."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in stdout.splitlines(keepends=True):
+        if line.startswith(_MARK):
+            current = sections.setdefault(line[len(_MARK):].strip(), [])
+        elif current is not None:
+            current.append(line)
+    return {name: "".join(lines) for name, lines in sections.items()}
+
+
+def sample_from_sections(
+    serial: str, at: datetime, sections: dict[str, str], *, crashes_seen: int = 0,
+    registered: bool | None = None, probe_ok: bool | None = None,
+) -> tuple[HealthSample, int]:
+    """Build a sample from parsed sections (pure); returns it and the crash count.
+
+    ``crashes_seen`` is the number of app crashes already reported; a higher
+    count in this logcat means a new ``FATAL EXCEPTION``.
+    """
+    values: dict[str, object] = {}
+
+    def parse(name: str, fn):  # type: ignore[no-untyped-def]
+        try:
+            return fn(sections.get(name, ""))
+        except ValueError as exc:
+            log.warning("health_section_unreadable", serial=serial, section=name, reason=str(exc))
+            return None
+
+    battery = parse("battery", parse_dumpsys_battery)
+    if battery is not None:
+        values.update(battery_pct=round(battery.level_pct), battery_temp_c=battery.temp_c,
+                      plugged=battery.plugged is not Plugged.NONE)
+    thermal = parse("thermal", parse_dumpsys_thermalservice)
+    if thermal is not None:
+        values["thermal_status"] = thermal.thermal_status
+        temps = [t.value_c for t in thermal.temperatures if t.is_temperature]
+        values["max_zone_temp_c"] = max(temps) if temps else None
+    filesystems = parse("df", parse_df_k)
+    if filesystems:
+        values["free_storage_mb"] = free_bytes_for(filesystems, "/data") / 2**20
+    power = parse("power", parse_dumpsys_power)
+    if power is not None:
+        values["screen_on"] = power.screen_on
+    values["app_running"] = bool(parse_pidof(sections.get("app", "")))
+    crashes = parse("crash", lambda text: find_fatal_exceptions(text, APP_PACKAGE)) or []
+    sample = HealthSample(
+        serial=serial, at=at, registered=registered, probe_ok=probe_ok,
+        fatal_exception_seen=len(crashes) > crashes_seen, **values,  # type: ignore[arg-type]
+    )
+    return sample, len(crashes)
+
+
+def read_health(
+    adb: Adb, serial: str, at: datetime, *, crashes_seen: int = 0,
+    registered: bool | None = None, probe_ok: bool | None = None,
+) -> tuple[HealthSample, int]:
+    """Take one health sample of ``serial`` (one adb round trip).
+
+    Raises:
+        PhoneFault: adb failed or timed out (the caller marks the phone).
+    """
+    result = adb.shell(serial, ["sh", "-c", probe_script()], timeout_s=PROBE_TIMEOUT_S)
+    return sample_from_sections(serial, at, split_sections(result.out), crashes_seen=crashes_seen,
+                                registered=registered, probe_ok=probe_ok)

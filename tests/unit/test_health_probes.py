@@ -1,0 +1,55 @@
+"""The health sweep's script and the sample it builds from real phone output."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from farm.health.probes import _MARK, probe_script, sample_from_sections, split_sections
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "android"
+AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+class TestProbeScript:
+    def test_every_section_has_a_marker(self) -> None:
+        """The script echoes one marker per section, in order."""
+        script = probe_script()
+        names = ["battery", "thermal", "df", "power", "app", "crash"]
+        positions = [script.index(f"echo {_MARK}{name}") for name in names]
+        assert positions == sorted(positions)
+
+    def test_split_round_trips(self) -> None:
+        """Sections printed after markers come back apart, byte for byte."""
+        out = f"{_MARK}battery\nA\nB\n{_MARK}app\n123\n"
+        assert split_sections(out) == {"battery": "A\nB\n", "app": "123\n"}
+
+
+class TestSampleFromSections:
+    def test_real_outputs(self) -> None:
+        """Battery, thermal, storage and screen readings come from real captures."""
+        sections = {
+            "battery": fixture("dumpsys_battery__mtk_tb8168_android13.txt"),
+            "thermal": fixture("dumpsys_thermalservice__hal2_throttling_status2__memfault_bort.txt"),
+            "df": fixture("df_-k_data__honor_x8b_android14.txt"),
+            "power": fixture("dumpsys_power__mtk_tb8168_android13_asleep.txt"),
+            "app": "",
+            "crash": fixture("logcat_crash_fatal_exception__calnotify_emulator.txt"),
+        }
+        sample, crashes = sample_from_sections("s1", AT, sections)
+        assert sample.thermal_status == 2
+        assert sample.screen_on is False
+        assert sample.app_running is False
+        assert sample.free_storage_mb is not None and sample.free_storage_mb > 0
+        assert sample.battery_temp_c is not None and 0 < sample.battery_temp_c < 60
+        assert crashes == 0  # that crash is another package's
+
+    def test_unreadable_section_is_none(self) -> None:
+        """A section that does not parse leaves its fields unknown, not guessed."""
+        sample, _ = sample_from_sections("s1", AT, {"battery": "garbage\n", "app": "4242\n"})
+        assert sample.battery_pct is None and sample.battery_temp_c is None
+        assert sample.app_running is True
