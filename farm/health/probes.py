@@ -9,12 +9,12 @@ and is logged.
 
 from __future__ import annotations
 
-import shlex
 from datetime import datetime
 
 import structlog
 
 from farm.adb import Adb
+from farm.device.batch import batch_script, split_batch
 from farm.device.battery import Plugged, parse_dumpsys_battery
 from farm.device.logcat import find_fatal_exceptions
 from farm.device.power import parse_dumpsys_power
@@ -28,7 +28,6 @@ log = structlog.get_logger(__name__)
 APP_PACKAGE = "org.apache.tvm.tvmrpc"
 RPC_PROCESS = f"{APP_PACKAGE}:RPCProcess"
 PROBE_TIMEOUT_S = 20.0
-_MARK = "@@farm:"
 _SECTIONS = {
     "battery": ["dumpsys", "battery"],
     "thermal": ["dumpsys", "thermalservice"],
@@ -42,23 +41,7 @@ _SECTIONS = {
 
 def probe_script() -> str:
     """The shell script of one sweep: each section's command after its marker."""
-    parts = []
-    for name, argv in _SECTIONS.items():
-        parts.append(shlex.join(["echo", _MARK + name]))
-        parts.append(shlex.join(argv) + " 2>/dev/null")
-    return "; ".join(parts)
-
-
-def split_sections(stdout: str) -> dict[str, str]:
-    """Cut the sweep's stdout back into {section: text}."""
-    sections: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for line in stdout.splitlines(keepends=True):
-        if line.startswith(_MARK):
-            current = sections.setdefault(line[len(_MARK):].strip(), [])
-        elif current is not None:
-            current.append(line)
-    return {name: "".join(lines) for name, lines in sections.items()}
+    return batch_script(_SECTIONS)
 
 
 def sample_from_sections(
@@ -113,5 +96,5 @@ def read_health(
         PhoneFault: adb failed or timed out (the caller marks the phone).
     """
     result = adb.shell(serial, ["sh", "-c", probe_script()], timeout_s=PROBE_TIMEOUT_S)
-    return sample_from_sections(serial, at, split_sections(result.out), crashes_seen=crashes_seen,
+    return sample_from_sections(serial, at, split_batch(result.out), crashes_seen=crashes_seen,
                                 registered=registered, probe_ok=probe_ok)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from farm.health.probes import _MARK, probe_script, sample_from_sections, split_sections
+from farm.device.batch import MARK as _MARK
+from farm.device.batch import split_batch as split_sections
+from farm.health.probes import probe_script, sample_from_sections
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "android"
 AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
