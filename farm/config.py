@@ -1,0 +1,378 @@
+"""farm's settings: a TOML file plus ``FARM_...`` environment overrides, validated once.
+
+Where the file comes from, first match wins: the ``path`` argument (``--config``),
+``$FARM_CONFIG``, then ``/etc/farm/farm.toml`` if it exists; with none, every
+setting has its default. Environment variables override the file: ``FARM_`` +
+the dotted key upper-cased with ``__`` between levels, e.g.
+``FARM_ADB__PORT=5038`` or ``FARM_HEALTH__BATTERY_TEMP_MAX_C=38``. A value that
+starts with ``[`` or ``{`` is read as JSON (``FARM_ADB__CONNECT='["10.0.0.5:5555"]'``).
+
+A sample ``farm.toml``::
+
+    data_dir = "/var/lib/farm"
+
+    [adb]
+    connect = ["192.168.1.20:5555"]
+
+    [tracker]
+    phone_host = "10.0.2.2"
+
+    [apk]
+    path = "/opt/farm/tvmrpc-release.apk"
+    keystore = "/etc/farm/release.jks"
+    password_file = "/etc/farm/keystore.pass"
+    on_signature_clash = "fail"
+
+    [[schedules]]
+    cron = "0 1 * * *"
+    spec = { kind = "tune", workload = "resnet18" }
+
+Why not pydantic-settings: it reads the process-global ``os.environ``, while
+:func:`load_config` takes the environment as an argument so tests stay
+hermetic; merging ``FARM_`` variables into the TOML dict is a few lines, and
+validation is plain pydantic either way.
+
+Every model is frozen and rejects unknown keys, so a typo in the file is an
+error that names the key instead of a setting silently left at its default.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from farm.errors import ConfigError
+
+DEFAULT_PATH = Path("/etc/farm/farm.toml")
+ENV_PREFIX = "FARM_"
+ENV_PATH = "FARM_CONFIG"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _host_port(value: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{value!r} is not host:port")
+    return value
+
+
+class AdbSettings(_Frozen):
+    """The adb server farm uses (one per host) and the phones it connects over TCP.
+
+    Attributes:
+        host: the adb server's address.
+        port: the adb server's port (5037 is adb's default).
+        binary: the adb executable; None means the one adbutils ships.
+        connect: ``host:port`` of adb-over-TCP phones to ``adb connect`` and keep connected.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = Field(5037, gt=0, lt=65536)
+    binary: Path | None = None
+    connect: tuple[str, ...] = ()
+
+    @field_validator("connect")
+    @classmethod
+    def _check_connect(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(_host_port(item) for item in value)
+
+
+class TrackerSettings(_Frozen):
+    """The TVM RPC tracker.
+
+    Attributes:
+        external: use a tracker someone else runs at host:port instead of
+            starting ``tvm.exec.rpc_tracker``.
+        host: the address the tracker binds to (or the external one's address).
+        port: the tracker's port (9190 is TVM's default).
+        phone_host: the address phones use to reach this host in lan mode
+            (``10.0.2.2`` for the virtual fleet); None means ``host``.
+        key: the device key phones register under.
+    """
+
+    external: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(9190, gt=0, lt=65536)
+    phone_host: str | None = None
+    key: str = Field("android", min_length=1)
+
+
+class ApkSettings(_Frozen):
+    """The TVM RPC app to install, and how to sign it.
+
+    Attributes:
+        path: the APK (signed, or to be signed with the key below); None
+            means provisioning installs nothing.
+        keystore: a Java keystore (``.jks``/``.p12``) holding the signing key.
+        key_pem: a PEM private key, as an alternative to ``keystore``.
+        cert_pem: the PEM certificate that goes with ``key_pem``.
+        key_alias: the keystore alias; None means the keystore's only key.
+        password_env: name of the environment variable holding the password.
+        password_file: a file holding the password (first line).
+        on_signature_clash: what to do when the phone has the app signed by
+            another key: ``fail`` (default) or ``uninstall``, which **wipes
+            the app's data** and is therefore never implied.
+    """
+
+    path: Path | None = None
+    keystore: Path | None = None
+    key_pem: Path | None = None
+    cert_pem: Path | None = None
+    key_alias: str | None = None
+    password_env: str | None = None
+    password_file: Path | None = None
+    on_signature_clash: Literal["fail", "uninstall"] = "fail"
+
+    @model_validator(mode="after")
+    def _one_key_one_password(self) -> ApkSettings:
+        if self.keystore is not None and self.key_pem is not None:
+            raise ValueError("give keystore or key_pem, not both")
+        if (self.key_pem is None) != (self.cert_pem is None):
+            raise ValueError("key_pem and cert_pem go together")
+        if self.password_env is not None and self.password_file is not None:
+            raise ValueError("give password_env or password_file, not both")
+        return self
+
+    def read_password(self, env: Mapping[str, str] | None = None) -> str | None:
+        """Return the signing password from ``password_env`` or ``password_file``.
+
+        Args:
+            env: the environment to read ``password_env`` from; ``os.environ`` if None.
+
+        Returns:
+            The password, or None when neither source is configured.
+
+        Raises:
+            ConfigError: the variable is unset or the file cannot be read.
+        """
+        if self.password_env is not None:
+            environ = os.environ if env is None else env
+            if self.password_env not in environ:
+                raise ConfigError("apk.password_env", f"${self.password_env} is not set")
+            return environ[self.password_env]
+        if self.password_file is not None:
+            try:
+                lines = self.password_file.read_text(encoding="utf-8").splitlines()
+            except OSError as exc:
+                raise ConfigError("apk.password_file", f"cannot read: {exc.strerror}") from exc
+            return lines[0] if lines else ""
+        return None
+
+
+class HealthSettings(_Frozen):
+    """Health sweep cadence and the limits a ready phone must meet."""
+
+    interval_s: float = Field(30.0, gt=0)
+    probe_timeout_s: float = Field(20.0, gt=0)
+    battery_temp_max_c: float = 35.0
+    thermal_status_max: int = Field(0, ge=0, le=6)
+    zone_temp_max_c: float = 70.0
+    battery_min_pct: float = Field(20.0, ge=0, le=100)
+    storage_min_free_mb: int = Field(500, ge=0)
+    require_screen_on: bool = True
+
+
+class SuperviseSettings(_Frozen):
+    """The recovery ladder: exponential backoff and quarantine."""
+
+    backoff_base_s: float = Field(2.0, gt=0)
+    backoff_max_s: float = Field(300.0, gt=0)
+    quarantine_after: int = Field(5, ge=1)
+    quarantine_window_s: float = Field(3600.0, gt=0)
+    registration_deadline_s: float = Field(60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _base_below_max(self) -> SuperviseSettings:
+        if self.backoff_base_s > self.backoff_max_s:
+            raise ValueError("backoff_base_s must not exceed backoff_max_s")
+        return self
+
+
+class JobSettings(_Frozen):
+    """Job execution defaults (a job spec may override timeout and attempts)."""
+
+    default_timeout_s: float = Field(600.0, gt=0)
+    default_attempts: int = Field(3, ge=1)
+    thermal_wait_deadline_s: float = Field(900.0, gt=0)
+    lease_s: float = Field(120.0, gt=0)
+    tune_lease_s: float = Field(3600.0, gt=0)
+
+
+class Schedule(_Frozen):
+    """A recurring job: a crontab expression (``minute hour day month weekday``) and a job spec.
+
+    The spec is validated by the queue when the schedule fires;
+    here only the cron expression is checked.
+    """
+
+    cron: str
+    spec: dict[str, Any]
+    name: str | None = None
+
+    @field_validator("cron")
+    @classmethod
+    def _check_cron(cls, value: str) -> str:
+        from apscheduler.triggers.cron import CronTrigger  # the parser farmd uses
+
+        try:
+            CronTrigger.from_crontab(value)
+        except ValueError as exc:
+            raise ValueError(f"bad cron expression {value!r}: {exc}") from None
+        return value
+
+
+class MetricsSettings(_Frozen):
+    """The Prometheus endpoint farmd serves."""
+
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(9464, gt=0, lt=65536)
+
+
+class VirtualSettings(_Frozen):
+    """Virtual phones farmd starts for a demo (``farmd --virtual-phones N`` overrides count)."""
+
+    count: int = Field(0, ge=0)
+    network: Literal["lan", "usb-only"] = "lan"
+
+
+class Settings(_Frozen):
+    """All of farm's settings (see the module doc for sources and a sample file).
+
+    Attributes:
+        data_dir: farm's data folder (database, logs, caches).
+        database_url: SQLAlchemy URL; defaults to SQLite ``farm.db`` in ``data_dir``.
+        log_level: debug, info, warning, error or critical.
+    """
+
+    data_dir: Path = Field(Path("~/.local/share/farm"), validate_default=True)
+    database_url: str = ""
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+    adb: AdbSettings = AdbSettings()
+    tracker: TrackerSettings = TrackerSettings()
+    apk: ApkSettings = ApkSettings()
+    health: HealthSettings = HealthSettings()
+    supervise: SuperviseSettings = SuperviseSettings()
+    jobs: JobSettings = JobSettings()
+    schedules: tuple[Schedule, ...] = ()
+    metrics: MetricsSettings = MetricsSettings()
+    virtual: VirtualSettings = VirtualSettings()
+
+    @field_validator("data_dir")
+    @classmethod
+    def _expand(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @model_validator(mode="after")
+    def _default_database(self) -> Settings:
+        if not self.database_url:
+            # Frozen model: set the derived default once, during validation.
+            object.__setattr__(self, "database_url", f"sqlite:///{self.data_dir / 'farm.db'}")
+        return self
+
+
+def _env_overrides(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Turn ``FARM_A__B=v`` variables into ``{"a": {"b": v}}`` and remember their names."""
+    tree: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for name, raw in env.items():
+        if not name.startswith(ENV_PREFIX) or name == ENV_PATH:
+            continue
+        path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
+        if not all(path):
+            raise ConfigError(name, "empty key segment in the variable name")
+        value: Any = raw
+        if raw.lstrip().startswith(("[", "{")):
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(".".join(path), f"${name} is not valid JSON: {exc.msg}") from None
+        node = tree
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(".".join(path), f"${name} conflicts with another variable")
+            node = child
+        node[path[-1]] = value
+        sources[".".join(path)] = name
+    return tree, sources
+
+
+def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(str(path), "config file not found") from None
+    except OSError as exc:
+        raise ConfigError(str(path), f"cannot read config file: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(path), f"not valid TOML: {exc}") from None
+
+
+def _prefixes(key: str) -> list[str]:
+    """``"a.b.c"`` -> ``["a.b.c", "a.b", "a"]``."""
+    parts = key.split(".")
+    return [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
+
+
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Load and validate the settings.
+
+    Args:
+        path: the TOML file (``--config``); None means ``$FARM_CONFIG``, then
+            ``/etc/farm/farm.toml`` if it exists, else defaults only.
+        env: the environment to read ``FARM_CONFIG`` and ``FARM_...`` overrides
+            from; ``os.environ`` if None.
+
+    Returns:
+        The frozen settings.
+
+    Raises:
+        ConfigError: the file is missing (when named explicitly), unreadable or
+            not TOML, or a value is invalid; ``key`` is the dotted setting name
+            (e.g. ``health.battery_temp_max_c``) and the reason says which
+            environment variable set it, if one did.
+    """
+    environ = os.environ if env is None else env
+    if path is None and environ.get(ENV_PATH):
+        path = environ[ENV_PATH]
+    if path is not None:
+        data = _read_toml(Path(path))
+    elif DEFAULT_PATH.is_file():
+        data = _read_toml(DEFAULT_PATH)
+    else:
+        data = {}
+    overrides, sources = _env_overrides(environ)
+    try:
+        return Settings.model_validate(_merge(data, overrides))
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = ".".join(str(part) for part in error["loc"]) or "config"
+        reason = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            reason = "unknown setting"
+        # The variable that set this key or one of its parents, e.g. $FARM_SCHEDULES.
+        origin = next((sources[k] for k in _prefixes(key) if k in sources), None)
+        if origin is not None:
+            reason += f" (from ${origin})"
+        raise ConfigError(key, reason) from None
