@@ -1,0 +1,193 @@
+"""Prometheus metrics of farmd, on a private registry, served on loopback.
+
+The series (prometheus-client; names follow Prometheus' naming practice of a
+``farm_`` prefix and base units in the name)::
+
+    farm_up                                    1 while farmd runs
+    farm_phones{state}                         phones per state (ready, busy, ...)
+    farm_jobs{state}                           jobs per state (queued, running, ...)
+    farm_phone_battery_temp_celsius{serial}    latest battery temperature, °C
+    farm_phone_thermal_status{serial}          latest PowerManager thermal status, 0..6
+    farm_recoveries_total{serial,step}         recovery-ladder steps applied
+    farm_job_duration_seconds{kind}            histogram of attempt durations
+
+A private :class:`~prometheus_client.CollectorRegistry` (not the library's global
+one) keeps each :class:`FarmMetrics` independent, so tests and two daemons in one
+process never share counters, and the endpoint carries no process/GC series the
+docs do not list.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from farm.errors import ConfigError, InfraFault
+from farm.health.sample import HealthSample
+
+#: Job durations span a 1 s GEMM to a night of tuning.
+JOB_DURATION_BUCKETS_S = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, float("inf"))
+
+
+class FarmMetrics:
+    """The collectors of one farmd, and the setters the daemon calls.
+
+    Counts by state are set as a whole each time (:meth:`set_phone_counts`), so a
+    state that emptied drops to 0 instead of keeping a stale value.
+    """
+
+    def __init__(self) -> None:
+        """Create the registry and every series; ``farm_up`` starts at 1."""
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.up = Gauge("farm_up", "1 while farmd is running.", registry=self.registry)
+        self.phones = Gauge(
+            "farm_phones", "Phones per state.", ["state"], registry=self.registry
+        )
+        self.jobs = Gauge("farm_jobs", "Jobs per state.", ["state"], registry=self.registry)
+        self.battery_temp_c = Gauge(
+            "farm_phone_battery_temp_celsius",
+            "Latest battery temperature of the phone, degrees Celsius.",
+            ["serial"],
+            registry=self.registry,
+        )
+        self.thermal_status = Gauge(
+            "farm_phone_thermal_status",
+            "Latest Android thermal status (PowerManager.THERMAL_STATUS_*, 0..6).",
+            ["serial"],
+            registry=self.registry,
+        )
+        self.recoveries = Counter(
+            "farm_recoveries",
+            "Recovery-ladder steps applied to a phone.",
+            ["serial", "step"],
+            registry=self.registry,
+        )
+        self.job_duration_s = Histogram(
+            "farm_job_duration_seconds",
+            "Duration of job attempts, seconds.",
+            ["kind"],
+            buckets=JOB_DURATION_BUCKETS_S,
+            registry=self.registry,
+        )
+        self._lock = threading.Lock()
+        self._phone_states: set[str] = set()
+        self._job_states: set[str] = set()
+        self.up.set(1)
+
+    def _set_counts(self, gauge: Gauge, known: set[str], counts: Mapping[str, int]) -> None:
+        """Set every state in ``counts`` and zero the states seen before but absent now."""
+        with self._lock:
+            known.update(counts)
+            for state in known:
+                gauge.labels(state=state).set(counts.get(state, 0))
+
+    def set_phone_counts(self, counts: Mapping[str, int]) -> None:
+        """Publish how many phones are in each state, e.g. ``{"ready": 3}``."""
+        self._set_counts(self.phones, self._phone_states, counts)
+
+    def set_job_counts(self, counts: Mapping[str, int]) -> None:
+        """Publish how many jobs are in each state, e.g. ``{"queued": 5}``."""
+        self._set_counts(self.jobs, self._job_states, counts)
+
+    def observe_health(self, sample: HealthSample) -> None:
+        """Publish a phone's temperatures from a health sample; unknown readings are kept."""
+        if sample.battery_temp_c is not None:
+            self.battery_temp_c.labels(serial=sample.serial).set(sample.battery_temp_c)
+        if sample.thermal_status is not None:
+            self.thermal_status.labels(serial=sample.serial).set(sample.thermal_status)
+
+    def forget_phone(self, serial: str) -> None:
+        """Drop a removed phone's temperature series (its recovery counts stay)."""
+        for gauge in (self.battery_temp_c, self.thermal_status):
+            try:
+                gauge.remove(serial)
+            except KeyError:
+                pass  # never observed: nothing to drop
+
+    def count_recovery(self, serial: str, step: str) -> None:
+        """Count one recovery step applied to a phone (``step`` as in ``farm.supervise.Step``)."""
+        self.recoveries.labels(serial=serial, step=str(getattr(step, "value", step))).inc()
+
+    def observe_job(self, kind: str, duration_s: float) -> None:
+        """Record one finished attempt's duration in seconds, by job kind (gemm, model, tune)."""
+        self.job_duration_s.labels(kind=kind).observe(duration_s)
+
+
+@dataclass(frozen=True)
+class MetricsServer:
+    """A running metrics endpoint.
+
+    Attributes:
+        host: the address it listens on.
+        port: the TCP port it listens on (the real one when 0 was asked for).
+        stop: stops serving and closes the socket; safe to call twice.
+    """
+
+    host: str
+    port: int
+    stop: Callable[[], None]
+
+    @property
+    def url(self) -> str:
+        """The scrape URL, e.g. ``http://127.0.0.1:9464/metrics``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address or ``localhost``."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def start_metrics_server(
+    metrics: FarmMetrics,
+    host: str = "127.0.0.1",
+    port: int = 9464,
+    *,
+    allow_remote: bool = False,
+) -> MetricsServer:
+    """Serve ``metrics`` over HTTP (``GET /metrics``) in a daemon thread.
+
+    Loopback only unless ``allow_remote``: the endpoint names phones and has no
+    authentication, so exposing it is an explicit choice. prometheus-client's own
+    server is used (a ThreadingWSGIServer) rather than one of farm's.
+
+    Args:
+        metrics: the collectors to serve.
+        host: address to bind.
+        port: TCP port; 0 picks a free one (tests). 9464 is farm's default.
+        allow_remote: permit a non-loopback ``host``.
+
+    Returns:
+        The running server, with its real port and a ``stop`` callable.
+
+    Raises:
+        ConfigError: ``host`` is not loopback and ``allow_remote`` is False.
+        InfraFault: the port cannot be bound.
+    """
+    if not allow_remote and not _is_loopback(host):
+        raise ConfigError("metrics.host", f"{host} is not loopback; set allow_remote to expose it")
+    try:
+        httpd, thread = start_http_server(port, addr=host, registry=metrics.registry)
+    except OSError as exc:
+        raise InfraFault(f"metrics endpoint {host}:{port}: {exc}") from exc
+    stopped = threading.Event()
+
+    def stop() -> None:
+        if stopped.is_set():
+            return
+        stopped.set()
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+
+    return MetricsServer(host=host, port=httpd.server_address[1], stop=stop)
