@@ -1,0 +1,66 @@
+"""The job queue: specs, storage with leases, and the pure scheduler.
+
+::
+
+    spec.py         parse_spec(dict) -> JobSpec, or SpecError naming the field
+    models.py       the tables (SQLAlchemy 2 ORM); migrations/ holds their history
+    db.py           engine settings per backend, migrate()
+    scheduler.py    plan(snapshot, now) -> [Assignment]: pure
+    store.py        Store: enqueue, claim, heartbeat, reap, finish, fail_attempt
+    lifecycle.py    the transactions behind claim/reap/finish/fail and the retry rule
+    devices.py      Store's device half: states, health, drain, health samples
+    transitions.py  idempotent device transitions that write event rows
+    records.py      the frozen values Store takes and returns
+
+A daemon tick is::
+
+    store.reap(now)
+    claims = store.claim(plan(store.snapshot(), now, seed=tick), now)
+"""
+
+from farm.queue.db import default_url
+from farm.queue.models import AttemptState, DeviceHealth, DeviceState, JobState
+from farm.queue.records import (
+    AttemptView,
+    Claim,
+    Decision,
+    DeviceRecord,
+    EventRecord,
+    Failure,
+    JobView,
+    Outcome,
+    ResultView,
+    SnapshotData,
+    TuningData,
+)
+from farm.queue.scheduler import Assignment, DeviceView, QueuedJob, QueueSnapshot, plan
+from farm.queue.spec import JobKind, JobSpec, parse_spec
+from farm.queue.store import Store
+
+__all__ = [
+    "Assignment",
+    "AttemptState",
+    "AttemptView",
+    "Claim",
+    "Decision",
+    "DeviceHealth",
+    "DeviceRecord",
+    "DeviceState",
+    "DeviceView",
+    "EventRecord",
+    "Failure",
+    "JobKind",
+    "JobSpec",
+    "JobState",
+    "JobView",
+    "Outcome",
+    "QueueSnapshot",
+    "QueuedJob",
+    "ResultView",
+    "SnapshotData",
+    "Store",
+    "TuningData",
+    "default_url",
+    "parse_spec",
+    "plan",
+]

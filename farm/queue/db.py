@@ -1,0 +1,91 @@
+"""Opening the queue database: engine settings per backend, and migrations.
+
+SQLite is the default (one file under the data folder); a PostgreSQL URL works
+the same. SQLite settings, each for a reason:
+
+* ``journal_mode=WAL``: readers (``farmctl jobs``) never block the writer (farmd).
+* ``busy_timeout``: a writer waits for the lock instead of failing at once.
+* ``synchronous=FULL``: a committed enqueue survives a power cut, not only a crash.
+* ``foreign_keys=ON``: SQLite enforces them only when asked.
+* ``BEGIN IMMEDIATE`` for every transaction: the write lock is taken at the start,
+  so a claim's reads and writes are one atomic step and two writers never
+  deadlock upgrading read locks. pysqlite's own transaction handling is turned
+  off to make that possible (SQLAlchemy docs, "Serializable isolation /
+  Savepoints / Transactional DDL" for pysqlite).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.exc import SQLAlchemyError
+
+from farm.errors import StoreError
+
+__all__ = ["DEFAULT_DB_NAME", "create_engine", "default_url", "migrate"]
+
+DEFAULT_DB_NAME = "farm.sqlite3"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+_MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def default_url(data_dir: str | os.PathLike[str]) -> str:
+    """The SQLite URL of the queue under ``data_dir`` (created if missing)."""
+    path = Path(data_dir).expanduser()
+    path.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{(path / DEFAULT_DB_NAME).resolve()}"
+
+
+def create_engine(url: str) -> sa.Engine:
+    """An engine with the settings above for SQLite, plain for PostgreSQL.
+
+    Raises:
+        StoreError: the URL is malformed or names a driver that is not installed.
+    """
+    try:
+        engine = sa.create_engine(url, future=True)
+    except (SQLAlchemyError, ImportError, ValueError) as exc:
+        raise StoreError(f"cannot open {url!r}: {exc}") from exc
+    if engine.dialect.name == "sqlite":
+        _configure_sqlite(engine)
+    return engine
+
+
+def _configure_sqlite(engine: sa.Engine) -> None:
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = FULL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(connection: sa.Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def migrate(engine: sa.Engine) -> None:
+    """Bring the schema to the newest revision, in one transaction.
+
+    Concurrent openers (farmd and farmctl) are serialised by the transaction, so
+    the second one finds the schema current and does nothing.
+
+    Raises:
+        StoreError: the database refused the migration.
+    """
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    try:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+    except SQLAlchemyError as exc:
+        raise StoreError(f"cannot migrate {engine.url!r}: {exc}") from exc

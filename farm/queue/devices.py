@@ -1,0 +1,117 @@
+"""The device half of :class:`farm.queue.store.Store`: states, health, drain, samples.
+
+Written by the fleet, health and supervise layers; read by the scheduler and
+``farmctl devices``. Every change is idempotent and leaves an event row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from farm.queue import transitions
+from farm.queue.models import Device, DeviceEvent, DeviceHealth, DeviceState, HealthSample
+from farm.queue.records import DeviceRecord, EventRecord
+
+__all__ = ["DeviceOps"]
+
+_HEALTH_COLUMNS = frozenset(
+    c.name for c in HealthSample.__table__.columns if c.name not in ("id", "serial", "at")
+)
+
+
+class DeviceOps:
+    """Device operations; mixed into Store, which provides ``_tx()``."""
+
+    def _tx(self) -> AbstractContextManager[Session]:  # pragma: no cover - Store overrides
+        raise TypeError("DeviceOps is used through Store")
+
+    def upsert_device(self, serial: str, now: datetime, facts: Mapping[str, Any] | None = None) -> DeviceRecord:
+        """Note that a phone was seen (a new one starts ``discovered``), updating its facts.
+
+        Args:
+            serial: the adb serial.
+            now: when it was seen.
+            facts: replaces the stored facts if given; keys the scheduler matches:
+                ``abi``, ``abis``, ``soc``, ``sdk`` (int), ``gpu``.
+        """
+        with self._tx() as session:
+            device = transitions.get_or_create(session, serial, now)
+            device.last_seen = now
+            if facts is not None:
+                device.facts = dict(facts)
+            session.flush()
+            return DeviceRecord.of(device)
+
+    def set_device_state(self, serial: str, to_state: DeviceState, reason: str, now: datetime) -> list[str]:
+        """Move a phone to ``to_state``, writing an event with ``reason``.
+
+        Returns:
+            The fields changed; ``[]`` if the phone was already in ``to_state``.
+        """
+        with self._tx() as session:
+            device = transitions.get_or_create(session, serial, now)
+            return transitions.set_state(session, device, DeviceState(to_state), reason, now)
+
+    def set_device_health(self, serial: str, health: DeviceHealth, reason: str, now: datetime) -> list[str]:
+        """Set a phone's health (apart from its state); ``[]`` if unchanged."""
+        with self._tx() as session:
+            device = transitions.get_or_create(session, serial, now)
+            return transitions.set_health(session, device, DeviceHealth(health), reason, now)
+
+    def set_drained(self, serial: str, drained: bool, reason: str, now: datetime) -> list[str]:
+        """Drain a phone (it finishes its attempt, then gets no work) or undrain it."""
+        with self._tx() as session:
+            device = transitions.get_or_create(session, serial, now)
+            return transitions.set_drained(session, device, drained, reason, now)
+
+    def get_device(self, serial: str) -> DeviceRecord | None:
+        """One phone, or None if never seen."""
+        with self._tx() as session:
+            device = session.get(Device, serial)
+            return None if device is None else DeviceRecord.of(device)
+
+    def list_devices(self) -> list[DeviceRecord]:
+        """All phones ever seen, by serial."""
+        with self._tx() as session:
+            return [DeviceRecord.of(d) for d in session.scalars(select(Device).order_by(Device.serial))]
+
+    def device_events(self, serial: str | None = None, limit: int = 100) -> list[EventRecord]:
+        """State changes, newest first; one phone's if ``serial`` is given."""
+        query = select(DeviceEvent).order_by(DeviceEvent.id.desc()).limit(limit)
+        if serial is not None:
+            query = query.where(DeviceEvent.serial == serial)
+        with self._tx() as session:
+            return [EventRecord.of(e) for e in session.scalars(query)]
+
+    def record_health(self, serial: str, at: datetime, values: Mapping[str, Any]) -> None:
+        """Store one health probe.
+
+        Args:
+            serial: the phone probed.
+            at: when.
+            values: any of ``battery_pct``, ``battery_temp_c``, ``thermal_status``,
+                ``max_zone_temp_c``, ``free_storage_mb``, ``screen_on``,
+                ``app_running``, ``registered``; missing ones are stored as NULL.
+
+        Raises:
+            ValueError: a key is not a health sample column (a bug in the caller).
+        """
+        unknown = set(values) - _HEALTH_COLUMNS
+        if unknown:
+            raise ValueError(f"unknown health sample fields: {sorted(unknown)}")
+        with self._tx() as session:
+            session.add(HealthSample(serial=serial, at=at, **dict(values)))
+
+    def health_samples(self, serial: str, limit: int = 100) -> list[dict[str, Any]]:
+        """A phone's latest health probes, newest first, as dicts of column values."""
+        query = (select(HealthSample).where(HealthSample.serial == serial)
+                 .order_by(HealthSample.at.desc(), HealthSample.id.desc()).limit(limit))
+        with self._tx() as session:
+            return [{c: getattr(h, c) for c in ("at", *sorted(_HEALTH_COLUMNS))}
+                    for h in session.scalars(query)]

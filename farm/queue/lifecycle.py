@@ -1,0 +1,228 @@
+"""Attempt lifecycle inside one transaction: claim, reap, finish, fail and retry.
+
+These functions take an open :class:`~sqlalchemy.orm.Session` and ``now``;
+:class:`farm.queue.store.Store` owns the transaction around each. Rows are
+locked (``with_for_update``) and re-checked before they change, so a decision
+made on a stale snapshot is skipped rather than applied twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from farm.errors import Retry
+from farm.queue import transitions
+from farm.queue.models import (
+    Attempt,
+    AttemptState,
+    Device,
+    DeviceSnapshot,
+    DeviceState,
+    Job,
+    JobState,
+    Result,
+    Sample,
+    TuningRecord,
+)
+from farm.queue.records import AttemptView, Claim, Decision, Failure, JobView, Outcome, SnapshotData
+from farm.queue.scheduler import Assignment, DeviceView, matches
+from farm.queue.spec import DeviceSelection
+
+__all__ = ["add_snapshots", "backoff_s", "claim_one", "fail", "finish", "reap"]
+
+ABANDONED = "AbandonedJob"  # rq's name for a job whose worker vanished
+BACKOFF_BASE_S = 30.0
+BACKOFF_MAX_S = 600.0
+
+# Phones that may come back by themselves; a quarantined or offline phone is no
+# reason to keep a failed phone out of a job's way.
+_AVAILABLE = frozenset({DeviceState.READY, DeviceState.BUSY, DeviceState.COOLING,
+                        DeviceState.PROVISIONING, DeviceState.DISCOVERED, DeviceState.UNHEALTHY})
+
+
+def backoff_s(attempts_made: int) -> float:
+    """Seconds to wait before retry number ``attempts_made``: 30, 60, 120 ... at most 600.
+
+    The one backoff rule of the queue; phone faults retry at once elsewhere instead.
+    """
+    return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** max(0, attempts_made - 1))
+
+
+def claim_one(session: Session, assignment: Assignment, now: datetime, lease_s: float) -> Claim | None:
+    """Start one assignment, or return None (changing nothing) if it went stale."""
+    serials = list(assignment.serials)
+    if not serials or len(set(serials)) != len(serials):
+        return None
+    job = session.scalars(
+        select(Job).where(Job.id == assignment.job_id, Job.state == JobState.QUEUED)
+        .with_for_update(skip_locked=True)
+    ).one_or_none()
+    if job is None or job.attempts_made >= job.attempts_max:
+        return None
+    devices = list(session.scalars(
+        select(Device)
+        .where(Device.serial.in_(serials), Device.state == DeviceState.READY, Device.drained.is_(False))
+        .order_by(Device.serial)
+        .with_for_update(skip_locked=True)
+    ))
+    if len(devices) != len(serials):
+        return None
+    attempt = Attempt(
+        job_id=job.id, serials=serials, state=AttemptState.RUNNING, lease_s=lease_s,
+        lease_expires_at=now + timedelta(seconds=lease_s), heartbeat_at=now, started_at=now,
+    )
+    session.add(attempt)
+    session.flush()
+    job.state = JobState.RUNNING
+    job.attempts_made += 1
+    job.retry_at = None
+    for device in devices:
+        transitions.set_state(session, device, DeviceState.BUSY,
+                              f"job {job.id} attempt {attempt.id}", now)
+        device.attempt_id = attempt.id
+    session.flush()
+    return Claim(JobView.of(job), AttemptView.of(attempt))
+
+
+def reap(session: Session, now: datetime) -> list[AttemptView]:
+    """Abandon running attempts whose lease expired; requeue or fail their jobs."""
+    expired = list(session.scalars(
+        select(Attempt)
+        .where(Attempt.state == AttemptState.RUNNING, Attempt.lease_expires_at < now)
+        .order_by(Attempt.id)
+        .with_for_update(skip_locked=True)
+    ))
+    for attempt in expired:
+        message = f"lease expired at {attempt.lease_expires_at.isoformat()} without a heartbeat"
+        _end(attempt, AttemptState.ABANDONED, now, ABANDONED, message)
+        transitions.release(session, attempt.id, attempt.serials, DeviceState.UNHEALTHY,
+                            f"lease of attempt {attempt.id} expired", now)
+        job = _locked_job(session, attempt.job_id)
+        if job.state is JobState.RUNNING:
+            if job.attempts_made < job.attempts_max:
+                job.state = JobState.QUEUED
+            else:
+                _fail_job(job, now, f"{ABANDONED}: {message} (after {job.attempts_made} attempts)")
+    session.flush()
+    return [AttemptView.of(a) for a in expired]
+
+
+def finish(session: Session, attempt_id: int, outcome: Outcome, now: datetime) -> bool:
+    """Store the result of a running attempt; False if it may not (see Store.finish)."""
+    attempt = _locked_attempt(session, attempt_id)
+    if attempt is None or attempt.state is not AttemptState.RUNNING:
+        return False
+    job = _locked_job(session, attempt.job_id)
+    if job.state is not JobState.RUNNING:
+        _end(attempt, AttemptState.CANCELLED, now, None, "job cancelled before its result")
+        transitions.release(session, attempt.id, attempt.serials, DeviceState.READY,
+                            f"attempt {attempt.id} ended: job cancelled", now)
+        return False
+    if outcome.sample_serials and len(outcome.sample_serials) != len(outcome.samples):
+        raise ValueError("sample_serials must be empty or as long as samples")
+    result = Result(job_id=job.id, attempt_id=attempt.id, summary=dict(outcome.summary), created_at=now)
+    session.add(result)
+    session.flush()  # the unique job_id fails here if a result exists
+    serials = list(outcome.sample_serials) or [None] * len(outcome.samples)
+    session.add_all(
+        Sample(result_id=result.id, index=i, value=float(v), unit=outcome.unit, serial=s)
+        for i, (v, s) in enumerate(zip(outcome.samples, serials))
+    )
+    add_snapshots(session, attempt.id, outcome.snapshots)
+    session.add_all(
+        TuningRecord(job_id=job.id, attempt_id=attempt.id, workload=t.workload, target=t.target,
+                     record=dict(t.record), created_at=now)
+        for t in outcome.tuning_records
+    )
+    _end(attempt, AttemptState.SUCCEEDED, now, None, None)
+    job.state = JobState.SUCCEEDED
+    job.finished_at = now
+    transitions.release(session, attempt.id, attempt.serials, DeviceState.READY,
+                        f"attempt {attempt.id} succeeded", now)
+    return True
+
+
+def fail(session: Session, attempt_id: int, failure: Failure, now: datetime) -> Decision:
+    """Record a failed attempt; apply the retry rule of its error kind."""
+    attempt = _locked_attempt(session, attempt_id)
+    if attempt is None or attempt.state is not AttemptState.RUNNING:
+        return Decision.IGNORED
+    job = _locked_job(session, attempt.job_id)
+    message = f"{failure.error_kind}: {failure.message}"
+    blamed = _blamed(attempt, failure)
+    if job.state is not JobState.RUNNING:
+        _end(attempt, AttemptState.CANCELLED, now, failure.error_kind, failure.message)
+        transitions.release(session, attempt.id, attempt.serials, DeviceState.READY,
+                            f"attempt {attempt.id} ended: job cancelled", now)
+        return Decision.CANCELLED
+    _end(attempt, AttemptState.FAILED, now, failure.error_kind, failure.message)
+    transitions.release(session, attempt.id, blamed, DeviceState.UNHEALTHY, message, now)
+    transitions.release(session, attempt.id, attempt.serials, DeviceState.READY,
+                        f"attempt {attempt.id} failed: {failure.error_kind}", now)
+    if failure.retry is Retry.NEVER:
+        _fail_job(job, now, message)
+        return Decision.FAILED
+    if job.attempts_made >= job.attempts_max:
+        _fail_job(job, now, f"{message} (after {job.attempts_made} attempts)")
+        return Decision.FAILED
+    job.state = JobState.QUEUED
+    if failure.retry is Retry.OTHER_PHONE:
+        excluded = sorted(set(job.excluded_serials or ()) | set(blamed))
+        if _others_fit(session, job, excluded):
+            job.excluded_serials = excluded
+    else:
+        job.retry_at = now + timedelta(seconds=backoff_s(job.attempts_made))
+    return Decision.REQUEUED
+
+
+def add_snapshots(session: Session, attempt_id: int, snapshots: Iterable[SnapshotData]) -> None:
+    """Store phone snapshots taken during an attempt."""
+    session.add_all(
+        DeviceSnapshot(attempt_id=attempt_id, serial=s.serial, at=s.at, battery=dict(s.battery),
+                       thermal=dict(s.thermal), facts=dict(s.facts), thermal_wait_s=s.thermal_wait_s)
+        for s in snapshots
+    )
+
+
+def _blamed(attempt: Attempt, failure: Failure) -> list[str]:
+    if failure.retry is not Retry.OTHER_PHONE:
+        return []
+    if failure.serial is not None and failure.serial in attempt.serials:
+        return [failure.serial]
+    return list(attempt.serials)
+
+
+def _others_fit(session: Session, job: Job, excluded: list[str]) -> bool:
+    """Whether enough phones outside ``excluded`` could ever run the job."""
+    selection = DeviceSelection.model_validate(job.spec.get("devices", {}))
+    others = [
+        d for d in session.scalars(select(Device).where(Device.serial.not_in(excluded)))
+        if d.state in _AVAILABLE and not d.drained
+        and matches(selection, DeviceView(d.serial, d.state, d.drained, dict(d.facts or {})))
+    ]
+    return len(others) >= selection.count
+
+
+def _end(attempt: Attempt, state: AttemptState, now: datetime, kind: str | None, error: str | None) -> None:
+    attempt.state = state
+    attempt.finished_at = now
+    attempt.error_kind = kind
+    attempt.error = error
+
+
+def _fail_job(job: Job, now: datetime, error: str) -> None:
+    job.state = JobState.FAILED
+    job.finished_at = now
+    job.error = error
+
+
+def _locked_attempt(session: Session, attempt_id: int) -> Attempt | None:
+    return session.scalars(select(Attempt).where(Attempt.id == attempt_id).with_for_update()).one_or_none()
+
+
+def _locked_job(session: Session, job_id: int) -> Job:
+    return session.scalars(select(Job).where(Job.id == job_id).with_for_update()).one()

@@ -1,0 +1,1 @@
+"""Alembic migrations of the queue database, applied by :func:`farm.queue.db.migrate`."""

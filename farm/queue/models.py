@@ -1,0 +1,278 @@
+"""The queue's tables, as SQLAlchemy 2 typed ORM classes.
+
+Everything the farm knows lives here, so ``farmd`` can be killed at any moment
+and pick up where it stopped (LAVA keeps all scheduler state in the database for
+the same reason)::
+
+    Device ──< DeviceEvent          state changes, each with its reason
+           ──< HealthSample         one probe of the phone
+    Job ──< Attempt ──< DeviceSnapshot   the phone's state when a number was taken
+        └── Result (one per job) ──< Sample   every raw timing, in seconds
+        └──< TuningRecord
+
+A phone's ``state`` (what it is doing) is kept apart from its ``health`` (whether
+it can be trusted), as LAVA's ``Device.state``/``Device.health`` are. States are
+``str`` enums, as rq's ``JobStatus``, so rows and logs read as words.
+
+All datetimes are timezone-aware UTC in Python (:class:`UtcDateTime`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+__all__ = [
+    "Attempt",
+    "AttemptState",
+    "Base",
+    "Device",
+    "DeviceEvent",
+    "DeviceHealth",
+    "DeviceSnapshot",
+    "DeviceState",
+    "HealthSample",
+    "Job",
+    "JobState",
+    "Result",
+    "Sample",
+    "TuningRecord",
+    "UtcDateTime",
+]
+
+
+class DeviceState(str, Enum):
+    """What a phone is doing."""
+
+    DISCOVERED = "discovered"  # seen by adb, not yet set up
+    PROVISIONING = "provisioning"  # installing or starting the TVM RPC app
+    READY = "ready"  # idle, healthy, cool: may take work
+    BUSY = "busy"  # running an attempt
+    COOLING = "cooling"  # too hot to measure; waits
+    UNHEALTHY = "unhealthy"  # a probe failed; the recovery ladder acts
+    QUARANTINED = "quarantined"  # recovery gave up; a person must release it
+    OFFLINE = "offline"  # gone from adb
+    DRAINING = "draining"  # finishing its attempt, then takes no more work
+
+
+class DeviceHealth(str, Enum):
+    """Whether a phone's results can be trusted (LAVA ``Device.HEALTH_*``)."""
+
+    UNKNOWN = "unknown"
+    GOOD = "good"
+    BAD = "bad"
+
+
+class JobState(str, Enum):
+    """Where a job is in its life (rq ``JobStatus``)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class AttemptState(str, Enum):
+    """How one try of a job on one set of phones went."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    ABANDONED = "abandoned"  # its lease ran out: farmd died or stopped heartbeating
+    CANCELLED = "cancelled"
+
+
+def _enum(cls: type[Enum]) -> sa.Enum:
+    """A portable VARCHAR column holding the enum's values (not its names)."""
+    return sa.Enum(
+        cls,
+        native_enum=False,
+        length=16,
+        values_callable=lambda members: [m.value for m in members],
+        validate_strings=True,
+    )
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes on every backend.
+
+    SQLite has no time zones: values are stored as naive UTC and given back
+    ``tzinfo=UTC``; PostgreSQL's ``timestamptz`` keeps them natively. A naive
+    datetime passed in is a bug (whose clock?), so it is refused.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: pass an aware UTC datetime")
+        value = value.astimezone(timezone.utc)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    """Declarative base; JSON columns map ``dict``/``list``."""
+
+    type_annotation_map = {dict[str, Any]: sa.JSON, list[str]: sa.JSON, datetime: UtcDateTime}
+
+
+class Device(Base):
+    """One phone, by adb serial."""
+
+    __tablename__ = "devices"
+
+    serial: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
+    state: Mapped[DeviceState] = mapped_column(_enum(DeviceState), default=DeviceState.DISCOVERED)
+    health: Mapped[DeviceHealth] = mapped_column(_enum(DeviceHealth), default=DeviceHealth.UNKNOWN)
+    # abi, abis, soc, sdk, gpu, model...: what DeviceSelection matches against.
+    facts: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    drained: Mapped[bool] = mapped_column(default=False)
+    attempt_id: Mapped[int | None] = mapped_column(default=None)  # set while busy
+    last_seen: Mapped[datetime | None] = mapped_column(default=None)
+    state_changed_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class DeviceEvent(Base):
+    """One state change of a phone, e.g. ``ready -> cooling (battery_temp_c 41.2 > 35)``."""
+
+    __tablename__ = "device_events"
+    __table_args__ = (sa.Index("ix_device_events_serial_at", "serial", "at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    serial: Mapped[str] = mapped_column(sa.String(128))
+    at: Mapped[datetime]
+    from_state: Mapped[str | None] = mapped_column(sa.String(16))
+    to_state: Mapped[str] = mapped_column(sa.String(16))
+    reason: Mapped[str] = mapped_column(sa.Text, default="")
+
+
+class HealthSample(Base):
+    """One health probe of a phone; None where the probe could not read a value."""
+
+    __tablename__ = "health_samples"
+    __table_args__ = (sa.Index("ix_health_samples_serial_at", "serial", "at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    serial: Mapped[str] = mapped_column(sa.String(128))
+    at: Mapped[datetime]
+    battery_pct: Mapped[float | None]
+    battery_temp_c: Mapped[float | None]
+    thermal_status: Mapped[int | None]  # PowerManager THERMAL_STATUS_*: 0 none .. 6 shutdown
+    max_zone_temp_c: Mapped[float | None]
+    free_storage_mb: Mapped[float | None]
+    screen_on: Mapped[bool | None]
+    app_running: Mapped[bool | None]
+    registered: Mapped[bool | None]  # the RPC app is registered with the tracker
+
+
+class Job(Base):
+    """A validated spec and where it is in its life."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (sa.Index("ix_jobs_state_priority", "state", "priority"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(sa.String(16))
+    spec: Mapped[dict[str, Any]]
+    state: Mapped[JobState] = mapped_column(_enum(JobState), default=JobState.QUEUED)
+    priority: Mapped[int] = mapped_column(default=0)
+    submitted_at: Mapped[datetime]
+    not_before: Mapped[datetime | None] = mapped_column(default=None)
+    attempts_max: Mapped[int]
+    attempts_made: Mapped[int] = mapped_column(default=0)
+    timeout_s: Mapped[float]
+    # Phones that failed this job; the scheduler offers it others first.
+    excluded_serials: Mapped[list[str]] = mapped_column(default=list)
+    # Set when a failed attempt is retried after a backoff; apart from
+    # not_before so the job keeps the priority it earned by waiting.
+    retry_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    error: Mapped[str | None] = mapped_column(sa.Text, default=None)
+
+
+class Attempt(Base):
+    """One try of a job on a set of phones, held by a lease."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (sa.Index("ix_attempts_state_lease", "state", "lease_expires_at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(sa.ForeignKey("jobs.id"), index=True)
+    serials: Mapped[list[str]]
+    state: Mapped[AttemptState] = mapped_column(_enum(AttemptState), default=AttemptState.RUNNING)
+    lease_s: Mapped[float]
+    lease_expires_at: Mapped[datetime]
+    heartbeat_at: Mapped[datetime]
+    started_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    error_kind: Mapped[str | None] = mapped_column(sa.String(64), default=None)
+    error: Mapped[str | None] = mapped_column(sa.Text, default=None)
+
+
+class Result(Base):
+    """The one result of a job; the unique ``job_id`` makes a second commit impossible."""
+
+    __tablename__ = "results"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(sa.ForeignKey("jobs.id"), unique=True)
+    attempt_id: Mapped[int] = mapped_column(sa.ForeignKey("attempts.id"))
+    summary: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime]
+
+
+class Sample(Base):
+    """One raw measurement of a result (a timed repeat), kept so numbers can be re-judged."""
+
+    __tablename__ = "samples"
+
+    result_id: Mapped[int] = mapped_column(sa.ForeignKey("results.id"), primary_key=True)
+    index: Mapped[int] = mapped_column(primary_key=True)
+    value: Mapped[float]  # in ``unit``; seconds for timings
+    unit: Mapped[str] = mapped_column(sa.String(16), default="s")
+    serial: Mapped[str | None] = mapped_column(sa.String(128), default=None)
+
+
+class DeviceSnapshot(Base):
+    """A phone's state just before a measured run: what the number means."""
+
+    __tablename__ = "device_snapshots"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    attempt_id: Mapped[int] = mapped_column(sa.ForeignKey("attempts.id"), index=True)
+    serial: Mapped[str] = mapped_column(sa.String(128))
+    at: Mapped[datetime]
+    battery: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    thermal: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    facts: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    thermal_wait_s: Mapped[float] = mapped_column(default=0.0)  # thermal gating wait
+
+
+class TuningRecord(Base):
+    """One MetaSchedule tuning record (JSON) produced by a tune job."""
+
+    __tablename__ = "tuning_records"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(sa.ForeignKey("jobs.id"), index=True)
+    attempt_id: Mapped[int] = mapped_column(sa.ForeignKey("attempts.id"))
+    workload: Mapped[str] = mapped_column(sa.Text)
+    target: Mapped[str] = mapped_column(sa.Text)
+    record: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime]

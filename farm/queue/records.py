@@ -1,0 +1,231 @@
+"""Plain, frozen values that cross the :class:`~farm.queue.store.Store` boundary.
+
+Callers never hold ORM rows (they would expire with their session and lazily
+query later); they get these instead, and hand these in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from farm.errors import FarmError, PhoneFault, Retry
+from farm.queue.models import (
+    Attempt,
+    AttemptState,
+    Device,
+    DeviceEvent,
+    DeviceHealth,
+    DeviceState,
+    Job,
+    JobState,
+)
+
+__all__ = [
+    "AttemptView",
+    "Claim",
+    "Decision",
+    "DeviceRecord",
+    "EventRecord",
+    "Failure",
+    "JobView",
+    "Outcome",
+    "ResultView",
+    "SnapshotData",
+    "TuningData",
+]
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A job row; ``spec`` is the validated spec as stored (JSON data)."""
+
+    id: int
+    kind: str
+    spec: Mapping[str, Any]
+    state: JobState
+    priority: int
+    submitted_at: datetime
+    not_before: datetime | None
+    attempts_max: int
+    attempts_made: int
+    timeout_s: float
+    excluded_serials: tuple[str, ...]
+    retry_at: datetime | None
+    finished_at: datetime | None
+    error: str | None
+
+    @classmethod
+    def of(cls, job: Job) -> JobView:
+        """Copy a row."""
+        return cls(
+            job.id, job.kind, dict(job.spec), job.state, job.priority, job.submitted_at,
+            job.not_before, job.attempts_max, job.attempts_made, job.timeout_s,
+            tuple(job.excluded_serials or ()), job.retry_at, job.finished_at, job.error,
+        )
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    """An attempt row."""
+
+    id: int
+    job_id: int
+    serials: tuple[str, ...]
+    state: AttemptState
+    lease_s: float
+    lease_expires_at: datetime
+    heartbeat_at: datetime
+    started_at: datetime
+    finished_at: datetime | None
+    error_kind: str | None
+    error: str | None
+
+    @classmethod
+    def of(cls, attempt: Attempt) -> AttemptView:
+        """Copy a row."""
+        return cls(
+            attempt.id, attempt.job_id, tuple(attempt.serials), attempt.state, attempt.lease_s,
+            attempt.lease_expires_at, attempt.heartbeat_at, attempt.started_at,
+            attempt.finished_at, attempt.error_kind, attempt.error,
+        )
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A job that ``Store.claim`` started: run ``job.spec`` on ``attempt.serials``."""
+
+    job: JobView
+    attempt: AttemptView
+
+
+@dataclass(frozen=True)
+class DeviceRecord:
+    """A device row."""
+
+    serial: str
+    state: DeviceState
+    health: DeviceHealth
+    drained: bool
+    facts: Mapping[str, Any]
+    attempt_id: int | None
+    last_seen: datetime | None
+    state_changed_at: datetime | None
+
+    @classmethod
+    def of(cls, device: Device) -> DeviceRecord:
+        """Copy a row."""
+        return cls(
+            device.serial, device.state, device.health, device.drained, dict(device.facts or {}),
+            device.attempt_id, device.last_seen, device.state_changed_at,
+        )
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """A device event row: ``from_state -> to_state (reason)``."""
+
+    serial: str
+    at: datetime
+    from_state: str | None
+    to_state: str
+    reason: str
+
+    @classmethod
+    def of(cls, event: DeviceEvent) -> EventRecord:
+        """Copy a row."""
+        return cls(event.serial, event.at, event.from_state, event.to_state, event.reason)
+
+
+@dataclass(frozen=True)
+class SnapshotData:
+    """A phone's state just before a measured run, and how long gating waited."""
+
+    serial: str
+    at: datetime
+    battery: Mapping[str, Any] = field(default_factory=dict)
+    thermal: Mapping[str, Any] = field(default_factory=dict)
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    thermal_wait_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class TuningData:
+    """One MetaSchedule tuning record (its JSON form) and what it tuned."""
+
+    workload: str
+    target: str
+    record: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a successful attempt produced.
+
+    Attributes:
+        summary: JSON-ready figures, e.g. ``{"median_s": 0.0123, "gflops": 41.2}``.
+        samples: every raw measurement, in ``unit`` (seconds for timings), in order.
+        unit: the unit of ``samples``.
+        sample_serials: the phone of each sample, same length as ``samples``, or empty.
+        snapshots: phone states taken before the measured runs.
+        tuning_records: records a tune job produced.
+    """
+
+    summary: Mapping[str, Any]
+    samples: Sequence[float] = ()
+    unit: str = "s"
+    sample_serials: Sequence[str] = ()
+    snapshots: Sequence[SnapshotData] = ()
+    tuning_records: Sequence[TuningData] = ()
+
+
+@dataclass(frozen=True)
+class ResultView:
+    """A job's result with its raw samples."""
+
+    id: int
+    job_id: int
+    attempt_id: int
+    summary: Mapping[str, Any]
+    created_at: datetime
+    samples: tuple[float, ...]
+    unit: str
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why an attempt failed, as plain data (it crosses the child-process boundary).
+
+    Attributes:
+        error_kind: the error's class name, e.g. ``"SessionError"``.
+        retry: how the queue treats it (:class:`farm.errors.Retry`).
+        message: the error's message, shown to the user.
+        serial: the phone to blame, for ``Retry.OTHER_PHONE``; None blames all of
+            the attempt's phones.
+    """
+
+    error_kind: str
+    retry: Retry
+    message: str
+    serial: str | None = None
+
+    @classmethod
+    def from_error(cls, error: BaseException) -> Failure:
+        """Classify an exception: a FarmError by its own ``retry``; anything else
+        (a bug, or TVM dying strangely) retries within the attempt limit."""
+        if isinstance(error, FarmError):
+            serial = error.serial if isinstance(error, PhoneFault) else None
+            return cls(type(error).__name__, Retry(error.retry), str(error), serial)
+        return cls(type(error).__name__, Retry.SAME_LIMIT, str(error) or type(error).__name__)
+
+
+class Decision(str, Enum):
+    """What ``Store.fail_attempt`` did with the job."""
+
+    REQUEUED = "requeued"
+    FAILED = "failed"
+    CANCELLED = "cancelled"  # the job was cancelled meanwhile; nothing to retry
+    IGNORED = "ignored"  # the attempt had already ended (reaped, finished, reported)

@@ -1,0 +1,299 @@
+"""The durable queue: jobs, attempts under leases, results exactly once.
+
+Every method is one transaction and takes the time as ``now`` (aware UTC); none
+reads a clock, so tests jump ahead instead of sleeping (rq's
+``registry.cleanup(timestamp)`` works the same way). The life of a job::
+
+    enqueue ──> queued ──claim──> running ──finish──> succeeded (one Result)
+                  ^                  │ fail_attempt / reap (lease expired)
+                  └──── retry ───────┤
+                                     └──> failed        cancel: queued|running -> cancelled
+
+Claims are atomic: rows are locked (``FOR UPDATE SKIP LOCKED`` on PostgreSQL;
+SQLite's single writer under ``BEGIN IMMEDIATE``) and re-checked before they
+change, so two farmd hosts sharing one PostgreSQL queue cannot start one job
+twice or put two jobs on one phone. Device operations live in
+:mod:`farm.queue.devices`; the retry policy in :mod:`farm.queue.lifecycle`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from farm.errors import FarmError, StoreError
+from farm.queue import lifecycle
+from farm.queue.db import create_engine, migrate
+from farm.queue.devices import DeviceOps
+from farm.queue.models import Attempt, AttemptState, Device, Job, JobState, Result, Sample
+from farm.queue.records import (
+    AttemptView,
+    Claim,
+    Decision,
+    Failure,
+    JobView,
+    Outcome,
+    ResultView,
+    SnapshotData,
+)
+from farm.queue.scheduler import Assignment, DeviceView, QueuedJob, QueueSnapshot
+from farm.queue.spec import DeviceSelection, JobSpec, parse_spec
+
+__all__ = ["Store"]
+
+
+class Store(DeviceOps):
+    """The queue database; migrated to the newest schema when opened.
+
+    Args:
+        url: a SQLAlchemy URL, e.g. ``farm.queue.db.default_url(data_dir)``
+            (SQLite) or ``postgresql+psycopg://user@host/farm``.
+
+    Raises:
+        StoreError: the database cannot be opened or migrated.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._engine = create_engine(url)
+        migrate(self._engine)
+        self._sessions = sessionmaker(self._engine, expire_on_commit=False)
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self._engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[Session]:
+        """One transaction; SQLAlchemy errors become StoreError at this boundary."""
+        try:
+            with self._sessions() as session, session.begin():
+                yield session
+        except IntegrityError:
+            raise  # callers decide: a unique constraint is how "exactly once" is kept
+        except SQLAlchemyError as exc:
+            raise StoreError(f"database error: {exc}") from exc
+
+    # --- jobs -------------------------------------------------------------------
+
+    def enqueue(self, spec: JobSpec | Mapping[str, Any], now: datetime) -> int:
+        """Store a job; it is durable once this returns.
+
+        Args:
+            spec: a validated spec, or raw data to validate.
+            now: the submit time.
+
+        Returns:
+            The job id.
+
+        Raises:
+            SpecError: raw data failed validation.
+            StoreError: the database refused the write.
+        """
+        if isinstance(spec, Mapping):
+            spec = parse_spec(spec)
+        job = Job(
+            kind=spec.kind, spec=spec.to_json(), state=JobState.QUEUED, priority=spec.priority,
+            submitted_at=now, not_before=spec.not_before, attempts_max=spec.attempts,
+            attempts_made=0, timeout_s=spec.effective_timeout_s, excluded_serials=[],
+        )
+        with self._tx() as session:
+            session.add(job)
+            session.flush()
+            return job.id
+
+    def get_job(self, job_id: int) -> JobView | None:
+        """One job, or None if there is no such id."""
+        with self._tx() as session:
+            job = session.get(Job, job_id)
+            return None if job is None else JobView.of(job)
+
+    def list_jobs(
+        self, states: Sequence[JobState] | None = None, limit: int = 100
+    ) -> list[JobView]:
+        """Jobs newest first, optionally only those in ``states``."""
+        query = select(Job).order_by(Job.id.desc()).limit(limit)
+        if states:
+            query = query.where(Job.state.in_(list(states)))
+        with self._tx() as session:
+            return [JobView.of(job) for job in session.scalars(query)]
+
+    def attempts(self, job_id: int) -> list[AttemptView]:
+        """A job's attempts, oldest first."""
+        with self._tx() as session:
+            rows = session.scalars(select(Attempt).where(Attempt.job_id == job_id).order_by(Attempt.id))
+            return [AttemptView.of(a) for a in rows]
+
+    def cancel(self, job_id: int, now: datetime) -> bool:
+        """Cancel a queued or running job.
+
+        A running attempt is not killed here: its next :meth:`heartbeat` returns
+        False, and the executor stops the child and reports with
+        :meth:`fail_attempt`, which frees the phones.
+
+        Returns:
+            True if the job was cancelled now; False if it had already ended.
+        """
+        with self._tx() as session:
+            job = session.scalars(select(Job).where(Job.id == job_id).with_for_update()).one_or_none()
+            if job is None or job.state not in (JobState.QUEUED, JobState.RUNNING):
+                return False
+            job.state = JobState.CANCELLED
+            job.finished_at = now
+            job.error = "cancelled"
+            return True
+
+    # --- scheduling ----------------------------------------------------------------
+
+    def snapshot(self) -> QueueSnapshot:
+        """Queued jobs and all devices, for :func:`farm.queue.scheduler.plan`."""
+        with self._tx() as session:
+            jobs = [
+                QueuedJob(
+                    id=job.id, kind=job.kind, priority=job.priority, submitted_at=job.submitted_at,
+                    devices=DeviceSelection.model_validate(job.spec.get("devices", {})),
+                    not_before=_latest(job.not_before, job.retry_at),
+                    excluded_serials=frozenset(job.excluded_serials or ()),
+                )
+                for job in session.scalars(select(Job).where(Job.state == JobState.QUEUED))
+            ]
+            devices = [
+                DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}))
+                for d in session.scalars(select(Device).order_by(Device.serial))
+            ]
+        return QueueSnapshot(jobs=jobs, devices=devices)
+
+    def claim(
+        self, assignments: Sequence[Assignment], now: datetime, lease_s: float | None = None
+    ) -> list[Claim]:
+        """Start the assigned jobs that are still queued on phones still ready.
+
+        An assignment whose job or phones changed since the snapshot is skipped,
+        not half-applied.
+
+        Args:
+            assignments: from :func:`~farm.queue.scheduler.plan`.
+            now: the start time.
+            lease_s: overrides each assignment's lease, in seconds.
+
+        Returns:
+            The attempts started, one per applied assignment.
+        """
+        with self._tx() as session:
+            claims = [
+                lifecycle.claim_one(session, a, now, lease_s if lease_s is not None else a.lease_s)
+                for a in assignments
+            ]
+        return [c for c in claims if c is not None]
+
+    def heartbeat(self, attempt_id: int, now: datetime, lease_s: float | None = None) -> bool:
+        """Extend a running attempt's lease to ``now + lease_s``.
+
+        Returns:
+            False if the attempt should stop: it ended (reaped, reported) or its
+            job was cancelled. The caller then ends its child process.
+        """
+        with self._tx() as session:
+            attempt = _locked_attempt(session, attempt_id)
+            if attempt is None or attempt.state is not AttemptState.RUNNING:
+                return False
+            job = session.get(Job, attempt.job_id)
+            if job is None or job.state is not JobState.RUNNING:
+                return False
+            attempt.heartbeat_at = now
+            attempt.lease_expires_at = now + timedelta(seconds=lease_s or attempt.lease_s)
+            return True
+
+    def reap(self, now: datetime) -> list[AttemptView]:
+        """End the running attempts whose lease expired before ``now``.
+
+        Each one's job is requeued while attempts remain, else failed with an
+        ``AbandonedJob`` reason; its phones go ``unhealthy`` so a health check
+        runs before they take work again. farmd calls this at start and on
+        every tick.
+
+        Returns:
+            The attempts reaped, as they are now (state ``abandoned``).
+        """
+        with self._tx() as session:
+            return lifecycle.reap(session, now)
+
+    # --- ending attempts -------------------------------------------------------------
+
+    def finish(self, attempt_id: int, outcome: Outcome, now: datetime) -> bool:
+        """Commit an attempt's result and mark its job succeeded, exactly once.
+
+        Returns:
+            True if this call stored the result; False (and nothing changed) if
+            the attempt had already ended, its job was cancelled, or the job
+            already has a result.
+        """
+        try:
+            with self._tx() as session:
+                return lifecycle.finish(session, attempt_id, outcome, now)
+        except IntegrityError:
+            return False  # results.job_id is unique: another attempt won
+
+    def fail_attempt(self, attempt_id: int, error: Failure | FarmError, now: datetime) -> Decision:
+        """Record a failed attempt and retry or fail its job by the error's kind.
+
+        ``Retry.NEVER`` fails the job now with the message. ``OTHER_PHONE``
+        marks the blamed phones ``unhealthy`` and requeues, excluding them if
+        other phones fit the selection. ``SAME_LIMIT`` requeues after a backoff
+        (:func:`farm.queue.lifecycle.backoff_s`). Both fail the job once
+        ``attempts`` are used up.
+        """
+        failure = error if isinstance(error, Failure) else Failure.from_error(error)
+        with self._tx() as session:
+            return lifecycle.fail(session, attempt_id, failure, now)
+
+    def record_snapshot(self, attempt_id: int, snapshot: SnapshotData) -> None:
+        """Store a phone's state taken before a measured run of a running attempt."""
+        with self._tx() as session:
+            lifecycle.add_snapshots(session, attempt_id, [snapshot])
+
+    # --- results ------------------------------------------------------------------------
+
+    def results(self, job_id: int | None = None, limit: int = 1000) -> list[ResultView]:
+        """Results with their raw samples, newest first; one job's if ``job_id`` is given."""
+        query = select(Result).order_by(Result.id.desc()).limit(limit)
+        if job_id is not None:
+            query = query.where(Result.job_id == job_id)
+        with self._tx() as session:
+            views = []
+            for result in session.scalars(query):
+                samples = list(session.scalars(
+                    select(Sample).where(Sample.result_id == result.id).order_by(Sample.index)
+                ))
+                views.append(ResultView(
+                    result.id, result.job_id, result.attempt_id, dict(result.summary),
+                    result.created_at, tuple(s.value for s in samples),
+                    samples[0].unit if samples else "s",
+                ))
+            return views
+
+    def count_results(self, job_id: int) -> int:
+        """How many results a job has: 0 or 1, by construction."""
+        with self._tx() as session:
+            return session.scalar(select(func.count()).select_from(Result).where(Result.job_id == job_id)) or 0
+
+
+def _locked_attempt(session: Session, attempt_id: int) -> Attempt | None:
+    return session.scalars(select(Attempt).where(Attempt.id == attempt_id).with_for_update()).one_or_none()
+
+
+def _latest(*times: datetime | None) -> datetime | None:
+    present = [t for t in times if t is not None]
+    return max(present) if present else None

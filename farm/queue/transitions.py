@@ -1,0 +1,103 @@
+"""Idempotent device transitions, applied inside a caller's transaction.
+
+Each returns the names of the fields it changed, ``[]`` when the device was
+already there (LAVA's ``go_state_*`` do the same), and writes a
+:class:`~farm.queue.models.DeviceEvent` with the reason for every real change,
+e.g. ``ready -> cooling (battery_temp_c 41.2 > 35)``. Callers log and notify
+only after their transaction commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from farm.queue.models import Device, DeviceEvent, DeviceHealth, DeviceState
+
+__all__ = ["get_or_create", "release", "set_drained", "set_health", "set_state"]
+
+
+def get_or_create(session: Session, serial: str, now: datetime) -> Device:
+    """The device row, locked for update; a new ``discovered`` one if unknown."""
+    device = session.scalars(
+        select(Device).where(Device.serial == serial).with_for_update()
+    ).one_or_none()
+    if device is None:
+        device = Device(
+            serial=serial, state=DeviceState.DISCOVERED, health=DeviceHealth.UNKNOWN,
+            facts={}, drained=False, last_seen=now, state_changed_at=now,
+        )
+        session.add(device)
+        session.add(DeviceEvent(serial=serial, at=now, from_state=None,
+                                to_state=DeviceState.DISCOVERED.value, reason="first seen"))
+        session.flush()
+    return device
+
+
+def set_state(
+    session: Session, device: Device, to_state: DeviceState, reason: str, now: datetime
+) -> list[str]:
+    """Move a device to ``to_state``; ``[]`` if it is there already."""
+    if device.state is to_state:
+        return []
+    session.add(DeviceEvent(serial=device.serial, at=now, from_state=device.state.value,
+                            to_state=to_state.value, reason=reason))
+    device.state = to_state
+    device.state_changed_at = now
+    changed = ["state", "state_changed_at"]
+    if to_state is not DeviceState.BUSY and device.attempt_id is not None:
+        device.attempt_id = None
+        changed.append("attempt_id")
+    return changed
+
+
+def set_health(
+    session: Session, device: Device, health: DeviceHealth, reason: str, now: datetime
+) -> list[str]:
+    """Set a device's health; the event row names the health change."""
+    if device.health is health:
+        return []
+    session.add(DeviceEvent(serial=device.serial, at=now, from_state=device.state.value,
+                            to_state=device.state.value,
+                            reason=f"health {device.health.value} -> {health.value} ({reason})"))
+    device.health = health
+    return ["health"]
+
+
+def set_drained(
+    session: Session, device: Device, drained: bool, reason: str, now: datetime
+) -> list[str]:
+    """Drain a device (it finishes its attempt, then takes no work) or undrain it."""
+    if device.drained is drained:
+        return []
+    word = "drained" if drained else "undrained"
+    session.add(DeviceEvent(serial=device.serial, at=now, from_state=device.state.value,
+                            to_state=device.state.value, reason=f"{word} ({reason})"))
+    device.drained = drained
+    return ["drained"]
+
+
+def release(
+    session: Session,
+    attempt_id: int,
+    serials: Iterable[str],
+    to_state: DeviceState,
+    reason: str,
+    now: datetime,
+) -> list[str]:
+    """Free the phones still busy with ``attempt_id``; returns the serials moved.
+
+    A phone that meanwhile went elsewhere (unplugged: ``offline``) keeps its state.
+    """
+    moved = []
+    rows = session.scalars(
+        select(Device).where(Device.serial.in_(list(serials))).order_by(Device.serial).with_for_update()
+    )
+    for device in rows:
+        if device.state is DeviceState.BUSY and device.attempt_id == attempt_id:
+            set_state(session, device, to_state, reason, now)
+            moved.append(device.serial)
+    return moved
