@@ -1,0 +1,74 @@
+"""Which state a phone moves to on an observation: pure decisions.
+
+States are :class:`farm.queue.models.DeviceState`; health is a separate axis
+(LAVA's scheduler keeps them apart, and so does farm). Every decision carries
+the reason that goes into the device's event row, e.g.
+``ready -> cooling (battery_temp_c 41.2 > 35)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from farm.health.verdict import Health, Verdict
+from farm.queue.models import DeviceState
+
+ADB_DEVICE = "device"
+
+# States in which the phone belongs to farm's health loop.
+WATCHED = frozenset(
+    {DeviceState.READY, DeviceState.COOLING, DeviceState.UNHEALTHY, DeviceState.DRAINING}
+)
+
+
+@dataclass(frozen=True)
+class Move:
+    """Go to ``to_state`` for ``reason``."""
+
+    to_state: DeviceState
+    reason: str
+
+
+def on_adb_state(current: DeviceState | None, adb_state: str) -> Move | None:
+    """A settled adb state change (``device``, ``offline``, ``unauthorized``, ``absent``).
+
+    A phone that is back as ``device`` is provisioned again from the start,
+    since a reboot or replug may have lost the app, its tunnels and its prefs.
+    A quarantined phone stays quarantined whatever adb says: only a person
+    releases it.
+    """
+    if current is DeviceState.QUARANTINED:
+        return None
+    if adb_state == ADB_DEVICE:
+        if current in (None, DeviceState.OFFLINE):
+            return Move(DeviceState.DISCOVERED, "adb state device")
+        return None
+    if current is DeviceState.OFFLINE:
+        return None
+    hint = " (accept the RSA key prompt on the phone)" if adb_state == "unauthorized" else ""
+    return Move(DeviceState.OFFLINE, f"adb state {adb_state}{hint}")
+
+
+def on_verdict(current: DeviceState, verdict: Verdict) -> Move | None:
+    """A health sweep's verdict on a phone in the health loop.
+
+    A busy phone's verdict moves nothing: the attempt on it fails by itself if
+    the phone dies, and a hot phone finishes its current measurement (thermal
+    gating happens before each run).
+    """
+    if current not in WATCHED or current is DeviceState.DRAINING:
+        return None
+    reason = "; ".join(verdict.reasons)
+    if verdict.health is Health.GOOD:
+        if current is DeviceState.READY:
+            return None
+        return Move(DeviceState.READY, "healthy" if not reason else reason)
+    if verdict.health is Health.COOLING:
+        if current is DeviceState.COOLING:
+            return None
+        return Move(DeviceState.COOLING, reason or "too hot")
+    if verdict.health is Health.UNHEALTHY:
+        if current is DeviceState.UNHEALTHY:
+            return None
+        return Move(DeviceState.UNHEALTHY, reason or "unhealthy")
+    return Move(DeviceState.OFFLINE, reason or "offline")
