@@ -1,0 +1,326 @@
+"""The seeds' GEMM benchmark: ``C[N, N] = A[N, N] @ B[N, N]`` on a phone's CPU or GPU.
+
+The kernel is written with ``te`` and turned into a TIR function with
+``te.create_prim_func``; schedules use TVM 0.27's ``tvm.s_tir.Schedule``:
+
+* CPU: rows and columns tiled by ``bn``, the reduction split by 4 and reordered so
+  the innermost loop walks a row of B and C; that loop is vectorised and the row
+  tiles run in parallel on the TVM thread pool.
+* OpenCL (the seeds' GPU schedule): rows and columns split by ``bn``; the outer
+  parts are bound to ``blockIdx.y/x`` and the inner parts to ``threadIdx.y/x``, so
+  one work-group of ``bn x bn`` threads computes one ``bn x bn`` tile of C.
+
+A run builds (or takes from the compile cache), uploads the ``.so`` over the RPC
+session, checks C against numpy and times the kernel with ``time_evaluator``.
+GFLOPS is ``2 N^3 / t / 1e9`` with ``t`` the mean of the samples (seconds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import structlog
+
+from farm.errors import CompileError, SessionError, SpecError
+from farm.jobs.cache import CacheKey, CompileCache
+from farm.jobs.ndk import Linker, linker_for
+from farm.jobs.params import DeviceKind, GemmParams, TrackerParams
+from farm.jobs.session import (
+    ThreadPoolApplied,
+    apply_thread_pool,
+    open_session,
+    upload_and_load,
+)
+from farm.jobs.targets import runtime_device_name
+
+log = structlog.get_logger(__name__)
+
+#: Bump when a schedule below changes, so cached libraries are rebuilt.
+SCHEDULE_VERSION = "v1"
+
+#: (rtol, atol) of the check against numpy, by dtype. float16 accumulates in
+#: float16, so its error grows with N; integers must match exactly.
+_TOLERANCE: dict[str, tuple[float, float]] = {
+    "float32": (1e-3, 1e-3),
+    "float64": (1e-7, 1e-7),
+    "float16": (5e-2, 5e-1),
+}
+
+
+@dataclass(frozen=True)
+class GemmResult:
+    """One GEMM benchmark on one phone.
+
+    Attributes:
+        n: matrix side N.
+        dtype: element type.
+        bn: block size.
+        device: processor that ran it.
+        target: the compile target dict.
+        samples_s: every ``time_evaluator`` repeat, mean seconds per run.
+        mean_s: mean of ``samples_s``.
+        gflops: ``2 N^3 / mean_s / 1e9``.
+        max_abs_err: largest ``|C - A @ B|`` against numpy.
+        threads: thread pool settings in force (None for GPU runs).
+        library: the cached ``.so`` that ran.
+    """
+
+    n: int
+    dtype: str
+    bn: int
+    device: str
+    target: dict[str, Any]
+    samples_s: list[float]
+    mean_s: float
+    gflops: float
+    max_abs_err: float
+    threads: ThreadPoolApplied | None
+    library: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the result."""
+        return asdict(self)
+
+
+def gemm_flop(n: int) -> int:
+    """Floating point operations of one N x N x N GEMM (a multiply and an add each)."""
+    return 2 * n**3
+
+
+def gemm_module(n: int, dtype: str, name: str = "gemm"):
+    """The unscheduled GEMM as an IRModule holding one PrimFunc ``name``.
+
+    Args:
+        n: matrix side N.
+        dtype: element type, e.g. ``"float32"``.
+        name: the function's name (and exported symbol).
+
+    Returns:
+        ``tvm.IRModule`` with ``name(A: dtype[N, N], B: dtype[N, N], C: dtype[N, N])``.
+    """
+    import tvm  # noqa: PLC0415 - keep `import farm.jobs` light
+    from tvm import te  # noqa: PLC0415
+
+    a = te.placeholder((n, n), dtype, name="A")
+    b = te.placeholder((n, n), dtype, name="B")
+    k = te.reduce_axis((0, n), name="k")
+    c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    func = te.create_prim_func([a, b, c]).with_attr("global_symbol", name)
+    return tvm.IRModule({name: func})
+
+
+def _check_params(params: GemmParams) -> None:
+    if params.n <= 0:
+        raise SpecError("params.n", f"must be positive, got {params.n}")
+    if params.bn <= 0 or params.n % params.bn:
+        raise SpecError("params.bn", f"must divide n={params.n}, got {params.bn}")
+    if params.device is DeviceKind.OPENCL and params.bn * params.bn > 256:
+        raise SpecError(
+            "params.bn", f"bn*bn={params.bn**2} threads exceed a work-group of 256 on phone GPUs"
+        )
+
+
+def schedule_cpu(mod, bn: int, name: str = "gemm"):
+    """The CPU schedule: tile by ``bn``, vectorise the inner column loop, parallel rows.
+
+    Args:
+        mod: from :func:`gemm_module`.
+        bn: tile size; must divide N.
+        name: the function to schedule.
+
+    Returns:
+        The scheduled IRModule.
+    """
+    from tvm import s_tir  # noqa: PLC0415
+
+    sch = s_tir.Schedule(mod)
+    sch.work_on(name)
+    block = sch.get_sblock("C")
+    i, j, k = sch.get_loops(block)
+    i_outer, i_inner = sch.split(i, [None, bn])
+    j_outer, j_inner = sch.split(j, [None, bn])
+    k_outer, k_inner = sch.split(k, [None, 4])
+    sch.reorder(i_outer, j_outer, k_outer, i_inner, k_inner, j_inner)
+    sch.parallel(i_outer)
+    sch.vectorize(j_inner)
+    # Zero C's tile before the reduction loop rather than testing k == 0 inside it.
+    sch.decompose_reduction(block, k_outer)
+    return sch.mod
+
+
+def schedule_opencl(mod, bn: int, name: str = "gemm"):
+    """The seeds' GPU schedule: ``bn x bn`` tiles, one work-group per tile.
+
+    Args:
+        mod: from :func:`gemm_module`.
+        bn: tile size; must divide N, ``bn * bn`` threads per work-group.
+        name: the function to schedule.
+
+    Returns:
+        The scheduled IRModule.
+    """
+    from tvm import s_tir  # noqa: PLC0415
+
+    sch = s_tir.Schedule(mod)
+    sch.work_on(name)
+    block = sch.get_sblock("C")
+    i, j, _k = sch.get_loops(block)
+    i_outer, i_inner = sch.split(i, [None, bn])
+    j_outer, j_inner = sch.split(j, [None, bn])
+    sch.reorder(i_outer, j_outer, i_inner, j_inner)
+    sch.bind(i_outer, "blockIdx.y")
+    sch.bind(j_outer, "blockIdx.x")
+    sch.bind(i_inner, "threadIdx.y")
+    sch.bind(j_inner, "threadIdx.x")
+    return sch.mod
+
+
+def cache_key(params: GemmParams, target: dict[str, Any]) -> CacheKey:
+    """The compile cache key of a GEMM build."""
+    import tvm  # noqa: PLC0415
+
+    return CacheKey(
+        workload=f"gemm n={params.n} dtype={params.dtype}",
+        schedule=f"{params.device.value} bn={params.bn} {SCHEDULE_VERSION}",
+        target=target,
+        tvm_version=tvm.__version__,
+    )
+
+
+def build_gemm(
+    params: GemmParams, target: dict[str, Any], cache: CompileCache, linker: Linker | None = None
+) -> Path:
+    """Compile the scheduled GEMM for ``target``, once per cache key.
+
+    Args:
+        params: the workload and schedule.
+        target: target dict from :func:`farm.jobs.targets.target_for`.
+        cache: where built libraries are kept.
+        linker: how to link; resolved from the target when None.
+
+    Returns:
+        Path of the cached ``.so``.
+
+    Raises:
+        SpecError: N or bn are invalid.
+        ToolMissing: the NDK (or a host compiler) is missing.
+        CompileError: TVM could not compile or link the kernel.
+    """
+    _check_params(params)
+    linker = linker or linker_for(target)
+    workload = f"gemm n={params.n} dtype={params.dtype}"
+
+    def build(out: Path) -> None:
+        import tvm  # noqa: PLC0415
+
+        try:
+            mod = gemm_module(params.n, params.dtype)
+            if params.device is DeviceKind.CPU:
+                mod = schedule_cpu(mod, params.bn)
+            else:
+                mod = schedule_opencl(mod, params.bn)
+            executable = tvm.compile(mod, target=tvm.target.Target(target))
+            executable.export_library(str(out), fcompile=linker)
+        except (RuntimeError, ValueError, TypeError) as exc:  # TVM's errors derive from these
+            raise CompileError(workload, str(exc).strip().splitlines()[-1]) from exc
+
+    return cache.get_or_build(cache_key(params, target), build)
+
+
+def _random_inputs(n: int, dtype: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    if dtype.startswith(("int", "uint")):
+        return (
+            rng.integers(0, 8, size=(n, n)).astype(dtype),
+            rng.integers(0, 8, size=(n, n)).astype(dtype),
+        )
+    return rng.random((n, n)).astype(dtype), rng.random((n, n)).astype(dtype)
+
+
+def run_gemm(
+    params: GemmParams,
+    target: dict[str, Any],
+    tracker: TrackerParams,
+    cache: CompileCache,
+    *,
+    seed: int = 0,
+) -> GemmResult:
+    """Build (or reuse), upload, check and time GEMM on the phone serving ``tracker.key``.
+
+    Args:
+        params: the workload, schedule, timing and thread pool settings.
+        target: target dict for the phone.
+        tracker: where to get the RPC session.
+        cache: the compile cache.
+        seed: seed of the random inputs.
+
+    Returns:
+        The result with every raw sample.
+
+    Raises:
+        SpecError, ToolMissing, CompileError: the job cannot be built (never retried).
+        CompileError: C differs from numpy beyond the dtype's tolerance.
+        SessionError, TrackerUnreachable: the session failed (retried elsewhere).
+    """
+    import tvm  # noqa: PLC0415
+
+    linker = linker_for(target)  # before compiling: fail fast on a missing NDK
+    library = build_gemm(params, target, cache, linker)
+    remote = open_session(tracker)
+    phone = tracker.serial or f"key:{tracker.key}"
+    threads = None
+    if params.device is DeviceKind.CPU:
+        threads = apply_thread_pool(remote, params.threads, tracker)
+    module = upload_and_load(remote, library, f"gemm-{library.parent.name[:16]}.so", tracker)
+    a_np, b_np = _random_inputs(params.n, params.dtype, seed)
+    try:
+        dev = remote.device(runtime_device_name(target), 0)
+        a = tvm.runtime.tensor(a_np, dev)
+        b = tvm.runtime.tensor(b_np, dev)
+        c = tvm.runtime.tensor(np.zeros((params.n, params.n), params.dtype), dev)
+        module["gemm"](a, b, c)
+        c_np = c.numpy()
+        timing = params.timing
+        evaluator = module.time_evaluator(
+            "gemm",
+            dev,
+            number=timing.number,
+            repeat=timing.repeat,
+            min_repeat_ms=timing.min_repeat_ms,
+        )
+        samples_s = [float(s) for s in evaluator(a, b, c).results]
+    except (RuntimeError, OSError) as exc:
+        raise SessionError(phone, f"gemm run failed: {exc}") from exc
+    expected = a_np.astype("float64") @ b_np.astype("float64")
+    max_abs_err = float(np.max(np.abs(c_np.astype("float64") - expected)))
+    rtol, atol = _TOLERANCE.get(params.dtype, (0.0, 0.0))
+    if not np.allclose(c_np.astype("float64"), expected, rtol=rtol, atol=atol):
+        raise CompileError(
+            f"gemm n={params.n} dtype={params.dtype}",
+            f"result differs from numpy on {phone}: max |error| {max_abs_err:g}",
+        )
+    mean_s = float(np.mean(samples_s))
+    result = GemmResult(
+        n=params.n,
+        dtype=params.dtype,
+        bn=params.bn,
+        device=params.device.value,
+        target=target,
+        samples_s=samples_s,
+        mean_s=mean_s,
+        gflops=gemm_flop(params.n) / mean_s / 1e9,
+        max_abs_err=max_abs_err,
+        threads=threads,
+        library=str(library),
+    )
+    log.info(
+        "gemm_measured",
+        serial=tracker.serial,
+        n=params.n,
+        gflops=round(result.gflops, 3),
+        mean_s=mean_s,
+    )
+    return result

@@ -1,0 +1,138 @@
+"""TVM compile targets from a phone's facts, in TVM 0.27's dict form.
+
+TVM 0.27 rejects target strings such as ``"llvm -mtriple=..."``; targets are
+dicts that :class:`tvm.target.Target` accepts::
+
+    target_for(DeviceFacts(abi="arm64-v8a", gpu="Mali-G710", has_opencl=True),
+               DeviceKind.OPENCL)
+    == {"kind": "opencl", "device": "mali",
+        "host": {"kind": "llvm", "mtriple": "aarch64-linux-android", "mattr": ["+neon"]}}
+
+ABI to LLVM triple (Android NDK ``docs/BuildSystemMaintainers.md``, "Target
+Triples"): ``arm64-v8a`` is ``aarch64-linux-android``, ``armeabi-v7a`` is
+``armv7a-linux-androideabi``, ``x86`` is ``i686-linux-android``.
+
+``x86_64`` is the odd one: farm's virtual phones report ``x86_64`` and run the
+host's own TVM RPC server, so an ``x86_64`` phone gets the *host* LLVM target
+(no mtriple: LLVM's default, the host's) and its library is linked with the
+host compiler. A real x86_64 Android device (bionic, not glibc) would need
+``x86_64-linux-android`` and the NDK; farm does not support one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from farm.errors import SpecError
+from farm.jobs.params import DeviceFacts, DeviceKind
+
+#: ABI -> (LLVM triple, default -mattr). NEON is mandatory on arm64 and on every
+#: armeabi-v7a device Android 6+ certifies (Android CDD 3.3.1), so it is a safe default.
+_ABI_TRIPLES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "arm64-v8a": ("aarch64-linux-android", ("+neon",)),
+    "armeabi-v7a": ("armv7a-linux-androideabi", ("+neon",)),
+    "x86": ("i686-linux-android", ()),
+}
+
+#: The ABI that runs host code (see the module docstring).
+HOST_ABI = "x86_64"
+
+#: GPU name fragment (lower case) -> TVM OpenCL ``device`` attribute.
+_OPENCL_DEVICES: tuple[tuple[str, str], ...] = (
+    ("mali", "mali"),
+    ("arm", "mali"),
+    ("adreno", "adreno"),
+    ("qualcomm", "adreno"),
+)
+
+
+def cpu_target(facts: DeviceFacts) -> dict[str, Any]:
+    """The LLVM target for the phone's CPU.
+
+    Args:
+        facts: the phone's facts; ``abi`` must be a known Android ABI.
+
+    Returns:
+        A target dict, e.g. ``{"kind": "llvm", "mtriple": "aarch64-linux-android",
+        "mattr": ["+neon"], "num-cores": 8}``.
+
+    Raises:
+        SpecError: the ABI is unknown.
+    """
+    target: dict[str, Any] = {"kind": "llvm"}
+    if facts.abi != HOST_ABI:
+        if facts.abi not in _ABI_TRIPLES:
+            known = ", ".join([*_ABI_TRIPLES, HOST_ABI])
+            raise SpecError("device.abi", f"unknown ABI {facts.abi!r}; known: {known}")
+        triple, default_mattr = _ABI_TRIPLES[facts.abi]
+        target["mtriple"] = triple
+        mattr = list(dict.fromkeys([*default_mattr, *facts.cpu_features]))
+        if mattr:
+            target["mattr"] = mattr
+    elif facts.cpu_features:
+        target["mattr"] = list(facts.cpu_features)
+    if facts.num_cores > 0:
+        # MetaSchedule's CPU rules read num-cores to size parallel loops.
+        target["num-cores"] = facts.num_cores
+    return target
+
+
+def opencl_device(gpu: str) -> str | None:
+    """TVM's OpenCL ``device`` name for a GPU name, or None if TVM has no special one.
+
+    Args:
+        gpu: GL renderer or vendor, e.g. ``"Mali-G710"``, ``"Adreno (TM) 740"``.
+    """
+    lowered = gpu.lower()
+    for fragment, device in _OPENCL_DEVICES:
+        if fragment in lowered:
+            return device
+    return None
+
+
+def target_for(facts: DeviceFacts, device: DeviceKind = DeviceKind.CPU) -> dict[str, Any]:
+    """The compile target for one processor of a phone, with the host set for GPUs.
+
+    Args:
+        facts: the phone's facts.
+        device: which processor runs the kernels.
+
+    Returns:
+        A dict that ``tvm.target.Target`` accepts.
+
+    Raises:
+        SpecError: the ABI is unknown, or the phone lacks the requested GPU API.
+    """
+    host = cpu_target(facts)
+    if device is DeviceKind.CPU:
+        return host
+    if device is DeviceKind.OPENCL:
+        if not facts.has_opencl:
+            raise SpecError("params.device", "the phone has no OpenCL driver")
+        target: dict[str, Any] = {"kind": "opencl", "host": host}
+        name = opencl_device(facts.gpu)
+        if name is not None:
+            target["device"] = name
+        return target
+    if device is DeviceKind.VULKAN:
+        if not facts.has_vulkan:
+            raise SpecError("params.device", "the phone has no Vulkan driver")
+        return {"kind": "vulkan", "host": host}
+    raise SpecError("params.device", f"unknown device kind {device!r}")
+
+
+def host_of(target: dict[str, Any]) -> dict[str, Any]:
+    """The CPU part of a target: its ``host`` for GPU targets, else the target itself."""
+    host = target.get("host")
+    return host if isinstance(host, dict) else target
+
+
+def needs_ndk(target: dict[str, Any]) -> bool:
+    """Whether the target's libraries must be linked with the Android NDK."""
+    return "android" in str(host_of(target).get("mtriple", ""))
+
+
+def runtime_device_name(target: dict[str, Any]) -> str:
+    """The TVM runtime device name of a target: ``"cpu"``, ``"opencl"`` or ``"vulkan"``."""
+    kind = str(target["kind"])
+    return "cpu" if kind == "llvm" else kind
