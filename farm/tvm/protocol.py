@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import socket
 import struct
 import time
@@ -69,14 +70,21 @@ def _check_size(size: int) -> None:
 # --- blocking sockets with a deadline ---------------------------------------------
 
 
+def _timeout_until(deadline: float) -> float | None:
+    """Socket timeout for the time left; None (block) for an infinite deadline."""
+    if math.isinf(deadline):
+        return None
+    left_s = deadline - time.monotonic()
+    if left_s <= 0:
+        raise TimeoutError("no reply within the deadline")
+    return left_s
+
+
 def _recv_exact(sock: socket.socket, n_bytes: int, deadline: float) -> bytes:
     chunks: list[bytes] = []
     remaining = n_bytes
     while remaining:
-        left_s = deadline - time.monotonic()
-        if left_s <= 0:
-            raise TimeoutError(f"no reply within the deadline ({remaining} bytes missing)")
-        sock.settimeout(left_s)
+        sock.settimeout(_timeout_until(deadline))
         chunk = sock.recv(min(remaining, 65536))
         if not chunk:
             raise ConnectionResetError("peer closed the connection")
@@ -86,10 +94,7 @@ def _recv_exact(sock: socket.socket, n_bytes: int, deadline: float) -> bytes:
 
 
 def _send_all(sock: socket.socket, data: bytes, deadline: float) -> None:
-    left_s = deadline - time.monotonic()
-    if left_s <= 0:
-        raise TimeoutError("deadline passed before sending")
-    sock.settimeout(left_s)
+    sock.settimeout(_timeout_until(deadline))
     sock.sendall(data)
 
 
@@ -99,7 +104,8 @@ def open_tracker(host: str, port: int, deadline: float) -> socket.socket:
     Args:
         host: tracker address.
         port: tracker TCP port.
-        deadline: ``time.monotonic()`` value by which the handshake must be done.
+        deadline: ``time.monotonic()`` value by which the handshake must be done
+            (``math.inf``: none).
 
     Returns:
         A connected socket ready for :func:`call`.
@@ -108,8 +114,7 @@ def open_tracker(host: str, port: int, deadline: float) -> socket.socket:
         OSError: refused, reset or timed out (``TimeoutError``).
         FrameError: the peer answered with another magic: not a tracker.
     """
-    left_s = max(deadline - time.monotonic(), 0.001)
-    sock = socket.create_connection((host, port), timeout=left_s)
+    sock = socket.create_connection((host, port), timeout=_timeout_until(deadline))
     try:
         _send_all(sock, pack_int32(RPC_TRACKER_MAGIC), deadline)
         (magic,) = _INT32.unpack(_recv_exact(sock, 4, deadline))

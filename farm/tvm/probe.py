@@ -1,0 +1,221 @@
+"""Probe a tracker key with a real TVM RPC session, under a hard deadline.
+
+The tracker keeps listing servers that died without closing their socket
+(a frozen or unplugged phone) and hands their tickets to clients, and TVM's
+client then blocks in ``rpc.connect`` with no timeout. So the session is
+opened in a child process (``python -m farm.tvm.probe``) in its own process
+group, which :func:`probe_session` kills when the deadline passes: a thread
+could not be stopped and would leak a socket and a blocked C++ call per probe.
+
+The child does what ``TrackerSession.request`` does (apache/tvm
+``python/tvm/rpc/client.py``): a REQUEST to the tracker for ``[host, port,
+matchkey]``, then ``rpc.connect(host, port, matchkey, session_timeout)``. It
+asks the tracker itself so it can report the ticket's address before
+connecting: when the server hangs, the error names the server that hung. The
+check is a real round trip: the remote CPU device exists, and 1024 float32
+values copied to the phone and back come back equal.
+
+The child imports TVM (about 1 s on the 2-core CI machine), which counts
+against ``timeout_s``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from farm.errors import SessionError, TrackerUnreachable
+from farm.tvm import protocol
+from farm.tvm.protocol import TrackerCode
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """A probe that worked.
+
+    Attributes:
+        key: the tracker key probed.
+        server_host: address the tracker sent the client to.
+        server_port: port the tracker sent the client to.
+        connect_ms: from ticket to an open session.
+        roundtrip_ms: copying 4 KiB to the remote device and back.
+        total_s: the whole probe, child start to result, in seconds.
+    """
+
+    key: str
+    server_host: str
+    server_port: int
+    connect_ms: float
+    roundtrip_ms: float
+    total_s: float
+
+
+def probe_session(
+    tracker_host: str,
+    tracker_port: int,
+    key: str,
+    timeout_s: float = 20.0,
+    *,
+    priority: int = 1,
+    session_timeout_s: int = 60,
+    serial: str | None = None,
+) -> ProbeResult:
+    """Open a real session for ``key`` through the tracker and check it, within ``timeout_s``.
+
+    Args:
+        tracker_host: tracker address.
+        tracker_port: tracker port.
+        key: tracker key, e.g. ``android``.
+        timeout_s: hard deadline for everything, TVM's import included.
+        priority: tracker request priority (higher is served first).
+        session_timeout_s: whole seconds the server allows the session (the
+            stock app parses ``-timeout=`` as an integer).
+        serial: phone named in errors; by default the ticket's ``host:port``.
+
+    Raises:
+        SessionError: no ticket, or the server did not serve, within the deadline,
+            or the session failed its check.
+        TrackerUnreachable: the tracker refused or is not a tracker.
+    """
+    started = time.monotonic()
+    argv = [sys.executable, "-m", "farm.tvm.probe",
+            "--tracker", f"{tracker_host}:{tracker_port}", "--key", key,
+            "--priority", str(priority), "--session-timeout-s", str(int(session_timeout_s))]  # fmt: skip
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    timed_out = False
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc.pid)
+        out, err = proc.communicate()
+    finally:
+        _kill_group(proc.pid)  # session children, if any
+    stages = _parse_stages(out)
+    ticket = stages.get("ticket")
+    name = serial or (f"{ticket['host']}:{ticket['port']}" if ticket else f"key:{key}")
+    if "tracker_error" in stages:
+        raise TrackerUnreachable(tracker_host, tracker_port, stages["tracker_error"]["reason"])
+    if timed_out:
+        if ticket is None:
+            reason = f"no server for key {key!r} within {timeout_s:g} s"
+        else:
+            reason = (
+                f"server {ticket['host']}:{ticket['port']} took the ticket but "
+                f"did not serve within {timeout_s:g} s"
+            )
+        raise SessionError(name, reason)
+    done = stages.get("done")
+    if proc.returncode != 0 or done is None:
+        failed = stages.get("failed", {}).get("reason") or _last_line(err)
+        raise SessionError(name, f"probe exited {proc.returncode}: {failed}")
+    assert ticket is not None
+    return ProbeResult(
+        key=key,
+        server_host=str(ticket["host"]),
+        server_port=int(ticket["port"]),
+        connect_ms=float(done["connect_ms"]),
+        roundtrip_ms=float(done["roundtrip_ms"]),
+        total_s=round(time.monotonic() - started, 3),
+    )
+
+
+def _parse_stages(out: bytes) -> dict[str, dict[str, Any]]:
+    stages: dict[str, dict[str, Any]] = {}
+    for line in out.decode(errors="replace").splitlines():
+        with contextlib.suppress(json.JSONDecodeError, TypeError, KeyError):
+            record = json.loads(line)
+            stages[str(record["stage"])] = record
+    return stages
+
+
+def _last_line(data: bytes) -> str:
+    lines = [ln for ln in data.decode(errors="replace").splitlines() if ln.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+# --- the child -------------------------------------------------------------------
+
+
+def _emit(stage: str, **fields: Any) -> None:
+    sys.stdout.write(json.dumps({"stage": stage, **fields}) + "\n")
+    sys.stdout.flush()
+
+
+def _child(tracker: str, key: str, priority: int, session_timeout_s: int) -> int:
+    import numpy as np
+    from tvm import rpc
+    from tvm import runtime as tvm_runtime
+
+    host, _, port_text = tracker.rpartition(":")
+    no_deadline = math.inf
+    try:
+        sock = protocol.open_tracker(host, int(port_text), time.monotonic() + 10.0)
+    except (OSError, protocol.FrameError) as exc:
+        _emit("tracker_error", reason=f"{type(exc).__name__}: {exc}")
+        return 3
+    with sock:
+        reply = protocol.call(sock, [TrackerCode.REQUEST.value, key, "", priority], no_deadline)
+    if not (isinstance(reply, list) and reply[0] == TrackerCode.SUCCESS):
+        _emit("failed", reason=f"tracker answered {reply!r}")
+        return 2
+    server_host, server_port, matchkey = reply[1]
+    _emit("ticket", host=server_host, port=server_port)
+    started = time.perf_counter()
+    try:
+        sess = rpc.connect(server_host, int(server_port), matchkey, session_timeout_s)
+        connected = time.perf_counter()
+        dev = sess.cpu(0)
+        if not dev.exist:
+            _emit("failed", reason="remote cpu(0) does not exist")
+            return 2
+        values = np.arange(1024, dtype="float32")
+        copied = tvm_runtime.tensor(values, dev).numpy()
+        done = time.perf_counter()
+    except Exception as exc:  # TVM raises its own error types from C++
+        _emit("failed", reason=f"{type(exc).__name__}: {exc}".splitlines()[0])
+        return 2
+    if not np.array_equal(copied, values):
+        _emit("failed", reason="round trip changed the data")
+        return 2
+    _emit(
+        "done",
+        connect_ms=round((connected - started) * 1e3, 3),
+        roundtrip_ms=round((done - connected) * 1e3, 3),
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the probe child."""
+    parser = argparse.ArgumentParser(prog="farm.tvm.probe")
+    parser.add_argument("--tracker", required=True)
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--priority", type=int, default=1)
+    parser.add_argument("--session-timeout-s", type=int, default=60)
+    args = parser.parse_args(argv)
+    return _child(args.tracker, args.key, args.priority, args.session_timeout_s)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""A supervised ``tvm.exec.rpc_tracker`` and what it knows (``summary``).
+
+The tracker is run as ``python -m tvm.exec.rpc_tracker --host H --port P
+--port-end P+1`` (the installed 0.27 has no ``--no-fork``; it forks a
+``PopenWorker`` child that does the work, so it runs in its own process group
+and :meth:`TrackerProcess.stop` ends the group). ``--port-end`` is exclusive
+(``range(port, port_end)`` in ``tvm/rpc/tracker.py``), so P+1 pins the port.
+
+The tracker never notices a server that vanished without closing its socket
+(it keeps listing it and hands out its tickets): a listing in
+:func:`summary` says a phone registered, not that it serves; see
+:mod:`farm.tvm.probe`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from farm.errors import TrackerUnreachable
+from farm.tvm import protocol
+from farm.tvm.protocol import TrackerCode
+
+_POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """One registered RPC server, as the tracker lists it.
+
+    Attributes:
+        key: tracker key without the ``server:`` prefix, e.g. ``android``.
+        host: address clients will be sent to.
+        port: port clients will be sent to (the app reports it as a string; it
+            is an int here).
+    """
+
+    key: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """One key's queue: ``free`` servers waiting, ``pending`` requests waiting."""
+
+    key: str
+    free: int
+    pending: int
+
+
+@dataclass(frozen=True)
+class TrackerSummary:
+    """The tracker's SUMMARY reply, parsed."""
+
+    servers: tuple[ServerInfo, ...]
+    queues: tuple[QueueInfo, ...]
+
+    def servers_for(self, key: str) -> tuple[ServerInfo, ...]:
+        """Servers registered under ``key``."""
+        return tuple(s for s in self.servers if s.key == key)
+
+    def queue(self, key: str) -> QueueInfo:
+        """Queue state of ``key`` (zeros when the tracker has never seen it)."""
+        for queue in self.queues:
+            if queue.key == key:
+                return queue
+        return QueueInfo(key, 0, 0)
+
+
+def parse_summary(raw: dict[str, Any]) -> TrackerSummary:
+    """Parse the dict of a SUMMARY reply (``TrackerServerHandler.summary``).
+
+    ``server_info`` entries look like ``{"key": "server:android", "addr":
+    ["127.0.0.1", 5001]}``; the stock Android app sends its port as a string.
+    Entries without a usable address are skipped.
+    """
+    servers = []
+    for entry in raw.get("server_info", []):
+        key = str(entry.get("key", ""))
+        addr = entry.get("addr") or [None, None]
+        if not key.startswith("server:") or len(addr) != 2 or addr[0] is None:
+            continue
+        try:
+            port = int(addr[1])
+        except (TypeError, ValueError):
+            continue
+        servers.append(ServerInfo(key.removeprefix("server:"), str(addr[0]), port))
+    queues = [
+        QueueInfo(str(k), int(v.get("free", 0)), int(v.get("pending", 0)))
+        for k, v in sorted(raw.get("queue_info", {}).items())
+    ]
+    return TrackerSummary(tuple(sorted(servers, key=lambda s: (s.key, s.host, s.port))), tuple(queues))
+
+
+def summary(host: str, port: int, timeout_s: float = 5.0) -> TrackerSummary:
+    """Ask the tracker for its servers and queues, within ``timeout_s``.
+
+    Raises:
+        TrackerUnreachable: refused, timed out, not a tracker, or a bad reply.
+    """
+    deadline = time.monotonic() + timeout_s
+    try:
+        sock = protocol.open_tracker(host, port, deadline)
+        with sock:
+            reply = protocol.call(sock, [TrackerCode.SUMMARY.value], deadline)
+    except (OSError, protocol.FrameError) as exc:
+        raise TrackerUnreachable(host, port, f"{type(exc).__name__}: {exc}") from exc
+    if not (isinstance(reply, list) and len(reply) == 2 and reply[0] == TrackerCode.SUCCESS):
+        raise TrackerUnreachable(host, port, f"bad SUMMARY reply {reply!r}")
+    return parse_summary(reply[1])
+
+
+def ping(host: str, port: int, timeout_s: float = 2.0) -> bool:
+    """Whether a tracker answers PING at host:port within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        with protocol.open_tracker(host, port, deadline) as sock:
+            return protocol.call(sock, [TrackerCode.PING.value], deadline) == TrackerCode.SUCCESS
+    except (OSError, protocol.FrameError):
+        return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port the kernel says is free right now (bind to port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class TrackerProcess:
+    """A ``tvm.exec.rpc_tracker`` in its own process group; create with :meth:`start`."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], host: str, port: int) -> None:
+        self._proc = proc
+        self.host = host
+        self.port = port
+        self.pid = proc.pid
+
+    @classmethod
+    def start(
+        cls,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        *,
+        log_path: Path | None = None,
+        ready_timeout_s: float = 30.0,
+    ) -> TrackerProcess:
+        """Start a tracker and return once it answers PING.
+
+        Args:
+            host: address to bind.
+            port: port to bind; None picks a free one.
+            log_path: file for the tracker's output; None discards it.
+            ready_timeout_s: how long to wait for the first PING answer.
+
+        Raises:
+            TrackerUnreachable: it exited or did not answer in time (then it is
+                stopped).
+        """
+        port = free_port(host) if port is None else port
+        argv = [sys.executable, "-m", "tvm.exec.rpc_tracker",
+                "--host", host, "--port", str(port), "--port-end", str(port + 1)]  # fmt: skip
+        output = log_path.open("ab") if log_path is not None else subprocess.DEVNULL
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            if log_path is not None:
+                output.close()  # type: ignore[union-attr]
+        tracker = cls(proc, host, port)
+        deadline = time.monotonic() + ready_timeout_s
+        while not ping(host, port, timeout_s=1.0):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                code = proc.poll()
+                tracker.stop()
+                reason = f"exited with {code}" if code is not None else "no answer to PING"
+                raise TrackerUnreachable(host, port, f"tracker did not start: {reason}")
+            time.sleep(_POLL_S)
+        return tracker
+
+    def alive(self) -> bool:
+        """Whether the tracker's main process is still running."""
+        return self._proc.poll() is None
+
+    def stop(self, timeout_s: float = 5.0) -> int:
+        """SIGTERM the process group, SIGKILL it after ``timeout_s``; reap. Idempotent.
+
+        Returns:
+            The main process's exit code.
+        """
+        _signal_group(self.pid, signal.SIGTERM)
+        try:
+            code = self._proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _signal_group(self.pid, signal.SIGKILL)
+            code = self._proc.wait()
+        # The PopenWorker child may outlive its parent: end the rest of the group.
+        _signal_group(self.pid, signal.SIGKILL)
+        return code
+
+    def __enter__(self) -> TrackerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)

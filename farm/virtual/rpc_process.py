@@ -1,0 +1,182 @@
+"""The TVM RPC app's ``:RPCProcess`` as a real host process in its own process group.
+
+:meth:`RpcProcess.start` picks the device port the stock app would bind (the
+first free one from 5001, ``ConnectTrackerServerProcessor.java``), resolves the
+tracker address through the phone's network (:meth:`PhoneNet.outbound`, so a
+usb-only phone reaches it only through ``adb reverse``), spawns
+:mod:`farm.virtual.rpc_server_main` with ``start_new_session=True`` and publishes
+the device port once the child listens. :meth:`RpcProcess.stop` SIGKILLs the
+whole group, as Android's ActivityManager kills an app process (and with it
+the session children TVM's server forks).
+
+Port spaces: in ``lan`` mode phones share the host's ports, so the device port
+is also the real port and must be free on the host; in ``usb-only`` mode each
+phone has its own device ports and the real listener takes an ephemeral port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+from farm.virtual.contracts import PhoneNet
+
+MAX_SERVER_PORT = 5555  # ConnectTrackerServerProcessor.MAX_SERVER_PORT
+LISTEN_TIMEOUT_S = 30.0
+
+
+class RpcStartError(RuntimeError):
+    """The RPC process could not start: no free port, bind failure or early exit.
+
+    Not a FarmError: the Android model turns it into the app's crash
+    (``FATAL EXCEPTION`` in logcat), which is what farm then sees.
+    """
+
+
+def _host_port_free(port: int) -> bool:
+    """Whether 127.0.0.1:``port`` can be bound right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def pick_device_port(net: PhoneNet, first_port: int = 5001) -> int:
+    """The port the stock app would bind: first free from ``first_port`` to 5555.
+
+    Raises:
+        RpcStartError: every port is taken (the app throws BindException).
+    """
+    for port in range(first_port, MAX_SERVER_PORT + 1):
+        if net.device_port_in_use(port):
+            continue
+        if net.mode == "lan" and not _host_port_free(port):
+            continue
+        return port
+    raise RpcStartError(f"no free device port in {first_port}..{MAX_SERVER_PORT}")
+
+
+class RpcProcess:
+    """A running ``:RPCProcess``; create it with :meth:`start`."""
+
+    def __init__(
+        self,
+        net: PhoneNet,
+        proc: asyncio.subprocess.Process,
+        device_port: int,
+        real_port: int,
+        log_path: Path,
+    ) -> None:
+        self._net = net
+        self._proc = proc
+        self.device_port = device_port
+        self.real_port = real_port
+        self.log_path = log_path
+        self.pid: int = proc.pid
+        self._reaper = asyncio.ensure_future(self._reap())
+
+    @classmethod
+    async def start(
+        cls,
+        *,
+        net: PhoneNet,
+        tracker_host: str,
+        tracker_port: int,
+        key: str,
+        log_path: Path,
+        first_port: int = 5001,
+        work_dir: Path | None = None,
+        stale_timeout_s: float | None = None,
+    ) -> RpcProcess:
+        """Spawn the RPC process and return once it listens and its port is published.
+
+        Args:
+            net: the phone's network.
+            tracker_host: tracker address as typed into the app (phone's view).
+            tracker_port: tracker port as typed into the app.
+            key: tracker key, e.g. ``android``.
+            log_path: JSON-lines event log of the process (its stderr too).
+            first_port: first device port to try.
+            work_dir: parent folder for session directories (the app's cache dir).
+            stale_timeout_s: accept timeout before re-registering (300 s in the app).
+
+        Raises:
+            RpcStartError: no free port, or the child exited before listening.
+        """
+        device_port = pick_device_port(net, first_port)
+        bind_port = device_port if net.mode == "lan" else 0
+        real_tracker = await net.outbound(tracker_host, tracker_port)
+        argv = [
+            sys.executable, "-m", "farm.virtual.rpc_server_main",
+            "--tracker", f"{real_tracker[0]}:{real_tracker[1]}",
+            "--key", key,
+            "--bind-port", str(bind_port),
+            "--report-port", str(device_port),
+            "--log", str(log_path),
+        ]  # fmt: skip
+        if work_dir is not None:
+            argv += ["--work-dir", str(work_dir)]
+        if stale_timeout_s is not None:
+            argv += ["--stale-timeout-s", str(stale_timeout_s)]
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as stderr:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=stderr,
+                start_new_session=True,
+            )
+        try:
+            assert proc.stdout is not None
+            line = await asyncio.wait_for(proc.stdout.readline(), timeout=LISTEN_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            line = b""
+        word, _, port_text = line.decode(errors="replace").strip().partition(" ")
+        if word != "listening" or not port_text.isdigit():
+            _kill_group(proc.pid)
+            await proc.wait()
+            raise RpcStartError(
+                f"RPC process exited with {proc.returncode} before listening; see {log_path}"
+            )
+        real_port = int(port_text)
+        net.publish(device_port, "127.0.0.1", real_port)
+        return cls(net, proc, device_port, real_port, log_path)
+
+    async def _reap(self) -> int:
+        """Wait for the process to end, then clean its group and its published port."""
+        code = await self._proc.wait()
+        _kill_group(self.pid)
+        self._net.unpublish(self.device_port)
+        return code
+
+    def alive(self) -> bool:
+        """Whether the process has not exited yet."""
+        return self._proc.returncode is None
+
+    async def wait(self) -> int:
+        """Wait for the process to exit; returns its exit code (-9 after SIGKILL)."""
+        return await asyncio.shield(self._reaper)
+
+    async def stop(self) -> int:
+        """SIGKILL the process group, reap it and unpublish its port; idempotent.
+
+        Returns:
+            The exit code (-9 when this call killed it).
+        """
+        if not self._reaper.done():
+            _kill_group(self.pid)
+        return await self.wait()
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)

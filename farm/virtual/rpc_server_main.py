@@ -1,0 +1,307 @@
+"""The TVM RPC app's ``:RPCProcess``: registers with a tracker, serves one session at a time.
+
+Run by :mod:`farm.virtual.rpc_process` as
+``python -m farm.virtual.rpc_server_main --tracker H:P --key K --bind-port N
+--report-port D --log FILE``. It binds ``127.0.0.1:N`` (0 = any free port),
+prints ``listening <real_port>`` on stdout once and then behaves like the
+stock app's processor, apache/tvm ``jvm/core/src/main/java/org/apache/tvm/rpc/
+ConnectTrackerServerProcessor.java`` with ``apps/android_rpc/.../RPCProcessor.java``
+and ``RPCWatchdog.java``:
+
+- each round opens a new tracker connection, sends ``UPDATE_INFO`` with
+  ``"addr": [null, "<port>"]`` (the port as a *string*, as the app's
+  hand-written JSON does) and ``PUT [key, [port, key:<random>], null]``, so the
+  tracker records the address it sees the app connect from;
+- it accepts with a 300 s timeout (``STALE_TRACKER_TIMEOUT``); on expiry it asks
+  ``GET_PENDING_MATCHKEYS`` and re-registers only when its match key is gone;
+- a client whose key does not contain the match key gets ``RPC_CODE_MISMATCH``;
+- ``-timeout=`` is read with ``Integer.parseInt`` (``-timeout=10.0`` fails the
+  round), 300 s when absent; a session past it ends the whole process with exit
+  code 0 (``RPCWatchdog.terminate`` calls ``System.exit(0)``);
+- after a session the tracker connection is closed and a new round starts with
+  a new match key.
+
+The session itself is served by TVM's own server code
+(``tvm.rpc.server._serve_loop``: ``_server_env`` + ``ServerLoop``) in a forked
+child, as ``tvm.rpc.server._serving`` does, so modules upload, load and run for
+real. The port the tracker hears (``--report-port``, the device port) is
+separate from the real port, as in ``tvm.rpc.server._listen_loop``.
+
+Every event is one JSON line in ``--log``: ``{"ts": <unix s>, "event": ..., ...}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import socket
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from farm.tvm.protocol import (
+    RPC_CODE_MISMATCH,
+    RPC_MAGIC,
+    RPC_TRACKER_MAGIC,
+    TrackerCode,
+)
+
+TRACKER_CONNECT_TIMEOUT_S = 6.0  # TRACKER_TIMEOUT in ConnectTrackerServerProcessor.java
+RETRY_PERIOD_S = 6.0  # RETRY_PERIOD
+STALE_TRACKER_TIMEOUT_S = 300.0  # STALE_TRACKER_TIMEOUT
+HARD_TIMEOUT_DEFAULT_S = 300  # HARD_TIMEOUT_DEFAULT
+TIMEOUT_ARG = "-timeout="  # RPC.TIMEOUT_ARG
+_INT32 = struct.Struct("<i")
+
+
+class EventLog:
+    """Appends one JSON line per event to a file, flushed at once."""
+
+    def __init__(self, path: Path) -> None:
+        self._file: TextIO = path.open("a", encoding="utf-8", buffering=1)
+
+    def event(self, event: str, **fields: Any) -> None:
+        """Write ``{"ts", "event", **fields}`` as one line."""
+        self._file.write(json.dumps({"ts": round(time.time(), 3), "event": event, **fields}) + "\n")
+
+
+class RoundFailed(Exception):
+    """This round of the processor ends; the next round starts over (as a Throwable does)."""
+
+
+def _recv_exact(sock: socket.socket, n_bytes: int) -> bytes:
+    data = b""
+    while len(data) < n_bytes:
+        chunk = sock.recv(n_bytes - len(data))
+        if not chunk:
+            raise ConnectionResetError("peer closed the connection")
+        data += chunk
+    return data
+
+
+def _send_string(sock: socket.socket, text: str) -> None:
+    data = text.encode("utf-8")
+    sock.sendall(_INT32.pack(len(data)) + data)
+
+
+def _recv_string(sock: socket.socket) -> str:
+    (size,) = _INT32.unpack(_recv_exact(sock, 4))
+    if not 0 <= size <= 1 << 20:
+        raise RoundFailed(f"string of {size} bytes")
+    return _recv_exact(sock, size).decode("utf-8")
+
+
+def parse_timeout_s(recv_key: str) -> int:
+    """The session timeout the app allots for a client key, in whole seconds.
+
+    Raises:
+        ValueError: the value is not an integer (``Integer.parseInt`` fails).
+    """
+    index = recv_key.find(TIMEOUT_ARG)
+    if index == -1:
+        return HARD_TIMEOUT_DEFAULT_S
+    return int(recv_key[index + len(TIMEOUT_ARG) :], 10)
+
+
+class Processor:
+    """One ``ConnectTrackerServerProcessor`` round after another on one listening socket."""
+
+    def __init__(
+        self,
+        listen_sock: socket.socket,
+        tracker: tuple[str, int],
+        key: str,
+        report_port: int,
+        log: EventLog,
+        stale_timeout_s: float,
+        work_dir: Path | None,
+    ) -> None:
+        self.listen_sock = listen_sock
+        self.tracker = tracker
+        self.key = key
+        self.report_port = report_port
+        self.log = log
+        self.stale_timeout_s = stale_timeout_s
+        self.work_dir = work_dir
+
+    def run_forever(self) -> None:
+        """Serve rounds until a session times out (which exits the process)."""
+        while True:
+            try:
+                self.run_round()
+            except (OSError, RoundFailed, ValueError) as exc:
+                self.log.event("round_failed", reason=f"{type(exc).__name__}: {exc}")
+                time.sleep(RETRY_PERIOD_S)
+
+    def _connect_tracker(self) -> socket.socket:
+        sock = socket.create_connection(self.tracker, timeout=TRACKER_CONNECT_TIMEOUT_S)
+        sock.settimeout(None)
+        sock.sendall(_INT32.pack(RPC_TRACKER_MAGIC))
+        (magic,) = _INT32.unpack(_recv_exact(sock, 4))
+        if magic != RPC_TRACKER_MAGIC:
+            sock.close()
+            raise RoundFailed("failed to connect to tracker (WRONG MAGIC)")
+        cinfo = f'{{"key" : "server:{self.key}", "addr": [null, "{self.report_port}"]}}'
+        self._expect_success(sock, f"[{TrackerCode.UPDATE_INFO.value}, {cinfo}]")
+        return sock
+
+    def _expect_success(self, tracker: socket.socket, message: str) -> None:
+        _send_string(tracker, message)
+        if int(_recv_string(tracker)) != TrackerCode.SUCCESS:
+            raise RoundFailed(f"tracker refused {message}")
+
+    def _register(self, tracker: socket.socket, matchkey: str) -> None:
+        self._expect_success(
+            tracker,
+            json.dumps([TrackerCode.PUT.value, self.key, [self.report_port, matchkey], None]),
+        )
+        self.log.event("registered", key=self.key, port=self.report_port, matchkey=matchkey)
+
+    def _accept_client(self, tracker: socket.socket, matchkey: str) -> tuple[socket.socket, str]:
+        """Wait for a client that presents ``matchkey``; returns it and its key string."""
+        while True:
+            self.listen_sock.settimeout(self.stale_timeout_s)
+            try:
+                conn, peer = self.listen_sock.accept()
+            except socket.timeout:
+                _send_string(tracker, f"[{TrackerCode.GET_PENDING_MATCHKEYS.value}]")
+                if matchkey not in _recv_string(tracker):
+                    self._register(tracker, matchkey)
+                continue
+            conn.settimeout(30.0)
+            try:
+                (magic,) = _INT32.unpack(_recv_exact(conn, 4))
+                recv_key = _recv_string(conn) if magic == RPC_MAGIC else ""
+            except (OSError, RoundFailed):
+                conn.close()
+                continue
+            if magic != RPC_MAGIC or matchkey not in recv_key:
+                conn.sendall(_INT32.pack(RPC_CODE_MISMATCH))
+                conn.close()
+                self.log.event("key_mismatch", peer=f"{peer[0]}:{peer[1]}")
+                continue
+            conn.settimeout(None)
+            return conn, recv_key
+
+    def run_round(self) -> None:
+        """Register, accept one matching client, serve it, close the tracker connection."""
+        matchkey = f"{self.key}:{random.random()}"
+        tracker = self._connect_tracker()
+        try:
+            self.log.event("tracker_connected", tracker=f"{self.tracker[0]}:{self.tracker[1]}")
+            self._register(tracker, matchkey)
+            conn, recv_key = self._accept_client(tracker, matchkey)
+            try:
+                try:
+                    timeout_s = parse_timeout_s(recv_key)
+                except ValueError as exc:
+                    raise RoundFailed(f"NumberFormatException: {exc}") from exc
+                if not recv_key.startswith("client:"):
+                    conn.sendall(_INT32.pack(RPC_CODE_MISMATCH))
+                    raise RoundFailed(f"recv key mismatch: {recv_key!r}")
+                conn.sendall(_INT32.pack(RPC_MAGIC))
+                _send_string(conn, recv_key)
+                self._serve(conn, timeout_s)
+            finally:
+                conn.close()
+        finally:
+            tracker.close()
+
+    def _serve(self, conn: socket.socket, timeout_s: int) -> None:
+        peer = conn.getpeername()
+        work_path = Path(tempfile.mkdtemp(prefix="rpc-session-", dir=self.work_dir))
+        self.log.event("session_started", peer=f"{peer[0]}:{peer[1]}", timeout_s=timeout_s)
+        started = time.monotonic()
+        session = multiprocessing.get_context("fork").Process(
+            target=_session_main, args=(conn, work_path), daemon=False
+        )
+        session.start()
+        conn.close()
+        session.join(timeout_s if timeout_s > 0 else None)  # wait(0) in Java waits forever
+        if session.is_alive():
+            self.log.event("session_timeout", timeout_s=timeout_s)
+            session.kill()
+            session.join()
+            shutil.rmtree(work_path, ignore_errors=True)
+            os._exit(0)  # RPCWatchdog.terminate(): System.exit(0)
+        shutil.rmtree(work_path, ignore_errors=True)
+        self.log.event(
+            "session_finished",
+            duration_s=round(time.monotonic() - started, 3),
+            exit_code=session.exitcode,
+        )
+
+
+def _session_main(conn: socket.socket, work_root: Path) -> None:
+    """The forked session: TVM's own server loop on the accepted socket.
+
+    The parent removes ``work_root`` when the session ends, so the session's
+    temp directory lives inside it.
+    """
+    from tvm.rpc import server as tvm_server  # already imported by the parent
+    from tvm.support import utils
+
+    work_path = utils.tempdir(custom_path=str(work_root / "session"))
+    os.chdir(work_path.path)
+    tvm_server._serve_loop(conn, None, work_path)
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="rpc_server_main", description=__doc__.splitlines()[0])
+    parser.add_argument("--tracker", required=True, help="HOST:PORT of the tracker endpoint")
+    parser.add_argument("--key", required=True, help="tracker key, e.g. android")
+    parser.add_argument("--bind-port", type=int, required=True, help="real port, 0 = any")
+    parser.add_argument("--report-port", type=int, required=True, help="device port to report")
+    parser.add_argument("--log", type=Path, required=True, help="JSON-lines event log")
+    parser.add_argument("--stale-timeout-s", type=float, default=STALE_TRACKER_TIMEOUT_S)
+    parser.add_argument("--work-dir", type=Path, default=None, help="parent of session dirs")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Bind, announce the real port on stdout, import TVM, then serve forever."""
+    args = _parse_args(argv)
+    tracker_host, _, tracker_port = args.tracker.rpartition(":")
+    log = EventLog(args.log)
+    log.event("process_started", pid=os.getpid())
+    listen_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listen_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listen_sock.bind(("127.0.0.1", args.bind_port))
+    except OSError as exc:
+        log.event("bind_failed", port=args.bind_port, reason=str(exc))
+        return 1
+    listen_sock.listen(1)
+    real_port = listen_sock.getsockname()[1]
+    sys.stdout.write(f"listening {real_port}\n")
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # nobody reads the pipe any more
+    log.event("listening", real_port=real_port, device_port=args.report_port)
+
+    started = time.monotonic()
+    import tvm.rpc.server  # noqa: F401  (seconds: load it once, before any session)
+
+    log.event("tvm_imported", import_s=round(time.monotonic() - started, 3))
+    if args.work_dir is not None:
+        args.work_dir.mkdir(parents=True, exist_ok=True)
+    Processor(
+        listen_sock,
+        (tracker_host, int(tracker_port)),
+        args.key,
+        args.report_port,
+        log,
+        args.stale_timeout_s,
+        args.work_dir,
+    ).run_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
