@@ -1,0 +1,368 @@
+"""toybox file and text commands: ls, cat, rm, mkdir, chmod, touch, md5sum,
+sha256sum, echo, grep, head, tail, wc, sleep, true, false, pwd, test.
+
+Error texts are toybox's (``lib/lib.c perror_msg``): ``cat: PATH: No such file
+or directory`` on stderr and exit 1; ``Permission denied`` as in fixture
+``cat_permission_denied_stderr__honor_x8b_android14.txt``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import shutil
+
+from farm.virtual.android.context import Ctx, command, read_all
+
+
+def _err(exc: OSError) -> str:
+    if isinstance(exc, PermissionError):
+        return "Permission denied"
+    if isinstance(exc, IsADirectoryError):
+        return "Is a directory"
+    if isinstance(exc, FileExistsError):
+        return "File exists"
+    return "No such file or directory"
+
+
+@command("true")
+async def true_(ctx: Ctx) -> int:
+    """Exit 0."""
+    return 0
+
+
+@command("false")
+async def false_(ctx: Ctx) -> int:
+    """Exit 1."""
+    return 1
+
+
+@command("echo")
+async def echo(ctx: Ctx) -> int:
+    """mksh ``echo``: ``-n`` drops the newline, ``-e`` interprets escapes."""
+    args, newline, escapes = ctx.argv[1:], True, False
+    while args and args[0] in ("-n", "-e", "-E", "-ne", "-en"):
+        newline = newline and "n" not in args[0]
+        escapes = "e" in args[0]
+        args = args[1:]
+    text = " ".join(args)
+    if escapes:
+        text = text.encode().decode("unicode_escape")
+    ctx.print(text + ("\n" if newline else ""))
+    return 0
+
+
+@command("pwd")
+async def pwd(ctx: Ctx) -> int:
+    """Print the working directory."""
+    ctx.print(ctx.cwd + "\n")
+    return 0
+
+
+@command("cat")
+async def cat(ctx: Ctx) -> int:
+    """Concatenate files (or stdin) to stdout."""
+    status = 0
+    paths = [a for a in ctx.argv[1:] if a != "-u"] or ["-"]
+    for arg in paths:
+        if arg == "-":
+            ctx.out.write(await read_all(ctx.stdin))
+            continue
+        try:
+            ctx.out.write(ctx.phone.read_file(ctx.path(arg), app=ctx.app))
+        except OSError as exc:
+            ctx.eprint(f"cat: {arg}: {_err(exc)}\n")
+            status = 1
+    return status
+
+
+@command("ls")
+async def ls(ctx: Ctx) -> int:
+    """List files: names one per line (``-1``, default off a TTY) or ``-l``."""
+    flags = "".join(a[1:] for a in ctx.argv[1:] if a.startswith("-") and len(a) > 1)
+    paths = [a for a in ctx.argv[1:] if not (a.startswith("-") and len(a) > 1)] or ["."]
+    status, files, dirs = 0, [], []
+    for arg in paths:
+        path = ctx.path(arg)
+        if not ctx.phone.exists(path, app=ctx.app):
+            ctx.eprint(f"ls: {arg}: No such file or directory\n")
+            status = 1
+        elif ctx.phone.isdir(path, app=ctx.app) and "d" not in flags:
+            names = ctx.phone.listdir(path, app=ctx.app)
+            if names is None:
+                ctx.eprint(f"ls: {arg}: Permission denied\n")
+                status = 1
+            else:
+                dirs.append((arg, path, names))
+        else:
+            files.append((arg, path))
+    for arg, path in files:
+        ctx.print(_ls_line(ctx, arg, path, "l" in flags))
+    for i, (arg, path, names) in enumerate(dirs):
+        if len(paths) > 1:
+            ctx.print(("\n" if i or files else "") + f"{arg}:\n")
+        if "a" not in flags:
+            names = [n for n in names if not n.startswith(".")]
+        if "l" in flags:
+            ctx.print(f"total {len(names) * 4}\n")
+        for name in sorted(names, key=lambda n: n.encode()):
+            ctx.print(_ls_line(ctx, name, path.rstrip("/") + "/" + name, "l" in flags))
+    return status
+
+
+def _ls_line(ctx: Ctx, shown: str, path: str, long: bool) -> str:
+    if not long:
+        return shown + "\n"
+    is_dir = ctx.phone.isdir(path, app=ctx.app)
+    size = 4096 if is_dir else 0
+    if not is_dir and not ctx.phone.is_virtual(path):
+        try:
+            size = ctx.phone.storage.check(path, write=False, app=ctx.app).stat().st_size
+        except OSError:
+            size = 0
+    mode = "drwxrwx--x" if is_dir else "-rw-rw-rw-"
+    owner = "shell    shell" if path.startswith(("/data/local/tmp", "/storage")) else "root     root"
+    return f"{mode} 1 {owner} {size:>8} 2024-01-01 00:00 {shown}\n"
+
+
+@command("rm")
+async def rm(ctx: Ctx) -> int:
+    """Remove files; ``-r`` for directories, ``-f`` to ignore missing ones."""
+    flags = "".join(a[1:] for a in ctx.argv[1:] if a.startswith("-"))
+    status = 0
+    for arg in (a for a in ctx.argv[1:] if not a.startswith("-")):
+        try:
+            host = ctx.phone.storage.check(ctx.path(arg), write=True, app=ctx.app)
+            if host.is_dir():
+                if "r" not in flags.lower():
+                    ctx.eprint(f"rm: {arg}: Is a directory\n")
+                    status = 1
+                    continue
+                shutil.rmtree(host)
+            else:
+                host.unlink()
+        except OSError as exc:
+            if not ("f" in flags and isinstance(exc, FileNotFoundError)):
+                ctx.eprint(f"rm: {arg}: {_err(exc)}\n")
+                status = 1
+    return status
+
+
+@command("mkdir")
+async def mkdir(ctx: Ctx) -> int:
+    """Make directories; ``-p`` makes parents and accepts existing ones."""
+    parents = "-p" in ctx.argv
+    status = 0
+    for arg in (a for a in ctx.argv[1:] if not a.startswith("-")):
+        try:
+            host = ctx.phone.storage.check(ctx.path(arg), write=True, app=ctx.app)
+            host.mkdir(parents=parents, exist_ok=parents)
+        except OSError as exc:
+            ctx.eprint(f"mkdir: '{arg}': {_err(exc)}\n")
+            status = 1
+    return status
+
+
+@command("touch")
+async def touch(ctx: Ctx) -> int:
+    """Create empty files or update their times."""
+    status = 0
+    for arg in (a for a in ctx.argv[1:] if not a.startswith("-")):
+        try:
+            ctx.phone.storage.check(ctx.path(arg), write=True, app=ctx.app).touch()
+        except OSError as exc:
+            ctx.eprint(f"touch: '{arg}': {_err(exc)}\n")
+            status = 1
+    return status
+
+
+@command("chmod")
+async def chmod(ctx: Ctx) -> int:
+    """Change mode bits of files the caller owns (octal modes)."""
+    args = [a for a in ctx.argv[1:] if a != "-R"]
+    if len(args) < 2:
+        ctx.eprint("chmod: Need 2 arguments\n")
+        return 1
+    status = 0
+    for arg in args[1:]:
+        try:
+            host = ctx.phone.storage.check(ctx.path(arg), write=True, app=ctx.app)
+            if args[0].isdigit():
+                host.chmod(int(args[0], 8))
+            elif not host.exists():
+                raise FileNotFoundError(arg)
+        except OSError as exc:
+            ctx.eprint(f"chmod: {arg}: {_err(exc)}\n")
+            status = 1
+    return status
+
+
+async def _digest(ctx: Ctx, algo: str) -> int:
+    status = 0
+    for arg in ctx.argv[1:] or ["-"]:
+        try:
+            data = await read_all(ctx.stdin) if arg == "-" else ctx.phone.read_file(ctx.path(arg), app=ctx.app)
+        except OSError as exc:
+            ctx.eprint(f"{algo}sum: {arg}: {_err(exc)}\n")
+            status = 1
+            continue
+        ctx.print(f"{hashlib.new(algo, data).hexdigest()}  {arg}\n")
+    return status
+
+
+@command("md5sum")
+async def md5sum(ctx: Ctx) -> int:
+    """MD5 of files: ``HEX  NAME``."""
+    return await _digest(ctx, "md5")
+
+
+@command("sha256sum")
+async def sha256sum(ctx: Ctx) -> int:
+    """SHA-256 of files: ``HEX  NAME``."""
+    return await _digest(ctx, "sha256")
+
+
+@command("sleep")
+async def sleep(ctx: Ctx) -> int:
+    """Sleep for the given seconds (fractions allowed, as toybox)."""
+    try:
+        await asyncio.sleep(float(ctx.argv[1]) if len(ctx.argv) > 1 else 0)
+    except ValueError:
+        ctx.eprint(f"sleep: Not a number: '{ctx.argv[1]}'\n")
+        return 1
+    return 0
+
+
+async def _input_lines(ctx: Ctx, files: list[str]) -> list[str] | None:
+    if not files:
+        return (await read_all(ctx.stdin)).decode(errors="replace").splitlines(keepends=True)
+    lines: list[str] = []
+    for arg in files:
+        try:
+            lines += ctx.phone.read_file(ctx.path(arg), app=ctx.app).decode(errors="replace").splitlines(keepends=True)
+        except OSError as exc:
+            ctx.eprint(f"{ctx.argv[0]}: {arg}: {_err(exc)}\n")
+            return None
+    return lines
+
+
+@command("grep")
+async def grep(ctx: Ctx) -> int:
+    """Filter lines: ``-v``, ``-i``, ``-c``, ``-q``, ``-E``, ``-F``, ``-e PAT``."""
+    flags, pattern, files = "", None, []
+    args = ctx.argv[1:]
+    while args:
+        arg = args.pop(0)
+        if arg == "-e" and args:
+            pattern = args.pop(0)
+        elif arg.startswith("-") and len(arg) > 1 and pattern is None:
+            flags += arg[1:]
+        elif pattern is None:
+            pattern = arg
+        else:
+            files.append(arg)
+    if pattern is None:
+        ctx.eprint("grep: Need 1 argument\n")
+        return 2
+    regex = re.compile(re.escape(pattern) if "F" in flags else pattern, re.IGNORECASE if "i" in flags else 0)
+    lines = await _input_lines(ctx, files)
+    if lines is None:
+        return 2
+    hits = [line for line in lines if bool(regex.search(line)) != ("v" in flags)]
+    if "q" not in flags:
+        if "c" in flags:
+            ctx.print(f"{len(hits)}\n")
+        else:
+            ctx.print("".join(h if h.endswith("\n") else h + "\n" for h in hits))
+    return 0 if hits else 1
+
+
+def _count_arg(ctx: Ctx) -> tuple[int, list[str]]:
+    count, rest = 10, []
+    args = ctx.argv[1:]
+    while args:
+        arg = args.pop(0)
+        if arg == "-n" and args:
+            count = int(args.pop(0))
+        elif arg.startswith("-n"):
+            count = int(arg[2:])
+        elif arg.startswith("-") and arg[1:].isdigit():
+            count = int(arg[1:])
+        else:
+            rest.append(arg)
+    return count, rest
+
+
+@command("head")
+async def head(ctx: Ctx) -> int:
+    """First N lines (``-n N``)."""
+    count, files = _count_arg(ctx)
+    lines = await _input_lines(ctx, files)
+    if lines is None:
+        return 1
+    ctx.print("".join(lines[:count]))
+    return 0
+
+
+@command("tail")
+async def tail(ctx: Ctx) -> int:
+    """Last N lines (``-n N``)."""
+    count, files = _count_arg(ctx)
+    lines = await _input_lines(ctx, files)
+    if lines is None:
+        return 1
+    ctx.print("".join(lines[-count:] if count else []))
+    return 0
+
+
+@command("wc")
+async def wc(ctx: Ctx) -> int:
+    """Count lines (``-l``) of stdin or files."""
+    files = [a for a in ctx.argv[1:] if not a.startswith("-")]
+    lines = await _input_lines(ctx, files)
+    if lines is None:
+        return 1
+    ctx.print(f"{len(lines)}\n" if "-l" in ctx.argv else f"{len(lines):7d} {sum(len(x.split()) for x in lines):7d} {sum(len(x.encode()) for x in lines):7d}\n")
+    return 0
+
+
+@command("test", "[")
+async def test(ctx: Ctx) -> int:
+    """``test``/``[``: ``-e -f -d -n -z``, ``= !=``, ``-eq -ne -lt -gt``."""
+    args = ctx.argv[1:]
+    if ctx.argv[0] == "[":
+        if not args or args[-1] != "]":
+            ctx.eprint("[: missing ]\n")
+            return 2
+        args = args[:-1]
+    negate = bool(args) and args[0] == "!"
+    if negate:
+        args = args[1:]
+    result = False
+    if len(args) == 1:
+        result = args[0] != ""
+    elif len(args) == 2:
+        op, arg = args
+        path = ctx.path(arg)
+        result = {
+            "-e": lambda: ctx.phone.exists(path, app=ctx.app),
+            "-f": lambda: ctx.phone.exists(path, app=ctx.app) and not ctx.phone.isdir(path, app=ctx.app),
+            "-d": lambda: ctx.phone.isdir(path, app=ctx.app),
+            "-n": lambda: arg != "",
+            "-z": lambda: arg == "",
+        }.get(op, lambda: False)()
+    elif len(args) == 3:
+        a, op, b = args
+        if op in ("=", "=="):
+            result = a == b
+        elif op == "!=":
+            result = a != b
+        elif op in ("-eq", "-ne", "-lt", "-gt", "-le", "-ge"):
+            try:
+                x, y = int(a), int(b)
+            except ValueError:
+                ctx.eprint(f"{ctx.argv[0]}: bad number\n")
+                return 2
+            result = {"-eq": x == y, "-ne": x != y, "-lt": x < y, "-gt": x > y, "-le": x <= y, "-ge": x >= y}[op]
+    return 0 if result != negate else 1

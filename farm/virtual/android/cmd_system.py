@@ -1,0 +1,268 @@
+"""System commands: getprop, setprop, id, whoami, uname, nproc, ps, pidof, df,
+settings, svc, wm, reboot, logcat.
+
+Sources for the formats: ``getprop`` (fixture ``getprop__*``), toybox ``ps``,
+``pidof`` and ``df`` (fixtures ``ps_-A__*``, ``pidof_*``, ``df*``), AOSP
+``SettingsService`` (``settings get`` prints ``null`` when unset), AOSP
+``cmds/svc/.../PowerCommand.java`` (``svc power stayon true`` sets
+``stay_on_while_plugged_in`` to AC|USB|WIRELESS = 7 and prints nothing).
+"""
+
+from __future__ import annotations
+
+from farm.virtual.android import logbuf
+from farm.virtual.android.context import Ctx, command
+from farm.virtual.android.processes import render_ps
+from farm.virtual.android.props import SHELL_SETTABLE, render_getprop
+
+
+@command("getprop")
+async def getprop(ctx: Ctx) -> int:
+    """``getprop``: all as ``[k]: [v]``, or one key's value (``""`` if unset)."""
+    props = ctx.phone.props
+    if len(ctx.argv) == 1:
+        ctx.print(render_getprop(props))
+    else:
+        default = ctx.argv[2] if len(ctx.argv) > 2 else ""
+        ctx.print(props.get(ctx.argv[1], default) + "\n")
+    return 0
+
+
+@command("setprop")
+async def setprop(ctx: Ctx) -> int:
+    """``setprop KEY VALUE`` for the keys the shell domain may write.
+
+    The failure text is toybox-era ``setprop`` (AOSP system/core/toolbox/setprop.cpp).
+    """
+    if len(ctx.argv) != 3:
+        ctx.eprint("usage: setprop NAME VALUE\n")
+        return 1
+    key, value = ctx.argv[1], ctx.argv[2]
+    allowed = key.startswith(SHELL_SETTABLE) or (key.startswith("ro.") and key not in ctx.phone.props)
+    if ctx.phone.spec.rooted and not key.startswith("ro."):
+        allowed = True
+    if not allowed:
+        ctx.eprint(f"Failed to set property '{key}' to '{value}'.\nSee dmesg for error reason.\n")
+        return 1
+    ctx.phone.props[key] = value
+    if key.startswith("persist."):
+        ctx.phone.save()
+    return 0
+
+
+@command("id")
+async def id_(ctx: Ctx) -> int:
+    """The shell user's identity (uid 2000), or the app's under ``run-as``."""
+    if ctx.app:
+        uid = ctx.phone.packages.uid_of(ctx.app)
+        name = f"u0_a{uid - 10000}"
+        ctx.print(f"uid={uid}({name}) gid={uid}({name}) groups={uid}({name}),3003(inet),9997(everybody),20{uid - 10000:03d}(u0_a{uid - 10000}_cache),50{uid - 10000:03d}(all_a{uid - 10000}) context=u:r:untrusted_app:s0:c{uid - 10000},c256,c512,c768\n")
+    else:
+        ctx.print(
+            "uid=2000(shell) gid=2000(shell) groups=2000(shell),1004(input),1007(log),1011(adb),"
+            "1015(sdcard_rw),1028(sdcard_r),1078(ext_data_rw),1079(ext_obb_rw),3001(net_bt_admin),"
+            "3002(net_bt),3003(inet),3006(net_bw_stats),3009(readproc),3011(uhid),3012(readtracefs) "
+            "context=u:r:shell:s0\n"
+        )
+    return 0
+
+
+@command("whoami")
+async def whoami(ctx: Ctx) -> int:
+    """``shell``, or the app's user name under ``run-as``."""
+    if ctx.app:
+        ctx.print(f"u0_a{ctx.phone.packages.uid_of(ctx.app) - 10000}\n")
+    else:
+        ctx.print("shell\n")
+    return 0
+
+
+@command("uname")
+async def uname(ctx: Ctx) -> int:
+    """Kernel name (``-a`` for everything, ``-m`` machine, ``-r`` release)."""
+    machine = "x86_64" if ctx.phone.spec.cpu_abi == "x86_64" else "aarch64"
+    release = "5.10.198-android13-4-00050-g12f3388846c3"
+    flags = "".join(a[1:] for a in ctx.argv[1:])
+    if "a" in flags:
+        ctx.print(f"Linux localhost {release} #1 SMP PREEMPT Mon Jan 1 00:00:00 UTC 2024 {machine} Toybox\n")
+    else:
+        parts = []
+        if not flags or "s" in flags:
+            parts.append("Linux")
+        if "n" in flags:
+            parts.append("localhost")
+        if "r" in flags:
+            parts.append(release)
+        if "m" in flags:
+            parts.append(machine)
+        ctx.print(" ".join(parts) + "\n")
+    return 0
+
+
+@command("nproc")
+async def nproc(ctx: Ctx) -> int:
+    """Number of online cores."""
+    ctx.print(f"{ctx.phone.spec.cores}\n")
+    return 0
+
+
+@command("ps")
+async def ps(ctx: Ctx) -> int:
+    """toybox ``ps``; ``-A`` lists every process, without it only the caller's."""
+    table = ctx.phone.processes
+    own = table.spawn("shell", "ps", ppid_name="adbd")
+    own.state = "R"
+    own.vsz_kb, own.rss_kb = 10790584, 3728
+    try:
+        rows = sorted(table.procs.values(), key=lambda p: p.pid)
+        if not any(a.startswith("-") and "A" in a or a == "-e" for a in ctx.argv[1:]):
+            rows = [p for p in rows if p.user == "shell" and p.name != "adbd"]
+        names = [a for a in ctx.argv[1:] if not a.startswith("-")]
+        if names:
+            rows = [p for p in rows if p.name in names or str(p.pid) in names]
+        ctx.print(render_ps(rows))
+    finally:
+        table.kill(own.pid)
+    return 0
+
+
+@command("pidof")
+async def pidof(ctx: Ctx) -> int:
+    """Pids of processes by exact name, space-separated; exit 1 if none (toybox pidof.c)."""
+    pids: list[int] = []
+    for name in (a for a in ctx.argv[1:] if not a.startswith("-")):
+        pids += ctx.phone.processes.pids_of(name)
+    if not pids:
+        return 1
+    ctx.print(" ".join(str(p) for p in pids) + "\n")
+    return 0
+
+
+@command("logcat")
+async def logcat(ctx: Ctx) -> int:
+    """``logcat -d [-b BUF] [-s TAG ...] [TAG:L ...]``, ``logcat -c``; threadtime format.
+
+    Without ``-d`` the real logcat follows the log forever; here it dumps and
+    returns, which is what scripted callers need (they always pass ``-d``).
+    """
+    args = ctx.argv[1:]
+    buffers: list[str] = []
+    specs: list[str] = []
+    silent = clear = False
+    tail = None
+    while args:
+        arg = args.pop(0)
+        if arg == "-b" and args:
+            buffers += args.pop(0).split(",")
+        elif arg.startswith("-b") and len(arg) > 2:
+            buffers += arg[2:].split(",")
+        elif arg == "-s":
+            silent = True
+        elif arg == "-c":
+            clear = True
+        elif arg in ("-v", "-t", "-T") and args:
+            value = args.pop(0)
+            if arg != "-v":
+                tail = int(value) if value.isdigit() else None
+        elif arg.startswith("-"):
+            continue
+        else:
+            specs.append(arg)
+    chosen = logbuf.ALL_BUFFERS if "all" in buffers else tuple(buffers) or logbuf.DEFAULT_BUFFERS
+    if clear:
+        ctx.phone.logs.clear(chosen)
+        return 0
+    entries = ctx.phone.logs.entries
+    if tail:
+        entries = entries[-tail:]
+    ctx.print(logbuf.render(entries, chosen, logbuf.make_filter(specs, silent)))
+    return 0
+
+
+@command("reboot")
+async def reboot(ctx: Ctx) -> int:
+    """Ask the transport to reboot the phone (``reboot [bootloader|recovery]``)."""
+    if not ctx.phone.spec.rooted:
+        ctx.eprint("reboot: Operation not permitted\n")
+        return 1
+    ctx.phone.request_reboot(ctx.argv[1] if len(ctx.argv) > 1 else "")
+    return 0
+
+
+_SETTINGS_USAGE = "usage:  settings [--user <USER_ID> | current] get namespace key\n"
+
+
+@command("settings")
+async def settings(ctx: Ctx) -> int:
+    """``settings get|put|delete|list NAMESPACE [KEY [VALUE]]`` (AOSP SettingsService)."""
+    args = [a for a in ctx.argv[1:]]
+    if args[:1] == ["--user"]:
+        args = args[2:]
+    if len(args) < 2 or args[1] not in ctx.phone.settings:
+        ctx.eprint("Invalid namespace '" + (args[1] if len(args) > 1 else "") + "'\n" if len(args) > 1 else _SETTINGS_USAGE)
+        return 255
+    verb, ns, rest = args[0], ctx.phone.settings[args[1]], args[2:]
+    if verb == "get" and rest:
+        ctx.print(ns.get(rest[0], _setting_default(ctx, args[1], rest[0])) + "\n")
+    elif verb == "put" and len(rest) >= 2:
+        ns[rest[0]] = rest[1]
+        if rest[0] == "stay_on_while_plugged_in":
+            ctx.phone.stay_on_while_plugged = int(rest[1]) if rest[1].isdigit() else 0
+        ctx.phone.save()
+    elif verb == "delete" and rest:
+        existed = ns.pop(rest[0], None) is not None
+        ctx.print(f"Deleted {int(existed)} rows\n")
+        ctx.phone.save()
+    elif verb == "list":
+        ctx.print("".join(f"{k}={v}\n" for k, v in sorted(ns.items())))
+    else:
+        ctx.eprint(_SETTINGS_USAGE)
+        return 255
+    return 0
+
+
+def _setting_default(ctx: Ctx, namespace: str, key: str) -> str:
+    if namespace == "global" and key == "stay_on_while_plugged_in":
+        return str(ctx.phone.stay_on_while_plugged)
+    if namespace == "global" and key in ("adb_enabled", "development_settings_enabled"):
+        return "1"
+    return "null"
+
+
+@command("svc")
+async def svc(ctx: Ctx) -> int:
+    """``svc power stayon true|false|usb|ac|wireless`` (AOSP PowerCommand.java)."""
+    args = ctx.argv[1:]
+    values = {"true": 7, "false": 0, "ac": 1, "usb": 2, "wireless": 4}
+    if len(args) == 3 and args[0] == "power" and args[1] == "stayon" and args[2] in values:
+        value = values[args[2]]
+        ctx.phone.stay_on_while_plugged = value
+        ctx.phone.settings["global"]["stay_on_while_plugged_in"] = str(value)
+        if value:
+            ctx.phone.awake = True
+        ctx.phone.save()
+        return 0
+    ctx.eprint(
+        "Control the power manager\n\n"
+        "usage: svc power stayon [true|false|usb|ac|wireless]\n"
+        "         Set the 'keep awake while plugged in' setting.\n"
+        "       svc power reboot [reason]\n"
+        "         Perform a runtime shutdown and reboot device with specified reason.\n"
+        "       svc power shutdown\n"
+        "         Perform a runtime shutdown and power off the device.\n"
+    )
+    return 0 if len(args) <= 1 else 1
+
+
+@command("wm")
+async def wm(ctx: Ctx) -> int:
+    """``wm size`` and ``wm density`` (AOSP WindowManagerShellCommand)."""
+    spec = ctx.phone.spec
+    if ctx.argv[1:2] == ["size"]:
+        ctx.print(f"Physical size: {spec.screen_w_px}x{spec.screen_h_px}\n")
+    elif ctx.argv[1:2] == ["density"]:
+        ctx.print(f"Physical density: {spec.density_dpi}\n")
+    else:
+        ctx.eprint("Window manager (window) commands:\n  size [reset|WxH|WdpxHdp]\n  density [reset|DENSITY]\n")
+        return 255
+    return 0

@@ -1,0 +1,242 @@
+"""``AndroidPhone``: the Android userland of one virtual phone.
+
+It implements :class:`farm.virtual.contracts.Userland` for the transport: it
+runs shell command lines, maps device paths to host files, and holds the
+phone's state (properties, packages, settings, processes, logs, heat and
+battery, the TVM RPC app). The shell commands live in the ``cmd_*`` modules;
+importing :mod:`farm.virtual.android.commands` registers all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from farm.virtual.android import commands as _commands  # noqa: F401  (registers commands)
+from farm.virtual.android.logbuf import LogBuffer
+from farm.virtual.android.physics import Physics
+from farm.virtual.android.processes import ProcessTable
+from farm.virtual.android.props import build_props
+from farm.virtual.android.shell import Shell
+from farm.virtual.android.spec import PhoneSpec
+from farm.virtual.android.storage import ROOT_ENTRIES, Storage, normalize
+from farm.virtual.android.sysfiles import virtual_dirs, virtual_files
+from farm.virtual.contracts import PhoneNet, ShellIO
+
+
+class AndroidPhone:
+    """The Android side of a virtual phone.
+
+    Args:
+        spec: the phone model and its behaviour constants.
+        data_dir: host folder holding the phone's storage and state.
+        net: the phone's network, used by the RPC app's process.
+        clock: monotonic seconds for heat, battery and uptime (injectable).
+        wall_clock: epoch seconds for log timestamps (injectable).
+    """
+
+    def __init__(
+        self,
+        spec: PhoneSpec,
+        data_dir: Path,
+        net: PhoneNet,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.spec = spec
+        self.net = net
+        self.clock = clock
+        self.storage = Storage(Path(data_dir))
+        self.serialno = hashlib.sha256(f"{spec.model}:{spec.serial_port}:{data_dir}".encode()).hexdigest()[:14].upper()
+        self.props = build_props(spec, self.serialno)
+        self.physics = Physics(spec, clock)
+        self.processes = ProcessTable()
+        self.logs = LogBuffer(wall_clock)
+        self.settings: dict[str, dict[str, str]] = {"global": {}, "system": {}, "secure": {}}
+        self.stay_on_while_plugged = 0
+        self.awake = True
+        self.filler_bytes = 0
+        self.shell_hung = False
+        self.reboot_requests: list[str] = []
+        self.on_reboot: Callable[[str], None] | None = None
+        self._boot_t = clock()
+        self._vfiles = virtual_files(self)
+        self._vdirs = virtual_dirs(self._vfiles)
+        self._load_state()
+
+    # --- Userland ------------------------------------------------------------
+
+    def banner_props(self) -> Mapping[str, str]:
+        """``ro.product.name``, ``ro.product.model``, ``ro.product.device`` for CNXN."""
+        return {k: self.props[k] for k in ("ro.product.name", "ro.product.model", "ro.product.device")}
+
+    async def shell(self, command: str, io: ShellIO) -> int:
+        """Run one ``sh -c`` command line (or an interactive shell for ``""``).
+
+        Returns:
+            The exit status, 0..255. Under :meth:`hang_shell` it never returns;
+            the transport cancels it when the stream closes.
+        """
+        if self.shell_hung:
+            await asyncio.Event().wait()
+        sh = Shell.for_io(self, io)
+        if command == "":
+            status = await sh.run_interactive()
+        else:
+            status = await sh.run_script(command)
+        await io.drain()
+        return status & 0xFF
+
+    def host_path(self, device_path: str, *, write: bool) -> Path:
+        """Map a device path to the host file backing it (sync service).
+
+        Raises:
+            PermissionError: the shell user may not read (or write) there.
+            FileNotFoundError: the path is outside the emulated storage.
+        """
+        path = normalize(device_path)
+        if not write and path in self._vfiles:
+            snapshot = self.storage.generated_dir / path.lstrip("/")
+            snapshot.parent.mkdir(parents=True, exist_ok=True)
+            snapshot.write_text(self._vfiles[path]())
+            return snapshot
+        return self.storage.check(path, write=write)
+
+    def storage_free_bytes(self) -> int:
+        """Free bytes on /data."""
+        return self.storage.free_bytes(self.spec.storage_total_kb, self.spec.storage_used_kb, self.filler_bytes)
+
+    async def on_boot(self) -> None:
+        """Start boot-time state: fresh processes, screen on, logs of a boot."""
+        self._boot_t = self.clock()
+        self.processes.boot()
+        self.awake = True
+        self.logs.log(832, "I", "ActivityManager", "System now ready", buffer="system")
+
+    async def on_shutdown(self) -> None:
+        """End every process the phone started (the RPC process) before reboot."""
+        self._save_state()
+
+    # --- faults ----------------------------------------------------------------
+
+    def heat(self, to_c: float) -> None:
+        """Fault: the phone heats up to ``to_c`` (hottest sensor, °C)."""
+        self.physics.heat(to_c)
+
+    def drain_battery(self, to_pct: float) -> None:
+        """Fault: the battery drops to ``to_pct`` percent."""
+        self.physics.drain(to_pct)
+
+    def set_plugged(self, plugged: bool) -> None:
+        """Connect or disconnect USB power."""
+        self.physics.set_plugged(plugged)
+
+    def fill_storage(self) -> None:
+        """Fault: /data fills up (installs and pushes fail for lack of space)."""
+        self.filler_bytes += self.storage_free_bytes()
+
+    def hang_shell(self, on: bool) -> None:
+        """Fault: new shell commands never return while ``on``."""
+        self.shell_hung = on
+
+    # --- helpers the commands use ----------------------------------------------------
+
+    @property
+    def shell_pid(self) -> int:
+        """A pid for ``$$``."""
+        return self.processes.last_pid + 1
+
+    def uptime_s(self) -> float:
+        """Seconds since the last boot."""
+        return self.clock() - self._boot_t
+
+    def mem_used_kb(self) -> int:
+        """Used RAM in KiB (boot baseline plus running app processes)."""
+        return self.spec.mem_total_kb * 45 // 100 + sum(p.rss_kb for p in self.processes.procs.values() if p.user.startswith("u0_"))
+
+    def request_reboot(self, mode: str = "") -> None:
+        """Record a reboot request and tell the transport, if it listens."""
+        self.reboot_requests.append(mode)
+        if self.on_reboot is not None:
+            self.on_reboot(mode)
+
+    def is_virtual(self, path: str) -> bool:
+        """Whether a normalized path is a rendered /proc or /sys file."""
+        return path in self._vfiles
+
+    def read_file(self, path: str, *, app: str | None = None) -> bytes:
+        """Contents of a device file (rendered or stored).
+
+        Raises:
+            PermissionError, FileNotFoundError, IsADirectoryError: as ``open`` would.
+        """
+        if path in self._vfiles:
+            return self._vfiles[path]().encode()
+        if path in self._vdirs:
+            raise IsADirectoryError(path)
+        host = self.storage.check(path, write=False, app=app)
+        if host.is_dir():
+            raise IsADirectoryError(path)
+        return host.read_bytes()
+
+    def listdir(self, path: str, *, app: str | None = None) -> list[str] | None:
+        """Names in a device directory, or None if it is not one (or unreadable)."""
+        if path == "/":
+            return list(ROOT_ENTRIES)
+        if path in self._vdirs:
+            return sorted(self._vdirs[path])
+        try:
+            host = self.storage.check(path, write=False, app=app)
+        except OSError:
+            return None
+        if not host.is_dir():
+            return None
+        return sorted(p.name for p in host.iterdir())
+
+    def exists(self, path: str, *, app: str | None = None) -> bool:
+        """Whether a device path exists and is visible to the caller."""
+        if path == "/" or path in self._vfiles or path in self._vdirs:
+            return True
+        if path.count("/") == 1 and path[1:] in ROOT_ENTRIES:
+            return True
+        try:
+            return self.storage.check(path, write=False, app=app).exists()
+        except OSError:
+            return False
+
+    def isdir(self, path: str, *, app: str | None = None) -> bool:
+        """Whether a device path is a directory visible to the caller."""
+        if path == "/" or path in self._vdirs:
+            return True
+        if path.count("/") == 1 and path[1:] in ROOT_ENTRIES:
+            return True
+        try:
+            return self.storage.check(path, write=False, app=app).is_dir()
+        except OSError:
+            return False
+
+    # --- persistence ----------------------------------------------------------------------
+
+    def _state_file(self) -> Path:
+        return self.storage.state_dir / "settings.json"
+
+    def _load_state(self) -> None:
+        path = self._state_file()
+        if path.exists():
+            data = json.loads(path.read_text())
+            self.settings = data.get("settings", self.settings)
+            self.props.update(data.get("props", {}))
+        self.stay_on_while_plugged = int(self.settings["global"].get("stay_on_while_plugged_in", "0") or 0)
+
+    def _save_state(self) -> None:
+        persist = {k: v for k, v in self.props.items() if k.startswith("persist.")}
+        self._state_file().write_text(json.dumps({"settings": self.settings, "props": persist}))
+
+    def save(self) -> None:
+        """Write settings and persistent properties to disk (survive reboot)."""
+        self._save_state()
