@@ -1,0 +1,311 @@
+"""Whole-model benchmark: an ONNX file compiled by TVM Relax and run on the phone.
+
+The model goes through ``tvm.relax.frontend.onnx.from_onnx`` (weights bound as
+constants), ``tvm.compile`` for the target, and ``export_library`` into the
+compile cache keyed by the file's SHA-256 and the input shapes. On the phone it
+runs in ``relax.VirtualMachine`` over the RPC session; the output on a seeded
+random input is checked against onnxruntime on the host, and the VM's
+``invoke_stateful("main")`` is timed with ``time_evaluator`` (the RPC pattern of
+apache/tvm ``docs/how_to/tutorials/cross_compilation_and_rpc.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import structlog
+
+from farm.errors import CompileError, SessionError, SpecError
+from farm.jobs.cache import CacheKey, CompileCache
+from farm.jobs.ndk import Linker, linker_for
+from farm.jobs.params import DeviceKind, ModelParams, TrackerParams
+from farm.jobs.session import (
+    ThreadPoolApplied,
+    apply_thread_pool,
+    open_session,
+    upload_and_load,
+)
+from farm.jobs.targets import runtime_device_name
+
+log = structlog.get_logger(__name__)
+
+#: ONNX element types (``onnx.TensorProto.DataType``) farm feeds random inputs to.
+_ONNX_DTYPES = {1: "float32", 10: "float16", 11: "float64", 6: "int32", 7: "int64"}
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """One graph input.
+
+    Attributes:
+        name: the ONNX input name.
+        shape: concrete dimensions.
+        dtype: numpy dtype name.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    """One model benchmark on one phone.
+
+    Attributes:
+        model: the model file's name.
+        model_sha256: hex digest of the file.
+        inputs: the graph inputs as run.
+        device: processor that ran it.
+        target: the compile target dict.
+        samples_s: every ``time_evaluator`` repeat, mean seconds per inference.
+        mean_s: mean of ``samples_s``.
+        max_abs_err: largest difference from onnxruntime over all outputs.
+        threads: thread pool settings in force (None for GPU runs).
+        library: the cached ``.so`` that ran.
+    """
+
+    model: str
+    model_sha256: str
+    inputs: list[ModelInput]
+    device: str
+    target: dict[str, Any]
+    samples_s: list[float]
+    mean_s: float
+    max_abs_err: float
+    threads: ThreadPoolApplied | None
+    library: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the result."""
+        return asdict(self)
+
+
+def load_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None):
+    """Read and check an ONNX file and resolve its input shapes.
+
+    Args:
+        path: the ``.onnx`` file.
+        input_shapes: name -> shape overriding the model's; needed for symbolic dims.
+
+    Returns:
+        ``(onnx.ModelProto, list[ModelInput])``.
+
+    Raises:
+        SpecError: the file is missing, is not a valid ONNX model, or an input has
+            a symbolic dimension and no shape was given.
+    """
+    import onnx  # noqa: PLC0415
+
+    if not path.is_file():
+        raise SpecError("params.model_path", f"{path} does not exist")
+    try:
+        model = onnx.load(str(path))
+        onnx.checker.check_model(model)
+    except Exception as exc:  # noqa: BLE001 - onnx raises DecodeError, ValidationError, ...
+        raise SpecError("params.model_path", f"{path.name} is not a valid ONNX model: {exc}") from exc
+    initializers = {init.name for init in model.graph.initializer}
+    overrides = dict(input_shapes or {})
+    inputs = []
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        tensor_type = value.type.tensor_type
+        dtype = _ONNX_DTYPES.get(tensor_type.elem_type)
+        if dtype is None:
+            raise SpecError("params.model_path", f"input {value.name!r} has an unsupported type")
+        if value.name in overrides:
+            shape = tuple(int(d) for d in overrides.pop(value.name))
+        else:
+            dims = tensor_type.shape.dim
+            if any(not d.HasField("dim_value") for d in dims):
+                raise SpecError(
+                    "params.input_shapes",
+                    f"input {value.name!r} has a symbolic dimension; give its shape",
+                )
+            shape = tuple(int(d.dim_value) for d in dims)
+        inputs.append(ModelInput(value.name, shape, dtype))
+    if overrides:
+        raise SpecError("params.input_shapes", f"the model has no input {sorted(overrides)}")
+    return model, inputs
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def build_model(
+    params: ModelParams, target: dict[str, Any], cache: CompileCache, linker: Linker | None = None
+) -> tuple[Path, list[ModelInput]]:
+    """Compile the model for ``target``, once per (file content, shapes, target).
+
+    Args:
+        params: the model file and input shapes.
+        target: target dict from :func:`farm.jobs.targets.target_for`.
+        cache: where built libraries are kept.
+        linker: how to link; resolved from the target when None.
+
+    Returns:
+        The cached ``.so`` and the inputs it takes.
+
+    Raises:
+        SpecError: the file or the shapes are invalid.
+        ToolMissing: the NDK (or a host compiler) is missing.
+        CompileError: TVM could not import or compile the model.
+    """
+    linker = linker or linker_for(target)
+    model, inputs = load_model(params.model_path, params.input_shapes)
+    digest = _sha256(params.model_path)
+    name = params.model_path.name
+
+    def build(out: Path) -> None:
+        import tvm  # noqa: PLC0415
+        from tvm import relax  # noqa: PLC0415
+        from tvm.relax.frontend.onnx import from_onnx  # noqa: PLC0415
+
+        try:
+            mod = from_onnx(
+                model,
+                shape_dict={i.name: list(i.shape) for i in inputs},
+                dtype_dict={i.name: i.dtype for i in inputs},
+                keep_params_in_input=False,
+            )
+            target_obj = tvm.target.Target(target)
+            if params.device is not DeviceKind.CPU:
+                # GPU kernels need thread bindings; dlight's default GPU schedules add them.
+                from tvm.s_tir import dlight  # noqa: PLC0415
+
+                mod = relax.get_pipeline("zero")(mod)
+                with target_obj:
+                    mod = dlight.ApplyDefaultSchedule(
+                        dlight.gpu.Matmul(), dlight.gpu.GEMV(), dlight.gpu.Reduction(),
+                        dlight.gpu.GeneralReduction(), dlight.gpu.Fallback(),
+                    )(mod)
+            executable = tvm.compile(mod, target=target_obj)
+            executable.export_library(str(out), fcompile=linker)
+        except (RuntimeError, ValueError, TypeError, KeyError, NotImplementedError) as exc:
+            # TVM's errors derive from these builtins; the frontend raises the last two
+            # for unsupported operators.
+            raise CompileError(name, str(exc).strip().splitlines()[-1]) from exc
+
+    key = CacheKey(
+        workload=f"onnx {name} sha256={digest} inputs={[(i.name, i.shape) for i in inputs]}",
+        schedule=f"relax default {params.device.value}",
+        target=target,
+        tvm_version=tvm_version(),
+    )
+    return cache.get_or_build(key, build), inputs
+
+
+def tvm_version() -> str:
+    """``tvm.__version__``."""
+    import tvm  # noqa: PLC0415
+
+    return str(tvm.__version__)
+
+
+def random_inputs(inputs: list[ModelInput], seed: int) -> dict[str, np.ndarray]:
+    """Seeded random inputs: standard normal floats, small non-negative integers."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    for item in inputs:
+        if item.dtype.startswith("int"):
+            out[item.name] = rng.integers(0, 4, size=item.shape).astype(item.dtype)
+        else:
+            out[item.name] = rng.standard_normal(item.shape).astype(item.dtype)
+    return out
+
+
+def reference_outputs(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """onnxruntime's outputs for ``feeds`` on the host CPU."""
+    import onnxruntime  # noqa: PLC0415
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return [np.asarray(o) for o in session.run(None, feeds)]
+
+
+def _flatten(value: Any) -> list[np.ndarray]:
+    if hasattr(value, "numpy"):
+        return [value.numpy()]
+    return [array for item in value for array in _flatten(item)]
+
+
+def run_model(
+    params: ModelParams, target: dict[str, Any], tracker: TrackerParams, cache: CompileCache
+) -> ModelResult:
+    """Build (or reuse), upload, check and time the model on the phone serving ``tracker.key``.
+
+    Args:
+        params: model file, shapes, tolerances, timing and thread pool settings.
+        target: target dict for the phone.
+        tracker: where to get the RPC session.
+        cache: the compile cache.
+
+    Returns:
+        The result with every raw sample.
+
+    Raises:
+        SpecError, ToolMissing, CompileError: the job cannot be built (never retried).
+        CompileError: the output differs from onnxruntime beyond rtol/atol.
+        SessionError, TrackerUnreachable: the session failed (retried elsewhere).
+    """
+    import tvm  # noqa: PLC0415
+    from tvm import relax  # noqa: PLC0415
+
+    linker = linker_for(target)
+    library, inputs = build_model(params, target, cache, linker)
+    feeds = random_inputs(inputs, params.seed)
+    expected = reference_outputs(params.model_path, feeds)
+    remote = open_session(tracker)
+    phone = tracker.serial or f"key:{tracker.key}"
+    threads = None
+    if params.device is DeviceKind.CPU:
+        threads = apply_thread_pool(remote, params.threads, tracker)
+    module = upload_and_load(remote, library, f"model-{library.parent.name[:16]}.so", tracker)
+    try:
+        dev = remote.device(runtime_device_name(target), 0)
+        vm = relax.VirtualMachine(module, dev)
+        args = [tvm.runtime.tensor(feeds[i.name], dev) for i in inputs]
+        outputs = _flatten(vm["main"](*args))
+        vm.set_input("main", *args)
+        timing = params.timing
+        evaluator = vm.time_evaluator(
+            "invoke_stateful",
+            dev,
+            number=timing.number,
+            repeat=timing.repeat,
+            min_repeat_ms=timing.min_repeat_ms,
+        )
+        samples_s = [float(s) for s in evaluator("main").results]
+    except (RuntimeError, OSError) as exc:
+        raise SessionError(phone, f"model run failed: {exc}") from exc
+    if len(outputs) != len(expected):
+        raise CompileError(
+            params.model_path.name, f"{len(outputs)} outputs, onnxruntime gives {len(expected)}"
+        )
+    max_abs_err = 0.0
+    for got, want in zip(outputs, expected):
+        max_abs_err = max(max_abs_err, float(np.max(np.abs(got.astype("float64") - want))))
+        if got.shape != want.shape or not np.allclose(got, want, rtol=params.rtol, atol=params.atol):
+            raise CompileError(
+                params.model_path.name,
+                f"output differs from onnxruntime on {phone}: max |error| {max_abs_err:g}",
+            )
+    mean_s = float(np.mean(samples_s))
+    log.info("model_measured", serial=tracker.serial, model=params.model_path.name, mean_s=mean_s)
+    return ModelResult(
+        model=params.model_path.name,
+        model_sha256=_sha256(params.model_path),
+        inputs=inputs,
+        device=params.device.value,
+        target=target,
+        samples_s=samples_s,
+        mean_s=mean_s,
+        max_abs_err=max_abs_err,
+        threads=threads,
+        library=str(library),
+    )
