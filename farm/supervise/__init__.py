@@ -15,6 +15,7 @@ from farm.supervise.ladder import (
     backoff_s,
     next_step,
 )
+from farm.supervise.systemd import SystemdNotifier
 
 __all__ = [
     "Event",
@@ -23,6 +24,7 @@ __all__ = [
     "Recovery",
     "Released",
     "Step",
+    "SystemdNotifier",
     "Wait",
     "backoff_s",
     "next_step",
