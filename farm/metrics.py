@@ -19,6 +19,7 @@ docs do not list.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import threading
 from collections.abc import Callable, Mapping
@@ -103,10 +104,8 @@ class FarmMetrics:
     def forget_phone(self, serial: str) -> None:
         """Drop a removed phone's temperature series (its recovery counts stay)."""
         for gauge in (self.battery_temp_c, self.thermal_status):
-            try:
+            with contextlib.suppress(KeyError):  # never observed: nothing to drop
                 gauge.remove(serial)
-            except KeyError:
-                pass  # never observed: nothing to drop
 
     def count_recovery(self, serial: str, step: str) -> None:
         """Count one recovery step applied to a phone (``step`` as in ``farm.supervise.Step``)."""

@@ -179,7 +179,9 @@ class TestNextStep:
         assert next_step(history, at(99.5), policy) is Step.QUARANTINE
 
     @given(old=st.integers(0, 20), recent=st.integers(1, 4), window_s=st.floats(100, 10_000))
-    def test_incidents_outside_window_forgotten(self, old: int, recent: int, window_s: float) -> None:
+    def test_incidents_outside_window_forgotten(
+        self, old: int, recent: int, window_s: float
+    ) -> None:
         """Incidents older than the window do not count toward quarantine."""
         policy = LadderPolicy(quarantine_after=5, window_s=window_s)
         ancient = crash_loop(old, gap_s=1.5) if old else []
