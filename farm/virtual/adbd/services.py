@@ -1,0 +1,182 @@
+"""Routing an OPEN's service name to its handler, and the small services.
+
+Names and replies follow AOSP ``adb/SERVICES.TXT`` and
+``adb/daemon/services.cpp`` ``daemon_service_to_fd``. ``reverse:`` replies are
+adbd's ``handle_forward_request`` (``adb/adb.cpp``) with its device-side framing:
+one ``OKAY`` on success (the host adds the connect OKAY itself), ``OKAY`` +
+``%04x``-length string for ``list-forward``, ``FAIL`` + ``%04x``-length message
+otherwise. ``list-forward`` lines are ``<transport> <device-spec> <host-spec>\\n``
+(``adb/adb_listeners.cpp`` ``format_listeners``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Protocol
+
+from farm.virtual.adbd.shell import parse_shell_service, serve_exec, serve_shell
+from farm.virtual.adbd.stream import Stream
+from farm.virtual.adbd.sync import serve_sync
+from farm.virtual.adbd.transport import ServiceHandler, Transport
+from farm.virtual.contracts import Userland
+
+_CHUNK_BYTES = 64 * 1024
+
+
+class AdbdNet(Protocol):
+    """What adbd needs of the phone's network (``farm.virtual.net.Net``)."""
+
+    async def connect_device_port(
+        self, device_port: int
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]: ...
+
+    def add_reverse(self, device_spec: str, host_spec: str, *, norebind: bool = False) -> None: ...
+
+    def remove_reverse(self, device_spec: str) -> None: ...
+
+    def remove_all_reverse(self) -> None: ...
+
+    def list_reverse(self) -> list[tuple[str, str]]: ...
+
+
+def protocol_string(text: str) -> bytes:
+    """adb's length-prefixed string: 4 lowercase hex digits, then the bytes."""
+    data = text.encode()
+    return f"{len(data):04x}".encode() + data
+
+
+def reverse_reply(command: str, net: AdbdNet, transport: Transport) -> bytes:
+    """adbd's exact reply bytes to ``reverse:<command>``; updates the tunnel table.
+
+    ``transport.reverse_host_specs`` mirrors what the adb server allows the
+    phone to open (``transport.cpp`` ``UpdateReverseConfig``).
+    """
+    if command == "list-forward":
+        lines = "".join(f"{transport.name} {dev} {host}\n" for dev, host in net.list_reverse())
+        return protocol_string(lines)
+    if command == "killforward-all":
+        net.remove_all_reverse()
+        transport.reverse_host_specs.clear()
+        return b"OKAY"
+    kill = command.startswith("killforward:")
+    if not kill and not command.startswith("forward:"):
+        return b"FAIL" + protocol_string("not a reverse forwarding command")
+    rest = command[len("killforward:") :] if kill else command[len("forward:") :]
+    norebind = False
+    if not kill and rest.startswith("norebind:"):
+        norebind = True
+        rest = rest[len("norebind:") :]
+    pieces = rest.split(";")
+    if kill and (len(pieces) != 1 or not pieces[0]):
+        return b"FAIL" + protocol_string(f"bad killforward: {rest}")
+    if not kill and (len(pieces) != 2 or not pieces[0] or not pieces[1] or pieces[1][0] == "*"):
+        return b"FAIL" + protocol_string(f"bad forward: {rest}")
+    try:
+        if kill:
+            net.remove_reverse(pieces[0])
+        else:
+            net.add_reverse(pieces[0], pieces[1], norebind=norebind)
+    except Exception as exc:  # noqa: BLE001 - net.ReverseError's text is adbd's FAIL text
+        return b"FAIL" + protocol_string(str(exc))
+    transport.reverse_host_specs.clear()
+    transport.reverse_host_specs.update(host for _dev, host in net.list_reverse())
+    return b"OKAY"
+
+
+async def _pump_to_stream(reader: asyncio.StreamReader, stream: Stream) -> None:
+    while data := await reader.read(_CHUNK_BYTES):
+        stream.write(data)
+        await stream.drain()
+
+
+async def _pump_from_stream(stream: Stream, writer: asyncio.StreamWriter) -> None:
+    while data := await stream.read():
+        writer.write(data)
+        await writer.drain()
+
+
+async def splice(stream: Stream, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copy bytes both ways between an adb stream and a socket until either ends."""
+    tasks = [
+        asyncio.ensure_future(_pump_to_stream(reader, stream)),
+        asyncio.ensure_future(_pump_from_stream(stream, writer)),
+    ]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, OSError, ConnectionError):
+                await task
+        writer.close()
+
+
+async def _serve_reply(reply: bytes, stream: Stream) -> None:
+    stream.write(reply)
+
+
+class ServiceRouter:
+    """Maps service names to handlers for one phone.
+
+    Args:
+        userland: the Android side (shell, files).
+        net: the phone's network (device ports, reverse table).
+        request_reboot: called (once the reply is sent) for ``reboot:``.
+    """
+
+    def __init__(
+        self, userland: Userland, net: AdbdNet, request_reboot: Callable[[], None]
+    ) -> None:
+        self._userland = userland
+        self._net = net
+        self._request_reboot = request_reboot
+
+    async def resolve(self, name: str, transport: Transport) -> ServiceHandler | None:
+        """The handler for ``name``, or None (the transport then answers CLSE).
+
+        ``tcp:PORT`` connects first, so a port nobody listens on is refused with
+        CLSE as adbd's ``socket_spec_connect`` failure is.
+        """
+        userland = self._userland
+        if name.startswith("shell"):
+            request = parse_shell_service(name[len("shell") :])
+            if request is None:
+                return None
+            return lambda stream: serve_shell(userland, request, stream)
+        if name.startswith("exec:"):
+            command = name[len("exec:") :]
+            return lambda stream: serve_exec(userland, command, stream)
+        if name.startswith("sync:"):
+            return lambda stream: serve_sync(userland, stream)
+        if name.startswith("reverse:"):
+            command = name[len("reverse:") :]
+            net = self._net
+            return lambda stream: _serve_reply(reverse_reply(command, net, transport), stream)
+        if name.startswith("tcp:"):
+            return await self._resolve_tcp(name[len("tcp:") :])
+        if name.startswith("reboot:"):
+            return self._serve_reboot
+        return None
+
+    async def _resolve_tcp(self, target: str) -> ServiceHandler | None:
+        host, _, port_text = target.rpartition(":")
+        if host not in ("", "localhost", "127.0.0.1") or not port_text.isdigit():
+            return None
+        try:
+            reader, writer = await self._net.connect_device_port(int(port_text))
+        except OSError:
+            return None
+
+        async def handler(stream: Stream) -> None:
+            await splice(stream, reader, writer)
+
+        return handler
+
+    async def _serve_reboot(self, stream: Stream) -> None:
+        # adbd sets sys.powerctl and the kernel takes the transport down; the
+        # client's `adb reboot` just sees the stream end.
+        asyncio.get_running_loop().call_soon(self._request_reboot)
+
