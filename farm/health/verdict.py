@@ -14,9 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING, Any
 
 from farm.errors import ConfigError
 from farm.health.sample import ADB_STATE_DEVICE, HealthSample
+
+if TYPE_CHECKING:
+    from farm.config import HealthSettings
 
 # AOSP frameworks/base/core/java/android/os/PowerManager.java, THERMAL_STATUS_*
 # (API 29+), also in the NDK's include/android/thermal.h as ATHERMAL_STATUS_*.
@@ -52,13 +56,14 @@ class Limits:
             counts as cool. 0 (``THERMAL_STATUS_NONE``): any platform throttling
             skews figures.
         zone_temp_max_c: above this hottest-zone temperature the phone cools;
-            ``None`` disables the check, the default, because zone names and
-            idle temperatures differ per SoC (an idle MT8168 reports CPU 45-50 °C:
-            fixtures ``dumpsys_thermalservice__mtk_tb8168_android13.txt``).
+            ``None`` disables the check. 70 °C (farm's choice, the config default)
+            leaves headroom over idle: an idle MT8168 already reports CPU 45-50 °C
+            (fixture ``dumpsys_thermalservice__mtk_tb8168_android13.txt``).
         cool_margin_c: hysteresis: a cooling phone returns only once it is this
             far below the temperature limits, so it does not flap at the edge.
-        battery_min_pct: below this charge the phone is unhealthy. 15 matches AOSP
-            ``config_lowBatteryWarningLevel`` (15; some newer builds use 20).
+        battery_min_pct: below this charge the phone is unhealthy. 20 matches AOSP
+            ``config_lowBatteryWarningLevel`` in newer builds (older ones use 15;
+            ``frameworks/base/core/res/res/values/config.xml``).
         storage_min_free_mb: below this free space on ``/data`` (MiB) the phone is
             unhealthy. 500 matches AOSP ``StorageManager.DEFAULT_THRESHOLD_MAX_BYTES``
             (500 MiB), the cap of Android's own "storage low" threshold.
@@ -71,9 +76,9 @@ class Limits:
 
     battery_temp_max_c: float = 35.0
     thermal_status_max: int = THERMAL_STATUS_NONE
-    zone_temp_max_c: float | None = None
+    zone_temp_max_c: float | None = 70.0
     cool_margin_c: float = 2.0
-    battery_min_pct: int = 15
+    battery_min_pct: float = 20
     storage_min_free_mb: float = 500.0
     require_plugged: bool = False
     require_screen_on: bool = True
@@ -92,6 +97,28 @@ class Limits:
             raise ConfigError("health.cool_margin_c", "must not be negative")
         if self.storage_min_free_mb < 0:
             raise ConfigError("health.storage_min_free_mb", "must not be negative")
+
+    @classmethod
+    def from_settings(cls, settings: HealthSettings, **overrides: Any) -> Limits:
+        """Build limits from the ``[health]`` section of farm's config.
+
+        Args:
+            settings: ``Settings.health``.
+            **overrides: fields the config does not carry (``cool_margin_c``,
+                ``require_plugged``), or tests' changes.
+
+        Raises:
+            ConfigError: a limit is out of its range.
+        """
+        fields = {
+            "battery_temp_max_c": settings.battery_temp_max_c,
+            "thermal_status_max": settings.thermal_status_max,
+            "zone_temp_max_c": settings.zone_temp_max_c,
+            "battery_min_pct": settings.battery_min_pct,
+            "storage_min_free_mb": settings.storage_min_free_mb,
+            "require_screen_on": settings.require_screen_on,
+        }
+        return cls(**{**fields, **overrides})
 
 
 @dataclass(frozen=True)
@@ -166,7 +193,7 @@ def _phone_reasons(sample: HealthSample, limits: Limits) -> list[str]:
     """Limits broken by the phone itself (power, storage, screen)."""
     reasons = []
     if sample.battery_pct is not None and sample.battery_pct < limits.battery_min_pct:
-        reasons.append(f"battery_pct {sample.battery_pct} < {limits.battery_min_pct}")
+        reasons.append(f"battery_pct {sample.battery_pct} < {_num(limits.battery_min_pct)}")
     if sample.free_storage_mb is not None and sample.free_storage_mb < limits.storage_min_free_mb:
         reasons.append(
             f"free_storage_mb {_num(sample.free_storage_mb)} < {_num(limits.storage_min_free_mb)}"

@@ -37,8 +37,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
+from typing import TYPE_CHECKING, Any
 
 from farm.errors import ConfigError
+
+if TYPE_CHECKING:
+    from farm.config import SuperviseSettings
 
 
 class Step(str, Enum):
@@ -117,7 +121,7 @@ class LadderPolicy:
         Step.REBOOT,
     )
     attempts_per_rung: int = 2
-    backoff_base_s: float = 5.0
+    backoff_base_s: float = 2.0
     backoff_max_s: float = 300.0
     quarantine_after: int = 5
     window_s: float = 3600.0
@@ -141,8 +145,28 @@ class LadderPolicy:
         if self.quarantine_after < 1:
             raise ConfigError("supervise.quarantine_after", "must be at least 1")
         if self.window_s <= 0:
-            raise ConfigError("supervise.window_s", "must be > 0")
+            raise ConfigError("supervise.quarantine_window_s", "must be > 0")
         object.__setattr__(self, "_window", timedelta(seconds=self.window_s))
+
+    @classmethod
+    def from_settings(cls, settings: SuperviseSettings, **overrides: Any) -> LadderPolicy:
+        """Build the policy from the ``[supervise]`` section of farm's config.
+
+        Args:
+            settings: ``Settings.supervise``.
+            **overrides: fields the config does not carry (``rungs``,
+                ``attempts_per_rung``), or tests' changes.
+
+        Raises:
+            ConfigError: a value is out of range.
+        """
+        fields = {
+            "backoff_base_s": settings.backoff_base_s,
+            "backoff_max_s": settings.backoff_max_s,
+            "quarantine_after": settings.quarantine_after,
+            "window_s": settings.quarantine_window_s,
+        }
+        return cls(**{**fields, **overrides})
 
 
 def backoff_s(failed_attempts: int, policy: LadderPolicy) -> float:
@@ -150,7 +174,7 @@ def backoff_s(failed_attempts: int, policy: LadderPolicy) -> float:
 
     The one backoff function of farm: 0 s before the first step (a crashed app is
     restarted at once), then ``base * 2**(n - 1)`` capped at ``max``: with the
-    defaults 5, 10, 20, 40, 80, 160, 300, 300 ... seconds. No jitter: each phone
+    defaults 2, 4, 8, ..., 128, 256, 300, 300 ... seconds. No jitter: each phone
     recovers against its own hardware, and the only shared service (the tracker)
     takes one registration per phone, so synchronised retries cannot stampede.
 

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from farm.config import HealthSettings
 from farm.errors import ConfigError
 from farm.health import Health, HealthSample, Limits, app_down, cool_enough, verdict
 
@@ -44,10 +45,21 @@ class TestHealthSample:
 
 class TestLimits:
     def test_defaults_documented(self) -> None:
-        """The defaults are the documented ones (35 °C, thermal status NONE, 15 %, 500 MiB)."""
+        """The defaults are the documented ones (35 °C, thermal status NONE, 20 %, 500 MiB)."""
         limits = Limits()
         assert (limits.battery_temp_max_c, limits.thermal_status_max) == (35.0, 0)
-        assert (limits.battery_min_pct, limits.storage_min_free_mb) == (15, 500.0)
+        assert (limits.battery_min_pct, limits.storage_min_free_mb) == (20, 500.0)
+
+    def test_defaults_match_config_defaults(self) -> None:
+        """Limits() and the config's default [health] section agree."""
+        assert Limits.from_settings(HealthSettings()) == Limits()
+
+    def test_from_settings_with_overrides(self) -> None:
+        """Config values carry over; fields the config lacks come from overrides."""
+        settings = HealthSettings(battery_temp_max_c=38.0, zone_temp_max_c=80.0)
+        limits = Limits.from_settings(settings, require_plugged=True)
+        assert (limits.battery_temp_max_c, limits.zone_temp_max_c) == (38.0, 80.0)
+        assert limits.require_plugged
 
     @pytest.mark.parametrize(
         ("field", "value"),
@@ -85,11 +97,11 @@ class TestVerdict:
         assert v.health is Health.COOLING
         assert v.reasons == ("thermal_status 2 > 0",)
 
-    def test_zone_limit_off_by_default(self) -> None:
-        """Zone temperatures are ignored unless a zone limit is configured."""
-        assert verdict(healthy(max_zone_temp_c=90.0), Limits()).health is Health.GOOD
+    def test_zone_limit(self) -> None:
+        """A zone above its limit cools the phone; zone_temp_max_c=None turns the check off."""
         v = verdict(healthy(max_zone_temp_c=90.0), Limits(zone_temp_max_c=80.0))
         assert v.reasons == ("max_zone_temp_c 90 > 80",)
+        assert verdict(healthy(max_zone_temp_c=90.0), Limits(zone_temp_max_c=None)).reasons == ()
 
     @pytest.mark.parametrize(
         ("changes", "reason"),
@@ -98,7 +110,7 @@ class TestVerdict:
             ({"registered": False}, "registered false"),
             ({"probe_ok": False}, "probe_ok false"),
             ({"fatal_exception_seen": True}, "fatal_exception_seen true"),
-            ({"battery_pct": 12}, "battery_pct 12 < 15"),
+            ({"battery_pct": 12}, "battery_pct 12 < 20"),
             ({"free_storage_mb": 320.5}, "free_storage_mb 320.5 < 500"),
             ({"screen_on": False}, "screen_on false"),
         ],

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from farm.config import SuperviseSettings
 from farm.errors import ConfigError
 from farm.supervise import (
     Failure,
@@ -61,7 +62,7 @@ class TestLadderPolicy:
             ({"backoff_base_s": 0.0}, "supervise.backoff_base_s"),
             ({"backoff_base_s": 400.0, "backoff_max_s": 300.0}, "supervise.backoff_base_s"),
             ({"quarantine_after": 0}, "supervise.quarantine_after"),
-            ({"window_s": 0.0}, "supervise.window_s"),
+            ({"window_s": 0.0}, "supervise.quarantine_window_s"),
         ],
     )
     def test_rejects_bad_values(self, changes: dict, key: str) -> None:
@@ -70,12 +71,27 @@ class TestLadderPolicy:
             LadderPolicy(**changes)
         assert info.value.key == key
 
+    def test_from_settings(self) -> None:
+        """The [supervise] config section maps onto the policy, extra fields by override."""
+        settings = SuperviseSettings(
+            backoff_base_s=1.0, backoff_max_s=60.0, quarantine_after=3, quarantine_window_s=600.0
+        )
+        policy = LadderPolicy.from_settings(settings, attempts_per_rung=1)
+        assert policy == LadderPolicy(
+            backoff_base_s=1.0, backoff_max_s=60.0, quarantine_after=3, window_s=600.0,
+            attempts_per_rung=1,
+        )
+
+    def test_defaults_match_config_defaults(self) -> None:
+        """LadderPolicy() and the config's default [supervise] section agree."""
+        assert LadderPolicy.from_settings(SuperviseSettings()) == LadderPolicy()
+
 
 class TestBackoff:
     def test_documented_sequence(self) -> None:
-        """With the defaults the waits are 0, 5, 10, 20, ... capped at 300 s."""
-        waits = [backoff_s(n, POLICY) for n in range(10)]
-        assert waits == [0.0, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 300.0, 300.0, 300.0]
+        """With the defaults the waits are 0, 2, 4, 8, ... capped at 300 s."""
+        waits = [backoff_s(n, POLICY) for n in range(12)]
+        assert waits == [0.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 300.0, 300.0, 300.0]
 
     @given(n=st.integers(0, 10_000), base_s=st.floats(0.01, 100), extra_s=st.floats(0, 10_000))
     def test_monotone_and_capped(self, n: int, base_s: float, extra_s: float) -> None:
@@ -98,8 +114,8 @@ class TestNextStep:
     def test_waits_after_a_failed_step(self) -> None:
         """After a failed restart the ladder waits the base backoff, then retries."""
         history = [Failure(T0), Recovery(at(3), Step.RESTART_APP, ok=False)]
-        assert next_step(history, at(4), POLICY) == Wait(at(8))
-        assert next_step(history, at(8), POLICY) is Step.RESTART_APP
+        assert next_step(history, at(4), POLICY) == Wait(at(5))
+        assert next_step(history, at(5), POLICY) is Step.RESTART_APP
 
     def test_climbs_in_order_then_quarantines(self) -> None:
         """Each rung is tried attempts_per_rung times, then the next; then quarantine."""
