@@ -1,0 +1,58 @@
+"""Tests for farm.clock."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from farm.clock import Clock, FakeClock, SystemClock
+
+
+class TestSystemClock:
+    def test_now_is_aware_utc(self):
+        """now() is timezone-aware and in UTC."""
+        now = SystemClock().now()
+        assert now.tzinfo is not None
+        assert now.utcoffset() == timedelta(0)
+
+    def test_monotonic_never_goes_back(self):
+        """Two monotonic readings are ordered."""
+        clock = SystemClock()
+        first = clock.monotonic()
+        assert clock.monotonic() >= first
+
+    def test_is_a_clock(self):
+        """SystemClock and FakeClock satisfy the Clock protocol."""
+        assert isinstance(SystemClock(), Clock)
+        assert isinstance(FakeClock(), Clock)
+
+
+class TestFakeClock:
+    def test_advance_moves_both(self):
+        """advance() moves wall and monotonic time by the same seconds."""
+        start = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
+        clock = FakeClock(start, monotonic_s=5.0)
+        clock.advance(90.5)
+        assert clock.now() == start + timedelta(seconds=90.5)
+        assert clock.monotonic() == 95.5
+
+    def test_stands_still(self):
+        """Without advance() the time does not change."""
+        clock = FakeClock()
+        assert clock.now() == clock.now()
+        assert clock.monotonic() == clock.monotonic()
+
+    def test_converts_to_utc(self):
+        """A start in another zone is reported in UTC."""
+        start = datetime(2025, 6, 1, 14, 0, tzinfo=timezone(timedelta(hours=2)))
+        assert FakeClock(start).now() == datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
+        assert FakeClock(start).now().utcoffset() == timedelta(0)
+
+    def test_naive_start_refused(self):
+        """A naive start time is refused."""
+        with pytest.raises(ValueError, match="timezone-aware"):
+            FakeClock(datetime(2025, 1, 1))
+
+    def test_no_going_back(self):
+        """A negative advance is refused."""
+        with pytest.raises(ValueError):
+            FakeClock().advance(-1)
