@@ -90,7 +90,9 @@ def parse_devices_l(output: str | bytes) -> list[DeviceEntry]:
     lines = [line for line in as_text(output).split("\n") if line.strip()]
     lines = [line for line in lines if not line.startswith("* ")]  # daemon start notes
     if not lines or lines[0].strip() != _HEADER:
-        raise ValueError(f"adb devices: no {_HEADER!r} header in {excerpt(lines[0] if lines else '')!r}")
+        raise ValueError(
+            f"adb devices: no {_HEADER!r} header in {excerpt(lines[0] if lines else '')!r}"
+        )
     entries = []
     for line in lines[1:]:
         if "\t" in line:

@@ -113,7 +113,9 @@ def _int(fields: dict[str, str], label: str) -> int:
     except KeyError:
         raise ValueError(f"dumpsys battery: no {label!r} line") from None
     except ValueError:
-        raise ValueError(f"dumpsys battery: {label!r} is not an integer: {fields[label]!r}") from None
+        raise ValueError(
+            f"dumpsys battery: {label!r} is not an integer: {fields[label]!r}"
+        ) from None
 
 
 def _bool(fields: dict[str, str], label: str, *, required: bool = True) -> bool:

@@ -54,7 +54,9 @@ def _processor(block: dict[str, str]) -> Processor:
     try:
         index = int(block["processor"])
     except ValueError:
-        raise ValueError(f"/proc/cpuinfo: processor {block['processor']!r} is not a number") from None
+        raise ValueError(
+            f"/proc/cpuinfo: processor {block['processor']!r} is not a number"
+        ) from None
     values = {attr: block.get(key, "") for key, attr in _PROCESSOR_KEYS.items()}
     return Processor(index=index, features=tuple(block.get("Features", "").split()), **values)
 

@@ -106,7 +106,11 @@ def facts_from(
     abi = _required(getprop, "ro.product.cpu.abi")
     abilist = tuple(a for a in getprop.get("ro.product.cpu.abilist", "").split(",") if a) or (abi,)
     soc = next(
-        (getprop[p].strip() for p in ("ro.soc.model", "ro.board.platform", "ro.hardware") if getprop.get(p, "").strip()),
+        (
+            getprop[p].strip()
+            for p in ("ro.soc.model", "ro.board.platform", "ro.hardware")
+            if getprop.get(p, "").strip()
+        ),
         "",
     )
     egl = getprop.get("ro.hardware.egl", "").strip()

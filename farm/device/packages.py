@@ -130,7 +130,9 @@ class PackageVersion:
 _PACKAGE_BLOCK = re.compile(r"^  Package \[([^\]]+)\] \([0-9a-f]+\):$", re.MULTILINE)
 _VERSION_CODE = re.compile(r"^ {4}versionCode=(\d+)", re.MULTILINE)
 _VERSION_NAME = re.compile(r"^ {4}versionName=(.*)$", re.MULTILINE)
-_SIGNATURES = re.compile(r"^ {4}signatures=PackageSignatures\{.*?signatures:\[([^\]]*)\]", re.MULTILINE)
+_SIGNATURES = re.compile(
+    r"^ {4}signatures=PackageSignatures\{.*?signatures:\[([^\]]*)\]", re.MULTILINE
+)
 
 
 def parse_dumpsys_package_version(output: str | bytes, package: str) -> PackageVersion | None:
@@ -162,7 +164,11 @@ def parse_dumpsys_package_version(output: str | bytes, package: str) -> PackageV
             raise ValueError(f"dumpsys package {package}: no versionCode line")
         name = _VERSION_NAME.search(body)
         signatures = _SIGNATURES.search(body)
-        hashes = tuple(s.strip() for s in signatures.group(1).split(",") if s.strip()) if signatures else ()
+        hashes = (
+            tuple(s.strip() for s in signatures.group(1).split(",") if s.strip())
+            if signatures
+            else ()
+        )
         return PackageVersion(int(code.group(1)), name.group(1).strip() if name else "", hashes)
     return None
 

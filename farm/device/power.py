@@ -67,7 +67,9 @@ def parse_dumpsys_power(output: str | bytes) -> PowerState:
         name = ""
         screen_on = display.group(1) == "ON"
     else:
-        raise ValueError(f"dumpsys power: no mWakefulness or Display Power state in {excerpt(text)!r}")
+        raise ValueError(
+            f"dumpsys power: no mWakefulness or Display Power state in {excerpt(text)!r}"
+        )
     stay_on = _STAY_ON.search(text)
     setting = _STAY_ON_SETTING.search(text)
     return PowerState(

@@ -74,9 +74,7 @@ def parse_df_k(output: str | bytes) -> list[Filesystem]:
             use_pct = int(cells[4][:-1])
         except ValueError:
             raise ValueError(f"df -k: non-numeric column in row {line!r}") from None
-        filesystems.append(
-            Filesystem(cells[0], size_kb, used_kb, available_kb, use_pct, cells[5])
-        )
+        filesystems.append(Filesystem(cells[0], size_kb, used_kb, available_kb, use_pct, cells[5]))
     return filesystems
 
 

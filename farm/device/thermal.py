@@ -315,14 +315,17 @@ def parse_thermal_zones(types_output: str | bytes, temps_output: str | bytes) ->
     temps = as_text(temps_output).split()
     if len(types) != len(temps):
         raise ValueError(
-            f"thermal zones: {len(types)} types but {len(temps)} temperatures; a zone failed to read"
+            f"thermal zones: {len(types)} types but {len(temps)} temperatures;"
+            " a zone failed to read"
         )
     zones = []
     for zone_type, temp in zip(types, temps):
         try:
             milli_c = int(temp)
         except ValueError:
-            raise ValueError(f"thermal zone {zone_type}: temperature {temp!r} is not an integer") from None
+            raise ValueError(
+                f"thermal zone {zone_type}: temperature {temp!r} is not an integer"
+            ) from None
         if _NON_TEMPERATURE_ZONE.search(zone_type):
             continue
         if milli_c == ABSENT_SENSOR_MILLI_C or milli_c < _ABSOLUTE_ZERO_MILLI_C:

@@ -13,8 +13,8 @@ selected bounds="[l,t][r,b]">``.
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
+from xml.etree import ElementTree
 
 from farm.device._text import as_text, excerpt
 

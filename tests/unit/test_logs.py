@@ -86,5 +86,10 @@ class TestConfigure:
         with capture_logs() as captured:
             structlog.get_logger().info("transition", from_state="ready", to_state="cooling")
         assert captured == [
-            {"event": "transition", "from_state": "ready", "to_state": "cooling", "log_level": "info"}
+            {
+                "event": "transition",
+                "from_state": "ready",
+                "to_state": "cooling",
+                "log_level": "info",
+            }
         ]

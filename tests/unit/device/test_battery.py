@@ -1,18 +1,32 @@
 """Tests for farm.device.battery."""
 
+from dataclasses import replace
+
 import pytest
 
 from farm.device.battery import BatteryState, Plugged, parse_dumpsys_battery
 
 
 def _state(**overrides):
-    base = dict(
-        level=87, scale=100, level_pct=87.0, plugged=Plugged.USB, status_code=2,
-        status="charging", health_code=2, health="good", temp_c=30.1, voltage_mv=4350,
-        present=True, technology="Li-ion", updates_stopped=False,
-    )
-    base.update(overrides)
-    return BatteryState(**base)
+    """The AOSP 2024 derived reading, with ``overrides`` applied."""
+    return replace(_BASE, **overrides)
+
+
+_BASE = BatteryState(
+    level=87,
+    scale=100,
+    level_pct=87.0,
+    plugged=Plugged.USB,
+    status_code=2,
+    status="charging",
+    health_code=2,
+    health="good",
+    temp_c=30.1,
+    voltage_mv=4350,
+    present=True,
+    technology="Li-ion",
+    updates_stopped=False,
+)
 
 
 class TestParseDumpsysBattery:
@@ -26,8 +40,15 @@ class TestParseDumpsysBattery:
             ),
             (
                 "dumpsys_battery__honor_x8b_android14.txt",
-                _state(level=100, level_pct=100.0, status_code=5, status="full", temp_c=27.5,
-                       voltage_mv=4444, technology="Unknown"),
+                _state(
+                    level=100,
+                    level_pct=100.0,
+                    status_code=5,
+                    status="full",
+                    temp_c=27.5,
+                    voltage_mv=4444,
+                    technology="Unknown",
+                ),
             ),
             (
                 "dumpsys_battery__mtk_tb8168_android13.txt",
@@ -43,8 +64,14 @@ class TestParseDumpsysBattery:
             ),
             (
                 "dumpsys_battery__xiaomi_redmi_note14_hyperos3.txt",
-                _state(level=80, level_pct=80.0, plugged=Plugged.AC, temp_c=36.4,
-                       voltage_mv=4228, technology="Li-poly"),
+                _state(
+                    level=80,
+                    level_pct=80.0,
+                    plugged=Plugged.AC,
+                    temp_c=36.4,
+                    voltage_mv=4228,
+                    technology="Li-poly",
+                ),
             ),
         ],
     )
@@ -59,7 +86,9 @@ class TestParseDumpsysBattery:
 
     def test_unknown_codes_are_named_by_number(self, fixture_text):
         """A status code outside BatteryManager's list is kept and named ``code_N``."""
-        text = fixture_text("dumpsys_battery__mtk_tb8168_android13.txt").replace("status: 2", "status: 9")
+        text = fixture_text("dumpsys_battery__mtk_tb8168_android13.txt").replace(
+            "status: 2", "status: 9"
+        )
         state = parse_dumpsys_battery(text)
         assert (state.status_code, state.status) == (9, "code_9")
 
@@ -70,12 +99,16 @@ class TestParseDumpsysBattery:
 
     def test_missing_temperature(self, fixture_text):
         """A missing required line raises naming it."""
-        text = fixture_text("dumpsys_battery__mtk_tb8168_android13.txt").replace("  temperature: 370\n", "")
+        text = fixture_text("dumpsys_battery__mtk_tb8168_android13.txt").replace(
+            "  temperature: 370\n", ""
+        )
         with pytest.raises(ValueError, match="temperature"):
             parse_dumpsys_battery(text)
 
     def test_non_numeric_level(self, fixture_text):
         """An unreadable number raises naming the label."""
-        text = fixture_text("dumpsys_battery__mtk_tb8168_android13.txt").replace("level: 58", "level: x")
+        text = fixture_text("dumpsys_battery__mtk_tb8168_android13.txt").replace(
+            "level: 58", "level: x"
+        )
         with pytest.raises(ValueError, match="'level'"):
             parse_dumpsys_battery(text)

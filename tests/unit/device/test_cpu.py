@@ -20,7 +20,11 @@ class TestParseProcCpuinfo:
 
     def test_old_vendor_kernel_hardware_line(self):
         """The machine-wide Hardware line of older kernels is kept."""
-        text = "Processor\t: AArch64 Processor rev 4 (aarch64)\nprocessor\t: 0\n\nHardware\t: Qualcomm SDM845\n"
+        text = (
+            "Processor\t: AArch64 Processor rev 4 (aarch64)\n"
+            "processor\t: 0\n\n"
+            "Hardware\t: Qualcomm SDM845\n"
+        )
         info = parse_proc_cpuinfo(text)
         assert info.hardware == "Qualcomm SDM845"
         assert info.extra == {"Processor": "AArch64 Processor rev 4 (aarch64)"}
@@ -34,9 +38,12 @@ class TestParseProcCpuinfo:
 class TestParseCpufreqMax:
     def test_pixel8(self, fixture_text):
         """One kHz value per core in glob order."""
-        assert parse_cpufreq_max(
-            fixture_text("cpufreq_cpuinfo_max_freq_all__pixel8_shiba_android14.txt")
-        ) == PIXEL8_MAX_KHZ
+        assert (
+            parse_cpufreq_max(
+                fixture_text("cpufreq_cpuinfo_max_freq_all__pixel8_shiba_android14.txt")
+            )
+            == PIXEL8_MAX_KHZ
+        )
 
     @pytest.mark.parametrize("text", ["", "cat: cpu0: No such file\n", "0\n"])
     def test_unreadable(self, text):

@@ -42,9 +42,15 @@ class TestFactsFrom:
         """Motorola: Snapdragon SoC model, Adreno GPU, user build."""
         facts = facts_from(
             parse_getprop(fixture_text("getprop__motorola_edge20_berlin_android13.txt")),
-            [1804800] * 6 + [2400000, 2400000], {"MemTotal": 7_500_000}, False,
+            [1804800] * 6 + [2400000, 2400000],
+            {"MemTotal": 7_500_000},
+            False,
         )
-        assert (facts.model, facts.manufacturer, facts.soc) == ("motorola edge 20", "motorola", "SM7325")
+        assert (facts.model, facts.manufacturer, facts.soc) == (
+            "motorola edge 20",
+            "motorola",
+            "SM7325",
+        )
         assert (facts.gpu_vendor, facts.vulkan, facts.debuggable) == ("qualcomm", True, False)
         assert facts.big_core_mask == 0xC0
 
@@ -52,7 +58,9 @@ class TestFactsFrom:
         """Pixel 8: board platform as SoC fallback, the adb serial overrides ro.serialno."""
         facts = facts_from(
             parse_getprop(fixture_text("getprop__pixel8_shiba_android14_reconstructed.txt")),
-            parse_cpufreq_max(fixture_text("cpufreq_cpuinfo_max_freq_all__pixel8_shiba_android14.txt")),
+            parse_cpufreq_max(
+                fixture_text("cpufreq_cpuinfo_max_freq_all__pixel8_shiba_android14.txt")
+            ),
             {"MemTotal": 7_800_000},
             False,
             serial="192.168.1.20:5555",

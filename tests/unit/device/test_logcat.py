@@ -24,15 +24,18 @@ class TestFindFatalExceptions:
         assert find_fatal_exceptions(text, "org.apache.tvm.tvmrpc") == []
 
     def test_secondary_process_and_interleaving(self):
-        """A ``pkg:remote`` process counts, and other PIDs' lines in between do not break the block."""
+        """A ``pkg:remote`` process counts; other PIDs' lines in between do not break the block."""
+        head = "01-02 03:04:05.1"
         text = (
-            "01-02 03:04:05.100   900   900 E AndroidRuntime: FATAL EXCEPTION: main\n"
-            "01-02 03:04:05.100   123   130 I ActivityManager: something else\n"
-            "01-02 03:04:05.101   900   900 E AndroidRuntime: Process: org.x:remote, PID: 900\n"
-            "01-02 03:04:05.102   900   900 E AndroidRuntime: java.lang.IllegalStateException: boom\n"
+            f"{head}00   900   900 E AndroidRuntime: FATAL EXCEPTION: main\n"
+            f"{head}00   123   130 I ActivityManager: something else\n"
+            f"{head}01   900   900 E AndroidRuntime: Process: org.x:remote, PID: 900\n"
+            f"{head}02   900   900 E AndroidRuntime: java.lang.IllegalStateException: boom\n"
         )
         assert find_fatal_exceptions(text, "org.x") == [
-            Crash("01-02 03:04:05.100", 900, "org.x:remote", "java.lang.IllegalStateException: boom")
+            Crash(
+                "01-02 03:04:05.100", 900, "org.x:remote", "java.lang.IllegalStateException: boom"
+            )
         ]
 
     def test_quiet_logs(self, fixture_text):

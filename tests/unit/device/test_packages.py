@@ -22,37 +22,55 @@ class TestParsePmInstall:
             ("adb_install_host__success.txt", InstallOutcome(True, "", "")),
             (
                 "pm_install__failure_insufficient_storage.txt",
-                InstallOutcome(False, "INSTALL_FAILED_INSUFFICIENT_STORAGE",
-                               "Failed to override installation location"),
+                InstallOutcome(
+                    False,
+                    "INSTALL_FAILED_INSUFFICIENT_STORAGE",
+                    "Failed to override installation location",
+                ),
             ),
             (
                 "pm_install__failure_no_certificates_unsigned.txt",
-                InstallOutcome(False, "INSTALL_PARSE_FAILED_NO_CERTIFICATES",
-                               "Failed to collect certificates from /data/app/vmdl1165101821.tmp/"
-                               "base.apk: Attempt to get length of null array"),
+                InstallOutcome(
+                    False,
+                    "INSTALL_PARSE_FAILED_NO_CERTIFICATES",
+                    "Failed to collect certificates from /data/app/vmdl1165101821.tmp/"
+                    "base.apk: Attempt to get length of null array",
+                ),
             ),
             (
                 "pm_install__failure_update_incompatible_android12plus.txt",
-                InstallOutcome(False, "INSTALL_FAILED_UPDATE_INCOMPATIBLE",
-                               "Existing package org.torproject.vpn signatures do not match newer "
-                               "version; ignoring!"),
+                InstallOutcome(
+                    False,
+                    "INSTALL_FAILED_UPDATE_INCOMPATIBLE",
+                    "Existing package org.torproject.vpn signatures do not match newer "
+                    "version; ignoring!",
+                ),
             ),
             (
                 "pm_install__failure_update_incompatible_legacy.txt",
-                InstallOutcome(False, "INSTALL_FAILED_UPDATE_INCOMPATIBLE",
-                               "Package juloo.keyboard2.debug signatures do not match previously "
-                               "installed version; ignoring!"),
+                InstallOutcome(
+                    False,
+                    "INSTALL_FAILED_UPDATE_INCOMPATIBLE",
+                    "Package juloo.keyboard2.debug signatures do not match previously "
+                    "installed version; ignoring!",
+                ),
             ),
             (
                 "adb_install_host__failure_update_incompatible.txt",
-                InstallOutcome(False, "INSTALL_FAILED_UPDATE_INCOMPATIBLE",
-                               "Package juloo.keyboard2.debug signatures do not match previously "
-                               "installed version; ignoring!"),
+                InstallOutcome(
+                    False,
+                    "INSTALL_FAILED_UPDATE_INCOMPATIBLE",
+                    "Package juloo.keyboard2.debug signatures do not match previously "
+                    "installed version; ignoring!",
+                ),
             ),
             (
                 "pm_install__failure_version_downgrade.txt",
-                InstallOutcome(False, "INSTALL_FAILED_VERSION_DOWNGRADE",
-                               "Downgrade detected: Update version code 1968 is older than current 2843"),
+                InstallOutcome(
+                    False,
+                    "INSTALL_FAILED_VERSION_DOWNGRADE",
+                    "Downgrade detected: Update version code 1968 is older than current 2843",
+                ),
             ),
         ],
     )
@@ -74,7 +92,9 @@ class TestParsePmInstall:
     def test_error_line(self):
         """An ``Error:`` line without a Failure code is a PM_ERROR failure."""
         outcome = parse_pm_install("", "Error: Unable to open file: /data/local/tmp/x.apk\n")
-        assert outcome == InstallOutcome(False, PM_ERROR, "Unable to open file: /data/local/tmp/x.apk")
+        assert outcome == InstallOutcome(
+            False, PM_ERROR, "Unable to open file: /data/local/tmp/x.apk"
+        )
 
     def test_unreadable(self):
         """Output with neither Success nor Failure raises."""
@@ -92,9 +112,9 @@ class TestParsePmPath:
 
     def test_system_app(self, fixture_text):
         """A system app's single APK."""
-        assert parse_pm_path(fixture_text("pm_path__system_app__mtk_tb8168_android13_derived.txt")) == [
-            "/system/system_ext/app/Camera/Camera.apk"
-        ]
+        assert parse_pm_path(
+            fixture_text("pm_path__system_app__mtk_tb8168_android13_derived.txt")
+        ) == ["/system/system_ext/app/Camera/Camera.apk"]
 
     def test_not_installed(self, fixture_text):
         """Empty output means not installed."""
@@ -109,14 +129,18 @@ class TestParsePmPath:
 class TestParsePmListPackages:
     def test_mtk(self, fixture_text):
         """All 141 names in printed order."""
-        names = parse_pm_list_packages(fixture_text("pm_list_packages__mtk_tb8168_android13_derived.txt"))
+        names = parse_pm_list_packages(
+            fixture_text("pm_list_packages__mtk_tb8168_android13_derived.txt")
+        )
         assert len(names) == 141
         assert names[0] == "com.android.cts.priv.ctsshim"
         assert "com.mediatek.camera" in names
 
     def test_with_paths(self):
         """The ``-f`` form keeps the name after the last ``=`` even when the path has ``==``."""
-        text = "package:/data/app/~~u3z==/org.apache.tvm.tvmrpc-X==/base.apk=org.apache.tvm.tvmrpc\n"
+        text = (
+            "package:/data/app/~~u3z==/org.apache.tvm.tvmrpc-X==/base.apk=org.apache.tvm.tvmrpc\n"
+        )
         assert parse_pm_list_packages(text) == ["org.apache.tvm.tvmrpc"]
 
 

@@ -8,7 +8,9 @@ from farm.device.processes import Process, parse_pidof, parse_ps_a
 class TestParsePidof:
     def test_one_pid(self, fixture_text):
         """A single match is one PID."""
-        assert parse_pidof(fixture_text("pidof_system_server__mtk_tb8168_android13_derived.txt")) == [832]
+        assert parse_pidof(
+            fixture_text("pidof_system_server__mtk_tb8168_android13_derived.txt")
+        ) == [832]
 
     def test_not_running(self, fixture_text):
         """Empty output (exit 1) means no process."""

@@ -12,15 +12,21 @@ class TestParseDfK:
         assert len(filesystems) == 15
         assert filesystems[0] == Filesystem("tmpfs", 1944756, 2516, 1942240, 1, "/dev")
         assert filesystems[2] == Filesystem("/dev/block/dm-4", 1579928, 1575144, 0, 100, "/")
-        assert filesystems[12] == Filesystem("/dev/block/dm-7", 54563696, 411164, 54005076, 1, "/data")
+        assert filesystems[12] == Filesystem(
+            "/dev/block/dm-7", 54563696, 411164, 54005076, 1, "/data"
+        )
 
     @pytest.mark.parametrize(
         ("name", "expected"),
         [
-            ("df_-k_data__honor_x8b_android14.txt",
-             Filesystem("/dev/block/dm-23", 236630016, 7861776, 228637168, 4, "/data/user/0")),
-            ("df_-k_data__mtk_tb8168_android13_derived.txt",
-             Filesystem("/dev/block/dm-7", 54563696, 411164, 54005076, 1, "/data/user/0")),
+            (
+                "df_-k_data__honor_x8b_android14.txt",
+                Filesystem("/dev/block/dm-23", 236630016, 7861776, 228637168, 4, "/data/user/0"),
+            ),
+            (
+                "df_-k_data__mtk_tb8168_android13_derived.txt",
+                Filesystem("/dev/block/dm-7", 54563696, 411164, 54005076, 1, "/data/user/0"),
+            ),
         ],
     )
     def test_data_reports_bind_mount(self, fixture_text, name, expected):

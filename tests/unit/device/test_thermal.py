@@ -5,8 +5,8 @@ import pytest
 from farm.device.thermal import (
     CoolingDevice,
     Temperature,
-    Threshold,
     ThermalZone,
+    Threshold,
     parse_dumpsys_thermalservice,
     parse_thermal_zones,
 )
@@ -17,7 +17,9 @@ N = None
 class TestParseDumpsysThermalservice:
     def test_mtk_hidl_thresholds(self, fixture_text):
         """The MTK Android 13 dump: HAL 2.0, 56 cooling devices, HIDL-style thresholds."""
-        state = parse_dumpsys_thermalservice(fixture_text("dumpsys_thermalservice__mtk_tb8168_android13.txt"))
+        state = parse_dumpsys_thermalservice(
+            fixture_text("dumpsys_thermalservice__mtk_tb8168_android13.txt")
+        )
         assert (state.thermal_status, state.thermal_status_name) == (0, "none")
         assert (state.hal_name, state.hal_connected) == ("ThermalHAL 2.0", True)
         assert state.temperatures == (
@@ -29,7 +31,9 @@ class TestParseDumpsysThermalservice:
         assert state.cached_temperatures[0] == Temperature("CPU", 0, "CPU", 50.2, 0)
         assert len(state.cooling_devices) == 56
         assert state.cooling_devices[3] == CoolingDevice("mtk-cl-cam00", 6, 0)
-        assert state.thresholds[2] == Threshold("SKIN", 3, (N, N, N, 50.0, 70.0, 80.0, 90.0), (N,) * 7)
+        assert state.thresholds[2] == Threshold(
+            "SKIN", 3, (N, N, N, 50.0, 70.0, 80.0, 90.0), (N,) * 7
+        )
 
     def test_throttling_under_load(self, fixture_text):
         """Status 2 is 'moderate'; the skin sensor's own status and cooling steps are kept."""
@@ -39,9 +43,7 @@ class TestParseDumpsysThermalservice:
         assert (state.thermal_status, state.thermal_status_name) == (2, "moderate")
         assert Temperature("skin", 3, "SKIN", 44.637, 2) in state.temperatures
         assert state.cooling_devices[0] == CoolingDevice("thermal-cpufreq-6", 2, 11)
-        assert state.thresholds[0] == Threshold(
-            "battery", 2, (N, N, N, N, N, 65.0, 70.0), (N,) * 7
-        )
+        assert state.thresholds[0] == Threshold("battery", 2, (N, N, N, N, N, 65.0, 70.0), (N,) * 7)
         assert state.max_temp_c(0) == 48.2
         assert state.max_temp_c(2) == 43.8
 
@@ -113,8 +115,15 @@ class TestParseThermalZones:
         assert zones[0] == ThermalZone("aoss0-usr", 26.9)
         assert ThermalZone("battery", 25.5) in zones
         assert ThermalZone("pm8150_tz", 29.801) in zones
-        for dropped in ("soc", "pm8150b-vbat-lvl0", "pm8150b-ibat-lvl0", "pm8150l-bcl-lvl0",
-                        "pm8150l-vph-lvl0", "camera-therm-usr", "skin-msm-therm-usr"):
+        for dropped in (
+            "soc",
+            "pm8150b-vbat-lvl0",
+            "pm8150b-ibat-lvl0",
+            "pm8150l-bcl-lvl0",
+            "pm8150l-vph-lvl0",
+            "camera-therm-usr",
+            "skin-msm-therm-usr",
+        ):
             assert dropped not in types
         assert max(zone.temp_c for zone in zones) == 34.6
 

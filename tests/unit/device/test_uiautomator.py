@@ -62,7 +62,10 @@ class TestCenter:
 class TestParseDumpPath:
     def test_stdout(self, fixture_text):
         """The path after AOSP's 'hierchary' typo line."""
-        assert parse_dump_path(fixture_text("uiautomator_dump__stdout.txt")) == "/sdcard/window_dump.xml"
+        assert (
+            parse_dump_path(fixture_text("uiautomator_dump__stdout.txt"))
+            == "/sdcard/window_dump.xml"
+        )
 
     def test_null_root(self, fixture_text):
         """No window: the phone's stderr message is raised."""
