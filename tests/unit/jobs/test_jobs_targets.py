@@ -1,0 +1,83 @@
+"""Targets from device facts, in TVM 0.27's dict form."""
+
+from __future__ import annotations
+
+import pytest
+import tvm
+
+from farm.errors import SpecError
+from farm.jobs.params import DeviceFacts, DeviceKind
+from farm.jobs.targets import needs_ndk, opencl_device, runtime_device_name, target_for
+
+
+class TestTargetFor:
+    def test_arm64_maps_to_the_android_triple_with_neon(self) -> None:
+        """arm64-v8a compiles for aarch64-linux-android with NEON and the known core count."""
+        target = target_for(DeviceFacts(abi="arm64-v8a", num_cores=8))
+        assert target == {
+            "kind": "llvm", "mtriple": "aarch64-linux-android", "mattr": ["+neon"],
+            "num-cores": 8,
+        }
+
+    def test_known_cpu_features_are_added_once(self) -> None:
+        """Extra features join the default ones without duplicates."""
+        facts = DeviceFacts(abi="arm64-v8a", cpu_features=("+neon", "+dotprod"))
+        assert target_for(facts)["mattr"] == ["+neon", "+dotprod"]
+
+    def test_armv7_maps_to_androideabi(self) -> None:
+        """armeabi-v7a compiles for armv7a-linux-androideabi."""
+        assert target_for(DeviceFacts(abi="armeabi-v7a"))["mtriple"] == "armv7a-linux-androideabi"
+
+    def test_x86_64_is_the_host(self) -> None:
+        """x86_64 (the virtual phones) gets the host's LLVM target and needs no NDK."""
+        target = target_for(DeviceFacts(abi="x86_64"))
+        assert "mtriple" not in target
+        assert not needs_ndk(target)
+
+    def test_mali_opencl_sets_device_and_host(self) -> None:
+        """A Mali GPU with OpenCL gets device=mali and the CPU target as host."""
+        facts = DeviceFacts(abi="arm64-v8a", gpu="Mali-G710", has_opencl=True)
+        target = target_for(facts, DeviceKind.OPENCL)
+        assert target["device"] == "mali"
+        assert target["host"]["mtriple"] == "aarch64-linux-android"
+        assert needs_ndk(target)
+        assert runtime_device_name(target) == "opencl"
+
+    def test_vulkan_requires_the_driver(self) -> None:
+        """Asking for Vulkan on a phone without it is the user's error naming the field."""
+        with pytest.raises(SpecError) as info:
+            target_for(DeviceFacts(abi="arm64-v8a"), DeviceKind.VULKAN)
+        assert info.value.field == "params.device"
+
+    def test_unknown_abi_is_refused(self) -> None:
+        """An ABI farm cannot map is a SpecError on device.abi."""
+        with pytest.raises(SpecError) as info:
+            target_for(DeviceFacts(abi="mips"))
+        assert info.value.field == "device.abi"
+
+    @pytest.mark.parametrize(
+        ("facts", "kind"),
+        [
+            (DeviceFacts(abi="arm64-v8a", num_cores=8), DeviceKind.CPU),
+            (DeviceFacts(abi="armeabi-v7a"), DeviceKind.CPU),
+            (DeviceFacts(abi="x86_64", num_cores=2), DeviceKind.CPU),
+            (DeviceFacts(abi="arm64-v8a", gpu="Mali-G78", has_opencl=True), DeviceKind.OPENCL),
+            (DeviceFacts(abi="arm64-v8a", gpu="Adreno (TM) 740", has_opencl=True),
+             DeviceKind.OPENCL),
+            (DeviceFacts(abi="arm64-v8a", has_vulkan=True), DeviceKind.VULKAN),
+        ],
+    )
+    def test_tvm_accepts_every_target(self, facts: DeviceFacts, kind: DeviceKind) -> None:
+        """tvm.target.Target accepts each dict and keeps its kind."""
+        target = tvm.target.Target(target_for(facts, kind))
+        assert target.kind.name == target_for(facts, kind)["kind"]
+
+
+class TestOpenclDevice:
+    @pytest.mark.parametrize(
+        ("gpu", "device"),
+        [("Mali-G710", "mali"), ("Adreno (TM) 640", "adreno"), ("PowerVR Rogue GE8320", None)],
+    )
+    def test_gpu_names_map_to_tvm_devices(self, gpu: str, device: str | None) -> None:
+        """Mali and Adreno have TVM OpenCL devices; other GPUs get the generic one."""
+        assert opencl_device(gpu) == device
