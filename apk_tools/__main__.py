@@ -17,7 +17,15 @@ import click
 
 from apk_tools.align import align
 from apk_tools.inspect import inspect_apk
-from apk_tools.keys import KeystoreKey, PemKey, Secret, SigningKey, create_keystore, create_pem_key, fingerprint
+from apk_tools.keys import (
+    KeystoreKey,
+    PemKey,
+    Secret,
+    SigningKey,
+    create_keystore,
+    create_pem_key,
+    fingerprint,
+)
 from apk_tools.prepare import prepare
 from apk_tools.sign import sign
 from apk_tools.standin import build_standin_apk
@@ -47,16 +55,23 @@ def _emit(ctx: click.Context, data: dict[str, Any]) -> None:
     width = max(len(k) for k in data)
     for name, value in data.items():
         if isinstance(value, (list, tuple)):
-            value = ", ".join(
-                f"{v['name']}{'' if v['exported'] else ' (not exported)'}" if isinstance(v, dict) else str(v)
-                for v in value
-            ) or "-"
+            value = (
+                ", ".join(
+                    f"{v['name']}{'' if v['exported'] else ' (not exported)'}"
+                    if isinstance(v, dict)
+                    else str(v)
+                    for v in value
+                )
+                or "-"
+            )
         elif value is None:
             value = "-"
         click.echo(f"{name + ':':<{width + 2}}{value}")
 
 
-def _signing_key(ks: Path | None, ks_pass: str | None, alias: str | None, key: Path | None, cert: Path | None) -> SigningKey:
+def _signing_key(
+    ks: Path | None, ks_pass: str | None, alias: str | None, key: Path | None, cert: Path | None
+) -> SigningKey:
     if ks is not None and key is None and cert is None:
         if ks_pass is None:
             raise SpecError("--ks-pass", "a keystore needs --ks-pass env:NAME or file:PATH")
@@ -70,7 +85,9 @@ def _key_options(func: Any) -> Any:
     for option in reversed(
         [
             click.option("--ks", type=_EXISTING, help="PKCS12 keystore."),
-            click.option("--ks-pass", metavar="env:NAME|file:PATH", help="Keystore password source."),
+            click.option(
+                "--ks-pass", metavar="env:NAME|file:PATH", help="Keystore password source."
+            ),
             click.option("--ks-key-alias", "alias", help="Key alias in the keystore."),
             click.option("--key", type=_EXISTING, help="PEM private key (with --cert)."),
             click.option("--cert", type=_EXISTING, help="PEM certificate (with --key)."),
@@ -107,14 +124,25 @@ def keystore(
         if password is None:
             raise SpecError("--password", "a keystore needs --password env:NAME or file:PATH")
         key: SigningKey = create_keystore(
-            out, Secret.parse(password), alias=alias, dname=f"CN={common_name}", validity_days=validity_days
+            out,
+            Secret.parse(password),
+            alias=alias,
+            dname=f"CN={common_name}",
+            validity_days=validity_days,
         )
         _emit(ctx, {"keystore": str(out), "alias": alias, "certificate_sha256": fingerprint(key)})
     elif out is None and key_out is not None and cert_out is not None:
-        key = create_pem_key(key_out, cert_out, common_name=common_name, validity_days=validity_days)
-        _emit(ctx, {"key": str(key_out), "cert": str(cert_out), "certificate_sha256": fingerprint(key)})
+        key = create_pem_key(
+            key_out, cert_out, common_name=common_name, validity_days=validity_days
+        )
+        _emit(
+            ctx,
+            {"key": str(key_out), "cert": str(cert_out), "certificate_sha256": fingerprint(key)},
+        )
     else:
-        raise SpecError("keystore", "give either --out (with --password) or both --key-out and --cert-out")
+        raise SpecError(
+            "keystore", "give either --out (with --password) or both --key-out and --cert-out"
+        )
 
 
 @cli.command("align")
@@ -181,11 +209,20 @@ def inspect_command(ctx: click.Context, apk: Path) -> None:
 @click.option("--abi", "abis", multiple=True, help="Add a placeholder native library for this ABI.")
 @click.pass_context
 def standin(
-    ctx: click.Context, out_dir: Path, version_code: int, version_name: str, debuggable: bool, abis: tuple[str, ...]
+    ctx: click.Context,
+    out_dir: Path,
+    version_code: int,
+    version_name: str,
+    debuggable: bool,
+    abis: tuple[str, ...],
 ) -> None:
     """Build the unsigned stand-in TVM RPC APK with aapt."""
     path = build_standin_apk(
-        out_dir, version_code=version_code, version_name=version_name, debuggable=debuggable, native_abis=abis
+        out_dir,
+        version_code=version_code,
+        version_name=version_name,
+        debuggable=debuggable,
+        native_abis=abis,
     )
     _emit(ctx, {"standin": str(path)})
 

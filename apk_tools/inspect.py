@@ -124,7 +124,11 @@ def _activities(apk: APK, package: str) -> tuple[tuple[ActivityInfo, ...], str |
 def _signers(apk: APK) -> tuple[tuple[str, ...], tuple[int, ...]]:
     schemes = tuple(
         scheme
-        for scheme, present in ((1, apk.is_signed_v1()), (2, apk.is_signed_v2()), (3, apk.is_signed_v3()))
+        for scheme, present in (
+            (1, apk.is_signed_v1()),
+            (2, apk.is_signed_v2()),
+            (3, apk.is_signed_v3()),
+        )
         if present
     )
     if 3 in schemes:
@@ -186,7 +190,13 @@ def inspect_apk(path: Path) -> ApkInfo:
             min_sdk=min_sdk,
             target_sdk=_int_or(apk.get_target_sdk_version(), min_sdk),
             native_abis=tuple(
-                sorted({n.split("/")[1] for n in names if n.startswith("lib/") and n.endswith(".so") and n.count("/") >= 2})
+                sorted(
+                    {
+                        n.split("/")[1]
+                        for n in names
+                        if n.startswith("lib/") and n.endswith(".so") and n.count("/") >= 2
+                    }
+                )
             ),
             launchable_activity=launchable,
             activities=activities,

@@ -77,7 +77,9 @@ class Secret:
         try:
             text = Path(self.ref).read_text(encoding="utf-8")
         except OSError as exc:
-            raise ConfigError("password", f"cannot read password file {self.ref}: {exc.strerror}") from exc
+            raise ConfigError(
+                "password", f"cannot read password file {self.ref}: {exc.strerror}"
+            ) from exc
         return text.splitlines()[0] if text else ""
 
 
@@ -139,7 +141,10 @@ def load_certificate(key: SigningKey) -> x509.Certificate:
         # cryptography says "Invalid password or PKCS12 data" for both; a JKS
         # store starts with the magic 0xFEEDFEED.
         if data[:4] == b"\xfe\xed\xfe\xed":
-            reason = "JKS keystores are not supported; convert with keytool -importkeystore -deststoretype PKCS12"
+            reason = (
+                "JKS keystores are not supported; convert with "
+                "keytool -importkeystore -deststoretype PKCS12"
+            )
         else:
             reason = "wrong keystore password (or not a PKCS12 keystore)"
         raise ApkError(str(key.keystore), reason) from exc
@@ -181,7 +186,9 @@ def check_validity(key: SigningKey, now: dt.datetime | None = None) -> x509.Cert
     if cert.not_valid_after_utc < now:
         raise ApkError(str(key), f"certificate expired on {cert.not_valid_after_utc:%Y-%m-%d}")
     if cert.not_valid_before_utc > now:
-        raise ApkError(str(key), f"certificate not valid before {cert.not_valid_before_utc:%Y-%m-%d}")
+        raise ApkError(
+            str(key), f"certificate not valid before {cert.not_valid_before_utc:%Y-%m-%d}"
+        )
     return cert
 
 
@@ -290,7 +297,9 @@ def create_keystore(
         )  # fmt: skip
         if result.returncode != 0 or not temp.is_file():
             detail = (result.stdout + result.stderr).strip().splitlines()
-            raise ApkError(str(keystore), f"keytool failed: {detail[-1] if detail else result.returncode}")
+            raise ApkError(
+                str(keystore), f"keytool failed: {detail[-1] if detail else result.returncode}"
+            )
         os.chmod(temp, 0o600)
         os.replace(temp, keystore)
     return KeystoreKey(keystore, password, alias)

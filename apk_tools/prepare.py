@@ -96,7 +96,9 @@ def prepare(
         aligned = align(unsigned_apk, Path(work_name) / "aligned.apk")
         signed = sign(aligned, Path(work_name) / "signed.apk", key, now=now)
         if key_sha256 not in inspect_apk(signed).signers:
-            raise ApkError(str(unsigned_apk), "apksigner produced an APK without the key's signature")
+            raise ApkError(
+                str(unsigned_apk), "apksigner produced an APK without the key's signature"
+            )
         os.replace(signed, target)
     return target
 

@@ -102,7 +102,9 @@ def sign(
     apk_in, apk_out = Path(apk_in), Path(apk_out)
     wanted = set(schemes)
     if not wanted or not wanted <= {1, 2, 3}:
-        raise ApkError(str(apk_in), f"schemes must be a non-empty subset of 1, 2, 3; got {sorted(wanted)}")
+        raise ApkError(
+            str(apk_in), f"schemes must be a non-empty subset of 1, 2, 3; got {sorted(wanted)}"
+        )
     if not apk_in.is_file():
         raise ApkError(str(apk_in), "no such file")
     check_validity(key, now)
@@ -121,8 +123,10 @@ def sign(
             args += ["--out", str(temp), str(apk_in)]
             result = run_tool("apksigner", args, extra_env=extra_env)
             if result.returncode != 0:
-                raise ApkError(str(key if isinstance(key, KeystoreKey) else apk_in),
-                               _explain(result.stderr + result.stdout))
+                raise ApkError(
+                    str(key if isinstance(key, KeystoreKey) else apk_in),
+                    _explain(result.stderr + result.stdout),
+                )
             os.chmod(temp, 0o644)  # mkstemp makes 0600; an APK is not secret
             os.replace(temp, apk_out)
         finally:

@@ -91,7 +91,7 @@ def empty_dex() -> bytes:
         header_size,  # data_off
     )
     body = after_signature + map_list
-    signature = hashlib.sha1(body).digest()  # noqa: S324 - the format mandates SHA-1
+    signature = hashlib.sha1(body, usedforsecurity=False).digest()  # the format mandates SHA-1
     checksum = zlib.adler32(signature + body)
     return b"dex\n035\x00" + struct.pack("<I", checksum) + signature + body
 
@@ -165,6 +165,8 @@ def build_standin_apk(
             args.insert(2, "--debug-mode")
         result = run_tool("aapt", [*args, str(raw)])
         if result.returncode != 0 or not unsigned.is_file():
-            raise ApkError(str(target), f"aapt failed: {result.stderr.strip() or result.stdout.strip()}")
+            raise ApkError(
+                str(target), f"aapt failed: {result.stderr.strip() or result.stdout.strip()}"
+            )
         os.replace(unsigned, target)
     return target

@@ -23,7 +23,10 @@ from apk_tools.tools import run_tool
 from farm.errors import ApkError
 
 _SCHEME = re.compile(r"^Verified using v(\d) scheme .*: (true|false)$", re.MULTILINE)
-_SIGNER_SHA256 = re.compile(r"^Signer (?:#\d+|\(minSdkVersion.*?\)) certificate SHA-256 digest: ([0-9a-f]{64})$", re.MULTILINE)
+_SIGNER_SHA256 = re.compile(
+    r"^Signer (?:#\d+|\(minSdkVersion.*?\)) certificate SHA-256 digest: ([0-9a-f]{64})$",
+    re.MULTILINE,
+)
 
 
 @dataclass(frozen=True)

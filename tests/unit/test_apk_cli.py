@@ -31,7 +31,15 @@ class TestCli:
         code, out, _ = _run("--json", "standin", "--out-dir", str(tmp_path), "--version-code", "9")
         assert code == 0
         unsigned = json.loads(out)["standin"]
-        code, out, _ = _run("--json", "keystore", "--out", str(tmp_path / "ks.p12"), "--password", "env:APK_CLI_PW", env=env)
+        code, out, _ = _run(
+            "--json",
+            "keystore",
+            "--out",
+            str(tmp_path / "ks.p12"),
+            "--password",
+            "env:APK_CLI_PW",
+            env=env,
+        )
         assert code == 0
         sha = json.loads(out)["certificate_sha256"]
         code, out, _ = _run(
@@ -50,7 +58,9 @@ class TestCli:
         """keystore --key-out/--cert-out, align and sign print readable `key: value` lines."""
         assert _run("standin", "--out-dir", str(tmp_path), "--no-debuggable")[0] == 0
         unsigned = tmp_path / "tvmrpc-standin-v1.apk"
-        code, out, _ = _run("keystore", "--key-out", str(tmp_path / "k.pem"), "--cert-out", str(tmp_path / "c.pem"))
+        code, out, _ = _run(
+            "keystore", "--key-out", str(tmp_path / "k.pem"), "--cert-out", str(tmp_path / "c.pem")
+        )
         assert code == 0 and "certificate_sha256:" in out
         assert _run("align", str(unsigned), "--out", str(tmp_path / "al.apk"))[0] == 0
         code, out, _ = _run(
@@ -71,11 +81,19 @@ class TestCli:
     def test_wrong_password_is_one_line_and_nothing_written(self, tmp_path: Path) -> None:
         """sign with the wrong keystore password exits 2 and writes no output file."""
         _run("standin", "--out-dir", str(tmp_path))
-        _run("keystore", "--out", str(tmp_path / "ks.p12"), "--password", "env:APK_CLI_PW", env={"APK_CLI_PW": "secret-123"})
+        _run(
+            "keystore",
+            "--out",
+            str(tmp_path / "ks.p12"),
+            "--password",
+            "env:APK_CLI_PW",
+            env={"APK_CLI_PW": "secret-123"},
+        )
         before = sorted(p.name for p in tmp_path.iterdir())
         code, _, err = _run(
             "sign", str(tmp_path / "tvmrpc-standin-v1-debug.apk"), "--out", str(tmp_path / "s.apk"),
-            "--ks", str(tmp_path / "ks.p12"), "--ks-pass", "env:APK_CLI_PW", env={"APK_CLI_PW": "nope-nope"},
+            "--ks", str(tmp_path / "ks.p12"), "--ks-pass", "env:APK_CLI_PW",
+            env={"APK_CLI_PW": "nope-nope"},
         )  # fmt: skip
         assert code == 2
         assert "wrong keystore password" in err and "nope-nope" not in err
@@ -85,32 +103,66 @@ class TestCli:
         """`--ks-pass pass:...` is refused with exit 2, as it would put the password on argv."""
         (tmp_path / "ks.p12").write_bytes(b"x")
         (tmp_path / "in.apk").write_bytes(b"x")
-        code, _, err = _run("sign", str(tmp_path / "in.apk"), "--out", str(tmp_path / "o.apk"),
-                            "--ks", str(tmp_path / "ks.p12"), "--ks-pass", "pass:hunter22")
+        code, _, err = _run(
+            "sign",
+            str(tmp_path / "in.apk"),
+            "--out",
+            str(tmp_path / "o.apk"),
+            "--ks",
+            str(tmp_path / "ks.p12"),
+            "--ks-pass",
+            "pass:hunter22",
+        )
         assert code == 2 and "env:NAME or file:PATH" in err
 
     def test_missing_tool_names_packages(self, tmp_path: Path) -> None:
         """With no tools on PATH, align exits 2 naming build-tools and the Debian package."""
         (tmp_path / "in.apk").write_bytes(b"PK")
-        code, _, err = _run("align", str(tmp_path / "in.apk"), "--out", str(tmp_path / "o.apk"),
-                            env={"PATH": str(tmp_path), "ANDROID_HOME": "", "ANDROID_SDK_ROOT": ""})
+        code, _, err = _run(
+            "align",
+            str(tmp_path / "in.apk"),
+            "--out",
+            str(tmp_path / "o.apk"),
+            env={"PATH": str(tmp_path), "ANDROID_HOME": "", "ANDROID_SDK_ROOT": ""},
+        )
         assert code == 2
-        assert "zipalign not found" in err and "build-tools" in err and "apt-get install zipalign" in err
+        assert (
+            "zipalign not found" in err
+            and "build-tools" in err
+            and "apt-get install zipalign" in err
+        )
         assert not (tmp_path / "o.apk").exists()
 
     def test_expired_certificate_is_refused(self, tmp_path: Path) -> None:
         """sign with an expired certificate exits 2 saying so, writing nothing."""
-        create_pem_key(tmp_path / "k.pem", tmp_path / "c.pem",
-                       valid_from=dt.datetime(2015, 1, 1, tzinfo=dt.timezone.utc), validity_days=1)
+        create_pem_key(
+            tmp_path / "k.pem",
+            tmp_path / "c.pem",
+            valid_from=dt.datetime(2015, 1, 1, tzinfo=dt.timezone.utc),
+            validity_days=1,
+        )
         _run("standin", "--out-dir", str(tmp_path))
-        code, _, err = _run("sign", str(tmp_path / "tvmrpc-standin-v1-debug.apk"), "--out", str(tmp_path / "s.apk"),
-                            "--key", str(tmp_path / "k.pem"), "--cert", str(tmp_path / "c.pem"))
+        code, _, err = _run(
+            "sign",
+            str(tmp_path / "tvmrpc-standin-v1-debug.apk"),
+            "--out",
+            str(tmp_path / "s.apk"),
+            "--key",
+            str(tmp_path / "k.pem"),
+            "--cert",
+            str(tmp_path / "c.pem"),
+        )
         assert code == 2 and "expired on 2015-01-02" in err
         assert not (tmp_path / "s.apk").exists()
 
     def test_module_entry_point_runs(self) -> None:
         """`python -m apk_tools --help` lists the commands."""
-        out = subprocess.run([sys.executable, "-m", "apk_tools", "--help"], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-m", "apk_tools", "--help"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         for command in ("keystore", "align", "sign", "verify", "inspect", "prepare", "standin"):
             assert command in out.stdout
 

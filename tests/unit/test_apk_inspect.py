@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from apk_tools.inspect import ActivityInfo, inspect_apk
-from apk_tools.keys import PemKey, create_pem_key
+from apk_tools.keys import create_pem_key
 from apk_tools.sign import sign
 from apk_tools.standin import build_standin_apk
 from apk_tools.tools import find_tool
@@ -28,11 +28,12 @@ def _badging(apk: Path) -> str:
 def apks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Stand-ins: debuggable with an ABI, release without, and a v1+v2+v3 signed one."""
     root = tmp_path_factory.mktemp("inspect")
-    debug = build_standin_apk(root / "debug", version_code=42, version_name="4.2-rc", native_abis=["arm64-v8a", "x86_64"])
+    debug = build_standin_apk(
+        root / "debug", version_code=42, version_name="4.2-rc", native_abis=["arm64-v8a", "x86_64"]
+    )
     release = build_standin_apk(root / "release", debuggable=False, min_sdk=26, target_sdk=33)
-    key = create_pem_key(root / "key.pem", root / "cert.pem")
-    signed = sign(debug, root / "signed.apk", key)
-    return {"debug": debug, "release": release, "signed": signed, "key": key}  # type: ignore[dict-item]
+    signed = sign(debug, root / "signed.apk", create_pem_key(root / "key.pem", root / "cert.pem"))
+    return {"debug": debug, "release": release, "signed": signed}
 
 
 class TestInspectApk:
@@ -43,18 +44,27 @@ class TestInspectApk:
         """Package, versions, SDKs, permissions, launcher, debuggable and ABIs match aapt."""
         info = inspect_apk(apks[name])
         badging = _badging(apks[name])
-        package = re.search(r"package: name='([^']*)' versionCode='(\d+)' versionName='([^']*)'", badging)
+        package = re.search(
+            r"package: name='([^']*)' versionCode='(\d+)' versionName='([^']*)'", badging
+        )
         assert package is not None
         assert (info.package, info.version_code, info.version_name) == (
-            package[1], int(package[2]), package[3]
+            package[1],
+            int(package[2]),
+            package[3],
         )
         assert info.min_sdk == int(re.search(r"sdkVersion:'(\d+)'", badging)[1])
         assert info.target_sdk == int(re.search(r"targetSdkVersion:'(\d+)'", badging)[1])
         assert list(info.permissions) == re.findall(r"uses-permission: name='([^']*)'", badging)
-        assert info.launchable_activity == re.search(r"launchable-activity: name='([^']*)'", badging)[1]
+        assert (
+            info.launchable_activity
+            == re.search(r"launchable-activity: name='([^']*)'", badging)[1]
+        )
         assert info.debuggable == ("application-debuggable" in badging.splitlines())
         native = re.search(r"native-code: (.*)", badging)
-        assert list(info.native_abis) == (sorted(re.findall(r"'([^']*)'", native[1])) if native else [])
+        assert list(info.native_abis) == (
+            sorted(re.findall(r"'([^']*)'", native[1])) if native else []
+        )
 
     def test_reads_the_stock_manifest_shape(self, apks: dict[str, Path]) -> None:
         """The stand-in declares MainActivity exported and RPCActivity not, fully qualified."""
@@ -75,7 +85,9 @@ class TestInspectApk:
         apksigner = find_tool("apksigner")
         out = subprocess.run(
             [str(apksigner), "verify", "--print-certs", str(apks["signed"])],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
         digest = re.search(r"certificate SHA-256 digest: ([0-9a-f]{64})", out)[1]
         info = inspect_apk(apks["signed"])

@@ -69,7 +69,9 @@ class TestCreatePemKey:
 class TestCreateKeystore:
     """create_keystore(path, password)."""
 
-    def test_fingerprint_matches_keytool(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_fingerprint_matches_keytool(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """The certificate SHA-256 equals what `keytool -list -v` prints."""
         monkeypatch.setenv("APK_TEST_KS", "secret-123")
         key = create_keystore(tmp_path / "ks.p12", Secret.parse("env:APK_TEST_KS"), alias="tvmrpc")
@@ -82,14 +84,18 @@ class TestCreateKeystore:
         assert fingerprint(key) == keytool_sha
         assert "Alias name: tvmrpc" in listing
 
-    def test_short_password_leaves_no_file(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_short_password_leaves_no_file(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """keytool's 6-character minimum is an ApkError and nothing is written."""
         monkeypatch.setenv("APK_TEST_KS", "abc")
         with pytest.raises(ApkError, match="at least 6"):
             create_keystore(tmp_path / "ks.p12", Secret.parse("env:APK_TEST_KS"))
         assert list(tmp_path.iterdir()) == []
 
-    def test_wrong_password_is_an_apk_error(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_wrong_password_is_an_apk_error(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """Reading the keystore with the wrong password says so."""
         monkeypatch.setenv("APK_TEST_KS", "secret-123")
         key = create_keystore(tmp_path / "ks.p12", Secret.parse("env:APK_TEST_KS"))

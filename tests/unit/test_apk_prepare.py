@@ -35,7 +35,9 @@ def _files(folder: Path) -> list[str]:
 class TestPrepare:
     """prepare(unsigned_apk, key, out_dir)."""
 
-    def test_output_is_signed_and_named_by_content_and_key(self, inputs: dict, tmp_path: Path) -> None:
+    def test_output_is_signed_and_named_by_content_and_key(
+        self, inputs: dict, tmp_path: Path
+    ) -> None:
         """The result verifies under the key and its name carries both hashes."""
         key: PemKey = inputs["key_a"]
         out = prepare(inputs["v1"], key, tmp_path)
@@ -56,12 +58,17 @@ class TestPrepare:
         monkeypatch.delenv("ANDROID_SDK_ROOT", raising=False)
         second = prepare(inputs["v1"], inputs["key_a"], tmp_path)
         assert second == first
-        assert (second.stat().st_ino, second.stat().st_mtime_ns) == (stat_before.st_ino, stat_before.st_mtime_ns)
+        assert (second.stat().st_ino, second.stat().st_mtime_ns) == (
+            stat_before.st_ino,
+            stat_before.st_mtime_ns,
+        )
         assert _files(tmp_path) == [first.name]
         with pytest.raises(ToolMissing):  # proves the tools really are gone
             prepare(inputs["v2"], inputs["key_a"], tmp_path)
 
-    def test_different_key_or_content_gives_a_different_file(self, inputs: dict, tmp_path: Path) -> None:
+    def test_different_key_or_content_gives_a_different_file(
+        self, inputs: dict, tmp_path: Path
+    ) -> None:
         """Another key or another input never collides with an earlier result."""
         names = {
             prepare(inputs["v1"], inputs["key_a"], tmp_path).name,
@@ -72,7 +79,7 @@ class TestPrepare:
         assert _files(tmp_path) == sorted(names)
 
     def test_already_signed_by_the_key_is_not_resigned(self, inputs: dict, tmp_path: Path) -> None:
-        """An APK the key already signed comes back byte for byte, and a prepared file returns itself."""
+        """An APK the key already signed comes back byte for byte; a prepared one returns itself."""
         signed = sign(inputs["v1"], tmp_path / "mine.apk", inputs["key_a"])
         out = prepare(signed, inputs["key_a"], tmp_path / "out")
         assert out.read_bytes() == signed.read_bytes()
@@ -109,7 +116,9 @@ class TestPrepare:
         """When apksigner fails mid-way no temp or partial file stays in the out dir."""
         fake = tmp_path / "sdk" / "build-tools" / "99.0.0" / "apksigner"
         fake.parent.mkdir(parents=True)
-        fake.write_text('#!/bin/sh\nfor a; do out=$a; done\necho partial > "$out.partial"\nexit 3\n')
+        fake.write_text(
+            '#!/bin/sh\nfor a; do out=$a; done\necho partial > "$out.partial"\nexit 3\n'
+        )
         fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
         monkeypatch.setenv("ANDROID_HOME", str(tmp_path / "sdk"))
         out_dir = tmp_path / "out"

@@ -49,7 +49,12 @@ def material(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     unsigned = build_standin_apk(root / "in", native_abis=["arm64-v8a"])
     aligned = align(unsigned, root / "in" / "aligned.apk")
     key = create_pem_key(root / "key.pem", root / "cert.pem")
-    return {"unsigned": unsigned, "aligned": aligned, "key_pem": key.key_pem, "cert_pem": key.cert_pem}
+    return {
+        "unsigned": unsigned,
+        "aligned": aligned,
+        "key_pem": key.key_pem,
+        "cert_pem": key.cert_pem,
+    }
 
 
 def _pem(material: dict[str, Path]) -> PemKey:
@@ -77,7 +82,9 @@ class TestAlign:
 class TestSign:
     """sign(apk_in, apk_out, key)."""
 
-    def test_pem_key_signs_all_three_schemes(self, material: dict[str, Path], tmp_path: Path) -> None:
+    def test_pem_key_signs_all_three_schemes(
+        self, material: dict[str, Path], tmp_path: Path
+    ) -> None:
         """A PEM-signed APK verifies with apksigner under the key's certificate digest."""
         signed = sign(material["aligned"], tmp_path / "signed.apk", _pem(material))
         result = verify(signed)
@@ -86,8 +93,9 @@ class TestSign:
         assert inspect_apk(signed).schemes == (1, 2, 3)
         assert zipfile.ZipFile(signed).testzip() is None
 
-    def test_keystore_key_signs(self, material: dict[str, Path], tmp_path: Path,
-                                monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_keystore_key_signs(
+        self, material: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """A PKCS12 keystore with an env: password signs an APK that verifies."""
         monkeypatch.setenv("APK_TEST_KS", "secret-123")
         key = create_keystore(tmp_path / "ks.p12", Secret.parse("env:APK_TEST_KS"))
@@ -99,8 +107,9 @@ class TestSign:
         signed = sign(material["aligned"], tmp_path / "signed.apk", _pem(material), schemes=(2,))
         assert inspect_apk(signed).schemes == (2,)
 
-    def test_wrong_password_leaves_nothing(self, material: dict[str, Path], tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_wrong_password_leaves_nothing(
+        self, material: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """A wrong keystore password is an ApkError and the out dir stays empty."""
         monkeypatch.setenv("APK_TEST_KS", "secret-123")
         key = create_keystore(tmp_path / "ks.p12", Secret.parse("env:APK_TEST_KS"))
@@ -111,7 +120,9 @@ class TestSign:
             sign(material["aligned"], out / "signed.apk", KeystoreKey(key.keystore, key.password))
         assert list(out.iterdir()) == []
 
-    def test_expired_certificate_leaves_nothing(self, material: dict[str, Path], tmp_path: Path) -> None:
+    def test_expired_certificate_leaves_nothing(
+        self, material: dict[str, Path], tmp_path: Path
+    ) -> None:
         """An expired certificate is refused before apksigner runs; nothing is written."""
         expired = create_pem_key(
             tmp_path / "k.pem", tmp_path / "c.pem",
@@ -123,15 +134,18 @@ class TestSign:
             sign(material["aligned"], out / "signed.apk", expired)
         assert list(out.iterdir()) == []
 
-    def test_password_never_on_argv(self, material: dict[str, Path], tmp_path: Path,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_password_never_on_argv(
+        self, material: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """apksigner gets `env:NAME`, never the password itself."""
         monkeypatch.setenv("APK_TEST_KS", "secret-123")
         key = create_keystore(tmp_path / "ks.p12", Secret.parse("env:APK_TEST_KS"))
         record = tmp_path / "argv.txt"
         fake = tmp_path / "sdk" / "build-tools" / "99.0.0" / "apksigner"
         fake.parent.mkdir(parents=True)
-        fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {record}\necho "apksigner stub" >&2\nexit 1\n')
+        fake.write_text(
+            f'#!/bin/sh\nprintf "%s\\n" "$@" > {record}\necho "apksigner stub" >&2\nexit 1\n'
+        )
         fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
         monkeypatch.setenv("ANDROID_HOME", str(tmp_path / "sdk"))
         with pytest.raises(ApkError) as caught:
@@ -157,7 +171,9 @@ class TestVerify:
         """Recorded apksigner output yields schemes (2, 3) and the SHA-256 digest."""
         result = parse_verify_output(VERIFY_OUTPUT)
         assert result.schemes == (2, 3)
-        assert result.signers == ("a216301c0bb07468a52a844b3c4a5a44cf35d283da9b4ad7d2d6c7342873ee83",)
+        assert result.signers == (
+            "a216301c0bb07468a52a844b3c4a5a44cf35d283da9b4ad7d2d6c7342873ee83",
+        )
 
     def test_unsigned_apk_does_not_verify(self, material: dict[str, Path]) -> None:
         """An unsigned APK raises ApkError saying it is not signed."""

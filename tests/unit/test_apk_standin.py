@@ -24,7 +24,7 @@ class TestEmptyDex:
         assert dex[:8] == b"dex\n035\x00"
         (checksum,) = struct.unpack_from("<I", dex, 8)
         assert checksum == zlib.adler32(dex[12:])
-        assert dex[12:32] == hashlib.sha1(dex[32:]).digest()  # noqa: S324 - format-mandated
+        assert dex[12:32] == hashlib.sha1(dex[32:], usedforsecurity=False).digest()
         file_size, header_size, endian_tag = struct.unpack_from("<III", dex, 32)
         assert (file_size, header_size, endian_tag) == (len(dex), 0x70, 0x12345678)
 
@@ -42,10 +42,15 @@ class TestBuildStandinApk:
 
     def test_version_and_debuggable_are_set_at_build_time(self, tmp_path: Path) -> None:
         """versionCode, versionName and debuggable come from the arguments."""
-        apk = build_standin_apk(tmp_path, version_code=17, version_name="0.17-dev", debuggable=False)
+        apk = build_standin_apk(
+            tmp_path, version_code=17, version_name="0.17-dev", debuggable=False
+        )
         info = inspect_apk(apk)
         assert (info.package, info.version_code, info.version_name, info.debuggable) == (
-            PACKAGE, 17, "0.17-dev", False
+            PACKAGE,
+            17,
+            "0.17-dev",
+            False,
         )
         assert info.permissions == ("android.permission.INTERNET",)
 
@@ -53,7 +58,11 @@ class TestBuildStandinApk:
         """The APK holds the compiled manifest, resources.arsc and classes.dex, nothing else."""
         apk = build_standin_apk(tmp_path)
         with zipfile.ZipFile(apk) as archive:
-            assert sorted(archive.namelist()) == ["AndroidManifest.xml", "classes.dex", "resources.arsc"]
+            assert sorted(archive.namelist()) == [
+                "AndroidManifest.xml",
+                "classes.dex",
+                "resources.arsc",
+            ]
             assert archive.read("classes.dex") == empty_dex()
 
     def test_leaves_only_the_apk_in_out_dir(self, tmp_path: Path) -> None:
@@ -61,7 +70,10 @@ class TestBuildStandinApk:
         apk = build_standin_apk(tmp_path / "out", version_code=3)
         assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [apk.name]
 
-    @pytest.mark.parametrize(("kwargs", "match"), [({"version_code": 0}, "version_code"), ({"native_abis": ["../x"]}, "ABI")])
+    @pytest.mark.parametrize(
+        ("kwargs", "match"),
+        [({"version_code": 0}, "version_code"), ({"native_abis": ["../x"]}, "ABI")],
+    )
     def test_bad_arguments_are_apk_errors(self, tmp_path: Path, kwargs: dict, match: str) -> None:
         """An out-of-range versionCode or a path-like ABI raises ApkError before aapt runs."""
         with pytest.raises(ApkError, match=match):

@@ -43,10 +43,16 @@ class TestFindTool:
 
     @pytest.mark.parametrize(
         ("tool", "debian"),
-        [("apksigner", "apksigner"), ("zipalign", "zipalign"), ("aapt", "aapt android-framework-res")],
+        [
+            ("apksigner", "apksigner"),
+            ("zipalign", "zipalign"),
+            ("aapt", "aapt android-framework-res"),
+        ],
     )
-    def test_missing_tool_names_sdk_and_debian_package(self, tmp_path: Path, tool: str, debian: str) -> None:
-        """A missing tool raises ToolMissing whose one-line hint names build-tools and the Debian package."""
+    def test_missing_tool_names_sdk_and_debian_package(
+        self, tmp_path: Path, tool: str, debian: str
+    ) -> None:
+        """A missing tool raises ToolMissing with a one-line hint naming both packages."""
         with pytest.raises(ToolMissing) as caught:
             find_tool(tool, env={"PATH": str(tmp_path)})
         assert caught.value.tool == tool
