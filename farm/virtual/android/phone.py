@@ -48,6 +48,10 @@ class AndroidPhone:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
+        from farm.virtual.android.packages import PackageManager
+        from farm.virtual.android.tvmrpc_app import TvmRpcApp
+        from farm.virtual.android.ui import Screen
+
         self.spec = spec
         self.net = net
         self.clock = clock
@@ -68,6 +72,9 @@ class AndroidPhone:
         self._vfiles = virtual_files(self)
         self._vdirs = virtual_dirs(self._vfiles)
         self._load_state()
+        self.packages = PackageManager(self)
+        self.screen = Screen(self)
+        self.app = TvmRpcApp(self)
 
     # --- Userland ------------------------------------------------------------
 
@@ -120,9 +127,14 @@ class AndroidPhone:
 
     async def on_shutdown(self) -> None:
         """End every process the phone started (the RPC process) before reboot."""
+        await self.app.shutdown()
         self._save_state()
 
     # --- faults ----------------------------------------------------------------
+
+    async def crash_app(self) -> None:
+        """Fault: the TVM RPC app crashes (FATAL EXCEPTION in logcat, no restart)."""
+        await self.app.crash()
 
     def heat(self, to_c: float) -> None:
         """Fault: the phone heats up to ``to_c`` (hottest sensor, °C)."""

@@ -81,7 +81,6 @@ class _FileSink:
 
     def __init__(self, path: os.PathLike[str], append: bool) -> None:
         self.path = path
-        self.buffer = BufferSink()
         with open(path, "ab" if append else "wb"):
             pass
 
@@ -326,9 +325,10 @@ class Shell:
             cwd=self.cwd,
             app=self.app,
         )
-        return await self._dispatch(ctx)
+        return await self.dispatch(ctx)
 
-    async def _dispatch(self, ctx: Ctx) -> int:
+    async def dispatch(self, ctx: Ctx) -> int:
+        """Run one expanded command (builtin or registered), as the shell would."""
         name = ctx.argv[0]
         if name == "exit":
             raise ShellExit(int(ctx.argv[1]) & 0xFF if len(ctx.argv) > 1 and ctx.argv[1].isdigit() else self.status)

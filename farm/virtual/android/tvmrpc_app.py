@@ -1,0 +1,337 @@
+"""The stock TVM RPC app ``org.apache.tvm.tvmrpc``, as apache/tvm apps/android_rpc behaves.
+
+From ``MainActivity.java``: ``onResume`` loads the EditTexts and the switch from
+SharedPreferences ``RPCProxyPreference`` (``enableInputView``) and posts a
+runnable ``HANDLER_RESTART_DELAY`` = 5000 ms later (``setupRelaunch``) that, if
+the switch is checked, saves the fields back (``updateRPCPrefs``, which parses
+the port with ``Integer.parseInt``) and starts ``RPCActivity``. Toggling the
+switch on saves the prefs and posts the same runnable. ``RPCActivity`` runs in
+process ``:RPCProcess`` (AndroidManifest.xml) and is not exported; when its
+server ends (the watchdog finishes the activity, ``onDestroy`` kills the
+process) MainActivity resumes and the cycle repeats: that is the app's
+watchdog. A crash kills the app; nothing restarts it until it is launched again.
+
+SharedPreferences are cached in the app process (Android's
+``SharedPreferencesImpl``): edits to the XML file take effect at the next
+process start, so tools must force-stop the app before writing the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from farm.virtual.android.prefs_xml import render_prefs
+
+if TYPE_CHECKING:
+    from farm.virtual.android.phone import AndroidPhone
+    from farm.virtual.rpc_process import RpcProcess
+
+PACKAGE = "org.apache.tvm.tvmrpc"
+MAIN = f"{PACKAGE}.MainActivity"
+RPC = f"{PACKAGE}.RPCActivity"
+PREFS = "RPCProxyPreference"
+
+
+@dataclass
+class Fields:
+    """MainActivity's inputs (EditText contents and the switch)."""
+
+    address: str = ""
+    port: str = ""
+    key: str = ""
+    switch: bool = False
+
+
+class TvmRpcApp:
+    """Activities, processes and preferences of the TVM RPC app on one phone."""
+
+    def __init__(self, phone: AndroidPhone) -> None:
+        self.phone = phone
+        self.main_pid: int | None = None
+        self.main_alive = False  # MainActivity exists (created, not destroyed)
+        self.main_resumed = False
+        self.rpc_activity = False
+        self.rpc: RpcProcess | None = None
+        self.fields = Fields()
+        self._prefs_cache: dict[str, object] | None = None
+        self._timers: list[asyncio.TimerHandle] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.crashes = 0
+
+    # --- preferences -----------------------------------------------------------
+
+    def prefs_path(self):  # noqa: ANN201 - Path, imported lazily by callers
+        """Host path of ``shared_prefs/RPCProxyPreference.xml``."""
+        return self.phone.storage.app_dir(PACKAGE) / "shared_prefs" / f"{PREFS}.xml"
+
+    def read_prefs_file(self) -> dict[str, object]:
+        """Parse the prefs XML as Android's ``XmlUtils.readMapXml`` would (missing = empty)."""
+        path = self.prefs_path()
+        if not path.exists():
+            return {}
+        try:
+            root = ET.fromstring(path.read_bytes())
+        except ET.ParseError:
+            return {}
+        values: dict[str, object] = {}
+        for node in root:
+            name = node.get("name", "")
+            if node.tag == "string":
+                values[name] = node.text or ""
+            elif node.tag == "boolean":
+                values[name] = node.get("value") == "true"
+            elif node.tag in ("int", "long"):
+                values[name] = int(node.get("value", "0"))
+        return values
+
+    def _prefs(self) -> dict[str, object]:
+        if self._prefs_cache is None:
+            self._prefs_cache = self.read_prefs_file()
+        return self._prefs_cache
+
+    def _commit_prefs(self) -> None:
+        """``updateRPCPrefs``: write the fields to the cache and the XML file.
+
+        Raises:
+            ValueError: the port field is not an integer (``Integer.parseInt``).
+        """
+        port_text = self.fields.port
+        int(port_text)
+        prefs = self._prefs()
+        prefs.update(
+            input_address=self.fields.address,
+            input_port=port_text,
+            input_key=self.fields.key,
+            input_switch=self.fields.switch,
+        )
+        path = self.prefs_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render_prefs(prefs))
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    @property
+    def installed(self) -> bool:
+        """Whether the package is installed."""
+        return PACKAGE in self.phone.packages.installed
+
+    def _log(self, level: str, tag: str, message: str, *, pid: int | None = None, buffer: str = "main") -> None:
+        self.phone.logs.log(pid if pid is not None else (self.main_pid or 832), level, tag, message, buffer=buffer)
+
+    def _start_main_process(self) -> None:
+        if self.main_pid is not None:
+            return
+        uid = self.phone.packages.uid_of(PACKAGE)
+        proc = self.phone.processes.spawn(f"u0_a{uid - 10000}", PACKAGE)
+        self.main_pid = proc.pid
+        self._prefs_cache = None
+        self._log("I", "ActivityManager", f"Start proc {proc.pid}:{PACKAGE}/u0a{uid - 10000} for top-activity {{{PACKAGE}/{MAIN}}}", pid=832, buffer="system")
+
+    def launch_main(self) -> str:
+        """``am start`` of MainActivity; returns the am warning line or ``""``."""
+        if self.main_alive and (self.main_resumed or self.rpc_activity):
+            return "Warning: Activity not started, its current task has been brought to the front\n"
+        self._start_main_process()
+        self.main_alive = True
+        self.phone.screen.foreground = "main"
+        self._resume_main()
+        return ""
+
+    def _resume_main(self) -> None:
+        """``onResume``: enableInputView(true), then setupRelaunch()."""
+        self.main_resumed = True
+        self.phone.screen.foreground = "main"
+        self._log("W", "System.err", "MainActivity onResume...")
+        prefs = self._prefs()
+        if "input_address" in prefs:
+            self.fields.address = str(prefs["input_address"])
+        if "input_port" in prefs:
+            self.fields.port = str(prefs["input_port"])
+        if "input_key" in prefs:
+            self.fields.key = str(prefs["input_key"])
+        self.fields.switch = bool(prefs.get("input_switch", False))
+        self._setup_relaunch()
+
+    def _setup_relaunch(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._timers.append(loop.call_later(self.phone.spec.rpc_start_delay_s, self._relaunch))
+
+    def _relaunch(self) -> None:
+        if self.main_pid is None or not self.main_alive or not self.fields.switch or self.rpc_activity:
+            return
+        self._log("W", "System.err", "relaunching RPC activity...")
+        try:
+            self._commit_prefs()
+        except ValueError:
+            self._crash(
+                self.main_pid,
+                PACKAGE,
+                f'java.lang.NumberFormatException: For input string: "{self.fields.port}"',
+                ["java.lang.Integer.parseInt(Integer.java:747)", f"{MAIN}.updateRPCPrefs(MainActivity.java:58)"],
+            )
+            return
+        self.rpc_activity = True
+        self.main_resumed = False
+        self.phone.screen.foreground = "rpc"
+        self._spawn(self._run_rpc(self.fields.address, int(self.fields.port), self.fields.key))
+
+    def set_switch(self, checked: bool) -> None:
+        """The switch's ``onCheckedChanged``: save prefs; when on, post the relaunch."""
+        self.fields.switch = checked
+        self._log("W", "System.err", "automatic RPC restart enabled..." if checked else "automatic RPC restart disabled...")
+        try:
+            self._commit_prefs()
+        except ValueError:
+            assert self.main_pid is not None
+            self._crash(self.main_pid, PACKAGE, f'java.lang.NumberFormatException: For input string: "{self.fields.port}"',
+                        ["java.lang.Integer.parseInt(Integer.java:747)", f"{MAIN}.updateRPCPrefs(MainActivity.java:58)"])
+            return
+        if checked:
+            self._setup_relaunch()
+
+    async def _run_rpc(self, host: str, port: int, key: str) -> None:
+        from farm.virtual.rpc_process import RpcProcess
+
+        self._log("W", "System.err", "rpc activity onCreate...")
+        app_dir = self.phone.storage.app_dir(PACKAGE)
+        try:
+            rpc = await RpcProcess.start(
+                net=self.phone.net,
+                tracker_host=host,
+                tracker_port=port,
+                key=key,
+                log_path=self.phone.storage.state_dir / "rpc_process.log",
+                work_dir=app_dir / "cache",
+            )
+        except Exception as exc:  # noqa: BLE001 - any throwable in the app is a crash of :RPCProcess
+            self.rpc_activity = False
+            pid = self.phone.processes.next_pid()
+            self._crash(pid, f"{PACKAGE}:RPCProcess", f"java.lang.RuntimeException: {exc}",
+                        ["org.apache.tvm.rpc.ConnectTrackerServerProcessor.<init>(ConnectTrackerServerProcessor.java:96)",
+                         "org.apache.tvm.tvmrpc.RPCProcessor.run(RPCProcessor.java:58)"], whole_app=False)
+            if self.main_alive and self.main_pid is not None:
+                self._resume_main()
+            return
+        if not self.rpc_activity:  # force-stopped while starting
+            await rpc.stop()
+            return
+        self.rpc = rpc
+        uid = self.phone.packages.uid_of(PACKAGE)
+        self.phone.processes.spawn(f"u0_a{uid - 10000}", f"{PACKAGE}:RPCProcess", pid=rpc.pid)
+        self._log("I", "ActivityManager", f"Start proc {rpc.pid}:{PACKAGE}:RPCProcess/u0a{uid - 10000} for activity {{{PACKAGE}/{RPC}}}", pid=832, buffer="system")
+        self._spawn(self._sample_load(rpc))
+        await rpc.wait()
+        self.phone.processes.kill(rpc.pid)
+        self.phone.physics.set_load(0.0)
+        if self.rpc is rpc:
+            self.rpc = None
+        if self.rpc_activity:
+            self._log("I", "ActivityManager", f"Process {PACKAGE}:RPCProcess (pid {rpc.pid}) has died: fg  TOP ", pid=832, buffer="system")
+            self.rpc_activity = False
+            if self.main_alive and self.main_pid is not None:
+                self._resume_main()
+
+    async def _sample_load(self, rpc: RpcProcess) -> None:
+        """Feed the RPC process's CPU use (psutil, process and children) into the heat model."""
+        import psutil
+
+        try:
+            proc = psutil.Process(rpc.pid)
+            proc.cpu_percent(None)
+            while rpc.alive():
+                await asyncio.sleep(1.0)
+                total = proc.cpu_percent(None)
+                for child in proc.children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        total += child.cpu_percent(None)
+                self.phone.physics.set_load(total / 100.0 / self.phone.spec.cores)
+        except psutil.Error:
+            return
+
+    def _spawn(self, coro) -> None:  # noqa: ANN001 - a coroutine
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- ending -------------------------------------------------------------------------
+
+    def _cancel_timers(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
+
+    async def _kill_all(self) -> None:
+        self._cancel_timers()
+        self.rpc_activity = False
+        self.main_alive = self.main_resumed = False
+        if self.rpc is not None:
+            rpc, self.rpc = self.rpc, None
+            await rpc.stop()
+            self.phone.processes.kill(rpc.pid)
+        if self.main_pid is not None:
+            self.phone.processes.kill(self.main_pid)
+            self.main_pid = None
+        self._prefs_cache = None
+        self.phone.physics.set_load(0.0)
+        if self.phone.screen.foreground in ("main", "rpc"):
+            self.phone.screen.foreground = "home"
+
+    def _crash(self, pid: int, process: str, exception: str, frames: list[str], *, whole_app: bool = True) -> None:
+        self.crashes += 1
+        message = f"FATAL EXCEPTION: main\nProcess: {process}, PID: {pid}\n{exception}"
+        message += "".join(f"\n\tat {f}" for f in frames)
+        self.phone.logs.log(pid, "E", "AndroidRuntime", message, buffer="crash")
+        self.phone.logs.log(832, "I", "ActivityManager", f"Process {process} (pid {pid}) has died: fg  TOP ", buffer="system")
+        if whole_app:
+            self._spawn(self._kill_all())
+
+    async def crash(self) -> None:
+        """Fault: the app's main thread throws; both processes die, nothing restarts."""
+        pid = self.main_pid or (self.rpc.pid if self.rpc else self.phone.processes.next_pid())
+        self.crashes += 1
+        self.phone.logs.log(
+            pid, "E", "AndroidRuntime",
+            f"FATAL EXCEPTION: main\nProcess: {PACKAGE}, PID: {pid}\n"
+            "java.lang.IllegalStateException: injected crash\n"
+            f"\tat {MAIN}.onResume(MainActivity.java:126)\n"
+            "\tat android.app.Activity.performResume(Activity.java:8422)",
+            buffer="crash",
+        )
+        await self._kill_all()
+
+    async def force_stop(self, package: str) -> None:
+        """``am force-stop``: kill the app's processes and pending work."""
+        if package == PACKAGE:
+            await self._kill_all()
+
+    async def package_removed(self, package: str) -> None:
+        """The package was uninstalled."""
+        await self.force_stop(package)
+
+    async def package_replaced(self, package: str) -> None:
+        """The package was (re)installed: Android kills the old app's processes."""
+        await self.force_stop(package)
+
+    def go_home(self) -> None:
+        """HOME key: MainActivity pauses (its posted runnable still fires)."""
+        self.main_resumed = False
+        self.phone.screen.foreground = "home"
+
+    async def back(self) -> None:
+        """BACK key: RPCActivity finishes (process exits), or MainActivity is destroyed."""
+        if self.rpc_activity and self.rpc is not None:
+            await self.rpc.stop()
+        elif self.main_resumed:
+            self._cancel_timers()
+            self.main_alive = self.main_resumed = False
+            self.phone.screen.foreground = "home"
+
+    async def shutdown(self) -> None:
+        """Phone shutdown: end every process the app started."""
+        await self._kill_all()
+        for task in list(self._tasks):
+            task.cancel()
