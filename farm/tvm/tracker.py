@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from farm.errors import TrackerUnreachable
 from farm.tvm import protocol
 from farm.tvm.protocol import TrackerCode
@@ -208,8 +210,12 @@ class TrackerProcess:
         except subprocess.TimeoutExpired:
             _signal_group(self.pid, signal.SIGKILL)
             code = self._proc.wait()
-        # The PopenWorker child may outlive its parent: end the rest of the group.
+        # The PopenWorker child may outlive its parent: end the rest of the group
+        # and wait until the kernel has removed it (SIGKILL is not synchronous).
         _signal_group(self.pid, signal.SIGKILL)
+        deadline = time.monotonic() + timeout_s
+        while _group_exists(self.pid) and time.monotonic() < deadline:
+            time.sleep(_POLL_S)
         return code
 
     def __enter__(self) -> TrackerProcess:
@@ -217,6 +223,21 @@ class TrackerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _group_exists(pgid: int) -> bool:
+    """Whether a live (non-zombie) process of group ``pgid`` remains.
+
+    Zombies are skipped: they hold no sockets, and the reaper (our own
+    ``wait`` or the container's PID 1) may take a while.
+    """
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return False
 
 
 def _signal_group(pgid: int, signum: int) -> None:
