@@ -57,6 +57,14 @@ def material(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+@pytest.fixture(scope="module")
+def keystore(tmp_path_factory: pytest.TempPathFactory) -> KeystoreKey:
+    """One PKCS12 keystore for the module (keytool is slow), password in a file."""
+    root = tmp_path_factory.mktemp("keystore")
+    (root / "pw").write_text("secret-123\n")
+    return create_keystore(root / "ks.p12", Secret.parse(f"file:{root / 'pw'}"))
+
+
 def _pem(material: dict[str, Path]) -> PemKey:
     return PemKey(material["key_pem"], material["cert_pem"])
 
@@ -94,13 +102,11 @@ class TestSign:
         assert zipfile.ZipFile(signed).testzip() is None
 
     def test_keystore_key_signs(
-        self, material: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        self, material: dict[str, Path], keystore: KeystoreKey, tmp_path: Path
     ) -> None:
-        """A PKCS12 keystore with an env: password signs an APK that verifies."""
-        monkeypatch.setenv("APK_TEST_KS", "secret-123")
-        key = create_keystore(tmp_path / "ks.p12", Secret.parse("env:APK_TEST_KS"))
-        signed = sign(material["aligned"], tmp_path / "signed.apk", key)
-        assert len(verify(signed).signers) == 1
+        """A PKCS12 keystore with a file: password signs an APK that verifies under it."""
+        signed = sign(material["aligned"], tmp_path / "signed.apk", keystore)
+        assert verify(signed).signers == (fingerprint(keystore),)
 
     def test_v2_only_when_asked(self, material: dict[str, Path], tmp_path: Path) -> None:
         """schemes=(2,) produces no JAR signature and no v3 block."""
@@ -108,16 +114,19 @@ class TestSign:
         assert inspect_apk(signed).schemes == (2,)
 
     def test_wrong_password_leaves_nothing(
-        self, material: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        self,
+        material: dict[str, Path],
+        keystore: KeystoreKey,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         """A wrong keystore password is an ApkError and the out dir stays empty."""
-        monkeypatch.setenv("APK_TEST_KS", "secret-123")
-        key = create_keystore(tmp_path / "ks.p12", Secret.parse("env:APK_TEST_KS"))
         monkeypatch.setenv("APK_TEST_KS", "wrong-password")
+        wrong = KeystoreKey(keystore.keystore, Secret.parse("env:APK_TEST_KS"))
         out = tmp_path / "out"
         out.mkdir()
         with pytest.raises(ApkError, match="wrong keystore password"):
-            sign(material["aligned"], out / "signed.apk", KeystoreKey(key.keystore, key.password))
+            sign(material["aligned"], out / "signed.apk", wrong)
         assert list(out.iterdir()) == []
 
     def test_expired_certificate_leaves_nothing(
@@ -135,11 +144,15 @@ class TestSign:
         assert list(out.iterdir()) == []
 
     def test_password_never_on_argv(
-        self, material: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        self,
+        material: dict[str, Path],
+        keystore: KeystoreKey,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         """apksigner gets `env:NAME`, never the password itself."""
         monkeypatch.setenv("APK_TEST_KS", "secret-123")
-        key = create_keystore(tmp_path / "ks.p12", Secret.parse("env:APK_TEST_KS"))
+        key = KeystoreKey(keystore.keystore, Secret.parse("env:APK_TEST_KS"))
         record = tmp_path / "argv.txt"
         fake = tmp_path / "sdk" / "build-tools" / "99.0.0" / "apksigner"
         fake.parent.mkdir(parents=True)
