@@ -126,9 +126,10 @@ def _human(kb: int) -> str:
         value /= 1024
         unit += 1
     if value < 10 and unit:
-        text = f"{value:.1f}"
-        return (text if text != "10.0" else "10") + units[unit]
-    return f"{value:.0f}{units[unit] if unit else ''}"
+        # toybox keeps one truncated decimal below 10 (3568K -> 3.4M) and rounds above.
+        tenths = int(value * 10)
+        return f"{tenths // 10}.{tenths % 10}{units[unit]}"
+    return f"{int(value + 0.5)}{units[unit] if unit else ''}"
 
 
 @command("df")
