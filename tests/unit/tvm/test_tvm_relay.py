@@ -1,0 +1,83 @@
+"""Tests for farm.tvm.relay: usb-only phones registered under their forward endpoints."""
+
+from __future__ import annotations
+
+from farm.tvm.probe import probe_session
+from farm.tvm.relay import Relay, rewrite_message
+from farm.tvm.testing import Forward, LoopThread, wait_until
+from farm.tvm.tracker import ServerInfo, TrackerProcess, summary
+from farm.virtual.net import Net
+
+TRACKER_PORT_ON_PHONE = 9190
+
+
+class TestRewriteMessage:
+    def test_stock_app_put(self) -> None:
+        """The app's PUT (no custom address) gets the forward host and port."""
+        put = [3, "android", [5001, "android:0.25"], None]
+        assert rewrite_message(put, ("127.0.0.1", 40123)) == [
+            3, "android", [40123, "android:0.25"], "127.0.0.1",
+        ]
+
+    def test_update_info(self) -> None:
+        """UPDATE_INFO's addr (null host, string port) names the forward endpoint."""
+        info = [5, {"key": "server:android", "addr": [None, "5001"]}]
+        assert rewrite_message(info, ("127.0.0.1", 40123)) == [
+            5, {"key": "server:android", "addr": ["127.0.0.1", 40123]},
+        ]
+
+    def test_other_messages_pass(self) -> None:
+        """Messages that name no address are not changed."""
+        for message in ([7], [1], [4, "android", "", 1], "junk", []):
+            assert rewrite_message(message, ("h", 1)) == message
+
+
+def start_usb_phone(
+    aloop: LoopThread, phones, tracker: TrackerProcess, key: str
+) -> tuple[Net, Relay, Forward]:
+    """A usb-only phone whose tracker traffic crosses its reverse tunnel and its relay."""
+    forward: Forward | None = None
+    relay: Relay | None = None
+
+    def prepare(net: Net) -> None:
+        nonlocal forward, relay
+        forward = Forward(lambda: net.connect_device_port(5001))
+        aloop.run(forward.start())
+        relay = Relay(("127.0.0.1", tracker.port), ("127.0.0.1", forward.port))
+        aloop.run(relay.start())
+        net.add_reverse(f"tcp:{TRACKER_PORT_ON_PHONE}", f"tcp:{relay.port}")
+
+    net, app = phones.start("usb-only", "127.0.0.1", TRACKER_PORT_ON_PHONE, key, prepare)
+    assert app.device_port == 5001
+    assert forward is not None and relay is not None
+    return net, relay, forward
+
+
+class TestRelay:
+    def test_usb_only_phones_serve_through_forward_ports(
+        self, aloop: LoopThread, tracker: TrackerProcess, phones, key: str
+    ) -> None:
+        """Two usb-only phones on device port 5001 are listed and probed at their forwards."""
+        setups = [start_usb_phone(aloop, phones, tracker, key) for _ in range(2)]
+        try:
+            expected = {ServerInfo(key, "127.0.0.1", fwd.port) for _, _, fwd in setups}
+            assert wait_until(
+                lambda: set(summary("127.0.0.1", tracker.port).servers_for(key)) == expected, 30
+            )
+            probed = {
+                probe_session("127.0.0.1", tracker.port, key, timeout_s=30).server_port
+                for _ in range(2)
+            }
+            assert probed == {fwd.port for _, _, fwd in setups}
+        finally:
+            for _, relay, forward in setups:
+                aloop.run(relay.close())
+                aloop.run(forward.close())
+
+    def test_no_reverse_no_registration(
+        self, tracker: TrackerProcess, phones, key: str
+    ) -> None:
+        """A usb-only app pointed at the host's address never reaches the tracker."""
+        _, app = phones.start("usb-only", "10.0.2.2", tracker.port, key)
+        assert wait_until(lambda: "round_failed" in app.log_path.read_text(), 30)
+        assert summary("127.0.0.1", tracker.port).servers_for(key) == ()
