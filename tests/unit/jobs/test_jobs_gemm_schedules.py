@@ -1,0 +1,64 @@
+"""The GEMM schedules, compiled on the host without a phone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tvm
+
+from farm.errors import SpecError
+from farm.jobs.cache import CompileCache
+from farm.jobs.gemm import build_gemm, gemm_module, schedule_cpu, schedule_opencl
+from farm.jobs.params import DeviceFacts, DeviceKind, GemmParams
+from farm.jobs.targets import target_for
+
+
+class TestScheduleCpu:
+    def test_scheduled_kernel_computes_the_product(self) -> None:
+        """The tiled, vectorised, parallel kernel equals numpy's A @ B on the host."""
+        lib = tvm.compile(schedule_cpu(gemm_module(64, "float32"), 16), target={"kind": "llvm"})
+        rng = np.random.default_rng(0)
+        a_np, b_np = rng.random((64, 64), "float32"), rng.random((64, 64), "float32")
+        dev = tvm.cpu()
+        a, b = tvm.runtime.tensor(a_np, dev), tvm.runtime.tensor(b_np, dev)
+        c = tvm.runtime.tensor(np.zeros((64, 64), "float32"), dev)
+        lib["gemm"](a, b, c)
+        np.testing.assert_allclose(c.numpy(), a_np @ b_np, rtol=1e-4)
+
+    def test_loops_are_parallel_and_vectorised(self) -> None:
+        """The schedule's TIR has a parallel outer loop and a vectorised inner loop."""
+        script = schedule_cpu(gemm_module(64, "float32"), 16).script()
+        assert "T.parallel" in script
+        assert "T.vectorized" in script
+
+
+class TestScheduleOpencl:
+    def test_tiles_are_bound_to_work_groups(self) -> None:
+        """The seeds' GPU schedule yields an OpenCL kernel indexed by group and local ids."""
+        target = target_for(
+            DeviceFacts(abi="arm64-v8a", gpu="Mali-G710", has_opencl=True), DeviceKind.OPENCL
+        )
+        mod = schedule_opencl(gemm_module(64, "float32"), 16)
+        executable = tvm.compile(mod, target=tvm.target.Target(target))
+        source = executable.mod.imports[0].inspect_source()
+        assert "__kernel" in source
+        assert "get_group_id" in source
+        assert "get_local_id" in source
+
+    def test_work_group_over_256_threads_is_refused(self, tmp_path: Path) -> None:
+        """bn=32 means 1024 threads per work-group, more than phone GPUs allow."""
+        facts = DeviceFacts(abi="x86_64", has_opencl=True)
+        params = GemmParams(n=64, bn=32, device=DeviceKind.OPENCL)
+        with pytest.raises(SpecError):
+            build_gemm(params, target_for(facts, DeviceKind.OPENCL), CompileCache(tmp_path))
+
+    def test_opencl_build_is_cached_as_a_library(self, tmp_path: Path) -> None:
+        """An OpenCL GEMM for a host-linked phone builds into one cached .so."""
+        facts = DeviceFacts(abi="x86_64", has_opencl=True)
+        params = GemmParams(n=64, bn=16, device=DeviceKind.OPENCL)
+        cache = CompileCache(tmp_path)
+        path = build_gemm(params, target_for(facts, DeviceKind.OPENCL), cache)
+        assert path.is_file()
+        assert cache.entries() == [path]
