@@ -10,5 +10,9 @@ Modules, one job each::
     sign.py      apksigner sign (v1+v2+v3), passwords via env:/file: only
     verify.py    apksigner verify -> schemes verified, signer SHA-256
     prepare.py   prepare(unsigned, key, out_dir) -> signed APK named by content
-    __main__.py  ``python -m apk_tools keystore|align|sign|verify|inspect|standin``
+    __main__.py  ``python -m apk_tools keystore|align|sign|verify|inspect|prepare|standin``
+
+Import from the modules (``from apk_tools.prepare import prepare``): this
+package re-exports nothing, because functions named like their modules
+(``align``, ``sign``, ``verify``, ``prepare``) would shadow them here.
 """

@@ -172,7 +172,7 @@ def sign_command(ctx: click.Context, apk: Path, out: Path, schemes: str, **key_a
     _emit(ctx, {"signed": str(signed), "schemes": result.schemes, "signers": result.signers})
 
 
-@cli.command()
+@cli.command("prepare")
 @click.argument("apk", type=_EXISTING)
 @click.option("--out-dir", type=_PATH, required=True, help="Folder of prepared APKs.")
 @_key_options
@@ -180,9 +180,6 @@ def sign_command(ctx: click.Context, apk: Path, out: Path, schemes: str, **key_a
 def prepare_command(ctx: click.Context, apk: Path, out_dir: Path, **key_args: Any) -> None:
     """Align and sign APK into --out-dir, named by content; reuse an earlier result."""
     _emit(ctx, {"prepared": str(prepare(apk, _signing_key(**key_args), out_dir))})
-
-
-cli.add_command(prepare_command, "prepare")
 
 
 @cli.command("verify")

@@ -20,21 +20,21 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 
-from apk_tools.keys import KeystoreKey, PemKey, SigningKey, check_validity
+from apk_tools.keys import KeystoreKey, SigningKey, check_validity
 from apk_tools.tools import run_tool
 from farm.errors import ApkError
 
 DEFAULT_SCHEMES = (1, 2, 3)
 
 
-def _key_args(key: SigningKey, work: Path) -> tuple[list[str], dict[str, str]]:
+def _key_args(key: SigningKey, work: Path) -> list[str]:
     """apksigner arguments naming the key; password references only."""
     if isinstance(key, KeystoreKey):
         key.password.reveal()  # fail early, with our message, if the reference is dangling
         args = ["--ks", str(key.keystore), "--ks-pass", str(key.password)]
         if key.alias:
             args += ["--ks-key-alias", key.alias]
-        return args, {}
+        return args
     try:
         private_key = serialization.load_pem_private_key(Path(key.key_pem).read_bytes(), None)
     except OSError as exc:
@@ -51,7 +51,7 @@ def _key_args(key: SigningKey, work: Path) -> tuple[list[str], dict[str, str]]:
                 serialization.NoEncryption(),
             )
         )
-    return ["--key", str(der), "--cert", str(key.cert_pem)], {}
+    return ["--key", str(der), "--cert", str(key.cert_pem)]
 
 
 def _explain(output: str) -> str:
@@ -112,7 +112,7 @@ def sign(
     with tempfile.TemporaryDirectory(prefix="apk-sign-") as work_name:
         work = Path(work_name)
         os.chmod(work, 0o700)
-        key_args, extra_env = _key_args(key, work)
+        key_args = _key_args(key, work)
         fd, temp_name = tempfile.mkstemp(dir=apk_out.parent, prefix=".sign-", suffix=".apk")
         os.close(fd)
         temp = Path(temp_name)
@@ -121,7 +121,7 @@ def sign(
             for scheme in (1, 2, 3):
                 args += [f"--v{scheme}-signing-enabled", "true" if scheme in wanted else "false"]
             args += ["--out", str(temp), str(apk_in)]
-            result = run_tool("apksigner", args, extra_env=extra_env)
+            result = run_tool("apksigner", args)
             if result.returncode != 0:
                 raise ApkError(
                     str(key if isinstance(key, KeystoreKey) else apk_in),
@@ -136,4 +136,4 @@ def sign(
     return apk_out
 
 
-__all__ = ["DEFAULT_SCHEMES", "KeystoreKey", "PemKey", "sign"]
+__all__ = ["DEFAULT_SCHEMES", "sign"]

@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from farm.errors import ToolMissing
+from farm.errors import FarmError, ToolMissing
 
 # The SDK ships these under build-tools/<version>/; keytool comes with a JDK.
 _BUILD_TOOLS = ("aapt", "aapt2", "zipalign", "apksigner")
@@ -139,7 +139,6 @@ def run_tool(
     args: Sequence[str],
     *,
     timeout_s: float = 120.0,
-    extra_env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a build tool and capture its output; the caller judges the exit code.
 
@@ -147,25 +146,23 @@ def run_tool(
         tool: the tool name, located with :func:`find_tool`.
         args: its arguments, one per item (never a shell string).
         timeout_s: kill the tool after this many seconds.
-        extra_env: variables added to the tool's environment (e.g. a password
-            that apksigner reads through ``env:NAME``, so it never touches argv).
 
     Returns:
         The finished process with text ``stdout`` and ``stderr``.
 
     Raises:
         ToolMissing: the tool is not installed.
+        FarmError: the tool ran past ``timeout_s`` (it is killed).
     """
     executable = find_tool(tool)
-    env = dict(os.environ)
-    if extra_env:
-        env.update(extra_env)
-    return subprocess.run(
-        [str(executable), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env=env,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    try:
+        return subprocess.run(
+            [str(executable), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise FarmError(f"{tool} did not finish in {timeout_s:g} s") from exc
