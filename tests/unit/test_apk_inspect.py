@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from apk_tools.inspect import ActivityInfo, inspect_apk
-from apk_tools.keys import create_pem_key
+from apk_tools.keys import create_pem_key, fingerprint
 from apk_tools.sign import sign
 from apk_tools.standin import build_standin_apk
 from apk_tools.tools import find_tool
@@ -93,6 +93,15 @@ class TestInspectApk:
         info = inspect_apk(apks["signed"])
         assert info.signers == (digest,)
         assert info.schemes == (1, 2, 3)
+
+    def test_v1_only_signer_is_read_from_the_jar_signature(
+        self, apks: dict[str, Path], tmp_path: Path
+    ) -> None:
+        """A JAR-signed-only APK reports scheme 1 and the certificate's SHA-256."""
+        key = create_pem_key(tmp_path / "k.pem", tmp_path / "c.pem")
+        signed = sign(apks["release"], tmp_path / "v1.apk", key, schemes=(1,))
+        info = inspect_apk(signed)
+        assert (info.schemes, info.signers) == ((1,), (fingerprint(key),))
 
     def test_truncated_zip_is_an_apk_error(self, apks: dict[str, Path], tmp_path: Path) -> None:
         """A truncated APK raises ApkError saying it is not a valid zip."""
