@@ -1,0 +1,20 @@
+"""The benchmark jobs' TVM core: targets, linking, compile cache, GEMM, ONNX models, tuning.
+
+Each job function takes plain parameters (:mod:`farm.jobs.params`), a target dict
+and a tracker, and returns a result dataclass with every raw sample; the queue
+runs it in a child process, so a crash inside TVM cannot take farmd down::
+
+    params.py         frozen dataclasses the spec layer fills in
+    targets.py        target_for(facts, device) -> TVM 0.27 target dict
+    ndk.py            linker_for(target) -> Linker (NDK clang or host), checked first
+    cache.py          CompileCache: one build per (workload, schedule, target, TVM)
+    session.py        RPC sessions by tracker key, thread pool, upload + load
+    gemm.py           run_gemm(params, target, tracker, cache) -> GemmResult
+    model.py          run_model(params, target, tracker, cache) -> ModelResult
+    tune.py           tune_gemm(params, target, tracker) -> TuneResult, export_records
+    local_cluster.py  a loopback tracker + RPC servers for tests and bench
+
+Failure kinds follow :mod:`farm.errors`: SpecError, ToolMissing and CompileError are
+the user's (never retried); SessionError is the phone's (retried elsewhere);
+TrackerUnreachable is the host's.
+"""
