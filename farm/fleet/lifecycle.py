@@ -49,8 +49,12 @@ def on_adb_state(current: DeviceState | None, adb_state: str) -> Move | None:
     return Move(DeviceState.OFFLINE, f"adb state {adb_state}{hint}")
 
 
-def on_verdict(current: DeviceState, verdict: Verdict) -> Move | None:
+def on_verdict(current: DeviceState, verdict: Verdict, *, cool: bool = True) -> Move | None:
     """A health sweep's verdict on a phone in the health loop.
+
+    ``cool`` is :func:`farm.health.verdict.cool_enough` for the same sample: a
+    cooling phone returns to ready only when it is a margin below its limits,
+    so a phone near the limit does not flap between ready and cooling.
 
     A busy phone's verdict moves nothing: the attempt on it fails by itself if
     the phone dies, and a hot phone finishes its current measurement (thermal
@@ -61,6 +65,8 @@ def on_verdict(current: DeviceState, verdict: Verdict) -> Move | None:
     reason = "; ".join(verdict.reasons)
     if verdict.health is Health.GOOD:
         if current is DeviceState.READY:
+            return None
+        if current is DeviceState.COOLING and not cool:
             return None
         return Move(DeviceState.READY, "healthy" if not reason else reason)
     if verdict.health is Health.COOLING:

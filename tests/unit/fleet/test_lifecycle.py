@@ -49,6 +49,10 @@ class TestOnVerdict:
         """A cooling phone judged good is ready again."""
         assert on_verdict(S.COOLING, Verdict(Health.GOOD)).to_state is S.READY
 
+    def test_cooling_phone_waits_for_the_margin(self) -> None:
+        """A good verdict without the cooling margin keeps a cooling phone cooling."""
+        assert on_verdict(S.COOLING, Verdict(Health.GOOD), cool=False) is None
+
     def test_busy_phone_is_left_alone(self) -> None:
         """A verdict never moves a phone in the middle of an attempt."""
         assert on_verdict(S.BUSY, Verdict(Health.UNHEALTHY, ("app not running",))) is None

@@ -1,0 +1,291 @@
+"""The fleet manager: acts on adb events and health sweeps, one phone at a time.
+
+Decisions are pure and live elsewhere: lifecycle moves in
+:mod:`farm.fleet.lifecycle`, health in :mod:`farm.health.verdict`, recovery in
+:mod:`farm.supervise.ladder`, the install policy in :mod:`farm.provision.policy`.
+This module gathers observations, asks those functions, and applies the
+answers through adb and the store. Slow work (provisioning, recovery) runs on
+a thread pool, at most one task per phone at a time.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from farm.adb import Adb
+from farm.aio import LoopThread
+from farm.clock import Clock
+from farm.errors import FarmError, PhoneFault, UserFault
+from farm.fleet import lifecycle
+from farm.fleet.keys import phone_key
+from farm.fleet.phone import PhoneRuntime
+from farm.fleet.recovery import Recoverer
+from farm.health.probes import read_health
+from farm.health.verdict import Limits, app_down, app_failure_reasons, cool_enough, verdict
+from farm.provision.apk import ensure_installed
+from farm.provision.facts import read_facts
+from farm.provision.launch import AppTarget, choose_method, launch_app
+from farm.provision.policy import ClashPolicy
+from farm.provision.tunnels import close_usb_tunnel, open_usb_tunnel
+from farm.queue.models import DeviceState
+from farm.queue.store import Store
+from farm.supervise.ladder import Failure, LadderPolicy
+from farm.tvm.tracker import summary
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    """How farmd runs its phones (built from :class:`farm.config.Settings`).
+
+    Attributes:
+        tracker: where farmd reaches the tracker, ``(host, port)``.
+        key_prefix: tracker keys are ``<prefix>-<serial>``.
+        network: ``usb-only`` (adb tunnels and a relay per phone; works on any
+            network) or ``lan`` (phones reach ``phone_host`` directly).
+        phone_host: the host's address as lan phones reach it.
+        device_tracker_port: the tracker's port on usb-only phones (reversed).
+        apk: the signed TVM RPC APK to install, or None to use what is installed.
+        clash: what to do when another key signed the installed app.
+        limits: health limits.
+        ladder: recovery ladder policy.
+        registration_deadline_s: how long the app may take to register.
+    """
+
+    tracker: tuple[str, int]
+    key_prefix: str = "android"
+    network: str = "usb-only"
+    phone_host: str | None = None
+    device_tracker_port: int = 9190
+    apk: Path | None = None
+    clash: ClashPolicy = ClashPolicy.FAIL
+    limits: Limits = Limits()
+    ladder: LadderPolicy = LadderPolicy()
+    registration_deadline_s: float = 60.0
+
+
+class FleetManager:
+    """Keeps every phone provisioned, watched and healed.
+
+    Thread-safe: ``on_adb_state`` is called from the device tracker's thread,
+    ``sweep`` from the scheduler's.
+    """
+
+    def __init__(
+        self, options: FleetOptions, adb: Adb, store: Store, clock: Clock, loop: LoopThread,
+        *, max_workers: int = 8,
+    ) -> None:
+        self.options = options
+        self.adb = adb
+        self.store = store
+        self.clock = clock
+        self.loop = loop
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers, "farm-fleet")
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self.phones: dict[str, PhoneRuntime] = {}
+        self.recoverer = Recoverer(self)
+
+    # -- bookkeeping ---------------------------------------------------------------
+
+    def runtime(self, serial: str) -> PhoneRuntime:
+        """The phone's in-memory state, created on first use."""
+        with self._lock:
+            phone = self.phones.get(serial)
+            if phone is None:
+                phone = PhoneRuntime(serial, phone_key(self.options.key_prefix, serial))
+                self.phones[serial] = phone
+            return phone
+
+    def state(self, serial: str) -> DeviceState | None:
+        record = self.store.get_device(serial)
+        return record.state if record else None
+
+    def move(self, serial: str, to_state: DeviceState, reason: str) -> bool:
+        """Apply a transition (idempotent); logs it when something changed."""
+        from_state = self.state(serial)
+        changed = self.store.set_device_state(serial, to_state, reason, self.clock.now())
+        if changed:
+            log.info("phone_state_changed", serial=serial, from_state=from_state and from_state.value,
+                     to_state=to_state.value, reason=reason)
+        return bool(changed)
+
+    def submit(self, serial: str, task, *args) -> bool:  # type: ignore[no-untyped-def]
+        """Run ``task(serial, *args)`` on the pool unless one already runs for it."""
+        phone = self.runtime(serial)
+        with self._lock:
+            if phone.busy_task:
+                return False
+            phone.busy_task = True
+
+        def run() -> None:
+            try:
+                task(serial, *args)
+            except Exception:  # a bug: keep the manager alive, say where
+                log.exception("fleet_task_crashed", serial=serial, task=task.__name__)
+            finally:
+                phone.busy_task = False
+
+        self._pool.submit(run)
+        return True
+
+    # -- events -------------------------------------------------------------------------
+
+    def on_adb_state(self, serial: str, adb_state: str) -> None:
+        """A settled adb state change from :class:`farm.adb.DeviceTracker`."""
+        now = self.clock.now()
+        self.store.upsert_device(serial, now)
+        move = lifecycle.on_adb_state(self.state(serial), adb_state)
+        if move is None:
+            return
+        self.move(serial, move.to_state, move.reason)
+        if move.to_state is DeviceState.OFFLINE:
+            self._drop_tunnel(serial)
+        elif move.to_state is DeviceState.DISCOVERED:
+            self.submit(serial, self.provision)
+
+    def _drop_tunnel(self, serial: str) -> None:
+        phone = self.runtime(serial)
+        tunnel, phone.tunnel = phone.tunnel, None
+        if tunnel is not None:
+            close_usb_tunnel(self.adb, self.loop, tunnel)
+
+    # -- provisioning -------------------------------------------------------------------
+
+    def provision(self, serial: str) -> None:
+        """discovered -> provisioning -> ready (or unhealthy, with the reason)."""
+        phone = self.runtime(serial)
+        self.move(serial, DeviceState.PROVISIONING, "provisioning")
+        try:
+            facts, rooted = read_facts(self.adb, serial)
+            self.store.upsert_device(serial, self.clock.now(), facts=_facts_dict(facts))
+            debuggable = True
+            if self.options.apk is not None:
+                ensure_installed(self.adb, serial, self.options.apk, self.options.clash)
+                from apk_tools.inspect import inspect_apk
+
+                debuggable = inspect_apk(self.options.apk).debuggable
+            phone.method = choose_method(debuggable=debuggable, rooted=rooted)
+            phone.blocked = None
+            # Keep the screen on while plugged in (AOSP `svc power stayon`).
+            self.adb.shell(serial, ["svc", "power", "stayon", "true"], timeout_s=15)
+            self.launch(serial)
+        except UserFault as exc:
+            phone.blocked = str(exc)
+            log.error("provisioning_blocked", serial=serial, reason=str(exc))
+            self.move(serial, DeviceState.UNHEALTHY, f"provisioning failed: {exc}")
+            return
+        except PhoneFault as exc:
+            log.warning("provisioning_failed", serial=serial, reason=str(exc))
+            phone.history.append(Failure(self.clock.now(), f"provisioning: {exc}"))
+            self.move(serial, DeviceState.UNHEALTHY, f"provisioning failed: {exc}")
+            return
+        self.move(serial, DeviceState.READY, "app registered at the tracker")
+
+    def launch(self, serial: str) -> None:
+        """(Re)open tunnels, launch the app toward the tracker, wait for registration.
+
+        Raises:
+            PhoneFault: a step failed, or the app did not register in time.
+        """
+        phone = self.runtime(serial)
+        if self.options.network == "usb-only":
+            self._drop_tunnel(serial)
+            phone.tunnel = open_usb_tunnel(self.adb, self.loop, serial, self.options.tracker,
+                                           self.options.device_tracker_port)
+            target = AppTarget("127.0.0.1", self.options.device_tracker_port, phone.key)
+        else:
+            host = self.options.phone_host or self.options.tracker[0]
+            target = AppTarget(host, self.options.tracker[1], phone.key)
+        launch_app(self.adb, serial, target, phone.method or choose_method(debuggable=True,
+                                                                            rooted=False))
+        self.wait_registered(serial)
+
+    def registered_keys(self) -> set[str] | None:
+        """Keys the tracker lists now, or None if it does not answer."""
+        try:
+            return {s.key for s in summary(*self.options.tracker, timeout_s=5).servers}
+        except FarmError as exc:
+            log.warning("tracker_summary_failed", reason=str(exc))
+            return None
+
+    def wait_registered(self, serial: str) -> None:
+        """Block until the phone's key is at the tracker.
+
+        Raises:
+            PhoneFault: not within ``registration_deadline_s``.
+        """
+        key = self.runtime(serial).key
+        deadline = self.clock.monotonic() + self.options.registration_deadline_s
+        while self.clock.monotonic() < deadline:
+            keys = self.registered_keys()
+            if keys is not None and key in keys:
+                log.info("app_registered", serial=serial, tracker_key=key)
+                return
+            if self._closing.wait(0.5):
+                break
+        raise PhoneFault(serial, f"app did not register as {key!r} within "
+                                 f"{self.options.registration_deadline_s:g} s")
+
+    # -- health --------------------------------------------------------------------------
+
+    def sweep(self) -> int:
+        """Probe every watched phone in parallel and act on the verdicts; returns how many."""
+        watched = [d.serial for d in self.store.list_devices()
+                   if d.state in lifecycle.WATCHED or d.state is DeviceState.BUSY]
+        keys = self.registered_keys()
+        futures = [self._pool.submit(self._sweep_one, serial, keys) for serial in watched]
+        concurrent.futures.wait(futures, timeout=60)
+        return len(watched)
+
+    def _sweep_one(self, serial: str, keys: set[str] | None) -> None:
+        phone = self.runtime(serial)
+        now = self.clock.now()
+        registered = None if keys is None else phone.key in keys
+        try:
+            sample, phone.crashes_seen = read_health(
+                self.adb, serial, now, crashes_seen=phone.crashes_seen, registered=registered)
+        except PhoneFault as exc:
+            log.warning("health_probe_failed", serial=serial, reason=str(exc))
+            return
+        self.store.record_health(serial, now, {
+            "battery_pct": sample.battery_pct, "battery_temp_c": sample.battery_temp_c,
+            "thermal_status": sample.thermal_status, "max_zone_temp_c": sample.max_zone_temp_c,
+            "free_storage_mb": sample.free_storage_mb, "screen_on": sample.screen_on,
+            "app_running": sample.app_running, "registered": sample.registered,
+        })
+        state = self.state(serial)
+        if state is None or phone.busy_task:
+            return
+        judged = verdict(sample, self.options.limits)
+        move = lifecycle.on_verdict(state, judged,
+                                    cool=cool_enough(sample, self.options.limits))
+        if move is not None:
+            self.move(serial, move.to_state, move.reason)
+        if state is not DeviceState.BUSY and app_down(sample) and phone.blocked is None:
+            phone.history.append(Failure(now, "; ".join(app_failure_reasons(sample))))
+            self.submit(serial, self.recoverer.recover)
+
+    def release(self, serial: str) -> None:
+        """An operator released the phone from quarantine: provision it again."""
+        self.recoverer.released(serial)
+        self.submit(serial, self.provision)
+
+    def close(self) -> None:
+        """Stop the pool and every tunnel."""
+        self._closing.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for serial in list(self.phones):
+            self._drop_tunnel(serial)
+
+
+def _facts_dict(facts) -> dict:  # type: ignore[no-untyped-def]
+    from dataclasses import asdict
+
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(facts).items()}
