@@ -29,20 +29,29 @@ from farm.errors import StoreError
 
 __all__ = ["DEFAULT_DB_NAME", "create_engine", "default_url", "migrate"]
 
-DEFAULT_DB_NAME = "farm.sqlite3"
+DEFAULT_DB_NAME = "farm.db"  # the name farm.config.Settings uses too
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 _MIGRATIONS = Path(__file__).with_name("migrations")
 
 
 def default_url(data_dir: str | os.PathLike[str]) -> str:
-    """The SQLite URL of the queue under ``data_dir`` (created if missing)."""
+    """The SQLite URL of the queue under ``data_dir`` (created if missing).
+
+    Raises:
+        StoreError: the folder cannot be created.
+    """
     path = Path(data_dir).expanduser()
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create data folder {path}: {exc}") from exc
     return f"sqlite:///{(path / DEFAULT_DB_NAME).resolve()}"
 
 
 def create_engine(url: str) -> sa.Engine:
     """An engine with the settings above for SQLite, plain for PostgreSQL.
+
+    A SQLite file's folder is created if missing.
 
     Raises:
         StoreError: the URL is malformed or names a driver that is not installed.
@@ -52,6 +61,12 @@ def create_engine(url: str) -> sa.Engine:
     except (SQLAlchemyError, ImportError, ValueError) as exc:
         raise StoreError(f"cannot open {url!r}: {exc}") from exc
     if engine.dialect.name == "sqlite":
+        database = engine.url.database
+        if database and database != ":memory:" and not database.startswith("file:"):
+            try:
+                Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the folder of {database}: {exc}") from exc
         _configure_sqlite(engine)
     return engine
 

@@ -1,0 +1,25 @@
+"""Shared values and helpers of the queue tests (imported by name; no __init__.py here)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from farm.queue import DeviceState, Store
+
+T0 = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
+ARM64 = {"abi": "arm64-v8a", "abis": ["arm64-v8a", "armeabi-v7a"], "soc": "SM8150", "sdk": 30,
+         "gpu": "Adreno (TM) 640"}
+
+
+def add_ready(store: Store, *serials: str, facts: dict | None = None) -> None:
+    """Register phones and make them ready at T0."""
+    for serial in serials:
+        store.upsert_device(serial, T0, ARM64 if facts is None else facts)
+        store.set_device_state(serial, DeviceState.READY, "provisioned", T0)
+
+
+def gemm_spec(**overrides: object) -> dict:
+    """A small valid gemm spec, with top-level fields overridden."""
+    spec: dict = {"kind": "gemm", "params": {"n": 64}}
+    spec.update(overrides)
+    return spec

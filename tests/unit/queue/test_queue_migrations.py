@@ -1,0 +1,66 @@
+"""Tests of farm.queue.db: migrations match the models, SQLite settings hold."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+from farm.errors import StoreError
+from farm.queue import Store, default_url
+from farm.queue.db import create_engine, migrate
+from farm.queue.models import Base
+
+
+class TestMigrations:
+    """The alembic history builds exactly the schema models.py declares."""
+
+    def test_migrated_schema_matches_models(self, store_url: str) -> None:
+        """Autogenerate finds no difference between the migrated database and the models."""
+        engine = create_engine(store_url)
+        migrate(engine)
+        with engine.connect() as connection:
+            context = MigrationContext.configure(connection, opts={"compare_type": True})
+            assert compare_metadata(context, Base.metadata) == []
+        engine.dispose()
+
+    def test_migrate_twice_is_harmless(self, store_url: str) -> None:
+        """Opening the store again (farmd, then farmctl) finds the schema current."""
+        Store(store_url).close()
+        with Store(store_url) as again:
+            assert again.list_jobs() == []
+
+
+class TestSqliteSettings:
+    """The default SQLite database lives under the data folder with WAL on."""
+
+    def test_default_url_under_data_dir(self, tmp_path: Path) -> None:
+        """default_url makes the data folder and names farm.db in it, in WAL mode once opened."""
+        url = default_url(tmp_path / "data")
+        assert url == f"sqlite:///{tmp_path / 'data' / 'farm.db'}"
+        with Store(url) as store:
+            with store._engine.connect() as connection:  # noqa: SLF001 - checking the pragma
+                assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+                assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+        assert (tmp_path / "data" / "farm.db").is_file()
+
+    def test_bad_url_is_a_store_error(self) -> None:
+        """An unusable URL raises StoreError, not a SQLAlchemy traceback."""
+        with pytest.raises(StoreError):
+            Store("nosuchdialect://x/y")
+
+    def test_unwritable_database_is_a_store_error(self, tmp_path: Path) -> None:
+        """A database path that cannot be created raises StoreError."""
+        blocker = tmp_path / "file"
+        blocker.write_text("not a folder")
+        with pytest.raises(StoreError):
+            Store(f"sqlite:///{blocker / 'sub' / 'farm.db'}")
+
+    def test_naive_datetime_refused(self, tmp_path: Path) -> None:
+        """Passing a naive datetime is a caller bug and is refused, not stored with a guessed zone."""
+        with Store(default_url(tmp_path)) as store:
+            with pytest.raises(StoreError, match="naive datetime"):
+                store.upsert_device("a", datetime(2025, 1, 1))

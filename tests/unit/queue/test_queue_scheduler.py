@@ -1,0 +1,234 @@
+"""Tests of farm.queue.scheduler.plan: properties over random fleets and queues."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from farm.queue.models import DeviceState
+from farm.queue.scheduler import (
+    DEFAULT_LEASE_S,
+    DeviceView,
+    QueuedJob,
+    QueueSnapshot,
+    effective_priority,
+    matches,
+    plan,
+)
+from farm.queue.spec import DeviceSelection
+
+T0 = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
+SERIALS = [f"phone{i:02d}" for i in range(10)]
+ABIS = ["arm64-v8a", "armeabi-v7a"]
+SOCS = ["SM8150", "MT6785"]
+GPUS = ["Adreno (TM) 640", "Mali-G76"]
+
+
+# Strategies are built once here: building them inside each draw makes
+# hypothesis recompute their properties every time (10x slower).
+FACTS = st.fixed_dictionaries({
+    "abi": st.sampled_from(ABIS), "soc": st.sampled_from(SOCS),
+    "sdk": st.integers(26, 34), "gpu": st.sampled_from(GPUS),
+})
+DEVICE = st.tuples(st.sampled_from(list(DeviceState)), st.booleans(), FACTS)
+OPTIONAL_SERIALS = st.none() | st.lists(st.sampled_from(SERIALS), unique=True, min_size=1, max_size=5)
+OPTIONAL_ABI = st.none() | st.sampled_from(ABIS)
+OPTIONAL_SOC = st.none() | st.sampled_from(SOCS)
+OPTIONAL_SDK = st.none() | st.integers(26, 34)
+OPTIONAL_GPU = st.none() | st.sampled_from(["adreno", "mali"])
+OPTIONAL_NOT_BEFORE = st.none() | st.integers(-600, 600).map(lambda s: T0 + timedelta(seconds=s))
+EXCLUDED = st.frozensets(st.sampled_from(SERIALS), max_size=2)
+
+
+@st.composite
+def devices(draw: st.DrawFn) -> list[DeviceView]:
+    serials = draw(st.lists(st.sampled_from(SERIALS), unique=True, max_size=8))
+    return [DeviceView(serial, *draw(DEVICE)) for serial in serials]
+
+
+@st.composite
+def selections(draw: st.DrawFn) -> DeviceSelection:
+    serials = draw(OPTIONAL_SERIALS)
+    return DeviceSelection(
+        serials=serials, abi=draw(OPTIONAL_ABI), soc=draw(OPTIONAL_SOC), sdk_min=draw(OPTIONAL_SDK),
+        gpu=draw(OPTIONAL_GPU), count=draw(st.integers(1, len(serials) if serials else 3)),
+    )
+
+
+JOB = st.tuples(
+    st.sampled_from(["gemm", "model", "tune"]), st.integers(-5, 5),
+    st.integers(0, 7200).map(lambda s: T0 - timedelta(seconds=s)),
+    selections(), OPTIONAL_NOT_BEFORE, EXCLUDED,
+)
+
+
+@st.composite
+def jobs(draw: st.DrawFn) -> list[QueuedJob]:
+    return [QueuedJob(i + 1, *fields) for i, fields in enumerate(draw(st.lists(JOB, max_size=15)))]
+
+
+def assigned_serials(assignments: Sequence) -> list[str]:
+    return [s for a in assignments for s in a.serials]
+
+
+class TestPlanProperties:
+    """Invariants that hold for every fleet and queue."""
+
+    @settings(max_examples=200, deadline=None)
+    @given(fleet=devices(), queue=jobs(), seed=st.integers(0, 2**32))
+    def test_no_phone_gets_two_jobs(self, fleet: list[DeviceView], queue: list[QueuedJob], seed: int) -> None:
+        """No serial appears in two assignments, nor twice in one, and no job runs twice."""
+        assignments = plan(QueueSnapshot(queue, fleet), T0, seed=seed)
+        serials = assigned_serials(assignments)
+        assert len(serials) == len(set(serials))
+        job_ids = [a.job_id for a in assignments]
+        assert len(job_ids) == len(set(job_ids))
+
+    @settings(max_examples=200, deadline=None)
+    @given(fleet=devices(), queue=jobs(), seed=st.integers(0, 2**32))
+    def test_only_ready_matching_phones(self, fleet: list[DeviceView], queue: list[QueuedJob], seed: int) -> None:
+        """Every assigned phone is ready, undrained and matches its job; jobs get exactly count phones."""
+        by_serial = {d.serial: d for d in fleet}
+        by_id = {j.id: j for j in queue}
+        for a in plan(QueueSnapshot(queue, fleet), T0, seed=seed):
+            job = by_id[a.job_id]
+            assert len(a.serials) == job.devices.count
+            assert job.not_before is None or job.not_before <= T0
+            assert a.lease_s == DEFAULT_LEASE_S[job.kind]
+            for serial in a.serials:
+                device = by_serial[serial]
+                assert device.state is DeviceState.READY and not device.drained
+                assert matches(job.devices, device)
+
+    @settings(max_examples=200, deadline=None)
+    @given(fleet=devices(), queue=jobs(), seed=st.integers(0, 2**32))
+    def test_exclusions_hold_while_others_serve(
+        self, fleet: list[DeviceView], queue: list[QueuedJob], seed: int
+    ) -> None:
+        """A phone that failed a job gets it again only if too few other phones could ever run it."""
+        in_service = [d for d in fleet if not d.drained and d.state in
+                      (DeviceState.READY, DeviceState.BUSY, DeviceState.COOLING, DeviceState.PROVISIONING)]
+        by_id = {j.id: j for j in queue}
+        for a in plan(QueueSnapshot(queue, fleet), T0, seed=seed):
+            job = by_id[a.job_id]
+            if set(a.serials) & job.excluded_serials:
+                others = [d for d in in_service
+                          if d.serial not in job.excluded_serials and matches(job.devices, d)]
+                assert len(others) < job.devices.count
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        ready=st.integers(0, 8),
+        priorities=st.lists(st.integers(-100, 100), max_size=20),
+        seed=st.integers(0, 2**32),
+    )
+    def test_priorities_hold_at_equal_age(self, ready: int, priorities: list[int], seed: int) -> None:
+        """Among eligible one-phone jobs submitted together, no job runs while a higher one waits."""
+        fleet = [DeviceView(SERIALS[i], DeviceState.READY) for i in range(ready)]
+        queue = [QueuedJob(i + 1, "gemm", p, T0, DeviceSelection()) for i, p in enumerate(priorities)]
+        assignments = plan(QueueSnapshot(queue, fleet), T0 + timedelta(hours=1), seed=seed)
+        chosen = {a.job_id for a in assignments}
+        assert len(chosen) == min(ready, len(queue))
+        waiting = [j.priority for j in queue if j.id not in chosen]
+        running = [j.priority for j in queue if j.id in chosen]
+        if waiting and running:
+            assert min(running) >= max(waiting)
+
+    @settings(max_examples=40, deadline=None)
+    @given(phones=st.integers(1, 4), gap=st.integers(1, 20), extra=st.integers(1, 2))
+    def test_no_starvation_under_a_stream(self, phones: int, gap: int, extra: int) -> None:
+        """A low-priority job runs in bounded time while more high-priority jobs arrive than phones finish."""
+        step_s, tick_s = 60.0, 30.0
+        arrivals = phones + extra  # per tick: demand always exceeds supply
+        low = QueuedJob(1, "gemm", -gap, T0, DeviceSelection())
+        queue = {low.id: low}
+        next_id = 2
+        # The oldest waiting high job is about t*(1 - phones/arrivals) old at time t,
+        # so the low job leads once t*phones/arrivals > (gap+1)*step_s.
+        bound_s = (gap + 2) * step_s * arrivals / phones + 2 * tick_s
+        now = T0
+        while True:
+            for _ in range(arrivals):
+                queue[next_id] = QueuedJob(next_id, "gemm", 0, now, DeviceSelection())
+                next_id += 1
+            fleet = [DeviceView(s, DeviceState.READY) for s in SERIALS[:phones]]
+            assignments = plan(QueueSnapshot(list(queue.values()), fleet), now, seed=next_id, aging_step_s=step_s)
+            assert len(assignments) == phones
+            started = {a.job_id for a in assignments}
+            if low.id in started:
+                break
+            assert (now - T0).total_seconds() <= bound_s, "the low-priority job starved"
+            for job_id in started:
+                del queue[job_id]  # each runs one tick; phones are ready again next tick
+            now += timedelta(seconds=tick_s)
+
+
+class TestPlanRules:
+    """Specific scheduling decisions."""
+
+    def test_not_before_waits(self) -> None:
+        """A job whose not_before is in the future is not started; it is once the time comes."""
+        job = QueuedJob(1, "gemm", 0, T0, DeviceSelection(), not_before=T0 + timedelta(minutes=5))
+        snapshot = QueueSnapshot([job], [DeviceView("a", DeviceState.READY)])
+        assert plan(snapshot, T0) == []
+        assert [a.job_id for a in plan(snapshot, T0 + timedelta(minutes=5))] == [1]
+
+    def test_aging_lifts_an_old_job(self) -> None:
+        """A job waiting ten aging steps beats one nine points higher submitted now."""
+        old = QueuedJob(1, "gemm", 0, T0, DeviceSelection())
+        new = QueuedJob(2, "gemm", 9, T0 + timedelta(seconds=6000), DeviceSelection())
+        now = T0 + timedelta(seconds=6000)
+        assert effective_priority(old, now) == 10
+        snapshot = QueueSnapshot([new, old], [DeviceView("a", DeviceState.READY)])
+        assert [a.job_id for a in plan(snapshot, now)] == [1]
+
+    def test_k_phones_at_once_or_wait(self) -> None:
+        """A two-phone job with one phone free starts nothing and holds that phone."""
+        big = QueuedJob(1, "tune", 5, T0, DeviceSelection(count=2))
+        small = QueuedJob(2, "gemm", 0, T0, DeviceSelection())
+        fleet = [DeviceView("a", DeviceState.READY), DeviceView("b", DeviceState.BUSY)]
+        assert plan(QueueSnapshot([big, small], fleet), T0) == []
+        fleet[1] = replace(fleet[1], state=DeviceState.READY)
+        (assignment,) = plan(QueueSnapshot([big, small], fleet), T0)
+        assert assignment.job_id == 1 and sorted(assignment.serials) == ["a", "b"]
+        assert assignment.lease_s == DEFAULT_LEASE_S["tune"] > DEFAULT_LEASE_S["gemm"]
+
+    def test_impossible_job_does_not_block(self) -> None:
+        """A job needing more matching phones than the fleet has lets lower jobs run."""
+        big = QueuedJob(1, "gemm", 5, T0, DeviceSelection(count=3))
+        small = QueuedJob(2, "gemm", 0, T0, DeviceSelection())
+        fleet = [DeviceView("a", DeviceState.READY), DeviceView("b", DeviceState.QUARANTINED)]
+        assert [a.job_id for a in plan(QueueSnapshot([big, small], fleet), T0)] == [2]
+
+    def test_excluded_phone_used_only_as_last_resort(self) -> None:
+        """A phone that failed the job is skipped while another fits, used when none does."""
+        job = QueuedJob(1, "gemm", 0, T0, DeviceSelection(), excluded_serials=frozenset({"a"}))
+        both = [DeviceView("a", DeviceState.READY), DeviceView("b", DeviceState.BUSY)]
+        assert plan(QueueSnapshot([job], both), T0) == []
+        alone = [DeviceView("a", DeviceState.READY), DeviceView("b", DeviceState.OFFLINE)]
+        assert [a.serials for a in plan(QueueSnapshot([job], alone), T0)] == [("a",)]
+
+    def test_selection_attributes(self) -> None:
+        """abi, soc, sdk_min and gpu each narrow the candidates."""
+        phone = DeviceView("a", DeviceState.READY, facts={
+            "abi": "arm64-v8a", "abis": ["arm64-v8a", "armeabi-v7a"], "soc": "SM8150",
+            "sdk": 30, "gpu": "Adreno (TM) 640"})
+        assert matches(DeviceSelection(abi="armeabi-v7a", soc="sm8150", sdk_min=30, gpu="adreno"), phone)
+        assert not matches(DeviceSelection(abi="x86_64"), phone)
+        assert not matches(DeviceSelection(soc="MT6785"), phone)
+        assert not matches(DeviceSelection(sdk_min=31), phone)
+        assert not matches(DeviceSelection(gpu="mali"), phone)
+        assert not matches(DeviceSelection(serials=["b"]), phone)
+
+    def test_seed_shuffles_which_phone_wins(self) -> None:
+        """The same seed picks the same phone; different seeds spread the work."""
+        fleet = [DeviceView(s, DeviceState.READY) for s in SERIALS]
+        snapshot = QueueSnapshot([QueuedJob(1, "gemm", 0, T0, DeviceSelection())], fleet)
+        first = plan(snapshot, T0, seed=1)
+        assert plan(snapshot, T0, seed=1) == first
+        winners = {plan(snapshot, T0, seed=seed)[0].serials for seed in range(50)}
+        assert len(winners) > 3
