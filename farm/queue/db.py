@@ -17,12 +17,15 @@ the same. SQLite settings, each for a reason:
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy.exc import SQLAlchemyError
 
 from farm.errors import StoreError
@@ -32,6 +35,7 @@ __all__ = ["DEFAULT_DB_NAME", "create_engine", "default_url", "migrate"]
 DEFAULT_DB_NAME = "farm.db"  # the name farm.config.Settings uses too
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 _MIGRATIONS = Path(__file__).with_name("migrations")
+_ALEMBIC_LOCK = threading.Lock()
 
 
 def default_url(data_dir: str | os.PathLike[str]) -> str:
@@ -91,15 +95,20 @@ def migrate(engine: sa.Engine) -> None:
     """Bring the schema to the newest revision, in one transaction.
 
     Concurrent openers (farmd and farmctl) are serialised by the transaction, so
-    the second one finds the schema current and does nothing.
+    the second one finds the schema current and does nothing. Within a process
+    a lock serialises them too: alembic's ``context`` and ``op`` are module
+    globals, so two threads upgrading at once break each other.
 
     Raises:
         StoreError: the database refused the migration.
     """
     config = Config()
     config.set_main_option("script_location", str(_MIGRATIONS))
+    head = ScriptDirectory.from_config(config).get_current_head()
     try:
-        with engine.begin() as connection:
+        with _ALEMBIC_LOCK, engine.begin() as connection:
+            if MigrationContext.configure(connection).get_current_revision() == head:
+                return
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
     except SQLAlchemyError as exc:
