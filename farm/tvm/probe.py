@@ -192,7 +192,7 @@ def _child(tracker: str, key: str, priority: int, session_timeout_s: int) -> int
         values = np.arange(1024, dtype="float32")
         copied = tvm_runtime.tensor(values, dev).numpy()
         done = time.perf_counter()
-    except Exception as exc:  # TVM raises its own error types from C++
+    except Exception as exc:  # noqa: BLE001  TVM raises TVMError, RuntimeError... from C++
         _emit("failed", reason=f"{type(exc).__name__}: {exc}".splitlines()[0])
         return 2
     if not np.array_equal(copied, values):

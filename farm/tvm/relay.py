@@ -129,9 +129,7 @@ class Relay:
             tracker_reader, tracker_writer = await asyncio.open_connection(*self.tracker)
             self._writers.add(tracker_writer)
             to_phone = asyncio.ensure_future(_copy(tracker_reader, phone_writer))
-            to_tracker = asyncio.ensure_future(
-                self._rewrite_stream(phone_reader, tracker_writer)
-            )
+            to_tracker = asyncio.ensure_future(self._rewrite_stream(phone_reader, tracker_writer))
             try:
                 await asyncio.wait([to_phone, to_tracker], return_when=asyncio.FIRST_COMPLETED)
             finally:

@@ -100,7 +100,9 @@ def parse_summary(raw: dict[str, Any]) -> TrackerSummary:
         QueueInfo(str(k), int(v.get("free", 0)), int(v.get("pending", 0)))
         for k, v in sorted(raw.get("queue_info", {}).items())
     ]
-    return TrackerSummary(tuple(sorted(servers, key=lambda s: (s.key, s.host, s.port))), tuple(queues))
+    return TrackerSummary(
+        tuple(sorted(servers, key=lambda s: (s.key, s.host, s.port))), tuple(queues)
+    )
 
 
 def summary(host: str, port: int, timeout_s: float = 5.0) -> TrackerSummary:

@@ -138,7 +138,7 @@ class RpcProcess:
         try:
             assert proc.stdout is not None
             line = await asyncio.wait_for(proc.stdout.readline(), timeout=LISTEN_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             line = b""
         word, _, port_text = line.decode(errors="replace").strip().partition(" ")
         if word != "listening" or not port_text.isdigit():

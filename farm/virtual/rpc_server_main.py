@@ -170,7 +170,7 @@ class Processor:
             self.listen_sock.settimeout(self.stale_timeout_s)
             try:
                 conn, peer = self.listen_sock.accept()
-            except socket.timeout:
+            except TimeoutError:
                 _send_string(tracker, f"[{TrackerCode.GET_PENDING_MATCHKEYS.value}]")
                 if matchkey not in _recv_string(tracker):
                     self._register(tracker, matchkey)

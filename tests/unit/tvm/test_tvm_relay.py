@@ -16,14 +16,18 @@ class TestRewriteMessage:
         """The app's PUT (no custom address) gets the forward host and port."""
         put = [3, "android", [5001, "android:0.25"], None]
         assert rewrite_message(put, ("127.0.0.1", 40123)) == [
-            3, "android", [40123, "android:0.25"], "127.0.0.1",
+            3,
+            "android",
+            [40123, "android:0.25"],
+            "127.0.0.1",
         ]
 
     def test_update_info(self) -> None:
         """UPDATE_INFO's addr (null host, string port) names the forward endpoint."""
         info = [5, {"key": "server:android", "addr": [None, "5001"]}]
         assert rewrite_message(info, ("127.0.0.1", 40123)) == [
-            5, {"key": "server:android", "addr": ["127.0.0.1", 40123]},
+            5,
+            {"key": "server:android", "addr": ["127.0.0.1", 40123]},
         ]
 
     def test_other_messages_pass(self) -> None:
@@ -74,9 +78,7 @@ class TestRelay:
                 aloop.run(relay.close())
                 aloop.run(forward.close())
 
-    def test_no_reverse_no_registration(
-        self, tracker: TrackerProcess, phones, key: str
-    ) -> None:
+    def test_no_reverse_no_registration(self, tracker: TrackerProcess, phones, key: str) -> None:
         """A usb-only app pointed at the host's address never reaches the tracker."""
         _, app = phones.start("usb-only", "10.0.2.2", tracker.port, key)
         assert wait_until(lambda: "round_failed" in app.log_path.read_text(), 30)

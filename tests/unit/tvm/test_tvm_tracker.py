@@ -75,8 +75,12 @@ class TestParseSummary:
 
     def test_servers_for_filters_by_key(self) -> None:
         """servers_for returns only the servers of that key."""
-        raw = {"server_info": [{"key": "server:a", "addr": ["h", 1]},
-                               {"key": "server:b", "addr": ["h", 2]}]}
+        raw = {
+            "server_info": [
+                {"key": "server:a", "addr": ["h", 1]},
+                {"key": "server:b", "addr": ["h", 2]},
+            ]
+        }
         assert parse_summary(raw).servers_for("b") == (ServerInfo("b", "h", 2),)
 
 

@@ -42,9 +42,7 @@ def non_loopback_ipv4() -> str | None:
     return None
 
 
-async def echo_server(
-    tag: bytes, host: str = "127.0.0.1"
-) -> tuple[asyncio.AbstractServer, int]:
+async def echo_server(tag: bytes, host: str = "127.0.0.1") -> tuple[asyncio.AbstractServer, int]:
     """A loopback server that answers each chunk with ``tag + chunk``."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -97,8 +95,15 @@ class TestSpecs:
 
     @pytest.mark.parametrize(
         ("host", "expected"),
-        [("127.0.0.1", True), ("127.3.2.1", True), ("localhost", True), ("::1", True),
-         ("10.0.2.2", False), ("192.168.1.5", False), ("example.org", False)],
+        [
+            ("127.0.0.1", True),
+            ("127.3.2.1", True),
+            ("localhost", True),
+            ("::1", True),
+            ("10.0.2.2", False),
+            ("192.168.1.5", False),
+            ("example.org", False),
+        ],
     )
     def test_loopback_detection(self, host: str, expected: bool) -> None:
         """Only the phone's own loopback names count as loopback."""

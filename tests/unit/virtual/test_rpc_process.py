@@ -37,9 +37,7 @@ def group_alive(pgid: int) -> bool:
     """Whether a process of the group still runs (zombies wait for their reaper)."""
     for proc in psutil.process_iter(["status"]):
         try:
-            if os.getpgid(proc.pid) == pgid and (
-                proc.info["status"] != psutil.STATUS_ZOMBIE
-            ):
+            if os.getpgid(proc.pid) == pgid and (proc.info["status"] != psutil.STATUS_ZOMBIE):
                 return True
         except (ProcessLookupError, psutil.Error):
             continue
