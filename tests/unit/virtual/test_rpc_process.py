@@ -215,3 +215,40 @@ class TestSessions:
         code, conn = handshake(tracker, "", wrong_key=True)
         conn.close()
         assert code == protocol.RPC_CODE_MISMATCH
+
+
+class TestStaleRegistration:
+    def test_unused_ticket_is_registered_again(
+        self, tracker: TrackerProcess, tmp_path: Path
+    ) -> None:
+        """After the accept timeout an app whose ticket was taken but unused registers again."""
+        aloop = LoopThread()
+        net = Net("lan", tcp_opener)
+        app: RpcProcess | None = None
+        try:
+            app = aloop.run(
+                RpcProcess.start(
+                    net=net,
+                    tracker_host="10.0.2.2",
+                    tracker_port=tracker.port,
+                    key="stale",
+                    log_path=tmp_path / "rpc.log",
+                    stale_timeout_s=1.0,
+                )
+            )
+
+            def free_servers() -> int:
+                return summary("127.0.0.1", tracker.port).queue("stale").free
+
+            assert wait_until(lambda: free_servers() == 1, 30)
+            deadline = time.monotonic() + 10
+            with protocol.open_tracker("127.0.0.1", tracker.port, deadline) as sock:
+                protocol.call(sock, [protocol.TrackerCode.REQUEST, "stale", "", 1], deadline)
+            assert free_servers() == 0
+            assert wait_until(lambda: free_servers() == 1, 15)
+            assert events(app.log_path).count("registered") == 2
+        finally:
+            if app is not None:
+                aloop.run(app.stop())
+            aloop.run(net.close())
+            aloop.close()
