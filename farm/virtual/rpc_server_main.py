@@ -132,7 +132,13 @@ class Processor:
         self.work_dir = work_dir
 
     def run_forever(self) -> None:
-        """Serve rounds until a session times out (which exits the process)."""
+        """Serve rounds until a session times out (which exits the process).
+
+        Every failed round waits ``RETRY_PERIOD_S`` before the next. The app waits
+        only after a ConnectException, but a phone's unreachable target is a
+        bridge that accepts and closes (see :mod:`farm.virtual.net`), which shows
+        up here as a reset, not a refusal; waiting always avoids a busy loop.
+        """
         while True:
             try:
                 self.run_round()
