@@ -1,0 +1,32 @@
+"""Running attempts: one child process per attempt, supervised by a dispatcher.
+
+::
+
+    dispatcher.py   Dispatcher.tick(now): reap, plan, claim, start children,
+                    heartbeat, time out, collect exits; stop(deadline_s)
+    child.py        python -m farm.runner.child: one attempt, isolated from farmd
+    execute.py      a claimed job spec -> farm.jobs call -> Outcome
+    gating.py       thermal gating before every measured run
+    outcome.py      the file a child leaves so its parent can tell a clean
+                    failure from a crash
+    pidfile.py      <data_dir>/farmd.json: whether a farmd is running
+
+A TVM crash (segfaults happen) kills only the child; the dispatcher sees a
+signal and no outcome and retries the job on another phone.
+"""
+
+from farm.runner.dispatcher import Dispatcher, TickReport
+from farm.runner.outcome import ChildOutcome, read_outcome, write_outcome
+from farm.runner.pidfile import FarmdStatus, farmd_status, remove_pidfile, write_pidfile
+
+__all__ = [
+    "ChildOutcome",
+    "Dispatcher",
+    "FarmdStatus",
+    "TickReport",
+    "farmd_status",
+    "read_outcome",
+    "remove_pidfile",
+    "write_outcome",
+    "write_pidfile",
+]

@@ -1,0 +1,180 @@
+"""One attempt in its own process: ``python -m farm.runner.child``.
+
+::
+
+    python -m farm.runner.child --settings RUN/settings.json --job 7 --attempt 12 \\
+        --run-dir RUN --parent-pid 4242
+    python -m farm.runner.child --config /etc/farm/farm.toml --job 7 --attempt 12
+
+A segfault inside TVM ends this process, not farmd. The child loads the job,
+gates each measured run thermally, runs the job kind through :mod:`farm.jobs`,
+and tells the store itself: ``finish`` with every raw sample (exactly once:
+the store refuses a second result), or ``fail_attempt`` with the error, whose
+class decides the retry (:class:`farm.errors.Retry`). It then leaves
+``outcome.json`` (:mod:`farm.runner.outcome`) and exits; no outcome means a
+crash, which the dispatcher reports.
+
+The child runs as the leader of its own process group (the dispatcher starts it
+with ``start_new_session=True``), so killing the group also ends the
+``popen_worker`` processes TVM starts. It watches its parent: if farmd dies
+(even by ``kill -9``), the child kills its group rather than keep measuring on
+a phone whose lease is about to be reaped and handed to another attempt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import structlog
+
+from farm.clock import Clock, SystemClock
+from farm.config import Settings, load_config
+from farm.errors import FarmError, StoreError
+from farm.queue.records import Decision, Failure
+from farm.queue.store import Store
+from farm.runner.outcome import ChildOutcome, write_outcome
+
+__all__ = ["main", "run_attempt"]
+
+log = structlog.get_logger(__name__)
+
+PARENT_POLL_S = 0.5
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_NO_ATTEMPT = 3
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Kill this process group once the parent is gone (re-parented to init or a subreaper)."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        log.warning("parent_gone", parent_pid=parent_pid)
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _gate_for(settings: Settings, facts: dict[str, dict], clock: Clock):  # type: ignore[no-untyped-def]
+    """A gate reading health through adb (``farm.health.probes.read_health``)."""
+    from farm.adb import Adb, AdbServer  # noqa: PLC0415
+    from farm.health.probes import read_health  # noqa: PLC0415
+    from farm.health.verdict import Limits  # noqa: PLC0415
+    from farm.runner.gating import wait_until_cool  # noqa: PLC0415
+
+    adb = Adb(AdbServer(port=settings.adb.port, binary=settings.adb.binary))
+    limits = Limits.from_settings(settings.health)
+
+    def gate(serial: str):  # type: ignore[no-untyped-def]
+        return wait_until_cool(
+            lambda: read_health(adb, serial, clock.now())[0], limits, clock,
+            deadline_s=settings.jobs.thermal_wait_deadline_s, facts=facts.get(serial, {}),
+        )
+
+    return gate
+
+
+def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,
+                clock: Clock | None = None) -> int:
+    """Run one attempt to its end and report it to the store and in ``outcome.json``.
+
+    Args:
+        settings: farm's settings (database, tracker, adb, data folder).
+        job_id: the claimed job.
+        attempt_id: its running attempt.
+        run_dir: where ``outcome.json`` goes.
+        clock: the clock; the system's by default.
+
+    Returns:
+        The process exit code: 0 success, 1 a failure reported to the store,
+        3 the attempt is no longer running (nothing done).
+    """
+    from farm.runner.execute import RunContext, execute  # noqa: PLC0415
+
+    clock = clock or SystemClock()
+    store = Store(settings.database_url)
+    try:
+        job = store.get_job(job_id)
+        attempt = next((a for a in store.attempts(job_id) if a.id == attempt_id), None)
+        if job is None or attempt is None or attempt.state.value != "running":
+            write_outcome(run_dir, ChildOutcome("failed", True, Decision.IGNORED.value,
+                                                message="attempt is not running"))
+            return EXIT_NO_ATTEMPT
+        facts = {s: dict(d.facts) for s in attempt.serials if (d := store.get_device(s))}
+        with structlog.contextvars.bound_contextvars(job_id=job_id, attempt=attempt_id):
+            try:
+                outcome = execute(RunContext(settings, job, attempt, facts,
+                                             _gate_for(settings, facts, clock)))
+            except Exception as exc:  # noqa: BLE001 - every failure is reported, classified
+                return _report_failure(store, attempt_id, run_dir, Failure.from_error(exc), clock)
+            try:
+                stored = store.finish(attempt_id, outcome, clock.now())
+            except StoreError as exc:
+                write_outcome(run_dir, ChildOutcome("succeeded", False, "store_error",
+                                                    "StoreError", "same_limit", str(exc)))
+                return EXIT_FAILED
+            log.info("attempt_finished", stored=stored, samples=len(outcome.samples))
+            write_outcome(run_dir, ChildOutcome("succeeded", True, "stored" if stored else "not_stored"))
+            return EXIT_OK
+    finally:
+        store.close()
+
+
+def _report_failure(store: Store, attempt_id: int, run_dir: Path, failure: Failure, clock: Clock) -> int:
+    log.warning("attempt_failed", error_kind=failure.error_kind, retry=failure.retry.value,
+                reason=failure.message, serial=failure.serial)
+    try:
+        decision = store.fail_attempt(attempt_id, failure, clock.now())
+        committed = True
+    except StoreError as exc:
+        log.error("attempt_failure_not_stored", reason=str(exc))
+        decision, committed = None, False
+    write_outcome(run_dir, ChildOutcome(
+        "failed", committed, decision.value if decision else "store_error",
+        failure.error_kind, failure.retry.value, failure.message, failure.serial,
+    ))
+    return EXIT_FAILED
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m farm.runner.child", description=__doc__.splitlines()[0])
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--settings", type=Path, help="settings as JSON, written by the dispatcher")
+    source.add_argument("--config", type=Path, help="farm's TOML config (as farmd reads it)")
+    parser.add_argument("--job", type=int, required=True)
+    parser.add_argument("--attempt", type=int, required=True)
+    parser.add_argument("--run-dir", type=Path, help="where outcome.json goes")
+    parser.add_argument("--parent-pid", type=int, help="kill this process group when it dies")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code (see :func:`run_attempt`)."""
+    args = _parser().parse_args(argv)
+    if args.parent_pid:
+        _watch_parent(args.parent_pid)
+    from farm import logs  # noqa: PLC0415
+
+    try:
+        if args.settings is not None:
+            settings = Settings.model_validate_json(args.settings.read_text(encoding="utf-8"))
+        else:
+            settings = load_config(args.config)
+    except (OSError, ValueError, FarmError) as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 2
+    logs.configure(json=True, level=settings.log_level, stream=sys.stderr)
+    run_dir = args.run_dir or Path(settings.data_dir) / "runs" / f"attempt-{args.attempt}"
+    return run_attempt(settings, args.job, args.attempt, run_dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,328 @@
+"""The dispatcher: puts queued jobs on phones, one child process per attempt.
+
+farmd calls :meth:`Dispatcher.tick` every couple of seconds and on events; a
+tick is::
+
+    collect exits     a child that left outcome.json already told the store;
+                      one that died without it (a signal, SIGSEGV in TVM) is
+                      reported here with fail_attempt: retry on another phone
+    time out          a child past its job's timeout_s is killed (its whole
+                      process group) and the attempt fails with JobTimeout
+    heartbeat         each running attempt's lease is extended; a False answer
+                      (job cancelled, or lease reaped) kills the child
+    reap(now)         attempts whose lease ran out (a farmd that died) are requeued
+    plan + claim      farm.queue.scheduler.plan on the store's snapshot, applied
+                      atomically by Store.claim
+    start             python -m farm.runner.child per claim, in its own session
+
+The dispatcher keeps only its children in memory: everything else is in the
+store, so a farmd killed at any moment loses nothing (its children notice and
+end themselves; their leases run out and the next farmd's ``reap`` requeues
+them, as rq's ``StartedJobRegistry.cleanup`` does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import structlog
+
+from farm.clock import Clock
+from farm.config import Settings
+from farm.errors import JobTimeout, Retry
+from farm.queue.records import Claim, Decision, Failure
+from farm.queue.scheduler import plan
+from farm.queue.spec import JobKind
+from farm.queue.store import Store
+from farm.runner.outcome import read_outcome
+
+__all__ = ["ChildCommand", "Dispatcher", "RunningChild", "TickReport", "child_command"]
+
+log = structlog.get_logger(__name__)
+
+RUNS_DIR = "runs"
+SETTINGS_FILE = "settings.json"
+CHILD_LOG = "child.log"
+KILL_WAIT_S = 10.0
+
+#: Builds a child's argv from its claim, its run folder and the settings file.
+ChildCommand = Callable[[Claim, Path, Path], Sequence[str]]
+
+
+def child_command(claim: Claim, run_dir: Path, settings_path: Path) -> list[str]:
+    """The argv of the real child, ``python -m farm.runner.child``."""
+    return [
+        sys.executable, "-m", "farm.runner.child", "--settings", str(settings_path),
+        "--job", str(claim.job.id), "--attempt", str(claim.attempt.id),
+        "--run-dir", str(run_dir), "--parent-pid", str(os.getpid()),
+    ]
+
+
+@dataclass
+class RunningChild:
+    """One attempt's child process.
+
+    Attributes:
+        claim: the job and attempt it runs.
+        process: the child (leader of its own process group).
+        run_dir: its run folder (outcome.json, child.log).
+        started_s: monotonic seconds when it was started.
+        timeout_s: the job's time limit per attempt.
+    """
+
+    claim: Claim
+    process: subprocess.Popen[bytes]
+    run_dir: Path
+    started_s: float
+    timeout_s: float
+
+    @property
+    def attempt_id(self) -> int:
+        """The attempt's id."""
+        return self.claim.attempt.id
+
+
+@dataclass
+class TickReport:
+    """What one tick did, for logs and metrics.
+
+    Attributes:
+        reaped: attempts whose lease had run out.
+        started: attempts whose child was started.
+        ended: attempts whose child exited, with how (``"outcome:<decision>"``
+            or ``"crash:<decision>"``).
+        timed_out: attempts killed for running past their timeout.
+        stopped: attempts killed because the store said stop (cancelled or reaped).
+    """
+
+    reaped: list[int] = field(default_factory=list)
+    started: list[int] = field(default_factory=list)
+    ended: dict[int, str] = field(default_factory=dict)
+    timed_out: list[int] = field(default_factory=list)
+    stopped: list[int] = field(default_factory=list)
+
+
+class Dispatcher:
+    """Runs claimed attempts in child processes; needs nothing else from farmd.
+
+    Args:
+        store: the queue.
+        settings: farm's settings; written to each run folder for the child.
+        clock: wall time for the store, monotonic time for timeouts.
+        command: builds a child's argv (default :func:`child_command`); a
+            wrapper such as ``nice`` or ``systemd-run`` can be put in front.
+        max_children: at most this many attempts at once (None: one per free phone).
+        runs_dir: where run folders go; ``<data_dir>/runs`` by default.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        clock: Clock,
+        *,
+        command: ChildCommand = child_command,
+        max_children: int | None = None,
+        runs_dir: Path | None = None,
+    ) -> None:
+        if max_children is not None and max_children < 1:
+            raise ValueError("max_children must be at least 1")
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+        self.command = command
+        self.max_children = max_children
+        self.runs_dir = runs_dir or Path(settings.data_dir) / RUNS_DIR
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        self.children: dict[int, RunningChild] = {}
+        self.stopping = False
+        self._ticks = 0
+        self._settings_path = self.runs_dir / SETTINGS_FILE
+        self._settings_path.write_text(settings.model_dump_json(), encoding="utf-8")
+        self.lease_s_by_kind: Mapping[str, float] = {
+            JobKind.GEMM.value: settings.jobs.lease_s,
+            JobKind.MODEL.value: settings.jobs.lease_s,
+            JobKind.TUNE.value: settings.jobs.tune_lease_s,
+        }
+
+    # --- the tick ----------------------------------------------------------------
+
+    def tick(self, now: datetime | None = None) -> TickReport:
+        """Advance every running attempt and start new ones (see the module doc).
+
+        Args:
+            now: the time for the store's records; the clock's by default.
+
+        Returns:
+            What this tick did.
+
+        Raises:
+            StoreError: the database failed; the next tick retries.
+        """
+        now = now or self.clock.now()
+        report = TickReport()
+        self._collect(now, report)
+        self._time_out(now, report)
+        self._heartbeat(now, report)
+        report.reaped = [a.id for a in self.store.reap(now)]
+        for attempt_id in report.reaped:
+            log.warning("lease_expired", attempt=attempt_id)
+        if not self.stopping:
+            self._start_new(now, report)
+        self._ticks += 1
+        return report
+
+    def _collect(self, now: datetime, report: TickReport) -> None:
+        for attempt_id, child in list(self.children.items()):
+            code = child.process.poll()
+            if code is None:
+                continue
+            del self.children[attempt_id]
+            report.ended[attempt_id] = self._ended(child, code, now)
+
+    def _ended(self, child: RunningChild, code: int, now: datetime) -> str:
+        """Judge an exited child; report a crash to the store."""
+        outcome = read_outcome(child.run_dir)
+        if outcome is not None and outcome.committed:
+            log.info("attempt_child_exited", attempt=child.attempt_id, job_id=child.claim.job.id,
+                     exit_code=code, status=outcome.status, decision=outcome.decision)
+            return f"outcome:{outcome.decision}"
+        if outcome is not None:  # the child ended on purpose, but the store refused its report
+            failure = Failure(outcome.error_kind or "StoreError", Retry.SAME_LIMIT,
+                              outcome.message or "the child could not report to the store")
+        else:
+            how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            failure = Failure("ChildCrashed", Retry.OTHER_PHONE,
+                              f"attempt process died with {how} and no outcome (see {child.run_dir / CHILD_LOG})")
+        decision = self.store.fail_attempt(child.attempt_id, failure, now)
+        log.warning("attempt_child_crashed", attempt=child.attempt_id, job_id=child.claim.job.id,
+                    exit_code=code, reason=failure.message, decision=decision.value)
+        return f"crash:{decision.value}"
+
+    def _time_out(self, now: datetime, report: TickReport) -> None:
+        now_s = self.clock.monotonic()
+        for attempt_id, child in list(self.children.items()):
+            if now_s - child.started_s < child.timeout_s:
+                continue
+            self._kill(child)
+            del self.children[attempt_id]
+            if read_outcome(child.run_dir) is not None:
+                continue  # it finished just before the kill; the store already knows
+            error = JobTimeout(child.claim.job.id, child.timeout_s)
+            decision = self.store.fail_attempt(attempt_id, error, now)
+            log.warning("attempt_timed_out", attempt=attempt_id, job_id=child.claim.job.id,
+                        timeout_s=child.timeout_s, decision=decision.value)
+            report.timed_out.append(attempt_id)
+
+    def _heartbeat(self, now: datetime, report: TickReport) -> None:
+        for attempt_id, child in list(self.children.items()):
+            if self.store.heartbeat(attempt_id, now) or read_outcome(child.run_dir) is not None:
+                continue  # still running, or it ended on purpose and is exiting
+            # Cancelled, or reaped while farmd stalled: the attempt must stop.
+            self._kill(child)
+            del self.children[attempt_id]
+            decision = self.store.fail_attempt(
+                attempt_id, Failure("Cancelled", Retry.NEVER, "stopped: the store ended the attempt"), now,
+            )
+            if decision is Decision.IGNORED:  # it committed its result a moment ago
+                report.ended[attempt_id] = "outcome:stored"
+                continue
+            log.info("attempt_stopped", attempt=attempt_id, job_id=child.claim.job.id,
+                     decision=decision.value)
+            report.stopped.append(attempt_id)
+
+    def _start_new(self, now: datetime, report: TickReport) -> None:
+        if self.max_children is not None and len(self.children) >= self.max_children:
+            return
+        assignments = plan(self.store.snapshot(), now, seed=self._ticks,
+                           lease_s_by_kind=self.lease_s_by_kind)
+        if self.max_children is not None:
+            assignments = assignments[: self.max_children - len(self.children)]
+        if not assignments:
+            return
+        for claim in self.store.claim(assignments, now):
+            self._spawn(claim, now)
+            report.started.append(claim.attempt.id)
+
+    def _spawn(self, claim: Claim, now: datetime) -> None:
+        run_dir = self.runs_dir / f"attempt-{claim.attempt.id}"
+        shutil.rmtree(run_dir, ignore_errors=True)  # a leftover of a wiped database
+        run_dir.mkdir(parents=True)
+        argv = list(self.command(claim, run_dir, self._settings_path))
+        try:
+            with (run_dir / CHILD_LOG).open("wb") as log_file:
+                process = subprocess.Popen(  # noqa: S603 - argv built above, no shell
+                    argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                    start_new_session=True, cwd=run_dir,
+                )
+        except OSError as exc:
+            decision = self.store.fail_attempt(
+                claim.attempt.id, Failure("SpawnError", Retry.SAME_LIMIT, f"cannot start child: {exc}"), now,
+            )
+            log.error("attempt_not_started", attempt=claim.attempt.id, reason=str(exc),
+                      decision=decision.value)
+            return
+        self.children[claim.attempt.id] = RunningChild(
+            claim, process, run_dir, self.clock.monotonic(), claim.job.timeout_s,
+        )
+        log.info("attempt_started", attempt=claim.attempt.id, job_id=claim.job.id,
+                 serials=list(claim.attempt.serials), pid=process.pid)
+
+    # --- stopping --------------------------------------------------------------------
+
+    def _kill(self, child: RunningChild) -> None:
+        """SIGKILL the child's whole process group and reap the child."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.process.wait(timeout=KILL_WAIT_S)
+
+    def stop(self, deadline_s: float, poll_s: float = 0.2) -> list[int]:
+        """Take no more work; let running attempts finish until the deadline, then kill them.
+
+        Attempts still running at the deadline are killed (process groups) and
+        reported as ``Shutdown`` failures, which requeue their jobs while
+        attempts remain.
+
+        Args:
+            deadline_s: seconds to let running attempts finish.
+            poll_s: seconds between checks.
+
+        Returns:
+            The attempts that were killed.
+        """
+        self.stopping = True
+        end_s = self.clock.monotonic() + deadline_s
+        while self.children and self.clock.monotonic() < end_s:
+            self.tick()
+            if self.children:
+                child = next(iter(self.children.values()))
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.process.wait(timeout=poll_s)
+        self.tick()
+        killed = []
+        for attempt_id, child in list(self.children.items()):
+            self._kill(child)
+            del self.children[attempt_id]
+            if read_outcome(child.run_dir) is None:
+                decision = self.store.fail_attempt(attempt_id, Failure(
+                    "Shutdown", Retry.SAME_LIMIT, "farmd stopped before the attempt finished"),
+                    self.clock.now())
+                log.warning("attempt_killed_at_stop", attempt=attempt_id, decision=decision.value)
+            killed.append(attempt_id)
+        return killed
+
+    def close(self) -> None:
+        """Kill every child at once (farmd is going away without a graceful stop)."""
+        for child in self.children.values():
+            self._kill(child)
+        self.children.clear()

@@ -1,0 +1,235 @@
+"""Turn a claimed job into calls of :mod:`farm.jobs` and an :class:`Outcome`.
+
+The queue's spec (``farm.queue.spec``, pydantic) is mapped to the jobs' plain
+parameters (``farm.jobs.params``) here and nowhere else. Each measured run is
+preceded by thermal gating of its phone (``gate``), ``repetitions`` times per
+phone; every raw sample is kept, tagged with its phone.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from farm.config import Settings
+from farm.errors import PhoneFault, SpecError
+from farm.fleet.keys import job_key, phone_key
+from farm.jobs import params as jp
+from farm.jobs.cache import CompileCache
+from farm.queue.records import AttemptView, JobView, Outcome, SnapshotData, TuningData
+from farm.queue.spec import GemmJob, JobSpec, ModelJob, TuneJob, parse_spec
+
+__all__ = ["RunContext", "device_facts", "execute", "tune_work_dir"]
+
+COMPILE_CACHE_DIR = "compile-cache"
+TUNE_DIR = "tune"
+SESSION_TIMEOUT_MIN_S = 60
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Everything one attempt needs.
+
+    Attributes:
+        settings: farm's settings (tracker address, data folder).
+        job: the claimed job.
+        attempt: its running attempt; ``attempt.serials`` are the phones.
+        facts: each phone's facts as the store keeps them, by serial.
+        gate: waits until a phone is cool and returns its snapshot; called
+            before every measured run.
+    """
+
+    settings: Settings
+    job: JobView
+    attempt: AttemptView
+    facts: Mapping[str, Mapping[str, Any]]
+    gate: Callable[[str], SnapshotData]
+
+    @property
+    def cache(self) -> CompileCache:
+        """The compile cache shared by every attempt of this host."""
+        return CompileCache(Path(self.settings.data_dir) / COMPILE_CACHE_DIR)
+
+
+def tune_work_dir(data_dir: Path, job_id: int) -> Path:
+    """The tuning work folder of a job; reused by its retries, so tuning resumes."""
+    return Path(data_dir) / TUNE_DIR / f"job-{job_id}"
+
+
+def device_facts(serial: str, facts: Mapping[str, Any]) -> jp.DeviceFacts:
+    """The jobs' view of a phone from the facts the fleet stored.
+
+    Raises:
+        PhoneFault: the phone's ABI is unknown (its facts were never read).
+    """
+    abis = list(facts.get("abis") or [])
+    abi = facts.get("abi") or (abis[0] if abis else None)
+    if not abi:
+        raise PhoneFault(serial, "no ABI in the phone's facts; it was never set up")
+    return jp.DeviceFacts(
+        abi=str(abi),
+        gpu=str(facts.get("gpu") or ""),
+        has_opencl=bool(facts.get("has_opencl", False)),
+        has_vulkan=bool(facts.get("has_vulkan", False)),
+        cpu_features=tuple(facts.get("cpu_features") or ()),
+        num_cores=int(facts.get("num_cores") or 0),
+    )
+
+
+def _tracker(ctx: RunContext, serial: str, key: str | None = None) -> jp.TrackerParams:
+    tracker = ctx.settings.tracker
+    return jp.TrackerParams(
+        host=tracker.host,
+        port=tracker.port,
+        key=key or phone_key(tracker.key, serial),
+        session_timeout_s=max(SESSION_TIMEOUT_MIN_S, int(ctx.job.timeout_s)),
+        serial=serial,
+    )
+
+
+def _gemm_params(p: Any) -> jp.GemmParams:
+    return jp.GemmParams(
+        n=p.n, dtype=p.dtype, bn=p.bn, device=jp.DeviceKind(p.target),
+        timing=jp.TimingParams(p.number, p.repeat, p.min_repeat_ms),
+    )
+
+
+def _target(serial: str, ctx: RunContext, device: jp.DeviceKind) -> dict[str, Any]:
+    from farm.jobs.targets import target_for  # noqa: PLC0415 - keeps `farm.runner` import light
+
+    return target_for(device_facts(serial, ctx.facts.get(serial, {})), device)
+
+
+def _summary_of_runs(kind: str, runs: Sequence[dict[str, Any]], samples: Sequence[float]) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "mean_s": statistics.fmean(samples) if samples else None,
+        "median_s": statistics.median(samples) if samples else None,
+        "samples": len(samples),
+        "runs": list(runs),
+    }
+
+
+def _run_gemm(ctx: RunContext, spec: GemmJob) -> Outcome:
+    from farm.jobs.gemm import gemm_flop, run_gemm  # noqa: PLC0415 - imports TVM
+
+    params = _gemm_params(spec.params)
+    samples: list[float] = []
+    serials: list[str] = []
+    runs: list[dict[str, Any]] = []
+    snapshots: list[SnapshotData] = []
+    for repetition in range(spec.repetitions):
+        for serial in ctx.attempt.serials:
+            target = _target(serial, ctx, params.device)
+            snapshots.append(ctx.gate(serial))
+            result = run_gemm(params, target, _tracker(ctx, serial), ctx.cache, seed=repetition)
+            samples += result.samples_s
+            serials += [serial] * len(result.samples_s)
+            runs.append({
+                "serial": serial, "repetition": repetition, "mean_s": result.mean_s,
+                "gflops": result.gflops, "max_abs_err": result.max_abs_err,
+                "threads": asdict(result.threads) if result.threads else None,
+                "target": result.target,
+            })
+    summary = _summary_of_runs("gemm", runs, samples)
+    summary.update(n=params.n, dtype=params.dtype, bn=params.bn, device=params.device.value)
+    summary["gflops"] = gemm_flop(params.n) / summary["mean_s"] / 1e9
+    return Outcome(summary, samples, "s", serials, snapshots)
+
+
+def _model_params(p: Any) -> jp.ModelParams:
+    shapes = None if p.input_shapes is None else {k: tuple(v) for k, v in p.input_shapes.items()}
+    return jp.ModelParams(
+        model_path=Path(p.path), input_shapes=shapes, device=jp.DeviceKind("cpu"),
+        rtol=p.tolerance.rtol, atol=p.tolerance.atol,
+        timing=jp.TimingParams(number=p.number, repeat=p.repeat),
+    )
+
+
+def _run_model(ctx: RunContext, spec: ModelJob) -> Outcome:
+    from farm.jobs.model import run_model  # noqa: PLC0415 - imports TVM
+
+    params = _model_params(spec.params)
+    samples: list[float] = []
+    serials: list[str] = []
+    runs: list[dict[str, Any]] = []
+    snapshots: list[SnapshotData] = []
+    for repetition in range(spec.repetitions):
+        for serial in ctx.attempt.serials:
+            target = _target(serial, ctx, params.device)
+            snapshots.append(ctx.gate(serial))
+            result = run_model(params, target, _tracker(ctx, serial), ctx.cache)
+            samples += result.samples_s
+            serials += [serial] * len(result.samples_s)
+            runs.append({
+                "serial": serial, "repetition": repetition, "mean_s": result.mean_s,
+                "max_abs_err": result.max_abs_err, "model_sha256": result.model_sha256,
+                "threads": asdict(result.threads) if result.threads else None,
+                "target": result.target,
+            })
+    summary = _summary_of_runs("model", runs, samples)
+    summary["model"] = Path(params.model_path).name
+    return Outcome(summary, samples, "s", serials, snapshots)
+
+
+def _tuning_records(work_dir: Path, workload: str, target: dict[str, Any]) -> list[TuningData]:
+    from farm.jobs.tune import RECORDS_FILE  # noqa: PLC0415
+
+    path = work_dir / RECORDS_FILE
+    if not path.is_file():
+        return []
+    target_text = json.dumps(target, sort_keys=True)
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            index, record = json.loads(line)
+            records.append(TuningData(workload, target_text, {"workload_index": index, "record": record}))
+    return records
+
+
+def _run_tune(ctx: RunContext, spec: TuneJob) -> Outcome:
+    from farm.jobs.tune import tune_gemm  # noqa: PLC0415 - imports TVM
+
+    if spec.params.gemm is None:
+        raise SpecError("params.model", "tuning ONNX models is not supported yet; tune a gemm")
+    gemm = _gemm_params(spec.params.gemm)
+    serials = list(ctx.attempt.serials)
+    # One phone: its own key. Several: the job's key, which only its phones serve
+    # while the job runs (farm.fleet.keys).
+    key = None if len(serials) == 1 else job_key(ctx.settings.tracker.key, ctx.job.id)
+    tracker = _tracker(ctx, serials[0], key)
+    target = _target(serials[0], ctx, gemm.device)
+    work_dir = tune_work_dir(ctx.settings.data_dir, ctx.job.id)
+    params = jp.TuneParams(
+        gemm=gemm, trials=spec.params.trials, work_dir=work_dir,
+        trials_per_iter=spec.params.trials_per_batch, runner_workers=len(serials),
+    )
+    snapshots = [ctx.gate(serial) for serial in serials]
+    result = tune_gemm(params, target, tracker)
+    summary = result.to_dict()
+    summary.update(kind="tune", n=gemm.n, dtype=gemm.dtype, phones=serials)
+    samples = list(result.tuned_samples_s)
+    workload = f"gemm n={gemm.n} dtype={gemm.dtype}"
+    return Outcome(summary, samples, "s", [serials[0]] * len(samples), snapshots,
+                   _tuning_records(work_dir, workload, target))
+
+
+def execute(ctx: RunContext) -> Outcome:
+    """Run the claimed job on its phones and return what it produced.
+
+    Raises:
+        UserFault: the spec cannot run (SpecError, CompileError, ToolMissing).
+        PhoneFault: a phone, its app or the session failed (SessionError ...),
+            or a phone stayed too hot.
+        InfraFault: the tracker is unreachable.
+    """
+    spec: JobSpec = parse_spec(ctx.job.spec)
+    if isinstance(spec, GemmJob):
+        return _run_gemm(ctx, spec)
+    if isinstance(spec, ModelJob):
+        return _run_model(ctx, spec)
+    return _run_tune(ctx, spec)

@@ -1,0 +1,107 @@
+"""Thermal gating: wait until a phone is cool before every measured run.
+
+A run starts only when the phone's thermal status is at most
+``health.thermal_status_max`` (0, ``PowerManager.THERMAL_STATUS_NONE``) and its
+battery is at or under ``health.battery_temp_max_c`` (35 °C by default). The
+check is :func:`farm.health.verdict.cool_enough` with no hysteresis margin: the
+margin keeps the fleet's state machine from flapping, while the gate only asks
+"may I measure now?". How long the gate waited is stored with the phone's
+state at that moment (:class:`~farm.queue.records.SnapshotData`), so a figure
+taken after a long cool-down can be told apart.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import structlog
+
+from farm.clock import Clock
+from farm.errors import PhoneFault
+from farm.health.sample import HealthSample
+from farm.health.verdict import Limits, cool_enough, verdict
+from farm.queue.records import SnapshotData
+
+__all__ = ["DEFAULT_POLL_S", "gate_limits", "snapshot_of", "wait_until_cool"]
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_POLL_S = 5.0  # a phone cools over minutes; one adb round trip per poll
+
+
+def gate_limits(limits: Limits) -> Limits:
+    """The limits the gate applies: the health limits without hysteresis margin."""
+    return replace(limits, cool_margin_c=0.0)
+
+
+def snapshot_of(
+    sample: HealthSample, facts: Mapping[str, Any], thermal_wait_s: float
+) -> SnapshotData:
+    """The phone's state just before a measured run, as the store keeps it."""
+    return SnapshotData(
+        serial=sample.serial,
+        at=sample.at,
+        battery={
+            "battery_pct": sample.battery_pct,
+            "battery_temp_c": sample.battery_temp_c,
+            "plugged": sample.plugged,
+        },
+        thermal={
+            "thermal_status": sample.thermal_status,
+            "max_zone_temp_c": sample.max_zone_temp_c,
+        },
+        facts=dict(facts),
+        thermal_wait_s=thermal_wait_s,
+    )
+
+
+def wait_until_cool(
+    read: Callable[[], HealthSample],
+    limits: Limits,
+    clock: Clock,
+    *,
+    deadline_s: float,
+    poll_s: float = DEFAULT_POLL_S,
+    sleep: Callable[[float], None] = time.sleep,
+    facts: Mapping[str, Any] | None = None,
+) -> SnapshotData:
+    """Poll the phone's health until it is cool enough to measure.
+
+    Args:
+        read: takes one health sample of the phone (e.g. ``read_health`` bound
+            to a serial); may raise PhoneFault.
+        limits: the health limits (``Limits.from_settings(settings.health)``);
+            their hysteresis margin is ignored (see :func:`gate_limits`).
+        clock: measures the wait (monotonic seconds).
+        deadline_s: give up after this many seconds of waiting.
+        poll_s: seconds between samples.
+        sleep: waits ``poll_s``; tests pass a fake clock's ``advance``.
+        facts: the phone's facts, stored with the snapshot.
+
+    Returns:
+        The snapshot of the sample that passed, with the wait in seconds.
+
+    Raises:
+        PhoneFault: still too hot after ``deadline_s`` (the job is retried on
+            another phone), or the sample could not be read.
+    """
+    limits = gate_limits(limits)
+    start_s = clock.monotonic()
+    while True:
+        waited_s = clock.monotonic() - start_s  # up to this reading, not through it
+        sample = read()
+        if cool_enough(sample, limits):
+            if waited_s > 0:
+                log.info("thermal_gate_passed", serial=sample.serial, thermal_wait_s=round(waited_s, 1))
+            return snapshot_of(sample, facts or {}, waited_s)
+        reason = verdict(sample, limits).reason
+        if waited_s >= deadline_s:
+            raise PhoneFault(
+                sample.serial, f"still too hot after {waited_s:.0f} s of thermal gating: {reason}"
+            )
+        log.info("thermal_gate_waiting", serial=sample.serial, reason=reason,
+                 thermal_wait_s=round(waited_s, 1))
+        sleep(min(poll_s, max(0.0, deadline_s - waited_s)) or poll_s)
