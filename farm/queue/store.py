@@ -18,6 +18,7 @@ twice or put two jobs on one phone. Device operations live in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -159,16 +160,22 @@ class Store(DeviceOps):
 
     def snapshot(self) -> QueueSnapshot:
         """Queued jobs and all devices, for :func:`farm.queue.scheduler.plan`."""
+        # Plain column rows, not ORM objects: a snapshot of 1000 queued jobs is
+        # read on every tick, and identity-map bookkeeping was most of its cost.
+        columns = (Job.id, Job.kind, Job.priority, Job.submitted_at, Job.not_before,
+                   Job.retry_at, Job.excluded_serials, Job.spec)
+        selections: dict[str, DeviceSelection] = {}
         with self._tx() as session:
-            jobs = [
-                QueuedJob(
-                    id=job.id, kind=job.kind, priority=job.priority, submitted_at=job.submitted_at,
-                    devices=DeviceSelection.model_validate(job.spec.get("devices", {})),
-                    not_before=_latest(job.not_before, job.retry_at),
-                    excluded_serials=frozenset(job.excluded_serials or ()),
-                )
-                for job in session.scalars(select(Job).where(Job.state == JobState.QUEUED))
-            ]
+            jobs = []
+            for row in session.execute(select(*columns).where(Job.state == JobState.QUEUED)):
+                key = json.dumps(row.spec.get("devices", {}), sort_keys=True)
+                if key not in selections:  # most jobs share a handful of selections
+                    selections[key] = DeviceSelection.model_validate(row.spec.get("devices", {}))
+                jobs.append(QueuedJob(
+                    id=row.id, kind=row.kind, priority=row.priority, submitted_at=row.submitted_at,
+                    devices=selections[key], not_before=_latest(row.not_before, row.retry_at),
+                    excluded_serials=frozenset(row.excluded_serials or ()),
+                ))
             devices = [
                 DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}))
                 for d in session.scalars(select(Device).order_by(Device.serial))

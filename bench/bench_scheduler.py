@@ -1,0 +1,151 @@
+"""How long the queue takes to decide and to dispatch: plan(), and a store tick.
+
+Three figures, each as p50/p99 over ``--rounds`` runs:
+
+* ``plan_ms``: :func:`farm.queue.scheduler.plan` alone, ``--phones`` ready phones
+  and ``--jobs`` queued jobs of mixed priority, age and selection (pure CPU).
+* ``tick_ms``: one daemon tick on a SQLite file: ``reap`` + ``snapshot`` +
+  ``plan`` + ``claim``, with the same queue; every phone gets a job.
+* ``dispatch_ms``: the queue's share of dispatch latency: a job enqueued while
+  ``--jobs`` others wait and one phone is idle and ready, until ``claim`` has
+  made it running (the job has the top priority so it is the one picked).
+
+Reproduce::
+
+    python bench/bench_scheduler.py --phones 16 --jobs 1000 --rounds 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from farm.queue import DeviceState, Store, default_url, plan
+from farm.queue.scheduler import DeviceView, QueuedJob, QueueSnapshot
+from farm.queue.spec import DeviceSelection
+
+T0 = datetime(2025, 6, 1, tzinfo=timezone.utc)
+FACTS = {"abi": "arm64-v8a", "abis": ["arm64-v8a"], "soc": "SM8150", "sdk": 30, "gpu": "Adreno (TM) 640"}
+
+
+def percentiles_ms(samples_s: list[float]) -> tuple[float, float]:
+    """p50 and p99 of durations in seconds, in milliseconds."""
+    ordered = sorted(samples_s)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return statistics.median(ordered) * 1e3, p99 * 1e3
+
+
+def timed(action: Callable[[], object]) -> float:
+    """Seconds one call takes (perf_counter)."""
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def synthetic_snapshot(phones: int, jobs: int, rng: random.Random) -> QueueSnapshot:
+    """Ready phones and queued jobs: priorities -5..5, ages up to 2 h, some selections."""
+    devices = [DeviceView(f"phone{i:02d}", DeviceState.READY, False, FACTS) for i in range(phones)]
+    selections = [DeviceSelection(), DeviceSelection(abi="arm64-v8a"), DeviceSelection(sdk_min=29),
+                  DeviceSelection(count=2)]
+    queued = [
+        QueuedJob(i + 1, "gemm", rng.randint(-5, 5), T0 - timedelta(seconds=rng.randint(0, 7200)),
+                  rng.choice(selections))
+        for i in range(jobs)
+    ]
+    return QueueSnapshot(queued, devices)
+
+
+def bench_plan(phones: int, jobs: int, rounds: int) -> list[float]:
+    snapshot = synthetic_snapshot(phones, jobs, random.Random(0))
+    return [timed(lambda: plan(snapshot, T0, seed=r)) for r in range(rounds)]
+
+
+def fill_store(store: Store, phones: int, jobs: int) -> None:
+    for i in range(phones):
+        serial = f"phone{i:02d}"
+        store.upsert_device(serial, T0, FACTS)
+        store.set_device_state(serial, DeviceState.READY, "bench", T0)
+    rng = random.Random(0)
+    for _ in range(jobs):
+        store.enqueue({"kind": "gemm", "params": {"n": 64}, "priority": rng.randint(-5, 5)}, T0)
+
+
+def free_all(store: Store, now: datetime) -> None:
+    for device in store.list_devices():
+        store.set_device_state(device.serial, DeviceState.READY, "bench reset", now)
+
+
+def bench_tick(url: str, phones: int, jobs: int, rounds: int) -> list[float]:
+    samples = []
+    with Store(url) as store:
+        fill_store(store, phones, jobs)
+        now = T0
+        for r in range(rounds):
+            now += timedelta(seconds=1)
+            topup = phones  # keep the queue at --jobs
+            for _ in range(topup):
+                store.enqueue({"kind": "gemm", "params": {"n": 64}}, now)
+
+            def tick() -> None:
+                store.reap(now)
+                store.claim(plan(store.snapshot(), now, seed=r), now)
+
+            samples.append(timed(tick))
+            free_all(store, now)
+    return samples
+
+
+def bench_dispatch(url: str, phones: int, jobs: int, rounds: int) -> list[float]:
+    samples = []
+    with Store(url) as store:
+        fill_store(store, phones, jobs)
+        # Every phone but one is busy; the idle one waits for the new job.
+        store.claim(plan(store.snapshot(), T0), T0)
+        idle = "phone00"
+        now = T0
+        for r in range(rounds):
+            now += timedelta(seconds=1)
+            store.set_device_state(idle, DeviceState.READY, "bench reset", now)
+
+            def dispatch() -> None:
+                job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}, "priority": 1000}, now)
+                claims = store.claim(plan(store.snapshot(), now, seed=r), now)
+                if [c.job.id for c in claims] != [job_id]:
+                    raise AssertionError(f"expected job {job_id} on {idle}, got {claims}")
+
+            samples.append(timed(dispatch))
+    return samples
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the three benchmarks and print one line each; return the exit code."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--phones", type=int, default=16)
+    parser.add_argument("--jobs", type=int, default=1000, help="queued jobs")
+    parser.add_argument("--rounds", type=int, default=50)
+    args = parser.parse_args(argv)
+    print("command:", shlex.join([sys.executable, *sys.argv]))
+    print(f"phones={args.phones} queued_jobs={args.jobs} rounds={args.rounds}")
+
+    p50, p99 = percentiles_ms(bench_plan(args.phones, args.jobs, args.rounds))
+    print(f"plan_ms      p50={p50:8.2f} p99={p99:8.2f}  (pure plan())")
+    with tempfile.TemporaryDirectory(prefix="bench_scheduler_") as tmp:
+        url = default_url(Path(tmp) / "tick")
+        p50, p99 = percentiles_ms(bench_tick(url, args.phones, args.jobs, args.rounds))
+        print(f"tick_ms      p50={p50:8.2f} p99={p99:8.2f}  (reap+snapshot+plan+claim, SQLite)")
+        url = default_url(Path(tmp) / "dispatch")
+        p50, p99 = percentiles_ms(bench_dispatch(url, args.phones, args.jobs, args.rounds))
+        print(f"dispatch_ms  p50={p50:8.2f} p99={p99:8.2f}  (enqueue -> running on an idle phone, SQLite)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
