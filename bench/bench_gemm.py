@@ -54,7 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     target = target_for(facts)
     timing = TimingParams(args.number, args.repeat, args.min_repeat_ms)
     params = GemmParams(
-        n=args.n, dtype=args.dtype, bn=args.bn, timing=timing,
+        n=args.n,
+        dtype=args.dtype,
+        bn=args.bn,
+        timing=timing,
         threads=ThreadPoolParams(affinity_mode=0, num_threads=args.threads),
     )
     cluster = LocalCluster()
@@ -82,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
                 tracker = TrackerParams(cluster.host, cluster.port, "bench-tune", 600, "bench-tune")
                 tune = tune_gemm(
                     TuneParams(
-                        gemm=params, trials=args.tune_trials, work_dir=Path(tmp) / "tune",
+                        gemm=params,
+                        trials=args.tune_trials,
+                        work_dir=Path(tmp) / "tune",
                         runner_workers=args.phones,
                     ),
                     target,

@@ -35,6 +35,7 @@ from farm.jobs.session import (
     upload_and_load,
 )
 from farm.jobs.targets import runtime_device_name
+from farm.jobs.tvm_errors import reason_of
 
 log = structlog.get_logger(__name__)
 
@@ -101,8 +102,8 @@ def gemm_module(n: int, dtype: str, name: str = "gemm"):
     Returns:
         ``tvm.IRModule`` with ``name(A: dtype[N, N], B: dtype[N, N], C: dtype[N, N])``.
     """
-    import tvm  # noqa: PLC0415 - keep `import farm.jobs` light
-    from tvm import te  # noqa: PLC0415
+    import tvm
+    from tvm import te
 
     a = te.placeholder((n, n), dtype, name="A")
     b = te.placeholder((n, n), dtype, name="B")
@@ -134,7 +135,7 @@ def schedule_cpu(mod, bn: int, name: str = "gemm"):
     Returns:
         The scheduled IRModule.
     """
-    from tvm import s_tir  # noqa: PLC0415
+    from tvm import s_tir
 
     sch = s_tir.Schedule(mod)
     sch.work_on(name)
@@ -162,7 +163,7 @@ def schedule_opencl(mod, bn: int, name: str = "gemm"):
     Returns:
         The scheduled IRModule.
     """
-    from tvm import s_tir  # noqa: PLC0415
+    from tvm import s_tir
 
     sch = s_tir.Schedule(mod)
     sch.work_on(name)
@@ -180,7 +181,7 @@ def schedule_opencl(mod, bn: int, name: str = "gemm"):
 
 def cache_key(params: GemmParams, target: dict[str, Any]) -> CacheKey:
     """The compile cache key of a GEMM build."""
-    import tvm  # noqa: PLC0415
+    import tvm
 
     return CacheKey(
         workload=f"gemm n={params.n} dtype={params.dtype}",
@@ -214,7 +215,7 @@ def build_gemm(
     workload = f"gemm n={params.n} dtype={params.dtype}"
 
     def build(out: Path) -> None:
-        import tvm  # noqa: PLC0415
+        import tvm
 
         try:
             mod = gemm_module(params.n, params.dtype)
@@ -225,7 +226,7 @@ def build_gemm(
             executable = tvm.compile(mod, target=tvm.target.Target(target))
             executable.export_library(str(out), fcompile=linker)
         except (RuntimeError, ValueError, TypeError) as exc:  # TVM's errors derive from these
-            raise CompileError(workload, str(exc).strip().splitlines()[-1]) from exc
+            raise CompileError(workload, reason_of(exc)) from exc
 
     return cache.get_or_build(cache_key(params, target), build)
 
@@ -265,7 +266,7 @@ def run_gemm(
         CompileError: C differs from numpy beyond the dtype's tolerance.
         SessionError, TrackerUnreachable: the session failed (retried elsewhere).
     """
-    import tvm  # noqa: PLC0415
+    import tvm
 
     linker = linker_for(target)  # before compiling: fail fast on a missing NDK
     library = build_gemm(params, target, cache, linker)

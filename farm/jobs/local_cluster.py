@@ -63,9 +63,18 @@ class LocalCluster:
             TrackerUnreachable: it did not come up within ``deadline_s``.
         """
         self.port = free_port()
-        self.tracker = subprocess.Popen(  # noqa: S603 - fixed argv
-            [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", self.host,
-             "--port", str(self.port), "--port-end", str(self.port + 1)],
+        self.tracker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tvm.exec.rpc_tracker",
+                "--host",
+                self.host,
+                "--port",
+                str(self.port),
+                "--port-end",
+                str(self.port + 1),
+            ],
             start_new_session=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -82,7 +91,7 @@ class LocalCluster:
 
     def summary(self) -> dict:
         """The tracker's summary (``queue_info`` by key, ``server_info``)."""
-        from tvm import rpc  # noqa: PLC0415
+        from tvm import rpc
 
         return rpc.connect_tracker(self.host, self.port).summary()
 
@@ -103,10 +112,22 @@ class LocalCluster:
         for _ in range(count):
             port = free_port()
             procs.append(
-                subprocess.Popen(  # noqa: S603 - fixed argv
-                    [sys.executable, "-m", "tvm.exec.rpc_server", "--host", self.host,
-                     "--port", str(port), "--port-end", str(port + 1),
-                     "--tracker", f"{self.host}:{self.port}", "--key", key],
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "tvm.exec.rpc_server",
+                        "--host",
+                        self.host,
+                        "--port",
+                        str(port),
+                        "--port-end",
+                        str(port + 1),
+                        "--tracker",
+                        f"{self.host}:{self.port}",
+                        "--key",
+                        key,
+                    ],
                     start_new_session=True,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,

@@ -30,6 +30,7 @@ from farm.jobs.session import (
     upload_and_load,
 )
 from farm.jobs.targets import runtime_device_name
+from farm.jobs.tvm_errors import reason_of
 
 log = structlog.get_logger(__name__)
 
@@ -99,15 +100,17 @@ def load_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = Non
         SpecError: the file is missing, is not a valid ONNX model, or an input has
             a symbolic dimension and no shape was given.
     """
-    import onnx  # noqa: PLC0415
+    import onnx
 
     if not path.is_file():
         raise SpecError("params.model_path", f"{path} does not exist")
     try:
         model = onnx.load(str(path))
         onnx.checker.check_model(model)
-    except Exception as exc:  # noqa: BLE001 - onnx raises DecodeError, ValidationError, ...
-        raise SpecError("params.model_path", f"{path.name} is not a valid ONNX model: {exc}") from exc
+    except Exception as exc:
+        raise SpecError(
+            "params.model_path", f"{path.name} is not a valid ONNX model: {exc}"
+        ) from exc
     initializers = {init.name for init in model.graph.initializer}
     overrides = dict(input_shapes or {})
     inputs = []
@@ -163,9 +166,9 @@ def build_model(
     name = params.model_path.name
 
     def build(out: Path) -> None:
-        import tvm  # noqa: PLC0415
-        from tvm import relax  # noqa: PLC0415
-        from tvm.relax.frontend.onnx import from_onnx  # noqa: PLC0415
+        import tvm
+        from tvm import relax
+        from tvm.relax.frontend.onnx import from_onnx
 
         try:
             mod = from_onnx(
@@ -177,20 +180,23 @@ def build_model(
             target_obj = tvm.target.Target(target)
             if params.device is not DeviceKind.CPU:
                 # GPU kernels need thread bindings; dlight's default GPU schedules add them.
-                from tvm.s_tir import dlight  # noqa: PLC0415
+                from tvm.s_tir import dlight
 
                 mod = relax.get_pipeline("zero")(mod)
                 with target_obj:
                     mod = dlight.ApplyDefaultSchedule(
-                        dlight.gpu.Matmul(), dlight.gpu.GEMV(), dlight.gpu.Reduction(),
-                        dlight.gpu.GeneralReduction(), dlight.gpu.Fallback(),
+                        dlight.gpu.Matmul(),
+                        dlight.gpu.GEMV(),
+                        dlight.gpu.Reduction(),
+                        dlight.gpu.GeneralReduction(),
+                        dlight.gpu.Fallback(),
                     )(mod)
             executable = tvm.compile(mod, target=target_obj)
             executable.export_library(str(out), fcompile=linker)
         except (RuntimeError, ValueError, TypeError, KeyError, NotImplementedError) as exc:
             # TVM's errors derive from these builtins; the frontend raises the last two
             # for unsupported operators.
-            raise CompileError(name, str(exc).strip().splitlines()[-1]) from exc
+            raise CompileError(name, reason_of(exc)) from exc
 
     key = CacheKey(
         workload=f"onnx {name} sha256={digest} inputs={[(i.name, i.shape) for i in inputs]}",
@@ -203,7 +209,7 @@ def build_model(
 
 def tvm_version() -> str:
     """``tvm.__version__``."""
-    import tvm  # noqa: PLC0415
+    import tvm
 
     return str(tvm.__version__)
 
@@ -222,7 +228,7 @@ def random_inputs(inputs: list[ModelInput], seed: int) -> dict[str, np.ndarray]:
 
 def reference_outputs(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     """onnxruntime's outputs for ``feeds`` on the host CPU."""
-    import onnxruntime  # noqa: PLC0415
+    import onnxruntime
 
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     return [np.asarray(o) for o in session.run(None, feeds)]
@@ -253,8 +259,8 @@ def run_model(
         CompileError: the output differs from onnxruntime beyond rtol/atol.
         SessionError, TrackerUnreachable: the session failed (retried elsewhere).
     """
-    import tvm  # noqa: PLC0415
-    from tvm import relax  # noqa: PLC0415
+    import tvm
+    from tvm import relax
 
     linker = linker_for(target)
     library, inputs = build_model(params, target, cache, linker)
@@ -290,7 +296,9 @@ def run_model(
     max_abs_err = 0.0
     for got, want in zip(outputs, expected):
         max_abs_err = max(max_abs_err, float(np.max(np.abs(got.astype("float64") - want))))
-        if got.shape != want.shape or not np.allclose(got, want, rtol=params.rtol, atol=params.atol):
+        if got.shape != want.shape or not np.allclose(
+            got, want, rtol=params.rtol, atol=params.atol
+        ):
             raise CompileError(
                 params.model_path.name,
                 f"output differs from onnxruntime on {phone}: max |error| {max_abs_err:g}",

@@ -58,7 +58,7 @@ class Linker:
         self, output: str, objects: Sequence[str], options: Sequence[str] | None = None
     ) -> None:
         """Link ``objects`` into the shared library ``output``."""
-        from tvm.support import cc, ndk  # noqa: PLC0415 - heavy import, workers only
+        from tvm.support import cc, ndk
 
         if self.from_env:
             ndk.create_shared(output, list(objects), list(options) if options else None)
@@ -79,9 +79,7 @@ def _api_of(path: Path, triple: str) -> int:
     return int(match.group(1)) if match else -1
 
 
-def find_ndk_clang(
-    triple: str, ndk_home: Path, api_level: int = DEFAULT_API_LEVEL
-) -> Path | None:
+def find_ndk_clang(triple: str, ndk_home: Path, api_level: int = DEFAULT_API_LEVEL) -> Path | None:
     """The NDK's ``clang++`` wrapper for a triple, or None.
 
     Args:

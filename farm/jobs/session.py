@@ -9,7 +9,6 @@ or :class:`~farm.errors.TrackerUnreachable` (the host's tracker).
 
 from __future__ import annotations
 
-import socket
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,7 +60,7 @@ def open_session(tracker: TrackerParams) -> RPCSession:
         TrackerUnreachable: nothing answers at the tracker address.
         SessionError: no server of the key came free in time, or the session failed.
     """
-    from tvm import rpc  # noqa: PLC0415 - keep `import farm.jobs` light
+    from tvm import rpc
 
     try:
         tracker_session = rpc.connect_tracker(tracker.host, tracker.port)
@@ -111,11 +110,9 @@ def apply_thread_pool(
         SessionError: the session dropped.
     """
     try:
-        remote.get_function("runtime.config_threadpool")(
-            threads.affinity_mode, threads.num_threads
-        )
+        remote.get_function("runtime.config_threadpool")(threads.affinity_mode, threads.num_threads)
         num_threads = int(remote.get_function("runtime.NumThreads")())
-    except (RuntimeError, OSError, socket.error) as exc:
+    except (RuntimeError, OSError) as exc:
         raise SessionError(_phone(tracker), f"config_threadpool failed: {exc}") from exc
     return ThreadPoolApplied(threads.affinity_mode, threads.num_threads, num_threads)
 

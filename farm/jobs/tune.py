@@ -48,6 +48,7 @@ from farm.jobs.session import (
     upload_and_load,
 )
 from farm.jobs.targets import runtime_device_name
+from farm.jobs.tvm_errors import reason_of
 
 log = structlog.get_logger(__name__)
 
@@ -202,8 +203,8 @@ def export_records(work_dir: Path, out_path: Path) -> Path:
 
 def builder_initializer() -> None:
     """Run once in each LocalBuilder worker: the slow imports, before any build's timeout."""
-    import tvm.s_tir.tensor_intrin  # noqa: F401, PLC0415
-    import tvm.support.ndk  # noqa: F401, PLC0415
+    import tvm.s_tir.tensor_intrin
+    import tvm.support.ndk  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -223,7 +224,7 @@ def _cost_model() -> str:
     # The XGBoost cost model needs the optional xgboost package; without it a random
     # model still explores (more slowly) instead of failing at the first update.
     try:
-        import xgboost  # noqa: F401, PLC0415
+        import xgboost  # noqa: F401
     except ImportError:
         return "random"
     return "xgb"
@@ -235,8 +236,8 @@ def _cost_model() -> str:
 def _tune_round(
     params: TuneParams, target: dict[str, Any], tracker: TrackerParams, linker: Linker, trials: int
 ) -> None:
-    import tvm  # noqa: PLC0415
-    from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
 
     builder = ms.builder.LocalBuilder(
         max_workers=params.builder_workers,
@@ -284,8 +285,8 @@ def _best_record_s(work_dir: Path) -> float:
 
 def _compile_pair(params: TuneParams, target: dict[str, Any], linker: Linker) -> tuple[Path, Path]:
     """Compile the best recorded schedule and the unscheduled kernel into the work folder."""
-    import tvm  # noqa: PLC0415
-    from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
 
     workload = f"gemm n={params.gemm.n} dtype={params.gemm.dtype}"
     mod = gemm_module(params.gemm.n, params.gemm.dtype, name=FUNC_NAME)
@@ -302,7 +303,7 @@ def _compile_pair(params: TuneParams, target: dict[str, Any], linker: Linker) ->
             tvm.compile(scheduled, target=target_obj).export_library(str(tmp), fcompile=linker)
             os.replace(tmp, out)
     except (RuntimeError, ValueError, TypeError) as exc:
-        raise CompileError(workload, str(exc).strip().splitlines()[-1]) from exc
+        raise CompileError(workload, reason_of(exc)) from exc
     return tuned, untuned
 
 
@@ -310,7 +311,7 @@ def _compare(
     params: TuneParams, target: dict[str, Any], tracker: TrackerParams, tuned: Path, untuned: Path
 ) -> tuple[list[float], list[float], ThreadPoolApplied | None]:
     """Time the untuned and the tuned kernel in one session; return their samples."""
-    import tvm  # noqa: PLC0415
+    import tvm
 
     remote = open_session(tracker)
     device = runtime_device_name(target)
@@ -327,7 +328,10 @@ def _compare(
             c = tvm.runtime.tensor(np.zeros((n, n), dtype), dev)
             timing = params.gemm.timing
             evaluator = module.time_evaluator(
-                FUNC_NAME, dev, number=timing.number, repeat=timing.repeat,
+                FUNC_NAME,
+                dev,
+                number=timing.number,
+                repeat=timing.repeat,
                 min_repeat_ms=timing.min_repeat_ms,
             )
             samples.append([float(s) for s in evaluator(a, b, c).results])

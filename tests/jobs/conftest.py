@@ -31,8 +31,12 @@ def cluster() -> Iterator[LocalCluster]:
 def tracker(cluster: LocalCluster) -> TrackerParams:
     """Tracker parameters that reach the shared servers."""
     return TrackerParams(
-        host=cluster.host, port=cluster.port, key=KEY, session_timeout_s=120,
-        serial="local-rpc", connect_timeout_s=60,
+        host=cluster.host,
+        port=cluster.port,
+        key=KEY,
+        session_timeout_s=120,
+        serial="local-rpc",
+        connect_timeout_s=60,
     )
 
 
@@ -57,9 +61,12 @@ def _small_cnn(path: Path) -> Path:
         return numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(np.float32), name)
 
     initializers = [
-        weight("conv1_w", (8, 3, 3, 3)), weight("conv1_b", (8,)),
-        weight("dw_w", (8, 1, 3, 3)), weight("dw_b", (8,)),
-        weight("fc1_w", (8 * 4 * 4, 16)), weight("fc1_b", (16,)),
+        weight("conv1_w", (8, 3, 3, 3)),
+        weight("conv1_b", (8,)),
+        weight("dw_w", (8, 1, 3, 3)),
+        weight("dw_b", (8,)),
+        weight("fc1_w", (8 * 4 * 4, 16)),
+        weight("fc1_b", (16,)),
         weight("fc2_w", (16, 10)),
     ]
     nodes = [
@@ -75,7 +82,8 @@ def _small_cnn(path: Path) -> Path:
         helper.make_node("MatMul", ["r3", "fc2_w"], ["y"]),
     ]
     graph = helper.make_graph(
-        nodes, "small_cnn",
+        nodes,
+        "small_cnn",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
         initializers,

@@ -31,8 +31,12 @@ class TestCompileOnce:
             cluster.add_servers(key, 1)
         cache = CompileCache(tmp_path)
         results = [
-            run_gemm(PARAMS, target_for(host_facts),
-                     TrackerParams(cluster.host, cluster.port, key, 60, key), cache)
+            run_gemm(
+                PARAMS,
+                target_for(host_facts),
+                TrackerParams(cluster.host, cluster.port, key, 60, key),
+                cache,
+            )
             for key in keys
         ]
         assert (cache.misses, cache.hits) == (1, 3)

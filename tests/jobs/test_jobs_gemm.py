@@ -32,7 +32,9 @@ class TestRunGemm:
     ) -> None:
         """The phone's runtime reports the thread count asked for, and the result records it."""
         params = GemmParams(
-            n=64, bn=16, timing=TimingParams(1, 1, 1),
+            n=64,
+            bn=16,
+            timing=TimingParams(1, 1, 1),
             threads=ThreadPoolParams(affinity_mode=0, num_threads=1),
         )
         result = run_gemm(params, target_for(host_facts), tracker, CompileCache(tmp_path))
@@ -45,8 +47,9 @@ class TestRunGemm:
     ) -> None:
         """bn must divide N; the error names the field."""
         with pytest.raises(SpecError) as info:
-            run_gemm(GemmParams(n=100, bn=16), target_for(host_facts), tracker,
-                     CompileCache(tmp_path))
+            run_gemm(
+                GemmParams(n=100, bn=16), target_for(host_facts), tracker, CompileCache(tmp_path)
+            )
         assert info.value.field == "params.bn"
 
     def test_unknown_key_is_a_session_error(
@@ -55,6 +58,7 @@ class TestRunGemm:
         """Asking for a key no server serves fails as the phone's fault, within the deadline."""
         nobody = TrackerParams(tracker.host, tracker.port, "nobody", 60, "ghost", 2.0)
         with pytest.raises(SessionError) as info:
-            run_gemm(GemmParams(n=64, bn=16), target_for(host_facts), nobody,
-                     CompileCache(tmp_path))
+            run_gemm(
+                GemmParams(n=64, bn=16), target_for(host_facts), nobody, CompileCache(tmp_path)
+            )
         assert info.value.serial == "ghost"

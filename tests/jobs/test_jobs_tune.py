@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,12 @@ class TestTuneGemm:
         work_dir = tmp_path / "tune"
         gemm = GemmParams(n=64, bn=16, timing=TimingParams(number=3, repeat=3, min_repeat_ms=5))
         first = TuneParams(
-            gemm=gemm, trials=4, work_dir=work_dir, trials_per_iter=4, runner_workers=2, seed=1,
+            gemm=gemm,
+            trials=4,
+            work_dir=work_dir,
+            trials_per_iter=4,
+            runner_workers=2,
+            seed=1,
             timing=TimingParams(number=2, repeat=1, min_repeat_ms=5),
         )
         target = target_for(host_facts)
@@ -32,7 +38,7 @@ class TestTuneGemm:
         with records.open("ab") as f:  # a kill in the middle of writing a record
             f.write(b'[0, [[["GetSBlock", [], ["C", "ma')
 
-        second = TuneParams(**{**first.__dict__, "trials": 8})
+        second = replace(first, trials=8)
         result2 = tune_gemm(second, target, tracker)
 
         assert result2.trials_measured_before == result1.trials_measured

@@ -16,13 +16,12 @@ from farm.jobs.params import ModelParams
 
 def _save(path: Path, node: onnx.NodeProto, dims: list, extra_opsets=()) -> Path:
     graph = helper.make_graph(
-        [node], "g",
+        [node],
+        "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)],
     )
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 13), *extra_opsets]
-    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), *extra_opsets])
     model.ir_version = 9
     onnx.save(model, str(path))
     return path

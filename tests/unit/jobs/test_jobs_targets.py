@@ -15,7 +15,9 @@ class TestTargetFor:
         """arm64-v8a compiles for aarch64-linux-android with NEON and the known core count."""
         target = target_for(DeviceFacts(abi="arm64-v8a", num_cores=8))
         assert target == {
-            "kind": "llvm", "mtriple": "aarch64-linux-android", "mattr": ["+neon"],
+            "kind": "llvm",
+            "mtriple": "aarch64-linux-android",
+            "mattr": ["+neon"],
             "num-cores": 8,
         }
 
@@ -62,8 +64,10 @@ class TestTargetFor:
             (DeviceFacts(abi="armeabi-v7a"), DeviceKind.CPU),
             (DeviceFacts(abi="x86_64", num_cores=2), DeviceKind.CPU),
             (DeviceFacts(abi="arm64-v8a", gpu="Mali-G78", has_opencl=True), DeviceKind.OPENCL),
-            (DeviceFacts(abi="arm64-v8a", gpu="Adreno (TM) 740", has_opencl=True),
-             DeviceKind.OPENCL),
+            (
+                DeviceFacts(abi="arm64-v8a", gpu="Adreno (TM) 740", has_opencl=True),
+                DeviceKind.OPENCL,
+            ),
             (DeviceFacts(abi="arm64-v8a", has_vulkan=True), DeviceKind.VULKAN),
         ],
     )
