@@ -85,6 +85,8 @@ def claim_one(session: Session, assignment: Assignment, now: datetime, lease_s: 
                               f"job {job.id} attempt {attempt.id}", now)
         device.attempt_id = attempt.id
     session.flush()
+    transitions.note(session, "attempt_started", job_id=job.id, attempt=attempt.id,
+                     serials=serials, lease_s=lease_s, attempt_number=job.attempts_made)
     return Claim(JobView.of(job), AttemptView.of(attempt))
 
 
@@ -107,6 +109,8 @@ def reap(session: Session, now: datetime) -> list[AttemptView]:
                 job.state = JobState.QUEUED
             else:
                 _fail_job(job, now, f"{ABANDONED}: {message} (after {job.attempts_made} attempts)")
+        transitions.note(session, "lease_expired", job_id=job.id, attempt=attempt.id,
+                         serials=list(attempt.serials), job_state=job.state.value)
     session.flush()
     return [AttemptView.of(a) for a in expired]
 
@@ -143,12 +147,23 @@ def finish(session: Session, attempt_id: int, outcome: Outcome, now: datetime) -
     job.finished_at = now
     transitions.release(session, attempt.id, attempt.serials, DeviceState.READY,
                         f"attempt {attempt.id} succeeded", now)
+    transitions.note(session, "result_committed", job_id=job.id, attempt=attempt.id,
+                     samples=len(outcome.samples))
     return True
 
 
 def fail(session: Session, attempt_id: int, failure: Failure, now: datetime) -> Decision:
     """Record a failed attempt; apply the retry rule of its error kind."""
     attempt = _locked_attempt(session, attempt_id)
+    decision = _fail(session, attempt, failure, now)
+    if attempt is not None and decision is not Decision.IGNORED:
+        transitions.note(session, "attempt_failed", job_id=attempt.job_id, attempt=attempt.id,
+                         error_kind=failure.error_kind, retry=failure.retry.value,
+                         decision=decision.value, reason=failure.message)
+    return decision
+
+
+def _fail(session: Session, attempt: Attempt | None, failure: Failure, now: datetime) -> Decision:
     if attempt is None or attempt.state is not AttemptState.RUNNING:
         return Decision.IGNORED
     job = _locked_job(session, attempt.job_id)

@@ -24,12 +24,13 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
+import structlog
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from farm.errors import FarmError, StoreError
-from farm.queue import lifecycle
+from farm.queue import lifecycle, transitions
 from farm.queue.db import create_engine, migrate
 from farm.queue.devices import DeviceOps
 from farm.queue.models import Attempt, AttemptState, Device, Job, JobState, Result, Sample
@@ -47,6 +48,8 @@ from farm.queue.scheduler import Assignment, DeviceView, QueuedJob, QueueSnapsho
 from farm.queue.spec import DeviceSelection, JobSpec, parse_spec
 
 __all__ = ["Store"]
+
+log = structlog.get_logger(__name__)
 
 
 class Store(DeviceOps):
@@ -80,8 +83,11 @@ class Store(DeviceOps):
     def _tx(self) -> Iterator[Session]:
         """One transaction; SQLAlchemy errors become StoreError at this boundary."""
         try:
-            with self._sessions() as session, session.begin():
-                yield session
+            with self._sessions() as session:
+                with session.begin():
+                    yield session
+                for event, fields in transitions.noted(session):
+                    log.info(event, **fields)
         except IntegrityError:
             raise  # callers decide: a unique constraint is how "exactly once" is kept
         except SQLAlchemyError as exc:

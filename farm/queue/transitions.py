@@ -3,8 +3,12 @@
 Each returns the names of the fields it changed, ``[]`` when the device was
 already there (LAVA's ``go_state_*`` do the same), and writes a
 :class:`~farm.queue.models.DeviceEvent` with the reason for every real change,
-e.g. ``ready -> cooling (battery_temp_c 41.2 > 35)``. Callers log and notify
-only after their transaction commits.
+e.g. ``ready -> cooling (battery_temp_c 41.2 > 35)``.
+
+Log lines are not written here but noted on the session (:func:`note`); the
+store writes them after the transaction commits, so a rolled-back change is
+never reported as done (rq fires its callbacks only after the failure is
+persisted for the same reason).
 """
 
 from __future__ import annotations
@@ -17,7 +21,19 @@ from sqlalchemy.orm import Session
 
 from farm.queue.models import Device, DeviceEvent, DeviceHealth, DeviceState
 
-__all__ = ["get_or_create", "release", "set_drained", "set_health", "set_state"]
+__all__ = ["get_or_create", "note", "noted", "release", "set_drained", "set_health", "set_state"]
+
+_NOTES = "farm_log_notes"
+
+
+def note(session: Session, event: str, **fields: object) -> None:
+    """Remember a log event to write once ``session``'s transaction commits."""
+    session.info.setdefault(_NOTES, []).append((event, fields))
+
+
+def noted(session: Session) -> list[tuple[str, dict[str, object]]]:
+    """Take the events noted on ``session`` (each is returned once)."""
+    return session.info.pop(_NOTES, [])
 
 
 def get_or_create(session: Session, serial: str, now: datetime) -> Device:
@@ -45,6 +61,8 @@ def set_state(
         return []
     session.add(DeviceEvent(serial=device.serial, at=now, from_state=device.state.value,
                             to_state=to_state.value, reason=reason))
+    note(session, "device_transition", serial=device.serial, from_state=device.state.value,
+         to_state=to_state.value, reason=reason)
     device.state = to_state
     device.state_changed_at = now
     changed = ["state", "state_changed_at"]
@@ -63,6 +81,8 @@ def set_health(
     session.add(DeviceEvent(serial=device.serial, at=now, from_state=device.state.value,
                             to_state=device.state.value,
                             reason=f"health {device.health.value} -> {health.value} ({reason})"))
+    note(session, "device_health_changed", serial=device.serial, from_health=device.health.value,
+         to_health=health.value, reason=reason)
     device.health = health
     return ["health"]
 
@@ -76,6 +96,7 @@ def set_drained(
     word = "drained" if drained else "undrained"
     session.add(DeviceEvent(serial=device.serial, at=now, from_state=device.state.value,
                             to_state=device.state.value, reason=f"{word} ({reason})"))
+    note(session, f"device_{word}", serial=device.serial, reason=reason)
     device.drained = drained
     return ["drained"]
 

@@ -6,6 +6,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from structlog.testing import capture_logs
 from queue_helpers import ARM64, T0, add_ready, gemm_spec
 
 from farm.errors import CompileError, JobTimeout, Retry, SessionError, SpecError
@@ -315,3 +316,30 @@ class TestDeviceTransitions:
         assert sample["battery_temp_c"] == 31.5 and sample["screen_on"] is None and sample["at"] == T0
         with pytest.raises(ValueError, match="bogus"):
             store.record_health("a", T0, {"bogus": 1})
+
+
+class TestLogging:
+    """Canonical log lines are written after commit, with the standard keys."""
+
+    def test_transition_and_attempt_lines(self, store: Store) -> None:
+        """A claim and a phone failure log attempt_started, device_transition and attempt_failed."""
+        add_ready(store, "a", "b")
+        with capture_logs() as logs:
+            claim = start(store, store.enqueue(gemm_spec(), T0), "a")
+            store.fail_attempt(claim.attempt.id, SessionError("a", "dropped"), T0)
+        events = [(e["event"], e.get("to_state") or e.get("decision")) for e in logs]
+        assert events == [
+            ("device_transition", "busy"), ("attempt_started", None),
+            ("device_transition", "unhealthy"), ("attempt_failed", "requeued"),
+        ]
+        assert logs[0]["serial"] == "a" and logs[0]["reason"].startswith(f"job {claim.job.id}")
+
+    def test_nothing_logged_when_nothing_changed(self, store: Store) -> None:
+        """An idempotent transition and a refused second finish write no log line."""
+        add_ready(store, "a")
+        claim = start(store, store.enqueue(gemm_spec(), T0), "a")
+        store.finish(claim.attempt.id, OK, T0)
+        with capture_logs() as logs:
+            store.set_device_state("a", DeviceState.READY, "again", T0)
+            store.finish(claim.attempt.id, OK, T0)
+        assert logs == []
