@@ -90,6 +90,16 @@ class Adbd:
         return "device::" + ";".join(fields)
 
     @property
+    def online_transports(self) -> list[Transport]:
+        """Transports that finished their handshake, oldest first."""
+        return list(self._online)
+
+    @property
+    def stream_count(self) -> int:
+        """Open streams over every transport (0 when the phone is idle)."""
+        return sum(t.stream_count for t in self._transports)
+
+    @property
     def online(self) -> bool:
         """Whether an adb server holds an authorized transport to this phone."""
         return bool(self._online)

@@ -96,6 +96,9 @@ class Transport:
         self.online = False
         self.host_banner = ""
         self.pending_public_key: str | None = None
+        # How the host got in: "none" (auth off), "signature" (a trusted key signed
+        # the token) or "prompt" (its public key was accepted on the phone).
+        self.auth_method: str | None = None
         self._token = b""
         self._streams: dict[int, Stream] = {}
         self._next_id = 1
@@ -124,11 +127,10 @@ class Transport:
         """Serve packets until the connection ends; then close every stream."""
         try:
             while True:
-                packet = await read_packet(
-                    self._reader,
-                    MAX_PAYLOAD_BYTES,
-                    verify_checksum=self.version < A_VERSION_SKIP_CHECKSUM,
-                )
+                # adbd never verifies data_check on receipt (transport.cpp only
+                # fills it for old peers); the adb server reconnecting to a
+                # rebooted phone sends 0 even before the new CNXN negotiates.
+                packet = await read_packet(self._reader, MAX_PAYLOAD_BYTES, verify_checksum=False)
                 self._handle(packet)
         except (asyncio.IncompleteReadError, ConnectionError, ProtocolError, OSError):
             pass
@@ -158,11 +160,16 @@ class Transport:
 
     # --- authorization -------------------------------------------------------------
 
-    def go_online(self) -> None:
-        """Finish the handshake: send our CNXN (``adbd_auth_verified`` / no auth)."""
+    def go_online(self, auth_method: str = "prompt") -> None:
+        """Finish the handshake: send our CNXN (``adbd_auth_verified`` / no auth).
+
+        Args:
+            auth_method: ``none``, ``signature`` or ``prompt`` (kept in :attr:`auth_method`).
+        """
         if self.online or self.closed.is_set():
             return
         self.online = True
+        self.auth_method = auth_method
         self.pending_public_key = None
         banner = self._device.banner().encode()
         self.send(Packet(A_CNXN, A_VERSION, self.max_payload_bytes, banner))
@@ -224,14 +231,14 @@ class Transport:
         if self._device.auth_required:
             self._send_auth_token()
         else:
-            self.go_online()
+            self.go_online("none")
 
     def _on_auth(self, packet: Packet) -> None:
         if self.online:
             return
         if packet.arg0 == AUTH_SIGNATURE:
             if self._token and self._device.authorized_keys.verify(self._token, packet.payload):
-                self.go_online()
+                self.go_online("signature")
             else:
                 self._send_auth_token()
         elif packet.arg0 == AUTH_RSAPUBLICKEY:
