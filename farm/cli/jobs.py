@@ -1,0 +1,226 @@
+"""``farmctl jobs | job ID | cancel ID | results | logs | wait ID``."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from farm.cli.output import Column, echo_json, plain, print_table, to_csv
+from farm.cli.state import CliState, pass_state, warn_if_no_farmd
+from farm.clock import SystemClock
+from farm.errors import FarmError, UserFault
+from farm.queue.models import JobState
+from farm.queue.records import AttemptView, JobView, ResultView
+
+__all__ = ["cancel", "job", "jobs", "logs_", "results", "wait"]
+
+_ENDED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
+
+def _job_row(view: JobView) -> dict[str, Any]:
+    row = plain(view)
+    row["attempts"] = f"{view.attempts_made}/{view.attempts_max}"
+    row["state"] = view.state
+    row["submitted_at"] = view.submitted_at
+    row["finished_at"] = view.finished_at
+    return row
+
+
+_JOB_COLUMNS = [
+    Column("id", "job", "right"), Column("kind"), Column("state"), Column("priority", "prio", "right"),
+    Column("attempts", justify="right"), Column("submitted_at", "submitted"),
+    Column("finished_at", "finished"), Column("error"),
+]
+
+
+def _get_job(state: CliState, job_id: int) -> JobView:
+    view = state.store.get_job(job_id)
+    if view is None:
+        raise UserFault(f"no job {job_id}")
+    return view
+
+
+@click.command()
+@click.option("--state", "states", multiple=True, type=click.Choice([s.value for s in JobState]),
+              help="Only jobs in this state (repeatable).")
+@click.option("--limit", type=int, default=100, show_default=True)
+@_JSON
+@pass_state
+def jobs(state: CliState, states: tuple[str, ...], limit: int, as_json: bool) -> None:
+    """List jobs, newest first."""
+    views = state.store.list_jobs([JobState(s) for s in states] or None, limit)
+    if as_json:
+        echo_json(views)
+        return
+    print_table([_job_row(v) for v in views], _JOB_COLUMNS, "jobs")
+    warn_if_no_farmd(state)
+
+
+def _attempt_row(view: AttemptView) -> dict[str, Any]:
+    return {**plain(view), "serials": list(view.serials), "state": view.state,
+            "started_at": view.started_at, "finished_at": view.finished_at}
+
+
+_ATTEMPT_COLUMNS = [
+    Column("id", "attempt", "right"), Column("serials"), Column("state"), Column("started_at", "started"),
+    Column("finished_at", "finished"), Column("error_kind"), Column("error"),
+]
+
+
+@click.command()
+@click.argument("job_id", type=int)
+@_JSON
+@pass_state
+def job(state: CliState, job_id: int, as_json: bool) -> None:
+    """Show one job, its attempts and its result."""
+    view = _get_job(state, job_id)
+    attempts = state.store.attempts(job_id)
+    result = next(iter(state.store.results(job_id)), None)
+    if as_json:
+        echo_json({"job": view, "attempts": attempts, "result": result})
+        return
+    print_table([_job_row(view)], _JOB_COLUMNS, f"job {job_id}")
+    click.echo(f"spec: {plain(view.spec)}")
+    print_table([_attempt_row(a) for a in attempts], _ATTEMPT_COLUMNS, "attempts")
+    if result is not None:
+        print_table([_result_row(result)], _RESULT_COLUMNS, "result")
+
+
+@click.command()
+@click.argument("job_id", type=int)
+@pass_state
+def cancel(state: CliState, job_id: int) -> None:
+    """Cancel a queued or running job (a running attempt is stopped by farmd)."""
+    view = _get_job(state, job_id)
+    if not state.store.cancel(job_id, SystemClock().now()):
+        raise FarmError(f"job {job_id} has already ended ({view.state.value})")
+    click.echo(f"job {job_id} cancelled")
+
+
+def _result_row(view: ResultView) -> dict[str, Any]:
+    summary = view.summary
+    return {
+        "id": view.id, "job_id": view.job_id, "attempt_id": view.attempt_id,
+        "kind": summary.get("kind"), "mean_s": summary.get("mean_s"),
+        "gflops": summary.get("gflops") or summary.get("tuned_gflops"),
+        "speedup": summary.get("speedup"), "samples": len(view.samples), "unit": view.unit,
+        "created_at": view.created_at,
+    }
+
+
+_RESULT_COLUMNS = [
+    Column("id", "result", "right"), Column("job_id", "job", "right"), Column("attempt_id", "attempt", "right"),
+    Column("kind"), Column("mean_s", justify="right"), Column("gflops", justify="right"),
+    Column("speedup", justify="right"), Column("samples", justify="right"), Column("created_at", "created"),
+]
+_SAMPLE_FIELDS = ["result_id", "job_id", "attempt_id", "index", "value", "unit"]
+
+
+@click.command()
+@click.option("--job", "job_id", type=int, help="Only this job's result.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
+              show_default=True, help="csv has one line per raw sample.")
+@click.option("--limit", type=int, default=1000, show_default=True)
+@_JSON
+@pass_state
+def results(state: CliState, job_id: int | None, fmt: str, limit: int, as_json: bool) -> None:
+    """List results with their raw samples."""
+    views = state.store.results(job_id, limit)
+    if as_json or fmt == "json":
+        echo_json(views)
+    elif fmt == "csv":
+        rows = [{"result_id": v.id, "job_id": v.job_id, "attempt_id": v.attempt_id, "index": i,
+                 "value": s, "unit": v.unit} for v in views for i, s in enumerate(v.samples)]
+        click.echo(to_csv(rows, _SAMPLE_FIELDS), nl=False)
+    else:
+        print_table([_result_row(v) for v in views], _RESULT_COLUMNS, "results")
+
+
+def _attempt_entries(attempts: list[AttemptView]) -> list[dict[str, Any]]:
+    entries = []
+    for a in attempts:
+        entries.append({"at": a.started_at, "source": "attempt", "serial": ",".join(a.serials),
+                        "job_id": a.job_id, "text": f"attempt {a.id} started"})
+        if a.finished_at is not None:
+            text = f"attempt {a.id} {a.state.value}"
+            if a.error:
+                text += f": {a.error_kind}: {a.error}"
+            entries.append({"at": a.finished_at, "source": "attempt", "serial": ",".join(a.serials),
+                            "job_id": a.job_id, "text": text})
+    return entries
+
+
+@click.command(name="logs")
+@click.option("--serial", help="Only this phone's events.")
+@click.option("--job", "job_id", type=int, help="Only this job's attempts and the events they caused.")
+@click.option("--limit", type=int, default=200, show_default=True)
+@_JSON
+@pass_state
+def logs_(state: CliState, serial: str | None, job_id: int | None, limit: int, as_json: bool) -> None:
+    """Device events and attempt errors from the database, oldest first."""
+    store = state.store
+    if job_id is not None:
+        attempts = store.attempts(_get_job(state, job_id).id)
+    else:
+        attempts = [a for j in store.list_jobs(limit=limit) for a in store.attempts(j.id)]
+    if serial is not None:
+        attempts = [a for a in attempts if serial in a.serials]
+    events = store.device_events(serial, limit=10 * limit if job_id is not None else limit)
+    if job_id is not None:
+        mentions = re.compile(r"\battempt (%s)\b|\bjob %d\b" % ("|".join(str(a.id) for a in attempts) or "-", job_id))
+        events = [e for e in events if mentions.search(e.reason)]
+    entries = _attempt_entries(attempts) + [
+        {"at": e.at, "source": "device", "serial": e.serial, "job_id": None,
+         "text": f"{e.from_state} -> {e.to_state}" + (f" ({e.reason})" if e.reason else "")}
+        for e in events
+    ]
+    entries.sort(key=lambda e: e["at"])
+    entries = entries[-limit:]
+    if as_json:
+        echo_json(entries)
+        return
+    print_table(entries, [Column("at"), Column("source"), Column("serial"), Column("job_id", "job"),
+                          Column("text")], "log entries")
+
+
+@click.command()
+@click.argument("job_id", type=int)
+@click.option("--timeout", "timeout_s", type=float, help="Give up after this many seconds.")
+@click.option("--poll", "poll_s", type=float, default=1.0, show_default=True, help="Seconds between checks.")
+@pass_state
+def wait(state: CliState, job_id: int, timeout_s: float | None, poll_s: float) -> None:
+    """Wait until a job ends; exit 0 if it succeeded, 1 if it failed or was cancelled."""
+    view = _get_job(state, job_id)
+    if view.state not in _ENDED:
+        warn_if_no_farmd(state, "the job will not progress until farmd starts")
+    start_s = time.monotonic()
+    columns = [SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn()]
+    console = Console(stderr=True)  # progress is for people: stderr, and only on a terminal
+    with Progress(*columns, transient=True, console=console, disable=not console.is_terminal) as progress:
+        task = progress.add_task(_describe(view))
+        while view.state not in _ENDED:
+            if timeout_s is not None and time.monotonic() - start_s >= timeout_s:
+                raise FarmError(f"job {job_id} still {view.state.value} after {timeout_s:g} s")
+            time.sleep(poll_s)
+            view = _get_job(state, job_id)
+            progress.update(task, description=_describe(view))
+    if view.state is not JobState.SUCCEEDED:
+        raise FarmError(f"job {job_id} {view.state.value}: {view.error or 'no reason recorded'}")
+    result = next(iter(state.store.results(job_id)), None)
+    click.echo(f"job {job_id} succeeded" + (f": {_figures(result)}" if result else ""))
+
+
+def _describe(view: JobView) -> str:
+    return f"job {view.id} {view.kind}: {view.state.value} (attempt {view.attempts_made}/{view.attempts_max})"
+
+
+def _figures(result: ResultView) -> str:
+    row = _result_row(result)
+    parts = [f"{k} {row[k]:.6g}" for k in ("mean_s", "gflops", "speedup") if isinstance(row.get(k), (int, float))]
+    return ", ".join(parts + [f"{row['samples']} samples"])

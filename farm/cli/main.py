@@ -1,0 +1,78 @@
+"""``farmctl``: the click group, FarmError mapping and optional commands.
+
+A :class:`~farm.errors.FarmError` becomes ``Error: <message>`` on stderr and the
+error's ``exit_code`` (2 for the user's mistakes, 1 otherwise), as click's own
+exceptions do; any other exception is a bug and keeps its traceback.
+
+``farm.cli.demo`` and ``farm.cli.doctor`` are added when those modules exist;
+each must define a click command named like the module (``demo``, ``doctor``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from farm import logs
+from farm.cli import devices, enqueue, jobs
+from farm.cli.state import CliState
+from farm.errors import FarmError
+
+__all__ = ["OPTIONAL_COMMANDS", "cli", "main"]
+
+OPTIONAL_COMMANDS = ("demo", "doctor")
+
+
+class FarmGroup(click.Group):
+    """A click group that turns FarmError into ``Error: ...`` and its exit code."""
+
+    def invoke(self, ctx: click.Context):  # type: ignore[no-untyped-def]
+        """Run the subcommand, mapping FarmError at this one boundary."""
+        try:
+            return super().invoke(ctx)
+        except FarmError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+@click.group(cls=FarmGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              envvar="FARM_CONFIG", help="farm's TOML config (default: $FARM_CONFIG, /etc/farm/farm.toml).")
+@click.option("--log-level", default="warning", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error", "critical"]))
+@click.pass_context
+def cli(ctx: click.Context, config_path: Path | None, log_level: str) -> None:
+    """Queue benchmark and tuning jobs on the phone farm and read their results."""
+    logs.configure(level=log_level, stream=sys.stderr)
+    state = CliState(config_path)
+    ctx.obj = state
+    ctx.call_on_close(state.close)
+
+
+cli.add_command(enqueue.enqueue)
+for command in (jobs.jobs, jobs.job, jobs.cancel, jobs.results, jobs.logs_, jobs.wait,
+                devices.devices, devices.drain, devices.undrain, devices.release):
+    cli.add_command(command)
+
+
+def _add_optional_commands(group: click.Group) -> None:
+    for name in OPTIONAL_COMMANDS:
+        try:
+            module = importlib.import_module(f"farm.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"farm.cli.{name}":
+                continue  # not written yet
+            raise
+        group.add_command(getattr(module, name))
+
+
+_add_optional_commands(cli)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console script entry point ``farmctl``."""
+    cli.main(args=list(argv) if argv is not None else None, prog_name="farmctl")

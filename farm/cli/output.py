@@ -1,0 +1,113 @@
+"""Rendering for farmctl: JSON for programs, CSV for spreadsheets, rich tables for people.
+
+Every listing takes ``--json``; JSON output is one document on stdout (a list
+for listings) with datetimes as ISO 8601 strings and enums as their values, so
+``farmctl jobs --json | jq`` works. Messages for people go to stderr, never
+into the data on stdout.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, is_dataclass
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["Column", "echo_json", "note", "plain", "print_table", "to_csv", "to_json"]
+
+#: Width for tables when stdout is not a terminal (pipes, tests): wide enough
+#: that columns are not folded into unreadable slivers.
+PIPE_WIDTH = 160
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON types: datetimes to ISO strings, enums to values, dataclasses to dicts."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Path):
+        return str(value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return plain(asdict(value))
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [plain(v) for v in value]
+    return value
+
+
+def to_json(data: Any) -> str:
+    """Indented JSON of ``data`` (see :func:`plain`)."""
+    return json.dumps(plain(data), indent=2, sort_keys=True)
+
+
+def echo_json(data: Any) -> None:
+    """Print ``data`` as JSON on stdout."""
+    click.echo(to_json(data))
+
+
+def to_csv(rows: Sequence[Mapping[str, Any]], fields: Sequence[str]) -> str:
+    """CSV text with a header line; values rendered by :func:`plain`."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _cell(plain(row.get(k))) for k in fields})
+    return buffer.getvalue()
+
+
+class Column:
+    """One table column: a row key, a header and an optional justification."""
+
+    def __init__(self, key: str, header: str | None = None, justify: str = "left") -> None:
+        self.key = key
+        self.header = header or key
+        self.justify = justify
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, Enum):
+        return str(value.value)
+    if isinstance(value, (list, tuple)):
+        return ",".join(_cell(v) for v in value)
+    return str(value)
+
+
+def _console() -> Console:
+    stream = click.get_text_stream("stdout")
+    is_tty = hasattr(stream, "isatty") and stream.isatty()
+    return Console(file=stream, width=None if is_tty else PIPE_WIDTH, highlight=False)
+
+
+def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], title: str | None = None) -> None:
+    """Print a rich table of ``rows`` on stdout (``-`` on stderr when empty)."""
+    if not rows:
+        note(f"no {title or 'rows'}")
+        return
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column.header, justify=column.justify)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(*(_cell(row.get(c.key)) for c in columns))
+    _console().print(table)
+
+
+def note(message: str) -> None:
+    """A message for people, on stderr."""
+    click.echo(message, err=True)
