@@ -25,15 +25,22 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 from farm.queue import DeviceState, Store, default_url, plan
 from farm.queue.scheduler import DeviceView, QueuedJob, QueueSnapshot
 from farm.queue.spec import DeviceSelection
 
-T0 = datetime(2025, 6, 1, tzinfo=timezone.utc)
-FACTS = {"abi": "arm64-v8a", "abis": ["arm64-v8a"], "soc": "SM8150", "sdk": 30, "gpu": "Adreno (TM) 640"}
+T0 = datetime(2025, 6, 1, tzinfo=UTC)
+FACTS = {
+    "abi": "arm64-v8a",
+    "abis": ["arm64-v8a"],
+    "soc": "SM8150",
+    "sdk": 30,
+    "gpu": "Adreno (TM) 640",
+}
 
 
 def percentiles_ms(samples_s: list[float]) -> tuple[float, float]:
@@ -43,21 +50,30 @@ def percentiles_ms(samples_s: list[float]) -> tuple[float, float]:
     return statistics.median(ordered) * 1e3, p99 * 1e3
 
 
-def timed(action: Callable[[], object]) -> float:
-    """Seconds one call takes (perf_counter)."""
+def timed(action: Callable[..., object], *args: object) -> float:
+    """Seconds one call ``action(*args)`` takes (perf_counter)."""
     start = time.perf_counter()
-    action()
+    action(*args)
     return time.perf_counter() - start
 
 
 def synthetic_snapshot(phones: int, jobs: int, rng: random.Random) -> QueueSnapshot:
     """Ready phones and queued jobs: priorities -5..5, ages up to 2 h, some selections."""
     devices = [DeviceView(f"phone{i:02d}", DeviceState.READY, False, FACTS) for i in range(phones)]
-    selections = [DeviceSelection(), DeviceSelection(abi="arm64-v8a"), DeviceSelection(sdk_min=29),
-                  DeviceSelection(count=2)]
+    selections = [
+        DeviceSelection(),
+        DeviceSelection(abi="arm64-v8a"),
+        DeviceSelection(sdk_min=29),
+        DeviceSelection(count=2),
+    ]
     queued = [
-        QueuedJob(i + 1, "gemm", rng.randint(-5, 5), T0 - timedelta(seconds=rng.randint(0, 7200)),
-                  rng.choice(selections))
+        QueuedJob(
+            i + 1,
+            "gemm",
+            rng.randint(-5, 5),
+            T0 - timedelta(seconds=rng.randint(0, 7200)),
+            rng.choice(selections),
+        )
         for i in range(jobs)
     ]
     return QueueSnapshot(queued, devices)
@@ -65,7 +81,7 @@ def synthetic_snapshot(phones: int, jobs: int, rng: random.Random) -> QueueSnaps
 
 def bench_plan(phones: int, jobs: int, rounds: int) -> list[float]:
     snapshot = synthetic_snapshot(phones, jobs, random.Random(0))
-    return [timed(lambda: plan(snapshot, T0, seed=r)) for r in range(rounds)]
+    return [timed(partial(plan, snapshot, T0, seed=r)) for r in range(rounds)]
 
 
 def fill_store(store: Store, phones: int, jobs: int) -> None:
@@ -83,6 +99,20 @@ def free_all(store: Store, now: datetime) -> None:
         store.set_device_state(device.serial, DeviceState.READY, "bench reset", now)
 
 
+def tick(store: Store, now: datetime, seed: int) -> None:
+    """One daemon tick: reap, snapshot, plan, claim."""
+    store.reap(now)
+    store.claim(plan(store.snapshot(), now, seed=seed), now)
+
+
+def dispatch(store: Store, now: datetime, seed: int) -> None:
+    """Enqueue a top-priority job and start it on the idle phone."""
+    job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}, "priority": 1000}, now)
+    claims = store.claim(plan(store.snapshot(), now, seed=seed), now)
+    if [c.job.id for c in claims] != [job_id]:
+        raise AssertionError(f"expected job {job_id} to start, got {claims}")
+
+
 def bench_tick(url: str, phones: int, jobs: int, rounds: int) -> list[float]:
     samples = []
     with Store(url) as store:
@@ -94,11 +124,7 @@ def bench_tick(url: str, phones: int, jobs: int, rounds: int) -> list[float]:
             for _ in range(topup):
                 store.enqueue({"kind": "gemm", "params": {"n": 64}}, now)
 
-            def tick() -> None:
-                store.reap(now)
-                store.claim(plan(store.snapshot(), now, seed=r), now)
-
-            samples.append(timed(tick))
+            samples.append(timed(tick, store, now, r))
             free_all(store, now)
     return samples
 
@@ -115,13 +141,7 @@ def bench_dispatch(url: str, phones: int, jobs: int, rounds: int) -> list[float]
             now += timedelta(seconds=1)
             store.set_device_state(idle, DeviceState.READY, "bench reset", now)
 
-            def dispatch() -> None:
-                job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}, "priority": 1000}, now)
-                claims = store.claim(plan(store.snapshot(), now, seed=r), now)
-                if [c.job.id for c in claims] != [job_id]:
-                    raise AssertionError(f"expected job {job_id} on {idle}, got {claims}")
-
-            samples.append(timed(dispatch))
+            samples.append(timed(dispatch, store, now, r))
     return samples
 
 
@@ -143,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tick_ms      p50={p50:8.2f} p99={p99:8.2f}  (reap+snapshot+plan+claim, SQLite)")
         url = default_url(Path(tmp) / "dispatch")
         p50, p99 = percentiles_ms(bench_dispatch(url, args.phones, args.jobs, args.rounds))
-        print(f"dispatch_ms  p50={p50:8.2f} p99={p99:8.2f}  (enqueue -> running on an idle phone, SQLite)")
+        print(
+            f"dispatch_ms  p50={p50:8.2f} p99={p99:8.2f}  (enqueue -> running on an idle phone, SQLite)"
+        )
     return 0
 
 

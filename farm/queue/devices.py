@@ -31,7 +31,9 @@ class DeviceOps:
     def _tx(self) -> AbstractContextManager[Session]:  # pragma: no cover - Store overrides
         raise TypeError("DeviceOps is used through Store")
 
-    def upsert_device(self, serial: str, now: datetime, facts: Mapping[str, Any] | None = None) -> DeviceRecord:
+    def upsert_device(
+        self, serial: str, now: datetime, facts: Mapping[str, Any] | None = None
+    ) -> DeviceRecord:
         """Note that a phone was seen (a new one starts ``discovered``), updating its facts.
 
         Args:
@@ -48,7 +50,9 @@ class DeviceOps:
             session.flush()
             return DeviceRecord.of(device)
 
-    def set_device_state(self, serial: str, to_state: DeviceState, reason: str, now: datetime) -> list[str]:
+    def set_device_state(
+        self, serial: str, to_state: DeviceState, reason: str, now: datetime
+    ) -> list[str]:
         """Move a phone to ``to_state``, writing an event with ``reason``.
 
         Returns:
@@ -58,7 +62,9 @@ class DeviceOps:
             device = transitions.get_or_create(session, serial, now)
             return transitions.set_state(session, device, DeviceState(to_state), reason, now)
 
-    def set_device_health(self, serial: str, health: DeviceHealth, reason: str, now: datetime) -> list[str]:
+    def set_device_health(
+        self, serial: str, health: DeviceHealth, reason: str, now: datetime
+    ) -> list[str]:
         """Set a phone's health (apart from its state); ``[]`` if unchanged."""
         with self._tx() as session:
             device = transitions.get_or_create(session, serial, now)
@@ -79,7 +85,9 @@ class DeviceOps:
     def list_devices(self) -> list[DeviceRecord]:
         """All phones ever seen, by serial."""
         with self._tx() as session:
-            return [DeviceRecord.of(d) for d in session.scalars(select(Device).order_by(Device.serial))]
+            return [
+                DeviceRecord.of(d) for d in session.scalars(select(Device).order_by(Device.serial))
+            ]
 
     def device_events(self, serial: str | None = None, limit: int = 100) -> list[EventRecord]:
         """State changes, newest first; one phone's if ``serial`` is given."""
@@ -110,8 +118,14 @@ class DeviceOps:
 
     def health_samples(self, serial: str, limit: int = 100) -> list[dict[str, Any]]:
         """A phone's latest health probes, newest first, as dicts of column values."""
-        query = (select(HealthSample).where(HealthSample.serial == serial)
-                 .order_by(HealthSample.at.desc(), HealthSample.id.desc()).limit(limit))
+        query = (
+            select(HealthSample)
+            .where(HealthSample.serial == serial)
+            .order_by(HealthSample.at.desc(), HealthSample.id.desc())
+            .limit(limit)
+        )
         with self._tx() as session:
-            return [{c: getattr(h, c) for c in ("at", *sorted(_HEALTH_COLUMNS))}
-                    for h in session.scalars(query)]
+            return [
+                {c: getattr(h, c) for c in ("at", *sorted(_HEALTH_COLUMNS))}
+                for h in session.scalars(query)
+            ]

@@ -40,8 +40,16 @@ BACKOFF_MAX_S = 600.0
 
 # Phones that may come back by themselves; a quarantined or offline phone is no
 # reason to keep a failed phone out of a job's way.
-_AVAILABLE = frozenset({DeviceState.READY, DeviceState.BUSY, DeviceState.COOLING,
-                        DeviceState.PROVISIONING, DeviceState.DISCOVERED, DeviceState.UNHEALTHY})
+_AVAILABLE = frozenset(
+    {
+        DeviceState.READY,
+        DeviceState.BUSY,
+        DeviceState.COOLING,
+        DeviceState.PROVISIONING,
+        DeviceState.DISCOVERED,
+        DeviceState.UNHEALTHY,
+    }
+)
 
 
 def backoff_s(attempts_made: int) -> float:
@@ -52,28 +60,42 @@ def backoff_s(attempts_made: int) -> float:
     return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** max(0, attempts_made - 1))
 
 
-def claim_one(session: Session, assignment: Assignment, now: datetime, lease_s: float) -> Claim | None:
+def claim_one(
+    session: Session, assignment: Assignment, now: datetime, lease_s: float
+) -> Claim | None:
     """Start one assignment, or return None (changing nothing) if it went stale."""
     serials = list(assignment.serials)
     if not serials or len(set(serials)) != len(serials):
         return None
     job = session.scalars(
-        select(Job).where(Job.id == assignment.job_id, Job.state == JobState.QUEUED)
+        select(Job)
+        .where(Job.id == assignment.job_id, Job.state == JobState.QUEUED)
         .with_for_update(skip_locked=True)
     ).one_or_none()
     if job is None or job.attempts_made >= job.attempts_max:
         return None
-    devices = list(session.scalars(
-        select(Device)
-        .where(Device.serial.in_(serials), Device.state == DeviceState.READY, Device.drained.is_(False))
-        .order_by(Device.serial)
-        .with_for_update(skip_locked=True)
-    ))
+    devices = list(
+        session.scalars(
+            select(Device)
+            .where(
+                Device.serial.in_(serials),
+                Device.state == DeviceState.READY,
+                Device.drained.is_(False),
+            )
+            .order_by(Device.serial)
+            .with_for_update(skip_locked=True)
+        )
+    )
     if len(devices) != len(serials):
         return None
     attempt = Attempt(
-        job_id=job.id, serials=serials, state=AttemptState.RUNNING, lease_s=lease_s,
-        lease_expires_at=now + timedelta(seconds=lease_s), heartbeat_at=now, started_at=now,
+        job_id=job.id,
+        serials=serials,
+        state=AttemptState.RUNNING,
+        lease_s=lease_s,
+        lease_expires_at=now + timedelta(seconds=lease_s),
+        heartbeat_at=now,
+        started_at=now,
     )
     session.add(attempt)
     session.flush()
@@ -81,36 +103,58 @@ def claim_one(session: Session, assignment: Assignment, now: datetime, lease_s: 
     job.attempts_made += 1
     job.retry_at = None
     for device in devices:
-        transitions.set_state(session, device, DeviceState.BUSY,
-                              f"job {job.id} attempt {attempt.id}", now)
+        transitions.set_state(
+            session, device, DeviceState.BUSY, f"job {job.id} attempt {attempt.id}", now
+        )
         device.attempt_id = attempt.id
     session.flush()
-    transitions.note(session, "attempt_started", job_id=job.id, attempt=attempt.id,
-                     serials=serials, lease_s=lease_s, attempt_number=job.attempts_made)
+    transitions.note(
+        session,
+        "attempt_started",
+        job_id=job.id,
+        attempt=attempt.id,
+        serials=serials,
+        lease_s=lease_s,
+        attempt_number=job.attempts_made,
+    )
     return Claim(JobView.of(job), AttemptView.of(attempt))
 
 
 def reap(session: Session, now: datetime) -> list[AttemptView]:
     """Abandon running attempts whose lease expired; requeue or fail their jobs."""
-    expired = list(session.scalars(
-        select(Attempt)
-        .where(Attempt.state == AttemptState.RUNNING, Attempt.lease_expires_at < now)
-        .order_by(Attempt.id)
-        .with_for_update(skip_locked=True)
-    ))
+    expired = list(
+        session.scalars(
+            select(Attempt)
+            .where(Attempt.state == AttemptState.RUNNING, Attempt.lease_expires_at < now)
+            .order_by(Attempt.id)
+            .with_for_update(skip_locked=True)
+        )
+    )
     for attempt in expired:
         message = f"lease expired at {attempt.lease_expires_at.isoformat()} without a heartbeat"
         _end(attempt, AttemptState.ABANDONED, now, ABANDONED, message)
-        transitions.release(session, attempt.id, attempt.serials, DeviceState.UNHEALTHY,
-                            f"lease of attempt {attempt.id} expired", now)
+        transitions.release(
+            session,
+            attempt.id,
+            attempt.serials,
+            DeviceState.UNHEALTHY,
+            f"lease of attempt {attempt.id} expired",
+            now,
+        )
         job = _locked_job(session, attempt.job_id)
         if job.state is JobState.RUNNING:
             if job.attempts_made < job.attempts_max:
                 job.state = JobState.QUEUED
             else:
                 _fail_job(job, now, f"{ABANDONED}: {message} (after {job.attempts_made} attempts)")
-        transitions.note(session, "lease_expired", job_id=job.id, attempt=attempt.id,
-                         serials=list(attempt.serials), job_state=job.state.value)
+        transitions.note(
+            session,
+            "lease_expired",
+            job_id=job.id,
+            attempt=attempt.id,
+            serials=list(attempt.serials),
+            job_state=job.state.value,
+        )
     session.flush()
     return [AttemptView.of(a) for a in expired]
 
@@ -123,12 +167,20 @@ def finish(session: Session, attempt_id: int, outcome: Outcome, now: datetime) -
     job = _locked_job(session, attempt.job_id)
     if job.state is not JobState.RUNNING:
         _end(attempt, AttemptState.CANCELLED, now, None, "job cancelled before its result")
-        transitions.release(session, attempt.id, attempt.serials, DeviceState.READY,
-                            f"attempt {attempt.id} ended: job cancelled", now)
+        transitions.release(
+            session,
+            attempt.id,
+            attempt.serials,
+            DeviceState.READY,
+            f"attempt {attempt.id} ended: job cancelled",
+            now,
+        )
         return False
     if outcome.sample_serials and len(outcome.sample_serials) != len(outcome.samples):
         raise ValueError("sample_serials must be empty or as long as samples")
-    result = Result(job_id=job.id, attempt_id=attempt.id, summary=dict(outcome.summary), created_at=now)
+    result = Result(
+        job_id=job.id, attempt_id=attempt.id, summary=dict(outcome.summary), created_at=now
+    )
     session.add(result)
     session.flush()  # the unique job_id fails here if a result exists
     serials = list(outcome.sample_serials) or [None] * len(outcome.samples)
@@ -138,17 +190,30 @@ def finish(session: Session, attempt_id: int, outcome: Outcome, now: datetime) -
     )
     add_snapshots(session, attempt.id, outcome.snapshots)
     session.add_all(
-        TuningRecord(job_id=job.id, attempt_id=attempt.id, workload=t.workload, target=t.target,
-                     record=dict(t.record), created_at=now)
+        TuningRecord(
+            job_id=job.id,
+            attempt_id=attempt.id,
+            workload=t.workload,
+            target=t.target,
+            record=dict(t.record),
+            created_at=now,
+        )
         for t in outcome.tuning_records
     )
     _end(attempt, AttemptState.SUCCEEDED, now, None, None)
     job.state = JobState.SUCCEEDED
     job.finished_at = now
-    transitions.release(session, attempt.id, attempt.serials, DeviceState.READY,
-                        f"attempt {attempt.id} succeeded", now)
-    transitions.note(session, "result_committed", job_id=job.id, attempt=attempt.id,
-                     samples=len(outcome.samples))
+    transitions.release(
+        session,
+        attempt.id,
+        attempt.serials,
+        DeviceState.READY,
+        f"attempt {attempt.id} succeeded",
+        now,
+    )
+    transitions.note(
+        session, "result_committed", job_id=job.id, attempt=attempt.id, samples=len(outcome.samples)
+    )
     return True
 
 
@@ -157,9 +222,16 @@ def fail(session: Session, attempt_id: int, failure: Failure, now: datetime) -> 
     attempt = _locked_attempt(session, attempt_id)
     decision = _fail(session, attempt, failure, now)
     if attempt is not None and decision is not Decision.IGNORED:
-        transitions.note(session, "attempt_failed", job_id=attempt.job_id, attempt=attempt.id,
-                         error_kind=failure.error_kind, retry=failure.retry.value,
-                         decision=decision.value, reason=failure.message)
+        transitions.note(
+            session,
+            "attempt_failed",
+            job_id=attempt.job_id,
+            attempt=attempt.id,
+            error_kind=failure.error_kind,
+            retry=failure.retry.value,
+            decision=decision.value,
+            reason=failure.message,
+        )
     return decision
 
 
@@ -171,13 +243,25 @@ def _fail(session: Session, attempt: Attempt | None, failure: Failure, now: date
     blamed = _blamed(attempt, failure)
     if job.state is not JobState.RUNNING:
         _end(attempt, AttemptState.CANCELLED, now, failure.error_kind, failure.message)
-        transitions.release(session, attempt.id, attempt.serials, DeviceState.READY,
-                            f"attempt {attempt.id} ended: job cancelled", now)
+        transitions.release(
+            session,
+            attempt.id,
+            attempt.serials,
+            DeviceState.READY,
+            f"attempt {attempt.id} ended: job cancelled",
+            now,
+        )
         return Decision.CANCELLED
     _end(attempt, AttemptState.FAILED, now, failure.error_kind, failure.message)
     transitions.release(session, attempt.id, blamed, DeviceState.UNHEALTHY, message, now)
-    transitions.release(session, attempt.id, attempt.serials, DeviceState.READY,
-                        f"attempt {attempt.id} failed: {failure.error_kind}", now)
+    transitions.release(
+        session,
+        attempt.id,
+        attempt.serials,
+        DeviceState.READY,
+        f"attempt {attempt.id} failed: {failure.error_kind}",
+        now,
+    )
     if failure.retry is Retry.NEVER:
         _fail_job(job, now, message)
         return Decision.FAILED
@@ -197,8 +281,15 @@ def _fail(session: Session, attempt: Attempt | None, failure: Failure, now: date
 def add_snapshots(session: Session, attempt_id: int, snapshots: Iterable[SnapshotData]) -> None:
     """Store phone snapshots taken during an attempt."""
     session.add_all(
-        DeviceSnapshot(attempt_id=attempt_id, serial=s.serial, at=s.at, battery=dict(s.battery),
-                       thermal=dict(s.thermal), facts=dict(s.facts), thermal_wait_s=s.thermal_wait_s)
+        DeviceSnapshot(
+            attempt_id=attempt_id,
+            serial=s.serial,
+            at=s.at,
+            battery=dict(s.battery),
+            thermal=dict(s.thermal),
+            facts=dict(s.facts),
+            thermal_wait_s=s.thermal_wait_s,
+        )
         for s in snapshots
     )
 
@@ -215,14 +306,18 @@ def _others_fit(session: Session, job: Job, excluded: list[str]) -> bool:
     """Whether enough phones outside ``excluded`` could ever run the job."""
     selection = DeviceSelection.model_validate(job.spec.get("devices", {}))
     others = [
-        d for d in session.scalars(select(Device).where(Device.serial.not_in(excluded)))
-        if d.state in _AVAILABLE and not d.drained
+        d
+        for d in session.scalars(select(Device).where(Device.serial.not_in(excluded)))
+        if d.state in _AVAILABLE
+        and not d.drained
         and matches(selection, DeviceView(d.serial, d.state, d.drained, dict(d.facts or {})))
     ]
     return len(others) >= selection.count
 
 
-def _end(attempt: Attempt, state: AttemptState, now: datetime, kind: str | None, error: str | None) -> None:
+def _end(
+    attempt: Attempt, state: AttemptState, now: datetime, kind: str | None, error: str | None
+) -> None:
     attempt.state = state
     attempt.finished_at = now
     attempt.error_kind = kind
@@ -236,7 +331,9 @@ def _fail_job(job: Job, now: datetime, error: str) -> None:
 
 
 def _locked_attempt(session: Session, attempt_id: int) -> Attempt | None:
-    return session.scalars(select(Attempt).where(Attempt.id == attempt_id).with_for_update()).one_or_none()
+    return session.scalars(
+        select(Attempt).where(Attempt.id == attempt_id).with_for_update()
+    ).one_or_none()
 
 
 def _locked_job(session: Session, job_id: int) -> Job:

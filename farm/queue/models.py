@@ -19,9 +19,9 @@ All datetimes are timezone-aware UTC in Python (:class:`UtcDateTime`).
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -115,21 +115,25 @@ class UtcDateTime(TypeDecorator[datetime]):
             return None
         if value.tzinfo is None:
             raise ValueError(f"naive datetime {value!r}: pass an aware UTC datetime")
-        value = value.astimezone(timezone.utc)
+        value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc)
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
 
 
 class Base(DeclarativeBase):
     """Declarative base; JSON columns map ``dict``/``list``."""
 
-    type_annotation_map = {dict[str, Any]: sa.JSON, list[str]: sa.JSON, datetime: UtcDateTime}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dict[str, Any]: sa.JSON,
+        list[str]: sa.JSON,
+        datetime: UtcDateTime,
+    }
 
 
 class Device(Base):

@@ -62,9 +62,20 @@ class JobView:
     def of(cls, job: Job) -> JobView:
         """Copy a row."""
         return cls(
-            job.id, job.kind, dict(job.spec), job.state, job.priority, job.submitted_at,
-            job.not_before, job.attempts_max, job.attempts_made, job.timeout_s,
-            tuple(job.excluded_serials or ()), job.retry_at, job.finished_at, job.error,
+            job.id,
+            job.kind,
+            dict(job.spec),
+            job.state,
+            job.priority,
+            job.submitted_at,
+            job.not_before,
+            job.attempts_max,
+            job.attempts_made,
+            job.timeout_s,
+            tuple(job.excluded_serials or ()),
+            job.retry_at,
+            job.finished_at,
+            job.error,
         )
 
 
@@ -88,9 +99,17 @@ class AttemptView:
     def of(cls, attempt: Attempt) -> AttemptView:
         """Copy a row."""
         return cls(
-            attempt.id, attempt.job_id, tuple(attempt.serials), attempt.state, attempt.lease_s,
-            attempt.lease_expires_at, attempt.heartbeat_at, attempt.started_at,
-            attempt.finished_at, attempt.error_kind, attempt.error,
+            attempt.id,
+            attempt.job_id,
+            tuple(attempt.serials),
+            attempt.state,
+            attempt.lease_s,
+            attempt.lease_expires_at,
+            attempt.heartbeat_at,
+            attempt.started_at,
+            attempt.finished_at,
+            attempt.error_kind,
+            attempt.error,
         )
 
 
@@ -119,8 +138,14 @@ class DeviceRecord:
     def of(cls, device: Device) -> DeviceRecord:
         """Copy a row."""
         return cls(
-            device.serial, device.state, device.health, device.drained, dict(device.facts or {}),
-            device.attempt_id, device.last_seen, device.state_changed_at,
+            device.serial,
+            device.state,
+            device.health,
+            device.drained,
+            dict(device.facts or {}),
+            device.attempt_id,
+            device.last_seen,
+            device.state_changed_at,
         )
 
 

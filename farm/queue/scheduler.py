@@ -62,7 +62,9 @@ DEFAULT_LEASE_S: Mapping[str, float] = {
 
 # States from which a phone comes back to ``ready`` by itself: a job that needs
 # such phones is worth holding free ones for.
-_IN_SERVICE = frozenset({DeviceState.READY, DeviceState.BUSY, DeviceState.COOLING, DeviceState.PROVISIONING})
+_IN_SERVICE = frozenset(
+    {DeviceState.READY, DeviceState.BUSY, DeviceState.COOLING, DeviceState.PROVISIONING}
+)
 
 
 @dataclass(frozen=True)
@@ -124,9 +126,7 @@ def matches(selection: DeviceSelection, device: DeviceView) -> bool:
         sdk = facts.get("sdk")
         if not isinstance(sdk, int) or sdk < selection.sdk_min:
             return False
-    if selection.gpu is not None and selection.gpu.lower() not in str(facts.get("gpu", "")).lower():
-        return False
-    return True
+    return selection.gpu is None or selection.gpu.lower() in str(facts.get("gpu", "")).lower()
 
 
 def effective_priority(job: QueuedJob, now: datetime, aging_step_s: float = AGING_STEP_S) -> int:
@@ -156,7 +156,9 @@ def plan(
     Returns:
         Assignments in decision order; no phone appears twice.
     """
-    free = sorted(d.serial for d in snapshot.devices if d.state is DeviceState.READY and not d.drained)
+    free = sorted(
+        d.serial for d in snapshot.devices if d.state is DeviceState.READY and not d.drained
+    )
     random.Random(seed).shuffle(free)
     by_serial = {d.serial: d for d in snapshot.devices}
     in_service = [d for d in snapshot.devices if d.state in _IN_SERVICE and not d.drained]
@@ -173,9 +175,7 @@ def plan(
         excluded = job.excluded_serials
         if sum(d.serial not in excluded for d in serving) < needed:
             excluded = frozenset()  # too few others: a failed phone beats never running
-        candidates = [
-            s for s in free if s not in excluded and matches(job.devices, by_serial[s])
-        ]
+        candidates = [s for s in free if s not in excluded and matches(job.devices, by_serial[s])]
         if len(candidates) >= needed:
             chosen = tuple(candidates[:needed])
             assignments.append(Assignment(job.id, chosen, lease_s_by_kind[job.kind]))

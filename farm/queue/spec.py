@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -163,7 +163,9 @@ class DeviceSelection(_Strict):
             if len(set(self.serials)) != len(self.serials):
                 raise _FieldError("serials", "lists a serial twice")
             if self.count > len(self.serials):
-                raise _FieldError("count", f"needs {self.count} phones, serials lists {len(self.serials)}")
+                raise _FieldError(
+                    "count", f"needs {self.count} phones, serials lists {len(self.serials)}"
+                )
         return self
 
 
@@ -183,8 +185,8 @@ class _JobBase(_Strict):
         if value is None:
             return None
         if value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc)
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
 
     @property
     def phones_needed(self) -> int:
@@ -232,7 +234,7 @@ class TuneJob(_JobBase):
         return self
 
 
-JobSpec = Union[GemmJob, ModelJob, TuneJob]
+JobSpec = GemmJob | ModelJob | TuneJob
 
 _SPEC_BY_KIND: dict[str, type[_JobBase]] = {
     JobKind.GEMM.value: GemmJob,

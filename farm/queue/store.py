@@ -22,7 +22,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Self
 
 import structlog
 from sqlalchemy import func, select
@@ -73,7 +73,7 @@ class Store(DeviceOps):
         """Close every pooled connection."""
         self._engine.dispose()
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *_exc: object) -> None:
@@ -112,9 +112,16 @@ class Store(DeviceOps):
         if isinstance(spec, Mapping):
             spec = parse_spec(spec)
         job = Job(
-            kind=spec.kind, spec=spec.to_json(), state=JobState.QUEUED, priority=spec.priority,
-            submitted_at=now, not_before=spec.not_before, attempts_max=spec.attempts,
-            attempts_made=0, timeout_s=spec.effective_timeout_s, excluded_serials=[],
+            kind=spec.kind,
+            spec=spec.to_json(),
+            state=JobState.QUEUED,
+            priority=spec.priority,
+            submitted_at=now,
+            not_before=spec.not_before,
+            attempts_max=spec.attempts,
+            attempts_made=0,
+            timeout_s=spec.effective_timeout_s,
+            excluded_serials=[],
         )
         with self._tx() as session:
             session.add(job)
@@ -140,7 +147,9 @@ class Store(DeviceOps):
     def attempts(self, job_id: int) -> list[AttemptView]:
         """A job's attempts, oldest first."""
         with self._tx() as session:
-            rows = session.scalars(select(Attempt).where(Attempt.job_id == job_id).order_by(Attempt.id))
+            rows = session.scalars(
+                select(Attempt).where(Attempt.job_id == job_id).order_by(Attempt.id)
+            )
             return [AttemptView.of(a) for a in rows]
 
     def cancel(self, job_id: int, now: datetime) -> bool:
@@ -154,7 +163,9 @@ class Store(DeviceOps):
             True if the job was cancelled now; False if it had already ended.
         """
         with self._tx() as session:
-            job = session.scalars(select(Job).where(Job.id == job_id).with_for_update()).one_or_none()
+            job = session.scalars(
+                select(Job).where(Job.id == job_id).with_for_update()
+            ).one_or_none()
             if job is None or job.state not in (JobState.QUEUED, JobState.RUNNING):
                 return False
             job.state = JobState.CANCELLED
@@ -168,8 +179,16 @@ class Store(DeviceOps):
         """Queued jobs and all devices, for :func:`farm.queue.scheduler.plan`."""
         # Plain column rows, not ORM objects: a snapshot of 1000 queued jobs is
         # read on every tick, and identity-map bookkeeping was most of its cost.
-        columns = (Job.id, Job.kind, Job.priority, Job.submitted_at, Job.not_before,
-                   Job.retry_at, Job.excluded_serials, Job.spec)
+        columns = (
+            Job.id,
+            Job.kind,
+            Job.priority,
+            Job.submitted_at,
+            Job.not_before,
+            Job.retry_at,
+            Job.excluded_serials,
+            Job.spec,
+        )
         selections: dict[str, DeviceSelection] = {}
         with self._tx() as session:
             jobs = []
@@ -177,11 +196,17 @@ class Store(DeviceOps):
                 key = json.dumps(row.spec.get("devices", {}), sort_keys=True)
                 if key not in selections:  # most jobs share a handful of selections
                     selections[key] = DeviceSelection.model_validate(row.spec.get("devices", {}))
-                jobs.append(QueuedJob(
-                    id=row.id, kind=row.kind, priority=row.priority, submitted_at=row.submitted_at,
-                    devices=selections[key], not_before=_latest(row.not_before, row.retry_at),
-                    excluded_serials=frozenset(row.excluded_serials or ()),
-                ))
+                jobs.append(
+                    QueuedJob(
+                        id=row.id,
+                        kind=row.kind,
+                        priority=row.priority,
+                        submitted_at=row.submitted_at,
+                        devices=selections[key],
+                        not_before=_latest(row.not_before, row.retry_at),
+                        excluded_serials=frozenset(row.excluded_serials or ()),
+                    )
+                )
             devices = [
                 DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}))
                 for d in session.scalars(select(Device).order_by(Device.serial))
@@ -287,24 +312,39 @@ class Store(DeviceOps):
         with self._tx() as session:
             views = []
             for result in session.scalars(query):
-                samples = list(session.scalars(
-                    select(Sample).where(Sample.result_id == result.id).order_by(Sample.index)
-                ))
-                views.append(ResultView(
-                    result.id, result.job_id, result.attempt_id, dict(result.summary),
-                    result.created_at, tuple(s.value for s in samples),
-                    samples[0].unit if samples else "s",
-                ))
+                samples = list(
+                    session.scalars(
+                        select(Sample).where(Sample.result_id == result.id).order_by(Sample.index)
+                    )
+                )
+                views.append(
+                    ResultView(
+                        result.id,
+                        result.job_id,
+                        result.attempt_id,
+                        dict(result.summary),
+                        result.created_at,
+                        tuple(s.value for s in samples),
+                        samples[0].unit if samples else "s",
+                    )
+                )
             return views
 
     def count_results(self, job_id: int) -> int:
         """How many results a job has: 0 or 1, by construction."""
         with self._tx() as session:
-            return session.scalar(select(func.count()).select_from(Result).where(Result.job_id == job_id)) or 0
+            return (
+                session.scalar(
+                    select(func.count()).select_from(Result).where(Result.job_id == job_id)
+                )
+                or 0
+            )
 
 
 def _locked_attempt(session: Session, attempt_id: int) -> Attempt | None:
-    return session.scalars(select(Attempt).where(Attempt.id == attempt_id).with_for_update()).one_or_none()
+    return session.scalars(
+        select(Attempt).where(Attempt.id == attempt_id).with_for_update()
+    ).one_or_none()
 
 
 def _latest(*times: datetime | None) -> datetime | None:

@@ -43,12 +43,24 @@ def get_or_create(session: Session, serial: str, now: datetime) -> Device:
     ).one_or_none()
     if device is None:
         device = Device(
-            serial=serial, state=DeviceState.DISCOVERED, health=DeviceHealth.UNKNOWN,
-            facts={}, drained=False, last_seen=now, state_changed_at=now,
+            serial=serial,
+            state=DeviceState.DISCOVERED,
+            health=DeviceHealth.UNKNOWN,
+            facts={},
+            drained=False,
+            last_seen=now,
+            state_changed_at=now,
         )
         session.add(device)
-        session.add(DeviceEvent(serial=serial, at=now, from_state=None,
-                                to_state=DeviceState.DISCOVERED.value, reason="first seen"))
+        session.add(
+            DeviceEvent(
+                serial=serial,
+                at=now,
+                from_state=None,
+                to_state=DeviceState.DISCOVERED.value,
+                reason="first seen",
+            )
+        )
         session.flush()
     return device
 
@@ -59,10 +71,23 @@ def set_state(
     """Move a device to ``to_state``; ``[]`` if it is there already."""
     if device.state is to_state:
         return []
-    session.add(DeviceEvent(serial=device.serial, at=now, from_state=device.state.value,
-                            to_state=to_state.value, reason=reason))
-    note(session, "device_transition", serial=device.serial, from_state=device.state.value,
-         to_state=to_state.value, reason=reason)
+    session.add(
+        DeviceEvent(
+            serial=device.serial,
+            at=now,
+            from_state=device.state.value,
+            to_state=to_state.value,
+            reason=reason,
+        )
+    )
+    note(
+        session,
+        "device_transition",
+        serial=device.serial,
+        from_state=device.state.value,
+        to_state=to_state.value,
+        reason=reason,
+    )
     device.state = to_state
     device.state_changed_at = now
     changed = ["state", "state_changed_at"]
@@ -78,11 +103,23 @@ def set_health(
     """Set a device's health; the event row names the health change."""
     if device.health is health:
         return []
-    session.add(DeviceEvent(serial=device.serial, at=now, from_state=device.state.value,
-                            to_state=device.state.value,
-                            reason=f"health {device.health.value} -> {health.value} ({reason})"))
-    note(session, "device_health_changed", serial=device.serial, from_health=device.health.value,
-         to_health=health.value, reason=reason)
+    session.add(
+        DeviceEvent(
+            serial=device.serial,
+            at=now,
+            from_state=device.state.value,
+            to_state=device.state.value,
+            reason=f"health {device.health.value} -> {health.value} ({reason})",
+        )
+    )
+    note(
+        session,
+        "device_health_changed",
+        serial=device.serial,
+        from_health=device.health.value,
+        to_health=health.value,
+        reason=reason,
+    )
     device.health = health
     return ["health"]
 
@@ -94,8 +131,15 @@ def set_drained(
     if device.drained is drained:
         return []
     word = "drained" if drained else "undrained"
-    session.add(DeviceEvent(serial=device.serial, at=now, from_state=device.state.value,
-                            to_state=device.state.value, reason=f"{word} ({reason})"))
+    session.add(
+        DeviceEvent(
+            serial=device.serial,
+            at=now,
+            from_state=device.state.value,
+            to_state=device.state.value,
+            reason=f"{word} ({reason})",
+        )
+    )
     note(session, f"device_{word}", serial=device.serial, reason=reason)
     device.drained = drained
     return ["drained"]
@@ -115,7 +159,10 @@ def release(
     """
     moved = []
     rows = session.scalars(
-        select(Device).where(Device.serial.in_(list(serials))).order_by(Device.serial).with_for_update()
+        select(Device)
+        .where(Device.serial.in_(list(serials)))
+        .order_by(Device.serial)
+        .with_for_update()
     )
     for device in rows:
         if device.state is DeviceState.BUSY and device.attempt_id == attempt_id:

@@ -20,7 +20,9 @@ from farm.queue import Store
 
 def _postgres_url(base: str, schema: str) -> str:
     url = sa.engine.make_url(base)
-    return url.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
+    return url.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
+        hide_password=False
+    )
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -49,4 +51,3 @@ def store(store_url: str) -> Iterator[Store]:
     """An open Store on an empty, migrated database."""
     with Store(store_url) as opened:
         yield opened
-

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from farm.queue import DeviceState, Store
 
-T0 = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
-ARM64 = {"abi": "arm64-v8a", "abis": ["arm64-v8a", "armeabi-v7a"], "soc": "SM8150", "sdk": 30,
-         "gpu": "Adreno (TM) 640"}
+T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+ARM64 = {
+    "abi": "arm64-v8a",
+    "abis": ["arm64-v8a", "armeabi-v7a"],
+    "soc": "SM8150",
+    "sdk": 30,
+    "gpu": "Adreno (TM) 640",
+}
 
 
 def add_ready(store: Store, *serials: str, facts: dict | None = None) -> None:

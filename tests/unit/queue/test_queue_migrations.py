@@ -41,10 +41,9 @@ class TestSqliteSettings:
         """default_url makes the data folder and names farm.db in it, in WAL mode once opened."""
         url = default_url(tmp_path / "data")
         assert url == f"sqlite:///{tmp_path / 'data' / 'farm.db'}"
-        with Store(url) as store:
-            with store._engine.connect() as connection:  # noqa: SLF001 - checking the pragma
-                assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
-                assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+        with Store(url) as store, store._engine.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
         assert (tmp_path / "data" / "farm.db").is_file()
 
     def test_bad_url_is_a_store_error(self) -> None:
@@ -61,6 +60,8 @@ class TestSqliteSettings:
 
     def test_naive_datetime_refused(self, tmp_path: Path) -> None:
         """Passing a naive datetime is a caller bug and is refused, not stored with a guessed zone."""
-        with Store(default_url(tmp_path)) as store:
-            with pytest.raises(StoreError, match="naive datetime"):
-                store.upsert_device("a", datetime(2025, 1, 1))
+        with (
+            Store(default_url(tmp_path)) as store,
+            pytest.raises(StoreError, match="naive datetime"),
+        ):
+            store.upsert_device("a", datetime(2025, 1, 1))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,7 +21,7 @@ from farm.queue.scheduler import (
 )
 from farm.queue.spec import DeviceSelection
 
-T0 = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 SERIALS = [f"phone{i:02d}" for i in range(10)]
 ABIS = ["arm64-v8a", "armeabi-v7a"]
 SOCS = ["SM8150", "MT6785"]
@@ -30,12 +30,18 @@ GPUS = ["Adreno (TM) 640", "Mali-G76"]
 
 # Strategies are built once here: building them inside each draw makes
 # hypothesis recompute their properties every time (10x slower).
-FACTS = st.fixed_dictionaries({
-    "abi": st.sampled_from(ABIS), "soc": st.sampled_from(SOCS),
-    "sdk": st.integers(26, 34), "gpu": st.sampled_from(GPUS),
-})
+FACTS = st.fixed_dictionaries(
+    {
+        "abi": st.sampled_from(ABIS),
+        "soc": st.sampled_from(SOCS),
+        "sdk": st.integers(26, 34),
+        "gpu": st.sampled_from(GPUS),
+    }
+)
 DEVICE = st.tuples(st.sampled_from(list(DeviceState)), st.booleans(), FACTS)
-OPTIONAL_SERIALS = st.none() | st.lists(st.sampled_from(SERIALS), unique=True, min_size=1, max_size=5)
+OPTIONAL_SERIALS = st.none() | st.lists(
+    st.sampled_from(SERIALS), unique=True, min_size=1, max_size=5
+)
 OPTIONAL_ABI = st.none() | st.sampled_from(ABIS)
 OPTIONAL_SOC = st.none() | st.sampled_from(SOCS)
 OPTIONAL_SDK = st.none() | st.integers(26, 34)
@@ -54,15 +60,22 @@ def devices(draw: st.DrawFn) -> list[DeviceView]:
 def selections(draw: st.DrawFn) -> DeviceSelection:
     serials = draw(OPTIONAL_SERIALS)
     return DeviceSelection(
-        serials=serials, abi=draw(OPTIONAL_ABI), soc=draw(OPTIONAL_SOC), sdk_min=draw(OPTIONAL_SDK),
-        gpu=draw(OPTIONAL_GPU), count=draw(st.integers(1, len(serials) if serials else 3)),
+        serials=serials,
+        abi=draw(OPTIONAL_ABI),
+        soc=draw(OPTIONAL_SOC),
+        sdk_min=draw(OPTIONAL_SDK),
+        gpu=draw(OPTIONAL_GPU),
+        count=draw(st.integers(1, len(serials) if serials else 3)),
     )
 
 
 JOB = st.tuples(
-    st.sampled_from(["gemm", "model", "tune"]), st.integers(-5, 5),
+    st.sampled_from(["gemm", "model", "tune"]),
+    st.integers(-5, 5),
     st.integers(0, 7200).map(lambda s: T0 - timedelta(seconds=s)),
-    selections(), OPTIONAL_NOT_BEFORE, EXCLUDED,
+    selections(),
+    OPTIONAL_NOT_BEFORE,
+    EXCLUDED,
 )
 
 
@@ -80,7 +93,9 @@ class TestPlanProperties:
 
     @settings(max_examples=200, deadline=None)
     @given(fleet=devices(), queue=jobs(), seed=st.integers(0, 2**32))
-    def test_no_phone_gets_two_jobs(self, fleet: list[DeviceView], queue: list[QueuedJob], seed: int) -> None:
+    def test_no_phone_gets_two_jobs(
+        self, fleet: list[DeviceView], queue: list[QueuedJob], seed: int
+    ) -> None:
         """No serial appears in two assignments, nor twice in one, and no job runs twice."""
         assignments = plan(QueueSnapshot(queue, fleet), T0, seed=seed)
         serials = assigned_serials(assignments)
@@ -90,7 +105,9 @@ class TestPlanProperties:
 
     @settings(max_examples=200, deadline=None)
     @given(fleet=devices(), queue=jobs(), seed=st.integers(0, 2**32))
-    def test_only_ready_matching_phones(self, fleet: list[DeviceView], queue: list[QueuedJob], seed: int) -> None:
+    def test_only_ready_matching_phones(
+        self, fleet: list[DeviceView], queue: list[QueuedJob], seed: int
+    ) -> None:
         """Every assigned phone is ready, undrained and matches its job; jobs get exactly count phones."""
         by_serial = {d.serial: d for d in fleet}
         by_id = {j.id: j for j in queue}
@@ -110,14 +127,22 @@ class TestPlanProperties:
         self, fleet: list[DeviceView], queue: list[QueuedJob], seed: int
     ) -> None:
         """A phone that failed a job gets it again only if too few other phones could ever run it."""
-        in_service = [d for d in fleet if not d.drained and d.state in
-                      (DeviceState.READY, DeviceState.BUSY, DeviceState.COOLING, DeviceState.PROVISIONING)]
+        in_service = [
+            d
+            for d in fleet
+            if not d.drained
+            and d.state
+            in (DeviceState.READY, DeviceState.BUSY, DeviceState.COOLING, DeviceState.PROVISIONING)
+        ]
         by_id = {j.id: j for j in queue}
         for a in plan(QueueSnapshot(queue, fleet), T0, seed=seed):
             job = by_id[a.job_id]
             if set(a.serials) & job.excluded_serials:
-                others = [d for d in in_service
-                          if d.serial not in job.excluded_serials and matches(job.devices, d)]
+                others = [
+                    d
+                    for d in in_service
+                    if d.serial not in job.excluded_serials and matches(job.devices, d)
+                ]
                 assert len(others) < job.devices.count
 
     @settings(max_examples=200, deadline=None)
@@ -126,10 +151,14 @@ class TestPlanProperties:
         priorities=st.lists(st.integers(-100, 100), max_size=20),
         seed=st.integers(0, 2**32),
     )
-    def test_priorities_hold_at_equal_age(self, ready: int, priorities: list[int], seed: int) -> None:
+    def test_priorities_hold_at_equal_age(
+        self, ready: int, priorities: list[int], seed: int
+    ) -> None:
         """Among eligible one-phone jobs submitted together, no job runs while a higher one waits."""
         fleet = [DeviceView(SERIALS[i], DeviceState.READY) for i in range(ready)]
-        queue = [QueuedJob(i + 1, "gemm", p, T0, DeviceSelection()) for i, p in enumerate(priorities)]
+        queue = [
+            QueuedJob(i + 1, "gemm", p, T0, DeviceSelection()) for i, p in enumerate(priorities)
+        ]
         assignments = plan(QueueSnapshot(queue, fleet), T0 + timedelta(hours=1), seed=seed)
         chosen = {a.job_id for a in assignments}
         assert len(chosen) == min(ready, len(queue))
@@ -156,7 +185,9 @@ class TestPlanProperties:
                 queue[next_id] = QueuedJob(next_id, "gemm", 0, now, DeviceSelection())
                 next_id += 1
             fleet = [DeviceView(s, DeviceState.READY) for s in SERIALS[:phones]]
-            assignments = plan(QueueSnapshot(list(queue.values()), fleet), now, seed=next_id, aging_step_s=step_s)
+            assignments = plan(
+                QueueSnapshot(list(queue.values()), fleet), now, seed=next_id, aging_step_s=step_s
+            )
             assert len(assignments) == phones
             started = {a.job_id for a in assignments}
             if low.id in started:
@@ -214,10 +245,20 @@ class TestPlanRules:
 
     def test_selection_attributes(self) -> None:
         """abi, soc, sdk_min and gpu each narrow the candidates."""
-        phone = DeviceView("a", DeviceState.READY, facts={
-            "abi": "arm64-v8a", "abis": ["arm64-v8a", "armeabi-v7a"], "soc": "SM8150",
-            "sdk": 30, "gpu": "Adreno (TM) 640"})
-        assert matches(DeviceSelection(abi="armeabi-v7a", soc="sm8150", sdk_min=30, gpu="adreno"), phone)
+        phone = DeviceView(
+            "a",
+            DeviceState.READY,
+            facts={
+                "abi": "arm64-v8a",
+                "abis": ["arm64-v8a", "armeabi-v7a"],
+                "soc": "SM8150",
+                "sdk": 30,
+                "gpu": "Adreno (TM) 640",
+            },
+        )
+        assert matches(
+            DeviceSelection(abi="armeabi-v7a", soc="sm8150", sdk_min=30, gpu="adreno"), phone
+        )
         assert not matches(DeviceSelection(abi="x86_64"), phone)
         assert not matches(DeviceSelection(soc="MT6785"), phone)
         assert not matches(DeviceSelection(sdk_min=31), phone)

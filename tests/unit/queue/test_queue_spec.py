@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -35,20 +35,38 @@ BAD_SPECS = [
     ("min_repeat_ms negative", gemm(min_repeat_ms=-5), "params.min_repeat_ms"),
     ("unknown param", gemm(block=4), "params.block"),
     ("model missing path", {"kind": "model", "params": {}}, "params.path"),
-    ("model path absent", {"kind": "model", "params": {"path": "/nonexistent/m.onnx"}}, "params.path"),
+    (
+        "model path absent",
+        {"kind": "model", "params": {"path": "/nonexistent/m.onnx"}},
+        "params.path",
+    ),
     ("tune without workload", {"kind": "tune", "params": {"trials": 8}}, "params.gemm"),
-    ("tune with two workloads",
-     {"kind": "tune", "params": {"gemm": {"n": 64}, "model": {"path": __file__}}}, "params.gemm"),
-    ("tune model path absent", {"kind": "tune", "params": {"model": {"path": "/x.onnx"}}},
-     "params.model.path"),
-    ("tune zero trials", {"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 0}}, "params.trials"),
-    ("tune batch over trials",
-     {"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 4, "trials_per_batch": 8}},
-     "params.trials_per_batch"),
+    (
+        "tune with two workloads",
+        {"kind": "tune", "params": {"gemm": {"n": 64}, "model": {"path": __file__}}},
+        "params.gemm",
+    ),
+    (
+        "tune model path absent",
+        {"kind": "tune", "params": {"model": {"path": "/x.onnx"}}},
+        "params.model.path",
+    ),
+    (
+        "tune zero trials",
+        {"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 0}},
+        "params.trials",
+    ),
+    (
+        "tune batch over trials",
+        {"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 4, "trials_per_batch": 8}},
+        "params.trials_per_batch",
+    ),
     ("tune bad gemm", {"kind": "tune", "params": {"gemm": {"n": 64, "bn": 5}}}, "params.gemm.bn"),
-    ("tune count differs from phones",
-     {"kind": "tune", "params": {"gemm": {"n": 64}, "phones": 2}, "devices": {"count": 3}},
-     "devices.count"),
+    (
+        "tune count differs from phones",
+        {"kind": "tune", "params": {"gemm": {"n": 64}, "phones": 2}, "devices": {"count": 3}},
+        "devices.count",
+    ),
     ("count zero", {**gemm(), "devices": {"count": 0}}, "devices.count"),
     ("count above serials", {**gemm(), "devices": {"serials": ["a"], "count": 2}}, "devices.count"),
     ("serials empty", {**gemm(), "devices": {"serials": []}}, "devices.serials"),
@@ -66,8 +84,9 @@ BAD_SPECS = [
 class TestParseSpec:
     """parse_spec validates, fills defaults and names the bad field."""
 
-    @pytest.mark.parametrize(("spec", "field"), [(s, f) for _, s, f in BAD_SPECS],
-                             ids=[i for i, _, _ in BAD_SPECS])
+    @pytest.mark.parametrize(
+        ("spec", "field"), [(s, f) for _, s, f in BAD_SPECS], ids=[i for i, _, _ in BAD_SPECS]
+    )
     def test_bad_spec_names_its_field(self, spec: object, field: str) -> None:
         """Each bad spec raises SpecError whose field is the offending dotted path."""
         with pytest.raises(SpecError) as caught:
@@ -89,7 +108,9 @@ class TestParseSpec:
         """A relative readable model path is stored absolute."""
         (tmp_path / "m.onnx").write_bytes(b"\x08\x09")
         monkeypatch.chdir(tmp_path)
-        spec = parse_spec({"kind": "model", "params": {"path": "m.onnx", "input_shapes": {"x": [1, 3]}}})
+        spec = parse_spec(
+            {"kind": "model", "params": {"path": "m.onnx", "input_shapes": {"x": [1, 3]}}}
+        )
         assert isinstance(spec, ModelJob)
         assert spec.params.path == str(tmp_path / "m.onnx")
         assert spec.params.input_shapes == {"x": [1, 3]}
@@ -115,11 +136,17 @@ class TestParseSpec:
         """A naive not_before is read as UTC, an aware one converted to UTC."""
         naive = parse_spec({**gemm(), "not_before": "2025-06-01T12:00:00"})
         aware = parse_spec({**gemm(), "not_before": "2025-06-01T14:00:00+02:00"})
-        expected = datetime(2025, 6, 1, 12, tzinfo=timezone.utc)
+        expected = datetime(2025, 6, 1, 12, tzinfo=UTC)
         assert naive.not_before == expected == aware.not_before
 
     def test_round_trip_through_json(self) -> None:
         """The stored JSON form parses back to an equal spec."""
-        spec = parse_spec({"kind": "tune", "params": {"gemm": {"n": 64}, "phones": 2},
-                           "devices": {"abi": "arm64-v8a", "sdk_min": 28}, "priority": 7})
+        spec = parse_spec(
+            {
+                "kind": "tune",
+                "params": {"gemm": {"n": 64}, "phones": 2},
+                "devices": {"abi": "arm64-v8a", "sdk_min": 28},
+                "priority": 7,
+            }
+        )
         assert parse_spec(spec.to_json()) == spec

@@ -6,8 +6,8 @@ import threading
 from datetime import timedelta
 
 import pytest
-from structlog.testing import capture_logs
 from queue_helpers import ARM64, T0, add_ready, gemm_spec
+from structlog.testing import capture_logs
 
 from farm.errors import CompileError, JobTimeout, Retry, SessionError, SpecError
 from farm.queue import (
@@ -43,7 +43,12 @@ class TestEnqueue:
         with Store(store_url) as second:
             job = second.get_job(job_id)
         assert job is not None
-        assert (job.state, job.priority, job.kind, job.attempts_max) == (JobState.QUEUED, 4, "gemm", 3)
+        assert (job.state, job.priority, job.kind, job.attempts_max) == (
+            JobState.QUEUED,
+            4,
+            "gemm",
+            3,
+        )
         assert job.spec["params"]["bn"] == 32
         assert job.submitted_at == T0
 
@@ -174,10 +179,16 @@ class TestFinish:
         """A finished attempt leaves one result with every raw sample, its snapshot and tuning records."""
         add_ready(store, "a")
         claim = start(store, store.enqueue(gemm_spec(), T0), "a")
-        snap = SnapshotData("a", T0, battery={"temp_c": 31.0}, thermal={"status": 0}, thermal_wait_s=12.5)
+        snap = SnapshotData(
+            "a", T0, battery={"temp_c": 31.0}, thermal={"status": 0}, thermal_wait_s=12.5
+        )
         store.record_snapshot(claim.attempt.id, snap)
-        outcome = Outcome(summary={"median_s": 0.002}, samples=[0.0021, 0.0019], sample_serials=["a", "a"],
-                          tuning_records=[TuningData("gemm_64", "llvm", {"trace": []})])
+        outcome = Outcome(
+            summary={"median_s": 0.002},
+            samples=[0.0021, 0.0019],
+            sample_serials=["a", "a"],
+            tuning_records=[TuningData("gemm_64", "llvm", {"trace": []})],
+        )
         assert store.finish(claim.attempt.id, outcome, T0 + timedelta(seconds=5)) is True
         (result,) = store.results(claim.job.id)
         assert result.samples == (0.0021, 0.0019) and result.unit == "s"
@@ -235,7 +246,10 @@ class TestRetryByKind:
         add_ready(store, "a", "b")
         job_id = store.enqueue(gemm_spec(), T0)
         claim = start(store, job_id, "a")
-        assert store.fail_attempt(claim.attempt.id, SessionError("a", "dropped"), T0) is Decision.REQUEUED
+        assert (
+            store.fail_attempt(claim.attempt.id, SessionError("a", "dropped"), T0)
+            is Decision.REQUEUED
+        )
         job = store.get_job(job_id)
         assert job.state is JobState.QUEUED and job.excluded_serials == ("a",)
         assert store.get_device("a").state is DeviceState.UNHEALTHY
@@ -248,7 +262,10 @@ class TestRetryByKind:
         add_ready(store, "a")
         add_ready(store, "x86", facts={**ARM64, "abi": "x86_64", "abis": ["x86_64"]})
         claim = start(store, store.enqueue(gemm_spec(devices={"abi": "arm64-v8a"}), T0), "a")
-        assert store.fail_attempt(claim.attempt.id, SessionError("a", "dropped"), T0) is Decision.REQUEUED
+        assert (
+            store.fail_attempt(claim.attempt.id, SessionError("a", "dropped"), T0)
+            is Decision.REQUEUED
+        )
         assert store.get_job(claim.job.id).excluded_serials == ()
 
     def test_timeout_retries_within_limit_after_backoff(self, store: Store) -> None:
@@ -256,13 +273,18 @@ class TestRetryByKind:
         add_ready(store, "a")
         job_id = store.enqueue(gemm_spec(attempts=2), T0)
         claim = start(store, job_id, "a")
-        assert store.fail_attempt(claim.attempt.id, JobTimeout(job_id, 600), T0) is Decision.REQUEUED
+        assert (
+            store.fail_attempt(claim.attempt.id, JobTimeout(job_id, 600), T0) is Decision.REQUEUED
+        )
         assert store.get_device("a").state is DeviceState.READY
         assert plan(store.snapshot(), T0 + timedelta(seconds=29)) == []
         retry_at = T0 + timedelta(seconds=30)
         (assignment,) = plan(store.snapshot(), retry_at)
         (claim,) = store.claim([assignment], retry_at)
-        assert store.fail_attempt(claim.attempt.id, JobTimeout(job_id, 600), retry_at) is Decision.FAILED
+        assert (
+            store.fail_attempt(claim.attempt.id, JobTimeout(job_id, 600), retry_at)
+            is Decision.FAILED
+        )
         job = store.get_job(job_id)
         assert job.state is JobState.FAILED and "after 2 attempts" in job.error
 
@@ -271,7 +293,9 @@ class TestRetryByKind:
         add_ready(store, "a")
         claim = start(store, store.enqueue(gemm_spec(), T0), "a")
         store.finish(claim.attempt.id, OK, T0)
-        assert store.fail_attempt(claim.attempt.id, SessionError("a", "late"), T0) is Decision.IGNORED
+        assert (
+            store.fail_attempt(claim.attempt.id, SessionError("a", "late"), T0) is Decision.IGNORED
+        )
         assert store.get_job(claim.job.id).state is JobState.SUCCEEDED
 
     def test_unknown_exception_retries_within_limit(self) -> None:
@@ -288,16 +312,23 @@ class TestDeviceTransitions:
         """A repeated transition returns [] and writes no second event."""
         store.upsert_device("a", T0, ARM64)
         reason = "battery_temp_c 41.2 > 35"
-        assert store.set_device_state("a", DeviceState.COOLING, reason, T0) == ["state", "state_changed_at"]
+        assert store.set_device_state("a", DeviceState.COOLING, reason, T0) == [
+            "state",
+            "state_changed_at",
+        ]
         assert store.set_device_state("a", DeviceState.COOLING, reason, T0) == []
         events = store.device_events("a")
         assert [(e.from_state, e.to_state, e.reason) for e in events] == [
-            ("discovered", "cooling", reason), (None, "discovered", "first seen")]
+            ("discovered", "cooling", reason),
+            (None, "discovered", "first seen"),
+        ]
 
     def test_upsert_keeps_state_and_updates_facts(self, store: Store) -> None:
         """Seeing a phone again refreshes last_seen and facts but keeps its state."""
         add_ready(store, "a")
-        record = store.upsert_device("a", T0 + timedelta(seconds=5), {"abi": "arm64-v8a", "sdk": 33})
+        record = store.upsert_device(
+            "a", T0 + timedelta(seconds=5), {"abi": "arm64-v8a", "sdk": 33}
+        )
         assert record.state is DeviceState.READY and record.facts["sdk"] == 33
         assert record.last_seen == T0 + timedelta(seconds=5)
 
@@ -311,9 +342,13 @@ class TestDeviceTransitions:
 
     def test_health_samples_round_trip(self, store: Store) -> None:
         """A health probe is stored and read back; unknown fields are refused."""
-        store.record_health("a", T0, {"battery_pct": 80.0, "battery_temp_c": 31.5, "thermal_status": 0})
+        store.record_health(
+            "a", T0, {"battery_pct": 80.0, "battery_temp_c": 31.5, "thermal_status": 0}
+        )
         (sample,) = store.health_samples("a")
-        assert sample["battery_temp_c"] == 31.5 and sample["screen_on"] is None and sample["at"] == T0
+        assert (
+            sample["battery_temp_c"] == 31.5 and sample["screen_on"] is None and sample["at"] == T0
+        )
         with pytest.raises(ValueError, match="bogus"):
             store.record_health("a", T0, {"bogus": 1})
 
@@ -329,8 +364,10 @@ class TestLogging:
             store.fail_attempt(claim.attempt.id, SessionError("a", "dropped"), T0)
         events = [(e["event"], e.get("to_state") or e.get("decision")) for e in logs]
         assert events == [
-            ("device_transition", "busy"), ("attempt_started", None),
-            ("device_transition", "unhealthy"), ("attempt_failed", "requeued"),
+            ("device_transition", "busy"),
+            ("attempt_started", None),
+            ("device_transition", "unhealthy"),
+            ("attempt_failed", "requeued"),
         ]
         assert logs[0]["serial"] == "a" and logs[0]["reason"].startswith(f"job {claim.job.id}")
 
