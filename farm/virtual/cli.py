@@ -1,0 +1,169 @@
+"""``farm-phones``: run a fleet of virtual phones, and inject faults into it.
+
+``farm-phones serve`` runs in the foreground, prints one JSON line per phone
+once it is attached to the adb server, and on SIGINT/SIGTERM detaches every
+phone and ends every process the phones started, then exits 0.
+
+``farm-phones fault SERIAL KIND`` reaches the running ``serve`` over a small
+control channel: a JSON-lines TCP listener on 127.0.0.1 whose port ``serve``
+writes to ``<data-dir>/control.json``. One request line
+``{"serial": ..., "fault": ..., "to_c": ..., "to_pct": ..., "on": ...}``
+gets one reply line ``{"ok": true}`` or ``{"ok": false, "error": "..."}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from farm import logs
+from farm.adb.server import DEFAULT_ADB_PORT
+from farm.virtual.fleet import Fleet
+
+DEFAULT_DATA_DIR = Path.home() / ".local" / "state" / "farm" / "phones"
+CONTROL_FILE = "control.json"
+FAULT_TIMEOUT_S = 60.0
+
+FAULTS = (
+    "crash-app",
+    "unplug",
+    "replug",
+    "hang-shell",
+    "heat",
+    "drain",
+    "fill-storage",
+    "unauthorized",
+    "reboot",
+)
+
+
+def apply_fault(fleet: Fleet, request: dict[str, Any]) -> None:
+    """Apply one control request to ``fleet`` (blocking; call off the fleet's loop).
+
+    Raises:
+        KeyError: unknown serial.
+        ValueError: unknown fault or a missing argument.
+    """
+    serial = str(request["serial"])
+    fault = request.get("fault")
+    fleet.phone(serial)  # KeyError for an unknown serial
+    on = bool(request.get("on", True))
+    if fault == "crash-app":
+        fleet.crash_app(serial)
+    elif fault == "unplug":
+        fleet.unplug(serial)
+    elif fault == "replug":
+        fleet.replug(serial)
+    elif fault == "hang-shell":
+        fleet.hang_shell(serial, on)
+    elif fault == "heat":
+        if request.get("to_c") is None:
+            raise ValueError("heat needs --to-c")
+        fleet.heat(serial, float(request["to_c"]))
+    elif fault == "drain":
+        if request.get("to_pct") is None:
+            raise ValueError("drain needs --to-pct")
+        fleet.drain_battery(serial, float(request["to_pct"]))
+    elif fault == "fill-storage":
+        fleet.fill_storage(serial)
+    elif fault == "unauthorized":
+        fleet.set_unauthorized(serial, on)
+    elif fault == "reboot":
+        fleet.reboot(serial)
+    else:
+        raise ValueError(f"unknown fault {fault!r}; one of {', '.join(FAULTS)}")
+
+
+async def _serve_control(fleet: Fleet) -> asyncio.AbstractServer:
+    loop = asyncio.get_running_loop()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            line = await reader.readline()
+            try:
+                request = json.loads(line)
+                await loop.run_in_executor(None, apply_fault, fleet, request)
+                reply: dict[str, Any] = {"ok": True}
+            except Exception as exc:  # noqa: BLE001 - every failure goes back to the caller
+                reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            writer.write(json.dumps(reply).encode() + b"\n")
+            await writer.drain()
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+@click.group()
+def main() -> None:
+    """Virtual Android phones that the real adb server accepts as devices."""
+
+
+@main.command()
+@click.option("--count", type=click.IntRange(1, 256), default=4, show_default=True, help="Number of phones.")
+@click.option("--base-port", type=click.IntRange(1, 65535), default=None, help="First adbd port (default: free ports).")
+@click.option("--network", type=click.Choice(["lan", "usb-only"]), default="lan", show_default=True)
+@click.option("--adb-port", type=click.IntRange(1, 65535), default=DEFAULT_ADB_PORT, show_default=True, help="The adb server's port.")
+@click.option("--data-dir", type=click.Path(path_type=Path), default=DEFAULT_DATA_DIR, show_default=True, help="Phones' storage and the control file.")
+def serve(count: int, base_port: int | None, network: str, adb_port: int, data_dir: Path) -> None:
+    """Run COUNT phones in the foreground until SIGINT or SIGTERM."""
+    # stdout carries only the phones' JSON lines; events go to stderr.
+    logs.configure(stream=sys.stderr)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    fleet = Fleet(count, network=network, adb_port=adb_port, data_dir=data_dir, base_port=base_port)  # type: ignore[arg-type]
+    control_file = data_dir / CONTROL_FILE
+    try:
+        fleet.start()
+        control = fleet.run(lambda: _serve_control(fleet))
+        control_port = control.sockets[0].getsockname()[1]
+        control_file.write_text(json.dumps({"port": control_port, "pid": os.getpid()}))
+        for phone in fleet.phones:
+            line = {"serial": phone.serial, "model": phone.spec.model, "network": phone.spec.network}
+            click.echo(json.dumps(line))
+        sys.stdout.flush()
+        while not stop.wait(0.5):
+            pass
+        control.close()
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            control_file.unlink()
+        fleet.stop()
+
+
+@main.command()
+@click.argument("serial")
+@click.argument("kind", type=click.Choice(FAULTS))
+@click.option("--to-c", type=float, default=None, help="heat: target temperature, °C.")
+@click.option("--to-pct", type=float, default=None, help="drain: target battery level, %.")
+@click.option("--off", is_flag=True, help="hang-shell/unauthorized: clear the fault instead.")
+@click.option("--data-dir", type=click.Path(path_type=Path), default=DEFAULT_DATA_DIR, show_default=True)
+def fault(serial: str, kind: str, to_c: float | None, to_pct: float | None, off: bool, data_dir: Path) -> None:
+    """Inject fault KIND into phone SERIAL of the running `farm-phones serve`."""
+    control_file = data_dir / CONTROL_FILE
+    try:
+        port = int(json.loads(control_file.read_text())["port"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise click.ClickException(f"no running farm-phones serve ({control_file}: {exc})") from exc
+    request = {"serial": serial, "fault": kind, "to_c": to_c, "to_pct": to_pct, "on": not off}
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=FAULT_TIMEOUT_S) as sock:
+            sock.sendall(json.dumps(request).encode() + b"\n")
+            reply = json.loads(sock.makefile("rb").readline() or b"{}")
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(f"farm-phones serve on port {port} did not answer: {exc}") from exc
+    if not reply.get("ok"):
+        raise click.ClickException(str(reply.get("error", "no reply")))
+    click.echo(f"{kind} {serial}: ok")
