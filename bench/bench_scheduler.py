@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 
+from farm import logs
 from farm.queue import DeviceState, Store, default_url, plan
 from farm.queue.scheduler import DeviceView, QueuedJob, QueueSnapshot
 from farm.queue.spec import DeviceSelection
@@ -152,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1000, help="queued jobs")
     parser.add_argument("--rounds", type=int, default=50)
     args = parser.parse_args(argv)
+    logs.configure(level="warning")  # one line per transition would swamp the figures
     print("command:", shlex.join([sys.executable, *sys.argv]))
     print(f"phones={args.phones} queued_jobs={args.jobs} rounds={args.rounds}")
 
