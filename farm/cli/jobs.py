@@ -177,7 +177,7 @@ def logs_(state: CliState, serial: str | None, job_id: int | None, limit: int, a
         events = [e for e in events if mentions.search(e.reason)]
     entries = _attempt_entries(attempts) + [
         {"at": e.at, "source": "device", "serial": e.serial, "job_id": None,
-         "text": f"{e.from_state} -> {e.to_state}" + (f" ({e.reason})" if e.reason else "")}
+         "text": f"{e.from_state or '-'} -> {e.to_state}" + (f" ({e.reason})" if e.reason else "")}
         for e in events
     ]
     entries.sort(key=lambda e: e["at"])

@@ -1,0 +1,251 @@
+"""farmctl through click's CliRunner against a real SQLite queue in tmp_path."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from farm.cli.main import cli
+from farm.clock import SystemClock
+from farm.errors import SessionError
+from farm.queue import DeviceState, Outcome, Store
+from farm.queue.scheduler import Assignment
+from farm.runner.pidfile import write_pidfile
+
+NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    """A farm.toml whose data folder is in tmp_path."""
+    path = tmp_path / "farm.toml"
+    path.write_text(f'data_dir = "{tmp_path / "data"}"\n')
+    return path
+
+
+@pytest.fixture
+def farmctl(config: Path):  # type: ignore[no-untyped-def]
+    """Run farmctl with the test config; returns the click Result."""
+    runner = CliRunner()
+
+    def run(*args: str) -> Result:
+        return runner.invoke(cli, ["--config", str(config), *args], env={"FARM_CONFIG": None})
+
+    return run
+
+
+@pytest.fixture
+def store(config: Path):  # type: ignore[no-untyped-def]
+    """The same queue farmctl uses, opened by the test."""
+    with Store(f"sqlite:///{config.parent / 'data' / 'farm.db'}") as opened:
+        yield opened
+
+
+def finished_job(store: Store, samples: tuple[float, ...] = (0.5, 0.25)) -> int:
+    """A gemm job that ran on phone R1 and stored a result."""
+    store.upsert_device("R1", NOW, {"abi": "arm64-v8a", "sdk": 34})
+    store.set_device_state("R1", DeviceState.READY, "test", NOW)
+    job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
+    [claim] = store.claim([Assignment(job_id, ("R1",), 60.0)], NOW)
+    store.finish(claim.attempt.id, Outcome({"kind": "gemm", "mean_s": 0.375, "gflops": 1.4}, samples), NOW)
+    return job_id
+
+
+class TestEnqueue:
+    def test_enqueue_is_durable_without_farmd(self, farmctl, store: Store) -> None:
+        """A job enqueued with no farmd running is stored, and farmctl says farmd is not running."""
+        result = farmctl("enqueue", "gemm", "--n", "256", "--abi", "arm64-v8a", "--priority", "5")
+        assert result.exit_code == 0, result.output
+        assert "job 1 queued" in result.stdout
+        assert "no farmd is running" in result.stderr
+        view = store.get_job(1)
+        assert view is not None and view.spec["params"]["n"] == 256
+        assert view.spec["devices"]["abi"] == "arm64-v8a" and view.priority == 5
+
+    def test_no_note_when_farmd_runs(self, farmctl, config: Path) -> None:
+        """With a live farmd.json, farmctl does not warn."""
+        write_pidfile(config.parent / "data", NOW)
+        result = farmctl("enqueue", "gemm", "--n", "64")
+        assert result.exit_code == 0
+        assert "no farmd" not in result.stderr
+
+    @pytest.mark.parametrize(
+        ("args", "field"),
+        [
+            (["gemm"], "params.n"),
+            (["gemm", "--n", "8"], "params.n"),
+            (["gemm", "--n", "64", "--bn", "7"], "params.bn"),
+            (["gemm", "--n", "64", "--dtype", "float64"], "params.dtype"),
+            (["gemm", "--n", "64", "--priority", "5000"], "priority"),
+            (["gemm", "--n", "64", "--attempts", "0"], "attempts"),
+            (["gemm", "--n", "64", "--timeout", "-1"], "timeout_s"),
+            (["gemm", "--n", "64", "--not-before", "tomorrow"], "not_before"),
+            (["gemm", "--n", "64", "--repeat", "0"], "repetitions"),
+            (["gemm", "--n", "64", "--count", "0"], "devices.count"),
+            (["gemm", "--n", "64", "--sdk-min", "0"], "devices.sdk_min"),
+            (["gemm", "--n", "64", "--serial", "A", "--count", "2"], "devices.count"),
+            (["gemm", "--n", "64", "--serial", "A", "--serial", "A"], "devices.serials"),
+            (["model", "--model", "/no/such/model.onnx"], "params.path"),
+            (["model"], "params.path"),
+            (["model", "--model", "x", "--input-shape", "data"], "params.input_shapes"),
+            (["tune"], "params.gemm.n"),
+            (["tune", "--n", "64", "--trials", "4", "--trials-per-batch", "8"], "params.trials_per_batch"),
+            (["tune", "--n", "64", "--phones", "2", "--count", "3"], "devices.count"),
+        ],
+    )
+    def test_bad_spec_is_refused_naming_its_field(self, farmctl, store: Store, args: list[str], field: str) -> None:
+        """Each bad spec exits 2 with 'Error: <field>: ...' and stores nothing."""
+        result = farmctl("enqueue", *args)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith(f"Error: {field}: "), result.stderr
+        assert store.list_jobs() == []
+
+    def test_json_prints_the_stored_job(self, farmctl) -> None:
+        """--json prints the job as stored, defaults filled in."""
+        result = farmctl("enqueue", "gemm", "--n", "64", "--json")
+        job = json.loads(result.stdout)
+        assert job["id"] == 1 and job["state"] == "queued" and job["spec"]["params"]["bn"] == 32
+
+    def test_tune_spec(self, farmctl, store: Store) -> None:
+        """A tune job stores its gemm workload and its phone count as devices.count."""
+        assert farmctl("enqueue", "tune", "--n", "128", "--trials", "16", "--phones", "2").exit_code == 0
+        spec = store.get_job(1).spec  # type: ignore[union-attr]
+        assert spec["params"]["gemm"]["n"] == 128 and spec["devices"]["count"] == 2
+
+
+class TestListings:
+    def test_jobs_json(self, farmctl, store: Store) -> None:
+        """jobs --json lists jobs newest first, states as words."""
+        store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
+        store.enqueue({"kind": "gemm", "params": {"n": 128}}, NOW)
+        rows = json.loads(farmctl("jobs", "--json").stdout)
+        assert [r["id"] for r in rows] == [2, 1] and rows[0]["state"] == "queued"
+
+    def test_jobs_table_filters_by_state(self, farmctl, store: Store) -> None:
+        """jobs --state succeeded shows only finished jobs."""
+        done = finished_job(store)
+        store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
+        rows = json.loads(farmctl("jobs", "--state", "succeeded", "--json").stdout)
+        assert [r["id"] for r in rows] == [done]
+        assert "succeeded" in farmctl("jobs").stdout
+
+    def test_job_shows_attempts_and_result(self, farmctl, store: Store) -> None:
+        """job ID --json has the job, its attempts and its result with samples."""
+        job_id = finished_job(store)
+        data = json.loads(farmctl("job", str(job_id), "--json").stdout)
+        assert data["job"]["state"] == "succeeded"
+        assert [a["serials"] for a in data["attempts"]] == [["R1"]]
+        assert data["result"]["samples"] == [0.5, 0.25]
+
+    def test_unknown_job_exits_2(self, farmctl) -> None:
+        """job 99 names the missing job."""
+        result = farmctl("job", "99")
+        assert result.exit_code == 2 and result.stderr == "Error: no job 99\n"
+
+    def test_results_csv_has_one_line_per_sample(self, farmctl, store: Store) -> None:
+        """results --format csv lists every raw sample with its result and job."""
+        job_id = finished_job(store)
+        rows = list(csv.DictReader(io.StringIO(farmctl("results", "--format", "csv").stdout)))
+        assert [(r["job_id"], r["index"], float(r["value"])) for r in rows] == [
+            (str(job_id), "0", 0.5), (str(job_id), "1", 0.25)]
+
+    def test_results_json_and_table(self, farmctl, store: Store) -> None:
+        """results --json carries the summary; the table shows GFLOPS."""
+        job_id = finished_job(store)
+        [row] = json.loads(farmctl("results", "--job", str(job_id), "--json").stdout)
+        assert row["summary"]["gflops"] == 1.4
+        assert "1.4" in farmctl("results").stdout
+
+    def test_devices_json(self, farmctl, store: Store) -> None:
+        """devices --json lists phones with state, health and facts."""
+        finished_job(store)
+        [row] = json.loads(farmctl("devices", "--json").stdout)
+        assert row["serial"] == "R1" and row["state"] == "ready" and row["facts"]["sdk"] == 34
+
+    def test_logs_show_device_events_and_attempt_errors(self, farmctl, store: Store) -> None:
+        """logs --job lists the job's attempts, their errors and the device events they caused."""
+        store.upsert_device("R1", NOW, {"abi": "x86_64"})
+        store.upsert_device("R2", NOW, {"abi": "x86_64"})
+        for serial in ("R1", "R2"):
+            store.set_device_state(serial, DeviceState.READY, "health check passed", NOW)
+        job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
+        [claim] = store.claim([Assignment(job_id, ("R1",), 60.0)], NOW)
+        store.fail_attempt(claim.attempt.id, SessionError("R1", "connection reset"), NOW)
+        entries = json.loads(farmctl("logs", "--job", str(job_id), "--json").stdout)
+        texts = [e["text"] for e in entries]
+        assert any("SessionError" in t and "connection reset" in t for t in texts)
+        assert any(t.startswith("ready -> busy") for t in texts)
+        assert all("health check passed" not in t for t in texts)
+        serial_entries = json.loads(farmctl("logs", "--serial", "R2", "--json").stdout)
+        assert [e["text"] for e in serial_entries] == [
+            "- -> discovered (first seen)", "discovered -> ready (health check passed)"]
+
+
+class TestJobControl:
+    def test_cancel_then_cancel_again(self, farmctl, store: Store) -> None:
+        """cancel ends a queued job; a second cancel says it already ended."""
+        job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
+        assert farmctl("cancel", str(job_id)).exit_code == 0
+        again = farmctl("cancel", str(job_id))
+        assert again.exit_code == 1 and "already ended (cancelled)" in again.stderr
+
+    def test_wait_succeeded_exits_0(self, farmctl, store: Store) -> None:
+        """wait on a succeeded job exits 0 and prints its figures."""
+        job_id = finished_job(store)
+        result = farmctl("wait", str(job_id))
+        assert result.exit_code == 0 and "gflops 1.4" in result.stdout
+
+    def test_wait_failed_exits_1(self, farmctl, store: Store) -> None:
+        """wait on a failed job exits 1 with its error."""
+        store.upsert_device("R1", NOW, {"abi": "x86_64"})
+        store.set_device_state("R1", DeviceState.READY, "test", NOW)
+        job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}, "attempts": 1}, NOW)
+        [claim] = store.claim([Assignment(job_id, ("R1",), 60.0)], NOW)
+        store.fail_attempt(claim.attempt.id, SessionError("R1", "app crashed"), NOW)
+        result = farmctl("wait", str(job_id))
+        assert result.exit_code == 1 and "app crashed" in result.stderr
+
+    def test_wait_gives_up_after_timeout(self, farmctl, store: Store) -> None:
+        """wait --timeout on a job that never runs exits 1 saying it is still queued."""
+        job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
+        result = farmctl("wait", str(job_id), "--timeout", "0.2", "--poll", "0.05")
+        assert result.exit_code == 1 and "still queued" in result.stderr
+
+
+class TestDeviceCommands:
+    def test_drain_and_undrain(self, farmctl, store: Store) -> None:
+        """drain sets the flag (the phone gets no work); undrain clears it."""
+        store.upsert_device("R1", NOW)
+        assert farmctl("drain", "R1").exit_code == 0
+        assert store.get_device("R1").drained  # type: ignore[union-attr]
+        assert farmctl("undrain", "R1").exit_code == 0
+        assert not store.get_device("R1").drained  # type: ignore[union-attr]
+
+    def test_unknown_serial_is_refused(self, farmctl, store: Store) -> None:
+        """drain of a phone never seen exits 2 and creates no device row."""
+        result = farmctl("drain", "nope")
+        assert result.exit_code == 2 and "no phone 'nope'" in result.stderr
+        assert store.list_devices() == []
+
+    def test_release_from_quarantine(self, farmctl, store: Store) -> None:
+        """release moves a quarantined phone back to discovered with unknown health."""
+        now = SystemClock().now()
+        store.upsert_device("R1", now)
+        store.set_device_state("R1", DeviceState.QUARANTINED, "5 recoveries failed", now)
+        assert farmctl("release", "R1").exit_code == 0
+        record = store.get_device("R1")
+        assert record is not None and record.state is DeviceState.DISCOVERED
+        assert record.health.value == "unknown"
+
+    def test_release_of_a_healthy_phone_is_refused(self, farmctl, store: Store) -> None:
+        """release of a phone that is not quarantined exits 2 and changes nothing."""
+        store.upsert_device("R1", NOW)
+        store.set_device_state("R1", DeviceState.READY, "ok", NOW)
+        result = farmctl("release", "R1")
+        assert result.exit_code == 2 and "not quarantined (it is ready)" in result.stderr

@@ -1,0 +1,73 @@
+"""Thermal gating against scripted health samples and a fake clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from farm.clock import FakeClock
+from farm.errors import PhoneFault
+from farm.health.sample import HealthSample
+from farm.health.verdict import Limits
+from farm.runner.gating import gate_limits, wait_until_cool
+
+SERIAL = "R58M123"
+
+
+def readings(clock: FakeClock, temps_c: list[float], status: list[int] | None = None) -> Callable[[], HealthSample]:
+    """A reader returning one sample per call from the given temperatures (the last repeats)."""
+    status = status or [0] * len(temps_c)
+    pairs: Iterator[tuple[float, int]] = iter(zip(temps_c, status))
+    last: list[tuple[float, int]] = []
+
+    def read() -> HealthSample:
+        try:
+            last[:] = [next(pairs)]
+        except StopIteration:
+            pass
+        temp_c, thermal = last[0]
+        return HealthSample(serial=SERIAL, at=clock.now(), battery_temp_c=temp_c,
+                            thermal_status=thermal, battery_pct=80, plugged=True)
+
+    return read
+
+
+class TestWaitUntilCool:
+    def test_cool_phone_passes_at_once(self) -> None:
+        """A phone at the threshold passes with no wait recorded."""
+        clock = FakeClock()
+        snap = wait_until_cool(readings(clock, [35.0]), Limits(), clock, deadline_s=60, sleep=clock.advance)
+        assert snap.thermal_wait_s == 0
+        assert snap.battery["battery_temp_c"] == 35.0
+        assert snap.serial == SERIAL
+
+    def test_hot_phone_waits_and_records_the_wait(self) -> None:
+        """A phone above the threshold is polled until it cools; the wait is recorded."""
+        clock = FakeClock()
+        snap = wait_until_cool(readings(clock, [41.0, 38.0, 34.0]), Limits(), clock,
+                               deadline_s=600, poll_s=5, sleep=clock.advance, facts={"abi": "x86_64"})
+        assert snap.thermal_wait_s == 10
+        assert snap.facts == {"abi": "x86_64"}
+        assert snap.thermal["thermal_status"] == 0
+
+    def test_thermal_status_blocks_even_when_battery_is_cool(self) -> None:
+        """A nonzero thermal status holds the run back although the battery is cool."""
+        clock = FakeClock()
+        snap = wait_until_cool(readings(clock, [30.0, 30.0], status=[2, 0]), Limits(), clock,
+                               deadline_s=600, poll_s=7, sleep=clock.advance)
+        assert snap.thermal_wait_s == 7
+
+    def test_phone_that_stays_hot_is_a_phone_fault(self) -> None:
+        """Past the deadline the gate raises PhoneFault naming the phone and the reason."""
+        clock = FakeClock()
+        with pytest.raises(PhoneFault) as info:
+            wait_until_cool(readings(clock, [44.0]), Limits(), clock, deadline_s=30, poll_s=10,
+                            sleep=clock.advance)
+        assert info.value.serial == SERIAL
+        assert "battery_temp_c 44 > 35" in str(info.value)
+        assert clock.monotonic() == 1030.0
+
+    def test_gate_ignores_hysteresis_margin(self) -> None:
+        """The gate applies the threshold itself, not threshold minus the cooling margin."""
+        assert gate_limits(Limits(cool_margin_c=2.0)).cool_margin_c == 0.0
