@@ -178,7 +178,7 @@ def logs_(state: CliState, serial: str | None, job_id: int | None, limit: int, a
     entries = _attempt_entries(attempts) + [
         {"at": e.at, "source": "device", "serial": e.serial, "job_id": None,
          "text": f"{e.from_state or '-'} -> {e.to_state}" + (f" ({e.reason})" if e.reason else "")}
-        for e in events
+        for e in reversed(events)  # the store gives newest first; ties keep their order
     ]
     entries.sort(key=lambda e: e["at"])
     entries = entries[-limit:]
