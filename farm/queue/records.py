@@ -175,6 +175,7 @@ class SnapshotData:
     thermal: Mapping[str, Any] = field(default_factory=dict)
     facts: Mapping[str, Any] = field(default_factory=dict)
     thermal_wait_s: float = 0.0
+    attempt_id: int | None = None  # set when read back; ignored when stored
 
 
 @dataclass(frozen=True)

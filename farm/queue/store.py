@@ -33,7 +33,17 @@ from farm.errors import FarmError, StoreError
 from farm.queue import lifecycle, transitions
 from farm.queue.db import create_engine, migrate
 from farm.queue.devices import DeviceOps
-from farm.queue.models import Attempt, AttemptState, Device, Job, JobState, Result, Sample
+from farm.queue.models import (
+    Attempt,
+    AttemptState,
+    Device,
+    DeviceSnapshot,
+    Job,
+    JobState,
+    Result,
+    Sample,
+    TuningRecord,
+)
 from farm.queue.records import (
     AttemptView,
     Claim,
@@ -43,6 +53,7 @@ from farm.queue.records import (
     Outcome,
     ResultView,
     SnapshotData,
+    TuningData,
 )
 from farm.queue.scheduler import Assignment, DeviceView, QueuedJob, QueueSnapshot
 from farm.queue.spec import DeviceSelection, JobSpec, parse_spec
@@ -329,6 +340,36 @@ class Store(DeviceOps):
                     )
                 )
             return views
+
+    def snapshots(self, job_id: int) -> list[SnapshotData]:
+        """The phone states recorded before a job's measured runs, oldest first."""
+        query = (
+            select(DeviceSnapshot)
+            .join(Attempt, Attempt.id == DeviceSnapshot.attempt_id)
+            .where(Attempt.job_id == job_id)
+            .order_by(DeviceSnapshot.at, DeviceSnapshot.id)
+        )
+        with self._tx() as session:
+            return [
+                SnapshotData(
+                    s.serial,
+                    s.at,
+                    dict(s.battery),
+                    dict(s.thermal),
+                    dict(s.facts),
+                    s.thermal_wait_s,
+                    s.attempt_id,
+                )
+                for s in session.scalars(query)
+            ]
+
+    def tuning_records(self, job_id: int) -> list[TuningData]:
+        """The tuning records a tune job produced, in the order stored."""
+        query = select(TuningRecord).where(TuningRecord.job_id == job_id).order_by(TuningRecord.id)
+        with self._tx() as session:
+            return [
+                TuningData(t.workload, t.target, dict(t.record)) for t in session.scalars(query)
+            ]
 
     def count_results(self, job_id: int) -> int:
         """How many results a job has: 0 or 1, by construction."""

@@ -196,6 +196,10 @@ class TestFinish:
         job = store.get_job(claim.job.id)
         assert job.state is JobState.SUCCEEDED and job.finished_at == T0 + timedelta(seconds=5)
         assert store.get_device("a").state is DeviceState.READY
+        (stored,) = store.snapshots(claim.job.id)
+        assert stored.thermal_wait_s == 12.5 and stored.battery == {"temp_c": 31.0}
+        assert stored.attempt_id == claim.attempt.id
+        assert store.tuning_records(claim.job.id) == [TuningData("gemm_64", "llvm", {"trace": []})]
 
     def test_second_finish_is_a_noop(self, store: Store) -> None:
         """Finishing the same attempt twice stores one result; the second call returns False."""
