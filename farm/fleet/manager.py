@@ -140,8 +140,9 @@ class FleetManager:
     def on_adb_state(self, serial: str, adb_state: str) -> None:
         """A settled adb state change from :class:`farm.adb.DeviceTracker`."""
         now = self.clock.now()
+        prior = self.state(serial)  # None for a phone never seen: decide before the row exists
+        move = lifecycle.on_adb_state(prior, adb_state)
         self.store.upsert_device(serial, now)
-        move = lifecycle.on_adb_state(self.state(serial), adb_state)
         if move is None:
             return
         self.move(serial, move.to_state, move.reason)
@@ -149,6 +150,14 @@ class FleetManager:
             self._drop_tunnel(serial)
         elif move.to_state is DeviceState.DISCOVERED:
             self.submit(serial, self.provision)
+
+    def forget_connections(self, reason: str) -> None:
+        """Mark every phone offline: at farmd start nothing of an earlier run
+        (tunnels, relays, app launched toward an old tracker) can be trusted.
+        Quarantine is kept. The device tracker then rediscovers each phone."""
+        for device in self.store.list_devices():
+            if device.state not in (DeviceState.QUARANTINED, DeviceState.OFFLINE):
+                self.move(device.serial, DeviceState.OFFLINE, reason)
 
     def _drop_tunnel(self, serial: str) -> None:
         phone = self.runtime(serial)

@@ -1,4 +1,4 @@
-"""toybox file and text commands: ls, cat, rm, mkdir, chmod, touch, md5sum,
+"""toybox file and text commands: ls, cat, cp, rm, mkdir, chmod, touch, md5sum,
 sha256sum, echo, grep, head, tail, wc, sleep, true, false, pwd, test.
 
 Error texts are toybox's (``lib/lib.c perror_msg``): ``cat: PATH: No such file
@@ -160,6 +160,30 @@ async def mkdir(ctx: Ctx) -> int:
             host.mkdir(parents=parents, exist_ok=parents)
         except OSError as exc:
             ctx.eprint(f"mkdir: '{arg}': {_err(exc)}\n")
+            status = 1
+    return status
+
+
+@command("cp")
+async def cp(ctx: Ctx) -> int:
+    """Copy files (``cp [-f] SRC... DEST``); DEST may be a directory."""
+    args = [a for a in ctx.argv[1:] if not a.startswith("-")]
+    if len(args) < 2:
+        ctx.eprint("cp: Needs 2 arguments\n")
+        return 1
+    *sources, dest = args
+    status = 0
+    for src in sources:
+        try:
+            data = ctx.phone.read_file(ctx.path(src), app=ctx.app)
+            target = ctx.path(dest)
+            host = ctx.phone.storage.check(target, write=True, app=ctx.app)
+            if host.is_dir():
+                target = target.rstrip("/") + "/" + src.rsplit("/", 1)[-1]
+                host = ctx.phone.storage.check(target, write=True, app=ctx.app)
+            host.write_bytes(data)
+        except OSError as exc:
+            ctx.eprint(f"cp: {src}: {_err(exc)}\n")
             status = 1
     return status
 
