@@ -228,7 +228,7 @@ class Fleet:
 
     def crash_app(self, serial: str) -> None:
         """Crash the TVM RPC app on ``serial``."""
-        self.call(self.phone(serial).crash_app)
+        self.run(self.phone(serial).crash_app)
 
     def unplug(self, serial: str) -> None:
         """Pull the cable: the transport drops, the phone refuses reconnects and leaves

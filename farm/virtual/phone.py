@@ -115,9 +115,9 @@ class VirtualPhone:
 
     # --- faults ------------------------------------------------------------------------
 
-    def crash_app(self) -> None:
+    async def crash_app(self) -> None:
         """The TVM RPC app crashes (its process dies, logcat gets a FATAL EXCEPTION)."""
-        self.android.crash_app()
+        await self.android.crash_app()
 
     async def unplug(self) -> None:
         """Pull the cable: the transport drops and reconnects are refused until replugged."""

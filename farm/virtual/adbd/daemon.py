@@ -147,6 +147,13 @@ class Adbd:
         if self.unplugged or self.rebooting:
             writer.close()
             return
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            # adbd disables Nagle on every accepted transport socket
+            # (daemon/transport_socket_server.cpp). asyncio does not for accepted
+            # sockets here, and each WRTE would then wait ~40 ms for the host's
+            # delayed ACK before its OKAY.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         transport = Transport(reader, writer, self, f"host-{next(self._names)}")
         self._transports.add(transport)
         await transport.run()
