@@ -11,11 +11,13 @@ never double-book a phone.
 The rules, in order:
 
 1. Only phones that are ``ready`` and not drained get work, one job each.
-2. Jobs whose ``not_before`` is in the future wait.
+2. Jobs whose ``not_before`` or ``retry_at`` (a retry's backoff) is in the
+   future wait.
 3. Jobs go in order of effective priority (highest first), then submit time, then
    id. Effective priority is ``priority + floor(waited_s / aging_step_s)``: a job
-   gains one point for every ``aging_step_s`` (default 600 s) it has been
-   eligible, so a job ``d`` points below a steady stream of fresh jobs runs after
+   gains one point for every ``aging_step_s`` (default 600 s) since it was
+   submitted or its ``not_before``, whichever is later (a retry keeps what it
+   earned), so a job ``d`` points below a steady stream of fresh jobs runs after
    at most about ``d * aging_step_s``. Nothing starves.
 4. A job needing ``k`` phones gets ``k`` matching phones at once or none. If it
    cannot start now but could once busy phones free up, the free phones it
@@ -83,7 +85,7 @@ class DeviceView:
 
 @dataclass(frozen=True)
 class QueuedJob:
-    """A queued job as the scheduler sees it; ``not_before`` None means now."""
+    """A queued job as the scheduler sees it; ``not_before``/``retry_at`` None mean now."""
 
     id: int
     kind: str
@@ -92,6 +94,7 @@ class QueuedJob:
     devices: DeviceSelection
     not_before: datetime | None = None
     excluded_serials: frozenset[str] = frozenset()
+    retry_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,10 @@ def effective_priority(job: QueuedJob, now: datetime, aging_step_s: float = AGIN
     return job.priority + int(waited_s // aging_step_s)
 
 
+def _eligible(job: QueuedJob, now: datetime) -> bool:
+    return all(t is None or t <= now for t in (job.not_before, job.retry_at))
+
+
 def plan(
     snapshot: QueueSnapshot,
     now: datetime,
@@ -163,7 +170,7 @@ def plan(
     by_serial = {d.serial: d for d in snapshot.devices}
     in_service = [d for d in snapshot.devices if d.state in _IN_SERVICE and not d.drained]
 
-    eligible = [j for j in snapshot.jobs if j.not_before is None or j.not_before <= now]
+    eligible = [j for j in snapshot.jobs if _eligible(j, now)]
     eligible.sort(key=lambda j: (-effective_priority(j, now, aging_step_s), j.submitted_at, j.id))
 
     assignments: list[Assignment] = []

@@ -214,7 +214,8 @@ class Store(DeviceOps):
                         priority=row.priority,
                         submitted_at=row.submitted_at,
                         devices=selections[key],
-                        not_before=_latest(row.not_before, row.retry_at),
+                        not_before=row.not_before,
+                        retry_at=row.retry_at,
                         excluded_serials=frozenset(row.excluded_serials or ()),
                     )
                 )
@@ -386,8 +387,3 @@ def _locked_attempt(session: Session, attempt_id: int) -> Attempt | None:
     return session.scalars(
         select(Attempt).where(Attempt.id == attempt_id).with_for_update()
     ).one_or_none()
-
-
-def _latest(*times: datetime | None) -> datetime | None:
-    present = [t for t in times if t is not None]
-    return max(present) if present else None

@@ -76,6 +76,7 @@ JOB = st.tuples(
     selections(),
     OPTIONAL_NOT_BEFORE,
     EXCLUDED,
+    OPTIONAL_NOT_BEFORE,
 )
 
 
@@ -115,6 +116,7 @@ class TestPlanProperties:
             job = by_id[a.job_id]
             assert len(a.serials) == job.devices.count
             assert job.not_before is None or job.not_before <= T0
+            assert job.retry_at is None or job.retry_at <= T0
             assert a.lease_s == DEFAULT_LEASE_S[job.kind]
             for serial in a.serials:
                 device = by_serial[serial]
@@ -216,6 +218,16 @@ class TestPlanRules:
         assert effective_priority(old, now) == 10
         snapshot = QueueSnapshot([new, old], [DeviceView("a", DeviceState.READY)])
         assert [a.job_id for a in plan(snapshot, now)] == [1]
+
+    def test_retry_waits_but_keeps_its_age(self) -> None:
+        """A job in retry backoff waits until retry_at, then still outranks younger jobs by age."""
+        retried = QueuedJob(
+            1, "gemm", 0, T0, DeviceSelection(), retry_at=T0 + timedelta(seconds=6000)
+        )
+        fresh = QueuedJob(2, "gemm", 5, T0 + timedelta(seconds=5990), DeviceSelection())
+        snapshot = QueueSnapshot([fresh, retried], [DeviceView("a", DeviceState.READY)])
+        assert [a.job_id for a in plan(snapshot, T0 + timedelta(seconds=5999))] == [2]
+        assert [a.job_id for a in plan(snapshot, T0 + timedelta(seconds=6000))] == [1]
 
     def test_k_phones_at_once_or_wait(self) -> None:
         """A two-phone job with one phone free starts nothing and holds that phone."""
