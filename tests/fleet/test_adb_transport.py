@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import hashlib
+import os
 import re
 import subprocess
 
@@ -87,3 +90,25 @@ class TestShell:
         done = adb_server.adb("-s", serial, "shell", "frobnicate")
         assert done.returncode == 127
         assert done.stderr.startswith("/system/bin/sh: frobnicate: ")
+
+
+class TestStreams:
+    def test_many_concurrent_streams(self, adb_server: AdbServerHandle, make_fleet) -> None:
+        """Sixteen shells at once on one phone each get their own answer."""
+        serial = make_fleet(1).serials[0]
+        device = adbutils.AdbClient(host="127.0.0.1", port=adb_server.port).device(serial)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+            outs = list(pool.map(lambda i: device.shell(["echo", f"n{i}"]).strip(), range(16)))
+        assert outs == [f"n{i}" for i in range(16)]
+
+    def test_large_output_crosses_many_wrte(self, adb_server: AdbServerHandle, make_fleet, tmp_path) -> None:
+        """A 3 MB file printed by `cat` arrives intact over shell v2 and exec-out."""
+        serial = make_fleet(1).serials[0]
+        blob = os.urandom(3 * 1024 * 1024)
+        (tmp_path / "blob").write_bytes(blob)
+        assert adb_server.adb("-s", serial, "push", str(tmp_path / "blob"), "/data/local/tmp/blob").returncode == 0
+        for mode in ("shell", "exec-out"):
+            done = subprocess.run(
+                adb_server.argv("-s", serial, mode, "cat /data/local/tmp/blob"), capture_output=True, timeout=60
+            )
+            assert hashlib.sha256(done.stdout).hexdigest() == hashlib.sha256(blob).hexdigest(), mode
