@@ -4,16 +4,27 @@ Each phone's RPC server is a real ``python -m tvm.exec.rpc_server`` registered
 with a real local tracker under the phone's key (``farm.fleet.keys.phone_key``),
 started in its own process group by ``farm.jobs.local_cluster.LocalCluster``;
 thermal gating reads the virtual phones through the real adb server.
+
+The restart test runs the dispatcher in its own process (a stand-in for
+farmd's tick loop), kills its process group with SIGKILL while the job's child
+runs, checks the orphaned child ended itself, starts a new dispatcher process,
+plays the health sweep (a reaped phone is marked ready again), and expects the
+job to finish with exactly one result.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 
 from farm.clock import SystemClock
@@ -186,3 +197,74 @@ class TestDispatcher:
 
             [snapshot] = session.query(DeviceSnapshot).all()
             assert snapshot.thermal_wait_s > 0 and snapshot.battery["battery_temp_c"] <= 35
+
+LOOP = textwrap.dedent("""
+    import sys, time
+    from farm.clock import SystemClock
+    from farm.config import Settings
+    from farm.queue import Store
+    from farm.runner import Dispatcher
+    settings = Settings.model_validate_json(open(sys.argv[1]).read())
+    dispatcher = Dispatcher(Store(settings.database_url), settings, SystemClock())
+    while True:
+        dispatcher.tick()
+        time.sleep(0.2)
+""")
+
+
+@pytest.fixture
+def loops(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Dispatcher processes started by a test; every group is killed afterwards."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for process in started:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+
+def start_loop(settings_path: Path, log_path: Path, started: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    """Start a dispatcher loop process in its own process group."""
+    with log_path.open("ab") as log:
+        process = subprocess.Popen([sys.executable, "-c", LOOP, str(settings_path)], stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    started.append(process)
+    return process
+
+
+class TestRestart:
+    def test_kill_9_mid_job_then_restart_completes_with_one_result(self, make_farm, loops, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        """After kill -9 of the dispatcher mid-job and a restart, the job succeeds with exactly one result."""
+        farm = make_farm(1, lease_s=3.0)
+        settings_path = tmp_path / "settings.json"
+        settings_path.write_text(farm.settings.model_dump_json())
+        job_id = farm.store.enqueue(TINY_GEMM, SystemClock().now())
+        first = start_loop(settings_path, tmp_path / "loop1.log", loops)
+        children = wait_until(lambda: psutil.Process(first.pid).children(), 60, "child started")
+        child_pids = [c.pid for c in children]
+        [attempt] = farm.store.attempts(job_id)
+        assert attempt.state is AttemptState.RUNNING
+
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+        wait_until(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+                                   for p in child_pids), 30, "orphaned child ended itself")
+
+        start_loop(settings_path, tmp_path / "loop2.log", loops)
+        serial = farm.serials[0]
+
+        def settled() -> bool:
+            # Play farmd's health sweep: a phone freed by reap() is unhealthy until checked.
+            device = farm.store.get_device(serial)
+            if device is not None and device.state is DeviceState.UNHEALTHY:
+                farm.store.set_device_state(serial, DeviceState.READY, "health check passed", SystemClock().now())
+            return ended(farm.store, job_id)
+
+        wait_until(settled, 120, "job ends after restart")
+        assert farm.store.get_job(job_id).state is JobState.SUCCEEDED  # type: ignore[union-attr]
+        assert farm.store.count_results(job_id) == 1
+        attempts = farm.store.attempts(job_id)
+        assert attempts[0].state is AttemptState.ABANDONED
+        assert [a.state for a in attempts].count(AttemptState.SUCCEEDED) == 1
+        [result] = farm.store.results(job_id)
+        assert result.attempt_id == attempts[-1].id and len(result.samples) == 3
