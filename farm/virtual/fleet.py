@@ -181,8 +181,9 @@ class Fleet:
     async def _stop_phones(self) -> None:
         await asyncio.gather(*(phone.stop() for phone in self.phones), return_exceptions=True)
 
-    def __enter__(self) -> Fleet:
-        return self.start()
+    def __enter__(self) -> Fleet:  # noqa: PYI034 - typing.Self needs 3.11; farm supports 3.10
+        self.start()
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from farm.virtual.fleet import Fleet
-from farm.virtual.testing import AdbServerHandle, adb_server as _adb_server, fleet as _fleet
+from farm.virtual.testing import AdbServerHandle
+from farm.virtual.testing import adb_server as _adb_server
+from farm.virtual.testing import fleet as _fleet
 
 pytestmark = pytest.mark.fleet
 

@@ -81,6 +81,7 @@ class TestShell:
             capture_output=True,
             text=True,
             timeout=30,
+            check=False,
         )
         assert (done.returncode, done.stdout) == (0, "line1\nline2\n")
 
@@ -109,6 +110,6 @@ class TestStreams:
         assert adb_server.adb("-s", serial, "push", str(tmp_path / "blob"), "/data/local/tmp/blob").returncode == 0
         for mode in ("shell", "exec-out"):
             done = subprocess.run(
-                adb_server.argv("-s", serial, mode, "cat /data/local/tmp/blob"), capture_output=True, timeout=60
+                adb_server.argv("-s", serial, mode, "cat /data/local/tmp/blob"), capture_output=True, timeout=60, check=False
             )
             assert hashlib.sha256(done.stdout).hexdigest() == hashlib.sha256(blob).hexdigest(), mode

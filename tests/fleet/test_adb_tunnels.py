@@ -76,7 +76,7 @@ class TestReverse:
         phone = fleet.phone(serial)
         done = adb_server.adb("-s", serial, "reverse", "tcp:9190", f"tcp:{echo_port}")
         assert done.returncode == 0, done.stderr
-        real_host, real_port = fleet.run(lambda: phone.net.outbound("127.0.0.1", 9190))
+        _real_host, real_port = fleet.run(lambda: phone.net.outbound("127.0.0.1", 9190))
         payload = b"tracker hello " * 20000
         assert _round_trip(real_port, payload) == payload.upper()
 
