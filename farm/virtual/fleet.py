@@ -27,7 +27,7 @@ from typing import TypeVar
 
 import structlog
 
-from farm.adb.server import DEFAULT_ADB_PORT, bundled_adb
+from farm.adb.server import DEFAULT_ADB_PORT, AdbServer, bundled_adb
 from farm.errors import InfraFault
 from farm.virtual.android.spec import PhoneSpec, profiles
 from farm.virtual.contracts import NetworkMode
@@ -219,7 +219,13 @@ class Fleet:
             raise FleetError(f"adb connect {serial}: {out.strip()}")
 
     def disconnect(self, serial: str) -> None:
-        """``adb disconnect SERIAL``; a phone the server does not know is fine."""
+        """``adb disconnect SERIAL``; a phone the server does not know is fine.
+
+        Skipped when no server listens: the adb client would start one just to
+        disconnect, and leave it running.
+        """
+        if not AdbServer(port=self.adb_port).alive():
+            return
         try:
             run_adb(self.adb_port, "disconnect", serial)
         except FleetError as exc:
