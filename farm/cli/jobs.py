@@ -173,7 +173,8 @@ def logs_(state: CliState, serial: str | None, job_id: int | None, limit: int, a
         attempts = [a for a in attempts if serial in a.serials]
     events = store.device_events(serial, limit=10 * limit if job_id is not None else limit)
     if job_id is not None:
-        mentions = re.compile(r"\battempt (%s)\b|\bjob %d\b" % ("|".join(str(a.id) for a in attempts) or "-", job_id))
+        ids = "|".join(str(a.id) for a in attempts) or "-"
+        mentions = re.compile(rf"\battempt ({ids})\b|\bjob {job_id}\b")
         events = [e for e in events if mentions.search(e.reason)]
     entries = _attempt_entries(attempts) + [
         {"at": e.at, "source": "device", "serial": e.serial, "job_id": None,

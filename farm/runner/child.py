@@ -65,10 +65,10 @@ def _watch_parent(parent_pid: int) -> None:
 
 def _gate_for(settings: Settings, facts: dict[str, dict], clock: Clock):  # type: ignore[no-untyped-def]
     """A gate reading health through adb (``farm.health.probes.read_health``)."""
-    from farm.adb import Adb, AdbServer  # noqa: PLC0415
-    from farm.health.probes import read_health  # noqa: PLC0415
-    from farm.health.verdict import Limits  # noqa: PLC0415
-    from farm.runner.gating import wait_until_cool  # noqa: PLC0415
+    from farm.adb import Adb, AdbServer
+    from farm.health.probes import read_health
+    from farm.health.verdict import Limits
+    from farm.runner.gating import wait_until_cool
 
     adb = Adb(AdbServer(port=settings.adb.port, binary=settings.adb.binary))
     limits = Limits.from_settings(settings.health)
@@ -97,7 +97,7 @@ def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,
         The process exit code: 0 success, 1 a failure reported to the store,
         3 the attempt is no longer running (nothing done).
     """
-    from farm.runner.execute import RunContext, execute  # noqa: PLC0415
+    from farm.runner.execute import RunContext, execute
 
     clock = clock or SystemClock()
     store = Store(settings.database_url)
@@ -161,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.parent_pid:
         _watch_parent(args.parent_pid)
-    from farm import logs  # noqa: PLC0415
+    from farm import logs
 
     try:
         if args.settings is not None:

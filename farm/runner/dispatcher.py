@@ -260,7 +260,7 @@ class Dispatcher:
         argv = list(self.command(claim, run_dir, self._settings_path))
         try:
             with (run_dir / CHILD_LOG).open("wb") as log_file:
-                process = subprocess.Popen(  # noqa: S603 - argv built above, no shell
+                process = subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                     start_new_session=True, cwd=run_dir,
                 )

@@ -99,7 +99,7 @@ def _gemm_params(p: Any) -> jp.GemmParams:
 
 
 def _target(serial: str, ctx: RunContext, device: jp.DeviceKind) -> dict[str, Any]:
-    from farm.jobs.targets import target_for  # noqa: PLC0415 - keeps `farm.runner` import light
+    from farm.jobs.targets import target_for
 
     return target_for(device_facts(serial, ctx.facts.get(serial, {})), device)
 
@@ -115,7 +115,7 @@ def _summary_of_runs(kind: str, runs: Sequence[dict[str, Any]], samples: Sequenc
 
 
 def _run_gemm(ctx: RunContext, spec: GemmJob) -> Outcome:
-    from farm.jobs.gemm import gemm_flop, run_gemm  # noqa: PLC0415 - imports TVM
+    from farm.jobs.gemm import gemm_flop, run_gemm
 
     params = _gemm_params(spec.params)
     samples: list[float] = []
@@ -151,7 +151,7 @@ def _model_params(p: Any) -> jp.ModelParams:
 
 
 def _run_model(ctx: RunContext, spec: ModelJob) -> Outcome:
-    from farm.jobs.model import run_model  # noqa: PLC0415 - imports TVM
+    from farm.jobs.model import run_model
 
     params = _model_params(spec.params)
     samples: list[float] = []
@@ -177,7 +177,7 @@ def _run_model(ctx: RunContext, spec: ModelJob) -> Outcome:
 
 
 def _tuning_records(work_dir: Path, workload: str, target: dict[str, Any]) -> list[TuningData]:
-    from farm.jobs.tune import RECORDS_FILE  # noqa: PLC0415
+    from farm.jobs.tune import RECORDS_FILE
 
     path = work_dir / RECORDS_FILE
     if not path.is_file():
@@ -192,7 +192,7 @@ def _tuning_records(work_dir: Path, workload: str, target: dict[str, Any]) -> li
 
 
 def _run_tune(ctx: RunContext, spec: TuneJob) -> Outcome:
-    from farm.jobs.tune import tune_gemm  # noqa: PLC0415 - imports TVM
+    from farm.jobs.tune import tune_gemm
 
     if spec.params.gemm is None:
         raise SpecError("params.model", "tuning ONNX models is not supported yet; tune a gemm")

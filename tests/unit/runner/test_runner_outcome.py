@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from farm.runner.outcome import OUTCOME_FILE, ChildOutcome, read_outcome, write_outcome
 from farm.runner.pidfile import PIDFILE_NAME, farmd_status, remove_pidfile, write_pidfile
 
-NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 class TestOutcomeFile:
