@@ -98,3 +98,122 @@ class TestProvisioning:
         keys = farm.keys()
         for serial in phones.serials:
             assert farm.manager.runtime(serial).key in keys
+
+
+def sweep_until(farm: Farm, predicate: Callable[[], bool], deadline_s: float) -> bool:
+    """Run health sweeps (what farmd's scheduler does every interval) until ``predicate``."""
+    def swept() -> bool:
+        farm.manager.sweep()
+        return predicate()
+
+    return wait_until(swept, deadline_s, interval_s=0.5)
+
+
+class TestHealing:
+    def test_crashed_app_is_back_and_registered(
+        self, make_fleet: Callable[..., Fleet], make_farm: Callable[..., Farm]
+    ) -> None:
+        """An app that crashes is restarted by the ladder and registers again."""
+        farm = make_farm()
+        phones = make_fleet(1, network="usb-only")
+        serial = phones.serials[0]
+        farm.wait_state([serial], DeviceState.READY, 90)
+        key = farm.manager.runtime(serial).key
+        phones.crash_app(serial)
+        assert wait_until(lambda: key not in farm.keys(), 20), "the crash did not unregister"
+        assert sweep_until(farm, lambda: key in farm.keys()
+                           and farm.state(serial) is DeviceState.READY, 90)
+        events = [e.reason for e in farm.store.device_events(serial)]
+        assert any("recovered by" in r for r in events), events
+
+    def test_unplugged_phone_goes_offline_and_comes_back(
+        self, make_fleet: Callable[..., Fleet], make_farm: Callable[..., Farm]
+    ) -> None:
+        """Unplug takes a phone offline; replug brings it back to ready."""
+        farm = make_farm()
+        phones = make_fleet(1, network="usb-only")
+        serial = phones.serials[0]
+        farm.wait_state([serial], DeviceState.READY, 90)
+        phones.unplug(serial)
+        farm.wait_state([serial], DeviceState.OFFLINE, 30)
+        phones.replug(serial)
+        farm.wait_state([serial], DeviceState.READY, 90)
+        assert farm.manager.runtime(serial).key in farm.keys()
+
+    def test_phone_that_keeps_crashing_is_quarantined(
+        self, make_fleet: Callable[..., Fleet], make_farm: Callable[..., Farm]
+    ) -> None:
+        """Crash after crash, the ladder quarantines the phone."""
+        ladder = LadderPolicy(backoff_base_s=0.1, backoff_max_s=0.2, quarantine_after=3,
+                              attempts_per_rung=1)
+        farm = make_farm(ladder=ladder)
+        phones = make_fleet(1, network="usb-only")
+        serial = phones.serials[0]
+        farm.wait_state([serial], DeviceState.READY, 90)
+
+        def crash_and_check() -> bool:
+            if farm.state(serial) is DeviceState.READY:
+                phones.crash_app(serial)
+            return farm.state(serial) is DeviceState.QUARANTINED
+
+        assert sweep_until(farm, crash_and_check, 240), farm.state(serial)
+        assert "farmctl release" in farm.store.device_events(serial)[0].reason
+
+
+class TestProvisioningErrors:
+    def test_corrupt_apk_leaves_phone_unprovisioned(
+        self, make_fleet: Callable[..., Fleet], make_farm: Callable[..., Farm], tmp_path: Path
+    ) -> None:
+        """A corrupt APK gives a clear error and nothing is installed."""
+        corrupt = tmp_path / "broken.apk"
+        corrupt.write_bytes(b"PK\x03\x04 this is not a zip")
+        farm = make_farm(apk=corrupt)
+        phones = make_fleet(1, network="usb-only")
+        serial = phones.serials[0]
+        farm.wait_state([serial], DeviceState.UNHEALTHY, 60)
+        reason = farm.store.device_events(serial)[0].reason
+        assert "broken.apk" in reason and "provisioning failed" in reason
+        assert farm.manager.runtime(serial).blocked is not None
+        listed = farm.adb.shell(serial, ["pm", "list", "packages", "org.apache.tvm.tvmrpc"])
+        assert listed.out.strip() == ""
+
+
+class TestUsbOnlySessions:
+    def test_three_usb_only_phones_serve_sessions_at_once(
+        self, make_fleet: Callable[..., Fleet], make_farm: Callable[..., Farm]
+    ) -> None:
+        """Three usb-only phones, all on device port 5001, each serve a real session."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from farm.tvm.probe import probe_session
+
+        farm = make_farm()
+        phones = make_fleet(3, network="usb-only")
+        farm.wait_state(phones.serials, DeviceState.READY, 150)
+        keys = [farm.manager.runtime(s).key for s in phones.serials]
+        with ThreadPoolExecutor(3) as pool:
+            results = list(pool.map(
+                lambda k: probe_session(*farm.tracker_addr, k, timeout_s=60), keys))
+        ports = {r.server_port for r in results}
+        assert len(ports) == 3  # three distinct adb forward endpoints
+        tunnels = {farm.manager.runtime(s).tunnel.forward_port for s in phones.serials}
+        assert ports == tunnels
+
+
+class TestAdbServerLoss:
+    def test_killed_adb_server_loses_no_phone(
+        self, make_fleet: Callable[..., Fleet], make_farm: Callable[..., Farm],
+        adb_server: AdbServerHandle,
+    ) -> None:
+        """After the adb server dies and is restarted, every phone is ready again."""
+        farm = make_farm()
+        phones = make_fleet(2, network="usb-only")
+        farm.wait_state(phones.serials, DeviceState.READY, 120)
+        adb_server.adb("kill-server")
+        farm.wait_state(phones.serials, DeviceState.OFFLINE, 30)
+        farm.adb.server.ensure_running()
+        for serial in phones.serials:  # what farmd's reconnect job does for adb-over-TCP phones
+            farm.adb.connect(serial)
+        farm.wait_state(phones.serials, DeviceState.READY, 150)
+        keys = farm.keys()
+        assert all(farm.manager.runtime(s).key in keys for s in phones.serials)
