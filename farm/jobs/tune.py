@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from farm.errors import CompileError, SessionError
+from farm.errors import CompileError, SessionError, SpecError
 from farm.jobs.gemm import gemm_flop, gemm_module
 from farm.jobs.ndk import Linker, linker_for
 from farm.jobs.params import TrackerParams, TuneParams
@@ -355,10 +355,14 @@ def tune_gemm(params: TuneParams, target: dict[str, Any], tracker: TrackerParams
         Trial counts, the comparison's raw samples and the speedup.
 
     Raises:
+        SpecError: a CPU target without ``num-cores``.
         ToolMissing: the NDK is needed and missing (checked before anything runs).
         CompileError: no candidate could be built or measured in ``max_rounds`` rounds.
         SessionError, TrackerUnreachable: the final comparison could not get a session.
     """
+    if target.get("kind") == "llvm" and not target.get("num-cores"):
+        # MetaSchedule sizes parallel loops by it and refuses a CPU target without it.
+        raise SpecError("device.num_cores", "tuning a CPU target needs the phone's core count")
     linker = linker_for(target)
     params.work_dir.mkdir(parents=True, exist_ok=True)
     repair_work_dir(params.work_dir)

@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from farm.errors import SpecError
+from farm.jobs.params import GemmParams, TrackerParams, TuneParams
 from farm.jobs.tune import (
     RECORDS_FILE,
     WORKLOADS_FILE,
@@ -12,6 +16,7 @@ from farm.jobs.tune import (
     export_records,
     repair_database_file,
     repair_work_dir,
+    tune_gemm,
 )
 
 
@@ -63,3 +68,13 @@ class TestExportRecords:
         assert (out / WORKLOADS_FILE).is_file()
         assert (out / RECORDS_FILE).read_bytes() == _record(1e-4)
         assert count_trials(out) == (1, 0)
+
+
+class TestTuneGemmChecks:
+    def test_cpu_target_without_core_count_is_refused(self, tmp_path: Path) -> None:
+        """MetaSchedule needs num-cores; farm says so before starting anything."""
+        params = TuneParams(gemm=GemmParams(n=64), trials=1, work_dir=tmp_path)
+        tracker = TrackerParams("127.0.0.1", 1, "k")
+        with pytest.raises(SpecError) as info:
+            tune_gemm(params, {"kind": "llvm"}, tracker)
+        assert info.value.field == "device.num_cores"
