@@ -23,6 +23,8 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+import structlog
+
 from farm.virtual.adbd.auth import TOKEN_BYTES, AuthorizedKeys
 from farm.virtual.adbd.packet import (
     A_AUTH,
@@ -45,6 +47,8 @@ from farm.virtual.adbd.packet import (
     read_packet,
 )
 from farm.virtual.adbd.stream import Stream
+
+log = structlog.get_logger(__name__)
 
 ServiceHandler = Callable[[Stream], Awaitable[None]]
 
@@ -263,7 +267,8 @@ class Transport:
     async def _serve_open(self, name: str, remote_id: int) -> None:
         try:
             handler = await self._device.resolve_service(name, self)
-        except Exception:  # noqa: BLE001 - any failure to start a service is a refusal
+        except Exception:  # any failure to start a service is a refusal (CLSE)
+            log.exception("adbd_service_refused", transport=self.name, service=name)
             handler = None
         if handler is None or not self.online:
             self.send(Packet(A_CLSE, 0, remote_id))
@@ -277,6 +282,8 @@ class Transport:
         try:
             await handler(stream)
             await stream.aclose()
+        except Exception:  # a bug in a service must not take the transport down
+            log.exception("adbd_service_failed", transport=self.name, service=name)
         finally:
             self._service_tasks.pop(stream.local_id, None)
             stream.close()
