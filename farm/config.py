@@ -96,14 +96,23 @@ class TrackerSettings(_Frozen):
         port: the tracker's port (9190 is TVM's default).
         phone_host: the address phones use to reach this host in lan mode
             (``10.0.2.2`` for the virtual fleet); None means ``host``.
-        key: the device key phones register under.
+        key: the prefix of the tracker keys phones register under
+            (``<key>-<serial>``, see :mod:`farm.fleet.keys`).
+        network: how phones reach the tracker. ``usb-only`` (default): through
+            ``adb reverse`` and a relay per phone, which works on any network
+            and with several phones per host; ``lan``: directly at
+            ``phone_host:port``.
+        device_port: the tracker's port as usb-only phones see it (the
+            reversed port on the phone); None means ``port``.
     """
 
     external: bool = False
     host: str = "127.0.0.1"
     port: int = Field(9190, gt=0, lt=65536)
     phone_host: str | None = None
-    key: str = Field("android", min_length=1)
+    key: str = Field("android", min_length=1, pattern=r"^[A-Za-z0-9-]+$")
+    network: Literal["usb-only", "lan"] = "usb-only"
+    device_port: int | None = Field(None, gt=0, lt=65536)
 
 
 class ApkSettings(_Frozen):

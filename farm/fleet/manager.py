@@ -20,21 +20,22 @@ import structlog
 from farm.adb import Adb
 from farm.aio import LoopThread
 from farm.clock import Clock
-from farm.errors import FarmError, PhoneFault, UserFault
+from farm.errors import ConfigError, FarmError, PhoneFault, UserFault
 from farm.fleet import lifecycle
 from farm.fleet.keys import phone_key
 from farm.fleet.phone import PhoneRuntime
 from farm.fleet.recovery import Recoverer
 from farm.health.probes import read_health
 from farm.health.verdict import Limits, app_down, app_failure_reasons, cool_enough, verdict
-from farm.provision.apk import ensure_installed
+from apk_tools.inspect import inspect_apk
+from farm.provision.apk import ensure_installed, installed_version
 from farm.provision.facts import read_facts
-from farm.provision.launch import AppTarget, choose_method, launch_app
+from farm.provision.launch import PACKAGE, AppTarget, choose_method, launch_app
 from farm.provision.policy import ClashPolicy
 from farm.provision.tunnels import close_usb_tunnel, open_usb_tunnel
 from farm.queue.models import DeviceState
 from farm.queue.store import Store
-from farm.supervise.ladder import Failure, LadderPolicy
+from farm.supervise.ladder import Failure, LadderPolicy, Released
 from farm.tvm.tracker import summary
 
 log = structlog.get_logger(__name__)
@@ -177,9 +178,10 @@ class FleetManager:
             debuggable = True
             if self.options.apk is not None:
                 ensure_installed(self.adb, serial, self.options.apk, self.options.clash)
-                from apk_tools.inspect import inspect_apk
-
                 debuggable = inspect_apk(self.options.apk).debuggable
+            elif installed_version(self.adb, serial, PACKAGE) is None:
+                raise ConfigError("apk.path", f"{PACKAGE} is not installed on {serial} and no "
+                                  "APK is configured: set apk.path to the signed TVM RPC APK")
             phone.method = choose_method(debuggable=debuggable, rooted=rooted)
             phone.blocked = None
             # Keep the screen on while plugged in (AOSP `svc power stayon`).
@@ -246,7 +248,16 @@ class FleetManager:
 
     def sweep(self) -> int:
         """Probe every watched phone in parallel and act on the verdicts; returns how many."""
-        watched = [d.serial for d in self.store.list_devices()
+        devices = self.store.list_devices()
+        for device in devices:
+            if device.state is DeviceState.DISCOVERED:
+                # Released from quarantine by farmctl, or a provisioning that
+                # never started: (re)provision it.
+                phone = self.runtime(device.serial)
+                if phone.history and not isinstance(phone.history[-1], Released):
+                    self.recoverer.released(device.serial)
+                self.submit(device.serial, self.provision)
+        watched = [d.serial for d in devices
                    if d.state in lifecycle.WATCHED or d.state is DeviceState.BUSY]
         keys = self.registered_keys()
         futures = [self._pool.submit(self._sweep_one, serial, keys) for serial in watched]
@@ -280,6 +291,20 @@ class FleetManager:
         if state is not DeviceState.BUSY and app_down(sample) and phone.blocked is None:
             phone.history.append(Failure(now, "; ".join(app_failure_reasons(sample))))
             self.submit(serial, self.recoverer.recover)
+
+    def relaunch_all(self, reason: str) -> None:
+        """Relaunch the app on every ready or cooling phone (e.g. a new tracker)."""
+        for device in self.store.list_devices():
+            if device.state in (DeviceState.READY, DeviceState.COOLING, DeviceState.UNHEALTHY):
+                log.info("app_relaunch", serial=device.serial, reason=reason)
+                self.submit(device.serial, self._relaunch)
+
+    def _relaunch(self, serial: str) -> None:
+        try:
+            self.launch(serial)
+        except FarmError as exc:
+            self.runtime(serial).history.append(Failure(self.clock.now(), str(exc)))
+            self.move(serial, DeviceState.UNHEALTHY, f"relaunch failed: {exc}")
 
     def release(self, serial: str) -> None:
         """An operator released the phone from quarantine: provision it again."""

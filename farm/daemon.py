@@ -1,0 +1,262 @@
+"""farmd: wires the fleet, the tracker, the queue and the periodic work together.
+
+It makes no decisions (those are pure functions elsewhere); it starts the
+long-lived pieces, runs periodic jobs on an APScheduler ``BackgroundScheduler``
+and stops everything in order on SIGTERM::
+
+    adb server ──track──> FleetManager ──provision/heal──> phones
+    tracker (supervised)      │ sweep every health.interval_s
+    Dispatcher.tick() every 2 s: claim -> child process per attempt
+    metrics, systemd watchdog, recurring jobs (cron)
+
+On SIGTERM farmd stops taking work, lets running attempts finish until the
+drain deadline, then kills and requeues them (rq's warm then cold shutdown).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from pathlib import Path
+
+import click
+import structlog
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from farm import logs
+from farm.adb import Adb, AdbServer, DeviceTracker
+from farm.aio import LoopThread
+from farm.clock import Clock, SystemClock
+from farm.config import Settings, load_config
+from farm.errors import FarmError
+from farm.fleet.manager import FleetManager, FleetOptions
+from farm.health.verdict import Limits
+from farm.metrics import FarmMetrics, start_metrics_server
+from farm.provision.policy import ClashPolicy
+from farm.queue.db import default_url
+from farm.queue.store import Store
+from farm.runner.dispatcher import Dispatcher
+from farm.runner.pidfile import remove_pidfile, write_pidfile
+from farm.schedules import install_schedules
+from farm.supervise.ladder import LadderPolicy
+from farm.supervise.systemd import SystemdNotifier
+from farm.tvm.tracker import TrackerProcess, ping
+
+log = structlog.get_logger(__name__)
+
+DRAIN_DEADLINE_S = 120.0  # systemd/farmd.service TimeoutStopSec covers this
+TICK_INTERVAL_S = 2.0
+WATCH_INTERVAL_S = 5.0
+
+
+class Farmd:
+    """The daemon's parts and their lifecycle (``start``, ``stop``)."""
+
+    def __init__(self, settings: Settings, *, clock: Clock | None = None,
+                 virtual_phones: int = 0) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.virtual_phones = virtual_phones
+        self.data_dir = Path(settings.data_dir).expanduser()
+        self.scheduler = BackgroundScheduler(timezone="UTC")
+        self.notifier = SystemdNotifier()
+        self.metrics = FarmMetrics()
+        self.stopped = threading.Event()
+        self._stops: list = []
+        self.tracker: TrackerProcess | None = None
+        self.fleet = None  # virtual phones, when asked for
+
+    # -- start -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start every part; raises FarmError if one cannot start."""
+        s = self.settings
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        write_pidfile(self.data_dir, self.clock.now())
+        self._stops.append(lambda: remove_pidfile(self.data_dir))
+        self.store = Store(s.database_url or default_url(self.data_dir))
+        self._stops.append(self.store.close)
+        self.adb_server = AdbServer(port=s.adb.port, binary=s.adb.binary)
+        self.adb_server.ensure_running()
+        self.adb = Adb(self.adb_server)
+        self._start_tracker()
+        self.loop = LoopThread()
+        self._stops.append(self.loop.close)
+        self.manager = FleetManager(self._fleet_options(), self.adb, self.store, self.clock,
+                                    self.loop)
+        self._stops.append(self.manager.close)
+        self.manager.forget_connections("farmd started: provisioning again")
+        self.tracking = DeviceTracker(self.adb_server, self.manager.on_adb_state)
+        self.tracking.start()
+        self._stops.append(self.tracking.stop)
+        if self.virtual_phones:
+            self._start_virtual_phones(self.virtual_phones)
+        self.dispatcher = Dispatcher(self.store, s, self.clock)
+        self._stops.append(self._drain)
+        self._schedule()
+        if s.metrics.enabled:
+            server = start_metrics_server(self.metrics, s.metrics.host, s.metrics.port)
+            self._stops.append(server.stop)
+        self.notifier.ready("farmd ready")
+        log.info("farmd_started", data_dir=str(self.data_dir), adb_port=s.adb.port,
+                 tracker_port=self.tracker_addr[1], network=s.tracker.network)
+
+    @property
+    def tracker_addr(self) -> tuple[str, int]:
+        return (self.settings.tracker.host, self.settings.tracker.port)
+
+    def _start_tracker(self) -> None:
+        t = self.settings.tracker
+        if t.external:
+            return
+        self.tracker = TrackerProcess.start(t.host, t.port,
+                                            log_path=self.data_dir / "tracker.log")
+        self._stops.append(lambda: self.tracker and self.tracker.stop())
+
+    def _fleet_options(self) -> FleetOptions:
+        s = self.settings
+        apk = s.apk.path
+        if apk is None and self.virtual_phones:
+            from farm.provision.standin import demo_apk
+
+            apk = demo_apk(self.data_dir)
+        return FleetOptions(
+            tracker=self.tracker_addr,
+            key_prefix=s.tracker.key,
+            network=s.tracker.network,
+            phone_host=s.tracker.phone_host,
+            device_tracker_port=s.tracker.device_port or s.tracker.port,
+            apk=Path(apk).expanduser() if apk else None,
+            clash=ClashPolicy(s.apk.on_signature_clash),
+            limits=Limits.from_settings(s.health),
+            ladder=LadderPolicy.from_settings(s.supervise),
+            registration_deadline_s=s.supervise.registration_deadline_s,
+        )
+
+    def _start_virtual_phones(self, count: int) -> None:
+        # Demo only: the phones attach to the adb server like USB phones; nothing
+        # above farm/adb learns they are virtual.
+        from farm.virtual.fleet import Fleet
+
+        self.fleet = Fleet(count, network=self.settings.virtual.network,
+                           adb_port=self.settings.adb.port, data_dir=self.data_dir / "phones")
+        self.fleet.start()
+        self._stops.append(self.fleet.stop)
+
+    def _schedule(self) -> None:
+        s, add = self.settings, self.scheduler.add_job
+        common = {"coalesce": True, "max_instances": 1}
+        add(self._guarded(self.dispatcher.tick), "interval", seconds=TICK_INTERVAL_S,
+            id="dispatch", **common)
+        add(self._guarded(self.manager.sweep), "interval", seconds=s.health.interval_s,
+            id="health_sweep", **common)
+        add(self._guarded(self.watch_services), "interval", seconds=WATCH_INTERVAL_S,
+            id="watch_services", **common)
+        add(self._guarded(self.update_metrics), "interval", seconds=15, id="metrics", **common)
+        interval_s = self.notifier.watchdog_interval_s()
+        if interval_s:
+            add(self.notifier.watchdog, "interval", seconds=interval_s, id="watchdog", **common)
+        install_schedules(self.scheduler, s.schedules, self.store, self.clock)
+        self.scheduler.start()
+        self._stops.append(lambda: self.scheduler.shutdown(wait=False))
+
+    @staticmethod
+    def _guarded(fn):  # type: ignore[no-untyped-def]
+        def run() -> None:
+            try:
+                fn()
+            except FarmError as exc:
+                log.warning("periodic_job_failed", job=fn.__name__, reason=str(exc))
+        run.__name__ = fn.__name__
+        return run
+
+    # -- periodic work ------------------------------------------------------------
+
+    def watch_services(self) -> None:
+        """Restart a dead adb server or tracker, then bring every phone back."""
+        if not self.adb_server.alive():
+            log.warning("adb_server_down", adb_port=self.adb_server.port)
+            self.adb_server.ensure_running()
+            log.info("adb_server_restarted", adb_port=self.adb_server.port)
+        self._reconnect_tcp_phones()
+        if self.tracker is not None and not (self.tracker.alive() and ping(*self.tracker_addr)):
+            log.warning("tracker_down", tracker_port=self.tracker_addr[1])
+            with contextlib.suppress(FarmError):
+                self.tracker.stop()
+            self.tracker = TrackerProcess.start(*self.tracker_addr,
+                                                log_path=self.data_dir / "tracker.log")
+            # The stock app re-registers only after a 300 s accept timeout:
+            # relaunch every app so the new tracker knows the fleet now.
+            self.manager.relaunch_all("tracker restarted")
+
+    def _reconnect_tcp_phones(self) -> None:
+        wanted = list(self.settings.adb.connect)
+        if self.fleet is not None:
+            wanted += self.fleet.serials
+        if not wanted:
+            return
+        listed = self.tracking.read_list()
+        for address in wanted:
+            if listed.get(address) != "device":
+                with contextlib.suppress(FarmError):
+                    self.adb.connect(address, timeout_s=10)
+
+    def update_metrics(self) -> None:
+        """Refresh the gauges from the database."""
+        counts: dict[str, int] = {}
+        for device in self.store.list_devices():
+            counts[device.state.value] = counts.get(device.state.value, 0) + 1
+        self.metrics.set_phone_counts(counts)
+        jobs: dict[str, int] = {}
+        for job in self.store.list_jobs(limit=10_000):
+            jobs[job.state.value] = jobs.get(job.state.value, 0) + 1
+        self.metrics.set_job_counts(jobs)
+
+    # -- stop ------------------------------------------------------------------------
+
+    def _drain(self) -> None:
+        self.dispatcher.stop(DRAIN_DEADLINE_S)
+        self.dispatcher.close()
+
+    def stop(self) -> None:
+        """Stop taking work, drain, then stop every part in reverse order."""
+        if self.stopped.is_set():
+            return
+        self.stopped.set()
+        self.notifier.stopping("farmd stopping")
+        log.info("farmd_stopping")
+        for stop in reversed(self._stops):
+            try:
+                stop()
+            except Exception:  # keep stopping the rest; say what failed
+                log.exception("farmd_stop_step_failed", step=getattr(stop, "__name__", repr(stop)))
+        log.info("farmd_stopped")
+
+
+@click.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="TOML settings file (default: $FARM_CONFIG, then /etc/farm/farm.toml).")
+@click.option("--virtual-phones", type=click.IntRange(min=0), default=None,
+              help="Also start N virtual phones (a demo fleet).")
+@click.option("--json-logs/--console-logs", default=None,
+              help="Log format (default: JSON off a TTY).")
+def main(config_path: Path | None, virtual_phones: int | None, json_logs: bool | None) -> None:
+    """farmd: keep a fleet of Android phones ready for TVM benchmarks and tuning."""
+    try:
+        settings = load_config(config_path)
+    except FarmError as exc:
+        raise click.ClickException(str(exc)) from exc
+    logs.configure(json=json_logs, level=settings.log_level)
+    count = settings.virtual.count if virtual_phones is None else virtual_phones
+    daemon = Farmd(settings, virtual_phones=count)
+    done = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: done.set())
+    try:
+        daemon.start()
+    except FarmError as exc:
+        daemon.stop()
+        raise click.ClickException(str(exc)) from exc
+    done.wait()
+    daemon.stop()
