@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -59,3 +60,21 @@ class LoopThread:
 
 async def _as_coroutine(awaitable: Awaitable[T]) -> T:
     return await awaitable
+
+
+async def until_first_done(*coros: Awaitable[object]) -> None:
+    """Run ``coros`` until one of them ends, then cancel and reap the others.
+
+    The shape of every two-way byte pump (adb stream <-> socket, bridge <->
+    bridge): whichever side closes first ends the pair. Errors of the pumps
+    (a reset connection) end them quietly, as a closed side would.
+    """
+    tasks = [asyncio.ensure_future(coro) for coro in coros]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, OSError, ConnectionError):
+                await task

@@ -20,7 +20,6 @@ docs do not list.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 from farm.errors import ConfigError, InfraFault
 from farm.health.sample import HealthSample
+from farm.netaddr import is_loopback
 
 #: Job durations span a 1 s GEMM to a night of tuning.
 JOB_DURATION_BUCKETS_S = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, float("inf"))
@@ -137,14 +137,6 @@ class MetricsServer:
         return f"http://{host}:{self.port}/metrics"
 
 
-def _is_loopback(host: str) -> bool:
-    """Whether ``host`` is a loopback address or ``localhost``."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def start_metrics_server(
@@ -173,7 +165,7 @@ def start_metrics_server(
         ConfigError: ``host`` is not loopback and ``allow_remote`` is False.
         InfraFault: the port cannot be bound.
     """
-    if not allow_remote and not _is_loopback(host):
+    if not allow_remote and not is_loopback(host):
         raise ConfigError("metrics.host", f"{host} is not loopback; set allow_remote to expose it")
     try:
         httpd, thread = start_http_server(port, addr=host, registry=metrics.registry)

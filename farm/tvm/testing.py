@@ -8,57 +8,16 @@ that must keep running while a test makes blocking calls (``summary``,
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import threading
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+from farm.aio import LoopThread, wait_until
+
 T = TypeVar("T")
 
 
-def wait_until(predicate: Callable[[], bool], deadline_s: float, interval_s: float = 0.05) -> bool:
-    """Poll ``predicate`` until it is true or ``deadline_s`` seconds pass; returns its last value."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval_s)
-
-
-class LoopThread:
-    """An asyncio event loop running in a daemon thread until :meth:`close`."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._thread.start()
-
-    def run(self, coro: Awaitable[T], timeout_s: float = 60.0) -> T:
-        """Run ``coro`` on the loop and return its result, within ``timeout_s``.
-
-        Raises:
-            concurrent.futures.TimeoutError: it did not finish in time (it is cancelled).
-        """
-        future = asyncio.run_coroutine_threadsafe(_as_coroutine(coro), self.loop)
-        try:
-            return future.result(timeout=timeout_s)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise
-
-    def close(self) -> None:
-        """Stop the loop and join its thread."""
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=10)
-        self.loop.close()
-
-
-async def _as_coroutine(awaitable: Awaitable[T]) -> T:
-    return await awaitable
+__all__ = ["Forward", "LoopThread", "loop_thread", "wait_until"]
 
 
 @contextmanager

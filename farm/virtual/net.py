@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 from dataclasses import dataclass
 
+from farm.aio import until_first_done
+from farm.netaddr import is_loopback
 from farm.virtual.contracts import HostOpener, NetworkMode, StreamReaderLike, StreamWriterLike
 
 EMULATOR_HOST_ALIAS = "10.0.2.2"
@@ -61,14 +62,6 @@ def parse_tcp_spec(spec: str) -> int:
     return int(rest)
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names the phone's own loopback (127.0.0.0/8, ::1, localhost)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True)
@@ -252,15 +245,4 @@ async def _splice(
     Half-close is not kept: neither the tracker protocol nor TVM RPC uses it,
     and the adb transport's stream (``StreamWriterLike``) has no ``write_eof``.
     """
-    tasks = [
-        asyncio.ensure_future(_pump(reader_a, writer_b)),
-        asyncio.ensure_future(_pump(reader_b, writer_a)),
-    ]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, OSError, ConnectionError):
-                await task
+    await until_first_done(_pump(reader_a, writer_b), _pump(reader_b, writer_a))

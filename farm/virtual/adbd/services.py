@@ -12,10 +12,10 @@ otherwise. ``list-forward`` lines are ``<transport> <device-spec> <host-spec>\\n
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from typing import Protocol
 
+from farm.aio import until_first_done
 from farm.virtual.adbd.shell import parse_shell_service, serve_exec, serve_shell
 from farm.virtual.adbd.stream import Stream
 from farm.virtual.adbd.sync import serve_sync
@@ -99,18 +99,9 @@ async def _pump_from_stream(stream: Stream, writer: asyncio.StreamWriter) -> Non
 
 async def splice(stream: Stream, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """Copy bytes both ways between an adb stream and a socket until either ends."""
-    tasks = [
-        asyncio.ensure_future(_pump_to_stream(reader, stream)),
-        asyncio.ensure_future(_pump_from_stream(stream, writer)),
-    ]
     try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        await until_first_done(_pump_to_stream(reader, stream), _pump_from_stream(stream, writer))
     finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, OSError, ConnectionError):
-                await task
         writer.close()
 
 
