@@ -1,0 +1,247 @@
+"""Results per phone as a table and a PNG plot (``farmctl demo``, bench scripts).
+
+A job's stored result keeps one ``run`` per phone and repetition (serial, mean
+seconds, GFLOPS for a GEMM) and, apart from it, the phone's state taken by
+thermal gating just before each run (:class:`farm.queue.records.SnapshotData`).
+:func:`rows_from` pairs the two, so each row says what a phone measured *and*
+how warm it was at that moment; a figure without that context cannot be
+compared with the next one.
+
+Pairing rule: within the attempt that produced the result, the i-th snapshot of
+a phone belongs to the i-th run of that phone (``farm.runner.execute`` gates,
+then runs, in that order). Snapshots of failed earlier attempts are ignored.
+
+The plot is drawn with matplotlib's object API on the Agg canvas (no pyplot
+global state, no display needed), so it works in farmd, tests and CI alike.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from farm.queue.records import JobView, ResultView, SnapshotData
+from farm.queue.store import Store
+
+__all__ = [
+    "THERMAL_STATUS_NAMES",
+    "ResultRow",
+    "results_table",
+    "rows_for_jobs",
+    "rows_from",
+    "thermal_label",
+    "write_plot",
+]
+
+#: Android ``PowerManager.THERMAL_STATUS_*`` constants, 0..6 (AOSP
+#: ``core/java/android/os/PowerManager.java``).
+THERMAL_STATUS_NAMES = ("none", "light", "moderate", "severe", "critical", "emergency", "shutdown")
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """One phone's measurement of one workload, with its state at that time.
+
+    Attributes:
+        job_id: the job that measured it.
+        serial: the phone's adb serial.
+        phone_model: the phone's ``ro.product.model``, when its facts are known.
+        workload: what ran, e.g. ``gemm n=512 float32`` or ``model small_cnn.onnx``.
+        state: the job's state (``succeeded``, ``failed`` ...).
+        gflops: 1e9 FLOP/s for a GEMM (``2 N^3 / mean_s``); None for models.
+        latency_ms: mean time of one run, milliseconds.
+        battery_temp_c: battery temperature just before the run, °C.
+        thermal_status: Android thermal status just before the run, 0..6.
+        thermal_wait_s: how long thermal gating waited before the run, seconds.
+        error: why the job failed, when it did.
+    """
+
+    job_id: int
+    serial: str
+    phone_model: str | None
+    workload: str
+    state: str
+    gflops: float | None = None
+    latency_ms: float | None = None
+    battery_temp_c: float | None = None
+    thermal_status: int | None = None
+    thermal_wait_s: float | None = None
+    error: str | None = None
+
+
+def thermal_label(status: int | None) -> str:
+    """``0 (none)``, ``3 (severe)``...; ``-`` when unknown."""
+    if status is None:
+        return "-"
+    name = THERMAL_STATUS_NAMES[status] if 0 <= status < len(THERMAL_STATUS_NAMES) else "?"
+    return f"{status} ({name})"
+
+
+def _workload(spec: Mapping[str, Any]) -> str:
+    params = spec.get("params") or {}
+    kind = spec.get("kind", "?")
+    if kind == "gemm":
+        return f"gemm n={params.get('n')} {params.get('dtype', 'float32')}"
+    if kind == "model":
+        return f"model {Path(str(params.get('path', '?'))).name}"
+    return str(kind)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def rows_from(
+    job: JobView,
+    results: Sequence[ResultView],
+    snapshots: Sequence[SnapshotData],
+    phone_models: Mapping[str, str] | None = None,
+) -> list[ResultRow]:
+    """The rows of one job (pure: plain data in, rows out).
+
+    Args:
+        job: the job as stored.
+        results: its results (0 or 1, as the queue records each job once).
+        snapshots: its phone snapshots, oldest first (``Store.snapshots``).
+        phone_models: ``ro.product.model`` by serial, for the table.
+
+    Returns:
+        One row per run of the result; for a job without a result, one row
+        per phone it asked for (or one with serial ``-``) carrying its state
+        and error.
+    """
+    models = phone_models or {}
+    workload = _workload(job.spec)
+    state = job.state.value
+    if not results:
+        serials = (job.spec.get("devices") or {}).get("serials") or ["-"]
+        return [
+            ResultRow(job.id, s, models.get(s), workload, state, error=job.error) for s in serials
+        ]
+    result = results[0]
+    by_serial: dict[str, list[SnapshotData]] = defaultdict(list)
+    for snapshot in snapshots:
+        if snapshot.attempt_id in (None, result.attempt_id):
+            by_serial[snapshot.serial].append(snapshot)
+    seen: dict[str, int] = defaultdict(int)
+    rows = []
+    for run in result.summary.get("runs") or ():
+        serial = str(run.get("serial", "-"))
+        index = seen[serial]
+        seen[serial] += 1
+        taken = by_serial[serial]
+        snap = taken[index] if index < len(taken) else None
+        mean_s = _float(run.get("mean_s"))
+        rows.append(
+            ResultRow(
+                job_id=job.id,
+                serial=serial,
+                phone_model=models.get(serial),
+                workload=workload,
+                state=state,
+                gflops=_float(run.get("gflops")),
+                latency_ms=None if mean_s is None else mean_s * 1e3,
+                battery_temp_c=_float(snap.battery.get("battery_temp_c")) if snap else None,
+                thermal_status=snap.thermal.get("thermal_status") if snap else None,
+                thermal_wait_s=snap.thermal_wait_s if snap else None,
+                error=job.error,
+            )
+        )
+    return rows
+
+
+def rows_for_jobs(store: Store, job_ids: Iterable[int]) -> list[ResultRow]:
+    """Read the rows of the given jobs from the store, in the order given.
+
+    Raises:
+        StoreError: the database refused the reads.
+    """
+    models = {
+        d.serial: str(d.facts["model"]) for d in store.list_devices() if d.facts.get("model")
+    }
+    rows: list[ResultRow] = []
+    for job_id in job_ids:
+        job = store.get_job(job_id)
+        if job is None:
+            continue
+        rows += rows_from(job, store.results(job_id), store.snapshots(job_id), models)
+    return rows
+
+
+def _cell(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def results_table(rows: Sequence[ResultRow], title: str = "Results per phone") -> Table:
+    """A rich table: phone, workload, GFLOPS, latency, temperature, thermal status."""
+    table = Table(title=title, title_justify="left")
+    for header, justify in (
+        ("phone", "left"), ("model", "left"), ("workload", "left"), ("GFLOPS", "right"),
+        ("latency ms", "right"), ("battery °C", "right"), ("thermal status", "left"),
+        ("state", "left"),
+    ):
+        table.add_column(header, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        state = row.state if row.error is None else f"{row.state}: {row.error}"
+        table.add_row(
+            row.serial, row.phone_model or "-", row.workload, _cell(row.gflops, ".2f"),
+            _cell(row.latency_ms, ".3f"), _cell(row.battery_temp_c, ".1f"),
+            thermal_label(row.thermal_status), state,
+        )
+    return table
+
+
+def write_plot(rows: Sequence[ResultRow], path: Path, title: str = "farm results") -> Path:
+    """Draw GFLOPS (GEMM rows) and latency (every measured row) per phone into a PNG.
+
+    Each bar is labelled with the phone's battery temperature at measurement
+    time. Rows without a measurement (failed jobs) are left out.
+
+    Args:
+        rows: the rows to draw.
+        path: the ``.png`` to write; its folder is created.
+        title: the figure's title.
+
+    Returns:
+        ``path``.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    measured = [r for r in rows if r.latency_ms is not None]
+    gemm = [r for r in measured if r.gflops is not None]
+    figure = Figure(figsize=(10, 4.5), layout="constrained")
+    FigureCanvasAgg(figure)
+    left, right = figure.subplots(1, 2)
+    _bars(left, [r.serial for r in gemm], [r.gflops or 0.0 for r in gemm], gemm,
+          "GEMM GFLOPS per phone (higher is better)", "GFLOPS")
+    _bars(right, [f"{r.serial}\n{r.workload}" for r in measured],
+          [r.latency_ms or 0.0 for r in measured], measured,
+          "latency per run, log scale (lower is better)", "ms")
+    if measured:
+        right.set_yscale("log")  # a GEMM takes ms, a small model µs
+    figure.suptitle(title)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    return path
+
+
+def _bars(axes: Any, labels: list[str], values: list[float], rows: Sequence[ResultRow],
+          title: str, unit: str) -> None:
+    axes.set_title(title, fontsize=10)
+    axes.set_ylabel(unit)
+    if not values:
+        axes.text(0.5, 0.5, "no measurement", ha="center", va="center", transform=axes.transAxes)
+        return
+    bars = axes.bar(range(len(values)), values, color="#4c72b0")
+    axes.set_xticks(range(len(values)), labels, fontsize=7, rotation=20, ha="right")
+    notes = [
+        "" if r.battery_temp_c is None else f"{r.battery_temp_c:.1f} °C" for r in rows
+    ]
+    axes.bar_label(bars, labels=notes, fontsize=7)
