@@ -38,7 +38,12 @@ FACTS = st.fixed_dictionaries(
         "gpu": st.sampled_from(GPUS),
     }
 )
-DEVICE = st.tuples(st.sampled_from(list(DeviceState)), st.booleans(), FACTS)
+# Half the phones ready and most undrained, so plans are rarely empty.
+DEVICE = st.tuples(
+    st.just(DeviceState.READY) | st.sampled_from(list(DeviceState)),
+    st.sampled_from([False, False, False, True]),
+    FACTS,
+)
 OPTIONAL_SERIALS = st.none() | st.lists(
     st.sampled_from(SERIALS), unique=True, min_size=1, max_size=5
 )
@@ -168,6 +173,43 @@ class TestPlanProperties:
         running = [j.priority for j in queue if j.id in chosen]
         if waiting and running:
             assert min(running) >= max(waiting)
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        fleet=devices(),
+        queue=jobs(),
+        any_phone=st.lists(st.tuples(st.integers(-5, 5), st.integers(0, 7200)), max_size=8),
+        seed=st.integers(0, 2**32),
+    )
+    def test_no_lower_job_runs_before_a_placeable_higher_one(
+        self,
+        fleet: list[DeviceView],
+        queue: list[QueuedJob],
+        any_phone: list[tuple[int, int]],
+        seed: int,
+    ) -> None:
+        """While an eligible any-phone job waits, no job of lower effective priority starts."""
+        now = T0
+        queue = queue + [
+            QueuedJob(100 + i, "gemm", p, T0 - timedelta(seconds=age_s), DeviceSelection())
+            for i, (p, age_s) in enumerate(any_phone)
+        ]
+        assignments = plan(QueueSnapshot(queue, fleet), now, seed=seed)
+        started = {a.job_id for a in assignments}
+        by_id = {j.id: j for j in queue}
+        waiting_any_phone = [
+            j
+            for j in queue
+            if j.id not in started
+            and j.devices == DeviceSelection()
+            and not j.excluded_serials
+            and (j.not_before is None or j.not_before <= now)
+            and (j.retry_at is None or j.retry_at <= now)
+        ]
+        for waiting in waiting_any_phone:
+            for job_id in started:
+                lower = by_id[job_id]
+                assert effective_priority(lower, now) >= effective_priority(waiting, now)
 
     @settings(max_examples=40, deadline=None)
     @given(phones=st.integers(1, 4), gap=st.integers(1, 20), extra=st.integers(1, 2))
