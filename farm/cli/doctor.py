@@ -1,0 +1,354 @@
+"""``farmctl doctor``: what is wrong with this host's farm, and what to do about it.
+
+Each check is a pure-ish function from settings (and what it can observe) to
+:class:`Check` rows: ``ok``, ``warn`` or ``fail``, a one-line detail and, when
+not ok, a one-line ``fix``. The command exits 1 when any check failed, so it
+can gate a deployment script; ``--json`` prints the rows for programs.
+
+Checks, in order::
+
+    adb server       answers on adb.port; its protocol version
+    phones           each transport's state: ``unauthorized`` -> accept the RSA
+                     prompt; ``offline`` / ``no permissions`` -> cable, udev
+    tracker          answers at tracker.host:port (from this host, as farmd does)
+    registration     each attached phone's key is listed by the tracker: the
+                     evidence that the phone reaches it
+    tools            apksigner, zipalign, aapt (apk_tools.tools.find_tool)
+    ndk              TVM_NDK_CC / ANDROID_NDK_HOME; only a warning when no
+                     attached phone needs it (every known ABI links for the host)
+    ports            tracker and metrics ports: held while farmd runs, free otherwise
+    database         opens, and its schema is at the newest migration
+
+Nothing here changes the host: no server is started, no file is created, no
+migration is run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from enum import Enum
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from farm.adb import Adb, AdbServer
+from farm.cli.output import echo_json
+from farm.cli.state import CliState, pass_state
+from farm.config import Settings
+from farm.errors import FarmError
+from farm.fleet.keys import phone_key
+
+__all__ = ["Check", "Status", "doctor", "run_checks"]
+
+ADB_TIMEOUT_S = 5.0
+TRACKER_TIMEOUT_S = 3.0
+BUILD_TOOLS = ("apksigner", "zipalign", "aapt")
+DEVICES_HEADER = "List of devices attached"
+
+#: What to do for each adb transport state (AOSP adb ``ConnectionState`` names,
+#: as ``adb devices`` prints them: ``transport.cpp`` ``to_string``).
+STATE_FIXES = {
+    "unauthorized": "accept the RSA prompt on the phone (tick 'Always allow from this computer')",
+    "authorizing": "unlock the phone and accept the RSA prompt",
+    "offline": "replug the cable or run 'adb reconnect'; check the hub's power",
+    "no permissions": "add a udev rule for the phone's USB vendor id (plugdev group), then replug",
+    "bootloader": "reboot the phone into Android",
+    "recovery": "reboot the phone into Android",
+    "sideload": "reboot the phone into Android",
+}
+
+
+class Status(str, Enum):
+    """A check's verdict."""
+
+    OK = "ok"
+    WARN = "warn"  # works now, but something will bite later
+    FAIL = "fail"  # farm cannot do its job until this is fixed
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check's result.
+
+    Attributes:
+        name: what was checked, e.g. ``adb server`` or ``phone 0123ABCD``.
+        status: ok, warn or fail.
+        detail: what was found, one line.
+        fix: what to do, one line; empty when ok.
+    """
+
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+
+# --- adb ----------------------------------------------------------------------------
+
+
+def check_adb(settings: Settings) -> tuple[list[Check], dict[str, str]]:
+    """The adb server and each phone's authorization.
+
+    Returns:
+        The checks, and ``{serial: adb state}`` of the attached transports.
+    """
+    from farm.device.adb_devices import parse_devices_l
+
+    server = AdbServer(port=settings.adb.port, binary=settings.adb.binary)
+    if not server.alive():
+        return [Check("adb server", Status.FAIL, f"nothing answers on 127.0.0.1:{server.port}",
+                      "start farmd (it runs the host's one adb server), or "
+                      f"'adb -P {server.port} start-server'")], {}
+    try:
+        version = server.version()
+        listing = Adb(server, default_timeout_s=ADB_TIMEOUT_S).devices_text()
+        # host:devices-l answers without the header line the adb client prints;
+        # parse_devices_l wants the client's form.
+        if not listing.startswith(DEVICES_HEADER):
+            listing = f"{DEVICES_HEADER}\n{listing}"
+        entries = parse_devices_l(listing)
+    except (FarmError, ValueError) as exc:
+        return [Check("adb server", Status.FAIL, f"port {server.port} answers but: {exc}",
+                      f"kill whatever holds port {server.port} and restart farmd")], {}
+    checks = [Check("adb server", Status.OK, f"127.0.0.1:{server.port}, protocol version {version}")]
+    states = {e.serial: e.state for e in entries}
+    if not entries:
+        checks.append(Check("phones", Status.WARN, "no phone attached",
+                            "plug a phone in with USB debugging on (Developer options)"))
+    for serial, state in states.items():
+        if state == "device":
+            checks.append(Check(f"phone {serial}", Status.OK, "device (authorized)"))
+            continue
+        fix = next((f for prefix, f in STATE_FIXES.items() if state.startswith(prefix)),
+                   "check the cable and 'adb devices -l'")
+        checks.append(Check(f"phone {serial}", Status.FAIL, state, fix))
+    return checks, states
+
+
+# --- tracker -------------------------------------------------------------------------
+
+
+def check_tracker(settings: Settings, states: Mapping[str, str]) -> list[Check]:
+    """The tracker answers from this host, and each attached phone is registered at it."""
+    from farm.tvm.tracker import summary
+
+    host, port = settings.tracker.host, settings.tracker.port
+    try:
+        listed = summary(host, port, timeout_s=TRACKER_TIMEOUT_S)
+    except FarmError as exc:
+        owner = "the external tracker's owner" if settings.tracker.external else "farmd"
+        return [Check("tracker", Status.FAIL, str(exc),
+                      f"start {owner}: farmd starts and supervises the tracker "
+                      "(or set tracker.external and its host:port)")]
+    keys = {s.key for s in listed.servers}
+    checks = [Check("tracker", Status.OK, f"{host}:{port} answers, {len(keys)} server(s) registered")]
+    for serial, state in states.items():
+        if state != "device":
+            continue
+        key = phone_key(settings.tracker.key, serial)
+        if key in keys:
+            checks.append(Check(f"registered {serial}", Status.OK, f"as {key}"))
+        else:
+            checks.append(Check(
+                f"registered {serial}", Status.FAIL, f"no server under key {key}",
+                "see 'farmctl devices' for its state; if the phone cannot reach the tracker "
+                "port, use tracker.network = \"usb-only\""))
+    return checks
+
+
+# --- host tools -------------------------------------------------------------------------
+
+
+def check_tools(env: Mapping[str, str] | None = None) -> list[Check]:
+    """apksigner, zipalign and aapt, found as apk_tools finds them."""
+    from apk_tools.tools import find_tool
+
+    checks = []
+    for tool in BUILD_TOOLS:
+        try:
+            checks.append(Check(tool, Status.OK, str(find_tool(tool, env=env))))
+        except FarmError as exc:
+            checks.append(Check(tool, Status.FAIL, "not found",
+                                getattr(exc, "install_hint", str(exc))))
+    return checks
+
+
+def _phone_abis(settings: Settings) -> dict[str, str]:
+    """Each known phone's ABI from the facts farmd stored (nothing if no database yet)."""
+    if not _database_exists(settings.database_url):
+        return {}
+    from farm.queue.store import Store
+
+    abis = {}
+    with contextlib.suppress(FarmError), Store(settings.database_url) as store:
+        for device in store.list_devices():
+            abi = device.facts.get("abi") or next(iter(device.facts.get("abis") or []), None)
+            if abi:
+                abis[device.serial] = str(abi)
+    return abis
+
+
+def check_ndk(abis: Mapping[str, str], env: Mapping[str, str] | None = None) -> Check:
+    """Whether libraries can be linked for every known phone's ABI.
+
+    Args:
+        abis: ``{serial: abi}`` of the phones farmd knows.
+        env: the environment (``TVM_NDK_CC``, ``ANDROID_NDK_HOME``); os.environ if None.
+    """
+    from farm.jobs import params as jp
+    from farm.jobs.ndk import linker_for
+    from farm.jobs.targets import needs_ndk, target_for
+
+    env = os.environ if env is None else env
+    needing = {}
+    for serial, abi in abis.items():
+        try:
+            target = target_for(jp.DeviceFacts(abi=abi), jp.DeviceKind.CPU)
+        except FarmError:
+            continue
+        if needs_ndk(dict(target)):
+            needing[serial] = target
+    configured = env.get("TVM_NDK_CC") or env.get("ANDROID_NDK_HOME") or env.get("ANDROID_NDK_ROOT")
+    hint = ("set TVM_NDK_CC to the NDK's <triple><api>-clang++ "
+            "(or ANDROID_NDK_HOME to the NDK folder)")
+    if not needing:
+        if configured:
+            return Check("ndk", Status.OK, f"configured ({configured}); no phone needs it now")
+        return Check("ndk", Status.WARN, "not configured; no known phone needs it yet "
+                     "(host-ABI phones link with the host compiler)",
+                     hint + " before plugging in ARM phones")
+    for serial, target in needing.items():
+        try:
+            linker = linker_for(target, env)
+        except FarmError as exc:
+            return Check("ndk", Status.FAIL, f"{serial} ({abis[serial]}) needs the NDK: {exc}", hint)
+    return Check("ndk", Status.OK, f"{linker.cc_path} links for {len(needing)} phone(s)")
+
+
+# --- ports and database ------------------------------------------------------------------
+
+
+def _port_in_use(host: str, port: int) -> bool:
+    """Whether binding ``host:port`` fails because something holds it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # ignore TIME_WAIT
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
+
+
+def check_ports(settings: Settings, farmd_running: bool) -> list[Check]:
+    """The tracker and metrics ports: held while farmd runs, free for it otherwise."""
+    wanted = []
+    if not settings.tracker.external:
+        wanted.append(("tracker port", settings.tracker.host, settings.tracker.port, "tracker.port"))
+    if settings.metrics.enabled:
+        wanted.append(("metrics port", settings.metrics.host, settings.metrics.port, "metrics.port"))
+    checks = []
+    for name, host, port, key in wanted:
+        used = _port_in_use(host, port)
+        where = f"{host}:{port}"
+        if farmd_running and not used:
+            checks.append(Check(name, Status.FAIL, f"{where} free although farmd runs",
+                                "farmd lost this service: see its log (journalctl -u farmd)"))
+        elif not farmd_running and used:
+            checks.append(Check(name, Status.FAIL, f"{where} is held by another program",
+                                f"stop that program or set {key} to a free port"))
+        else:
+            checks.append(Check(name, Status.OK, f"{where} {'in use by farmd' if used else 'free'}"))
+    return checks
+
+
+def _database_exists(url: str) -> bool:
+    if not url.startswith("sqlite"):
+        return True
+    path = url.split(":///", 1)[-1]
+    return path in ("", ":memory:") or Path(path).is_file()
+
+
+def check_database(settings: Settings) -> Check:
+    """The database opens and its schema is at the newest migration (nothing is migrated)."""
+    import sqlalchemy as sa
+    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    from farm.queue import db
+
+    url = settings.database_url
+    shown = sa.engine.make_url(url).render_as_string(hide_password=True)
+    if not _database_exists(url):
+        return Check("database", Status.WARN, f"{shown} does not exist yet",
+                     "start farmd or run any farmctl command: opening creates and migrates it")
+    config = Config()
+    config.set_main_option("script_location", str(Path(db.__file__).with_name("migrations")))
+    head = ScriptDirectory.from_config(config).get_current_head()
+    try:
+        engine = db.create_engine(url)
+        try:
+            with engine.connect() as connection:
+                current = MigrationContext.configure(connection).get_current_revision()
+        finally:
+            engine.dispose()
+    except (sa.exc.SQLAlchemyError, FarmError) as exc:
+        return Check("database", Status.FAIL, f"{shown} does not open: {exc}",
+                     "check database_url, the file's permissions and free disk space")
+    if current != head:
+        return Check("database", Status.WARN, f"{shown} at revision {current}, newest is {head}",
+                     "start farmd or run any farmctl command: opening migrates it")
+    return Check("database", Status.OK, f"{shown}, schema at {head}")
+
+
+# --- all together ------------------------------------------------------------------------------
+
+
+def run_checks(settings: Settings, *, farmd_running: bool,
+               env: Mapping[str, str] | None = None) -> list[Check]:
+    """Every check, in the order of the module doc."""
+    checks, states = check_adb(settings)
+    checks += check_tracker(settings, states)
+    checks += check_tools(env)
+    checks.append(check_ndk(_phone_abis(settings), env))
+    checks += check_ports(settings, farmd_running)
+    checks.append(check_database(settings))
+    return checks
+
+
+_STYLE = {Status.OK: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}
+
+
+def _print(checks: list[Check]) -> None:
+    stdout = click.get_text_stream("stdout")
+    console = Console(file=stdout, width=None if stdout.isatty() else 160, highlight=False)
+    table = Table(title="farm doctor", title_justify="left")
+    for header in ("check", "status", "found", "what to do"):
+        table.add_column(header)
+    for check in checks:
+        status = f"[{_STYLE[check.status]}]{check.status.value.upper()}[/]"
+        table.add_row(check.name, status, check.detail, check.fix)
+    console.print(table)
+    failed = sum(c.status is Status.FAIL for c in checks)
+    console.print(f"{failed} check(s) failed" if failed else "all checks passed")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@pass_state
+def doctor(state: CliState, as_json: bool) -> None:
+    """Check adb, phones, tracker, tools, NDK, ports and database; say what to fix."""
+    checks = run_checks(state.settings, farmd_running=state.farmd().running)
+    if as_json:
+        echo_json([asdict(c) for c in checks])
+    else:
+        _print(checks)
+    if any(c.status is Status.FAIL for c in checks):
+        raise click.exceptions.Exit(1)
