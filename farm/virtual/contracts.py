@@ -35,7 +35,8 @@ class ShellIO(Protocol):
     """What a shell command sees of its adb stream.
 
     stdout and stderr are separate in shell v2; in shell v1 and ``exec:`` the
-    transport merges them (v1) or drops stderr (exec), as adbd does.
+    transport merges them into one stream, as adbd does (AOSP
+    ``daemon/shell_service.cpp`` points stderr at the same socket).
     """
 
     async def read_stdin(self) -> bytes:
