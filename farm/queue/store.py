@@ -70,6 +70,11 @@ class Store(DeviceOps):
         url: a SQLAlchemy URL, e.g. ``farm.queue.db.default_url(data_dir)``
             (SQLite) or ``postgresql+psycopg://user@host/farm``.
 
+    Every method is one transaction, and every method raises
+    :class:`~farm.errors.StoreError` when the database refuses it (locked past
+    the busy timeout, connection lost); SQLAlchemy's own errors never escape.
+    Methods that change a row log one line per change after the commit.
+
     Raises:
         StoreError: the database cannot be opened or migrated.
     """
