@@ -1,0 +1,72 @@
+"""``farmctl demo`` end to end, and farmd's metrics endpoint while it runs."""
+
+from __future__ import annotations
+
+import io
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+from rich.console import Console
+
+from farm.cli.demo import run_demo
+from farm.config import Settings
+from farm.daemon import Farmd
+from farm.queue.models import DeviceState
+from farm.virtual.testing import adb_server, free_port, wait_until
+
+pytestmark = pytest.mark.fleet
+
+#: Series farm/metrics.py documents that farmd sets from its database.
+DOCUMENTED_SERIES = ("farm_up", "farm_phones", "farm_jobs", "farm_phone_battery_temp_celsius",
+                     "farm_phone_thermal_status", "farm_recoveries_total",
+                     "farm_job_duration_seconds")
+
+
+class TestDemo:
+    def test_runs_to_its_table_and_plot_and_leaves_no_process(self, tmp_path: Path) -> None:
+        """Two phones, N=64: every job succeeds, the table and PNG exist, no child is left."""
+        out = io.StringIO()
+        before = {p.pid for p in psutil.Process().children(recursive=True)}
+        result = run_demo(2, 64, tmp_path / "demo", console=Console(file=out, width=200))
+        text = out.getvalue()
+        assert result.ok, text
+        assert len(result.rows) == 3  # GEMM on each phone, the model on the first
+        assert {r.workload for r in result.rows} == {"gemm n=64 float32", "model small_cnn.onnx"}
+        assert all(r.latency_ms and r.battery_temp_c is not None and r.thermal_status is not None
+                   for r in result.rows)
+        assert all(r.gflops for r in result.rows if r.workload.startswith("gemm"))
+        assert result.plot is not None and result.plot.read_bytes()[:4] == b"\x89PNG"
+        assert "GFLOPS" in text and "thermal status" in text
+        assert result.leftover_pids == []
+        assert {p.pid for p in psutil.Process().children(recursive=True)} - before == set()
+        assert result.elapsed_s < 180
+
+
+class TestFarmdMetrics:
+    def test_endpoint_answers_with_the_phone_and_job_series(self, tmp_path: Path) -> None:
+        """While farmd runs, /metrics serves farm_up and the phones and jobs per state."""
+        with adb_server() as server:
+            metrics_port = free_port()
+            settings = Settings.model_validate({
+                "data_dir": str(tmp_path), "adb": {"port": server.port},
+                "tracker": {"port": free_port()}, "metrics": {"port": metrics_port},
+                "virtual": {"network": "usb-only"},
+            })
+            farmd = Farmd(settings, virtual_phones=1)
+            try:
+                farmd.start()
+                serial = farmd.fleet.serials[0]
+                wait_until(lambda: getattr(farmd.store.get_device(serial), "state", None)
+                           is DeviceState.READY, 90, "phone ready")
+                farmd.update_metrics()  # what the 15 s interval job runs
+                url = f"http://127.0.0.1:{metrics_port}/metrics"
+                with urllib.request.urlopen(url, timeout=10) as response:
+                    body = response.read().decode()
+            finally:
+                farmd.stop()
+        assert "farm_up 1.0" in body
+        assert 'farm_phones{state="ready"} 1.0' in body
+        for series in DOCUMENTED_SERIES:
+            assert f"# HELP {series.removesuffix('_total')}" in body, series
