@@ -30,12 +30,14 @@ from farm.health.verdict import Limits, app_down, app_failure_reasons, cool_enou
 from apk_tools.inspect import inspect_apk
 from farm.provision.apk import ensure_installed, installed_version
 from farm.provision.facts import read_facts
-from farm.provision.launch import PACKAGE, AppTarget, choose_method, launch_app
+from farm.provision.app_target import app_target_for
+from farm.provision.launch import PACKAGE, choose_method, launch_app
 from farm.provision.policy import ClashPolicy
 from farm.provision.tunnels import close_usb_tunnel, open_usb_tunnel
 from farm.queue.models import DeviceState
 from farm.queue.store import Store
 from farm.supervise.ladder import Failure, LadderPolicy, Released
+from farm.tvm.probe import probe_session
 from farm.tvm.tracker import summary
 
 log = structlog.get_logger(__name__)
@@ -57,6 +59,10 @@ class FleetOptions:
         limits: health limits.
         ladder: recovery ladder policy.
         registration_deadline_s: how long the app may take to register.
+        probe_every_sweeps: every Nth sweep opens a real RPC session to each
+            idle ready phone, because the tracker keeps listing a server that
+            froze or vanished without closing its socket (0: never).
+        probe_timeout_s: hard deadline of one probe (TVM's import included).
     """
 
     tracker: tuple[str, int]
@@ -69,6 +75,8 @@ class FleetOptions:
     limits: Limits = Limits()
     ladder: LadderPolicy = LadderPolicy()
     registration_deadline_s: float = 60.0
+    probe_every_sweeps: int = 4
+    probe_timeout_s: float = 30.0
 
 
 class FleetManager:
@@ -91,6 +99,7 @@ class FleetManager:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self.phones: dict[str, PhoneRuntime] = {}
+        self._sweeps = 0
         self.recoverer = Recoverer(self)
 
     # -- bookkeeping ---------------------------------------------------------------
@@ -210,10 +219,9 @@ class FleetManager:
             self._drop_tunnel(serial)
             phone.tunnel = open_usb_tunnel(self.adb, self.loop, serial, self.options.tracker,
                                            self.options.device_tracker_port)
-            target = AppTarget("127.0.0.1", self.options.device_tracker_port, phone.key)
-        else:
-            host = self.options.phone_host or self.options.tracker[0]
-            target = AppTarget(host, self.options.tracker[1], phone.key)
+        o = self.options
+        target = app_target_for(o.network, o.tracker, phone.key, phone_host=o.phone_host,
+                                device_tracker_port=o.device_tracker_port)
         launch_app(self.adb, serial, target, phone.method or choose_method(debuggable=True,
                                                                             rooted=False))
         self.wait_registered(serial)
@@ -260,17 +268,34 @@ class FleetManager:
         watched = [d.serial for d in devices
                    if d.state in lifecycle.WATCHED or d.state is DeviceState.BUSY]
         keys = self.registered_keys()
-        futures = [self._pool.submit(self._sweep_one, serial, keys) for serial in watched]
+        self._sweeps += 1
+        every = self.options.probe_every_sweeps
+        probe = bool(every) and self._sweeps % every == 0
+        futures = [self._pool.submit(self._sweep_one, serial, keys, probe) for serial in watched]
         concurrent.futures.wait(futures, timeout=60)
         return len(watched)
 
-    def _sweep_one(self, serial: str, keys: set[str] | None) -> None:
+    def _probe(self, serial: str) -> bool:
+        """A tiny real session to the phone through the tracker (see FleetOptions)."""
+        try:
+            probe_session(*self.options.tracker, self.runtime(serial).key,
+                          timeout_s=self.options.probe_timeout_s, serial=serial)
+            return True
+        except FarmError as exc:
+            log.warning("session_probe_failed", serial=serial, reason=str(exc))
+            return False
+
+    def _sweep_one(self, serial: str, keys: set[str] | None, probe: bool = False) -> None:
         phone = self.runtime(serial)
         now = self.clock.now()
         registered = None if keys is None else phone.key in keys
+        probe_ok = None
+        if probe and registered and self.state(serial) is DeviceState.READY:
+            probe_ok = self._probe(serial)
         try:
             sample, phone.crashes_seen = read_health(
-                self.adb, serial, now, crashes_seen=phone.crashes_seen, registered=registered)
+                self.adb, serial, now, crashes_seen=phone.crashes_seen, registered=registered,
+                probe_ok=probe_ok)
         except PhoneFault as exc:
             log.warning("health_probe_failed", serial=serial, reason=str(exc))
             return

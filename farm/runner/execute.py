@@ -193,14 +193,15 @@ def _tuning_records(work_dir: Path, workload: str, target: dict[str, Any]) -> li
 
 def _run_tune(ctx: RunContext, spec: TuneJob) -> Outcome:
     from farm.jobs.tune import tune_gemm
+    from farm.runner.tune_phones import serving_job_key
 
     if spec.params.gemm is None:
         raise SpecError("params.model", "tuning ONNX models is not supported yet; tune a gemm")
     gemm = _gemm_params(spec.params.gemm)
     serials = list(ctx.attempt.serials)
-    # One phone: its own key. Several: the job's key, which only its phones serve
-    # while the job runs (farm.fleet.keys).
-    key = None if len(serials) == 1 else job_key(ctx.settings.tracker.key, ctx.job.id)
+    # The job's key, which only its phones serve while the job runs
+    # (farm.fleet.keys); farm.runner.tune_phones moves the apps to it and back.
+    key = job_key(ctx.settings.tracker.key, ctx.job.id)
     tracker = _tracker(ctx, serials[0], key)
     target = _target(serials[0], ctx, gemm.device)
     work_dir = tune_work_dir(ctx.settings.data_dir, ctx.job.id)
@@ -209,9 +210,11 @@ def _run_tune(ctx: RunContext, spec: TuneJob) -> Outcome:
         trials_per_iter=spec.params.trials_per_batch, runner_workers=len(serials),
     )
     snapshots = [ctx.gate(serial) for serial in serials]
-    result = tune_gemm(params, target, tracker)
+    with serving_job_key(ctx.settings, serials, ctx.job.id) as phones:
+        result = tune_gemm(params, target, tracker)
     summary = result.to_dict()
-    summary.update(kind="tune", n=gemm.n, dtype=gemm.dtype, phones=serials)
+    summary.update(kind="tune", n=gemm.n, dtype=gemm.dtype, phones=serials,
+                   app_relaunches=list(phones.relaunches))
     samples = list(result.tuned_samples_s)
     workload = f"gemm n={gemm.n} dtype={gemm.dtype}"
     return Outcome(summary, samples, "s", [serials[0]] * len(samples), snapshots,
