@@ -17,6 +17,7 @@ from pathlib import Path
 
 import structlog
 
+from apk_tools.inspect import inspect_apk
 from farm.adb import Adb
 from farm.aio import LoopThread
 from farm.clock import Clock
@@ -27,10 +28,9 @@ from farm.fleet.phone import PhoneRuntime
 from farm.fleet.recovery import Recoverer
 from farm.health.probes import read_health
 from farm.health.verdict import Limits, app_down, app_failure_reasons, cool_enough, verdict
-from apk_tools.inspect import inspect_apk
 from farm.provision.apk import ensure_installed, installed_version
-from farm.provision.facts import read_facts
 from farm.provision.app_target import app_target_for
+from farm.provision.facts import facts_record, read_facts
 from farm.provision.launch import PACKAGE, choose_method, launch_app
 from farm.provision.policy import ClashPolicy
 from farm.provision.tunnels import close_usb_tunnel, open_usb_tunnel
@@ -183,7 +183,7 @@ class FleetManager:
         self.move(serial, DeviceState.PROVISIONING, "provisioning")
         try:
             facts, rooted = read_facts(self.adb, serial)
-            self.store.upsert_device(serial, self.clock.now(), facts=_facts_dict(facts))
+            self.store.upsert_device(serial, self.clock.now(), facts=facts_record(facts))
             debuggable = True
             if self.options.apk is not None:
                 ensure_installed(self.adb, serial, self.options.apk, self.options.clash)
@@ -342,9 +342,3 @@ class FleetManager:
         self._pool.shutdown(wait=False, cancel_futures=True)
         for serial in list(self.phones):
             self._drop_tunnel(serial)
-
-
-def _facts_dict(facts) -> dict:  # type: ignore[no-untyped-def]
-    from dataclasses import asdict
-
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(facts).items()}

@@ -6,6 +6,8 @@ change only with a system update, so they are read at provisioning and kept.
 
 from __future__ import annotations
 
+import dataclasses
+
 from farm.adb import Adb
 from farm.device.batch import batch_script, split_batch
 from farm.device.cpu import parse_cpufreq_max, parse_proc_meminfo
@@ -53,3 +55,30 @@ def read_facts(adb: Adb, serial: str) -> tuple[DeviceFacts, bool]:
     except ValueError as exc:
         raise AdbError(serial, argv, None, f"cannot read device facts: {exc}") from exc
     return facts, out.get("root", "").strip() == "0"
+
+
+# ro.hardware.egl names of GPU families (what a `gpu` selection matches).
+_EGL_BY_VENDOR = {"qualcomm": "adreno", "arm": "mali", "imagination": "powervr"}
+
+
+def facts_record(facts: DeviceFacts) -> dict[str, object]:
+    """The JSON stored as a device's ``facts``: every DeviceFacts field, plus the
+    names the scheduler (``abi``, ``abis``, ``soc``, ``sdk``, ``gpu``) and the
+    runner (``has_opencl``, ``has_vulkan``, ``num_cores``) read.
+
+    ``gpu`` holds the GPU family and vendor (``"adreno qualcomm"``), so a job's
+    ``--gpu adreno`` or ``--gpu qualcomm`` both match; empty without a GPU.
+    """
+    record: dict[str, object] = {
+        name: list(value) if isinstance(value, tuple) else value
+        for name, value in dataclasses.asdict(facts).items()
+    }
+    family = _EGL_BY_VENDOR.get(facts.gpu_vendor, "")
+    record.update(
+        abis=list(facts.abilist),
+        gpu=" ".join(part for part in (family, facts.gpu_vendor) if part),
+        has_opencl=facts.opencl,
+        has_vulkan=facts.vulkan,
+        num_cores=facts.cores,
+    )
+    return record

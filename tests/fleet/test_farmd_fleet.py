@@ -217,3 +217,31 @@ class TestAdbServerLoss:
         farm.wait_state(phones.serials, DeviceState.READY, 150)
         keys = farm.keys()
         assert all(farm.manager.runtime(s).key in keys for s in phones.serials)
+
+
+class TestFrozenApp:
+    def test_frozen_app_is_found_by_a_session_probe(
+        self, make_fleet: Callable[..., Fleet], make_farm: Callable[..., Farm]
+    ) -> None:
+        """An app frozen while still listed at the tracker fails its probe and is restarted."""
+        import os
+        import signal
+
+        import psutil
+
+        farm = make_farm(probe_every_sweeps=1, probe_timeout_s=15.0)
+        phones = make_fleet(1, network="usb-only")
+        serial = phones.serials[0]
+        farm.wait_state([serial], DeviceState.READY, 90)
+        key = farm.manager.runtime(serial).key
+        frozen = [p for p in psutil.process_iter(["cmdline"])
+                  if key in " ".join(p.info["cmdline"] or [])]
+        assert frozen, "no RPC process serves the phone's key"
+        for proc in frozen:
+            os.kill(proc.pid, signal.SIGSTOP)
+        assert key in farm.keys()  # the tracker still lists the frozen server
+        assert sweep_until(farm, lambda: any(
+            "probe_ok false" in e.reason for e in farm.store.device_events(serial)), 90)
+        assert sweep_until(farm, lambda: farm.state(serial) is DeviceState.READY
+                           and key in farm.keys(), 120)
+        assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in frozen)
