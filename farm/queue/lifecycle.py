@@ -159,6 +159,29 @@ def reap(session: Session, now: datetime) -> list[AttemptView]:
     return [AttemptView.of(a) for a in expired]
 
 
+def requeue(session: Session, attempt_id: int, reason: str, now: datetime) -> bool:
+    """End a running attempt that nobody failed (farmd stopping) and queue its job again.
+
+    The attempt does not count against the job's limit and earns no backoff,
+    and its phones go back to ready: a clean shutdown is nobody's fault.
+    False if the attempt is not running.
+    """
+    attempt = _locked_attempt(session, attempt_id)
+    if attempt is None or attempt.state is not AttemptState.RUNNING:
+        return False
+    _end(attempt, AttemptState.ABANDONED, now, "Requeued", reason)
+    transitions.release(session, attempt.id, attempt.serials, DeviceState.READY,
+                        f"attempt {attempt.id} requeued: {reason}", now)
+    job = _locked_job(session, attempt.job_id)
+    if job.state is JobState.RUNNING:
+        job.state = JobState.QUEUED
+        job.attempts_made = max(0, job.attempts_made - 1)
+    transitions.note(session, "attempt_requeued", job_id=job.id, attempt=attempt.id,
+                     reason=reason)
+    session.flush()
+    return True
+
+
 def finish(session: Session, attempt_id: int, outcome: Outcome, now: datetime) -> bool:
     """Store the result of a running attempt; False if it may not (see Store.finish)."""
     attempt = _locked_attempt(session, attempt_id)

@@ -287,6 +287,15 @@ class Store(DeviceOps):
 
     # --- ending attempts -------------------------------------------------------------
 
+    def requeue(self, attempt_id: int, reason: str, now: datetime) -> bool:
+        """Put a running attempt's job back in the queue without counting the attempt.
+
+        For a clean farmd stop: the attempt is abandoned, its phones are ready
+        again, and the job keeps every attempt it had. False if not running.
+        """
+        with self._tx() as session:
+            return lifecycle.requeue(session, attempt_id, reason, now)
+
     def finish(self, attempt_id: int, outcome: Outcome, now: datetime) -> bool:
         """Commit an attempt's result and mark its job succeeded, exactly once.
 

@@ -290,8 +290,8 @@ class Dispatcher:
         """Take no more work; let running attempts finish until the deadline, then kill them.
 
         Attempts still running at the deadline are killed (process groups) and
-        reported as ``Shutdown`` failures, which requeue their jobs while
-        attempts remain.
+        their jobs requeued without counting the attempt (:meth:`Store.requeue`):
+        a clean stop is nobody's fault.
 
         Args:
             deadline_s: seconds to let running attempts finish.
@@ -314,10 +314,9 @@ class Dispatcher:
             self._kill(child)
             del self.children[attempt_id]
             if read_outcome(child.run_dir) is None:
-                decision = self.store.fail_attempt(attempt_id, Failure(
-                    "Shutdown", Retry.SAME_LIMIT, "farmd stopped before the attempt finished"),
-                    self.clock.now())
-                log.warning("attempt_killed_at_stop", attempt=attempt_id, decision=decision.value)
+                self.store.requeue(attempt_id, "farmd stopped before the attempt finished",
+                                   self.clock.now())
+                log.warning("attempt_requeued_at_stop", attempt=attempt_id)
             killed.append(attempt_id)
         return killed
 

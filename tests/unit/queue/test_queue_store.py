@@ -160,6 +160,18 @@ class TestLeases:
         assert "AbandonedJob" in store.get_job(job_id).error
         assert store.heartbeat(claim.attempt.id, now) is False
 
+    def test_requeue_at_stop_costs_no_attempt(self, store: Store) -> None:
+        """A clean stop requeues the job with its attempt given back and the phone ready."""
+        add_ready(store, "a")
+        job_id = store.enqueue(gemm_spec(attempts=1), T0)
+        claim = start(store, job_id, "a")
+        assert store.requeue(claim.attempt.id, "farmd stopping", T0) is True
+        assert store.get_job(job_id).state is JobState.QUEUED
+        assert store.get_device("a").state is DeviceState.READY
+        again = start(store, job_id, "a")  # the job's one attempt is still there
+        assert again.attempt.id != claim.attempt.id
+        assert store.requeue(claim.attempt.id, "twice", T0) is False
+
     def test_heartbeat_refused_after_cancel(self, store: Store) -> None:
         """Cancelling a running job makes its heartbeat return False; the failure report frees the phone."""
         add_ready(store, "a")
