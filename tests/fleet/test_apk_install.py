@@ -29,6 +29,8 @@ def apks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "unsigned": unsigned,
         "signed_a": prepare(unsigned, key_a, root / "prepared"),
         "signed_b": prepare(unsigned, key_b, root / "prepared"),
+        "older_a": prepare(build_standin_apk(root / "older", version_code=1), key_a,
+                           root / "prepared"),
     }
 
 
@@ -83,3 +85,34 @@ class TestApkInstall:
         assert code != 0
         assert "INSTALL_FAILED_UPDATE_INCOMPATIBLE" in output
         assert _install(adb_server, serial, apks["signed_a"])[0] == 0  # same key still updates
+
+    def test_lower_version_is_refused(
+        self,
+        adb_server: AdbServerHandle,
+        make_fleet: Callable[..., Fleet],
+        apks: dict[str, Path],
+    ) -> None:
+        """A lower versionCode by the same key fails with VERSION_DOWNGRADE unless -d."""
+        serial = make_fleet(1).serials[0]
+        assert _install(adb_server, serial, apks["signed_a"])[0] == 0
+        code, output = _install(adb_server, serial, apks["older_a"])
+        assert code != 0
+        assert "INSTALL_FAILED_VERSION_DOWNGRADE" in output
+        done = adb_server.adb("-s", serial, "install", "-r", "-d", str(apks["older_a"]),
+                              timeout_s=INSTALL_TIMEOUT_S)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    def test_full_storage_is_refused(
+        self,
+        adb_server: AdbServerHandle,
+        make_fleet: Callable[..., Fleet],
+        apks: dict[str, Path],
+    ) -> None:
+        """On a phone with full storage the install fails and nothing is installed."""
+        phones = make_fleet(1)
+        serial = phones.serials[0]
+        phones.fill_storage(serial)
+        code, output = _install(adb_server, serial, apks["signed_a"])
+        assert code != 0
+        assert "INSTALL_FAILED_INSUFFICIENT_STORAGE" in output or "No space left" in output
+        assert f"package:{PACKAGE}" not in _packages(adb_server, serial).splitlines()
