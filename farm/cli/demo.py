@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 import psutil
@@ -46,7 +46,10 @@ from farm.errors import InfraFault
 from farm.queue.models import DeviceState, JobState
 from farm.report import ResultRow, results_table, rows_for_jobs, write_plot
 
-__all__ = ["DemoResult", "demo", "demo_settings", "run_demo"]
+if TYPE_CHECKING:
+    from farm.daemon import Farmd
+
+__all__ = ["DemoResult", "demo", "demo_farmd", "demo_settings", "run_demo"]
 
 READY_DEADLINE_S = 120.0
 JOBS_DEADLINE_S = 150.0
@@ -98,6 +101,39 @@ def demo_settings(data_dir: Path, adb_port: int, tracker_port: int, metrics_port
         "metrics": {"port": metrics_port},
         "virtual": {"network": "usb-only"},
     })
+
+
+@contextlib.contextmanager
+def demo_farmd(phones: int, data_dir: Path, **overrides: Any) -> Iterator[Farmd]:
+    """A started farmd with ``phones`` virtual phones on a private adb server.
+
+    The adb server (``farm.virtual.testing.adb_server``: own port, own $HOME,
+    own process group), the tracker and the metrics endpoint get free loopback
+    ports. Everything is stopped on exit. The bench scripts use this too.
+
+    Args:
+        phones: how many virtual phones farmd starts.
+        data_dir: farmd's data folder.
+        overrides: settings sections merged over :func:`demo_settings`, e.g.
+            ``health={"interval_s": 2}``.
+
+    Raises:
+        FarmError: a part could not start (everything started is stopped).
+    """
+    from farm.daemon import Farmd
+    from farm.virtual.testing import adb_server, free_port
+
+    with adb_server() as server:
+        base = demo_settings(data_dir, server.port, free_port(), free_port())
+        data = base.model_dump(mode="json")
+        for key, value in overrides.items():
+            data[key] = {**data[key], **value} if isinstance(value, dict) else value
+        farmd = Farmd(Settings.model_validate(data), virtual_phones=phones)
+        try:
+            farmd.start()
+            yield farmd
+        finally:
+            farmd.stop()
 
 
 def _settings_toml(settings: Settings) -> str:
@@ -181,9 +217,6 @@ def run_demo(
             is built and signed for real).
         FarmError: any other part could not start.
     """
-    from farm.daemon import Farmd
-    from farm.virtual.testing import adb_server, free_port
-
     console = console or Console()
     started_s = time.monotonic()
     if data_dir is None:
@@ -194,12 +227,10 @@ def run_demo(
     before = _children()
     console.print(f"farm demo: {phones} virtual phones, GEMM {n}, data in {data_dir}")
     try:
-        with _logs_to(data_dir / LOG_NAME), adb_server() as server, contextlib.ExitStack() as stack:
-            settings = demo_settings(data_dir, server.port, free_port(), free_port())
-            farmd = Farmd(settings, virtual_phones=phones)
-            stack.callback(farmd.stop)
+        with _logs_to(data_dir / LOG_NAME), contextlib.ExitStack() as stack:
             with console.status("starting the tracker, farmd and the virtual phones"):
-                farmd.start()
+                farmd = stack.enter_context(demo_farmd(phones, data_dir))
+            settings = farmd.settings
             serials = list(farmd.fleet.serials)
             _run_jobs(farmd, serials, n, model, data_dir, console, result,
                       ready_deadline_s, jobs_deadline_s)
