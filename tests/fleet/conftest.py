@@ -15,6 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from apk_tools.keys import create_pem_key
+from apk_tools.prepare import prepare
+from apk_tools.standin import build_standin_apk
+from farm.testing import FleetHarness, fleet_harness
 from farm.virtual.fleet import Fleet
 from farm.virtual.testing import AdbServerHandle
 from farm.virtual.testing import adb_server as _adb_server
@@ -44,6 +48,38 @@ def make_fleet(
             data_dir = tmp_path / f"fleet-{count}"
             return stack.enter_context(
                 _fleet(n, network, adb_port=adb_server.port, data_dir=data_dir, **kwargs)  # type: ignore[arg-type]
+            )
+
+        yield make
+
+
+@pytest.fixture(scope="session")
+def signed_apk(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The stand-in TVM RPC APK, signed with a test key."""
+    root = tmp_path_factory.mktemp("apk")
+    key = create_pem_key(root / "k.pem", root / "k.crt", common_name="farm-test")
+    return prepare(build_standin_apk(root / "unsigned", version_code=3), key, root / "signed")
+
+
+@pytest.fixture
+def make_farm(
+    adb_server: AdbServerHandle, tmp_path: Path, signed_apk: Path
+) -> Iterator[Callable[..., FleetHarness]]:
+    """Factory of fleet managers wired as farmd wires them; all stop after the test.
+
+    ``make_farm(**overrides)`` takes :class:`farm.fleet.manager.FleetOptions` fields.
+    """
+    with contextlib.ExitStack() as stack:
+        count = 0
+
+        def make(**overrides: object) -> FleetHarness:
+            nonlocal count
+            count += 1
+            data_dir = tmp_path / f"farm-{count}"
+            data_dir.mkdir()
+            apk = overrides.pop("apk", signed_apk)
+            return stack.enter_context(
+                fleet_harness(adb_server.port, data_dir, apk, **overrides)  # type: ignore[arg-type]
             )
 
         yield make

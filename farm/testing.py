@@ -1,0 +1,94 @@
+"""Test helpers that ship with farm: the fleet manager wired as farmd wires it.
+
+Used by farm's own tests and by anyone who tests code on top of farm with
+virtual phones (``farm.virtual.testing``). Every part started here is stopped
+when the context exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from farm.adb import Adb, AdbServer, DeviceTracker
+from farm.aio import LoopThread, wait_until
+from farm.clock import SystemClock
+from farm.fleet.manager import FleetManager, FleetOptions
+from farm.queue.db import default_url
+from farm.queue.models import DeviceState
+from farm.queue.store import Store
+from farm.tvm.tracker import TrackerProcess, summary
+
+
+@dataclass
+class FleetHarness:
+    """A running fleet manager with its store, tracker and adb client."""
+
+    manager: FleetManager
+    store: Store
+    tracker: TrackerProcess
+    adb: Adb
+
+    @property
+    def tracker_addr(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.tracker.port)
+
+    def state(self, serial: str) -> DeviceState | None:
+        """The phone's state in the store."""
+        record = self.store.get_device(serial)
+        return record.state if record else None
+
+    def wait_state(self, serials: list[str], state: DeviceState, deadline_s: float) -> None:
+        """Wait until every phone is in ``state``.
+
+        Raises:
+            AssertionError: not within ``deadline_s``; the message lists the states.
+        """
+        ok = wait_until(lambda: all(self.state(s) is state for s in serials), deadline_s)
+        assert ok, {s: self.state(s) for s in serials}
+
+    def keys(self) -> set[str]:
+        """Keys the tracker lists now."""
+        return {s.key for s in summary(*self.tracker_addr).servers}
+
+    def sweep_until(self, predicate: Callable[[], bool], deadline_s: float) -> bool:
+        """Run health sweeps (farmd's scheduler does every interval) until ``predicate``."""
+        def swept() -> bool:
+            self.manager.sweep()
+            return predicate()
+
+        return wait_until(swept, deadline_s, interval_s=0.5)
+
+
+@contextlib.contextmanager
+def fleet_harness(
+    adb_port: int, data_dir: Path, apk: Path | None, **options: object
+) -> Iterator[FleetHarness]:
+    """A tracker, a store and a fleet manager following the adb server on ``adb_port``.
+
+    Args:
+        adb_port: the adb server the phones are attached to.
+        data_dir: folder for the database and the tracker's log.
+        apk: the signed APK to install (None: use what is installed).
+        options: :class:`FleetOptions` fields to override (e.g. ``ladder=``).
+    """
+    with contextlib.ExitStack() as stack:
+        tracker = TrackerProcess.start(log_path=data_dir / "tracker.log")
+        stack.callback(tracker.stop)
+        store = Store(default_url(data_dir))
+        stack.callback(store.close)
+        loop = LoopThread()
+        stack.callback(loop.close)
+        adb = Adb(AdbServer(port=adb_port))
+        fleet_options = FleetOptions(tracker=("127.0.0.1", tracker.port), apk=apk,
+                                     registration_deadline_s=40.0)
+        manager = FleetManager(replace(fleet_options, **options), adb, store,  # type: ignore[arg-type]
+                               SystemClock(), loop)
+        stack.callback(manager.close)
+        tracking = DeviceTracker(adb.server, manager.on_adb_state, debounce_s=0.3,
+                                 reconcile_interval_s=2.0)
+        tracking.start()
+        stack.callback(tracking.stop)
+        yield FleetHarness(manager, store, tracker, adb)
