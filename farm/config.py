@@ -178,9 +178,15 @@ class ApkSettings(_Frozen):
 
 
 class HealthSettings(_Frozen):
-    """Health sweep cadence and the limits a ready phone must meet."""
+    """Health sweep cadence and the limits a ready phone must meet.
+
+    ``probe_every_sweeps``: every Nth sweep opens a real RPC session to each
+    idle ready phone (the tracker keeps listing frozen apps); 0 never.
+    ``probe_timeout_s`` bounds one such probe, TVM's import included.
+    """
 
     interval_s: float = Field(30.0, gt=0)
+    probe_every_sweeps: int = Field(4, ge=0)
     probe_timeout_s: float = Field(20.0, gt=0)
     battery_temp_max_c: float = 35.0
     thermal_status_max: int = Field(0, ge=0, le=6)

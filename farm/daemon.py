@@ -132,6 +132,8 @@ class Farmd:
             limits=Limits.from_settings(s.health),
             ladder=LadderPolicy.from_settings(s.supervise),
             registration_deadline_s=s.supervise.registration_deadline_s,
+            probe_every_sweeps=s.health.probe_every_sweeps,
+            probe_timeout_s=s.health.probe_timeout_s,
         )
 
     def _start_virtual_phones(self, count: int) -> None:
