@@ -29,6 +29,7 @@ stay in place: only the key the app registers under changes.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -184,7 +185,11 @@ class JobPhones:
     def start_monitor(self) -> None:
         """Run :meth:`check_once` every ``interval_s`` in a daemon thread until stopped."""
         self._stop.clear()
-        self._thread = threading.Thread(target=self._monitor, name="tuning-monitor", daemon=True)
+        # Run in a copy of this context, so the monitor's log lines carry the
+        # job_id and attempt bound by the child (structlog contextvars).
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(target=context.run, args=(self._monitor,),
+                                        name="tuning-monitor", daemon=True)
         self._thread.start()
 
     def stop_monitor(self) -> None:

@@ -1,0 +1,241 @@
+"""Tuning jobs that survive app crashes and a farmd killed mid-run (issue 6's "Must show").
+
+Both tests run a MetaSchedule tuning job of a small GEMM over two virtual
+phones through farm's queue, with farmd provisioning the phones. Faults come
+through the phones and the processes, never by patching: ``Fleet.crash_app``
+kills the TVM RPC app as an uncaught exception would, and farmd is killed with
+SIGKILL like a crashed daemon. Each takes a few minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from test_jobs_benchmarks import FINISHED, RunningFarmd, start_farmd  # noqa: F401 - fixture
+
+from farm.fleet.keys import job_key, phone_key
+from farm.jobs.tune import FAILED_RUN_S, RECORDS_FILE
+from farm.provision.standin import demo_apk
+from farm.queue.models import AttemptState, DeviceState, JobState
+from farm.queue.store import Store
+from farm.runner.execute import tune_work_dir
+from farm.tvm.tracker import TrackerProcess, summary
+from farm.virtual.android.spec import profiles
+from farm.virtual.fleet import Fleet
+from farm.virtual.testing import AdbServerHandle, wait_until
+
+pytestmark = [pytest.mark.fleet, pytest.mark.slow]
+
+TRIALS = 8
+TUNE_DEADLINE_S = 480.0
+WATCH_POLL_S = 0.2
+
+
+def tune_spec(trials: int = TRIALS) -> dict[str, Any]:
+    """A tuning job of a 64x64 GEMM over two phones, measured in batches of four."""
+    return {"kind": "tune", "attempts": 3,
+            "params": {"gemm": {"n": 64, "number": 2, "repeat": 3}, "trials": trials,
+                       "trials_per_batch": 4, "phones": 2}}
+
+
+def complete_records(work_dir: Path) -> bytes:
+    """The tuning records file up to its last complete line (a writer may be mid-line)."""
+    path = work_dir / RECORDS_FILE
+    data = path.read_bytes() if path.is_file() else b""
+    return data[: data.rfind(b"\n") + 1]
+
+
+def measured_in(records: bytes) -> int:
+    """Records whose measurement succeeded (run times below MetaSchedule's failure cost)."""
+    import json
+
+    count = 0
+    for line in records.splitlines():
+        run_secs = json.loads(line)[1][1] if line.strip() else None
+        if run_secs and all(float(s) < FAILED_RUN_S for s in run_secs):
+            count += 1
+    return count
+
+
+class TestTuningThroughAppCrashes:
+    def test_app_killed_twice_mid_run_still_measures_every_trial(self, start_farmd) -> None:  # type: ignore[no-untyped-def]  # noqa: F811 - the imported fixture
+        """The app is crashed on each phone in turn while tuning; the farm brings it back and the job measures all its trials."""
+        farm: RunningFarmd = start_farmd(2, same_model=True)
+        tracker = farm.farmd.settings.tracker
+        job_id = farm.enqueue(tune_spec())
+        work_dir = tune_work_dir(farm.data_dir, job_id)
+        key = job_key(tracker.key, job_id)
+        crashes: list[tuple[str, int]] = []
+        stop = threading.Event()
+
+        def serving() -> int:
+            return len(summary(tracker.host, tracker.port).servers_for(key))
+
+        def watch() -> None:
+            # Crash phone 0 once the first batch is measured, then phone 1 once
+            # phone 0 serves the job again: both while trials remain.
+            end_s = time.monotonic() + TUNE_DEADLINE_S
+            for serial in farm.serials:
+                floor = crashes[-1][1] if crashes else 1
+                while not stop.is_set() and time.monotonic() < end_s:
+                    with contextlib.suppress(Exception):
+                        measured = measured_in(complete_records(work_dir))
+                        if serving() == 2 and floor <= measured < TRIALS:
+                            farm.fleet.crash_app(serial)
+                            crashes.append((serial, measured))
+                            break
+                    stop.wait(WATCH_POLL_S)
+                # The tracker must notice the crash before the next phone's turn.
+                while not stop.is_set() and time.monotonic() < end_s:
+                    with contextlib.suppress(Exception):
+                        if serving() < 2:
+                            break
+                    stop.wait(WATCH_POLL_S)
+
+        watcher = threading.Thread(target=watch, name="crash-watcher", daemon=True)
+        watcher.start()
+        try:
+            farm.wait_finished([job_id], TUNE_DEADLINE_S)
+        finally:
+            stop.set()
+            watcher.join(timeout=30)
+
+        view = farm.store.get_job(job_id)
+        assert view.state is JobState.SUCCEEDED, view.error  # type: ignore[union-attr]
+        assert [serial for serial, _ in crashes] == farm.serials
+        assert all(measured < TRIALS for _, measured in crashes)
+        [result] = farm.store.results(job_id)
+        summary_ = result.summary
+        assert summary_["trials_requested"] == TRIALS
+        assert summary_["trials_measured"] >= TRIALS
+        assert sorted(summary_["app_relaunches"]) == sorted(farm.serials)
+        assert summary_["speedup"] > 0 and len(result.samples) == 3
+        assert measured_in(complete_records(work_dir)) == summary_["trials_measured"]
+        assert len(farm.store.tuning_records(job_id)) == len(complete_records(work_dir).splitlines())
+        # Afterwards every phone serves its own key again and is ready for work.
+        listed = {s.key for s in summary(tracker.host, tracker.port).servers}
+        assert {phone_key(tracker.key, s) for s in farm.serials} <= listed
+        assert key not in listed
+        farm.wait_ready(60)
+
+
+# --- farmd killed mid-run -----------------------------------------------------------------
+
+
+def farmd_config(path: Path, *, data_dir: Path, adb_port: int, tracker_port: int, apk: Path) -> Path:
+    """A farmd TOML config for lan phones, an external tracker and short leases."""
+    path.write_text(
+        f'data_dir = "{data_dir}"\nlog_level = "info"\n\n'
+        f"[adb]\nport = {adb_port}\n\n"
+        f'[apk]\npath = "{apk}"\n\n'
+        f'[tracker]\nexternal = true\nport = {tracker_port}\nnetwork = "lan"\n'
+        'phone_host = "127.0.0.1"\n\n'
+        "[metrics]\nenabled = false\n\n"
+        "[health]\ninterval_s = 5\n\n"
+        "[jobs]\ntune_lease_s = 8\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.fixture
+def farmd_processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """farmd processes a test starts; every process group (and its descendants) is killed after."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for process in started:
+        with contextlib.suppress(psutil.Error):
+            descendants = psutil.Process(process.pid).children(recursive=True)
+            for child in descendants:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(child.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+
+def alive(process: psutil.Process) -> bool:
+    """Whether ``process`` still runs (a zombie or a vanished process does not)."""
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def start_farmd_process(config: Path, log_path: Path,
+                        started: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    """``farmd --config CONFIG`` in its own process group, logging to ``log_path``."""
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-c", "from farm.daemon import main; main()", "--config", str(config),
+             "--json-logs"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    started.append(process)
+    return process
+
+
+class TestTuningThroughFarmdRestart:
+    def test_farmd_killed_mid_run_resumes_and_loses_no_trial(
+        self, adb_server: AdbServerHandle, farmd_processes: list[subprocess.Popen[bytes]],
+        tmp_path: Path,
+    ) -> None:
+        """After farmd is SIGKILLed mid-tuning and started again, the job resumes from its records and keeps every measured trial."""
+        with contextlib.ExitStack() as stack:
+            tracker = stack.enter_context(TrackerProcess.start(log_path=tmp_path / "tracker.log"))
+            specs = [profiles(1, "lan")[0]] * 2
+            fleet = stack.enter_context(Fleet(2, specs=specs, adb_port=adb_server.port,
+                                              data_dir=tmp_path / "phones"))
+            data_dir = tmp_path / "farm"
+            config = farmd_config(tmp_path / "farm.toml", data_dir=data_dir, adb_port=adb_server.port,
+                                  tracker_port=tracker.port, apk=demo_apk(tmp_path / "apk"))
+            first = start_farmd_process(config, tmp_path / "farmd-1.log", farmd_processes)
+            wait_until(lambda: (data_dir / "farm.db").is_file(), 60, "farmd created its database")
+            store = Store(f"sqlite:///{data_dir / 'farm.db'}")
+            stack.callback(store.close)
+
+            def all_ready() -> bool:
+                return all((d := store.get_device(s)) is not None and d.state is DeviceState.READY
+                           for s in fleet.serials)
+
+            wait_until(all_ready, 150, "phones ready under the first farmd")
+            job_id = store.enqueue(tune_spec(), datetime.now(UTC))
+            work_dir = tune_work_dir(data_dir, job_id)
+            wait_until(lambda: measured_in(complete_records(work_dir)) > 0, TUNE_DEADLINE_S,
+                       "first batch of trials measured")
+
+            descendants = psutil.Process(first.pid).children(recursive=True)
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait(timeout=30)
+            wait_until(lambda: not any(alive(p) for p in descendants), 60,
+                       "farmd's children ended")
+            kept = complete_records(work_dir)
+            measured_before = measured_in(kept)
+            assert 0 < measured_before < TRIALS
+
+            start_farmd_process(config, tmp_path / "farmd-2.log", farmd_processes)
+            wait_until(lambda: store.get_job(job_id).state in FINISHED, TUNE_DEADLINE_S,  # type: ignore[union-attr]
+                       "job finished under the second farmd")
+
+            view = store.get_job(job_id)
+            assert view.state is JobState.SUCCEEDED, view.error  # type: ignore[union-attr]
+            attempts = store.attempts(job_id)
+            assert attempts[0].state is AttemptState.ABANDONED
+            assert attempts[-1].state is AttemptState.SUCCEEDED
+            records = complete_records(work_dir)
+            assert records.startswith(kept)
+            [result] = store.results(job_id)
+            assert result.summary["trials_measured_before"] >= measured_before
+            assert result.summary["trials_measured"] >= TRIALS
+            assert measured_in(records) == result.summary["trials_measured"]
