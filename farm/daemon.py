@@ -35,6 +35,7 @@ from farm.health.verdict import Limits
 from farm.metrics import FarmMetrics, start_metrics_server
 from farm.provision.policy import ClashPolicy
 from farm.queue.db import default_url
+from farm.queue.models import JobState
 from farm.queue.store import Store
 from farm.runner.dispatcher import Dispatcher
 from farm.runner.pidfile import remove_pidfile, write_pidfile
@@ -66,6 +67,8 @@ class Farmd:
         self._stops: list = []
         self.tracker: TrackerProcess | None = None
         self.fleet = None  # virtual phones, when asked for
+        self.metrics_server = None
+        self._observed_attempts: set[int] = set()
 
     # -- start -------------------------------------------------------------------
 
@@ -85,6 +88,7 @@ class Farmd:
         self._stops.append(self.loop.close)
         self.manager = FleetManager(self._fleet_options(), self.adb, self.store, self.clock,
                                     self.loop)
+        self.manager.metrics = self.metrics
         self._stops.append(self.manager.close)
         self.manager.forget_connections("farmd started: provisioning again")
         self.tracking = DeviceTracker(self.adb_server, self.manager.on_adb_state)
@@ -96,8 +100,9 @@ class Farmd:
         self._stops.append(self._drain)
         self._schedule()
         if s.metrics.enabled:
-            server = start_metrics_server(self.metrics, s.metrics.host, s.metrics.port)
-            self._stops.append(server.stop)
+            self.metrics_server = start_metrics_server(self.metrics, s.metrics.host,
+                                                       s.metrics.port)
+            self._stops.append(self.metrics_server.stop)
         self.notifier.ready("farmd ready")
         log.info("farmd_started", data_dir=str(self.data_dir), adb_port=s.adb.port,
                  tracker_port=self.tracker_addr[1], network=s.tracker.network)
@@ -214,6 +219,19 @@ class Farmd:
         for job in self.store.list_jobs(limit=10_000):
             jobs[job.state.value] = jobs.get(job.state.value, 0) + 1
         self.metrics.set_job_counts(jobs)
+        self._observe_durations()
+
+    def _observe_durations(self) -> None:
+        """Feed each newly ended attempt's duration to the job-duration histogram."""
+        ended = self.store.list_jobs(states=[JobState.SUCCEEDED, JobState.FAILED,
+                                             JobState.QUEUED], limit=200)
+        for job in ended:
+            for attempt in self.store.attempts(job.id):
+                if attempt.finished_at is None or attempt.id in self._observed_attempts:
+                    continue
+                self._observed_attempts.add(attempt.id)
+                seconds = (attempt.finished_at - attempt.started_at).total_seconds()
+                self.metrics.observe_job(job.kind, seconds)
 
     # -- stop ------------------------------------------------------------------------
 

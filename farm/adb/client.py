@@ -180,15 +180,17 @@ class Adb:
     # -- host services ---------------------------------------------------------------
 
     def devices_text(self, timeout_s: float | None = None) -> str:
-        """The adb server's ``host:devices-l`` listing, as ``adb devices -l`` prints it.
+        """The device list exactly as ``adb devices -l`` prints it.
 
-        Parse it with :func:`farm.device.adb_devices.parse_devices_l`.
+        The server's ``host:devices-l`` reply lacks the client's header line
+        (AOSP ``client/commandline.cpp`` prints it), so it is added here. Parse
+        the text with :func:`farm.device.adb_devices.parse_devices_l`.
         """
         with self._call("-", ["devices", "-l"], timeout_s, locked=False):
             with self._client.make_connection() as conn:
                 conn.send_command("host:devices-l")
                 conn.check_okay()
-                return conn.read_string_block()
+                return "List of devices attached\n" + conn.read_string_block()
 
     def connect(self, address: str, timeout_s: float | None = None) -> str:
         """``adb connect HOST:PORT`` (adb over TCP); returns the server's message.

@@ -50,7 +50,6 @@ __all__ = ["Check", "Status", "doctor", "run_checks"]
 ADB_TIMEOUT_S = 5.0
 TRACKER_TIMEOUT_S = 3.0
 BUILD_TOOLS = ("apksigner", "zipalign", "aapt")
-DEVICES_HEADER = "List of devices attached"
 
 #: What to do for each adb transport state (AOSP adb ``ConnectionState`` names,
 #: as ``adb devices`` prints them: ``transport.cpp`` ``to_string``).
@@ -108,12 +107,7 @@ def check_adb(settings: Settings) -> tuple[list[Check], dict[str, str]]:
                       f"'adb -P {server.port} start-server'")], {}
     try:
         version = server.version()
-        listing = Adb(server, default_timeout_s=ADB_TIMEOUT_S).devices_text()
-        # host:devices-l answers without the header line the adb client prints;
-        # parse_devices_l wants the client's form.
-        if not listing.startswith(DEVICES_HEADER):
-            listing = f"{DEVICES_HEADER}\n{listing}"
-        entries = parse_devices_l(listing)
+        entries = parse_devices_l(Adb(server, default_timeout_s=ADB_TIMEOUT_S).devices_text())
     except (FarmError, ValueError) as exc:
         return [Check("adb server", Status.FAIL, f"port {server.port} answers but: {exc}",
                       f"kill whatever holds port {server.port} and restart farmd")], {}

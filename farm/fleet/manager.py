@@ -28,6 +28,7 @@ from farm.fleet.phone import PhoneRuntime
 from farm.fleet.recovery import Recoverer
 from farm.health.probes import read_health
 from farm.health.verdict import Limits, app_down, app_failure_reasons, cool_enough, verdict
+from farm.metrics import FarmMetrics
 from farm.provision.apk import ensure_installed, installed_version
 from farm.provision.app_target import app_target_for
 from farm.provision.facts import facts_record, read_facts
@@ -101,6 +102,7 @@ class FleetManager:
         self.phones: dict[str, PhoneRuntime] = {}
         self._sweeps = 0
         self.recoverer = Recoverer(self)
+        self.metrics: FarmMetrics | None = None  # farmd sets it; tests may leave it unset
 
     # -- bookkeeping ---------------------------------------------------------------
 
@@ -299,6 +301,8 @@ class FleetManager:
         except PhoneFault as exc:
             log.warning("health_probe_failed", serial=serial, reason=str(exc))
             return
+        if self.metrics is not None:
+            self.metrics.observe_health(sample)
         self.store.record_health(serial, now, {
             "battery_pct": sample.battery_pct, "battery_temp_c": sample.battery_temp_c,
             "thermal_status": sample.thermal_status, "max_zone_temp_c": sample.max_zone_temp_c,

@@ -40,6 +40,8 @@ class Recoverer:
                 log.info("recovery_backoff", serial=serial, until=step.until.isoformat())
             return
         log.info("recovery_step", serial=serial, step=step.value)
+        if self.m.metrics is not None:
+            self.m.metrics.count_recovery(serial, step.value)
         if step is Step.QUARANTINE:
             phone.history.append(Recovery(now, step, True))
             self.m.move(serial, DeviceState.QUARANTINED,

@@ -60,6 +60,7 @@ class TestFarmdMetrics:
                 serial = farmd.fleet.serials[0]
                 wait_until(lambda: getattr(farmd.store.get_device(serial), "state", None)
                            is DeviceState.READY, 90, "phone ready")
+                farmd.manager.sweep()  # what the health interval job runs
                 farmd.update_metrics()  # what the 15 s interval job runs
                 url = f"http://127.0.0.1:{metrics_port}/metrics"
                 with urllib.request.urlopen(url, timeout=10) as response:
@@ -68,5 +69,7 @@ class TestFarmdMetrics:
                 farmd.stop()
         assert "farm_up 1.0" in body
         assert 'farm_phones{state="ready"} 1.0' in body
+        assert f'farm_phone_battery_temp_celsius{{serial="{serial}"}}' in body
+        assert f'farm_phone_thermal_status{{serial="{serial}"}} 0.0' in body
         for series in DOCUMENTED_SERIES:
             assert f"# HELP {series.removesuffix('_total')}" in body, series
