@@ -135,13 +135,17 @@ class TestTuningThroughAppCrashes:
 
 
 def farmd_config(path: Path, *, data_dir: Path, adb_port: int, tracker_port: int, apk: Path) -> Path:
-    """A farmd TOML config for lan phones, an external tracker and short leases."""
+    """A farmd TOML config for lan phones, an external tracker and short leases.
+
+    Virtual lan phones reach the host at 10.0.2.2, the Android emulator's alias
+    for the host's loopback (farm.virtual.net).
+    """
     path.write_text(
         f'data_dir = "{data_dir}"\nlog_level = "info"\n\n'
         f"[adb]\nport = {adb_port}\n\n"
         f'[apk]\npath = "{apk}"\n\n'
         f'[tracker]\nexternal = true\nport = {tracker_port}\nnetwork = "lan"\n'
-        'phone_host = "127.0.0.1"\n\n'
+        'phone_host = "10.0.2.2"\n\n'
         "[metrics]\nenabled = false\n\n"
         "[health]\ninterval_s = 5\n\n"
         "[jobs]\ntune_lease_s = 8\n",
