@@ -3,7 +3,9 @@
 The queue's spec (``farm.queue.spec``, pydantic) is mapped to the jobs' plain
 parameters (``farm.jobs.params``) here and nowhere else. Each measured run is
 preceded by thermal gating of its phone (``gate``), ``repetitions`` times per
-phone; every raw sample is kept, tagged with its phone.
+phone; every raw sample is kept, tagged with its phone. A tuning job's phones
+serve the job's tracker key for its whole run, app crashes healed, and go back
+to their own keys after it (:mod:`farm.runner.tune_phones`).
 """
 
 from __future__ import annotations
