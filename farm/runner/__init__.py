@@ -7,6 +7,8 @@
     child.py        python -m farm.runner.child: one attempt, isolated from farmd
     execute.py      a claimed job spec -> farm.jobs call -> Outcome
     gating.py       thermal gating before every measured run
+    tune_phones.py  a tuning job's phones serve its job key; crashed apps are
+                    relaunched under it mid-run, own keys restored after
     outcome.py      the file a child leaves so its parent can tell a clean
                     failure from a crash
     pidfile.py      <data_dir>/farmd.json: whether a farmd is running

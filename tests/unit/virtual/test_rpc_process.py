@@ -233,7 +233,7 @@ class TestStaleRegistration:
                     tracker_port=tracker.port,
                     key="stale",
                     log_path=tmp_path / "rpc.log",
-                    stale_timeout_s=1.0,
+                    stale_timeout_s=3.0,
                 )
             )
 
@@ -244,9 +244,9 @@ class TestStaleRegistration:
             deadline = time.monotonic() + 10
             with protocol.open_tracker("127.0.0.1", tracker.port, deadline) as sock:
                 protocol.call(sock, [protocol.TrackerCode.REQUEST, "stale", "", 1], deadline)
-            assert free_servers() == 0
-            assert wait_until(lambda: free_servers() == 1, 15)
-            assert events(app.log_path).count("registered") == 2
+            assert free_servers() == 0  # the ticket is taken: 3 s before the app looks again
+            assert wait_until(lambda: free_servers() == 1, 20)
+            assert events(app.log_path).count("registered") >= 2
         finally:
             if app is not None:
                 aloop.run(app.stop())
