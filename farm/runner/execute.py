@@ -116,27 +116,46 @@ def _summary_of_runs(kind: str, runs: Sequence[dict[str, Any]], samples: Sequenc
     }
 
 
-def _run_gemm(ctx: RunContext, spec: GemmJob) -> Outcome:
-    from farm.jobs.gemm import gemm_flop, run_gemm
+def _measure(
+    ctx: RunContext, repetitions: int, device: jp.DeviceKind,
+    run_one: Callable[[jp.TrackerParams, dict[str, Any], int], Any],
+    describe: Callable[[Any], dict[str, Any]],
+) -> tuple[list[float], list[str], list[dict[str, Any]], list[SnapshotData]]:
+    """Each repetition on each phone: gate, run, keep every sample with its phone.
 
-    params = _gemm_params(spec.params)
+    Returns:
+        samples (seconds), the serial of each sample, one summary per run, and
+        the thermal snapshot taken before each run.
+    """
     samples: list[float] = []
     serials: list[str] = []
     runs: list[dict[str, Any]] = []
     snapshots: list[SnapshotData] = []
-    for repetition in range(spec.repetitions):
+    for repetition in range(repetitions):
         for serial in ctx.attempt.serials:
-            target = _target(serial, ctx, params.device)
+            target = _target(serial, ctx, device)
             snapshots.append(ctx.gate(serial))
-            result = run_gemm(params, target, _tracker(ctx, serial), ctx.cache, seed=repetition)
+            result = run_one(_tracker(ctx, serial), target, repetition)
             samples += result.samples_s
             serials += [serial] * len(result.samples_s)
             runs.append({
                 "serial": serial, "repetition": repetition, "mean_s": result.mean_s,
-                "gflops": result.gflops, "max_abs_err": result.max_abs_err,
+                "max_abs_err": result.max_abs_err,
                 "threads": asdict(result.threads) if result.threads else None,
-                "target": result.target,
+                "target": result.target, **describe(result),
             })
+    return samples, serials, runs, snapshots
+
+
+def _run_gemm(ctx: RunContext, spec: GemmJob) -> Outcome:
+    from farm.jobs.gemm import gemm_flop, run_gemm
+
+    params = _gemm_params(spec.params)
+    samples, serials, runs, snapshots = _measure(
+        ctx, spec.repetitions, params.device,
+        lambda tracker, target, rep: run_gemm(params, target, tracker, ctx.cache, seed=rep),
+        lambda result: {"gflops": result.gflops},
+    )
     summary = _summary_of_runs("gemm", runs, samples)
     summary.update(n=params.n, dtype=params.dtype, bn=params.bn, device=params.device.value)
     summary["gflops"] = gemm_flop(params.n) / summary["mean_s"] / 1e9
@@ -156,23 +175,11 @@ def _run_model(ctx: RunContext, spec: ModelJob) -> Outcome:
     from farm.jobs.model import run_model
 
     params = _model_params(spec.params)
-    samples: list[float] = []
-    serials: list[str] = []
-    runs: list[dict[str, Any]] = []
-    snapshots: list[SnapshotData] = []
-    for repetition in range(spec.repetitions):
-        for serial in ctx.attempt.serials:
-            target = _target(serial, ctx, params.device)
-            snapshots.append(ctx.gate(serial))
-            result = run_model(params, target, _tracker(ctx, serial), ctx.cache)
-            samples += result.samples_s
-            serials += [serial] * len(result.samples_s)
-            runs.append({
-                "serial": serial, "repetition": repetition, "mean_s": result.mean_s,
-                "max_abs_err": result.max_abs_err, "model_sha256": result.model_sha256,
-                "threads": asdict(result.threads) if result.threads else None,
-                "target": result.target,
-            })
+    samples, serials, runs, snapshots = _measure(
+        ctx, spec.repetitions, params.device,
+        lambda tracker, target, _rep: run_model(params, target, tracker, ctx.cache),
+        lambda result: {"model_sha256": result.model_sha256},
+    )
     summary = _summary_of_runs("model", runs, samples)
     summary["model"] = Path(params.model_path).name
     return Outcome(summary, samples, "s", serials, snapshots)
