@@ -13,3 +13,12 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that the kernel said was free a moment ago (bind port 0)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])

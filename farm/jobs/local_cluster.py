@@ -11,34 +11,15 @@ for "phones serving a key" that needs no phone.
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from farm.aio import wait_until
 from farm.errors import TrackerUnreachable
-
-
-def free_port() -> int:
-    """A loopback TCP port that was free a moment ago (bind to port 0)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until(predicate: Callable[[], bool], deadline_s: float, interval_s: float = 0.1) -> bool:
-    """Poll ``predicate`` until it is true or ``deadline_s`` seconds passed; return its last value."""
-    end = time.monotonic() + deadline_s
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= end:
-            return False
-        time.sleep(interval_s)
+from farm.netaddr import free_port
+from farm.procs import signal_group
 
 
 @dataclass
@@ -145,10 +126,7 @@ class LocalCluster:
         if self.tracker is not None:
             procs.append(self.tracker)
         for proc in procs:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            signal_group(proc.pid)
         for proc in procs:
             proc.wait(timeout=30)
         self.servers.clear()

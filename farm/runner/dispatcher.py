@@ -39,6 +39,7 @@ import structlog
 from farm.clock import Clock
 from farm.config import Settings
 from farm.errors import JobTimeout, Retry
+from farm.procs import signal_group
 from farm.queue.records import Claim, Decision, Failure
 from farm.queue.scheduler import plan
 from farm.queue.spec import JobKind
@@ -281,8 +282,7 @@ class Dispatcher:
 
     def _kill(self, child: RunningChild) -> None:
         """SIGKILL the child's whole process group and reap the child."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(child.process.pid, signal.SIGKILL)
+        signal_group(child.process.pid)
         with contextlib.suppress(subprocess.TimeoutExpired):
             child.process.wait(timeout=KILL_WAIT_S)
 

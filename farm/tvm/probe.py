@@ -25,8 +25,6 @@ import argparse
 import contextlib
 import json
 import math
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -34,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from farm.errors import SessionError, TrackerUnreachable
+from farm.procs import signal_group
 from farm.tvm import protocol
 from farm.tvm.protocol import TrackerCode
 
@@ -102,10 +101,10 @@ def probe_session(
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _kill_group(proc.pid)
+        signal_group(proc.pid)
         out, err = proc.communicate()
     finally:
-        _kill_group(proc.pid)  # session children, if any
+        signal_group(proc.pid)  # session children, if any
     stages = _parse_stages(out)
     ticket = stages.get("ticket")
     name = serial or (f"{ticket['host']}:{ticket['port']}" if ticket else f"key:{key}")
@@ -149,9 +148,6 @@ def _last_line(data: bytes) -> str:
     return lines[-1] if lines else "no output"
 
 
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
 
 
 # --- the child -------------------------------------------------------------------

@@ -14,10 +14,7 @@ The tracker never notices a server that vanished without closing its socket
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from farm.errors import TrackerUnreachable
+from farm.netaddr import free_port
+from farm.procs import group_alive, signal_group
 from farm.tvm import protocol
 from farm.tvm.protocol import TrackerCode
 
@@ -133,11 +130,6 @@ def ping(host: str, port: int, timeout_s: float = 2.0) -> bool:
         return False
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port the kernel says is free right now (bind to port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 class TrackerProcess:
@@ -206,17 +198,17 @@ class TrackerProcess:
         Returns:
             The main process's exit code.
         """
-        _signal_group(self.pid, signal.SIGTERM)
+        signal_group(self.pid, signal.SIGTERM)
         try:
             code = self._proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _signal_group(self.pid, signal.SIGKILL)
+            signal_group(self.pid, signal.SIGKILL)
             code = self._proc.wait()
         # The PopenWorker child may outlive its parent: end the rest of the group
         # and wait until the kernel has removed it (SIGKILL is not synchronous).
-        _signal_group(self.pid, signal.SIGKILL)
+        signal_group(self.pid, signal.SIGKILL)
         deadline = time.monotonic() + timeout_s
-        while _group_exists(self.pid) and time.monotonic() < deadline:
+        while group_alive(self.pid) and time.monotonic() < deadline:
             time.sleep(_POLL_S)
         return code
 
@@ -225,23 +217,3 @@ class TrackerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _group_exists(pgid: int) -> bool:
-    """Whether a live (non-zombie) process of group ``pgid`` remains.
-
-    Zombies are skipped: they hold no sockets, and the reaper (our own
-    ``wait`` or the container's PID 1) may take a while.
-    """
-    for proc in psutil.process_iter(["status"]):
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
-                return True
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return False
-
-
-def _signal_group(pgid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)

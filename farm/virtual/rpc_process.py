@@ -17,13 +17,11 @@ phone has its own device ports and the real listener takes an ephemeral port.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
 import socket
 import sys
 from pathlib import Path
 
+from farm.procs import signal_group
 from farm.virtual.contracts import PhoneNet
 
 MAX_SERVER_PORT = 5555  # ConnectTrackerServerProcessor.MAX_SERVER_PORT
@@ -142,7 +140,7 @@ class RpcProcess:
             line = b""
         word, _, port_text = line.decode(errors="replace").strip().partition(" ")
         if word != "listening" or not port_text.isdigit():
-            _kill_group(proc.pid)
+            signal_group(proc.pid)
             await proc.wait()
             raise RpcStartError(
                 f"RPC process exited with {proc.returncode} before listening; see {log_path}"
@@ -154,7 +152,7 @@ class RpcProcess:
     async def _reap(self) -> int:
         """Wait for the process to end, then clean its group and its published port."""
         code = await self._proc.wait()
-        _kill_group(self.pid)
+        signal_group(self.pid)
         self._net.unpublish(self.device_port)
         return code
 
@@ -173,10 +171,5 @@ class RpcProcess:
             The exit code (-9 when this call killed it).
         """
         if not self._reaper.done():
-            _kill_group(self.pid)
+            signal_group(self.pid)
         return await self.wait()
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)

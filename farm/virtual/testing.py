@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import tempfile
@@ -25,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from farm.adb.server import bundled_adb
+from farm.netaddr import free_port
+from farm.procs import signal_group
 from farm.virtual.contracts import NetworkMode
 from farm.virtual.fleet import Fleet
 
@@ -60,11 +61,6 @@ def wait_until(predicate: Callable[[], object], deadline_s: float, what: str) ->
         time.sleep(_POLL_INTERVAL_S)
 
 
-def free_port() -> int:
-    """A loopback TCP port that was free a moment ago (bind port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _accepts(port: int) -> bool:
@@ -178,8 +174,7 @@ def _stop_server(handle: AdbServerHandle, env: dict[str, str]) -> None:
         handle.process.wait(timeout=SERVER_STOP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         pass
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(handle.process.pid, signal.SIGKILL)
+    signal_group(handle.process.pid)
     with contextlib.suppress(subprocess.TimeoutExpired):
         handle.process.wait(timeout=SERVER_STOP_TIMEOUT_S)
 
