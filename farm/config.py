@@ -40,11 +40,11 @@ from __future__ import annotations
 
 import json
 import os
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from farm.errors import ConfigError

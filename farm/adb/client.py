@@ -204,18 +204,6 @@ class Adb:
             raise AdbError(address, ["connect", address], None, message)
         return message
 
-    def disconnect(self, address: str, timeout_s: float | None = None) -> None:
-        """``adb disconnect HOST:PORT``; a phone already gone is fine."""
-        with self._call(address, ["disconnect", address], timeout_s, locked=False):
-            self._client.disconnect(address)
-
-    def get_state(self, serial: str, timeout_s: float | None = None) -> str:
-        """``device``, ``offline``, ``unauthorized`` ... (adb ``get-state``)."""
-        with self._call(serial, ["get-state"], timeout_s, locked=False):
-            return self._device(serial).get_state()
-
-    # -- device services ---------------------------------------------------------------
-
     def shell(
         self,
         serial: str,
@@ -284,27 +272,12 @@ class Adb:
         with self._call(serial, ["forward", "--remove", local], timeout_s, locked=False):
             self._device(serial).forward_remove(local, raise_non_found=False)
 
-    def forward_list(self, serial: str, *, timeout_s: float | None = None) -> list[tuple[str, str]]:
-        """The host's forward tunnels of ``serial`` as (local, remote) pairs."""
-        with self._call(serial, ["forward", "--list"], timeout_s, locked=False):
-            return [(f.local, f.remote) for f in self._device(serial).forward_list()]
-
     def reverse(
         self, serial: str, remote: str, local: str, *, timeout_s: float | None = None
     ) -> None:
         """``adb reverse REMOTE LOCAL``: the phone's ``REMOTE`` reaches the host's ``LOCAL``."""
         with self._call(serial, ["reverse", remote, local], timeout_s):
             self._device(serial).reverse(remote, local)
-
-    def reverse_list(self, serial: str, *, timeout_s: float | None = None) -> list[tuple[str, str]]:
-        """The phone's reverse tunnels as (remote, local) pairs."""
-        with self._call(serial, ["reverse", "--list"], timeout_s):
-            return [(r.remote, r.local) for r in self._device(serial).reverse_list()]
-
-    def reverse_remove_all(self, serial: str, *, timeout_s: float | None = None) -> None:
-        """``adb reverse --remove-all``."""
-        with self._call(serial, ["reverse", "--remove-all"], timeout_s):
-            self._device(serial).reverse_remove_all()
 
     def reboot(self, serial: str, *, timeout_s: float | None = None) -> None:
         """``adb reboot``: the phone leaves the adb server and comes back after boot."""

@@ -335,11 +335,6 @@ class FleetManager:
             self.runtime(serial).history.append(Failure(self.clock.now(), str(exc)))
             self.move(serial, DeviceState.UNHEALTHY, f"relaunch failed: {exc}")
 
-    def release(self, serial: str) -> None:
-        """An operator released the phone from quarantine: provision it again."""
-        self.recoverer.released(serial)
-        self.submit(serial, self.provision)
-
     def close(self) -> None:
         """Stop the pool and every tunnel."""
         self._closing.set()

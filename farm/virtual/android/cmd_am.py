@@ -129,12 +129,12 @@ async def input_(ctx: Ctx) -> int:
     args = ctx.argv[1:]
     if args and args[0] in ("touchscreen", "keyboard", "mouse"):
         args = args[1:]
-    phone, app, screen = ctx.phone, ctx.phone.app, ctx.phone.screen
+    app, screen = ctx.phone.app, ctx.phone.screen
     if len(args) == 3 and args[0] == "tap":
         try:
             x, y = int(float(args[1])), int(float(args[2]))
         except ValueError:
-            ctx.eprint(f"Error: Invalid arguments for command: tap\n")
+            ctx.eprint("Error: Invalid arguments for command: tap\n")
             return 1
         node = screen.hit(x, y)
         if node is None:
