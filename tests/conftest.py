@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 import structlog
+
+from farm.config import ENV_PATH, ENV_PREFIX
 
 
 @pytest.fixture(autouse=True)
@@ -17,3 +20,16 @@ def _fresh_structlog() -> Iterator[None]:
     """
     yield
     structlog.reset_defaults()
+
+
+@pytest.fixture(autouse=True)
+def _no_farm_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hide the caller's ``FARM_...`` variables from every test.
+
+    farm's config refuses unknown ``FARM_`` settings and applies known ones, so
+    a developer's ``FARM_ADB__PORT`` (or a CI variable under that prefix) would
+    otherwise change what farmctl, farmd and their children see in a test.
+    """
+    for name in list(os.environ):
+        if name.startswith(ENV_PREFIX) or name == ENV_PATH:
+            monkeypatch.delenv(name)

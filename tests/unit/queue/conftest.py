@@ -1,7 +1,7 @@
 """Fixtures for the queue tests: a fresh real database per test (rq's RQTestCase idea).
 
 SQLite always, in a file under tmp_path. PostgreSQL too when
-``FARM_TEST_POSTGRES_URL`` is set (e.g. ``postgresql+psycopg://farm@127.0.0.1/farm``):
+``TEST_POSTGRES_URL`` is set (e.g. ``postgresql+psycopg://farm@127.0.0.1/farm``):
 each test gets its own schema, dropped afterwards.
 """
 
@@ -31,9 +31,9 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'farm.db'}"
         return
-    base = os.environ.get("FARM_TEST_POSTGRES_URL")
+    base = os.environ.get("TEST_POSTGRES_URL")
     if not base:
-        pytest.skip("FARM_TEST_POSTGRES_URL is not set")
+        pytest.skip("TEST_POSTGRES_URL is not set")
     schema = f"farm_test_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(base)
     with admin.begin() as connection:
