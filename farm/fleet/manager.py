@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import structlog
@@ -27,6 +27,7 @@ from farm.fleet.keys import phone_key
 from farm.fleet.phone import PhoneRuntime
 from farm.fleet.recovery import Recoverer
 from farm.health.probes import read_health
+from farm.health.sample import HealthSample
 from farm.health.verdict import Limits, app_down, app_failure_reasons, cool_enough, verdict
 from farm.metrics import FarmMetrics
 from farm.provision.apk import ensure_installed, installed_version
@@ -129,10 +130,10 @@ class FleetManager:
         return bool(changed)
 
     def submit(self, serial: str, task, *args) -> bool:  # type: ignore[no-untyped-def]
-        """Run ``task(serial, *args)`` on the pool unless one already runs for it."""
+        """Run ``task(serial, *args)`` on the pool unless one already runs for it or we close."""
         phone = self.runtime(serial)
         with self._lock:
-            if phone.busy_task:
+            if phone.busy_task or self._closing.is_set():
                 return False
             phone.busy_task = True
 
@@ -277,27 +278,19 @@ class FleetManager:
         concurrent.futures.wait(futures, timeout=60)
         return len(watched)
 
-    def _probe(self, serial: str) -> bool:
-        """A tiny real session to the phone through the tracker (see FleetOptions)."""
-        try:
-            probe_session(*self.options.tracker, self.runtime(serial).key,
-                          timeout_s=self.options.probe_timeout_s, serial=serial)
-            return True
-        except FarmError as exc:
-            log.warning("session_probe_failed", serial=serial, reason=str(exc))
-            return False
-
     def _sweep_one(self, serial: str, keys: set[str] | None, probe: bool = False) -> None:
+        """Read, store and act on one phone's health; start its session probe if due.
+
+        The probe runs as its own task, after the reading shows the app up and
+        registered: a frozen app holds a probe for its whole timeout, and that
+        must not hold the sweep (and so every other phone's next sweep) too.
+        """
         phone = self.runtime(serial)
         now = self.clock.now()
         registered = None if keys is None else phone.key in keys
-        probe_ok = None
-        if probe and registered and self.state(serial) is DeviceState.READY:
-            probe_ok = self._probe(serial)
         try:
             sample, phone.crashes_seen = read_health(
-                self.adb, serial, now, crashes_seen=phone.crashes_seen, registered=registered,
-                probe_ok=probe_ok)
+                self.adb, serial, now, crashes_seen=phone.crashes_seen, registered=registered)
         except PhoneFault as exc:
             log.warning("health_probe_failed", serial=serial, reason=str(exc))
             return
@@ -309,6 +302,44 @@ class FleetManager:
             "free_storage_mb": sample.free_storage_mb, "screen_on": sample.screen_on,
             "app_running": sample.app_running, "registered": sample.registered,
         })
+        self._judge(serial, sample)
+        if probe and sample.app_running and sample.registered:
+            self._start_probe(serial, sample)
+
+    def _start_probe(self, serial: str, sample: HealthSample) -> None:
+        """Submit a session probe of a ready phone unless one already runs for it."""
+        phone = self.runtime(serial)
+        if self.state(serial) is not DeviceState.READY:
+            return
+        with self._lock:
+            if phone.probing:
+                return
+            phone.probing = True
+
+        def run() -> None:
+            try:
+                if not self._probe(serial) and not self._closing.is_set():
+                    self._judge(serial, replace(sample, at=self.clock.now(), probe_ok=False))
+            except Exception:  # a bug: keep the manager alive, say where
+                log.exception("fleet_task_crashed", serial=serial, task="probe")
+            finally:
+                phone.probing = False
+
+        self._pool.submit(run)
+
+    def _probe(self, serial: str) -> bool:
+        """A tiny real session to the phone through the tracker (see FleetOptions)."""
+        try:
+            probe_session(*self.options.tracker, self.runtime(serial).key,
+                          timeout_s=self.options.probe_timeout_s, serial=serial)
+            return True
+        except FarmError as exc:
+            log.warning("session_probe_failed", serial=serial, reason=str(exc))
+            return False
+
+    def _judge(self, serial: str, sample: HealthSample) -> None:
+        """Move the phone as the sample's verdict says; climb the ladder if its app is down."""
+        phone = self.runtime(serial)
         state = self.state(serial)
         if state is None or phone.busy_task:
             return
@@ -318,7 +349,7 @@ class FleetManager:
         if move is not None:
             self.move(serial, move.to_state, move.reason)
         if state is not DeviceState.BUSY and app_down(sample) and phone.blocked is None:
-            phone.history.append(Failure(now, "; ".join(app_failure_reasons(sample))))
+            phone.history.append(Failure(sample.at, "; ".join(app_failure_reasons(sample))))
             self.submit(serial, self.recoverer.recover)
 
     def relaunch_all(self, reason: str) -> None:

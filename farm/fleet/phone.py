@@ -28,6 +28,7 @@ class PhoneRuntime:
         blocked: why provisioning cannot succeed until a person acts (a corrupt
             APK, a signature clash); the ladder leaves such a phone alone.
         busy_task: a provisioning or recovery task is running for it.
+        probing: a session probe is running for it (one at a time).
     """
 
     serial: str
@@ -38,3 +39,4 @@ class PhoneRuntime:
     crashes_seen: int = 0
     blocked: str | None = None
     busy_task: bool = False
+    probing: bool = False

@@ -46,7 +46,7 @@ def probe_script() -> str:
 
 def sample_from_sections(
     serial: str, at: datetime, sections: dict[str, str], *, crashes_seen: int = 0,
-    registered: bool | None = None, probe_ok: bool | None = None,
+    registered: bool | None = None,
 ) -> tuple[HealthSample, int]:
     """Build a sample from parsed sections (pure); returns it and the crash count.
 
@@ -80,7 +80,7 @@ def sample_from_sections(
     values["app_running"] = bool(parse_pidof(sections.get("app", "")))
     crashes = parse("crash", lambda text: find_fatal_exceptions(text, APP_PACKAGE)) or []
     sample = HealthSample(
-        serial=serial, at=at, registered=registered, probe_ok=probe_ok,
+        serial=serial, at=at, registered=registered,
         fatal_exception_seen=len(crashes) > crashes_seen, **values,  # type: ignore[arg-type]
     )
     return sample, len(crashes)
@@ -88,7 +88,7 @@ def sample_from_sections(
 
 def read_health(
     adb: Adb, serial: str, at: datetime, *, crashes_seen: int = 0,
-    registered: bool | None = None, probe_ok: bool | None = None,
+    registered: bool | None = None,
 ) -> tuple[HealthSample, int]:
     """Take one health sample of ``serial`` (one adb round trip).
 
@@ -97,4 +97,4 @@ def read_health(
     """
     result = adb.shell(serial, ["sh", "-c", probe_script()], timeout_s=PROBE_TIMEOUT_S)
     return sample_from_sections(serial, at, split_batch(result.out), crashes_seen=crashes_seen,
-                                registered=registered, probe_ok=probe_ok)
+                                registered=registered)

@@ -167,6 +167,10 @@ class TestFrozenApp:
         for proc in frozen:
             os.kill(proc.pid, signal.SIGSTOP)
         assert key in farm.keys()  # the tracker still lists the frozen server
+        farm.manager.sweep()
+        # The sweep came back while the probe still hangs on the frozen server:
+        # one frozen phone must not hold every other phone's next sweep.
+        assert farm.manager.runtime(serial).probing
         assert sweep_until(farm, lambda: any(
             "probe_ok false" in e.reason for e in farm.store.device_events(serial)), 90)
         assert sweep_until(farm, lambda: farm.state(serial) is DeviceState.READY
