@@ -21,7 +21,7 @@ from apk_tools.inspect import inspect_apk
 from farm.adb import Adb
 from farm.aio import LoopThread
 from farm.clock import Clock
-from farm.errors import ConfigError, FarmError, PhoneFault, UserFault
+from farm.errors import ConfigError, FarmError, InfraFault, PhoneFault, UserFault
 from farm.fleet import lifecycle
 from farm.fleet.keys import phone_key
 from farm.fleet.phone import PhoneRuntime
@@ -318,7 +318,7 @@ class FleetManager:
 
         def run() -> None:
             try:
-                if not self._probe(serial) and not self._closing.is_set():
+                if self._probe(serial) is False and not self._closing.is_set():
                     self._judge(serial, replace(sample, at=self.clock.now(), probe_ok=False))
             except Exception:  # a bug: keep the manager alive, say where
                 log.exception("fleet_task_crashed", serial=serial, task="probe")
@@ -327,12 +327,20 @@ class FleetManager:
 
         self._pool.submit(run)
 
-    def _probe(self, serial: str) -> bool:
-        """A tiny real session to the phone through the tracker (see FleetOptions)."""
+    def _probe(self, serial: str) -> bool | None:
+        """A tiny real session to the phone through the tracker (see FleetOptions).
+
+        Returns:
+            True when the session served, False when the phone failed it, None
+            when the tracker itself is unreachable (no verdict on the phone).
+        """
         try:
             probe_session(*self.options.tracker, self.runtime(serial).key,
                           timeout_s=self.options.probe_timeout_s, serial=serial)
             return True
+        except InfraFault as exc:
+            log.warning("session_probe_skipped", serial=serial, reason=str(exc))
+            return None
         except FarmError as exc:
             log.warning("session_probe_failed", serial=serial, reason=str(exc))
             return False
