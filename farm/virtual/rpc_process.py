@@ -12,6 +12,9 @@ the session children TVM's server forks).
 Port spaces: in ``lan`` mode phones share the host's ports, so the device port
 is also the real port and must be free on the host; in ``usb-only`` mode each
 phone has its own device ports and the real listener takes an ephemeral port.
+Lan phones started together race for the same free port (the child binds it
+only after importing TVM, seconds later); a real phone has its own network
+stack and never meets that race, so the loser moves on to the next port.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from farm.virtual.contracts import PhoneNet
 
 MAX_SERVER_PORT = 5555  # ConnectTrackerServerProcessor.MAX_SERVER_PORT
 LISTEN_TIMEOUT_S = 30.0
+LAN_PORT_RACES = 8  # lan phones started at once; see the module docstring
 
 
 class RpcStartError(RuntimeError):
@@ -107,9 +111,27 @@ class RpcProcess:
             stale_timeout_s: accept timeout before re-registering (300 s in the app).
 
         Raises:
-            RpcStartError: no free port, or the child exited before listening.
+            RpcStartError: no free port, or the child exited before listening, or
+                (lan) other phones took each port it picked, ``LAN_PORT_RACES`` times.
         """
-        device_port = pick_device_port(net, first_port)
+        start_port = first_port
+        for _ in range(LAN_PORT_RACES):
+            device_port = pick_device_port(net, first_port)
+            try:
+                return await cls._spawn(net, device_port, tracker_host, tracker_port, key,
+                                        log_path, work_dir, stale_timeout_s)
+            except RpcStartError:
+                if net.mode != "lan" or _host_port_free(device_port):
+                    raise
+                first_port = device_port + 1  # another lan phone on this host bound it first
+        raise RpcStartError(f"lost the race for a free port {LAN_PORT_RACES} times from {start_port}")
+
+    @classmethod
+    async def _spawn(
+        cls, net: PhoneNet, device_port: int, tracker_host: str, tracker_port: int, key: str,
+        log_path: Path, work_dir: Path | None, stale_timeout_s: float | None,
+    ) -> RpcProcess:
+        """Start the child on ``device_port`` and wait until it listens (see :meth:`start`)."""
         bind_port = device_port if net.mode == "lan" else 0
         real_tracker = await net.outbound(tracker_host, tracker_port)
         argv = [

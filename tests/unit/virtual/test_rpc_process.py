@@ -127,6 +127,29 @@ class TestRpcProcess:
 
         asyncio.run(asyncio.wait_for(body(), timeout=60))
 
+    def test_lan_phones_started_together_get_different_ports(self, tmp_path: Path) -> None:
+        """Lan phones share the host's ports: both pick the same one, and the loser moves on."""
+
+        async def body() -> None:
+            nets = [Net("lan", refusing_opener) for _ in range(2)]
+            starts = [RpcProcess.start(net=net, tracker_host="10.0.2.2", tracker_port=1,
+                                       key="android", log_path=tmp_path / f"{i}.log")
+                      for i, net in enumerate(nets)]  # fmt: skip
+            results = await asyncio.gather(*starts, return_exceptions=True)
+            try:
+                apps = [r for r in results if isinstance(r, RpcProcess)]
+                assert len(apps) == 2, results
+                assert apps[0].device_port != apps[1].device_port
+                assert all(app.alive() for app in apps)
+            finally:
+                for result in results:
+                    if isinstance(result, RpcProcess):
+                        await result.stop()
+                for net in nets:
+                    await net.close()
+
+        asyncio.run(asyncio.wait_for(body(), timeout=120))
+
     def test_stop_kills_group_and_unpublishes(self, tmp_path: Path) -> None:
         """stop() SIGKILLs the whole group, reaps it and frees the device port."""
 
