@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+from datetime import datetime
 from pathlib import Path
 
 import click
@@ -35,7 +36,6 @@ from farm.health.verdict import Limits
 from farm.metrics import FarmMetrics, start_metrics_server
 from farm.provision.policy import ClashPolicy
 from farm.queue.db import default_url
-from farm.queue.models import JobState
 from farm.queue.store import Store
 from farm.runner.dispatcher import Dispatcher
 from farm.runner.pidfile import remove_pidfile, write_pidfile
@@ -68,7 +68,8 @@ class Farmd:
         self.tracker: TrackerProcess | None = None
         self.fleet = None  # virtual phones, when asked for
         self.metrics_server = None
-        self._observed_attempts: set[int] = set()
+        # Attempts that ended before this farmd started are not its to observe.
+        self._durations_after: tuple[datetime, int] = (self.clock.now(), 0)
 
     # -- start -------------------------------------------------------------------
 
@@ -210,28 +211,16 @@ class Farmd:
                     self.adb.connect(address, timeout_s=10)
 
     def update_metrics(self) -> None:
-        """Refresh the gauges from the database."""
+        """Refresh the gauges from the database and observe newly ended attempts."""
         counts: dict[str, int] = {}
         for device in self.store.list_devices():
             counts[device.state.value] = counts.get(device.state.value, 0) + 1
         self.metrics.set_phone_counts(counts)
-        jobs: dict[str, int] = {}
-        for job in self.store.list_jobs(limit=10_000):
-            jobs[job.state.value] = jobs.get(job.state.value, 0) + 1
-        self.metrics.set_job_counts(jobs)
-        self._observe_durations()
-
-    def _observe_durations(self) -> None:
-        """Feed each newly ended attempt's duration to the job-duration histogram."""
-        ended = self.store.list_jobs(states=[JobState.SUCCEEDED, JobState.FAILED,
-                                             JobState.QUEUED], limit=200)
-        for job in ended:
-            for attempt in self.store.attempts(job.id):
-                if attempt.finished_at is None or attempt.id in self._observed_attempts:
-                    continue
-                self._observed_attempts.add(attempt.id)
-                seconds = (attempt.finished_at - attempt.started_at).total_seconds()
-                self.metrics.observe_job(job.kind, seconds)
+        self.metrics.set_job_counts({state.value: n for state, n in self.store.job_counts().items()})
+        while ended := self.store.finished_attempts(after=self._durations_after):
+            for attempt in ended:
+                self.metrics.observe_job(attempt.kind, attempt.duration_s)
+            self._durations_after = ended[-1].cursor
 
     # -- stop ------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ __all__ = [
     "DeviceRecord",
     "EventRecord",
     "Failure",
+    "FinishedAttempt",
     "JobView",
     "Outcome",
     "ResultView",
@@ -111,6 +112,26 @@ class AttemptView:
             attempt.error_kind,
             attempt.error,
         )
+
+
+@dataclass(frozen=True)
+class FinishedAttempt:
+    """An ended attempt with its job's kind, as the job-duration metric reads it."""
+
+    attempt_id: int
+    kind: str
+    started_at: datetime
+    finished_at: datetime
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds from start to end."""
+        return (self.finished_at - self.started_at).total_seconds()
+
+    @property
+    def cursor(self) -> tuple[datetime, int]:
+        """Where :meth:`~farm.queue.store.Store.finished_attempts` goes on after this one."""
+        return self.finished_at, self.attempt_id
 
 
 @dataclass(frozen=True)

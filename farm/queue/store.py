@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any, Self
 
 import structlog
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -49,6 +49,7 @@ from farm.queue.records import (
     Claim,
     Decision,
     Failure,
+    FinishedAttempt,
     JobView,
     Outcome,
     ResultView,
@@ -159,6 +160,36 @@ class Store(DeviceOps):
             query = query.where(Job.state.in_(list(states)))
         with self._tx() as session:
             return [JobView.of(job) for job in session.scalars(query)]
+
+    def job_counts(self) -> dict[JobState, int]:
+        """How many jobs are in each state (one GROUP BY; a state with none is absent)."""
+        query = select(Job.state, func.count()).group_by(Job.state)
+        with self._tx() as session:
+            return {state: count for state, count in session.execute(query)}
+
+    def finished_attempts(
+        self, after: tuple[datetime, int] | None = None, limit: int = 1000
+    ) -> list[FinishedAttempt]:
+        """Ended attempts in the order they ended, after a cursor.
+
+        Args:
+            after: the :attr:`FinishedAttempt.cursor` of the last attempt already
+                read, or None to start from the first.
+            limit: at most this many.
+        """
+        query = (
+            select(Attempt.id, Job.kind, Attempt.started_at, Attempt.finished_at)
+            .join(Job, Attempt.job_id == Job.id)
+            .where(Attempt.finished_at.is_not(None))
+            .order_by(Attempt.finished_at, Attempt.id)
+            .limit(limit)
+        )
+        if after is not None:
+            at, attempt_id = after
+            query = query.where(or_(Attempt.finished_at > at,
+                                    and_(Attempt.finished_at == at, Attempt.id > attempt_id)))
+        with self._tx() as session:
+            return [FinishedAttempt(*row) for row in session.execute(query)]
 
     def attempts(self, job_id: int) -> list[AttemptView]:
         """A job's attempts, oldest first."""

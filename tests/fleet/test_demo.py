@@ -13,7 +13,7 @@ from rich.console import Console
 from farm.cli.demo import run_demo
 from farm.config import Settings
 from farm.daemon import Farmd
-from farm.queue.models import DeviceState
+from farm.queue.models import DeviceState, JobState
 from farm.virtual.testing import adb_server, free_port, wait_until
 
 pytestmark = pytest.mark.fleet
@@ -46,7 +46,7 @@ class TestDemo:
 
 class TestFarmdMetrics:
     def test_endpoint_answers_with_the_phone_and_job_series(self, tmp_path: Path) -> None:
-        """While farmd runs, /metrics serves farm_up and the phones and jobs per state."""
+        """While farmd runs, /metrics serves farm_up, phones and jobs per state, job durations."""
         with adb_server() as server:
             metrics_port = free_port()
             settings = Settings.model_validate({
@@ -60,8 +60,13 @@ class TestFarmdMetrics:
                 serial = farmd.fleet.serials[0]
                 wait_until(lambda: getattr(farmd.store.get_device(serial), "state", None)
                            is DeviceState.READY, 90, "phone ready")
+                job_id = farmd.store.enqueue({"kind": "gemm", "params": {"n": 64}},
+                                             farmd.clock.now())
+                wait_until(lambda: farmd.store.get_job(job_id).state is JobState.SUCCEEDED,
+                           120, "gemm job succeeded")
                 farmd.manager.sweep()  # what the health interval job runs
                 farmd.update_metrics()  # what the 15 s interval job runs
+                farmd.update_metrics()  # a second read observes no attempt twice
                 url = f"http://127.0.0.1:{metrics_port}/metrics"
                 with urllib.request.urlopen(url, timeout=10) as response:
                     body = response.read().decode()
@@ -69,6 +74,8 @@ class TestFarmdMetrics:
                 farmd.stop()
         assert "farm_up 1.0" in body
         assert 'farm_phones{state="ready"} 1.0' in body
+        assert 'farm_jobs{state="succeeded"} 1.0' in body
+        assert 'farm_job_duration_seconds_count{kind="gemm"} 1.0' in body
         assert f'farm_phone_battery_temp_celsius{{serial="{serial}"}}' in body
         assert f'farm_phone_thermal_status{{serial="{serial}"}} 0.0' in body
         for series in DOCUMENTED_SERIES:

@@ -244,6 +244,38 @@ class TestFinish:
         assert store.get_device("a").state is DeviceState.READY
 
 
+class TestMetricQueries:
+    """What farmd's metrics read: job counts by state, attempts in the order they ended."""
+
+    def test_job_counts_by_state(self, store: Store) -> None:
+        """One count per state that has jobs."""
+        add_ready(store, "a")
+        done, _queued, cancelled = (store.enqueue(gemm_spec(), T0) for _ in range(3))
+        store.cancel(cancelled, T0)
+        store.finish(start(store, done, "a").attempt.id, OK, T0)
+        assert store.job_counts() == {JobState.SUCCEEDED: 1, JobState.QUEUED: 1,
+                                      JobState.CANCELLED: 1}
+
+    def test_finished_attempts_page_by_cursor(self, store: Store) -> None:
+        """Ended attempts come once each, oldest end first, across pages and equal end times."""
+        add_ready(store, "a", "b")
+        ends = [T0 + timedelta(seconds=s) for s in (30, 10, 10)]
+        ids = []
+        for end in ends:
+            claim = start(store, store.enqueue(gemm_spec(), T0), "a")
+            store.finish(claim.attempt.id, OK, end)
+            ids.append(claim.attempt.id)
+        running = start(store, store.enqueue(gemm_spec(), T0), "b")
+        seen, cursor = [], None
+        while page := store.finished_attempts(after=cursor, limit=2):
+            seen += page
+            cursor = page[-1].cursor
+        assert [a.attempt_id for a in seen] == [ids[1], ids[2], ids[0]]
+        assert running.attempt.id not in [a.attempt_id for a in seen]
+        assert [a.duration_s for a in seen] == [10.0, 10.0, 30.0]
+        assert {a.kind for a in seen} == {"gemm"}
+
+
 class TestRetryByKind:
     """fail_attempt applies the error's Retry rule."""
 
