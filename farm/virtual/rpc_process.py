@@ -1,20 +1,21 @@
 """The TVM RPC app's ``:RPCProcess`` as a real host process in its own process group.
 
-:meth:`RpcProcess.start` picks the device port the stock app would bind (the
-first free one from 5001, ``ConnectTrackerServerProcessor.java``), resolves the
-tracker address through the phone's network (:meth:`PhoneNet.outbound`, so a
-usb-only phone reaches it only through ``adb reverse``), spawns
-:mod:`farm.virtual.rpc_server_main` with ``start_new_session=True`` and publishes
-the device port once the child listens. :meth:`RpcProcess.stop` SIGKILLs the
-whole group, as Android's ActivityManager kills an app process (and with it
-the session children TVM's server forks).
+:meth:`RpcProcess.start` takes the device port the stock app would bind (the
+first free one from 5001, ``ConnectTrackerServerProcessor.java``) by binding
+its real listener, resolves the tracker address through the phone's network
+(:meth:`PhoneNet.outbound`, so a usb-only phone reaches it only through ``adb
+reverse``), spawns :mod:`farm.virtual.rpc_server_main` with that socket and
+``start_new_session=True``, and publishes the device port once the child
+listens. :meth:`RpcProcess.stop` SIGKILLs the whole group, as Android's
+ActivityManager kills an app process (and with it the session children TVM's
+server forks).
 
 Port spaces: in ``lan`` mode phones share the host's ports, so the device port
 is also the real port and must be free on the host; in ``usb-only`` mode each
 phone has its own device ports and the real listener takes an ephemeral port.
-Lan phones started together race for the same free port (the child binds it
-only after importing TVM, seconds later); a real phone has its own network
-stack and never meets that race, so the loser moves on to the next port.
+Choosing and binding the port is one step in this process, so lan phones
+started together cannot choose the same one (a real phone has its own network
+stack and never meets that race).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from farm.virtual.contracts import PhoneNet
 
 MAX_SERVER_PORT = 5555  # ConnectTrackerServerProcessor.MAX_SERVER_PORT
 LISTEN_TIMEOUT_S = 30.0
-LAN_PORT_RACES = 8  # lan phones started at once; see the module docstring
 
 
 class RpcStartError(RuntimeError):
@@ -40,19 +40,12 @@ class RpcStartError(RuntimeError):
     """
 
 
-def _host_port_free(port: int) -> bool:
-    """Whether 127.0.0.1:``port`` can be bound right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+def bind_device_port(net: PhoneNet, first_port: int = 5001) -> tuple[int, socket.socket]:
+    """Take the port the stock app would bind, first free from ``first_port`` to 5555.
 
-
-def pick_device_port(net: PhoneNet, first_port: int = 5001) -> int:
-    """The port the stock app would bind: first free from ``first_port`` to 5555.
+    Returns:
+        The device port and its real listening socket: ``127.0.0.1:<device
+        port>`` in lan mode, an ephemeral loopback port in usb-only mode.
 
     Raises:
         RpcStartError: every port is taken (the app throws BindException).
@@ -60,9 +53,15 @@ def pick_device_port(net: PhoneNet, first_port: int = 5001) -> int:
     for port in range(first_port, MAX_SERVER_PORT + 1):
         if net.device_port_in_use(port):
             continue
-        if net.mode == "lan" and not _host_port_free(port):
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listener.bind(("127.0.0.1", port if net.mode == "lan" else 0))
+        except OSError:  # lan: taken on the host, by another phone or any process
+            listener.close()
             continue
-        return port
+        listener.listen(1)
+        return port, listener
     raise RpcStartError(f"no free device port in {first_port}..{MAX_SERVER_PORT}")
 
 
@@ -111,50 +110,33 @@ class RpcProcess:
             stale_timeout_s: accept timeout before re-registering (300 s in the app).
 
         Raises:
-            RpcStartError: no free port, or the child exited before listening, or
-                (lan) other phones took each port it picked, ``LAN_PORT_RACES`` times.
+            RpcStartError: no free port, or the child exited before listening.
         """
-        start_port = first_port
-        for _ in range(LAN_PORT_RACES):
-            device_port = pick_device_port(net, first_port)
-            try:
-                return await cls._spawn(net, device_port, tracker_host, tracker_port, key,
-                                        log_path, work_dir, stale_timeout_s)
-            except RpcStartError:
-                if net.mode != "lan" or _host_port_free(device_port):
-                    raise
-                first_port = device_port + 1  # another lan phone on this host bound it first
-        raise RpcStartError(f"lost the race for a free port {LAN_PORT_RACES} times from {start_port}")
-
-    @classmethod
-    async def _spawn(
-        cls, net: PhoneNet, device_port: int, tracker_host: str, tracker_port: int, key: str,
-        log_path: Path, work_dir: Path | None, stale_timeout_s: float | None,
-    ) -> RpcProcess:
-        """Start the child on ``device_port`` and wait until it listens (see :meth:`start`)."""
-        bind_port = device_port if net.mode == "lan" else 0
-        real_tracker = await net.outbound(tracker_host, tracker_port)
-        argv = [
-            sys.executable, "-m", "farm.virtual.rpc_server_main",
-            "--tracker", f"{real_tracker[0]}:{real_tracker[1]}",
-            "--key", key,
-            "--bind-port", str(bind_port),
-            "--report-port", str(device_port),
-            "--log", str(log_path),
-        ]  # fmt: skip
-        if work_dir is not None:
-            argv += ["--work-dir", str(work_dir)]
-        if stale_timeout_s is not None:
-            argv += ["--stale-timeout-s", str(stale_timeout_s)]
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("ab") as stderr:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=stderr,
-                start_new_session=True,
-            )
+        device_port, listener = bind_device_port(net, first_port)
+        with listener:  # the child has its own copy once it is spawned
+            real_tracker = await net.outbound(tracker_host, tracker_port)
+            argv = [
+                sys.executable, "-m", "farm.virtual.rpc_server_main",
+                "--tracker", f"{real_tracker[0]}:{real_tracker[1]}",
+                "--key", key,
+                "--listen-fd", str(listener.fileno()),
+                "--report-port", str(device_port),
+                "--log", str(log_path),
+            ]  # fmt: skip
+            if work_dir is not None:
+                argv += ["--work-dir", str(work_dir)]
+            if stale_timeout_s is not None:
+                argv += ["--stale-timeout-s", str(stale_timeout_s)]
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            with log_path.open("ab") as stderr:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=stderr,
+                    start_new_session=True,
+                    pass_fds=(listener.fileno(),),
+                )
         try:
             assert proc.stdout is not None
             line = await asyncio.wait_for(proc.stdout.readline(), timeout=LISTEN_TIMEOUT_S)

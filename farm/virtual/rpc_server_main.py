@@ -1,9 +1,9 @@
 """The TVM RPC app's ``:RPCProcess``: registers with a tracker, serves one session at a time.
 
 Run by :mod:`farm.virtual.rpc_process` as
-``python -m farm.virtual.rpc_server_main --tracker H:P --key K --bind-port N
---report-port D --log FILE``. It binds ``127.0.0.1:N`` (0 = any free port),
-prints ``listening <real_port>`` on stdout once and then behaves like the
+``python -m farm.virtual.rpc_server_main --tracker H:P --key K --listen-fd FD
+--report-port D --log FILE``. It takes the listening socket its parent bound
+(file descriptor FD), prints ``listening <real_port>`` on stdout once and then behaves like the
 stock app's processor, apache/tvm ``jvm/core/src/main/java/org/apache/tvm/rpc/
 ConnectTrackerServerProcessor.java`` with ``apps/android_rpc/.../RPCProcessor.java``
 and ``RPCWatchdog.java``:
@@ -263,7 +263,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="rpc_server_main", description=__doc__.splitlines()[0])
     parser.add_argument("--tracker", required=True, help="HOST:PORT of the tracker endpoint")
     parser.add_argument("--key", required=True, help="tracker key, e.g. android")
-    parser.add_argument("--bind-port", type=int, required=True, help="real port, 0 = any")
+    parser.add_argument("--listen-fd", type=int, required=True,
+                        help="listening socket bound by the parent (rpc_process)")
     parser.add_argument("--report-port", type=int, required=True, help="device port to report")
     parser.add_argument("--log", type=Path, required=True, help="JSON-lines event log")
     parser.add_argument("--stale-timeout-s", type=float, default=STALE_TRACKER_TIMEOUT_S)
@@ -272,19 +273,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Bind, announce the real port on stdout, import TVM, then serve forever."""
+    """Announce the real port on stdout, import TVM, then serve forever."""
     args = _parse_args(argv)
     tracker_host, _, tracker_port = args.tracker.rpartition(":")
     log = EventLog(args.log)
     log.event("process_started", pid=os.getpid())
-    listen_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listen_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listen_sock.bind(("127.0.0.1", args.bind_port))
-    except OSError as exc:
-        log.event("bind_failed", port=args.bind_port, reason=str(exc))
-        return 1
-    listen_sock.listen(1)
+    listen_sock = socket.socket(fileno=args.listen_fd)
     real_port = listen_sock.getsockname()[1]
     sys.stdout.write(f"listening {real_port}\n")
     sys.stdout.flush()

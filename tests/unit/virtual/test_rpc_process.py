@@ -19,7 +19,7 @@ from farm.tvm import protocol
 from farm.tvm.testing import LoopThread, wait_until
 from farm.tvm.tracker import TrackerProcess, summary
 from farm.virtual.net import Net, parse_tcp_spec
-from farm.virtual.rpc_process import RpcProcess, RpcStartError, pick_device_port
+from farm.virtual.rpc_process import RpcProcess, RpcStartError, bind_device_port
 from farm.virtual.rpc_server_main import HARD_TIMEOUT_DEFAULT_S, parse_timeout_s
 
 
@@ -70,7 +70,14 @@ class TestTimeoutParsing:
             parse_timeout_s("client:android:0.5 -timeout=1.5")
 
 
-class TestPickDevicePort:
+def pick_device_port(net: Net, first_port: int = 5001) -> int:
+    """The device port :func:`bind_device_port` takes, its listener closed again."""
+    port, listener = bind_device_port(net, first_port)
+    listener.close()
+    return port
+
+
+class TestBindDevicePort:
     def test_first_free_from_5001(self) -> None:
         """An empty usb-only phone binds 5001."""
         assert pick_device_port(Net("usb-only", refusing_opener)) == 5001
@@ -128,7 +135,7 @@ class TestRpcProcess:
         asyncio.run(asyncio.wait_for(body(), timeout=60))
 
     def test_lan_phones_started_together_get_different_ports(self, tmp_path: Path) -> None:
-        """Lan phones share the host's ports: both pick the same one, and the loser moves on."""
+        """Lan phones share the host's ports: two started at once never take the same one."""
 
         async def body() -> None:
             nets = [Net("lan", refusing_opener) for _ in range(2)]
