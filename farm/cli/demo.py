@@ -58,7 +58,6 @@ POLL_S = 0.25
 PLOT_NAME = "demo-results.png"
 LOG_NAME = "demo.log"
 CONFIG_NAME = "farm.toml"
-_FINISHED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 
 
 @dataclass
@@ -273,7 +272,7 @@ def _run_jobs(farmd, serials: list[str], n: int, model: bool, data_dir: Path,  #
         jobs_task = progress.add_task("jobs finished", total=len(job_ids))
 
         def finished() -> int:
-            return sum(1 for i in job_ids if (j := store.get_job(i)) and j.state in _FINISHED)
+            return sum(1 for i in job_ids if (j := store.get_job(i)) and j.state.ended)
 
         ok = _wait(lambda: finished() == len(job_ids), jobs_deadline_s,
                    lambda: progress.update(jobs_task, completed=finished()))

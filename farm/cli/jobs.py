@@ -19,7 +19,6 @@ from farm.queue.records import AttemptView, JobView, ResultView
 
 __all__ = ["cancel", "job", "jobs", "logs_", "results", "wait"]
 
-_ENDED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
 
@@ -198,14 +197,14 @@ def logs_(state: CliState, serial: str | None, job_id: int | None, limit: int, a
 def wait(state: CliState, job_id: int, timeout_s: float | None, poll_s: float) -> None:
     """Wait until a job ends; exit 0 if it succeeded, 1 if it failed or was cancelled."""
     view = _get_job(state, job_id)
-    if view.state not in _ENDED:
+    if not view.state.ended:
         warn_if_no_farmd(state, "the job will not progress until farmd starts")
     start_s = time.monotonic()
     columns = [SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn()]
     console = Console(stderr=True)  # progress is for people: stderr, and only on a terminal
     with Progress(*columns, transient=True, console=console, disable=not console.is_terminal) as progress:
         task = progress.add_task(_describe(view))
-        while view.state not in _ENDED:
+        while not view.state.ended:
             if timeout_s is not None and time.monotonic() - start_s >= timeout_s:
                 raise FarmError(f"job {job_id} still {view.state.value} after {timeout_s:g} s")
             time.sleep(poll_s)

@@ -77,6 +77,11 @@ class JobState(str, Enum):
     FAILED = "failed"
     CANCELLED = "cancelled"
 
+    @property
+    def ended(self) -> bool:
+        """Whether the job is over (succeeded, failed or cancelled): nothing runs it again."""
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
 
 class AttemptState(str, Enum):
     """How one try of a job on one set of phones went."""
