@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import click
@@ -48,6 +48,7 @@ log = structlog.get_logger(__name__)
 
 DRAIN_DEADLINE_S = 120.0  # systemd/farmd.service TimeoutStopSec covers this
 TICK_INTERVAL_S = 2.0
+METRICS_OVERLAP = timedelta(minutes=5)  # see Farmd._observe_durations
 WATCH_INTERVAL_S = 5.0
 
 
@@ -68,8 +69,10 @@ class Farmd:
         self.tracker: TrackerProcess | None = None
         self.fleet = None  # virtual phones, when asked for
         self.metrics_server = None
-        # Attempts that ended before this farmd started are not its to observe.
-        self._durations_after: tuple[datetime, int] = (self.clock.now(), 0)
+        # Ended attempts observed in the job-duration histogram, by end time;
+        # those that ended before this farmd started are not its to observe.
+        self._observed_since = self.clock.now()
+        self._observed: dict[int, datetime] = {}
 
     # -- start -------------------------------------------------------------------
 
@@ -217,10 +220,24 @@ class Farmd:
             counts[device.state.value] = counts.get(device.state.value, 0) + 1
         self.metrics.set_phone_counts(counts)
         self.metrics.set_job_counts({state.value: n for state, n in self.store.job_counts().items()})
-        while ended := self.store.finished_attempts(after=self._durations_after):
-            for attempt in ended:
+        self._observe_durations()
+
+    def _observe_durations(self) -> None:
+        """Feed each newly ended attempt's duration to the histogram, once.
+
+        An attempt's end time is stamped by whoever reported it (a child, a
+        dispatcher tick, a reap), so one can be committed with an end time a
+        little before one already observed: re-read the last ``METRICS_OVERLAP``
+        and skip the ids seen in it.
+        """
+        for attempt in self.store.finished_attempts(since=self._observed_since - METRICS_OVERLAP):
+            if attempt.attempt_id not in self._observed:
+                self._observed[attempt.attempt_id] = attempt.finished_at
                 self.metrics.observe_job(attempt.kind, attempt.duration_s)
-            self._durations_after = ended[-1].cursor
+        if self._observed:
+            self._observed_since = max(self._observed_since, *self._observed.values())
+        horizon = self._observed_since - METRICS_OVERLAP
+        self._observed = {i: at for i, at in self._observed.items() if at >= horizon}
 
     # -- stop ------------------------------------------------------------------------
 

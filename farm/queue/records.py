@@ -128,11 +128,6 @@ class FinishedAttempt:
         """Seconds from start to end."""
         return (self.finished_at - self.started_at).total_seconds()
 
-    @property
-    def cursor(self) -> tuple[datetime, int]:
-        """Where :meth:`~farm.queue.store.Store.finished_attempts` goes on after this one."""
-        return self.finished_at, self.attempt_id
-
 
 @dataclass(frozen=True)
 class Claim:

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any, Self
 
 import structlog
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -167,27 +167,19 @@ class Store(DeviceOps):
         with self._tx() as session:
             return {state: count for state, count in session.execute(query)}
 
-    def finished_attempts(
-        self, after: tuple[datetime, int] | None = None, limit: int = 1000
-    ) -> list[FinishedAttempt]:
-        """Ended attempts in the order they ended, after a cursor.
+    def finished_attempts(self, since: datetime) -> list[FinishedAttempt]:
+        """Attempts that ended at or after ``since``, in the order they ended.
 
-        Args:
-            after: the :attr:`FinishedAttempt.cursor` of the last attempt already
-                read, or None to start from the first.
-            limit: at most this many.
+        ``finished_at`` is the time the reporter passed in, not the commit
+        order: an attempt can be committed with an end time a little before
+        one already read. Callers read with an overlap and skip ids they saw.
         """
         query = (
             select(Attempt.id, Job.kind, Attempt.started_at, Attempt.finished_at)
             .join(Job, Attempt.job_id == Job.id)
-            .where(Attempt.finished_at.is_not(None))
+            .where(Attempt.finished_at >= since)
             .order_by(Attempt.finished_at, Attempt.id)
-            .limit(limit)
         )
-        if after is not None:
-            at, attempt_id = after
-            query = query.where(or_(Attempt.finished_at > at,
-                                    and_(Attempt.finished_at == at, Attempt.id > attempt_id)))
         with self._tx() as session:
             return [FinishedAttempt(*row) for row in session.execute(query)]
 

@@ -256,8 +256,8 @@ class TestMetricQueries:
         assert store.job_counts() == {JobState.SUCCEEDED: 1, JobState.QUEUED: 1,
                                       JobState.CANCELLED: 1}
 
-    def test_finished_attempts_page_by_cursor(self, store: Store) -> None:
-        """Ended attempts come once each, oldest end first, across pages and equal end times."""
+    def test_finished_attempts_since(self, store: Store) -> None:
+        """Ended attempts since a time, oldest end first; running ones are left out."""
         add_ready(store, "a", "b")
         ends = [T0 + timedelta(seconds=s) for s in (30, 10, 10)]
         ids = []
@@ -266,14 +266,13 @@ class TestMetricQueries:
             store.finish(claim.attempt.id, OK, end)
             ids.append(claim.attempt.id)
         running = start(store, store.enqueue(gemm_spec(), T0), "b")
-        seen, cursor = [], None
-        while page := store.finished_attempts(after=cursor, limit=2):
-            seen += page
-            cursor = page[-1].cursor
+        seen = store.finished_attempts(since=T0)
         assert [a.attempt_id for a in seen] == [ids[1], ids[2], ids[0]]
         assert running.attempt.id not in [a.attempt_id for a in seen]
         assert [a.duration_s for a in seen] == [10.0, 10.0, 30.0]
         assert {a.kind for a in seen} == {"gemm"}
+        assert [a.attempt_id for a in store.finished_attempts(since=T0 + timedelta(seconds=11))] \
+            == [ids[0]]
 
 
 class TestRetryByKind:
