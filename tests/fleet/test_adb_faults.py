@@ -56,7 +56,7 @@ class TestUnplug:
         fleet.hang_shell(serial)
         proc = subprocess.Popen(adb_server.argv("-s", serial, "shell", "echo never"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
-            wait_until(lambda: fleet.call(lambda: fleet.phone(serial).adbd.online) and proc.poll() is None, 5, "shell running")
+            wait_until(lambda: fleet.call(lambda: fleet.phone(serial).adbd.stream_count) >= 1 and proc.poll() is None, 5, "shell stream open")
             fleet.unplug(serial)
             assert proc.wait(timeout=10) != 0
         finally:
