@@ -92,35 +92,39 @@ def main() -> int:
         phones = _start(["farm-phones", "serve", "--count", str(args.phones), "--network",
                          "usb-only", "--adb-port", str(server.port), "--data-dir",
                          str(root / "phones")], root / "phones.log")
-        farmd = _start(["farmd", "--config", str(config), "--json-logs"], root / "farmd.log")
         try:
-            store_url = default_url(data)
-            wait_until(lambda: (data / "farm.db").exists(), 60, 0.2)
-            with Store(store_url) as store:
-                start = time.monotonic()
-
-                def ready() -> int:
-                    return sum(d.state is DeviceState.READY for d in store.list_devices())
-
-                if not wait_until(lambda: ready() == args.phones, READY_DEADLINE_S, 0.5):
-                    print(f"only {ready()} phones ready in {READY_DEADLINE_S:g} s", file=sys.stderr)
+            farmd = _start(["farmd", "--config", str(config), "--json-logs"], root / "farmd.log")
+            try:
+                store_url = default_url(data)
+                if not wait_until(lambda: (data / "farm.db").exists(), 60, 0.2):
+                    print(f"farmd made no database in 60 s (see {root / 'farmd.log'})", file=sys.stderr)
                     return 1
-                print(f"{args.phones} phones ready in {time.monotonic() - start:.1f} s", flush=True)
-            proc = psutil.Process(farmd.pid)
-            children = proc.children(recursive=True)
-            cpu_own0, cpu_all0 = _cpu_s([proc]), _cpu_s([proc, *children])
-            rss_own, rss_all = [], []
-            start = time.monotonic()
-            while time.monotonic() - start < args.duration_s:
-                own, total = _tree_rss_mb(proc)
-                rss_own.append(own)
-                rss_all.append(total)
-                time.sleep(1.0)
-            elapsed_s = time.monotonic() - start
-            cpu_own = 100 * (_cpu_s([proc]) - cpu_own0) / elapsed_s
-            cpu_all = 100 * (_cpu_s([proc, *children]) - cpu_all0) / elapsed_s
+                with Store(store_url) as store:
+                    start = time.monotonic()
+
+                    def ready() -> int:
+                        return sum(d.state is DeviceState.READY for d in store.list_devices())
+
+                    if not wait_until(lambda: ready() == args.phones, READY_DEADLINE_S, 0.5):
+                        print(f"only {ready()} phones ready in {READY_DEADLINE_S:g} s", file=sys.stderr)
+                        return 1
+                    print(f"{args.phones} phones ready in {time.monotonic() - start:.1f} s", flush=True)
+                proc = psutil.Process(farmd.pid)
+                children = proc.children(recursive=True)
+                cpu_own0, cpu_all0 = _cpu_s([proc]), _cpu_s([proc, *children])
+                rss_own, rss_all = [], []
+                start = time.monotonic()
+                while time.monotonic() - start < args.duration_s:
+                    own, total = _tree_rss_mb(proc)
+                    rss_own.append(own)
+                    rss_all.append(total)
+                    time.sleep(1.0)
+                elapsed_s = time.monotonic() - start
+                cpu_own = 100 * (_cpu_s([proc]) - cpu_own0) / elapsed_s
+                cpu_all = 100 * (_cpu_s([proc, *children]) - cpu_all0) / elapsed_s
+            finally:
+                _stop(farmd)
         finally:
-            _stop(farmd)
             _stop(phones)
     print(f"\nfarmd idle with {args.phones} ready virtual phones, {elapsed_s:.0f} s "
           f"(health sweep every 30 s, tick every 2 s):")

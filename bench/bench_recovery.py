@@ -38,6 +38,7 @@ from farm.tvm.tracker import summary
 
 READY_DEADLINE_S = 150.0
 RECOVERY_DEADLINE_S = 120.0
+CRASH_SEEN_DEADLINE_S = 20.0
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -80,7 +81,10 @@ def main() -> int:
             start = time.monotonic()
             farmd.fleet.crash_app(serial)
             key = keys[serial]
-            wait_until(lambda k=key: k not in listed(), 20, 0.05)
+            if not wait_until(lambda k=key: k not in listed(), CRASH_SEEN_DEADLINE_S, 0.05):
+                print(f"kill {kill}: {serial} still listed at the tracker "
+                      f"{CRASH_SEEN_DEADLINE_S:g} s after the crash", file=sys.stderr)
+                return 1
             back = wait_until(lambda s=serial, k=key: k in listed()
                               and state(s) is DeviceState.READY, RECOVERY_DEADLINE_S, 0.1)
             if not back:
