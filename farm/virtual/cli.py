@@ -136,7 +136,8 @@ def serve(count: int, base_port: int | None, network: str, adb_port: int, data_d
         sys.stdout.flush()
         while not stop.wait(0.5):
             pass
-        control.close()
+        # The server belongs to the fleet's loop: close it there, not from this thread.
+        fleet.call(control.close)
     finally:
         with contextlib.suppress(FileNotFoundError):
             control_file.unlink()

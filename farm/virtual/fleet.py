@@ -132,21 +132,29 @@ class Fleet:
     def start(self) -> Fleet:
         """Start every phone and attach it to the adb server.
 
+        On any failure the phones started so far are stopped and the loop thread
+        ends before the error propagates.
+
         Raises:
             FleetError: a port is taken, or ``adb connect`` failed.
+            TimeoutError: the phones did not start within the loop-call deadline.
         """
         if self._started:
             return self
         self._started = True
         self._thread.start()
         try:
-            self.run(self._start_phones, timeout_s=LOOP_CALL_TIMEOUT_S + 10 * len(self.specs))
-        except OSError as exc:
+            try:
+                self.run(self._start_phones, timeout_s=LOOP_CALL_TIMEOUT_S + 10 * len(self.specs))
+            except OSError as exc:
+                raise FleetError(f"cannot start phones: {exc}") from exc
+            if self.attach:
+                for phone in self.phones:
+                    self.connect(phone.serial)
+        except BaseException:
+            # The caller registers stop() only once start() returns: clean up here.
             self.stop()
-            raise FleetError(f"cannot start phones: {exc}") from exc
-        if self.attach:
-            for phone in self.phones:
-                self.connect(phone.serial)
+            raise
         return self
 
     async def _start_phones(self) -> None:

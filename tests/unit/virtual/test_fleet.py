@@ -1,0 +1,42 @@
+"""Fleet lifecycle without an adb server."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from farm.virtual.fleet import Fleet, FleetError
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+class TestStart:
+    def test_failed_attach_stops_the_phones_and_the_loop(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        def refuse(_self: Fleet, serial: str) -> None:
+            raise FleetError(f"adb connect {serial}: refused")
+
+        monkeypatch.setattr(Fleet, "connect", refuse)
+        before = set(threading.enumerate())
+        fleet = Fleet(2, adb_port=_free_port(), data_dir=tmp_path)
+        with pytest.raises(FleetError, match="refused"):
+            fleet.start()
+        assert [p.port for p in fleet.phones]
+        assert not any(_listening(p.port) for p in fleet.phones)
+        assert [t for t in threading.enumerate() if t not in before and t.is_alive()] == []
