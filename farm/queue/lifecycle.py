@@ -29,28 +29,13 @@ from farm.queue.models import (
     TuningRecord,
 )
 from farm.queue.records import AttemptView, Claim, Decision, Failure, JobView, Outcome, SnapshotData
-from farm.queue.scheduler import Assignment, DeviceView, matches
-from farm.queue.spec import DeviceSelection
+from farm.queue.scheduler import Assignment
 
 __all__ = ["add_snapshots", "backoff_s", "claim_one", "fail", "finish", "reap"]
 
 ABANDONED = "AbandonedJob"  # rq's name for a job whose worker vanished
 BACKOFF_BASE_S = 30.0
 BACKOFF_MAX_S = 600.0
-
-# Phones that may come back by themselves; a quarantined or offline phone is no
-# reason to keep a failed phone out of a job's way.
-_AVAILABLE = frozenset(
-    {
-        DeviceState.READY,
-        DeviceState.BUSY,
-        DeviceState.COOLING,
-        DeviceState.PROVISIONING,
-        DeviceState.DISCOVERED,
-        DeviceState.UNHEALTHY,
-    }
-)
-
 
 def backoff_s(attempts_made: int) -> float:
     """Seconds to wait before retry number ``attempts_made``: 30, 60, 120 ... at most 600.
@@ -293,9 +278,9 @@ def _fail(session: Session, attempt: Attempt | None, failure: Failure, now: date
         return Decision.FAILED
     job.state = JobState.QUEUED
     if failure.retry is Retry.OTHER_PHONE:
-        excluded = sorted(set(job.excluded_serials or ()) | set(blamed))
-        if _others_fit(session, job, excluded):
-            job.excluded_serials = excluded
+        # Stored even when no other phone fits: plan() ignores the exclusion on
+        # each tick while too few other phones are in service.
+        job.excluded_serials = sorted(set(job.excluded_serials or ()) | set(blamed))
     else:
         job.retry_at = now + timedelta(seconds=backoff_s(job.attempts_made))
     return Decision.REQUEUED
@@ -323,19 +308,6 @@ def _blamed(attempt: Attempt, failure: Failure) -> list[str]:
     if failure.serial is not None and failure.serial in attempt.serials:
         return [failure.serial]
     return list(attempt.serials)
-
-
-def _others_fit(session: Session, job: Job, excluded: list[str]) -> bool:
-    """Whether enough phones outside ``excluded`` could ever run the job."""
-    selection = DeviceSelection.model_validate(job.spec.get("devices", {}))
-    others = [
-        d
-        for d in session.scalars(select(Device).where(Device.serial.not_in(excluded)))
-        if d.state in _AVAILABLE
-        and not d.drained
-        and matches(selection, DeviceView(d.serial, d.state, d.drained, dict(d.facts or {})))
-    ]
-    return len(others) >= selection.count
 
 
 def _end(

@@ -337,8 +337,9 @@ class Store(DeviceOps):
         """Record a failed attempt and retry or fail its job by the error's kind.
 
         ``Retry.NEVER`` fails the job now with the message. ``OTHER_PHONE``
-        marks the blamed phones ``unhealthy`` and requeues, excluding them if
-        other phones fit the selection. ``SAME_LIMIT`` requeues after a backoff
+        marks the blamed phones ``unhealthy`` and requeues, excluding them
+        (:func:`~farm.queue.scheduler.plan` ignores the exclusion while too few
+        other phones are in service). ``SAME_LIMIT`` requeues after a backoff
         (:func:`farm.queue.lifecycle.backoff_s`). Both fail the job once
         ``attempts`` are used up.
         """

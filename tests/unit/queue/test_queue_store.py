@@ -305,7 +305,7 @@ class TestRetryByKind:
         assert assignment.serials == ("b",)
 
     def test_phone_fault_without_other_phone_keeps_it(self, store: Store) -> None:
-        """With no other matching phone, the failed one is not excluded, so the job can still run."""
+        """With no other matching phone, the failed one is not held out, so the job can still run."""
         add_ready(store, "a")
         add_ready(store, "x86", facts={**ARM64, "abi": "x86_64", "abis": ["x86_64"]})
         claim = start(store, store.enqueue(gemm_spec(devices={"abi": "arm64-v8a"}), T0), "a")
@@ -313,7 +313,19 @@ class TestRetryByKind:
             store.fail_attempt(claim.attempt.id, SessionError("a", "dropped"), T0)
             is Decision.REQUEUED
         )
-        assert store.get_job(claim.job.id).excluded_serials == ()
+        store.set_device_state("a", DeviceState.READY, "recovered", T0)
+        (assignment,) = plan(store.snapshot(), T0)
+        assert assignment.job_id == claim.job.id and assignment.serials == ("a",)
+
+    def test_phone_fault_exclusion_holds_once_another_phone_joins(self, store: Store) -> None:
+        """The failed phone is excluded even when alone, so a phone added later takes the retry."""
+        add_ready(store, "a")
+        claim = start(store, store.enqueue(gemm_spec(), T0), "a")
+        store.fail_attempt(claim.attempt.id, SessionError("a", "dropped"), T0)
+        store.set_device_state("a", DeviceState.READY, "recovered", T0)
+        add_ready(store, "b")
+        (assignment,) = plan(store.snapshot(), T0)
+        assert assignment.serials == ("b",)
 
     def test_timeout_retries_within_limit_after_backoff(self, store: Store) -> None:
         """A JobTimeout requeues after a backoff while attempts remain, then fails the job."""
