@@ -129,7 +129,7 @@ def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,
 
 
 def _report_failure(store: Store, attempt_id: int, run_dir: Path, failure: Failure, clock: Clock) -> int:
-    log.warning("attempt_failed", error_kind=failure.error_kind, retry=failure.retry.value,
+    log.warning("attempt_error", error_kind=failure.error_kind, retry=failure.retry.value,
                 reason=failure.message, serial=failure.serial)
     try:
         decision = store.fail_attempt(attempt_id, failure, clock.now())

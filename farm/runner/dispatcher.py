@@ -174,9 +174,7 @@ class Dispatcher:
         self._collect(now, report)
         self._time_out(now, report)
         self._heartbeat(now, report)
-        report.reaped = [a.id for a in self.store.reap(now)]
-        for attempt_id in report.reaped:
-            log.warning("lease_expired", attempt=attempt_id)
+        report.reaped = [a.id for a in self.store.reap(now)]  # the store logs lease_expired
         if not self.stopping:
             self._start_new(now, report)
         self._ticks += 1
@@ -275,8 +273,8 @@ class Dispatcher:
         self.children[claim.attempt.id] = RunningChild(
             claim, process, run_dir, self.clock.monotonic(), claim.job.timeout_s,
         )
-        log.info("attempt_started", attempt=claim.attempt.id, job_id=claim.job.id,
-                 serials=list(claim.attempt.serials), pid=process.pid)
+        log.info("attempt_child_spawned", attempt=claim.attempt.id, job_id=claim.job.id,
+                 pid=process.pid)
 
     # --- stopping --------------------------------------------------------------------
 
