@@ -12,9 +12,15 @@ import contextlib
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from farm.virtual.contracts import StreamReaderLike, StreamWriterLike
 
 T = TypeVar("T")
+
+CHUNK_BYTES = 65536
+"""Most bytes :func:`pump` moves per read."""
 
 
 def wait_until(predicate: Callable[[], bool], deadline_s: float, interval_s: float = 0.05) -> bool:
@@ -49,6 +55,20 @@ class LoopThread:
             future.cancel()
             raise
 
+    def call(self, fn: Callable[[], T], timeout_s: float = 60.0) -> T:
+        """Run the plain function ``fn()`` on the loop's thread and return its result.
+
+        For objects owned by the loop (servers, transports) that are not thread-safe.
+
+        Raises:
+            concurrent.futures.TimeoutError: the loop did not get to it in time.
+        """
+
+        async def call() -> T:
+            return fn()
+
+        return self.run(call(), timeout_s)
+
     def close(self) -> None:
         """Stop the loop and join its thread."""
         if self.loop.is_closed():
@@ -60,6 +80,35 @@ class LoopThread:
 
 async def _as_coroutine(awaitable: Awaitable[T]) -> T:
     return await awaitable
+
+
+async def pump(reader: StreamReaderLike, writer: StreamWriterLike) -> None:
+    """Copy bytes from ``reader`` to ``writer`` until ``reader`` ends (reads ``b""``).
+
+    Chunks of at most :data:`CHUNK_BYTES`; each is drained before the next read.
+    Neither side is closed here.
+
+    Raises:
+        OSError: either side failed (e.g. ``ConnectionResetError``).
+    """
+    while data := await reader.read(CHUNK_BYTES):
+        writer.write(data)
+        await writer.drain()
+
+
+async def splice(
+    reader_a: StreamReaderLike,
+    writer_a: StreamWriterLike,
+    reader_b: StreamReaderLike,
+    writer_b: StreamWriterLike,
+) -> None:
+    """Copy a->b and b->a until either side ends or fails, then return.
+
+    Nothing is closed here (the caller owns both connections), and half-close is
+    not kept: neither the tracker protocol nor TVM RPC uses it, and an adb
+    stream has no ``write_eof``.
+    """
+    await until_first_done(pump(reader_a, writer_b), pump(reader_b, writer_a))
 
 
 async def until_first_done(*coros: Awaitable[object]) -> None:

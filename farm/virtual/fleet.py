@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import threading
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import Future
 from pathlib import Path
 from typing import TypeVar
 
 import structlog
 
 from farm.adb.server import DEFAULT_ADB_PORT, AdbServer, bundled_adb
+from farm.aio import LoopThread
 from farm.errors import InfraFault
 from farm.virtual.android.spec import PhoneSpec, profiles
 from farm.virtual.contracts import NetworkMode
@@ -100,32 +99,36 @@ class Fleet:
         self.reboot_away_s = reboot_away_s
         self.attach = attach
         self.phones: list[VirtualPhone] = []
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run_loop, name="virtual-phones", daemon=True)
-        self._started = False
+        self._aio: LoopThread | None = None  # between start() and stop()
 
     # --- the loop thread -------------------------------------------------------------
 
-    def _run_loop(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        self._loop.run_forever()
+    def _loop(self) -> LoopThread:
+        if self._aio is None:
+            raise FleetError("the fleet is not started")
+        return self._aio
 
     def run(self, factory: Callable[[], Awaitable[T]], timeout_s: float = LOOP_CALL_TIMEOUT_S) -> T:
-        """Run ``factory()`` on the fleet's loop and wait for its result (thread-safe)."""
+        """Run ``factory()`` on the fleet's loop and wait for its result (thread-safe).
+
+        Raises:
+            FleetError: the fleet is not started.
+            TimeoutError: no result within ``timeout_s`` (the call is cancelled).
+        """
 
         async def call() -> T:
             return await factory()
 
-        future: Future[T] = asyncio.run_coroutine_threadsafe(call(), self._loop)
-        return future.result(timeout=timeout_s)
+        return self._loop().run(call(), timeout_s)
 
     def call(self, fn: Callable[[], T], timeout_s: float = LOOP_CALL_TIMEOUT_S) -> T:
-        """Run the plain function ``fn()`` on the fleet's loop (thread-safe)."""
+        """Run the plain function ``fn()`` on the fleet's loop (thread-safe).
 
-        async def call() -> T:
-            return fn()
-
-        return self.run(call, timeout_s)
+        Raises:
+            FleetError: the fleet is not started.
+            TimeoutError: the loop did not get to it within ``timeout_s``.
+        """
+        return self._loop().call(fn, timeout_s)
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -139,10 +142,10 @@ class Fleet:
             FleetError: a port is taken, or ``adb connect`` failed.
             TimeoutError: the phones did not start within the loop-call deadline.
         """
-        if self._started:
+        if self._aio is not None:
             return self
-        self._started = True
-        self._thread.start()
+        self.phones = []
+        self._aio = LoopThread(name="virtual-phones")
         try:
             try:
                 self.run(self._start_phones, timeout_s=LOOP_CALL_TIMEOUT_S + 10 * len(self.specs))
@@ -171,20 +174,16 @@ class Fleet:
 
     def stop(self) -> None:
         """Detach every phone, power them off (ending their processes), stop the loop."""
-        if not self._started:
+        if self._aio is None:
             return
         if self.attach:
             for phone in self.phones:
                 self.disconnect(phone.serial)
-        if self._thread.is_alive():
-            try:
-                self.run(self._stop_phones)
-            finally:
-                self._loop.call_soon_threadsafe(self._loop.stop)
-                self._thread.join(timeout=30)
-        if not self._thread.is_alive():
-            self._loop.close()
-        self._started = False
+        try:
+            self.run(self._stop_phones)
+        finally:
+            self._aio.close()
+            self._aio = None
 
     async def _stop_phones(self) -> None:
         await asyncio.gather(*(phone.stop() for phone in self.phones), return_exceptions=True)

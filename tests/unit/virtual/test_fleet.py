@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 from pathlib import Path
@@ -40,3 +41,24 @@ class TestStart:
         assert [p.port for p in fleet.phones]
         assert not any(_listening(p.port) for p in fleet.phones)
         assert [t for t in threading.enumerate() if t not in before and t.is_alive()] == []
+
+
+class TestRun:
+    def test_a_timed_out_call_is_cancelled(self, tmp_path: Path) -> None:
+        cancelled = threading.Event()
+
+        async def forever() -> None:
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+        with Fleet(1, data_dir=tmp_path, attach=False) as fleet:
+            with pytest.raises(TimeoutError):
+                fleet.run(forever, timeout_s=0.1)
+            assert cancelled.wait(5)
+
+    def test_calls_before_start_fail(self, tmp_path: Path) -> None:
+        with pytest.raises(FleetError, match="not started"):
+            Fleet(1, data_dir=tmp_path, attach=False).call(lambda: None)
