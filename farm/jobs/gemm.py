@@ -27,7 +27,7 @@ import structlog
 from farm.errors import CompileError, SessionError, SpecError
 from farm.jobs.cache import CacheKey, CompileCache
 from farm.jobs.ndk import Linker, linker_for
-from farm.jobs.params import DeviceKind, GemmParams, TrackerParams
+from farm.jobs.params import MAX_GPU_WORK_GROUP_THREADS, DeviceKind, GemmParams, TrackerParams
 from farm.jobs.session import (
     ThreadPoolApplied,
     apply_thread_pool,
@@ -118,9 +118,11 @@ def _check_params(params: GemmParams) -> None:
         raise SpecError("params.n", f"must be positive, got {params.n}")
     if params.bn <= 0 or params.n % params.bn:
         raise SpecError("params.bn", f"must divide n={params.n}, got {params.bn}")
-    if params.device is DeviceKind.OPENCL and params.bn * params.bn > 256:
+    if params.device is not DeviceKind.CPU and params.bn * params.bn > MAX_GPU_WORK_GROUP_THREADS:
         raise SpecError(
-            "params.bn", f"bn*bn={params.bn**2} threads exceed a work-group of 256 on phone GPUs"
+            "params.bn",
+            f"bn*bn={params.bn**2} threads exceed a work-group of "
+            f"{MAX_GPU_WORK_GROUP_THREADS} on phone GPUs",
         )
 
 

@@ -20,6 +20,12 @@ class DeviceKind(str, Enum):
     VULKAN = "vulkan"
 
 
+#: Threads one GPU work-group may hold on every phone GPU the farm targets (many
+#: Mali GPUs allow no more). The GPU GEMM runs ``bn * bn`` threads per work-group,
+#: so ``bn`` is at most 16 on OPENCL and VULKAN.
+MAX_GPU_WORK_GROUP_THREADS = 256
+
+
 @dataclass(frozen=True)
 class DeviceFacts:
     """What a phone tells us that decides its compile target.

@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from farm.errors import SpecError
+from farm.jobs.params import MAX_GPU_WORK_GROUP_THREADS
 
 __all__ = [
     "DeviceSelection",
@@ -72,7 +73,13 @@ class _Strict(BaseModel):
 
 
 class GemmParams(_Strict):
-    """``C[n, n] = A[n, n] @ B[n, n]``, tiled in ``bn x bn`` blocks."""
+    """``C[n, n] = A[n, n] @ B[n, n]``, tiled in ``bn x bn`` blocks.
+
+    On a GPU target one work-group of ``bn * bn`` threads computes a block, so
+    there ``bn * bn`` may not exceed :data:`MAX_GPU_WORK_GROUP_THREADS` (256). A
+    missing ``bn`` becomes the largest power of two up to 32 (16 on a GPU) that
+    divides ``n``.
+    """
 
     n: int = Field(ge=16, le=8192)
     dtype: Dtype = "float32"
@@ -83,13 +90,25 @@ class GemmParams(_Strict):
     min_repeat_ms: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
-    def _block_divides_n(self) -> GemmParams:
+    def _block_fits(self) -> GemmParams:
+        gpu = self.target != "cpu"
         if self.bn is None:
-            # The largest power-of-two block up to 32 that tiles n exactly.
-            bn = next(b for b in (32, 16, 8, 4, 2, 1) if self.n % b == 0)
+            # The largest power-of-two block up to 32 that tiles n exactly and,
+            # on a GPU, fits one work-group.
+            bn = next(
+                b
+                for b in (32, 16, 8, 4, 2, 1)
+                if self.n % b == 0 and not (gpu and b * b > MAX_GPU_WORK_GROUP_THREADS)
+            )
             object.__setattr__(self, "bn", bn)
         elif self.bn > self.n or self.n % self.bn:
             raise _FieldError("bn", f"block size {self.bn} does not divide n={self.n}")
+        elif gpu and self.bn * self.bn > MAX_GPU_WORK_GROUP_THREADS:
+            raise _FieldError(
+                "bn",
+                f"bn*bn={self.bn**2} threads exceed a work-group of "
+                f"{MAX_GPU_WORK_GROUP_THREADS} on phone GPUs; use bn <= 16 on {self.target}",
+            )
         return self
 
 

@@ -54,6 +54,13 @@ class TestScheduleOpencl:
         with pytest.raises(SpecError):
             build_gemm(params, target_for(facts, DeviceKind.OPENCL), CompileCache(tmp_path))
 
+    def test_vulkan_work_group_over_256_threads_is_refused(self, tmp_path: Path) -> None:
+        """Vulkan runs the same bn x bn work-groups, so bn=32 is refused there too."""
+        params = GemmParams(n=64, bn=32, device=DeviceKind.VULKAN)
+        with pytest.raises(SpecError) as caught:
+            build_gemm(params, {"kind": "vulkan"}, CompileCache(tmp_path))
+        assert caught.value.field == "params.bn"
+
     def test_opencl_build_is_cached_as_a_library(self, tmp_path: Path) -> None:
         """An OpenCL GEMM for a host-linked phone builds into one cached .so."""
         facts = DeviceFacts(abi="x86_64", has_opencl=True)

@@ -30,6 +30,8 @@ BAD_SPECS = [
     ("bn does not divide n", gemm(bn=48), "params.bn"),
     ("bn larger than n", {"kind": "gemm", "params": {"n": 16, "bn": 32}}, "params.bn"),
     ("bad target", gemm(target="cuda"), "params.target"),
+    ("opencl bn over a work-group", gemm(bn=32, target="opencl"), "params.bn"),
+    ("vulkan bn over a work-group", gemm(bn=32, target="vulkan"), "params.bn"),
     ("number zero", gemm(number=0), "params.number"),
     ("repeat negative", gemm(repeat=-1), "params.repeat"),
     ("min_repeat_ms negative", gemm(min_repeat_ms=-5), "params.min_repeat_ms"),
@@ -62,6 +64,11 @@ BAD_SPECS = [
         "params.trials_per_batch",
     ),
     ("tune bad gemm", {"kind": "tune", "params": {"gemm": {"n": 64, "bn": 5}}}, "params.gemm.bn"),
+    (
+        "tune opencl bn over a work-group",
+        {"kind": "tune", "params": {"gemm": {"n": 64, "bn": 32, "target": "opencl"}}},
+        "params.gemm.bn",
+    ),
     (
         "tune count differs from phones",
         {"kind": "tune", "params": {"gemm": {"n": 64}, "phones": 2}, "devices": {"count": 3}},
@@ -103,6 +110,13 @@ class TestParseSpec:
         assert (spec.params.dtype, spec.params.target) == ("float32", "cpu")
         assert (spec.priority, spec.attempts, spec.phones_needed, spec.repetitions) == (0, 3, 1, 1)
         assert spec.effective_timeout_s == 600.0
+
+    @pytest.mark.parametrize(("n", "bn"), [(1024, 16), (48, 16), (24, 8)])
+    def test_gpu_default_block_fits_a_work_group(self, n: int, bn: int) -> None:
+        """Without bn, a GPU gemm gets the largest dividing block with bn*bn <= 256."""
+        for target in ("opencl", "vulkan"):
+            spec = parse_spec({"kind": "gemm", "params": {"n": n, "target": target}})
+            assert spec.params.bn == bn  # type: ignore[union-attr]
 
     def test_model_path_is_resolved(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """A relative readable model path is stored absolute."""
