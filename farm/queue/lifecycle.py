@@ -31,7 +31,9 @@ from farm.queue.models import (
 from farm.queue.records import AttemptView, Claim, Decision, Failure, JobView, Outcome, SnapshotData
 from farm.queue.scheduler import Assignment
 
-__all__ = ["add_snapshots", "backoff_s", "claim_one", "fail", "finish", "reap"]
+__all__ = [
+    "add_snapshots", "backoff_s", "claim_one", "fail", "finish", "heartbeat", "reap", "requeue"
+]
 
 ABANDONED = "AbandonedJob"  # rq's name for a job whose worker vanished
 BACKOFF_BASE_S = 30.0
@@ -167,6 +169,19 @@ def requeue(session: Session, attempt_id: int, reason: str, now: datetime) -> bo
     return True
 
 
+def heartbeat(session: Session, attempt_id: int, now: datetime, lease_s: float | None = None) -> bool:
+    """Extend a running attempt's lease; False if it ended or its job is no longer running."""
+    attempt = _locked_attempt(session, attempt_id)
+    if attempt is None or attempt.state is not AttemptState.RUNNING:
+        return False
+    job = session.get(Job, attempt.job_id)
+    if job is None or job.state is not JobState.RUNNING:
+        return False
+    attempt.heartbeat_at = now
+    attempt.lease_expires_at = now + timedelta(seconds=lease_s or attempt.lease_s)
+    return True
+
+
 def finish(session: Session, attempt_id: int, outcome: Outcome, now: datetime) -> bool:
     """Store the result of a running attempt; False if it may not (see Store.finish)."""
     attempt = _locked_attempt(session, attempt_id)
@@ -174,15 +189,7 @@ def finish(session: Session, attempt_id: int, outcome: Outcome, now: datetime) -
         return False
     job = _locked_job(session, attempt.job_id)
     if job.state is not JobState.RUNNING:
-        _end(attempt, AttemptState.CANCELLED, now, None, "job cancelled before its result")
-        transitions.release(
-            session,
-            attempt.id,
-            attempt.serials,
-            DeviceState.READY,
-            f"attempt {attempt.id} ended: job cancelled",
-            now,
-        )
+        _end_cancelled(session, attempt, now, None, "job cancelled before its result")
         return False
     if outcome.sample_serials and len(outcome.sample_serials) != len(outcome.samples):
         raise ValueError("sample_serials must be empty or as long as samples")
@@ -250,15 +257,7 @@ def _fail(session: Session, attempt: Attempt | None, failure: Failure, now: date
     message = f"{failure.error_kind}: {failure.message}"
     blamed = _blamed(attempt, failure)
     if job.state is not JobState.RUNNING:
-        _end(attempt, AttemptState.CANCELLED, now, failure.error_kind, failure.message)
-        transitions.release(
-            session,
-            attempt.id,
-            attempt.serials,
-            DeviceState.READY,
-            f"attempt {attempt.id} ended: job cancelled",
-            now,
-        )
+        _end_cancelled(session, attempt, now, failure.error_kind, failure.message)
         return Decision.CANCELLED
     _end(attempt, AttemptState.FAILED, now, failure.error_kind, failure.message)
     transitions.release(session, attempt.id, blamed, DeviceState.UNHEALTHY, message, now)
@@ -317,6 +316,21 @@ def _end(
     attempt.finished_at = now
     attempt.error_kind = kind
     attempt.error = error
+
+
+def _end_cancelled(
+    session: Session, attempt: Attempt, now: datetime, kind: str | None, error: str | None
+) -> None:
+    """End an attempt whose job was cancelled meanwhile; its phones go back to ready."""
+    _end(attempt, AttemptState.CANCELLED, now, kind, error)
+    transitions.release(
+        session,
+        attempt.id,
+        attempt.serials,
+        DeviceState.READY,
+        f"attempt {attempt.id} ended: job cancelled",
+        now,
+    )
 
 
 def _fail_job(job: Job, now: datetime, error: str) -> None:

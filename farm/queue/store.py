@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Self
 
 import structlog
@@ -35,7 +35,6 @@ from farm.queue.db import create_engine, migrate
 from farm.queue.devices import DeviceOps
 from farm.queue.models import (
     Attempt,
-    AttemptState,
     Device,
     DeviceSnapshot,
     Job,
@@ -284,15 +283,7 @@ class Store(DeviceOps):
             job was cancelled. The caller then ends its child process.
         """
         with self._tx() as session:
-            attempt = _locked_attempt(session, attempt_id)
-            if attempt is None or attempt.state is not AttemptState.RUNNING:
-                return False
-            job = session.get(Job, attempt.job_id)
-            if job is None or job.state is not JobState.RUNNING:
-                return False
-            attempt.heartbeat_at = now
-            attempt.lease_expires_at = now + timedelta(seconds=lease_s or attempt.lease_s)
-            return True
+            return lifecycle.heartbeat(session, attempt_id, now, lease_s)
 
     def reap(self, now: datetime) -> list[AttemptView]:
         """End the running attempts whose lease expired before ``now``.
@@ -420,8 +411,3 @@ class Store(DeviceOps):
                 or 0
             )
 
-
-def _locked_attempt(session: Session, attempt_id: int) -> Attempt | None:
-    return session.scalars(
-        select(Attempt).where(Attempt.id == attempt_id).with_for_update()
-    ).one_or_none()
