@@ -17,7 +17,6 @@ from pathlib import Path
 
 import structlog
 
-from apk_tools.inspect import inspect_apk
 from farm.adb import Adb
 from farm.aio import LoopThread
 from farm.clock import Clock
@@ -31,9 +30,9 @@ from farm.health.sample import HealthSample
 from farm.health.verdict import Limits, app_down, app_failure_reasons, cool_enough, verdict
 from farm.metrics import FarmMetrics
 from farm.provision.apk import ensure_installed, installed_version
-from farm.provision.app_target import app_target_for
+from farm.provision.app_target import app_target_for, detect_method
 from farm.provision.facts import facts_record, read_facts
-from farm.provision.launch import PACKAGE, choose_method, launch_app
+from farm.provision.launch import PACKAGE, launch_app
 from farm.provision.policy import ClashPolicy
 from farm.provision.tunnels import close_usb_tunnel, open_usb_tunnel
 from farm.queue.models import DeviceState
@@ -185,16 +184,16 @@ class FleetManager:
         phone = self.runtime(serial)
         self.move(serial, DeviceState.PROVISIONING, "provisioning")
         try:
-            facts, rooted = read_facts(self.adb, serial)
+            facts = read_facts(self.adb, serial)
             self.store.upsert_device(serial, self.clock.now(), facts=facts_record(facts))
-            debuggable = True
             if self.options.apk is not None:
                 ensure_installed(self.adb, serial, self.options.apk, self.options.clash)
-                debuggable = inspect_apk(self.options.apk).debuggable
             elif installed_version(self.adb, serial, PACKAGE) is None:
                 raise ConfigError("apk.path", f"{PACKAGE} is not installed on {serial} and no "
                                   "APK is configured: set apk.path to the signed TVM RPC APK")
-            phone.method = choose_method(debuggable=debuggable, rooted=rooted)
+            # Asked of the phone once the app is in place: a preinstalled release
+            # build refuses run-as, and only the phone knows whether su works.
+            phone.method = detect_method(self.adb, serial)
             phone.blocked = None
             # Keep the screen on while plugged in (AOSP `svc power stayon`).
             self.adb.shell(serial, ["svc", "power", "stayon", "true"], timeout_s=15)
@@ -225,8 +224,9 @@ class FleetManager:
         o = self.options
         target = app_target_for(o.network, o.tracker, phone.key, phone_host=o.phone_host,
                                 device_tracker_port=o.device_tracker_port)
-        launch_app(self.adb, serial, target, phone.method or choose_method(debuggable=True,
-                                                                            rooted=False))
+        if phone.method is None:  # relaunched before provisioning learnt it
+            phone.method = detect_method(self.adb, serial)
+        launch_app(self.adb, serial, target, phone.method)
         self.wait_registered(serial)
 
     def registered_keys(self) -> set[str] | None:

@@ -31,12 +31,11 @@ _SECTIONS = {
                 "/sys/devices/system/cpu/cpu[1-9][0-9]/cpufreq/cpuinfo_max_freq"],
     "meminfo": ["cat", "/proc/meminfo"],
     "opencl": ["ls", *OPENCL_LIBS],
-    "root": ["su", "0", "id", "-u"],
 }
 
 
-def read_facts(adb: Adb, serial: str) -> tuple[DeviceFacts, bool]:
-    """The phone's facts and whether it is rooted (``su 0 id -u`` prints 0).
+def read_facts(adb: Adb, serial: str) -> DeviceFacts:
+    """The phone's facts.
 
     Raises:
         AdbError: a reading is missing or unreadable (the message says which).
@@ -54,7 +53,7 @@ def read_facts(adb: Adb, serial: str) -> tuple[DeviceFacts, bool]:
         )
     except ValueError as exc:
         raise AdbError(serial, argv, None, f"cannot read device facts: {exc}") from exc
-    return facts, out.get("root", "").strip() == "0"
+    return facts
 
 
 # ro.hardware.egl names of GPU families (what a `gpu` selection matches).

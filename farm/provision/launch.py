@@ -75,15 +75,6 @@ def prefs_xml(target: AppTarget) -> str:
     )
 
 
-def choose_method(*, debuggable: bool, rooted: bool) -> Method:
-    """run-as where the build allows it, then root, then the UI."""
-    if debuggable:
-        return Method.RUN_AS
-    if rooted:
-        return Method.ROOT
-    return Method.UI
-
-
 def launch_app(adb: Adb, serial: str, target: AppTarget, method: Method) -> None:
     """Stop the app, configure it for ``target`` and start MainActivity.
 

@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from apk_tools.keys import create_pem_key
+from apk_tools.prepare import prepare
+from apk_tools.standin import build_standin_apk
 from farm.aio import wait_until
+from farm.provision.launch import Method
 from farm.queue.models import DeviceState
 from farm.supervise.ladder import LadderPolicy
 from farm.testing import FleetHarness as Farm
@@ -30,6 +34,26 @@ class TestProvisioning:
         keys = farm.keys()
         for serial in phones.serials:
             assert farm.manager.runtime(serial).key in keys
+
+
+    def test_preinstalled_release_app_is_configured_through_the_ui(
+        self, make_fleet: Callable[..., Fleet], make_farm: Callable[..., Farm],
+        adb_server: AdbServerHandle, tmp_path: Path,
+    ) -> None:
+        """With no APK configured, a preinstalled non-debuggable app on an unrooted
+        phone is configured through its UI (run-as would fail) and registers."""
+        key = create_pem_key(tmp_path / "k.pem", tmp_path / "k.crt", common_name="farm-test")
+        release = prepare(build_standin_apk(tmp_path / "unsigned", debuggable=False), key,
+                          tmp_path / "signed")
+        phones = make_fleet(1, network="usb-only")
+        serial = phones.serials[0]
+        installed = adb_server.adb("-s", serial, "install", str(release), timeout_s=120)
+        assert installed.returncode == 0, installed.stderr
+        farm = make_farm(apk=None)
+        farm.wait_state([serial], DeviceState.READY, 90)
+        assert farm.manager.runtime(serial).method is Method.UI
+        registered = farm.keys()
+        assert farm.manager.runtime(serial).key in registered
 
 
 def sweep_until(farm: Farm, predicate: Callable[[], bool], deadline_s: float) -> bool:
