@@ -94,7 +94,7 @@ def enqueue() -> None:
 
 _gemm_flags = [
     click.option("--n", type=int, help="Matrix side N (C[N,N] = A[N,N] @ B[N,N])."),
-    click.option("--dtype", help="float32, float16 or int8."),
+    click.option("--dtype", help="float32 or float16."),
     click.option("--bn", type=int, help="Block (tile) size; must divide N."),
     click.option("--target", type=click.Choice(["cpu", "opencl", "vulkan"]), help="Processor."),
 ]

@@ -57,7 +57,9 @@ class JobKind(str, Enum):
     TUNE = "tune"  # MetaSchedule tuning of a gemm or an ONNX model
 
 
-Dtype = Literal["float32", "float16", "int8"]
+# No integer dtype: the gemm kernel accumulates in its element type, so an
+# int8 sum overflows and could never match numpy.
+Dtype = Literal["float32", "float16"]
 Target = Literal["cpu", "opencl", "vulkan"]
 Positive = Annotated[int, Field(ge=1)]
 

@@ -82,6 +82,7 @@ class TestEnqueue:
             (["gemm", "--n", "8"], "params.n"),
             (["gemm", "--n", "64", "--bn", "7"], "params.bn"),
             (["gemm", "--n", "64", "--dtype", "float64"], "params.dtype"),
+            (["gemm", "--n", "64", "--dtype", "int8"], "params.dtype"),
             (["gemm", "--n", "1024", "--bn", "32", "--target", "opencl"], "params.bn"),
             (["gemm", "--n", "64", "--priority", "5000"], "priority"),
             (["gemm", "--n", "64", "--attempts", "0"], "attempts"),

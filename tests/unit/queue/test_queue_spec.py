@@ -27,6 +27,7 @@ BAD_SPECS = [
     ("n too large", gemm(n=16384), "params.n"),
     ("n not an int", gemm(n="big"), "params.n"),
     ("bad dtype", gemm(dtype="float64"), "params.dtype"),
+    ("int8 dtype", gemm(dtype="int8"), "params.dtype"),
     ("bn does not divide n", gemm(bn=48), "params.bn"),
     ("bn larger than n", {"kind": "gemm", "params": {"n": 16, "bn": 32}}, "params.bn"),
     ("bad target", gemm(target="cuda"), "params.target"),
