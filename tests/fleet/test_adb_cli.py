@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from farm.procs import signal_group
 from farm.virtual.cli import main
 from farm.virtual.testing import AdbServerHandle, wait_until
 
@@ -48,7 +48,7 @@ class TestServe:
             assert not (data_dir / "control.json").exists()
         finally:
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
+                signal_group(proc.pid)
                 proc.wait()
 
     def test_fault_without_serve_fails_with_a_message(self, tmp_path: Path) -> None:

@@ -10,8 +10,6 @@ SIGKILL like a crashed daemon. Each takes a few minutes on 2 cores.
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -27,6 +25,7 @@ from test_jobs_benchmarks import FINISHED, RunningFarmd, start_farmd  # noqa: F4
 
 from farm.fleet.keys import job_key, phone_key
 from farm.jobs.tune import FAILED_RUN_S, RECORDS_FILE
+from farm.procs import signal_group
 from farm.provision.standin import demo_apk
 from farm.queue.models import AttemptState, DeviceState, JobState
 from farm.queue.store import Store
@@ -161,12 +160,9 @@ def farmd_processes() -> Iterator[list[subprocess.Popen[bytes]]]:
     yield started
     for process in started:
         with contextlib.suppress(psutil.Error):
-            descendants = psutil.Process(process.pid).children(recursive=True)
-            for child in descendants:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(child.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+            for child in psutil.Process(process.pid).children(recursive=True):
+                signal_group(child.pid)
+        signal_group(process.pid)
         process.wait(timeout=30)
 
 
@@ -220,7 +216,7 @@ class TestTuningThroughFarmdRestart:
                        "first batch of trials measured")
 
             descendants = psutil.Process(first.pid).children(recursive=True)
-            os.killpg(first.pid, signal.SIGKILL)
+            signal_group(first.pid)
             first.wait(timeout=30)
             wait_until(lambda: not any(alive(p) for p in descendants), 60,
                        "farmd's children ended")

@@ -14,7 +14,6 @@ job to finish with exactly one result.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -33,6 +32,7 @@ from farm.clock import SystemClock
 from farm.config import Settings
 from farm.fleet.keys import phone_key
 from farm.jobs.local_cluster import LocalCluster
+from farm.procs import group_alive, signal_group
 from farm.queue import AttemptState, DeviceState, JobState, Store
 from farm.queue.models import DeviceSnapshot
 from farm.runner import Dispatcher
@@ -225,8 +225,7 @@ def loops(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
     started: list[subprocess.Popen[bytes]] = []
     yield started
     for process in started:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        signal_group(process.pid)
         process.wait(timeout=30)
 
 
@@ -252,10 +251,9 @@ class TestRestart:
         [attempt] = farm.store.attempts(job_id)
         assert attempt.state is AttemptState.RUNNING
 
-        os.killpg(first.pid, signal.SIGKILL)
+        signal_group(first.pid)
         first.wait(timeout=30)
-        wait_until(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
-                                   for p in child_pids), 30, "orphaned child ended itself")
+        wait_until(lambda: not any(group_alive(p) for p in child_pids), 30, "orphaned child ended itself")
 
         start_loop(settings_path, tmp_path / "loop2.log", loops)
         serial = farm.serials[0]

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from farm.errors import TrackerUnreachable
+from farm.procs import group_alive
 from farm.tvm.testing import wait_until
 from farm.tvm.tracker import (
     QueueInfo,
@@ -23,17 +22,6 @@ from farm.tvm.tracker import (
     ping,
     summary,
 )
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether a process of the group still runs (zombies wait for their reaper)."""
-    for proc in psutil.process_iter(["status"]):
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
-                return True
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return False
 
 
 @pytest.fixture
