@@ -30,7 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from farm.errors import StoreError
 
-__all__ = ["DEFAULT_DB_NAME", "create_engine", "default_url", "migrate"]
+__all__ = ["DEFAULT_DB_NAME", "create_engine", "default_url", "migrate", "revisions"]
 
 DEFAULT_DB_NAME = "farm.db"  # the name farm.config.Settings uses too
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -91,6 +91,28 @@ def _configure_sqlite(engine: sa.Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def _alembic_config() -> Config:
+    """Alembic settings for our migrations folder (no alembic.ini, see migrations/env.py)."""
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    return config
+
+
+def revisions(connection: sa.Connection) -> tuple[str | None, str]:
+    """The schema revision of ``connection``'s database, and the newest one; changes nothing.
+
+    Returns:
+        ``(current, head)``: ``current`` is None for a database never migrated
+        (no ``alembic_version`` table); the schema is up to date when they are equal.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: the database cannot be read.
+    """
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    assert head is not None, f"no migration in {_MIGRATIONS}"
+    return MigrationContext.configure(connection).get_current_revision(), head
+
+
 def migrate(engine: sa.Engine) -> None:
     """Bring the schema to the newest revision, in one transaction.
 
@@ -102,13 +124,12 @@ def migrate(engine: sa.Engine) -> None:
     Raises:
         StoreError: the database refused the migration.
     """
-    config = Config()
-    config.set_main_option("script_location", str(_MIGRATIONS))
-    head = ScriptDirectory.from_config(config).get_current_head()
     try:
         with _ALEMBIC_LOCK, engine.begin() as connection:
-            if MigrationContext.configure(connection).get_current_revision() == head:
+            current, head = revisions(connection)
+            if current == head:
                 return
+            config = _alembic_config()
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
     except SQLAlchemyError as exc:
