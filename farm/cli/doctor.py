@@ -15,7 +15,8 @@ Checks, in order::
                      evidence that the phone reaches it
     tools            apksigner, zipalign, aapt (apk_tools.tools.find_tool)
     ndk              TVM_NDK_CC / ANDROID_NDK_HOME; only a warning when no
-                     attached phone needs it (every known ABI links for the host)
+                     known phone needs it (every known ABI links for the host),
+                     or when the database's schema is old so no phone is known
     ports            tracker and metrics ports: held while farmd runs, free otherwise
     database         opens, and its schema is at the newest migration
 
@@ -25,7 +26,6 @@ migration is run.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import socket
@@ -35,11 +35,10 @@ from enum import Enum
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from farm.adb import Adb, AdbServer
-from farm.cli.output import echo_json
+from farm.cli.output import _console, echo_json
 from farm.cli.state import CliState, pass_state
 from farm.config import Settings
 from farm.errors import FarmError
@@ -174,26 +173,12 @@ def check_tools(env: Mapping[str, str] | None = None) -> list[Check]:
     return checks
 
 
-def _phone_abis(settings: Settings) -> dict[str, str]:
-    """Each known phone's ABI from the facts farmd stored (nothing if no database yet)."""
-    if not _database_exists(settings.database_url):
-        return {}
-    from farm.queue.store import Store
-
-    abis = {}
-    with contextlib.suppress(FarmError), Store(settings.database_url) as store:
-        for device in store.list_devices():
-            abi = device.facts.get("abi") or next(iter(device.facts.get("abis") or []), None)
-            if abi:
-                abis[device.serial] = str(abi)
-    return abis
-
-
-def check_ndk(abis: Mapping[str, str], env: Mapping[str, str] | None = None) -> Check:
+def check_ndk(abis: Mapping[str, str] | None, env: Mapping[str, str] | None = None) -> Check:
     """Whether libraries can be linked for every known phone's ABI.
 
     Args:
-        abis: ``{serial: abi}`` of the phones farmd knows.
+        abis: ``{serial: abi}`` of the phones farmd knows; None when the database
+            could not be read (see the database check), so no phone is known.
         env: the environment (``TVM_NDK_CC``, ``ANDROID_NDK_HOME``); os.environ if None.
     """
     from farm.jobs import params as jp
@@ -201,6 +186,8 @@ def check_ndk(abis: Mapping[str, str], env: Mapping[str, str] | None = None) -> 
     from farm.jobs.targets import needs_ndk, target_for
 
     env = os.environ if env is None else env
+    unknown = abis is None
+    abis = abis or {}
     needing = {}
     for serial, abi in abis.items():
         try:
@@ -212,6 +199,12 @@ def check_ndk(abis: Mapping[str, str], env: Mapping[str, str] | None = None) -> 
     configured = env.get("TVM_NDK_CC") or env.get("ANDROID_NDK_HOME") or env.get("ANDROID_NDK_ROOT")
     hint = ("set TVM_NDK_CC to the NDK's <triple><api>-clang++ "
             "(or ANDROID_NDK_HOME to the NDK folder)")
+    if unknown:
+        known = "phones' ABIs unknown: the database was not read (see the database check)"
+        if configured:
+            return Check("ndk", Status.OK, f"configured ({configured}); {known}")
+        return Check("ndk", Status.WARN, f"not configured; {known}",
+                     hint + " if any phone is not of the host's ABI")
     if not needing:
         if configured:
             return Check("ndk", Status.OK, f"configured ({configured}); no phone needs it now")
@@ -269,37 +262,49 @@ def _database_exists(url: str) -> bool:
     return path in ("", ":memory:") or Path(path).is_file()
 
 
-def check_database(settings: Settings) -> Check:
-    """The database opens and its schema is at the newest migration (nothing is migrated)."""
+def check_database(settings: Settings) -> tuple[Check, dict[str, str] | None]:
+    """The database opens and its schema is at the newest migration; the phones' ABIs.
+
+    Nothing is created or migrated: the revision is read (:func:`farm.queue.db.revisions`)
+    and the ``devices`` table is queried only when the schema is at the newest revision.
+
+    Returns:
+        The check, and ``{serial: abi}`` from the facts farmd stored: empty when
+        there is no database yet, None when it could not be read at the newest schema.
+    """
     import sqlalchemy as sa
-    from alembic.config import Config
-    from alembic.runtime.migration import MigrationContext
-    from alembic.script import ScriptDirectory
 
     from farm.queue import db
+    from farm.queue.models import Device
 
     url = settings.database_url
     shown = sa.engine.make_url(url).render_as_string(hide_password=True)
     if not _database_exists(url):
         return Check("database", Status.WARN, f"{shown} does not exist yet",
-                     "start farmd or run any farmctl command: opening creates and migrates it")
-    config = Config()
-    config.set_main_option("script_location", str(Path(db.__file__).with_name("migrations")))
-    head = ScriptDirectory.from_config(config).get_current_head()
+                     "start farmd or run any farmctl command: opening creates and migrates it"), {}
     try:
         engine = db.create_engine(url)
         try:
             with engine.connect() as connection:
-                current = MigrationContext.configure(connection).get_current_revision()
+                current, head = db.revisions(connection)
+                if current != head:
+                    found = f"at revision {current}" if current else "never migrated"
+                    return Check(
+                        "database", Status.WARN, f"{shown} {found}, newest revision is {head}",
+                        "start farmd or run any farmctl command: opening migrates it"), None
+                rows = connection.execute(sa.select(Device.serial, Device.facts)).all()
         finally:
             engine.dispose()
     except (sa.exc.SQLAlchemyError, FarmError) as exc:
         return Check("database", Status.FAIL, f"{shown} does not open: {exc}",
-                     "check database_url, the file's permissions and free disk space")
-    if current != head:
-        return Check("database", Status.WARN, f"{shown} at revision {current}, newest is {head}",
-                     "start farmd or run any farmctl command: opening migrates it")
-    return Check("database", Status.OK, f"{shown}, schema at {head}")
+                     "check database_url, the file's permissions and free disk space"), None
+    abis = {}
+    for serial, facts in rows:
+        facts = facts or {}
+        abi = facts.get("abi") or next(iter(facts.get("abis") or []), None)
+        if abi:
+            abis[serial] = str(abi)
+    return Check("database", Status.OK, f"{shown}, schema at {head}"), abis
 
 
 # --- all together ------------------------------------------------------------------------------
@@ -311,9 +316,10 @@ def run_checks(settings: Settings, *, farmd_running: bool,
     checks, states = check_adb(settings)
     checks += check_tracker(settings, states)
     checks += check_tools(env)
-    checks.append(check_ndk(_phone_abis(settings), env))
+    database, abis = check_database(settings)
+    checks.append(check_ndk(abis, env))
     checks += check_ports(settings, farmd_running)
-    checks.append(check_database(settings))
+    checks.append(database)
     return checks
 
 
@@ -321,8 +327,7 @@ _STYLE = {Status.OK: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}
 
 
 def _print(checks: list[Check]) -> None:
-    stdout = click.get_text_stream("stdout")
-    console = Console(file=stdout, width=None if stdout.isatty() else 160, highlight=False)
+    console = _console()
     table = Table(title="farm doctor", title_justify="left")
     for header in ("check", "status", "found", "what to do"):
         table.add_column(header)
