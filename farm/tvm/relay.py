@@ -38,9 +38,9 @@ restarts: the app reconnects through it like through any tracker.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
+from farm.aio import pump, until_first_done
 from farm.tvm.protocol import (
     RPC_TRACKER_MAGIC,
     FrameError,
@@ -49,8 +49,6 @@ from farm.tvm.protocol import (
     pack_int32,
     read_frame,
 )
-
-_CHUNK_BYTES = 65536
 
 
 def rewrite_message(message: Any, advertise: tuple[str, int]) -> Any:
@@ -128,15 +126,10 @@ class Relay:
         try:
             tracker_reader, tracker_writer = await asyncio.open_connection(*self.tracker)
             self._writers.add(tracker_writer)
-            to_phone = asyncio.ensure_future(_copy(tracker_reader, phone_writer))
-            to_tracker = asyncio.ensure_future(self._rewrite_stream(phone_reader, tracker_writer))
-            try:
-                await asyncio.wait([to_phone, to_tracker], return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in (to_phone, to_tracker):
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, OSError, FrameError):
-                        await task
+            await until_first_done(
+                pump(tracker_reader, phone_writer),
+                self._rewrite_stream(phone_reader, tracker_writer),
+            )
         except OSError:
             pass  # tracker down: closing makes the app retry, as with no relay
         finally:
@@ -148,24 +141,20 @@ class Relay:
     async def _rewrite_stream(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        magic = await reader.readexactly(4)
-        writer.write(magic)
-        if magic != pack_int32(RPC_TRACKER_MAGIC):
-            await _copy(reader, writer)  # not tracker protocol: pass it through untouched
-            return
-        while True:
-            try:
-                message = await read_frame(reader)
-            except asyncio.IncompleteReadError:
+        """Copy the phone's side to the tracker, rewriting its messages, until it ends.
+
+        A phone that closes mid-frame (or before its magic) or sends a bad frame
+        just ends the connection.
+        """
+        try:
+            magic = await reader.readexactly(4)
+            writer.write(magic)
+            if magic != pack_int32(RPC_TRACKER_MAGIC):
+                await pump(reader, writer)  # not tracker protocol: pass it through untouched
                 return
-            writer.write(encode_frame(rewrite_message(message, self.advertise)))
-            await writer.drain()
-
-
-async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    while True:
-        data = await reader.read(_CHUNK_BYTES)
-        if not data:
+            while True:
+                message = await read_frame(reader)
+                writer.write(encode_frame(rewrite_message(message, self.advertise)))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, FrameError):
             return
-        writer.write(data)
-        await writer.drain()

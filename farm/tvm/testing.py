@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from farm.aio import LoopThread, wait_until
+from farm.aio import LoopThread, splice, wait_until
 
 T = TypeVar("T")
 
@@ -64,20 +64,14 @@ class Forward:
         try:
             far_reader, far_writer = await self._connect()
         except OSError:
+            self._writers.discard(writer)
             writer.close()
             return
         self._writers.add(far_writer)
 
-        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            while data := await src.read(65536):
-                dst.write(data)
-                await dst.drain()
-
-        tasks = [asyncio.ensure_future(pump(reader, far_writer)),
-                 asyncio.ensure_future(pump(far_reader, writer))]  # fmt: skip
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        for task in tasks:
-            task.cancel()
-        for w in (writer, far_writer):
-            self._writers.discard(w)
-            w.close()
+        try:
+            await splice(reader, writer, far_reader, far_writer)
+        finally:
+            for w in (writer, far_writer):
+                self._writers.discard(w)
+                w.close()

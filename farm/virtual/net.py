@@ -33,12 +33,11 @@ import asyncio
 import contextlib
 from dataclasses import dataclass
 
-from farm.aio import until_first_done
+from farm.aio import splice
 from farm.netaddr import is_loopback
 from farm.virtual.contracts import HostOpener, NetworkMode, StreamReaderLike, StreamWriterLike
 
 EMULATOR_HOST_ALIAS = "10.0.2.2"
-_CHUNK_BYTES = 65536
 
 
 class ReverseError(Exception):
@@ -60,8 +59,6 @@ def parse_tcp_spec(spec: str) -> int:
     if kind != "tcp" or not rest.isdigit() or not 0 < int(rest) < 65536:
         raise ReverseError(f"cannot bind listener: unsupported socket spec '{spec}'")
     return int(rest)
-
-
 
 
 @dataclass(frozen=True)
@@ -205,7 +202,7 @@ class Net:
             far_reader, far_writer = route
             self._open_writers.add(far_writer)
             try:
-                await _splice(phone_reader, phone_writer, far_reader, far_writer)
+                await splice(phone_reader, phone_writer, far_reader, far_writer)
             finally:
                 self._open_writers.discard(far_writer)
                 far_writer.close()
@@ -223,26 +220,3 @@ class Net:
         for bridge in bridges:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(bridge.server.wait_closed(), timeout=5)
-
-
-async def _pump(reader: StreamReaderLike, writer: StreamWriterLike) -> None:
-    while True:
-        data = await reader.read(_CHUNK_BYTES)
-        if not data:
-            return
-        writer.write(data)
-        await writer.drain()
-
-
-async def _splice(
-    reader_a: StreamReaderLike,
-    writer_a: StreamWriterLike,
-    reader_b: StreamReaderLike,
-    writer_b: StreamWriterLike,
-) -> None:
-    """Copy both ways until either side ends or fails, then return.
-
-    Half-close is not kept: neither the tracker protocol nor TVM RPC uses it,
-    and the adb transport's stream (``StreamWriterLike``) has no ``write_eof``.
-    """
-    await until_first_done(_pump(reader_a, writer_b), _pump(reader_b, writer_a))

@@ -15,14 +15,12 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol
 
-from farm.aio import until_first_done
+from farm.aio import splice
 from farm.virtual.adbd.shell import parse_shell_service, serve_exec, serve_shell
 from farm.virtual.adbd.stream import Stream
 from farm.virtual.adbd.sync import serve_sync
 from farm.virtual.adbd.transport import ServiceHandler, Transport
 from farm.virtual.contracts import Userland
-
-_CHUNK_BYTES = 64 * 1024
 
 
 class AdbdNet(Protocol):
@@ -85,26 +83,6 @@ def reverse_reply(command: str, net: AdbdNet, transport: Transport) -> bytes:
     return b"OKAY"
 
 
-async def _pump_to_stream(reader: asyncio.StreamReader, stream: Stream) -> None:
-    while data := await reader.read(_CHUNK_BYTES):
-        stream.write(data)
-        await stream.drain()
-
-
-async def _pump_from_stream(stream: Stream, writer: asyncio.StreamWriter) -> None:
-    while data := await stream.read():
-        writer.write(data)
-        await writer.drain()
-
-
-async def splice(stream: Stream, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Copy bytes both ways between an adb stream and a socket until either ends."""
-    try:
-        await until_first_done(_pump_to_stream(reader, stream), _pump_from_stream(stream, writer))
-    finally:
-        writer.close()
-
-
 async def _serve_reply(reply: bytes, stream: Stream) -> None:
     stream.write(reply)
 
@@ -162,7 +140,10 @@ class ServiceRouter:
             return None
 
         async def handler(stream: Stream) -> None:
-            await splice(stream, reader, writer)
+            try:
+                await splice(stream, stream, reader, writer)
+            finally:
+                writer.close()
 
         return handler
 
@@ -170,4 +151,3 @@ class ServiceRouter:
         # adbd sets sys.powerctl and the kernel takes the transport down; the
         # client's `adb reboot` just sees the stream end.
         asyncio.get_running_loop().call_soon(self._request_reboot)
-

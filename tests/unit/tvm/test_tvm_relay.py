@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from farm.tvm.probe import probe_session
 from farm.tvm.relay import Relay, rewrite_message
 from farm.tvm.testing import Forward, LoopThread, wait_until
@@ -34,6 +37,34 @@ class TestRewriteMessage:
         """Messages that name no address are not changed."""
         for message in ([7], [1], [4, "android", "", 1], "junk", []):
             assert rewrite_message(message, ("h", 1)) == message
+
+
+class TestRelayConnections:
+    def test_phone_closing_before_magic_ends_quietly(self) -> None:
+        """A phone that hangs up before its magic ends the relayed pair, logging no error."""
+
+        async def scenario() -> list[dict[str, Any]]:
+            loop = asyncio.get_running_loop()
+            errors: list[dict[str, Any]] = []
+            loop.set_exception_handler(lambda _loop, context: errors.append(context))
+            tracker_closed = asyncio.Event()
+
+            async def on_tracker_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+                await reader.read()  # until the relay closes its side
+                writer.close()
+                tracker_closed.set()
+
+            tracker = await asyncio.start_server(on_tracker_conn, "127.0.0.1", 0)
+            async with Relay(tracker.sockets[0].getsockname()[:2], ("127.0.0.1", 1)) as relay:
+                _, phone = await asyncio.open_connection("127.0.0.1", relay.port)
+                phone.write(b"\x00\x00")  # half a magic, then gone
+                phone.close()
+                await asyncio.wait_for(tracker_closed.wait(), 10)
+                await asyncio.sleep(0.05)  # let the relay's handler finish
+            tracker.close()
+            return errors
+
+        assert asyncio.run(scenario()) == []
 
 
 def start_usb_phone(
