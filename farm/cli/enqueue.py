@@ -149,20 +149,17 @@ def model(state: CliState, path: str | None, input_shapes: tuple[str, ...], dtyp
 
 @enqueue.command()
 @_with(_gemm_flags)
-@click.option("--model", "model_path", help="Tune this ONNX model instead of a gemm.")
 @click.option("--trials", type=int, help="Measured trials wanted in total.")
 @click.option("--trials-per-batch", type=int, help="Candidates built and measured per round.")
 @click.option("--phones", type=int, help="Phones measuring candidates in parallel.")
 @_common_options
 @pass_state
 def tune(state: CliState, n: int | None, dtype: str | None, bn: int | None, target: str | None,
-         model_path: str | None, trials: int | None, trials_per_batch: int | None,
-         phones: int | None, **common: Any) -> None:
-    """Tune a gemm (or a model) with MetaSchedule across phones."""
-    gemm_params = _prune({"n": n, "dtype": dtype, "bn": bn, "target": target})
-    params: dict[str, Any] = {"trials": trials, "trials_per_batch": trials_per_batch, "phones": phones}
-    if model_path is not None:
-        params["model"] = {"path": model_path}
-    if gemm_params or model_path is None:
-        params["gemm"] = gemm_params
+         trials: int | None, trials_per_batch: int | None, phones: int | None,
+         **common: Any) -> None:
+    """Tune a gemm with MetaSchedule across phones."""
+    params: dict[str, Any] = {
+        "gemm": _prune({"n": n, "dtype": dtype, "bn": bn, "target": target}),
+        "trials": trials, "trials_per_batch": trials_per_batch, "phones": phones,
+    }
     _submit(state, "tune", params, common)

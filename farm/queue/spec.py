@@ -144,7 +144,11 @@ class ModelParams(_Strict):
 
 
 class TuneParams(_Strict):
-    """MetaSchedule tuning of exactly one workload: ``gemm`` or ``model``."""
+    """MetaSchedule tuning of exactly one workload, ``gemm``.
+
+    ``model`` is part of the schema but refused (``params.model``): the runner
+    cannot tune ONNX models yet, and a job that can never run must not be queued.
+    """
 
     gemm: GemmParams | None = None
     model: ModelParams | None = None
@@ -156,6 +160,8 @@ class TuneParams(_Strict):
     def _one_workload(self) -> TuneParams:
         if (self.gemm is None) == (self.model is None):
             raise _FieldError("gemm", "give exactly one workload: gemm or model")
+        if self.model is not None:
+            raise _FieldError("model", "tuning ONNX models is not supported yet; tune a gemm")
         if "trials_per_batch" not in self.model_fields_set:
             object.__setattr__(self, "trials_per_batch", min(self.trials_per_batch, self.trials))
         elif self.trials_per_batch > self.trials:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.config import Settings
-from farm.errors import PhoneFault, SpecError
+from farm.errors import PhoneFault
 from farm.fleet.keys import job_key, phone_key
 from farm.jobs import params as jp
 from farm.jobs.cache import CompileCache
@@ -204,9 +204,7 @@ def _run_tune(ctx: RunContext, spec: TuneJob) -> Outcome:
     from farm.jobs.tune import tune_gemm
     from farm.runner.tune_phones import serving_job_key
 
-    if spec.params.gemm is None:
-        raise SpecError("params.model", "tuning ONNX models is not supported yet; tune a gemm")
-    gemm = _gemm_params(spec.params.gemm)
+    gemm = _gemm_params(spec.params.gemm)  # the spec refuses tuning a model
     serials = list(ctx.attempt.serials)
     # The job's key, which only its phones serve while the job runs
     # (farm.fleet.keys); farm.runner.tune_phones moves the apps to it and back.

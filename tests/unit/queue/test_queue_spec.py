@@ -54,6 +54,7 @@ BAD_SPECS = [
         {"kind": "tune", "params": {"model": {"path": "/x.onnx"}}},
         "params.model.path",
     ),
+    ("tune a model", {"kind": "tune", "params": {"model": {"path": __file__}}}, "params.model"),
     (
         "tune zero trials",
         {"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 0}},
