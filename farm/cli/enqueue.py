@@ -131,18 +131,17 @@ def gemm(state: CliState, n: int | None, dtype: str | None, bn: int | None, targ
 @enqueue.command()
 @click.option("--model", "path", help="The ONNX file on this host.")
 @click.option("--input-shape", "input_shapes", multiple=True, help="NAME=D1,D2,... (repeatable).")
-@click.option("--dtype", help="Input element type.")
 @click.option("--rtol", type=float, help="Relative tolerance against onnxruntime.")
 @click.option("--atol", type=float, help="Absolute tolerance against onnxruntime.")
 @_with(_timing_flags)
 @_common_options
 @pass_state
-def model(state: CliState, path: str | None, input_shapes: tuple[str, ...], dtype: str | None,
+def model(state: CliState, path: str | None, input_shapes: tuple[str, ...],
           rtol: float | None, atol: float | None, number: int | None, samples: int | None,
           **common: Any) -> None:
     """Time an ONNX model and check its output against onnxruntime."""
     tolerance = _prune({"rtol": rtol, "atol": atol})
-    params = {"path": path, "input_shapes": parse_input_shape(input_shapes), "dtype": dtype,
+    params = {"path": path, "input_shapes": parse_input_shape(input_shapes),
               "tolerance": tolerance or None, "number": number, "repeat": samples}
     _submit(state, "model", params, common)
 

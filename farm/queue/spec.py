@@ -126,7 +126,6 @@ class ModelParams(_Strict):
 
     path: str
     input_shapes: dict[str, list[Annotated[int, Field(ge=1)]]] | None = None
-    dtype: Dtype = "float32"
     tolerance: Tolerance = Tolerance()
     number: Positive = 10
     repeat: Positive = 3

@@ -43,6 +43,11 @@ BAD_SPECS = [
         {"kind": "model", "params": {"path": "/nonexistent/m.onnx"}},
         "params.path",
     ),
+    (
+        "model dtype (the model's own input types apply)",
+        {"kind": "model", "params": {"path": __file__, "dtype": "float32"}},
+        "params.dtype",
+    ),
     ("tune without workload", {"kind": "tune", "params": {"trials": 8}}, "params.gemm"),
     (
         "tune with two workloads",
