@@ -19,8 +19,6 @@ A sample ``farm.toml``::
 
     [apk]
     path = "/opt/farm/tvmrpc-release.apk"
-    keystore = "/etc/farm/release.jks"
-    password_file = "/etc/farm/keystore.pass"
     on_signature_clash = "fail"
 
     [[schedules]]
@@ -69,13 +67,11 @@ class AdbSettings(_Frozen):
     """The adb server farm uses (one per host) and the phones it connects over TCP.
 
     Attributes:
-        host: the adb server's address.
-        port: the adb server's port (5037 is adb's default).
+        port: the loopback adb server's port (5037 is adb's default).
         binary: the adb executable; None means the one adbutils ships.
         connect: ``host:port`` of adb-over-TCP phones to ``adb connect`` and keep connected.
     """
 
-    host: str = "127.0.0.1"
     port: int = Field(5037, gt=0, lt=65536)
     binary: Path | None = None
     connect: tuple[str, ...] = ()
@@ -116,65 +112,18 @@ class TrackerSettings(_Frozen):
 
 
 class ApkSettings(_Frozen):
-    """The TVM RPC app to install, and how to sign it.
+    """The TVM RPC app to install.
 
     Attributes:
-        path: the APK (signed, or to be signed with the key below); None
+        path: the signed APK (``python -m apk_tools sign`` signs one); None
             means provisioning installs nothing.
-        keystore: a Java keystore (``.jks``/``.p12``) holding the signing key.
-        key_pem: a PEM private key, as an alternative to ``keystore``.
-        cert_pem: the PEM certificate that goes with ``key_pem``.
-        key_alias: the keystore alias; None means the keystore's only key.
-        password_env: name of the environment variable holding the password.
-        password_file: a file holding the password (first line).
         on_signature_clash: what to do when the phone has the app signed by
             another key: ``fail`` (default) or ``uninstall``, which **wipes
             the app's data** and is therefore never implied.
     """
 
     path: Path | None = None
-    keystore: Path | None = None
-    key_pem: Path | None = None
-    cert_pem: Path | None = None
-    key_alias: str | None = None
-    password_env: str | None = None
-    password_file: Path | None = None
     on_signature_clash: Literal["fail", "uninstall"] = "fail"
-
-    @model_validator(mode="after")
-    def _one_key_one_password(self) -> ApkSettings:
-        if self.keystore is not None and self.key_pem is not None:
-            raise ValueError("give keystore or key_pem, not both")
-        if (self.key_pem is None) != (self.cert_pem is None):
-            raise ValueError("key_pem and cert_pem go together")
-        if self.password_env is not None and self.password_file is not None:
-            raise ValueError("give password_env or password_file, not both")
-        return self
-
-    def read_password(self, env: Mapping[str, str] | None = None) -> str | None:
-        """Return the signing password from ``password_env`` or ``password_file``.
-
-        Args:
-            env: the environment to read ``password_env`` from; ``os.environ`` if None.
-
-        Returns:
-            The password, or None when neither source is configured.
-
-        Raises:
-            ConfigError: the variable is unset or the file cannot be read.
-        """
-        if self.password_env is not None:
-            environ = os.environ if env is None else env
-            if self.password_env not in environ:
-                raise ConfigError("apk.password_env", f"${self.password_env} is not set")
-            return environ[self.password_env]
-        if self.password_file is not None:
-            try:
-                lines = self.password_file.read_text(encoding="utf-8").splitlines()
-            except OSError as exc:
-                raise ConfigError("apk.password_file", f"cannot read: {exc.strerror}") from exc
-            return lines[0] if lines else ""
-        return None
 
 
 class HealthSettings(_Frozen):

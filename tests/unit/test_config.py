@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from farm.config import ApkSettings, Settings, load_config
+from farm.config import Settings, load_config
 from farm.errors import ConfigError
 
 SAMPLE = """
@@ -19,8 +19,6 @@ phone_host = "10.0.2.2"
 
 [apk]
 path = "/opt/farm/tvmrpc.apk"
-keystore = "/etc/farm/release.jks"
-password_env = "FARM_KEY_PASSWORD"
 
 [[schedules]]
 cron = "0 1 * * *"
@@ -55,7 +53,7 @@ class TestLoadConfig:
         assert settings.data_dir == tmp_path / "data"
         assert settings.adb.connect == ("192.168.1.20:5555",)
         assert settings.tracker.phone_host == "10.0.2.2"
-        assert settings.apk.keystore == Path("/etc/farm/release.jks")
+        assert settings.apk.path == Path("/opt/farm/tvmrpc.apk")
         assert settings.schedules[0].cron == "0 1 * * *"
         assert settings.schedules[0].spec == {"kind": "tune", "workload": "resnet18"}
 
@@ -115,7 +113,8 @@ class TestLoadConfig:
                 "FARM_SCHEDULES",
             ),
             ({"FARM_SUPERVISE__BACKOFF_BASE_S": "900"}, "supervise", "backoff_base_s"),
-            ({"FARM_APK__PASSWORD_ENV": "A", "FARM_APK__PASSWORD_FILE": "/p"}, "apk", "not both"),
+            ({"FARM_APK__KEYSTORE": "/k.p12"}, "apk.keystore", "unknown setting"),
+            ({"FARM_ADB__HOST": "10.0.0.1"}, "adb.host", "unknown setting"),
         ],
     )
     def test_invalid_values_name_the_key(self, tmp_path, monkeypatch, env, key, reason):
@@ -152,40 +151,6 @@ class TestLoadConfig:
         with pytest.raises(ConfigError) as caught:
             load_config(tmp_path / "absent.toml", env={})
         assert caught.value.exit_code == 2
-
-
-class TestApkPassword:
-    def test_from_env(self):
-        """The password comes from the named variable."""
-        apk = ApkSettings(keystore=Path("/k.jks"), password_env="KEYPASS")
-        assert apk.read_password({"KEYPASS": "s3cret"}) == "s3cret"
-
-    def test_env_unset(self):
-        """An unset variable is a ConfigError naming the setting."""
-        apk = ApkSettings(keystore=Path("/k.jks"), password_env="KEYPASS")
-        with pytest.raises(ConfigError) as caught:
-            apk.read_password({})
-        assert caught.value.key == "apk.password_env"
-
-    def test_from_file(self, tmp_path):
-        """The password is the file's first line, without its newline."""
-        secret = tmp_path / "pass"
-        secret.write_text("s3cret\n")
-        assert ApkSettings(password_file=secret).read_password({}) == "s3cret"
-
-    def test_unreadable_file(self, tmp_path):
-        """A missing password file is a ConfigError."""
-        with pytest.raises(ConfigError, match="cannot read"):
-            ApkSettings(password_file=tmp_path / "absent").read_password({})
-
-    def test_none_configured(self):
-        """No password source gives None."""
-        assert ApkSettings().read_password({}) is None
-
-    def test_pem_needs_cert(self):
-        """A PEM key without its certificate is refused."""
-        with pytest.raises(ValidationError, match="go together"):
-            ApkSettings(key_pem=Path("/k.pem"))
 
 
 class TestSettings:
