@@ -25,7 +25,7 @@ from xml.sax.saxutils import escape, quoteattr
 import structlog
 
 from farm.adb import Adb
-from farm.device.uiautomator import UiNode, center, parse_ui_dump
+from farm.device.uiautomator import UiNode, center, parse_dump_path, parse_ui_dump
 from farm.errors import AdbError
 
 log = structlog.get_logger(__name__)
@@ -100,10 +100,12 @@ def stop_app(adb: Adb, serial: str) -> None:
 
 
 def _start_main(adb: Adb, serial: str) -> None:
-    result = adb.shell(serial, ["am", "start", "-n", MAIN_ACTIVITY], timeout_s=20)
+    """Start MainActivity and return once it is shown (``am start -W`` waits for
+    the launch; with ``-W`` its errors are printed on stdout)."""
+    argv = ["am", "start", "-W", "-n", MAIN_ACTIVITY]
+    result = adb.shell(serial, argv, timeout_s=20)
     if result.exit_code != 0 or "Error" in result.out or "Error" in result.err:
-        raise AdbError(serial, ["am", "start", "-n", MAIN_ACTIVITY], result.exit_code,
-                       (result.err or result.out).strip())
+        raise AdbError(serial, argv, result.exit_code, (result.err or result.out).strip())
 
 
 def _write_prefs(adb: Adb, serial: str, target: AppTarget, method: Method) -> None:
@@ -127,9 +129,27 @@ def _write_prefs(adb: Adb, serial: str, target: AppTarget, method: Method) -> No
 
 
 def _dump_ui(adb: Adb, serial: str) -> list[UiNode]:
-    adb.shell(serial, ["uiautomator", "dump", UI_DUMP_PATH], timeout_s=30, check=True)
-    xml = adb.shell(serial, ["cat", UI_DUMP_PATH], timeout_s=15, check=True).out
-    return parse_ui_dump(xml)
+    """The nodes on screen now.
+
+    ``uiautomator dump`` exits 0 even when it wrote nothing (``null root
+    node``), so the file is read only at the path it says it wrote: an older
+    dump left at ``UI_DUMP_PATH`` is never read.
+
+    Raises:
+        AdbError: the dump failed or is unreadable (the phone's message).
+        PhoneFault: adb failed.
+    """
+    argv = ["uiautomator", "dump", UI_DUMP_PATH]
+    result = adb.shell(serial, argv, timeout_s=30, check=True)
+    try:
+        path = parse_dump_path(result.stdout, result.stderr)
+    except ValueError as exc:
+        raise AdbError(serial, argv, result.exit_code, str(exc)) from exc
+    xml = adb.shell(serial, ["cat", path], timeout_s=15, check=True).out
+    try:
+        return parse_ui_dump(xml)
+    except ValueError as exc:
+        raise AdbError(serial, ["cat", path], 0, str(exc)) from exc
 
 
 def _node(nodes: list[UiNode], resource_id: str, serial: str) -> UiNode:
