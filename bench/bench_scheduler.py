@@ -42,6 +42,8 @@ FACTS = {
     "sdk": 30,
     "gpu": "Adreno (TM) 640",
 }
+#: Lease per job kind in seconds: the config's defaults (jobs.lease_s, jobs.tune_lease_s).
+LEASES = {"gemm": 120.0, "model": 120.0, "tune": 3600.0}
 
 
 def percentiles_ms(samples_s: list[float]) -> tuple[float, float]:
@@ -82,7 +84,7 @@ def synthetic_snapshot(phones: int, jobs: int, rng: random.Random) -> QueueSnaps
 
 def bench_plan(phones: int, jobs: int, rounds: int) -> list[float]:
     snapshot = synthetic_snapshot(phones, jobs, random.Random(0))
-    return [timed(partial(plan, snapshot, T0, seed=r)) for r in range(rounds)]
+    return [timed(partial(plan, snapshot, T0, seed=r, lease_s_by_kind=LEASES)) for r in range(rounds)]
 
 
 def fill_store(store: Store, phones: int, jobs: int) -> None:
@@ -103,13 +105,13 @@ def free_all(store: Store, now: datetime) -> None:
 def tick(store: Store, now: datetime, seed: int) -> None:
     """One daemon tick: reap, snapshot, plan, claim."""
     store.reap(now)
-    store.claim(plan(store.snapshot(), now, seed=seed), now)
+    store.claim(plan(store.snapshot(), now, seed=seed, lease_s_by_kind=LEASES), now)
 
 
 def dispatch(store: Store, now: datetime, seed: int) -> None:
     """Enqueue a top-priority job and start it on the idle phone."""
     job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}, "priority": 1000}, now)
-    claims = store.claim(plan(store.snapshot(), now, seed=seed), now)
+    claims = store.claim(plan(store.snapshot(), now, seed=seed, lease_s_by_kind=LEASES), now)
     if [c.job.id for c in claims] != [job_id]:
         raise AssertionError(f"expected job {job_id} to start, got {claims}")
 
@@ -135,7 +137,7 @@ def bench_dispatch(url: str, phones: int, jobs: int, rounds: int) -> list[float]
     with Store(url) as store:
         fill_store(store, phones, jobs)
         # Every phone but one is busy; the idle one waits for the new job.
-        store.claim(plan(store.snapshot(), T0), T0)
+        store.claim(plan(store.snapshot(), T0, lease_s_by_kind=LEASES), T0)
         idle = "phone00"
         now = T0
         for r in range(rounds):

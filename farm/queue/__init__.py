@@ -15,7 +15,7 @@
 A daemon tick is::
 
     store.reap(now)
-    claims = store.claim(plan(store.snapshot(), now, seed=tick), now)
+    claims = store.claim(plan(store.snapshot(), now, seed=tick, lease_s_by_kind=leases), now)
 """
 
 from farm.queue.db import default_url

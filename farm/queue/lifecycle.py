@@ -47,10 +47,9 @@ def backoff_s(attempts_made: int) -> float:
     return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** max(0, attempts_made - 1))
 
 
-def claim_one(
-    session: Session, assignment: Assignment, now: datetime, lease_s: float
-) -> Claim | None:
+def claim_one(session: Session, assignment: Assignment, now: datetime) -> Claim | None:
     """Start one assignment, or return None (changing nothing) if it went stale."""
+    lease_s = assignment.lease_s
     serials = list(assignment.serials)
     if not serials or len(set(serials)) != len(serials):
         return None
@@ -169,8 +168,11 @@ def requeue(session: Session, attempt_id: int, reason: str, now: datetime) -> bo
     return True
 
 
-def heartbeat(session: Session, attempt_id: int, now: datetime, lease_s: float | None = None) -> bool:
-    """Extend a running attempt's lease; False if it ended or its job is no longer running."""
+def heartbeat(session: Session, attempt_id: int, now: datetime) -> bool:
+    """Extend a running attempt's lease by its ``lease_s`` from ``now``.
+
+    False (nothing changed) if the attempt ended or its job is no longer running.
+    """
     attempt = _locked_attempt(session, attempt_id)
     if attempt is None or attempt.state is not AttemptState.RUNNING:
         return False
@@ -178,7 +180,7 @@ def heartbeat(session: Session, attempt_id: int, now: datetime, lease_s: float |
     if job is None or job.state is not JobState.RUNNING:
         return False
     attempt.heartbeat_at = now
-    attempt.lease_expires_at = now + timedelta(seconds=lease_s or attempt.lease_s)
+    attempt.lease_expires_at = now + timedelta(seconds=attempt.lease_s)
     return True
 
 

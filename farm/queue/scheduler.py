@@ -37,11 +37,10 @@ from datetime import datetime
 from typing import Any
 
 from farm.queue.models import DeviceState
-from farm.queue.spec import DeviceSelection, JobKind
+from farm.queue.spec import DeviceSelection
 
 __all__ = [
     "AGING_STEP_S",
-    "DEFAULT_LEASE_S",
     "Assignment",
     "DeviceView",
     "QueueSnapshot",
@@ -52,15 +51,6 @@ __all__ = [
 ]
 
 AGING_STEP_S = 600.0
-
-# How long an attempt holds its phones without a heartbeat before reap() frees
-# them. Tuning saturates the host's cores compiling candidates, which can delay
-# farmd's heartbeats, so its lease is long; timed runs are short.
-DEFAULT_LEASE_S: Mapping[str, float] = {
-    JobKind.GEMM.value: 120.0,
-    JobKind.MODEL.value: 300.0,
-    JobKind.TUNE.value: 1800.0,
-}
 
 # States from which a phone comes back to ``ready`` by itself: a job that needs
 # such phones is worth holding free ones for.
@@ -148,8 +138,8 @@ def plan(
     now: datetime,
     *,
     seed: int = 0,
+    lease_s_by_kind: Mapping[str, float],
     aging_step_s: float = AGING_STEP_S,
-    lease_s_by_kind: Mapping[str, float] = DEFAULT_LEASE_S,
 ) -> list[Assignment]:
     """Decide which queued jobs start now, and on which phones.
 
@@ -157,8 +147,10 @@ def plan(
         snapshot: queued jobs and all known phones.
         now: the current time (aware UTC).
         seed: shuffles the order free phones are tried in; vary it per call.
+        lease_s_by_kind: seconds an attempt holds its phones without a
+            heartbeat, per job kind (every kind of a queued job must be a key;
+            farmd passes the config's ``jobs.lease_s`` and ``jobs.tune_lease_s``).
         aging_step_s: seconds of waiting worth one priority point.
-        lease_s_by_kind: the lease per job kind, in seconds.
 
     Returns:
         Assignments in decision order; no phone appears twice.

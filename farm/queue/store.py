@@ -252,9 +252,7 @@ class Store(DeviceOps):
             ]
         return QueueSnapshot(jobs=jobs, devices=devices)
 
-    def claim(
-        self, assignments: Sequence[Assignment], now: datetime, lease_s: float | None = None
-    ) -> list[Claim]:
+    def claim(self, assignments: Sequence[Assignment], now: datetime) -> list[Claim]:
         """Start the assigned jobs that are still queued on phones still ready.
 
         An assignment whose job or phones changed since the snapshot is skipped,
@@ -263,27 +261,23 @@ class Store(DeviceOps):
         Args:
             assignments: from :func:`~farm.queue.scheduler.plan`.
             now: the start time.
-            lease_s: overrides each assignment's lease, in seconds.
 
         Returns:
             The attempts started, one per applied assignment.
         """
         with self._tx() as session:
-            claims = [
-                lifecycle.claim_one(session, a, now, lease_s if lease_s is not None else a.lease_s)
-                for a in assignments
-            ]
+            claims = [lifecycle.claim_one(session, a, now) for a in assignments]
         return [c for c in claims if c is not None]
 
-    def heartbeat(self, attempt_id: int, now: datetime, lease_s: float | None = None) -> bool:
-        """Extend a running attempt's lease to ``now + lease_s``.
+    def heartbeat(self, attempt_id: int, now: datetime) -> bool:
+        """Extend a running attempt's lease to ``now`` plus the lease it was claimed with.
 
         Returns:
             False if the attempt should stop: it ended (reaped, reported) or its
             job was cancelled. The caller then ends its child process.
         """
         with self._tx() as session:
-            return lifecycle.heartbeat(session, attempt_id, now, lease_s)
+            return lifecycle.heartbeat(session, attempt_id, now)
 
     def reap(self, now: datetime) -> list[AttemptView]:
         """End the running attempts whose lease expired before ``now``.

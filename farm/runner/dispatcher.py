@@ -121,7 +121,6 @@ class Dispatcher:
         clock: wall time for the store, monotonic time for timeouts.
         command: builds a child's argv (default :func:`child_command`); a
             wrapper such as ``nice`` or ``systemd-run`` can be put in front.
-        max_children: at most this many attempts at once (None: one per free phone).
         runs_dir: where run folders go; ``<data_dir>/runs`` by default.
     """
 
@@ -132,16 +131,12 @@ class Dispatcher:
         clock: Clock,
         *,
         command: ChildCommand = child_command,
-        max_children: int | None = None,
         runs_dir: Path | None = None,
     ) -> None:
-        if max_children is not None and max_children < 1:
-            raise ValueError("max_children must be at least 1")
         self.store = store
         self.settings = settings
         self.clock = clock
         self.command = command
-        self.max_children = max_children
         self.runs_dir = runs_dir or Path(settings.data_dir) / RUNS_DIR
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         self.children: dict[int, RunningChild] = {}
@@ -149,6 +144,8 @@ class Dispatcher:
         self._ticks = 0
         self._settings_path = self.runs_dir / SETTINGS_FILE
         self._settings_path.write_text(settings.model_dump_json(), encoding="utf-8")
+        # Tuning saturates the host's cores compiling candidates, which can delay
+        # heartbeats, so its lease is longer than a timed run's.
         self.lease_s_by_kind: Mapping[str, float] = {
             JobKind.GEMM.value: settings.jobs.lease_s,
             JobKind.MODEL.value: settings.jobs.lease_s,
@@ -240,12 +237,8 @@ class Dispatcher:
             report.stopped.append(attempt_id)
 
     def _start_new(self, now: datetime, report: TickReport) -> None:
-        if self.max_children is not None and len(self.children) >= self.max_children:
-            return
         assignments = plan(self.store.snapshot(), now, seed=self._ticks,
                            lease_s_by_kind=self.lease_s_by_kind)
-        if self.max_children is not None:
-            assignments = assignments[: self.max_children - len(self.children)]
         if not assignments:
             return
         for claim in self.store.claim(assignments, now):

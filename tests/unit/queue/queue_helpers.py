@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
-from farm.queue import DeviceState, Store
+from farm.queue import Assignment, DeviceState, QueueSnapshot, Store, scheduler
 
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 ARM64 = {
@@ -14,6 +16,15 @@ ARM64 = {
     "sdk": 30,
     "gpu": "Adreno (TM) 640",
 }
+
+
+#: Seconds of lease per job kind: the config's defaults (jobs.lease_s, jobs.tune_lease_s).
+LEASES: Mapping[str, float] = {"gemm": 120.0, "model": 120.0, "tune": 3600.0}
+
+
+def plan(snapshot: QueueSnapshot, now: datetime, **kwargs: Any) -> list[Assignment]:
+    """:func:`farm.queue.scheduler.plan` with the leases of :data:`LEASES`."""
+    return scheduler.plan(snapshot, now, lease_s_by_kind=LEASES, **kwargs)
 
 
 def add_ready(store: Store, *serials: str, facts: dict | None = None) -> None:

@@ -15,9 +15,9 @@ import sys
 import textwrap
 from datetime import timedelta
 
-from queue_helpers import T0, add_ready, gemm_spec
+from queue_helpers import T0, add_ready, gemm_spec, plan
 
-from farm.queue import AttemptState, JobState, Outcome, Store, plan
+from farm.queue import AttemptState, JobState, Outcome, Store
 
 CHILD = textwrap.dedent(
     """
@@ -28,7 +28,7 @@ CHILD = textwrap.dedent(
 
     T0 = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
     store = Store(sys.argv[1])
-    (claim,) = store.claim(plan(store.snapshot(), T0), T0)
+    (claim,) = store.claim(plan(store.snapshot(), T0, lease_s_by_kind={"gemm": 120.0}), T0)
     print("attempt_id", claim.attempt.id, flush=True)
     with store._tx() as session:
         lifecycle.finish(session, claim.attempt.id, Outcome({"median_s": 1.0}, [1.0]), T0)

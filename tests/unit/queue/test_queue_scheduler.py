@@ -8,16 +8,15 @@ from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from queue_helpers import LEASES, plan
 
 from farm.queue.models import DeviceState
 from farm.queue.scheduler import (
-    DEFAULT_LEASE_S,
     DeviceView,
     QueuedJob,
     QueueSnapshot,
     effective_priority,
     matches,
-    plan,
 )
 from farm.queue.spec import DeviceSelection
 
@@ -122,7 +121,7 @@ class TestPlanProperties:
             assert len(a.serials) == job.devices.count
             assert job.not_before is None or job.not_before <= T0
             assert job.retry_at is None or job.retry_at <= T0
-            assert a.lease_s == DEFAULT_LEASE_S[job.kind]
+            assert a.lease_s == LEASES[job.kind]
             for serial in a.serials:
                 device = by_serial[serial]
                 assert device.state is DeviceState.READY and not device.drained
@@ -280,7 +279,7 @@ class TestPlanRules:
         fleet[1] = replace(fleet[1], state=DeviceState.READY)
         (assignment,) = plan(QueueSnapshot([big, small], fleet), T0)
         assert assignment.job_id == 1 and sorted(assignment.serials) == ["a", "b"]
-        assert assignment.lease_s == DEFAULT_LEASE_S["tune"] > DEFAULT_LEASE_S["gemm"]
+        assert assignment.lease_s == LEASES["tune"] > LEASES["gemm"]
 
     def test_impossible_job_does_not_block(self) -> None:
         """A job needing more matching phones than the fleet has lets lower jobs run."""

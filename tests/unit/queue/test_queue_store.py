@@ -6,7 +6,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from queue_helpers import ARM64, T0, add_ready, gemm_spec
+from queue_helpers import ARM64, T0, add_ready, gemm_spec, plan
 from structlog.testing import capture_logs
 
 from farm.errors import CompileError, JobTimeout, Retry, SessionError, SpecError
@@ -21,7 +21,6 @@ from farm.queue import (
     SnapshotData,
     Store,
     TuningData,
-    plan,
 )
 
 OK = Outcome(summary={"median_s": 0.002}, samples=[0.0021, 0.0019, 0.002])
