@@ -3,8 +3,8 @@
 One shell call per sweep: a constant script prints each reading after a marker
 line, so a sweep costs one adb round trip per phone however many readings it
 takes. Each section is parsed by ``farm.device``; a section that fails to
-parse becomes ``None`` in the sample (the verdict skips what it does not know)
-and is logged.
+parse, or is missing from the output, becomes ``None`` in the sample (the
+verdict skips what it does not know) and is logged.
 """
 
 from __future__ import annotations
@@ -56,8 +56,11 @@ def sample_from_sections(
     values: dict[str, object] = {}
 
     def parse(name: str, fn):  # type: ignore[no-untyped-def]
+        if name not in sections:
+            log.warning("health_section_missing", serial=serial, section=name)
+            return None
         try:
-            return fn(sections.get(name, ""))
+            return fn(sections[name])
         except ValueError as exc:
             log.warning("health_section_unreadable", serial=serial, section=name, reason=str(exc))
             return None
@@ -77,7 +80,9 @@ def sample_from_sections(
     power = parse("power", parse_dumpsys_power)
     if power is not None:
         values["screen_on"] = power.screen_on
-    values["app_running"] = bool(parse_pidof(sections.get("app", "")))
+    pids = parse("app", parse_pidof)  # [] (app down) differs from None (unknown)
+    if pids is not None:
+        values["app_running"] = bool(pids)
     crashes = parse("crash", lambda text: find_fatal_exceptions(text, APP_PACKAGE)) or []
     sample = HealthSample(
         serial=serial, at=at, registered=registered,

@@ -55,3 +55,10 @@ class TestSampleFromSections:
         sample, _ = sample_from_sections("s1", AT, {"battery": "garbage\n", "app": "4242\n"})
         assert sample.battery_pct is None and sample.battery_temp_c is None
         assert sample.app_running is True
+
+    def test_app_section_missing_or_unreadable_is_unknown(self) -> None:
+        """No ``app`` section, or one that is not PIDs, is None (not "app down")."""
+        missing, _ = sample_from_sections("s1", AT, {"battery": "garbage\n"})
+        unreadable, _ = sample_from_sections("s1", AT, {"app": "pidof: not found\n"})
+        down, _ = sample_from_sections("s1", AT, {"app": ""})
+        assert (missing.app_running, unreadable.app_running, down.app_running) == (None, None, False)
