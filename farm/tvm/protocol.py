@@ -139,6 +139,40 @@ def call(sock: socket.socket, message: Any, deadline: float) -> Any:
     return json.loads(_recv_exact(sock, size, deadline).decode("utf-8"))
 
 
+def recv_int32(sock: socket.socket, deadline: float) -> int:
+    """Read one little-endian int32 (a magic or a return code) before ``deadline``.
+
+    Raises:
+        OSError: the connection failed or the deadline passed (``TimeoutError``).
+    """
+    (value,) = _INT32.unpack(_recv_exact(sock, 4, deadline))
+    return value
+
+
+def send_string(sock: socket.socket, text: str, deadline: float) -> None:
+    """Send ``[len: int32][UTF-8 text]``, the framing of raw strings such as the RPC key.
+
+    Raises:
+        OSError: the connection failed or the deadline passed (``TimeoutError``).
+    """
+    data = text.encode("utf-8")
+    _send_all(sock, _INT32.pack(len(data)) + data, deadline)
+
+
+def recv_string(sock: socket.socket, deadline: float) -> str:
+    """Read one ``[len: int32][UTF-8 text]`` string (0..MAX_FRAME_BYTES bytes, not JSON).
+
+    Raises:
+        OSError: the connection failed or the deadline passed (``TimeoutError``).
+        FrameError: the length is negative or over ``MAX_FRAME_BYTES``.
+        UnicodeDecodeError: the bytes are not UTF-8.
+    """
+    size = recv_int32(sock, deadline)
+    if not 0 <= size <= MAX_FRAME_BYTES:
+        raise FrameError(f"string of {size} bytes outside 0..{MAX_FRAME_BYTES}")
+    return _recv_exact(sock, size, deadline).decode("utf-8")
+
+
 # --- asyncio streams ------------------------------------------------------------
 
 

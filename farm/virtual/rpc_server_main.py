@@ -34,31 +34,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import os
 import random
 import shutil
 import socket
-import struct
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from farm.tvm.protocol import (
-    RPC_CODE_MISMATCH,
-    RPC_MAGIC,
-    RPC_TRACKER_MAGIC,
-    TrackerCode,
-)
+from farm.tvm import protocol
+from farm.tvm.protocol import RPC_CODE_MISMATCH, RPC_MAGIC, TrackerCode
 
 TRACKER_CONNECT_TIMEOUT_S = 6.0  # TRACKER_TIMEOUT in ConnectTrackerServerProcessor.java
 RETRY_PERIOD_S = 6.0  # RETRY_PERIOD
 STALE_TRACKER_TIMEOUT_S = 300.0  # STALE_TRACKER_TIMEOUT
 HARD_TIMEOUT_DEFAULT_S = 300  # HARD_TIMEOUT_DEFAULT
 TIMEOUT_ARG = "-timeout="  # RPC.TIMEOUT_ARG
-_INT32 = struct.Struct("<i")
+CLIENT_HANDSHAKE_TIMEOUT_S = 30.0  # a client's magic and key
 
 
 class EventLog:
@@ -74,28 +70,6 @@ class EventLog:
 
 class RoundFailed(Exception):
     """This round of the processor ends; the next round starts over (as a Throwable does)."""
-
-
-def _recv_exact(sock: socket.socket, n_bytes: int) -> bytes:
-    data = b""
-    while len(data) < n_bytes:
-        chunk = sock.recv(n_bytes - len(data))
-        if not chunk:
-            raise ConnectionResetError("peer closed the connection")
-        data += chunk
-    return data
-
-
-def _send_string(sock: socket.socket, text: str) -> None:
-    data = text.encode("utf-8")
-    sock.sendall(_INT32.pack(len(data)) + data)
-
-
-def _recv_string(sock: socket.socket) -> str:
-    (size,) = _INT32.unpack(_recv_exact(sock, 4))
-    if not 0 <= size <= 1 << 20:
-        raise RoundFailed(f"string of {size} bytes")
-    return _recv_exact(sock, size).decode("utf-8")
 
 
 def parse_timeout_s(recv_key: str) -> int:
@@ -147,26 +121,26 @@ class Processor:
                 time.sleep(RETRY_PERIOD_S)
 
     def _connect_tracker(self) -> socket.socket:
-        sock = socket.create_connection(self.tracker, timeout=TRACKER_CONNECT_TIMEOUT_S)
-        sock.settimeout(None)
-        sock.sendall(_INT32.pack(RPC_TRACKER_MAGIC))
-        (magic,) = _INT32.unpack(_recv_exact(sock, 4))
-        if magic != RPC_TRACKER_MAGIC:
+        """Open a tracker connection (FrameError on a wrong magic) and send UPDATE_INFO."""
+        host, port = self.tracker
+        sock = protocol.open_tracker(host, port, time.monotonic() + TRACKER_CONNECT_TIMEOUT_S)
+        try:
+            # The port as a string, as the app's hand-written JSON sends it.
+            info = {"key": f"server:{self.key}", "addr": [None, str(self.report_port)]}
+            self._expect_success(sock, [TrackerCode.UPDATE_INFO.value, info])
+        except BaseException:
             sock.close()
-            raise RoundFailed("failed to connect to tracker (WRONG MAGIC)")
-        cinfo = f'{{"key" : "server:{self.key}", "addr": [null, "{self.report_port}"]}}'
-        self._expect_success(sock, f"[{TrackerCode.UPDATE_INFO.value}, {cinfo}]")
+            raise
         return sock
 
-    def _expect_success(self, tracker: socket.socket, message: str) -> None:
-        _send_string(tracker, message)
-        if int(_recv_string(tracker)) != TrackerCode.SUCCESS:
-            raise RoundFailed(f"tracker refused {message}")
+    def _expect_success(self, tracker: socket.socket, message: list[Any]) -> None:
+        # The app waits on the tracker without a timeout.
+        if protocol.call(tracker, message, math.inf) != TrackerCode.SUCCESS:
+            raise RoundFailed(f"tracker refused {json.dumps(message)}")
 
     def _register(self, tracker: socket.socket, matchkey: str) -> None:
         self._expect_success(
-            tracker,
-            json.dumps([TrackerCode.PUT.value, self.key, [self.report_port, matchkey], None]),
+            tracker, [TrackerCode.PUT.value, self.key, [self.report_port, matchkey], None]
         )
         self.log.event("registered", key=self.key, port=self.report_port, matchkey=matchkey)
 
@@ -177,19 +151,22 @@ class Processor:
             try:
                 conn, peer = self.listen_sock.accept()
             except TimeoutError:
-                _send_string(tracker, f"[{TrackerCode.GET_PENDING_MATCHKEYS.value}]")
-                if matchkey not in _recv_string(tracker):
+                pending = protocol.call(
+                    tracker, [TrackerCode.GET_PENDING_MATCHKEYS.value], math.inf
+                )
+                # The app looks for its match key in the reply's text.
+                if matchkey not in json.dumps(pending):
                     self._register(tracker, matchkey)
                 continue
-            conn.settimeout(30.0)
+            deadline = time.monotonic() + CLIENT_HANDSHAKE_TIMEOUT_S
             try:
-                (magic,) = _INT32.unpack(_recv_exact(conn, 4))
-                recv_key = _recv_string(conn) if magic == RPC_MAGIC else ""
-            except (OSError, RoundFailed):
+                magic = protocol.recv_int32(conn, deadline)
+                recv_key = protocol.recv_string(conn, deadline) if magic == RPC_MAGIC else ""
+            except (OSError, ValueError):
                 conn.close()
                 continue
             if magic != RPC_MAGIC or matchkey not in recv_key:
-                conn.sendall(_INT32.pack(RPC_CODE_MISMATCH))
+                conn.sendall(protocol.pack_int32(RPC_CODE_MISMATCH))
                 conn.close()
                 self.log.event("key_mismatch", peer=f"{peer[0]}:{peer[1]}")
                 continue
@@ -210,10 +187,10 @@ class Processor:
                 except ValueError as exc:
                     raise RoundFailed(f"NumberFormatException: {exc}") from exc
                 if not recv_key.startswith("client:"):
-                    conn.sendall(_INT32.pack(RPC_CODE_MISMATCH))
+                    conn.sendall(protocol.pack_int32(RPC_CODE_MISMATCH))
                     raise RoundFailed(f"recv key mismatch: {recv_key!r}")
-                conn.sendall(_INT32.pack(RPC_MAGIC))
-                _send_string(conn, recv_key)
+                conn.sendall(protocol.pack_int32(RPC_MAGIC))
+                protocol.send_string(conn, recv_key, math.inf)
                 self._serve(conn, timeout_s)
             finally:
                 conn.close()

@@ -79,3 +79,22 @@ class TestBlockingCalls:
             with pytest.raises(protocol.FrameError):
                 protocol.open_tracker("127.0.0.1", listener.getsockname()[1], math.inf)
             thread.join()
+
+
+class TestRawStrings:
+    def test_string_round_trip_including_empty(self) -> None:
+        """send_string/recv_string carry raw UTF-8 (the RPC key), empty included."""
+        left, right = socket.socketpair()
+        with left, right:
+            for text in ["client:android -timeout=10", ""]:
+                protocol.send_string(left, text, math.inf)
+                assert protocol.recv_string(right, time.monotonic() + 5) == text
+            left.sendall(protocol.pack_int32(protocol.RPC_MAGIC))
+            assert protocol.recv_int32(right, time.monotonic() + 5) == protocol.RPC_MAGIC
+
+    def test_oversized_string_is_refused(self) -> None:
+        left, right = socket.socketpair()
+        with left, right:
+            left.sendall(protocol.pack_int32(protocol.MAX_FRAME_BYTES + 1))
+            with pytest.raises(protocol.FrameError):
+                protocol.recv_string(right, time.monotonic() + 5)
