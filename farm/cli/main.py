@@ -1,16 +1,12 @@
-"""``farmctl``: the click group, FarmError mapping and optional commands.
+"""``farmctl``: the click group and its FarmError mapping.
 
 A :class:`~farm.errors.FarmError` becomes ``Error: <message>`` on stderr and the
 error's ``exit_code`` (2 for the user's mistakes, 1 otherwise), as click's own
 exceptions do; any other exception is a bug and keeps its traceback.
-
-``farm.cli.demo`` and ``farm.cli.doctor`` are added when those modules exist;
-each must define a click command named like the module (``demo``, ``doctor``).
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,13 +14,11 @@ from pathlib import Path
 import click
 
 from farm import logs
-from farm.cli import devices, enqueue, jobs
+from farm.cli import demo, devices, doctor, enqueue, jobs
 from farm.cli.state import CliState
 from farm.errors import FarmError
 
-__all__ = ["OPTIONAL_COMMANDS", "cli", "main"]
-
-OPTIONAL_COMMANDS = ("demo", "doctor")
+__all__ = ["cli", "main"]
 
 
 class FarmGroup(click.Group):
@@ -55,22 +49,9 @@ def cli(ctx: click.Context, config_path: Path | None, log_level: str) -> None:
 
 cli.add_command(enqueue.enqueue)
 for command in (jobs.jobs, jobs.job, jobs.cancel, jobs.results, jobs.logs_, jobs.wait,
-                devices.devices, devices.drain, devices.undrain, devices.release):
+                devices.devices, devices.drain, devices.undrain, devices.release,
+                demo.demo, doctor.doctor):
     cli.add_command(command)
-
-
-def _add_optional_commands(group: click.Group) -> None:
-    for name in OPTIONAL_COMMANDS:
-        try:
-            module = importlib.import_module(f"farm.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"farm.cli.{name}":
-                continue  # not written yet
-            raise
-        group.add_command(getattr(module, name))
-
-
-_add_optional_commands(cli)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
