@@ -22,11 +22,10 @@ from farm.device.processes import parse_pidof
 from farm.device.storage import free_bytes_for, parse_df_k
 from farm.device.thermal import parse_dumpsys_thermalservice
 from farm.health.sample import HealthSample
+from farm.provision.launch import PACKAGE, RPC_PROCESS
 
 log = structlog.get_logger(__name__)
 
-APP_PACKAGE = "org.apache.tvm.tvmrpc"
-RPC_PROCESS = f"{APP_PACKAGE}:RPCProcess"
 PROBE_TIMEOUT_S = 20.0
 _SECTIONS = {
     "battery": ["dumpsys", "battery"],
@@ -83,7 +82,7 @@ def sample_from_sections(
     pids = parse("app", parse_pidof)  # [] (app down) differs from None (unknown)
     if pids is not None:
         values["app_running"] = bool(pids)
-    crashes = parse("crash", lambda text: find_fatal_exceptions(text, APP_PACKAGE)) or []
+    crashes = parse("crash", lambda text: find_fatal_exceptions(text, PACKAGE)) or []
     sample = HealthSample(
         serial=serial, at=at, registered=registered,
         fatal_exception_seen=len(crashes) > crashes_seen, **values,  # type: ignore[arg-type]

@@ -31,6 +31,9 @@ from farm.errors import AdbError
 log = structlog.get_logger(__name__)
 
 PACKAGE = "org.apache.tvm.tvmrpc"
+#: The app's RPC process name (apache/tvm apps/android_rpc AndroidManifest.xml,
+#: ``android:process=":RPCProcess"`` on RPCActivity).
+RPC_PROCESS = f"{PACKAGE}:RPCProcess"
 MAIN_ACTIVITY = f"{PACKAGE}/.MainActivity"
 PREFS_RELATIVE = "shared_prefs/RPCProxyPreference.xml"
 STAGING_PREFS = "/data/local/tmp/farm-rpc-prefs.xml"
@@ -86,7 +89,7 @@ def launch_app(adb: Adb, serial: str, target: AppTarget, method: Method) -> None
     """
     log.info("app_launching", serial=serial, method=method.value, tracker_key=target.key,
              address=target.address, port=target.port)
-    adb.shell(serial, ["am", "force-stop", PACKAGE], timeout_s=15, check=True)
+    stop_app(adb, serial)
     if method is Method.UI:
         _configure_through_ui(adb, serial, target)
         return

@@ -42,16 +42,13 @@ from farm.config import Settings
 from farm.errors import FarmError, PhoneFault
 from farm.fleet.keys import job_key, phone_key
 from farm.provision.app_target import app_target, detect_method
-from farm.provision.launch import PACKAGE, Method, launch_app
+from farm.provision.launch import RPC_PROCESS, Method, launch_app
 from farm.tvm.tracker import summary
 
-__all__ = ["RPC_PROCESS", "JobPhones", "serving_job_key"]
+__all__ = ["JobPhones", "serving_job_key"]
 
 log = structlog.get_logger(__name__)
 
-#: The app's RPC process name (apache/tvm apps/android_rpc AndroidManifest.xml,
-#: ``android:process=":RPCProcess"`` on RPCActivity).
-RPC_PROCESS = f"{PACKAGE}:RPCProcess"
 MONITOR_INTERVAL_S = 3.0
 REGISTER_DEADLINE_S = 90.0
 #: A relaunched app registers about 5 s later (MainActivity's
