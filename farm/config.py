@@ -50,6 +50,15 @@ from farm.errors import ConfigError
 DEFAULT_PATH = Path("/etc/farm/farm.toml")
 ENV_PREFIX = "FARM_"
 ENV_PATH = "FARM_CONFIG"
+DATABASE_NAME = "farm.db"
+
+
+def default_database_url(data_dir: Path) -> str:
+    """The default ``database_url``: SQLite file ``farm.db`` in ``data_dir``.
+
+    Pure: nothing is created (the store's engine makes the folder when it opens).
+    """
+    return f"sqlite:///{data_dir / DATABASE_NAME}"
 
 
 class _Frozen(BaseModel):
@@ -240,7 +249,7 @@ class Settings(_Frozen):
     def _default_database(self) -> Settings:
         if not self.database_url:
             # Frozen model: set the derived default once, during validation.
-            object.__setattr__(self, "database_url", f"sqlite:///{self.data_dir / 'farm.db'}")
+            object.__setattr__(self, "database_url", default_database_url(self.data_dir))
         return self
 
 

@@ -35,7 +35,6 @@ from farm.fleet.manager import FleetManager, FleetOptions
 from farm.health.verdict import Limits
 from farm.metrics import FarmMetrics, start_metrics_server
 from farm.provision.policy import ClashPolicy
-from farm.queue.db import default_url
 from farm.queue.store import Store
 from farm.runner.dispatcher import Dispatcher
 from farm.runner.pidfile import remove_pidfile, write_pidfile
@@ -82,7 +81,7 @@ class Farmd:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         write_pidfile(self.data_dir, self.clock.now())
         self._stops.append(lambda: remove_pidfile(self.data_dir))
-        self.store = Store(s.database_url or default_url(self.data_dir))
+        self.store = Store(s.database_url)
         self._stops.append(self.store.close)
         self.adb_server = AdbServer(port=s.adb.port, binary=s.adb.binary)
         self.adb_server.ensure_running()

@@ -28,11 +28,11 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.exc import SQLAlchemyError
 
+from farm.config import default_database_url
 from farm.errors import StoreError
 
-__all__ = ["DEFAULT_DB_NAME", "create_engine", "default_url", "migrate", "revisions"]
+__all__ = ["create_engine", "default_url", "migrate", "revisions"]
 
-DEFAULT_DB_NAME = "farm.db"  # the name farm.config.Settings uses too
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 _MIGRATIONS = Path(__file__).with_name("migrations")
 _ALEMBIC_LOCK = threading.Lock()
@@ -49,7 +49,7 @@ def default_url(data_dir: str | os.PathLike[str]) -> str:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreError(f"cannot create data folder {path}: {exc}") from exc
-    return f"sqlite:///{(path / DEFAULT_DB_NAME).resolve()}"
+    return default_database_url(path.resolve())
 
 
 def create_engine(url: str) -> sa.Engine:
