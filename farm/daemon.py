@@ -16,6 +16,7 @@ drain deadline, then kills and requeues them (rq's warm then cold shutdown).
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import threading
 from datetime import datetime, timedelta
@@ -249,9 +250,10 @@ class Farmd:
         if self.stopped.is_set():
             return
         self.stopped.set()
-        self.notifier.stopping("farmd stopping")
         log.info("farmd_stopping")
-        for stop in reversed(self._stops):
+        # Telling systemd can fail (InfraFault) like any step: it must not keep the rest running.
+        steps = [functools.partial(self.notifier.stopping, "farmd stopping"), *reversed(self._stops)]
+        for stop in steps:
             try:
                 stop()
             except Exception:  # keep stopping the rest; say what failed
