@@ -25,10 +25,11 @@ opencl             whether an OpenCL driver library (``libOpenCL.so``) was found
 vulkan             ``ro.hardware.vulkan`` is set: the Vulkan loader loads
                    ``vulkan.<ro.hardware.vulkan>.so`` (AOSP
                    ``frameworks/native/vulkan/libvulkan/driver.cpp``)
-gpu_vendor         from ``ro.hardware.egl`` (the EGL driver suffix
-                   ``libEGL_<name>.so``, AOSP ``frameworks/native/opengl/libs/EGL/Loader.cpp``):
-                   ``adreno`` -> qualcomm, ``mali`` -> arm, ``powervr`` ->
-                   imagination; other names are kept as printed, ``""`` if unset
+gpu_egl            ``ro.hardware.egl`` as printed (the EGL driver suffix
+                   ``libEGL_<name>.so``, AOSP ``frameworks/native/opengl/libs/EGL/Loader.cpp``),
+                   the GPU family: ``adreno``, ``mali``, ``powervr``...; ``""`` if unset
+gpu_vendor         from ``gpu_egl``: ``adreno`` -> qualcomm, ``mali`` -> arm,
+                   ``powervr`` -> imagination; other names are kept as printed
 =================  ============================================================
 """
 
@@ -61,6 +62,7 @@ class DeviceFacts:
     mem_total_kb: int
     opencl: bool
     vulkan: bool
+    gpu_egl: str
     gpu_vendor: str
 
 
@@ -130,5 +132,6 @@ def facts_from(
         mem_total_kb=meminfo["MemTotal"],
         opencl=opencl_libs_present,
         vulkan=bool(getprop.get("ro.hardware.vulkan", "").strip()),
+        gpu_egl=egl,
         gpu_vendor=_GPU_VENDORS.get(egl, egl),
     )

@@ -56,26 +56,23 @@ def read_facts(adb: Adb, serial: str) -> DeviceFacts:
     return facts
 
 
-# ro.hardware.egl names of GPU families (what a `gpu` selection matches).
-_EGL_BY_VENDOR = {"qualcomm": "adreno", "arm": "mali", "imagination": "powervr"}
-
-
 def facts_record(facts: DeviceFacts) -> dict[str, object]:
     """The JSON stored as a device's ``facts``: every DeviceFacts field, plus the
     names the scheduler (``abi``, ``abis``, ``soc``, ``sdk``, ``gpu``) and the
     runner (``has_opencl``, ``has_vulkan``, ``num_cores``) read.
 
     ``gpu`` holds the GPU family and vendor (``"adreno qualcomm"``), so a job's
-    ``--gpu adreno`` or ``--gpu qualcomm`` both match; empty without a GPU.
+    ``--gpu adreno`` or ``--gpu qualcomm`` both match; one name when the family
+    has no known vendor; empty without a GPU.
     """
     record: dict[str, object] = {
         name: list(value) if isinstance(value, tuple) else value
         for name, value in dataclasses.asdict(facts).items()
     }
-    family = _EGL_BY_VENDOR.get(facts.gpu_vendor, "")
+    gpu_names = dict.fromkeys(part for part in (facts.gpu_egl, facts.gpu_vendor) if part)
     record.update(
         abis=list(facts.abilist),
-        gpu=" ".join(part for part in (family, facts.gpu_vendor) if part),
+        gpu=" ".join(gpu_names),
         has_opencl=facts.opencl,
         has_vulkan=facts.vulkan,
         num_cores=facts.cores,

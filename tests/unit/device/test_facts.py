@@ -35,6 +35,7 @@ class TestFactsFrom:
             mem_total_kb=3889512,
             opencl=True,
             vulkan=True,
+            gpu_egl="mali",
             gpu_vendor="arm",
         )
 

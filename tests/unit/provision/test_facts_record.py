@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from farm.device.facts import DeviceFacts
 from farm.provision.facts import facts_record
 from farm.queue.models import DeviceState
@@ -11,7 +13,8 @@ from farm.queue.spec import DeviceSelection
 FACTS = DeviceFacts(
     serial="s1", model="Pixel 8", manufacturer="Google", soc="Tensor G3", abi="arm64-v8a",
     abilist=("arm64-v8a",), sdk=34, release="14", fingerprint="f", debuggable=False, cores=9,
-    big_core_mask=0x100, mem_total_kb=8_000_000, opencl=True, vulkan=True, gpu_vendor="arm",
+    big_core_mask=0x100, mem_total_kb=8_000_000, opencl=True, vulkan=True, gpu_egl="mali",
+    gpu_vendor="arm",
 )
 
 
@@ -21,6 +24,12 @@ class TestFactsRecord:
         record = facts_record(FACTS)
         assert record["has_opencl"] is True and record["num_cores"] == 9
         assert record["abis"] == ["arm64-v8a"] and record["gpu"] == "mali arm"
+
+    def test_gpu_of_unknown_vendor_is_named_once(self) -> None:
+        """An EGL name with no known vendor is stored once; no GPU stores ""."""
+        odd = dataclasses.replace(FACTS, gpu_egl="emulation", gpu_vendor="emulation")
+        assert facts_record(odd)["gpu"] == "emulation"
+        assert facts_record(dataclasses.replace(FACTS, gpu_egl="", gpu_vendor=""))["gpu"] == ""
 
     def test_scheduler_selection_matches(self) -> None:
         """A selection by ABI, SoC, SDK and GPU family matches the stored record."""
