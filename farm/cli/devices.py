@@ -16,7 +16,7 @@ from farm.cli.output import Column, echo_json, plain, print_table
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.clock import SystemClock
 from farm.errors import UserFault
-from farm.queue.models import DeviceHealth, DeviceState
+from farm.queue.models import DeviceState
 from farm.queue.records import DeviceRecord
 
 __all__ = ["devices", "drain", "release", "undrain"]
@@ -35,10 +35,14 @@ def _row(record: DeviceRecord) -> dict[str, Any]:
             "soc": facts.get("soc"), "gpu": facts.get("gpu"), "last_seen": record.last_seen}
 
 
+def _unknown(serial: str) -> UserFault:
+    return UserFault(f"no phone {serial!r} is known (see farmctl devices)")
+
+
 def _known(state: CliState, serial: str) -> DeviceRecord:
     record = state.store.get_device(serial)
     if record is None:
-        raise UserFault(f"no phone {serial!r} is known (see farmctl devices)")
+        raise _unknown(serial)
     return record
 
 
@@ -82,11 +86,12 @@ def undrain(state: CliState, serial: str, reason: str) -> None:
 @pass_state
 def release(state: CliState, serial: str) -> None:
     """Release a quarantined phone: it is set up and health-checked again."""
-    record = _known(state, serial)
-    if record.state is not DeviceState.QUARANTINED:
-        raise UserFault(f"{serial} is not quarantined (it is {record.state.value})")
-    now = SystemClock().now()
-    state.store.set_device_health(serial, DeviceHealth.UNKNOWN, "released from quarantine", now)
-    state.store.set_device_state(serial, DeviceState.DISCOVERED, "released from quarantine by operator", now)
+    was = state.store.release_quarantined(
+        serial, "released from quarantine by operator", SystemClock().now()
+    )
+    if was is None:
+        raise _unknown(serial)
+    if was is not DeviceState.QUARANTINED:
+        raise UserFault(f"{serial} is not quarantined (it is {was.value})")
     click.echo(f"{serial} released from quarantine; farmd checks it before it takes work")
     warn_if_no_farmd(state, "it is checked once farmd starts")

@@ -76,6 +76,28 @@ class DeviceOps:
             device = transitions.get_or_create(session, serial, now)
             return transitions.set_drained(session, device, drained, reason, now)
 
+    def release_quarantined(self, serial: str, reason: str, now: datetime) -> DeviceState | None:
+        """Move a quarantined phone to ``discovered`` with ``unknown`` health, under one row lock.
+
+        It is then set up and health-checked afresh before it takes work. A
+        phone in any other state is left as it is.
+
+        Returns:
+            The state the phone was in (``QUARANTINED``: released now), or None
+            if no such phone is known.
+        """
+        with self._tx() as session:
+            device = session.scalars(
+                select(Device).where(Device.serial == serial).with_for_update()
+            ).one_or_none()
+            if device is None:
+                return None
+            was = device.state
+            if was is DeviceState.QUARANTINED:
+                transitions.set_health(session, device, DeviceHealth.UNKNOWN, reason, now)
+                transitions.set_state(session, device, DeviceState.DISCOVERED, reason, now)
+            return was
+
     def get_device(self, serial: str) -> DeviceRecord | None:
         """One phone, or None if never seen."""
         with self._tx() as session:

@@ -14,6 +14,7 @@ from farm.queue import (
     Assignment,
     AttemptState,
     Decision,
+    DeviceHealth,
     DeviceState,
     Failure,
     JobState,
@@ -397,6 +398,19 @@ class TestDeviceTransitions:
         store.set_device_state("a", DeviceState.OFFLINE, "unplugged", T0)
         store.fail_attempt(claim.attempt.id, SessionError("a", "device offline"), T0)
         assert store.get_device("a").state is DeviceState.OFFLINE
+
+    def test_release_quarantined_only_moves_a_quarantined_phone(self, store: Store) -> None:
+        """release_quarantined resets a quarantined phone; any other is left, its state returned."""
+        add_ready(store, "a")
+        assert store.release_quarantined("a", "operator", T0) is DeviceState.READY
+        assert store.get_device("a").state is DeviceState.READY
+        assert store.release_quarantined("nope", "operator", T0) is None
+        assert store.get_device("nope") is None
+        store.set_device_health("a", DeviceHealth.BAD, "probe failed", T0)
+        store.set_device_state("a", DeviceState.QUARANTINED, "5 recoveries failed", T0)
+        assert store.release_quarantined("a", "operator", T0) is DeviceState.QUARANTINED
+        record = store.get_device("a")
+        assert record.state is DeviceState.DISCOVERED and record.health is DeviceHealth.UNKNOWN
 
     def test_health_samples_round_trip(self, store: Store) -> None:
         """A health probe is stored and read back; unknown fields are refused."""
