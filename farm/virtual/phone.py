@@ -17,6 +17,7 @@ from pathlib import Path
 
 import structlog
 
+from farm.netaddr import bind_listener
 from farm.virtual.adbd import Adbd
 from farm.virtual.adbd.stream import Stream
 from farm.virtual.android.phone import AndroidPhone
@@ -24,24 +25,6 @@ from farm.virtual.android.spec import PhoneSpec
 from farm.virtual.net import Net
 
 log = structlog.get_logger(__name__)
-
-
-def bind_listener(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (0 picks a free port).
-
-    Raises:
-        OSError: the port is taken.
-    """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(16)
-    except OSError:
-        sock.close()
-        raise
-    sock.setblocking(False)
-    return sock
 
 
 class VirtualPhone:
@@ -68,7 +51,8 @@ class VirtualPhone:
         host: str = "127.0.0.1",
         reboot_away_s: float | None = None,
     ) -> None:
-        self._listener: socket.socket | None = bind_listener(host, port)
+        self._listener: socket.socket | None = bind_listener(host, port, backlog=16)
+        self._listener.setblocking(False)
         port = self._listener.getsockname()[1]
         self.spec = dataclasses.replace(spec, serial_port=port)
         self.data_dir = Path(data_dir)

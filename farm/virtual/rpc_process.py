@@ -25,6 +25,7 @@ import socket
 import sys
 from pathlib import Path
 
+from farm.netaddr import bind_listener
 from farm.procs import signal_group
 from farm.virtual.contracts import PhoneNet
 
@@ -53,14 +54,10 @@ def bind_device_port(net: PhoneNet, first_port: int = 5001) -> tuple[int, socket
     for port in range(first_port, MAX_SERVER_PORT + 1):
         if net.device_port_in_use(port):
             continue
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            listener.bind(("127.0.0.1", port if net.mode == "lan" else 0))
+            listener = bind_listener("127.0.0.1", port if net.mode == "lan" else 0, backlog=1)
         except OSError:  # lan: taken on the host, by another phone or any process
-            listener.close()
             continue
-        listener.listen(1)
         return port, listener
     raise RpcStartError(f"no free device port in {first_port}..{MAX_SERVER_PORT}")
 
