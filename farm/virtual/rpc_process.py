@@ -90,7 +90,6 @@ class RpcProcess:
         tracker_port: int,
         key: str,
         log_path: Path,
-        first_port: int = 5001,
         work_dir: Path | None = None,
         stale_timeout_s: float | None = None,
     ) -> RpcProcess:
@@ -102,14 +101,13 @@ class RpcProcess:
             tracker_port: tracker port as typed into the app.
             key: tracker key, e.g. ``android``.
             log_path: JSON-lines event log of the process (its stderr too).
-            first_port: first device port to try.
             work_dir: parent folder for session directories (the app's cache dir).
             stale_timeout_s: accept timeout before re-registering (300 s in the app).
 
         Raises:
             RpcStartError: no free port, or the child exited before listening.
         """
-        device_port, listener = bind_device_port(net, first_port)
+        device_port, listener = bind_device_port(net)
         with listener:  # the child has its own copy once it is spawned
             real_tracker = await net.outbound(tracker_host, tracker_port)
             argv = [

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import structlog
 
@@ -31,9 +31,6 @@ log = structlog.get_logger(__name__)
 # supported_features). "cmd" tells `adb install` that `cmd package` exists.
 FEATURES = ("shell_v2", "cmd", "stat_v2", "ls_v2", "fixed_push_mkdir")
 
-DEFAULT_REBOOT_AWAY_S = 2.0
-
-
 class Adbd:
     """The phone's adb daemon, listening on ``host:port``.
 
@@ -42,8 +39,7 @@ class Adbd:
         net: the phone's network (device ports, ``adb reverse`` table).
         port: TCP port to listen on; 0 picks a free one at :meth:`start`.
         host: address to listen on.
-        reboot_away_s: how long a reboot keeps the phone off the adb server.
-        banner_props: CNXN properties; defaults to ``userland.banner_props()``.
+        reboot_away_s: how long a reboot keeps the phone off the adb server, seconds.
     """
 
     def __init__(
@@ -53,15 +49,13 @@ class Adbd:
         *,
         port: int = 0,
         host: str = "127.0.0.1",
-        reboot_away_s: float = DEFAULT_REBOOT_AWAY_S,
-        banner_props: Mapping[str, str] | None = None,
+        reboot_away_s: float,
     ) -> None:
         self._userland = userland
         self._net = net
         self.host = host
         self.port = port
         self.reboot_away_s = reboot_away_s
-        self._banner_props = banner_props
         self.authorized_keys = AuthorizedKeys()
         self._auth_required = False
         self._server: asyncio.AbstractServer | None = None
@@ -83,7 +77,7 @@ class Adbd:
 
     def banner(self) -> str:
         """The CNXN banner (``adb.cpp`` ``get_connection_string``)."""
-        props = self._banner_props or self._userland.banner_props()
+        props = self._userland.banner_props()
         keys = ("ro.product.name", "ro.product.model", "ro.product.device")
         fields = [f"{key}={props.get(key, '')}" for key in keys]
         fields.append("features=" + ",".join(FEATURES))

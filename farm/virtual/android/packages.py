@@ -113,10 +113,6 @@ class PackageManager:
         pkg = self.installed.get(package)
         return pkg.uid if pkg else 1000
 
-    def is_installed(self, package: str) -> bool:
-        """Whether a package is installed (system or third-party)."""
-        return package in self.installed or any(p == package for p, _ in SYSTEM_PACKAGES)
-
     def install(self, host_apk: Path, *, allow_downgrade: bool) -> tuple[str, int]:
         """Install an APK file; returns (``pm`` stdout, exit status)."""
         from apk_tools.inspect import inspect_apk

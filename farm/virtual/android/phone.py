@@ -66,7 +66,6 @@ class AndroidPhone:
         self.awake = True
         self.filler_bytes = 0
         self.shell_hung = False
-        self.reboot_requests: list[str] = []
         self.on_reboot: Callable[[str], None] | None = None
         self._boot_t = clock()
         self._vfiles = virtual_files(self)
@@ -172,8 +171,7 @@ class AndroidPhone:
         return self.spec.mem_total_kb * 45 // 100 + sum(p.rss_kb for p in self.processes.procs.values() if p.user.startswith("u0_"))
 
     def request_reboot(self, mode: str = "") -> None:
-        """Record a reboot request and tell the transport, if it listens."""
-        self.reboot_requests.append(mode)
+        """Tell the transport a reboot was asked for (``mode``: ``reboot``'s argument), if it listens."""
         if self.on_reboot is not None:
             self.on_reboot(mode)
 

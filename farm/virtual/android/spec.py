@@ -134,11 +134,6 @@ class PhoneSpec:
     extra_props: tuple[tuple[str, str], ...] = field(default=())
 
     @property
-    def serial(self) -> str:
-        """The adb serial of a TCP-attached phone, ``127.0.0.1:PORT``."""
-        return f"127.0.0.1:{self.serial_port}"
-
-    @property
     def cores(self) -> int:
         """Number of CPU cores (``nproc``)."""
         return len(self.core_max_freq_khz)
