@@ -19,7 +19,6 @@ docs do not list.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -45,9 +44,7 @@ class FarmMetrics:
         """Create the registry and every series; ``farm_up`` starts at 1."""
         self.registry = CollectorRegistry(auto_describe=True)
         self.up = Gauge("farm_up", "1 while farmd is running.", registry=self.registry)
-        self.phones = Gauge(
-            "farm_phones", "Phones per state.", ["state"], registry=self.registry
-        )
+        self.phones = Gauge("farm_phones", "Phones per state.", ["state"], registry=self.registry)
         self.jobs = Gauge("farm_jobs", "Jobs per state.", ["state"], registry=self.registry)
         self.battery_temp_c = Gauge(
             "farm_phone_battery_temp_celsius",
@@ -101,12 +98,6 @@ class FarmMetrics:
         if sample.thermal_status is not None:
             self.thermal_status.labels(serial=sample.serial).set(sample.thermal_status)
 
-    def forget_phone(self, serial: str) -> None:
-        """Drop a removed phone's temperature series (its recovery counts stay)."""
-        for gauge in (self.battery_temp_c, self.thermal_status):
-            with contextlib.suppress(KeyError):  # never observed: nothing to drop
-                gauge.remove(serial)
-
     def count_recovery(self, serial: str, step: str) -> None:
         """Count one recovery step applied to a phone (``step`` as in ``farm.supervise.Step``)."""
         self.recoveries.labels(serial=serial, step=str(getattr(step, "value", step))).inc()
@@ -137,36 +128,33 @@ class MetricsServer:
         return f"http://{host}:{self.port}/metrics"
 
 
-
-
 def start_metrics_server(
     metrics: FarmMetrics,
     host: str = "127.0.0.1",
     port: int = 9464,
-    *,
-    allow_remote: bool = False,
 ) -> MetricsServer:
     """Serve ``metrics`` over HTTP (``GET /metrics``) in a daemon thread.
 
-    Loopback only unless ``allow_remote``: the endpoint names phones and has no
-    authentication, so exposing it is an explicit choice. prometheus-client's own
+    Loopback only: the endpoint names phones and has no authentication (put a
+    proxy in front to expose it). prometheus-client's own
     server is used (a ThreadingWSGIServer) rather than one of farm's.
 
     Args:
         metrics: the collectors to serve.
         host: address to bind.
         port: TCP port; 0 picks a free one (tests). 9464 is farm's default.
-        allow_remote: permit a non-loopback ``host``.
 
     Returns:
         The running server, with its real port and a ``stop`` callable.
 
     Raises:
-        ConfigError: ``host`` is not loopback and ``allow_remote`` is False.
+        ConfigError: ``host`` is not loopback.
         InfraFault: the port cannot be bound.
     """
-    if not allow_remote and not is_loopback(host):
-        raise ConfigError("metrics.host", f"{host} is not loopback; set allow_remote to expose it")
+    if not is_loopback(host):
+        raise ConfigError(
+            "metrics.host", f"{host} is not loopback; the endpoint has no authentication"
+        )
     try:
         httpd, thread = start_http_server(port, addr=host, registry=metrics.registry)
     except OSError as exc:

@@ -36,6 +36,11 @@ from farm.procs import signal_group
 from farm.tvm import protocol
 from farm.tvm.protocol import TrackerCode
 
+_PRIORITY = 1
+"""The probe's tracker request priority (TVM's default; higher is served first)."""
+_SESSION_TIMEOUT_S = 60
+"""Whole seconds the server allows a probe's session (the app parses ``-timeout=`` as an int)."""
+
 
 @dataclass(frozen=True)
 class ProbeResult:
@@ -64,8 +69,6 @@ def probe_session(
     key: str,
     timeout_s: float = 20.0,
     *,
-    priority: int = 1,
-    session_timeout_s: int = 60,
     serial: str | None = None,
 ) -> ProbeResult:
     """Open a real session for ``key`` through the tracker and check it, within ``timeout_s``.
@@ -75,9 +78,6 @@ def probe_session(
         tracker_port: tracker port.
         key: tracker key, e.g. ``android``.
         timeout_s: hard deadline for everything, TVM's import included.
-        priority: tracker request priority (higher is served first).
-        session_timeout_s: whole seconds the server allows the session (the
-            stock app parses ``-timeout=`` as an integer).
         serial: phone named in errors; by default the ticket's ``host:port``.
 
     Raises:
@@ -86,9 +86,8 @@ def probe_session(
         TrackerUnreachable: the tracker refused or is not a tracker.
     """
     started = time.monotonic()
-    argv = [sys.executable, "-m", "farm.tvm.probe",
-            "--tracker", f"{tracker_host}:{tracker_port}", "--key", key,
-            "--priority", str(priority), "--session-timeout-s", str(int(session_timeout_s))]  # fmt: skip
+    tracker = f"{tracker_host}:{tracker_port}"
+    argv = [sys.executable, "-m", "farm.tvm.probe", "--tracker", tracker, "--key", key]
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL,
@@ -148,8 +147,6 @@ def _last_line(data: bytes) -> str:
     return lines[-1] if lines else "no output"
 
 
-
-
 # --- the child -------------------------------------------------------------------
 
 
@@ -158,7 +155,7 @@ def _emit(stage: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
-def _child(tracker: str, key: str, priority: int, session_timeout_s: int) -> int:
+def _child(tracker: str, key: str) -> int:
     import numpy as np
     from tvm import rpc
     from tvm import runtime as tvm_runtime
@@ -171,7 +168,7 @@ def _child(tracker: str, key: str, priority: int, session_timeout_s: int) -> int
         _emit("tracker_error", reason=f"{type(exc).__name__}: {exc}")
         return 3
     with sock:
-        reply = protocol.call(sock, [TrackerCode.REQUEST.value, key, "", priority], no_deadline)
+        reply = protocol.call(sock, [TrackerCode.REQUEST.value, key, "", _PRIORITY], no_deadline)
     if not (isinstance(reply, list) and reply[0] == TrackerCode.SUCCESS):
         _emit("failed", reason=f"tracker answered {reply!r}")
         return 2
@@ -179,7 +176,7 @@ def _child(tracker: str, key: str, priority: int, session_timeout_s: int) -> int
     _emit("ticket", host=server_host, port=server_port)
     started = time.perf_counter()
     try:
-        sess = rpc.connect(server_host, int(server_port), matchkey, session_timeout_s)
+        sess = rpc.connect(server_host, int(server_port), matchkey, _SESSION_TIMEOUT_S)
         connected = time.perf_counter()
         dev = sess.cpu(0)
         if not dev.exist:
@@ -207,10 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="farm.tvm.probe")
     parser.add_argument("--tracker", required=True)
     parser.add_argument("--key", required=True)
-    parser.add_argument("--priority", type=int, default=1)
-    parser.add_argument("--session-timeout-s", type=int, default=60)
     args = parser.parse_args(argv)
-    return _child(args.tracker, args.key, args.priority, args.session_timeout_s)
+    return _child(args.tracker, args.key)
 
 
 if __name__ == "__main__":

@@ -80,26 +80,18 @@ class Relay:
         tracker: ``(host, port)`` of the real tracker.
         advertise: ``(host, port)`` of the phone's ``adb forward`` endpoint on
             the host, i.e. where clients must connect to reach its RPC port.
-        listen_host: address the relay listens on.
     """
 
-    def __init__(
-        self,
-        tracker: tuple[str, int],
-        advertise: tuple[str, int],
-        *,
-        listen_host: str = "127.0.0.1",
-    ) -> None:
+    def __init__(self, tracker: tuple[str, int], advertise: tuple[str, int]) -> None:
         self.tracker = tracker
         self.advertise = advertise
-        self.listen_host = listen_host
         self._server: asyncio.AbstractServer | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
 
-    async def start(self, port: int = 0) -> int:
-        """Listen on ``listen_host:port`` (0: any free port); returns the port."""
-        self._server = await asyncio.start_server(self._on_phone, self.listen_host, port)
+    async def start(self) -> int:
+        """Listen on a free loopback port (where the phone's reverse tunnel lands); returns it."""
+        self._server = await asyncio.start_server(self._on_phone, "127.0.0.1", 0)
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self.port
 

@@ -8,26 +8,11 @@ that must keep running while a test makes blocking calls (``summary``,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
-from typing import TypeVar
+from collections.abc import Awaitable, Callable
 
 from farm.aio import LoopThread, splice, wait_until
 
-T = TypeVar("T")
-
-
-__all__ = ["Forward", "LoopThread", "loop_thread", "wait_until"]
-
-
-@contextmanager
-def loop_thread() -> Iterator[LoopThread]:
-    """A :class:`LoopThread` closed on exit."""
-    runner = LoopThread()
-    try:
-        yield runner
-    finally:
-        runner.close()
+__all__ = ["Forward", "LoopThread", "wait_until"]
 
 
 class Forward:
