@@ -25,8 +25,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-import sqlalchemy as sa
-from sqlalchemy.orm import Session
 
 from farm.clock import SystemClock
 from farm.config import Settings
@@ -34,7 +32,6 @@ from farm.fleet.keys import phone_key
 from farm.jobs.local_cluster import LocalCluster
 from farm.procs import group_alive, signal_group
 from farm.queue import AttemptState, DeviceState, JobState, Store
-from farm.queue.models import DeviceSnapshot
 from farm.runner import Dispatcher
 from farm.virtual.fleet import Fleet
 from farm.virtual.testing import AdbServerHandle, wait_until
@@ -104,16 +101,6 @@ def make_farm(adb_server: AdbServerHandle, make_fleet, tmp_path: Path) -> Iterat
         cluster.close()
 
 
-def snapshots(settings: Settings) -> list[DeviceSnapshot]:
-    """Every stored device snapshot, read with a separate engine (Store has no reader for them)."""
-    engine = sa.create_engine(settings.database_url)
-    try:
-        with Session(engine) as session:
-            return list(session.scalars(sa.select(DeviceSnapshot)))
-    finally:
-        engine.dispose()
-
-
 def ended(store: Store, job_id: int) -> bool:
     """Whether the job reached a final state."""
     view = store.get_job(job_id)
@@ -132,7 +119,7 @@ class TestDispatcher:
         assert len(result.samples) == 3 and all(s > 0 for s in result.samples)
         assert result.summary["gflops"] > 0 and result.summary["n"] == 16
         assert farm.store.get_device(farm.serials[0]).state is DeviceState.READY  # type: ignore[union-attr]
-        [snapshot] = snapshots(farm.settings)
+        [snapshot] = farm.store.snapshots(job_id)
         assert snapshot.serial == farm.serials[0] and snapshot.battery["battery_temp_c"] is not None
 
     def test_user_fault_fails_the_job_at_once(self, make_farm) -> None:  # type: ignore[no-untyped-def]
@@ -202,7 +189,7 @@ class TestDispatcher:
         farm.fleet.heat(serial, 25.0)
         farm.run_until(dispatcher, lambda: ended(farm.store, job_id) and not dispatcher.children, "job ends")
         assert farm.store.get_job(job_id).state is JobState.SUCCEEDED  # type: ignore[union-attr]
-        [snapshot] = snapshots(farm.settings)
+        [snapshot] = farm.store.snapshots(job_id)
         assert snapshot.thermal_wait_s > 0 and snapshot.battery["battery_temp_c"] <= 35
 
 LOOP = textwrap.dedent("""
