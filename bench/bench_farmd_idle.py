@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import signal
 import statistics
 import subprocess
@@ -31,6 +30,7 @@ from pathlib import Path
 import psutil
 
 from farm.aio import wait_until
+from farm.procs import signal_group
 from farm.provision.standin import demo_apk
 from farm.queue.db import default_url
 from farm.queue.models import DeviceState
@@ -47,14 +47,11 @@ def _start(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
+    """SIGTERM ``proc``'s process group, wait up to 60 s, then SIGKILL what is left."""
+    signal_group(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        pass
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    signal_group(proc.pid)
     proc.wait()
 
 
