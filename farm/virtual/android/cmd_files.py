@@ -13,17 +13,7 @@ import hashlib
 import re
 import shutil
 
-from farm.virtual.android.context import Ctx, command, read_all
-
-
-def _err(exc: OSError) -> str:
-    if isinstance(exc, PermissionError):
-        return "Permission denied"
-    if isinstance(exc, IsADirectoryError):
-        return "Is a directory"
-    if isinstance(exc, FileExistsError):
-        return "File exists"
-    return "No such file or directory"
+from farm.virtual.android.context import Ctx, command, read_all, strerror
 
 
 @command("true")
@@ -72,7 +62,7 @@ async def cat(ctx: Ctx) -> int:
         try:
             ctx.out.write(ctx.phone.read_file(ctx.path(arg), app=ctx.app))
         except OSError as exc:
-            ctx.eprint(f"cat: {arg}: {_err(exc)}\n")
+            ctx.eprint(f"cat: {arg}: {strerror(exc)}\n")
             status = 1
     return status
 
@@ -144,7 +134,7 @@ async def rm(ctx: Ctx) -> int:
                 host.unlink()
         except OSError as exc:
             if not ("f" in flags and isinstance(exc, FileNotFoundError)):
-                ctx.eprint(f"rm: {arg}: {_err(exc)}\n")
+                ctx.eprint(f"rm: {arg}: {strerror(exc)}\n")
                 status = 1
     return status
 
@@ -159,7 +149,7 @@ async def mkdir(ctx: Ctx) -> int:
             host = ctx.phone.storage.check(ctx.path(arg), write=True, app=ctx.app)
             host.mkdir(parents=parents, exist_ok=parents)
         except OSError as exc:
-            ctx.eprint(f"mkdir: '{arg}': {_err(exc)}\n")
+            ctx.eprint(f"mkdir: '{arg}': {strerror(exc)}\n")
             status = 1
     return status
 
@@ -183,7 +173,7 @@ async def cp(ctx: Ctx) -> int:
                 host = ctx.phone.storage.check(target, write=True, app=ctx.app)
             host.write_bytes(data)
         except OSError as exc:
-            ctx.eprint(f"cp: {src}: {_err(exc)}\n")
+            ctx.eprint(f"cp: {src}: {strerror(exc)}\n")
             status = 1
     return status
 
@@ -196,7 +186,7 @@ async def touch(ctx: Ctx) -> int:
         try:
             ctx.phone.storage.check(ctx.path(arg), write=True, app=ctx.app).touch()
         except OSError as exc:
-            ctx.eprint(f"touch: '{arg}': {_err(exc)}\n")
+            ctx.eprint(f"touch: '{arg}': {strerror(exc)}\n")
             status = 1
     return status
 
@@ -217,7 +207,7 @@ async def chmod(ctx: Ctx) -> int:
             elif not host.exists():
                 raise FileNotFoundError(arg)
         except OSError as exc:
-            ctx.eprint(f"chmod: {arg}: {_err(exc)}\n")
+            ctx.eprint(f"chmod: {arg}: {strerror(exc)}\n")
             status = 1
     return status
 
@@ -228,7 +218,7 @@ async def _digest(ctx: Ctx, algo: str) -> int:
         try:
             data = await read_all(ctx.stdin) if arg == "-" else ctx.phone.read_file(ctx.path(arg), app=ctx.app)
         except OSError as exc:
-            ctx.eprint(f"{algo}sum: {arg}: {_err(exc)}\n")
+            ctx.eprint(f"{algo}sum: {arg}: {strerror(exc)}\n")
             status = 1
             continue
         ctx.print(f"{hashlib.new(algo, data).hexdigest()}  {arg}\n")
@@ -266,7 +256,7 @@ async def _input_lines(ctx: Ctx, files: list[str]) -> list[str] | None:
         try:
             lines += ctx.phone.read_file(ctx.path(arg), app=ctx.app).decode(errors="replace").splitlines(keepends=True)
         except OSError as exc:
-            ctx.eprint(f"{ctx.argv[0]}: {arg}: {_err(exc)}\n")
+            ctx.eprint(f"{ctx.argv[0]}: {arg}: {strerror(exc)}\n")
             return None
     return lines
 

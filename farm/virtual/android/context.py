@@ -70,6 +70,23 @@ async def read_all(stdin: Stdin) -> bytes:
     return b"".join(chunks)
 
 
+def strerror(exc: OSError) -> str:
+    """The ``strerror`` text toybox and mksh print for ``exc`` (``Permission denied``, ...).
+
+    The phone's own errors carry no errno, so the type decides; any other error
+    gives its host ``strerror``, and ``No such file or directory`` without one.
+    """
+    if isinstance(exc, PermissionError):
+        return "Permission denied"
+    if isinstance(exc, IsADirectoryError):
+        return "Is a directory"
+    if isinstance(exc, FileExistsError):
+        return "File exists"
+    if isinstance(exc, FileNotFoundError):
+        return "No such file or directory"
+    return exc.strerror or "No such file or directory"
+
+
 @dataclass
 class Ctx:
     """One command invocation.

@@ -26,6 +26,7 @@ from farm.virtual.android.context import (
     Sink,
     Stdin,
     read_all,
+    strerror,
 )
 from farm.virtual.android.shell_syntax import (
     AndOr,
@@ -297,7 +298,7 @@ class Shell:
                 try:
                     data = self.phone.read_file(self._norm(target), app=self.app)
                 except OSError as exc:
-                    self.err.write(f"{SH}: can't open {target}: {_strerror(exc)}\n".encode())
+                    self.err.write(f"{SH}: can't open {target}: {strerror(exc)}\n".encode())
                     return 1
                 stdin = BytesStdin(data)
                 continue
@@ -310,7 +311,7 @@ class Shell:
                     raise IsADirectoryError(target)
                 fds[redir.fd] = _FileSink(host, append=redir.op == ">>")
             except OSError as exc:
-                self.err.write(f"{SH}: can't create {target}: {_strerror(exc)}\n".encode())
+                self.err.write(f"{SH}: can't create {target}: {strerror(exc)}\n".encode())
                 return 1
         if not argv:
             self.env.update(assigns)
@@ -387,13 +388,3 @@ def _unescape_glob(text: str) -> str:
     for c in "*?[":
         text = text.replace(f"[{c}]", c)
     return text
-
-
-def _strerror(exc: OSError) -> str:
-    if isinstance(exc, PermissionError):
-        return "Permission denied"
-    if isinstance(exc, IsADirectoryError):
-        return "Is a directory"
-    if isinstance(exc, FileNotFoundError):
-        return "No such file or directory"
-    return exc.strerror or str(exc)
