@@ -36,6 +36,8 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from _stats import percentile
+
 from farm.clock import SystemClock
 from farm.config import Settings
 from farm.queue import DeviceState, Outcome, Store
@@ -57,12 +59,6 @@ def child(settings_path: Path, attempt_id: int, run_dir: Path) -> int:
 def bench_command(claim: Claim, run_dir: Path, settings_path: Path) -> list[str]:
     """argv of this script's child mode."""
     return [sys.executable, __file__, "--child", str(settings_path), str(claim.attempt.id), str(run_dir)]
-
-
-def percentile(values: list[float], pct: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered)) - 1))]
 
 
 def run(phones: int, jobs: int, measure: int, data_dir: Path) -> None:

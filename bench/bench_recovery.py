@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _stats import percentile
+
 from farm import logs
 from farm.aio import wait_until
 from farm.cli.demo import demo_farmd
@@ -39,15 +41,6 @@ from farm.tvm.tracker import summary
 READY_DEADLINE_S = 150.0
 RECOVERY_DEADLINE_S = 120.0
 CRASH_SEEN_DEADLINE_S = 20.0
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0..100), linear between closest ranks."""
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def main() -> int:

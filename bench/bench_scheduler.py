@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import random
 import shlex
-import statistics
 import sys
 import tempfile
 import time
@@ -28,6 +27,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
+
+from _stats import percentile
 
 from farm import logs
 from farm.queue import DeviceState, Store, default_url, plan
@@ -48,9 +49,7 @@ LEASES = {"gemm": 120.0, "model": 120.0, "tune": 3600.0}
 
 def percentiles_ms(samples_s: list[float]) -> tuple[float, float]:
     """p50 and p99 of durations in seconds, in milliseconds."""
-    ordered = sorted(samples_s)
-    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-    return statistics.median(ordered) * 1e3, p99 * 1e3
+    return percentile(samples_s, 50) * 1e3, percentile(samples_s, 99) * 1e3
 
 
 def timed(action: Callable[..., object], *args: object) -> float:

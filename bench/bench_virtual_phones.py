@@ -27,14 +27,9 @@ import time
 
 import adbutils
 import psutil
+from _stats import percentile
 
 from farm.virtual.testing import adb_server, fleet
-
-
-def _percentile(values_ms: list[float], pct: float) -> float:
-    ordered = sorted(values_ms)
-    index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
-    return ordered[index]
 
 
 def _raw_shell(adb_port: int, serial: str, command: str) -> bytes:
@@ -96,11 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"memory per idle phone: {per_phone_kib:.0f} KiB (RSS delta / {args.phones})")
     print(
         f"shell round trip (adbutils echo, {args.calls} calls): "
-        f"p50 {statistics.median(latencies_ms):.2f} ms, p95 {_percentile(latencies_ms, 95):.2f} ms"
+        f"p50 {statistics.median(latencies_ms):.2f} ms, p95 {percentile(latencies_ms, 95):.2f} ms"
     )
     print(
         f"shell round trip (raw adb protocol echo, {args.calls} calls): "
-        f"p50 {statistics.median(raw_ms):.2f} ms, p95 {_percentile(raw_ms, 95):.2f} ms"
+        f"p50 {statistics.median(raw_ms):.2f} ms, p95 {percentile(raw_ms, 95):.2f} ms"
     )
     return 0
 
