@@ -189,6 +189,15 @@ class SessionError(PhoneFault):
         super().__init__(serial, f"RPC session failed: {reason}")
 
 
+class NoFreeServer(SessionError):
+    """The tracker gave no ticket for the key within the deadline.
+
+    Nobody is registered under the key, or every server under it is in a
+    session (a job's): unlike a server that takes the ticket and never serves,
+    this is no verdict on one phone.
+    """
+
+
 # --- the host's own services -----------------------------------------------------
 
 

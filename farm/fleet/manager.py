@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import structlog
 from farm.adb import Adb
 from farm.aio import LoopThread
 from farm.clock import Clock
-from farm.errors import ConfigError, FarmError, InfraFault, PhoneFault, UserFault
+from farm.errors import ConfigError, FarmError, InfraFault, NoFreeServer, PhoneFault, UserFault
 from farm.fleet import lifecycle
 from farm.fleet.keys import phone_key
 from farm.fleet.phone import PhoneRuntime
@@ -37,7 +38,7 @@ from farm.provision.policy import ClashPolicy
 from farm.provision.tunnels import close_usb_tunnel, open_usb_tunnel
 from farm.queue.models import DeviceState
 from farm.queue.store import Store
-from farm.supervise.ladder import Failure, LadderPolicy, Released
+from farm.supervise.ladder import Event, Failure, LadderPolicy, Recovery, Released, Step
 from farm.tvm.probe import probe_session
 from farm.tvm.tracker import summary
 
@@ -139,6 +140,8 @@ class FleetManager:
         def run() -> None:
             try:
                 task(serial, *args)
+            except _Closing:
+                pass  # farmd stops: no verdict on the phone
             except Exception:  # a bug: keep the manager alive, say where
                 log.exception("fleet_task_crashed", serial=serial, task=task.__name__)
             finally:
@@ -251,7 +254,7 @@ class FleetManager:
                 log.info("app_registered", serial=serial, tracker_key=key)
                 return
             if self._closing.wait(0.5):
-                break
+                raise _Closing(serial)
         raise PhoneFault(serial, f"app did not register as {key!r} within "
                                  f"{self.options.registration_deadline_s:g} s")
 
@@ -263,9 +266,11 @@ class FleetManager:
         for device in devices:
             if device.state is DeviceState.DISCOVERED:
                 # Released from quarantine by farmctl, or a provisioning that
-                # never started: (re)provision it.
+                # never started (a replug, a reboot rung): (re)provision it. Only
+                # a release forgets the history: a phone that keeps failing across
+                # reboots and replugs must still reach quarantine.
                 phone = self.runtime(device.serial)
-                if phone.history and not isinstance(phone.history[-1], Released):
+                if _quarantined(phone.history):
                     self.recoverer.released(device.serial)
                 self.submit(device.serial, self.provision)
         watched = [d.serial for d in devices
@@ -318,7 +323,10 @@ class FleetManager:
 
         def run() -> None:
             try:
-                if self._probe(serial) is False and not self._closing.is_set():
+                # Judge only a phone still ready: one claimed, unplugged or being
+                # recovered while the probe ran failed it for that reason.
+                if (self._probe(serial) is False and not self._closing.is_set()
+                        and self.state(serial) is DeviceState.READY):
                     self._judge(serial, replace(sample, at=self.clock.now(), probe_ok=False))
             except Exception:  # a bug: keep the manager alive, say where
                 log.exception("fleet_task_crashed", serial=serial, task="probe")
@@ -332,13 +340,14 @@ class FleetManager:
 
         Returns:
             True when the session served, False when the phone failed it, None
-            when the tracker itself is unreachable (no verdict on the phone).
+            when that says nothing about the phone: the tracker is unreachable,
+            or it gave no ticket (a job holds the session).
         """
         try:
             probe_session(*self.options.tracker, self.runtime(serial).key,
                           timeout_s=self.options.probe_timeout_s, serial=serial)
             return True
-        except InfraFault as exc:
+        except (InfraFault, NoFreeServer) as exc:
             log.warning("session_probe_skipped", serial=serial, reason=str(exc))
             return None
         except FarmError as exc:
@@ -380,3 +389,17 @@ class FleetManager:
         self._pool.shutdown(wait=False, cancel_futures=True)
         for serial in list(self.phones):
             self._drop_tunnel(serial)
+
+
+class _Closing(Exception):
+    """The manager closes: a task stops waiting and records nothing about the phone."""
+
+
+def _quarantined(history: Sequence[Event]) -> bool:
+    """Whether the ladder quarantined the phone since its last release."""
+    for event in reversed(history):
+        if isinstance(event, Released):
+            return False
+        if isinstance(event, Recovery) and event.step is Step.QUARANTINE:
+            return True
+    return False

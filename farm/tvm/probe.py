@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from farm.errors import SessionError, TrackerUnreachable
+from farm.errors import NoFreeServer, SessionError, TrackerUnreachable
 from farm.procs import signal_group
 from farm.tvm import protocol
 from farm.tvm.protocol import TrackerCode
@@ -111,13 +111,9 @@ def probe_session(
         raise TrackerUnreachable(tracker_host, tracker_port, stages["tracker_error"]["reason"])
     if timed_out:
         if ticket is None:
-            reason = f"no server for key {key!r} within {timeout_s:g} s"
-        else:
-            reason = (
-                f"server {ticket['host']}:{ticket['port']} took the ticket but "
-                f"did not serve within {timeout_s:g} s"
-            )
-        raise SessionError(name, reason)
+            raise NoFreeServer(name, f"no server for key {key!r} within {timeout_s:g} s")
+        raise SessionError(name, f"server {ticket['host']}:{ticket['port']} took the ticket "
+                                 f"but did not serve within {timeout_s:g} s")
     done = stages.get("done")
     if proc.returncode != 0 or done is None:
         failed = stages.get("failed", {}).get("reason") or _last_line(err)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from farm.errors import SessionError, TrackerUnreachable
+from farm.errors import NoFreeServer, SessionError, TrackerUnreachable
 from farm.tvm.probe import probe_session
 from farm.tvm.testing import wait_until
 from farm.tvm.tracker import TrackerProcess, free_port, summary
@@ -44,8 +44,9 @@ class TestProbeSession:
 
     def test_no_server_for_key(self, tracker: TrackerProcess, key: str) -> None:
         """With nobody registered under the key the probe fails with a clear reason."""
-        with pytest.raises(SessionError, match="no server for key"):
+        with pytest.raises(SessionError, match="no server for key") as info:
             probe_session("127.0.0.1", tracker.port, key, timeout_s=3)
+        assert isinstance(info.value, NoFreeServer)  # no verdict on any one phone
 
     def test_unreachable_tracker(self) -> None:
         """A tracker that refuses is an infrastructure fault, not a phone fault."""
