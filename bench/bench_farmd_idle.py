@@ -30,12 +30,13 @@ from pathlib import Path
 import psutil
 
 from farm.aio import wait_until
+from farm.netaddr import free_port
 from farm.procs import signal_group
 from farm.provision.standin import demo_apk
 from farm.queue.db import default_url
 from farm.queue.models import DeviceState
 from farm.queue.store import Store
-from farm.virtual.testing import adb_server, free_port
+from farm.virtual.testing import adb_server
 
 READY_DEADLINE_S = 300.0
 

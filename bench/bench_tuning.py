@@ -30,9 +30,10 @@ from typing import Any
 
 from farm.config import Settings
 from farm.daemon import Farmd
+from farm.netaddr import free_port
 from farm.queue.models import DeviceState, JobState
 from farm.queue.store import Store
-from farm.virtual.testing import adb_server, free_port, wait_until
+from farm.virtual.testing import adb_server, wait_until
 
 FINISHED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 READY_DEADLINE_S = 180.0

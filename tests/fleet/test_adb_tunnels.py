@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import adbutils
 import pytest
 
-from farm.virtual.testing import AdbServerHandle, free_port
+from farm.netaddr import free_port
+from farm.virtual.testing import AdbServerHandle
 
 pytestmark = pytest.mark.fleet
 

@@ -13,8 +13,9 @@ from rich.console import Console
 from farm.cli.demo import run_demo
 from farm.config import Settings
 from farm.daemon import Farmd
+from farm.netaddr import free_port
 from farm.queue.models import DeviceState, JobState
-from farm.virtual.testing import adb_server, free_port, wait_until
+from farm.virtual.testing import adb_server, wait_until
 
 pytestmark = pytest.mark.fleet
 

@@ -21,8 +21,6 @@ from farm.virtual.testing import AdbServerHandle
 pytestmark = pytest.mark.fleet
 
 
-
-
 class TestProvisioning:
     def test_three_phones_come_to_ready(
         self, make_fleet: Callable[..., Fleet], make_farm: Callable[..., Farm]
@@ -34,7 +32,6 @@ class TestProvisioning:
         keys = farm.keys()
         for serial in phones.serials:
             assert farm.manager.runtime(serial).key in keys
-
 
     def test_preinstalled_release_app_is_configured_through_the_ui(
         self, make_fleet: Callable[..., Fleet], make_farm: Callable[..., Farm],
@@ -56,10 +53,6 @@ class TestProvisioning:
         assert farm.manager.runtime(serial).key in registered
 
 
-def sweep_until(farm: Farm, predicate: Callable[[], bool], deadline_s: float) -> bool:
-    return farm.sweep_until(predicate, deadline_s)
-
-
 class TestHealing:
     def test_crashed_app_is_back_and_registered(
         self, make_fleet: Callable[..., Fleet], make_farm: Callable[..., Farm]
@@ -72,8 +65,8 @@ class TestHealing:
         key = farm.manager.runtime(serial).key
         phones.crash_app(serial)
         assert wait_until(lambda: key not in farm.keys(), 20), "the crash did not unregister"
-        assert sweep_until(farm, lambda: key in farm.keys()
-                           and farm.state(serial) is DeviceState.READY, 90)
+        assert farm.sweep_until(lambda: key in farm.keys()
+                                and farm.state(serial) is DeviceState.READY, 90)
         events = [e.reason for e in farm.store.device_events(serial)]
         assert any("recovered by" in r for r in events), events
 
@@ -107,7 +100,7 @@ class TestHealing:
                 phones.crash_app(serial)
             return farm.state(serial) is DeviceState.QUARANTINED
 
-        assert sweep_until(farm, crash_and_check, 240), farm.state(serial)
+        assert farm.sweep_until(crash_and_check, 240), farm.state(serial)
         assert "farmctl release" in farm.store.device_events(serial)[0].reason
 
 
@@ -195,8 +188,8 @@ class TestFrozenApp:
         # The sweep came back while the probe still hangs on the frozen server:
         # one frozen phone must not hold every other phone's next sweep.
         assert farm.manager.runtime(serial).probing
-        assert sweep_until(farm, lambda: any(
+        assert farm.sweep_until(lambda: any(
             "probe_ok false" in e.reason for e in farm.store.device_events(serial)), 90)
-        assert sweep_until(farm, lambda: farm.state(serial) is DeviceState.READY
-                           and key in farm.keys(), 120)
+        assert farm.sweep_until(lambda: farm.state(serial) is DeviceState.READY
+                                and key in farm.keys(), 120)
         assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in frozen)

@@ -23,13 +23,14 @@ import pytest
 from farm.config import Settings
 from farm.daemon import Farmd
 from farm.demo_model import write_small_cnn
+from farm.netaddr import free_port
 from farm.provision.standin import demo_apk
 from farm.queue.models import DeviceState, JobState
 from farm.queue.store import Store
 from farm.runner.dispatcher import CHILD_LOG
 from farm.virtual.android.spec import profiles
 from farm.virtual.fleet import Fleet
-from farm.virtual.testing import AdbServerHandle, free_port, wait_until
+from farm.virtual.testing import AdbServerHandle, wait_until
 
 pytestmark = pytest.mark.fleet
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from farm.errors import TrackerUnreachable
+from farm.netaddr import free_port
 from farm.procs import group_alive
 from farm.tvm.testing import wait_until
 from farm.tvm.tracker import (
     QueueInfo,
     ServerInfo,
     TrackerProcess,
-    free_port,
     parse_summary,
     ping,
     summary,

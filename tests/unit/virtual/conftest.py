@@ -9,18 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from farm.clock import FakeClock
 from farm.virtual.android import AndroidPhone, profiles
 from farm.virtual.android.packages import Installed
-
-
-class FakeClock:
-    """A monotonic clock tests move by hand."""
-
-    def __init__(self) -> None:
-        self.now_s = 1000.0
-
-    def __call__(self) -> float:
-        return self.now_s
 
 
 class CollectIO:
@@ -77,6 +68,7 @@ def install_fake_tvmrpc(phone: AndroidPhone, *, debuggable: bool = True) -> None
 
 @pytest.fixture
 def clock() -> FakeClock:
+    """Monotonic time for the phone's physics; tests move it with ``advance``."""
     return FakeClock()
 
 
@@ -84,4 +76,4 @@ def clock() -> FakeClock:
 def phone(tmp_path: Path, clock: FakeClock) -> AndroidPhone:
     """A Pixel 8 profile phone with a short RPC start delay."""
     spec = dataclasses.replace(profiles(1)[0], rpc_start_delay_s=0.01)
-    return AndroidPhone(spec, tmp_path / "phone", net=None, clock=clock)  # type: ignore[arg-type]
+    return AndroidPhone(spec, tmp_path / "phone", net=None, clock=clock.monotonic)

@@ -65,7 +65,7 @@ class TestSystemCommands:
         """Temperatures rise under load over time and status follows thresholds."""
         before = [int(t) for t in sh(phone, "cat /sys/class/thermal/thermal_zone*/temp")[1].split()]
         phone.physics.set_load(1.0)
-        clock.now_s += 600
+        clock.advance(600)
         after = [int(t) for t in sh(phone, "cat /sys/class/thermal/thermal_zone*/temp")[1].split()]
         assert all(a > b for a, b in zip(after, before))
         phone.heat(60.0)
@@ -75,7 +75,7 @@ class TestSystemCommands:
         """Unplugged, the level falls over an hour; plugged it rises."""
         phone.set_plugged(False)
         start = int(re.search(r"level: (\d+)", sh(phone, "dumpsys battery")[1]).group(1))
-        clock.now_s += 3600
+        clock.advance(3600)
         assert int(re.search(r"level: (\d+)", sh(phone, "dumpsys battery")[1]).group(1)) < start
 
     def test_svc_stayon_sets_setting_7(self, phone) -> None:

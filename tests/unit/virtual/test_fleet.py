@@ -9,13 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from farm.netaddr import free_port
 from farm.virtual.fleet import Fleet, FleetError
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _listening(port: int) -> bool:
@@ -35,7 +30,7 @@ class TestStart:
 
         monkeypatch.setattr(Fleet, "connect", refuse)
         before = set(threading.enumerate())
-        fleet = Fleet(2, adb_port=_free_port(), data_dir=tmp_path)
+        fleet = Fleet(2, adb_port=free_port(), data_dir=tmp_path)
         with pytest.raises(FleetError, match="refused"):
             fleet.start()
         assert [p.port for p in fleet.phones]
