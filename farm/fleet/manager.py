@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -38,7 +37,7 @@ from farm.provision.policy import ClashPolicy
 from farm.provision.tunnels import close_usb_tunnel, open_usb_tunnel
 from farm.queue.models import DeviceState
 from farm.queue.store import Store
-from farm.supervise.ladder import Event, Failure, LadderPolicy, Recovery, Released, Step
+from farm.supervise.ladder import Failure, LadderPolicy, quarantined
 from farm.tvm.probe import probe_session
 from farm.tvm.tracker import summary
 
@@ -270,7 +269,7 @@ class FleetManager:
                 # a release forgets the history: a phone that keeps failing across
                 # reboots and replugs must still reach quarantine.
                 phone = self.runtime(device.serial)
-                if _quarantined(phone.history):
+                if quarantined(phone.history):
                     self.recoverer.released(device.serial)
                 self.submit(device.serial, self.provision)
         watched = [d.serial for d in devices
@@ -393,13 +392,3 @@ class FleetManager:
 
 class _Closing(Exception):
     """The manager closes: a task stops waiting and records nothing about the phone."""
-
-
-def _quarantined(history: Sequence[Event]) -> bool:
-    """Whether the ladder quarantined the phone since its last release."""
-    for event in reversed(history):
-        if isinstance(event, Released):
-            return False
-        if isinstance(event, Recovery) and event.step is Step.QUARANTINE:
-            return True
-    return False

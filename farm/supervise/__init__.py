@@ -14,6 +14,7 @@ from farm.supervise.ladder import (
     Wait,
     backoff_s,
     next_step,
+    quarantined,
 )
 from farm.supervise.systemd import SystemdNotifier
 
@@ -28,4 +29,5 @@ __all__ = [
     "Wait",
     "backoff_s",
     "next_step",
+    "quarantined",
 ]

@@ -215,6 +215,21 @@ def _since_release(history: Sequence[Event], now: datetime) -> list[Event]:
     return events
 
 
+def quarantined(history: Sequence[Event]) -> bool:
+    """Whether the ladder quarantined the phone since its last release; pure.
+
+    The fleet manager uses it to tell an operator's release (the database says
+    ``discovered`` while the ladder said quarantine) from a replug or a reboot,
+    which must keep the history so a phone failing across them is quarantined.
+    """
+    for event in sorted(history, key=lambda e: e.at, reverse=True):
+        if isinstance(event, Released):
+            return False
+        if isinstance(event, Recovery) and event.step is Step.QUARANTINE:
+            return True
+    return False
+
+
 def next_step(history: Sequence[Event], now: datetime, policy: LadderPolicy) -> Step | Wait | None:
     """Decide the phone's next recovery action; pure.
 

@@ -19,6 +19,7 @@ from farm.supervise import (
     Wait,
     backoff_s,
     next_step,
+    quarantined,
 )
 
 T0 = datetime(2025, 6, 1, 3, 0, tzinfo=timezone.utc)
@@ -211,3 +212,14 @@ class TestNextStep:
         now = now_loop[-1].at
         assert next_step(ancient + now_loop, now, policy) == next_step(now_loop, now, policy)
         assert next_step(ancient + now_loop, now, policy) is Step.RESTART_APP
+
+
+class TestQuarantined:
+    def test_only_a_quarantine_since_the_last_release_counts(self) -> None:
+        """Failures and reboots are not quarantine; a release ends it; a later one counts."""
+        failing = [Failure(at(0), "app_running false"), Recovery(at(1), Step.REBOOT, True)]
+        assert not quarantined(failing)
+        jailed = [*failing, Recovery(at(2), Step.QUARANTINE, True), Failure(at(3), "probe_ok false")]
+        assert quarantined(jailed)
+        assert not quarantined([*jailed, Released(at(4))])
+        assert quarantined([*jailed, Released(at(4)), Recovery(at(5), Step.QUARANTINE, True)])
