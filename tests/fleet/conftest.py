@@ -5,22 +5,35 @@
 * ``make_fleet``: ``make_fleet(n, network="lan", **kw)`` starts ``n`` phones
   attached to that server and waits until each is ``device``; every fleet is
   stopped (its phones' processes ended) after the test.
+* ``start_farmd``: ``start_farmd(phones, same_model=False, **jobs)`` runs an
+  in-process farmd with that many ready usb-only phones (:class:`RunningFarmd`).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from apk_tools.keys import create_pem_key
 from apk_tools.prepare import prepare
 from apk_tools.standin import build_standin_apk
+from farm.config import Settings
+from farm.daemon import Farmd
+from farm.netaddr import free_port
+from farm.provision.standin import demo_apk
+from farm.queue.models import DeviceState
+from farm.queue.store import Store
+from farm.runner.dispatcher import CHILD_LOG
 from farm.testing import FleetHarness, fleet_harness
+from farm.virtual.android.spec import profiles
 from farm.virtual.fleet import Fleet
-from farm.virtual.testing import AdbServerHandle
+from farm.virtual.testing import AdbServerHandle, wait_until
 from farm.virtual.testing import adb_server as _adb_server
 from farm.virtual.testing import fleet as _fleet
 
@@ -83,3 +96,93 @@ def make_farm(
             )
 
         yield make
+
+
+READY_DEADLINE_S = 150.0
+JOB_DEADLINE_S = 240.0
+
+
+@dataclass
+class RunningFarmd:
+    """An in-process farmd with its virtual phones."""
+
+    farmd: Farmd
+    fleet: Fleet
+
+    @property
+    def store(self) -> Store:
+        """farmd's queue."""
+        return self.farmd.store
+
+    @property
+    def serials(self) -> list[str]:
+        """The virtual phones' serials."""
+        return list(self.fleet.serials)
+
+    @property
+    def data_dir(self) -> Path:
+        """farmd's data folder."""
+        return self.farmd.data_dir
+
+    def wait_ready(self, deadline_s: float = READY_DEADLINE_S) -> None:
+        """Wait until every phone is provisioned, registered and ``ready``."""
+        def ready() -> bool:
+            return all((d := self.store.get_device(s)) is not None and d.state is DeviceState.READY
+                       for s in self.serials)
+
+        wait_until(ready, deadline_s, "every phone ready")
+
+    def enqueue(self, spec: dict[str, Any]) -> int:
+        """Put ``spec`` on the queue now."""
+        return self.store.enqueue(spec, datetime.now(UTC))
+
+    def wait_finished(self, job_ids: list[int], deadline_s: float = JOB_DEADLINE_S) -> None:
+        """Wait until every job reached a final state."""
+        wait_until(lambda: all(self.store.get_job(i).state.ended for i in job_ids),  # type: ignore[union-attr]
+                   deadline_s, f"jobs {job_ids} finished")
+
+    def child_logs(self, job_ids: list[int]) -> str:
+        """The child logs of every attempt of ``job_ids``, concatenated."""
+        runs = self.data_dir / "runs"
+        return "".join(
+            (runs / f"attempt-{a.id}" / CHILD_LOG).read_text(errors="replace")
+            for i in job_ids for a in self.store.attempts(i)
+            if (runs / f"attempt-{a.id}" / CHILD_LOG).is_file()
+        )
+
+
+def farmd_settings(data_dir: Path, adb_port: int, apk: Path, **jobs: float) -> Settings:
+    """Hermetic farmd settings: tmp data folder, private adb server, free ports, usb-only."""
+    return Settings.model_validate({
+        "data_dir": str(data_dir),
+        "adb": {"port": adb_port},
+        "apk": {"path": str(apk)},
+        "tracker": {"port": free_port(), "network": "usb-only"},
+        "metrics": {"enabled": False},
+        "jobs": jobs,
+    })
+
+
+@pytest.fixture
+def start_farmd(adb_server: AdbServerHandle, tmp_path: Path) -> Iterator[Callable[..., RunningFarmd]]:
+    """Factory: ``start_farmd(phones, same_model=False)`` -> farmd with ready phones; all stopped after.
+
+    The phones are plugged into farmd's adb server the way USB phones are; with
+    ``same_model`` they are all the first built-in model, so they share one
+    compile target.
+    """
+    with contextlib.ExitStack() as stack:
+        def start(phones: int, *, same_model: bool = False, **jobs: float) -> RunningFarmd:
+            specs = profiles(1 if same_model else phones, "usb-only")
+            specs = [specs[i % len(specs)] for i in range(phones)]
+            fleet = stack.enter_context(
+                Fleet(phones, specs=specs, adb_port=adb_server.port, data_dir=tmp_path / "phones"))
+            apk = demo_apk(tmp_path / "apk")
+            farmd = Farmd(farmd_settings(tmp_path / "farm", adb_server.port, apk, **jobs))
+            stack.callback(farmd.stop)
+            farmd.start()
+            running = RunningFarmd(farmd, fleet)
+            running.wait_ready()
+            return running
+
+        yield start

@@ -21,7 +21,6 @@ from typing import Any
 
 import psutil
 import pytest
-from test_jobs_benchmarks import FINISHED, RunningFarmd, start_farmd  # noqa: F401 - fixture
 
 from farm.fleet.keys import job_key, phone_key
 from farm.jobs.tune import FAILED_RUN_S, RECORDS_FILE
@@ -69,9 +68,9 @@ def measured_in(records: bytes) -> int:
 
 
 class TestTuningThroughAppCrashes:
-    def test_app_killed_twice_mid_run_still_measures_every_trial(self, start_farmd) -> None:  # type: ignore[no-untyped-def]  # noqa: F811 - the imported fixture
+    def test_app_killed_twice_mid_run_still_measures_every_trial(self, start_farmd) -> None:  # type: ignore[no-untyped-def]
         """The app is crashed on each phone in turn while tuning; the farm brings it back and the job measures all its trials."""
-        farm: RunningFarmd = start_farmd(2, same_model=True)
+        farm = start_farmd(2, same_model=True)
         tracker = farm.farmd.settings.tracker
         job_id = farm.enqueue(tune_spec())
         work_dir = tune_work_dir(farm.data_dir, job_id)
@@ -225,7 +224,7 @@ class TestTuningThroughFarmdRestart:
             assert 0 < measured_before < TRIALS
 
             start_farmd_process(config, tmp_path / "farmd-2.log", farmd_processes)
-            wait_until(lambda: store.get_job(job_id).state in FINISHED, TUNE_DEADLINE_S,  # type: ignore[union-attr]
+            wait_until(lambda: store.get_job(job_id).state.ended, TUNE_DEADLINE_S,  # type: ignore[union-attr]
                        "job finished under the second farmd")
 
             view = store.get_job(job_id)
