@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -225,9 +226,13 @@ class Settings(_Frozen):
         data_dir: farm's data folder (database, logs, caches).
         database_url: SQLAlchemy URL; defaults to SQLite ``farm.db`` in ``data_dir``.
         log_level: debug, info, warning, error or critical.
+        host_id: names this host's farmd in the shared database (attempts it
+            runs carry it); defaults to the host name. Two farmd sharing one
+            database must have different host ids.
     """
 
     data_dir: Path = Field(Path("~/.local/share/farm"), validate_default=True)
+    host_id: str = Field(default_factory=socket.gethostname, min_length=1, max_length=128)
     database_url: str = ""
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
     adb: AdbSettings = AdbSettings()

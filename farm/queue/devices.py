@@ -62,6 +62,55 @@ class DeviceOps:
             device = transitions.get_or_create(session, serial, now)
             return transitions.set_state(session, device, DeviceState(to_state), reason, now)
 
+    def move_device(
+        self,
+        serial: str,
+        to_state: DeviceState,
+        reason: str,
+        now: datetime,
+        *,
+        expect_state: DeviceState,
+        expect_attempt: int | None = None,
+    ) -> bool:
+        """Compare-and-set a phone's state: move it only if it is as the caller read it.
+
+        The row is locked, and moved only while its state is ``expect_state``
+        and its ``attempt_id`` is ``expect_attempt``; otherwise someone (a
+        claim, a release, another sweep) moved it since the caller's read, and
+        nothing is written: the caller re-reads and judges again. This is the
+        only way the fleet writes a phone's state (``transitions.release`` is
+        the same rule for the queue).
+
+        Args:
+            serial: the phone.
+            to_state: where it goes.
+            reason: the event row's reason.
+            now: when.
+            expect_state: the state the caller read.
+            expect_attempt: the attempt id the caller read (None: not busy).
+
+        Returns:
+            True if the phone was as expected (it is now in ``to_state``);
+            False if it was not, or is unknown: nothing changed.
+        """
+        to_state, expect_state = DeviceState(to_state), DeviceState(expect_state)
+        with self._tx() as session:
+            device = session.scalars(
+                select(Device).where(Device.serial == serial).with_for_update()
+            ).one_or_none()
+            if device is None:
+                return False
+            if device.state is not expect_state or device.attempt_id != expect_attempt:
+                transitions.note(
+                    session, "device_move_lost", serial=serial,
+                    expected_state=expect_state.value, expected_attempt=expect_attempt,
+                    found_state=device.state.value, found_attempt=device.attempt_id,
+                    to_state=to_state.value, reason=reason,
+                )
+                return False
+            transitions.set_state(session, device, to_state, reason, now)
+            return True
+
     def set_device_health(
         self, serial: str, health: DeviceHealth, reason: str, now: datetime
     ) -> list[str]:

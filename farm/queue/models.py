@@ -6,6 +6,7 @@ the same reason)::
 
     Device ──< DeviceEvent          state changes, each with its reason
            ──< HealthSample         one probe of the phone
+    Device ──< PhoneHold >── Attempt  one row per phone a running attempt holds
     Job ──< Attempt ──< DeviceSnapshot   the phone's state when a number was taken
         └── Result (one per job) ──< Sample   every raw timing, in seconds
         └──< TuningRecord
@@ -39,6 +40,7 @@ __all__ = [
     "HealthSample",
     "Job",
     "JobState",
+    "PhoneHold",
     "Result",
     "Sample",
     "TuningRecord",
@@ -149,6 +151,7 @@ class Device(Base):
     serial: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
     state: Mapped[DeviceState] = mapped_column(_enum(DeviceState), default=DeviceState.DISCOVERED)
     health: Mapped[DeviceHealth] = mapped_column(_enum(DeviceHealth), default=DeviceHealth.UNKNOWN)
+    health_reason: Mapped[str] = mapped_column(sa.Text, default="", server_default="")
     # abi, abis, soc, sdk, gpu, model...: what DeviceSelection matches against.
     facts: Mapped[dict[str, Any]] = mapped_column(default=dict)
     drained: Mapped[bool] = mapped_column(default=False)
@@ -232,6 +235,25 @@ class Attempt(Base):
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
     error_kind: Mapped[str | None] = mapped_column(sa.String(64), default=None)
     error: Mapped[str | None] = mapped_column(sa.Text, default=None)
+    # The host id of the farmd running it (``Settings.host_id``): a farmd that
+    # restarts on the same host reclaims these at once instead of waiting out
+    # their leases.
+    host: Mapped[str | None] = mapped_column(sa.String(128), default=None)
+
+
+class PhoneHold(Base):
+    """A phone held by a running attempt.
+
+    ``serial`` is the primary key: the database refuses a second running
+    attempt on one phone, whatever a racing writer read. A row is written when
+    an attempt claims the phone and deleted when the attempt releases it.
+    """
+
+    __tablename__ = "phone_holds"
+
+    serial: Mapped[str] = mapped_column(sa.ForeignKey("devices.serial"), primary_key=True)
+    attempt_id: Mapped[int] = mapped_column(sa.ForeignKey("attempts.id"), index=True)
+    at: Mapped[datetime]
 
 
 class Result(Base):
