@@ -26,9 +26,10 @@ import click
 import structlog
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from farm import logs
+from farm import logs, privacy
 from farm.adb import Adb, AdbServer, DeviceTracker
 from farm.aio import LoopThread
+from farm.cli.params import CONTEXT_SETTINGS
 from farm.clock import Clock, SystemClock
 from farm.config import Settings, load_config
 from farm.errors import FarmError
@@ -79,7 +80,7 @@ class Farmd:
     def start(self) -> None:
         """Start every part; raises FarmError if one cannot start."""
         s = self.settings
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        privacy.private_dir(self.data_dir)
         write_pidfile(self.data_dir, self.clock.now())
         self._stops.append(lambda: remove_pidfile(self.data_dir))
         self.store = Store(s.database_url)
@@ -261,7 +262,7 @@ class Farmd:
         log.info("farmd_stopped")
 
 
-@click.command()
+@click.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
               help="TOML settings file (default: $FARM_CONFIG, then /etc/farm/farm.toml).")
 @click.option("--virtual-phones", type=click.IntRange(min=0), default=None,
@@ -270,6 +271,7 @@ class Farmd:
               help="Log format (default: JSON off a TTY).")
 def main(config_path: Path | None, virtual_phones: int | None, json_logs: bool | None) -> None:
     """farmd: keep a fleet of Android phones ready for TVM benchmarks and tuning."""
+    privacy.restrict_umask()  # its files, and its children's, are its user's only
     try:
         settings = load_config(config_path)
     except FarmError as exc:

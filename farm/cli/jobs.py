@@ -10,14 +10,23 @@ import click
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from farm.cli.output import Column, echo_json, plain, print_table, to_csv
+from farm.cli.output import Column, echo_json, plain, print_table, to_csv, to_json
+from farm.cli.params import JOB_ID, LIMIT, Seconds
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.clock import SystemClock
 from farm.errors import FarmError, UserFault
 from farm.queue.models import JobState
 from farm.queue.records import AttemptView, JobView, ResultView
 
-__all__ = ["cancel", "job", "jobs", "logs_", "results", "wait"]
+__all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "WaitTimedOut", "cancel", "job", "jobs", "logs_", "results",
+           "wait"]
+
+#: ``farmctl wait``: the job ended failed or cancelled.
+EXIT_FAILED = FarmError.exit_code
+#: ``farmctl wait --timeout``: the job had not ended in time (the code ``timeout(1)`` uses).
+EXIT_TIMEOUT = 124
+#: The longest ``farmctl wait --timeout`` (30 days): longer is a typo, not a plan.
+WAIT_MAX_S = 30 * 24 * 3600.0
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
@@ -48,7 +57,7 @@ def _get_job(state: CliState, job_id: int) -> JobView:
 @click.command()
 @click.option("--state", "states", multiple=True, type=click.Choice([s.value for s in JobState]),
               help="Only jobs in this state (repeatable).")
-@click.option("--limit", type=int, default=100, show_default=True)
+@click.option("--limit", type=LIMIT, default=100, show_default=True)
 @_JSON
 @pass_state
 def jobs(state: CliState, states: tuple[str, ...], limit: int, as_json: bool) -> None:
@@ -73,7 +82,7 @@ _ATTEMPT_COLUMNS = [
 
 
 @click.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=JOB_ID)
 @_JSON
 @pass_state
 def job(state: CliState, job_id: int, as_json: bool) -> None:
@@ -85,14 +94,14 @@ def job(state: CliState, job_id: int, as_json: bool) -> None:
         echo_json({"job": view, "attempts": attempts, "result": result})
         return
     print_table([_job_row(view)], _JOB_COLUMNS, f"job {job_id}")
-    click.echo(f"spec: {plain(view.spec)}")
+    click.echo(f"spec: {to_json(view.spec)}")
     print_table([_attempt_row(a) for a in attempts], _ATTEMPT_COLUMNS, "attempts")
     if result is not None:
         print_table([_result_row(result)], _RESULT_COLUMNS, "result")
 
 
 @click.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=JOB_ID)
 @pass_state
 def cancel(state: CliState, job_id: int) -> None:
     """Cancel a queued or running job (a running attempt is stopped by farmd)."""
@@ -122,14 +131,19 @@ _SAMPLE_FIELDS = ["result_id", "job_id", "attempt_id", "index", "value", "unit"]
 
 
 @click.command()
-@click.option("--job", "job_id", type=int, help="Only this job's result.")
+@click.option("--job", "job_id", type=JOB_ID, help="Only this job's result.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
               show_default=True, help="csv has one line per raw sample.")
-@click.option("--limit", type=int, default=1000, show_default=True)
+@click.option("--limit", type=LIMIT, default=1000, show_default=True)
 @_JSON
 @pass_state
-def results(state: CliState, job_id: int | None, fmt: str, limit: int, as_json: bool) -> None:
+@click.pass_context
+def results(ctx: click.Context, state: CliState, job_id: int | None, fmt: str, limit: int,
+            as_json: bool) -> None:
     """List results with their raw samples."""
+    fmt_given = ctx.get_parameter_source("fmt") is not click.core.ParameterSource.DEFAULT
+    if as_json and fmt_given and fmt != "json":
+        raise click.UsageError(f"--json and --format {fmt} ask for two formats: give one")
     views = state.store.results(job_id, limit)
     if as_json or fmt == "json":
         echo_json(views)
@@ -157,8 +171,9 @@ def _attempt_entries(attempts: list[AttemptView]) -> list[dict[str, Any]]:
 
 @click.command(name="logs")
 @click.option("--serial", help="Only this phone's events.")
-@click.option("--job", "job_id", type=int, help="Only this job's attempts and the events they caused.")
-@click.option("--limit", type=int, default=200, show_default=True)
+@click.option("--job", "job_id", type=JOB_ID,
+              help="Only this job's attempts and the events they caused.")
+@click.option("--limit", type=LIMIT, default=200, show_default=True)
 @_JSON
 @pass_state
 def logs_(state: CliState, serial: str | None, job_id: int | None, limit: int, as_json: bool) -> None:
@@ -189,13 +204,22 @@ def logs_(state: CliState, serial: str | None, job_id: int | None, limit: int, a
                           Column("text")], "log entries")
 
 
-@click.command()
-@click.argument("job_id", type=int)
-@click.option("--timeout", "timeout_s", type=float, help="Give up after this many seconds.")
-@click.option("--poll", "poll_s", type=float, default=1.0, show_default=True, help="Seconds between checks.")
+class WaitTimedOut(FarmError):
+    """``farmctl wait --timeout`` ran out before the job ended (exit :data:`EXIT_TIMEOUT`)."""
+
+    exit_code = EXIT_TIMEOUT
+
+
+@click.command(epilog="Exit codes: 0 the job succeeded; 1 it failed or was cancelled; "
+                      "2 usage error or no such job; 124 it had not ended after --timeout.")
+@click.argument("job_id", type=JOB_ID)
+@click.option("--timeout", "timeout_s", type=Seconds(0, WAIT_MAX_S),
+              help="Give up after this many seconds (exit 124); default: wait until it ends.")
+@click.option("--poll", "poll_s", type=Seconds(0, 3600, min_open=True), default=1.0,
+              show_default=True, help="Seconds between checks.")
 @pass_state
 def wait(state: CliState, job_id: int, timeout_s: float | None, poll_s: float) -> None:
-    """Wait until a job ends; exit 0 if it succeeded, 1 if it failed or was cancelled."""
+    """Wait until a job ends; the exit code says how it ended (see below)."""
     view = _get_job(state, job_id)
     if not view.state.ended:
         warn_if_no_farmd(state, "the job will not progress until farmd starts")
@@ -206,7 +230,7 @@ def wait(state: CliState, job_id: int, timeout_s: float | None, poll_s: float) -
         task = progress.add_task(_describe(view))
         while not view.state.ended:
             if timeout_s is not None and time.monotonic() - start_s >= timeout_s:
-                raise FarmError(f"job {job_id} still {view.state.value} after {timeout_s:g} s")
+                raise WaitTimedOut(f"job {job_id} still {view.state.value} after {timeout_s:g} s")
             time.sleep(poll_s)
             view = _get_job(state, job_id)
             progress.update(task, description=_describe(view))

@@ -3,6 +3,10 @@
 A :class:`~farm.errors.FarmError` becomes ``Error: <message>`` on stderr and the
 error's ``exit_code`` (2 for the user's mistakes, 1 otherwise), as click's own
 exceptions do; any other exception is a bug and keeps its traceback.
+
+Every command's help shows the defaults and marks required options
+(:data:`CONTEXT_SETTINGS`, inherited by every subcommand), and ``-h`` is
+``--help``. :func:`main` makes what farmctl writes private (:mod:`farm.privacy`).
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ from pathlib import Path
 
 import click
 
-from farm import logs
+from farm import logs, privacy
 from farm.cli import demo, devices, doctor, enqueue, jobs
+from farm.cli.params import CONTEXT_SETTINGS
 from farm.cli.state import CliState
 from farm.errors import FarmError
 
@@ -24,7 +29,7 @@ __all__ = ["cli", "main"]
 class FarmGroup(click.Group):
     """A click group that turns FarmError into ``Error: ...`` and its exit code."""
 
-    def invoke(self, ctx: click.Context):  # type: ignore[no-untyped-def]
+    def invoke(self, ctx: click.Context) -> object:
         """Run the subcommand, mapping FarmError at this one boundary."""
         try:
             return super().invoke(ctx)
@@ -33,9 +38,12 @@ class FarmGroup(click.Group):
             ctx.exit(exc.exit_code)
 
 
-@click.group(cls=FarmGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=FarmGroup, context_settings=CONTEXT_SETTINGS,
+             epilog="Exit codes: 0 success; 1 a failure (of the job, a phone, a service); "
+                    "2 a usage error or wrong input. 'farmctl wait' adds 124 for --timeout.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-              envvar="FARM_CONFIG", help="farm's TOML config (default: $FARM_CONFIG, /etc/farm/farm.toml).")
+              envvar="FARM_CONFIG",
+              help="farm's TOML config (default: $FARM_CONFIG, then /etc/farm/farm.toml).")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error", "critical"]))
 @click.pass_context
@@ -55,5 +63,6 @@ for command in (jobs.jobs, jobs.job, jobs.cancel, jobs.results, jobs.logs_, jobs
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console script entry point ``farmctl``."""
+    """Console script entry point ``farmctl``; what it writes is readable by its user only."""
+    privacy.restrict_umask()
     cli.main(args=list(argv) if argv is not None else None, prog_name="farmctl")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
@@ -90,7 +91,7 @@ def _cell(value: Any) -> str:
 
 
 def _console() -> Console:
-    stream = click.get_text_stream("stdout")
+    stream = sys.stdout  # click's CliRunner swaps it too; get_text_stream is deprecated
     is_tty = hasattr(stream, "isatty") and stream.isatty()
     return Console(file=stream, width=None if is_tty else PIPE_WIDTH, highlight=False)
 

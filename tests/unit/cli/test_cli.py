@@ -214,10 +214,10 @@ class TestJobControl:
         assert result.exit_code == 1 and "app crashed" in result.stderr
 
     def test_wait_gives_up_after_timeout(self, farmctl, store: Store) -> None:
-        """wait --timeout on a job that never runs exits 1 saying it is still queued."""
+        """wait --timeout on a job that never runs exits 124 saying it is still queued."""
         job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
         result = farmctl("wait", str(job_id), "--timeout", "0.2", "--poll", "0.05")
-        assert result.exit_code == 1 and "still queued" in result.stderr
+        assert result.exit_code == 124 and "still queued" in result.stderr
 
 
 class TestDeviceCommands:

@@ -1,0 +1,66 @@
+"""farm's command-line conventions: help settings, and types that bound input.
+
+The types bound what a user can give farmctl to what can be stored and run. An unbounded ``type=int`` lets ``farmctl job 99999999999999999999999`` reach the
+database driver, which raises ``OverflowError`` (a traceback); ``type=float``
+lets ``nan`` and ``inf`` through. These types turn such values into click's
+usage error (``Error: Invalid value for 'JOB_ID': ...``, exit code 2).
+"""
+
+from __future__ import annotations
+
+import math
+
+import click
+
+__all__ = ["CONTEXT_SETTINGS", "DB_INT_MAX", "JOB_ID", "LIMIT", "Seconds"]
+
+#: Click context settings for farm's commands (farmctl, farmd, apk_tools):
+#: ``-h`` is ``--help``, and help shows every default (click marks required
+#: options ``[required]`` itself). Subcommands inherit them.
+CONTEXT_SETTINGS: dict[str, object] = {"help_option_names": ["-h", "--help"],
+                                       "show_default": True}
+
+#: The largest value of the queue's integer columns (ids): PostgreSQL's
+#: ``integer`` is 4 bytes, -2147483648 to +2147483647 (PostgreSQL docs, "Numeric
+#: Types"); SQLite's 8-byte integers hold more, so the smaller range is the bound.
+DB_INT_MAX = 2**31 - 1
+
+#: A job id as the store numbers them: 1, 2, ... up to :data:`DB_INT_MAX`.
+JOB_ID = click.IntRange(1, DB_INT_MAX)
+
+#: How many rows a listing prints at most.
+LIMIT = click.IntRange(1, DB_INT_MAX)
+
+
+class Seconds(click.ParamType):
+    """A finite duration in seconds within ``[min_s, max_s]``; refuses ``nan`` and ``inf``.
+
+    Args:
+        min_s: the smallest value accepted.
+        max_s: the largest value accepted.
+        min_open: whether ``min_s`` itself is refused (a poll interval of 0 s is).
+    """
+
+    name = "seconds"
+
+    def __init__(self, min_s: float, max_s: float, *, min_open: bool = False) -> None:
+        self.min_s = min_s
+        self.max_s = max_s
+        self.min_open = min_open
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        """``value`` as float seconds; a usage error (exit 2) outside the range."""
+        if isinstance(value, float) and math.isfinite(value):
+            seconds = value
+        else:
+            try:
+                seconds = float(str(value))
+            except ValueError:
+                self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        low = "<" if self.min_open else "<="
+        too_low = seconds <= self.min_s if self.min_open else seconds < self.min_s
+        if not math.isfinite(seconds) or too_low or seconds > self.max_s:
+            self.fail(f"{value} is not in the range {self.min_s:g}{low}x<={self.max_s:g} seconds",
+                      param, ctx)
+        return seconds
