@@ -3,6 +3,14 @@
 Real farms run exactly one adb server per host (every adb client talks to it on
 TCP port 5037 by default); farm owns its lifecycle so that a dead server is
 noticed and restarted by policy, not silently by a library.
+
+The server farm starts listens on loopback only: its client port is bound to
+127.0.0.1, and its mDNS discovery, which otherwise listens on UDP 0.0.0.0:5353
+and [::]:5353 for adb-over-Wi-Fi phones, is turned off with ``ADB_MDNS=0``
+(AOSP commit 043fbec6 "adb: add environment variables to disable usb,
+emulators, mdns", ``adb/client/main.cpp``: ``init_mdns_transport_discovery()``
+runs unless ``ADB_MDNS`` is ``0``). farm connects network phones itself
+(``adb connect`` of ``adb.connect``), so it never needs discovery.
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from farm.errors import AdbServerDown
 
 DEFAULT_ADB_PORT = 5037
 START_TIMEOUT_S = 20.0
+#: Environment of the adb server farm starts: mDNS discovery off (see the module doc).
+SERVER_ENV = {"ADB_MDNS": "0"}
 
 
 def bundled_adb() -> Path:
@@ -105,4 +115,5 @@ class AdbServer:
 
     def _env(self) -> dict[str, str]:
         # The adb binary also reads ANDROID_ADB_SERVER_PORT; keep it consistent with -P.
-        return {**os.environ, "ANDROID_ADB_SERVER_PORT": str(self.port)}
+        # ADB_MDNS=0: no mDNS listener on 0.0.0.0:5353 (see the module doc).
+        return {**os.environ, "ANDROID_ADB_SERVER_PORT": str(self.port), **SERVER_ENV}

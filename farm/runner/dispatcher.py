@@ -39,6 +39,7 @@ import structlog
 from farm.clock import Clock
 from farm.config import Settings
 from farm.errors import JobTimeout, Retry
+from farm.privacy import write_private
 from farm.procs import signal_group
 from farm.queue.records import Claim, Decision, Failure
 from farm.queue.scheduler import plan
@@ -143,7 +144,8 @@ class Dispatcher:
         self.stopping = False
         self._ticks = 0
         self._settings_path = self.runs_dir / SETTINGS_FILE
-        self._settings_path.write_text(settings.model_dump_json(), encoding="utf-8")
+        # 0600 whatever the umask: database_url may hold a password (farm.privacy).
+        write_private(self._settings_path, settings.model_dump_json())
         # Tuning saturates the host's cores compiling candidates, which can delay
         # heartbeats, so its lease is longer than a timed run's.
         self.lease_s_by_kind: Mapping[str, float] = {

@@ -1,0 +1,116 @@
+"""farmd as a process under a 022 umask: what it writes is private, its adb server stays on loopback."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import signal
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from farm.adb.server import AdbServer
+from farm.netaddr import free_port
+from farm.runner.pidfile import PIDFILE_NAME
+from farm.virtual.testing import wait_until
+
+pytestmark = pytest.mark.fleet
+
+START_DEADLINE_S = 120.0
+STOP_DEADLINE_S = 60.0
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _listener_pid(port: int) -> int | None:
+    """The pid of the process listening on TCP ``port``, if any."""
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+            return conn.pid
+    return None
+
+
+@pytest.fixture
+def farmd(tmp_path: Path) -> Iterator[tuple[Path, int, int]]:
+    """A real farmd process (no phones) under umask 022; yields (data_dir, pid, adb_port).
+
+    farmd starts its adb server with ``adb start-server``, which outlives it by
+    design: the test ends that server itself.
+    """
+    data_dir = tmp_path / "data"
+    data_dir.mkdir(mode=0o755)  # as an older farm left it
+    data_dir.chmod(0o755)
+    adb_port = free_port()
+    config = tmp_path / "farm.toml"
+    config.write_text(
+        f'data_dir = "{data_dir}"\n[adb]\nport = {adb_port}\n'
+        f"[tracker]\nport = {free_port()}\n[metrics]\nenabled = false\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FARM_")}
+    env.update(HOME=str(tmp_path / "home"), ADB_USB="0", ADB_EMU="0")
+    (tmp_path / "home").mkdir()
+    argv = [sys.executable, "-c", "from farm.daemon import main; main()", "--config", str(config)]
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=lambda: os.umask(0o022))
+    adb = AdbServer(port=adb_port)
+    try:
+        yield data_dir, proc.pid, adb_port
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+        server_pid = _listener_pid(adb_port)
+        subprocess.run(adb.argv("kill-server"), env=env, capture_output=True, timeout=30,
+                       check=False)
+        if server_pid is not None:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                server = psutil.Process(server_pid)
+                _, alive = psutil.wait_procs([server], timeout=10)
+                for process in alive:
+                    process.kill()
+
+
+def _started(data_dir: Path, pid: int) -> bool:
+    if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+        raise AssertionError("farmd exited during start")
+    return all((data_dir / name).is_file()
+               for name in (PIDFILE_NAME, "farm.db", "runs/settings.json", "tracker.log"))
+
+
+class TestFarmdPrivacy:
+    """What farmd leaves on disk and on the network."""
+
+    def test_files_are_private_and_adb_listens_on_loopback_only(
+        self, farmd: tuple[Path, int, int]
+    ) -> None:
+        """Data folder 0700, its files 0600, and the adb server it started has no listener
+        beyond loopback (no mDNS on 0.0.0.0:5353)."""
+        data_dir, pid, adb_port = farmd
+        wait_until(lambda: _started(data_dir, pid), START_DEADLINE_S, "farmd wrote its files")
+        assert _mode(data_dir) == 0o700
+        assert _mode(data_dir / "runs") & 0o077 == 0
+        for name in (PIDFILE_NAME, "farm.db", "runs/settings.json", "tracker.log"):
+            assert _mode(data_dir / name) & 0o077 == 0, f"{name} is {oct(_mode(data_dir / name))}"
+
+        server_pid = wait_until(lambda: _listener_pid(adb_port), START_DEADLINE_S,
+                                "adb server listening")
+        sockets = psutil.Process(int(server_pid)).net_connections(kind="inet")  # type: ignore[arg-type]
+        bound = [(c.type, c.laddr.ip, c.laddr.port) for c in sockets
+                 if c.laddr and (c.status == psutil.CONN_LISTEN or c.type == 2)]  # 2: SOCK_DGRAM
+        assert bound, "the adb server listens somewhere"
+        outside = [b for b in bound if not ipaddress.ip_address(b[1]).is_loopback]
+        assert outside == [], f"adb server listens beyond loopback: {outside}"
