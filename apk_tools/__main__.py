@@ -30,7 +30,8 @@ from apk_tools.prepare import prepare
 from apk_tools.sign import sign
 from apk_tools.standin import build_standin_apk
 from apk_tools.verify import verify
-from farm.errors import FarmError, SpecError
+from farm.cli.params import CONTEXT_SETTINGS
+from farm.errors import ApkError, FarmError, SpecError
 
 _PATH = click.Path(path_type=Path)
 _EXISTING = click.Path(path_type=Path, exists=True, dir_okay=False)
@@ -97,7 +98,7 @@ def _key_options(func: Any) -> Any:
     return func
 
 
-@click.group(cls=_Cli)
+@click.group(cls=_Cli, context_settings=CONTEXT_SETTINGS)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def cli(ctx: click.Context, as_json: bool) -> None:
@@ -182,12 +183,41 @@ def prepare_command(ctx: click.Context, apk: Path, out_dir: Path, **key_args: An
     _emit(ctx, {"prepared": str(prepare(apk, _signing_key(**key_args), out_dir))})
 
 
+def _verdict(apk: Path) -> dict[str, Any]:
+    """One APK's verification as a JSON-able dict; ``ok`` False with ``error`` when it fails."""
+    try:
+        result = verify(apk)
+    except ApkError as exc:
+        return {"apk": str(apk), "ok": False, "error": exc.reason,
+                "schemes": [], "signers": [], "warnings": []}
+    return {"apk": str(apk), "ok": True, "error": None, **dataclasses.asdict(result)}
+
+
+def _verdict_line(verdict: dict[str, Any]) -> str:
+    """``APK: verified (v2, v3), signer SHA256`` or ``APK: <why it fails>``."""
+    if not verdict["ok"]:
+        return f"{verdict['apk']}: {verdict['error']}"
+    schemes = ", ".join(f"v{s}" for s in verdict["schemes"]) or "-"
+    signers = ", ".join(verdict["signers"]) or "-"
+    return f"{verdict['apk']}: verified ({schemes}), signer {signers}"
+
+
 @cli.command("verify")
-@click.argument("apk", type=_EXISTING)
+@click.argument("apks", metavar="APK...", nargs=-1, required=True, type=_PATH)
 @click.pass_context
-def verify_command(ctx: click.Context, apk: Path) -> None:
-    """Verify signatures with apksigner; exit 2 if the APK does not verify."""
-    _emit(ctx, dataclasses.asdict(verify(apk)))
+def verify_command(ctx: click.Context, apks: tuple[Path, ...]) -> None:
+    """Verify the signatures of each APK with apksigner, one line per APK.
+
+    Exits 0 if every APK verifies, 2 if any does not (all are checked).
+    """
+    verdicts = [_verdict(apk) for apk in apks]
+    if ctx.obj["json"]:
+        click.echo(json.dumps(verdicts, indent=2))
+    else:
+        for v in verdicts:
+            click.echo(_verdict_line(v))
+    if not all(v["ok"] for v in verdicts):
+        ctx.exit(ApkError.exit_code)
 
 
 @cli.command("inspect")

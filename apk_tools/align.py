@@ -12,6 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from apk_tools.archive import apk_entries
 from apk_tools.tools import run_tool
 from farm.errors import ApkError
 
@@ -29,12 +30,12 @@ def align(apk_in: Path, apk_out: Path) -> Path:
         ``apk_out``.
 
     Raises:
-        ApkError: zipalign refused the input (not a zip, unreadable).
+        ApkError: the input is missing, a folder or not a zip
+            (:func:`apk_tools.archive.apk_entries`), or zipalign refused it.
         ToolMissing: zipalign is not installed.
     """
     apk_in, apk_out = Path(apk_in), Path(apk_out)
-    if not apk_in.is_file():
-        raise ApkError(str(apk_in), "no such file")
+    apk_entries(apk_in)
     apk_out.parent.mkdir(parents=True, exist_ok=True)
     fd, temp_name = tempfile.mkstemp(dir=apk_out.parent, prefix=".align-", suffix=".apk")
     os.close(fd)

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from pyaxmlparser import APK
 
+from apk_tools.archive import apk_entries
 from farm.errors import ApkError
 
 _ANDROID_NS = "{http://schemas.android.com/apk/res/android}"
@@ -153,20 +152,12 @@ def inspect_apk(path: Path) -> ApkInfo:
         The APK's :class:`ApkInfo`.
 
     Raises:
-        ApkError: the file is missing, not a zip, corrupt, or a zip that is not
-            an APK (no binary ``AndroidManifest.xml`` with a package name).
+        ApkError: the path is missing or a folder, the file is not a zip or
+            corrupt (:func:`apk_tools.archive.apk_entries`), or a zip that is
+            not an APK (no binary ``AndroidManifest.xml`` with a package name).
     """
     path = Path(path)
-    if not path.is_file():
-        raise ApkError(str(path), "no such file")
-    try:
-        with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
-            bad_entry = archive.testzip()
-    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
-        raise ApkError(str(path), f"not a valid zip file ({exc})") from exc
-    if bad_entry is not None:
-        raise ApkError(str(path), f"corrupt zip: entry {bad_entry} fails its CRC check")
+    names = apk_entries(path, check_crc=True)
     if "AndroidManifest.xml" not in names:
         raise ApkError(str(path), "not an APK: the zip has no AndroidManifest.xml")
 

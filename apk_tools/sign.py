@@ -20,6 +20,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 
+from apk_tools.archive import apk_entries
 from apk_tools.keys import KeystoreKey, SigningKey, check_validity
 from apk_tools.tools import run_tool
 from farm.errors import ApkError
@@ -54,6 +55,10 @@ def _key_args(key: SigningKey, work: Path) -> list[str]:
     return ["--key", str(der), "--cert", str(key.cert_pem)]
 
 
+#: apksigner's words for an input that is not a readable APK (apksig's ApkFormatException).
+_APK_FAULTS = ("not a ZIP archive", "Malformed APK", "ApkFormatException", "ZipFormatException")
+
+
 def _explain(output: str) -> str:
     """Map apksigner's Java stack trace to one sentence."""
     if "password was incorrect" in output or "BadPaddingException" in output:
@@ -62,12 +67,18 @@ def _explain(output: str) -> str:
         return "cannot read the keystore password"
     if "No key with alias" in output or "does not contain key with alias" in output:
         return "the keystore has no key with that alias"
-    if "not a ZIP archive" in output or "Malformed APK" in output:
-        return "not a valid APK (zip) file"
+    if any(fault in output for fault in _APK_FAULTS):
+        return "corrupt APK: not a valid zip file, truncated or not an APK"
     for line in output.splitlines():
         if line.strip() and not line.startswith(("\tat ", "\t...")):
             return line.strip()
     return "apksigner gave no reason"
+
+
+def _refusal(output: str, apk_in: Path, key: SigningKey) -> ApkError:
+    """apksigner's refusal as an ApkError naming what is at fault: the APK or the keystore."""
+    about_apk = any(fault in output for fault in _APK_FAULTS) or not isinstance(key, KeystoreKey)
+    return ApkError(str(apk_in if about_apk else key), _explain(output))
 
 
 def sign(
@@ -94,8 +105,9 @@ def sign(
         ``apk_out``.
 
     Raises:
-        ApkError: missing input, bad scheme list, expired certificate, wrong
-            password, or apksigner refused the APK.
+        ApkError: the input is missing, a folder or corrupt (named as the
+            APK's fault), bad scheme list, expired certificate, wrong password
+            (named as the keystore's), or apksigner refused the APK.
         ConfigError: the password reference cannot be resolved.
         ToolMissing: apksigner is not installed.
     """
@@ -105,8 +117,7 @@ def sign(
         raise ApkError(
             str(apk_in), f"schemes must be a non-empty subset of 1, 2, 3; got {sorted(wanted)}"
         )
-    if not apk_in.is_file():
-        raise ApkError(str(apk_in), "no such file")
+    apk_entries(apk_in)
     check_validity(key, now)
     apk_out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="apk-sign-") as work_name:
@@ -123,10 +134,7 @@ def sign(
             args += ["--out", str(temp), str(apk_in)]
             result = run_tool("apksigner", args)
             if result.returncode != 0:
-                raise ApkError(
-                    str(key if isinstance(key, KeystoreKey) else apk_in),
-                    _explain(result.stderr + result.stdout),
-                )
+                raise _refusal(result.stderr + result.stdout, apk_in, key)
             os.chmod(temp, 0o644)  # mkstemp makes 0600; an APK is not secret
             os.replace(temp, apk_out)
         finally:

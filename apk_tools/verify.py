@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from apk_tools.archive import apk_entries
 from apk_tools.tools import run_tool
 from farm.errors import ApkError
 
@@ -70,13 +71,14 @@ def verify(apk: Path) -> Verification:
         Schemes verified and signer digests.
 
     Raises:
-        ApkError: the APK does not verify (unsigned, tampered, not a zip); the
-            reason is apksigner's first ``ERROR:`` line or exception message.
+        ApkError: the path is missing, a folder or not a zip
+            (:func:`apk_tools.archive.apk_entries`), or the APK does not
+            verify (unsigned, tampered): the reason is apksigner's first
+            ``ERROR:`` line or exception message.
         ToolMissing: apksigner is not installed.
     """
     apk = Path(apk)
-    if not apk.is_file():
-        raise ApkError(str(apk), "no such file")
+    apk_entries(apk)
     result = run_tool("apksigner", ["verify", "--print-certs", "-v", str(apk)])
     if result.returncode != 0:
         raise ApkError(str(apk), f"does not verify: {_first_error(result.stdout + result.stderr)}")

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,8 @@ class TestCli:
         assert code == 0
         prepared = json.loads(out)["prepared"]
         code, out, _ = _run("--json", "verify", prepared)
-        assert (code, json.loads(out)["signers"]) == (0, [sha])
+        [verdict] = json.loads(out)
+        assert (code, verdict["ok"], verdict["signers"]) == (0, True, [sha])
         code, out, _ = _run("--json", "inspect", prepared)
         info = json.loads(out)
         assert (info["version_code"], info["signers"], info["debuggable"]) == (9, [sha], True)
@@ -62,7 +64,8 @@ class TestCli:
             "keystore", "--key-out", str(tmp_path / "k.pem"), "--cert-out", str(tmp_path / "c.pem")
         )
         assert code == 0 and "certificate_sha256:" in out
-        assert _run("align", str(unsigned), "--out", str(tmp_path / "al.apk"))[0] == 0
+        code, _, err = _run("align", str(unsigned), "--out", str(tmp_path / "al.apk"))
+        assert code == 0, err
         code, out, _ = _run(
             "sign", str(tmp_path / "al.apk"), "--out", str(tmp_path / "s.apk"),
             "--key", str(tmp_path / "k.pem"), "--cert", str(tmp_path / "c.pem"),
@@ -117,7 +120,8 @@ class TestCli:
 
     def test_missing_tool_names_packages(self, tmp_path: Path) -> None:
         """With no tools on PATH, align exits 2 naming build-tools and the Debian package."""
-        (tmp_path / "in.apk").write_bytes(b"PK")
+        with zipfile.ZipFile(tmp_path / "in.apk", "w") as archive:  # a zip: only the tool lacks
+            archive.writestr("AndroidManifest.xml", b"")
         code, _, err = _run(
             "align",
             str(tmp_path / "in.apk"),
@@ -170,3 +174,45 @@ class TestCli:
     def test_usage_errors_exit_2(self, args: list[str]) -> None:
         """Incomplete arguments are usage errors with exit code 2."""
         assert CliRunner().invoke(cli, args).exit_code == 2
+
+
+class TestVerifySeveral:
+    """`python -m apk_tools verify APK...`."""
+
+    def test_one_line_each_and_exit_2_if_any_fails(self, tmp_path: Path) -> None:
+        """Every APK is checked and gets one line; one bad APK makes the exit code 2."""
+        code, out, _ = _run("--json", "standin", "--out-dir", str(tmp_path))
+        unsigned = Path(json.loads(out)["standin"])
+        key_args = ["--key", str(tmp_path / "k.pem"), "--cert", str(tmp_path / "c.pem")]
+        assert _run("keystore", "--key-out", key_args[1], "--cert-out", key_args[3])[0] == 0
+        signed = tmp_path / "signed.apk"
+        code, _, err = _run("align", str(unsigned), "--out", str(tmp_path / "al.apk"))
+        assert code == 0, err
+        assert _run("sign", str(tmp_path / "al.apk"), "--out", str(signed), *key_args)[0] == 0
+        truncated = tmp_path / "truncated.apk"
+        truncated.write_bytes(signed.read_bytes()[:1000])
+        folder = tmp_path / "folder.apk"
+        folder.mkdir()
+
+        code, out, _ = _run("verify", str(signed), str(signed))
+        assert code == 0 and out.count("verified (v2, v3)") == 2
+
+        code, out, _ = _run("verify", str(signed), str(truncated), str(folder), str(unsigned))
+        lines = out.splitlines()
+        assert code == 2 and len(lines) == 4
+        assert lines[0].startswith(f"{signed}: verified")
+        assert lines[1].startswith(f"{truncated}: corrupt APK")
+        assert lines[2] == f"{folder}: is a folder, not an APK file"
+        assert lines[3].startswith(f"{unsigned}: does not verify: the APK is not signed")
+
+        code, out, _ = _run("--json", "verify", str(signed), str(truncated))
+        assert code == 2 and [v["ok"] for v in json.loads(out)] == [True, False]
+
+    def test_no_apk_is_a_usage_error(self) -> None:
+        """verify with no APK is a usage error (exit 2)."""
+        assert CliRunner().invoke(cli, ["verify"]).exit_code == 2
+
+    def test_help_shows_defaults_and_dash_h(self) -> None:
+        """-h works and the help shows defaults."""
+        result = CliRunner().invoke(cli, ["sign", "-h"])
+        assert result.exit_code == 0 and "[default: 1,2,3]" in result.stdout

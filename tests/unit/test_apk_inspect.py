@@ -138,6 +138,11 @@ class TestInspectApk:
         with pytest.raises(ApkError, match="not an APK"):
             inspect_apk(fake)
 
+    def test_folder_is_named_a_folder(self, tmp_path: Path) -> None:
+        """A folder given as the APK (``apk.path`` set to a folder) is called a folder."""
+        with pytest.raises(ApkError, match="is a folder, not an APK file"):
+            inspect_apk(tmp_path)
+
     def test_missing_file_is_an_apk_error(self, tmp_path: Path) -> None:
         """A path that does not exist raises ApkError, not OSError."""
         with pytest.raises(ApkError, match="no such file"):

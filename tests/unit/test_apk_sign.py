@@ -12,7 +12,7 @@ import pytest
 from apk_tools.align import align, is_aligned
 from apk_tools.inspect import inspect_apk
 from apk_tools.keys import KeystoreKey, PemKey, Secret, create_keystore, create_pem_key, fingerprint
-from apk_tools.sign import _explain, sign
+from apk_tools.sign import _explain, _refusal, sign
 from apk_tools.standin import build_standin_apk
 from apk_tools.verify import parse_verify_output, verify
 from farm.errors import ApkError
@@ -78,11 +78,11 @@ class TestAlign:
         assert not is_aligned(material["unsigned"])
 
     def test_not_a_zip_leaves_nothing(self, tmp_path: Path) -> None:
-        """zipalign's refusal is an ApkError and the out dir stays empty."""
+        """A file that is not a zip is an ApkError saying the APK is corrupt; nothing is written."""
         (tmp_path / "in.apk").write_text("not a zip")
         out = tmp_path / "out"
         out.mkdir()
-        with pytest.raises(ApkError, match="zipalign failed"):
+        with pytest.raises(ApkError, match="corrupt APK"):
             align(tmp_path / "in.apk", out / "aligned.apk")
         assert list(out.iterdir()) == []
 
@@ -112,6 +112,22 @@ class TestSign:
         """schemes=(2,) produces no JAR signature and no v3 block."""
         signed = sign(material["aligned"], tmp_path / "signed.apk", _pem(material), schemes=(2,))
         assert inspect_apk(signed).schemes == (2,)
+
+    def test_truncated_apk_is_blamed_not_the_keystore(
+        self, material: dict[str, Path], keystore: KeystoreKey, tmp_path: Path
+    ) -> None:
+        """Signing a truncated APK with a good keystore names the APK as corrupt."""
+        truncated = tmp_path / "truncated.apk"
+        data = material["aligned"].read_bytes()
+        truncated.write_bytes(data[: len(data) // 2])
+        with pytest.raises(ApkError) as caught:
+            sign(truncated, tmp_path / "signed.apk", keystore)
+        assert caught.value.path == str(truncated) and "corrupt APK" in caught.value.reason
+
+    def test_folder_is_named_a_folder(self, keystore: KeystoreKey, tmp_path: Path) -> None:
+        """An APK path that is a folder says so, not "no such file"."""
+        with pytest.raises(ApkError, match="is a folder, not an APK file"):
+            sign(tmp_path, tmp_path / "signed.apk", keystore)
 
     def test_wrong_password_leaves_nothing(
         self,
@@ -175,6 +191,15 @@ class TestExplain:
     def test_wrong_password_stack_trace(self) -> None:
         """apksigner's Java stack trace for a bad --ks-pass reads 'wrong keystore password'."""
         assert _explain(WRONG_PASSWORD_STDERR) == "wrong keystore password"
+
+    def test_apk_format_exception_is_the_apks_fault(self, tmp_path: Path) -> None:
+        """apksigner's ApkFormatException (truncated input) is blamed on the APK, not the key."""
+        output = ("Exception in thread \"main\" com.android.apksig.apk.ApkFormatException: "
+                  "Malformed APK: not a ZIP archive\n\tat com.android.apksig.ApkSigner.sign\n")
+        ks = KeystoreKey(tmp_path / "ks.p12", Secret.parse("env:X"))
+        error = _refusal(output, tmp_path / "in.apk", ks)
+        assert error.path == str(tmp_path / "in.apk") and "corrupt APK" in error.reason
+        assert _refusal(WRONG_PASSWORD_STDERR, tmp_path / "in.apk", ks).path == str(ks.keystore)
 
 
 class TestVerify:
