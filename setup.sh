@@ -1,23 +1,49 @@
 #!/usr/bin/env bash
 # Installs everything farm needs on a fresh Debian/Ubuntu machine (idempotent):
 # the Android SDK tools that Debian packages (apksigner, zipalign, aapt with the
-# framework resources, for the stand-in TVM RPC APK) and the Python package with
-# its test extras. Re-running it is cheap.
+# framework resources, for the stand-in TVM RPC APK), then farm with its test
+# and lint extras into the virtual environment .venv in this folder.
+#
+# Why a virtual environment: Debian 12 and Ubuntu 24.04 mark their python3 as
+# externally managed (PEP 668), so `python3 -m pip install` is refused there
+# (error: externally-managed-environment). .venv/bin/farmctl, .venv/bin/farmd and
+# .venv/bin/python are then ready to run; nothing needs activating.
+#
+# Re-running it is cheap: apt runs only for a missing tool, and pip only when
+# pyproject.toml changed since the last install (farm itself is installed
+# editable, so changes to its code need no reinstall). `-I` keeps the current
+# folder and $PYTHONPATH out of the "is farm installed" check.
 set -euo pipefail
 cd "$(dirname "$0")"
+
+PYTHON=${PYTHON:-python3}
+VENV=.venv
+STAMP=$VENV/.farm-setup  # the sha256 of the pyproject.toml last installed
 
 need_apt=()
 for tool in apksigner zipalign aapt systemd-analyze; do
   command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
 done
-[ -e /usr/share/android-framework-res/framework-res.apk ] || need_apt+=(framework-res)
+[ -e /usr/share/android-framework-res/framework-res.apk ] || need_apt+=(android-framework-res)
+# Debian and Ubuntu ship `python3 -m venv` without ensurepip unless python3-venv is installed.
+"$PYTHON" -c 'import ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    apksigner zipalign aapt android-framework-res systemd >/dev/null
+    apksigner zipalign aapt android-framework-res systemd python3-venv >/dev/null
 fi
 
-python3 -m pip install -q --disable-pip-version-check -e ".[test,postgres]"
-echo "farm is set up: $(python3 -c 'import farm; print(farm.__version__)')" >&2
+# A venv whose interpreter is gone (python upgraded or removed) is made again.
+if ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then
+  "$PYTHON" -m venv --clear "$VENV"
+  rm -f "$STAMP"
+fi
+wanted=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$wanted" ] \
+   || ! "$VENV/bin/python" -I -c 'import farm' >/dev/null 2>&1; then
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[test,postgres,lint]"
+  echo "$wanted" >"$STAMP"
+fi
+echo "farm is set up in $VENV: $("$VENV/bin/python" -I -c 'import farm; print(farm.__version__)')" >&2

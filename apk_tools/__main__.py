@@ -55,19 +55,22 @@ def _emit(ctx: click.Context, data: dict[str, Any]) -> None:
         return
     width = max(len(k) for k in data)
     for name, value in data.items():
-        if isinstance(value, (list, tuple)):
-            value = (
-                ", ".join(
-                    f"{v['name']}{'' if v['exported'] else ' (not exported)'}"
-                    if isinstance(v, dict)
-                    else str(v)
-                    for v in value
-                )
-                or "-"
+        click.echo(f"{name + ':':<{width + 2}}{_shown(value)}")
+
+
+def _shown(value: Any) -> str:
+    """One value of :func:`_emit` as text: lists joined with commas, None as ``-``."""
+    if isinstance(value, (list, tuple)):
+        return (
+            ", ".join(
+                f"{v['name']}{'' if v['exported'] else ' (not exported)'}"
+                if isinstance(v, dict)
+                else str(v)
+                for v in value
             )
-        elif value is None:
-            value = "-"
-        click.echo(f"{name + ':':<{width + 2}}{value}")
+            or "-"
+        )
+    return "-" if value is None else str(value)
 
 
 def _signing_key(
@@ -151,7 +154,7 @@ def keystore(
 @click.option("--out", type=_PATH, required=True, help="Aligned APK to write.")
 @click.pass_context
 def align_command(ctx: click.Context, apk: Path, out: Path) -> None:
-    """zipalign -p 4 APK into --out (page-aligned native libraries)."""
+    """Zipalign -p 4 APK into --out (page-aligned native libraries)."""
     _emit(ctx, {"aligned": str(align(apk, out))})
 
 

@@ -182,7 +182,7 @@ def check_validity(key: SigningKey, now: dt.datetime | None = None) -> x509.Cert
         ConfigError: the password reference cannot be resolved.
     """
     cert = load_certificate(key)
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     if cert.not_valid_after_utc < now:
         raise ApkError(str(key), f"certificate expired on {cert.not_valid_after_utc:%Y-%m-%d}")
     if cert.not_valid_before_utc > now:
@@ -230,7 +230,7 @@ def create_pem_key(
     _refuse_existing(key_pem, cert_pem)
     private_key = rsa.generate_private_key(public_exponent=65537, key_size=key_size_bits)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    start = valid_from or dt.datetime.now(dt.timezone.utc)
+    start = valid_from or dt.datetime.now(dt.UTC)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)

@@ -110,7 +110,8 @@ def check_adb(settings: Settings) -> tuple[list[Check], dict[str, str]]:
     except (FarmError, ValueError) as exc:
         return [Check("adb server", Status.FAIL, f"port {server.port} answers but: {exc}",
                       f"kill whatever holds port {server.port} and restart farmd")], {}
-    checks = [Check("adb server", Status.OK, f"127.0.0.1:{server.port}, protocol version {version}")]
+    checks = [Check("adb server", Status.OK,
+                    f"127.0.0.1:{server.port}, protocol version {version}")]
     states = {e.serial: e.state for e in entries}
     if not entries:
         checks.append(Check("phones", Status.WARN, "no phone attached",
@@ -141,7 +142,8 @@ def check_tracker(settings: Settings, states: Mapping[str, str]) -> list[Check]:
                       f"start {owner}: farmd starts and supervises the tracker "
                       "(or set tracker.external and its host:port)")]
     keys = {s.key for s in listed.servers}
-    checks = [Check("tracker", Status.OK, f"{host}:{port} answers, {len(keys)} server(s) registered")]
+    checks = [Check("tracker", Status.OK,
+                    f"{host}:{port} answers, {len(keys)} server(s) registered")]
     for serial, state in states.items():
         if state != "device":
             continue
@@ -215,7 +217,8 @@ def check_ndk(abis: Mapping[str, str] | None, env: Mapping[str, str] | None = No
         try:
             linker = linker_for(target, env)
         except FarmError as exc:
-            return Check("ndk", Status.FAIL, f"{serial} ({abis[serial]}) needs the NDK: {exc}", hint)
+            return Check("ndk", Status.FAIL, f"{serial} ({abis[serial]}) needs the NDK: {exc}",
+                         hint)
     return Check("ndk", Status.OK, f"{linker.cc_path} links for {len(needing)} phone(s)")
 
 
@@ -237,9 +240,11 @@ def check_ports(settings: Settings, farmd_running: bool) -> list[Check]:
     """The tracker and metrics ports: held while farmd runs, free for it otherwise."""
     wanted = []
     if not settings.tracker.external:
-        wanted.append(("tracker port", settings.tracker.host, settings.tracker.port, "tracker.port"))
+        wanted.append(("tracker port", settings.tracker.host, settings.tracker.port,
+                       "tracker.port"))
     if settings.metrics.enabled:
-        wanted.append(("metrics port", settings.metrics.host, settings.metrics.port, "metrics.port"))
+        wanted.append(("metrics port", settings.metrics.host, settings.metrics.port,
+                       "metrics.port"))
     checks = []
     for name, host, port, key in wanted:
         used = _port_in_use(host, port)
@@ -251,7 +256,8 @@ def check_ports(settings: Settings, farmd_running: bool) -> list[Check]:
             checks.append(Check(name, Status.FAIL, f"{where} is held by another program",
                                 f"stop that program or set {key} to a free port"))
         else:
-            checks.append(Check(name, Status.OK, f"{where} {'in use by farmd' if used else 'free'}"))
+            checks.append(Check(name, Status.OK,
+                                f"{where} {'in use by farmd' if used else 'free'}"))
     return checks
 
 
@@ -299,8 +305,8 @@ def check_database(settings: Settings) -> tuple[Check, dict[str, str] | None]:
         return Check("database", Status.FAIL, f"{shown} does not open: {exc}",
                      "check database_url, the file's permissions and free disk space"), None
     abis = {}
-    for serial, facts in rows:
-        facts = facts or {}
+    for serial, stored in rows:
+        facts = stored or {}
         abi = facts.get("abi") or next(iter(facts.get("abis") or []), None)
         if abi:
             abis[serial] = str(abi)

@@ -18,8 +18,8 @@ from farm.errors import FarmError, UserFault
 from farm.queue.models import JobState
 from farm.queue.records import AttemptView, JobView, ResultView
 
-__all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "WaitTimedOut", "cancel", "job", "jobs", "logs_", "results",
-           "wait"]
+__all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "WaitTimedOut", "cancel", "job", "jobs", "logs_",
+           "results", "wait"]
 
 #: ``farmctl wait``: the job ended failed or cancelled.
 EXIT_FAILED = FarmError.exit_code
@@ -41,7 +41,8 @@ def _job_row(view: JobView) -> dict[str, Any]:
 
 
 _JOB_COLUMNS = [
-    Column("id", "job", "right"), Column("kind"), Column("state"), Column("priority", "prio", "right"),
+    Column("id", "job", "right"), Column("kind"), Column("state"),
+    Column("priority", "prio", "right"),
     Column("attempts", justify="right"), Column("submitted_at", "submitted"),
     Column("finished_at", "finished"), Column("error"),
 ]
@@ -76,7 +77,8 @@ def _attempt_row(view: AttemptView) -> dict[str, Any]:
 
 
 _ATTEMPT_COLUMNS = [
-    Column("id", "attempt", "right"), Column("serials"), Column("state"), Column("started_at", "started"),
+    Column("id", "attempt", "right"), Column("serials"), Column("state"),
+    Column("started_at", "started"),
     Column("finished_at", "finished"), Column("error_kind"), Column("error"),
 ]
 
@@ -123,9 +125,11 @@ def _result_row(view: ResultView) -> dict[str, Any]:
 
 
 _RESULT_COLUMNS = [
-    Column("id", "result", "right"), Column("job_id", "job", "right"), Column("attempt_id", "attempt", "right"),
+    Column("id", "result", "right"), Column("job_id", "job", "right"),
+    Column("attempt_id", "attempt", "right"),
     Column("kind"), Column("mean_s", justify="right"), Column("gflops", justify="right"),
-    Column("speedup", justify="right"), Column("samples", justify="right"), Column("created_at", "created"),
+    Column("speedup", justify="right"), Column("samples", justify="right"),
+    Column("created_at", "created"),
 ]
 _SAMPLE_FIELDS = ["result_id", "job_id", "attempt_id", "index", "value", "unit"]
 
@@ -176,7 +180,8 @@ def _attempt_entries(attempts: list[AttemptView]) -> list[dict[str, Any]]:
 @click.option("--limit", type=LIMIT, default=200, show_default=True)
 @_JSON
 @pass_state
-def logs_(state: CliState, serial: str | None, job_id: int | None, limit: int, as_json: bool) -> None:
+def logs_(state: CliState, serial: str | None, job_id: int | None, limit: int,
+          as_json: bool) -> None:
     """Device events and attempt errors from the database, oldest first."""
     store = state.store
     if job_id is not None:
@@ -226,7 +231,8 @@ def wait(state: CliState, job_id: int, timeout_s: float | None, poll_s: float) -
     start_s = time.monotonic()
     columns = [SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn()]
     console = Console(stderr=True)  # progress is for people: stderr, and only on a terminal
-    with Progress(*columns, transient=True, console=console, disable=not console.is_terminal) as progress:
+    with Progress(*columns, transient=True, console=console,
+                  disable=not console.is_terminal) as progress:
         task = progress.add_task(_describe(view))
         while not view.state.ended:
             if timeout_s is not None and time.monotonic() - start_s >= timeout_s:
@@ -241,10 +247,12 @@ def wait(state: CliState, job_id: int, timeout_s: float | None, poll_s: float) -
 
 
 def _describe(view: JobView) -> str:
-    return f"job {view.id} {view.kind}: {view.state.value} (attempt {view.attempts_made}/{view.attempts_max})"
+    return (f"job {view.id} {view.kind}: {view.state.value} "
+            f"(attempt {view.attempts_made}/{view.attempts_max})")
 
 
 def _figures(result: ResultView) -> str:
     row = _result_row(result)
-    parts = [f"{k} {row[k]:.6g}" for k in ("mean_s", "gflops", "speedup") if isinstance(row.get(k), (int, float))]
-    return ", ".join(parts + [f"{row['samples']} samples"])
+    parts = [f"{k} {row[k]:.6g}" for k in ("mean_s", "gflops", "speedup")
+             if isinstance(row.get(k), (int, float))]
+    return ", ".join([*parts, f"{row['samples']} samples"])

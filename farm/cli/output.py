@@ -60,7 +60,8 @@ def echo_json(data: Any) -> None:
 def to_csv(rows: Sequence[Mapping[str, Any]], fields: Sequence[str]) -> str:
     """CSV text with a header line; values rendered by :func:`plain`."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=list(fields), extrasaction="ignore",
+                            lineterminator="\n")
     writer.writeheader()
     for row in rows:
         writer.writerow({k: _cell(plain(row.get(k))) for k in fields})
@@ -96,7 +97,8 @@ def _console() -> Console:
     return Console(file=stream, width=None if is_tty else PIPE_WIDTH, highlight=False)
 
 
-def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], title: str | None = None) -> None:
+def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column],
+                title: str | None = None) -> None:
     """Print a rich table of ``rows`` on stdout (``-`` on stderr when empty)."""
     if not rows:
         note(f"no {title or 'rows'}")

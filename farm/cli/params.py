@@ -1,6 +1,7 @@
 """farm's command-line conventions: help settings, and types that bound input.
 
-The types bound what a user can give farmctl to what can be stored and run. An unbounded ``type=int`` lets ``farmctl job 99999999999999999999999`` reach the
+The types bound what a user can give farmctl to what can be stored and run.
+An unbounded ``type=int`` lets ``farmctl job 99999999999999999999999`` reach the
 database driver, which raises ``OverflowError`` (a traceback); ``type=float``
 lets ``nan`` and ``inf`` through. These types turn such values into click's
 usage error (``Error: Invalid value for 'JOB_ID': ...``, exit code 2).
@@ -32,7 +33,7 @@ JOB_ID = click.IntRange(1, DB_INT_MAX)
 LIMIT = click.IntRange(1, DB_INT_MAX)
 
 
-class Seconds(click.ParamType):
+class Seconds(click.ParamType[float]):
     """A finite duration in seconds within ``[min_s, max_s]``; refuses ``nan`` and ``inf``.
 
     Args:

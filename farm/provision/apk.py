@@ -12,7 +12,7 @@ from pathlib import Path
 
 import structlog
 
-from apk_tools.inspect import ApkInfo, inspect_apk
+from apk_tools.inspect import inspect_apk
 from farm.adb import Adb
 from farm.device.packages import parse_pm_install, parse_pm_path
 from farm.errors import ApkError, InstallError
@@ -25,7 +25,7 @@ STAGING_PATH = "/data/local/tmp/farm-install.apk"
 
 
 def installed_version(adb: Adb, serial: str, package: str) -> Installed | None:
-    """versionCode and signers of ``package`` on the phone, or None if absent.
+    """VersionCode and signers of ``package`` on the phone, or None if absent.
 
     Raises:
         PhoneFault: adb failed (see :class:`farm.adb.Adb`).
@@ -48,6 +48,8 @@ def ensure_installed(
     """Bring ``apk`` onto the phone unless the same version and signer are there.
 
     Args:
+        adb: the host's adb.
+        serial: the phone.
         apk: a signed APK (see :func:`apk_tools.sign.prepare`).
         clash: what to do when another key signed the installed app.
 
@@ -55,7 +57,8 @@ def ensure_installed(
         What was done.
 
     Raises:
-        ApkError: the APK is corrupt, not an APK, or unsigned.
+        ApkError: the path is missing or a folder, the APK is corrupt, not an
+            APK, or unsigned (:func:`apk_tools.inspect.inspect_apk`).
         SignatureClash: another key signed the installed app and ``clash`` is FAIL.
         InstallError: ``pm install`` refused it (its code says why).
     """
@@ -74,14 +77,14 @@ def ensure_installed(
     if action is Action.UNINSTALL_INSTALL:
         log.warning("apk_signature_clash_uninstall", serial=serial, package=info.package)
         adb.shell(serial, ["pm", "uninstall", info.package], timeout_s=60, check=True)
-    _install(adb, serial, Path(apk), info, downgrade=installed is not None
+    _install(adb, serial, Path(apk), downgrade=installed is not None
              and installed.version_code > info.version_code)
     log.info("apk_installed", serial=serial, package=info.package, action=action.value,
              version_code=info.version_code)
     return action
 
 
-def _install(adb: Adb, serial: str, apk: Path, info: ApkInfo, *, downgrade: bool) -> None:
+def _install(adb: Adb, serial: str, apk: Path, *, downgrade: bool) -> None:
     adb.push(serial, apk, STAGING_PATH, timeout_s=INSTALL_TIMEOUT_S)
     argv = ["pm", "install", "-r", *(["-d"] if downgrade else []), STAGING_PATH]
     try:

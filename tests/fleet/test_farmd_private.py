@@ -1,4 +1,4 @@
-"""farmd as a process under a 022 umask: what it writes is private, its adb server stays on loopback."""
+"""farmd as a process under a 022 umask: its files are private, its adb server is on loopback."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def farmd(tmp_path: Path) -> Iterator[tuple[Path, int, int]]:
     argv = [sys.executable, "-c", "from farm.daemon import main; main()", "--config", str(config)]
     proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True,
-                            preexec_fn=lambda: os.umask(0o022))
+                            preexec_fn=lambda: os.umask(0o022))  # noqa: PLW1509 (no threads yet)
     adb = AdbServer(port=adb_port)
     try:
         yield data_dir, proc.pid, adb_port

@@ -63,7 +63,8 @@ class TestCli:
         code, out, _ = _run(
             "keystore", "--key-out", str(tmp_path / "k.pem"), "--cert-out", str(tmp_path / "c.pem")
         )
-        assert code == 0 and "certificate_sha256:" in out
+        assert code == 0
+        assert "certificate_sha256:" in out
         code, _, err = _run("align", str(unsigned), "--out", str(tmp_path / "al.apk"))
         assert code == 0, err
         code, out, _ = _run(
@@ -79,7 +80,8 @@ class TestCli:
         code, out, err = _run("inspect", str(tmp_path / "x.apk"))
         assert code == 2
         assert out == ""
-        assert err.startswith("error: ") and err.count("\n") == 1
+        assert err.startswith("error: ")
+        assert err.count("\n") == 1
 
     def test_wrong_password_is_one_line_and_nothing_written(self, tmp_path: Path) -> None:
         """sign with the wrong keystore password exits 2 and writes no output file."""
@@ -99,7 +101,8 @@ class TestCli:
             env={"APK_CLI_PW": "nope-nope"},
         )  # fmt: skip
         assert code == 2
-        assert "wrong keystore password" in err and "nope-nope" not in err
+        assert "wrong keystore password" in err
+        assert "nope-nope" not in err
         assert sorted(p.name for p in tmp_path.iterdir()) == before
 
     def test_literal_password_is_refused(self, tmp_path: Path) -> None:
@@ -116,7 +119,8 @@ class TestCli:
             "--ks-pass",
             "pass:hunter22",
         )
-        assert code == 2 and "env:NAME or file:PATH" in err
+        assert code == 2
+        assert "env:NAME or file:PATH" in err
 
     def test_missing_tool_names_packages(self, tmp_path: Path) -> None:
         """With no tools on PATH, align exits 2 naming build-tools and the Debian package."""
@@ -132,8 +136,12 @@ class TestCli:
         assert code == 2
         assert (
             "zipalign not found" in err
-            and "build-tools" in err
-            and "apt-get install zipalign" in err
+        )
+        assert (
+            "build-tools" in err
+        )
+        assert (
+            "apt-get install zipalign" in err
         )
         assert not (tmp_path / "o.apk").exists()
 
@@ -142,7 +150,7 @@ class TestCli:
         create_pem_key(
             tmp_path / "k.pem",
             tmp_path / "c.pem",
-            valid_from=dt.datetime(2015, 1, 1, tzinfo=dt.timezone.utc),
+            valid_from=dt.datetime(2015, 1, 1, tzinfo=dt.UTC),
             validity_days=1,
         )
         _run("standin", "--out-dir", str(tmp_path))
@@ -156,7 +164,8 @@ class TestCli:
             "--cert",
             str(tmp_path / "c.pem"),
         )
-        assert code == 2 and "expired on 2015-01-02" in err
+        assert code == 2
+        assert "expired on 2015-01-02" in err
         assert not (tmp_path / "s.apk").exists()
 
     def test_module_entry_point_runs(self) -> None:
@@ -195,18 +204,21 @@ class TestVerifySeveral:
         folder.mkdir()
 
         code, out, _ = _run("verify", str(signed), str(signed))
-        assert code == 0 and out.count("verified (v2, v3)") == 2
+        assert code == 0
+        assert out.count("verified (v2, v3)") == 2
 
         code, out, _ = _run("verify", str(signed), str(truncated), str(folder), str(unsigned))
         lines = out.splitlines()
-        assert code == 2 and len(lines) == 4
+        assert code == 2
+        assert len(lines) == 4
         assert lines[0].startswith(f"{signed}: verified")
         assert lines[1].startswith(f"{truncated}: corrupt APK")
         assert lines[2] == f"{folder}: is a folder, not an APK file"
         assert lines[3].startswith(f"{unsigned}: does not verify: the APK is not signed")
 
         code, out, _ = _run("--json", "verify", str(signed), str(truncated))
-        assert code == 2 and [v["ok"] for v in json.loads(out)] == [True, False]
+        assert code == 2
+        assert [v["ok"] for v in json.loads(out)] == [True, False]
 
     def test_no_apk_is_a_usage_error(self) -> None:
         """verify with no APK is a usage error (exit 2)."""
@@ -215,4 +227,5 @@ class TestVerifySeveral:
     def test_help_shows_defaults_and_dash_h(self) -> None:
         """-h works and the help shows defaults."""
         result = CliRunner().invoke(cli, ["sign", "-h"])
-        assert result.exit_code == 0 and "[default: 1,2,3]" in result.stdout
+        assert result.exit_code == 0
+        assert "[default: 1,2,3]" in result.stdout

@@ -119,7 +119,7 @@ class TestInspectApk:
         data[start + 10] ^= 0xFF
         corrupt = tmp_path / "corrupt.apk"
         corrupt.write_bytes(bytes(data))
-        with pytest.raises(ApkError, match="resources.arsc"):
+        with pytest.raises(ApkError, match=r"resources\.arsc"):
             inspect_apk(corrupt)
 
     def test_zip_without_manifest_is_not_an_apk(self, tmp_path: Path) -> None:
@@ -127,7 +127,7 @@ class TestInspectApk:
         plain = tmp_path / "plain.apk"
         with zipfile.ZipFile(plain, "w") as archive:
             archive.writestr("hello.txt", "hi")
-        with pytest.raises(ApkError, match="no AndroidManifest.xml"):
+        with pytest.raises(ApkError, match=r"no AndroidManifest\.xml"):
             inspect_apk(plain)
 
     def test_text_manifest_is_not_an_apk(self, tmp_path: Path) -> None:

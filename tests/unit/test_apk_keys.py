@@ -111,7 +111,7 @@ class TestCheckValidity:
         """A certificate that ended in the past raises ApkError with its end date."""
         key = create_pem_key(
             tmp_path / "k.pem", tmp_path / "c.pem",
-            valid_from=dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc), validity_days=30,
+            valid_from=dt.datetime(2020, 1, 1, tzinfo=dt.UTC), validity_days=30,
         )  # fmt: skip
         with pytest.raises(ApkError, match="expired on 2020-01-31"):
             check_validity(key)
@@ -120,7 +120,7 @@ class TestCheckValidity:
         """A certificate not valid yet at `now` raises ApkError."""
         key = create_pem_key(tmp_path / "k.pem", tmp_path / "c.pem")
         with pytest.raises(ApkError, match="not valid before"):
-            check_validity(key, now=dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc))
+            check_validity(key, now=dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
 
     def test_valid_certificate_passes(self, tmp_path: Path) -> None:
         """A fresh certificate is returned."""

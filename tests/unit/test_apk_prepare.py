@@ -96,7 +96,7 @@ class TestPrepare:
         """An expired certificate raises ApkError and the out dir gets no file."""
         expired = create_pem_key(
             tmp_path / "e.pem", tmp_path / "e.crt",
-            valid_from=dt.datetime(2018, 1, 1, tzinfo=dt.timezone.utc), validity_days=10,
+            valid_from=dt.datetime(2018, 1, 1, tzinfo=dt.UTC), validity_days=10,
         )  # fmt: skip
         with pytest.raises(ApkError, match="expired"):
             prepare(inputs["v1"], expired, tmp_path / "out")

@@ -31,7 +31,7 @@ Signer #1 certificate SHA-256 digest: a216301c0bb07468a52a844b3c4a5a44cf35d283da
 Signer #1 certificate SHA-1 digest: 5ab9bdfdcf3c0d5543d42219006491aa002434d9
 Signer #1 key algorithm: RSA
 Signer #1 key size (bits): 2048
-"""
+"""  # noqa: E501 (recorded tool output, kept verbatim)
 
 # apksigner sign's stderr for a PKCS12 keystore and the wrong --ks-pass (same machine).
 WRONG_PASSWORD_STDERR = """Failed to load signer "signer #1"
@@ -39,7 +39,7 @@ java.io.IOException: keystore password was incorrect
 \tat java.base/sun.security.pkcs12.PKCS12KeyStore.engineLoad(PKCS12KeyStore.java:2159)
 Caused by: java.security.UnrecoverableKeyException: failed to decrypt safe contents entry: javax.crypto.BadPaddingException: Given final block not properly padded.
 \t... 9 more
-"""
+"""  # noqa: E501 (recorded tool output, kept verbatim)
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +122,8 @@ class TestSign:
         truncated.write_bytes(data[: len(data) // 2])
         with pytest.raises(ApkError) as caught:
             sign(truncated, tmp_path / "signed.apk", keystore)
-        assert caught.value.path == str(truncated) and "corrupt APK" in caught.value.reason
+        assert caught.value.path == str(truncated)
+        assert "corrupt APK" in caught.value.reason
 
     def test_folder_is_named_a_folder(self, keystore: KeystoreKey, tmp_path: Path) -> None:
         """An APK path that is a folder says so, not "no such file"."""
@@ -151,7 +152,7 @@ class TestSign:
         """An expired certificate is refused before apksigner runs; nothing is written."""
         expired = create_pem_key(
             tmp_path / "k.pem", tmp_path / "c.pem",
-            valid_from=dt.datetime(2019, 1, 1, tzinfo=dt.timezone.utc), validity_days=365,
+            valid_from=dt.datetime(2019, 1, 1, tzinfo=dt.UTC), validity_days=365,
         )  # fmt: skip
         out = tmp_path / "out"
         out.mkdir()
@@ -198,7 +199,8 @@ class TestExplain:
                   "Malformed APK: not a ZIP archive\n\tat com.android.apksig.ApkSigner.sign\n")
         ks = KeystoreKey(tmp_path / "ks.p12", Secret.parse("env:X"))
         error = _refusal(output, tmp_path / "in.apk", ks)
-        assert error.path == str(tmp_path / "in.apk") and "corrupt APK" in error.reason
+        assert error.path == str(tmp_path / "in.apk")
+        assert "corrupt APK" in error.reason
         assert _refusal(WRONG_PASSWORD_STDERR, tmp_path / "in.apk", ks).path == str(ks.keystore)
 
 

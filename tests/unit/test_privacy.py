@@ -66,7 +66,8 @@ class TestWritePrivate:
             path = write_private(tmp_path / "settings.json", '{"database_url": "x"}')
         finally:
             os.umask(previous)
-        assert _mode(path) == 0o600 and path.read_text() == '{"database_url": "x"}'
+        assert _mode(path) == 0o600
+        assert path.read_text() == '{"database_url": "x"}'
 
     def test_replaces_a_readable_file(self, tmp_path: Path) -> None:
         """An existing 0644 file is replaced by a 0600 one; no temporary file is left."""

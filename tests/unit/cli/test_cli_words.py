@@ -55,12 +55,14 @@ class TestHelp:
     def test_dash_h_is_help(self, args: list[str]) -> None:
         """-h prints the help and exits 0, for the group and its commands."""
         result = CliRunner().invoke(cli, args)
-        assert result.exit_code == 0 and "Usage:" in result.stdout
+        assert result.exit_code == 0
+        assert "Usage:" in result.stdout
 
     def test_help_shows_defaults(self) -> None:
         """A command's help shows each option's default."""
         out = CliRunner().invoke(cli, ["results", "--help"]).stdout
-        assert "[default: table]" in out and "[default: 1000" in out
+        assert "[default: table]" in out
+        assert "[default: 1000" in out
 
     def test_help_shows_inherited_defaults_and_required(self) -> None:
         """Subcommands inherit show_default; a required option is marked required."""
@@ -75,23 +77,27 @@ class TestHelp:
             out = CliRunner().invoke(cli, ["probe-help-words", "-h"]).stdout
         finally:
             cli.commands.pop("probe-help-words")
-        assert "[required]" in out and "[default: 7]" in out
+        assert "[required]" in out
+        assert "[default: 7]" in out
 
     def test_wait_help_documents_exit_codes(self) -> None:
         """wait --help lists its exit codes, 124 for --timeout included."""
         out = " ".join(CliRunner().invoke(cli, ["wait", "-h"]).stdout.split())
-        assert "124 it had not ended after --timeout" in out and "1 it failed" in out
+        assert "124 it had not ended after --timeout" in out
+        assert "1 it failed" in out
 
     def test_farmd_dash_h(self) -> None:
         """farmd -h prints farmd's help and exits 0."""
         result = CliRunner().invoke(farmd_main, ["-h"])
-        assert result.exit_code == 0 and "--virtual-phones" in result.stdout
+        assert result.exit_code == 0
+        assert "--virtual-phones" in result.stdout
 
     def test_farmd_dash_h_as_a_process(self) -> None:
         """`farmd -h` as the console script runs it: usage on stdout, exit 0."""
         done = subprocess.run([sys.executable, "-c", "from farm.daemon import main; main()", "-h"],
                               capture_output=True, text=True, timeout=120, check=False)
-        assert done.returncode == 0 and "Usage:" in done.stdout, done.stderr
+        assert done.returncode == 0, done.stderr
+        assert "Usage:" in done.stdout
 
 
 class TestJob:
@@ -103,7 +109,8 @@ class TestJob:
         out = farmctl("job", str(job_id)).stdout
         text = out[out.index("spec: ") + len("spec: "):]
         spec = json.loads(text[: text.index("\n}") + 2])
-        assert spec["kind"] == "gemm" and spec["params"]["n"] == 64
+        assert spec["kind"] == "gemm"
+        assert spec["params"]["n"] == 64
 
 
 class TestBoundedInput:
@@ -124,14 +131,16 @@ class TestBoundedInput:
     def test_largest_id_is_looked_up(self, farmctl) -> None:
         """The largest storable id is a valid question: no such job (exit 2)."""
         result = farmctl("job", str(DB_INT_MAX))
-        assert result.exit_code == 2 and result.stderr == f"Error: no job {DB_INT_MAX}\n"
+        assert result.exit_code == 2
+        assert result.stderr == f"Error: no job {DB_INT_MAX}\n"
 
     @pytest.mark.parametrize("value", ["nan", "inf", "-1", "1e400", "soon"])
     def test_wait_timeout_must_be_finite_seconds(self, farmctl, store: Store, value: str) -> None:
         """wait --timeout refuses nan, inf, negatives and words."""
         job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
         result = farmctl("wait", str(job_id), "--timeout", value)
-        assert result.exit_code == 2 and "--timeout" in result.stderr
+        assert result.exit_code == 2
+        assert "--timeout" in result.stderr
 
     def test_poll_of_zero_is_refused(self, farmctl, store: Store) -> None:
         """wait --poll 0 would spin: refused."""
@@ -176,4 +185,5 @@ class TestOutputFormats:
     def test_json_with_format_json_is_fine(self, farmctl) -> None:
         """--json --format json agree: an empty JSON list."""
         result = farmctl("results", "--json", "--format", "json")
-        assert result.exit_code == 0 and json.loads(result.stdout) == []
+        assert result.exit_code == 0
+        assert json.loads(result.stdout) == []
