@@ -164,7 +164,9 @@ def align_command(ctx: click.Context, apk: Path, out: Path) -> None:
 @_key_options
 @click.option("--schemes", default="1,2,3", show_default=True, help="Comma-separated schemes.")
 @click.pass_context
-def sign_command(ctx: click.Context, apk: Path, out: Path, schemes: str, **key_args: Any) -> None:
+def sign_command(
+    ctx: click.Context, /, apk: Path, out: Path, schemes: str, **key_args: Any
+) -> None:
     """Sign an (aligned) APK with apksigner."""
     try:
         wanted = tuple(int(s) for s in schemes.split(","))
@@ -181,7 +183,7 @@ def sign_command(ctx: click.Context, apk: Path, out: Path, schemes: str, **key_a
 @click.option("--out-dir", type=_PATH, required=True, help="Folder of prepared APKs.")
 @_key_options
 @click.pass_context
-def prepare_command(ctx: click.Context, apk: Path, out_dir: Path, **key_args: Any) -> None:
+def prepare_command(ctx: click.Context, /, apk: Path, out_dir: Path, **key_args: Any) -> None:
     """Align and sign APK into --out-dir, named by content; reuse an earlier result."""
     _emit(ctx, {"prepared": str(prepare(apk, _signing_key(**key_args), out_dir))})
 

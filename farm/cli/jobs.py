@@ -32,7 +32,7 @@ _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead
 
 
 def _job_row(view: JobView) -> dict[str, Any]:
-    row = plain(view)
+    row: dict[str, Any] = plain(view)
     row["attempts"] = f"{view.attempts_made}/{view.attempts_max}"
     row["state"] = view.state
     row["submitted_at"] = view.submitted_at
