@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,3 +79,22 @@ class TestWritePrivate:
         write_private(path, "new")
         assert (_mode(path), path.read_text()) == (0o600, "new")
         assert [p.name for p in tmp_path.iterdir()] == ["settings.json"]
+
+
+class TestFarmctlEntryPoint:
+    """farmctl as a process makes what it writes private."""
+
+    def test_first_farmctl_call_creates_a_private_data_folder(self, tmp_path: Path) -> None:
+        """Under umask 022, `farmctl jobs` creates the data folder 0700 and farm.db 0600."""
+        data_dir = tmp_path / "data"
+        config = tmp_path / "farm.toml"
+        config.write_text(f'data_dir = "{data_dir}"\n')
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FARM_")}
+        done = subprocess.run(
+            [sys.executable, "-c", "from farm.cli.main import main; main()", "--config",
+             str(config), "jobs"],
+            env=env, capture_output=True, text=True, timeout=120, check=False,
+            preexec_fn=lambda: os.umask(0o022))
+        assert done.returncode == 0, done.stderr
+        assert _mode(data_dir) == 0o700
+        assert _mode(data_dir / "farm.db") == 0o600
