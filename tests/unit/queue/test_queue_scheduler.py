@@ -1,4 +1,5 @@
-"""Tests of farm.queue.scheduler.plan: properties over random fleets and queues."""
+"""Tests of farm.queue.scheduler.plan, capabilities and wait reasons: properties over random
+fleets and queues, the rules one by one, and the CLI that shows them."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from queue_helpers import LEASES, plan
 
+from farm.queue.capabilities import ANY_PHONE, Requirements, group_key, requirements, unmet
 from farm.queue.models import DeviceState
 from farm.queue.scheduler import (
     DeviceView,
     QueuedJob,
     QueueSnapshot,
     effective_priority,
+    fits,
     matches,
 )
 from farm.queue.spec import DeviceSelection
@@ -29,13 +32,27 @@ GPUS = ["Adreno (TM) 640", "Mali-G76"]
 
 # Strategies are built once here: building them inside each draw makes
 # hypothesis recompute their properties every time (10x slower).
+MODELS = ["Pixel 8", "SM-A525F", "SM-G973F"]
+GPU_LIMITS = st.none() | st.fixed_dictionaries(
+    {"opencl": st.fixed_dictionaries({"max_threads_per_block": st.sampled_from([256, 1024])})}
+)
 FACTS = st.fixed_dictionaries(
     {
         "abi": st.sampled_from(ABIS),
         "soc": st.sampled_from(SOCS),
         "sdk": st.integers(26, 34),
         "gpu": st.sampled_from(GPUS),
+        "model": st.sampled_from(MODELS),
+        "has_opencl": st.booleans(),
+        "has_vulkan": st.booleans(),
+        "gpu_limits": GPU_LIMITS,
     }
+)
+NEEDS = st.builds(
+    Requirements,
+    target=st.sampled_from(["cpu", "cpu", "opencl", "vulkan"]),
+    work_group_threads=st.sampled_from([0, 64, 256, 1024]),
+    alike=st.booleans(),
 )
 # Half the phones ready and most undrained, so plans are rarely empty.
 DEVICE = st.tuples(
@@ -81,6 +98,7 @@ JOB = st.tuples(
     OPTIONAL_NOT_BEFORE,
     EXCLUDED,
     OPTIONAL_NOT_BEFORE,
+    NEEDS,
 )
 
 
@@ -113,7 +131,7 @@ class TestPlanProperties:
     def test_only_ready_matching_phones(
         self, fleet: list[DeviceView], queue: list[QueuedJob], seed: int
     ) -> None:
-        """Every assigned phone is ready, undrained and matches its job; jobs get exactly count phones."""
+        """Every assigned phone is ready, undrained and fits its job; jobs get exactly count phones."""
         by_serial = {d.serial: d for d in fleet}
         by_id = {j.id: j for j in queue}
         for a in plan(QueueSnapshot(queue, fleet), T0, seed=seed):
@@ -125,7 +143,7 @@ class TestPlanProperties:
             for serial in a.serials:
                 device = by_serial[serial]
                 assert device.state is DeviceState.READY and not device.drained
-                assert matches(job.devices, device)
+                assert fits(job, device)
 
     @settings(max_examples=200, deadline=None)
     @given(fleet=devices(), queue=jobs(), seed=st.integers(0, 2**32))
@@ -145,11 +163,13 @@ class TestPlanProperties:
             job = by_id[a.job_id]
             if set(a.serials) & job.excluded_serials:
                 others = [
-                    d
-                    for d in in_service
-                    if d.serial not in job.excluded_serials and matches(job.devices, d)
+                    d for d in in_service if d.serial not in job.excluded_serials and fits(job, d)
                 ]
-                assert len(others) < job.devices.count
+                if job.needs.alike:
+                    kinds = [group_key(d.facts) for d in others]
+                    assert all(kinds.count(k) < job.devices.count for k in kinds)
+                else:
+                    assert len(others) < job.devices.count
 
     @settings(max_examples=200, deadline=None)
     @given(
@@ -326,3 +346,137 @@ class TestPlanRules:
         assert plan(snapshot, T0, seed=1) == first
         winners = {plan(snapshot, T0, seed=seed)[0].serials for seed in range(50)}
         assert len(winners) > 3
+
+
+# --- capabilities -----------------------------------------------------------------
+
+PIXEL_8 = {"model": "Pixel 8", "soc": "Tensor G3", "has_opencl": False, "has_vulkan": True}
+A52 = {"model": "SM-A525F", "soc": "SM7125", "has_opencl": True, "has_vulkan": True}
+OPENCL = Requirements(target="opencl", work_group_threads=256)
+
+
+def ready(serial: str, facts: dict, state: DeviceState = DeviceState.READY) -> DeviceView:
+    return DeviceView(serial, state, facts=facts)
+
+
+class TestCapabilityProperties:
+    """Capability invariants over random fleets and queues."""
+
+    @settings(max_examples=300, deadline=None)
+    @given(fleet=devices(), queue=jobs(), seed=st.integers(0, 2**32))
+    def test_gpu_jobs_only_on_phones_with_that_gpu_api(
+        self, fleet: list[DeviceView], queue: list[QueuedJob], seed: int
+    ) -> None:
+        """An OpenCL (Vulkan) job is never placed on a phone without OpenCL (Vulkan), nor
+        on one whose work-group limit (256 when unknown) is below what it needs."""
+        by_serial = {d.serial: d for d in fleet}
+        by_id = {j.id: j for j in queue}
+        for a in plan(QueueSnapshot(queue, fleet), T0, seed=seed):
+            needs = by_id[a.job_id].needs
+            for serial in a.serials:
+                facts = by_serial[serial].facts
+                if needs.target != "cpu":
+                    assert facts[f"has_{needs.target}"] is True
+                    limits = (facts["gpu_limits"] or {}).get(needs.target)
+                    limit = limits["max_threads_per_block"] if limits else 256
+                    assert needs.work_group_threads <= limit
+
+    @settings(max_examples=300, deadline=None)
+    @given(fleet=devices(), queue=jobs(), seed=st.integers(0, 2**32))
+    def test_alike_jobs_get_phones_of_one_kind(
+        self, fleet: list[DeviceView], queue: list[QueuedJob], seed: int
+    ) -> None:
+        """Every attempt of a job needing alike phones holds phones of one model and SoC."""
+        by_serial = {d.serial: d for d in fleet}
+        by_id = {j.id: j for j in queue}
+        for a in plan(QueueSnapshot(queue, fleet), T0, seed=seed):
+            if by_id[a.job_id].needs.alike:
+                assert len({group_key(by_serial[s].facts) for s in a.serials}) == 1
+
+
+class TestRequirements:
+    """capabilities.requirements reads a stored spec."""
+
+    def test_gemm_target_and_work_group(self) -> None:
+        """A GPU gemm needs its target and bn*bn threads; a CPU gemm needs nothing."""
+        gpu = {"params": {"n": 64, "bn": 16, "target": "opencl"}}
+        assert requirements("gemm", gpu) == Requirements("opencl", 256, alike=False)
+        assert requirements("gemm", {"params": {"n": 64, "bn": 32, "target": "cpu"}}) == ANY_PHONE
+
+    def test_tune_reads_its_gemm_and_needs_alike_phones(self) -> None:
+        """A tune job reads params.gemm and needs phones of one kind."""
+        spec = {"params": {"gemm": {"n": 64, "bn": 8, "target": "vulkan"}, "phones": 2}}
+        assert requirements("tune", spec) == Requirements("vulkan", 64, alike=True)
+
+    def test_model_and_unknown_kinds_need_nothing(self) -> None:
+        """A model job runs on the CPU; a kind this farm does not know needs nothing known."""
+        assert requirements("model", {"params": {"path": "/m.onnx"}}) == ANY_PHONE
+        assert requirements("futurekind", {"params": {"target": "opencl"}}) == ANY_PHONE
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        kind=st.sampled_from(["gemm", "model", "tune", "x"]),
+        spec=st.dictionaries(
+            st.sampled_from(["params", "devices"]),
+            st.recursive(
+                st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                lambda inner: st.lists(inner, max_size=3)
+                | st.dictionaries(
+                    st.sampled_from(["gemm", "target", "bn", "n", "max_threads_per_block"]),
+                    inner,
+                    max_size=4,
+                ),
+                max_leaves=10,
+            ),
+        ),
+    )
+    def test_any_json_reads_without_error(self, kind: str, spec: dict) -> None:
+        """A spec of any shape (written by another farmd version) gives requirements, never raises."""
+        needs = requirements(kind, spec)
+        assert isinstance(needs.target, str) and needs.work_group_threads >= 0
+        assert unmet(needs, {"has_opencl": True}) is None or needs.target != "cpu"
+
+
+class TestCapabilityRules:
+    """Capability decisions of plan, one by one."""
+
+    def test_opencl_job_skips_a_phone_without_opencl(self) -> None:
+        """An OpenCL job goes to the phone with OpenCL, and waits while only others are free."""
+        job = QueuedJob(1, "gemm", 0, T0, DeviceSelection(), needs=OPENCL)
+        fleet = [ready("pixel", PIXEL_8), ready("a52", A52)]
+        assert [a.serials for a in plan(QueueSnapshot([job], fleet), T0)] == [("a52",)]
+        fleet[1] = ready("a52", A52, DeviceState.BUSY)
+        assert plan(QueueSnapshot([job], fleet), T0) == []
+
+    def test_work_group_limit_from_the_phone(self) -> None:
+        """bn=32 (1024 threads) runs only where the phone reported a limit of 1024."""
+        job = QueuedJob(1, "gemm", 0, T0, DeviceSelection(), needs=Requirements("opencl", 1024))
+        small = ready("small", A52)
+        big = ready("big", {**A52, "gpu_limits": {"opencl": {"max_threads_per_block": 1024}}})
+        assert [a.serials for a in plan(QueueSnapshot([job], [small, big]), T0)] == [("big",)]
+        assert plan(QueueSnapshot([job], [small]), T0) == []
+
+    def test_tune_never_mixes_models(self) -> None:
+        """A two-phone tune job with one free Pixel 8 and one free SM-A525F starts nothing."""
+        tune = QueuedJob(1, "tune", 0, T0, DeviceSelection(count=2), needs=Requirements(alike=True))
+        fleet = [ready("pixel", PIXEL_8), ready("a52", A52)]
+        assert plan(QueueSnapshot([tune], fleet), T0) == []
+        fleet.append(ready("a52b", A52))
+        (assignment,) = plan(QueueSnapshot([tune], fleet), T0)
+        assert sorted(assignment.serials) == ["a52", "a52b"]
+
+    def test_tune_holds_the_free_phones_of_its_kind(self) -> None:
+        """While its second SM-A525F is busy, a tune job holds the free one, not the Pixel."""
+        tune = QueuedJob(1, "tune", 5, T0, DeviceSelection(count=2), needs=Requirements(alike=True))
+        small = QueuedJob(2, "gemm", 0, T0, DeviceSelection())
+        fleet = [ready("pixel", PIXEL_8), ready("a52", A52), ready("a52b", A52, DeviceState.BUSY)]
+        assert [(a.job_id, a.serials) for a in plan(QueueSnapshot([tune, small], fleet), T0)] == [
+            (2, ("pixel",))
+        ]
+
+    def test_unknown_kind_is_skipped_not_a_key_error(self) -> None:
+        """A job of a kind with no lease (written by a newer farmd) waits; the others run."""
+        future = QueuedJob(1, "futurekind", 9, T0, DeviceSelection())
+        gemm = QueuedJob(2, "gemm", 0, T0, DeviceSelection())
+        fleet = [ready("a", {}), ready("b", {})]
+        assert [a.job_id for a in plan(QueueSnapshot([future, gemm], fleet), T0)] == [2]
