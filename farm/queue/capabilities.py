@@ -108,17 +108,17 @@ def unmet(needs: Requirements, facts: Mapping[str, Any]) -> str | None:
     """Why a phone with ``facts`` cannot run a job needing ``needs``.
 
     Returns:
-        None if it can; else a phrase to follow a phone count, e.g.
-        ``"have no OpenCL"`` or ``"allow 256 threads per OpenCL work-group, not 1024"``.
+        None if it can; else what it lacks, e.g. ``"no OpenCL"`` or
+        ``"OpenCL work-group limit 256 threads, not 1024"``.
     """
     if needs.target == CPU:
         return None
     name = _TARGET_NAMES.get(needs.target, needs.target)
     if facts.get(f"has_{needs.target}") is not True:
-        return f"have no {name}"
+        return f"no {name}"
     limit = _work_group_limit(facts, needs.target)
     if needs.work_group_threads > limit:
-        return f"allow {limit} threads per {name} work-group, not {needs.work_group_threads}"
+        return f"{name} work-group limit {limit} threads, not {needs.work_group_threads}"
     return None
 
 

@@ -70,7 +70,7 @@ def _no_match(job: QueuedJob, devices: Sequence[DeviceView]) -> str:
     lacks = Counter(u for d in selected if (u := unmet(job.needs, d.facts)) is not None)
     if lacks:
         what, _ = lacks.most_common(1)[0]
-        reason += f" ({len(selected)} selected, {what})"
+        reason += f" ({len(selected)} selected: {what})"
     return reason
 
 
