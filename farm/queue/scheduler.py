@@ -219,6 +219,20 @@ def _viable_groups(
     return {group for group, count in counts.items() if count >= job.devices.count}
 
 
+# The exclusions that apply to a job, and the groups of phones that could run it.
+_Judged = tuple[frozenset[str], set[tuple[str, str]]]
+
+
+def _judge(job: QueuedJob, serving: Sequence[DeviceView]) -> _Judged:
+    """Which exclusions hold for the job and which groups could run it, from its serving phones."""
+    excluded = job.excluded_serials
+    viable = _viable_groups(job, serving, excluded)
+    if not viable and excluded:
+        excluded = frozenset()  # too few others: a failed phone beats never running
+        viable = _viable_groups(job, serving, excluded)
+    return excluded, viable
+
+
 def decide(
     snapshot: QueueSnapshot,
     now: datetime,
@@ -252,16 +266,17 @@ def decide(
 
     placed: list[tuple[QueuedJob, tuple[str, ...]]] = []
     given: dict[str, int] = {}
+    judged: dict[tuple[int, Requirements, frozenset[str]], _Judged] = {}
     for job in jobs:
         if not free:
             break
         fitting = matcher.fitting(job)
-        serving = [d for d in in_service if d.serial in fitting]
-        excluded = job.excluded_serials
-        viable = _viable_groups(job, serving, excluded)
-        if not viable and excluded:
-            excluded = frozenset()  # too few others: a failed phone beats never running
-            viable = _viable_groups(job, serving, excluded)
+        # Phones in service do not change within one decision: judge each
+        # distinct (selection, needs, exclusions) once.
+        key = (id(job.devices), job.needs, job.excluded_serials)
+        if key not in judged:
+            judged[key] = _judge(job, [d for d in in_service if d.serial in fitting])
+        excluded, viable = judged[key]
         if not viable:
             continue  # can never run on today's fleet; others may
         candidates = [
