@@ -70,8 +70,8 @@ __all__ = [
 
 AGING_STEP_S = 600.0
 
-# States from which a phone comes back to ``ready`` by itself: a job that needs
-# such phones is worth holding free ones for.
+#: States from which a phone comes back to ``ready`` by itself: a job that needs
+#: such phones is worth holding free ones for.
 IN_SERVICE = frozenset(
     {DeviceState.READY, DeviceState.BUSY, DeviceState.COOLING, DeviceState.PROVISIONING}
 )
@@ -82,7 +82,9 @@ class DeviceView:
     """A phone as the scheduler sees it.
 
     ``facts`` keys matched by :func:`matches`: ``abi`` (str), ``abis`` (list of
-    str, ro.product.cpu.abilist), ``soc`` (str), ``sdk`` (int), ``gpu`` (str).
+    str, ro.product.cpu.abilist), ``soc`` (str), ``sdk`` (int), ``gpu`` (str);
+    by :mod:`farm.queue.capabilities`: ``has_opencl``, ``has_vulkan`` (bool),
+    ``gpu_limits`` (per target, ``max_threads_per_block``), ``model`` and ``soc``.
     """
 
     serial: str
