@@ -718,3 +718,41 @@ class TestCli:
         assert json.loads(farmctl("job", "1", "--json").stdout)["waiting"] == why
         assert json.loads(farmctl("jobs", "--json").stdout)[0]["waiting"] == why
         assert "SM9999" in farmctl("jobs").stdout
+
+
+class TestReasonsAgreeWithPlan:
+    """The reasons are computed from plan's own decisions, so they cannot contradict it."""
+
+    @settings(max_examples=200, deadline=None)
+    @given(fleet=devices(), queue=jobs())
+    def test_starts_now_iff_planned(self, fleet: list[DeviceView], queue: list[QueuedJob]) -> None:
+        """A job's reason is 'starts at the next tick' exactly when plan places it."""
+        snapshot = QueueSnapshot(queue, fleet)
+        placed = {a.job_id for a in plan(snapshot, T0, seed=0)}
+        reasons = wait_reasons(snapshot, T0)
+        assert {i for i, r in reasons.items() if r == "starts at the next tick"} == placed
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        fleet=devices(),
+        selection=selections(),
+        target=st.sampled_from(["cpu", "opencl", "vulkan"]),
+    )
+    def test_refused_jobs_could_never_start(
+        self, fleet: list[DeviceView], selection: DeviceSelection, target: str
+    ) -> None:
+        """A refused job is placed by no plan, even once every phone that can come back is ready."""
+        spec = spec_of(
+            params={"n": 64, "bn": 16, "target": target},
+            devices=selection.model_dump(exclude_none=True),
+        )
+        if refusal(spec, fleet) is None:
+            return
+        best = [
+            d
+            if d.drained or d.state is DeviceState.QUARANTINED
+            else replace(d, state=DeviceState.READY)
+            for d in fleet
+        ]
+        job = QueuedJob(1, "gemm", 0, T0, spec.devices, needs=requirements("gemm", spec.to_json()))
+        assert plan(QueueSnapshot([job], best), T0) == []
