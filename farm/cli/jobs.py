@@ -45,7 +45,8 @@ def _waiting(state: CliState, views: list[JobView]) -> dict[int, str]:
     if not any(v.state is JobState.QUEUED for v in views):
         return {}
     known_kinds = [k.value for k in JobKind]
-    return wait_reasons(state.store.snapshot(), SystemClock().now(), known_kinds=known_kinds)
+    return wait_reasons(state.store.snapshot(), SystemClock().now(), known_kinds=known_kinds,
+                        job_ids={v.id for v in views})
 
 
 def _get_job(state: CliState, job_id: int) -> JobView:

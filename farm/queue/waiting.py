@@ -28,6 +28,7 @@ from farm.queue.scheduler import (
     QueuedJob,
     QueueSnapshot,
     decide,
+    fits,
     matches,
 )
 from farm.queue.spec import DeviceSelection, JobSpec
@@ -120,6 +121,7 @@ def wait_reasons(
     now: datetime,
     *,
     known_kinds: Collection[str] | None = None,
+    job_ids: Collection[int] | None = None,
     aging_step_s: float = AGING_STEP_S,
 ) -> dict[int, str]:
     """Why each queued job of ``snapshot`` is not running at ``now``.
@@ -128,18 +130,24 @@ def wait_reasons(
         snapshot: queued jobs and all known phones (``Store.snapshot()``).
         now: the current time (aware UTC).
         known_kinds: the job kinds farmd can run; None: every kind.
+        job_ids: explain only these jobs (the scheduler still decides over
+            all); None: every queued job.
         aging_step_s: as for :func:`farm.queue.scheduler.plan`.
 
     Returns:
-        One line per queued job id; a job the scheduler would start now gets
-        ``starts at the next tick``.
+        One line per queued job id explained; a job the scheduler would start
+        now gets ``starts at the next tick``.
     """
     decisions = decide(snapshot, now, kinds=known_kinds, aging_step_s=aging_step_s)
     placed = {job.id for job, _ in decisions.placed}
     by_serial = {d.serial: d for d in snapshot.devices}
     reasons: dict[int, str] = {}
     for job in snapshot.jobs:
-        reasons[job.id] = _reason(job, now, known_kinds, placed, decisions.given, by_serial)
+        if job_ids is None or job.id in job_ids:
+            fitting = [by_serial[s] for s in sorted(decisions.matcher.fitting(job))]
+            reasons[job.id] = _reason(
+                job, now, known_kinds, placed, decisions.given, snapshot.devices, fitting
+            )
     return reasons
 
 
@@ -149,7 +157,8 @@ def _reason(
     known_kinds: Collection[str] | None,
     placed: set[int],
     given: dict[str, int],
-    by_serial: dict[str, DeviceView],
+    devices: Sequence[DeviceView],
+    fitting: Sequence[DeviceView],
 ) -> str:
     if known_kinds is not None and job.kind not in known_kinds:
         return f"kind {job.kind!r} is unknown to this farm version"
@@ -159,8 +168,6 @@ def _reason(
         return f"retry backoff until {_utc(job.retry_at)}"
     if job.id in placed:
         return "starts at the next tick"
-    devices = list(by_serial.values())
-    fitting = [d for d in devices if matches(job.devices, d) and unmet(job.needs, d.facts) is None]
     if not fitting:
         return _no_match(job, devices)
     shortfall = _shortfall(job, fitting)
@@ -196,7 +203,7 @@ def refusal(spec: JobSpec, devices: Sequence[DeviceView]) -> str | None:
         spec.devices,
         needs=requirements(spec.kind, spec.to_json()),
     )
-    fitting = [d for d in devices if matches(job.devices, d) and unmet(job.needs, d.facts) is None]
+    fitting = [d for d in devices if fits(job, d)]
     if not fitting:
         return _no_match(job, devices)
     shortfall = _shortfall(job, fitting)
