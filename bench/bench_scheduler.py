@@ -4,6 +4,9 @@ Three figures, each as p50/p99 over ``--rounds`` runs:
 
 * ``plan_ms``: :func:`farm.queue.scheduler.plan` alone, ``--phones`` ready phones
   and ``--jobs`` queued jobs of mixed priority, age and selection (pure CPU).
+  ``plan_caps_ms``: the same with capabilities in play: half the phones have
+  OpenCL, two models; a quarter of the jobs are OpenCL gemms, a tenth two-phone
+  tune jobs that need phones of one model (requirements read from real specs).
 * ``tick_ms``: one daemon tick on a SQLite file: ``reap`` + ``snapshot`` +
   ``plan`` + ``claim``, with the same queue; every phone gets a job.
 * ``dispatch_ms``: the queue's share of dispatch latency: a job enqueued while
@@ -24,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -32,6 +36,7 @@ from _stats import percentile
 
 from farm import logs
 from farm.queue import DeviceState, Store, default_url, plan
+from farm.queue.capabilities import requirements
 from farm.queue.scheduler import DeviceView, QueuedJob, QueueSnapshot
 from farm.queue.spec import DeviceSelection
 
@@ -81,8 +86,32 @@ def synthetic_snapshot(phones: int, jobs: int, rng: random.Random) -> QueueSnaps
     return QueueSnapshot(queued, devices)
 
 
-def bench_plan(phones: int, jobs: int, rounds: int) -> list[float]:
-    snapshot = synthetic_snapshot(phones, jobs, random.Random(0))
+#: Specs of the capability mix, with their share of the queue.
+CAPABILITY_MIX = [
+    ({"params": {"n": 64, "target": "cpu"}}, "gemm", 0.65),
+    ({"params": {"n": 64, "bn": 16, "target": "opencl"}}, "gemm", 0.25),
+    ({"params": {"gemm": {"n": 64, "target": "cpu"}, "phones": 2}}, "tune", 0.10),
+]
+
+
+def capability_snapshot(phones: int, jobs: int, rng: random.Random) -> QueueSnapshot:
+    """:func:`synthetic_snapshot` with OpenCL on half the phones, two models, and GPU/tune jobs."""
+    plain = synthetic_snapshot(phones, jobs, rng)
+    devices = [
+        replace(d, facts={**FACTS, "has_opencl": i % 2 == 0, "model": f"model{i % 4 // 2}"})
+        for i, d in enumerate(plain.devices)
+    ]
+    needs = [(requirements(kind, spec), kind, share) for spec, kind, share in CAPABILITY_MIX]
+    pair = DeviceSelection(count=2)
+    queued = []
+    for job in plain.jobs:
+        need, kind, _ = rng.choices(needs, weights=[share for *_, share in needs])[0]
+        devices_of = pair if kind == "tune" else job.devices
+        queued.append(replace(job, kind=kind, devices=devices_of, needs=need))
+    return QueueSnapshot(queued, devices)
+
+
+def bench_plan(snapshot: QueueSnapshot, rounds: int) -> list[float]:
     return [timed(partial(plan, snapshot, T0, seed=r, lease_s_by_kind=LEASES)) for r in range(rounds)]
 
 
@@ -158,8 +187,12 @@ def main(argv: list[str] | None = None) -> int:
     print("command:", shlex.join([sys.executable, *sys.argv]))
     print(f"phones={args.phones} queued_jobs={args.jobs} rounds={args.rounds}")
 
-    p50, p99 = percentiles_ms(bench_plan(args.phones, args.jobs, args.rounds))
+    snapshot = synthetic_snapshot(args.phones, args.jobs, random.Random(0))
+    p50, p99 = percentiles_ms(bench_plan(snapshot, args.rounds))
     print(f"plan_ms      p50={p50:8.2f} p99={p99:8.2f}  (pure plan())")
+    snapshot = capability_snapshot(args.phones, args.jobs, random.Random(0))
+    p50, p99 = percentiles_ms(bench_plan(snapshot, args.rounds))
+    print(f"plan_caps_ms p50={p50:8.2f} p99={p99:8.2f}  (pure plan(), OpenCL and tune jobs)")
     with tempfile.TemporaryDirectory(prefix="bench_scheduler_") as tmp:
         url = default_url(Path(tmp) / "tick")
         p50, p99 = percentiles_ms(bench_tick(url, args.phones, args.jobs, args.rounds))

@@ -16,7 +16,10 @@ import click
 from farm.cli.output import echo_json
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.clock import SystemClock
-from farm.errors import SpecError
+from farm.errors import SpecError, UserFault
+from farm.queue.scheduler import DeviceView
+from farm.queue.spec import parse_spec
+from farm.queue.waiting import refusal
 
 __all__ = ["enqueue", "parse_input_shape"]
 
@@ -41,6 +44,8 @@ def _common_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--not-before", help="Start no earlier than this ISO 8601 time (UTC if naive)."),
         click.option("--repeat", "repetitions", type=int,
                      help="Measured runs, each after thermal gating."),
+        click.option("--wait-for-device", is_flag=True,
+                     help="Queue it even if no known phone can run it (phones to be plugged in)."),
         click.option("--json", "as_json", is_flag=True, help="Print the stored job as JSON."),
     ]
     for option in reversed(options):
@@ -50,6 +55,7 @@ def _common_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def _submit(state: CliState, kind: str, params: dict[str, Any], common: dict[str, Any]) -> None:
     as_json = common.pop("as_json")
+    wait_for_device = common.pop("wait_for_device")
     devices = _prune({
         "serials": list(common.pop("serials")) or None, "abi": common.pop("abi"),
         "soc": common.pop("soc"), "sdk_min": common.pop("sdk_min"), "gpu": common.pop("gpu"),
@@ -58,7 +64,14 @@ def _submit(state: CliState, kind: str, params: dict[str, Any], common: dict[str
     spec: dict[str, Any] = {"kind": kind, "params": _prune(params), **_prune(common)}
     if devices:
         spec["devices"] = devices
-    job_id = state.store.enqueue(spec, SystemClock().now())
+    parsed = parse_spec(spec)
+    if not wait_for_device:
+        known = state.store.list_devices()
+        reason = refusal(parsed, [DeviceView(d.serial, d.state, d.drained, d.facts) for d in known])
+        if reason is not None:
+            raise UserFault(f"no known phone can run this job: {reason} "
+                            "(--wait-for-device queues it for phones not plugged in yet)")
+    job_id = state.store.enqueue(parsed, SystemClock().now())
     job = state.store.get_job(job_id)
     if as_json:
         echo_json(job)

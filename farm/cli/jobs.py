@@ -17,6 +17,8 @@ from farm.clock import SystemClock
 from farm.errors import FarmError, UserFault
 from farm.queue.models import JobState
 from farm.queue.records import AttemptView, JobView, ResultView
+from farm.queue.spec import JobKind
+from farm.queue.waiting import wait_reasons
 
 __all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "WaitTimedOut", "cancel", "job", "jobs", "logs_",
            "results", "wait"]
@@ -44,8 +46,17 @@ _JOB_COLUMNS = [
     Column("id", "job", "right"), Column("kind"), Column("state"),
     Column("priority", "prio", "right"),
     Column("attempts", justify="right"), Column("submitted_at", "submitted"),
-    Column("finished_at", "finished"), Column("error"),
+    Column("finished_at", "finished"), Column("error"), Column("waiting"),
 ]
+
+
+def _waiting(state: CliState, views: list[JobView]) -> dict[int, str]:
+    """Why each queued job of ``views`` is not running, from one snapshot of the queue."""
+    if not any(v.state is JobState.QUEUED for v in views):
+        return {}
+    known_kinds = [k.value for k in JobKind]
+    return wait_reasons(state.store.snapshot(), SystemClock().now(), known_kinds=known_kinds,
+                        job_ids={v.id for v in views})
 
 
 def _get_job(state: CliState, job_id: int) -> JobView:
@@ -64,10 +75,12 @@ def _get_job(state: CliState, job_id: int) -> JobView:
 def jobs(state: CliState, states: tuple[str, ...], limit: int, as_json: bool) -> None:
     """List jobs, newest first."""
     views = state.store.list_jobs([JobState(s) for s in states] or None, limit)
+    waiting = _waiting(state, views)
     if as_json:
-        echo_json(views)
+        echo_json([{**plain(v), "waiting": waiting.get(v.id)} for v in views])
         return
-    print_table([_job_row(v) for v in views], _JOB_COLUMNS, "jobs")
+    rows = [{**_job_row(v), "waiting": waiting.get(v.id)} for v in views]
+    print_table(rows, _JOB_COLUMNS, "jobs")
     warn_if_no_farmd(state)
 
 
@@ -92,11 +105,14 @@ def job(state: CliState, job_id: int, as_json: bool) -> None:
     view = _get_job(state, job_id)
     attempts = state.store.attempts(job_id)
     result = next(iter(state.store.results(job_id)), None)
+    waiting = _waiting(state, [view]).get(job_id)
     if as_json:
-        echo_json({"job": view, "attempts": attempts, "result": result})
+        echo_json({"job": view, "waiting": waiting, "attempts": attempts, "result": result})
         return
-    print_table([_job_row(view)], _JOB_COLUMNS, f"job {job_id}")
+    print_table([{**_job_row(view), "waiting": waiting}], _JOB_COLUMNS, f"job {job_id}")
     click.echo(f"spec: {to_json(view.spec)}")
+    if waiting is not None:
+        click.echo(f"waiting: {waiting}")
     print_table([_attempt_row(a) for a in attempts], _ATTEMPT_COLUMNS, "attempts")
     if result is not None:
         print_table([_result_row(result)], _RESULT_COLUMNS, "result")

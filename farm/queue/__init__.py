@@ -6,6 +6,8 @@
     models.py       the tables (SQLAlchemy 2 ORM); migrations/ holds their history
     db.py           engine settings per backend, migrate()
     scheduler.py    plan(snapshot, now) -> [Assignment]: pure
+    capabilities.py requirements(kind, spec): what a job needs of a phone (target, work-group)
+    waiting.py      wait_reasons(snapshot, now), refusal(spec, devices): why a job waits
     store.py        Store: enqueue, claim, heartbeat, reap, finish, fail_attempt
     lifecycle.py    the transactions behind claim/reap/finish/fail and the retry rule
     devices.py      Store's device half: states, health, drain, health samples

@@ -22,39 +22,57 @@ The rules, in order:
 4. A job needing ``k`` phones gets ``k`` matching phones at once or none. If it
    cannot start now but could once busy phones free up, the free phones it
    matches are held for it, so a stream of one-phone jobs cannot starve it.
-5. Phones that failed a job earlier are not offered that job again, unless too
-   few other phones match for it to ever run.
-6. Free phones are tried in an order shuffled by ``seed``: without it the same
+5. A phone fits a job if it matches the job's device selection and has what its
+   workload needs (:mod:`farm.queue.capabilities`): an OpenCL job never goes to
+   a phone without OpenCL, a GPU gemm never to a GPU whose work-group is too
+   small. A job needing alike phones (a tune job) gets phones of one kind
+   (:func:`~farm.queue.capabilities.group_key`: same model and SoC), never a mix.
+6. Phones that failed a job earlier are not offered that job again, unless too
+   few other phones fit it for it to ever run.
+7. Free phones are tried in an order shuffled by ``seed``: without it the same
    phones would always win (LAVA orders devices ``"?"`` for this reason).
+8. A job of a kind this farmd has no lease for is skipped, not a KeyError: a
+   newer farmd sharing the database may have written it; the queue goes on.
+
+:func:`decide` makes the decisions; :func:`plan` adds the leases, and
+:func:`farm.queue.waiting.wait_reasons` explains from the same decisions why a
+job waits.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from farm.queue.capabilities import ANY_PHONE, Requirements, group_key, unmet
 from farm.queue.models import DeviceState
 from farm.queue.spec import DeviceSelection
 
 __all__ = [
     "AGING_STEP_S",
+    "IN_SERVICE",
     "Assignment",
+    "Decisions",
     "DeviceView",
+    "Matcher",
     "QueueSnapshot",
     "QueuedJob",
+    "decide",
     "effective_priority",
+    "fits",
     "matches",
     "plan",
 ]
 
 AGING_STEP_S = 600.0
 
-# States from which a phone comes back to ``ready`` by itself: a job that needs
-# such phones is worth holding free ones for.
-_IN_SERVICE = frozenset(
+#: States from which a phone comes back to ``ready`` by itself: a job that needs
+#: such phones is worth holding free ones for.
+IN_SERVICE = frozenset(
     {DeviceState.READY, DeviceState.BUSY, DeviceState.COOLING, DeviceState.PROVISIONING}
 )
 
@@ -64,7 +82,9 @@ class DeviceView:
     """A phone as the scheduler sees it.
 
     ``facts`` keys matched by :func:`matches`: ``abi`` (str), ``abis`` (list of
-    str, ro.product.cpu.abilist), ``soc`` (str), ``sdk`` (int), ``gpu`` (str).
+    str, ro.product.cpu.abilist), ``soc`` (str), ``sdk`` (int), ``gpu`` (str);
+    by :mod:`farm.queue.capabilities`: ``has_opencl``, ``has_vulkan`` (bool),
+    ``gpu_limits`` (per target, ``max_threads_per_block``), ``model`` and ``soc``.
     """
 
     serial: str
@@ -75,7 +95,11 @@ class DeviceView:
 
 @dataclass(frozen=True)
 class QueuedJob:
-    """A queued job as the scheduler sees it; ``not_before``/``retry_at`` None mean now."""
+    """A queued job as the scheduler sees it; ``not_before``/``retry_at`` None mean now.
+
+    ``needs`` is what its workload needs of a phone, from
+    :func:`farm.queue.capabilities.requirements` (default: a CPU, any phone).
+    """
 
     id: int
     kind: str
@@ -85,6 +109,7 @@ class QueuedJob:
     not_before: datetime | None = None
     excluded_serials: frozenset[str] = frozenset()
     retry_at: datetime | None = None
+    needs: Requirements = ANY_PHONE
 
 
 @dataclass(frozen=True)
@@ -122,6 +147,35 @@ def matches(selection: DeviceSelection, device: DeviceView) -> bool:
     return selection.gpu is None or selection.gpu.lower() in str(facts.get("gpu", "")).lower()
 
 
+def fits(job: QueuedJob, device: DeviceView) -> bool:
+    """Whether a phone matches the job's selection and has what its workload needs."""
+    return matches(job.devices, device) and unmet(job.needs, device.facts) is None
+
+
+class Matcher:
+    """Which phones fit a job, computed once per distinct selection and requirements.
+
+    Most queued jobs share a handful of selections (the store's snapshot gives
+    them one shared :class:`DeviceSelection` object each), so a plan over 1000
+    jobs matches each phone a handful of times, not 1000.
+    """
+
+    def __init__(self, devices: Sequence[DeviceView]) -> None:
+        self.devices = devices
+        # id() of the selection: a DeviceSelection with serials is unhashable,
+        # and the snapshot keeps every selection alive while this is used.
+        self._fitting: dict[tuple[int, Requirements], frozenset[str]] = {}
+
+    def fitting(self, job: QueuedJob) -> frozenset[str]:
+        """Serials of the known phones (any state) that fit ``job``."""
+        key = (id(job.devices), job.needs)
+        found = self._fitting.get(key)
+        if found is None:
+            found = frozenset(d.serial for d in self.devices if fits(job, d))
+            self._fitting[key] = found
+        return found
+
+
 def effective_priority(job: QueuedJob, now: datetime, aging_step_s: float = AGING_STEP_S) -> int:
     """``priority`` plus one point per ``aging_step_s`` seconds the job has been eligible."""
     since = max(job.submitted_at, job.not_before or job.submitted_at)
@@ -129,8 +183,129 @@ def effective_priority(job: QueuedJob, now: datetime, aging_step_s: float = AGIN
     return job.priority + int(waited_s // aging_step_s)
 
 
-def _eligible(job: QueuedJob, now: datetime) -> bool:
+def eligible(job: QueuedJob, now: datetime) -> bool:
+    """Whether neither ``not_before`` nor a retry's backoff keeps the job waiting at ``now``."""
     return all(t is None or t <= now for t in (job.not_before, job.retry_at))
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """What :func:`decide` chose.
+
+    Attributes:
+        placed: (job, serials) to start now, in decision order.
+        given: each free phone that was placed or held, and the job id it went to.
+        matcher: the fitting phones per job, reusable by whoever explains the
+            decisions.
+    """
+
+    placed: list[tuple[QueuedJob, tuple[str, ...]]]
+    given: dict[str, int]
+    matcher: Matcher
+
+
+# The one group of a job that takes any mix of phones.
+_ANY: tuple[str, str] = ("*", "*")
+
+
+def _group(job: QueuedJob, device: DeviceView) -> tuple[str, str]:
+    """The group ``device`` belongs to for ``job``: its kind if the job needs alike phones."""
+    return group_key(device.facts) if job.needs.alike else _ANY
+
+
+def _viable_groups(
+    job: QueuedJob, serving: Sequence[DeviceView], excluded: frozenset[str]
+) -> set[tuple[str, str]]:
+    """The groups with enough in-service phones (outside ``excluded``) to run the job."""
+    counts = Counter(_group(job, d) for d in serving if d.serial not in excluded)
+    return {group for group, count in counts.items() if count >= job.devices.count}
+
+
+# The exclusions that apply to a job, and the groups of phones that could run it.
+_Judged = tuple[frozenset[str], set[tuple[str, str]]]
+
+
+def _judge(job: QueuedJob, serving: Sequence[DeviceView]) -> _Judged:
+    """Which exclusions hold for the job and which groups could run it, from its serving phones."""
+    excluded = job.excluded_serials
+    viable = _viable_groups(job, serving, excluded)
+    if not viable and excluded:
+        excluded = frozenset()  # too few others: a failed phone beats never running
+        viable = _viable_groups(job, serving, excluded)
+    return excluded, viable
+
+
+def decide(
+    snapshot: QueueSnapshot,
+    now: datetime,
+    *,
+    seed: int = 0,
+    kinds: Collection[str] | None = None,
+    aging_step_s: float = AGING_STEP_S,
+) -> Decisions:
+    """Decide which queued jobs start now and on which phones (the rules in the module doc).
+
+    Args:
+        snapshot: queued jobs and all known phones.
+        now: the current time (aware UTC).
+        seed: shuffles the order free phones are tried in.
+        kinds: the job kinds that may start; None: all.
+        aging_step_s: seconds of waiting worth one priority point.
+
+    Returns:
+        The decisions; no phone is placed twice.
+    """
+    free = sorted(
+        d.serial for d in snapshot.devices if d.state is DeviceState.READY and not d.drained
+    )
+    random.Random(seed).shuffle(free)
+    by_serial = {d.serial: d for d in snapshot.devices}
+    in_service = [d for d in snapshot.devices if d.state in IN_SERVICE and not d.drained]
+    matcher = Matcher(snapshot.devices)
+
+    jobs = [j for j in snapshot.jobs if eligible(j, now) and (kinds is None or j.kind in kinds)]
+    jobs.sort(key=lambda j: (-effective_priority(j, now, aging_step_s), j.submitted_at, j.id))
+
+    placed: list[tuple[QueuedJob, tuple[str, ...]]] = []
+    given: dict[str, int] = {}
+    judged: dict[tuple[int, Requirements, frozenset[str]], _Judged] = {}
+    for job in jobs:
+        if not free:
+            break
+        fitting = matcher.fitting(job)
+        # Phones in service do not change within one decision: judge each
+        # distinct (selection, needs, exclusions) once.
+        key = (id(job.devices), job.needs, job.excluded_serials)
+        if key not in judged:
+            judged[key] = _judge(job, [d for d in in_service if d.serial in fitting])
+        excluded, viable = judged[key]
+        if not viable:
+            continue  # can never run on today's fleet; others may
+        candidates = [
+            by_serial[s]
+            for s in free
+            if s in fitting and s not in excluded and _group(job, by_serial[s]) in viable
+        ]
+        chosen = _first_group(job, candidates)
+        if chosen is not None:
+            placed.append((job, chosen))
+            taken = set(chosen)
+        else:
+            taken = {d.serial for d in candidates}  # held until enough of its phones are free
+        given.update(dict.fromkeys(taken, job.id))
+        free = [s for s in free if s not in taken]
+    return Decisions(placed, given, matcher)
+
+
+def _first_group(job: QueuedJob, candidates: Sequence[DeviceView]) -> tuple[str, ...] | None:
+    """The first ``count`` candidates of one group, in candidate order; None if none has enough."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for device in candidates:
+        group = groups.setdefault(_group(job, device), [])
+        group.append(device.serial)
+        if len(group) == job.devices.count:
+            return tuple(group)
+    return None
 
 
 def plan(
@@ -148,40 +323,17 @@ def plan(
         now: the current time (aware UTC).
         seed: shuffles the order free phones are tried in; vary it per call.
         lease_s_by_kind: seconds an attempt holds its phones without a
-            heartbeat, per job kind (every kind of a queued job must be a key;
-            farmd passes the config's ``jobs.lease_s`` and ``jobs.tune_lease_s``).
+            heartbeat, per job kind (farmd passes the config's ``jobs.lease_s``
+            and ``jobs.tune_lease_s``); a job whose kind is not a key is not
+            started.
         aging_step_s: seconds of waiting worth one priority point.
 
     Returns:
         Assignments in decision order; no phone appears twice.
     """
-    free = sorted(
-        d.serial for d in snapshot.devices if d.state is DeviceState.READY and not d.drained
+    decisions = decide(
+        snapshot, now, seed=seed, kinds=lease_s_by_kind.keys(), aging_step_s=aging_step_s
     )
-    random.Random(seed).shuffle(free)
-    by_serial = {d.serial: d for d in snapshot.devices}
-    in_service = [d for d in snapshot.devices if d.state in _IN_SERVICE and not d.drained]
-
-    eligible = [j for j in snapshot.jobs if _eligible(j, now)]
-    eligible.sort(key=lambda j: (-effective_priority(j, now, aging_step_s), j.submitted_at, j.id))
-
-    assignments: list[Assignment] = []
-    for job in eligible:
-        if not free:
-            break
-        needed = job.devices.count
-        serving = [d for d in in_service if matches(job.devices, d)]
-        excluded = job.excluded_serials
-        if sum(d.serial not in excluded for d in serving) < needed:
-            excluded = frozenset()  # too few others: a failed phone beats never running
-        candidates = [s for s in free if s not in excluded and matches(job.devices, by_serial[s])]
-        if len(candidates) >= needed:
-            chosen = tuple(candidates[:needed])
-            assignments.append(Assignment(job.id, chosen, lease_s_by_kind[job.kind]))
-            taken = set(chosen)
-        elif sum(d.serial not in excluded for d in serving) >= needed:
-            taken = set(candidates)  # held until enough of its phones are free
-        else:
-            continue  # can never run on today's fleet; others may
-        free = [s for s in free if s not in taken]
-    return assignments
+    return [
+        Assignment(job.id, serials, lease_s_by_kind[job.kind]) for job, serials in decisions.placed
+    ]

@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from farm.errors import FarmError, StoreError
 from farm.queue import lifecycle, transitions
+from farm.queue.capabilities import requirements
 from farm.queue.db import create_engine, migrate
 from farm.queue.devices import DeviceOps
 from farm.queue.models import (
@@ -244,6 +245,7 @@ class Store(DeviceOps):
                         not_before=row.not_before,
                         retry_at=row.retry_at,
                         excluded_serials=frozenset(row.excluded_serials or ()),
+                        needs=requirements(row.kind, row.spec),
                     )
                 )
             devices = [

@@ -32,6 +32,7 @@ from farm.fleet.keys import phone_key
 from farm.jobs.local_cluster import LocalCluster
 from farm.procs import group_alive, signal_group
 from farm.queue import AttemptState, DeviceState, JobState, Store
+from farm.queue.waiting import wait_reasons
 from farm.runner import Dispatcher
 from farm.virtual.fleet import Fleet
 from farm.virtual.testing import AdbServerHandle, wait_until
@@ -122,16 +123,19 @@ class TestDispatcher:
         [snapshot] = farm.store.snapshots(job_id)
         assert snapshot.serial == farm.serials[0] and snapshot.battery["battery_temp_c"] is not None
 
-    def test_user_fault_fails_the_job_at_once(self, make_farm) -> None:  # type: ignore[no-untyped-def]
-        """An OpenCL gemm on a phone without OpenCL fails on its first attempt, naming the field."""
+    def test_opencl_job_is_never_placed_on_a_phone_without_opencl(self, make_farm) -> None:  # type: ignore[no-untyped-def]
+        """An OpenCL gemm waits, saying why, while a CPU gemm queued after it runs on the phone."""
         farm = make_farm(1)
         spec = {**TINY_GEMM, "params": {**TINY_GEMM["params"], "target": "opencl"}}
-        job_id = farm.store.enqueue(spec, SystemClock().now())
+        opencl_id = farm.store.enqueue(spec, SystemClock().now())
+        cpu_id = farm.store.enqueue(TINY_GEMM, SystemClock().now())
         dispatcher = farm.dispatcher()
-        farm.run_until(dispatcher, lambda: ended(farm.store, job_id) and not dispatcher.children, "job ends")
-        view = farm.store.get_job(job_id)
-        assert view.state is JobState.FAILED and view.attempts_made == 1  # type: ignore[union-attr]
-        assert "params.device" in (view.error or "")  # type: ignore[union-attr]
+        farm.run_until(dispatcher, lambda: ended(farm.store, cpu_id) and not dispatcher.children, "cpu job ends")
+        assert farm.store.get_job(cpu_id).state is JobState.SUCCEEDED  # type: ignore[union-attr]
+        view = farm.store.get_job(opencl_id)
+        assert view.state is JobState.QUEUED and view.attempts_made == 0  # type: ignore[union-attr]
+        reasons = wait_reasons(farm.store.snapshot(), SystemClock().now())
+        assert reasons[opencl_id].startswith("0 phones match target=opencl")
 
     def test_crashed_child_is_retried_on_another_phone(self, make_farm) -> None:  # type: ignore[no-untyped-def]
         """A child killed by SIGSEGV with no outcome is a phone fault: the job reruns elsewhere and succeeds."""

@@ -1,0 +1,225 @@
+"""Why a queued job is not running, and whether a new one could ever run.
+
+Two pure functions over the scheduler's view of the fleet (no session, no clock)::
+
+    wait_reasons(snapshot, now) -> {job_id: reason}   for farmctl job / jobs (and --json)
+    refusal(spec, devices)      -> reason | None      checked at enqueue
+
+Reasons are one line each, e.g. ``0 phones match soc=SM9999``, ``2 match, both
+busy``, ``the only match is drained``, ``needs 5 phones, 3 match``,
+``not before 2026-11-24T01:00Z``, ``retry backoff until 2026-11-24T01:00Z``,
+``the only match is held for a higher-priority job``. They are computed from the
+same decisions :func:`farm.queue.scheduler.plan` makes, so what they say is what
+the scheduler does.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Sequence
+from datetime import UTC, datetime
+
+from farm.queue.capabilities import describe, group_key, requirements, unmet
+from farm.queue.models import DeviceState
+from farm.queue.scheduler import (
+    AGING_STEP_S,
+    IN_SERVICE,
+    DeviceView,
+    QueuedJob,
+    QueueSnapshot,
+    decide,
+    fits,
+    matches,
+)
+from farm.queue.spec import DeviceSelection, JobSpec
+
+__all__ = ["refusal", "wait_reasons"]
+
+# States a phone leaves only when a person acts (undrain, release): a job that
+# needs such phones is refused at enqueue.
+_NEEDS_A_PERSON = frozenset({DeviceState.QUARANTINED})
+
+HELD_FOR_HIGHER = "held for a higher-priority job"
+
+
+def _utc(at: datetime) -> str:
+    """``2026-11-24T01:00Z``: minutes, UTC (seconds when not zero)."""
+    at = at.astimezone(UTC)
+    text = at.strftime("%Y-%m-%dT%H:%M:%S" if at.second else "%Y-%m-%dT%H:%M")
+    return f"{text}Z"
+
+
+def _selection_words(selection: DeviceSelection) -> list[str]:
+    words = []
+    if selection.serials is not None:
+        words.append(f"serial={','.join(selection.serials)}")
+    for name, value in (("abi", selection.abi), ("soc", selection.soc), ("gpu", selection.gpu)):
+        if value is not None:
+            words.append(f"{name}={value}")
+    if selection.sdk_min is not None:
+        words.append(f"sdk>={selection.sdk_min}")
+    return words
+
+
+def _no_match(job: QueuedJob, devices: Sequence[DeviceView]) -> str:
+    """``0 phones match soc=SM9999``, saying what the selected phones lack, if anything."""
+    if not devices:
+        return "0 phones known"
+    words = _selection_words(job.devices) + describe(job.needs)
+    reason = f"0 phones match {', '.join(words)}"
+    selected = [d for d in devices if matches(job.devices, d)]
+    lacks = Counter(u for d in selected if (u := unmet(job.needs, d.facts)) is not None)
+    if lacks:
+        what, _ = lacks.most_common(1)[0]
+        reason += f" ({len(selected)} selected: {what})"
+    return reason
+
+
+def _tally(statuses: Sequence[str]) -> str:
+    """``the only match is drained``, ``2 match, both busy``, ``3 match: 2 busy, 1 offline``."""
+    counts = Counter(statuses)
+    n = len(statuses)
+    if n == 1:
+        return f"the only match is {statuses[0]}"
+    if len(counts) == 1:
+        return f"{n} match, {'both' if n == 2 else 'all'} {statuses[0]}"
+    parts = ", ".join(f"{count} {status}" for status, count in counts.most_common())
+    return f"{n} match: {parts}"
+
+
+def _shortfall(job: QueuedJob, fitting: Sequence[DeviceView]) -> str | None:
+    """Why too few phones fit for the job to ever run, or None if enough do."""
+    needed = job.devices.count
+    if len(fitting) < needed:
+        return f"needs {needed} phones, {len(fitting)} match"
+    if job.needs.alike and needed > 1:
+        biggest = max(Counter(group_key(d.facts) for d in fitting).values())
+        if biggest < needed:
+            return (
+                f"needs {needed} phones of one model, {len(fitting)} match "
+                f"but at most {biggest} of one model"
+            )
+    return None
+
+
+def _status(job: QueuedJob, device: DeviceView, given: dict[str, int]) -> str:
+    """What keeps one fitting phone from the job now."""
+    if device.drained:
+        return "drained"
+    holder = given.get(device.serial)
+    if holder == job.id:
+        return "ready (held for it)"
+    if holder is not None:
+        return HELD_FOR_HIGHER
+    if device.serial in job.excluded_serials and device.state in IN_SERVICE:
+        return f"{device.state.value} but failed this job before"
+    return device.state.value
+
+
+def wait_reasons(
+    snapshot: QueueSnapshot,
+    now: datetime,
+    *,
+    known_kinds: Collection[str] | None = None,
+    job_ids: Collection[int] | None = None,
+    aging_step_s: float = AGING_STEP_S,
+) -> dict[int, str]:
+    """Why each queued job of ``snapshot`` is not running at ``now``.
+
+    Args:
+        snapshot: queued jobs and all known phones (``Store.snapshot()``).
+        now: the current time (aware UTC).
+        known_kinds: the job kinds farmd can run; None: every kind.
+        job_ids: explain only these jobs (the scheduler still decides over
+            all); None: every queued job.
+        aging_step_s: as for :func:`farm.queue.scheduler.plan`.
+
+    Returns:
+        One line per queued job id explained; a job the scheduler would start
+        now gets ``starts at the next tick``.
+    """
+    decisions = decide(snapshot, now, kinds=known_kinds, aging_step_s=aging_step_s)
+    placed = {job.id for job, _ in decisions.placed}
+    by_serial = {d.serial: d for d in snapshot.devices}
+    reasons: dict[int, str] = {}
+    for job in snapshot.jobs:
+        if job_ids is None or job.id in job_ids:
+            fitting = [by_serial[s] for s in sorted(decisions.matcher.fitting(job))]
+            reasons[job.id] = _reason(
+                job, now, known_kinds, placed, decisions.given, snapshot.devices, fitting
+            )
+    return reasons
+
+
+def _reason(
+    job: QueuedJob,
+    now: datetime,
+    known_kinds: Collection[str] | None,
+    placed: set[int],
+    given: dict[str, int],
+    devices: Sequence[DeviceView],
+    fitting: Sequence[DeviceView],
+) -> str:
+    if known_kinds is not None and job.kind not in known_kinds:
+        return f"kind {job.kind!r} is unknown to this farm version"
+    if job.not_before is not None and job.not_before > now:
+        return f"not before {_utc(job.not_before)}"
+    if job.retry_at is not None and job.retry_at > now:
+        return f"retry backoff until {_utc(job.retry_at)}"
+    if job.id in placed:
+        return "starts at the next tick"
+    if not fitting:
+        return _no_match(job, devices)
+    shortfall = _shortfall(job, fitting)
+    if shortfall is not None:
+        return shortfall
+    return _counted(job, [_status(job, d, given) for d in fitting])
+
+
+def refusal(spec: JobSpec, devices: Sequence[DeviceView]) -> str | None:
+    """Why no known phone could ever run ``spec``, or None if some could.
+
+    "Ever" means without a person acting: a quarantined phone (released only by
+    ``farmctl release``) or a drained one (undrained only by a person) does not
+    count; a busy, cooling, offline or provisioning phone does, since it comes
+    back by itself. With no phone known at all (a fresh farm whose farmd has not
+    seen its phones yet) nothing is refused: there is nothing to judge by.
+
+    Args:
+        spec: the validated spec.
+        devices: every known phone (``Store.snapshot().devices``).
+
+    Returns:
+        None if the job could run; else one line, e.g. ``0 phones match
+        soc=SM9999`` or ``the only match is quarantined``.
+    """
+    if not devices:
+        return None
+    job = QueuedJob(
+        0,
+        spec.kind,
+        spec.priority,
+        datetime.min.replace(tzinfo=UTC),
+        spec.devices,
+        needs=requirements(spec.kind, spec.to_json()),
+    )
+    fitting = [d for d in devices if fits(job, d)]
+    if not fitting:
+        return _no_match(job, devices)
+    shortfall = _shortfall(job, fitting)
+    if shortfall is not None:
+        return shortfall
+    usable = [d for d in fitting if not d.drained and d.state not in _NEEDS_A_PERSON]
+    if _shortfall(job, usable) is None:
+        return None
+    return _counted(job, ["drained" if d.drained else d.state.value for d in fitting])
+
+
+def _counted(job: QueuedJob, statuses: Sequence[str]) -> str:
+    """The tally of the fitting phones' statuses, after how many phones the job needs."""
+    tally = _tally(statuses)
+    needed = job.devices.count
+    if needed == 1:
+        return tally
+    alike = " of one model" if job.needs.alike else ""
+    return f"needs {needed} phones{alike}, {tally}"
