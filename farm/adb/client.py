@@ -260,10 +260,18 @@ class Adb:
     def forward(
         self, serial: str, local: str, remote: str, *, timeout_s: float | None = None
     ) -> int:
-        """``adb forward LOCAL REMOTE`` (e.g. ``tcp:0 tcp:5001``); returns the host port."""
+        """``adb forward LOCAL REMOTE`` (e.g. ``tcp:0 tcp:5001``); returns the host port.
+
+        ``tcp:0`` lets the adb server bind a free port and answer it (a second
+        ``OKAY``, then the port as a length-prefixed string: AOSP adb ``adb.cpp``
+        ``handle_forward_request``), so no other process can take the port
+        between choosing and binding it.
+        """
         with self._call(serial, ["forward", local, remote], timeout_s, locked=False):
             if local == "tcp:0":
-                return self._device(serial).forward_port(remote)
+                with self._device(serial).open_transport(f"forward:{local};{remote}") as conn:
+                    conn.check_okay()
+                    return int(conn.read_string_block())
             self._device(serial).forward(local, remote)
         return int(local.split(":", 1)[1])
 
