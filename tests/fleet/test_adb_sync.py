@@ -55,6 +55,21 @@ class TestPushPull:
         assert info.mode & 0o777 == 0o777
         assert info.size == len(b"#!/system/bin/sh\n")
 
+    def test_adb_push_keeps_the_host_mtime(
+        self, adb_server: AdbServerHandle, make_fleet, tmp_path: Path
+    ) -> None:
+        """The adb CLI sends the local file's mtime in DONE; the phone's copy keeps it."""
+        serial = make_fleet(1).serials[0]
+        src = tmp_path / "old.txt"
+        src.write_bytes(b"from 2001\n")
+        os.utime(src, (1_000_000_000, 1_000_000_000))
+        pushed = adb_server.adb("-s", serial, "push", str(src), "/data/local/tmp/old.txt")
+        assert pushed.returncode == 0, pushed.stderr
+        device = adbutils.AdbClient(host="127.0.0.1", port=adb_server.port).device(serial)
+        assert device.sync.stat("/data/local/tmp/old.txt").mtime.timestamp() == 1_000_000_000
+        listed = device.shell(["ls", "-l", "/data/local/tmp/old.txt"])
+        assert "2001-09-09" in listed
+
     def test_ls_lists_pushed_files(self, adb_server: AdbServerHandle, make_fleet, tmp_path: Path) -> None:
         """adbutils' sync list (LIST) shows a pushed file with its size."""
         serial = make_fleet(1).serials[0]
