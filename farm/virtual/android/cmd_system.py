@@ -15,6 +15,7 @@ from farm.virtual.android.context import Ctx, command
 from farm.virtual.android.processes import render_ps
 from farm.virtual.android.props import SHELL_SETTABLE, render_getprop
 from farm.virtual.android.shell import SH
+from farm.virtual.android.sysfiles import machine
 
 
 @command("getprop")
@@ -80,23 +81,21 @@ async def whoami(ctx: Ctx) -> int:
 
 @command("uname")
 async def uname(ctx: Ctx) -> int:
-    """Kernel name (``-a`` for everything, ``-m`` machine, ``-r`` release)."""
-    machine = "x86_64" if ctx.phone.spec.cpu_abi == "x86_64" else "aarch64"
-    release = "5.10.198-android13-4-00050-g12f3388846c3"
-    flags = "".join(a[1:] for a in ctx.argv[1:])
+    """toybox ``uname`` (``-a`` everything, ``-s``, ``-n``, ``-r``, ``-v``, ``-m``).
+
+    The release and version are ``/proc/version``'s and the machine follows
+    the ABI, so ``uname``, ``/proc/cpuinfo`` and ``ro.product.cpu.abi`` agree.
+    """
+    spec = ctx.phone.spec
+    version = "#1 SMP PREEMPT Mon Jan 1 00:00:00 UTC 2024"
+    fields = {"s": "Linux", "n": "localhost", "r": spec.kernel_release, "v": version,
+              "m": machine(spec.cpu_abi)}
+    flags = "".join(a[1:] for a in ctx.argv[1:] if a.startswith("-"))
     if "a" in flags:
-        ctx.print(f"Linux localhost {release} #1 SMP PREEMPT Mon Jan 1 00:00:00 UTC 2024 {machine} Toybox\n")
+        ctx.print(" ".join(fields.values()) + " Toybox\n")
     else:
-        parts = []
-        if not flags or "s" in flags:
-            parts.append("Linux")
-        if "n" in flags:
-            parts.append("localhost")
-        if "r" in flags:
-            parts.append(release)
-        if "m" in flags:
-            parts.append(machine)
-        ctx.print(" ".join(parts) + "\n")
+        ctx.print(" ".join(v for k, v in fields.items() if k in flags or (k == "s" and not flags))
+                  + "\n")
     return 0
 
 

@@ -6,7 +6,12 @@ import asyncio
 
 import pytest
 
+from farm.clock import FakeClock
+from farm.device.cpu import parse_proc_cpuinfo
 from farm.virtual.adbd.services import root_reply
+from farm.virtual.android import AndroidPhone, profiles
+from farm.virtual.android.props import build_props, fixture_props, identity_props, render_getprop
+from farm.virtual.android.spec import PhoneSpec
 
 from .conftest import CollectIO, install_fake_tvmrpc, run, sh
 
@@ -92,3 +97,61 @@ class TestAdbRoot:
         """adbd of a user build answers `adb root` with the production-build refusal."""
         assert root_reply(phone, "root:") == b"adbd cannot run as root in production builds\n"
         assert root_reply(phone, "unroot:") == b"adbd not running as root\n"
+
+
+PROFILES = profiles(4)
+
+
+class TestProperties:
+    @pytest.mark.parametrize("spec", [s for s in PROFILES if s.getprop_fixture], ids=lambda s: s.model)
+    def test_profile_agrees_with_its_capture(self, spec: PhoneSpec) -> None:
+        """Every property the spec defines has the captured value, except the ones a
+        virtual phone must change (ABI, and the build type of a user build)."""
+        captured = fixture_props(spec.getprop_fixture)
+        changed = {"ro.product.cpu.abi", "ro.product.cpu.abilist", "ro.product.cpu.abilist32",
+                   "ro.product.cpu.abilist64", "ro.build.description", "ro.build.display.id",
+                   "ro.build.fingerprint", "ro.build.tags"}
+        if captured["ro.build.type"] != spec.build_type:
+            changed |= {"ro.build.type", "ro.debuggable"}
+        differ = {k: (captured[k], v) for k, v in identity_props(spec).items()
+                  if k in captured and k not in changed and captured[k] != v}
+        assert differ == {}
+
+    def test_a_capture_is_reported_whole_with_this_phones_serial(self) -> None:
+        """The Motorola profile reports the 863 captured properties but the Vulkan HAL
+        (no driver); its serial replaces the captured one everywhere it appeared."""
+        spec = next(s for s in PROFILES if s.model == "motorola edge 20")
+        props = build_props(spec, "ZY22TEST01")
+        captured = fixture_props(spec.getprop_fixture)
+        assert len(captured) == 863
+        assert set(captured) - set(props) == {"ro.hardware.vulkan"}
+        assert "ZY22REDACT" not in render_getprop(props)
+        assert props["ro.serialno"] == props["ro.boot.serialno"] == "ZY22TEST01"
+        same = {k for k, v in captured.items() if props.get(k) == v}
+        assert len(same) >= len(captured) - 12  # serials, ABI and boot state only
+
+    def test_pixel_is_a_user_build(self) -> None:
+        """The Pixel 8 capture is userdebug; the profile reports a user build throughout."""
+        props = build_props(PROFILES[0], "SERIAL")
+        assert (props["ro.build.type"], props["ro.debuggable"]) == ("user", "0")
+        assert props["ro.build.fingerprint"].endswith(":user/release-keys")
+        assert "userdebug" not in props["ro.build.display.id"] + props["ro.build.description"]
+
+
+class TestAbiAgreement:
+    @pytest.mark.parametrize("spec", PROFILES, ids=lambda s: s.model)
+    def test_abi_cpuinfo_and_uname_agree(self, spec: PhoneSpec, tmp_path) -> None:
+        """ro.product.cpu.abi, /proc/cpuinfo's layout and core count, uname -m and -a
+        and /proc/version name one machine."""
+        phone = AndroidPhone(spec, tmp_path / "phone", net=None, clock=FakeClock().monotonic)
+        abi = sh(phone, "getprop ro.product.cpu.abi")[1].strip()
+        cpuinfo = parse_proc_cpuinfo(sh(phone, "cat /proc/cpuinfo")[1])
+        uname_m = sh(phone, "uname -m")[1].strip()
+        uname_a = sh(phone, "uname -a")[1].split()
+        version = sh(phone, "cat /proc/version")[1].split()
+        assert (abi, uname_m) in {("x86_64", "x86_64"), ("arm64-v8a", "aarch64")}
+        assert len(cpuinfo.processors) == spec.cores == int(sh(phone, "nproc")[1])
+        x86_block = "vendor_id" in cpuinfo.extra or "flags" in sh(phone, "cat /proc/cpuinfo")[1]
+        assert x86_block == (uname_m == "x86_64")
+        assert uname_a[2] == version[2] == sh(phone, "uname -r")[1].strip()
+        assert uname_a[-2] == uname_m
