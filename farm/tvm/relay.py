@@ -144,6 +144,7 @@ class Relay:
         self._server: asyncio.AbstractServer | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._forward_lock = asyncio.Lock()
+        self._closed = False
         self.forwards: dict[int, int] = {}
         self.port = 0
 
@@ -154,12 +155,19 @@ class Relay:
         return self.port
 
     async def close(self) -> None:
-        """Stop listening and cut every relayed connection."""
+        """Stop listening, cut every relayed connection and wait for a forward being made.
+
+        After it returns :attr:`forwards` is final: the caller removes those
+        forwards, and no new one is made.
+        """
+        self._closed = True
         if self._server is not None:
             self._server.close()
         for writer in list(self._writers):
             writer.close()
         self._server = None
+        async with self._forward_lock:
+            pass
 
     async def __aenter__(self) -> Relay:
         await self.start()
@@ -222,9 +230,12 @@ class Relay:
         """The host port forwarded to ``device_port``, made on first use.
 
         Raises:
+            ConnectionAbortedError: the relay is closed.
             Whatever the ``forward`` callback raises (nothing is cached then).
         """
         async with self._forward_lock:
+            if self._closed:
+                raise ConnectionAbortedError("relay closed")
             host_port = self.forwards.get(device_port)
             if host_port is None:
                 host_port = await self._forward(device_port)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from farm.tvm.probe import probe_session
+from farm.tvm.protocol import RPC_TRACKER_MAGIC, encode_frame, pack_int32, read_frame
 from farm.tvm.relay import Relay, announced_port, rewrite_message
 from farm.tvm.testing import Forward, LoopThread, wait_until
 from farm.tvm.tracker import ServerInfo, TrackerProcess, summary
@@ -82,6 +84,80 @@ class TestRelayConnections:
             return errors
 
         assert asyncio.run(scenario()) == []
+
+
+class TestRelayForwards:
+    def test_forward_is_made_once_per_bound_port_and_advertised(self) -> None:
+        """Two registrations naming port 5002 make one forward; both are rewritten to it."""
+
+        async def scenario() -> tuple[list[int], list[Any]]:
+            received: list[Any] = []
+
+            async def on_tracker_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+                writer.write(await reader.readexactly(4))  # magic back
+                with contextlib.suppress(asyncio.IncompleteReadError):
+                    while True:
+                        received.append(await read_frame(reader))
+                writer.close()
+
+            calls: list[int] = []
+
+            async def forward(device_port: int) -> int:
+                calls.append(device_port)
+                return 40000 + len(calls)
+
+            tracker = await asyncio.start_server(on_tracker_conn, "127.0.0.1", 0)
+            async with Relay(tracker.sockets[0].getsockname()[:2], forward) as relay:
+                for _ in range(2):
+                    reader, phone = await asyncio.open_connection("127.0.0.1", relay.port)
+                    phone.write(pack_int32(RPC_TRACKER_MAGIC))
+                    await reader.readexactly(4)
+                    phone.write(encode_frame([5, {"key": "server:k", "addr": [None, "5002"]}]))
+                    phone.write(encode_frame([3, "k", [5002, "k:1"], None]))
+                    count = len(received)
+                    while len(received) < count + 2:
+                        await asyncio.sleep(0.01)
+                    phone.close()
+            tracker.close()
+            return calls, received
+
+        calls, received = asyncio.run(scenario())
+        assert calls == [5002]
+        assert received == [[5, {"key": "server:k", "addr": ["127.0.0.1", 40001]}],
+                            [3, "k", [40001, "k:1"], "127.0.0.1"]] * 2
+
+    def test_failed_forward_drops_the_connection_and_is_retried(self) -> None:
+        """A forward that fails closes the phone's connection; the next registration tries again."""
+
+        async def scenario() -> tuple[bytes, dict[int, int]]:
+            async def on_tracker_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+                writer.write(await reader.readexactly(4))
+                await reader.read()
+                writer.close()
+
+            attempts: list[int] = []
+
+            async def forward(device_port: int) -> int:
+                attempts.append(device_port)
+                if len(attempts) == 1:
+                    raise OSError("adb: device offline")
+                return 41000
+
+            tracker = await asyncio.start_server(on_tracker_conn, "127.0.0.1", 0)
+            async with Relay(tracker.sockets[0].getsockname()[:2], forward) as relay:
+                reader, phone = await asyncio.open_connection("127.0.0.1", relay.port)
+                phone.write(pack_int32(RPC_TRACKER_MAGIC))
+                await reader.readexactly(4)
+                phone.write(encode_frame([3, "k", [5001, "k:1"], None]))
+                rest = await asyncio.wait_for(reader.read(), 10)  # closed by the relay
+                phone.close()
+                assert await relay.forward_for(5001) == 41000
+                forwards = dict(relay.forwards)
+            tracker.close()
+            return rest, forwards
+
+        rest, forwards = asyncio.run(scenario())
+        assert (rest, forwards) == (b"", {5001: 41000})
 
 
 def start_usb_phone(
