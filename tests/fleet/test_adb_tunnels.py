@@ -146,3 +146,24 @@ class TestUsbOnlyBoundPort:
             (host_port,) = tunnel.forward_ports.values()
             key = farm.manager.runtime(serial).key
             assert probe_session(*farm.tracker_addr, key, timeout_s=60).server_port == host_port
+
+    def test_lan_phones_under_a_usb_only_farm_serve_sessions(
+        self, make_fleet: Callable[..., Fleet], make_farm: Callable[..., FleetHarness]
+    ) -> None:
+        """lan phones (apps on 5001, 5002, ... of the shared host) under a usb-only farm get
+        forwards to the port each app bound, and both serve sessions (issue 10's
+        `--virtual-phones` failure: every forward went to 5001)."""
+        from farm.tvm.probe import probe_session
+
+        phones = make_fleet(2, network="lan")
+        farm = make_farm()
+        farm.wait_state(phones.serials, DeviceState.READY, 150)
+        bound = {phones.phone(s).android.app.rpc.device_port for s in phones.serials}  # type: ignore[union-attr]
+        assert len(bound) == 2
+        for serial in phones.serials:
+            tunnel = farm.manager.runtime(serial).tunnel
+            assert tunnel is not None
+            assert list(tunnel.forward_ports) == [phones.phone(serial).android.app.rpc.device_port]  # type: ignore[union-attr]
+            (host_port,) = tunnel.forward_ports.values()
+            key = farm.manager.runtime(serial).key
+            assert probe_session(*farm.tracker_addr, key, timeout_s=60).server_port == host_port
