@@ -1,13 +1,15 @@
 """What one virtual phone is: its hardware, build and behaviour constants.
 
 A :class:`PhoneSpec` is frozen data; everything the phone prints that depends
-on the device (``getprop``, ``/proc/cpuinfo``, thermal zones, ``df``) is
-rendered from it. :func:`profiles` cycles through a few realistic phones whose
-values come from the real captures in ``fixtures/`` (see its README).
+on the device (``/proc/cpuinfo``, ``uname``, thermal zones, ``df``) is rendered
+from it, and ``getprop`` is the model's real capture made this phone's (see
+:mod:`farm.virtual.android.props`). :func:`profiles` cycles through a few
+realistic phones whose values come from the real captures in ``fixtures/``
+(see its README); a test checks each profile against its capture.
 
 ``cpu_abi`` is ``x86_64`` on every profile, as on the Android emulator: the
 TVM RPC process of a virtual phone runs host code, so modules must be built for
-the host's ABI.
+the host's ABI. ``/proc/cpuinfo`` and ``uname -m`` follow it.
 """
 
 from __future__ import annotations
