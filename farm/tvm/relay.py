@@ -106,15 +106,15 @@ def rewrite_message(message: Any, advertise: tuple[str, int]) -> Any:
         advertise: ``(host, port)`` clients must use to reach this phone.
 
     Returns:
-        The rewritten message (a new object); others are returned unchanged.
+        The rewritten message (a new object) when it is a registration that
+        :func:`announced_port` reads; others are returned unchanged.
     """
-    if not isinstance(message, list) or not message:
+    if announced_port(message) is None:
         return message
     host, port = advertise
     code = message[0]
-    if code == TrackerCode.PUT and len(message) >= 3 and isinstance(message[2], list):
-        _, matchkey = message[2]
-        return [code, message[1], [port, matchkey], host, *message[4:]]
+    if code == TrackerCode.PUT:
+        return [code, message[1], [port, message[2][1]], host, *message[4:]]
     if code == TrackerCode.UPDATE_INFO and len(message) == 2 and isinstance(message[1], dict):
         return [code, {**message[1], "addr": [host, port]}]
     return message

@@ -6,6 +6,9 @@ import asyncio
 import contextlib
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from farm.tvm.probe import probe_session
 from farm.tvm.protocol import RPC_TRACKER_MAGIC, encode_frame, pack_int32, read_frame
 from farm.tvm.relay import Relay, announced_port, rewrite_message
@@ -41,7 +44,28 @@ class TestRewriteMessage:
             assert rewrite_message(message, ("h", 1)) == message
 
 
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: st.lists(children) | st.dictionaries(st.text(), children),
+    max_leaves=12,
+)
+_REGISTRATION_LIKE = st.builds(
+    lambda code, rest: [code, *rest], st.sampled_from([3, 5]), st.lists(_JSON, max_size=4))
+
+
 class TestAnnouncedPort:
+    @settings(max_examples=400, deadline=None)
+    @given(st.one_of(_JSON, _REGISTRATION_LIKE))
+    def test_any_json_gives_a_port_or_none_and_rewrites_safely(self, message: Any) -> None:
+        """Whatever a phone sends, the port is None or 1..65535 and rewriting never raises."""
+        port = announced_port(message)
+        assert port is None or 0 < port < 65536
+        rewritten = rewrite_message(message, ("127.0.0.1", 40000))
+        if port is None:
+            assert rewritten is message
+        else:
+            assert announced_port(rewritten) == 40000
+
     def test_registration_names_the_bound_port(self) -> None:
         """PUT and UPDATE_INFO carry the app's port, as an int or the stock app's string."""
         assert announced_port([3, "android", [5002, "android:0.25"], None]) == 5002
