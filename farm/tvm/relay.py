@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Self
 
 import structlog
 
@@ -169,7 +169,7 @@ class Relay:
         async with self._forward_lock:
             pass
 
-    async def __aenter__(self) -> Relay:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
