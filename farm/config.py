@@ -213,10 +213,19 @@ class MetricsSettings(_Frozen):
 
 
 class VirtualSettings(_Frozen):
-    """Virtual phones farmd starts for a demo (``farmd --virtual-phones N`` overrides count)."""
+    """Virtual phones farmd starts for a demo (``farmd --virtual-phones N`` overrides count).
+
+    Attributes:
+        count: how many phones.
+        network: how the phones reach the host. Unset in a :class:`Settings`,
+            it follows ``tracker.network``, so the phones fit the way farmd
+            reaches them (lan phones under a usb-only farmd bind 5001, 5002,
+            ... and get tunnels they do not need; usb-only phones under a lan
+            farmd never reach the tracker).
+    """
 
     count: int = Field(0, ge=0)
-    network: Literal["lan", "usb-only"] = "lan"
+    network: Literal["lan", "usb-only"] = "usb-only"
 
 
 class Settings(_Frozen):
@@ -256,6 +265,22 @@ class Settings(_Frozen):
             # Frozen model: set the derived default once, during validation.
             object.__setattr__(self, "database_url", default_database_url(self.data_dir))
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _virtual_follows_tracker(cls, data: Any) -> Any:
+        """Fill an unset ``virtual.network`` from ``tracker.network`` (before validation,
+        so a bad tracker value is reported as the tracker's)."""
+        if not isinstance(data, dict):
+            return data
+        virtual, tracker = data.get("virtual", {}), data.get("tracker", {})
+        if not isinstance(virtual, dict) or "network" in virtual:
+            return data
+        network = (tracker.get("network") if isinstance(tracker, dict)
+                   else getattr(tracker, "network", None))
+        if network is None:
+            network = TrackerSettings.model_fields["network"].default
+        return {**data, "virtual": {**virtual, "network": network}}
 
 
 def _env_overrides(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:

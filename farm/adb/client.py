@@ -14,6 +14,7 @@ import contextlib
 import contextvars
 import shlex
 import socket
+import stat
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ DEFAULT_TIMEOUT_S = 30.0
 
 # Shell v2 packet ids (AOSP adb shell_protocol.h: kIdStdin..kIdWindowSizeChange).
 _ID_STDOUT, _ID_STDERR, _ID_EXIT = 1, 2, 3
+_SYNC_DATA_MAX_BYTES = 64 * 1024  # SYNC_DATA_MAX (AOSP adb file_sync_protocol.h)
 
 
 @dataclass(frozen=True)
@@ -246,9 +248,32 @@ class Adb:
     def push(
         self, serial: str, local: Path, remote: str, *, timeout_s: float | None = None
     ) -> None:
-        """Copy a host file to the phone over the sync protocol (``adb push``)."""
-        with self._call(serial, ["push", str(local), remote], timeout_s):
-            self._device(serial).sync.push(Path(local), remote)
+        """Copy a host file to the phone over the sync protocol (``adb push``).
+
+        As the adb CLI does (AOSP adb ``SYNC.TXT``, ``client/file_sync_client.cpp``):
+        ``SEND remote,mode``, ``DATA`` chunks of at most 64 KiB, then ``DONE``
+        carrying the local file's mtime, which the phone's copy keeps (adbutils
+        sends the current time instead). The mode is 0755, as adbutils sent it.
+
+        Raises:
+            AdbError: the phone refused the file (its ``FAIL`` message), or the
+                local file cannot be read.
+        """
+        path = Path(local)
+        with self._call(serial, ["push", str(path), remote], timeout_s):
+            mtime_s = int(path.stat().st_mtime)
+            spec = f"{remote},{stat.S_IFREG | 0o755}".encode()
+            with self._device(serial).open_transport() as conn, path.open("rb") as handle:
+                conn.send_command("sync:")
+                conn.check_okay()
+                conn.conn.sendall(b"SEND" + len(spec).to_bytes(4, "little") + spec)
+                while chunk := handle.read(_SYNC_DATA_MAX_BYTES):
+                    conn.conn.sendall(b"DATA" + len(chunk).to_bytes(4, "little") + chunk)
+                conn.conn.sendall(b"DONE" + mtime_s.to_bytes(4, "little"))
+                reply = conn.read_exact(8)
+                if reply[:4] != b"OKAY":
+                    length = int.from_bytes(reply[4:], "little")
+                    raise adbutils.AdbError(conn.read_exact(length).decode(errors="replace"))
 
     def pull(
         self, serial: str, remote: str, local: Path, *, timeout_s: float | None = None
@@ -260,10 +285,18 @@ class Adb:
     def forward(
         self, serial: str, local: str, remote: str, *, timeout_s: float | None = None
     ) -> int:
-        """``adb forward LOCAL REMOTE`` (e.g. ``tcp:0 tcp:5001``); returns the host port."""
+        """``adb forward LOCAL REMOTE`` (e.g. ``tcp:0 tcp:5001``); returns the host port.
+
+        ``tcp:0`` lets the adb server bind a free port and answer it (a second
+        ``OKAY``, then the port as a length-prefixed string: AOSP adb ``adb.cpp``
+        ``handle_forward_request``), so no other process can take the port
+        between choosing and binding it.
+        """
         with self._call(serial, ["forward", local, remote], timeout_s, locked=False):
             if local == "tcp:0":
-                return self._device(serial).forward_port(remote)
+                with self._device(serial).open_transport(f"forward:{local};{remote}") as conn:
+                    conn.check_okay()
+                    return int(conn.read_string_block())
             self._device(serial).forward(local, remote)
         return int(local.split(":", 1)[1])
 

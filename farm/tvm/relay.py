@@ -2,20 +2,24 @@
 
 The problem. A phone that reaches the host only over USB talks to the tracker
 through ``adb reverse tcp:9190 tcp:<host port>``, and the host reaches the
-phone's RPC port only through ``adb forward tcp:<F> tcp:5001``. The stock app
+phone's RPC port only through ``adb forward tcp:<F> tcp:<P>``. The stock app
 registers the way apache/tvm ``ConnectTrackerServerProcessor.java`` does:
-``UPDATE_INFO {"addr": [null, "5001"]}`` and ``PUT [key, [5001, matchkey],
-null]``, so the tracker records *the address it sees the connection come
-from* (the adb server's loopback) and *port 5001*. Every usb-only phone binds
-5001 on its own device, so every registration says ``127.0.0.1:5001``, which
-on the host is nobody (or one arbitrary phone).
+``UPDATE_INFO {"addr": [null, "P"]}`` and ``PUT [key, [P, matchkey], null]``
+(``python/tvm/rpc/server.py`` sends the same two messages), where ``P`` is the
+port the app bound: the first free one from 5001, so 5002 when another app
+holds 5001. The tracker records *the address it sees the connection come
+from* (the adb server's loopback) and *port P*, which on the host is nobody
+(or one arbitrary phone).
 
 The mechanism. Each usb-only phone gets its own :class:`Relay`: a loopback
 listener that the phone's reverse tunnel points at
 (``adb reverse tcp:9190 tcp:<relay.port>``). The relay connects to the real
 tracker for each phone connection, passes the magic handshake through, and
 then parses the phone's messages (length-prefixed JSON, see
-:mod:`farm.tvm.protocol`) and rewrites the two that name an address:
+:mod:`farm.tvm.protocol`). The first message that names the app's port
+(:func:`announced_port`) makes the relay ask for a forward to *that* port
+(its ``forward`` callback, ``adb forward tcp:0 tcp:P``, kept per port for the
+relay's life); then it rewrites the two messages that name an address:
 
 - ``PUT``: the port becomes the forward port and the custom address (4th
   element) becomes the forward host, so tickets say ``host:F``;
@@ -25,22 +29,28 @@ then parses the phone's messages (length-prefixed JSON, see
 Everything else (``GET_PENDING_MATCHKEYS``, ``PING``) passes unchanged, and the
 tracker's replies are copied byte for byte. A client asking the tracker for
 the key then gets ``host:F``, connects to the phone's ``adb forward`` endpoint,
-and the adb transport carries the session to the app's port 5001::
+and the adb transport carries the session to the app's port P::
 
     phone app --reverse--> Relay(phone A) --rewrite--> tracker
     client --REQUEST--> tracker: "127.0.0.1:F_A, matchkey"
-    client --> 127.0.0.1:F_A --adb forward--> phone A tcp:5001
+    client --> 127.0.0.1:F_A --adb forward--> phone A tcp:P_A
 
-The relay holds no state beyond its connections, so it survives tracker
-restarts: the app reconnects through it like through any tracker.
+Learning the port from the registration, rather than assuming 5001, is what
+makes a phone whose app bound 5002 reachable at all. The relay holds no state
+beyond its connections and its forwards, so it survives tracker restarts: the
+app reconnects through it like through any tracker.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Self
+
+import structlog
 
 from farm.aio import pump, until_first_done
+from farm.errors import FarmError
 from farm.tvm.protocol import (
     RPC_TRACKER_MAGIC,
     FrameError,
@@ -49,6 +59,43 @@ from farm.tvm.protocol import (
     pack_int32,
     read_frame,
 )
+
+log = structlog.get_logger(__name__)
+
+
+ForwardOpener = Callable[[int], Awaitable[int]]
+"""``forward(device_port) -> host_port``: makes ``adb forward tcp:0 tcp:<device_port>``.
+
+May raise ``OSError`` or a :class:`~farm.errors.FarmError`; the relay then
+drops the phone's connection (the app retries, as with a tracker that is down).
+"""
+
+
+def _port(value: Any) -> int | None:
+    """A port as the app sends it (int, or a string in the stock app), or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    return value if isinstance(value, int) and 0 < value < 65536 else None
+
+
+def announced_port(message: Any) -> int | None:
+    """The device port a phone's registration names, or None for other messages.
+
+    ``PUT [key, [port, matchkey], addr]`` and ``UPDATE_INFO {"addr": [host, port]}``
+    (apache/tvm ``python/tvm/rpc/server.py``; the stock app sends the port of
+    ``UPDATE_INFO`` as a string).
+    """
+    if not isinstance(message, list) or not message:
+        return None
+    code = message[0]
+    if code == TrackerCode.PUT and len(message) >= 3 and isinstance(message[2], list):
+        return _port(message[2][0]) if len(message[2]) == 2 else None
+    if code == TrackerCode.UPDATE_INFO and len(message) == 2 and isinstance(message[1], dict):
+        addr = message[1].get("addr")
+        return _port(addr[1]) if isinstance(addr, list) and len(addr) == 2 else None
+    return None
 
 
 def rewrite_message(message: Any, advertise: tuple[str, int]) -> Any:
@@ -59,15 +106,15 @@ def rewrite_message(message: Any, advertise: tuple[str, int]) -> Any:
         advertise: ``(host, port)`` clients must use to reach this phone.
 
     Returns:
-        The rewritten message (a new object); others are returned unchanged.
+        The rewritten message (a new object) when it is a registration that
+        :func:`announced_port` reads; others are returned unchanged.
     """
-    if not isinstance(message, list) or not message:
+    if announced_port(message) is None:
         return message
     host, port = advertise
     code = message[0]
-    if code == TrackerCode.PUT and len(message) >= 3 and isinstance(message[2], list):
-        _, matchkey = message[2]
-        return [code, message[1], [port, matchkey], host, *message[4:]]
+    if code == TrackerCode.PUT:
+        return [code, message[1], [port, message[2][1]], host, *message[4:]]
     if code == TrackerCode.UPDATE_INFO and len(message) == 2 and isinstance(message[1], dict):
         return [code, {**message[1], "addr": [host, port]}]
     return message
@@ -78,15 +125,27 @@ class Relay:
 
     Args:
         tracker: ``(host, port)`` of the real tracker.
-        advertise: ``(host, port)`` of the phone's ``adb forward`` endpoint on
-            the host, i.e. where clients must connect to reach its RPC port.
+        forward: makes the host's forward to a device port and returns the
+            host port (see :data:`ForwardOpener`); called once per device port.
+        advertise_host: the host address of those forwards, where clients
+            must connect to reach the phone's RPC port.
+
+    Attributes:
+        port: the loopback port the phone's reverse tunnel must point at.
+        forwards: ``{device port: host port}`` of the forwards made so far.
     """
 
-    def __init__(self, tracker: tuple[str, int], advertise: tuple[str, int]) -> None:
+    def __init__(
+        self, tracker: tuple[str, int], forward: ForwardOpener, advertise_host: str = "127.0.0.1"
+    ) -> None:
         self.tracker = tracker
-        self.advertise = advertise
+        self.advertise_host = advertise_host
+        self._forward = forward
         self._server: asyncio.AbstractServer | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._forward_lock = asyncio.Lock()
+        self._closed = False
+        self.forwards: dict[int, int] = {}
         self.port = 0
 
     async def start(self) -> int:
@@ -96,14 +155,21 @@ class Relay:
         return self.port
 
     async def close(self) -> None:
-        """Stop listening and cut every relayed connection."""
+        """Stop listening, cut every relayed connection and wait for a forward being made.
+
+        After it returns :attr:`forwards` is final: the caller removes those
+        forwards, and no new one is made.
+        """
+        self._closed = True
         if self._server is not None:
             self._server.close()
         for writer in list(self._writers):
             writer.close()
         self._server = None
+        async with self._forward_lock:
+            pass
 
-    async def __aenter__(self) -> Relay:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -146,7 +212,32 @@ class Relay:
                 return
             while True:
                 message = await read_frame(reader)
-                writer.write(encode_frame(rewrite_message(message, self.advertise)))
+                device_port = announced_port(message)
+                if device_port is not None:
+                    try:
+                        host_port = await self.forward_for(device_port)
+                    except (OSError, FarmError) as exc:
+                        log.warning("relay_forward_failed", device_port=device_port,
+                                    reason=str(exc))
+                        return  # the app sees the tracker go away and registers again
+                    message = rewrite_message(message, (self.advertise_host, host_port))
+                writer.write(encode_frame(message))
                 await writer.drain()
         except (asyncio.IncompleteReadError, FrameError):
             return
+
+    async def forward_for(self, device_port: int) -> int:
+        """The host port forwarded to ``device_port``, made on first use.
+
+        Raises:
+            ConnectionAbortedError: the relay is closed.
+            Whatever the ``forward`` callback raises (nothing is cached then).
+        """
+        async with self._forward_lock:
+            if self._closed:
+                raise ConnectionAbortedError("relay closed")
+            host_port = self.forwards.get(device_port)
+            if host_port is None:
+                host_port = await self._forward(device_port)
+                self.forwards[device_port] = host_port
+            return host_port

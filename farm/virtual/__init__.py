@@ -8,7 +8,8 @@ Architecture (one job per module)::
 
     contracts.py     the typed seams between the parts below
     adbd/            adbd: the ADB transport over TCP (AOSP protocol.txt) and its
-                     services (shell v1/v2, exec, sync, reverse, tcp:, reboot)
+                     services (shell v1/v2, exec, sync, reverse, tcp:, reboot,
+                     root: refused as on a user build)
     net.py           a phone's network: device-side ports, adb reverse/forward
                      tunnels, lan vs usb-only reachability
     android/         the Android userland: shell interpreter and commands, props,

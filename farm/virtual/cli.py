@@ -28,6 +28,8 @@ import click
 
 from farm import logs
 from farm.adb.server import DEFAULT_ADB_PORT
+from farm.config import load_config
+from farm.errors import FarmError
 from farm.virtual.fleet import Fleet
 
 DEFAULT_DATA_DIR = Path.home() / ".local" / "state" / "farm" / "phones"
@@ -112,11 +114,18 @@ def main() -> None:
 @main.command()
 @click.option("--count", type=click.IntRange(1, 256), default=4, show_default=True, help="Number of phones.")
 @click.option("--base-port", type=click.IntRange(1, 65535), default=None, help="First adbd port (default: free ports).")
-@click.option("--network", type=click.Choice(["lan", "usb-only"]), default="lan", show_default=True)
+@click.option("--network", type=click.Choice(["lan", "usb-only"]), default=None,
+              help="How phones reach the host [default: virtual.network of farm's config, "
+                   "which follows tracker.network].")
 @click.option("--adb-port", type=click.IntRange(1, 65535), default=DEFAULT_ADB_PORT, show_default=True, help="The adb server's port.")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=DEFAULT_DATA_DIR, show_default=True, help="Phones' storage and the control file.")
-def serve(count: int, base_port: int | None, network: str, adb_port: int, data_dir: Path) -> None:
+def serve(count: int, base_port: int | None, network: str | None, adb_port: int, data_dir: Path) -> None:
     """Run COUNT phones in the foreground until SIGINT or SIGTERM."""
+    if network is None:
+        try:
+            network = load_config().virtual.network
+        except FarmError as exc:
+            raise click.ClickException(str(exc)) from None
     # stdout carries only the phones' JSON lines; events go to stderr.
     logs.configure(stream=sys.stderr)
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -59,6 +59,10 @@ class Userland(Protocol):
         """``ro.product.name``, ``ro.product.model``, ``ro.product.device`` for CNXN."""
         ...
 
+    def get_property(self, key: str) -> str:
+        """A system property's value, ``""`` if unset (adbd's ``android::base::GetProperty``)."""
+        ...
+
     async def shell(self, command: str, io: ShellIO) -> int:
         """Run one ``sh -c`` command line; returns its exit status (0..255).
 

@@ -55,6 +55,51 @@ class TestPushPull:
         assert info.mode & 0o777 == 0o777
         assert info.size == len(b"#!/system/bin/sh\n")
 
+    def test_adb_push_keeps_the_host_mtime(
+        self, adb_server: AdbServerHandle, make_fleet, tmp_path: Path
+    ) -> None:
+        """The adb CLI sends the local file's mtime in DONE; the phone's copy keeps it."""
+        serial = make_fleet(1).serials[0]
+        src = tmp_path / "old.txt"
+        src.write_bytes(b"from 2001\n")
+        os.utime(src, (1_000_000_000, 1_000_000_000))
+        pushed = adb_server.adb("-s", serial, "push", str(src), "/data/local/tmp/old.txt")
+        assert pushed.returncode == 0, pushed.stderr
+        device = adbutils.AdbClient(host="127.0.0.1", port=adb_server.port).device(serial)
+        assert device.sync.stat("/data/local/tmp/old.txt").mtime.timestamp() == 1_000_000_000
+        listed = device.shell(["ls", "-l", "/data/local/tmp/old.txt"])
+        assert "2001-09-09" in listed
+
+    def test_farm_adb_push_keeps_the_host_mtime(
+        self, adb_server: AdbServerHandle, make_fleet, tmp_path: Path
+    ) -> None:
+        """farm's Adb.push sends the local mtime in DONE too, and the bytes arrive whole."""
+        from farm.adb import Adb, AdbServer
+
+        serial = make_fleet(1).serials[0]
+        src = tmp_path / "blob.bin"
+        src.write_bytes(os.urandom(200_000))
+        os.utime(src, (1_100_000_000, 1_100_000_000))
+        Adb(AdbServer(port=adb_server.port)).push(serial, src, "/data/local/tmp/blob.bin",
+                                                   timeout_s=30)
+        device = adbutils.AdbClient(host="127.0.0.1", port=adb_server.port).device(serial)
+        info = device.sync.stat("/data/local/tmp/blob.bin")
+        assert (info.size, info.mtime.timestamp()) == (200_000, 1_100_000_000)
+        assert device.sync.read_bytes("/data/local/tmp/blob.bin") == src.read_bytes()
+
+    def test_farm_adb_push_failure_is_an_adb_error(
+        self, adb_server: AdbServerHandle, make_fleet, tmp_path: Path
+    ) -> None:
+        """A push the phone refuses raises farm's AdbError with adbd's message."""
+        from farm.adb import Adb, AdbServer
+        from farm.errors import AdbError
+
+        serial = make_fleet(1).serials[0]
+        src = tmp_path / "x"
+        src.write_bytes(b"x")
+        with pytest.raises(AdbError, match="couldn't create file"):
+            Adb(AdbServer(port=adb_server.port)).push(serial, src, "/system/x", timeout_s=30)
+
     def test_ls_lists_pushed_files(self, adb_server: AdbServerHandle, make_fleet, tmp_path: Path) -> None:
         """adbutils' sync list (LIST) shows a pushed file with its size."""
         serial = make_fleet(1).serials[0]

@@ -140,7 +140,8 @@ class TestUsbOnlySessions:
                 lambda k: probe_session(*farm.tracker_addr, k, timeout_s=60), keys))
         ports = {r.server_port for r in results}
         assert len(ports) == 3  # three distinct adb forward endpoints
-        tunnels = {farm.manager.runtime(s).tunnel.forward_port for s in phones.serials}
+        tunnels = {port for s in phones.serials
+                   for port in farm.manager.runtime(s).tunnel.forward_ports.values()}
         assert ports == tunnels
 
 

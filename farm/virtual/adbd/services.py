@@ -87,6 +87,21 @@ async def _serve_reply(reply: bytes, stream: Stream) -> None:
     stream.write(reply)
 
 
+def root_reply(userland: Userland, service: str) -> bytes | None:
+    """adbd's answer to ``root:`` or ``unroot:`` (AOSP ``daemon/restart_service.cpp``).
+
+    adbd runs as the shell user here. A user build (``ro.debuggable`` not 1)
+    refuses ``root:`` with the text the host ``adb root`` prints (and exits 0
+    on). Restarting adbd as root on a userdebug build is not modelled: None
+    (the host sees the service closed).
+    """
+    if service == "unroot:":
+        return b"adbd not running as root\n"
+    if userland.get_property("ro.debuggable") != "1":
+        return b"adbd cannot run as root in production builds\n"
+    return None
+
+
 class ServiceRouter:
     """Maps service names to handlers for one phone.
 
@@ -128,6 +143,9 @@ class ServiceRouter:
             return await self._resolve_tcp(name[len("tcp:") :])
         if name.startswith("reboot:"):
             return self._serve_reboot
+        if name in ("root:", "unroot:"):
+            reply = root_reply(userland, name)
+            return None if reply is None else (lambda stream: _serve_reply(reply, stream))
         return None
 
     async def _resolve_tcp(self, target: str) -> ServiceHandler | None:

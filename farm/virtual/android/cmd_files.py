@@ -12,8 +12,12 @@ import asyncio
 import hashlib
 import re
 import shutil
+import stat
+from datetime import UTC, datetime
 
 from farm.virtual.android.context import Ctx, command, read_all, strerror
+
+BOOT_EPOCH_S = 1_704_067_200  # 2024-01-01 00:00 UTC: mtime shown for files rendered on read
 
 
 @command("true")
@@ -102,18 +106,26 @@ async def ls(ctx: Ctx) -> int:
 
 
 def _ls_line(ctx: Ctx, shown: str, path: str, long: bool) -> str:
+    """One ``ls`` line; ``-l`` as toybox prints it, mode and mtime (UTC, the phone's
+    ``persist.sys.timezone``) from the backing file, so a pushed file shows the
+    host mtime the sync DONE carried."""
     if not long:
         return shown + "\n"
     is_dir = ctx.phone.isdir(path, app=ctx.app)
-    size = 4096 if is_dir else 0
-    if not is_dir and not ctx.phone.is_virtual(path):
-        try:
-            size = ctx.phone.storage.check(path, write=False, app=ctx.app).stat().st_size
-        except OSError:
-            size = 0
+    size, mtime_s = (4096 if is_dir else 0), BOOT_EPOCH_S
     mode = "drwxrwx--x" if is_dir else "-rw-rw-rw-"
+    if not ctx.phone.is_virtual(path):
+        try:
+            st = ctx.phone.storage.check(path, write=False, app=ctx.app).stat()
+        except OSError:
+            pass
+        else:
+            mtime_s = int(st.st_mtime)
+            if not is_dir:  # folders keep Android's modes, not the host's
+                size, mode = st.st_size, stat.filemode(st.st_mode)
+    when = datetime.fromtimestamp(mtime_s, UTC).strftime("%Y-%m-%d %H:%M")
     owner = "shell    shell" if path.startswith(("/data/local/tmp", "/storage")) else "root     root"
-    return f"{mode} 1 {owner} {size:>8} 2024-01-01 00:00 {shown}\n"
+    return f"{mode} 1 {owner} {size:>8} {when} {shown}\n"
 
 
 @command("rm")

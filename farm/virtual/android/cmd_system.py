@@ -14,6 +14,8 @@ from farm.virtual.android import logbuf
 from farm.virtual.android.context import Ctx, command
 from farm.virtual.android.processes import render_ps
 from farm.virtual.android.props import SHELL_SETTABLE, render_getprop
+from farm.virtual.android.shell import SH
+from farm.virtual.android.sysfiles import machine
 
 
 @command("getprop")
@@ -79,23 +81,21 @@ async def whoami(ctx: Ctx) -> int:
 
 @command("uname")
 async def uname(ctx: Ctx) -> int:
-    """Kernel name (``-a`` for everything, ``-m`` machine, ``-r`` release)."""
-    machine = "x86_64" if ctx.phone.spec.cpu_abi == "x86_64" else "aarch64"
-    release = "5.10.198-android13-4-00050-g12f3388846c3"
-    flags = "".join(a[1:] for a in ctx.argv[1:])
+    """toybox ``uname`` (``-a`` everything, ``-s``, ``-n``, ``-r``, ``-v``, ``-m``).
+
+    The release and version are ``/proc/version``'s and the machine follows
+    the ABI, so ``uname``, ``/proc/cpuinfo`` and ``ro.product.cpu.abi`` agree.
+    """
+    spec = ctx.phone.spec
+    version = "#1 SMP PREEMPT Mon Jan 1 00:00:00 UTC 2024"
+    fields = {"s": "Linux", "n": "localhost", "r": spec.kernel_release, "v": version,
+              "m": machine(spec.cpu_abi)}
+    flags = "".join(a[1:] for a in ctx.argv[1:] if a.startswith("-"))
     if "a" in flags:
-        ctx.print(f"Linux localhost {release} #1 SMP PREEMPT Mon Jan 1 00:00:00 UTC 2024 {machine} Toybox\n")
+        ctx.print(" ".join(fields.values()) + " Toybox\n")
     else:
-        parts = []
-        if not flags or "s" in flags:
-            parts.append("Linux")
-        if "n" in flags:
-            parts.append("localhost")
-        if "r" in flags:
-            parts.append(release)
-        if "m" in flags:
-            parts.append(machine)
-        ctx.print(" ".join(parts) + "\n")
+        ctx.print(" ".join(v for k, v in fields.items() if k in flags or (k == "s" and not flags))
+                  + "\n")
     return 0
 
 
@@ -138,17 +138,56 @@ async def pidof(ctx: Ctx) -> int:
     return 0
 
 
+@command("kill")
+async def kill(ctx: Ctx) -> int:
+    """mksh's builtin ``kill [-9|-s SIG|-SIG] PID...`` as the shell user (or a ``run-as`` app).
+
+    A process of another user answers ``Operation not permitted`` (EPERM: the
+    shell user, uid 2000, may signal only its own processes), an unknown pid
+    ``No such process``; the text is mksh's ``bi_errorf``:
+    ``/system/bin/sh: kill: PID: <strerror>``, exit 1.
+    """
+    user = f"u0_a{ctx.phone.packages.uid_of(ctx.app) - 10000}" if ctx.app else "shell"
+    args = ctx.argv[1:]
+    if args[:1] == ["-s"]:
+        args = args[2:]
+    elif args and args[0].startswith("-") and args[0] != "--":
+        args = args[1:]
+    if args[:1] == ["--"]:
+        args = args[1:]
+    if not args:
+        ctx.eprint(f"{SH}: kill: usage: kill [-s signame | -signum | -signame] {{job | pid | pgrp}} ...\n")
+        return 1
+    status = 0
+    for arg in args:
+        proc = ctx.phone.processes.procs.get(int(arg)) if arg.isdigit() else None
+        reason = None
+        if not arg.isdigit():
+            reason = "arguments must be jobs or process IDs"
+        elif proc is None:
+            reason = "No such process"
+        elif proc.user != user:
+            reason = "Operation not permitted"
+        elif not await ctx.phone.app.kill_process(proc.pid):
+            ctx.phone.processes.kill(proc.pid)
+        if reason is not None:
+            ctx.eprint(f"{SH}: kill: {arg}: {reason}\n")
+            status = 1
+    return status
+
+
 @command("logcat")
 async def logcat(ctx: Ctx) -> int:
-    """``logcat -d [-b BUF] [-s TAG ...] [TAG:L ...]``, ``logcat -c``; threadtime format.
+    """``logcat [-d] [-c] [-b BUF] [-s] [-t N|-T N] [TAG:L ...]`` in threadtime format.
 
-    Without ``-d`` the real logcat follows the log forever; here it dumps and
-    returns, which is what scripted callers need (they always pass ``-d``).
+    Without ``-d`` (or ``-t``) logcat prints the buffer and then follows it
+    until the reader goes away, as the real one does: ``adb logcat`` (the
+    shell's ``exec logcat``) and ``adb exec-out logcat`` stream until Ctrl-C.
     """
     args = ctx.argv[1:]
     buffers: list[str] = []
     specs: list[str] = []
-    silent = clear = False
+    silent = clear = dump = False
     tail = None
     while args:
         arg = args.pop(0)
@@ -160,22 +199,32 @@ async def logcat(ctx: Ctx) -> int:
             silent = True
         elif arg == "-c":
             clear = True
+        elif arg == "-d":
+            dump = True
         elif arg in ("-v", "-t", "-T") and args:
             value = args.pop(0)
             if arg != "-v":
                 tail = int(value) if value.isdigit() else None
+                dump = dump or arg == "-t"  # -t N prints and exits; -T N follows
         elif arg.startswith("-"):
             continue
         else:
             specs.append(arg)
     chosen = logbuf.ALL_BUFFERS if "all" in buffers else tuple(buffers) or logbuf.DEFAULT_BUFFERS
+    logs = ctx.phone.logs
     if clear:
-        ctx.phone.logs.clear(chosen)
+        logs.clear(chosen)
         return 0
-    entries = ctx.phone.logs.entries
-    if tail:
-        entries = entries[-tail:]
-    ctx.print(logbuf.render(entries, chosen, logbuf.make_filter(specs, silent)))
+    accept = logbuf.make_filter(specs, silent)
+    cursor = logs.appended
+    entries = logs.entries[-tail:] if tail else logs.entries
+    text, current = logbuf.render_from(entries, chosen, accept, None)
+    ctx.print(text)
+    while not dump:  # ends when the transport cancels the command (reader gone)
+        await logs.wait_beyond(cursor)
+        fresh, cursor = logs.since(cursor), logs.appended
+        text, current = logbuf.render_from(fresh, chosen, accept, current)
+        ctx.print(text)
     return 0
 
 

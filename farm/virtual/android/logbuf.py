@@ -8,6 +8,7 @@ beginning of <buffer>`` (fixture ``logcat_crash_fatal_exception__calnotify_emula
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -42,12 +43,29 @@ class LogBuffer:
         self._wall = wall_clock
         self.capacity = capacity
         self.entries: list[LogEntry] = []
+        self.appended = 0  # entries ever logged: a cursor for followers
+        self._grown: asyncio.Event | None = None
 
     def log(self, pid: int, level: str, tag: str, message: str, *, buffer: str = "main", tid: int | None = None) -> None:
-        """Append one message (level one of ``VDIWEF``)."""
+        """Append one message (level one of ``VDIWEF``); wakes followers."""
         self.entries.append(LogEntry(self._wall(), pid, tid if tid is not None else pid, level, tag, message, buffer))
+        self.appended += 1
         if len(self.entries) > self.capacity:
             del self.entries[: len(self.entries) - self.capacity]
+        if self._grown is not None:
+            self._grown.set()
+
+    def since(self, cursor: int) -> list[LogEntry]:
+        """Entries logged after ``cursor`` (an earlier :attr:`appended`) still in the ring."""
+        return self.entries[len(self.entries) - min(self.appended - cursor, len(self.entries)):]
+
+    async def wait_beyond(self, cursor: int) -> None:
+        """Return once an entry past ``cursor`` was logged (call on the phone's loop)."""
+        while self.appended <= cursor:
+            if self._grown is None:
+                self._grown = asyncio.Event()
+            self._grown.clear()
+            await self._grown.wait()
 
     def clear(self, buffers: Iterable[str] = DEFAULT_BUFFERS) -> None:
         """``logcat -c``: drop the entries of ``buffers``."""
@@ -66,8 +84,20 @@ def format_threadtime(entry: LogEntry) -> str:
 
 def render(entries: Iterable[LogEntry], buffers: Iterable[str], accept: Callable[[LogEntry], bool]) -> str:
     """``logcat -d`` output for the selected buffers and filter."""
+    return render_from(entries, buffers, accept, None)[0]
+
+
+def render_from(
+    entries: Iterable[LogEntry], buffers: Iterable[str], accept: Callable[[LogEntry], bool],
+    current: str | None,
+) -> tuple[str, str | None]:
+    """Like :func:`render`, continuing output that last printed buffer ``current``.
+
+    Returns:
+        The text and the buffer its last line came from (for the next batch).
+    """
     wanted = set(buffers)
-    out, current = [], None
+    out = []
     for entry in entries:
         if entry.buffer not in wanted or not accept(entry):
             continue
@@ -75,7 +105,7 @@ def render(entries: Iterable[LogEntry], buffers: Iterable[str], accept: Callable
             out.append(f"--------- beginning of {entry.buffer}\n")
             current = entry.buffer
         out.append(format_threadtime(entry))
-    return "".join(out)
+    return "".join(out), current
 
 
 def make_filter(specs: list[str], silent_default: bool) -> Callable[[LogEntry], bool]:

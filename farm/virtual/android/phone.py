@@ -81,6 +81,10 @@ class AndroidPhone:
         """``ro.product.name``, ``ro.product.model``, ``ro.product.device`` for CNXN."""
         return {k: self.props[k] for k in ("ro.product.name", "ro.product.model", "ro.product.device")}
 
+    def get_property(self, key: str) -> str:
+        """A system property's value, ``""`` if unset."""
+        return self.props.get(key, "")
+
     async def shell(self, command: str, io: ShellIO) -> int:
         """Run one ``sh -c`` command line (or an interactive shell for ``""``).
 

@@ -12,6 +12,7 @@ the left side's output buffered; ``&`` runs in the foreground.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import os
 import posixpath
@@ -346,6 +347,10 @@ class Shell:
                 if eq:
                     self.env[key] = value
             return 0
+        if name == "exec":  # mksh: run the command in place of the shell, whose status it is
+            if len(ctx.argv) == 1:
+                return 0
+            raise ShellExit(await self.dispatch(dataclasses.replace(ctx, argv=ctx.argv[1:])))
         if name in ("sh", "/system/bin/sh"):
             return await self._sub_shell(ctx)
         short = name

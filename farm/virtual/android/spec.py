@@ -1,13 +1,15 @@
 """What one virtual phone is: its hardware, build and behaviour constants.
 
 A :class:`PhoneSpec` is frozen data; everything the phone prints that depends
-on the device (``getprop``, ``/proc/cpuinfo``, thermal zones, ``df``) is
-rendered from it. :func:`profiles` cycles through a few realistic phones whose
-values come from the real captures in ``fixtures/`` (see its README).
+on the device (``/proc/cpuinfo``, ``uname``, thermal zones, ``df``) is rendered
+from it, and ``getprop`` is the model's real capture made this phone's (see
+:mod:`farm.virtual.android.props`). :func:`profiles` cycles through a few
+realistic phones whose values come from the real captures in ``fixtures/``
+(see its README); a test checks each profile against its capture.
 
 ``cpu_abi`` is ``x86_64`` on every profile, as on the Android emulator: the
 TVM RPC process of a virtual phone runs host code, so modules must be built for
-the host's ABI.
+the host's ABI. ``/proc/cpuinfo`` and ``uname -m`` follow it.
 """
 
 from __future__ import annotations
@@ -82,6 +84,13 @@ class PhoneSpec:
         rpc_start_delay_s: MainActivity's delay before it starts the RPC activity
             (apache/tvm apps/android_rpc MainActivity.HANDLER_RESTART_DELAY = 5000 ms).
         boot_time_s: how long a reboot keeps the phone away from the adb server.
+        kernel_release: ``uname -r`` and ``/proc/version``'s release. Only
+            the MT8168's is captured (fixtures README, MTK-BR); the others
+            follow their kernel branch (``ro.kernel.version`` of the Motorola
+            capture is 5.4; a Pixel 8 launched on the android14-5.15 GKI).
+        getprop_fixture: the ``getprop`` capture in ``fixtures/`` this model
+            reports (see :mod:`farm.virtual.android.props`); ``""`` for none.
+        extra_props: properties set on top of everything else.
     """
 
     serial_port: int = 0
@@ -131,6 +140,8 @@ class PhoneSpec:
     charge_pct_per_h: float = 40.0
     rpc_start_delay_s: float = 5.0
     boot_time_s: float = 3.0
+    kernel_release: str = "5.15.110-android14-11"
+    getprop_fixture: str = "getprop__pixel8_shiba_android14_reconstructed.txt"
     extra_props: tuple[tuple[str, str], ...] = field(default=())
 
     @property
@@ -186,16 +197,18 @@ GALAXY_A52 = PhoneSpec(
     screen_w_px=1080,
     screen_h_px=2400,
     density_dpi=450,
+    kernel_release="4.19.157-perf",
+    getprop_fixture="",  # no capture of this model: only the spec's properties
 )
 
 MTK_TABLET = PhoneSpec(
     model="tb8168p1_64_bsp_k510",
-    manufacturer="alps",
-    brand="MTK",
+    manufacturer="AXXS",
+    brand="AXXS",
     device="tb8168p1_64_bsp_k510",
     product="vnd_tb8168p1_64_bsp_k510",
     soc_manufacturer="Mediatek",
-    soc_model="MT8168",
+    soc_model="MT8168B",
     board_platform="mt8168",
     hardware="mt8168",
     sdk=33,
@@ -221,6 +234,8 @@ MTK_TABLET = PhoneSpec(
     screen_w_px=800,
     screen_h_px=1280,
     density_dpi=240,
+    kernel_release="5.10.101-android12-9",
+    getprop_fixture="getprop__mtk_tb8168_android13.txt",
 )
 
 MOTO_EDGE_20 = PhoneSpec(
@@ -254,6 +269,8 @@ MOTO_EDGE_20 = PhoneSpec(
     screen_w_px=1080,
     screen_h_px=2400,
     density_dpi=400,
+    kernel_release="5.4.210-qgki",
+    getprop_fixture="getprop__motorola_edge20_berlin_android13.txt",
 )
 
 _PROFILES = (PIXEL_8, GALAXY_A52, MTK_TABLET, MOTO_EDGE_20)

@@ -2,9 +2,13 @@
 
 Formats follow the real captures in ``fixtures/``:
 
-* ``/proc/cpuinfo``: the arm64 kernel layout of ``proc_cpuinfo__pixel8_shiba_android14.txt``
-  (``key\\t: value``, ``CPU architecture: 8`` without a tab, blocks separated by
-  a blank line, no ``Hardware`` line).
+* ``/proc/cpuinfo``: the layout of the phone's ABI, so it agrees with
+  ``ro.product.cpu.abi`` and ``uname -m``. arm64: the kernel layout of
+  ``proc_cpuinfo__pixel8_shiba_android14.txt`` (``key\\t: value``, ``CPU
+  architecture: 8`` without a tab, blocks separated by a blank line, no
+  ``Hardware`` line). x86_64 (every profile: the phone runs host code): the
+  block of ``proc_cpuinfo__x86_64_kvm_host_block.txt`` once per core,
+  renumbered, as the x86_64 emulator shows its host's CPU.
 * ``/proc/meminfo``: label with colon padded to 16 columns, ``%8lu kB`` (kernel
   ``show_val_kb``), as ``proc_meminfo__mtk_tb8168_android13.txt``.
 * ``/sys/class/thermal/thermal_zoneN/temp``: millidegrees C, one line.
@@ -13,11 +17,15 @@ Formats follow the real captures in ``fixtures/``:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from functools import cache
+from importlib import resources
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from farm.virtual.android.phone import AndroidPhone
+    from farm.virtual.android.spec import PhoneSpec
 
 _FEATURES = (
     "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm jscvt "
@@ -26,7 +34,46 @@ _FEATURES = (
 )
 
 
-def render_cpuinfo(core_parts: tuple[str, ...]) -> str:
+def machine(cpu_abi: str) -> str:
+    """``uname -m`` for an Android ABI: ``x86_64`` or ``aarch64``."""
+    return "x86_64" if cpu_abi == "x86_64" else "aarch64"
+
+
+def proc_version(spec: PhoneSpec) -> str:
+    """``/proc/version`` (its release is ``uname -r``)."""
+    return (
+        f"Linux version {spec.kernel_release} (build-user@build-host) "
+        "(Android (8508608, based on r450784e) clang version 14.0.7) #1 SMP PREEMPT "
+        "Mon Jan 1 00:00:00 UTC 2024\n"
+    )
+
+
+@cache
+def _x86_block() -> str:
+    return resources.files("farm.virtual.android").joinpath(
+        "fixtures/proc_cpuinfo__x86_64_kvm_host_block.txt").read_text()
+
+
+def render_cpuinfo_x86(cores: int) -> str:
+    """``/proc/cpuinfo`` of an x86_64 kernel: the captured block per core, renumbered."""
+    blocks = []
+    for i in range(cores):
+        block = _x86_block()
+        for key, value in (("processor", i), ("core id", i), ("apicid", i),
+                           ("initial apicid", i), ("siblings", cores), ("cpu cores", cores)):
+            block = re.sub(rf"(?m)^({re.escape(key)}\t+: ).*$", rf"\g<1>{value}", block)
+        blocks.append(block)
+    return "".join(blocks)
+
+
+def render_cpuinfo(spec: PhoneSpec) -> str:
+    """``/proc/cpuinfo`` for the spec's ABI (see the module docstring)."""
+    if spec.cpu_abi == "x86_64":
+        return render_cpuinfo_x86(spec.cores)
+    return render_cpuinfo_arm64(spec.core_parts)
+
+
+def render_cpuinfo_arm64(core_parts: tuple[str, ...]) -> str:
     """``/proc/cpuinfo`` of an arm64 kernel with one block per core."""
     blocks = []
     for i, part in enumerate(core_parts):
@@ -105,13 +152,9 @@ def virtual_files(phone: AndroidPhone) -> dict[str, Callable[[], str]]:
     """Every rendered file of the phone, by absolute device path."""
     spec = phone.spec
     files: dict[str, Callable[[], str]] = {
-        "/proc/cpuinfo": lambda: render_cpuinfo(spec.core_parts),
+        "/proc/cpuinfo": lambda: render_cpuinfo(spec),
         "/proc/meminfo": lambda: render_meminfo(spec.mem_total_kb, phone.mem_used_kb()),
-        "/proc/version": lambda: (
-            "Linux version 5.10.198-android13-4-00050-g12f3388846c3 (build-user@build-host) "
-            "(Android (8508608, based on r450784e) clang version 14.0.7) #1 SMP PREEMPT "
-            "Mon Jan 1 00:00:00 UTC 2024\n"
-        ),
+        "/proc/version": lambda: proc_version(spec),
         "/proc/loadavg": lambda: f"{phone.physics.load * spec.cores:.2f} 1.00 1.00 2/1500 {phone.processes.last_pid}\n",
         "/proc/uptime": lambda: f"{phone.uptime_s():.2f} {phone.uptime_s() * spec.cores * 0.8:.2f}\n",
         "/sys/devices/system/cpu/possible": lambda: f"0-{spec.cores - 1}\n",

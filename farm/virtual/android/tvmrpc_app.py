@@ -303,6 +303,23 @@ class TvmRpcApp:
         )
         await self._kill_all()
 
+    async def kill_process(self, pid: int) -> bool:
+        """SIGKILL one of the app's processes (its own ``kill``, under ``run-as``).
+
+        The RPC process dies alone (the app sees it die, as after a crash); the
+        main process takes the RPC activity with it, as its host activity ends.
+
+        Returns:
+            Whether ``pid`` was one of the app's processes.
+        """
+        if self.rpc is not None and self.rpc.pid == pid:
+            await self.rpc.stop()
+            return True
+        if self.main_pid is not None and self.main_pid == pid:
+            await self._kill_all()
+            return True
+        return False
+
     async def force_stop(self, package: str) -> None:
         """``am force-stop``: kill the app's processes and pending work."""
         if package == PACKAGE:
