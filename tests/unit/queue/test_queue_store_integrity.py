@@ -104,7 +104,7 @@ class TestPhoneHolds:
 
     @pytest.mark.parametrize("ending", ["finish", "fail", "reap", "requeue"])
     def test_every_ending_frees_the_phone(self, checked: Store, ending: str) -> None:
-        """Finish, fail, reap and requeue each release the hold, so the phone can be claimed again."""
+        """Finish, fail, reap and requeue each release the hold: the phone can be claimed again."""
         add_ready(checked, "a")
         claim = start(checked, checked.enqueue(gemm_spec(), T0), "a")
         if ending == "finish":
