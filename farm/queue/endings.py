@@ -84,9 +84,13 @@ def cancel(session: Session, job_id: int, now: datetime) -> bool:
     job = session.scalars(select(Job).where(Job.id == job_id).with_for_update()).one_or_none()
     if job is None or job.state not in (JobState.QUEUED, JobState.RUNNING):
         return False
-    # A claim committed between the two locks started one more; the job lock stops any other.
+    # A claim committed between the two locks started one more; the job lock stops any
+    # other. Skip it if locked: whoever holds it (its executor reporting, a heartbeat)
+    # then finds the job cancelled and ends it; waiting here would invert the lock order.
     seen = {a.id for a in attempts}
-    attempts += [a for a in session.scalars(running) if a.id not in seen]
+    attempts += [
+        a for a in session.scalars(running.with_for_update(skip_locked=True)) if a.id not in seen
+    ]
     job.state = JobState.CANCELLED
     job.finished_at = now
     job.error = "cancelled"
@@ -150,9 +154,9 @@ def reclaim(session: Session, host: str, reason: str, now: datetime) -> list[Att
     )
     for attempt in running:
         end_attempt(attempt, AttemptState.ABANDONED, now, RECLAIMED, reason)
+        job = locked_job(session, attempt.job_id)
         transitions.release(session, attempt.id, attempt.serials, DeviceState.UNHEALTHY,
                             f"attempt {attempt.id} reclaimed: {reason}", now)
-        job = locked_job(session, attempt.job_id)
         if job.state is JobState.RUNNING:
             job.state = JobState.QUEUED
             job.attempts_made = max(0, job.attempts_made - 1)

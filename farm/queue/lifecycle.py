@@ -152,6 +152,7 @@ def reap(session: Session, now: datetime) -> list[AttemptView]:
     for attempt in expired:
         message = f"lease expired at {attempt.lease_expires_at.isoformat()} without a heartbeat"
         end_attempt(attempt, AttemptState.ABANDONED, now, ABANDONED, message)
+        job = locked_job(session, attempt.job_id)
         transitions.release(
             session,
             attempt.id,
@@ -160,7 +161,6 @@ def reap(session: Session, now: datetime) -> list[AttemptView]:
             f"lease of attempt {attempt.id} expired",
             now,
         )
-        job = locked_job(session, attempt.job_id)
         if job.state is JobState.RUNNING:
             if job.attempts_made < job.attempts_max:
                 job.state = JobState.QUEUED
@@ -193,9 +193,9 @@ def requeue(session: Session, attempt_id: int, reason: str, now: datetime) -> bo
             endings.confirm_stopped(session, attempt, now)
         return False
     end_attempt(attempt, AttemptState.ABANDONED, now, "Requeued", reason)
+    job = locked_job(session, attempt.job_id)
     transitions.release(session, attempt.id, attempt.serials, DeviceState.READY,
                         f"attempt {attempt.id} requeued: {reason}", now)
-    job = locked_job(session, attempt.job_id)
     if job.state is JobState.RUNNING:
         job.state = JobState.QUEUED
         job.attempts_made = max(0, job.attempts_made - 1)

@@ -247,7 +247,7 @@ class TestThreads:
             def run() -> None:
                 try:
                     target(*args)
-                except BaseException as exc:  # reported by the test, not lost in the thread
+                except BaseException as exc:  # noqa: BLE001 - the test reports it, not the thread
                     failures.append(exc)
             return threading.Thread(target=run)
 
