@@ -66,7 +66,11 @@ class DeviceOps:
     def set_device_state(
         self, serial: str, to_state: DeviceState, reason: str, now: datetime
     ) -> list[str]:
-        """Move a phone to ``to_state``, writing an event with ``reason``.
+        """Move a phone to ``to_state``, writing an event with ``reason``, whatever it was.
+
+        Deprecated: it overwrites what a racing claim or release wrote (the
+        phone holds still keep a second attempt off a busy phone); the fleet
+        uses :meth:`move_device`. Kept until its last callers are gone.
 
         Returns:
             The fields changed; ``[]`` if the phone was already in ``to_state``.

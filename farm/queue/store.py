@@ -312,7 +312,8 @@ class Store(DeviceOps):
         and its job is queued again without counting the attempt or a
         backoff. Their phones, and those still held by cancelled attempts of
         ``host``, go ``unhealthy``: checked and set up again before new work.
-        Attempts of other hosts are left alone.
+        Attempts of other hosts are left alone. Call it once at start, before
+        this farmd claims anything: every running attempt of ``host`` is ended.
 
         Args:
             host: this farmd's ``Settings.host_id``.
