@@ -140,7 +140,11 @@ def claim_one(
 
 
 def reap(session: Session, now: datetime) -> list[AttemptView]:
-    """Abandon running attempts whose lease expired; requeue or fail their jobs."""
+    """Abandon running attempts whose lease expired; requeue or fail their jobs.
+
+    Also frees, to unhealthy, the phones still held by cancelled attempts whose
+    lease ran out with no report (:func:`farm.queue.endings.release_expired_cancels`).
+    """
     expired = list(
         session.scalars(
             select(Attempt)
