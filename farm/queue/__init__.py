@@ -8,8 +8,9 @@
     scheduler.py    plan(snapshot, now) -> [Assignment]: pure
     capabilities.py requirements(kind, spec): what a job needs of a phone (target, work-group)
     waiting.py      wait_reasons(snapshot, now), refusal(spec, devices): why a job waits
-    store.py        Store: enqueue, claim, heartbeat, reap, finish, fail_attempt
+    store.py        Store: enqueue, claim, heartbeat, reap, finish, fail_attempt, cancel, reclaim
     lifecycle.py    the transactions behind claim/reap/finish/fail and the retry rule
+    endings.py      cancel and reclaim, and when a cancelled attempt's phones are freed
     devices.py      Store's device half: states, health, drain, health samples
     transitions.py  idempotent device transitions that write event rows
     records.py      the frozen values Store takes and returns
@@ -17,7 +18,10 @@
 A daemon tick is::
 
     store.reap(now)
-    claims = store.claim(plan(store.snapshot(), now, seed=tick, lease_s_by_kind=leases), now)
+    claims = store.claim(plan(store.snapshot(), now, seed=tick, lease_s_by_kind=leases), now,
+                         host=settings.host_id)
+
+and once at farmd start, before any claim: ``store.reclaim(settings.host_id, reason, now)``.
 """
 
 from farm.queue.db import default_url

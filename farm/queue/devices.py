@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from farm.queue import transitions
@@ -23,6 +23,19 @@ __all__ = ["DeviceOps"]
 _HEALTH_COLUMNS = frozenset(
     c.name for c in HealthSample.__table__.columns if c.name not in ("id", "serial", "at")
 )
+
+
+def _with_latest_sample() -> Select[Device, HealthSample | None]:
+    """Devices outer-joined to their latest health sample (by ``at``, then id)."""
+    latest = (
+        select(HealthSample.id)
+        .where(HealthSample.serial == Device.serial)
+        .order_by(HealthSample.at.desc(), HealthSample.id.desc())
+        .limit(1)
+        .correlate(Device)
+        .scalar_subquery()
+    )
+    return select(Device, HealthSample).outerjoin(HealthSample, HealthSample.id == latest)
 
 
 class DeviceOps:
@@ -53,7 +66,11 @@ class DeviceOps:
     def set_device_state(
         self, serial: str, to_state: DeviceState, reason: str, now: datetime
     ) -> list[str]:
-        """Move a phone to ``to_state``, writing an event with ``reason``.
+        """Move a phone to ``to_state``, writing an event with ``reason``, whatever it was.
+
+        Deprecated: it overwrites what a racing claim or release wrote (the
+        phone holds still keep a second attempt off a busy phone); the fleet
+        uses :meth:`move_device`. Kept until its last callers are gone.
 
         Returns:
             The fields changed; ``[]`` if the phone was already in ``to_state``.
@@ -89,11 +106,20 @@ class DeviceOps:
             expect_state: the state the caller read.
             expect_attempt: the attempt id the caller read (None: not busy).
 
+        Moving a busy phone elsewhere (unplugged: ``offline``) keeps its
+        attempt's hold: no other attempt can claim it until that attempt ends.
+
         Returns:
             True if the phone was as expected (it is now in ``to_state``);
             False if it was not, or is unknown: nothing changed.
+
+        Raises:
+            ValueError: ``to_state`` is ``busy``: only a claim makes a phone busy,
+                with the hold that goes with it (a bug in the caller).
         """
         to_state, expect_state = DeviceState(to_state), DeviceState(expect_state)
+        if to_state is DeviceState.BUSY:
+            raise ValueError("only a claim makes a phone busy")
         with self._tx() as session:
             device = session.scalars(
                 select(Device).where(Device.serial == serial).with_for_update()
@@ -114,7 +140,14 @@ class DeviceOps:
     def set_device_health(
         self, serial: str, health: DeviceHealth, reason: str, now: datetime
     ) -> list[str]:
-        """Set a phone's health (apart from its state); ``[]`` if unchanged."""
+        """Set a phone's health (apart from its state) and why (``health_reason``).
+
+        A change of health writes an event row ``health good -> bad (reason)``;
+        a new reason for the same health is stored without one.
+
+        Returns:
+            The fields changed (``health``, ``health_reason``); ``[]`` if both were so.
+        """
         with self._tx() as session:
             device = transitions.get_or_create(session, serial, now)
             return transitions.set_health(session, device, DeviceHealth(health), reason, now)
@@ -148,17 +181,20 @@ class DeviceOps:
             return was
 
     def get_device(self, serial: str) -> DeviceRecord | None:
-        """One phone, or None if never seen."""
+        """One phone with its latest health sample, or None if never seen."""
         with self._tx() as session:
-            device = session.get(Device, serial)
-            return None if device is None else DeviceRecord.of(device)
+            row = session.execute(_with_latest_sample().where(Device.serial == serial)).first()
+            return None if row is None else DeviceRecord.of(row[0], row[1])
 
     def list_devices(self) -> list[DeviceRecord]:
-        """All phones ever seen, by serial."""
+        """All phones ever seen, by serial, each with its latest health sample.
+
+        One query: the latest sample of each phone is found through the
+        ``(serial, at)`` index, so the cost grows with the phones, not the samples.
+        """
         with self._tx() as session:
-            return [
-                DeviceRecord.of(d) for d in session.scalars(select(Device).order_by(Device.serial))
-            ]
+            rows = session.execute(_with_latest_sample().order_by(Device.serial))
+            return [DeviceRecord.of(device, sample) for device, sample in rows]
 
     def device_events(self, serial: str | None = None, limit: int = 100) -> list[EventRecord]:
         """State changes, newest first; one phone's if ``serial`` is given."""

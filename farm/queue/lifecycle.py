@@ -3,7 +3,15 @@
 These functions take an open :class:`~sqlalchemy.orm.Session` and ``now``;
 :class:`farm.queue.store.Store` owns the transaction around each. Rows are
 locked (``with_for_update``) and re-checked before they change, so a decision
-made on a stale snapshot is skipped rather than applied twice.
+made on a stale snapshot is skipped rather than applied twice. Rows are locked
+in one order, attempt before job before devices, so two PostgreSQL
+transactions never wait on each other in a circle.
+
+Phone holds (:class:`~farm.queue.models.PhoneHold`) are the database's word on
+which attempt owns a phone: a claim writes one per phone, and every path that
+ends an attempt deletes them (:func:`farm.queue.transitions.release`), except
+a cancel, which leaves them until the executor confirms the child stopped
+(:mod:`farm.queue.endings`).
 """
 
 from __future__ import annotations
@@ -12,10 +20,12 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from farm.errors import Retry
-from farm.queue import transitions
+from farm.queue import endings, transitions
+from farm.queue.endings import end_attempt, locked_attempt, locked_job
 from farm.queue.models import (
     Attempt,
     AttemptState,
@@ -47,8 +57,23 @@ def backoff_s(attempts_made: int) -> float:
     return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** max(0, attempts_made - 1))
 
 
-def claim_one(session: Session, assignment: Assignment, now: datetime) -> Claim | None:
-    """Start one assignment, or return None (changing nothing) if it went stale."""
+def claim_one(
+    session: Session, assignment: Assignment, now: datetime, host: str | None = None
+) -> Claim | None:
+    """Start one assignment, or return None (changing nothing) if it went stale.
+
+    The attempt and its phone holds are written under a savepoint: a phone
+    that looks ready but is still held (by an attempt a fleet write raced, or
+    one whose phone went offline and came back) makes the hold's primary key
+    refuse, and this assignment alone is rolled back; the rest of the claim
+    goes on.
+
+    Args:
+        session: the open transaction.
+        assignment: from the plan.
+        now: the start time.
+        host: the farmd host id that will run it (``attempts.host``).
+    """
     lease_s = assignment.lease_s
     serials = list(assignment.serials)
     if not serials or len(set(serials)) != len(serials):
@@ -82,9 +107,17 @@ def claim_one(session: Session, assignment: Assignment, now: datetime) -> Claim 
         lease_expires_at=now + timedelta(seconds=lease_s),
         heartbeat_at=now,
         started_at=now,
+        host=host,
     )
-    session.add(attempt)
-    session.flush()
+    try:
+        with session.begin_nested():
+            session.add(attempt)
+            session.flush()
+            transitions.hold(session, attempt.id, serials, now)
+    except IntegrityError:
+        transitions.note(session, "claim_refused", job_id=job.id, serials=serials,
+                         reason="a phone is still held by another attempt")
+        return None
     job.state = JobState.RUNNING
     job.attempts_made += 1
     job.retry_at = None
@@ -107,7 +140,11 @@ def claim_one(session: Session, assignment: Assignment, now: datetime) -> Claim 
 
 
 def reap(session: Session, now: datetime) -> list[AttemptView]:
-    """Abandon running attempts whose lease expired; requeue or fail their jobs."""
+    """Abandon running attempts whose lease expired; requeue or fail their jobs.
+
+    Also frees, to unhealthy, the phones still held by cancelled attempts whose
+    lease ran out with no report (:func:`farm.queue.endings.release_expired_cancels`).
+    """
     expired = list(
         session.scalars(
             select(Attempt)
@@ -118,7 +155,8 @@ def reap(session: Session, now: datetime) -> list[AttemptView]:
     )
     for attempt in expired:
         message = f"lease expired at {attempt.lease_expires_at.isoformat()} without a heartbeat"
-        _end(attempt, AttemptState.ABANDONED, now, ABANDONED, message)
+        end_attempt(attempt, AttemptState.ABANDONED, now, ABANDONED, message)
+        job = locked_job(session, attempt.job_id)
         transitions.release(
             session,
             attempt.id,
@@ -127,7 +165,6 @@ def reap(session: Session, now: datetime) -> list[AttemptView]:
             f"lease of attempt {attempt.id} expired",
             now,
         )
-        job = _locked_job(session, attempt.job_id)
         if job.state is JobState.RUNNING:
             if job.attempts_made < job.attempts_max:
                 job.state = JobState.QUEUED
@@ -141,6 +178,7 @@ def reap(session: Session, now: datetime) -> list[AttemptView]:
             serials=list(attempt.serials),
             job_state=job.state.value,
         )
+    endings.release_expired_cancels(session, now)
     session.flush()
     return [AttemptView.of(a) for a in expired]
 
@@ -150,15 +188,18 @@ def requeue(session: Session, attempt_id: int, reason: str, now: datetime) -> bo
 
     The attempt does not count against the job's limit and earns no backoff,
     and its phones go back to ready: a clean shutdown is nobody's fault.
-    False if the attempt is not running.
+    False if the attempt is not running; if it was cancelled, the caller has
+    stopped its child, so its held phones go back to ready.
     """
-    attempt = _locked_attempt(session, attempt_id)
+    attempt = locked_attempt(session, attempt_id)
     if attempt is None or attempt.state is not AttemptState.RUNNING:
+        if attempt is not None:
+            endings.confirm_stopped(session, attempt, now)
         return False
-    _end(attempt, AttemptState.ABANDONED, now, "Requeued", reason)
+    end_attempt(attempt, AttemptState.ABANDONED, now, "Requeued", reason)
+    job = locked_job(session, attempt.job_id)
     transitions.release(session, attempt.id, attempt.serials, DeviceState.READY,
                         f"attempt {attempt.id} requeued: {reason}", now)
-    job = _locked_job(session, attempt.job_id)
     if job.state is JobState.RUNNING:
         job.state = JobState.QUEUED
         job.attempts_made = max(0, job.attempts_made - 1)
@@ -173,7 +214,7 @@ def heartbeat(session: Session, attempt_id: int, now: datetime) -> bool:
 
     False (nothing changed) if the attempt ended or its job is no longer running.
     """
-    attempt = _locked_attempt(session, attempt_id)
+    attempt = locked_attempt(session, attempt_id)
     if attempt is None or attempt.state is not AttemptState.RUNNING:
         return False
     job = session.get(Job, attempt.job_id)
@@ -185,11 +226,17 @@ def heartbeat(session: Session, attempt_id: int, now: datetime) -> bool:
 
 
 def finish(session: Session, attempt_id: int, outcome: Outcome, now: datetime) -> bool:
-    """Store the result of a running attempt; False if it may not (see Store.finish)."""
-    attempt = _locked_attempt(session, attempt_id)
+    """Store the result of a running attempt; False if it may not (see Store.finish).
+
+    A cancelled attempt stores nothing, but its report proves its child is done
+    with the phones, so their holds are released (to ready).
+    """
+    attempt = locked_attempt(session, attempt_id)
     if attempt is None or attempt.state is not AttemptState.RUNNING:
+        if attempt is not None:
+            endings.confirm_stopped(session, attempt, now)
         return False
-    job = _locked_job(session, attempt.job_id)
+    job = locked_job(session, attempt.job_id)
     if job.state is not JobState.RUNNING:
         _end_cancelled(session, attempt, now, None, "job cancelled before its result")
         return False
@@ -200,7 +247,7 @@ def finish(session: Session, attempt_id: int, outcome: Outcome, now: datetime) -
     )
     session.add(result)
     session.flush()  # the unique job_id fails here if a result exists
-    serials = list(outcome.sample_serials) or [None] * len(outcome.samples)
+    serials: list[str | None] = [*outcome.sample_serials] or [None] * len(outcome.samples)
     session.add_all(
         Sample(result_id=result.id, index=i, value=float(v), unit=outcome.unit, serial=s)
         for i, (v, s) in enumerate(zip(outcome.samples, serials))
@@ -217,7 +264,7 @@ def finish(session: Session, attempt_id: int, outcome: Outcome, now: datetime) -
         )
         for t in outcome.tuning_records
     )
-    _end(attempt, AttemptState.SUCCEEDED, now, None, None)
+    end_attempt(attempt, AttemptState.SUCCEEDED, now, None, None)
     job.state = JobState.SUCCEEDED
     job.finished_at = now
     transitions.release(
@@ -236,7 +283,7 @@ def finish(session: Session, attempt_id: int, outcome: Outcome, now: datetime) -
 
 def fail(session: Session, attempt_id: int, failure: Failure, now: datetime) -> Decision:
     """Record a failed attempt; apply the retry rule of its error kind."""
-    attempt = _locked_attempt(session, attempt_id)
+    attempt = locked_attempt(session, attempt_id)
     decision = _fail(session, attempt, failure, now)
     if attempt is not None and decision is not Decision.IGNORED:
         transitions.note(
@@ -253,15 +300,19 @@ def fail(session: Session, attempt_id: int, failure: Failure, now: datetime) -> 
 
 
 def _fail(session: Session, attempt: Attempt | None, failure: Failure, now: datetime) -> Decision:
-    if attempt is None or attempt.state is not AttemptState.RUNNING:
+    if attempt is None:
         return Decision.IGNORED
-    job = _locked_job(session, attempt.job_id)
+    if attempt.state is not AttemptState.RUNNING:
+        # A cancelled attempt's executor reports that it stopped: free its phones.
+        released = endings.confirm_stopped(session, attempt, now)
+        return Decision.CANCELLED if released else Decision.IGNORED
+    job = locked_job(session, attempt.job_id)
     message = f"{failure.error_kind}: {failure.message}"
     blamed = _blamed(attempt, failure)
     if job.state is not JobState.RUNNING:
         _end_cancelled(session, attempt, now, failure.error_kind, failure.message)
         return Decision.CANCELLED
-    _end(attempt, AttemptState.FAILED, now, failure.error_kind, failure.message)
+    end_attempt(attempt, AttemptState.FAILED, now, failure.error_kind, failure.message)
     transitions.release(session, attempt.id, blamed, DeviceState.UNHEALTHY, message, now)
     transitions.release(
         session,
@@ -311,20 +362,11 @@ def _blamed(attempt: Attempt, failure: Failure) -> list[str]:
     return list(attempt.serials)
 
 
-def _end(
-    attempt: Attempt, state: AttemptState, now: datetime, kind: str | None, error: str | None
-) -> None:
-    attempt.state = state
-    attempt.finished_at = now
-    attempt.error_kind = kind
-    attempt.error = error
-
-
 def _end_cancelled(
     session: Session, attempt: Attempt, now: datetime, kind: str | None, error: str | None
 ) -> None:
     """End an attempt whose job was cancelled meanwhile; its phones go back to ready."""
-    _end(attempt, AttemptState.CANCELLED, now, kind, error)
+    end_attempt(attempt, AttemptState.CANCELLED, now, kind, error)
     transitions.release(
         session,
         attempt.id,
@@ -339,13 +381,3 @@ def _fail_job(job: Job, now: datetime, error: str) -> None:
     job.state = JobState.FAILED
     job.finished_at = now
     job.error = error
-
-
-def _locked_attempt(session: Session, attempt_id: int) -> Attempt | None:
-    return session.scalars(
-        select(Attempt).where(Attempt.id == attempt_id).with_for_update()
-    ).one_or_none()
-
-
-def _locked_job(session: Session, job_id: int) -> Job:
-    return session.scalars(select(Job).where(Job.id == job_id).with_for_update()).one()

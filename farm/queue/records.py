@@ -20,6 +20,7 @@ from farm.queue.models import (
     DeviceEvent,
     DeviceHealth,
     DeviceState,
+    HealthSample,
     Job,
     JobState,
 )
@@ -95,6 +96,7 @@ class AttemptView:
     finished_at: datetime | None
     error_kind: str | None
     error: str | None
+    host: str | None = None  # the farmd host id that ran it (Settings.host_id)
 
     @classmethod
     def of(cls, attempt: Attempt) -> AttemptView:
@@ -111,6 +113,7 @@ class AttemptView:
             attempt.finished_at,
             attempt.error_kind,
             attempt.error,
+            attempt.host,
         )
 
 
@@ -139,7 +142,17 @@ class Claim:
 
 @dataclass(frozen=True)
 class DeviceRecord:
-    """A device row."""
+    """A device row, with its latest health sample where the reader asked for it.
+
+    Attributes:
+        health_reason: why ``health`` says what it says, e.g. ``"probe: app not running"``.
+        battery_pct: battery level in percent, from the latest health sample.
+        battery_temp_c: battery temperature in °C, from the latest health sample.
+        thermal_status: Android ``PowerManager.THERMAL_STATUS_*`` (0 none .. 6
+            shutdown), from the latest health sample.
+        sampled_at: when the latest health sample was taken; None (with the
+            three above) if the phone has none or the reader did not ask.
+    """
 
     serial: str
     state: DeviceState
@@ -149,10 +162,15 @@ class DeviceRecord:
     attempt_id: int | None
     last_seen: datetime | None
     state_changed_at: datetime | None
+    health_reason: str = ""
+    battery_pct: float | None = None
+    battery_temp_c: float | None = None
+    thermal_status: int | None = None
+    sampled_at: datetime | None = None
 
     @classmethod
-    def of(cls, device: Device) -> DeviceRecord:
-        """Copy a row."""
+    def of(cls, device: Device, sample: HealthSample | None = None) -> DeviceRecord:
+        """Copy a row, and the figures of ``sample`` (its latest health sample) if given."""
         return cls(
             device.serial,
             device.state,
@@ -162,6 +180,11 @@ class DeviceRecord:
             device.attempt_id,
             device.last_seen,
             device.state_changed_at,
+            device.health_reason or "",
+            None if sample is None else sample.battery_pct,
+            None if sample is None else sample.battery_temp_c,
+            None if sample is None else sample.thermal_status,
+            None if sample is None else sample.at,
         )
 
 

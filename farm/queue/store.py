@@ -30,7 +30,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from farm.errors import FarmError, StoreError
-from farm.queue import lifecycle, transitions
+from farm.queue import endings, lifecycle, transitions
 from farm.queue.capabilities import requirements
 from farm.queue.db import create_engine, migrate
 from farm.queue.devices import DeviceOps
@@ -181,7 +181,11 @@ class Store(DeviceOps):
             .order_by(Attempt.finished_at, Attempt.id)
         )
         with self._tx() as session:
-            return [FinishedAttempt(*row) for row in session.execute(query)]
+            return [
+                FinishedAttempt(attempt_id, kind, started_at, finished_at)
+                for attempt_id, kind, started_at, finished_at in session.execute(query)
+                if finished_at is not None  # always, by the where clause; for the type
+            ]
 
     def attempts(self, job_id: int) -> list[AttemptView]:
         """A job's attempts, oldest first."""
@@ -192,25 +196,22 @@ class Store(DeviceOps):
             return [AttemptView.of(a) for a in rows]
 
     def cancel(self, job_id: int, now: datetime) -> bool:
-        """Cancel a queued or running job.
+        """Cancel a queued or running job; a running attempt's record ends now.
 
-        A running attempt is not killed here: its next :meth:`heartbeat` returns
-        False, and the executor stops the child and reports with
-        :meth:`fail_attempt`, which frees the phones.
+        The attempt becomes ``cancelled`` with ``finished_at`` at once, so a
+        job whose farmd died does not show a running attempt. Its phones stay
+        busy and held until the child is known to be stopped: a live farmd's
+        next :meth:`heartbeat` returns False, it kills the child and reports
+        (:meth:`fail_attempt` or :meth:`finish`), which frees them to
+        ``ready``. If no farmd reports, :meth:`reap` frees them (``unhealthy``)
+        once the attempt's last lease runs out, or :meth:`reclaim` at once
+        when a farmd starts again on the attempt's host.
 
         Returns:
-            True if the job was cancelled now; False if it had already ended.
+            True if the job was cancelled now; False if it is unknown or had ended.
         """
         with self._tx() as session:
-            job = session.scalars(
-                select(Job).where(Job.id == job_id).with_for_update()
-            ).one_or_none()
-            if job is None or job.state not in (JobState.QUEUED, JobState.RUNNING):
-                return False
-            job.state = JobState.CANCELLED
-            job.finished_at = now
-            job.error = "cancelled"
-            return True
+            return endings.cancel(session, job_id, now)
 
     # --- scheduling ----------------------------------------------------------------
 
@@ -254,21 +255,27 @@ class Store(DeviceOps):
             ]
         return QueueSnapshot(jobs=jobs, devices=devices)
 
-    def claim(self, assignments: Sequence[Assignment], now: datetime) -> list[Claim]:
+    def claim(
+        self, assignments: Sequence[Assignment], now: datetime, *, host: str | None = None
+    ) -> list[Claim]:
         """Start the assigned jobs that are still queued on phones still ready.
 
         An assignment whose job or phones changed since the snapshot is skipped,
-        not half-applied.
+        not half-applied; so is one onto a phone that another attempt still
+        holds (``phone_holds``: one running attempt per phone, enforced by the
+        database whatever a racing state write left in ``devices``).
 
         Args:
             assignments: from :func:`~farm.queue.scheduler.plan`.
             now: the start time.
+            host: the id of the farmd that runs them (``Settings.host_id``),
+                stored on each attempt for :meth:`reclaim`.
 
         Returns:
             The attempts started, one per applied assignment.
         """
         with self._tx() as session:
-            claims = [lifecycle.claim_one(session, a, now) for a in assignments]
+            claims = [lifecycle.claim_one(session, a, now, host) for a in assignments]
         return [c for c in claims if c is not None]
 
     def heartbeat(self, attempt_id: int, now: datetime) -> bool:
@@ -289,11 +296,37 @@ class Store(DeviceOps):
         runs before they take work again. farmd calls this at start and on
         every tick.
 
+        Cancelled attempts whose lease ran out with no report from their
+        executor (their farmd died) free their held phones, to ``unhealthy``.
+
         Returns:
             The attempts reaped, as they are now (state ``abandoned``).
         """
         with self._tx() as session:
             return lifecycle.reap(session, now)
+
+    def reclaim(self, host: str, reason: str, now: datetime) -> list[AttemptView]:
+        """End at once the attempts a dead farmd of ``host`` left running.
+
+        For a farmd starting on ``host``: its predecessor died (kill -9, power
+        cut), so none of its attempts can still report. Each ends
+        ``abandoned`` (error kind ``Reclaimed``) without waiting for its lease,
+        and its job is queued again without counting the attempt or a
+        backoff. Their phones, and those still held by cancelled attempts of
+        ``host``, go ``unhealthy``: checked and set up again before new work.
+        Attempts of other hosts are left alone. Call it once at start, before
+        this farmd claims anything: every running attempt of ``host`` is ended.
+
+        Args:
+            host: this farmd's ``Settings.host_id``.
+            reason: stored as each attempt's error, e.g. ``"farmd restarted"``.
+            now: when.
+
+        Returns:
+            The attempts ended, as they are now (state ``abandoned``).
+        """
+        with self._tx() as session:
+            return endings.reclaim(session, host, reason, now)
 
     # --- ending attempts -------------------------------------------------------------
 

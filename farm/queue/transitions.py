@@ -16,12 +16,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from farm.queue.models import Device, DeviceEvent, DeviceHealth, DeviceState
+from farm.queue.models import Device, DeviceEvent, DeviceHealth, DeviceState, PhoneHold
 
-__all__ = ["get_or_create", "note", "noted", "release", "set_drained", "set_health", "set_state"]
+__all__ = [
+    "get_or_create",
+    "hold",
+    "note",
+    "noted",
+    "release",
+    "set_drained",
+    "set_health",
+    "set_state",
+]
 
 _NOTES = "farm_log_notes"
 
@@ -33,7 +42,8 @@ def note(session: Session, event: str, **fields: object) -> None:
 
 def noted(session: Session) -> list[tuple[str, dict[str, object]]]:
     """Take the events noted on ``session`` (each is returned once)."""
-    return session.info.pop(_NOTES, [])
+    notes: list[tuple[str, dict[str, object]]] = session.info.pop(_NOTES, [])
+    return notes
 
 
 def get_or_create(session: Session, serial: str, now: datetime) -> Device:
@@ -100,9 +110,16 @@ def set_state(
 def set_health(
     session: Session, device: Device, health: DeviceHealth, reason: str, now: datetime
 ) -> list[str]:
-    """Set a device's health; the event row names the health change."""
+    """Set a device's health and its reason; the event row names the health change.
+
+    A new reason for the same health (``bad`` for another cause) is stored
+    without an event row: the health did not change. ``[]`` if both are as given.
+    """
     if device.health is health:
-        return []
+        if device.health_reason == reason:
+            return []
+        device.health_reason = reason
+        return ["health_reason"]
     session.add(
         DeviceEvent(
             serial=device.serial,
@@ -121,7 +138,8 @@ def set_health(
         reason=reason,
     )
     device.health = health
-    return ["health"]
+    device.health_reason = reason
+    return ["health", "health_reason"]
 
 
 def set_drained(
@@ -145,6 +163,17 @@ def set_drained(
     return ["drained"]
 
 
+def hold(session: Session, attempt_id: int, serials: Iterable[str], now: datetime) -> None:
+    """Write a :class:`PhoneHold` per phone for ``attempt_id`` and flush them.
+
+    Raises:
+        sqlalchemy.exc.IntegrityError: a phone is held already (by another
+            attempt, whatever its state says); the caller rolls back its savepoint.
+    """
+    session.add_all(PhoneHold(serial=s, attempt_id=attempt_id, at=now) for s in serials)
+    session.flush()
+
+
 def release(
     session: Session,
     attempt_id: int,
@@ -153,14 +182,19 @@ def release(
     reason: str,
     now: datetime,
 ) -> list[str]:
-    """Free the phones still busy with ``attempt_id``; returns the serials moved.
+    """Free the phones of ``attempt_id``: delete their holds; move the still busy ones.
 
-    A phone that meanwhile went elsewhere (unplugged: ``offline``) keeps its state.
+    A phone that meanwhile went elsewhere (unplugged: ``offline``) keeps its
+    state but loses its hold all the same: the attempt no longer runs on it.
+
+    Returns:
+        The serials moved to ``to_state``.
     """
+    serials = list(serials)
     moved = []
     rows = session.scalars(
         select(Device)
-        .where(Device.serial.in_(list(serials)))
+        .where(Device.serial.in_(serials))
         .order_by(Device.serial)
         .with_for_update()
     )
@@ -168,4 +202,7 @@ def release(
         if device.state is DeviceState.BUSY and device.attempt_id == attempt_id:
             set_state(session, device, to_state, reason, now)
             moved.append(device.serial)
+    session.execute(
+        delete(PhoneHold).where(PhoneHold.attempt_id == attempt_id, PhoneHold.serial.in_(serials))
+    )
     return moved
