@@ -85,14 +85,16 @@ class FlagError(click.ClickException):
 
 
 def _prune(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Drop flags that were not given (None, empty tuples, empty groups), at every depth."""
-    pruned = {}
-    for key, value in data.items():
-        if isinstance(value, Mapping):
-            value = _prune(value)
-        if value is not None and value != () and value != {}:
-            pruned[key] = value
-    return pruned
+    """Drop flags that were not given (None, empty tuples), at every depth.
+
+    A group left empty stays: ``tune`` without flags still names its gemm, so
+    the error is ``--n is required``, not a missing workload.
+    """
+    return {
+        key: _prune(value) if isinstance(value, Mapping) else value
+        for key, value in data.items()
+        if value is not None and value != ()
+    }
 
 
 def flag_error(error: SpecError, flags: Mapping[str, str]) -> FlagError:

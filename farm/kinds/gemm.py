@@ -82,8 +82,8 @@ class GemmParams(Strict):
         elif gpu and self.bn * self.bn > GPU_WORK_GROUP_MAX:
             raise FieldError(
                 "bn",
-                f"bn*bn={self.bn**2} threads exceed the largest work-group of any phone GPU "
-                f"({GPU_WORK_GROUP_MAX}); use bn <= 32 on {self.target}",
+                f"block size {self.bn} needs {self.bn**2} threads per work-group, more than "
+                f"any phone GPU allows ({GPU_WORK_GROUP_MAX}); use at most 32 on {self.target}",
             )
         return self
 

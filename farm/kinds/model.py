@@ -53,15 +53,15 @@ class ModelParams(Strict):
         try:
             path = Path(value).expanduser()
             if not path.is_file():
-                raise ValueError(f"no such file: {value}")
+                raise ValueError(f"no such file: {value!r}")
             if not os.access(path, os.R_OK):
-                raise ValueError(f"not readable: {value}")
+                raise ValueError(f"not readable: {value!r}")
             # Stored absolute: the job may run from another working directory.
             return str(path.resolve())
         except RuntimeError:  # expanduser of ~nosuchuser
-            raise ValueError(f"no such user's home: {value}") from None
+            raise ValueError(f"no such user's home: {value!r}") from None
         except OSError as exc:  # a name too long, a loop of links...
-            raise ValueError(f"cannot read {value}: {exc.strerror}") from None
+            raise ValueError(f"cannot read {value!r}: {exc.strerror}") from None
 
 
 class ModelJob(JobBase):

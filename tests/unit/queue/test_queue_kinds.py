@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+from queue_helpers import T0, add_ready, gemm_spec
+
 from farm.config import JobSettings, Settings
 from farm.kinds import KINDS, LeaseByKind
 from farm.queue import JobState, QueuedJob, QueueSnapshot, Store
@@ -16,14 +18,14 @@ from farm.queue.models import DeviceState, Job
 from farm.queue.scheduler import DeviceView, plan
 from farm.queue.spec import DeviceSelection
 from farm.runner.child import EXIT_FAILED, run_attempt
-from queue_helpers import T0, add_ready, gemm_spec
 
 NEWER_KIND = "quantum"
 
 
 def _rewrite_kind(store: Store, job_id: int, kind: str) -> None:
     """Make a stored job look as a newer farmd would have written it."""
-    with store._tx() as session:  # noqa: SLF001 - a row no farmctl of this version can write
+    # A row no farmctl of this version can write, so it is written through the session.
+    with store._tx() as session:
         job = session.get(Job, job_id)
         assert job is not None
         job.kind = kind
