@@ -62,6 +62,8 @@ class Kind:
         enqueue: its ``farmctl enqueue`` command.
         workload: a stored spec (JSON) -> a short label for reports, e.g.
             ``"gemm n=512 float32"``; must accept any stored spec of the kind.
+        target: a stored spec (JSON) -> the processor it runs on, ``"cpu"``,
+            ``"opencl"`` or ``"vulkan"``, for matching against a phone's facts.
     """
 
     name: str
@@ -71,6 +73,7 @@ class Kind:
     timeout_s: Callable[[JobSettings], float]
     enqueue: EnqueueCommand
     workload: Callable[[Mapping[str, Any]], str]
+    target: Callable[[Mapping[str, Any]], str]
 
 
 def default_of(model: type[BaseModel], name: str) -> str:

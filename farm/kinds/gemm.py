@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from farm.runner.execute import RunContext
 
 __all__ = [
+    "DEFAULT_CPU_BN_MAX",
     "DEFAULT_GPU_BN_MAX",
     "GEMM_FLAGS",
     "GEMM_OPTIONS",
@@ -47,6 +48,8 @@ Target = Literal["cpu", "opencl", "vulkan"]
 GPU_WORK_GROUP_MAX = 1024
 #: Largest default block on a GPU: ``16 * 16 = 256`` threads fit every phone GPU.
 DEFAULT_GPU_BN_MAX = 16
+#: Largest default block on the CPU.
+DEFAULT_CPU_BN_MAX = 32
 #: ``number`` (runs per timed sample) at most.
 MAX_NUMBER = 100_000
 #: ``repeat`` (timed samples per run) at most.
@@ -74,7 +77,7 @@ class GemmParams(Strict):
     def _block_fits(self) -> GemmParams:
         gpu = self.target != "cpu"
         if self.bn is None:
-            largest = DEFAULT_GPU_BN_MAX if gpu else 32
+            largest = DEFAULT_GPU_BN_MAX if gpu else DEFAULT_CPU_BN_MAX
             bn = next(b for b in (32, 16, 8, 4, 2, 1) if b <= largest and self.n % b == 0)
             object.__setattr__(self, "bn", bn)
         elif self.bn > self.n or self.n % self.bn:
@@ -136,6 +139,11 @@ def workload(spec: Mapping[str, Any]) -> str:
     return label if target == "cpu" else f"{label} {target}"
 
 
+def target(spec: Mapping[str, Any]) -> str:
+    """The processor of a stored gemm spec (``params.target``)."""
+    return str((spec.get("params") or {}).get("target", "cpu"))
+
+
 #: The flags that set a gemm, shared with ``tune``: parameter name -> flag.
 GEMM_FLAGS = {"n": "--n", "dtype": "--dtype", "bn": "--bn", "target": "--target"}
 GEMM_OPTIONS = [
@@ -143,7 +151,7 @@ GEMM_OPTIONS = [
     click.option("--dtype", help=f"float32 or float16. {default_of(GemmParams, 'dtype')}"),
     click.option("--bn", type=int,
                  help="Block (tile) size; must divide N.  [default: the largest power of two "
-                      f"up to 32 dividing N, {DEFAULT_GPU_BN_MAX} on a GPU]"),
+                      f"up to {DEFAULT_CPU_BN_MAX} dividing N, {DEFAULT_GPU_BN_MAX} on a GPU]"),
     click.option("--target", type=click.Choice(["cpu", "opencl", "vulkan"]),
                  help=f"Processor. {default_of(GemmParams, 'target')}"),
 ]
@@ -177,4 +185,5 @@ KIND = Kind(
         flags={f"params.{name}": flag for name, flag in _FLAGS.items()},
     ),
     workload=workload,
+    target=target,
 )

@@ -156,4 +156,5 @@ KIND = Kind(
                **{f"params.{name}": flag for name, flag in TIMING_FLAGS.items()}},
     ),
     workload=workload,
+    target=lambda _spec: "cpu",  # models compile for the CPU only, for now (model_params)
 )

@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 
 from farm.kinds.base import EnqueueCommand, Kind, default_of
 from farm.kinds.gemm import GEMM_FLAGS, GEMM_OPTIONS, GemmParams, gemm_params
+from farm.kinds.gemm import target as gemm_target
 from farm.kinds.gemm import workload as gemm_workload
 from farm.kinds.model import ModelParams
 from farm.queue.spec import MAX_PHONES, FieldError, JobBase, Strict
@@ -167,4 +168,5 @@ KIND = Kind(
         },
     ),
     workload=workload,
+    target=lambda spec: gemm_target({"params": (spec.get("params") or {}).get("gemm") or {}}),
 )

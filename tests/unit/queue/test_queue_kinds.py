@@ -80,3 +80,22 @@ class TestUnknownKindAttempt:
         later = T0 + timedelta(seconds=5)
         (next_claim,) = store.claim(plan(store.snapshot(), later, lease_s_by_kind=leases), later)
         assert (next_claim.job.id, next_claim.attempt.serials) == (behind, ("P1",))
+
+
+class TestKindDeclarations:
+    def test_target_of_each_kind(self) -> None:
+        """Each kind says which processor a stored spec runs on, for matching phone facts."""
+        specs = {
+            "gemm": {"kind": "gemm", "params": {"n": 64, "target": "opencl"}},
+            "model": {"kind": "model", "params": {"path": "/m.onnx"}},
+            "tune": {"kind": "tune", "params": {"gemm": {"n": 64, "target": "vulkan"}}},
+        }
+        assert {name: KINDS[name].target(spec) for name, spec in specs.items()} == {
+            "gemm": "opencl", "model": "cpu", "tune": "vulkan",
+        }
+
+    def test_every_kind_runs_its_own_spec_model(self) -> None:
+        """Each registry entry's spec model carries its own name as ``kind``."""
+        for name, kind in KINDS.items():
+            assert kind.name == name
+            assert kind.spec.model_fields["kind"].annotation.__args__ == (name,)  # type: ignore[union-attr]
