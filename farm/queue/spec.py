@@ -98,8 +98,8 @@ def _printable(value: str) -> str:
     return value
 
 
-#: A bounded, printable string.
-Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS), AfterValidator(_printable)]
+#: A bounded, printable string (empty allowed, as rows stored before the bounds may hold it).
+Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS), AfterValidator(_printable)]
 
 
 class Strict(BaseModel):
@@ -225,7 +225,9 @@ def parse_spec(raw: Mapping[str, Any]) -> JobSpec:
         return kind.spec.model_validate(dict(raw))
     except ValidationError as exc:
         raise _spec_error(exc) from exc
-    except (OverflowError, RecursionError, TypeError) as exc:  # pydantic lets a few through
+    except (OverflowError, RecursionError, TypeError) as exc:
+        # Defence in depth: pydantic wraps only ValueError and AssertionError of a
+        # validator; whatever else escapes one is still a spec farm cannot read.
         raise SpecError("spec", f"cannot be read: {exc}") from exc
 
 
