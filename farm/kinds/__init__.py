@@ -16,7 +16,7 @@ runner), ``farmctl enqueue`` (the commands) and :mod:`farm.report` (labels).
 
 A kind this farm does not know (a row written by a newer farmd into a shared
 database) is not an error of the queue: it gets the default lease, its attempt's
-child fails it with ``kind: must be one of gemm, model, tune, not 'x'``
+child fails it with ``kind: unknown job kind 'x'; this farm knows gemm, model, tune``
 (a :class:`~farm.errors.SpecError`, so it is not retried) and the queue goes on.
 """
 
@@ -48,7 +48,7 @@ def kind_of(name: str) -> Kind:
     """
     if name not in KINDS:
         shown = repr(name) if len(name) <= 80 else repr(name[:77]) + "..."
-        raise SpecError("kind", f"must be one of {', '.join(KINDS)}, not {shown}")
+        raise SpecError("kind", f"unknown job kind {shown}; this farm knows {', '.join(KINDS)}")
     return KINDS[name]
 
 

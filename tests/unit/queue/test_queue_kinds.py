@@ -75,7 +75,7 @@ class TestUnknownKindAttempt:
         assert code == EXIT_FAILED
         job = store.get_job(unknown)
         assert job is not None and job.state is JobState.FAILED
-        assert job.error is not None and f"not {NEWER_KIND!r}" in job.error
+        assert job.error is not None and f"unknown job kind {NEWER_KIND!r}" in job.error
         assert job.attempts_made == 1  # not retried: a SpecError is the job's, not a phone's
         later = T0 + timedelta(seconds=5)
         (next_claim,) = store.claim(plan(store.snapshot(), later, lease_s_by_kind=leases), later)
