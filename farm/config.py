@@ -172,9 +172,16 @@ class SuperviseSettings(_Frozen):
 
 
 class JobSettings(_Frozen):
-    """Job execution defaults (a job spec may override timeout and attempts)."""
+    """Job execution defaults (a job spec may override timeout and attempts).
+
+    The time limits of one attempt per kind (``farm.kinds``): a tuning run
+    measures hundreds of candidates, a timed run only a handful; a kind without
+    its own limit uses ``default_timeout_s``.
+    """
 
     default_timeout_s: float = Field(600.0, gt=0)
+    model_timeout_s: float = Field(1800.0, gt=0)
+    tune_timeout_s: float = Field(6 * 3600.0, gt=0)
     default_attempts: int = Field(3, ge=1)
     thermal_wait_deadline_s: float = Field(900.0, gt=0)
     lease_s: float = Field(120.0, gt=0)

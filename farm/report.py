@@ -25,6 +25,7 @@ from typing import Any
 
 from rich.table import Table
 
+from farm.kinds import KINDS
 from farm.queue.records import JobView, ResultView, SnapshotData
 from farm.queue.store import Store
 
@@ -83,13 +84,8 @@ def thermal_label(status: int | None) -> str:
 
 
 def _workload(spec: Mapping[str, Any]) -> str:
-    params = spec.get("params") or {}
-    kind = spec.get("kind", "?")
-    if kind == "gemm":
-        return f"gemm n={params.get('n')} {params.get('dtype', 'float32')}"
-    if kind == "model":
-        return f"model {Path(str(params.get('path', '?'))).name}"
-    return str(kind)
+    kind = KINDS.get(str(spec.get("kind", "?")))
+    return kind.workload(spec) if kind is not None else str(spec.get("kind", "?"))
 
 
 def _float(value: Any) -> float | None:

@@ -1,14 +1,21 @@
-"""``farmctl enqueue gemm|model|tune``: build a job spec from flags and store it.
+"""``farmctl enqueue <kind>``: build a job spec from flags and store it.
 
-Only the flags given go into the spec; everything else takes the spec's
-defaults (:mod:`farm.queue.spec`), and the spec's validation names the field
-of any bad value (``Error: params.n: Input should be greater than or equal to 16``).
-The job is durable once this prints its id, whether or not farmd runs.
+One command per job kind, made from the kind's own flags
+(:class:`farm.kinds.base.EnqueueCommand`) and the flags every kind shares
+(devices, priority, attempts, timeout...). Only the flags given go into the
+spec; everything else takes the spec's defaults, and a job's time limit not
+given takes the config's default for its kind.
+
+A bad value is refused in the words of the flag that gave it, with exit code 2
+and nothing stored: ``Error: --n is required``, ``Error: --bn: block size 12
+does not divide --n 512``. The job is durable once this prints its id, whether
+or not farmd runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import click
@@ -17,161 +24,161 @@ from farm.cli.output import echo_json
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.clock import SystemClock
 from farm.errors import SpecError, UserFault
+from farm.kinds import KINDS, Kind
+from farm.kinds.base import ClickDecorator, default_of
 from farm.queue.scheduler import DeviceView
-from farm.queue.spec import parse_spec
+from farm.queue.spec import (
+    MAX_ATTEMPTS,
+    MAX_PHONES,
+    MAX_PRIORITY,
+    DeviceSelection,
+    JobBase,
+    parse_spec,
+)
 from farm.queue.waiting import refusal
 
-__all__ = ["enqueue", "parse_input_shape"]
+__all__ = ["COMMON_FLAGS", "FlagError", "enqueue", "flag_error"]
+
+#: Spec field path -> the flag every kind shares that sets it.
+COMMON_FLAGS = {
+    "devices.serials": "--serial",
+    "devices.abi": "--abi",
+    "devices.soc": "--soc",
+    "devices.sdk_min": "--sdk-min",
+    "devices.gpu": "--gpu",
+    "devices.count": "--count",
+    "priority": "--priority",
+    "attempts": "--attempts",
+    "timeout_s": "--timeout",
+    "not_before": "--not-before",
+    "repetitions": "--repeat",
+}
+_DEVICE_FIELDS = ("serials", "abi", "soc", "sdk_min", "gpu", "count")
+
+_COMMON_OPTIONS: list[ClickDecorator] = [
+    click.option("--serial", "serials", multiple=True, help="Run on this phone (repeatable)."),
+    click.option("--abi", help="Phones with this ABI, e.g. arm64-v8a."),
+    click.option("--soc", help="Phones with this SoC, e.g. SM8150."),
+    click.option("--sdk-min", type=int, help="Phones with at least this SDK level."),
+    click.option("--gpu", help="Phones whose GPU name contains this, e.g. adreno."),
+    click.option("--count", type=int, help=f"Phones the job holds at once (1..{MAX_PHONES}). "
+                                           f"{default_of(DeviceSelection, 'count')}"),
+    click.option("--priority", type=int,
+                 help=f"Higher runs first (-{MAX_PRIORITY}..{MAX_PRIORITY}). "
+                      f"{default_of(JobBase, 'priority')}"),
+    click.option("--attempts", type=int, help=f"Attempts at most, the first included (1..{MAX_ATTEMPTS}). "
+                                              f"{default_of(JobBase, 'attempts')}"),
+    click.option("--timeout", "timeout_s", type=float,
+                 help="Seconds one attempt may run.  [default: the config's, per kind]"),
+    click.option("--not-before", help="Start no earlier than this ISO 8601 time (UTC if naive)."),
+    click.option("--repeat", "repetitions", type=int,
+                 help="Measured runs per phone, each after thermal gating. "
+                      f"{default_of(JobBase, 'repetitions')}"),
+    click.option("--wait-for-device", is_flag=True,
+                 help="Queue it even if no known phone can run it (phones to be plugged in)."),
+    click.option("--json", "as_json", is_flag=True, help="Print the stored job as JSON."),
+]
+_COMMON_NAMES = ("serials", *_DEVICE_FIELDS[1:], "priority", "attempts", "timeout_s",
+                 "not_before", "repetitions", "wait_for_device", "as_json")
 
 
-def _prune(data: dict[str, Any]) -> dict[str, Any]:
-    """Drop flags that were not given (None, empty tuples) so the spec's defaults apply."""
-    return {k: v for k, v in data.items() if v is not None and v != ()}
+class FlagError(click.ClickException):
+    """A flag's value makes a spec that cannot run: ``Error: --n is required``, exit 2."""
+
+    exit_code = 2
 
 
-def _common_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Device selection and scheduling flags every kind shares."""
-    options = [
-        click.option("--serial", "serials", multiple=True, help="Run on this phone (repeatable)."),
-        click.option("--abi", help="Phones with this ABI, e.g. arm64-v8a."),
-        click.option("--soc", help="Phones with this SoC, e.g. SM8150."),
-        click.option("--sdk-min", type=int, help="Phones with at least this SDK level."),
-        click.option("--gpu", help="Phones whose GPU name contains this, e.g. adreno."),
-        click.option("--count", type=int, help="Phones the job holds at once."),
-        click.option("--priority", type=int, help="Higher runs first (-1000..1000)."),
-        click.option("--attempts", type=int, help="Attempts at most, the first included."),
-        click.option("--timeout", "timeout_s", type=float, help="Seconds one attempt may run."),
-        click.option("--not-before", help="Start no earlier than this ISO 8601 time (UTC if naive)."),
-        click.option("--repeat", "repetitions", type=int,
-                     help="Measured runs, each after thermal gating."),
-        click.option("--wait-for-device", is_flag=True,
-                     help="Queue it even if no known phone can run it (phones to be plugged in)."),
-        click.option("--json", "as_json", is_flag=True, help="Print the stored job as JSON."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+def _prune(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Drop flags that were not given (None, empty tuples), at every depth.
+
+    A group left empty stays: ``tune`` without flags still names its gemm, so
+    the error is ``--n is required``, not a missing workload.
+    """
+    return {
+        key: _prune(value) if isinstance(value, Mapping) else value
+        for key, value in data.items()
+        if value is not None and value != ()
+    }
 
 
-def _submit(state: CliState, kind: str, params: dict[str, Any], common: dict[str, Any]) -> None:
+def flag_error(error: SpecError, flags: Mapping[str, str]) -> FlagError:
+    """A spec error in the words of the flags (``params.n`` -> ``--n``).
+
+    Args:
+        error: from :func:`farm.queue.spec.parse_spec`.
+        flags: spec field path -> flag, the kind's and :data:`COMMON_FLAGS`.
+
+    Returns:
+        The error naming the flag of the field, or of the nearest field above
+        it (``devices.serials.0`` -> ``--serial``); the dotted path when no
+        flag sets it. Other fields in the reason, written ``name=value`` by the
+        spec, become ``--flag value`` too.
+    """
+    path = error.field.split(".")
+    flag = next(
+        (flags[".".join(path[:i])] for i in range(len(path), 0, -1) if ".".join(path[:i]) in flags),
+        error.field,
+    )
+    siblings = {field.rsplit(".", 1)[-1]: f for field, f in flags.items()}
+    reason = re.sub(
+        r"\b([a-z_]+)=", lambda m: f"{siblings[m[1]]} " if m[1] in siblings else m[0], error.reason
+    )
+    if reason == "Field required":
+        return FlagError(f"{flag} is required")
+    return FlagError(f"{flag}: {reason}")
+
+
+def _submit(state: CliState, kind: Kind, params: dict[str, Any], common: dict[str, Any]) -> None:
     as_json = common.pop("as_json")
     wait_for_device = common.pop("wait_for_device")
-    devices = _prune({
-        "serials": list(common.pop("serials")) or None, "abi": common.pop("abi"),
-        "soc": common.pop("soc"), "sdk_min": common.pop("sdk_min"), "gpu": common.pop("gpu"),
-        "count": common.pop("count"),
-    })
-    spec: dict[str, Any] = {"kind": kind, "params": _prune(params), **_prune(common)}
+    common["serials"] = list(common["serials"]) or None
+    devices = _prune({name: common.pop(name) for name in _DEVICE_FIELDS})
+    raw: dict[str, Any] = {"kind": kind.name, "params": _prune(params), **_prune(common)}
     if devices:
-        spec["devices"] = devices
-    parsed = parse_spec(spec)
+        raw["devices"] = devices
+    try:
+        spec = parse_spec(raw)
+    except SpecError as exc:
+        raise flag_error(exc, {**COMMON_FLAGS, **kind.enqueue.flags}) from None
+    if spec.timeout_s is None:  # the config's limit for the kind, stored with the job
+        spec = spec.model_copy(update={"timeout_s": spec.timeout_for(state.settings.jobs)})
     if not wait_for_device:
         known = state.store.list_devices()
-        reason = refusal(parsed, [DeviceView(d.serial, d.state, d.drained, d.facts) for d in known])
+        reason = refusal(spec, [DeviceView(d.serial, d.state, d.drained, d.facts) for d in known])
         if reason is not None:
             raise UserFault(f"no known phone can run this job: {reason} "
                             "(--wait-for-device queues it for phones not plugged in yet)")
-    job_id = state.store.enqueue(parsed, SystemClock().now())
+    job_id = state.store.enqueue(spec, SystemClock().now())
     job = state.store.get_job(job_id)
     if as_json:
         echo_json(job)
     else:
-        click.echo(f"job {job_id} queued ({kind})")
+        click.echo(f"job {job_id} queued ({kind.name})")
     warn_if_no_farmd(state, f"job {job_id} waits in the queue until farmd starts")
 
 
-def parse_input_shape(values: tuple[str, ...]) -> dict[str, list[int]] | None:
-    """``("data=1,3,224,224",)`` -> ``{"data": [1, 3, 224, 224]}``.
+def _command(kind: Kind) -> click.Command:
+    """``farmctl enqueue <kind>``: the kind's flags, then the common ones."""
 
-    Raises:
-        SpecError: a value is not ``NAME=D1,D2,...`` with integer dimensions.
-    """
-    if not values:
-        return None
-    shapes: dict[str, list[int]] = {}
-    for value in values:
-        name, sep, dims = value.partition("=")
+    @pass_state
+    def submit(state: CliState, /, **values: Any) -> None:
+        common = {name: values.pop(name) for name in _COMMON_NAMES}
         try:
-            if not sep or not name:
-                raise ValueError
-            shapes[name] = [int(d) for d in dims.split(",")]
-        except ValueError:
-            raise SpecError("params.input_shapes", f"{value!r} is not NAME=D1,D2,...") from None
-    return shapes
+            params = kind.enqueue.params(values)
+        except SpecError as exc:
+            raise flag_error(exc, {**COMMON_FLAGS, **kind.enqueue.flags}) from None
+        _submit(state, kind, params, common)
+
+    func: Callable[..., Any] = submit
+    for option in reversed([*kind.enqueue.options, *_COMMON_OPTIONS]):
+        func = option(func)
+    return click.command(kind.name, help=kind.enqueue.help)(func)
 
 
 @click.group()
 def enqueue() -> None:
-    """Queue a job: gemm, model or tune."""
+    """Queue a job of one of the kinds below."""
 
 
-_gemm_flags = [
-    click.option("--n", type=int, help="Matrix side N (C[N,N] = A[N,N] @ B[N,N])."),
-    click.option("--dtype", help="float32 or float16."),
-    click.option("--bn", type=int, help="Block (tile) size; must divide N."),
-    click.option("--target", type=click.Choice(["cpu", "opencl", "vulkan"]), help="Processor."),
-]
-
-
-def _with(flags: list[Callable[..., Any]]) -> Callable[..., Any]:
-    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        for flag in reversed(flags):
-            func = flag(func)
-        return func
-
-    return decorate
-
-
-_timing_flags = [
-    click.option("--number", type=int, help="Runs averaged into one sample (time_evaluator number)."),
-    click.option("--samples", type=int, help="Timed samples per run (time_evaluator repeat)."),
-]
-
-
-@enqueue.command()
-@_with(_gemm_flags + _timing_flags)
-@click.option("--min-repeat-ms", type=int, help="Lower bound on one sample's duration, ms.")
-@_common_options
-@pass_state
-def gemm(state: CliState, n: int | None, dtype: str | None, bn: int | None, target: str | None,
-         number: int | None, samples: int | None, min_repeat_ms: int | None, **common: Any) -> None:
-    """Time an N x N GEMM on the phone's CPU or GPU."""
-    params = {"n": n, "dtype": dtype, "bn": bn, "target": target, "number": number,
-              "repeat": samples, "min_repeat_ms": min_repeat_ms}
-    _submit(state, "gemm", params, common)
-
-
-@enqueue.command()
-@click.option("--model", "path", help="The ONNX file on this host.")
-@click.option("--input-shape", "input_shapes", multiple=True, help="NAME=D1,D2,... (repeatable).")
-@click.option("--rtol", type=float, help="Relative tolerance against onnxruntime.")
-@click.option("--atol", type=float, help="Absolute tolerance against onnxruntime.")
-@_with(_timing_flags)
-@_common_options
-@pass_state
-def model(state: CliState, path: str | None, input_shapes: tuple[str, ...],
-          rtol: float | None, atol: float | None, number: int | None, samples: int | None,
-          **common: Any) -> None:
-    """Time an ONNX model and check its output against onnxruntime."""
-    tolerance = _prune({"rtol": rtol, "atol": atol})
-    params = {"path": path, "input_shapes": parse_input_shape(input_shapes),
-              "tolerance": tolerance or None, "number": number, "repeat": samples}
-    _submit(state, "model", params, common)
-
-
-@enqueue.command()
-@_with(_gemm_flags)
-@click.option("--trials", type=int, help="Measured trials wanted in total.")
-@click.option("--trials-per-batch", type=int, help="Candidates built and measured per round.")
-@click.option("--phones", type=int, help="Phones measuring candidates in parallel.")
-@_common_options
-@pass_state
-def tune(state: CliState, n: int | None, dtype: str | None, bn: int | None, target: str | None,
-         trials: int | None, trials_per_batch: int | None, phones: int | None,
-         **common: Any) -> None:
-    """Tune a gemm with MetaSchedule across phones."""
-    params: dict[str, Any] = {
-        "gemm": _prune({"n": n, "dtype": dtype, "bn": bn, "target": target}),
-        "trials": trials, "trials_per_batch": trials_per_batch, "phones": phones,
-    }
-    _submit(state, "tune", params, common)
+for _kind in KINDS.values():
+    enqueue.add_command(_command(_kind))

@@ -17,7 +17,7 @@ from farm.clock import SystemClock
 from farm.errors import FarmError, UserFault
 from farm.queue.models import JobState
 from farm.queue.records import AttemptView, JobView, ResultView
-from farm.queue.spec import JobKind
+from farm.kinds import KINDS
 from farm.queue.waiting import wait_reasons
 
 __all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "WaitTimedOut", "cancel", "job", "jobs", "logs_",
@@ -54,7 +54,7 @@ def _waiting(state: CliState, views: list[JobView]) -> dict[int, str]:
     """Why each queued job of ``views`` is not running, from one snapshot of the queue."""
     if not any(v.state is JobState.QUEUED for v in views):
         return {}
-    known_kinds = [k.value for k in JobKind]
+    known_kinds = list(KINDS)
     return wait_reasons(state.store.snapshot(), SystemClock().now(), known_kinds=known_kinds,
                         job_ids={v.id for v in views})
 

@@ -40,7 +40,7 @@ from farm.queue.records import (
     TuningData,
 )
 from farm.queue.scheduler import Assignment, DeviceView, QueuedJob, QueueSnapshot, plan
-from farm.queue.spec import JobKind, JobSpec, parse_spec
+from farm.queue.spec import JobSpec, parse_spec
 from farm.queue.store import Store
 
 __all__ = [
@@ -55,7 +55,6 @@ __all__ = [
     "DeviceView",
     "EventRecord",
     "Failure",
-    "JobKind",
     "JobSpec",
     "JobState",
     "JobView",

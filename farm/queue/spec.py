@@ -1,28 +1,38 @@
 """The job spec: what a user asks the farm to run, validated before it is stored.
 
 A spec is a plain mapping (from ``farmctl enqueue``, the config's recurring jobs
-or a test) checked by :func:`parse_spec` into one of three pydantic models,
-chosen by ``kind``::
+or a test) checked by :func:`parse_spec` into the pydantic model of its
+``kind``; the kinds, their models and everything else about them are listed in
+one table, :data:`farm.kinds.KINDS`::
 
     {"kind": "gemm", "params": {"n": 1024, "dtype": "float32", "bn": 32, "target": "cpu"},
      "devices": {"abi": "arm64-v8a", "count": 1}, "priority": 5, "attempts": 3}
 
+This module holds what every kind shares: :class:`JobBase` (devices, priority,
+attempts, timeout, not_before, repetitions), :class:`DeviceSelection`, the
+bounds every number is held to (:data:`MAX_PHONES` ...) and the building blocks
+the kinds' models use (:class:`Strict`, :class:`FieldError`, :data:`Text`).
+
 A bad spec raises :class:`farm.errors.SpecError` whose ``field`` is the dotted
-path of the first offending field (``"params.n"``, ``"devices.count"``), so the
-user learns exactly what to fix. Unknown fields are refused too: a typo such as
-``"prority"`` must not silently fall back to a default.
+path of the first offending field (``"params.n"``, ``"devices.count"``), and
+nothing else, whatever JSON-like data it is given. Unknown fields are refused
+too: a typo such as ``"prority"`` must not silently fall back to a default.
+A reason that mentions another field writes it ``name=value`` (``block size 12
+does not divide n=512``), so ``farmctl enqueue`` can rewrite it in its flags.
+
+Bounds: every number is limited to what can run and be stored, so a spec that
+passes can be written to SQLite and PostgreSQL as JSON (no NaN, no Infinity, no
+NUL character) and its times added to without overflow.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from enum import Enum
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -31,246 +41,80 @@ from pydantic import (
     model_validator,
 )
 
+from farm.config import JobSettings
 from farm.errors import SpecError
-from farm.jobs.params import MAX_GPU_WORK_GROUP_THREADS
+
+if TYPE_CHECKING:
+    from farm.kinds.base import Kind
 
 __all__ = [
+    "MAX_ATTEMPTS",
+    "MAX_PHONES",
+    "MAX_PRIORITY",
+    "MAX_REPETITIONS",
+    "MAX_TEXT_CHARS",
+    "MAX_TIMEOUT_S",
+    "NOT_BEFORE_MAX",
+    "NOT_BEFORE_MIN",
     "DeviceSelection",
-    "GemmJob",
-    "GemmParams",
-    "JobKind",
+    "FieldError",
+    "JobBase",
     "JobSpec",
-    "ModelJob",
-    "ModelParams",
-    "Tolerance",
-    "TuneJob",
-    "TuneParams",
+    "Strict",
+    "Text",
     "parse_spec",
 ]
 
+# --- bounds: one place for every limit a spec is held to --------------------------------
 
-class JobKind(str, Enum):
-    """What a job runs."""
-
-    GEMM = "gemm"  # a square matrix multiply, timed
-    MODEL = "model"  # an ONNX model, timed and checked against onnxruntime
-    TUNE = "tune"  # MetaSchedule tuning of a gemm or an ONNX model
-
-
-# No integer dtype: the gemm kernel accumulates in its element type, so an
-# int8 sum overflows and could never match numpy.
-Dtype = Literal["float32", "float16"]
-Target = Literal["cpu", "opencl", "vulkan"]
-Positive = Annotated[int, Field(ge=1)]
-
-# Default time limits per kind, in seconds: a tuning run measures hundreds of
-# candidates, a timed run only a handful.
-DEFAULT_TIMEOUT_S = {JobKind.GEMM: 600.0, JobKind.MODEL: 1800.0, JobKind.TUNE: 6 * 3600.0}
-
-
-class _Strict(BaseModel):
-    """Frozen, refuses unknown fields."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+#: Phones one job may hold at once (``devices.count``, a tune job's ``params.phones``):
+#: more than a host's adb server and tracker serve well, far more than a fleet has.
+MAX_PHONES = 256
+#: One attempt's time limit at most: a week; past that a run is stuck, not slow.
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+#: Attempts per job at most, the first included.
+MAX_ATTEMPTS = 100
+#: ``priority`` lies in ``-MAX_PRIORITY..MAX_PRIORITY``.
+MAX_PRIORITY = 1000
+#: Measured runs per phone at most (``repetitions``), each thermally gated.
+MAX_REPETITIONS = 1000
+#: Characters in a serial, ABI, SoC or GPU name, a path or an input name.
+MAX_TEXT_CHARS = 4096
+#: ``not_before`` lies in this range (UTC): the databases and the scheduler's
+#: arithmetic (``not_before`` plus backoffs and timeouts) hold it with room to spare,
+#: while years 1 and 9999 overflow ``datetime`` as soon as an offset is added.
+NOT_BEFORE_MIN = datetime(1970, 1, 1, tzinfo=UTC)
+NOT_BEFORE_MAX = datetime(3000, 1, 1, tzinfo=UTC)
 
 
-class GemmParams(_Strict):
-    """``C[n, n] = A[n, n] @ B[n, n]``, tiled in ``bn x bn`` blocks.
+def _printable(value: str) -> str:
+    """Refuse control characters: PostgreSQL's JSON cannot hold NUL, and logs show the rest."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError("must not contain control characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("is not valid text (a lone surrogate)") from None
+    return value
 
-    On a GPU target one work-group of ``bn * bn`` threads computes a block, so
-    there ``bn * bn`` may not exceed :data:`MAX_GPU_WORK_GROUP_THREADS` (256). A
-    missing ``bn`` becomes the largest power of two up to 32 (16 on a GPU) that
-    divides ``n``.
+
+#: A bounded, printable string (empty allowed, as rows stored before the bounds may hold it).
+Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS), AfterValidator(_printable)]
+
+
+class Strict(BaseModel):
+    """Frozen, refuses unknown fields and non-finite floats (JSON has neither NaN nor Infinity)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class FieldError(ValueError):
+    """Raised inside a model validator to blame a field below the model.
+
+    Attributes:
+        field: the field's name relative to the model, e.g. ``"bn"``.
+        reason: what is wrong, one sentence; other fields written ``name=value``.
     """
-
-    n: int = Field(ge=16, le=8192)
-    dtype: Dtype = "float32"
-    bn: int | None = Field(default=None, ge=1)
-    target: Target = "cpu"
-    number: Positive = 10  # runs per timed repeat (TVM time_evaluator ``number``)
-    repeat: Positive = 3  # timed repeats, one sample each
-    min_repeat_ms: int = Field(default=0, ge=0)
-
-    @model_validator(mode="after")
-    def _block_fits(self) -> GemmParams:
-        gpu = self.target != "cpu"
-        if self.bn is None:
-            # The largest power-of-two block up to 32 that tiles n exactly and,
-            # on a GPU, fits one work-group.
-            bn = next(
-                b
-                for b in (32, 16, 8, 4, 2, 1)
-                if self.n % b == 0 and not (gpu and b * b > MAX_GPU_WORK_GROUP_THREADS)
-            )
-            object.__setattr__(self, "bn", bn)
-        elif self.bn > self.n or self.n % self.bn:
-            raise _FieldError("bn", f"block size {self.bn} does not divide n={self.n}")
-        elif gpu and self.bn * self.bn > MAX_GPU_WORK_GROUP_THREADS:
-            raise _FieldError(
-                "bn",
-                f"bn*bn={self.bn**2} threads exceed a work-group of "
-                f"{MAX_GPU_WORK_GROUP_THREADS} on phone GPUs; use bn <= 16 on {self.target}",
-            )
-        return self
-
-
-class Tolerance(_Strict):
-    """Allowed difference from onnxruntime's output, as in ``numpy.allclose``."""
-
-    rtol: float = Field(default=1e-3, ge=0)
-    atol: float = Field(default=1e-3, ge=0)
-
-
-class ModelParams(_Strict):
-    """An ONNX model on the host, compiled by TVM and timed on the phone."""
-
-    path: str
-    input_shapes: dict[str, list[Annotated[int, Field(ge=1)]]] | None = None
-    tolerance: Tolerance = Tolerance()
-    number: Positive = 10
-    repeat: Positive = 3
-
-    @field_validator("path")
-    @classmethod
-    def _readable_file(cls, value: str) -> str:
-        path = Path(value).expanduser()
-        if not path.is_file():
-            raise ValueError(f"no such file: {value}")
-        if not os.access(path, os.R_OK):
-            raise ValueError(f"not readable: {value}")
-        # Stored absolute: the job may run from another working directory.
-        return str(path.resolve())
-
-
-class TuneParams(_Strict):
-    """MetaSchedule tuning of exactly one workload, ``gemm``.
-
-    ``model`` is part of the schema but refused (``params.model``): the runner
-    cannot tune ONNX models yet, and a job that can never run must not be queued.
-    """
-
-    gemm: GemmParams | None = None
-    model: ModelParams | None = None
-    trials: Positive = 64
-    trials_per_batch: Positive = 16
-    phones: Positive = 1  # phones measuring candidates in parallel
-
-    @model_validator(mode="after")
-    def _one_workload(self) -> TuneParams:
-        if (self.gemm is None) == (self.model is None):
-            raise _FieldError("gemm", "give exactly one workload: gemm or model")
-        if self.model is not None:
-            raise _FieldError("model", "tuning ONNX models is not supported yet; tune a gemm")
-        if "trials_per_batch" not in self.model_fields_set:
-            object.__setattr__(self, "trials_per_batch", min(self.trials_per_batch, self.trials))
-        elif self.trials_per_batch > self.trials:
-            raise _FieldError("trials_per_batch", "must not exceed trials")
-        return self
-
-
-class DeviceSelection(_Strict):
-    """Which phones may run the job, and how many it needs at once.
-
-    Every attribute given must match (they are ANDed); ``serials`` limits the
-    candidates to those phones. Attributes are matched against the device facts
-    the fleet records (see :func:`farm.queue.scheduler.matches`).
-    """
-
-    serials: list[str] | None = Field(default=None, min_length=1)
-    abi: str | None = None  # e.g. "arm64-v8a", one of ro.product.cpu.abilist
-    soc: str | None = None  # e.g. "SM8150", ro.soc.model, case-insensitive
-    sdk_min: int | None = Field(default=None, ge=1)  # ro.build.version.sdk at least
-    gpu: str | None = None  # substring of the GPU renderer, e.g. "adreno"
-    count: Positive = 1
-
-    @model_validator(mode="after")
-    def _enough_serials(self) -> DeviceSelection:
-        if self.serials is not None:
-            if len(set(self.serials)) != len(self.serials):
-                raise _FieldError("serials", "lists a serial twice")
-            if self.count > len(self.serials):
-                raise _FieldError(
-                    "count", f"needs {self.count} phones, serials lists {len(self.serials)}"
-                )
-        return self
-
-
-class _JobBase(_Strict):
-    """Fields every kind shares."""
-
-    devices: DeviceSelection = DeviceSelection()
-    priority: int = Field(default=0, ge=-1000, le=1000)
-    attempts: Positive = 3  # attempts at most, the first included
-    timeout_s: float | None = Field(default=None, gt=0)  # None: the kind's default
-    not_before: datetime | None = None  # naive means UTC
-    repetitions: Positive = 1  # measured runs, each thermally gated
-
-    @field_validator("not_before")
-    @classmethod
-    def _utc(cls, value: datetime | None) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value.astimezone(UTC)
-
-    @property
-    def phones_needed(self) -> int:
-        """How many phones the job holds at once."""
-        return self.devices.count
-
-    @property
-    def effective_timeout_s(self) -> float:
-        """The time limit of one attempt, in seconds."""
-        kind = JobKind(self.kind)  # type: ignore[attr-defined]
-        return self.timeout_s if self.timeout_s is not None else DEFAULT_TIMEOUT_S[kind]
-
-    def to_json(self) -> dict[str, Any]:
-        """The spec as JSON-ready data, defaults filled in, for storage."""
-        return self.model_dump(mode="json")
-
-
-class GemmJob(_JobBase):
-    """Time a gemm on one or more phones."""
-
-    kind: Literal["gemm"]
-    params: GemmParams
-
-
-class ModelJob(_JobBase):
-    """Time an ONNX model and check its output."""
-
-    kind: Literal["model"]
-    params: ModelParams
-
-
-class TuneJob(_JobBase):
-    """Tune a workload; ``params.phones`` is how many phones the job holds."""
-
-    kind: Literal["tune"]
-    params: TuneParams
-
-    @model_validator(mode="after")
-    def _count_is_phones(self) -> TuneJob:
-        if "count" in self.devices.model_fields_set and self.devices.count != self.params.phones:
-            raise _FieldError("devices.count", "must equal params.phones for a tune job")
-        if self.devices.count != self.params.phones:
-            devices = self.devices.model_copy(update={"count": self.params.phones})
-            object.__setattr__(self, "devices", devices)
-        return self
-
-
-JobSpec = GemmJob | ModelJob | TuneJob
-
-_SPEC_BY_KIND: dict[str, type[_JobBase]] = {
-    JobKind.GEMM.value: GemmJob,
-    JobKind.MODEL.value: ModelJob,
-    JobKind.TUNE.value: TuneJob,
-}
-
-
-class _FieldError(ValueError):
-    """Raised inside a model validator to blame a field below the model."""
 
     def __init__(self, field: str, reason: str) -> None:
         self.field = field
@@ -278,28 +122,128 @@ class _FieldError(ValueError):
         super().__init__(reason)
 
 
+class DeviceSelection(Strict):
+    """Which phones may run the job, and how many it needs at once.
+
+    Every attribute given must match (they are ANDed); ``serials`` limits the
+    candidates to those phones. Attributes are matched against the device facts
+    the fleet records (see :func:`farm.queue.scheduler.matches`).
+    """
+
+    serials: list[Text] | None = Field(default=None, min_length=1, max_length=MAX_PHONES)
+    abi: Text | None = None  # e.g. "arm64-v8a", one of ro.product.cpu.abilist
+    soc: Text | None = None  # e.g. "SM8150", ro.soc.model, case-insensitive
+    sdk_min: int | None = Field(default=None, ge=1, le=1000)  # ro.build.version.sdk at least
+    gpu: Text | None = None  # substring of the GPU renderer, e.g. "adreno"
+    count: int = Field(default=1, ge=1, le=MAX_PHONES)
+
+    @model_validator(mode="after")
+    def _enough_serials(self) -> DeviceSelection:
+        if self.serials is not None:
+            if len(set(self.serials)) != len(self.serials):
+                raise FieldError("serials", "lists a serial twice")
+            if self.count > len(self.serials):
+                raise FieldError(
+                    "count", f"needs {self.count} phones, serials lists {len(self.serials)}"
+                )
+        return self
+
+
+def _default_attempts() -> int:
+    return JobSettings().default_attempts
+
+
+class JobBase(Strict):
+    """Fields every kind shares; each kind's model adds ``kind`` and ``params``."""
+
+    kind: str
+    devices: DeviceSelection = DeviceSelection()
+    priority: int = Field(default=0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+    attempts: int = Field(default_factory=_default_attempts, ge=1, le=MAX_ATTEMPTS)
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S)  # None: kind's default
+    not_before: datetime | None = None  # naive means UTC
+    repetitions: int = Field(default=1, ge=1, le=MAX_REPETITIONS)
+
+    @field_validator("not_before")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        try:
+            utc = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        except OverflowError:  # year 1 or 9999 pushed past datetime's range by its offset
+            utc = None
+        if utc is None or not NOT_BEFORE_MIN <= utc < NOT_BEFORE_MAX:
+            raise ValueError(
+                f"must lie between {NOT_BEFORE_MIN:%Y-%m-%d} and {NOT_BEFORE_MAX:%Y-%m-%d} (UTC)"
+            )
+        return utc
+
+    @property
+    def phones_needed(self) -> int:
+        """How many phones the job holds at once."""
+        return self.devices.count
+
+    def timeout_for(self, jobs: JobSettings) -> float:
+        """The time limit of one attempt in seconds: ``timeout_s``, else the kind's default."""
+        from farm.kinds import kind_of  # the registry imports this module's models
+
+        return self.timeout_s if self.timeout_s is not None else kind_of(self.kind).timeout_s(jobs)
+
+    @property
+    def effective_timeout_s(self) -> float:
+        """The time limit of one attempt in seconds, with the config's default settings."""
+        return self.timeout_for(JobSettings())
+
+    def to_json(self) -> dict[str, Any]:
+        """The spec as JSON-ready data, defaults filled in, for storage."""
+        return self.model_dump(mode="json")
+
+
+#: Any kind's validated spec (the registry is open, so this is the common base).
+JobSpec = JobBase
+
+
 def parse_spec(raw: Mapping[str, Any]) -> JobSpec:
     """Validate a job spec.
 
     Args:
         raw: the spec as plain data (JSON types; ``not_before`` may be an ISO
-            8601 string or a datetime).
+            8601 string or a datetime). Any other data is refused, not crashed on.
 
     Returns:
-        The validated spec, defaults filled in, frozen.
+        The validated spec of its kind's model, defaults filled in, frozen.
 
     Raises:
-        SpecError: the first bad field, named by its dotted path.
+        SpecError: the first bad field, named by its dotted path; for a kind this
+            farm does not know, ``kind``.
     """
     if not isinstance(raw, Mapping):
         raise SpecError("spec", f"must be a mapping, not {type(raw).__name__}")
-    kind = raw.get("kind")
-    if kind not in _SPEC_BY_KIND:
-        raise SpecError("kind", f"must be one of {', '.join(_SPEC_BY_KIND)}, not {kind!r}")
+    kind = _kind(raw.get("kind"))
     try:
-        return _SPEC_BY_KIND[kind].model_validate(dict(raw))  # type: ignore[return-value]
+        return kind.spec.model_validate(dict(raw))
     except ValidationError as exc:
         raise _spec_error(exc) from exc
+    except (OverflowError, RecursionError, TypeError) as exc:
+        # Defence in depth: pydantic wraps only ValueError and AssertionError of a
+        # validator; whatever else escapes one is still a spec farm cannot read.
+        raise SpecError("spec", f"cannot be read: {exc}") from exc
+
+
+def _kind(name: object) -> Kind:
+    """The registry's entry for ``name``.
+
+    Raises:
+        SpecError: ``kind`` is missing, not a string, or not a kind this farm knows.
+    """
+    from farm.kinds import kind_of  # the registry imports this module's models
+
+    if name is None:
+        raise SpecError("kind", "Field required")
+    if not isinstance(name, str):
+        raise SpecError("kind", f"must be a string naming a job kind, not {type(name).__name__}")
+    return kind_of(name)
 
 
 def _spec_error(exc: ValidationError) -> SpecError:
@@ -308,9 +252,10 @@ def _spec_error(exc: ValidationError) -> SpecError:
     location = [str(part) for part in error["loc"]]
     reason = error["msg"]
     cause = (error.get("ctx") or {}).get("error")
-    if isinstance(cause, _FieldError):
+    if isinstance(cause, FieldError):
         location.append(cause.field)
         reason = cause.reason
     elif reason.startswith("Value error, "):
         reason = reason.removeprefix("Value error, ")
     return SpecError(".".join(location) or "spec", reason)
+

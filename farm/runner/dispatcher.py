@@ -40,10 +40,10 @@ from farm.clock import Clock
 from farm.config import Settings
 from farm.errors import JobTimeout, Retry
 from farm.privacy import write_private
+from farm.kinds import LeaseByKind
 from farm.procs import signal_group
 from farm.queue.records import Claim, Decision, Failure
 from farm.queue.scheduler import plan
-from farm.queue.spec import JobKind
 from farm.queue.store import Store
 from farm.runner.outcome import read_outcome
 
@@ -146,13 +146,9 @@ class Dispatcher:
         self._settings_path = self.runs_dir / SETTINGS_FILE
         # 0600 whatever the umask: database_url may hold a password (farm.privacy).
         write_private(self._settings_path, settings.model_dump_json())
-        # Tuning saturates the host's cores compiling candidates, which can delay
-        # heartbeats, so its lease is longer than a timed run's.
-        self.lease_s_by_kind: Mapping[str, float] = {
-            JobKind.GEMM.value: settings.jobs.lease_s,
-            JobKind.MODEL.value: settings.jobs.lease_s,
-            JobKind.TUNE.value: settings.jobs.tune_lease_s,
-        }
+        # Each kind's lease (farm.kinds); an unknown kind gets the default one,
+        # so plan() never raises on it and its child fails it with the reason.
+        self.lease_s_by_kind: Mapping[str, float] = LeaseByKind(settings.jobs)
 
     # --- the tick ----------------------------------------------------------------
 

@@ -1,16 +1,16 @@
-"""Turn a claimed job into calls of :mod:`farm.jobs` and an :class:`Outcome`.
+"""Run a claimed job: its kind's runner (:data:`farm.kinds.KINDS`) and what runners share.
 
-The queue's spec (``farm.queue.spec``, pydantic) is mapped to the jobs' plain
-parameters (``farm.jobs.params``) here and nowhere else. Each measured run is
-preceded by thermal gating of its phone (``gate``), ``repetitions`` times per
-phone; every raw sample is kept, tagged with its phone. A tuning job's phones
-serve the job's tracker key for its whole run, app crashes healed, and go back
-to their own keys after it (:mod:`farm.runner.tune_phones`).
+:func:`execute` validates the stored spec and calls its kind's ``run``; each
+kind maps its spec to the jobs' plain parameters (``farm.jobs.params``) in its
+own module. The helpers here serve every kind: :func:`measure` gates each
+measured run thermally (``gate``), ``repetitions`` times per phone, and keeps
+every raw sample tagged with its phone; :func:`tracker_params` and
+:func:`phone_target` say where a phone's session comes from and what it
+compiles for.
 """
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -19,13 +19,23 @@ from typing import Any
 
 from farm.config import Settings
 from farm.errors import PhoneFault
-from farm.fleet.keys import job_key, phone_key
+from farm.fleet.keys import phone_key
 from farm.jobs import params as jp
 from farm.jobs.cache import CompileCache
-from farm.queue.records import AttemptView, JobView, Outcome, SnapshotData, TuningData
-from farm.queue.spec import GemmJob, JobSpec, ModelJob, TuneJob, parse_spec
+from farm.kinds import kind_of
+from farm.queue.records import AttemptView, JobView, Outcome, SnapshotData
+from farm.queue.spec import parse_spec
 
-__all__ = ["RunContext", "device_facts", "execute", "tune_work_dir"]
+__all__ = [
+    "RunContext",
+    "device_facts",
+    "execute",
+    "measure",
+    "phone_target",
+    "summary_of_runs",
+    "tracker_params",
+    "tune_work_dir",
+]
 
 COMPILE_CACHE_DIR = "compile-cache"
 TUNE_DIR = "tune"
@@ -82,7 +92,8 @@ def device_facts(serial: str, facts: Mapping[str, Any]) -> jp.DeviceFacts:
     )
 
 
-def _tracker(ctx: RunContext, serial: str, key: str | None = None) -> jp.TrackerParams:
+def tracker_params(ctx: RunContext, serial: str, key: str | None = None) -> jp.TrackerParams:
+    """Where a session to ``serial`` comes from: its own tracker key, or ``key``."""
     tracker = ctx.settings.tracker
     return jp.TrackerParams(
         host=tracker.host,
@@ -93,20 +104,17 @@ def _tracker(ctx: RunContext, serial: str, key: str | None = None) -> jp.Tracker
     )
 
 
-def _gemm_params(p: Any) -> jp.GemmParams:
-    return jp.GemmParams(
-        n=p.n, dtype=p.dtype, bn=p.bn, device=jp.DeviceKind(p.target),
-        timing=jp.TimingParams(p.number, p.repeat, p.min_repeat_ms),
-    )
-
-
-def _target(serial: str, ctx: RunContext, device: jp.DeviceKind) -> dict[str, Any]:
+def phone_target(serial: str, ctx: RunContext, device: jp.DeviceKind) -> dict[str, Any]:
+    """The TVM target of ``device`` on the phone ``serial``, from its facts."""
     from farm.jobs.targets import target_for
 
     return target_for(device_facts(serial, ctx.facts.get(serial, {})), device)
 
 
-def _summary_of_runs(kind: str, runs: Sequence[dict[str, Any]], samples: Sequence[float]) -> dict[str, Any]:
+def summary_of_runs(
+    kind: str, runs: Sequence[dict[str, Any]], samples: Sequence[float]
+) -> dict[str, Any]:
+    """A timed job's summary: mean and median of every sample (seconds), and each run."""
     return {
         "kind": kind,
         "mean_s": statistics.fmean(samples) if samples else None,
@@ -116,12 +124,20 @@ def _summary_of_runs(kind: str, runs: Sequence[dict[str, Any]], samples: Sequenc
     }
 
 
-def _measure(
+def measure(
     ctx: RunContext, repetitions: int, device: jp.DeviceKind,
     run_one: Callable[[jp.TrackerParams, dict[str, Any], int], Any],
     describe: Callable[[Any], dict[str, Any]],
 ) -> tuple[list[float], list[str], list[dict[str, Any]], list[SnapshotData]]:
     """Each repetition on each phone: gate, run, keep every sample with its phone.
+
+    Args:
+        ctx: the attempt.
+        repetitions: measured runs per phone.
+        device: the processor the runs use.
+        run_one: runs once: (tracker, target, repetition) -> a result with
+            ``samples_s``, ``mean_s``, ``max_abs_err``, ``threads``, ``target``.
+        describe: a result -> the kind's own fields of its run summary.
 
     Returns:
         samples (seconds), the serial of each sample, one summary per run, and
@@ -133,9 +149,9 @@ def _measure(
     snapshots: list[SnapshotData] = []
     for repetition in range(repetitions):
         for serial in ctx.attempt.serials:
-            target = _target(serial, ctx, device)
+            target = phone_target(serial, ctx, device)
             snapshots.append(ctx.gate(serial))
-            result = run_one(_tracker(ctx, serial), target, repetition)
+            result = run_one(tracker_params(ctx, serial), target, repetition)
             samples += result.samples_s
             serials += [serial] * len(result.samples_s)
             runs.append({
@@ -147,99 +163,15 @@ def _measure(
     return samples, serials, runs, snapshots
 
 
-def _run_gemm(ctx: RunContext, spec: GemmJob) -> Outcome:
-    from farm.jobs.gemm import gemm_flop, run_gemm
-
-    params = _gemm_params(spec.params)
-    samples, serials, runs, snapshots = _measure(
-        ctx, spec.repetitions, params.device,
-        lambda tracker, target, rep: run_gemm(params, target, tracker, ctx.cache, seed=rep),
-        lambda result: {"gflops": result.gflops},
-    )
-    summary = _summary_of_runs("gemm", runs, samples)
-    summary.update(n=params.n, dtype=params.dtype, bn=params.bn, device=params.device.value)
-    summary["gflops"] = gemm_flop(params.n) / summary["mean_s"] / 1e9
-    return Outcome(summary, samples, "s", serials, snapshots)
-
-
-def _model_params(p: Any) -> jp.ModelParams:
-    shapes = None if p.input_shapes is None else {k: tuple(v) for k, v in p.input_shapes.items()}
-    return jp.ModelParams(
-        model_path=Path(p.path), input_shapes=shapes, device=jp.DeviceKind("cpu"),
-        rtol=p.tolerance.rtol, atol=p.tolerance.atol,
-        timing=jp.TimingParams(number=p.number, repeat=p.repeat),
-    )
-
-
-def _run_model(ctx: RunContext, spec: ModelJob) -> Outcome:
-    from farm.jobs.model import run_model
-
-    params = _model_params(spec.params)
-    samples, serials, runs, snapshots = _measure(
-        ctx, spec.repetitions, params.device,
-        lambda tracker, target, _rep: run_model(params, target, tracker, ctx.cache),
-        lambda result: {"model_sha256": result.model_sha256},
-    )
-    summary = _summary_of_runs("model", runs, samples)
-    summary["model"] = Path(params.model_path).name
-    return Outcome(summary, samples, "s", serials, snapshots)
-
-
-def _tuning_records(work_dir: Path, workload: str, target: dict[str, Any]) -> list[TuningData]:
-    from farm.jobs.tune import RECORDS_FILE
-
-    path = work_dir / RECORDS_FILE
-    if not path.is_file():
-        return []
-    target_text = json.dumps(target, sort_keys=True)
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            index, record = json.loads(line)
-            records.append(TuningData(workload, target_text, {"workload_index": index, "record": record}))
-    return records
-
-
-def _run_tune(ctx: RunContext, spec: TuneJob) -> Outcome:
-    from farm.jobs.tune import tune_gemm
-    from farm.runner.tune_phones import serving_job_key
-
-    gemm = _gemm_params(spec.params.gemm)  # the spec refuses tuning a model
-    serials = list(ctx.attempt.serials)
-    # The job's key, which only its phones serve while the job runs
-    # (farm.fleet.keys); farm.runner.tune_phones moves the apps to it and back.
-    key = job_key(ctx.settings.tracker.key, ctx.job.id)
-    tracker = _tracker(ctx, serials[0], key)
-    target = _target(serials[0], ctx, gemm.device)
-    work_dir = tune_work_dir(ctx.settings.data_dir, ctx.job.id)
-    params = jp.TuneParams(
-        gemm=gemm, trials=spec.params.trials, work_dir=work_dir,
-        trials_per_iter=spec.params.trials_per_batch, runner_workers=len(serials),
-    )
-    snapshots = [ctx.gate(serial) for serial in serials]
-    with serving_job_key(ctx.settings, serials, ctx.job.id) as phones:
-        result = tune_gemm(params, target, tracker)
-    summary = result.to_dict()
-    summary.update(kind="tune", n=gemm.n, dtype=gemm.dtype, phones=serials,
-                   app_relaunches=list(phones.relaunches))
-    samples = list(result.tuned_samples_s)
-    workload = f"gemm n={gemm.n} dtype={gemm.dtype}"
-    return Outcome(summary, samples, "s", [serials[0]] * len(samples), snapshots,
-                   _tuning_records(work_dir, workload, target))
-
-
 def execute(ctx: RunContext) -> Outcome:
     """Run the claimed job on its phones and return what it produced.
 
     Raises:
-        UserFault: the spec cannot run (SpecError, CompileError, ToolMissing).
+        UserFault: the spec cannot run (SpecError, also for a kind this farm
+            does not know; CompileError, ToolMissing).
         PhoneFault: a phone, its app or the session failed (SessionError ...),
             or a phone stayed too hot.
         InfraFault: the tracker is unreachable.
     """
-    spec: JobSpec = parse_spec(ctx.job.spec)
-    if isinstance(spec, GemmJob):
-        return _run_gemm(ctx, spec)
-    if isinstance(spec, ModelJob):
-        return _run_model(ctx, spec)
-    return _run_tune(ctx, spec)
+    spec = parse_spec(ctx.job.spec)
+    return kind_of(spec.kind).run(ctx, spec)

@@ -1,15 +1,25 @@
-"""Tests of farm.queue.spec: every bad spec is refused naming its field."""
+"""Tests of farm.queue.spec: every bad spec is refused naming its field, and only with SpecError."""
 
 from __future__ import annotations
 
+import json
 import os
-from datetime import UTC, datetime
+import typing
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
 
+from farm.config import JobSettings
 from farm.errors import SpecError
-from farm.queue.spec import GemmJob, ModelJob, TuneJob, parse_spec
+from farm.kinds import KINDS
+from farm.kinds.gemm import GemmJob
+from farm.kinds.model import ModelJob
+from farm.kinds.tune import TuneJob
+from farm.queue.spec import MAX_TIMEOUT_S, parse_spec
 
 
 def gemm(**params: object) -> dict:
@@ -31,8 +41,8 @@ BAD_SPECS = [
     ("bn does not divide n", gemm(bn=48), "params.bn"),
     ("bn larger than n", {"kind": "gemm", "params": {"n": 16, "bn": 32}}, "params.bn"),
     ("bad target", gemm(target="cuda"), "params.target"),
-    ("opencl bn over a work-group", gemm(bn=32, target="opencl"), "params.bn"),
-    ("vulkan bn over a work-group", gemm(bn=32, target="vulkan"), "params.bn"),
+    ("opencl bn over any work-group", gemm(bn=64, target="opencl"), "params.bn"),
+    ("vulkan bn over any work-group", gemm(bn=64, target="vulkan"), "params.bn"),
     ("number zero", gemm(number=0), "params.number"),
     ("repeat negative", gemm(repeat=-1), "params.repeat"),
     ("min_repeat_ms negative", gemm(min_repeat_ms=-5), "params.min_repeat_ms"),
@@ -72,8 +82,8 @@ BAD_SPECS = [
     ),
     ("tune bad gemm", {"kind": "tune", "params": {"gemm": {"n": 64, "bn": 5}}}, "params.gemm.bn"),
     (
-        "tune opencl bn over a work-group",
-        {"kind": "tune", "params": {"gemm": {"n": 64, "bn": 32, "target": "opencl"}}},
+        "tune opencl bn over any work-group",
+        {"kind": "tune", "params": {"gemm": {"n": 128, "bn": 64, "target": "opencl"}}},
         "params.gemm.bn",
     ),
     (
@@ -171,3 +181,146 @@ class TestParseSpec:
             }
         )
         assert parse_spec(spec.to_json()) == spec
+
+
+# --- hostile input: anything JSON-like ends in SpecError or a spec that can be stored -------
+
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=10),
+    st.sampled_from([
+        0, -1, 1, 16, 32, 64, 1024, 2**63, -(2**63) - 1, 10**30, float("inf"), float("nan"),
+        "", "\x00", "\ud800", "~nosuchuser/m.onnx", "/", "/dev/null", __file__,
+        "0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00", "2025-06-01T12:00:00",
+        "gemm", "model", "tune", "cpu", "opencl", "vulkan", "float16",
+    ]),
+)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+_PLAUSIBLE = st.sampled_from([1, 2, 3, 8, 16, 32, 64, 128, 0.5, "cpu", "opencl", "vulkan",
+                              "float32", "float16", "arm64-v8a", __file__, "2030-01-01T00:00:00"])
+
+
+def _fields(model: type[BaseModel], depth: int = 0) -> st.SearchStrategy[dict]:
+    """Dicts with some of the model's own fields (nested models recursively), values of any
+    type but often plausible ones, so that many examples pass and reach storage checks."""
+    required: dict[str, st.SearchStrategy[object]] = {}
+    optional: dict[str, st.SearchStrategy[object]] = {}
+    for name, info in model.model_fields.items():
+        nested = [a for a in typing.get_args(info.annotation) or (info.annotation,)
+                  if isinstance(a, type) and issubclass(a, BaseModel)]
+        values = [_PLAUSIBLE, _JSON]
+        if not info.is_required():
+            values.insert(0, st.just(info.get_default(call_default_factory=True)).map(
+                lambda v: v.model_dump(mode="json") if isinstance(v, BaseModel) else v))
+        if nested and depth < 3:
+            values.insert(0, _fields(nested[0], depth + 1))
+        (required if info.is_required() else optional)[name] = st.one_of(values)
+    return st.fixed_dictionaries(required, optional=optional)
+
+
+_VALID = {"gemm": gemm(), "model": {"kind": "model", "params": {"path": __file__}},
+          "tune": {"kind": "tune", "params": {"gemm": {"n": 64}}}}
+
+
+def _paths(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every field path of a spec model, nested models included."""
+    paths = []
+    for name, info in model.model_fields.items():
+        paths.append((*prefix, name))
+        for arg in typing.get_args(info.annotation) or (info.annotation,):
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                paths += _paths(arg, (*prefix, name))
+    return paths
+
+
+def _with(spec: dict, path: tuple[str, ...], value: object) -> dict:
+    """A deep copy of ``spec`` with ``value`` at ``path`` (dicts created on the way)."""
+    spec = json.loads(json.dumps(spec))
+    node = spec
+    for key in path[:-1]:
+        node = node.setdefault(key, {}) if isinstance(node.get(key, {}), dict) else {}
+    node[path[-1]] = value
+    return spec
+
+
+#: A valid spec of each kind with one or two fields set to anything, plausible or hostile:
+#: every validator is reached alone, and many examples pass on to the storage checks.
+_MUTATED = st.sampled_from([(k, p) for k, kind in KINDS.items() for p in _paths(kind.spec)
+                            if p != ("kind",)]).flatmap(
+    lambda kp: st.tuples(st.just(kp), st.one_of(_PLAUSIBLE, _JSON))
+).map(lambda kpv: _with(_VALID[kpv[0][0]], kpv[0][1], kpv[1]))
+
+_SPECS = st.one_of(
+    _JSON,
+    _MUTATED,
+    st.sampled_from(list(KINDS.values())).flatmap(
+        lambda kind: _fields(kind.spec).map(lambda d, name=kind.name: {**d, "kind": name})
+    ),
+)
+
+
+class TestHostileSpecs:
+    @settings(max_examples=2000, deadline=None)
+    @given(raw=_SPECS)
+    def test_only_spec_error_or_a_storable_spec(self, raw: object) -> None:
+        """Any JSON-like data raises SpecError, or gives a spec that is valid JSON and round-trips."""
+        try:
+            spec = parse_spec(raw)  # type: ignore[arg-type]
+        except SpecError as exc:
+            event(f"refused: {exc.field.split('.')[0]}")
+            return
+        event(f"accepted: {spec.kind}")
+        stored = json.loads(json.dumps(spec.to_json(), allow_nan=False))
+        assert parse_spec(stored) == spec
+        assert 0 < spec.effective_timeout_s <= MAX_TIMEOUT_S
+        if spec.not_before is not None:  # the scheduler's arithmetic holds it
+            assert spec.not_before + timedelta(seconds=MAX_TIMEOUT_S) > spec.not_before
+
+    @pytest.mark.parametrize(
+        ("raw", "field"),
+        [
+            ({"kind": []}, "kind"),
+            ({"kind": {"a": 1}}, "kind"),
+            ({"kind": "x" * 10_000}, "kind"),
+            ({**gemm(), "not_before": "0001-01-01T00:00:00+05:00"}, "not_before"),
+            ({**gemm(), "not_before": "9999-12-31T23:59:59-05:00"}, "not_before"),
+            ({**gemm(), "not_before": 10**20}, "not_before"),
+            ({"kind": "model", "params": {"path": "~nosuchuser/m.onnx"}}, "params.path"),
+            ({"kind": "model", "params": {"path": "a\x00b"}}, "params.path"),
+            ({"kind": "model", "params": {"path": "x" * 5000}}, "params.path"),
+            ({**gemm(), "timeout_s": float("inf")}, "timeout_s"),
+            ({**gemm(), "timeout_s": float("nan")}, "timeout_s"),
+            ({**gemm(), "timeout_s": 8 * 24 * 3600}, "timeout_s"),
+            ({**gemm(), "devices": {"count": 1_000_000_000}}, "devices.count"),
+            ({"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 99999999999999}}, "params.trials"),
+            ({**gemm(), "attempts": 10**6}, "attempts"),
+            ({**gemm(), "repetitions": 10**6}, "repetitions"),
+            ({**gemm(), "devices": {"serials": ["a\x00"]}}, "devices.serials.0"),
+            (gemm(number=10**9), "params.number"),
+            (gemm(repeat=10**9), "params.repeat"),
+            ({"kind": "model", "params": {"path": __file__, "tolerance": {"rtol": float("inf")}}},
+             "params.tolerance.rtol"),
+        ],
+    )
+    def test_hostile_values_name_their_field(self, raw: dict, field: str) -> None:
+        """The issue's crashes (TypeError, OverflowError, RuntimeError, Infinity) are SpecErrors now."""
+        with pytest.raises(SpecError) as caught:
+            parse_spec(raw)
+        assert caught.value.field == field
+
+    def test_gpu_block_of_1024_threads_is_accepted(self) -> None:
+        """bn=32 on a GPU is 1024 threads, which Adreno allows; the phone's own limit is the scheduler's."""
+        spec = parse_spec(gemm(n=1024, bn=32, target="opencl"))
+        assert spec.params.bn == 32  # type: ignore[attr-defined]
+
+    def test_default_timeouts_come_from_the_config(self) -> None:
+        """Each kind's default time limit is the config's [jobs] value for it."""
+        jobs = JobSettings(default_timeout_s=11.0, model_timeout_s=22.0, tune_timeout_s=33.0)
+        specs = [gemm(), {"kind": "model", "params": {"path": __file__}},
+                 {"kind": "tune", "params": {"gemm": {"n": 64}}}]
+        assert [parse_spec(s).timeout_for(jobs) for s in specs] == [11.0, 22.0, 33.0]

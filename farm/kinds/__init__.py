@@ -1,0 +1,78 @@
+"""Job kinds: one module per kind, one table listing them.
+
+::
+
+    base.py     Kind: what a kind declares (spec model, runner, lease, timeout,
+                enqueue command, report label)
+    gemm.py     time a square matrix multiply on CPU or GPU
+    model.py    time an ONNX model, checked against onnxruntime
+    tune.py     MetaSchedule tuning of a gemm across phones
+
+Adding a kind is one module declaring its :class:`~farm.kinds.base.Kind` and
+one line in :data:`KINDS`. Everything that depends on a kind goes through this
+table: :func:`farm.queue.spec.parse_spec` (validation), the dispatcher's
+leases (:class:`LeaseByKind`), :func:`farm.runner.execute.execute` (the
+runner), ``farmctl enqueue`` (the commands) and :mod:`farm.report` (labels).
+
+A kind this farm does not know (a row written by a newer farmd into a shared
+database) is not an error of the queue: it gets the default lease, its attempt's
+child fails it with ``kind: unknown job kind 'x'; this farm knows gemm, model, tune``
+(a :class:`~farm.errors.SpecError`, so it is not retried) and the queue goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+
+from farm.config import JobSettings
+from farm.errors import SpecError
+from farm.kinds import gemm, model, tune
+from farm.kinds.base import EnqueueCommand, Kind
+
+__all__ = ["KINDS", "EnqueueCommand", "Kind", "LeaseByKind", "kind_of"]
+
+#: Every job kind this farm runs, by name; the order is the one ``farmctl`` lists.
+KINDS: Mapping[str, Kind] = MappingProxyType({k.name: k for k in (
+    gemm.KIND,
+    model.KIND,
+    tune.KIND,
+)})
+
+
+def kind_of(name: str) -> Kind:
+    """The kind called ``name``.
+
+    Raises:
+        SpecError: no such kind (field ``kind``).
+    """
+    if name not in KINDS:
+        shown = repr(name) if len(name) <= 80 else repr(name[:77]) + "..."
+        raise SpecError("kind", f"unknown job kind {shown}; this farm knows {', '.join(KINDS)}")
+    return KINDS[name]
+
+
+class LeaseByKind(Mapping[str, float]):
+    """Lease seconds per kind; any other kind gets ``jobs.lease_s``, never a KeyError.
+
+    :func:`farm.queue.scheduler.plan` looks up every queued job's kind; a job of
+    an unknown kind must not stall every tick, so it is planned like a timed
+    run and its child fails it at once with the reason.
+    """
+
+    def __init__(self, jobs: JobSettings) -> None:
+        self._default_s = jobs.lease_s
+        self._by_kind = {name: kind.lease_s(jobs) for name, kind in KINDS.items()}
+
+    def __getitem__(self, name: str) -> float:
+        return self._by_kind.get(name, self._default_s)
+
+    def __contains__(self, name: object) -> bool:
+        return True  # every kind has a lease
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_kind)
+
+    def __len__(self) -> int:
+        return len(self._by_kind)
+

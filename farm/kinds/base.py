@@ -1,0 +1,83 @@
+"""What a job kind declares about itself: one :class:`Kind` per module of this package.
+
+A kind is everything farm needs to know to queue, schedule, run and show one sort
+of job; :data:`farm.kinds.KINDS` lists them. Nothing outside this package
+branches on a kind's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from farm.config import JobSettings
+    from farm.queue.records import Outcome
+    from farm.queue.spec import JobBase
+    from farm.runner.execute import RunContext
+
+__all__ = ["ClickDecorator", "EnqueueCommand", "Kind", "default_of"]
+
+#: A ``click.option(...)`` decorator.
+ClickDecorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+@dataclass(frozen=True)
+class EnqueueCommand:
+    """The kind's ``farmctl enqueue <kind>`` command; farm.cli.enqueue adds the common flags.
+
+    Attributes:
+        help: the command's help, one line first.
+        options: ``click.option`` decorators of the kind's own flags; every flag
+            defaults to None, meaning "not given: the spec's default applies".
+        params: the flags' values by parameter name -> the spec's ``params``
+            (values still None are dropped afterwards).
+        flags: spec field path -> the flag that sets it, e.g. ``{"params.n": "--n"}``,
+            so an error names the flag the user typed.
+    """
+
+    help: str
+    options: Sequence[ClickDecorator]
+    params: Callable[[dict[str, Any]], dict[str, Any]]
+    flags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One job kind.
+
+    Attributes:
+        name: the spec's ``kind`` and the ``jobs.kind`` column, e.g. ``"gemm"``.
+        spec: its pydantic model (a :class:`~farm.queue.spec.JobBase` with
+            ``kind: Literal[name]`` and ``params``).
+        run: runs a claimed attempt of a validated spec in the attempt's child
+            process (``farm.runner.child``) and returns its outcome; raises
+            farm's errors, whose class decides the retry.
+        lease_s: seconds an attempt holds its phones without a heartbeat, from
+            the config's ``[jobs]``.
+        timeout_s: the default time limit of one attempt, from the config's ``[jobs]``.
+        enqueue: its ``farmctl enqueue`` command.
+        workload: a stored spec (JSON) -> a short label for reports, e.g.
+            ``"gemm n=512 float32"``; must accept any stored spec of the kind.
+        target: a stored spec (JSON) -> the processor it runs on, ``"cpu"``,
+            ``"opencl"`` or ``"vulkan"``, for matching against a phone's facts.
+    """
+
+    name: str
+    spec: type[JobBase]
+    run: Callable[[RunContext, Any], Outcome]
+    lease_s: Callable[[JobSettings], float]
+    timeout_s: Callable[[JobSettings], float]
+    enqueue: EnqueueCommand
+    workload: Callable[[Mapping[str, Any]], str]
+    target: Callable[[Mapping[str, Any]], str]
+
+
+def default_of(model: type[BaseModel], name: str) -> str:
+    """``[default: 10]`` for a flag's help, read from the spec model, so help cannot drift."""
+    info = model.model_fields[name]
+    value = info.get_default(call_default_factory=True)
+    return "[required]" if info.is_required() else f"[default: {value}]"

@@ -1,0 +1,172 @@
+"""The ``tune`` kind: MetaSchedule tuning of a gemm across the job's phones.
+
+A tuning job's phones serve the job's tracker key for its whole run, app crashes
+healed, and go back to their own keys after it (:mod:`farm.runner.tune_phones`).
+Its retries reuse one work folder (:func:`farm.runner.execute.tune_work_dir`),
+so tuning resumes where the last attempt stopped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import click
+from pydantic import Field, model_validator
+
+from farm.kinds.base import EnqueueCommand, Kind, default_of
+from farm.kinds.gemm import GEMM_FLAGS, GEMM_OPTIONS, GemmParams, gemm_params
+from farm.kinds.gemm import target as gemm_target
+from farm.kinds.gemm import workload as gemm_workload
+from farm.kinds.model import ModelParams
+from farm.queue.spec import MAX_PHONES, FieldError, JobBase, Strict
+
+if TYPE_CHECKING:
+    from farm.queue.records import Outcome, TuningData
+    from farm.runner.execute import RunContext
+
+__all__ = ["KIND", "MAX_TRIALS", "TuneJob", "TuneParams"]
+
+#: Measured trials per job at most: MetaSchedule on a phone measures a few per
+#: second at best, so 100,000 is already more than a day of one phone.
+MAX_TRIALS = 100_000
+
+
+class TuneParams(Strict):
+    """MetaSchedule tuning of exactly one workload, ``gemm``.
+
+    ``model`` is part of the schema but refused (``params.model``): the runner
+    cannot tune ONNX models yet, and a job that can never run must not be queued.
+    """
+
+    gemm: GemmParams | None = None
+    model: ModelParams | None = None
+    trials: int = Field(default=64, ge=1, le=MAX_TRIALS)
+    trials_per_batch: int = Field(default=16, ge=1, le=MAX_TRIALS)
+    phones: int = Field(default=1, ge=1, le=MAX_PHONES)  # phones measuring candidates in parallel
+
+    @model_validator(mode="after")
+    def _one_workload(self) -> TuneParams:
+        if (self.gemm is None) == (self.model is None):
+            raise FieldError("gemm", "give exactly one workload: gemm or model")
+        if self.model is not None:
+            raise FieldError("model", "tuning ONNX models is not supported yet; tune a gemm")
+        if "trials_per_batch" not in self.model_fields_set:
+            object.__setattr__(self, "trials_per_batch", min(self.trials_per_batch, self.trials))
+        elif self.trials_per_batch > self.trials:
+            raise FieldError("trials_per_batch", f"must not exceed trials={self.trials}")
+        return self
+
+
+class TuneJob(JobBase):
+    """Tune a workload; ``params.phones`` is how many phones the job holds."""
+
+    kind: Literal["tune"]
+    params: TuneParams
+
+    @model_validator(mode="after")
+    def _count_is_phones(self) -> TuneJob:
+        if "count" in self.devices.model_fields_set and self.devices.count != self.params.phones:
+            raise FieldError(
+                "devices.count", f"must equal phones={self.params.phones} for a tune job"
+            )
+        if self.devices.count != self.params.phones:
+            devices = self.devices.model_copy(update={"count": self.params.phones})
+            object.__setattr__(self, "devices", devices)
+        return self
+
+
+def _tuning_records(work_dir: Path, workload: str, target: dict[str, Any]) -> list[TuningData]:
+    from farm.jobs.tune import RECORDS_FILE
+    from farm.queue.records import TuningData
+
+    path = work_dir / RECORDS_FILE
+    if not path.is_file():
+        return []
+    target_text = json.dumps(target, sort_keys=True)
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            index, record = json.loads(line)
+            records.append(
+                TuningData(workload, target_text, {"workload_index": index, "record": record})
+            )
+    return records
+
+
+def run(ctx: RunContext, spec: TuneJob) -> Outcome:
+    """Tune the gemm on the attempt's phones, resuming the job's earlier attempts."""
+    from farm.fleet.keys import job_key
+    from farm.jobs import params as jp
+    from farm.jobs.tune import tune_gemm
+    from farm.queue.records import Outcome
+    from farm.runner.execute import phone_target, tracker_params, tune_work_dir
+    from farm.runner.tune_phones import serving_job_key
+
+    assert spec.params.gemm is not None  # the spec refuses tuning a model
+    gemm = gemm_params(spec.params.gemm)
+    serials = list(ctx.attempt.serials)
+    # The job's key, which only its phones serve while the job runs
+    # (farm.fleet.keys); farm.runner.tune_phones moves the apps to it and back.
+    key = job_key(ctx.settings.tracker.key, ctx.job.id)
+    tracker = tracker_params(ctx, serials[0], key)
+    target = phone_target(serials[0], ctx, gemm.device)
+    work_dir = tune_work_dir(ctx.settings.data_dir, ctx.job.id)
+    params = jp.TuneParams(
+        gemm=gemm, trials=spec.params.trials, work_dir=work_dir,
+        trials_per_iter=spec.params.trials_per_batch, runner_workers=len(serials),
+    )
+    snapshots = [ctx.gate(serial) for serial in serials]
+    with serving_job_key(ctx.settings, serials, ctx.job.id) as phones:
+        result = tune_gemm(params, target, tracker)
+    summary = result.to_dict()
+    summary.update(kind="tune", n=gemm.n, dtype=gemm.dtype, phones=serials,
+                   app_relaunches=list(phones.relaunches))
+    samples = list(result.tuned_samples_s)
+    workload = f"gemm n={gemm.n} dtype={gemm.dtype}"
+    return Outcome(summary, samples, "s", [serials[0]] * len(samples), snapshots,
+                   _tuning_records(work_dir, workload, target))
+
+
+def workload(spec: Mapping[str, Any]) -> str:
+    """``tune gemm n=512 float32``."""
+    params = spec.get("params") or {}
+    return f"tune {gemm_workload({'params': params.get('gemm') or {}})}"
+
+
+_FLAGS = {"trials": "--trials", "trials_per_batch": "--trials-per-batch", "phones": "--phones"}
+
+KIND = Kind(
+    name="tune",
+    spec=TuneJob,
+    run=run,
+    # Tuning saturates the host's cores compiling candidates, which can delay
+    # heartbeats, so its lease is longer than a timed run's.
+    lease_s=lambda jobs: jobs.tune_lease_s,
+    timeout_s=lambda jobs: jobs.tune_timeout_s,
+    enqueue=EnqueueCommand(
+        help="Tune a gemm with MetaSchedule across phones.",
+        options=[
+            *GEMM_OPTIONS,
+            click.option("--trials", type=int, help="Measured trials wanted in total. "
+                         f"{default_of(TuneParams, 'trials')}"),
+            click.option("--trials-per-batch", type=int,
+                         help="Candidates built and measured per round. "
+                              f"{default_of(TuneParams, 'trials_per_batch')}"),
+            click.option("--phones", type=int, help="Phones measuring candidates in parallel. "
+                         f"{default_of(TuneParams, 'phones')}"),
+        ],
+        params=lambda values: {
+            "gemm": {name: values[name] for name in GEMM_FLAGS},
+            **{name: values[name] for name in _FLAGS},
+        },
+        flags={
+            **{f"params.gemm.{name}": flag for name, flag in GEMM_FLAGS.items()},
+            **{f"params.{name}": flag for name, flag in _FLAGS.items()},
+        },
+    ),
+    workload=workload,
+    target=lambda spec: gemm_target({"params": (spec.get("params") or {}).get("gemm") or {}}),
+)
