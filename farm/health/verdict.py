@@ -1,10 +1,10 @@
 """Judge a :class:`~farm.health.sample.HealthSample` against :class:`Limits`, purely.
 
-Health is its own axis, apart from a phone's state (LAVA ``models.py``): the
-daemon turns a verdict into a state transition and logs its reason, e.g.
-``ready -> cooling (battery_temp_c 41.2 > 35)``.
+A verdict names a :class:`Condition` and its reasons; the fleet turns it into a
+state transition and a health (``good``/``bad``, LAVA's axis, kept apart from
+the state) and logs the reason, e.g. ``ready -> cooling (battery_temp_c 41.2 > 35)``.
 
-Severity, worst first: ``offline`` (adb cannot reach the phone, nothing else is
+Conditions, worst first: ``offline`` (adb cannot reach the phone, nothing else is
 meaningful), ``unhealthy`` (the app or the phone needs fixing), ``cooling`` (too
 hot to give comparable benchmark figures; it only needs time), ``good``.
 A reading that is ``None`` (the probe could not get it) is skipped, never guessed.
@@ -33,8 +33,14 @@ THERMAL_STATUS_EMERGENCY = 5  # key components shutting down
 THERMAL_STATUS_SHUTDOWN = 6  # needs shutdown immediately
 
 
-class Health(str, Enum):
-    """A phone's health, worst last (the order :func:`verdict` ranks by)."""
+class Condition(str, Enum):
+    """What one sample says about a phone, worst last (the order :func:`verdict` ranks by).
+
+    Not the phone's health: :class:`farm.queue.models.DeviceHealth` (``good``,
+    ``bad``, ``unknown``, LAVA's axis) is stored per phone and derived from
+    conditions by :func:`farm.fleet.lifecycle.health_of`; a condition decides the
+    phone's next state (``cooling`` only needs time, ``unhealthy`` needs fixing).
+    """
 
     GOOD = "good"
     COOLING = "cooling"
@@ -126,12 +132,12 @@ class Verdict:
     """The judgement on one sample.
 
     Attributes:
-        health: the worst category any reason falls in.
+        condition: the worst category any reason falls in.
         reasons: every limit the sample broke, worst category first, each as
             ``"<field> <value> <op> <limit>"``, e.g. ``"battery_temp_c 41.2 > 35"``.
     """
 
-    health: Health
+    condition: Condition
     reasons: tuple[str, ...] = ()
 
     @property
@@ -216,14 +222,14 @@ def verdict(sample: HealthSample, limits: Limits) -> Verdict:
         The worst health any broken limit implies, with every reason, worst first.
     """
     if sample.adb_state != ADB_STATE_DEVICE:
-        return Verdict(Health.OFFLINE, (f"adb_state {sample.adb_state} != {ADB_STATE_DEVICE}",))
+        return Verdict(Condition.OFFLINE, (f"adb_state {sample.adb_state} != {ADB_STATE_DEVICE}",))
     unhealthy = app_failure_reasons(sample) + _phone_reasons(sample, limits)
     cooling = _heat_reasons(sample, limits, margin_c=0.0)
     if unhealthy:
-        return Verdict(Health.UNHEALTHY, tuple(unhealthy + cooling))
+        return Verdict(Condition.UNHEALTHY, tuple(unhealthy + cooling))
     if cooling:
-        return Verdict(Health.COOLING, tuple(cooling))
-    return Verdict(Health.GOOD)
+        return Verdict(Condition.COOLING, tuple(cooling))
+    return Verdict(Condition.GOOD)
 
 
 def cool_enough(sample: HealthSample, limits: Limits) -> bool:

@@ -39,6 +39,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from farm.backoff import backoff_s
 from farm.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -108,7 +109,8 @@ class LadderPolicy:
     Attributes:
         rungs: the steps tried in order before quarantine.
         attempts_per_rung: failed tries of a step before climbing to the next.
-        backoff_base_s: the wait after the first failed step, in seconds.
+        backoff_base_s: the wait after the first failed step, in seconds
+            (:func:`farm.backoff.backoff_s`).
         backoff_max_s: the cap on any wait, in seconds.
         quarantine_after: incidents within ``window_s`` that quarantine the phone.
         window_s: how long an incident counts towards quarantine, in seconds.
@@ -169,29 +171,6 @@ class LadderPolicy:
         return cls(**{**fields, **overrides})
 
 
-def backoff_s(failed_attempts: int, policy: LadderPolicy) -> float:
-    """The wait before the next step, after ``failed_attempts`` failed steps.
-
-    The one backoff function of farm: 0 s before the first step (a crashed app is
-    restarted at once), then ``base * 2**(n - 1)`` capped at ``max``: with the
-    defaults 2, 4, 8, ..., 128, 256, 300, 300 ... seconds. No jitter: each phone
-    recovers against its own hardware, and the only shared service (the tracker)
-    takes one registration per phone, so synchronised retries cannot stampede.
-
-    Args:
-        failed_attempts: failed steps since the incident opened, >= 0.
-        policy: the ladder policy.
-
-    Returns:
-        Seconds to wait, never decreasing in ``failed_attempts``, never above
-        ``policy.backoff_max_s``.
-    """
-    if failed_attempts <= 0:
-        return 0.0
-    # 2.0 ** 1000 is finite; base times it may be inf, which min() caps.
-    return min(policy.backoff_base_s * 2.0 ** min(failed_attempts - 1, 1000), policy.backoff_max_s)
-
-
 @dataclass
 class _Incident:
     """The open incident, as read from the history."""
@@ -228,6 +207,19 @@ def quarantined(history: Sequence[Event]) -> bool:
         if isinstance(event, Recovery) and event.step is Step.QUARANTINE:
             return True
     return False
+
+
+def incident_open(history: Sequence[Event], now: datetime) -> bool:
+    """Whether a failure now would only be the open incident seen again; pure.
+
+    True while the latest event since the last release is a failure or a
+    failed step, or the phone is quarantined: the fleet then records no new
+    failure (the ladder would not count it) and only asks :func:`next_step`.
+    """
+    events = _since_release(history, now)
+    if any(isinstance(e, Recovery) and e.step is Step.QUARANTINE for e in events):
+        return True
+    return bool(events) and not (isinstance(events[-1], Recovery) and events[-1].ok)
 
 
 def next_step(history: Sequence[Event], now: datetime, policy: LadderPolicy) -> Step | Wait | None:
@@ -269,5 +261,6 @@ def next_step(history: Sequence[Event], now: datetime, policy: LadderPolicy) -> 
     )
     if step is Step.QUARANTINE:
         return step
-    until = incident.last_at + timedelta(seconds=backoff_s(incident.failed, policy))
+    wait_s = backoff_s(incident.failed, policy.backoff_base_s, policy.backoff_max_s)
+    until = incident.last_at + timedelta(seconds=wait_s)
     return Wait(until) if now < until else step
