@@ -13,9 +13,11 @@ Reason shapes (``farmctl`` shows them among the phone's events)::
     recovery: restart_app ok
     recovery: reinstall failed
     recovery: released
+    ready -> quarantined (...)        the quarantine itself, a state change
 
-A state change out of ``quarantined`` (``farmctl release`` while farmd is down
-writes only that) also counts as a release.
+State changes carry two of them: into ``quarantined`` is the ladder's
+quarantine, and out of it is a release (``farmctl release`` writes only that,
+also while farmd is down).
 """
 
 from __future__ import annotations
@@ -49,8 +51,11 @@ def reason_of(event: Event) -> str:
 
 
 def _event_of(row: EventRecord) -> Event | None:
-    if row.from_state == DeviceState.QUARANTINED.value != row.to_state:
+    quarantined = DeviceState.QUARANTINED.value
+    if row.from_state == quarantined != row.to_state:
         return Released(row.at)
+    if row.to_state == quarantined != row.from_state:
+        return Recovery(row.at, Step.QUARANTINE, True)
     match = _RE.match(row.reason)
     if match is None:
         return None
@@ -66,6 +71,12 @@ def _event_of(row: EventRecord) -> Event | None:
 
 
 def events_to_history(rows: Iterable[EventRecord]) -> list[Event]:
-    """The ladder history held by a phone's event rows (any order), oldest first; pure."""
+    """The ladder history held by a phone's event rows, oldest first; pure.
+
+    Args:
+        rows: newest first, as :meth:`farm.queue.store.Store.device_events`
+            returns them; rows of the same instant keep that order (reversed).
+    """
     events = [e for e in map(_event_of, rows) if e is not None]
+    events.reverse()
     return sorted(events, key=lambda e: e.at)

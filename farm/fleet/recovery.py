@@ -80,7 +80,7 @@ class Recoverer:
         log.info("recovery_step", serial=serial, step=Step.QUARANTINE.value)
         if self.m.metrics is not None:
             self.m.metrics.count_recovery(serial, Step.QUARANTINE.value)
-        self.m.record(serial, Recovery(self.m.clock.now(), Step.QUARANTINE, True))
+        # The move into quarantined is the history's record of it (farm.fleet.history).
         self.m.set_health(record, DeviceHealth.BAD, "quarantined: recovery gave up")
 
     def _apply(self, serial: str, step: Step) -> None:

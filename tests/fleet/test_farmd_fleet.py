@@ -101,7 +101,9 @@ class TestHealing:
             return farm.state(serial) is DeviceState.QUARANTINED
 
         assert farm.sweep_until(crash_and_check, 240), farm.state(serial)
-        assert "farmctl release" in farm.store.device_events(serial)[0].reason
+        [quarantine] = [e for e in farm.store.device_events(serial) if e.to_state == "quarantined"
+                        and e.from_state != "quarantined"]
+        assert "farmctl release" in quarantine.reason
 
 
 class TestProvisioningErrors:

@@ -18,6 +18,7 @@ from farm.supervise import (
     Released,
     Step,
     Wait,
+    incident_open,
     next_step,
     quarantined,
 )
@@ -222,3 +223,21 @@ class TestQuarantined:
         assert quarantined(jailed)
         assert not quarantined([*jailed, Released(at(4))])
         assert quarantined([*jailed, Released(at(4)), Recovery(at(5), Step.QUARANTINE, True)])
+
+
+class TestIncidentOpen:
+    def test_open_until_a_step_works(self) -> None:
+        """A failure opens an incident; a failed step keeps it open; a working one closes it."""
+        assert not incident_open([], T0)
+        history: list = [Failure(T0, "app_running false")]
+        assert incident_open(history, at(1))
+        history.append(Recovery(at(2), Step.RESTART_APP, ok=False))
+        assert incident_open(history, at(3))
+        history.append(Recovery(at(4), Step.FORCE_STOP_RELAUNCH, ok=True))
+        assert not incident_open(history, at(5))
+
+    def test_quarantined_until_released(self) -> None:
+        """A quarantined phone's failures are not new incidents until a release."""
+        history: list = [Failure(T0), Recovery(at(1), Step.QUARANTINE, ok=True)]
+        assert incident_open(history, at(2))
+        assert not incident_open([*history, Released(at(3))], at(4))
