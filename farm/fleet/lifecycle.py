@@ -78,8 +78,8 @@ def on_verdict(current: DeviceState, verdict: Verdict, *, cool: bool = True) -> 
     return Move(DeviceState.OFFLINE, reason or "offline")
 
 
-def health_of(verdict: Verdict) -> DeviceHealth | None:
-    """The phone's health (LAVA's ``good``/``bad``) as a verdict shows it.
+def health_of(verdict: Verdict) -> tuple[DeviceHealth, str] | None:
+    """The phone's health (LAVA's ``good``/``bad``) as a verdict shows it, with the reason.
 
     ``cooling`` is good health: the phone works and only needs time. An
     ``offline`` verdict says nothing about the phone (None: keep its health).
@@ -87,5 +87,7 @@ def health_of(verdict: Verdict) -> DeviceHealth | None:
     if verdict.condition is Condition.OFFLINE:
         return None
     if verdict.condition is Condition.UNHEALTHY:
-        return DeviceHealth.BAD
-    return DeviceHealth.GOOD
+        return DeviceHealth.BAD, verdict.reason
+    if verdict.condition is Condition.COOLING:
+        return DeviceHealth.GOOD, f"cooling: {verdict.reason}"
+    return DeviceHealth.GOOD, "healthy"

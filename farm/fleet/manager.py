@@ -19,20 +19,20 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 
 import structlog
 
 from farm.adb import Adb
 from farm.aio import LoopThread
 from farm.clock import Clock
-from farm.errors import ConfigError, FarmError, InfraFault, NoFreeServer, PhoneFault, UserFault
+from farm.errors import ConfigError, FarmError, PhoneFault, UserFault
 from farm.fleet import lifecycle
 from farm.fleet.history import HISTORY_EVENTS, events_to_history, reason_of
 from farm.fleet.keys import phone_key
 from farm.fleet.lifecycle import Move
 from farm.fleet.options import FleetOptions
 from farm.fleet.phone import PhoneRuntime
+from farm.fleet.probing import Prober
 from farm.fleet.recovery import RECOVERABLE, Recoverer
 from farm.fleet.workers import SweepPool, TaskThreads
 from farm.health.probes import read_health
@@ -48,7 +48,6 @@ from farm.queue.models import DeviceHealth, DeviceState
 from farm.queue.records import DeviceRecord
 from farm.queue.store import Store
 from farm.supervise.ladder import Event, Failure, incident_open
-from farm.tvm.probe import probe_session
 from farm.tvm.tracker import summary
 
 __all__ = ["FleetManager", "FleetOptions"]
@@ -90,6 +89,7 @@ class FleetManager:
         self.phones: dict[str, PhoneRuntime] = {}
         self._sweeps = 0
         self.recoverer = Recoverer(self)
+        self.prober = Prober(self)
         self.metrics: FarmMetrics | None = None  # farmd sets it; tests may leave it unset
 
     # -- bookkeeping ---------------------------------------------------------------
@@ -151,6 +151,15 @@ class FleetManager:
     def record(self, serial: str, event: Event) -> None:
         """Append a recovery event to the phone's durable history."""
         self.store.add_device_event(serial, reason_of(event), event.at)
+
+    @property
+    def closing(self) -> bool:
+        """Whether the manager is closing (tasks stop at their next wait)."""
+        return self._closing.is_set()
+
+    def start_task(self, label: str, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` on a thread of its own, joined (bounded) at :meth:`close`."""
+        self._tasks.start(label, fn)
 
     def submit(self, serial: str, task: Callable[[str], None]) -> bool:
         """Run ``task(serial)`` on its own thread unless a slow task runs for the phone."""
@@ -344,54 +353,11 @@ class FleetManager:
             "free_storage_mb": sample.free_storage_mb, "screen_on": sample.screen_on,
             "app_running": sample.app_running, "registered": sample.registered,
         })
-        self._judge(serial, sample)
+        self.judge(serial, sample)
         if probe and sample.app_running and sample.registered:
-            self._start_probe(serial, sample)
+            self.prober.start(serial, sample)
 
-    def _start_probe(self, serial: str, sample: HealthSample) -> None:
-        """Start a session probe of a ready phone unless one already runs for it."""
-        phone = self.runtime(serial)
-        if self.state(serial) is not DeviceState.READY:
-            return
-        with self._lock:
-            if phone.probing or self._closing.is_set():
-                return
-            phone.probing = True
-
-        def run() -> None:
-            try:
-                # Judge only a phone still ready: one claimed, unplugged or being
-                # recovered while the probe ran failed it for that reason.
-                if (self._probe(serial) is False and not self._closing.is_set()
-                        and self.state(serial) is DeviceState.READY):
-                    self._judge(serial, replace(sample, at=self.clock.now(), probe_ok=False))
-            except Exception:  # a bug: keep the manager alive, say where
-                log.exception("fleet_task_crashed", serial=serial, task="probe")
-            finally:
-                phone.probing = False
-
-        self._tasks.start(f"probe-{serial}", run)
-
-    def _probe(self, serial: str) -> bool | None:
-        """A tiny real session to the phone through the tracker (see FleetOptions).
-
-        Returns:
-            True when the session served, False when the phone failed it, None
-            when that says nothing about the phone: the tracker is unreachable,
-            or it gave no ticket (a job holds the session).
-        """
-        try:
-            probe_session(*self.options.tracker, self.runtime(serial).key,
-                          timeout_s=self.options.probe_timeout_s, serial=serial)
-            return True
-        except (InfraFault, NoFreeServer) as exc:
-            log.warning("session_probe_skipped", serial=serial, reason=str(exc))
-            return None
-        except FarmError as exc:
-            log.warning("session_probe_failed", serial=serial, reason=str(exc))
-            return False
-
-    def _judge(self, serial: str, sample: HealthSample) -> None:
+    def judge(self, serial: str, sample: HealthSample) -> None:
         """Move the phone as the sample's verdict says, set its health, and climb the
         ladder if its app is down. A busy phone, or one a slow task owns, is left alone."""
         phone = self.runtime(serial)
@@ -404,7 +370,7 @@ class FleetManager:
             return
         health = lifecycle.health_of(judged)
         if health is not None:
-            self.set_health(record, health, judged.reason or "healthy")
+            self.set_health(record, *health)
         if app_down(sample) and phone.blocked is None:
             if not incident_open(self.history(serial), sample.at):
                 self.record(serial, Failure(sample.at, "; ".join(app_failure_reasons(sample))))

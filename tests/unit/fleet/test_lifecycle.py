@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from farm.fleet.lifecycle import on_adb_state, on_verdict
+from farm.fleet.lifecycle import health_of, on_adb_state, on_verdict
 from farm.health.verdict import Condition, Verdict
+from farm.queue.models import DeviceHealth
 from farm.queue.models import DeviceState as S
 
 
@@ -60,3 +61,25 @@ class TestOnVerdict:
     def test_app_down_is_unhealthy(self) -> None:
         """A ready phone whose app died becomes unhealthy."""
         assert on_verdict(S.READY, Verdict(Condition.UNHEALTHY, ("x",))).to_state is S.UNHEALTHY
+
+
+class TestHealthOf:
+    def test_unhealthy_is_bad_with_its_reasons(self) -> None:
+        """An unhealthy verdict makes the phone's health bad, naming why."""
+        assert health_of(Verdict(Condition.UNHEALTHY, ("app_running false",))) == (
+            DeviceHealth.BAD, "app_running false")
+
+    def test_cooling_is_good_health(self) -> None:
+        """A hot phone works; it only needs time: good, with the heat named."""
+        health, reason = health_of(Verdict(Condition.COOLING, ("battery_temp_c 41 > 35",)))
+        assert health is DeviceHealth.GOOD and "battery_temp_c 41" in reason
+
+    def test_offline_keeps_the_health(self) -> None:
+        """adb losing the phone says nothing about its health."""
+        assert health_of(Verdict(Condition.OFFLINE, ("adb_state absent != device",))) is None
+
+
+class TestDraining:
+    def test_draining_is_a_flag_not_a_state(self) -> None:
+        """No phone is ever put in a draining state: drain is the ``drained`` flag."""
+        assert "draining" not in {s.value for s in S}

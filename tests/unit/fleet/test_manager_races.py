@@ -111,7 +111,7 @@ class TestClaimBetweenReadAndWrite:
         manager = make_manager(store, clock)
         racer = Racer(store, clock, ready_phone(store, clock))
         claimed = racer.race_once(manager, racer.claim)
-        manager._judge(racer.serial, sample(racer.serial, clock, **reading))
+        manager.judge(racer.serial, sample(racer.serial, clock, **reading))
         [attempt_id] = claimed
         racer.check()
         device = store.get_device(racer.serial)
@@ -194,5 +194,5 @@ class TestInterleavings:
             elif decision == "relaunch_failed":
                 manager._relaunch(racer.serial)
             else:
-                manager._judge(racer.serial, sample(racer.serial, clock, **_READINGS[decision]))
+                manager.judge(racer.serial, sample(racer.serial, clock, **_READINGS[decision]))
             racer.check()

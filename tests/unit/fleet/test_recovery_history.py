@@ -37,7 +37,7 @@ class TestDurableHistory:
             before.record(SERIAL, Recovery(clock.now(), Step.RESTART_APP, True))
             clock.advance(60)
         after = make_manager(store, clock, quarantine_after=3)  # farmd restarted
-        after._judge(SERIAL, crashed(clock))
+        after.judge(SERIAL, crashed(clock))
         assert wait_until(lambda: after.state(SERIAL) is DeviceState.QUARANTINED, 10), \
             after.state(SERIAL)
         device = store.get_device(SERIAL)
@@ -55,8 +55,8 @@ class TestDurableHistory:
         manager = make_manager(store, clock)
         manager.record(SERIAL, Failure(clock.now() - timedelta(seconds=1), "app_running false"))
         manager.runtime(SERIAL).busy_task = True  # a recovery runs: the sweep only observes
-        manager._judge(SERIAL, crashed(clock))
+        manager.judge(SERIAL, crashed(clock))
         manager.runtime(SERIAL).busy_task = False
         manager.submit = lambda serial, task: False  # type: ignore[method-assign]
-        manager._judge(SERIAL, crashed(clock))
+        manager.judge(SERIAL, crashed(clock))
         assert len(manager.history(SERIAL)) == 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
@@ -13,7 +13,7 @@ from farm.config import HealthSettings
 from farm.errors import ConfigError
 from farm.health import Condition, HealthSample, Limits, app_down, cool_enough, verdict
 
-AT = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
+AT = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 
 
 def healthy(**changes: object) -> HealthSample:

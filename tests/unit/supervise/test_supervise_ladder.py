@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
@@ -23,7 +23,7 @@ from farm.supervise import (
     quarantined,
 )
 
-T0 = datetime(2025, 6, 1, 3, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 6, 1, 3, 0, tzinfo=UTC)
 POLICY = LadderPolicy()
 
 
