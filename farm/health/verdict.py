@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from farm.errors import ConfigError
+from farm.config import HealthSettings
 from farm.health.sample import ADB_STATE_DEVICE, HealthSample
 
-if TYPE_CHECKING:
-    from farm.config import HealthSettings
+#: The config's ``[health]`` defaults: the one place they are written.
+_DEFAULTS = HealthSettings.model_validate({})
 
 # AOSP frameworks/base/core/java/android/os/PowerManager.java, THERMAL_STATUS_*
 # (API 29+), also in the NDK's include/android/thermal.h as ATHERMAL_STATUS_*.
@@ -50,7 +50,11 @@ class Condition(str, Enum):
 
 @dataclass(frozen=True)
 class Limits:
-    """Thresholds a sample is judged against; validated once, at construction.
+    """Thresholds a sample is judged against.
+
+    The defaults and the range checks are the config's (``[health]`` in
+    :class:`farm.config.HealthSettings`, which validates what users write);
+    build limits with :meth:`from_settings`.
 
     Attributes:
         battery_temp_max_c: above this the phone cools. 35 °C is farm's choice for
@@ -80,29 +84,14 @@ class Limits:
             throttles and may drop its app); farm keeps screens awake while plugged.
     """
 
-    battery_temp_max_c: float = 35.0
-    thermal_status_max: int = THERMAL_STATUS_NONE
-    zone_temp_max_c: float | None = 70.0
-    cool_margin_c: float = 2.0
-    battery_min_pct: float = 20
-    storage_min_free_mb: float = 500.0
-    require_plugged: bool = False
-    require_screen_on: bool = True
-
-    def __post_init__(self) -> None:
-        """Reject limits no phone could meet or that disable a check by accident.
-
-        Raises:
-            ConfigError: a limit is out of its range.
-        """
-        if not THERMAL_STATUS_NONE <= self.thermal_status_max <= THERMAL_STATUS_SHUTDOWN:
-            raise ConfigError("health.thermal_status_max", "must be within 0..6 (PowerManager)")
-        if not 0 <= self.battery_min_pct <= 100:
-            raise ConfigError("health.battery_min_pct", "must be within 0..100")
-        if self.cool_margin_c < 0:
-            raise ConfigError("health.cool_margin_c", "must not be negative")
-        if self.storage_min_free_mb < 0:
-            raise ConfigError("health.storage_min_free_mb", "must not be negative")
+    battery_temp_max_c: float = _DEFAULTS.battery_temp_max_c
+    thermal_status_max: int = _DEFAULTS.thermal_status_max
+    zone_temp_max_c: float | None = _DEFAULTS.zone_temp_max_c
+    cool_margin_c: float = _DEFAULTS.cool_margin_c
+    battery_min_pct: float = _DEFAULTS.battery_min_pct
+    storage_min_free_mb: float = _DEFAULTS.storage_min_free_mb
+    require_plugged: bool = _DEFAULTS.require_plugged
+    require_screen_on: bool = _DEFAULTS.require_screen_on
 
     @classmethod
     def from_settings(cls, settings: HealthSettings, **overrides: Any) -> Limits:
@@ -110,18 +99,17 @@ class Limits:
 
         Args:
             settings: ``Settings.health``.
-            **overrides: fields the config does not carry (``cool_margin_c``,
-                ``require_plugged``), or tests' changes.
-
-        Raises:
-            ConfigError: a limit is out of its range.
+            **overrides: tests' changes (e.g. ``zone_temp_max_c=None`` to
+                disable that check).
         """
         fields = {
             "battery_temp_max_c": settings.battery_temp_max_c,
             "thermal_status_max": settings.thermal_status_max,
             "zone_temp_max_c": settings.zone_temp_max_c,
+            "cool_margin_c": settings.cool_margin_c,
             "battery_min_pct": settings.battery_min_pct,
             "storage_min_free_mb": settings.storage_min_free_mb,
+            "require_plugged": settings.require_plugged,
             "require_screen_on": settings.require_screen_on,
         }
         return cls(**{**fields, **overrides})

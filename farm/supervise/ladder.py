@@ -37,13 +37,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from farm.backoff import backoff_s
+from farm.config import SuperviseSettings
 from farm.errors import ConfigError
 
-if TYPE_CHECKING:
-    from farm.config import SuperviseSettings
+#: The config's ``[supervise]`` defaults: the one place they are written.
+_DEFAULTS = SuperviseSettings.model_validate({})
 
 
 class Step(str, Enum):
@@ -123,10 +124,10 @@ class LadderPolicy:
         Step.REBOOT,
     )
     attempts_per_rung: int = 2
-    backoff_base_s: float = 2.0
-    backoff_max_s: float = 300.0
-    quarantine_after: int = 5
-    window_s: float = 3600.0
+    backoff_base_s: float = _DEFAULTS.backoff_base_s
+    backoff_max_s: float = _DEFAULTS.backoff_max_s
+    quarantine_after: int = _DEFAULTS.quarantine_after
+    window_s: float = _DEFAULTS.quarantine_window_s
     _window: timedelta = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
