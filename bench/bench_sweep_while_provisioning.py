@@ -6,8 +6,9 @@
     python bench/bench_sweep_while_provisioning.py --ready 16 --provisioning 4
 
 farmd (in-process, :func:`farm.cli.demo.demo_farmd`) provisions ``--ready``
-virtual usb-only phones to ``ready``; its own periodic sweep is pushed out of
-the way (``health.interval_s = 3600``). Then ``--provisioning`` more phones are
+virtual usb-only phones to ``ready``, plugged in ``--batch`` at a time so a
+small host is not timing out 64 TVM imports at once; its own periodic sweep is
+pushed out of the way (``health.interval_s = 3600``). Then ``--provisioning`` more phones are
 plugged into the same adb server: farmd's device tracker starts provisioning
 each on its own thread (install, launch, up to a minute of waiting for the
 app's registration). While they provision, this script calls
@@ -20,6 +21,7 @@ cores and load, so the script also prints both.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -30,6 +32,7 @@ from pathlib import Path
 from farm import logs
 from farm.aio import wait_until
 from farm.cli.demo import demo_farmd
+from farm.provision.standin import demo_apk
 from farm.queue.models import DeviceState
 from farm.virtual.fleet import Fleet
 
@@ -41,46 +44,56 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ready", type=int, default=64)
     parser.add_argument("--provisioning", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--sweeps", type=int, default=3)
     args = parser.parse_args()
     logs.configure(level="warning", stream=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="farm-bench-") as tmp, demo_farmd(
-        args.ready, Path(tmp), health={"interval_s": 3600},
-    ) as farmd:
+    tmp_dir = tempfile.TemporaryDirectory(prefix="farm-bench-")
+    tmp = Path(tmp_dir.name)
+    apk = demo_apk(tmp / "apk")
+    with tmp_dir, demo_farmd(0, tmp / "farm", health={"interval_s": 3600},
+                             apk={"path": str(apk)}) as farmd, contextlib.ExitStack() as phones:
         store, manager = farmd.store, farmd.manager
+        adb_port = farmd.settings.adb.port
 
         def states(serials: list[str]) -> list[DeviceState | None]:
             return [getattr(store.get_device(s), "state", None) for s in serials]
 
-        ready_serials = list(farmd.fleet.serials)  # type: ignore[union-attr]
         start = time.monotonic()
-        if not wait_until(lambda: all(s is DeviceState.READY for s in states(ready_serials)),
-                          READY_DEADLINE_S, 1.0):
-            print(f"phones not ready in {READY_DEADLINE_S:g} s", file=sys.stderr)
-            return 1
-        print(f"{args.ready} phones ready in {time.monotonic() - start:.1f} s", flush=True)
+        for first in range(0, args.ready, args.batch):
+            count = min(args.batch, args.ready - first)
+            batch = phones.enter_context(Fleet(count, network="usb-only", adb_port=adb_port,
+                                               data_dir=tmp / f"phones-{first}"))
+            if not wait_until(lambda: all(s is DeviceState.READY
+                                          for s in states(list(batch.serials))),  # noqa: B023
+                              READY_DEADLINE_S, 1.0):
+                print(f"phones not ready in {READY_DEADLINE_S:g} s: {states(list(batch.serials))}",
+                      file=sys.stderr)
+                return 1
+            print(f"{first + count} phones ready after {time.monotonic() - start:.0f} s",
+                  flush=True)
         manager.sweep()  # warm: first logcat baselines, pool threads started
-        with Fleet(args.provisioning, network="usb-only", adb_port=farmd.settings.adb.port,
-                   data_dir=Path(tmp) / "late-phones") as late:
-            late_serials = list(late.serials)
-            wait_until(lambda: all(s in PROVISIONING for s in states(late_serials)), 60, 0.05)
-            times_s = []
-            for _ in range(args.sweeps):
-                before = sum(s in PROVISIONING for s in states(late_serials))
-                start = time.monotonic()
-                swept = manager.sweep()
-                times_s.append(time.monotonic() - start)
-                after = sum(s in PROVISIONING for s in states(late_serials))
-                print(f"sweep of {swept} phones: {times_s[-1]:.2f} s "
-                      f"({before} provisioning at start, {after} at end)", flush=True)
-            wait_until(lambda: all(s is DeviceState.READY for s in states(late_serials)), 300, 1)
-            print(f"late phones: {[s.value if s else None for s in states(late_serials)]}")
+        late = phones.enter_context(Fleet(args.provisioning, network="usb-only",
+                                          adb_port=adb_port, data_dir=tmp / "late-phones"))
+        late_serials = list(late.serials)
+        wait_until(lambda: all(s in PROVISIONING for s in states(late_serials)), 60, 0.05)
+        times_s = []
+        for _ in range(args.sweeps):
+            before = sum(s in PROVISIONING for s in states(late_serials))
+            start = time.monotonic()
+            swept = manager.sweep()
+            times_s.append(time.monotonic() - start)
+            after = sum(s in PROVISIONING for s in states(late_serials))
+            print(f"sweep of {swept} phones: {times_s[-1]:.2f} s "
+                  f"({before} provisioning at start, {after} at end)", flush=True)
+        wait_until(lambda: all(s is DeviceState.READY for s in states(late_serials)), 300, 1)
+        print(f"late phones: {[s.value if s else None for s in states(late_serials)]}")
     load = os.getloadavg()[0]
     print(f"\nsweep of {args.ready} ready virtual phones while {args.provisioning} provision: "
           f"median {statistics.median(times_s):.2f} s, max {max(times_s):.2f} s over "
           f"{args.sweeps} sweeps ({os.cpu_count()} cores, load {load:.1f})")
     print(f"reproduce: python bench/bench_sweep_while_provisioning.py --ready {args.ready} "
-          f"--provisioning {args.provisioning} --sweeps {args.sweeps}")
+          f"--provisioning {args.provisioning} --batch {args.batch} --sweeps {args.sweeps}")
     return 0
 
 

@@ -63,6 +63,8 @@ CLOSE_DEADLINE_S = 15.0
 #: A sweep waits this long for its phones: each phone's adb probe has its own
 #: deadline (``farm.health.probes.PROBE_TIMEOUT_S``), well within it.
 SWEEP_WAIT_S = 60.0
+#: How often a phone waiting for its app's registration looks at the tracker.
+REGISTRATION_POLL_S = 0.5
 
 Decide = Callable[[DeviceRecord], Move | None]
 
@@ -86,6 +88,8 @@ class FleetManager:
         self._sweep_pool = SweepPool("farm-sweep")
         self._lock = threading.Lock()
         self._closing = threading.Event()
+        self._keys_lock = threading.Lock()
+        self._keys: tuple[float | None, set[str] | None] = (None, None)
         self.phones: dict[str, PhoneRuntime] = {}
         self._sweeps = 0
         self.recoverer = Recoverer(self)
@@ -276,13 +280,27 @@ class FleetManager:
         launch_app(self.adb, serial, target, phone.method)
         self.wait_registered(serial)
 
-    def registered_keys(self) -> set[str] | None:
-        """Keys the tracker lists now, or None if it does not answer."""
-        try:
-            return {s.key for s in summary(*self.options.tracker, timeout_s=5).servers}
-        except FarmError as exc:
-            log.warning("tracker_summary_failed", reason=str(exc))
-            return None
+    def registered_keys(self, max_age_s: float = 0.0) -> set[str] | None:
+        """Keys the tracker lists, or None if it does not answer.
+
+        Args:
+            max_age_s: an answer at most this old may be reused. Every phone
+                that waits for its registration asks twice a second; sharing one
+                answer keeps the tracker (one Python thread) at a couple of
+                requests a second however many phones provision at once: 64
+                phones asking on their own timed it out and farmd restarted it.
+        """
+        with self._keys_lock:
+            at, keys = self._keys
+            if at is not None and self.clock.monotonic() - at <= max_age_s:
+                return keys
+            try:
+                keys = {s.key for s in summary(*self.options.tracker, timeout_s=5).servers}
+            except FarmError as exc:
+                log.warning("tracker_summary_failed", reason=str(exc))
+                keys = None
+            self._keys = (self.clock.monotonic(), keys)
+            return keys
 
     def wait_registered(self, serial: str) -> None:
         """Block until the phone's key is at the tracker.
@@ -293,11 +311,11 @@ class FleetManager:
         key = self.runtime(serial).key
         deadline = self.clock.monotonic() + self.options.registration_deadline_s
         while self.clock.monotonic() < deadline:
-            keys = self.registered_keys()
+            keys = self.registered_keys(max_age_s=REGISTRATION_POLL_S)
             if keys is not None and key in keys:
                 log.info("app_registered", serial=serial, tracker_key=key)
                 return
-            if self._closing.wait(0.5):
+            if self._closing.wait(REGISTRATION_POLL_S):
                 raise _Closing(serial)
         raise PhoneFault(serial, f"app did not register as {key!r} within "
                                  f"{self.options.registration_deadline_s:g} s")
