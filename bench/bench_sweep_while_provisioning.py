@@ -8,7 +8,9 @@
 farmd (in-process, :func:`farm.cli.demo.demo_farmd`) provisions ``--ready``
 virtual usb-only phones to ``ready``, plugged in ``--batch`` at a time so a
 small host is not timing out 64 TVM imports at once; its own periodic sweep is
-pushed out of the way (``health.interval_s = 3600``). Then ``--provisioning`` more phones are
+pushed out of the way (``health.interval_s = 3600``). The ready phones run in
+``farm-phones serve`` processes, one per batch, so their Android emulation does
+not share farmd's interpreter (a real phone does its own work). Then ``--provisioning`` more phones are
 plugged into the same adb server: farmd's device tracker starts provisioning
 each on its own thread (install, launch, up to a minute of waiting for the
 app's registration). While they provision, this script calls
@@ -22,11 +24,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from farm import logs
@@ -38,6 +43,29 @@ from farm.virtual.fleet import Fleet
 
 READY_DEADLINE_S = 900.0
 PROVISIONING = (DeviceState.DISCOVERED, DeviceState.PROVISIONING)
+
+
+@contextlib.contextmanager
+def served_phones(count: int, adb_port: int, data_dir: Path) -> Iterator[list[str]]:
+    """``count`` usb-only phones in a ``farm-phones serve`` process; yields their serials.
+
+    SIGTERM ends the process, which detaches its phones and ends what they started.
+    """
+    argv = [sys.executable, "-c", "from farm.virtual.cli import main; main()", "serve",
+            "--count", str(count),
+            "--network", "usb-only", "--adb-port", str(adb_port), "--data-dir", str(data_dir)]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            serials = [json.loads(proc.stdout.readline())["serial"] for _ in range(count)]
+            yield serials
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def main() -> int:
@@ -62,12 +90,11 @@ def main() -> int:
         start = time.monotonic()
         for first in range(0, args.ready, args.batch):
             count = min(args.batch, args.ready - first)
-            batch = phones.enter_context(Fleet(count, network="usb-only", adb_port=adb_port,
-                                               data_dir=tmp / f"phones-{first}"))
+            batch = phones.enter_context(served_phones(count, adb_port, tmp / f"phones-{first}"))
             if not wait_until(lambda: all(s is DeviceState.READY
-                                          for s in states(list(batch.serials))),  # noqa: B023
+                                          for s in states(batch)),  # noqa: B023
                               READY_DEADLINE_S, 1.0):
-                print(f"phones not ready in {READY_DEADLINE_S:g} s: {states(list(batch.serials))}",
+                print(f"phones not ready in {READY_DEADLINE_S:g} s: {states(batch)}",
                       file=sys.stderr)
                 return 1
             print(f"{first + count} phones ready after {time.monotonic() - start:.0f} s",
