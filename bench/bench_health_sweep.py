@@ -9,7 +9,7 @@ farmd (in-process, :func:`farm.cli.demo.demo_farmd`) provisions ``--phones``
 virtual usb-only phones to ``ready``; its own periodic sweep is pushed out of
 the way (``health.interval_s = 3600``) and this script calls
 ``FleetManager.sweep()`` itself, the exact function farmd's scheduler runs:
-one tracker summary, then per phone in parallel (a pool of 8 threads) the
+one tracker summary, then per phone in parallel (a pool sized to the phones) the
 battery, thermal, storage, screen, process and logcat probes through the real
 adb server, a stored health sample and a verdict.
 """

@@ -153,6 +153,8 @@ class HealthSettings(_Frozen):
     battery_min_pct: float = Field(20.0, ge=0, le=100)
     storage_min_free_mb: int = Field(500, ge=0)
     require_screen_on: bool = True
+    cool_margin_c: float = Field(2.0, ge=0)
+    require_plugged: bool = False
 
 
 class SuperviseSettings(_Frozen):

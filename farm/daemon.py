@@ -34,14 +34,11 @@ from farm.clock import Clock, SystemClock
 from farm.config import Settings, load_config
 from farm.errors import FarmError
 from farm.fleet.manager import FleetManager, FleetOptions
-from farm.health.verdict import Limits
 from farm.metrics import FarmMetrics, start_metrics_server
-from farm.provision.policy import ClashPolicy
 from farm.queue.store import Store
 from farm.runner.dispatcher import Dispatcher
 from farm.runner.pidfile import remove_pidfile, write_pidfile
 from farm.schedules import install_schedules
-from farm.supervise.ladder import LadderPolicy
 from farm.supervise.systemd import SystemdNotifier
 from farm.tvm.tracker import TrackerProcess, ping
 
@@ -125,26 +122,12 @@ class Farmd:
         self._stops.append(lambda: self.tracker and self.tracker.stop())
 
     def _fleet_options(self) -> FleetOptions:
-        s = self.settings
-        apk = s.apk.path
+        apk = self.settings.apk.path
         if apk is None and self.virtual_phones:
             from farm.provision.standin import demo_apk
 
             apk = demo_apk(self.data_dir)
-        return FleetOptions(
-            tracker=self.tracker_addr,
-            key_prefix=s.tracker.key,
-            network=s.tracker.network,
-            phone_host=s.tracker.phone_host,
-            device_tracker_port=s.tracker.device_port or s.tracker.port,
-            apk=Path(apk).expanduser() if apk else None,
-            clash=ClashPolicy(s.apk.on_signature_clash),
-            limits=Limits.from_settings(s.health),
-            ladder=LadderPolicy.from_settings(s.supervise),
-            registration_deadline_s=s.supervise.registration_deadline_s,
-            probe_every_sweeps=s.health.probe_every_sweeps,
-            probe_timeout_s=s.health.probe_timeout_s,
-        )
+        return FleetOptions.from_settings(self.settings, apk=apk)
 
     def _start_virtual_phones(self, count: int) -> None:
         # Demo only: the phones attach to the adb server like USB phones; nothing

@@ -8,13 +8,15 @@ when the context exits.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from farm.adb import Adb, AdbServer, DeviceTracker
 from farm.aio import LoopThread, wait_until
 from farm.clock import SystemClock
+from farm.config import Settings
 from farm.fleet.manager import FleetManager, FleetOptions
 from farm.queue.db import default_url
 from farm.queue.models import DeviceState
@@ -64,14 +66,20 @@ class FleetHarness:
 
 @contextlib.contextmanager
 def fleet_harness(
-    adb_port: int, data_dir: Path, apk: Path | None, **options: object
+    adb_port: int, data_dir: Path, apk: Path | None, *, settings: Mapping[str, Any] | None = None,
+    **options: object,
 ) -> Iterator[FleetHarness]:
     """A tracker, a store and a fleet manager following the adb server on ``adb_port``.
+
+    Wired as farmd wires them (options from :class:`farm.config.Settings`, old
+    connections forgotten at start), so a second harness on the same
+    ``data_dir`` is a farmd restart.
 
     Args:
         adb_port: the adb server the phones are attached to.
         data_dir: folder for the database and the tracker's log.
         apk: the signed APK to install (None: use what is installed).
+        settings: config sections to change, e.g. ``{"supervise": {...}}``.
         options: :class:`FleetOptions` fields to override (e.g. ``ladder=``).
     """
     with contextlib.ExitStack() as stack:
@@ -82,11 +90,15 @@ def fleet_harness(
         loop = LoopThread()
         stack.callback(loop.close)
         adb = Adb(AdbServer(port=adb_port))
-        fleet_options = FleetOptions(tracker=("127.0.0.1", tracker.port), apk=apk,
-                                     registration_deadline_s=40.0)
-        manager = FleetManager(replace(fleet_options, **options), adb, store,  # type: ignore[arg-type]
-                               SystemClock(), loop)
+        config = Settings.model_validate({
+            **(settings or {}), "data_dir": str(data_dir),
+            "tracker": {**(settings or {}).get("tracker", {}), "port": tracker.port},
+        })
+        fleet_options = replace(FleetOptions.from_settings(config, apk=apk),
+                                **options)  # type: ignore[arg-type]
+        manager = FleetManager(fleet_options, adb, store, SystemClock(), loop)
         stack.callback(manager.close)
+        manager.forget_connections("farm started: provisioning again")
         tracking = DeviceTracker(adb.server, manager.on_adb_state, debounce_s=0.3,
                                  reconcile_interval_s=2.0)
         tracking.start()

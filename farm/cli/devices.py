@@ -1,5 +1,9 @@
 """``farmctl devices | drain SERIAL | undrain SERIAL | release SERIAL``.
 
+``devices`` shows each phone's state and health (``good``/``bad`` with the
+reason, LAVA's axis), its latest battery and thermal readings and when farmd
+last saw it (every health sweep refreshes it).
+
 Drain is a flag apart from the phone's state: a drained phone finishes its
 attempt and then gets no work until undrained. Release takes a phone out of
 ``quarantined`` back to ``discovered``, so it is set up and health-checked
@@ -8,6 +12,7 @@ afresh before it takes work (LAVA resets health to Unknown for the same reason).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -19,20 +24,47 @@ from farm.errors import UserFault
 from farm.queue.models import DeviceState
 from farm.queue.records import DeviceRecord
 
-__all__ = ["devices", "drain", "release", "undrain"]
+__all__ = ["device_row", "devices", "drain", "release", "undrain"]
 
 _COLUMNS = [
-    Column("serial"), Column("state"), Column("health"), Column("drained"), Column("abi"),
-    Column("sdk", justify="right"), Column("soc"), Column("gpu"), Column("attempt_id", "attempt", "right"),
-    Column("last_seen", "last seen"),
+    Column("serial"), Column("shown_state", "state"), Column("health"),
+    Column("health_reason", "why"), Column("battery_pct", "batt %", "right"),
+    Column("battery_temp_c", "batt °C", "right"), Column("thermal_status", "thermal", "right"),
+    Column("abi"), Column("sdk", justify="right"), Column("soc"), Column("gpu"),
+    Column("attempt_id", "attempt", "right"), Column("last_seen", "last seen"),
 ]
 
+#: Readings of the latest health sample that ``farmctl devices`` shows.
+_READINGS = ("battery_pct", "battery_temp_c", "thermal_status")
 
-def _row(record: DeviceRecord) -> dict[str, Any]:
-    facts = record.facts
-    return {**plain(record), "state": record.state, "health": record.health,
-            "drained": "yes" if record.drained else "", "abi": facts.get("abi"), "sdk": facts.get("sdk"),
-            "soc": facts.get("soc"), "gpu": facts.get("gpu"), "last_seen": record.last_seen}
+
+def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None) -> dict[str, Any]:
+    """One phone as ``farmctl devices`` shows it, the same in the table and in ``--json``.
+
+    Args:
+        record: the device row.
+        latest: its newest health sample (:meth:`Store.health_samples`), None if none.
+
+    Returns:
+        The record's fields, plus ``shown_state`` (``draining`` for a busy drained
+        phone: it finishes its attempt, then takes no work), ``health_reason``,
+        the latest ``battery_pct`` (0..100), ``battery_temp_c`` (°C) and
+        ``thermal_status`` (PowerManager 0..6), and ``sampled_at``.
+    """
+    busy_drained = record.state is DeviceState.BUSY and record.drained
+    shown = "draining" if busy_drained else record.state.value
+    if record.drained and not busy_drained:
+        shown += " (drained)"
+    latest = latest or {}
+    return {
+        **plain(record),
+        "shown_state": shown,
+        # The queue's DeviceRecord carries the reason once it reads devices.health_reason.
+        "health_reason": getattr(record, "health_reason", ""),
+        **{name: latest.get(name) for name in _READINGS},
+        "sampled_at": plain(latest.get("at")),
+        **{fact: record.facts.get(fact) for fact in ("abi", "sdk", "soc", "gpu")},
+    }
 
 
 def _unknown(serial: str) -> UserFault:
@@ -50,12 +82,14 @@ def _known(state: CliState, serial: str) -> DeviceRecord:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @pass_state
 def devices(state: CliState, as_json: bool) -> None:
-    """List phones: state, health, drain flag and facts."""
-    records = state.store.list_devices()
+    """List phones: state, health and why, battery %, battery °C, thermal status, facts."""
+    store = state.store
+    rows = [device_row(r, next(iter(store.health_samples(r.serial, limit=1)), None))
+            for r in store.list_devices()]
     if as_json:
-        echo_json(records)
+        echo_json(rows)
         return
-    print_table([_row(r) for r in records], _COLUMNS, "phones")
+    print_table(rows, _COLUMNS, "phones")
     warn_if_no_farmd(state, "states shown may be stale")
 
 

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from farm.health.verdict import Health, Verdict
-from farm.queue.models import DeviceState
+from farm.health.verdict import Condition, Verdict
+from farm.queue.models import DeviceHealth, DeviceState
 
 ADB_DEVICE = "device"
 
 # States in which the phone belongs to farm's health loop.
-WATCHED = frozenset(
-    {DeviceState.READY, DeviceState.COOLING, DeviceState.UNHEALTHY, DeviceState.DRAINING}
-)
+WATCHED = frozenset({DeviceState.READY, DeviceState.COOLING, DeviceState.UNHEALTHY})
 
 
 @dataclass(frozen=True)
@@ -60,21 +58,36 @@ def on_verdict(current: DeviceState, verdict: Verdict, *, cool: bool = True) -> 
     the phone dies, and a hot phone finishes its current measurement (thermal
     gating happens before each run).
     """
-    if current not in WATCHED or current is DeviceState.DRAINING:
+    if current not in WATCHED:
         return None
     reason = "; ".join(verdict.reasons)
-    if verdict.health is Health.GOOD:
+    if verdict.condition is Condition.GOOD:
         if current is DeviceState.READY:
             return None
         if current is DeviceState.COOLING and not cool:
             return None
         return Move(DeviceState.READY, "healthy" if not reason else reason)
-    if verdict.health is Health.COOLING:
+    if verdict.condition is Condition.COOLING:
         if current is DeviceState.COOLING:
             return None
         return Move(DeviceState.COOLING, reason or "too hot")
-    if verdict.health is Health.UNHEALTHY:
+    if verdict.condition is Condition.UNHEALTHY:
         if current is DeviceState.UNHEALTHY:
             return None
         return Move(DeviceState.UNHEALTHY, reason or "unhealthy")
     return Move(DeviceState.OFFLINE, reason or "offline")
+
+
+def health_of(verdict: Verdict) -> tuple[DeviceHealth, str] | None:
+    """The phone's health (LAVA's ``good``/``bad``) as a verdict shows it, with the reason.
+
+    ``cooling`` is good health: the phone works and only needs time. An
+    ``offline`` verdict says nothing about the phone (None: keep its health).
+    """
+    if verdict.condition is Condition.OFFLINE:
+        return None
+    if verdict.condition is Condition.UNHEALTHY:
+        return DeviceHealth.BAD, verdict.reason
+    if verdict.condition is Condition.COOLING:
+        return DeviceHealth.GOOD, f"cooling: {verdict.reason}"
+    return DeviceHealth.GOOD, "healthy"

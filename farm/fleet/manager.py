@@ -1,83 +1,72 @@
 """The fleet manager: acts on adb events and health sweeps, one phone at a time.
 
-Decisions are pure and live elsewhere: lifecycle moves in
-:mod:`farm.fleet.lifecycle`, health in :mod:`farm.health.verdict`, recovery in
-:mod:`farm.supervise.ladder`, the install policy in :mod:`farm.provision.policy`.
-This module gathers observations, asks those functions, and applies the
-answers through adb and the store. Slow work (provisioning, recovery) runs on
-a thread pool, at most one task per phone at a time.
+Decisions are pure and live elsewhere: lifecycle moves and health in
+:mod:`farm.fleet.lifecycle`, conditions in :mod:`farm.health.verdict`, recovery
+in :mod:`farm.supervise.ladder`, the install policy in
+:mod:`farm.provision.policy`. This module gathers observations, asks those
+functions, and applies the answers through adb and the store.
+
+Every state write is a compare-and-set on the state and attempt just read
+(:meth:`FleetManager.settle`): a claim, a release or another writer that moved
+the phone in between wins, and the phone is judged again on fresh data. Slow
+work (provisioning, recovery, relaunch, session probes) runs on a thread of its
+own, at most one slow task and one probe per phone; sweeps run on their own
+pool (:mod:`farm.fleet.workers`).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
+import functools
 import threading
-from dataclasses import dataclass, replace
-from pathlib import Path
+from collections.abc import Callable
 
 import structlog
 
 from farm.adb import Adb
 from farm.aio import LoopThread
 from farm.clock import Clock
-from farm.errors import ConfigError, FarmError, InfraFault, NoFreeServer, PhoneFault, UserFault
+from farm.errors import ConfigError, FarmError, PhoneFault, UserFault
 from farm.fleet import lifecycle
+from farm.fleet.history import HISTORY_EVENTS, events_to_history, reason_of
 from farm.fleet.keys import phone_key
+from farm.fleet.lifecycle import Move
+from farm.fleet.options import FleetOptions
 from farm.fleet.phone import PhoneRuntime
-from farm.fleet.recovery import Recoverer
+from farm.fleet.probing import Prober
+from farm.fleet.recovery import RECOVERABLE, Recoverer
+from farm.fleet.workers import SweepPool, TaskThreads
 from farm.health.probes import read_health
 from farm.health.sample import HealthSample
-from farm.health.verdict import Limits, app_down, app_failure_reasons, cool_enough, verdict
+from farm.health.verdict import app_down, app_failure_reasons, cool_enough, verdict
 from farm.metrics import FarmMetrics
 from farm.provision.apk import ensure_installed, installed_version
 from farm.provision.app_target import app_target_for, detect_method
 from farm.provision.facts import facts_record, read_facts
 from farm.provision.launch import PACKAGE, launch_app
-from farm.provision.policy import ClashPolicy
 from farm.provision.tunnels import close_usb_tunnel, open_usb_tunnel
-from farm.queue.models import DeviceState
+from farm.queue.models import DeviceHealth, DeviceState
+from farm.queue.records import DeviceRecord
 from farm.queue.store import Store
-from farm.supervise.ladder import Failure, LadderPolicy, quarantined
-from farm.tvm.probe import probe_session
+from farm.supervise.ladder import Event, Failure, incident_open
 from farm.tvm.tracker import summary
+
+__all__ = ["FleetManager", "FleetOptions"]
 
 log = structlog.get_logger(__name__)
 
+#: Compare-and-set tries of one decision before giving up until the next
+#: observation: each lost race means another writer moved the phone just now.
+SETTLE_TRIES = 3
+#: How long :meth:`FleetManager.close` waits for running tasks; they stop at
+#: their next wait, or when their adb call's own deadline ends.
+CLOSE_DEADLINE_S = 15.0
+#: A sweep waits this long for its phones: each phone's adb probe has its own
+#: deadline (``farm.health.probes.PROBE_TIMEOUT_S``), well within it.
+SWEEP_WAIT_S = 60.0
+#: How often a phone waiting for its app's registration looks at the tracker.
+REGISTRATION_POLL_S = 0.5
 
-@dataclass(frozen=True)
-class FleetOptions:
-    """How farmd runs its phones (built from :class:`farm.config.Settings`).
-
-    Attributes:
-        tracker: where farmd reaches the tracker, ``(host, port)``.
-        key_prefix: tracker keys are ``<prefix>-<serial>``.
-        network: ``usb-only`` (adb tunnels and a relay per phone; works on any
-            network) or ``lan`` (phones reach ``phone_host`` directly).
-        phone_host: the host's address as lan phones reach it.
-        device_tracker_port: the tracker's port on usb-only phones (reversed).
-        apk: the signed TVM RPC APK to install, or None to use what is installed.
-        clash: what to do when another key signed the installed app.
-        limits: health limits.
-        ladder: recovery ladder policy.
-        registration_deadline_s: how long the app may take to register.
-        probe_every_sweeps: every Nth sweep opens a real RPC session to each
-            idle ready phone, because the tracker keeps listing a server that
-            froze or vanished without closing its socket (0: never).
-        probe_timeout_s: hard deadline of one probe (TVM's import included).
-    """
-
-    tracker: tuple[str, int]
-    key_prefix: str = "android"
-    network: str = "usb-only"
-    phone_host: str | None = None
-    device_tracker_port: int = 9190
-    apk: Path | None = None
-    clash: ClashPolicy = ClashPolicy.FAIL
-    limits: Limits = Limits()
-    ladder: LadderPolicy = LadderPolicy()
-    registration_deadline_s: float = 60.0
-    probe_every_sweeps: int = 4
-    probe_timeout_s: float = 30.0
+Decide = Callable[[DeviceRecord], Move | None]
 
 
 class FleetManager:
@@ -89,19 +78,22 @@ class FleetManager:
 
     def __init__(
         self, options: FleetOptions, adb: Adb, store: Store, clock: Clock, loop: LoopThread,
-        *, max_workers: int = 8,
     ) -> None:
         self.options = options
         self.adb = adb
         self.store = store
         self.clock = clock
         self.loop = loop
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers, "farm-fleet")
+        self._tasks = TaskThreads("farm-fleet")
+        self._sweep_pool = SweepPool("farm-sweep")
         self._lock = threading.Lock()
         self._closing = threading.Event()
+        self._keys_lock = threading.Lock()
+        self._keys: tuple[float | None, set[str] | None] = (None, None)
         self.phones: dict[str, PhoneRuntime] = {}
         self._sweeps = 0
         self.recoverer = Recoverer(self)
+        self.prober = Prober(self)
         self.metrics: FarmMetrics | None = None  # farmd sets it; tests may leave it unset
 
     # -- bookkeeping ---------------------------------------------------------------
@@ -116,20 +108,65 @@ class FleetManager:
             return phone
 
     def state(self, serial: str) -> DeviceState | None:
+        """The phone's state in the store now (None: never seen)."""
         record = self.store.get_device(serial)
         return record.state if record else None
 
-    def move(self, serial: str, to_state: DeviceState, reason: str) -> bool:
-        """Apply a transition (idempotent); logs it when something changed."""
-        from_state = self.state(serial)
-        changed = self.store.set_device_state(serial, to_state, reason, self.clock.now())
-        if changed:
-            log.info("phone_state_changed", serial=serial, from_state=from_state and from_state.value,
-                     to_state=to_state.value, reason=reason)
-        return bool(changed)
+    def settle(self, serial: str, decide: Decide) -> tuple[DeviceRecord | None, Move | None]:
+        """Apply ``decide(record)`` as a compare-and-set on the record it was given.
 
-    def submit(self, serial: str, task, *args) -> bool:  # type: ignore[no-untyped-def]
-        """Run ``task(serial, *args)`` on the pool unless one already runs for it or we close."""
+        The phone is read, ``decide`` names a move (or None), and the store
+        moves the phone only if it is still in the state and attempt read. A
+        lost race (a claim, a release, an unplug in between) is logged and the
+        phone judged again on a fresh read, never overwritten.
+
+        Returns:
+            The record the last decision was made on (None: unknown phone) and
+            the move applied (None: no move, or every try lost its race).
+        """
+        for _ in range(SETTLE_TRIES):
+            record = self.store.get_device(serial)
+            if record is None:
+                return None, None
+            move = decide(record)
+            if move is None or move.to_state is record.state:
+                return record, None
+            if self.store.move_device(serial, move.to_state, move.reason, self.clock.now(),
+                                      expect_state=record.state,
+                                      expect_attempt=record.attempt_id):
+                log.info("phone_state_changed", serial=serial, from_state=record.state.value,
+                         to_state=move.to_state.value, reason=move.reason)
+                return record, move
+            log.info("phone_move_lost", serial=serial, read_state=record.state.value,
+                     to_state=move.to_state.value, reason=move.reason)
+        log.warning("phone_move_gave_up", serial=serial, tries=SETTLE_TRIES)
+        return self.store.get_device(serial), None
+
+    def set_health(self, record: DeviceRecord, health: DeviceHealth, reason: str) -> None:
+        """Set the phone's health (``good``/``bad``) with its reason, if it changes."""
+        if record.health is health and getattr(record, "health_reason", reason) == reason:
+            return
+        self.store.set_device_health(record.serial, health, reason, self.clock.now())
+
+    def history(self, serial: str) -> list[Event]:
+        """The phone's recovery history, read from its event rows (:mod:`farm.fleet.history`)."""
+        return events_to_history(self.store.device_events(serial, limit=HISTORY_EVENTS))
+
+    def record(self, serial: str, event: Event) -> None:
+        """Append a recovery event to the phone's durable history."""
+        self.store.add_device_event(serial, reason_of(event), event.at)
+
+    @property
+    def closing(self) -> bool:
+        """Whether the manager is closing (tasks stop at their next wait)."""
+        return self._closing.is_set()
+
+    def start_task(self, label: str, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` on a thread of its own, joined (bounded) at :meth:`close`."""
+        self._tasks.start(label, fn)
+
+    def submit(self, serial: str, task: Callable[[str], None]) -> bool:
+        """Run ``task(serial)`` on its own thread unless a slow task runs for the phone."""
         phone = self.runtime(serial)
         with self._lock:
             if phone.busy_task or self._closing.is_set():
@@ -138,7 +175,7 @@ class FleetManager:
 
         def run() -> None:
             try:
-                task(serial, *args)
+                task(serial)
             except _Closing:
                 pass  # farmd stops: no verdict on the phone
             except Exception:  # a bug: keep the manager alive, say where
@@ -146,32 +183,34 @@ class FleetManager:
             finally:
                 phone.busy_task = False
 
-        self._pool.submit(run)
+        self._tasks.start(f"{task.__name__}-{serial}", run)
         return True
 
     # -- events -------------------------------------------------------------------------
 
     def on_adb_state(self, serial: str, adb_state: str) -> None:
         """A settled adb state change from :class:`farm.adb.DeviceTracker`."""
-        now = self.clock.now()
-        prior = self.state(serial)  # None for a phone never seen: decide before the row exists
-        move = lifecycle.on_adb_state(prior, adb_state)
-        self.store.upsert_device(serial, now)
-        if move is None:
+        self.store.upsert_device(serial, self.clock.now())  # a new phone starts discovered
+        record, move = self.settle(serial, lambda r: lifecycle.on_adb_state(r.state, adb_state))
+        if record is None:
             return
-        self.move(serial, move.to_state, move.reason)
-        if move.to_state is DeviceState.OFFLINE:
+        state = move.to_state if move is not None else record.state
+        if state is DeviceState.OFFLINE:
             self._drop_tunnel(serial)
-        elif move.to_state is DeviceState.DISCOVERED:
+        elif state is DeviceState.DISCOVERED and adb_state == lifecycle.ADB_DEVICE:
             self.submit(serial, self.provision)
 
     def forget_connections(self, reason: str) -> None:
         """Mark every phone offline: at farmd start nothing of an earlier run
         (tunnels, relays, app launched toward an old tracker) can be trusted.
         Quarantine is kept. The device tracker then rediscovers each phone."""
+        def decide(record: DeviceRecord) -> Move | None:
+            if record.state in (DeviceState.QUARANTINED, DeviceState.OFFLINE):
+                return None
+            return Move(DeviceState.OFFLINE, reason)
+
         for device in self.store.list_devices():
-            if device.state not in (DeviceState.QUARANTINED, DeviceState.OFFLINE):
-                self.move(device.serial, DeviceState.OFFLINE, reason)
+            self.settle(device.serial, decide)
 
     def _drop_tunnel(self, serial: str) -> None:
         phone = self.runtime(serial)
@@ -184,7 +223,10 @@ class FleetManager:
     def provision(self, serial: str) -> None:
         """discovered -> provisioning -> ready (or unhealthy, with the reason)."""
         phone = self.runtime(serial)
-        self.move(serial, DeviceState.PROVISIONING, "provisioning")
+        _, started = self.settle(serial, lambda r: Move(DeviceState.PROVISIONING, "provisioning")
+                                 if r.state is DeviceState.DISCOVERED else None)
+        if started is None:
+            return  # no longer discovered: someone else moved it since
         try:
             facts = read_facts(self.adb, serial)
             self.store.upsert_device(serial, self.clock.now(), facts=facts_record(facts))
@@ -203,14 +245,21 @@ class FleetManager:
         except UserFault as exc:
             phone.blocked = str(exc)
             log.error("provisioning_blocked", serial=serial, reason=str(exc))
-            self.move(serial, DeviceState.UNHEALTHY, f"provisioning failed: {exc}")
+            self._provisioned(serial, DeviceState.UNHEALTHY, f"provisioning failed: {exc}")
             return
         except PhoneFault as exc:
             log.warning("provisioning_failed", serial=serial, reason=str(exc))
-            phone.history.append(Failure(self.clock.now(), f"provisioning: {exc}"))
-            self.move(serial, DeviceState.UNHEALTHY, f"provisioning failed: {exc}")
+            self.record(serial, Failure(self.clock.now(), f"provisioning: {exc}"))
+            self._provisioned(serial, DeviceState.UNHEALTHY, f"provisioning failed: {exc}")
             return
-        self.move(serial, DeviceState.READY, "app registered at the tracker")
+        self._provisioned(serial, DeviceState.READY, "app registered at the tracker")
+
+    def _provisioned(self, serial: str, to_state: DeviceState, reason: str) -> None:
+        """End provisioning, if the phone is still provisioning (not unplugged since)."""
+        record, move = self.settle(serial, lambda r: Move(to_state, reason)
+                                   if r.state is DeviceState.PROVISIONING else None)
+        if record is not None and move is not None and to_state is DeviceState.UNHEALTHY:
+            self.set_health(record, DeviceHealth.BAD, reason)
 
     def launch(self, serial: str) -> None:
         """(Re)open tunnels, launch the app toward the tracker, wait for registration.
@@ -231,13 +280,27 @@ class FleetManager:
         launch_app(self.adb, serial, target, phone.method)
         self.wait_registered(serial)
 
-    def registered_keys(self) -> set[str] | None:
-        """Keys the tracker lists now, or None if it does not answer."""
-        try:
-            return {s.key for s in summary(*self.options.tracker, timeout_s=5).servers}
-        except FarmError as exc:
-            log.warning("tracker_summary_failed", reason=str(exc))
-            return None
+    def registered_keys(self, max_age_s: float = 0.0) -> set[str] | None:
+        """Keys the tracker lists, or None if it does not answer.
+
+        Args:
+            max_age_s: an answer at most this old may be reused. Every phone
+                that waits for its registration asks twice a second; sharing one
+                answer keeps the tracker (one Python thread) at a couple of
+                requests a second however many phones provision at once: 64
+                phones asking on their own timed it out and farmd restarted it.
+        """
+        with self._keys_lock:
+            at, keys = self._keys
+            if at is not None and self.clock.monotonic() - at <= max_age_s:
+                return keys
+            try:
+                keys = {s.key for s in summary(*self.options.tracker, timeout_s=5).servers}
+            except FarmError as exc:
+                log.warning("tracker_summary_failed", reason=str(exc))
+                keys = None
+            self._keys = (self.clock.monotonic(), keys)
+            return keys
 
     def wait_registered(self, serial: str) -> None:
         """Block until the phone's key is at the tracker.
@@ -248,11 +311,11 @@ class FleetManager:
         key = self.runtime(serial).key
         deadline = self.clock.monotonic() + self.options.registration_deadline_s
         while self.clock.monotonic() < deadline:
-            keys = self.registered_keys()
+            keys = self.registered_keys(max_age_s=REGISTRATION_POLL_S)
             if keys is not None and key in keys:
                 log.info("app_registered", serial=serial, tracker_key=key)
                 return
-            if self._closing.wait(0.5):
+            if self._closing.wait(REGISTRATION_POLL_S):
                 raise _Closing(serial)
         raise PhoneFault(serial, f"app did not register as {key!r} within "
                                  f"{self.options.registration_deadline_s:g} s")
@@ -260,17 +323,15 @@ class FleetManager:
     # -- health --------------------------------------------------------------------------
 
     def sweep(self) -> int:
-        """Probe every watched phone in parallel and act on the verdicts; returns how many."""
+        """Probe every watched phone in parallel and act on the verdicts; returns how many.
+
+        Discovered phones (released from quarantine, or a provisioning that never
+        started: a replug, a reboot rung) are (re)provisioned on their own
+        threads; the sweep does not wait for them.
+        """
         devices = self.store.list_devices()
         for device in devices:
             if device.state is DeviceState.DISCOVERED:
-                # Released from quarantine by farmctl, or a provisioning that
-                # never started (a replug, a reboot rung): (re)provision it. Only
-                # a release forgets the history: a phone that keeps failing across
-                # reboots and replugs must still reach quarantine.
-                phone = self.runtime(device.serial)
-                if quarantined(phone.history):
-                    self.recoverer.released(device.serial)
                 self.submit(device.serial, self.provision)
         watched = [d.serial for d in devices
                    if d.state in lifecycle.WATCHED or d.state is DeviceState.BUSY]
@@ -278,14 +339,17 @@ class FleetManager:
         self._sweeps += 1
         every = self.options.probe_every_sweeps
         probe = bool(every) and self._sweeps % every == 0
-        futures = [self._pool.submit(self._sweep_one, serial, keys, probe) for serial in watched]
-        concurrent.futures.wait(futures, timeout=60)
+        late = self._sweep_pool.run_all(
+            [functools.partial(self._sweep_one, serial, keys, probe) for serial in watched],
+            SWEEP_WAIT_S)
+        if late:
+            log.warning("sweep_late", phones=late, wait_s=SWEEP_WAIT_S)
         return len(watched)
 
     def _sweep_one(self, serial: str, keys: set[str] | None, probe: bool = False) -> None:
         """Read, store and act on one phone's health; start its session probe if due.
 
-        The probe runs as its own task, after the reading shows the app up and
+        The probe runs on its own thread, after the reading shows the app up and
         registered: a frozen app holds a probe for its whole timeout, and that
         must not hold the sweep (and so every other phone's next sweep) too.
         """
@@ -298,6 +362,7 @@ class FleetManager:
         except PhoneFault as exc:
             log.warning("health_probe_failed", serial=serial, reason=str(exc))
             return
+        self.store.upsert_device(serial, now)  # last seen: this sweep
         if self.metrics is not None:
             self.metrics.observe_health(sample)
         self.store.record_health(serial, now, {
@@ -306,72 +371,33 @@ class FleetManager:
             "free_storage_mb": sample.free_storage_mb, "screen_on": sample.screen_on,
             "app_running": sample.app_running, "registered": sample.registered,
         })
-        self._judge(serial, sample)
+        self.judge(serial, sample)
         if probe and sample.app_running and sample.registered:
-            self._start_probe(serial, sample)
+            self.prober.start(serial, sample)
 
-    def _start_probe(self, serial: str, sample: HealthSample) -> None:
-        """Submit a session probe of a ready phone unless one already runs for it."""
+    def judge(self, serial: str, sample: HealthSample) -> None:
+        """Move the phone as the sample's verdict says, set its health, and climb the
+        ladder if its app is down. A busy phone, or one a slow task owns, is left alone."""
         phone = self.runtime(serial)
-        if self.state(serial) is not DeviceState.READY:
-            return
-        with self._lock:
-            if phone.probing:
-                return
-            phone.probing = True
-
-        def run() -> None:
-            try:
-                # Judge only a phone still ready: one claimed, unplugged or being
-                # recovered while the probe ran failed it for that reason.
-                if (self._probe(serial) is False and not self._closing.is_set()
-                        and self.state(serial) is DeviceState.READY):
-                    self._judge(serial, replace(sample, at=self.clock.now(), probe_ok=False))
-            except Exception:  # a bug: keep the manager alive, say where
-                log.exception("fleet_task_crashed", serial=serial, task="probe")
-            finally:
-                phone.probing = False
-
-        self._pool.submit(run)
-
-    def _probe(self, serial: str) -> bool | None:
-        """A tiny real session to the phone through the tracker (see FleetOptions).
-
-        Returns:
-            True when the session served, False when the phone failed it, None
-            when that says nothing about the phone: the tracker is unreachable,
-            or it gave no ticket (a job holds the session).
-        """
-        try:
-            probe_session(*self.options.tracker, self.runtime(serial).key,
-                          timeout_s=self.options.probe_timeout_s, serial=serial)
-            return True
-        except (InfraFault, NoFreeServer) as exc:
-            log.warning("session_probe_skipped", serial=serial, reason=str(exc))
-            return None
-        except FarmError as exc:
-            log.warning("session_probe_failed", serial=serial, reason=str(exc))
-            return False
-
-    def _judge(self, serial: str, sample: HealthSample) -> None:
-        """Move the phone as the sample's verdict says; climb the ladder if its app is down."""
-        phone = self.runtime(serial)
-        state = self.state(serial)
-        if state is None or phone.busy_task:
+        if phone.busy_task:
             return
         judged = verdict(sample, self.options.limits)
-        move = lifecycle.on_verdict(state, judged,
-                                    cool=cool_enough(sample, self.options.limits))
-        if move is not None:
-            self.move(serial, move.to_state, move.reason)
-        if state is not DeviceState.BUSY and app_down(sample) and phone.blocked is None:
-            phone.history.append(Failure(sample.at, "; ".join(app_failure_reasons(sample))))
+        cool = cool_enough(sample, self.options.limits)
+        record, _ = self.settle(serial, lambda r: lifecycle.on_verdict(r.state, judged, cool=cool))
+        if record is None or record.state not in lifecycle.WATCHED:
+            return
+        health = lifecycle.health_of(judged)
+        if health is not None:
+            self.set_health(record, *health)
+        if app_down(sample) and phone.blocked is None:
+            if not incident_open(self.history(serial), sample.at):
+                self.record(serial, Failure(sample.at, "; ".join(app_failure_reasons(sample))))
             self.submit(serial, self.recoverer.recover)
 
     def relaunch_all(self, reason: str) -> None:
-        """Relaunch the app on every ready or cooling phone (e.g. a new tracker)."""
+        """Relaunch the app on every ready, cooling or unhealthy phone (e.g. a new tracker)."""
         for device in self.store.list_devices():
-            if device.state in (DeviceState.READY, DeviceState.COOLING, DeviceState.UNHEALTHY):
+            if device.state in RECOVERABLE:
                 log.info("app_relaunch", serial=device.serial, reason=reason)
                 self.submit(device.serial, self._relaunch)
 
@@ -379,13 +405,18 @@ class FleetManager:
         try:
             self.launch(serial)
         except FarmError as exc:
-            self.runtime(serial).history.append(Failure(self.clock.now(), str(exc)))
-            self.move(serial, DeviceState.UNHEALTHY, f"relaunch failed: {exc}")
+            reason = f"relaunch failed: {exc}"
+            self.record(serial, Failure(self.clock.now(), reason))
+            self.settle(serial, lambda r: Move(DeviceState.UNHEALTHY, reason)
+                        if r.state in RECOVERABLE else None)
 
     def close(self) -> None:
-        """Stop the pool and every tunnel."""
+        """Stop taking work, wait (bounded) for running tasks, close every tunnel."""
         self._closing.set()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._sweep_pool.close()
+        left = self._tasks.join(CLOSE_DEADLINE_S)
+        if left:
+            log.warning("fleet_tasks_left_running", tasks=left, deadline_s=CLOSE_DEADLINE_S)
         for serial in list(self.phones):
             self._drop_tunnel(serial)
 

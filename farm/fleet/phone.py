@@ -1,17 +1,17 @@
 """What farmd keeps in memory about one phone between sweeps.
 
-Everything durable (state, facts, health samples, events) is in the database;
-this is what must be rebuilt after a restart anyway: the tunnels (they die
-with farmd), the recovery history window, and the crash count logcat showed.
+Everything durable (state, health, facts, samples, events, the recovery
+history) is in the database; this is what a restart rebuilds anyway: the
+tunnels (they die with farmd), how the app is configured, and the crash count
+logcat showed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from farm.provision.launch import Method
 from farm.provision.tunnels import UsbTunnel
-from farm.supervise.ladder import Event
 
 
 @dataclass
@@ -23,8 +23,8 @@ class PhoneRuntime:
         key: the tracker key its app registers under.
         method: how its app is configured (run-as, root, ui), once known.
         tunnel: its usb-only tunnels, while open.
-        history: recovery ladder events (:mod:`farm.supervise.ladder`).
-        crashes_seen: ``FATAL EXCEPTION`` entries of the app already counted.
+        crashes_seen: ``FATAL EXCEPTION`` entries of the app already counted
+            (None until the first sweep reads logcat).
         blocked: why provisioning cannot succeed until a person acts (a corrupt
             APK, a signature clash); the ladder leaves such a phone alone.
         busy_task: a provisioning or recovery task is running for it.
@@ -35,8 +35,7 @@ class PhoneRuntime:
     key: str
     method: Method | None = None
     tunnel: UsbTunnel | None = None
-    history: list[Event] = field(default_factory=list)
-    crashes_seen: int = 0
+    crashes_seen: int | None = None
     blocked: str | None = None
     busy_task: bool = False
     probing: bool = False

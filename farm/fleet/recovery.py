@@ -1,8 +1,9 @@
 """The recovery actuator: applies the ladder's next step to one phone.
 
-:func:`farm.supervise.ladder.next_step` decides from the phone's history; this
-applies the step, checks the app registered again, and appends the outcome
-(``Recovery(step, ok)``) so the next decision climbs or resets.
+:func:`farm.supervise.ladder.next_step` decides from the phone's history, read
+from the database (:mod:`farm.fleet.history`); this applies the step, checks the
+app registered again, and records the outcome (``Recovery(step, ok)``) so the
+next decision, by this farmd or the next one, climbs or resets.
 """
 
 from __future__ import annotations
@@ -12,16 +13,24 @@ from typing import TYPE_CHECKING
 import structlog
 
 from farm.errors import FarmError, PhoneFault
+from farm.fleet.lifecycle import Move
 from farm.provision.apk import ensure_installed
 from farm.provision.launch import PACKAGE, stop_app
 from farm.provision.policy import ClashPolicy
-from farm.queue.models import DeviceState
-from farm.supervise.ladder import Recovery, Released, Step, Wait, next_step
+from farm.queue.models import DeviceHealth, DeviceState
+from farm.supervise.ladder import Recovery, Step, Wait, next_step
 
 if TYPE_CHECKING:
     from farm.fleet.manager import FleetManager
 
+__all__ = ["RECOVERABLE", "Recoverer"]
+
 log = structlog.get_logger(__name__)
+
+#: States in which the ladder may act on a phone. Not ``busy`` (a claim since
+#: the sweep: restarting the app would kill the job's session), nor a phone that
+#: left adb, is being set up, or is quarantined.
+RECOVERABLE = frozenset({DeviceState.READY, DeviceState.COOLING, DeviceState.UNHEALTHY})
 
 
 class Recoverer:
@@ -32,31 +41,47 @@ class Recoverer:
 
     def recover(self, serial: str) -> None:
         """Apply the next step for ``serial`` if the ladder says one is due now."""
-        phone = self.m.runtime(serial)
+        history = self.m.history(serial)
         now = self.m.clock.now()
-        step = next_step(phone.history, now, self.m.options.ladder)
+        step = next_step(history, now, self.m.options.ladder)
         if step is None or isinstance(step, Wait):
             if isinstance(step, Wait):
                 log.info("recovery_backoff", serial=serial, until=step.until.isoformat())
             return
+        if step is Step.QUARANTINE:
+            self._quarantine(serial, len(history))
+            return
+        record = self.m.store.get_device(serial)
+        if record is None or record.state not in RECOVERABLE:
+            log.info("recovery_skipped", serial=serial, step=step.value,
+                     state=record and record.state.value)
+            return
         log.info("recovery_step", serial=serial, step=step.value)
         if self.m.metrics is not None:
             self.m.metrics.count_recovery(serial, step.value)
-        if step is Step.QUARANTINE:
-            phone.history.append(Recovery(now, step, True))
-            self.m.move(serial, DeviceState.QUARANTINED,
-                        f"recovery gave up after {len(phone.history)} events; "
-                        "release with `farmctl release`")
-            return
         ok = False
         try:
             self._apply(serial, step)
             ok = True
         except FarmError as exc:
             log.warning("recovery_step_failed", serial=serial, step=step.value, reason=str(exc))
-        phone.history.append(Recovery(self.m.clock.now(), step, ok))
+        self.m.record(serial, Recovery(self.m.clock.now(), step, ok))
         if ok and step is not Step.REBOOT:  # a rebooted phone comes back through discovery
-            self.m.move(serial, DeviceState.READY, f"recovered by {step.value}")
+            reason = f"recovered by {step.value}"
+            self.m.settle(serial, lambda r: Move(DeviceState.READY, reason)
+                          if r.state is DeviceState.UNHEALTHY else None)
+
+    def _quarantine(self, serial: str, events: int) -> None:
+        reason = f"recovery gave up after {events} events; release with `farmctl release`"
+        record, move = self.m.settle(serial, lambda r: Move(DeviceState.QUARANTINED, reason)
+                                     if r.state in RECOVERABLE else None)
+        if record is None or move is None:
+            return  # claimed, unplugged or being set up since: the ladder asks again later
+        log.info("recovery_step", serial=serial, step=Step.QUARANTINE.value)
+        if self.m.metrics is not None:
+            self.m.metrics.count_recovery(serial, Step.QUARANTINE.value)
+        # The move into quarantined is the history's record of it (farm.fleet.history).
+        self.m.set_health(record, DeviceHealth.BAD, "quarantined: recovery gave up")
 
     def _apply(self, serial: str, step: Step) -> None:
         adb = self.m.adb
@@ -74,10 +99,3 @@ class Recoverer:
         elif step is Step.REBOOT:
             # The phone leaves adb; the tracker sees it come back and provisions it.
             adb.reboot(serial, timeout_s=30)
-
-    def released(self, serial: str) -> None:
-        """Forget the phone's history, quarantine included (``farmctl release``)."""
-        phone = self.m.runtime(serial)
-        phone.history.append(Released(self.m.clock.now()))
-        phone.blocked = None
-        self.m.move(serial, DeviceState.DISCOVERED, "released by an operator")

@@ -6,7 +6,7 @@
 
 from farm.health.sample import HealthSample
 from farm.health.verdict import (
-    Health,
+    Condition,
     Limits,
     Verdict,
     app_down,
@@ -16,7 +16,7 @@ from farm.health.verdict import (
 )
 
 __all__ = [
-    "Health",
+    "Condition",
     "HealthSample",
     "Limits",
     "Verdict",

@@ -44,13 +44,17 @@ def probe_script() -> str:
 
 
 def sample_from_sections(
-    serial: str, at: datetime, sections: dict[str, str], *, crashes_seen: int = 0,
+    serial: str, at: datetime, sections: dict[str, str], *, crashes_seen: int | None = None,
     registered: bool | None = None,
-) -> tuple[HealthSample, int]:
+) -> tuple[HealthSample, int | None]:
     """Build a sample from parsed sections (pure); returns it and the crash count.
 
-    ``crashes_seen`` is the number of app crashes already reported; a higher
-    count in this logcat means a new ``FATAL EXCEPTION``.
+    ``crashes_seen`` is the number of app crashes in logcat already reported; a
+    higher count in this logcat means a new ``FATAL EXCEPTION``. None means no
+    count yet (farmd just started): this logcat's crashes are the baseline, not
+    news, or every restart would report the crashes of the last run again. A
+    missing or unreadable crash section keeps the count as it was, so the next
+    readable logcat does not report old crashes as new ones.
     """
     values: dict[str, object] = {}
 
@@ -82,18 +86,20 @@ def sample_from_sections(
     pids = parse("app", parse_pidof)  # [] (app down) differs from None (unknown)
     if pids is not None:
         values["app_running"] = bool(pids)
-    crashes = parse("crash", lambda text: find_fatal_exceptions(text, PACKAGE)) or []
+    crashes = parse("crash", lambda text: find_fatal_exceptions(text, PACKAGE))
+    count = crashes_seen if crashes is None else len(crashes)
+    new_crash = crashes_seen is not None and count is not None and count > crashes_seen
     sample = HealthSample(
         serial=serial, at=at, registered=registered,
-        fatal_exception_seen=len(crashes) > crashes_seen, **values,  # type: ignore[arg-type]
+        fatal_exception_seen=new_crash, **values,  # type: ignore[arg-type]
     )
-    return sample, len(crashes)
+    return sample, count
 
 
 def read_health(
-    adb: Adb, serial: str, at: datetime, *, crashes_seen: int = 0,
+    adb: Adb, serial: str, at: datetime, *, crashes_seen: int | None = None,
     registered: bool | None = None,
-) -> tuple[HealthSample, int]:
+) -> tuple[HealthSample, int | None]:
     """Take one health sample of ``serial`` (one adb round trip).
 
     Raises:

@@ -1,10 +1,10 @@
 """Judge a :class:`~farm.health.sample.HealthSample` against :class:`Limits`, purely.
 
-Health is its own axis, apart from a phone's state (LAVA ``models.py``): the
-daemon turns a verdict into a state transition and logs its reason, e.g.
-``ready -> cooling (battery_temp_c 41.2 > 35)``.
+A verdict names a :class:`Condition` and its reasons; the fleet turns it into a
+state transition and a health (``good``/``bad``, LAVA's axis, kept apart from
+the state) and logs the reason, e.g. ``ready -> cooling (battery_temp_c 41.2 > 35)``.
 
-Severity, worst first: ``offline`` (adb cannot reach the phone, nothing else is
+Conditions, worst first: ``offline`` (adb cannot reach the phone, nothing else is
 meaningful), ``unhealthy`` (the app or the phone needs fixing), ``cooling`` (too
 hot to give comparable benchmark figures; it only needs time), ``good``.
 A reading that is ``None`` (the probe could not get it) is skipped, never guessed.
@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from farm.errors import ConfigError
+from farm.config import HealthSettings
 from farm.health.sample import ADB_STATE_DEVICE, HealthSample
 
-if TYPE_CHECKING:
-    from farm.config import HealthSettings
+#: The config's ``[health]`` defaults: the one place they are written.
+_DEFAULTS = HealthSettings.model_validate({})
 
 # AOSP frameworks/base/core/java/android/os/PowerManager.java, THERMAL_STATUS_*
 # (API 29+), also in the NDK's include/android/thermal.h as ATHERMAL_STATUS_*.
@@ -33,8 +33,14 @@ THERMAL_STATUS_EMERGENCY = 5  # key components shutting down
 THERMAL_STATUS_SHUTDOWN = 6  # needs shutdown immediately
 
 
-class Health(str, Enum):
-    """A phone's health, worst last (the order :func:`verdict` ranks by)."""
+class Condition(str, Enum):
+    """What one sample says about a phone, worst last (the order :func:`verdict` ranks by).
+
+    Not the phone's health: :class:`farm.queue.models.DeviceHealth` (``good``,
+    ``bad``, ``unknown``, LAVA's axis) is stored per phone and derived from
+    conditions by :func:`farm.fleet.lifecycle.health_of`; a condition decides the
+    phone's next state (``cooling`` only needs time, ``unhealthy`` needs fixing).
+    """
 
     GOOD = "good"
     COOLING = "cooling"
@@ -44,7 +50,11 @@ class Health(str, Enum):
 
 @dataclass(frozen=True)
 class Limits:
-    """Thresholds a sample is judged against; validated once, at construction.
+    """Thresholds a sample is judged against.
+
+    The defaults and the range checks are the config's (``[health]`` in
+    :class:`farm.config.HealthSettings`, which validates what users write);
+    build limits with :meth:`from_settings`.
 
     Attributes:
         battery_temp_max_c: above this the phone cools. 35 °C is farm's choice for
@@ -74,29 +84,14 @@ class Limits:
             throttles and may drop its app); farm keeps screens awake while plugged.
     """
 
-    battery_temp_max_c: float = 35.0
-    thermal_status_max: int = THERMAL_STATUS_NONE
-    zone_temp_max_c: float | None = 70.0
-    cool_margin_c: float = 2.0
-    battery_min_pct: float = 20
-    storage_min_free_mb: float = 500.0
-    require_plugged: bool = False
-    require_screen_on: bool = True
-
-    def __post_init__(self) -> None:
-        """Reject limits no phone could meet or that disable a check by accident.
-
-        Raises:
-            ConfigError: a limit is out of its range.
-        """
-        if not THERMAL_STATUS_NONE <= self.thermal_status_max <= THERMAL_STATUS_SHUTDOWN:
-            raise ConfigError("health.thermal_status_max", "must be within 0..6 (PowerManager)")
-        if not 0 <= self.battery_min_pct <= 100:
-            raise ConfigError("health.battery_min_pct", "must be within 0..100")
-        if self.cool_margin_c < 0:
-            raise ConfigError("health.cool_margin_c", "must not be negative")
-        if self.storage_min_free_mb < 0:
-            raise ConfigError("health.storage_min_free_mb", "must not be negative")
+    battery_temp_max_c: float = _DEFAULTS.battery_temp_max_c
+    thermal_status_max: int = _DEFAULTS.thermal_status_max
+    zone_temp_max_c: float | None = _DEFAULTS.zone_temp_max_c
+    cool_margin_c: float = _DEFAULTS.cool_margin_c
+    battery_min_pct: float = _DEFAULTS.battery_min_pct
+    storage_min_free_mb: float = _DEFAULTS.storage_min_free_mb
+    require_plugged: bool = _DEFAULTS.require_plugged
+    require_screen_on: bool = _DEFAULTS.require_screen_on
 
     @classmethod
     def from_settings(cls, settings: HealthSettings, **overrides: Any) -> Limits:
@@ -104,18 +99,17 @@ class Limits:
 
         Args:
             settings: ``Settings.health``.
-            **overrides: fields the config does not carry (``cool_margin_c``,
-                ``require_plugged``), or tests' changes.
-
-        Raises:
-            ConfigError: a limit is out of its range.
+            **overrides: tests' changes (e.g. ``zone_temp_max_c=None`` to
+                disable that check).
         """
         fields = {
             "battery_temp_max_c": settings.battery_temp_max_c,
             "thermal_status_max": settings.thermal_status_max,
             "zone_temp_max_c": settings.zone_temp_max_c,
+            "cool_margin_c": settings.cool_margin_c,
             "battery_min_pct": settings.battery_min_pct,
             "storage_min_free_mb": settings.storage_min_free_mb,
+            "require_plugged": settings.require_plugged,
             "require_screen_on": settings.require_screen_on,
         }
         return cls(**{**fields, **overrides})
@@ -126,12 +120,12 @@ class Verdict:
     """The judgement on one sample.
 
     Attributes:
-        health: the worst category any reason falls in.
+        condition: the worst category any reason falls in.
         reasons: every limit the sample broke, worst category first, each as
             ``"<field> <value> <op> <limit>"``, e.g. ``"battery_temp_c 41.2 > 35"``.
     """
 
-    health: Health
+    condition: Condition
     reasons: tuple[str, ...] = ()
 
     @property
@@ -216,14 +210,14 @@ def verdict(sample: HealthSample, limits: Limits) -> Verdict:
         The worst health any broken limit implies, with every reason, worst first.
     """
     if sample.adb_state != ADB_STATE_DEVICE:
-        return Verdict(Health.OFFLINE, (f"adb_state {sample.adb_state} != {ADB_STATE_DEVICE}",))
+        return Verdict(Condition.OFFLINE, (f"adb_state {sample.adb_state} != {ADB_STATE_DEVICE}",))
     unhealthy = app_failure_reasons(sample) + _phone_reasons(sample, limits)
     cooling = _heat_reasons(sample, limits, margin_c=0.0)
     if unhealthy:
-        return Verdict(Health.UNHEALTHY, tuple(unhealthy + cooling))
+        return Verdict(Condition.UNHEALTHY, tuple(unhealthy + cooling))
     if cooling:
-        return Verdict(Health.COOLING, tuple(cooling))
-    return Verdict(Health.GOOD)
+        return Verdict(Condition.COOLING, tuple(cooling))
+    return Verdict(Condition.GOOD)
 
 
 def cool_enough(sample: HealthSample, limits: Limits) -> bool:

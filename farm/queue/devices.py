@@ -137,6 +137,21 @@ class DeviceOps:
             transitions.set_state(session, device, to_state, reason, now)
             return True
 
+    def add_device_event(self, serial: str, reason: str, now: datetime) -> bool:
+        """Write an event row that changes nothing, e.g. a recovery step (fleet's history).
+
+        Returns:
+            False if no such phone is known (nothing written).
+        """
+        with self._tx() as session:
+            device = session.get(Device, serial)
+            if device is None:
+                return False
+            state = device.state.value
+            session.add(DeviceEvent(serial=serial, at=now, from_state=state, to_state=state,
+                                    reason=reason))
+            return True
+
     def set_device_health(
         self, serial: str, health: DeviceHealth, reason: str, now: datetime
     ) -> list[str]:

@@ -49,7 +49,12 @@ __all__ = [
 
 
 class DeviceState(str, Enum):
-    """What a phone is doing."""
+    """What a phone is doing.
+
+    Draining is not a state but the ``drained`` flag: a drained phone goes on
+    doing what it does (``busy`` finishes its attempt) and then takes no work;
+    ``farmctl devices`` shows a busy drained phone as ``draining``.
+    """
 
     DISCOVERED = "discovered"  # seen by adb, not yet set up
     PROVISIONING = "provisioning"  # installing or starting the TVM RPC app
@@ -59,7 +64,6 @@ class DeviceState(str, Enum):
     UNHEALTHY = "unhealthy"  # a probe failed; the recovery ladder acts
     QUARANTINED = "quarantined"  # recovery gave up; a person must release it
     OFFLINE = "offline"  # gone from adb
-    DRAINING = "draining"  # finishing its attempt, then takes no more work
 
 
 class DeviceHealth(str, Enum):

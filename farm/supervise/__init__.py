@@ -12,7 +12,7 @@ from farm.supervise.ladder import (
     Released,
     Step,
     Wait,
-    backoff_s,
+    incident_open,
     next_step,
     quarantined,
 )
@@ -27,7 +27,7 @@ __all__ = [
     "Step",
     "SystemdNotifier",
     "Wait",
-    "backoff_s",
+    "incident_open",
     "next_step",
     "quarantined",
 ]

@@ -37,12 +37,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from farm.backoff import backoff_s
+from farm.config import SuperviseSettings
 from farm.errors import ConfigError
 
-if TYPE_CHECKING:
-    from farm.config import SuperviseSettings
+#: The config's ``[supervise]`` defaults: the one place they are written.
+_DEFAULTS = SuperviseSettings.model_validate({})
 
 
 class Step(str, Enum):
@@ -108,7 +110,8 @@ class LadderPolicy:
     Attributes:
         rungs: the steps tried in order before quarantine.
         attempts_per_rung: failed tries of a step before climbing to the next.
-        backoff_base_s: the wait after the first failed step, in seconds.
+        backoff_base_s: the wait after the first failed step, in seconds
+            (:func:`farm.backoff.backoff_s`).
         backoff_max_s: the cap on any wait, in seconds.
         quarantine_after: incidents within ``window_s`` that quarantine the phone.
         window_s: how long an incident counts towards quarantine, in seconds.
@@ -121,10 +124,10 @@ class LadderPolicy:
         Step.REBOOT,
     )
     attempts_per_rung: int = 2
-    backoff_base_s: float = 2.0
-    backoff_max_s: float = 300.0
-    quarantine_after: int = 5
-    window_s: float = 3600.0
+    backoff_base_s: float = _DEFAULTS.backoff_base_s
+    backoff_max_s: float = _DEFAULTS.backoff_max_s
+    quarantine_after: int = _DEFAULTS.quarantine_after
+    window_s: float = _DEFAULTS.quarantine_window_s
     _window: timedelta = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -169,29 +172,6 @@ class LadderPolicy:
         return cls(**{**fields, **overrides})
 
 
-def backoff_s(failed_attempts: int, policy: LadderPolicy) -> float:
-    """The wait before the next step, after ``failed_attempts`` failed steps.
-
-    The one backoff function of farm: 0 s before the first step (a crashed app is
-    restarted at once), then ``base * 2**(n - 1)`` capped at ``max``: with the
-    defaults 2, 4, 8, ..., 128, 256, 300, 300 ... seconds. No jitter: each phone
-    recovers against its own hardware, and the only shared service (the tracker)
-    takes one registration per phone, so synchronised retries cannot stampede.
-
-    Args:
-        failed_attempts: failed steps since the incident opened, >= 0.
-        policy: the ladder policy.
-
-    Returns:
-        Seconds to wait, never decreasing in ``failed_attempts``, never above
-        ``policy.backoff_max_s``.
-    """
-    if failed_attempts <= 0:
-        return 0.0
-    # 2.0 ** 1000 is finite; base times it may be inf, which min() caps.
-    return min(policy.backoff_base_s * 2.0 ** min(failed_attempts - 1, 1000), policy.backoff_max_s)
-
-
 @dataclass
 class _Incident:
     """The open incident, as read from the history."""
@@ -228,6 +208,19 @@ def quarantined(history: Sequence[Event]) -> bool:
         if isinstance(event, Recovery) and event.step is Step.QUARANTINE:
             return True
     return False
+
+
+def incident_open(history: Sequence[Event], now: datetime) -> bool:
+    """Whether a failure now would only be the open incident seen again; pure.
+
+    True while the latest event since the last release is a failure or a
+    failed step, or the phone is quarantined: the fleet then records no new
+    failure (the ladder would not count it) and only asks :func:`next_step`.
+    """
+    events = _since_release(history, now)
+    if any(isinstance(e, Recovery) and e.step is Step.QUARANTINE for e in events):
+        return True
+    return bool(events) and not (isinstance(events[-1], Recovery) and events[-1].ok)
 
 
 def next_step(history: Sequence[Event], now: datetime, policy: LadderPolicy) -> Step | Wait | None:
@@ -269,5 +262,6 @@ def next_step(history: Sequence[Event], now: datetime, policy: LadderPolicy) -> 
     )
     if step is Step.QUARANTINE:
         return step
-    until = incident.last_at + timedelta(seconds=backoff_s(incident.failed, policy))
+    wait_s = backoff_s(incident.failed, policy.backoff_base_s, policy.backoff_max_s)
+    until = incident.last_at + timedelta(seconds=wait_s)
     return Wait(until) if now < until else step

@@ -15,6 +15,7 @@ from farm.provision.launch import Method
 from farm.queue.models import DeviceState
 from farm.supervise.ladder import LadderPolicy
 from farm.testing import FleetHarness as Farm
+from farm.testing import fleet_harness
 from farm.virtual.fleet import Fleet
 from farm.virtual.testing import AdbServerHandle
 
@@ -101,7 +102,41 @@ class TestHealing:
             return farm.state(serial) is DeviceState.QUARANTINED
 
         assert farm.sweep_until(crash_and_check, 240), farm.state(serial)
-        assert "farmctl release" in farm.store.device_events(serial)[0].reason
+        [quarantine] = [e for e in farm.store.device_events(serial) if e.to_state == "quarantined"
+                        and e.from_state != "quarantined"]
+        assert "farmctl release" in quarantine.reason
+
+
+class TestRestart:
+    def test_phone_that_keeps_crashing_across_restarts_is_quarantined(
+        self, make_fleet: Callable[..., Fleet], adb_server: AdbServerHandle, signed_apk: Path,
+        tmp_path: Path,
+    ) -> None:
+        """Two crashes fixed before a farm restart and one after it quarantine the phone
+        (quarantine after 3): the incidents are counted from the database, not memory."""
+        ladder = LadderPolicy(backoff_base_s=0.1, backoff_max_s=0.2, quarantine_after=3,
+                              attempts_per_rung=1)
+        phones = make_fleet(1, network="usb-only")
+        serial = phones.serials[0]
+        data_dir = tmp_path / "farm"
+        data_dir.mkdir()
+
+        def recoveries(farm: Farm) -> int:
+            return sum(e.reason.startswith("recovery: ") and e.reason.endswith(" ok")
+                       for e in farm.store.device_events(serial))
+
+        with fleet_harness(adb_server.port, data_dir, signed_apk, ladder=ladder) as farm:
+            farm.wait_state([serial], DeviceState.READY, 90)
+            for n in (1, 2):
+                phones.crash_app(serial)
+                assert farm.sweep_until(lambda: recoveries(farm) == n  # noqa: B023
+                                        and farm.state(serial) is DeviceState.READY, 120), n
+        with fleet_harness(adb_server.port, data_dir, signed_apk, ladder=ladder) as farm:
+            farm.wait_state([serial], DeviceState.READY, 120)  # provisioned again at start
+            phones.crash_app(serial)
+            assert farm.sweep_until(lambda: farm.state(serial) is DeviceState.QUARANTINED, 120), \
+                farm.state(serial)
+            assert recoveries(farm) == 2
 
 
 class TestProvisioningErrors:

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
+import pydantic
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from farm.config import HealthSettings
-from farm.errors import ConfigError
-from farm.health import Health, HealthSample, Limits, app_down, cool_enough, verdict
+from farm.health import Condition, HealthSample, Limits, app_down, cool_enough, verdict
 
-AT = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
+AT = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 
 
 def healthy(**changes: object) -> HealthSample:
@@ -66,35 +66,34 @@ class TestLimits:
         [("thermal_status_max", 7), ("thermal_status_max", -1), ("battery_min_pct", 101),
          ("cool_margin_c", -0.5), ("storage_min_free_mb", -1.0)],
     )
-    def test_rejects_out_of_range(self, field: str, value: float) -> None:
-        """A limit outside its range raises ConfigError naming the key."""
-        with pytest.raises(ConfigError) as info:
-            Limits(**{field: value})
-        assert info.value.key == f"health.{field}"
+    def test_config_rejects_out_of_range(self, field: str, value: float) -> None:
+        """The config, the one place limits are checked, refuses a limit out of its range."""
+        with pytest.raises(pydantic.ValidationError):
+            HealthSettings(**{field: value})
 
 
 class TestVerdict:
     def test_good(self) -> None:
         """A phone within every limit is good with no reasons."""
         v = verdict(healthy(), Limits())
-        assert v.health is Health.GOOD
+        assert v.condition is Condition.GOOD
         assert v.reasons == ()
         assert v.reason == ""
 
     def test_hot_battery_cools_with_reason(self) -> None:
         """A battery above the limit gives cooling with the documented reason text."""
         v = verdict(healthy(battery_temp_c=41.2), Limits())
-        assert v.health is Health.COOLING
+        assert v.condition is Condition.COOLING
         assert v.reasons == ("battery_temp_c 41.2 > 35",)
 
     def test_battery_at_limit_is_good(self) -> None:
         """The limit itself is still acceptable (strictly greater cools)."""
-        assert verdict(healthy(battery_temp_c=35.0), Limits()).health is Health.GOOD
+        assert verdict(healthy(battery_temp_c=35.0), Limits()).condition is Condition.GOOD
 
     def test_thermal_status_cools(self) -> None:
         """Any platform throttling above thermal_status_max cools the phone."""
         v = verdict(healthy(thermal_status=2), Limits())
-        assert v.health is Health.COOLING
+        assert v.condition is Condition.COOLING
         assert v.reasons == ("thermal_status 2 > 0",)
 
     def test_zone_limit(self) -> None:
@@ -118,39 +117,39 @@ class TestVerdict:
     def test_unhealthy_reasons(self, changes: dict[str, object], reason: str) -> None:
         """Each broken app or phone limit makes the phone unhealthy, saying why."""
         v = verdict(healthy(**changes), Limits())
-        assert v.health is Health.UNHEALTHY
+        assert v.condition is Condition.UNHEALTHY
         assert v.reasons == (reason,)
 
     def test_unplugged_only_when_required(self) -> None:
         """Running on battery is unhealthy only with require_plugged."""
-        assert verdict(healthy(plugged=False), Limits()).health is Health.GOOD
+        assert verdict(healthy(plugged=False), Limits()).condition is Condition.GOOD
         v = verdict(healthy(plugged=False), Limits(require_plugged=True))
         assert v.reasons == ("plugged false",)
 
     def test_unhealthy_outranks_cooling_and_keeps_both_reasons(self) -> None:
         """A hot phone with a dead app is unhealthy, its heat listed after the app."""
         v = verdict(healthy(app_running=False, battery_temp_c=40.0), Limits())
-        assert v.health is Health.UNHEALTHY
+        assert v.condition is Condition.UNHEALTHY
         assert v.reasons == ("app_running false", "battery_temp_c 40 > 35")
 
     def test_offline_outranks_everything(self) -> None:
         """A phone adb cannot reach is offline, whatever else the sample says."""
         v = verdict(healthy(adb_state="unauthorized", app_running=False), Limits())
-        assert v.health is Health.OFFLINE
+        assert v.condition is Condition.OFFLINE
         assert v.reasons == ("adb_state unauthorized != device",)
 
     def test_unknown_readings_are_skipped(self) -> None:
         """Readings the probe could not get neither pass nor fail a limit."""
         bare = HealthSample(serial="s", at=AT)
         assert verdict(bare, Limits()) == verdict(bare, Limits(require_plugged=True))
-        assert verdict(bare, Limits()).health is Health.GOOD
+        assert verdict(bare, Limits()).condition is Condition.GOOD
 
     @given(temp_c=st.floats(min_value=-20, max_value=90), status=st.integers(0, 6))
     def test_heat_alone_never_unhealthy(self, temp_c: float, status: int) -> None:
         """Temperature alone only ever gives good or cooling."""
         v = verdict(healthy(battery_temp_c=temp_c, thermal_status=status), Limits())
-        assert v.health in (Health.GOOD, Health.COOLING)
-        assert (v.health is Health.COOLING) == (temp_c > 35 or status > 0)
+        assert v.condition in (Condition.GOOD, Condition.COOLING)
+        assert (v.condition is Condition.COOLING) == (temp_c > 35 or status > 0)
 
 
 class TestAppDown:
@@ -183,4 +182,4 @@ class TestCoolEnough:
         """Whenever the gate opens, the verdict agrees the phone is not cooling."""
         sample = healthy(battery_temp_c=temp_c, thermal_status=status)
         if cool_enough(sample, Limits()):
-            assert verdict(sample, Limits()).health is Health.GOOD
+            assert verdict(sample, Limits()).condition is Condition.GOOD

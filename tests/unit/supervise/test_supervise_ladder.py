@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from farm.backoff import backoff_s
 from farm.config import SuperviseSettings
 from farm.errors import ConfigError
 from farm.supervise import (
@@ -17,12 +18,12 @@ from farm.supervise import (
     Released,
     Step,
     Wait,
-    backoff_s,
+    incident_open,
     next_step,
     quarantined,
 )
 
-T0 = datetime(2025, 6, 1, 3, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 6, 1, 3, 0, tzinfo=UTC)
 POLICY = LadderPolicy()
 
 
@@ -35,7 +36,7 @@ def failing_history(failed: int, step_gap_s: float = 1.0) -> list:
     """One incident at T0, then ``failed`` failed steps, each the one the ladder picks when due."""
     history: list = [Failure(T0, "app_running false")]
     for n in range(failed):
-        due = history[-1].at + timedelta(seconds=backoff_s(n, POLICY))
+        due = history[-1].at + timedelta(seconds=backoff_s(n, POLICY.backoff_base_s, POLICY.backoff_max_s))
         step = next_step(history, due, POLICY)
         assert isinstance(step, Step)
         history.append(Recovery(due + timedelta(seconds=step_gap_s), step, ok=False))
@@ -91,14 +92,13 @@ class TestLadderPolicy:
 class TestBackoff:
     def test_documented_sequence(self) -> None:
         """With the defaults the waits are 0, 2, 4, 8, ... capped at 300 s."""
-        waits = [backoff_s(n, POLICY) for n in range(12)]
+        waits = [backoff_s(n, POLICY.backoff_base_s, POLICY.backoff_max_s) for n in range(12)]
         assert waits == [0.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 300.0, 300.0, 300.0]
 
     @given(n=st.integers(0, 10_000), base_s=st.floats(0.01, 100), extra_s=st.floats(0, 10_000))
     def test_monotone_and_capped(self, n: int, base_s: float, extra_s: float) -> None:
         """The wait never decreases with more failures and never exceeds the cap."""
-        policy = LadderPolicy(backoff_base_s=base_s, backoff_max_s=base_s + extra_s)
-        assert backoff_s(n, policy) <= backoff_s(n + 1, policy) <= policy.backoff_max_s
+        assert backoff_s(n, base_s, base_s + extra_s) <= backoff_s(n + 1, base_s, base_s + extra_s) <= base_s + extra_s
 
 
 class TestNextStep:
@@ -223,3 +223,21 @@ class TestQuarantined:
         assert quarantined(jailed)
         assert not quarantined([*jailed, Released(at(4))])
         assert quarantined([*jailed, Released(at(4)), Recovery(at(5), Step.QUARANTINE, True)])
+
+
+class TestIncidentOpen:
+    def test_open_until_a_step_works(self) -> None:
+        """A failure opens an incident; a failed step keeps it open; a working one closes it."""
+        assert not incident_open([], T0)
+        history: list = [Failure(T0, "app_running false")]
+        assert incident_open(history, at(1))
+        history.append(Recovery(at(2), Step.RESTART_APP, ok=False))
+        assert incident_open(history, at(3))
+        history.append(Recovery(at(4), Step.FORCE_STOP_RELAUNCH, ok=True))
+        assert not incident_open(history, at(5))
+
+    def test_quarantined_until_released(self) -> None:
+        """A quarantined phone's failures are not new incidents until a release."""
+        history: list = [Failure(T0), Recovery(at(1), Step.QUARANTINE, ok=True)]
+        assert incident_open(history, at(2))
+        assert not incident_open([*history, Released(at(3))], at(4))
