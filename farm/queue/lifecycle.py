@@ -23,6 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from farm import backoff
 from farm.errors import Retry
 from farm.queue import endings, transitions
 from farm.queue.endings import end_attempt, locked_attempt, locked_job
@@ -49,12 +50,14 @@ ABANDONED = "AbandonedJob"  # rq's name for a job whose worker vanished
 BACKOFF_BASE_S = 30.0
 BACKOFF_MAX_S = 600.0
 
+
 def backoff_s(attempts_made: int) -> float:
     """Seconds to wait before retry number ``attempts_made``: 30, 60, 120 ... at most 600.
 
-    The one backoff rule of the queue; phone faults retry at once elsewhere instead.
+    farm's one backoff rule (:func:`farm.backoff.backoff_s`) with the queue's
+    base and cap; phone faults retry at once elsewhere instead.
     """
-    return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** max(0, attempts_made - 1))
+    return backoff.backoff_s(max(1, attempts_made), BACKOFF_BASE_S, BACKOFF_MAX_S)
 
 
 def claim_one(

@@ -229,6 +229,7 @@ class TestPlanProperties:
             for j in queue
             if j.id not in started
             and j.devices == DeviceSelection()
+            and j.needs == Requirements()  # a CPU job: every phone can run it
             and not j.excluded_serials
             and (j.not_before is None or j.not_before <= now)
             and (j.retry_at is None or j.retry_at <= now)
