@@ -32,7 +32,8 @@ from farm.queue.records import AttemptView, Claim, Decision, Failure, JobView, O
 from farm.queue.scheduler import Assignment
 
 __all__ = [
-    "add_snapshots", "backoff_s", "claim_one", "fail", "finish", "heartbeat", "reap", "requeue"
+    "add_snapshots", "backoff_s", "claim_one", "fail", "finish", "heartbeat", "reap", "reclaim",
+    "requeue",
 ]
 
 ABANDONED = "AbandonedJob"  # rq's name for a job whose worker vanished
@@ -47,8 +48,10 @@ def backoff_s(attempts_made: int) -> float:
     return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** max(0, attempts_made - 1))
 
 
-def claim_one(session: Session, assignment: Assignment, now: datetime) -> Claim | None:
-    """Start one assignment, or return None (changing nothing) if it went stale."""
+def claim_one(
+    session: Session, assignment: Assignment, now: datetime, host: str | None = None
+) -> Claim | None:
+    """Start one assignment on ``host``'s farmd, or return None (changing nothing) if stale."""
     lease_s = assignment.lease_s
     serials = list(assignment.serials)
     if not serials or len(set(serials)) != len(serials):
@@ -82,6 +85,7 @@ def claim_one(session: Session, assignment: Assignment, now: datetime) -> Claim 
         lease_expires_at=now + timedelta(seconds=lease_s),
         heartbeat_at=now,
         started_at=now,
+        host=host,
     )
     session.add(attempt)
     session.flush()
@@ -166,6 +170,18 @@ def requeue(session: Session, attempt_id: int, reason: str, now: datetime) -> bo
                      reason=reason)
     session.flush()
     return True
+
+
+def reclaim(session: Session, host: str, reason: str, now: datetime) -> list[AttemptView]:
+    """Requeue, uncounted, every running attempt of ``host``'s farmd (it is dead)."""
+    running = list(session.scalars(
+        select(Attempt)
+        .where(Attempt.state == AttemptState.RUNNING, Attempt.host == host)
+        .order_by(Attempt.id)
+        .with_for_update(skip_locked=True)
+    ))
+    reclaimed = [a for a in running if requeue(session, a.id, reason, now)]
+    return [AttemptView.of(a) for a in reclaimed]
 
 
 def heartbeat(session: Session, attempt_id: int, now: datetime) -> bool:

@@ -252,8 +252,10 @@ class Store(DeviceOps):
             ]
         return QueueSnapshot(jobs=jobs, devices=devices)
 
-    def claim(self, assignments: Sequence[Assignment], now: datetime) -> list[Claim]:
-        """Start the assigned jobs that are still queued on phones still ready.
+    def claim(
+        self, assignments: Sequence[Assignment], now: datetime, *, host: str | None = None
+    ) -> list[Claim]:
+        """Start the assigned jobs that are still queued on phones still ready, on ``host``.
 
         An assignment whose job or phones changed since the snapshot is skipped,
         not half-applied.
@@ -266,7 +268,7 @@ class Store(DeviceOps):
             The attempts started, one per applied assignment.
         """
         with self._tx() as session:
-            claims = [lifecycle.claim_one(session, a, now) for a in assignments]
+            claims = [lifecycle.claim_one(session, a, now, host) for a in assignments]
         return [c for c in claims if c is not None]
 
     def heartbeat(self, attempt_id: int, now: datetime) -> bool:
@@ -292,6 +294,20 @@ class Store(DeviceOps):
         """
         with self._tx() as session:
             return lifecycle.reap(session, now)
+
+    def reclaim(self, host: str, reason: str, now: datetime) -> list[AttemptView]:
+        """Requeue the attempts ``host``'s previous farmd left running, at once.
+
+        For a farmd starting on ``host`` (its ``Settings.host_id``): the one it
+        replaces is dead, so these attempts will never report. Each is
+        abandoned without counting against its job's tries, its phones go back
+        to ready, and the job is queued again (as :meth:`requeue`).
+
+        Returns:
+            The attempts reclaimed, as they are now (state ``abandoned``).
+        """
+        with self._tx() as session:
+            return lifecycle.reclaim(session, host, reason, now)
 
     # --- ending attempts -------------------------------------------------------------
 
