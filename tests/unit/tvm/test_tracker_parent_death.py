@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from farm.aio import wait_until
+from farm.errors import TrackerUnreachable
 from farm.netaddr import free_port
 from farm.procs import group_alive, signal_group
-from farm.errors import TrackerUnreachable
 from farm.tvm.tracker import TrackerProcess, ping
 
 # A stand-in farmd: starts the tracker from a thread that then ends (as an
