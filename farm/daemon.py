@@ -27,8 +27,10 @@ import contextlib
 import functools
 import signal
 import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import structlog
@@ -53,6 +55,10 @@ from farm.supervise.ladder import LadderPolicy
 from farm.supervise.systemd import SystemdNotifier
 from farm.tvm.tracker import TrackerProcess, ping
 
+if TYPE_CHECKING:
+    from farm.metrics import MetricsServer
+    from farm.virtual.fleet import Fleet
+
 log = structlog.get_logger(__name__)
 
 DRAIN_DEADLINE_S = 120.0  # systemd/farmd.service TimeoutStopSec covers this
@@ -74,10 +80,10 @@ class Farmd:
         self.notifier = SystemdNotifier()
         self.metrics = FarmMetrics()
         self.stopped = threading.Event()
-        self._stops: list = []
+        self._stops: list[Callable[[], object]] = []
         self.tracker: TrackerProcess | None = None
-        self.fleet = None  # virtual phones, when asked for
-        self.metrics_server = None
+        self.fleet: Fleet | None = None  # virtual phones, when asked for
+        self.metrics_server: MetricsServer | None = None
         self._tracker_failures = 0  # restarts failed in a row (watch_services)
         self._tracker_retry_s = 0.0  # monotonic time of the next restart try
         # Ended attempts observed in the job-duration histogram, by end time;
@@ -212,7 +218,7 @@ class Farmd:
         self._stops.append(lambda: self.scheduler.shutdown(wait=False))
 
     @staticmethod
-    def _guarded(fn):  # type: ignore[no-untyped-def]
+    def _guarded(fn: Callable[[], object]) -> Callable[[], None]:
         def run() -> None:
             try:
                 fn()
@@ -314,7 +320,8 @@ class Farmd:
         self.stopped.set()
         log.info("farmd_stopping")
         # Telling systemd can fail (InfraFault) like any step: it must not keep the rest running.
-        steps = [functools.partial(self.notifier.stopping, "farmd stopping"), *reversed(self._stops)]
+        steps: list[Callable[[], object]] = [
+            functools.partial(self.notifier.stopping, "farmd stopping"), *reversed(self._stops)]
         for stop in steps:
             try:
                 stop()
