@@ -121,3 +121,37 @@ class TestWatchTracker:
         finally:
             if farmd.tracker is not None:
                 farmd.tracker.stop()
+
+
+class TestReclaim:
+    def test_restart_requeues_this_hosts_attempts_without_charging_a_try(
+        self, tmp_path: Path
+    ) -> None:
+        """At start farmd requeues its host's running attempts at once, uncounted; others' stay."""
+        from farm.queue import Assignment, AttemptState, DeviceState, JobState, Store
+
+        clock = FakeClock()
+        store = Store(f"sqlite:///{tmp_path / 'farm.db'}")
+        try:
+            for serial in ("A", "B"):
+                store.upsert_device(serial, clock.now())
+                store.set_device_state(serial, DeviceState.READY, "test", clock.now())
+            jobs = [store.enqueue({"kind": "gemm", "params": {"n": 64}}, clock.now())
+                    for _ in range(2)]
+            [mine] = store.claim([Assignment(jobs[0], ("A",), 3600.0)], clock.now(), host="h1")
+            [theirs] = store.claim([Assignment(jobs[1], ("B",), 3600.0)], clock.now(), host="h2")
+            farmd = Farmd(Settings(data_dir=tmp_path, host_id="h1"), clock=clock)
+            farmd.store = store
+            with capture_logs() as logs:
+                farmd._reclaim()
+            assert [e["attempts"] for e in logs if e["event"] == "attempts_reclaimed"] == [
+                [mine.attempt.id]]
+            [reclaimed] = store.attempts(jobs[0])
+            assert reclaimed.state is AttemptState.ABANDONED
+            job = store.get_job(jobs[0])
+            assert job is not None and job.state is JobState.QUEUED and job.attempts_made == 0
+            assert store.get_device("A").state is DeviceState.READY  # type: ignore[union-attr]
+            [other] = store.attempts(jobs[1])
+            assert other.id == theirs.attempt.id and other.state is AttemptState.RUNNING
+        finally:
+            store.close()
