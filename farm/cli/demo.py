@@ -123,7 +123,8 @@ def demo_farmd(phones: int, data_dir: Path, **overrides: Any) -> Iterator[Farmd]
         FarmError: a part could not start (everything started is stopped).
     """
     from farm.daemon import Farmd
-    from farm.virtual.testing import adb_server, free_port
+    from farm.netaddr import free_port
+    from farm.virtual.testing import adb_server
 
     with adb_server() as server:
         base = demo_settings(data_dir, server.port, free_port(), free_port())
@@ -233,6 +234,7 @@ def run_demo(
             with console.status("starting the tracker, farmd and the virtual phones"):
                 farmd = stack.enter_context(demo_farmd(phones, data_dir))
             settings = farmd.settings
+            assert farmd.fleet is not None  # demo_farmd always starts phones
             serials = list(farmd.fleet.serials)
             _run_jobs(farmd, serials, n, model, data_dir, console, result,
                       ready_deadline_s, jobs_deadline_s)
@@ -337,7 +339,7 @@ def _report(result: DemoResult, console: Console) -> None:
 @click.option("--no-model", is_flag=True, help="Skip the ONNX model job.")
 def demo(phones: int, n: int, data_dir: Path | None, keep: bool, no_model: bool) -> None:
     """Run GEMM and a small ONNX model on virtual phones through farmd, then stop everything."""
-    stdout: TextIO = click.get_text_stream("stdout")
+    stdout: TextIO = sys.stdout
     console = Console(file=stdout, width=None if stdout.isatty() else 140, highlight=False)
     with _sigterm_as_ctrl_c():
         result = run_demo(phones, n, data_dir, console=console, keep=keep, model=not no_model)

@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from farm.errors import TrackerUnreachable
 from farm.netaddr import free_port
@@ -217,7 +217,7 @@ class TrackerProcess:
             time.sleep(_POLL_S)
         return code
 
-    def __enter__(self) -> TrackerProcess:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
