@@ -11,6 +11,14 @@ and stops everything in order on SIGTERM::
 
 On SIGTERM farmd stops taking work, lets running attempts finish until the
 drain deadline, then kills and requeues them (rq's warm then cold shutdown).
+
+Restarts are clean: nothing farmd starts outlives it, even after ``kill -9``
+(the tracker and the virtual phones' apps end their process groups when farmd
+dies, :mod:`farm.procs`; attempt children watch ``--parent-pid``). A new farmd
+first ends whatever its predecessor's ``farmd.json`` still names
+(:func:`farm.runner.pidfile.adopt_predecessor`), then reclaims the attempts its
+predecessor on this host left running (``Store.reclaim``) without charging their
+jobs a try, so they start again at once instead of after their leases.
 """
 
 from __future__ import annotations
@@ -19,8 +27,10 @@ import contextlib
 import functools
 import signal
 import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import structlog
@@ -35,12 +45,17 @@ from farm.config import Settings, load_config
 from farm.errors import FarmError
 from farm.fleet.manager import FleetManager, FleetOptions
 from farm.metrics import FarmMetrics, start_metrics_server
+from farm.queue.lifecycle import backoff_s
 from farm.queue.store import Store
 from farm.runner.dispatcher import Dispatcher
-from farm.runner.pidfile import remove_pidfile, write_pidfile
-from farm.schedules import install_schedules
+from farm.runner.pidfile import adopt_predecessor, record_child, remove_pidfile, write_pidfile
+from farm.schedules import install_schedules, validate_schedules
 from farm.supervise.systemd import SystemdNotifier
 from farm.tvm.tracker import TrackerProcess, ping
+
+if TYPE_CHECKING:
+    from farm.metrics import MetricsServer
+    from farm.virtual.fleet import Fleet
 
 log = structlog.get_logger(__name__)
 
@@ -63,10 +78,12 @@ class Farmd:
         self.notifier = SystemdNotifier()
         self.metrics = FarmMetrics()
         self.stopped = threading.Event()
-        self._stops: list = []
+        self._stops: list[Callable[[], object]] = []
         self.tracker: TrackerProcess | None = None
-        self.fleet = None  # virtual phones, when asked for
-        self.metrics_server = None
+        self.fleet: Fleet | None = None  # virtual phones, when asked for
+        self.metrics_server: MetricsServer | None = None
+        self._tracker_failures = 0  # restarts failed in a row (watch_services)
+        self._tracker_retry_s = 0.0  # monotonic time of the next restart try
         # Ended attempts observed in the job-duration histogram, by end time;
         # those that ended before this farmd started are not its to observe.
         self._observed_since = self.clock.now()
@@ -75,13 +92,24 @@ class Farmd:
     # -- start -------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start every part; raises FarmError if one cannot start."""
+        """Start every part.
+
+        The caller runs :meth:`stop` if this raises, to end what was started.
+
+        Raises:
+            ConfigError: a schedule's spec is invalid (checked before anything starts).
+            FarmdRunning: another live farmd owns the data folder.
+            FarmError: a part cannot start.
+        """
         s = self.settings
+        validate_schedules(s.schedules)
         privacy.private_dir(self.data_dir)
+        adopt_predecessor(self.data_dir)
         write_pidfile(self.data_dir, self.clock.now())
         self._stops.append(lambda: remove_pidfile(self.data_dir))
         self.store = Store(s.database_url)
         self._stops.append(self.store.close)
+        self._reclaim()
         self.adb_server = AdbServer(port=s.adb.port, binary=s.adb.binary)
         self.adb_server.ensure_running()
         self.adb = Adb(self.adb_server)
@@ -113,13 +141,30 @@ class Farmd:
     def tracker_addr(self) -> tuple[str, int]:
         return (self.settings.tracker.host, self.settings.tracker.port)
 
+    def _reclaim(self) -> None:
+        """Requeue at once the attempts this host's previous farmd left running.
+
+        That farmd is dead (:func:`adopt_predecessor` refused to start
+        otherwise) and its attempt children end with it, so waiting for their
+        leases would only idle the phones; its death costs the jobs no try.
+        """
+        reclaimed = self.store.reclaim(self.settings.host_id, "farmd restarted",
+                                       self.clock.now())
+        if reclaimed:
+            log.info("attempts_reclaimed", host=self.settings.host_id,
+                     attempts=[a.id for a in reclaimed])
+
     def _start_tracker(self) -> None:
-        t = self.settings.tracker
-        if t.external:
+        if self.settings.tracker.external:
             return
-        self.tracker = TrackerProcess.start(t.host, t.port,
-                                            log_path=self.data_dir / "tracker.log")
         self._stops.append(lambda: self.tracker and self.tracker.stop())
+        self._launch_tracker()
+
+    def _launch_tracker(self) -> None:
+        """Start farmd's tracker and note it in ``farmd.json``; raises TrackerUnreachable."""
+        self.tracker = TrackerProcess.start(*self.tracker_addr,
+                                            log_path=self.data_dir / "tracker.log")
+        record_child(self.data_dir, "tracker", self.tracker.pid)
 
     def _fleet_options(self) -> FleetOptions:
         apk = self.settings.apk.path
@@ -157,7 +202,7 @@ class Farmd:
         self._stops.append(lambda: self.scheduler.shutdown(wait=False))
 
     @staticmethod
-    def _guarded(fn):  # type: ignore[no-untyped-def]
+    def _guarded(fn: Callable[[], object]) -> Callable[[], None]:
         def run() -> None:
             try:
                 fn()
@@ -175,15 +220,38 @@ class Farmd:
             self.adb_server.ensure_running()
             log.info("adb_server_restarted", adb_port=self.adb_server.port)
         self._reconnect_tcp_phones()
-        if self.tracker is not None and not (self.tracker.alive() and ping(*self.tracker_addr)):
+        self._watch_tracker()
+
+    def _watch_tracker(self) -> None:
+        """Restart a dead tracker; relaunch the apps only once a new one serves.
+
+        A restart that fails (the port is taken, say) is logged once per try
+        and retried after the queue's backoff, so a tracker that cannot bind
+        costs no app relaunches.
+        """
+        if self.settings.tracker.external or self.clock.monotonic() < self._tracker_retry_s:
+            return
+        if self.tracker is not None and self.tracker.alive() and ping(*self.tracker_addr):
+            return
+        if self._tracker_failures == 0:
             log.warning("tracker_down", tracker_port=self.tracker_addr[1])
-            with contextlib.suppress(FarmError):
-                self.tracker.stop()
-            self.tracker = TrackerProcess.start(*self.tracker_addr,
-                                                log_path=self.data_dir / "tracker.log")
-            # The stock app re-registers only after a 300 s accept timeout:
-            # relaunch every app so the new tracker knows the fleet now.
-            self.manager.relaunch_all("tracker restarted")
+        if self.tracker is not None:
+            self.tracker.stop()
+            self.tracker = None
+        try:
+            self._launch_tracker()
+        except FarmError as exc:
+            self._tracker_failures += 1
+            retry_in_s = backoff_s(self._tracker_failures)
+            self._tracker_retry_s = self.clock.monotonic() + retry_in_s
+            log.error("tracker_restart_failed", tracker_port=self.tracker_addr[1],
+                      reason=str(exc), retry_in_s=retry_in_s)
+            return
+        self._tracker_failures = 0
+        log.info("tracker_restarted", tracker_port=self.tracker_addr[1])
+        # The stock app re-registers only after a 300 s accept timeout:
+        # relaunch every app so the new tracker knows the fleet now.
+        self.manager.relaunch_all("tracker restarted")
 
     def _reconnect_tcp_phones(self) -> None:
         wanted = list(self.settings.adb.connect)
@@ -236,7 +304,8 @@ class Farmd:
         self.stopped.set()
         log.info("farmd_stopping")
         # Telling systemd can fail (InfraFault) like any step: it must not keep the rest running.
-        steps = [functools.partial(self.notifier.stopping, "farmd stopping"), *reversed(self._stops)]
+        steps: list[Callable[[], object]] = [
+            functools.partial(self.notifier.stopping, "farmd stopping"), *reversed(self._stops)]
         for stop in steps:
             try:
                 stop()
@@ -270,5 +339,8 @@ def main(config_path: Path | None, virtual_phones: int | None, json_logs: bool |
     except FarmError as exc:
         daemon.stop()
         raise click.ClickException(str(exc)) from exc
+    except BaseException:
+        daemon.stop()  # a bug, but what started must still end
+        raise
     done.wait()
     daemon.stop()

@@ -1,17 +1,43 @@
-"""Child processes in their own process group: signal the group, see if it lives.
+"""Child processes in their own process group that end with farmd, even on ``kill -9``.
 
 Every long-lived child farm starts (tracker, RPC servers, probes, attempts)
 runs with ``start_new_session=True``, because TVM's servers leave
 ``popen_worker`` children that only a group signal reaches.
+
+A child that must not outlive its parent calls :func:`end_group_with_parent`
+first thing. It asks Linux for a signal when the parent dies
+(``PR_SET_PDEATHSIG``, prctl(2)) and answers that signal by killing its whole
+process group, so the TVM workers it forked go too. The kernel sends the signal
+when the *thread* that forked the child exits, not the process: farmd starts
+such children through :func:`spawn`, whose one thread lives as long as farmd.
+``PR_SET_PDEATHSIG`` is set in the child itself rather than in a
+``preexec_fn`` (which the subprocess documentation calls unsafe in a threaded
+program, and farmd is one); the window before it is set is closed by checking
+the parent pid right after.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import signal
+import subprocess
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any
 
 import psutil
+
+__all__ = ["end_group_with_parent", "group_alive", "set_parent_death_signal", "signal_group",
+           "spawn"]
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+# One long-lived thread forks every child tied to farmd (see the module doc).
+_spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="farm-spawn")
 
 
 def signal_group(pgid: int, signum: int = signal.SIGKILL) -> None:
@@ -33,3 +59,51 @@ def group_alive(pgid: int) -> bool:
         except (ProcessLookupError, psutil.Error):
             continue
     return False
+
+
+def set_parent_death_signal(signum: int) -> bool:
+    """Ask the kernel to send ``signum`` to this process when its parent thread exits.
+
+    Returns:
+        False where prctl(2) is missing (not Linux); nothing is set then.
+    """
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is None:
+        return False
+    try:
+        prctl = ctypes.CDLL(libc_name, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return False
+    return bool(prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0)
+
+
+def _kill_own_group(signum: int, frame: FrameType | None) -> None:
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def end_group_with_parent(parent_pid: int) -> None:
+    """End this process's group (SIGKILL) when ``parent_pid`` dies or on SIGTERM.
+
+    Call it first thing in a child that leads its own process group. If the
+    parent is already gone (it died before this call), the group ends now.
+    """
+    signal.signal(signal.SIGTERM, _kill_own_group)
+    set_parent_death_signal(signal.SIGTERM)
+    if os.getppid() != parent_pid:
+        _kill_own_group(signal.SIGTERM, None)
+
+
+def spawn(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(argv, start_new_session=True, **popen_kwargs)`` from farm's spawn thread.
+
+    The thread lives as long as this process, so a child's ``PR_SET_PDEATHSIG``
+    fires when the process dies, not when the calling thread (an APScheduler
+    worker, say) ends.
+
+    Raises:
+        OSError: the program could not be started.
+    """
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(list(argv), start_new_session=True, **popen_kwargs)
+
+    return _spawner.submit(start).result()

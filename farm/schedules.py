@@ -27,7 +27,7 @@ from farm.errors import ConfigError, FarmError, SpecError
 from farm.queue.spec import parse_spec
 from farm.queue.store import Store
 
-__all__ = ["MISFIRE_GRACE_S", "install_schedules", "schedule_id"]
+__all__ = ["MISFIRE_GRACE_S", "install_schedules", "schedule_id", "validate_schedules"]
 
 log = structlog.get_logger(__name__)
 
@@ -53,6 +53,25 @@ def fire(store: Store, clock: Clock, spec: Mapping[str, Any], name: str) -> int 
         return None
     log.info("schedule_fired", schedule=name, job_id=job_id)
     return job_id
+
+
+def validate_schedules(schedules: Sequence[Schedule]) -> list[dict[str, Any]]:
+    """Parse every schedule's spec; farmd calls this before it starts anything.
+
+    Returns:
+        The specs as the queue stores them, in the order of ``schedules``.
+
+    Raises:
+        ConfigError: a spec is invalid; the key names the schedule and field,
+            e.g. ``schedules.0.spec.params.n``.
+    """
+    specs = []
+    for index, schedule in enumerate(schedules):
+        try:
+            specs.append(parse_spec(schedule.spec).to_json())
+        except SpecError as exc:
+            raise ConfigError(f"schedules.{index}.spec.{exc.field}", exc.reason) from exc
+    return specs
 
 
 def install_schedules(
@@ -82,11 +101,7 @@ def install_schedules(
             e.g. ``schedules.0.spec.params.n``.
     """
     installed = []
-    for index, schedule in enumerate(schedules):
-        try:
-            spec = parse_spec(schedule.spec).to_json()
-        except SpecError as exc:
-            raise ConfigError(f"schedules.{index}.spec.{exc.field}", exc.reason) from exc
+    for index, (schedule, spec) in enumerate(zip(schedules, validate_schedules(schedules))):
         trigger = CronTrigger.from_crontab(schedule.cron, timezone=timezone or scheduler.timezone)
         job_id = schedule_id(index, schedule)
         installed.append(scheduler.add_job(

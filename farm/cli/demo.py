@@ -14,8 +14,9 @@ What it starts, in order, and stops again in reverse::
 Then it prints a table of GFLOPS and latency per phone with the battery
 temperature and thermal status taken just before each run, writes a PNG plot
 into the data folder, stops everything and checks with psutil that no child
-process is left. ``--keep`` keeps the fleet and farmd running until Ctrl-C, with
-a ``farm.toml`` in the data folder so ``farmctl --config`` can talk to it.
+process is left. ``--keep`` keeps the fleet and farmd running until Ctrl-C or
+SIGTERM, with a ``farm.toml`` in the data folder so ``farmctl --config`` can
+talk to it. SIGTERM is handled as Ctrl-C throughout, so ``kill`` cleans up too.
 
 Everything goes through the same code as real phones: the demo only chooses
 virtual phones when it builds farmd.
@@ -24,6 +25,7 @@ virtual phones when it builds farmd.
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 import tempfile
 import threading
@@ -32,6 +34,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
 import click
@@ -120,7 +123,8 @@ def demo_farmd(phones: int, data_dir: Path, **overrides: Any) -> Iterator[Farmd]
         FarmError: a part could not start (everything started is stopped).
     """
     from farm.daemon import Farmd
-    from farm.virtual.testing import adb_server, free_port
+    from farm.netaddr import free_port
+    from farm.virtual.testing import adb_server
 
     with adb_server() as server:
         base = demo_settings(data_dir, server.port, free_port(), free_port())
@@ -230,6 +234,7 @@ def run_demo(
             with console.status("starting the tracker, farmd and the virtual phones"):
                 farmd = stack.enter_context(demo_farmd(phones, data_dir))
             settings = farmd.settings
+            assert farmd.fleet is not None  # demo_farmd always starts phones
             serials = list(farmd.fleet.serials)
             _run_jobs(farmd, serials, n, model, data_dir, console, result,
                       ready_deadline_s, jobs_deadline_s)
@@ -291,10 +296,24 @@ def _keep_running(settings: Settings, data_dir: Path, console: Console) -> None:
                   f"  farmctl --config {config} devices\n"
                   f"  farmctl --config {config} enqueue gemm --n 256\n"
                   f"  curl -s http://127.0.0.1:{settings.metrics.port}/metrics\n"
-                  "Ctrl-C stops everything.")
+                  "Ctrl-C (or SIGTERM) stops everything.")
     stop = threading.Event()
     with contextlib.suppress(KeyboardInterrupt):
         stop.wait()
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """Handle SIGTERM as Ctrl-C (KeyboardInterrupt) in the main thread, for the block."""
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _report(result: DemoResult, console: Console) -> None:
@@ -316,12 +335,13 @@ def _report(result: DemoResult, console: Console) -> None:
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Data folder for the demo (default: a new one under the temporary folder).")
 @click.option("--keep", is_flag=True,
-              help="Keep farmd and the phones running after the table, until Ctrl-C.")
+              help="Keep farmd and the phones running after the table, until Ctrl-C or SIGTERM.")
 @click.option("--no-model", is_flag=True, help="Skip the ONNX model job.")
 def demo(phones: int, n: int, data_dir: Path | None, keep: bool, no_model: bool) -> None:
     """Run GEMM and a small ONNX model on virtual phones through farmd, then stop everything."""
-    stdout: TextIO = click.get_text_stream("stdout")
+    stdout: TextIO = sys.stdout
     console = Console(file=stdout, width=None if stdout.isatty() else 140, highlight=False)
-    result = run_demo(phones, n, data_dir, console=console, keep=keep, model=not no_model)
+    with _sigterm_as_ctrl_c():
+        result = run_demo(phones, n, data_dir, console=console, keep=keep, model=not no_model)
     if not result.ok:
         raise click.exceptions.Exit(1)

@@ -19,6 +19,10 @@ with ``start_new_session=True``), so killing the group also ends the
 ``popen_worker`` processes TVM starts. It watches its parent: if farmd dies
 (even by ``kill -9``), the child kills its group rather than keep measuring on
 a phone whose lease is about to be reaped and handed to another attempt.
+It polls its parent pid rather than asking for ``PR_SET_PDEATHSIG``
+(:mod:`farm.procs`): the dispatcher forks it from an APScheduler worker thread,
+and that signal would fire when the thread ends (at farmd's warm stop, while
+the attempt is still allowed to finish), not when farmd dies.
 """
 
 from __future__ import annotations

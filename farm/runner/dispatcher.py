@@ -239,7 +239,7 @@ class Dispatcher:
                            lease_s_by_kind=self.lease_s_by_kind)
         if not assignments:
             return
-        for claim in self.store.claim(assignments, now):
+        for claim in self.store.claim(assignments, now, host=self.settings.host_id):
             self._spawn(claim, now)
             report.started.append(claim.attempt.id)
 

@@ -1,25 +1,54 @@
-"""``<data_dir>/farmd.json``: how farmctl learns whether a farmd is running.
+"""``<data_dir>/farmd.json``: which farmd runs for a data folder, and what it started.
 
-farmd writes ``{"pid": ..., "started_at": ..., "create_time": ...}`` at start
-and removes it at a clean stop. A file left by a farmd that was killed names a
-dead pid, or a pid since reused by another process: ``create_time`` (psutil's
-process start time) tells the two apart.
+farmd writes ``{"pid": ..., "started_at": ..., "create_time": ..., "children":
+{...}}`` at start and removes it at a clean stop. A file left by a farmd that
+was killed names a dead pid, or a pid since reused by another process:
+``create_time`` (psutil's process start time) tells the two apart.
+
+``children`` names the long-lived processes farmd started (the tracker), each
+the leader of its own process group: ``{"tracker": {"pid": 4243, "create_time":
+...}}``. They end with farmd by themselves (:func:`farm.procs.end_group_with_parent`);
+as a second line, a new farmd calls :func:`adopt_predecessor`, which ends the
+groups its killed predecessor left behind before it starts its own.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import signal
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import psutil
+import structlog
 
-__all__ = ["PIDFILE_NAME", "FarmdStatus", "farmd_status", "remove_pidfile", "write_pidfile"]
+from farm.aio import wait_until
+from farm.errors import InfraFault
+from farm.procs import group_alive, signal_group
+
+__all__ = [
+    "PIDFILE_NAME", "FarmdRunning", "FarmdStatus", "adopt_predecessor", "farmd_status",
+    "record_child", "remove_pidfile", "write_pidfile",
+]
+
+log = structlog.get_logger(__name__)
 
 PIDFILE_NAME = "farmd.json"
+GROUP_GONE_DEADLINE_S = 10.0
 _CREATE_TIME_SLACK_S = 1.0  # psutil rounds start times; allow for it
+
+
+class FarmdRunning(InfraFault):
+    """Another live farmd owns the data folder; two would fight over phones and ports."""
+
+    def __init__(self, data_dir: Path, pid: int) -> None:
+        self.data_dir = data_dir
+        self.pid = pid
+        super().__init__(f"farmd already runs for {data_dir} as pid {pid}")
 
 
 @dataclass(frozen=True)
@@ -45,12 +74,62 @@ def write_pidfile(data_dir: Path, now: datetime, pid: int | None = None) -> Path
     """
     pid = os.getpid() if pid is None else pid
     data_dir.mkdir(parents=True, exist_ok=True)
+    record = {"pid": pid, "started_at": now.isoformat(),
+              "create_time": psutil.Process(pid).create_time(), "children": {}}
+    return _write(data_dir, record)
+
+
+def record_child(data_dir: Path, name: str, pid: int) -> None:
+    """Note in this farmd's pid file that it started process group ``pid`` as ``name``.
+
+    Replaces an earlier child of that name (a restarted tracker). Nothing is
+    written if the file is missing or names another farmd.
+    """
+    record = _read(data_dir / PIDFILE_NAME)
+    if record is None or record.get("pid") != os.getpid():
+        return
+    try:
+        create_time = psutil.Process(pid).create_time()
+    except psutil.Error:
+        return  # it is gone already: nothing to end later
+    children = record.get("children")
+    record["children"] = {**(children if isinstance(children, dict) else {}),
+                          name: {"pid": pid, "create_time": create_time}}
+    _write(data_dir, record)
+
+
+def adopt_predecessor(data_dir: Path, deadline_s: float = GROUP_GONE_DEADLINE_S) -> list[int]:
+    """End the process groups a dead farmd of ``data_dir`` left running; call before starting.
+
+    A child counts only if its pid still belongs to the process that was
+    started (same ``create_time``), so a reused pid is never killed.
+
+    Returns:
+        The pids of the groups ended.
+
+    Raises:
+        FarmdRunning: the farmd the file names is alive (and is not this process).
+    """
     path = data_dir / PIDFILE_NAME
-    tmp = data_dir / f".{PIDFILE_NAME}.{pid}.tmp"
-    record = {"pid": pid, "started_at": now.isoformat(), "create_time": psutil.Process(pid).create_time()}
-    tmp.write_text(json.dumps(record), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    record = _read(path)
+    if record is None:
+        return []
+    status = farmd_status(data_dir)
+    if status.running and status.pid != os.getpid():
+        raise FarmdRunning(data_dir, status.pid)  # type: ignore[arg-type]
+    children = record.get("children")
+    ended = []
+    for name, child in (children.items() if isinstance(children, dict) else ()):
+        pid, create_time = _pid_and_time(child)
+        if pid is None or not _same_process(pid, create_time):
+            continue
+        signal_group(pid, signal.SIGKILL)
+        if not wait_until(functools.partial(_group_gone, pid), deadline_s):
+            log.warning("predecessor_child_survived", child=name, pid=pid, deadline_s=deadline_s)
+        log.info("predecessor_child_ended", child=name, pid=pid,
+                 predecessor_pid=record.get("pid"))
+        ended.append(pid)
+    return ended
 
 
 def remove_pidfile(data_dir: Path, pid: int | None = None) -> None:
@@ -62,6 +141,47 @@ def remove_pidfile(data_dir: Path, pid: int | None = None) -> None:
             path.unlink()
     except (OSError, ValueError):
         pass
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _write(data_dir: Path, record: dict[str, Any]) -> Path:
+    path = data_dir / PIDFILE_NAME
+    tmp = data_dir / f".{PIDFILE_NAME}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(record), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def _pid_and_time(child: object) -> tuple[int | None, float | None]:
+    if not isinstance(child, dict):
+        return None, None
+    pid, create_time = child.get("pid"), child.get("create_time")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        return None, None
+    return pid, float(create_time) if isinstance(create_time, (int, float)) else None
+
+
+def _group_gone(pgid: int) -> bool:
+    return not group_alive(pgid)
+
+
+def _same_process(pid: int, create_time: float | None) -> bool:
+    """Whether ``pid`` is alive and is the process started at ``create_time``."""
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        created = process.create_time()
+    except psutil.Error:
+        return False
+    return create_time is not None and abs(created - create_time) <= _CREATE_TIME_SLACK_S
 
 
 def farmd_status(data_dir: Path) -> FarmdStatus:

@@ -1,10 +1,15 @@
 """A supervised ``tvm.exec.rpc_tracker`` and what it knows (``summary``).
 
-The tracker is run as ``python -m tvm.exec.rpc_tracker --host H --port P
---port-end P+1`` (the installed 0.27 has no ``--no-fork``; it forks a
-``PopenWorker`` child that does the work, so it runs in its own process group
-and :meth:`TrackerProcess.stop` ends the group). ``--port-end`` is exclusive
-(``range(port, port_end)`` in ``tvm/rpc/tracker.py``), so P+1 pins the port.
+The tracker is run as ``python -m farm.tvm.tracker --host H --port P
+--parent-pid FARMD``, which runs TVM's ``tvm.rpc.tracker.Tracker`` with
+``port_end=P+1`` (``port_end`` is exclusive, ``range(port, port_end)`` in
+``tvm/rpc/tracker.py``, so this pins the port). The installed 0.27 has no
+``--no-fork``: the tracker forks a ``PopenWorker`` child that holds the socket
+and does the work, and that child does not notice its parent's death while it
+serves. So the tracker runs in its own process group, :meth:`TrackerProcess.stop`
+ends the group, and the wrapper ends its group when farmd dies, even by
+``kill -9`` (:func:`farm.procs.end_group_with_parent`): an orphan would keep
+the port and make the next farmd's tracker fail to bind.
 
 The tracker never notices a server that vanished without closing its socket
 (it keeps listing it and hands out its tickets): a listing in
@@ -14,17 +19,21 @@ The tracker never notices a server that vanished without closing its socket
 
 from __future__ import annotations
 
+import argparse
+import logging
+import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from farm.errors import TrackerUnreachable
 from farm.netaddr import free_port
-from farm.procs import group_alive, signal_group
+from farm.procs import end_group_with_parent, group_alive, signal_group, spawn
 from farm.tvm import protocol
 from farm.tvm.protocol import TrackerCode
 
@@ -125,11 +134,9 @@ def ping(host: str, port: int, timeout_s: float = 2.0) -> bool:
     deadline = time.monotonic() + timeout_s
     try:
         with protocol.open_tracker(host, port, deadline) as sock:
-            return protocol.call(sock, [TrackerCode.PING.value], deadline) == TrackerCode.SUCCESS
+            return bool(protocol.call(sock, [TrackerCode.PING.value], deadline) == TrackerCode.SUCCESS)
     except (OSError, protocol.FrameError):
         return False
-
-
 
 
 class TrackerProcess:
@@ -159,27 +166,25 @@ class TrackerProcess:
             ready_timeout_s: how long to wait for the first PING answer.
 
         Raises:
-            TrackerUnreachable: it exited or did not answer in time (then it is
-                stopped).
+            TrackerUnreachable: a tracker already answers on the port (its
+                owner is not this one), or the new one exited or did not answer
+                in time (then it is stopped).
         """
         port = free_port(host) if port is None else port
-        argv = [sys.executable, "-m", "tvm.exec.rpc_tracker",
-                "--host", host, "--port", str(port), "--port-end", str(port + 1)]  # fmt: skip
+        if ping(host, port, timeout_s=1.0):
+            # Its PING answers would pass for this tracker's, hiding that it cannot bind.
+            raise TrackerUnreachable(host, port, "the port is taken by another tracker")
+        argv = [sys.executable, "-m", "farm.tvm.tracker",
+                "--host", host, "--port", str(port), "--parent-pid", str(os.getpid())]  # fmt: skip
         output = log_path.open("ab") if log_path is not None else subprocess.DEVNULL
         try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT)
         finally:
             if log_path is not None:
                 output.close()  # type: ignore[union-attr]
         tracker = cls(proc, host, port)
         deadline = time.monotonic() + ready_timeout_s
-        while not ping(host, port, timeout_s=1.0):
+        while not ping(host, port, timeout_s=1.0) or proc.poll() is not None:
             if proc.poll() is not None or time.monotonic() > deadline:
                 code = proc.poll()
                 tracker.stop()
@@ -212,8 +217,29 @@ class TrackerProcess:
             time.sleep(_POLL_S)
         return code
 
-    def __enter__(self) -> TrackerProcess:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m farm.tvm.tracker``: TVM's tracker, ended with its parent (see the module doc)."""
+    parser = argparse.ArgumentParser(prog="python -m farm.tvm.tracker",
+                                     description="TVM RPC tracker that ends with its parent")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--parent-pid", type=int, required=True,
+                        help="end this process group when this process dies")
+    args = parser.parse_args(argv)
+    end_group_with_parent(args.parent_pid)
+    logging.basicConfig(level=logging.INFO)  # as tvm.exec.rpc_tracker does
+    from tvm.rpc.tracker import Tracker
+
+    tracker = Tracker(args.host, port=args.port, port_end=args.port + 1)  # its __del__ stops it
+    tracker.proc.join()
+
+
+if __name__ == "__main__":
+    main()

@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from farm.procs import end_group_with_parent
 from farm.tvm import protocol
 from farm.tvm.protocol import RPC_CODE_MISMATCH, RPC_MAGIC, TrackerCode
 
@@ -252,6 +253,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Announce the real port on stdout, import TVM, then serve forever."""
     args = _parse_args(argv)
+    end_group_with_parent(os.getppid())  # an app outlives no farmd (farm-phones) that started it
     tracker_host, _, tracker_port = args.tracker.rpartition(":")
     log = EventLog(args.log)
     log.event("process_started", pid=os.getpid())

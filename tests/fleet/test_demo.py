@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import signal
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -43,6 +46,38 @@ class TestDemo:
         assert result.leftover_pids == []
         assert {p.pid for p in psutil.Process().children(recursive=True)} - before == set()
         assert result.elapsed_s < 180
+
+
+    def test_keep_cleans_up_on_sigterm(self, tmp_path: Path) -> None:
+        """``farmctl demo --keep`` stops everything on SIGTERM as on Ctrl-C, and says so."""
+        argv = [sys.executable, "-c", "from farm.cli.main import main; main()", "demo", "--keep",
+                "--phones", "1", "--n", "64", "--no-model", "--data-dir", str(tmp_path / "demo")]
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        try:
+            assert process.stdout is not None
+            lines = []
+            while "keep running" not in (line := process.stdout.readline().decode()):
+                assert line, "".join(lines)  # it exited before keeping the fleet
+                lines.append(line)
+            started = psutil.Process(process.pid).children(recursive=True)
+            assert started
+            process.send_signal(signal.SIGTERM)
+            rest = process.stdout.read().decode()
+            assert process.wait(timeout=120) == 0, rest
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=30)
+        assert "everything the demo started has stopped" in rest
+        wait_until(lambda: not any(_alive(p) for p in started), 30, "the demo's processes ended")
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return bool(process.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
 
 
 class TestFarmdMetrics:
