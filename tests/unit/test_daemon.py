@@ -150,7 +150,8 @@ class TestReclaim:
             assert reclaimed.state is AttemptState.ABANDONED
             job = store.get_job(jobs[0])
             assert job is not None and job.state is JobState.QUEUED and job.attempts_made == 0
-            assert store.get_device("A").state is DeviceState.READY  # type: ignore[union-attr]
+            # Freed, and health-checked before new work (its app served a dead farmd).
+            assert store.get_device("A").state is DeviceState.UNHEALTHY  # type: ignore[union-attr]
             [other] = store.attempts(jobs[1])
             assert other.id == theirs.attempt.id and other.state is AttemptState.RUNNING
         finally:
