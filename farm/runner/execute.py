@@ -5,7 +5,8 @@ parameters (``farm.jobs.params``) here and nowhere else. Each measured run is
 preceded by thermal gating of its phone (``gate``), ``repetitions`` times per
 phone; every raw sample is kept, tagged with its phone. A tuning job's phones
 serve the job's tracker key for its whole run, app crashes healed, and go back
-to their own keys after it (:mod:`farm.runner.tune_phones`).
+to their own keys after it (:mod:`farm.runner.tune_phones`); they must share
+one target, and each then times the tuned and the untuned kernel itself.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.config import Settings
+from farm.device.facts import gpu_limits_from
 from farm.errors import PhoneFault
 from farm.fleet.keys import job_key, phone_key
 from farm.jobs import params as jp
@@ -79,6 +81,7 @@ def device_facts(serial: str, facts: Mapping[str, Any]) -> jp.DeviceFacts:
         has_vulkan=bool(facts.get("has_vulkan", False)),
         cpu_features=tuple(facts.get("cpu_features") or ()),
         num_cores=int(facts.get("num_cores") or 0),
+        gpu_limits=gpu_limits_from(facts.get("gpu_limits") or {}),
     )
 
 
@@ -186,7 +189,7 @@ def _run_model(ctx: RunContext, spec: ModelJob) -> Outcome:
 
 
 def _tuning_records(work_dir: Path, workload: str, target: dict[str, Any]) -> list[TuningData]:
-    from farm.jobs.tune import RECORDS_FILE
+    from farm.jobs.tune_records import RECORDS_FILE
 
     path = work_dir / RECORDS_FILE
     if not path.is_file():
@@ -201,30 +204,49 @@ def _tuning_records(work_dir: Path, workload: str, target: dict[str, Any]) -> li
 
 
 def _run_tune(ctx: RunContext, spec: TuneJob) -> Outcome:
-    from farm.jobs.tune import tune_gemm
+    from farm.jobs.gemm import gemm_flop
+    from farm.jobs.targets import shared_target
+    from farm.jobs.tune import compare_tuned, tune_gemm
+    from farm.jobs.tune_progress import TuneProgress
     from farm.runner.tune_phones import serving_job_key
 
     gemm = _gemm_params(spec.params.gemm)  # the spec refuses tuning a model
     serials = list(ctx.attempt.serials)
+    # MetaSchedule measures each candidate on whichever phone of the key is free,
+    # into one database: one target, from the facts every phone shares.
+    target = shared_target({serial: _target(serial, ctx, gemm.device) for serial in serials})
     # The job's key, which only its phones serve while the job runs
     # (farm.fleet.keys); farm.runner.tune_phones moves the apps to it and back.
     key = job_key(ctx.settings.tracker.key, ctx.job.id)
-    tracker = _tracker(ctx, serials[0], key)
-    target = _target(serials[0], ctx, gemm.device)
     work_dir = tune_work_dir(ctx.settings.data_dir, ctx.job.id)
     params = jp.TuneParams(
         gemm=gemm, trials=spec.params.trials, work_dir=work_dir,
         trials_per_iter=spec.params.trials_per_batch, runner_workers=len(serials),
     )
+    progress = TuneProgress(work_dir)  # counters across this job's attempts
     snapshots = [ctx.gate(serial) for serial in serials]
-    with serving_job_key(ctx.settings, serials, ctx.job.id) as phones:
-        result = tune_gemm(params, target, tracker)
+    with serving_job_key(ctx.settings, serials, ctx.job.id, on_relaunch=progress.add_relaunch):
+        result = tune_gemm(params, target, _tracker(ctx, serials[0], key), progress)
+    # Back on their own keys, each phone times both kernels: every sample keeps
+    # the serial that produced it.
+    comparisons = []
+    for serial in serials:
+        snapshots.append(ctx.gate(serial))
+        comparisons.append(compare_tuned(params, target, _tracker(ctx, serial), result))
+    untuned = [s for c in comparisons for s in c.untuned_samples_s]
+    tuned = [s for c in comparisons for s in c.tuned_samples_s]
     summary = result.to_dict()
-    summary.update(kind="tune", n=gemm.n, dtype=gemm.dtype, phones=serials,
-                   app_relaunches=list(phones.relaunches))
-    samples = list(result.tuned_samples_s)
+    summary.update(
+        kind="tune", n=gemm.n, dtype=gemm.dtype, phones=serials,
+        app_relaunches=list(progress.counters.app_relaunches),
+        runs=[c.to_dict() for c in comparisons],
+        untuned_samples_s=untuned, tuned_samples_s=tuned,
+        speedup=statistics.fmean(untuned) / statistics.fmean(tuned),
+        tuned_gflops=gemm_flop(gemm.n) / statistics.fmean(tuned) / 1e9,
+    )
+    tuned_serials = [c.serial for c in comparisons for _ in c.tuned_samples_s]
     workload = f"gemm n={gemm.n} dtype={gemm.dtype}"
-    return Outcome(summary, samples, "s", [serials[0]] * len(samples), snapshots,
+    return Outcome(summary, tuned, "s", tuned_serials, snapshots,
                    _tuning_records(work_dir, workload, target))
 
 

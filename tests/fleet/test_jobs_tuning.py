@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from farm.fleet.keys import job_key, phone_key
-from farm.jobs.tune import FAILED_RUN_S, RECORDS_FILE
+from farm.jobs.tune_records import FAILED_RUN_S, RECORDS_FILE
 from farm.procs import signal_group
 from farm.provision.standin import demo_apk
 from farm.queue.models import AttemptState, DeviceState, JobState
