@@ -41,7 +41,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from farm.device.cpu import big_core_mask
 
@@ -157,12 +156,13 @@ def facts_from(
     )
 
 
-def gpu_limits_from(readings: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+def gpu_limits_from(readings: object) -> dict[str, dict[str, int]]:
     """The ``facts["gpu_limits"]`` record from raw readings, keeping only what is sound.
 
     Args:
         readings: API name -> attribute name -> value, as the probe child read
-            them (``None`` where TVM had no answer), or a stored record.
+            them (``None`` where TVM had no answer), or a stored record; anything
+            but a mapping reads as no limits.
 
     Returns:
         ``{"opencl": {"max_threads_per_block": 1024, ...}, ...}``: only the APIs
@@ -172,6 +172,8 @@ def gpu_limits_from(readings: Mapping[str, Any]) -> dict[str, dict[str, int]]:
         needs it, so such a reading is treated as no API).
     """
     record: dict[str, dict[str, int]] = {}
+    if not isinstance(readings, Mapping):
+        return record
     for api in GPU_APIS:
         values = readings.get(api)
         if not isinstance(values, Mapping):

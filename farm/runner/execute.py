@@ -81,7 +81,7 @@ def device_facts(serial: str, facts: Mapping[str, Any]) -> jp.DeviceFacts:
         has_vulkan=bool(facts.get("has_vulkan", False)),
         cpu_features=tuple(facts.get("cpu_features") or ()),
         num_cores=int(facts.get("num_cores") or 0),
-        gpu_limits=gpu_limits_from(facts.get("gpu_limits") or {}),
+        gpu_limits=gpu_limits_from(facts.get("gpu_limits")),
     )
 
 

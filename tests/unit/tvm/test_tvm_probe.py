@@ -101,3 +101,9 @@ class TestGpuLimitsRecord:
         """An API that reports no max_threads_per_block gets no entry at all."""
         assert gpu_limits_from({"vulkan": {"warp_size": 32}}) == {}
         assert gpu_limits_from({}) == {}
+
+    def test_a_malformed_stored_record_reads_as_no_limits(self) -> None:
+        """A record that is not a mapping (a foreign or damaged facts row) means no limits."""
+        assert gpu_limits_from(None) == {}
+        assert gpu_limits_from([1024]) == {}
+        assert gpu_limits_from({"opencl": [1024]}) == {}
