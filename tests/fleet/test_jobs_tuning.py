@@ -134,9 +134,9 @@ class TestTuningThroughAppCrashes:
         assert summary_["speedup"] > 0
         # Each phone timed the untuned and the tuned kernel on its own key: every
         # sample is stored with the serial that produced it (3 repeats per phone).
-        assert [run["serial"] for run in summary_["runs"]] == farm.serials
+        assert sorted(run["serial"] for run in summary_["runs"]) == sorted(farm.serials)
         assert sorted(sample_serials(farm.data_dir, result.id)) == sorted(farm.serials * 3)
-        assert (summary_["attempts"], summary_["rounds"]) == (1, summary_["rounds"])
+        assert summary_["attempts"] == 1
         assert summary_["rounds"] >= 1 and summary_["batches"] >= TRIALS // 4
         assert measured_in(complete_records(work_dir)) == summary_["trials_measured"]
         assert len(farm.store.tuning_records(job_id)) == len(complete_records(work_dir).splitlines())
