@@ -34,7 +34,7 @@ from farm.jobs.params import (
     TuneParams,
 )
 from farm.jobs.targets import target_for
-from farm.jobs.tune import tune_gemm
+from farm.jobs.tune import compare_tuned, tune_gemm
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,19 +84,17 @@ def main(argv: list[str] | None = None) -> int:
             if args.tune_trials > 0:
                 cluster.add_servers("bench-tune", args.phones)
                 tracker = TrackerParams(cluster.host, cluster.port, "bench-tune", 600, "bench-tune")
-                tune = tune_gemm(
-                    TuneParams(
-                        gemm=params,
-                        trials=args.tune_trials,
-                        work_dir=Path(tmp) / "tune",
-                        runner_workers=args.phones,
-                    ),
-                    target,
-                    tracker,
+                tune_params = TuneParams(
+                    gemm=params,
+                    trials=args.tune_trials,
+                    work_dir=Path(tmp) / "tune",
+                    runner_workers=args.phones,
                 )
+                tune = tune_gemm(tune_params, target, tracker)
+                compared = compare_tuned(tune_params, target, tracker, tune)
                 print(
-                    f"tuned {tune.trials_measured} trials: {tune.tuned_gflops:.2f} GFLOPS, "
-                    f"speedup over untuned {tune.speedup:.2f}x"
+                    f"tuned {tune.trials_measured} trials: {compared.tuned_gflops:.2f} GFLOPS, "
+                    f"speedup over untuned {compared.speedup:.2f}x"
                 )
         finally:
             cluster.close()

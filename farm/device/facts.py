@@ -31,6 +31,10 @@ gpu_egl            ``ro.hardware.egl`` as printed (the EGL driver suffix
 gpu_vendor         from ``gpu_egl``: ``adreno`` -> qualcomm, ``mali`` -> arm,
                    ``powervr`` -> imagination; other names are kept as printed
 =================  ============================================================
+
+A phone's GPU limits are read through an RPC session, not adb
+(:func:`farm.tvm.probe.read_gpu_limits`); :func:`gpu_limits_from` checks them
+into the shape kept as ``facts["gpu_limits"]``.
 """
 
 from __future__ import annotations
@@ -41,6 +45,21 @@ from dataclasses import dataclass
 from farm.device.cpu import big_core_mask
 
 _GPU_VENDORS = {"adreno": "qualcomm", "mali": "arm", "powervr": "imagination"}
+
+#: The GPU APIs whose limits are read, by TVM runtime device name.
+GPU_APIS = ("opencl", "vulkan")
+
+#: ``tvm.runtime.Device`` attributes kept per GPU API (apache/tvm
+#: ``python/tvm/runtime/device.py``): threads in one work-group (OpenCL
+#: ``CL_DEVICE_MAX_WORK_GROUP_SIZE``), threads run in lockstep (TVM answers 1
+#: for OpenCL whatever the GPU), local memory per work-group in bytes, and
+#: compute units. Each is a positive int.
+GPU_LIMITS = (
+    "max_threads_per_block",
+    "warp_size",
+    "max_shared_memory_per_block",
+    "multi_processor_count",
+)
 
 
 @dataclass(frozen=True)
@@ -135,3 +154,35 @@ def facts_from(
         gpu_egl=egl,
         gpu_vendor=_GPU_VENDORS.get(egl, egl),
     )
+
+
+def gpu_limits_from(readings: object) -> dict[str, dict[str, int]]:
+    """The ``facts["gpu_limits"]`` record from raw readings, keeping only what is sound.
+
+    Args:
+        readings: API name -> attribute name -> value, as the probe child read
+            them (``None`` where TVM had no answer), or a stored record; anything
+            but a mapping reads as no limits.
+
+    Returns:
+        ``{"opencl": {"max_threads_per_block": 1024, ...}, ...}``: only the APIs
+        of :data:`GPU_APIS` and the attributes of :data:`GPU_LIMITS`, only
+        positive ints (bools, floats, strings, ``None`` and zero are dropped), and
+        no entry for an API without ``max_threads_per_block`` (every GPU kernel
+        needs it, so such a reading is treated as no API).
+    """
+    record: dict[str, dict[str, int]] = {}
+    if not isinstance(readings, Mapping):
+        return record
+    for api in GPU_APIS:
+        values = readings.get(api)
+        if not isinstance(values, Mapping):
+            continue
+        kept = {
+            name: value
+            for name in GPU_LIMITS
+            if type(value := values.get(name)) is int and value > 0
+        }
+        if "max_threads_per_block" in kept:
+            record[api] = kept
+    return record

@@ -8,7 +8,8 @@ The kernel is written with ``te`` and turned into a TIR function with
   tiles run in parallel on the TVM thread pool.
 * OpenCL (the seeds' GPU schedule): rows and columns split by ``bn``; the outer
   parts are bound to ``blockIdx.y/x`` and the inner parts to ``threadIdx.y/x``, so
-  one work-group of ``bn x bn`` threads computes one ``bn x bn`` tile of C.
+  one work-group of ``bn x bn`` threads computes one ``bn x bn`` tile of C, so
+  ``bn * bn`` may not exceed the phone's work-group limit (:func:`check_params`).
 
 A run builds (or takes from the compile cache), uploads the ``.so`` over the RPC
 session, checks C against numpy and times the kernel with ``time_evaluator``.
@@ -17,6 +18,7 @@ GFLOPS is ``2 N^3 / t / 1e9`` with ``t`` the mean of the samples (seconds).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -27,14 +29,14 @@ import structlog
 from farm.errors import CompileError, SessionError, SpecError
 from farm.jobs.cache import CacheKey, CompileCache
 from farm.jobs.ndk import Linker, linker_for
-from farm.jobs.params import MAX_GPU_WORK_GROUP_THREADS, DeviceKind, GemmParams, TrackerParams
+from farm.jobs.params import DeviceKind, GemmParams, TrackerParams
 from farm.jobs.session import (
     ThreadPoolApplied,
     apply_thread_pool,
     open_session,
     upload_and_load,
 )
-from farm.jobs.targets import runtime_device_name
+from farm.jobs.targets import runtime_device_name, work_group_limit
 from farm.jobs.tvm_errors import reason_of
 
 log = structlog.get_logger(__name__)
@@ -91,7 +93,7 @@ def gemm_flop(n: int) -> int:
     return 2 * n**3
 
 
-def gemm_module(n: int, dtype: str, name: str = "gemm"):
+def gemm_module(n: int, dtype: str, name: str = "gemm") -> Any:
     """The unscheduled GEMM as an IRModule holding one PrimFunc ``name``.
 
     Args:
@@ -113,20 +115,36 @@ def gemm_module(n: int, dtype: str, name: str = "gemm"):
     return tvm.IRModule({name: func})
 
 
-def _check_params(params: GemmParams) -> None:
+def check_params(params: GemmParams, target: dict[str, Any]) -> None:
+    """Refuse a GEMM the target cannot run.
+
+    The GPU schedule runs ``bn * bn`` threads per work-group; the limit is the
+    phone's own where it was read (:func:`farm.jobs.targets.work_group_limit`).
+
+    Args:
+        params: the workload and schedule.
+        target: the phone's target dict.
+
+    Raises:
+        SpecError: N is not positive, bn does not divide N, or ``bn * bn`` exceeds
+            the phone's work-group limit.
+    """
     if params.n <= 0:
         raise SpecError("params.n", f"must be positive, got {params.n}")
     if params.bn <= 0 or params.n % params.bn:
         raise SpecError("params.bn", f"must divide n={params.n}, got {params.bn}")
-    if params.device is not DeviceKind.CPU and params.bn * params.bn > MAX_GPU_WORK_GROUP_THREADS:
+    limit = work_group_limit(target)
+    if params.device is not DeviceKind.CPU and params.bn * params.bn > limit:
+        source = ("read from the phone" if "max_threads_per_block" in target
+                  else "assumed: the phone's own limit was not read")
         raise SpecError(
             "params.bn",
-            f"bn*bn={params.bn**2} threads exceed a work-group of "
-            f"{MAX_GPU_WORK_GROUP_THREADS} on phone GPUs",
+            f"bn*bn={params.bn**2} threads exceed the {params.device.value} work-group "
+            f"limit of {limit} ({source}); use bn <= {math.isqrt(limit)}",
         )
 
 
-def schedule_cpu(mod, bn: int, name: str = "gemm"):
+def schedule_cpu(mod: Any, bn: int, name: str = "gemm") -> Any:
     """The CPU schedule: tile by ``bn``, vectorise the inner column loop, parallel rows.
 
     Args:
@@ -154,7 +172,7 @@ def schedule_cpu(mod, bn: int, name: str = "gemm"):
     return sch.mod
 
 
-def schedule_opencl(mod, bn: int, name: str = "gemm"):
+def schedule_opencl(mod: Any, bn: int, name: str = "gemm") -> Any:
     """The seeds' GPU schedule: ``bn x bn`` tiles, one work-group per tile.
 
     Args:
@@ -212,7 +230,7 @@ def build_gemm(
         ToolMissing: the NDK (or a host compiler) is missing.
         CompileError: TVM could not compile or link the kernel.
     """
-    _check_params(params)
+    check_params(params, target)
     linker = linker or linker_for(target)
     workload = f"gemm n={params.n} dtype={params.dtype}"
 

@@ -7,6 +7,7 @@ only has to fill these in. Every field carries its unit in its name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -21,8 +22,9 @@ class DeviceKind(str, Enum):
 
 
 #: Threads one GPU work-group may hold on every phone GPU the farm targets (many
-#: Mali GPUs allow no more). The GPU GEMM runs ``bn * bn`` threads per work-group,
-#: so ``bn`` is at most 16 on OPENCL and VULKAN.
+#: Mali GPUs allow no more): the limit assumed for a phone whose own limit was
+#: not read (``DeviceFacts.gpu_limits``). The GPU GEMM runs ``bn * bn`` threads
+#: per work-group, so ``bn`` is at most 16 on such a phone.
 MAX_GPU_WORK_GROUP_THREADS = 256
 
 
@@ -38,6 +40,9 @@ class DeviceFacts:
         has_vulkan: the phone supports Vulkan compute.
         cpu_features: LLVM ``-mattr`` features known for the CPU, e.g. ``("+neon", "+dotprod")``.
         num_cores: CPU cores the kernels may use (``num-cores`` of the target), 0 if unknown.
+        gpu_limits: GPU API (``"opencl"``, ``"vulkan"``) -> limit name -> value, as read
+            from the phone (``farm.device.facts.gpu_limits_from``), e.g.
+            ``{"opencl": {"max_threads_per_block": 1024}}``; empty when not read.
     """
 
     abi: str
@@ -46,6 +51,7 @@ class DeviceFacts:
     has_vulkan: bool = False
     cpu_features: tuple[str, ...] = ()
     num_cores: int = 0
+    gpu_limits: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,9 @@ ABI to LLVM triple (Android NDK ``docs/BuildSystemMaintainers.md``, "Target
 Triples"): ``arm64-v8a`` is ``aarch64-linux-android``, ``armeabi-v7a`` is
 ``armv7a-linux-androideabi``, ``x86`` is ``i686-linux-android``.
 
+A GPU target carries the phone's own limits (threads per work-group, shared
+memory) where they were read from the phone (:func:`gpu_limit_attrs`).
+
 ``x86_64`` is the odd one: farm's virtual phones report ``x86_64`` and run the
 host's own TVM RPC server, so an ``x86_64`` phone gets the *host* LLVM target
 (no mtriple: LLVM's default, the host's) and its library is linked with the
@@ -21,10 +24,11 @@ host compiler. A real x86_64 Android device (bionic, not glibc) would need
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from farm.errors import SpecError
-from farm.jobs.params import DeviceFacts, DeviceKind
+from farm.errors import PhoneFault, SpecError
+from farm.jobs.params import MAX_GPU_WORK_GROUP_THREADS, DeviceFacts, DeviceKind
 
 #: ABI -> (LLVM triple, default -mattr). NEON is mandatory on arm64 and on every
 #: armeabi-v7a device Android 6+ certifies (Android CDD 3.3.1), so it is a safe default.
@@ -113,12 +117,44 @@ def target_for(facts: DeviceFacts, device: DeviceKind = DeviceKind.CPU) -> dict[
         name = opencl_device(facts.gpu)
         if name is not None:
             target["device"] = name
-        return target
+        return target | gpu_limit_attrs(facts.gpu_limits.get("opencl", {}))
     if device is DeviceKind.VULKAN:
         if not facts.has_vulkan:
             raise SpecError("params.device", "the phone has no Vulkan driver")
-        return {"kind": "vulkan", "host": host}
+        return {"kind": "vulkan", "host": host} | gpu_limit_attrs(facts.gpu_limits.get("vulkan", {}))
     raise SpecError("params.device", f"unknown device kind {device!r}")
+
+
+def gpu_limit_attrs(limits: Mapping[str, int]) -> dict[str, int]:
+    """Target attributes from a phone's limits for one GPU API.
+
+    TVM's ``opencl`` and ``vulkan`` target kinds default to 256 threads per
+    work-group (``max_threads_per_block``, ``max_num_threads``); MetaSchedule's
+    GPU rules and TVM's thread binding read these attributes, so a phone's real
+    limits replace the defaults. An absent limit keeps TVM's default.
+
+    Args:
+        limits: one API's entry of ``DeviceFacts.gpu_limits``.
+
+    Returns:
+        E.g. ``{"max_threads_per_block": 1024, "max_num_threads": 1024,
+        "thread_warp_size": 1, "max_shared_memory_per_block": 32768}``.
+    """
+    attrs: dict[str, int] = {}
+    if threads := limits.get("max_threads_per_block"):
+        attrs["max_threads_per_block"] = threads
+        attrs["max_num_threads"] = threads
+    if warp := limits.get("warp_size"):
+        attrs["thread_warp_size"] = warp
+    if shared := limits.get("max_shared_memory_per_block"):
+        attrs["max_shared_memory_per_block"] = shared
+    return attrs
+
+
+def work_group_limit(target: dict[str, Any]) -> int:
+    """Threads one work-group of a GPU target may hold: the phone's limit where it
+    was read (:func:`gpu_limit_attrs`), else :data:`MAX_GPU_WORK_GROUP_THREADS`."""
+    return int(target.get("max_threads_per_block", MAX_GPU_WORK_GROUP_THREADS))
 
 
 def host_of(target: dict[str, Any]) -> dict[str, Any]:
@@ -136,3 +172,45 @@ def runtime_device_name(target: dict[str, Any]) -> str:
     """The TVM runtime device name of a target: ``"cpu"``, ``"opencl"`` or ``"vulkan"``."""
     kind = str(target["kind"])
     return "cpu" if kind == "llvm" else kind
+
+
+def shared_target(targets: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """The one target the phones of a tuning job share.
+
+    MetaSchedule measures each candidate on whichever phone of the job's key is
+    free and keeps one database for one target, so the phones must agree on
+    every fact that decides it (ABI, CPU features, cores, GPU and its limits).
+
+    Args:
+        targets: serial -> that phone's target, from :func:`target_for`; not empty.
+
+    Returns:
+        The target, when all are equal.
+
+    Raises:
+        PhoneFault: the targets differ; the message names each differing
+            attribute and every phone's value, e.g. ``num-cores: 8 on A, 4 on B``.
+    """
+    first = next(iter(targets.values()))
+    if all(target == first for target in targets.values()):
+        return first
+    flat = {serial: _flatten(target) for serial, target in targets.items()}
+    names = sorted({name for values in flat.values() for name in values})
+    differing = []
+    for name in names:
+        values = {serial: values.get(name) for serial, values in flat.items()}
+        if len({repr(value) for value in values.values()}) > 1:
+            each = ", ".join(f"{'unset' if v is None else v} on {s}" for s, v in values.items())
+            differing.append(f"{name}: {each}")
+    raise PhoneFault(",".join(targets), "the phones of one tuning job must share its target; "
+                                        "they differ in " + "; ".join(differing))
+
+
+def _flatten(target: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for name, value in target.items():
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, f"{prefix}{name}."))
+        else:
+            flat[f"{prefix}{name}"] = value
+    return flat

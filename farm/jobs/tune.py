@@ -6,6 +6,7 @@ A tuning job owns a work folder holding MetaSchedule's JSON database::
     <work_dir>/database_tuning_record.json  one line per measured candidate
     <work_dir>/logs/                        MetaSchedule's own logs
     <work_dir>/tuned.so, untuned.so         the final comparison's libraries
+    <work_dir>/farm_progress.json           farm's counters (farm.jobs.tune_progress)
 
 Checkpointing is MetaSchedule's: each measured candidate is appended as one line.
 Resuming is farm's: MetaSchedule's task scheduler starts counting trials at 0 even
@@ -26,9 +27,7 @@ real phones) since the phone's RPC server loads shared libraries.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -48,16 +47,11 @@ from farm.jobs.session import (
     upload_and_load,
 )
 from farm.jobs.targets import runtime_device_name
+from farm.jobs.tune_progress import TuneProgress
+from farm.jobs.tune_records import best_record_s, count_trials, repair_work_dir
 from farm.jobs.tvm_errors import reason_of
 
 log = structlog.get_logger(__name__)
-
-WORKLOADS_FILE = "database_workload.json"
-RECORDS_FILE = "database_tuning_record.json"
-
-#: MetaSchedule's ``AddToDatabase`` callback stores failed runs with this cost
-#: (1e10 s); anything at or above it is a failed measurement.
-FAILED_RUN_S = 1e9
 
 #: The function name MetaSchedule's ``compile_tir`` looks the workload up by.
 FUNC_NAME = "main"
@@ -65,20 +59,24 @@ FUNC_NAME = "main"
 
 @dataclass(frozen=True)
 class TuneResult:
-    """A finished tuning job.
+    """A finished tuning run: what the work folder holds and what it took.
+
+    The counters ``attempts``, ``rounds``, ``batches`` and ``app_relaunches`` add up
+    every run on the work folder (:mod:`farm.jobs.tune_progress`), so they stay
+    right when a job resumes after a killed attempt.
 
     Attributes:
         trials_requested: measured trials the job asked for in total.
         trials_measured_before: measured trials found in the work folder at start.
         trials_measured: measured trials in the work folder at the end.
         trials_failed: records whose measurement failed (crashes, dropped sessions).
-        rounds: MetaSchedule runs this call made.
+        attempts: tuning runs on the work folder, this one included.
+        rounds: MetaSchedule runs, over all attempts.
+        batches: measured batches, over all attempts.
+        app_relaunches: serials relaunched after an app crash, over all attempts.
         best_record_s: the best candidate's mean run time while tuning.
-        untuned_samples_s: time_evaluator samples of the unscheduled kernel.
-        tuned_samples_s: time_evaluator samples of the best schedule.
-        speedup: mean untuned time over mean tuned time.
-        tuned_gflops: ``2 N^3 / mean tuned time / 1e9``.
-        threads: thread pool settings in force during the comparison.
+        tuned_library: the best schedule, compiled (``.so``).
+        untuned_library: the unscheduled kernel, compiled (``.so``).
         work_dir: the work folder.
         target: the target dict.
     """
@@ -87,13 +85,13 @@ class TuneResult:
     trials_measured_before: int
     trials_measured: int
     trials_failed: int
+    attempts: int
     rounds: int
+    batches: int
+    app_relaunches: list[str]
     best_record_s: float
-    untuned_samples_s: list[float]
-    tuned_samples_s: list[float]
-    speedup: float
-    tuned_gflops: float
-    threads: ThreadPoolApplied | None
+    tuned_library: str
+    untuned_library: str
     work_dir: str
     target: dict[str, Any]
 
@@ -102,100 +100,29 @@ class TuneResult:
         return asdict(self)
 
 
-# --- the work folder ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Comparison:
+    """The untuned and the tuned kernel timed on one phone, in one session.
 
-
-def repair_database_file(path: Path) -> int:
-    """Drop a half-written or unparsable last line of a JSON-lines file.
-
-    A process killed while MetaSchedule appends a record leaves a line without its
-    newline (or without its end); MetaSchedule would fail to load the file.
-
-    Args:
-        path: a database file; missing files are left alone.
-
-    Returns:
-        Bytes removed.
+    Attributes:
+        serial: the phone that produced every sample here.
+        untuned_samples_s: time_evaluator samples of the unscheduled kernel.
+        tuned_samples_s: time_evaluator samples of the best schedule.
+        speedup: mean untuned time over mean tuned time.
+        tuned_gflops: ``2 N^3 / mean tuned time / 1e9``.
+        threads: thread pool settings in force (None on a GPU).
     """
-    if not path.is_file():
-        return 0
-    data = path.read_bytes()
-    keep = data if data.endswith(b"\n") or not data else data[: data.rfind(b"\n") + 1]
-    lines = keep.splitlines(keepends=True)
-    while lines:
-        try:
-            json.loads(lines[-1])
-            break
-        except ValueError:
-            lines.pop()
-    keep = b"".join(lines)
-    if len(keep) != len(data):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(keep)
-        os.replace(tmp, path)
-        log.warning("tuning_records_trimmed", path=str(path), bytes_dropped=len(data) - len(keep))
-    return len(data) - len(keep)
 
+    serial: str
+    untuned_samples_s: list[float]
+    tuned_samples_s: list[float]
+    speedup: float
+    tuned_gflops: float
+    threads: ThreadPoolApplied | None
 
-def repair_work_dir(work_dir: Path) -> int:
-    """Trim both database files of a work folder; return the bytes removed."""
-    return repair_database_file(work_dir / WORKLOADS_FILE) + repair_database_file(
-        work_dir / RECORDS_FILE
-    )
-
-
-def _run_secs(line: bytes) -> list[float]:
-    record = json.loads(line)
-    # A record line is [workload_index, [trace, run_secs, target, args_info]].
-    run_secs = record[1][1]
-    return [float(s) for s in run_secs] if run_secs else []
-
-
-def count_trials(work_dir: Path) -> tuple[int, int]:
-    """Measured and failed trials recorded in a work folder.
-
-    Args:
-        work_dir: the tuning work folder (repaired first by the caller).
-
-    Returns:
-        ``(measured, failed)``: records with a real run time, and records whose
-        measurement failed.
-    """
-    path = work_dir / RECORDS_FILE
-    if not path.is_file():
-        return 0, 0
-    measured = failed = 0
-    for line in path.read_bytes().splitlines():
-        if not line.strip():
-            continue
-        secs = _run_secs(line)
-        if secs and all(s < FAILED_RUN_S for s in secs):
-            measured += 1
-        else:
-            failed += 1
-    return measured, failed
-
-
-def export_records(work_dir: Path, out_path: Path) -> Path:
-    """Copy a work folder's database (complete lines only) into ``out_path``.
-
-    The copy is itself a MetaSchedule database folder:
-    ``tvm.s_tir.meta_schedule.database.JSONDatabase(work_dir=str(out_path))`` loads it.
-
-    Args:
-        work_dir: the tuning work folder.
-        out_path: folder to create (or refresh).
-
-    Returns:
-        ``out_path``.
-    """
-    repair_work_dir(work_dir)
-    out_path.mkdir(parents=True, exist_ok=True)
-    for name in (WORKLOADS_FILE, RECORDS_FILE):
-        src = work_dir / name
-        if src.is_file():
-            shutil.copyfile(src, out_path / name)
-    return out_path
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the comparison."""
+        return asdict(self)
 
 
 # --- the builder's worker processes -------------------------------------------------
@@ -233,8 +160,28 @@ def _cost_model() -> str:
 # --- tuning -------------------------------------------------------------------------
 
 
+def _batch_counter(progress: TuneProgress) -> Any:
+    """A MetaSchedule measure callback adding one batch per call to ``progress``.
+
+    MetaSchedule calls its measure callbacks once per measured batch, after
+    ``AddToDatabase`` wrote its records (apache/tvm
+    ``python/tvm/s_tir/meta_schedule/measure_callback/measure_callback.py``).
+    """
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+    @derived_object
+    class BatchCounter(PyMeasureCallback):  # type: ignore[misc]
+        def apply(self, task_scheduler: Any, task_id: int, measure_candidates: Any,
+                  builder_results: Any, runner_results: Any) -> None:
+            progress.add(batches=1)
+
+    return BatchCounter()
+
+
 def _tune_round(
-    params: TuneParams, target: dict[str, Any], tracker: TrackerParams, linker: Linker, trials: int
+    params: TuneParams, target: dict[str, Any], tracker: TrackerParams, linker: Linker,
+    trials: int, progress: TuneProgress,
 ) -> None:
     import tvm
     from tvm.s_tir import meta_schedule as ms
@@ -269,18 +216,10 @@ def _tune_round(
         builder=builder,
         runner=runner,
         cost_model=_cost_model(),
+        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"),
+                           _batch_counter(progress)],
         seed=params.seed,
     )
-
-
-def _best_record_s(work_dir: Path) -> float:
-    best = float("inf")
-    path = work_dir / RECORDS_FILE
-    for line in path.read_bytes().splitlines() if path.is_file() else []:
-        secs = _run_secs(line) if line.strip() else []
-        if secs and all(s < FAILED_RUN_S for s in secs):
-            best = min(best, float(np.mean(secs)))
-    return best
 
 
 def _compile_pair(params: TuneParams, target: dict[str, Any], linker: Linker) -> tuple[Path, Path]:
@@ -307,20 +246,34 @@ def _compile_pair(params: TuneParams, target: dict[str, Any], linker: Linker) ->
     return tuned, untuned
 
 
-def _compare(
-    params: TuneParams, target: dict[str, Any], tracker: TrackerParams, tuned: Path, untuned: Path
-) -> tuple[list[float], list[float], ThreadPoolApplied | None]:
-    """Time the untuned and the tuned kernel in one session; return their samples."""
+def compare_tuned(
+    params: TuneParams, target: dict[str, Any], tracker: TrackerParams, result: TuneResult
+) -> Comparison:
+    """Time the untuned and the tuned kernel of ``result`` on one phone, in one session.
+
+    Args:
+        params: the workload and its timing settings.
+        target: the target the libraries were built for.
+        tracker: a key only the phone to time serves; ``tracker.serial`` names it.
+        result: a finished :func:`tune_gemm`.
+
+    Returns:
+        The samples, all produced by ``tracker.serial``.
+
+    Raises:
+        SessionError, TrackerUnreachable: no session, or the session failed.
+    """
     import tvm
 
     remote = open_session(tracker)
+    serial = tracker.serial or f"key:{tracker.key}"
     device = runtime_device_name(target)
     threads = apply_thread_pool(remote, params.gemm.threads, tracker) if device == "cpu" else None
     rng = np.random.default_rng(0)
     n, dtype = params.gemm.n, params.gemm.dtype
     samples: list[list[float]] = []
-    for name, library in (("untuned", untuned), ("tuned", tuned)):
-        module = upload_and_load(remote, library, f"{name}-{os.getpid()}.so", tracker)
+    for name, library in (("untuned", result.untuned_library), ("tuned", result.tuned_library)):
+        module = upload_and_load(remote, Path(library), f"{name}-{os.getpid()}.so", tracker)
         try:
             dev = remote.device(device, 0)
             a = tvm.runtime.tensor(rng.random((n, n)).astype(dtype), dev)
@@ -336,29 +289,46 @@ def _compare(
             )
             samples.append([float(s) for s in evaluator(a, b, c).results])
         except (RuntimeError, OSError) as exc:
-            raise SessionError(tracker.serial or f"key:{tracker.key}", str(exc)) from exc
-    return samples[0], samples[1], threads
+            raise SessionError(serial, str(exc)) from exc
+    untuned_s, tuned_s = samples
+    tuned_mean = float(np.mean(tuned_s))
+    comparison = Comparison(
+        serial=serial,
+        untuned_samples_s=untuned_s,
+        tuned_samples_s=tuned_s,
+        speedup=float(np.mean(untuned_s)) / tuned_mean,
+        tuned_gflops=gemm_flop(n) / tuned_mean / 1e9,
+        threads=threads,
+    )
+    log.info("tuning_compared", serial=serial, speedup=round(comparison.speedup, 3))
+    return comparison
 
 
-def tune_gemm(params: TuneParams, target: dict[str, Any], tracker: TrackerParams) -> TuneResult:
-    """Tune GEMM until ``params.trials`` trials are measured, then compare with untuned.
+def tune_gemm(
+    params: TuneParams, target: dict[str, Any], tracker: TrackerParams,
+    progress: TuneProgress | None = None,
+) -> TuneResult:
+    """Tune GEMM until ``params.trials`` trials are measured; compile the best and the untuned.
 
     Reusing ``params.work_dir`` resumes: trials measured by earlier (possibly killed)
-    runs count towards ``params.trials``.
+    runs count towards ``params.trials``, and so do the counters of
+    :mod:`farm.jobs.tune_progress`.
 
     Args:
         params: workload, trial budget, work folder, builder and timing settings.
-        target: target dict of the phones serving ``tracker.key``.
+        target: target dict the phones serving ``tracker.key`` share.
         tracker: tracker address and the key only this job's phones serve.
+        progress: the work folder's counters; opened here when None (the runner
+            passes its own, which also counts the app relaunches).
 
     Returns:
-        Trial counts, the comparison's raw samples and the speedup.
+        Trial counts, the counters over all attempts and the compiled libraries;
+        time them with :func:`compare_tuned`.
 
     Raises:
         SpecError: a CPU target without ``num-cores``.
         ToolMissing: the NDK is needed and missing (checked before anything runs).
         CompileError: no candidate could be built or measured in ``max_rounds`` rounds.
-        SessionError, TrackerUnreachable: the final comparison could not get a session.
     """
     if target.get("kind") == "llvm" and not target.get("num-cores"):
         # MetaSchedule sizes parallel loops by it and refuses a CPU target without it.
@@ -366,13 +336,16 @@ def tune_gemm(params: TuneParams, target: dict[str, Any], tracker: TrackerParams
     linker = linker_for(target)
     params.work_dir.mkdir(parents=True, exist_ok=True)
     repair_work_dir(params.work_dir)
+    progress = progress or TuneProgress(params.work_dir)
+    progress.add(attempts=1)
     before, _ = count_trials(params.work_dir)
     measured, rounds = before, 0
     while measured < params.trials and rounds < params.max_rounds:
         remaining = params.trials - measured
         log.info("tuning_round", round=rounds, measured=measured, remaining=remaining)
-        _tune_round(params, target, tracker, linker, remaining)
+        _tune_round(params, target, tracker, linker, remaining, progress)
         rounds += 1
+        progress.add(rounds=1)
         repair_work_dir(params.work_dir)
         measured, _ = count_trials(params.work_dir)
     measured, failed = count_trials(params.work_dir)
@@ -381,28 +354,21 @@ def tune_gemm(params: TuneParams, target: dict[str, Any], tracker: TrackerParams
             f"gemm n={params.gemm.n}", f"no trial measured in {rounds} rounds ({failed} failed)"
         )
     tuned, untuned = _compile_pair(params, target, linker)
-    untuned_s, tuned_s, threads = _compare(params, target, tracker, tuned, untuned)
-    tuned_mean = float(np.mean(tuned_s))
-    result = TuneResult(
+    counters = progress.counters
+    log.info("tuning_finished", measured=measured, failed=failed, rounds=counters.rounds,
+             batches=counters.batches, attempts=counters.attempts)
+    return TuneResult(
         trials_requested=params.trials,
         trials_measured_before=before,
         trials_measured=measured,
         trials_failed=failed,
-        rounds=rounds,
-        best_record_s=_best_record_s(params.work_dir),
-        untuned_samples_s=untuned_s,
-        tuned_samples_s=tuned_s,
-        speedup=float(np.mean(untuned_s)) / tuned_mean,
-        tuned_gflops=gemm_flop(params.gemm.n) / tuned_mean / 1e9,
-        threads=threads,
+        attempts=counters.attempts,
+        rounds=counters.rounds,
+        batches=counters.batches,
+        app_relaunches=list(counters.app_relaunches),
+        best_record_s=best_record_s(params.work_dir),
+        tuned_library=str(tuned),
+        untuned_library=str(untuned),
         work_dir=str(params.work_dir),
         target=target,
     )
-    log.info(
-        "tuning_finished",
-        measured=measured,
-        failed=failed,
-        rounds=rounds,
-        speedup=round(result.speedup, 3),
-    )
-    return result

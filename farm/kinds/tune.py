@@ -79,7 +79,7 @@ class TuneJob(JobBase):
 
 
 def _tuning_records(work_dir: Path, workload: str, target: dict[str, Any]) -> list[TuningData]:
-    from farm.jobs.tune import RECORDS_FILE
+    from farm.jobs.tune_records import RECORDS_FILE
     from farm.queue.records import TuningData
 
     path = work_dir / RECORDS_FILE
@@ -97,10 +97,23 @@ def _tuning_records(work_dir: Path, workload: str, target: dict[str, Any]) -> li
 
 
 def run(ctx: RunContext, spec: TuneJob) -> Outcome:
-    """Tune the gemm on the attempt's phones, resuming the job's earlier attempts."""
+    """Tune the gemm on the attempt's phones, resuming the job's earlier attempts.
+
+    MetaSchedule measures each candidate on whichever phone of the job's key is
+    free, into one database, so the phones must share one target
+    (:func:`farm.jobs.targets.shared_target` refuses phones that disagree). Back
+    on their own keys, each phone times the tuned and the untuned kernel itself:
+    every sample keeps the serial that produced it. The counters (rounds, app
+    relaunches) live in the work folder, so they add up across resumes.
+    """
+    import statistics
+
     from farm.fleet.keys import job_key
     from farm.jobs import params as jp
-    from farm.jobs.tune import tune_gemm
+    from farm.jobs.gemm import gemm_flop
+    from farm.jobs.targets import shared_target
+    from farm.jobs.tune import compare_tuned, tune_gemm
+    from farm.jobs.tune_progress import TuneProgress
     from farm.queue.records import Outcome
     from farm.runner.execute import phone_target, tracker_params, tune_work_dir
     from farm.runner.tune_phones import serving_job_key
@@ -108,25 +121,37 @@ def run(ctx: RunContext, spec: TuneJob) -> Outcome:
     assert spec.params.gemm is not None  # the spec refuses tuning a model
     gemm = gemm_params(spec.params.gemm)
     serials = list(ctx.attempt.serials)
+    target = shared_target({serial: phone_target(serial, ctx, gemm.device) for serial in serials})
     # The job's key, which only its phones serve while the job runs
     # (farm.fleet.keys); farm.runner.tune_phones moves the apps to it and back.
     key = job_key(ctx.settings.tracker.key, ctx.job.id)
-    tracker = tracker_params(ctx, serials[0], key)
-    target = phone_target(serials[0], ctx, gemm.device)
     work_dir = tune_work_dir(ctx.settings.data_dir, ctx.job.id)
     params = jp.TuneParams(
         gemm=gemm, trials=spec.params.trials, work_dir=work_dir,
         trials_per_iter=spec.params.trials_per_batch, runner_workers=len(serials),
     )
+    progress = TuneProgress(work_dir)  # counters across this job's attempts
     snapshots = [ctx.gate(serial) for serial in serials]
-    with serving_job_key(ctx.settings, serials, ctx.job.id) as phones:
-        result = tune_gemm(params, target, tracker)
+    with serving_job_key(ctx.settings, serials, ctx.job.id, on_relaunch=progress.add_relaunch):
+        result = tune_gemm(params, target, tracker_params(ctx, serials[0], key), progress)
+    comparisons = []
+    for serial in serials:
+        snapshots.append(ctx.gate(serial))
+        comparisons.append(compare_tuned(params, target, tracker_params(ctx, serial), result))
+    untuned = [s for c in comparisons for s in c.untuned_samples_s]
+    tuned = [s for c in comparisons for s in c.tuned_samples_s]
     summary = result.to_dict()
-    summary.update(kind="tune", n=gemm.n, dtype=gemm.dtype, phones=serials,
-                   app_relaunches=list(phones.relaunches))
-    samples = list(result.tuned_samples_s)
+    summary.update(
+        kind="tune", n=gemm.n, dtype=gemm.dtype, phones=serials,
+        app_relaunches=list(progress.counters.app_relaunches),
+        runs=[c.to_dict() for c in comparisons],
+        untuned_samples_s=untuned, tuned_samples_s=tuned,
+        speedup=statistics.fmean(untuned) / statistics.fmean(tuned),
+        tuned_gflops=gemm_flop(gemm.n) / statistics.fmean(tuned) / 1e9,
+    )
+    tuned_serials = [c.serial for c in comparisons for _ in c.tuned_samples_s]
     workload = f"gemm n={gemm.n} dtype={gemm.dtype}"
-    return Outcome(summary, samples, "s", [serials[0]] * len(samples), snapshots,
+    return Outcome(summary, tuned, "s", tuned_serials, snapshots,
                    _tuning_records(work_dir, workload, target))
 
 

@@ -27,8 +27,8 @@ _SECTIONS = {
     "getprop": ["getprop"],
     # cpu[0-9] then cpu[1-9][0-9]: numeric order for up to 100 cores, where one
     # glob would put cpu10 before cpu2.
-    "cpufreq": ["sh", "-c", "cat /sys/devices/system/cpu/cpu[0-9]/cpufreq/cpuinfo_max_freq "
-                "/sys/devices/system/cpu/cpu[1-9][0-9]/cpufreq/cpuinfo_max_freq"],
+    "cpufreq": ["sh", "-c", ("cat /sys/devices/system/cpu/cpu[0-9]/cpufreq/cpuinfo_max_freq "
+                             "/sys/devices/system/cpu/cpu[1-9][0-9]/cpufreq/cpuinfo_max_freq")],
     "meminfo": ["cat", "/proc/meminfo"],
     "opencl": ["ls", *OPENCL_LIBS],
 }
@@ -64,6 +64,12 @@ def facts_record(facts: DeviceFacts) -> dict[str, object]:
     ``gpu`` holds the GPU family and vendor (``"adreno qualcomm"``), so a job's
     ``--gpu adreno`` or ``--gpu qualcomm`` both match; one name when the family
     has no known vendor; empty without a GPU.
+
+    ``gpu_limits`` is not here: adb cannot read it. Once the app registers,
+    :func:`farm.tvm.probe.read_gpu_limits` reads it through an RPC session and
+    it is stored as ``record["gpu_limits"]`` (``{}`` for a phone without an
+    OpenCL or Vulkan runtime); the runner reads it back with
+    :func:`farm.device.facts.gpu_limits_from`.
     """
     record: dict[str, object] = {
         name: list(value) if isinstance(value, tuple) else value

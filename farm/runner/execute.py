@@ -7,6 +7,8 @@ measured run thermally (``gate``), ``repetitions`` times per phone, and keeps
 every raw sample tagged with its phone; :func:`tracker_params` and
 :func:`phone_target` say where a phone's session comes from and what it
 compiles for.
+ They must share one
+target (tune), and each times its own runs, so every sample keeps its serial.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.config import Settings
+from farm.device.facts import gpu_limits_from
 from farm.errors import PhoneFault
 from farm.fleet.keys import phone_key
 from farm.jobs import params as jp
@@ -89,6 +92,7 @@ def device_facts(serial: str, facts: Mapping[str, Any]) -> jp.DeviceFacts:
         has_vulkan=bool(facts.get("has_vulkan", False)),
         cpu_features=tuple(facts.get("cpu_features") or ()),
         num_cores=int(facts.get("num_cores") or 0),
+        gpu_limits=gpu_limits_from(facts.get("gpu_limits")),
     )
 
 

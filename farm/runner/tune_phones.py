@@ -32,7 +32,7 @@ import contextlib
 import contextvars
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -77,6 +77,8 @@ class JobPhones:
         key: the job's tracker key.
         relaunches: serials relaunched by the monitor, in order (one entry per
             relaunch after an app crash).
+        on_relaunch: called with the serial after each such relaunch (the runner
+            counts relaunches across attempts with it, farm.jobs.tune_progress).
     """
 
     adb: Adb
@@ -84,6 +86,7 @@ class JobPhones:
     key: str
     phones: list[_Phone] = field(default_factory=list)
     relaunches: list[str] = field(default_factory=list)
+    on_relaunch: Callable[[str], None] | None = None
     interval_s: float = MONITOR_INTERVAL_S
     register_deadline_s: float = REGISTER_DEADLINE_S
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -167,6 +170,8 @@ class JobPhones:
             log.warning("tuning_app_gone", serial=phone.serial, tracker_key=self.key)
             self.launch(phone, self.key)
             self.relaunches.append(phone.serial)
+            if self.on_relaunch is not None:
+                self.on_relaunch(phone.serial)
             relaunched.append(phone.serial)
             log.info("tuning_app_relaunched", serial=phone.serial, tracker_key=self.key,
                      relaunches=len(self.relaunches))
@@ -229,6 +234,7 @@ class JobPhones:
 def serving_job_key(
     settings: Settings, serials: Sequence[str], job_id: int, *, adb: Adb | None = None,
     interval_s: float = MONITOR_INTERVAL_S, register_deadline_s: float = REGISTER_DEADLINE_S,
+    on_relaunch: Callable[[str], None] | None = None,
 ) -> Iterator[JobPhones]:
     """Serve the job's key on ``serials`` for the block, healing app crashes.
 
@@ -239,6 +245,7 @@ def serving_job_key(
         adb: the adb client; one for ``settings.adb`` by default.
         interval_s: seconds between monitor passes.
         register_deadline_s: how long the apps may take to register.
+        on_relaunch: called with the serial after each relaunch of a crashed app.
 
     Yields:
         The job's phones; ``relaunches`` counts the monitor's relaunches.
@@ -250,7 +257,8 @@ def serving_job_key(
     """
     adb = adb or Adb(AdbServer(port=settings.adb.port, binary=settings.adb.binary))
     phones = JobPhones(adb, settings, job_key(settings.tracker.key, job_id),
-                       interval_s=interval_s, register_deadline_s=register_deadline_s)
+                       on_relaunch=on_relaunch, interval_s=interval_s,
+                       register_deadline_s=register_deadline_s)
     try:
         for serial in serials:
             phones.phones.append(_Phone(serial, detect_method(adb, serial)))

@@ -21,12 +21,13 @@ from typing import Any
 
 import psutil
 import pytest
+import sqlalchemy as sa
 
 from farm.fleet.keys import job_key, phone_key
-from farm.jobs.tune import FAILED_RUN_S, RECORDS_FILE
+from farm.jobs.tune_records import FAILED_RUN_S, RECORDS_FILE
 from farm.procs import signal_group
 from farm.provision.standin import demo_apk
-from farm.queue.models import AttemptState, DeviceState, JobState
+from farm.queue.models import AttemptState, DeviceState, JobState, Sample
 from farm.queue.store import Store
 from farm.runner.execute import tune_work_dir
 from farm.tvm.tracker import TrackerProcess, summary
@@ -65,6 +66,17 @@ def measured_in(records: bytes) -> int:
         if run_secs and all(float(s) < FAILED_RUN_S for s in run_secs):
             count += 1
     return count
+
+
+def sample_serials(data_dir: Path, result_id: int) -> list[str | None]:
+    """The serial stored with each raw sample of a result."""
+    engine = sa.create_engine(f"sqlite:///{data_dir / 'farm.db'}")
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(sa.select(Sample.serial).where(Sample.result_id == result_id))
+            return [row.serial for row in rows]
+    finally:
+        engine.dispose()
 
 
 class TestTuningThroughAppCrashes:
@@ -119,7 +131,13 @@ class TestTuningThroughAppCrashes:
         assert summary_["trials_requested"] == TRIALS
         assert summary_["trials_measured"] >= TRIALS
         assert sorted(summary_["app_relaunches"]) == sorted(farm.serials)
-        assert summary_["speedup"] > 0 and len(result.samples) == 3
+        assert summary_["speedup"] > 0
+        # Each phone timed the untuned and the tuned kernel on its own key: every
+        # sample is stored with the serial that produced it (3 repeats per phone).
+        assert sorted(run["serial"] for run in summary_["runs"]) == sorted(farm.serials)
+        assert sorted(sample_serials(farm.data_dir, result.id)) == sorted(farm.serials * 3)
+        assert summary_["attempts"] == 1
+        assert summary_["rounds"] >= 1 and summary_["batches"] >= TRIALS // 4
         assert measured_in(complete_records(work_dir)) == summary_["trials_measured"]
         assert len(farm.store.tuning_records(job_id)) == len(complete_records(work_dir).splitlines())
         # Afterwards every phone serves its own key again and is ready for work.
@@ -236,5 +254,8 @@ class TestTuningThroughFarmdRestart:
             assert records.startswith(kept)
             [result] = store.results(job_id)
             assert result.summary["trials_measured_before"] >= measured_before
+            # The counters add up both farmds' attempts (the first one's batches too).
+            assert result.summary["attempts"] >= 2
+            assert result.summary["batches"] >= TRIALS // 4
             assert result.summary["trials_measured"] >= TRIALS
             assert measured_in(records) == result.summary["trials_measured"]

@@ -54,6 +54,31 @@ class TestScheduleOpencl:
         with pytest.raises(SpecError):
             build_gemm(params, target_for(facts, DeviceKind.OPENCL), CompileCache(tmp_path))
 
+    def test_phone_allowing_1024_threads_builds_bn_32(self, tmp_path: Path) -> None:
+        """An Adreno whose work-group limit, read from the phone, is 1024 builds bn=32."""
+        facts = DeviceFacts(abi="x86_64", gpu="adreno qualcomm", has_opencl=True,
+                            gpu_limits={"opencl": {"max_threads_per_block": 1024}})
+        params = GemmParams(n=64, bn=32, device=DeviceKind.OPENCL)
+        path = build_gemm(params, target_for(facts, DeviceKind.OPENCL), CompileCache(tmp_path))
+        assert path.is_file()
+
+    def test_phone_limit_below_bn_squared_names_the_limit(self, tmp_path: Path) -> None:
+        """A phone limit of 512 refuses bn=32 with the limit, its source and the largest bn."""
+        facts = DeviceFacts(abi="x86_64", has_opencl=True,
+                            gpu_limits={"opencl": {"max_threads_per_block": 512}})
+        params = GemmParams(n=64, bn=32, device=DeviceKind.OPENCL)
+        with pytest.raises(SpecError) as caught:
+            build_gemm(params, target_for(facts, DeviceKind.OPENCL), CompileCache(tmp_path))
+        assert caught.value.field == "params.bn"
+        assert "limit of 512 (read from the phone); use bn <= 22" in str(caught.value)
+
+    def test_unread_limit_says_it_was_assumed(self, tmp_path: Path) -> None:
+        """Without the phone's limit the error says 256 was assumed."""
+        params = GemmParams(n=64, bn=32, device=DeviceKind.OPENCL)
+        target = target_for(DeviceFacts(abi="x86_64", has_opencl=True), DeviceKind.OPENCL)
+        with pytest.raises(SpecError, match=r"limit of 256 \(assumed"):
+            build_gemm(params, target, CompileCache(tmp_path))
+
     def test_vulkan_work_group_over_256_threads_is_refused(self, tmp_path: Path) -> None:
         """Vulkan runs the same bn x bn work-groups, so bn=32 is refused there too."""
         params = GemmParams(n=64, bn=32, device=DeviceKind.VULKAN)

@@ -9,14 +9,14 @@ import pytest
 
 from farm.errors import SpecError
 from farm.jobs.params import GemmParams, TrackerParams, TuneParams
-from farm.jobs.tune import (
+from farm.jobs.tune import tune_gemm
+from farm.jobs.tune_records import (
     RECORDS_FILE,
     WORKLOADS_FILE,
     count_trials,
     export_records,
     repair_database_file,
     repair_work_dir,
-    tune_gemm,
 )
 
 

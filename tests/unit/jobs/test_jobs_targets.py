@@ -5,9 +5,17 @@ from __future__ import annotations
 import pytest
 import tvm
 
-from farm.errors import SpecError
+from farm.errors import PhoneFault, SpecError
 from farm.jobs.params import DeviceFacts, DeviceKind
-from farm.jobs.targets import needs_ndk, opencl_device, runtime_device_name, target_for
+from farm.jobs.targets import (
+    needs_ndk,
+    opencl_device,
+    runtime_device_name,
+    shared_target,
+    target_for,
+    work_group_limit,
+)
+from farm.runner.execute import device_facts
 
 
 class TestTargetFor:
@@ -85,3 +93,72 @@ class TestOpenclDevice:
     def test_gpu_names_map_to_tvm_devices(self, gpu: str, device: str | None) -> None:
         """Mali and Adreno have TVM OpenCL devices; other GPUs get the generic one."""
         assert opencl_device(gpu) == device
+
+
+ADRENO_LIMITS = {"max_threads_per_block": 1024, "warp_size": 1,
+                 "max_shared_memory_per_block": 32768, "multi_processor_count": 2}
+
+
+class TestGpuLimits:
+    def test_opencl_target_takes_the_phone_limits(self) -> None:
+        """The phone's work-group size, warp size and local memory replace TVM's defaults."""
+        facts = DeviceFacts(abi="arm64-v8a", gpu="adreno qualcomm", has_opencl=True,
+                            gpu_limits={"opencl": ADRENO_LIMITS})
+        target = target_for(facts, DeviceKind.OPENCL)
+        attrs = tvm.target.Target(target).attrs
+        assert attrs["max_threads_per_block"] == 1024
+        assert attrs["max_num_threads"] == 1024
+        assert attrs["thread_warp_size"] == 1
+        assert attrs["max_shared_memory_per_block"] == 32768
+        assert work_group_limit(target) == 1024
+
+    def test_vulkan_target_takes_its_own_limits_not_opencl(self) -> None:
+        """Each API's target reads that API's limits only."""
+        facts = DeviceFacts(abi="arm64-v8a", has_opencl=True, has_vulkan=True,
+                            gpu_limits={"opencl": ADRENO_LIMITS,
+                                        "vulkan": {"max_threads_per_block": 512}})
+        attrs = tvm.target.Target(target_for(facts, DeviceKind.VULKAN)).attrs
+        assert attrs["max_threads_per_block"] == 512
+        assert "max_shared_memory_per_block" not in attrs
+
+    def test_without_limits_the_target_keeps_tvm_defaults(self) -> None:
+        """A phone whose limits were not read gets no limit attributes and the assumed 256."""
+        target = target_for(DeviceFacts(abi="arm64-v8a", has_opencl=True), DeviceKind.OPENCL)
+        assert "max_threads_per_block" not in target
+        assert work_group_limit(target) == 256
+
+    def test_cpu_target_ignores_gpu_limits(self) -> None:
+        """GPU limits never enter an LLVM target."""
+        facts = DeviceFacts(abi="arm64-v8a", gpu_limits={"opencl": ADRENO_LIMITS})
+        assert "max_threads_per_block" not in target_for(facts)
+
+    def test_stored_facts_carry_the_limits_to_the_target(self) -> None:
+        """The runner's view of stored facts keeps sound limits and drops the rest."""
+        stored = {"abi": "arm64-v8a", "has_opencl": True,
+                  "gpu_limits": {"opencl": {"max_threads_per_block": 1024, "warp_size": "x"},
+                                 "cuda": {"max_threads_per_block": 1024}}}
+        facts = device_facts("A", stored)
+        assert facts.gpu_limits == {"opencl": {"max_threads_per_block": 1024}}
+        assert target_for(facts, DeviceKind.OPENCL)["max_threads_per_block"] == 1024
+
+
+class TestSharedTarget:
+    def test_phones_of_one_kind_share_their_target(self) -> None:
+        """Equal targets give that target."""
+        target = target_for(DeviceFacts(abi="arm64-v8a", num_cores=8))
+        assert shared_target({"A": target, "B": dict(target)}) == target
+
+    def test_phones_that_differ_are_refused_naming_each_value(self) -> None:
+        """A Pixel 8 and an SM-A525F differ in cores and GPU limits; the error says how."""
+        pixel = target_for(DeviceFacts(abi="arm64-v8a", num_cores=9, has_opencl=True,
+                                       gpu_limits={"opencl": {"max_threads_per_block": 1024}}),
+                           DeviceKind.OPENCL)
+        samsung = target_for(DeviceFacts(abi="arm64-v8a", num_cores=8, has_opencl=True),
+                             DeviceKind.OPENCL)
+        with pytest.raises(PhoneFault) as caught:
+            shared_target({"PIXEL": pixel, "SAMSUNG": samsung})
+        message = str(caught.value)
+        assert caught.value.serial == "PIXEL,SAMSUNG"
+        assert "host.num-cores: 9 on PIXEL, 8 on SAMSUNG" in message
+        assert "max_threads_per_block: 1024 on PIXEL, unset on SAMSUNG" in message
+        assert "mtriple" not in message

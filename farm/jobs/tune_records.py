@@ -1,0 +1,136 @@
+"""A tuning job's work folder: MetaSchedule's JSON database, repaired and counted.
+
+::
+
+    <work_dir>/database_workload.json       one line per workload
+    <work_dir>/database_tuning_record.json  one line per measured candidate
+
+Checkpointing is MetaSchedule's: each measured candidate is appended as one
+line. A process killed mid-write leaves a half-written last line, which
+:func:`repair_work_dir` trims before anyone loads the files. A measurement
+that failed (the app crashed, the session dropped) is recorded by MetaSchedule
+with a run time of 1e10 s; :func:`count_trials` tells those apart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import structlog
+
+log = structlog.get_logger(__name__)
+
+WORKLOADS_FILE = "database_workload.json"
+RECORDS_FILE = "database_tuning_record.json"
+
+#: MetaSchedule's ``AddToDatabase`` callback stores failed runs with this cost
+#: (1e10 s); anything at or above it is a failed measurement.
+FAILED_RUN_S = 1e9
+
+
+def repair_database_file(path: Path) -> int:
+    """Drop a half-written or unparsable last line of a JSON-lines file.
+
+    A process killed while MetaSchedule appends a record leaves a line without its
+    newline (or without its end); MetaSchedule would fail to load the file.
+
+    Args:
+        path: a database file; missing files are left alone.
+
+    Returns:
+        Bytes removed.
+    """
+    if not path.is_file():
+        return 0
+    data = path.read_bytes()
+    keep = data if data.endswith(b"\n") or not data else data[: data.rfind(b"\n") + 1]
+    lines = keep.splitlines(keepends=True)
+    while lines:
+        try:
+            json.loads(lines[-1])
+            break
+        except ValueError:
+            lines.pop()
+    keep = b"".join(lines)
+    if len(keep) != len(data):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(keep)
+        os.replace(tmp, path)
+        log.warning("tuning_records_trimmed", path=str(path), bytes_dropped=len(data) - len(keep))
+    return len(data) - len(keep)
+
+
+def repair_work_dir(work_dir: Path) -> int:
+    """Trim both database files of a work folder; return the bytes removed."""
+    return repair_database_file(work_dir / WORKLOADS_FILE) + repair_database_file(
+        work_dir / RECORDS_FILE
+    )
+
+
+def _run_secs(line: bytes) -> list[float]:
+    record = json.loads(line)
+    # A record line is [workload_index, [trace, run_secs, target, args_info]].
+    run_secs = record[1][1]
+    return [float(s) for s in run_secs] if run_secs else []
+
+
+def count_trials(work_dir: Path) -> tuple[int, int]:
+    """Measured and failed trials recorded in a work folder.
+
+    Args:
+        work_dir: the tuning work folder (repaired first by the caller).
+
+    Returns:
+        ``(measured, failed)``: records with a real run time, and records whose
+        measurement failed.
+    """
+    path = work_dir / RECORDS_FILE
+    if not path.is_file():
+        return 0, 0
+    measured = failed = 0
+    for line in path.read_bytes().splitlines():
+        if not line.strip():
+            continue
+        secs = _run_secs(line)
+        if secs and all(s < FAILED_RUN_S for s in secs):
+            measured += 1
+        else:
+            failed += 1
+    return measured, failed
+
+
+def export_records(work_dir: Path, out_path: Path) -> Path:
+    """Copy a work folder's database (complete lines only) into ``out_path``.
+
+    The copy is itself a MetaSchedule database folder:
+    ``tvm.s_tir.meta_schedule.database.JSONDatabase(work_dir=str(out_path))`` loads it.
+
+    Args:
+        work_dir: the tuning work folder.
+        out_path: folder to create (or refresh).
+
+    Returns:
+        ``out_path``.
+    """
+    repair_work_dir(work_dir)
+    out_path.mkdir(parents=True, exist_ok=True)
+    for name in (WORKLOADS_FILE, RECORDS_FILE):
+        src = work_dir / name
+        if src.is_file():
+            shutil.copyfile(src, out_path / name)
+    return out_path
+
+
+def best_record_s(work_dir: Path) -> float:
+    """The best measured candidate's mean run time in seconds (inf when none)."""
+    best = float("inf")
+    path = work_dir / RECORDS_FILE
+    for line in path.read_bytes().splitlines() if path.is_file() else []:
+        secs = _run_secs(line) if line.strip() else []
+        if secs and all(s < FAILED_RUN_S for s in secs):
+            best = min(best, float(np.mean(secs)))
+    return best
