@@ -48,6 +48,7 @@ from farm.queue.models import DeviceHealth, DeviceState
 from farm.queue.records import DeviceRecord
 from farm.queue.store import Store
 from farm.supervise.ladder import Event, Failure, incident_open
+from farm.tvm.probe import read_gpu_limits
 from farm.tvm.tracker import summary
 
 __all__ = ["FleetManager", "FleetOptions"]
@@ -242,6 +243,8 @@ class FleetManager:
             # Keep the screen on while plugged in (AOSP `svc power stayon`).
             self.adb.shell(serial, ["svc", "power", "stayon", "true"], timeout_s=15)
             self.launch(serial)
+            if facts.opencl or facts.vulkan:
+                self._record_gpu_limits(serial, facts_record(facts))
         except UserFault as exc:
             phone.blocked = str(exc)
             log.error("provisioning_blocked", serial=serial, reason=str(exc))
@@ -253,6 +256,24 @@ class FleetManager:
             self._provisioned(serial, DeviceState.UNHEALTHY, f"provisioning failed: {exc}")
             return
         self._provisioned(serial, DeviceState.READY, "app registered at the tracker")
+
+    def _record_gpu_limits(self, serial: str, record: dict[str, object]) -> None:
+        """Keep the phone's OpenCL/Vulkan limits with its facts (``facts["gpu_limits"]``).
+
+        Read through a real RPC session once the app serves
+        (:func:`farm.tvm.probe.read_gpu_limits`); the scheduler matches a GPU
+        job's work-group size against them. A failed read leaves them out (the
+        scheduler then assumes the 256 threads every phone GPU allows): it says
+        nothing the health sweep's own probe would not.
+        """
+        try:
+            limits = read_gpu_limits(*self.options.tracker, self.runtime(serial).key,
+                                     timeout_s=self.options.probe_timeout_s, serial=serial)
+        except FarmError as exc:
+            log.warning("gpu_limits_unread", serial=serial, reason=str(exc))
+            return
+        self.store.upsert_device(serial, self.clock.now(), facts={**record, "gpu_limits": limits})
+        log.info("gpu_limits_read", serial=serial, apis=sorted(limits))
 
     def _provisioned(self, serial: str, to_state: DeviceState, reason: str) -> None:
         """End provisioning, if the phone is still provisioning (not unplugged since)."""
