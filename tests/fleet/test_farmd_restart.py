@@ -25,7 +25,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from farm.jobs.tune import RECORDS_FILE
+from farm.jobs.tune_records import RECORDS_FILE
 from farm.netaddr import free_port
 from farm.procs import signal_group
 from farm.provision.standin import demo_apk
