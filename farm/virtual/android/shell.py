@@ -261,7 +261,8 @@ class Shell:
             for prefix in results:
                 where = posixpath.join(base, prefix) if prefix else base
                 if not any(ch in comp for ch in "*?["):
-                    nxt.append(posixpath.join(prefix, _unescape_glob(comp)) if prefix else _unescape_glob(comp))
+                    literal = _unescape_glob(comp)
+                    nxt.append(posixpath.join(prefix, literal) if prefix else literal)
                     continue
                 names = self.phone.listdir(self._norm(where), app=self.app) or []
                 for name in names:
