@@ -86,7 +86,7 @@ def apply_fault(fleet: Fleet, request: dict[str, Any]) -> None:
         raise ValueError(f"unknown fault {fault!r}; one of {', '.join(FAULTS)}")
 
 
-async def _serve_control(fleet: Fleet) -> asyncio.AbstractServer:
+async def _serve_control(fleet: Fleet) -> asyncio.Server:
     loop = asyncio.get_running_loop()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -112,14 +112,20 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--count", type=click.IntRange(1, 256), default=4, show_default=True, help="Number of phones.")
-@click.option("--base-port", type=click.IntRange(1, 65535), default=None, help="First adbd port (default: free ports).")
+@click.option("--count", type=click.IntRange(1, 256), default=4, show_default=True,
+              help="Number of phones.")
+@click.option("--base-port", type=click.IntRange(1, 65535), default=None,
+              help="First adbd port (default: free ports).")
 @click.option("--network", type=click.Choice(["lan", "usb-only"]), default=None,
               help="How phones reach the host [default: virtual.network of farm's config, "
                    "which follows tracker.network].")
-@click.option("--adb-port", type=click.IntRange(1, 65535), default=DEFAULT_ADB_PORT, show_default=True, help="The adb server's port.")
-@click.option("--data-dir", type=click.Path(path_type=Path), default=DEFAULT_DATA_DIR, show_default=True, help="Phones' storage and the control file.")
-def serve(count: int, base_port: int | None, network: str | None, adb_port: int, data_dir: Path) -> None:
+@click.option("--adb-port", type=click.IntRange(1, 65535), default=DEFAULT_ADB_PORT,
+              show_default=True, help="The adb server's port.")
+@click.option("--data-dir", type=click.Path(path_type=Path), default=DEFAULT_DATA_DIR,
+              show_default=True, help="Phones' storage and the control file.")
+def serve(
+    count: int, base_port: int | None, network: str | None, adb_port: int, data_dir: Path
+) -> None:
     """Run COUNT phones in the foreground until SIGINT or SIGTERM."""
     if network is None:
         try:
@@ -140,7 +146,8 @@ def serve(count: int, base_port: int | None, network: str | None, adb_port: int,
         control_port = control.sockets[0].getsockname()[1]
         control_file.write_text(json.dumps({"port": control_port, "pid": os.getpid()}))
         for phone in fleet.phones:
-            line = {"serial": phone.serial, "model": phone.spec.model, "network": phone.spec.network}
+            spec = phone.spec
+            line = {"serial": phone.serial, "model": spec.model, "network": spec.network}
             click.echo(json.dumps(line))
         sys.stdout.flush()
         while not stop.wait(0.5):
@@ -159,8 +166,11 @@ def serve(count: int, base_port: int | None, network: str | None, adb_port: int,
 @click.option("--to-c", type=float, default=None, help="heat: target temperature, °C.")
 @click.option("--to-pct", type=float, default=None, help="drain: target battery level, %.")
 @click.option("--off", is_flag=True, help="hang-shell/unauthorized: clear the fault instead.")
-@click.option("--data-dir", type=click.Path(path_type=Path), default=DEFAULT_DATA_DIR, show_default=True)
-def fault(serial: str, kind: str, to_c: float | None, to_pct: float | None, off: bool, data_dir: Path) -> None:
+@click.option("--data-dir", type=click.Path(path_type=Path), default=DEFAULT_DATA_DIR,
+              show_default=True)
+def fault(
+    serial: str, kind: str, to_c: float | None, to_pct: float | None, off: bool, data_dir: Path
+) -> None:
     """Inject fault KIND into phone SERIAL of the running `farm-phones serve`."""
     control_file = data_dir / CONTROL_FILE
     try:
@@ -173,7 +183,9 @@ def fault(serial: str, kind: str, to_c: float | None, to_pct: float | None, off:
             sock.sendall(json.dumps(request).encode() + b"\n")
             reply = json.loads(sock.makefile("rb").readline() or b"{}")
     except (OSError, ValueError) as exc:
-        raise click.ClickException(f"farm-phones serve on port {port} did not answer: {exc}") from exc
+        raise click.ClickException(
+            f"farm-phones serve on port {port} did not answer: {exc}"
+        ) from exc
     if not reply.get("ok"):
         raise click.ClickException(str(reply.get("error", "no reply")))
     click.echo(f"{kind} {serial}: ok")

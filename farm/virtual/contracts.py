@@ -22,13 +22,27 @@ HostOpener = Callable[[str], Awaitable[tuple["StreamReaderLike", "StreamWriterLi
 
 
 class StreamReaderLike(Protocol):
-    async def read(self, n: int = -1) -> bytes: ...
+    """The reading half of a stream pair (``asyncio.StreamReader`` fits)."""
+
+    async def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (all until EOF when -1); ``b""`` at EOF."""
+        ...
 
 
 class StreamWriterLike(Protocol):
-    def write(self, data: bytes) -> None: ...
-    async def drain(self) -> None: ...
-    def close(self) -> None: ...
+    """The writing half of a stream pair (``asyncio.StreamWriter`` fits)."""
+
+    def write(self, data: bytes) -> None:
+        """Queue ``data`` for sending."""
+        ...
+
+    async def drain(self) -> None:
+        """Wait until the queue is below the flow-control limit."""
+        ...
+
+    def close(self) -> None:
+        """Close the stream; queued data is still sent."""
+        ...
 
 
 class ShellIO(Protocol):
@@ -43,9 +57,13 @@ class ShellIO(Protocol):
         """Next chunk of stdin; ``b""`` at end of input (stream closed or v2 CLOSE_STDIN)."""
         ...
 
-    def write_stdout(self, data: bytes) -> None: ...
+    def write_stdout(self, data: bytes) -> None:
+        """Send ``data`` as the command's stdout."""
+        ...
 
-    def write_stderr(self, data: bytes) -> None: ...
+    def write_stderr(self, data: bytes) -> None:
+        """Send ``data`` as the command's stderr (merged into stdout before shell v2)."""
+        ...
 
     async def drain(self) -> None:
         """Wait until written output was accepted by the host (flow control)."""
@@ -109,14 +127,18 @@ class PhoneNet(Protocol):
         """Declare that device port ``device_port`` is served by a real listener."""
         ...
 
-    def unpublish(self, device_port: int) -> None: ...
+    def unpublish(self, device_port: int) -> None:
+        """Forget a device port; unknown ports are ignored (idempotent)."""
+        ...
 
-    def device_port_in_use(self, device_port: int) -> bool: ...
+    def device_port_in_use(self, device_port: int) -> bool:
+        """Whether an app or an adbd reverse listener holds ``device_port``."""
+        ...
 
     async def outbound(self, host: str, port: int) -> tuple[str, int]:
-        """A real (host, port) that a host process may connect to in order to reach
-        ``host:port`` *as the phone would*.
+        """A real (host, port) that reaches ``host:port`` *as the phone would*.
 
+        A host process connects to it on the phone's behalf.
         Loopback addresses (127.0.0.0/8, localhost) are the phone's own: they
         reach published device ports, or the host through an ``adb reverse``
         tunnel whose bytes cross the adb transport. ``10.0.2.2`` is the host's

@@ -188,7 +188,7 @@ class Fleet:
     async def _stop_phones(self) -> None:
         await asyncio.gather(*(phone.stop() for phone in self.phones), return_exceptions=True)
 
-    def __enter__(self) -> Fleet:  # noqa: PYI034 - typing.Self needs 3.11; farm supports 3.10
+    def __enter__(self) -> Fleet:
         self.start()
         return self
 
@@ -245,8 +245,10 @@ class Fleet:
         self.run(self.phone(serial).crash_app)
 
     def unplug(self, serial: str) -> None:
-        """Pull the cable: the transport drops, the phone refuses reconnects and leaves
-        ``adb devices``."""
+        """Pull the cable: the transport drops, the phone refuses reconnects.
+
+        The phone leaves ``adb devices`` until :meth:`replug`.
+        """
         phone = self.phone(serial)
         self.run(phone.unplug)
         if self.attach:

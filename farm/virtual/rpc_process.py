@@ -132,8 +132,10 @@ class RpcProcess:
                     start_new_session=True,
                     pass_fds=(listener.fileno(),),
                 )
+        if proc.stdout is None:  # stdout=PIPE above
+            signal_group(proc.pid)
+            raise RuntimeError("rpc_server was started without a stdout pipe")
         try:
-            assert proc.stdout is not None
             line = await asyncio.wait_for(proc.stdout.readline(), timeout=LISTEN_TIMEOUT_S)
         except TimeoutError:
             line = b""

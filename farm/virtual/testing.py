@@ -170,10 +170,8 @@ def _stop_server(handle: AdbServerHandle, env: dict[str, str]) -> None:
             timeout=SERVER_STOP_TIMEOUT_S,
             check=False,
         )
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         handle.process.wait(timeout=SERVER_STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        pass
     signal_group(handle.process.pid)
     with contextlib.suppress(subprocess.TimeoutExpired):
         handle.process.wait(timeout=SERVER_STOP_TIMEOUT_S)

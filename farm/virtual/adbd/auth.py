@@ -79,13 +79,14 @@ def encode_public_key(key: rsa.RSAPublicKey, comment: str = "farm@virtual") -> s
 
 def sign_token(key: rsa.RSAPrivateKey, token: bytes) -> bytes:
     """Sign a token as the adb host does (``RSA_sign(NID_sha1, token, ...)``)."""
-    return key.sign(token, padding.PKCS1v15(), Prehashed(hashes.SHA1()))
+    return key.sign(token, padding.PKCS1v15(), Prehashed(hashes.SHA1()))  # noqa: S303 - adb's protocol
 
 
 def verify_token(key: rsa.RSAPublicKey, token: bytes, signature: bytes) -> bool:
     """Whether ``signature`` is ``key``'s signature of ``token``."""
     try:
-        key.verify(signature, token, padding.PKCS1v15(), Prehashed(hashes.SHA1()))
+        sha1 = Prehashed(hashes.SHA1())  # noqa: S303 - adb's AUTH protocol signs SHA-1 digests
+        key.verify(signature, token, padding.PKCS1v15(), sha1)
     except (InvalidSignature, ValueError):
         return False
     return True

@@ -1,11 +1,11 @@
-"""Routing an OPEN's service name to its handler, and the small services.
+r"""Routing an OPEN's service name to its handler, and the small services.
 
 Names and replies follow AOSP ``adb/SERVICES.TXT`` and
 ``adb/daemon/services.cpp`` ``daemon_service_to_fd``. ``reverse:`` replies are
 adbd's ``handle_forward_request`` (``adb/adb.cpp``) with its device-side framing:
 one ``OKAY`` on success (the host adds the connect OKAY itself), ``OKAY`` +
 ``%04x``-length string for ``list-forward``, ``FAIL`` + ``%04x``-length message
-otherwise. ``list-forward`` lines are ``<transport> <device-spec> <host-spec>\\n``
+otherwise. ``list-forward`` lines are ``<transport> <device-spec> <host-spec>\n``
 (``adb/adb_listeners.cpp`` ``format_listeners``).
 """
 
@@ -28,15 +28,37 @@ class AdbdNet(Protocol):
 
     async def connect_device_port(
         self, device_port: int
-    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]: ...
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """Open a stream to a listener on the phone (``tcp:PORT``).
 
-    def add_reverse(self, device_spec: str, host_spec: str, *, norebind: bool = False) -> None: ...
+        Raises:
+            ConnectionRefusedError: nothing listens on ``device_port``.
+        """
+        ...
 
-    def remove_reverse(self, device_spec: str) -> None: ...
+    def add_reverse(self, device_spec: str, host_spec: str, *, norebind: bool = False) -> None:
+        """Tunnel the phone's ``device_spec`` to the host's ``host_spec`` (``reverse:forward``).
 
-    def remove_all_reverse(self) -> None: ...
+        Raises:
+            ReverseError: bad spec; ``norebind`` and the spec is taken; the port is in use.
+        """
+        ...
 
-    def list_reverse(self) -> list[tuple[str, str]]: ...
+    def remove_reverse(self, device_spec: str) -> None:
+        """Remove one tunnel (``reverse:killforward``).
+
+        Raises:
+            ReverseError: no tunnel on ``device_spec``.
+        """
+        ...
+
+    def remove_all_reverse(self) -> None:
+        """Remove every tunnel (``reverse:killforward-all``)."""
+        ...
+
+    def list_reverse(self) -> list[tuple[str, str]]:
+        """``(device_spec, host_spec)`` pairs in creation order."""
+        ...
 
 
 def protocol_string(text: str) -> bytes:
@@ -165,7 +187,7 @@ class ServiceRouter:
 
         return handler
 
-    async def _serve_reboot(self, stream: Stream) -> None:
+    async def _serve_reboot(self, _stream: Stream) -> None:
         # adbd sets sys.powerctl and the kernel takes the transport down; the
         # client's `adb reboot` just sees the stream end.
         asyncio.get_running_loop().call_soon(self._request_reboot)

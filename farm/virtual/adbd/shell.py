@@ -1,4 +1,4 @@
-"""adbd's ``shell:``, ``shell,v2,...:`` and ``exec:`` services.
+r"""adbd's ``shell:``, ``shell,v2,...:`` and ``exec:`` services.
 
 Behaviour follows AOSP ``adb/daemon/services.cpp`` ``ShellService`` and
 ``adb/daemon/shell_service.cpp``:
@@ -7,7 +7,7 @@ Behaviour follows AOSP ``adb/daemon/services.cpp`` ``ShellService`` and
 service            terminal    output                        exit code
 =================  ==========  ============================  ==========
 ``shell:cmd``      raw         stdout and stderr merged      none
-``shell:``         pty         merged, ``\\n`` -> ``\\r\\n``     none
+``shell:``         pty         merged, ``\n`` -> ``\r\n``    none
 ``shell,v2,..:``   raw or pty  shell-protocol packets        kIdExit
 ``exec:cmd``       raw         stdout and stderr merged      none
 =================  ==========  ============================  ==========

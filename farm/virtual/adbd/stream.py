@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 from typing import TYPE_CHECKING
 
 from farm.virtual.adbd.packet import A_CLSE, A_OKAY, A_WRTE, Packet
@@ -129,10 +130,8 @@ class Stream:
 
     async def aclose(self) -> None:
         """Flush queued output (until the host acknowledged it), then close."""
-        try:
+        with contextlib.suppress(ConnectionResetError):
             await self.drain()
-        except ConnectionResetError:
-            pass
         self.close()
 
     async def wait_closed(self) -> None:

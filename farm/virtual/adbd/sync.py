@@ -179,7 +179,7 @@ async def _do_send(userland: Userland, stream: Stream, spec: str) -> None:
             host.unlink()
         # Blocking writes of <= 64 KiB to local disk take less than a loop tick; a
         # thread hop per DATA chunk would cost more than it saves.
-        handle = open(host, "wb")  # noqa: SIM115, ASYNC230 - closed in the finally below
+        handle = open(host, "wb")  # noqa: SIM115 - closed in the finally below
     except OSError as exc:
         _fail_errno(stream, "couldn't create file", exc)
         await _discard_until_done(stream)
@@ -218,7 +218,7 @@ async def _do_recv(userland: Userland, stream: Stream, path: str) -> None:
         if host.is_dir():
             _fail(stream, f"read failed: {os.strerror(errno.EISDIR)}")
             raise _SyncEnd
-        handle = open(host, "rb")  # noqa: SIM115, ASYNC230 - as in _do_send
+        handle = open(host, "rb")  # noqa: SIM115 - as in _do_send
     except OSError as exc:
         _fail_errno(stream, "open failed", exc)
         raise _SyncEnd from exc

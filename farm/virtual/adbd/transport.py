@@ -59,7 +59,9 @@ class DeviceSide(Protocol):
     authorized_keys: AuthorizedKeys
 
     @property
-    def auth_required(self) -> bool: ...
+    def auth_required(self) -> bool:
+        """Whether new transports must authenticate with an authorized key (AUTH)."""
+        ...
 
     def banner(self) -> str:
         """``device::ro.product.name=..;ro.product.model=..;ro.product.device=..;features=..``."""
@@ -69,9 +71,13 @@ class DeviceSide(Protocol):
         """The handler for an OPEN of ``name``, or None to refuse it."""
         ...
 
-    def transport_online(self, transport: Transport) -> None: ...
+    def transport_online(self, transport: Transport) -> None:
+        """Note that ``transport`` has come online (CNXN sent back)."""
+        ...
 
-    def transport_closed(self, transport: Transport) -> None: ...
+    def transport_closed(self, transport: Transport) -> None:
+        """Note that ``transport`` went offline or its connection ended."""
+        ...
 
 
 class Transport:
@@ -200,26 +206,33 @@ class Transport:
         elif command == A_OPEN:
             self._on_open(packet)
         elif command == A_OKAY:
-            stream = self._streams.get(packet.arg1)
-            if stream is None or packet.arg0 == 0:
-                return
-            if stream.remote_id == 0:
-                stream.remote_id = packet.arg0
-                if not stream.opened.done():
-                    stream.opened.set_result(None)
-            elif stream.remote_id == packet.arg0:
-                stream.on_okay()
+            self._on_okay(packet)
         elif command == A_WRTE:
             stream = self._streams.get(packet.arg1)
             if stream is not None and stream.remote_id == packet.arg0:
                 stream.on_write(packet.payload)
         elif command == A_CLSE:
-            stream = self._streams.get(packet.arg1)
-            # protocol.txt: arg0 is 0 only for a refused OPEN, but old adb
-            # versions sent CLSE(0, id) for normal closes too (adb.cpp).
-            if stream is not None and packet.arg0 in (0, stream.remote_id):
-                stream.on_peer_close()
-                self._cancel_service(stream)
+            self._on_clse(packet)
+
+    def _on_okay(self, packet: Packet) -> None:
+        """OKAY: the host's id for a stream we opened, or the ack of one WRTE."""
+        stream = self._streams.get(packet.arg1)
+        if stream is None or packet.arg0 == 0:
+            return
+        if stream.remote_id == 0:
+            stream.remote_id = packet.arg0
+            if not stream.opened.done():
+                stream.opened.set_result(None)
+        elif stream.remote_id == packet.arg0:
+            stream.on_okay()
+
+    def _on_clse(self, packet: Packet) -> None:
+        stream = self._streams.get(packet.arg1)
+        # protocol.txt: arg0 is 0 only for a refused OPEN, but old adb
+        # versions sent CLSE(0, id) for normal closes too (adb.cpp).
+        if stream is not None and packet.arg0 in (0, stream.remote_id):
+            stream.on_peer_close()
+            self._cancel_service(stream)
 
     def _on_cnxn(self, packet: Packet) -> None:
         # A new CNXN resets the connection (adb.cpp handle_new_connection -> handle_offline).

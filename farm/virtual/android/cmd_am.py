@@ -15,6 +15,7 @@ not debuggable: P`` (AOSP system/core/run-as/run-as.cpp).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from farm.virtual.android import tvmrpc_app
 from farm.virtual.android.context import Ctx, command
@@ -30,7 +31,9 @@ _KEYCODES = {
 
 def _short(package: str, cls: str) -> str:
     """``pkg/.Cls`` when the class is inside the package, else ``pkg/full.Cls``."""
-    return f"{package}/{cls[len(package):]}" if cls.startswith(package + ".") else f"{package}/{cls}"
+    if cls.startswith(package + "."):
+        return f"{package}/{cls[len(package):]}"
+    return f"{package}/{cls}"
 
 
 @command("am")
@@ -54,57 +57,84 @@ async def am_args(ctx: Ctx, args: list[str]) -> int:
     return 255
 
 
-async def _start(ctx: Ctx, args: list[str]) -> int:
-    wait = stop = False
-    component, action, category, extras = None, None, None, False
+@dataclass
+class _StartArgs:
+    """The ``am start`` options the virtual phone acts on; the others are skipped."""
+
+    wait: bool = False
+    stop: bool = False
+    component: str | None = None
+    action: str | None = None
+    category: str | None = None
+    extras: bool = False
+
+
+def _parse_start(args: list[str]) -> _StartArgs:
+    """``am start``'s arguments (consumed from ``args``) as options."""
+    opts = _StartArgs()
     while args:
         arg = args.pop(0)
         if arg == "-W":
-            wait = True
+            opts.wait = True
         elif arg == "-S":
-            stop = True
+            opts.stop = True
         elif arg == "-n" and args:
-            component = args.pop(0)
+            opts.component = args.pop(0)
         elif arg == "-a" and args:
-            action = args.pop(0)
+            opts.action = args.pop(0)
         elif arg == "-c" and args:
-            category = args.pop(0)
+            opts.category = args.pop(0)
         elif arg in ("--es", "--ei", "--ez", "--el", "--ef", "--eu") and len(args) >= 2:
             args[:2] = []
-            extras = True
+            opts.extras = True
         elif arg in ("--user", "-f", "--windowingMode", "--display") and args:
             args.pop(0)
-        elif not arg.startswith("-") and "/" in arg and component is None:
-            component = arg
+        elif not arg.startswith("-") and "/" in arg and opts.component is None:
+            opts.component = arg
+    return opts
+
+
+def _intent_text(opts: _StartArgs, package: str, full: str) -> str:
+    """The Intent's fields as ``am start`` prints them: ``act=A cat=[C] cmp=P/.C``."""
+    parts = []
+    if opts.action:
+        parts.append(f"act={opts.action}")
+    if opts.category:
+        parts.append(f"cat=[{opts.category}]")
+    parts.append(f"cmp={_short(package, full)}")
+    return " ".join(parts) + (" (has extras)" if opts.extras else "")
+
+
+async def _start(ctx: Ctx, args: list[str]) -> int:
+    opts = _parse_start(args)
+    component, wait = opts.component, opts.wait
     if component is None or "/" not in component:
         ctx.eprint("Error: Activity not started, unable to resolve Intent\n")
         return 0
     package, cls = component.split("/", 1)
     full = package + cls if cls.startswith(".") else cls
-    parts = []
-    if action:
-        parts.append(f"act={action}")
-    if category:
-        parts.append(f"cat=[{category}]")
-    parts.append(f"cmp={_short(package, full)}")
-    intent = " ".join(parts) + (" (has extras)" if extras else "")
+    intent = _intent_text(opts, package, full)
     ctx.print(f"Starting: Intent {{ {intent} }}\n")
-    if stop:
+    if opts.stop:
         await ctx.phone.app.force_stop(package)
     errors = ctx.out if wait else ctx.err
     installed = ctx.phone.packages.installed.get(package)
     activity = installed.activity(full) if installed else None
-    if activity is None:
-        errors.write(f"Error type 3\nError: Activity class {{{package}/{full}}} does not exist.\n".encode())
+    if installed is None or activity is None:
+        errors.write(
+            f"Error type 3\nError: Activity class {{{package}/{full}}} does not exist.\n".encode()
+        )
         return 0
     if not activity[1]:
         denial = (
             f"Permission Denial: starting Intent {{ flg=0x10000000 {intent} }} from null "
-            f"(pid={ctx.phone.processes.next_pid()}, uid=2000) not exported from uid {installed.uid}"
+            f"(pid={ctx.phone.processes.next_pid()}, uid=2000) "
+            f"not exported from uid {installed.uid}"
         )
         ctx.eprint(
             f"Security exception: {denial}\n\njava.lang.SecurityException: {denial}\n"
-            "\tat com.android.server.wm.ActivityTaskSupervisor.checkStartAnyActivityPermission(ActivityTaskSupervisor.java:1153)\n"
+            "\tat com.android.server.wm.ActivityTaskSupervisor"
+            ".checkStartAnyActivityPermission(ActivityTaskSupervisor.java:1153)\n"
             "\tat com.android.server.wm.ActivityStarter.executeRequest(ActivityStarter.java:1063)\n"
         )
         return 255
@@ -131,24 +161,7 @@ async def input_(ctx: Ctx) -> int:
         args = args[1:]
     app, screen = ctx.phone.app, ctx.phone.screen
     if len(args) == 3 and args[0] == "tap":
-        try:
-            x, y = int(float(args[1])), int(float(args[2]))
-        except ValueError:
-            ctx.eprint("Error: Invalid arguments for command: tap\n")
-            return 1
-        node = screen.hit(x, y)
-        if node is None:
-            return 0
-        rid = node.resource_id.rpartition("/")[2]
-        if rid in ("input_address", "input_port", "input_key"):
-            screen.focused_id = rid
-        elif rid == "switch_persistent":
-            app.set_switch(not app.fields.switch)
-        elif rid == "button_stop_rpc":
-            await app.back()
-        elif node.text == "TVM RPC" and app.installed:
-            app.launch_main()
-        return 0
+        return await _tap(ctx, args[1], args[2])
     if len(args) == 2 and args[0] == "text":
         if screen.foreground == "main" and screen.focused_id:
             attr = screen.focused_id.removeprefix("input_")
@@ -170,11 +183,34 @@ async def input_(ctx: Ctx) -> int:
     return 1
 
 
+async def _tap(ctx: Ctx, x_text: str, y_text: str) -> int:
+    """``input tap X Y``: act on the clickable node under the point; 1 on bad numbers."""
+    app, screen = ctx.phone.app, ctx.phone.screen
+    try:
+        x, y = int(float(x_text)), int(float(y_text))
+    except ValueError:
+        ctx.eprint("Error: Invalid arguments for command: tap\n")
+        return 1
+    node = screen.hit(x, y)
+    if node is None:
+        return 0
+    rid = node.resource_id.rpartition("/")[2]
+    if rid in ("input_address", "input_port", "input_key"):
+        screen.focused_id = rid
+    elif rid == "switch_persistent":
+        app.set_switch(not app.fields.switch)
+    elif rid == "button_stop_rpc":
+        await app.back()
+    elif node.text == "TVM RPC" and app.installed:
+        app.launch_main()
+    return 0
+
+
 async def _key(ctx: Ctx, code: int) -> None:
     phone, app, screen = ctx.phone, ctx.phone.app, ctx.phone.screen
     if code == 26:
         phone.awake = not phone.awake
-    elif code == 224 or code == 82:
+    elif code in (224, 82):
         phone.awake = True
     elif code == 223:
         phone.awake = False
@@ -228,7 +264,8 @@ async def run_as(ctx: Ctx) -> int:
     pkg = ctx.phone.packages.installed.get(package)
     if pkg is None:
         system = any(name == package for name, _ in SYSTEM_PACKAGES)
-        ctx.eprint(f"run-as: package not debuggable: {package}\n" if system else f"run-as: unknown package: {package}\n")
+        why = "package not debuggable" if system else "unknown package"
+        ctx.eprint(f"run-as: {why}: {package}\n")
         return 1
     if not pkg.debuggable:
         ctx.eprint(f"run-as: package not debuggable: {package}\n")
@@ -238,7 +275,8 @@ async def run_as(ctx: Ctx) -> int:
     shell = Shell(ctx.phone, ctx.stdin, ctx.out, ctx.err, app=package, cwd=cwd)
     if not argv:
         return await shell.run_interactive()
-    sub = Ctx(phone=ctx.phone, argv=argv, stdin=ctx.stdin, out=ctx.out, err=ctx.err, env=dict(shell.env), cwd=cwd, app=package)
+    sub = Ctx(phone=ctx.phone, argv=argv, stdin=ctx.stdin, out=ctx.out, err=ctx.err,
+              env=dict(shell.env), cwd=cwd, app=package)
     from farm.virtual.android.context import COMMANDS
 
     if argv[0] not in COMMANDS and argv[0] not in ("sh", "exit", "cd", "export"):

@@ -16,6 +16,7 @@ Layouts, per fixture:
 
 from __future__ import annotations
 
+import math
 import re
 from importlib import resources
 
@@ -23,8 +24,8 @@ from farm.virtual.android.cmd_pm import _dump as dump_package
 from farm.virtual.android.context import Ctx, command
 
 
-def render_battery(sdk: int, *, ac: bool, usb: bool, charge_counter_uah: int, status: int, level: int,
-                   voltage_mv: int, temp_tenths_c: int, max_current_ua: int = 500000,
+def render_battery(sdk: int, *, ac: bool, usb: bool, charge_counter_uah: int, status: int,
+                   level: int, voltage_mv: int, temp_tenths_c: int, max_current_ua: int = 500000,
                    max_voltage_uv: int = 5000000, technology: str = "Li-ion") -> str:
     """``dumpsys battery`` text for the given Android API level and values."""
     lines = [
@@ -68,7 +69,10 @@ def render_thermal(sdk: int, status: int, temps: list[tuple[str, int, float, int
         temps: ``(name, type, value_c, status)`` per sensor.
         thresholds: ``(name, type, hot thresholds for statuses 0..6)``.
     """
-    temp_lines = [f"\tTemperature{{mValue={_jfloat(v)}, mType={t}, mName={n}, mStatus={s}}}" for n, t, v, s in temps]
+    temp_lines = [
+        f"\tTemperature{{mValue={_jfloat(v)}, mType={t}, mName={n}, mStatus={s}}}"
+        for n, t, v, s in temps
+    ]
     hal = "\tThermalHAL AIDL 1  connected: yes" if sdk >= 33 else "\tThermalHAL 2.0 connected: yes"
     lines = [
         "IsStatusOverride: false",
@@ -92,20 +96,26 @@ def render_thermal(sdk: int, status: int, temps: list[tuple[str, int, float, int
         "Temperature static thresholds from HAL:",
     ]
     for name, typ, hot in thresholds:
-        hot_text = ", ".join("NaN" if v != v else _jfloat(v) for v in hot)
+        hot_text = ", ".join("NaN" if math.isnan(v) else _jfloat(v) for v in hot)
         nan7 = ", ".join(["NaN"] * 7)
-        lines.append(f"\tTemperatureThreshold{{mType={typ}, mName={name}, mHotThrottlingThresholds=[{hot_text}], mColdThrottlingThresholds=[{nan7}]}}")
+        lines.append(
+            f"\tTemperatureThreshold{{mType={typ}, mName={name}, "
+            f"mHotThrottlingThresholds=[{hot_text}], mColdThrottlingThresholds=[{nan7}]}}"
+        )
     return "\n".join(lines) + "\n"
 
 
-def render_df(rows: list[tuple[str, int, int, int, str]], *, human: bool, min_fs_width: int = 0) -> str:
+def render_df(
+    rows: list[tuple[str, int, int, int, str]], *, human: bool, min_fs_width: int = 0
+) -> str:
     """toybox ``df`` for ``(filesystem, size_kb, used_kb, avail_kb, mount)`` rows."""
     head = ("Filesystem", "Size", "Used", "Avail", "Use%", "Mounted on") if human else (
         "Filesystem", "1K-blocks", "Used", "Available", "Use%", "Mounted on")
     cells = []
     for fs, size, used, avail, mount in rows:
         pct = 0 if size == 0 else -(-used * 100 // (used + avail)) if used + avail else 0
-        nums = [_human(v) for v in (size, used, avail)] if human else [str(v) for v in (size, used, avail)]
+        sizes = (size, used, avail)
+        nums = [_human(v) for v in sizes] if human else [str(v) for v in sizes]
         cells.append((fs, *nums, f"{pct}%", mount))
     widths = [max(len(r[i]) for r in [head, *cells]) for i in range(5)]
     widths[0] = max(widths[0], min_fs_width)
@@ -163,7 +173,7 @@ async def df(ctx: Ctx) -> int:
         if path.startswith("/storage/emulated"):
             rows.append(system[-1])
         elif path.startswith("/data"):
-            rows.append(data_row[:4] + ("/data/user/0",))
+            rows.append((*data_row[:4], "/data/user/0"))
         elif path in ("/", "/system"):
             rows.append(system[2])
         else:
@@ -194,9 +204,13 @@ async def dumpsys(ctx: Ctx) -> int:
     elif service == "thermalservice":
         phys = phone.physics
         temps = phys.temperatures()
-        rows = [(s.name, s.hal_type, temps[s.name], phys.status_of(temps[s.name])) for s in phone.spec.sensors]
+        rows = [
+            (s.name, s.hal_type, temps[s.name], phys.status_of(temps[s.name]))
+            for s in phone.spec.sensors
+        ]
         hottest = phone.spec.hottest_sensor
-        thresholds = [(hottest.name, hottest.hal_type, (float("nan"), *phone.spec.throttling_thresholds_c))]
+        hot_c = (float("nan"), *phone.spec.throttling_thresholds_c)
+        thresholds = [(hottest.name, hottest.hal_type, hot_c)]
         ctx.print(render_thermal(phone.spec.sdk, phys.thermal_status(), rows, thresholds))
     elif service == "power":
         ctx.print(_render_power(ctx))
@@ -227,8 +241,13 @@ def _render_power(ctx: Ctx) -> str:
         "mStayOnWhilePluggedInSetting": str(phone.stay_on_while_plugged),
     }
     for key, value in subs.items():
-        text = re.sub(rf"^(\s+){key}=\S*$", lambda m, v=value, k=key: f"{m.group(1)}{k}={v}", text, flags=re.M)
+        text = _set_field(text, key, value)
     return text
+
+
+def _set_field(text: str, key: str, value: str) -> str:
+    """``text`` with the value of every indented ``key=value`` line set to ``value``."""
+    return re.sub(rf"^(\s+){key}=\S*$", lambda m: f"{m.group(1)}{key}={value}", text, flags=re.M)
 
 
 def _k(kb: int) -> str:
@@ -245,12 +264,19 @@ def _render_meminfo(ctx: Ctx) -> str:
     total = phone.spec.mem_total_kb
     used = phone.mem_used_kb()
     free = total - used
+    cached_pss, cached_kernel = free // 10, free * 7 // 10
+    used_pss = used * 4 // 5
     lines += ["", f"Total RAM: {_k(total)} (status normal)",
-              f" Free RAM: {_k(free)} ({_k(free // 10):>10} cached pss + {_k(free * 7 // 10):>10} cached kernel + {_k(free - free // 10 - free * 7 // 10):>10} free)",
-              f" Used RAM: {_k(used)} ({_k(used * 4 // 5):>10} used pss + {_k(used - used * 4 // 5):>10} kernel)",
+              (f" Free RAM: {_k(free)} ({_k(cached_pss):>10} cached pss + "
+               f"{_k(cached_kernel):>10} cached kernel + "
+               f"{_k(free - cached_pss - cached_kernel):>10} free)"),
+              (f" Used RAM: {_k(used)} ({_k(used_pss):>10} used pss + "
+               f"{_k(used - used_pss):>10} kernel)"),
               f" Lost RAM: {_k(total // 24):>10}",
-              f"     ZRAM: {'4K':>10} physical used for {'0K':>10} in swap ({_k(total // 2)} total swap)",
-              f"   Tuning: 256 (large 512), oom {_k(322560):>10}, restore limit {_k(107520):>10} (high-end-gfx)"]
+              (f"     ZRAM: {'4K':>10} physical used for {'0K':>10} in swap "
+               f"({_k(total // 2)} total swap)"),
+              (f"   Tuning: 256 (large 512), oom {_k(322560):>10}, "
+               f"restore limit {_k(107520):>10} (high-end-gfx)")]
     return "\n".join(lines) + "\n"
 
 
@@ -263,12 +289,14 @@ def _render_window(ctx: Ctx) -> str:
     elif screen.foreground == "rpc":
         focus, app = f"{PACKAGE}/{RPC}", f"{PACKAGE}/.RPCActivity"
     else:
-        focus, app = "com.android.launcher3/com.android.launcher3.uioverrides.QuickstepLauncher", "com.android.launcher3/.uioverrides.QuickstepLauncher"
+        focus = "com.android.launcher3/com.android.launcher3.uioverrides.QuickstepLauncher"
+        app = "com.android.launcher3/.uioverrides.QuickstepLauncher"
     awake = str(ctx.phone.awake).lower()
+    spec = ctx.phone.spec
     return (
         "WINDOW MANAGER DISPLAY CONTENTS (dumpsys window displays)\n"
         "  Display: mDisplayId=0 rootTasks=1\n"
-        f"    init={ctx.phone.spec.screen_w_px}x{ctx.phone.spec.screen_h_px} {ctx.phone.spec.density_dpi}dpi\n"
+        f"    init={spec.screen_w_px}x{spec.screen_h_px} {spec.density_dpi}dpi\n"
         f"  mCurrentFocus=Window{{1651cd4 u0 {focus}}}\n"
         f"  mFocusedApp=ActivityRecord{{1f72345 u0 {app}}} t12}}\n"
         "\n"

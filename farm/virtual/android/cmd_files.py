@@ -1,5 +1,7 @@
-"""toybox file and text commands: ls, cat, cp, rm, mkdir, chmod, touch, md5sum,
-sha256sum, echo, grep, head, tail, wc, sleep, true, false, pwd, test.
+"""toybox file and text commands.
+
+ls, cat, cp, rm, mkdir, chmod, touch, md5sum, sha256sum, echo, grep, head, tail,
+wc, sleep, true, false, pwd, test.
 
 Error texts are toybox's (``lib/lib.c perror_msg``): ``cat: PATH: No such file
 or directory`` on stderr and exit 1; ``Permission denied`` as in fixture
@@ -21,13 +23,13 @@ BOOT_EPOCH_S = 1_704_067_200  # 2024-01-01 00:00 UTC: mtime shown for files rend
 
 
 @command("true")
-async def true_(ctx: Ctx) -> int:
+async def true_(_ctx: Ctx) -> int:
     """Exit 0."""
     return 0
 
 
 @command("false")
-async def false_(ctx: Ctx) -> int:
+async def false_(_ctx: Ctx) -> int:
     """Exit 1."""
     return 1
 
@@ -93,11 +95,10 @@ async def ls(ctx: Ctx) -> int:
             files.append((arg, path))
     for arg, path in files:
         ctx.print(_ls_line(ctx, arg, path, "l" in flags))
-    for i, (arg, path, names) in enumerate(dirs):
+    for i, (arg, path, all_names) in enumerate(dirs):
         if len(paths) > 1:
             ctx.print(("\n" if i or files else "") + f"{arg}:\n")
-        if "a" not in flags:
-            names = [n for n in names if not n.startswith(".")]
+        names = all_names if "a" in flags else [n for n in all_names if not n.startswith(".")]
         if "l" in flags:
             ctx.print(f"total {len(names) * 4}\n")
         for name in sorted(names, key=lambda n: n.encode()):
@@ -106,9 +107,11 @@ async def ls(ctx: Ctx) -> int:
 
 
 def _ls_line(ctx: Ctx, shown: str, path: str, long: bool) -> str:
-    """One ``ls`` line; ``-l`` as toybox prints it, mode and mtime (UTC, the phone's
-    ``persist.sys.timezone``) from the backing file, so a pushed file shows the
-    host mtime the sync DONE carried."""
+    """One ``ls`` line; ``-l`` as toybox prints it.
+
+    Mode and mtime (UTC, the phone's ``persist.sys.timezone``) come from the
+    backing file, so a pushed file shows the host mtime the sync DONE carried.
+    """
     if not long:
         return shown + "\n"
     is_dir = ctx.phone.isdir(path, app=ctx.app)
@@ -124,7 +127,8 @@ def _ls_line(ctx: Ctx, shown: str, path: str, long: bool) -> str:
             if not is_dir:  # folders keep Android's modes, not the host's
                 size, mode = st.st_size, stat.filemode(st.st_mode)
     when = datetime.fromtimestamp(mtime_s, UTC).strftime("%Y-%m-%d %H:%M")
-    owner = "shell    shell" if path.startswith(("/data/local/tmp", "/storage")) else "root     root"
+    shell_owned = path.startswith(("/data/local/tmp", "/storage"))
+    owner = "shell    shell" if shell_owned else "root     root"
     return f"{mode} 1 {owner} {size:>8} {when} {shown}\n"
 
 
@@ -228,7 +232,10 @@ async def _digest(ctx: Ctx, algo: str) -> int:
     status = 0
     for arg in ctx.argv[1:] or ["-"]:
         try:
-            data = await read_all(ctx.stdin) if arg == "-" else ctx.phone.read_file(ctx.path(arg), app=ctx.app)
+            if arg == "-":
+                data = await read_all(ctx.stdin)
+            else:
+                data = ctx.phone.read_file(ctx.path(arg), app=ctx.app)
         except OSError as exc:
             ctx.eprint(f"{algo}sum: {arg}: {strerror(exc)}\n")
             status = 1
@@ -266,7 +273,8 @@ async def _input_lines(ctx: Ctx, files: list[str]) -> list[str] | None:
     lines: list[str] = []
     for arg in files:
         try:
-            lines += ctx.phone.read_file(ctx.path(arg), app=ctx.app).decode(errors="replace").splitlines(keepends=True)
+            text = ctx.phone.read_file(ctx.path(arg), app=ctx.app).decode(errors="replace")
+            lines += text.splitlines(keepends=True)
         except OSError as exc:
             ctx.eprint(f"{ctx.argv[0]}: {arg}: {strerror(exc)}\n")
             return None
@@ -291,7 +299,8 @@ async def grep(ctx: Ctx) -> int:
     if pattern is None:
         ctx.eprint("grep: Need 1 argument\n")
         return 2
-    regex = re.compile(re.escape(pattern) if "F" in flags else pattern, re.IGNORECASE if "i" in flags else 0)
+    regex = re.compile(re.escape(pattern) if "F" in flags else pattern,
+                       re.IGNORECASE if "i" in flags else 0)
     lines = await _input_lines(ctx, files)
     if lines is None:
         return 2
@@ -349,7 +358,12 @@ async def wc(ctx: Ctx) -> int:
     lines = await _input_lines(ctx, files)
     if lines is None:
         return 1
-    ctx.print(f"{len(lines)}\n" if "-l" in ctx.argv else f"{len(lines):7d} {sum(len(x.split()) for x in lines):7d} {sum(len(x.encode()) for x in lines):7d}\n")
+    if "-l" in ctx.argv:
+        ctx.print(f"{len(lines)}\n")
+    else:
+        words = sum(len(x.split()) for x in lines)
+        size = sum(len(x.encode()) for x in lines)
+        ctx.print(f"{len(lines):7d} {words:7d} {size:7d}\n")
     return 0
 
 
@@ -373,7 +387,8 @@ async def test(ctx: Ctx) -> int:
         path = ctx.path(arg)
         result = {
             "-e": lambda: ctx.phone.exists(path, app=ctx.app),
-            "-f": lambda: ctx.phone.exists(path, app=ctx.app) and not ctx.phone.isdir(path, app=ctx.app),
+            "-f": lambda: (ctx.phone.exists(path, app=ctx.app)
+                           and not ctx.phone.isdir(path, app=ctx.app)),
             "-d": lambda: ctx.phone.isdir(path, app=ctx.app),
             "-n": lambda: arg != "",
             "-z": lambda: arg == "",
@@ -390,5 +405,8 @@ async def test(ctx: Ctx) -> int:
             except ValueError:
                 ctx.eprint(f"{ctx.argv[0]}: bad number\n")
                 return 2
-            result = {"-eq": x == y, "-ne": x != y, "-lt": x < y, "-gt": x > y, "-le": x <= y, "-ge": x >= y}[op]
+            result = {
+                "-eq": x == y, "-ne": x != y, "-lt": x < y,
+                "-gt": x > y, "-le": x <= y, "-ge": x >= y,
+            }[op]
     return 0 if result != negate else 1

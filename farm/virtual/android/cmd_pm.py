@@ -1,6 +1,7 @@
-"""``pm`` and ``cmd package`` (AOSP ``PackageManagerShellCommand``), and the
-``dumpsys package PKG`` block (fixture
-``dumpsys_package__mtk_tb8168_android13_com.mediatek.camera_excerpt.txt``).
+"""``pm`` and ``cmd package`` (AOSP ``PackageManagerShellCommand``), ``dumpsys package PKG``.
+
+The ``dumpsys package PKG`` block follows fixture
+``dumpsys_package__mtk_tb8168_android13_com.mediatek.camera_excerpt.txt``.
 
 ``adb install`` on a modern host streams the APK into ``cmd package install -S
 SIZE`` over stdin; ``pm install PATH`` reads a file already pushed to the phone.
@@ -36,7 +37,8 @@ async def cmd(ctx: Ctx) -> int:
 
         return await am_args(ctx, ctx.argv[2:])
     if len(ctx.argv) < 2:
-        ctx.eprint("cmd: No service specified; use -l to list all running services. Use -w to start and wait for a service.\n")
+        ctx.eprint("cmd: No service specified; use -l to list all running services. "
+                   "Use -w to start and wait for a service.\n")
         return 20
     ctx.eprint(f"cmd: Can't find service: {ctx.argv[1]}\n")
     return 20
@@ -61,13 +63,7 @@ async def _package(ctx: Ctx, args: list[str]) -> int:
         ctx.print(out)
         return status
     if verb == "list" and rest[:1] == ["packages"]:
-        flags = "".join(a[1:] for a in rest[1:] if a.startswith("-"))
-        words = [a for a in rest[1:] if not a.startswith("-")]
-        for name, path in pm_.listing(third_party_only="3" in flags):
-            if words and words[0] not in name:
-                continue
-            ctx.print(f"package:{path}={name}\n" if "f" in flags else f"package:{name}\n")
-        return 0
+        return _list_packages(ctx, rest[1:])
     if verb == "path":
         name = rest[0] if rest else ""
         pkg = pm_.installed.get(name)
@@ -88,6 +84,28 @@ async def _package(ctx: Ctx, args: list[str]) -> int:
         return _dump(ctx, rest[0])
     ctx.eprint(f"Unknown command: {verb}\n")
     return 1
+
+
+def _list_packages(ctx: Ctx, args: list[str]) -> int:
+    """``list packages [-f] [-3] [FILTER]``: ``package:NAME`` (``package:APK=NAME`` with -f)."""
+    flags = "".join(a[1:] for a in args if a.startswith("-"))
+    words = [a for a in args if not a.startswith("-")]
+    for name, path in ctx.phone.packages.listing(third_party_only="3" in flags):
+        if words and words[0] not in name:
+            continue
+        ctx.print(f"package:{path}={name}\n" if "f" in flags else f"package:{name}\n")
+    return 0
+
+
+async def _read_stdin(ctx: Ctx, size: int | None) -> bytearray:
+    """Stdin up to ``size`` bytes (to its end when None); shorter when stdin ends first."""
+    data = bytearray()
+    while size is None or len(data) < size:
+        chunk = await ctx.stdin.read()
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 async def _install(ctx: Ctx, rest: list[str]) -> int:
@@ -119,12 +137,7 @@ async def _install(ctx: Ctx, rest: list[str]) -> int:
             return 255
         out, status = pm_.install(host, allow_downgrade=allow_downgrade)
     else:
-        data = bytearray()
-        while size is None or len(data) < size:
-            chunk = await ctx.stdin.read()
-            if not chunk:
-                break
-            data += chunk
+        data = await _read_stdin(ctx, size)
         if size is not None and len(data) < size:
             ctx.print("Failure [INSTALL_FAILED_INVALID_APK: Failed to read all of stdin]\n")
             return 1
@@ -169,7 +182,8 @@ def render_package(pkg: Installed) -> str:
         "    splits=[base]",
         "    apkSigningVersion=2",
         f"    flags=[ {' '.join(flags)} ]",
-        "    privateFlags=[ PRIVATE_FLAG_ACTIVITIES_RESIZE_MODE_RESIZEABLE_VIA_SDK_VERSION ALLOW_AUDIO_PLAYBACK_CAPTURE PRIVATE_FLAG_ALLOW_NATIVE_HEAP_POINTER_TAGGING ]",
+        ("    privateFlags=[ PRIVATE_FLAG_ACTIVITIES_RESIZE_MODE_RESIZEABLE_VIA_SDK_VERSION "
+         "ALLOW_AUDIO_PLAYBACK_CAPTURE PRIVATE_FLAG_ALLOW_NATIVE_HEAP_POINTER_TAGGING ]"),
         "    forceQueryable=false",
         f"    dataDir=/data/user/0/{pkg.package}",
         "    supportsScreens=[small, medium, large, xlarge, resizeable, anyDensity]",
@@ -177,14 +191,17 @@ def render_package(pkg: Installed) -> str:
         f"    lastUpdateTime={_stamp(pkg.last_update_s)}",
         "    installerPackageName=null",
         "    packageSource=0",
-        f"    signatures=PackageSignatures{{{obj[:7]} version:2, signatures:[{sig_ids}], past signatures:[]}}",
+        (f"    signatures=PackageSignatures{{{obj[:7]} version:2, "
+         f"signatures:[{sig_ids}], past signatures:[]}}"),
         "    installPermissionsFixed=true",
         f"    pkgFlags=[ {' '.join(flags)} ]",
         "    install permissions:",
     ]
     lines += [f"      {perm}: granted=true" for perm in pkg.permissions]
     lines += [
-        f"    User 0: ceDataInode={pkg.uid * 7 + 1000003} installed=true hidden=false suspended=false distractionFlags=0 stopped=false notLaunched=false enabled=0 instant=false virtual=false",
+        (f"    User 0: ceDataInode={pkg.uid * 7 + 1000003} installed=true hidden=false "
+         "suspended=false distractionFlags=0 stopped=false notLaunched=false enabled=0 "
+         "instant=false virtual=false"),
         "      installReason=0",
         f"      firstInstallTime={_stamp(pkg.first_install_s)}",
         "      uninstallReason=0",

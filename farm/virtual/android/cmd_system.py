@@ -1,5 +1,7 @@
-"""System commands: getprop, setprop, id, whoami, uname, nproc, ps, pidof, df,
-settings, svc, wm, reboot, logcat.
+"""System commands.
+
+getprop, setprop, id, whoami, uname, nproc, ps, pidof, df, settings, svc, wm,
+reboot, logcat.
 
 Sources for the formats: ``getprop`` (fixture ``getprop__*``), toybox ``ps``,
 ``pidof`` and ``df`` (fixtures ``ps_-A__*``, ``pidof_*``, ``df*``), AOSP
@@ -40,7 +42,8 @@ async def setprop(ctx: Ctx) -> int:
         ctx.eprint("usage: setprop NAME VALUE\n")
         return 1
     key, value = ctx.argv[1], ctx.argv[2]
-    allowed = key.startswith(SHELL_SETTABLE) or (key.startswith("ro.") and key not in ctx.phone.props)
+    unset_ro = key.startswith("ro.") and key not in ctx.phone.props
+    allowed = key.startswith(SHELL_SETTABLE) or unset_ro
     if ctx.phone.spec.rooted and not key.startswith("ro."):
         allowed = True
     if not allowed:
@@ -57,13 +60,19 @@ async def id_(ctx: Ctx) -> int:
     """The shell user's identity (uid 2000), or the app's under ``run-as``."""
     if ctx.app:
         uid = ctx.phone.packages.uid_of(ctx.app)
-        name = f"u0_a{uid - 10000}"
-        ctx.print(f"uid={uid}({name}) gid={uid}({name}) groups={uid}({name}),3003(inet),9997(everybody),20{uid - 10000:03d}(u0_a{uid - 10000}_cache),50{uid - 10000:03d}(all_a{uid - 10000}) context=u:r:untrusted_app:s0:c{uid - 10000},c256,c512,c768\n")
+        app_id = uid - 10000
+        name = f"u0_a{app_id}"
+        ctx.print(
+            f"uid={uid}({name}) gid={uid}({name}) groups={uid}({name}),3003(inet),"
+            f"9997(everybody),20{app_id:03d}(u0_a{app_id}_cache),50{app_id:03d}(all_a{app_id}) "
+            f"context=u:r:untrusted_app:s0:c{app_id},c256,c512,c768\n"
+        )
     else:
         ctx.print(
             "uid=2000(shell) gid=2000(shell) groups=2000(shell),1004(input),1007(log),1011(adb),"
-            "1015(sdcard_rw),1028(sdcard_r),1078(ext_data_rw),1079(ext_obb_rw),3001(net_bt_admin),"
-            "3002(net_bt),3003(inet),3006(net_bw_stats),3009(readproc),3011(uhid),3012(readtracefs) "
+            "1015(sdcard_rw),1028(sdcard_r),1078(ext_data_rw),1079(ext_obb_rw),"
+            "3001(net_bt_admin),3002(net_bt),3003(inet),3006(net_bw_stats),3009(readproc),"
+            "3011(uhid),3012(readtracefs) "
             "context=u:r:shell:s0\n"
         )
     return 0
@@ -115,7 +124,7 @@ async def ps(ctx: Ctx) -> int:
     own.vsz_kb, own.rss_kb = 10790584, 3728
     try:
         rows = sorted(table.procs.values(), key=lambda p: p.pid)
-        if not any(a.startswith("-") and "A" in a or a == "-e" for a in ctx.argv[1:]):
+        if not any((a.startswith("-") and "A" in a) or a == "-e" for a in ctx.argv[1:]):
             rows = [p for p in rows if p.user == "shell" and p.name != "adbd"]
         names = [a for a in ctx.argv[1:] if not a.startswith("-")]
         if names:
@@ -156,7 +165,8 @@ async def kill(ctx: Ctx) -> int:
     if args[:1] == ["--"]:
         args = args[1:]
     if not args:
-        ctx.eprint(f"{SH}: kill: usage: kill [-s signame | -signum | -signame] {{job | pid | pgrp}} ...\n")
+        ctx.eprint(f"{SH}: kill: usage: kill [-s signame | -signum | -signame] "
+                   "{job | pid | pgrp} ...\n")
         return 1
     status = 0
     for arg in args:
@@ -244,11 +254,11 @@ _SETTINGS_USAGE = "usage:  settings [--user <USER_ID> | current] get namespace k
 @command("settings")
 async def settings(ctx: Ctx) -> int:
     """``settings get|put|delete|list NAMESPACE [KEY [VALUE]]`` (AOSP SettingsService)."""
-    args = [a for a in ctx.argv[1:]]
+    args = list(ctx.argv[1:])
     if args[:1] == ["--user"]:
         args = args[2:]
     if len(args) < 2 or args[1] not in ctx.phone.settings:
-        ctx.eprint("Invalid namespace '" + (args[1] if len(args) > 1 else "") + "'\n" if len(args) > 1 else _SETTINGS_USAGE)
+        ctx.eprint(f"Invalid namespace '{args[1]}'\n" if len(args) > 1 else _SETTINGS_USAGE)
         return 255
     verb, ns, rest = args[0], ctx.phone.settings[args[1]], args[2:]
     if verb == "get" and rest:
@@ -312,6 +322,7 @@ async def wm(ctx: Ctx) -> int:
     elif ctx.argv[1:2] == ["density"]:
         ctx.print(f"Physical density: {spec.density_dpi}\n")
     else:
-        ctx.eprint("Window manager (window) commands:\n  size [reset|WxH|WdpxHdp]\n  density [reset|DENSITY]\n")
+        ctx.eprint("Window manager (window) commands:\n"
+                   "  size [reset|WxH|WdpxHdp]\n  density [reset|DENSITY]\n")
         return 255
     return 0

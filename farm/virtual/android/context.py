@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 class Sink(Protocol):
     """Where a command's stdout or stderr goes."""
 
-    def write(self, data: bytes) -> None: ...
+    def write(self, data: bytes) -> None:
+        """Take ``data`` (raw bytes, no encoding implied)."""
+        ...
 
 
 class BufferSink:
@@ -30,9 +32,11 @@ class BufferSink:
         self.chunks: list[bytes] = []
 
     def write(self, data: bytes) -> None:
+        """Keep ``data``."""
         self.chunks.append(data)
 
     def getvalue(self) -> bytes:
+        """Everything written so far, joined."""
         return b"".join(self.chunks)
 
 
@@ -40,6 +44,7 @@ class NullSink:
     """``/dev/null``."""
 
     def write(self, data: bytes) -> None:
+        """Drop ``data``."""
         del data
 
 
@@ -58,6 +63,7 @@ class BytesStdin:
         self._data = data
 
     async def read(self) -> bytes:
+        """All of the data at the first call, ``b""`` after."""
         data, self._data = self._data, b""
         return data
 

@@ -46,9 +46,11 @@ class LogBuffer:
         self.appended = 0  # entries ever logged: a cursor for followers
         self._grown: asyncio.Event | None = None
 
-    def log(self, pid: int, level: str, tag: str, message: str, *, buffer: str = "main", tid: int | None = None) -> None:
+    def log(self, pid: int, level: str, tag: str, message: str, *, buffer: str = "main",
+            tid: int | None = None) -> None:
         """Append one message (level one of ``VDIWEF``); wakes followers."""
-        self.entries.append(LogEntry(self._wall(), pid, tid if tid is not None else pid, level, tag, message, buffer))
+        tid = tid if tid is not None else pid
+        self.entries.append(LogEntry(self._wall(), pid, tid, level, tag, message, buffer))
         self.appended += 1
         if len(self.entries) > self.capacity:
             del self.entries[: len(self.entries) - self.capacity]
@@ -74,7 +76,7 @@ class LogBuffer:
 
 
 def format_threadtime(entry: LogEntry) -> str:
-    """The threadtime lines of one entry, each ending in ``\\n``."""
+    r"""The threadtime lines of one entry, each ending in ``\n``."""
     t = time.gmtime(entry.wall_s)
     ms = int((entry.wall_s % 1) * 1000)
     stamp = f"{t.tm_mon:02d}-{t.tm_mday:02d} {t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}.{ms:03d}"
@@ -82,7 +84,9 @@ def format_threadtime(entry: LogEntry) -> str:
     return "".join(prefix + line + "\n" for line in entry.message.split("\n"))
 
 
-def render(entries: Iterable[LogEntry], buffers: Iterable[str], accept: Callable[[LogEntry], bool]) -> str:
+def render(
+    entries: Iterable[LogEntry], buffers: Iterable[str], accept: Callable[[LogEntry], bool]
+) -> str:
     """``logcat -d`` output for the selected buffers and filter."""
     return render_from(entries, buffers, accept, None)[0]
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from farm.errors import ApkError
 
 if TYPE_CHECKING:
+    from apk_tools.inspect import ApkInfo
     from farm.virtual.android.phone import AndroidPhone
 
 # Packages present on every phone: (package, APK path on the system image).
@@ -39,7 +40,8 @@ SYSTEM_PACKAGES = (
     ("com.android.providers.calendar", "/system/priv-app/CalendarProvider/CalendarProvider.apk"),
     ("com.android.providers.media", "/system/priv-app/MediaProvider/MediaProvider.apk"),
     ("com.android.documentsui", "/system/priv-app/DocumentsUIGoogle/DocumentsUIGoogle.apk"),
-    ("com.android.externalstorage", "/system/priv-app/ExternalStorageProvider/ExternalStorageProvider.apk"),
+    ("com.android.externalstorage",
+     "/system/priv-app/ExternalStorageProvider/ExternalStorageProvider.apk"),
     ("com.android.htmlviewer", "/system/app/HTMLViewer/HTMLViewer.apk"),
     ("com.android.providers.downloads", "/system/priv-app/DownloadProvider/DownloadProvider.apk"),
     ("com.android.networkstack", "/system/priv-app/NetworkStack/NetworkStack.apk"),
@@ -88,6 +90,11 @@ def _rand_b64(rng: random.Random) -> str:
     return base64.urlsafe_b64encode(rng.randbytes(16)).decode()
 
 
+def _failure(code: str, text: str) -> tuple[str, int]:
+    """``pm install``'s ``Failure [CODE: text]`` line and its exit status 1."""
+    return f"Failure [{code}: {text}]\n", 1
+
+
 class PackageManager:
     """Installed packages of one phone.
 
@@ -113,6 +120,23 @@ class PackageManager:
         pkg = self.installed.get(package)
         return pkg.uid if pkg else 1000
 
+    def _update_refusal(self, info: ApkInfo, old: Installed, *,
+                        allow_downgrade: bool) -> tuple[str, int] | None:
+        """Why an update of ``old`` to ``info`` is refused (signers, downgrade), or None."""
+        if set(old.signers) != set(info.signers):
+            if self.phone.spec.sdk >= 31:
+                text = f"Existing package {info.package} signatures do not match newer version"
+            else:
+                text = (f"Package {info.package} signatures do not match "
+                        "previously installed version")
+            return _failure("INSTALL_FAILED_UPDATE_INCOMPATIBLE", f"{text}; ignoring!")
+        downgrade_ok = allow_downgrade and (self.phone.spec.debuggable or old.debuggable)
+        if info.version_code < old.version_code and not downgrade_ok:
+            return _failure("INSTALL_FAILED_VERSION_DOWNGRADE",
+                            f"Downgrade detected: Update version code {info.version_code} "
+                            f"is older than current {old.version_code}")
+        return None
+
     def install(self, host_apk: Path, *, allow_downgrade: bool) -> tuple[str, int]:
         """Install an APK file; returns (``pm`` stdout, exit status)."""
         from apk_tools.inspect import inspect_apk
@@ -121,46 +145,36 @@ class PackageManager:
         tmp = f"/data/app/vmdl{session}.tmp/base.apk"
         size = host_apk.stat().st_size
         if self.phone.storage_free_bytes() < size * 2:
-            return "Failure [INSTALL_FAILED_INSUFFICIENT_STORAGE: Failed to override installation location]\n", 1
+            return _failure("INSTALL_FAILED_INSUFFICIENT_STORAGE",
+                            "Failed to override installation location")
         try:
             info = inspect_apk(host_apk)
         except ApkError:
-            return f"Failure [INSTALL_PARSE_FAILED_NOT_APK: Failed to parse {tmp}: Failed to load asset path {tmp}]\n", 1
+            return _failure("INSTALL_PARSE_FAILED_NOT_APK",
+                            f"Failed to parse {tmp}: Failed to load asset path {tmp}")
         if not info.signers:
-            return (
-                "Failure [INSTALL_PARSE_FAILED_NO_CERTIFICATES: Failed to collect certificates from "
-                f"{tmp}: Attempt to get length of null array]\n",
-                1,
-            )
+            return _failure("INSTALL_PARSE_FAILED_NO_CERTIFICATES",
+                            f"Failed to collect certificates from {tmp}: "
+                            "Attempt to get length of null array")
         sdk = self.phone.spec.sdk
         if info.min_sdk > sdk:
-            return (
-                f"Failure [INSTALL_FAILED_OLDER_SDK: Failed parse during installPackageLI: {tmp} "
-                f"(at Binary XML file line #7): Requires newer sdk version #{info.min_sdk} "
-                f"(current version is #{sdk})]\n",
-                1,
-            )
+            return _failure("INSTALL_FAILED_OLDER_SDK",
+                            f"Failed parse during installPackageLI: {tmp} "
+                            f"(at Binary XML file line #7): Requires newer sdk version "
+                            f"#{info.min_sdk} (current version is #{sdk})")
         abis = self.phone.props["ro.product.cpu.abilist"].split(",")
         if info.native_abis and not set(info.native_abis) & set(abis):
-            return "Failure [INSTALL_FAILED_NO_MATCHING_ABIS: Failed to extract native libraries, res=-113]\n", 1
+            return _failure("INSTALL_FAILED_NO_MATCHING_ABIS",
+                            "Failed to extract native libraries, res=-113")
         old = self.installed.get(info.package)
         if old is not None:
-            if set(old.signers) != set(info.signers):
-                if sdk >= 31:
-                    text = f"Existing package {info.package} signatures do not match newer version; ignoring!"
-                else:
-                    text = f"Package {info.package} signatures do not match previously installed version; ignoring!"
-                return f"Failure [INSTALL_FAILED_UPDATE_INCOMPATIBLE: {text}]\n", 1
-            downgrade_ok = allow_downgrade and (self.phone.spec.debuggable or old.debuggable)
-            if info.version_code < old.version_code and not downgrade_ok:
-                return (
-                    "Failure [INSTALL_FAILED_VERSION_DOWNGRADE: Downgrade detected: Update version code "
-                    f"{info.version_code} is older than current {old.version_code}]\n",
-                    1,
-                )
+            refusal = self._update_refusal(info, old, allow_downgrade=allow_downgrade)
+            if refusal is not None:
+                return refusal
         code_dir = f"/data/app/~~{_rand_b64(self._rng)}/{info.package}-{_rand_b64(self._rng)}"
         dest = self.phone.storage.backing(code_dir)
-        assert dest is not None
+        if dest is None:  # /data is always backed by a host folder
+            raise RuntimeError(f"{code_dir} has no backing folder")
         dest.mkdir(parents=True)
         shutil.copyfile(host_apk, dest / "base.apk")
         now = time.time()

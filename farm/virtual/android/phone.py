@@ -56,7 +56,8 @@ class AndroidPhone:
         self.net = net
         self.clock = clock
         self.storage = Storage(Path(data_dir))
-        self.serialno = hashlib.sha256(f"{spec.model}:{spec.serial_port}:{data_dir}".encode()).hexdigest()[:14].upper()
+        seed = f"{spec.model}:{spec.serial_port}:{data_dir}".encode()
+        self.serialno = hashlib.sha256(seed).hexdigest()[:14].upper()
         self.props = build_props(spec, self.serialno)
         self.physics = Physics(spec, clock)
         self.processes = ProcessTable()
@@ -79,7 +80,8 @@ class AndroidPhone:
 
     def banner_props(self) -> Mapping[str, str]:
         """``ro.product.name``, ``ro.product.model``, ``ro.product.device`` for CNXN."""
-        return {k: self.props[k] for k in ("ro.product.name", "ro.product.model", "ro.product.device")}
+        keys = ("ro.product.name", "ro.product.model", "ro.product.device")
+        return {k: self.props[k] for k in keys}
 
     def get_property(self, key: str) -> str:
         """A system property's value, ``""`` if unset."""
@@ -119,7 +121,9 @@ class AndroidPhone:
 
     def storage_free_bytes(self) -> int:
         """Free bytes on /data."""
-        return self.storage.free_bytes(self.spec.storage_total_kb, self.spec.storage_used_kb, self.filler_bytes)
+        return self.storage.free_bytes(
+            self.spec.storage_total_kb, self.spec.storage_used_kb, self.filler_bytes
+        )
 
     async def on_boot(self) -> None:
         """Start boot-time state: fresh processes, screen on, logs of a boot."""
@@ -172,10 +176,15 @@ class AndroidPhone:
 
     def mem_used_kb(self) -> int:
         """Used RAM in KiB (boot baseline plus running app processes)."""
-        return self.spec.mem_total_kb * 45 // 100 + sum(p.rss_kb for p in self.processes.procs.values() if p.user.startswith("u0_"))
+        apps_kb = sum(p.rss_kb for p in self.processes.procs.values() if p.user.startswith("u0_"))
+        return self.spec.mem_total_kb * 45 // 100 + apps_kb
 
     def request_reboot(self, mode: str = "") -> None:
-        """Tell the transport a reboot was asked for (``mode``: ``reboot``'s argument), if it listens."""
+        """Tell the transport, if it listens, that a reboot was asked for.
+
+        Args:
+            mode: ``reboot``'s argument (``""``, ``bootloader``, ``recovery``).
+        """
         if self.on_reboot is not None:
             self.on_reboot(mode)
 
@@ -245,7 +254,8 @@ class AndroidPhone:
             data = json.loads(path.read_text())
             self.settings = data.get("settings", self.settings)
             self.props.update(data.get("props", {}))
-        self.stay_on_while_plugged = int(self.settings["global"].get("stay_on_while_plugged_in", "0") or 0)
+        stay_on = self.settings["global"].get("stay_on_while_plugged_in", "0")
+        self.stay_on_while_plugged = int(stay_on or 0)
 
     def _save_state(self) -> None:
         persist = {k: v for k, v in self.props.items() if k.startswith("persist.")}

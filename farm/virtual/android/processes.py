@@ -64,7 +64,8 @@ class ProcessTable:
             self.procs[pid] = Process(pid, ppid, user, name, vsz, rss)
         self.last_pid = 6200
 
-    def spawn(self, user: str, name: str, *, ppid_name: str = "zygote64", pid: int | None = None) -> Process:
+    def spawn(self, user: str, name: str, *, ppid_name: str = "zygote64",
+              pid: int | None = None) -> Process:
         """Add a process; ``pid`` may be given to mirror a real host pid."""
         if pid is None:
             self.last_pid += 1

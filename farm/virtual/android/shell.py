@@ -61,6 +61,7 @@ class IoStdin:
         self._eof = False
 
     async def read(self) -> bytes:
+        """Next chunk from the adb stream; ``b""`` from its end on."""
         if self._eof:
             return b""
         data = await self._io.read_stdin()
@@ -195,12 +196,12 @@ class Shell:
     async def _pipeline(self, pipeline: Pipeline) -> None:
         stdin: Stdin = self.stdin
         for i, cmd in enumerate(pipeline.commands):
-            last = i == len(pipeline.commands) - 1
-            out: Sink = self.out if last else BufferSink()
-            self.status = await self._simple(cmd, stdin, out)
-            if not last:
-                assert isinstance(out, BufferSink)
-                stdin = BytesStdin(out.getvalue())
+            if i == len(pipeline.commands) - 1:
+                self.status = await self._simple(cmd, stdin, self.out)
+            else:
+                piped = BufferSink()
+                self.status = await self._simple(cmd, stdin, piped)
+                stdin = BytesStdin(piped.getvalue())
         if self._drain is not None:
             await self._drain()  # type: ignore[operator]
 
@@ -261,7 +262,8 @@ class Shell:
             for prefix in results:
                 where = posixpath.join(base, prefix) if prefix else base
                 if not any(ch in comp for ch in "*?["):
-                    nxt.append(posixpath.join(prefix, _unescape_glob(comp)) if prefix else _unescape_glob(comp))
+                    literal = _unescape_glob(comp)
+                    nxt.append(posixpath.join(prefix, literal) if prefix else literal)
                     continue
                 names = self.phone.listdir(self._norm(where), app=self.app) or []
                 for name in names:
@@ -333,19 +335,12 @@ class Shell:
         """Run one expanded command (builtin or registered), as the shell would."""
         name = ctx.argv[0]
         if name == "exit":
-            raise ShellExit(int(ctx.argv[1]) & 0xFF if len(ctx.argv) > 1 and ctx.argv[1].isdigit() else self.status)
+            given = len(ctx.argv) > 1 and ctx.argv[1].isdigit()
+            raise ShellExit(int(ctx.argv[1]) & 0xFF if given else self.status)
         if name == "cd":
-            target = ctx.path(ctx.argv[1] if len(ctx.argv) > 1 else "/")
-            if not self.phone.isdir(target, app=self.app):
-                ctx.eprint(f"{SH}: cd: {target} - No such file or directory\n")
-                return 2
-            self.cwd = target
-            return 0
+            return self._cd(ctx)
         if name == "export":
-            for arg in ctx.argv[1:]:
-                key, eq, value = arg.partition("=")
-                if eq:
-                    self.env[key] = value
+            self._export(ctx)
             return 0
         if name == "exec":  # mksh: run the command in place of the shell, whose status it is
             if len(ctx.argv) == 1:
@@ -365,6 +360,22 @@ class Shell:
             ctx.eprint(f"{SH}: {name}: inaccessible or not found\n")
             return 127
         return await fn(ctx)
+
+    def _cd(self, ctx: Ctx) -> int:
+        """The ``cd`` builtin: 2 when the target is not a folder."""
+        target = ctx.path(ctx.argv[1] if len(ctx.argv) > 1 else "/")
+        if not self.phone.isdir(target, app=self.app):
+            ctx.eprint(f"{SH}: cd: {target} - No such file or directory\n")
+            return 2
+        self.cwd = target
+        return 0
+
+    def _export(self, ctx: Ctx) -> None:
+        """The ``export`` builtin: set each ``KEY=VALUE`` argument; bare names are kept as is."""
+        for arg in ctx.argv[1:]:
+            key, eq, value = arg.partition("=")
+            if eq:
+                self.env[key] = value
 
     async def _sub_shell(self, ctx: Ctx) -> int:
         sub = Shell(self.phone, ctx.stdin, ctx.out, ctx.err, app=self.app, cwd=self.cwd)

@@ -1,7 +1,6 @@
-"""Tokenizer and parser for the subset of mksh (Android's ``/system/bin/sh``)
-that tools send through ``adb shell``.
+r"""Tokenizer and parser for the subset of mksh (Android's ``/system/bin/sh``) adb tools send.
 
-Supported: words with ``'...'``, ``"..."`` and ``\\`` quoting; ``$?``, ``$$``,
+Supported: words with ``'...'``, ``"..."`` and ``\`` quoting; ``$?``, ``$$``,
 ``$NAME``, ``${NAME}``; ``VAR=value`` prefixes; ``;``, ``&`` (run in order),
 newlines, ``&&``, ``||``, ``|``; redirects ``>``, ``>>``, ``<``, ``N>``,
 ``N>>``, ``N>&M``, ``>&M``.
@@ -92,75 +91,95 @@ def tokenize(line: str) -> list[_Tok]:
     Raises:
         ShellSyntaxError: an unterminated quote.
     """
-    toks: list[_Tok] = []
-    i, n = 0, len(line)
-    cur: Word | None = None
+    return _Lexer(line).run()
 
-    def push(text: str, quote: str) -> None:
-        nonlocal cur
-        if cur is None:
-            cur = Word()
-        if cur.segments and cur.segments[-1][1] == quote:
-            cur.segments[-1] = (cur.segments[-1][0] + text, quote)
+
+class _Lexer:
+    """Tokenizer state: the position in the line, the word being built, the tokens so far."""
+
+    def __init__(self, line: str) -> None:
+        self.line = line
+        self.i = 0
+        self.cur: Word | None = None
+        self.toks: list[_Tok] = []
+
+    def push(self, text: str, quote: str) -> None:
+        """Add text to the current word, merging with its last segment of the same quote."""
+        if self.cur is None:
+            self.cur = Word()
+        segments = self.cur.segments
+        if segments and segments[-1][1] == quote:
+            segments[-1] = (segments[-1][0] + text, quote)
         else:
-            cur.segments.append((text, quote))
+            segments.append((text, quote))
 
-    def end_word() -> None:
-        nonlocal cur
-        if cur is not None:
-            toks.append(_Tok("word", word=cur))
-            cur = None
+    def end_word(self) -> None:
+        """Emit the current word, if any."""
+        if self.cur is not None:
+            self.toks.append(_Tok("word", word=self.cur))
+            self.cur = None
 
-    while i < n:
-        c = line[i]
-        if c in " \t":
-            end_word()
-            i += 1
-        elif c == "#" and cur is None:
-            while i < n and line[i] != "\n":
-                i += 1
-        elif c == "'":
-            j = line.find("'", i + 1)
-            if j < 0:
-                raise ShellSyntaxError("'")
-            push(line[i + 1 : j], "'")
-            i = j + 1
-        elif c == '"':
-            j, buf = i + 1, []
-            while j < n and line[j] != '"':
-                if line[j] == "\\" and j + 1 < n and line[j + 1] in '"\\$`\n':
-                    buf.append(line[j + 1])
-                    j += 2
-                else:
-                    buf.append(line[j])
-                    j += 1
-            if j >= n:
-                raise ShellSyntaxError('"')
-            push("".join(buf), '"')
-            i = j + 1
-        elif c == "\\":
-            if i + 1 < n and line[i + 1] != "\n":
-                push(line[i + 1], "'")
-            i += 2
-        elif any(line.startswith(op, i) for op in _OPS):
-            op = next(op for op in _OPS if line.startswith(op, i))
-            if op in (">", ">>", "<", ">&", "<&"):
-                fd = 1 if op.startswith(">") else 0
-                if cur is not None and cur.bare and cur.literal().isdigit():
-                    fd = int(cur.literal())
-                    cur = None
-                else:
-                    end_word()
-                toks.append(_Tok("redir", op=op, fd=fd))
+    def run(self) -> list[_Tok]:
+        """Tokenize the whole line."""
+        line, n = self.line, len(self.line)
+        while self.i < n:
+            c = line[self.i]
+            if c in " \t":
+                self.end_word()
+                self.i += 1
+            elif c == "#" and self.cur is None:
+                end = line.find("\n", self.i)
+                self.i = n if end < 0 else end
+            elif c == "'":
+                end = line.find("'", self.i + 1)
+                if end < 0:
+                    raise ShellSyntaxError("'")
+                self.push(line[self.i + 1 : end], "'")
+                self.i = end + 1
+            elif c == '"':
+                self._double_quoted()
+            elif c == "\\":
+                if self.i + 1 < n and line[self.i + 1] != "\n":
+                    self.push(line[self.i + 1], "'")
+                self.i += 2
+            elif (op := next((op for op in _OPS if line.startswith(op, self.i)), None)) is not None:
+                self._operator(op)
             else:
-                end_word()
-                toks.append(_Tok("op", op=op))
-            i += len(op)
+                self.push(c, "")
+                self.i += 1
+        self.end_word()
+        return self.toks
+
+    def _double_quoted(self) -> None:
+        r"""A ``"..."`` segment at ``i``: backslash escapes only ``"``, ``\``, ``$``, backquote."""
+        line, n = self.line, len(self.line)
+        j, buf = self.i + 1, []
+        while j < n and line[j] != '"':
+            if line[j] == "\\" and j + 1 < n and line[j + 1] in '"\\$`\n':
+                buf.append(line[j + 1])
+                j += 2
+            else:
+                buf.append(line[j])
+                j += 1
+        if j >= n:
+            raise ShellSyntaxError('"')
+        self.push("".join(buf), '"')
+        self.i = j + 1
+
+    def _operator(self, op: str) -> None:
+        """An operator at ``i``; a bare number word right before a redirect is its fd."""
+        if op in (">", ">>", "<", ">&", "<&"):
+            fd = 1 if op.startswith(">") else 0
+            if self.cur is not None and self.cur.bare and self.cur.literal().isdigit():
+                fd = int(self.cur.literal())
+                self.cur = None
+            else:
+                self.end_word()
+            self.toks.append(_Tok("redir", op=op, fd=fd))
         else:
-            push(c, "")
-            i += 1
-    end_word()
-    return toks
+            self.end_word()
+            self.toks.append(_Tok("op", op=op))
+        self.i += len(op)
 
 
 def parse(line: str) -> list[AndOr]:
@@ -169,80 +188,104 @@ def parse(line: str) -> list[AndOr]:
     Raises:
         ShellSyntaxError: unexpected operator, or a redirect without target.
     """
-    toks = tokenize(line)
-    pos = 0
-    script: list[AndOr] = []
+    return _Parser(tokenize(line)).script()
 
-    def peek() -> _Tok | None:
-        return toks[pos] if pos < len(toks) else None
 
-    def simple() -> Simple:
-        nonlocal pos
+def _assignment(cmd: Simple, word: Word) -> tuple[str, Word] | None:
+    """``NAME=value`` as an assignment when it leads the command (bare name), else None."""
+    name, eq, _ = word.literal().partition("=")
+    first = word.segments[0]
+    if (
+        not cmd.words
+        and eq
+        and first[1] == ""
+        and "=" in first[0]
+        and name.replace("_", "a").isalnum()
+        and not name[0].isdigit()
+    ):
+        value = Word(list(word.segments))
+        head, _, tail = value.segments[0][0].partition("=")
+        value.segments[0] = (tail, "")
+        return head, value
+    return None
+
+
+class _Parser:
+    """Recursive descent over the tokens: script, and-or list, pipeline, simple command."""
+
+    def __init__(self, toks: list[_Tok]) -> None:
+        self.toks = toks
+        self.pos = 0
+
+    def peek(self) -> _Tok | None:
+        """The next token, or None at the end."""
+        return self.toks[self.pos] if self.pos < len(self.toks) else None
+
+    def peek_op(self, ops: tuple[str, ...]) -> _Tok | None:
+        """The next token if it is one of the operators ``ops``, else None."""
+        tok = self.peek()
+        return tok if tok is not None and tok.kind == "op" and tok.op in ops else None
+
+    def simple(self) -> Simple:
+        """Assignments, words and redirects up to the next operator."""
         cmd = Simple()
-        while (tok := peek()) is not None:
-            if tok.kind == "word":
-                assert tok.word is not None
-                text = tok.word.literal()
-                name, eq, _ = text.partition("=")
-                first = tok.word.segments[0]
-                if (
-                    not cmd.words
-                    and eq
-                    and first[1] == ""
-                    and "=" in first[0]
-                    and name.replace("_", "a").isalnum()
-                    and not name[0].isdigit()
-                ):
-                    value = Word(list(tok.word.segments))
-                    head, _, tail = value.segments[0][0].partition("=")
-                    value.segments[0] = (tail, "")
-                    cmd.assigns.append((head, value))
+        while (tok := self.peek()) is not None:
+            if tok.word is not None:
+                assign = _assignment(cmd, tok.word)
+                if assign is not None:
+                    cmd.assigns.append(assign)
                 else:
                     cmd.words.append(tok.word)
-                pos += 1
+                self.pos += 1
             elif tok.kind == "redir":
-                pos += 1
-                target = peek()
+                self.pos += 1
+                target = self.peek()
                 if target is None:
                     raise ShellSyntaxError("newline")
-                if target.kind != "word":
+                if target.word is None:
                     raise ShellSyntaxError(target.op)
-                assert target.word is not None
                 cmd.redirects.append(Redirect(tok.fd, tok.op, target.word))
-                pos += 1
+                self.pos += 1
             else:
                 break
         if not (cmd.words or cmd.assigns or cmd.redirects):
-            tok = peek()
+            tok = self.peek()
             raise ShellSyntaxError(tok.op if tok is not None else "EOF")
         return cmd
 
-    def pipeline() -> Pipeline:
-        nonlocal pos
-        cmds = [simple()]
-        while (tok := peek()) is not None and tok.kind == "op" and tok.op == "|":
-            pos += 1
-            cmds.append(simple())
+    def pipeline(self) -> Pipeline:
+        """Simple commands joined by ``|``."""
+        cmds = [self.simple()]
+        while self.peek_op(("|",)) is not None:
+            self.pos += 1
+            cmds.append(self.simple())
         return Pipeline(cmds)
 
-    while pos < len(toks):
-        tok = peek()
-        if tok is not None and tok.kind == "op" and tok.op in ("\n", ";"):
-            if tok.op == ";" and not script:
-                raise ShellSyntaxError(";")
-            pos += 1
-            continue
-        and_or = AndOr(pipeline())
-        while (tok := peek()) is not None and tok.kind == "op" and tok.op in ("&&", "||"):
-            pos += 1
-            while (nl := peek()) is not None and nl.kind == "op" and nl.op == "\n":
-                pos += 1
-            and_or.rest.append((tok.op, pipeline()))
-        script.append(and_or)
-        tok = peek()
-        if tok is not None:
-            if tok.kind == "op" and tok.op in (";", "&", "\n"):
-                pos += 1
-            else:
-                raise ShellSyntaxError(tok.op)
-    return script
+    def and_or(self) -> AndOr:
+        """Pipelines joined by ``&&``/``||`` (newlines may follow the operator)."""
+        and_or = AndOr(self.pipeline())
+        while (tok := self.peek_op(("&&", "||"))) is not None:
+            self.pos += 1
+            while self.peek_op(("\n",)) is not None:
+                self.pos += 1
+            and_or.rest.append((tok.op, self.pipeline()))
+        return and_or
+
+    def script(self) -> list[AndOr]:
+        """And-or lists separated by ``;``, ``&`` or newlines."""
+        script: list[AndOr] = []
+        while self.pos < len(self.toks):
+            tok = self.peek_op(("\n", ";"))
+            if tok is not None:
+                if tok.op == ";" and not script:
+                    raise ShellSyntaxError(";")
+                self.pos += 1
+                continue
+            script.append(self.and_or())
+            tok = self.peek()
+            if tok is not None:
+                if tok.kind == "op" and tok.op in (";", "&", "\n"):
+                    self.pos += 1
+                else:
+                    raise ShellSyntaxError(tok.op)
+        return script

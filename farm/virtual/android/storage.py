@@ -1,5 +1,6 @@
-"""The phone's storage: device paths mapped onto a host folder, with Android's
-permissions for the shell user (uid 2000) and for ``run-as`` apps.
+"""The phone's storage: device paths mapped onto a host folder.
+
+Android's permissions hold for the shell user (uid 2000) and for ``run-as`` apps.
 
 Layout under ``data_dir``::
 
@@ -100,9 +101,8 @@ class Storage:
             owner = rest.split("/", 1)[0]
             if app is None or owner != app:
                 raise PermissionError(device_path)
-        elif device_path.startswith("/data/app"):
-            if write or device_path == "/data/app":
-                raise PermissionError(device_path)
+        elif device_path.startswith("/data/app") and (write or device_path == "/data/app"):
+            raise PermissionError(device_path)
         if host is None:
             if write or device_path in ("/data", "/data/local", "/storage", "/storage/emulated"):
                 raise PermissionError(device_path)

@@ -1,10 +1,10 @@
-"""Files under ``/proc`` and ``/sys``, rendered on read from the phone's state.
+r"""Files under ``/proc`` and ``/sys``, rendered on read from the phone's state.
 
 Formats follow the real captures in ``fixtures/``:
 
 * ``/proc/cpuinfo``: the layout of the phone's ABI, so it agrees with
   ``ro.product.cpu.abi`` and ``uname -m``. arm64: the kernel layout of
-  ``proc_cpuinfo__pixel8_shiba_android14.txt`` (``key\\t: value``, ``CPU
+  ``proc_cpuinfo__pixel8_shiba_android14.txt`` (``key\t: value``, ``CPU
   architecture: 8`` without a tab, blocks separated by a blank line, no
   ``Hardware`` line). x86_64 (every profile: the phone runs host code): the
   block of ``proc_cpuinfo__x86_64_kvm_host_block.txt`` once per core,
@@ -155,13 +155,19 @@ def virtual_files(phone: AndroidPhone) -> dict[str, Callable[[], str]]:
         "/proc/cpuinfo": lambda: render_cpuinfo(spec),
         "/proc/meminfo": lambda: render_meminfo(spec.mem_total_kb, phone.mem_used_kb()),
         "/proc/version": lambda: proc_version(spec),
-        "/proc/loadavg": lambda: f"{phone.physics.load * spec.cores:.2f} 1.00 1.00 2/1500 {phone.processes.last_pid}\n",
-        "/proc/uptime": lambda: f"{phone.uptime_s():.2f} {phone.uptime_s() * spec.cores * 0.8:.2f}\n",
+        "/proc/loadavg": lambda: (
+            f"{phone.physics.load * spec.cores:.2f} 1.00 1.00 2/1500 {phone.processes.last_pid}\n"
+        ),
+        "/proc/uptime": lambda: (
+            f"{phone.uptime_s():.2f} {phone.uptime_s() * spec.cores * 0.8:.2f}\n"
+        ),
         "/sys/devices/system/cpu/possible": lambda: f"0-{spec.cores - 1}\n",
         "/sys/devices/system/cpu/present": lambda: f"0-{spec.cores - 1}\n",
         "/sys/devices/system/cpu/online": lambda: f"0-{spec.cores - 1}\n",
         "/sys/class/power_supply/battery/capacity": lambda: f"{phone.physics.level()}\n",
-        "/sys/class/power_supply/battery/temp": lambda: f"{round(phone.physics.battery_temp_c() * 10)}\n",
+        "/sys/class/power_supply/battery/temp": lambda: (
+            f"{round(phone.physics.battery_temp_c() * 10)}\n"
+        ),
         "/sys/class/power_supply/battery/status": lambda: (
             "Charging\n" if phone.physics.plugged and phone.physics.level() < 100
             else "Full\n" if phone.physics.plugged else "Discharging\n"
@@ -169,15 +175,35 @@ def virtual_files(phone: AndroidPhone) -> dict[str, Callable[[], str]]:
     }
     for i, khz in enumerate(spec.core_max_freq_khz):
         base = f"/sys/devices/system/cpu/cpu{i}/cpufreq"
-        files[f"{base}/cpuinfo_max_freq"] = lambda khz=khz: f"{khz}\n"
-        files[f"{base}/cpuinfo_min_freq"] = lambda: "300000\n"
-        files[f"{base}/scaling_max_freq"] = lambda khz=khz: f"{khz}\n"
-        files[f"{base}/scaling_cur_freq"] = lambda khz=khz: f"{int(300000 + (khz - 300000) * max(0.1, phone.physics.load)) // 1000 * 1000}\n"
+        files[f"{base}/cpuinfo_max_freq"] = _constant(f"{khz}\n")
+        files[f"{base}/cpuinfo_min_freq"] = _constant("300000\n")
+        files[f"{base}/scaling_max_freq"] = _constant(f"{khz}\n")
+        files[f"{base}/scaling_cur_freq"] = _cur_freq(phone, khz)
     for i, sensor in enumerate(spec.sensors):
         base = f"/sys/class/thermal/thermal_zone{i}"
-        files[f"{base}/type"] = lambda sensor=sensor: f"{sensor.zone_type}\n"
-        files[f"{base}/temp"] = lambda sensor=sensor: f"{round(phone.physics.temperatures()[sensor.name] * 1000)}\n"
+        files[f"{base}/type"] = _constant(f"{sensor.zone_type}\n")
+        files[f"{base}/temp"] = _zone_temp(phone, sensor.name)
     return files
+
+
+def _constant(text: str) -> Callable[[], str]:
+    """A file whose text is fixed by the phone's spec."""
+    return lambda: text
+
+
+def _cur_freq(phone: AndroidPhone, max_khz: int) -> Callable[[], str]:
+    """``scaling_cur_freq`` in kHz: from 300 MHz up to ``max_khz`` with the load, 1 MHz steps."""
+
+    def render() -> str:
+        load = max(0.1, phone.physics.load)
+        return f"{int(300000 + (max_khz - 300000) * load) // 1000 * 1000}\n"
+
+    return render
+
+
+def _zone_temp(phone: AndroidPhone, sensor: str) -> Callable[[], str]:
+    """A thermal zone's ``temp``: the named sensor's temperature in millidegrees C."""
+    return lambda: f"{round(phone.physics.temperatures()[sensor] * 1000)}\n"
 
 
 def virtual_dirs(files: dict[str, Callable[[], str]]) -> dict[str, set[str]]:

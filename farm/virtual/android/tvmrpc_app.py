@@ -34,6 +34,7 @@ PACKAGE = "org.apache.tvm.tvmrpc"
 MAIN = f"{PACKAGE}.MainActivity"
 RPC = f"{PACKAGE}.RPCActivity"
 PREFS = "RPCProxyPreference"
+_AM_PID = 832  # system_server's pid on the virtual phone: ActivityManager logs under it
 
 
 @dataclass
@@ -74,7 +75,7 @@ class TvmRpcApp:
         if not path.exists():
             return {}
         try:
-            root = ET.fromstring(path.read_bytes())
+            root = ET.fromstring(path.read_bytes())  # noqa: S314 - the app's own prefs file
         except ET.ParseError:
             return {}
         values: dict[str, object] = {}
@@ -119,8 +120,19 @@ class TvmRpcApp:
         """Whether the package is installed."""
         return PACKAGE in self.phone.packages.installed
 
-    def _log(self, level: str, tag: str, message: str, *, pid: int | None = None, buffer: str = "main") -> None:
-        self.phone.logs.log(pid if pid is not None else (self.main_pid or 832), level, tag, message, buffer=buffer)
+    def _log(self, level: str, tag: str, message: str) -> None:
+        self.phone.logs.log(self.main_pid or _AM_PID, level, tag, message)
+
+    def _am_log(self, message: str) -> None:
+        """An ActivityManager line in the system buffer, as system_server logs it."""
+        self.phone.logs.log(_AM_PID, "I", "ActivityManager", message, buffer="system")
+
+    def _crash_on_port(self, pid: int) -> None:
+        """Crash the app as ``updateRPCPrefs`` does when the port field is not a number."""
+        self._crash(pid, PACKAGE,
+                    f'java.lang.NumberFormatException: For input string: "{self.fields.port}"',
+                    ["java.lang.Integer.parseInt(Integer.java:747)",
+                     f"{MAIN}.updateRPCPrefs(MainActivity.java:58)"])
 
     def _start_main_process(self) -> None:
         if self.main_pid is not None:
@@ -129,7 +141,8 @@ class TvmRpcApp:
         proc = self.phone.processes.spawn(f"u0_a{uid - 10000}", PACKAGE)
         self.main_pid = proc.pid
         self._prefs_cache = None
-        self._log("I", "ActivityManager", f"Start proc {proc.pid}:{PACKAGE}/u0a{uid - 10000} for top-activity {{{PACKAGE}/{MAIN}}}", pid=832, buffer="system")
+        self._am_log(f"Start proc {proc.pid}:{PACKAGE}/u0a{uid - 10000} "
+                     f"for top-activity {{{PACKAGE}/{MAIN}}}")
 
     def launch_main(self) -> str:
         """``am start`` of MainActivity; returns the am warning line or ``""``."""
@@ -161,18 +174,14 @@ class TvmRpcApp:
         self._timers.append(loop.call_later(self.phone.spec.rpc_start_delay_s, self._relaunch))
 
     def _relaunch(self) -> None:
-        if self.main_pid is None or not self.main_alive or not self.fields.switch or self.rpc_activity:
+        main_pid = self.main_pid
+        if main_pid is None or not self.main_alive or not self.fields.switch or self.rpc_activity:
             return
         self._log("W", "System.err", "relaunching RPC activity...")
         try:
             self._commit_prefs()
         except ValueError:
-            self._crash(
-                self.main_pid,
-                PACKAGE,
-                f'java.lang.NumberFormatException: For input string: "{self.fields.port}"',
-                ["java.lang.Integer.parseInt(Integer.java:747)", f"{MAIN}.updateRPCPrefs(MainActivity.java:58)"],
-            )
+            self._crash_on_port(main_pid)
             return
         self.rpc_activity = True
         self.main_resumed = False
@@ -182,13 +191,14 @@ class TvmRpcApp:
     def set_switch(self, checked: bool) -> None:
         """The switch's ``onCheckedChanged``: save prefs; when on, post the relaunch."""
         self.fields.switch = checked
-        self._log("W", "System.err", "automatic RPC restart enabled..." if checked else "automatic RPC restart disabled...")
+        state = "enabled" if checked else "disabled"
+        self._log("W", "System.err", f"automatic RPC restart {state}...")
         try:
             self._commit_prefs()
-        except ValueError:
-            assert self.main_pid is not None
-            self._crash(self.main_pid, PACKAGE, f'java.lang.NumberFormatException: For input string: "{self.fields.port}"',
-                        ["java.lang.Integer.parseInt(Integer.java:747)", f"{MAIN}.updateRPCPrefs(MainActivity.java:58)"])
+        except ValueError as exc:
+            if self.main_pid is None:  # the switch is on screen only while MainActivity runs
+                raise RuntimeError("switch toggled without MainActivity's process") from exc
+            self._crash_on_port(self.main_pid)
             return
         if checked:
             self._setup_relaunch()
@@ -211,8 +221,10 @@ class TvmRpcApp:
             self.rpc_activity = False
             pid = self.phone.processes.next_pid()
             self._crash(pid, f"{PACKAGE}:RPCProcess", f"java.lang.RuntimeException: {exc}",
-                        ["org.apache.tvm.rpc.ConnectTrackerServerProcessor.<init>(ConnectTrackerServerProcessor.java:96)",
-                         "org.apache.tvm.tvmrpc.RPCProcessor.run(RPCProcessor.java:58)"], whole_app=False)
+                        [("org.apache.tvm.rpc.ConnectTrackerServerProcessor.<init>"
+                          "(ConnectTrackerServerProcessor.java:96)"),
+                         "org.apache.tvm.tvmrpc.RPCProcessor.run(RPCProcessor.java:58)"],
+                        whole_app=False)
             if self.main_alive and self.main_pid is not None:
                 self._resume_main()
             return
@@ -222,7 +234,8 @@ class TvmRpcApp:
         self.rpc = rpc
         uid = self.phone.packages.uid_of(PACKAGE)
         self.phone.processes.spawn(f"u0_a{uid - 10000}", f"{PACKAGE}:RPCProcess", pid=rpc.pid)
-        self._log("I", "ActivityManager", f"Start proc {rpc.pid}:{PACKAGE}:RPCProcess/u0a{uid - 10000} for activity {{{PACKAGE}/{RPC}}}", pid=832, buffer="system")
+        self._am_log(f"Start proc {rpc.pid}:{PACKAGE}:RPCProcess/u0a{uid - 10000} "
+                     f"for activity {{{PACKAGE}/{RPC}}}")
         self._spawn(self._sample_load(rpc))
         await rpc.wait()
         self.phone.processes.kill(rpc.pid)
@@ -230,7 +243,7 @@ class TvmRpcApp:
         if self.rpc is rpc:
             self.rpc = None
         if self.rpc_activity:
-            self._log("I", "ActivityManager", f"Process {PACKAGE}:RPCProcess (pid {rpc.pid}) has died: fg  TOP ", pid=832, buffer="system")
+            self._am_log(f"Process {PACKAGE}:RPCProcess (pid {rpc.pid}) has died: fg  TOP ")
             self.rpc_activity = False
             if self.main_alive and self.main_pid is not None:
                 self._resume_main()
@@ -280,12 +293,13 @@ class TvmRpcApp:
         if self.phone.screen.foreground in ("main", "rpc"):
             self.phone.screen.foreground = "home"
 
-    def _crash(self, pid: int, process: str, exception: str, frames: list[str], *, whole_app: bool = True) -> None:
+    def _crash(self, pid: int, process: str, exception: str, frames: list[str], *,
+               whole_app: bool = True) -> None:
         self.crashes += 1
         message = f"FATAL EXCEPTION: main\nProcess: {process}, PID: {pid}\n{exception}"
         message += "".join(f"\n\tat {f}" for f in frames)
         self.phone.logs.log(pid, "E", "AndroidRuntime", message, buffer="crash")
-        self.phone.logs.log(832, "I", "ActivityManager", f"Process {process} (pid {pid}) has died: fg  TOP ", buffer="system")
+        self._am_log(f"Process {process} (pid {pid}) has died: fg  TOP ")
         if whole_app:
             self._spawn(self._kill_all())
 

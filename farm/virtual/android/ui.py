@@ -1,5 +1,4 @@
-"""A model of the foreground window: nodes with bounds that ``input`` acts on and
-``uiautomator dump`` writes out.
+"""The foreground window: nodes with bounds that ``input`` acts on, ``uiautomator dump`` writes.
 
 The dump format is fixture ``uiautomator_window_dump__landscape_game.xml``: one
 line without a final newline, ``<?xml version='1.0' encoding='UTF-8'
@@ -30,6 +29,10 @@ _HINTS = {
     "input_port": "Enter the proxy server port",
     "input_key": "Enter the app connection key",
 }
+_TEXT = "android.widget.TextView"
+_LINEAR = "android.widget.LinearLayout"
+_FRAME = "android.widget.FrameLayout"
+_LAUNCHER = "com.android.launcher3"
 _LABELS = {"input_address": "Address", "input_port": "Port", "input_key": "Key"}
 
 
@@ -64,7 +67,8 @@ def _xml(node: Node, index: int) -> str:
         'scrollable="false" long-clickable="false" password="false" selected="false"'
     )
     head = (
-        f"<node index=\"{index}\" text={quoteattr(node.text)} resource-id={quoteattr(node.resource_id)} "
+        f"<node index=\"{index}\" text={quoteattr(node.text)} "
+        f"resource-id={quoteattr(node.resource_id)} "
         f"class=\"{node.cls}\" package=\"{node.package}\" content-desc=\"\" {flags} "
         f'bounds="[{left},{top}][{right},{bottom}]"'
     )
@@ -99,40 +103,46 @@ class Screen:
         if self.foreground == "main":
             return self._main(w, h, top)
         if self.foreground == "rpc":
-            button = Node("android.widget.Button", PKG, (w // 20, top + 250, w * 19 // 20, top + 376),
-                          text="Stop RPC", resource_id=f"{PKG}:id/button_stop_rpc", clickable=True, focusable=True)
-            return Node("android.widget.FrameLayout", PKG, (0, 0, w, h), children=[button])
-        icon = Node("android.widget.TextView", "com.android.launcher3", (w // 10, h // 2, w * 3 // 10, h // 2 + 220),
+            bounds = (w // 20, top + 250, w * 19 // 20, top + 376)
+            button = Node("android.widget.Button", PKG, bounds,
+                          text="Stop RPC", resource_id=f"{PKG}:id/button_stop_rpc",
+                          clickable=True, focusable=True)
+            return Node(_FRAME, PKG, (0, 0, w, h), children=[button])
+        icon = Node(_TEXT, _LAUNCHER, (w // 10, h // 2, w * 3 // 10, h // 2 + 220),
                     text="TVM RPC", clickable=True, focusable=True)
-        return Node("android.widget.FrameLayout", "com.android.launcher3", (0, 0, w, h), children=[icon])
+        return Node(_FRAME, _LAUNCHER, (0, 0, w, h), children=[icon])
 
     def _main(self, w: int, h: int, top: int) -> Node:
         fields = self.phone.app.fields
         row_h = h // 20
         y = top + row_h * 2
-        toolbar = Node("android.view.ViewGroup", PKG, (0, top, w, y), resource_id=f"{PKG}:id/toolbar",
-                       children=[Node("android.widget.TextView", PKG, (row_h, top + row_h // 3, w // 2, y - row_h // 3), text="TVM RPC")])
+        title = Node(_TEXT, PKG, (row_h, top + row_h // 3, w // 2, y - row_h // 3), text="TVM RPC")
+        toolbar = Node("android.view.ViewGroup", PKG, (0, top, w, y),
+                       resource_id=f"{PKG}:id/toolbar", children=[title])
         rows = []
-        values = {"input_address": fields.address, "input_port": fields.port, "input_key": fields.key}
+        values = {
+            "input_address": fields.address, "input_port": fields.port, "input_key": fields.key,
+        }
         for rid, value in values.items():
-            label = Node("android.widget.TextView", PKG, (0, y, w // 5, y + row_h), text=_LABELS[rid])
+            label = Node(_TEXT, PKG, (0, y, w // 5, y + row_h), text=_LABELS[rid])
             edit = Node("android.widget.EditText", PKG, (w // 5, y, w * 4 // 5, y + row_h),
                         text=value or _HINTS[rid], resource_id=f"{PKG}:id/{rid}",
                         clickable=True, focusable=True, focused=self.focused_id == rid)
-            rows.append(Node("android.widget.LinearLayout", PKG, (0, y, w, y + row_h), children=[label, edit]))
+            rows.append(Node(_LINEAR, PKG, (0, y, w, y + row_h), children=[label, edit]))
             y += row_h
         switch = Node("android.widget.Switch", PKG, (w * 2 // 5, y, w * 3 // 5, y + row_h),
                       text="Connected" if fields.switch else "Disconnected",
-                      resource_id=f"{PKG}:id/switch_persistent", checkable=True, checked=fields.switch,
-                      clickable=True, focusable=True)
-        label = Node("android.widget.TextView", PKG, (0, y, w * 2 // 5, y + row_h), text="Persistent RPC")
-        rows.append(Node("android.widget.LinearLayout", PKG, (0, y, w, y + row_h), children=[label, switch]))
-        content = Node("android.widget.LinearLayout", PKG, (0, top + row_h * 2, w, y + row_h), children=rows)
+                      resource_id=f"{PKG}:id/switch_persistent", checkable=True,
+                      checked=fields.switch, clickable=True, focusable=True)
+        label = Node(_TEXT, PKG, (0, y, w * 2 // 5, y + row_h), text="Persistent RPC")
+        rows.append(Node(_LINEAR, PKG, (0, y, w, y + row_h), children=[label, switch]))
+        content = Node(_LINEAR, PKG, (0, top + row_h * 2, w, y + row_h), children=rows)
         coordinator = Node("android.view.ViewGroup", PKG, (0, top, w, h), children=[
-            Node("android.widget.LinearLayout", PKG, (0, top, w, top + row_h * 2), children=[toolbar]), content])
-        frame = Node("android.widget.FrameLayout", PKG, (0, top, w, h), resource_id="android:id/content", children=[coordinator])
-        return Node("android.widget.FrameLayout", PKG, (0, 0, w, h), children=[
-            Node("android.widget.LinearLayout", PKG, (0, 0, w, h), children=[frame])])
+            Node(_LINEAR, PKG, (0, top, w, top + row_h * 2), children=[toolbar]), content])
+        frame = Node(_FRAME, PKG, (0, top, w, h), resource_id="android:id/content",
+                     children=[coordinator])
+        return Node(_FRAME, PKG, (0, 0, w, h), children=[
+            Node(_LINEAR, PKG, (0, 0, w, h), children=[frame])])
 
     def hit(self, x: int, y: int) -> Node | None:
         """The deepest clickable node under the point."""
