@@ -70,7 +70,8 @@ def run(phones: int, jobs: int, measure: int, data_dir: Path) -> None:
     serials = [f"bench-{i:02d}" for i in range(phones)]
     for serial in serials:
         store.upsert_device(serial, now, {"abi": "x86_64"})
-        store.set_device_state(serial, DeviceState.READY, "bench", now)
+        store.move_device(serial, DeviceState.READY, "bench", now,
+                          expect_state=DeviceState.DISCOVERED)
     for _ in range(jobs):
         store.enqueue({"kind": "gemm", "params": {"n": 16}}, clock.now())
     dispatcher = Dispatcher(store, settings, clock, command=bench_command)

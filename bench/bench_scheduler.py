@@ -35,7 +35,7 @@ from pathlib import Path
 from _stats import percentile
 
 from farm import logs
-from farm.queue import DeviceState, Store, default_url, plan
+from farm.queue import DeviceState, Outcome, Store, default_url, plan
 from farm.queue.capabilities import requirements
 from farm.queue.scheduler import DeviceView, QueuedJob, QueueSnapshot
 from farm.queue.spec import DeviceSelection
@@ -50,6 +50,8 @@ FACTS = {
 }
 #: Lease per job kind in seconds: the config's defaults (jobs.lease_s, jobs.tune_lease_s).
 LEASES = {"gemm": 120.0, "model": 120.0, "tune": 3600.0}
+#: What a freed phone's attempt reports: the bench times the queue, not a job.
+DONE = Outcome(summary={"median_s": 0.001}, samples=[0.001])
 
 
 def percentiles_ms(samples_s: list[float]) -> tuple[float, float]:
@@ -119,15 +121,24 @@ def fill_store(store: Store, phones: int, jobs: int) -> None:
     for i in range(phones):
         serial = f"phone{i:02d}"
         store.upsert_device(serial, T0, FACTS)
-        store.set_device_state(serial, DeviceState.READY, "bench", T0)
+        store.move_device(serial, DeviceState.READY, "bench", T0,
+                          expect_state=DeviceState.DISCOVERED)
     rng = random.Random(0)
     for _ in range(jobs):
         store.enqueue({"kind": "gemm", "params": {"n": 64}, "priority": rng.randint(-5, 5)}, T0)
 
 
 def free_all(store: Store, now: datetime) -> None:
+    """End every running attempt: its phones are ready (and unheld) again, as after a job."""
     for device in store.list_devices():
-        store.set_device_state(device.serial, DeviceState.READY, "bench reset", now)
+        free(store, device.serial, now)
+
+
+def free(store: Store, serial: str, now: datetime) -> None:
+    """Finish the attempt a phone is busy with, if any; the phone is then ready."""
+    device = store.get_device(serial)
+    if device is not None and device.attempt_id is not None:
+        store.finish(device.attempt_id, DONE, now)
 
 
 def tick(store: Store, now: datetime, seed: int) -> None:
@@ -170,7 +181,7 @@ def bench_dispatch(url: str, phones: int, jobs: int, rounds: int) -> list[float]
         now = T0
         for r in range(rounds):
             now += timedelta(seconds=1)
-            store.set_device_state(idle, DeviceState.READY, "bench reset", now)
+            free(store, idle, now)
 
             samples.append(timed(dispatch, store, now, r))
     return samples

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from device_states import put_state
 
 from farm.clock import SystemClock
 from farm.config import Settings
@@ -92,7 +93,7 @@ def make_farm(adb_server: AdbServerHandle, make_fleet, tmp_path: Path) -> Iterat
         now = SystemClock().now()
         for serial in fleet.serials:
             store.upsert_device(serial, now, {"abi": "x86_64", "sdk": 34})
-            store.set_device_state(serial, DeviceState.READY, "health check passed", now)
+            put_state(store, serial, DeviceState.READY, "health check passed", now)
         return Farm(settings, store, fleet, cluster)
 
     yield make
@@ -253,7 +254,9 @@ class TestRestart:
             # Play farmd's health sweep: a phone freed by reap() is unhealthy until checked.
             device = farm.store.get_device(serial)
             if device is not None and device.state is DeviceState.UNHEALTHY:
-                farm.store.set_device_state(serial, DeviceState.READY, "health check passed", SystemClock().now())
+                farm.store.move_device(serial, DeviceState.READY, "health check passed",
+                                       SystemClock().now(), expect_state=device.state,
+                                       expect_attempt=device.attempt_id)
             return ended(farm.store, job_id)
 
         wait_until(settled, 120, "job ends after restart")

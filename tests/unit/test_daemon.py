@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from device_states import put_state
 from structlog.testing import capture_logs
 
 from farm.clock import FakeClock
@@ -135,7 +136,7 @@ class TestReclaim:
         try:
             for serial in ("A", "B"):
                 store.upsert_device(serial, clock.now())
-                store.set_device_state(serial, DeviceState.READY, "test", clock.now())
+                put_state(store, serial, DeviceState.READY, "test", clock.now())
             jobs = [store.enqueue({"kind": "gemm", "params": {"n": 64}}, clock.now())
                     for _ in range(2)]
             [mine] = store.claim([Assignment(jobs[0], ("A",), 3600.0)], clock.now(), host="h1")

@@ -6,6 +6,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from device_states import put_state
 from queue_helpers import ARM64, T0, add_ready, gemm_spec, plan
 from structlog.testing import capture_logs
 
@@ -94,7 +95,7 @@ class TestClaim:
         assert store.claim(assignments, T0) == []
         assert store.claim([Assignment(first, ("a",), 60)], T0) == []
         third = store.enqueue(gemm_spec(), T0)
-        store.set_device_state("b", DeviceState.OFFLINE, "unplugged", T0)
+        put_state(store, "b", DeviceState.OFFLINE, "unplugged", T0)
         assert store.claim([Assignment(third, ("b",), 60)], T0) == []
         assert store.get_job(third).state is JobState.QUEUED
         assert store.get_job(second).attempts_made == 1
@@ -149,7 +150,7 @@ class TestLeases:
         job_id = store.enqueue(gemm_spec(attempts=2), T0)
         now = T0
         for expected in (JobState.QUEUED, JobState.FAILED):
-            store.set_device_state("a", DeviceState.READY, "health check passed", now)
+            put_state(store, "a", DeviceState.READY, "health check passed", now)
             claim = start(store, job_id, "a", now=now)
             now += timedelta(seconds=61)
             (reaped,) = store.reap(now)
@@ -300,7 +301,7 @@ class TestRetryByKind:
         job = store.get_job(job_id)
         assert job.state is JobState.QUEUED and job.excluded_serials == ("a",)
         assert store.get_device("a").state is DeviceState.UNHEALTHY
-        store.set_device_state("a", DeviceState.READY, "recovered", T0)
+        put_state(store, "a", DeviceState.READY, "recovered", T0)
         (assignment,) = plan(store.snapshot(), T0)
         assert assignment.serials == ("b",)
 
@@ -313,7 +314,7 @@ class TestRetryByKind:
             store.fail_attempt(claim.attempt.id, SessionError("a", "dropped"), T0)
             is Decision.REQUEUED
         )
-        store.set_device_state("a", DeviceState.READY, "recovered", T0)
+        put_state(store, "a", DeviceState.READY, "recovered", T0)
         (assignment,) = plan(store.snapshot(), T0)
         assert assignment.job_id == claim.job.id and assignment.serials == ("a",)
 
@@ -322,7 +323,7 @@ class TestRetryByKind:
         add_ready(store, "a")
         claim = start(store, store.enqueue(gemm_spec(), T0), "a")
         store.fail_attempt(claim.attempt.id, SessionError("a", "dropped"), T0)
-        store.set_device_state("a", DeviceState.READY, "recovered", T0)
+        put_state(store, "a", DeviceState.READY, "recovered", T0)
         add_ready(store, "b")
         (assignment,) = plan(store.snapshot(), T0)
         assert assignment.serials == ("b",)
@@ -368,14 +369,12 @@ class TestDeviceTransitions:
     """Device transitions are idempotent and leave an event with the reason."""
 
     def test_transition_writes_event_once(self, store: Store) -> None:
-        """A repeated transition returns [] and writes no second event."""
+        """A repeated transition succeeds and writes no second event."""
         store.upsert_device("a", T0, ARM64)
         reason = "battery_temp_c 41.2 > 35"
-        assert store.set_device_state("a", DeviceState.COOLING, reason, T0) == [
-            "state",
-            "state_changed_at",
-        ]
-        assert store.set_device_state("a", DeviceState.COOLING, reason, T0) == []
+        for expect_state in (DeviceState.DISCOVERED, DeviceState.COOLING):
+            assert store.move_device("a", DeviceState.COOLING, reason, T0,
+                                     expect_state=expect_state)
         events = store.device_events("a")
         assert [(e.from_state, e.to_state, e.reason) for e in events] == [
             ("discovered", "cooling", reason),
@@ -395,7 +394,7 @@ class TestDeviceTransitions:
         """A phone that went offline mid-attempt is not made ready when the attempt ends."""
         add_ready(store, "a")
         claim = start(store, store.enqueue(gemm_spec(), T0), "a")
-        store.set_device_state("a", DeviceState.OFFLINE, "unplugged", T0)
+        put_state(store, "a", DeviceState.OFFLINE, "unplugged", T0)
         store.fail_attempt(claim.attempt.id, SessionError("a", "device offline"), T0)
         assert store.get_device("a").state is DeviceState.OFFLINE
 
@@ -407,7 +406,7 @@ class TestDeviceTransitions:
         assert store.release_quarantined("nope", "operator", T0) is None
         assert store.get_device("nope") is None
         store.set_device_health("a", DeviceHealth.BAD, "probe failed", T0)
-        store.set_device_state("a", DeviceState.QUARANTINED, "5 recoveries failed", T0)
+        put_state(store, "a", DeviceState.QUARANTINED, "5 recoveries failed", T0)
         assert store.release_quarantined("a", "operator", T0) is DeviceState.QUARANTINED
         record = store.get_device("a")
         assert record.state is DeviceState.DISCOVERED and record.health is DeviceHealth.UNKNOWN
@@ -449,6 +448,6 @@ class TestLogging:
         claim = start(store, store.enqueue(gemm_spec(), T0), "a")
         store.finish(claim.attempt.id, OK, T0)
         with capture_logs() as logs:
-            store.set_device_state("a", DeviceState.READY, "again", T0)
+            store.move_device("a", DeviceState.READY, "again", T0, expect_state=DeviceState.READY)
             store.finish(claim.attempt.id, OK, T0)
         assert logs == []

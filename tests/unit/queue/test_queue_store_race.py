@@ -30,11 +30,12 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from queue_helpers import ARM64, T0, gemm_spec, plan
+from queue_helpers import ARM64, T0, gemm_spec, plan, write_ready_unchecked
 from queue_integrity import Checker
 
 from farm.errors import CompileError, JobTimeout, SessionError
 from farm.queue import Assignment, Claim, DeviceRecord, DeviceState, Outcome, Store
+from farm.queue.db import create_engine
 from farm.queue.models import Base
 
 SERIALS = ("p0", "p1")  # few phones: more collisions
@@ -123,7 +124,7 @@ def race_machine(store: Store, checker: Checker) -> type[RuleBasedStateMachine]:
         @rule(serial=st.sampled_from(SERIALS))
         def unconditional_write(self, serial: str) -> None:
             """The old fleet race: a sweep judged the phone fine and wrote ready over busy."""
-            store.set_device_state(serial, DeviceState.READY, "old-style sweep", self.now)
+            write_ready_unchecked(checker.engine, serial, self.now)  # plain SQL: see its doc
 
         @rule(attempt=attempts)
         def heartbeat(self, attempt: int) -> None:
@@ -234,6 +235,7 @@ class TestThreads:
 
         def fleet() -> None:
             rng = random.Random("fleet")
+            old_writer = create_engine(store_url)  # the old unconditional write, in plain SQL
             with Store(store_url) as own:
                 while not done.is_set():
                     read = own.get_device(rng.choice(self.PHONES))
@@ -245,7 +247,8 @@ class TestThreads:
                     own.move_device(read.serial, to_state, "sweep", T0,
                                     expect_state=read.state, expect_attempt=read.attempt_id)
                     if rng.random() < 0.1:
-                        own.set_device_state(read.serial, DeviceState.READY, "old sweep", T0)
+                        write_ready_unchecked(old_writer, read.serial, T0)
+            old_writer.dispose()
 
         def canceller() -> None:
             rng = random.Random("cancel")
