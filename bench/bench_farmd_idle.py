@@ -94,7 +94,7 @@ def main() -> int:
             farmd = _start(["farmd", "--config", str(config), "--json-logs"], root / "farmd.log")
             try:
                 store_url = default_url(data)
-                if not wait_until(lambda: (data / "farm.db").exists(), 60, 0.2):
+                if not wait_until((data / "farm.db").exists, 60, 0.2):
                     print(f"farmd made no database in 60 s (see {root / 'farmd.log'})", file=sys.stderr)
                     return 1
                 with Store(store_url) as store:

@@ -31,6 +31,7 @@ from pathlib import Path
 from farm import logs
 from farm.aio import wait_until
 from farm.cli.demo import demo_farmd
+from farm.queue import Store
 from farm.queue.models import DeviceState, JobState
 
 READY_DEADLINE_S = 240.0
@@ -45,7 +46,7 @@ def _spec(serials: list[str] | None) -> dict:
     return spec
 
 
-def _run_batch(store, count: int, serials: list[str] | None) -> float:  # type: ignore[no-untyped-def]
+def _run_batch(store: Store, count: int, serials: list[str] | None) -> float:
     start = time.monotonic()
     now = datetime.now(UTC)
     ids = [store.enqueue(_spec(serials), now) for _ in range(count)]

@@ -218,7 +218,7 @@ class TestTuningThroughFarmdRestart:
             config = farmd_config(tmp_path / "farm.toml", data_dir=data_dir, adb_port=adb_server.port,
                                   tracker_port=tracker.port, apk=demo_apk(tmp_path / "apk"))
             first = start_farmd_process(config, tmp_path / "farmd-1.log", farmd_processes)
-            wait_until(lambda: (data_dir / "farm.db").is_file(), 60, "farmd created its database")
+            wait_until((data_dir / "farm.db").is_file, 60, "farmd created its database")
             store = Store(f"sqlite:///{data_dir / 'farm.db'}")
             stack.callback(store.close)
 

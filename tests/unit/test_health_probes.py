@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from farm.device.batch import MARK as _MARK
@@ -10,7 +10,7 @@ from farm.device.batch import split_batch as split_sections
 from farm.health.probes import probe_script, sample_from_sections
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "android"
-AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
+AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def fixture(name: str) -> str:

@@ -64,4 +64,4 @@ class TestSqliteSettings:
             Store(default_url(tmp_path)) as store,
             pytest.raises(StoreError, match="naive datetime"),
         ):
-            store.upsert_device("a", datetime(2025, 1, 1))
+            store.upsert_device("a", datetime(2025, 1, 1))  # noqa: DTZ001 - refused input

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -15,17 +16,17 @@ from farm.runner.gating import gate_limits, wait_until_cool
 SERIAL = "R58M123"
 
 
-def readings(clock: FakeClock, temps_c: list[float], status: list[int] | None = None) -> Callable[[], HealthSample]:
+def readings(
+    clock: FakeClock, temps_c: list[float], status: list[int] | None = None
+) -> Callable[[], HealthSample]:
     """A reader returning one sample per call from the given temperatures (the last repeats)."""
     status = status or [0] * len(temps_c)
-    pairs: Iterator[tuple[float, int]] = iter(zip(temps_c, status))
+    pairs: Iterator[tuple[float, int]] = iter(zip(temps_c, status, strict=True))
     last: list[tuple[float, int]] = []
 
     def read() -> HealthSample:
-        try:
+        with contextlib.suppress(StopIteration):  # the last reading repeats
             last[:] = [next(pairs)]
-        except StopIteration:
-            pass
         temp_c, thermal = last[0]
         return HealthSample(serial=SERIAL, at=clock.now(), battery_temp_c=temp_c,
                             thermal_status=thermal, battery_pct=80, plugged=True)

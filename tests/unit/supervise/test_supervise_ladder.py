@@ -131,7 +131,7 @@ class TestNextStep:
 
     def test_success_resets_climb_and_backoff(self) -> None:
         """After a success, the next incident starts again at restart_app with no wait."""
-        history = failing_history(5) + [Recovery(at(5000), Step.REINSTALL, ok=True)]
+        history = [*failing_history(5), Recovery(at(5000), Step.REINSTALL, ok=True)]
         history.append(Failure(at(6000)))
         assert next_step(history, at(6000), POLICY) is Step.RESTART_APP
 
@@ -142,7 +142,7 @@ class TestNextStep:
 
     def test_quarantined_phone_gets_nothing_until_released(self) -> None:
         """After quarantine nothing happens; a release forgets everything before it."""
-        history = crash_loop(5, gap_s=60) + [Recovery(at(300), Step.QUARANTINE, ok=True)]
+        history = [*crash_loop(5, gap_s=60), Recovery(at(300), Step.QUARANTINE, ok=True)]
         history.append(Failure(at(400)))
         assert next_step(history, at(400), POLICY) is None
         history += [Released(at(500)), Failure(at(600))]

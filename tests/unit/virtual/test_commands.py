@@ -67,7 +67,7 @@ class TestSystemCommands:
         phone.physics.set_load(1.0)
         clock.advance(600)
         after = [int(t) for t in sh(phone, "cat /sys/class/thermal/thermal_zone*/temp")[1].split()]
-        assert all(a > b for a, b in zip(after, before))
+        assert all(a > b for a, b in zip(after, before, strict=True))
         phone.heat(60.0)
         assert "Thermal Status: 6" in sh(phone, "dumpsys thermalservice")[1]
 

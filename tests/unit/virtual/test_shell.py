@@ -45,7 +45,7 @@ class TestShell:
 
     def test_exit_status_of_sh_c(self, phone) -> None:
         """``sh -c 'exit 3'`` returns 3 to the outer shell."""
-        status, out, _ = sh(phone, "sh -c 'exit 3'; echo $?")
+        _, out, _ = sh(phone, "sh -c 'exit 3'; echo $?")
         assert out == "3\n"
         assert (sh(phone, "exit 5"))[0] == 5
 
