@@ -81,7 +81,9 @@ def main() -> int:
     print(f"\nfleet speed-up, {args.jobs} short GEMM jobs: {one_s:.1f} s on 1 phone, "
           f"{many_s:.1f} s on {args.phones} phones: x{one_s / many_s:.2f} "
           f"(host has {os.cpu_count()} cores shared by every virtual phone)")
-    print(f"reproduce: python bench/bench_fleet_speedup.py --jobs {args.jobs} --phones {args.phones}")
+    print(
+        f"reproduce: python bench/bench_fleet_speedup.py --jobs {args.jobs} --phones {args.phones}"
+    )
     return 0
 
 

@@ -69,7 +69,9 @@ class TestPacket:
         async def scenario() -> None:
             reader = asyncio.StreamReader()
             reader.feed_data(Packet(A_WRTE, 7, 9, b"hello").encode())
-            assert await read_packet(reader, 4096, verify_checksum=True) == Packet(A_WRTE, 7, 9, b"hello")
+            assert await read_packet(reader, 4096, verify_checksum=True) == Packet(
+                A_WRTE, 7, 9, b"hello"
+            )
             bad = bytearray(Packet(A_WRTE, 7, 9, b"hello").encode())
             bad[16] ^= 1
             reader.feed_data(bytes(bad))
@@ -156,7 +158,9 @@ class TestReverseReply:
         net, transport = self._net_and_transport()
         assert reverse_reply("forward:tcp:9190;tcp:9000", net, transport) == b"OKAY"
         assert transport.reverse_host_specs == {"tcp:9000"}
-        assert reverse_reply("list-forward", net, transport) == protocol_string("host-17 tcp:9190 tcp:9000\n")
+        assert reverse_reply("list-forward", net, transport) == protocol_string(
+            "host-17 tcp:9190 tcp:9000\n"
+        )
         assert reverse_reply("killforward:tcp:9190", net, transport) == b"OKAY"
         assert reverse_reply("list-forward", net, transport) == b"0000"
 
@@ -164,11 +168,15 @@ class TestReverseReply:
         """norebind conflicts, unknown tunnels and malformed requests FAIL with adbd's text."""
         net, transport = self._net_and_transport()
         reverse_reply("forward:tcp:9190;tcp:9000", net, transport)
-        assert reverse_reply("forward:norebind:tcp:9190;tcp:9001", net, transport) == b"FAIL" + protocol_string(
-            "cannot rebind existing socket"
+        assert reverse_reply(
+            "forward:norebind:tcp:9190;tcp:9001", net, transport
+        ) == b"FAIL" + protocol_string("cannot rebind existing socket")
+        assert reverse_reply("killforward:tcp:1", net, transport) == b"FAIL" + protocol_string(
+            "listener 'tcp:1' not found"
         )
-        assert reverse_reply("killforward:tcp:1", net, transport) == b"FAIL" + protocol_string("listener 'tcp:1' not found")
-        assert reverse_reply("forward:tcp:1", net, transport) == b"FAIL" + protocol_string("bad forward: tcp:1")
+        assert reverse_reply("forward:tcp:1", net, transport) == b"FAIL" + protocol_string(
+            "bad forward: tcp:1"
+        )
 
 
 class _RecordingTransport:

@@ -27,7 +27,9 @@ class TestAppTarget:
 
     def test_usb_only_without_device_port_uses_the_tracker_port(self) -> None:
         """With no device port configured, the reversed port equals the tracker's."""
-        assert app_target_for("usb-only", ("10.1.2.3", 9300), "k") == AppTarget("127.0.0.1", 9300, "k")
+        assert app_target_for("usb-only", ("10.1.2.3", 9300), "k") == AppTarget(
+            "127.0.0.1", 9300, "k"
+        )
 
     def test_lan_prefers_phone_host(self) -> None:
         """A lan phone uses phone_host when set, else the tracker's host, with the tracker's port."""

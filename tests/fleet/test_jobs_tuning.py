@@ -139,7 +139,9 @@ class TestTuningThroughAppCrashes:
         assert summary_["attempts"] == 1
         assert summary_["rounds"] >= 1 and summary_["batches"] >= TRIALS // 4
         assert measured_in(complete_records(work_dir)) == summary_["trials_measured"]
-        assert len(farm.store.tuning_records(job_id)) == len(complete_records(work_dir).splitlines())
+        assert len(farm.store.tuning_records(job_id)) == len(
+            complete_records(work_dir).splitlines()
+        )
         # Afterwards every phone serves its own key again and is ready for work.
         listed = {s.key for s in summary(tracker.host, tracker.port).servers}
         assert {phone_key(tracker.key, s) for s in farm.serials} <= listed
@@ -150,7 +152,9 @@ class TestTuningThroughAppCrashes:
 # --- farmd killed mid-run -----------------------------------------------------------------
 
 
-def farmd_config(path: Path, *, data_dir: Path, adb_port: int, tracker_port: int, apk: Path) -> Path:
+def farmd_config(
+    path: Path, *, data_dir: Path, adb_port: int, tracker_port: int, apk: Path
+) -> Path:
     """A farmd TOML config for lan phones, an external tracker and short leases.
 
     Virtual lan phones reach the host at 10.0.2.2, the Android emulator's alias
@@ -215,8 +219,13 @@ class TestTuningThroughFarmdRestart:
             fleet = stack.enter_context(Fleet(2, specs=specs, adb_port=adb_server.port,
                                               data_dir=tmp_path / "phones"))
             data_dir = tmp_path / "farm"
-            config = farmd_config(tmp_path / "farm.toml", data_dir=data_dir, adb_port=adb_server.port,
-                                  tracker_port=tracker.port, apk=demo_apk(tmp_path / "apk"))
+            config = farmd_config(
+                tmp_path / "farm.toml",
+                data_dir=data_dir,
+                adb_port=adb_server.port,
+                tracker_port=tracker.port,
+                apk=demo_apk(tmp_path / "apk"),
+            )
             first = start_farmd_process(config, tmp_path / "farmd-1.log", farmd_processes)
             wait_until((data_dir / "farm.db").is_file, 60, "farmd created its database")
             store = Store(f"sqlite:///{data_dir / 'farm.db'}")

@@ -75,7 +75,9 @@ def make_settings(data_dir: Path, adb_port: int, tracker_port: int, **jobs: floa
 
 
 @pytest.fixture
-def make_farm(adb_server: AdbServerHandle, make_fleet, tmp_path: Path) -> Iterator[Callable[..., Farm]]:  # type: ignore[no-untyped-def]
+def make_farm(
+    adb_server: AdbServerHandle, make_fleet, tmp_path: Path
+) -> Iterator[Callable[..., Farm]]:  # type: ignore[no-untyped-def]
     """Factory: ``make_farm(n, **job_settings)`` -> n ready phones with RPC servers."""
     clusters: list[LocalCluster] = []
     stores: list[Store] = []
@@ -106,7 +108,11 @@ def make_farm(adb_server: AdbServerHandle, make_fleet, tmp_path: Path) -> Iterat
 def ended(store: Store, job_id: int) -> bool:
     """Whether the job reached a final state."""
     view = store.get_job(job_id)
-    return view is not None and view.state in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+    return view is not None and view.state in (
+        JobState.SUCCEEDED,
+        JobState.FAILED,
+        JobState.CANCELLED,
+    )
 
 
 class TestDispatcher:
@@ -115,7 +121,9 @@ class TestDispatcher:
         farm = make_farm(1)
         job_id = farm.store.enqueue(TINY_GEMM, SystemClock().now())
         dispatcher = farm.dispatcher()
-        farm.run_until(dispatcher, lambda: ended(farm.store, job_id) and not dispatcher.children, "job ends")
+        farm.run_until(
+            dispatcher, lambda: ended(farm.store, job_id) and not dispatcher.children, "job ends"
+        )
         assert farm.store.get_job(job_id).state is JobState.SUCCEEDED  # type: ignore[union-attr]
         [result] = farm.store.results(job_id)
         assert len(result.samples) == 3 and all(s > 0 for s in result.samples)
@@ -131,7 +139,11 @@ class TestDispatcher:
         opencl_id = farm.store.enqueue(spec, SystemClock().now())
         cpu_id = farm.store.enqueue(TINY_GEMM, SystemClock().now())
         dispatcher = farm.dispatcher()
-        farm.run_until(dispatcher, lambda: ended(farm.store, cpu_id) and not dispatcher.children, "cpu job ends")
+        farm.run_until(
+            dispatcher,
+            lambda: ended(farm.store, cpu_id) and not dispatcher.children,
+            "cpu job ends",
+        )
         assert farm.store.get_job(cpu_id).state is JobState.SUCCEEDED  # type: ignore[union-attr]
         view = farm.store.get_job(opencl_id)
         assert view.state is JobState.QUEUED and view.attempts_made == 0  # type: ignore[union-attr]
@@ -146,7 +158,9 @@ class TestDispatcher:
         farm.run_until(dispatcher, lambda: bool(dispatcher.children), "child started")
         [first] = dispatcher.children.values()
         os.kill(first.process.pid, signal.SIGSEGV)
-        farm.run_until(dispatcher, lambda: ended(farm.store, job_id) and not dispatcher.children, "job ends")
+        farm.run_until(
+            dispatcher, lambda: ended(farm.store, job_id) and not dispatcher.children, "job ends"
+        )
         attempts = farm.store.attempts(job_id)
         assert attempts[0].state is AttemptState.FAILED and attempts[0].error_kind == "ChildCrashed"
         assert "SIGSEGV" in (attempts[0].error or "")
@@ -190,9 +204,13 @@ class TestDispatcher:
         farm.run_until(dispatcher, lambda: bool(dispatcher.children), "child started")
         [child] = dispatcher.children.values()
         log_path = child.run_dir / "child.log"
-        farm.run_until(dispatcher, lambda: "thermal_gate_waiting" in log_path.read_text(), "gate waits", 60)
+        farm.run_until(
+            dispatcher, lambda: "thermal_gate_waiting" in log_path.read_text(), "gate waits", 60
+        )
         farm.fleet.heat(serial, 25.0)
-        farm.run_until(dispatcher, lambda: ended(farm.store, job_id) and not dispatcher.children, "job ends")
+        farm.run_until(
+            dispatcher, lambda: ended(farm.store, job_id) and not dispatcher.children, "job ends"
+        )
         assert farm.store.get_job(job_id).state is JobState.SUCCEEDED  # type: ignore[union-attr]
         [snapshot] = farm.store.snapshots(job_id)
         assert snapshot.thermal_wait_s > 0 and snapshot.battery["battery_temp_c"] <= 35
@@ -221,7 +239,9 @@ def loops(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
         process.wait(timeout=30)
 
 
-def start_loop(settings_path: Path, log_path: Path, started: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+def start_loop(
+    settings_path: Path, log_path: Path, started: list[subprocess.Popen[bytes]]
+) -> subprocess.Popen[bytes]:
     """Start a dispatcher loop process in its own process group."""
     with log_path.open("ab") as log:
         process = subprocess.Popen([sys.executable, "-c", LOOP, str(settings_path)], stdout=log,
@@ -231,7 +251,9 @@ def start_loop(settings_path: Path, log_path: Path, started: list[subprocess.Pop
 
 
 class TestRestart:
-    def test_kill_9_mid_job_then_restart_completes_with_one_result(self, make_farm, loops, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    def test_kill_9_mid_job_then_restart_completes_with_one_result(
+        self, make_farm, loops, tmp_path: Path
+    ) -> None:  # type: ignore[no-untyped-def]
         """After kill -9 of the dispatcher mid-job and a restart, the job succeeds with exactly one result."""
         farm = make_farm(1, lease_s=3.0)
         settings_path = tmp_path / "settings.json"
@@ -245,7 +267,9 @@ class TestRestart:
 
         signal_group(first.pid)
         first.wait(timeout=30)
-        wait_until(lambda: not any(group_alive(p) for p in child_pids), 30, "orphaned child ended itself")
+        wait_until(
+            lambda: not any(group_alive(p) for p in child_pids), 30, "orphaned child ended itself"
+        )
 
         start_loop(settings_path, tmp_path / "loop2.log", loops)
         serial = farm.serials[0]

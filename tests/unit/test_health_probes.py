@@ -36,7 +36,9 @@ class TestSampleFromSections:
         """Battery, thermal, storage and screen readings come from real captures."""
         sections = {
             "battery": fixture("dumpsys_battery__mtk_tb8168_android13.txt"),
-            "thermal": fixture("dumpsys_thermalservice__hal2_throttling_status2__memfault_bort.txt"),
+            "thermal": fixture(
+                "dumpsys_thermalservice__hal2_throttling_status2__memfault_bort.txt"
+            ),
             "df": fixture("df_-k_data__honor_x8b_android14.txt"),
             "power": fixture("dumpsys_power__mtk_tb8168_android13_asleep.txt"),
             "app": "",
@@ -61,4 +63,8 @@ class TestSampleFromSections:
         missing, _ = sample_from_sections("s1", AT, {"battery": "garbage\n"})
         unreadable, _ = sample_from_sections("s1", AT, {"app": "pidof: not found\n"})
         down, _ = sample_from_sections("s1", AT, {"app": ""})
-        assert (missing.app_running, unreadable.app_running, down.app_running) == (None, None, False)
+        assert (missing.app_running, unreadable.app_running, down.app_running) == (
+            None,
+            None,
+            False,
+        )

@@ -53,7 +53,9 @@ def finished_job(store: Store, samples: tuple[float, ...] = (0.5, 0.25)) -> int:
     put_state(store, "R1", DeviceState.READY, "test", NOW)
     job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
     [claim] = store.claim([Assignment(job_id, ("R1",), 60.0)], NOW)
-    store.finish(claim.attempt.id, Outcome({"kind": "gemm", "mean_s": 0.375, "gflops": 1.4}, samples), NOW)
+    store.finish(
+        claim.attempt.id, Outcome({"kind": "gemm", "mean_s": 0.375, "gflops": 1.4}, samples), NOW
+    )
     return job_id
 
 

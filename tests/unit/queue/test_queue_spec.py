@@ -196,7 +196,9 @@ _SCALARS = st.one_of(
 )
 _JSON = st.recursive(
     _SCALARS,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -297,7 +299,10 @@ class TestHostileSpecs:
             ({**gemm(), "timeout_s": float("nan")}, "timeout_s"),
             ({**gemm(), "timeout_s": 8 * 24 * 3600}, "timeout_s"),
             ({**gemm(), "devices": {"count": 1_000_000_000}}, "devices.count"),
-            ({"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 99999999999999}}, "params.trials"),
+            (
+                {"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 99999999999999}},
+                "params.trials",
+            ),
             ({**gemm(), "attempts": 10**6}, "attempts"),
             ({**gemm(), "repetitions": 10**6}, "repetitions"),
             ({**gemm(), "devices": {"serials": ["a\x00"]}}, "devices.serials.0"),

@@ -38,7 +38,9 @@ class TestWaitUntilCool:
     def test_cool_phone_passes_at_once(self) -> None:
         """A phone at the threshold passes with no wait recorded."""
         clock = FakeClock()
-        snap = wait_until_cool(readings(clock, [35.0]), Limits(), clock, deadline_s=60, sleep=clock.advance)
+        snap = wait_until_cool(
+            readings(clock, [35.0]), Limits(), clock, deadline_s=60, sleep=clock.advance
+        )
         assert snap.thermal_wait_s == 0
         assert snap.battery["battery_temp_c"] == 35.0
         assert snap.serial == SERIAL
@@ -46,8 +48,15 @@ class TestWaitUntilCool:
     def test_hot_phone_waits_and_records_the_wait(self) -> None:
         """A phone above the threshold is polled until it cools; the wait is recorded."""
         clock = FakeClock()
-        snap = wait_until_cool(readings(clock, [41.0, 38.0, 34.0]), Limits(), clock,
-                               deadline_s=600, poll_s=5, sleep=clock.advance, facts={"abi": "x86_64"})
+        snap = wait_until_cool(
+            readings(clock, [41.0, 38.0, 34.0]),
+            Limits(),
+            clock,
+            deadline_s=600,
+            poll_s=5,
+            sleep=clock.advance,
+            facts={"abi": "x86_64"},
+        )
         assert snap.thermal_wait_s == 10
         assert snap.facts == {"abi": "x86_64"}
         assert snap.thermal["thermal_status"] == 0

@@ -36,7 +36,9 @@ def failing_history(failed: int, step_gap_s: float = 1.0) -> list:
     """One incident at T0, then ``failed`` failed steps, each the one the ladder picks when due."""
     history: list = [Failure(T0, "app_running false")]
     for n in range(failed):
-        due = history[-1].at + timedelta(seconds=backoff_s(n, POLICY.backoff_base_s, POLICY.backoff_max_s))
+        due = history[-1].at + timedelta(
+            seconds=backoff_s(n, POLICY.backoff_base_s, POLICY.backoff_max_s)
+        )
         step = next_step(history, due, POLICY)
         assert isinstance(step, Step)
         history.append(Recovery(due + timedelta(seconds=step_gap_s), step, ok=False))
@@ -98,7 +100,11 @@ class TestBackoff:
     @given(n=st.integers(0, 10_000), base_s=st.floats(0.01, 100), extra_s=st.floats(0, 10_000))
     def test_monotone_and_capped(self, n: int, base_s: float, extra_s: float) -> None:
         """The wait never decreases with more failures and never exceeds the cap."""
-        assert backoff_s(n, base_s, base_s + extra_s) <= backoff_s(n + 1, base_s, base_s + extra_s) <= base_s + extra_s
+        assert (
+            backoff_s(n, base_s, base_s + extra_s)
+            <= backoff_s(n + 1, base_s, base_s + extra_s)
+            <= base_s + extra_s
+        )
 
 
 class TestNextStep:
@@ -219,7 +225,11 @@ class TestQuarantined:
         """Failures and reboots are not quarantine; a release ends it; a later one counts."""
         failing = [Failure(at(0), "app_running false"), Recovery(at(1), Step.REBOOT, True)]
         assert not quarantined(failing)
-        jailed = [*failing, Recovery(at(2), Step.QUARANTINE, True), Failure(at(3), "probe_ok false")]
+        jailed = [
+            *failing,
+            Recovery(at(2), Step.QUARANTINE, True),
+            Failure(at(3), "probe_ok false"),
+        ]
         assert quarantined(jailed)
         assert not quarantined([*jailed, Released(at(4))])
         assert quarantined([*jailed, Released(at(4)), Recovery(at(5), Step.QUARANTINE, True)])
