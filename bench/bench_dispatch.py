@@ -113,7 +113,8 @@ def run(phones: int, jobs: int, measure: int, data_dir: Path) -> None:
     results = sum(1 for j in store.list_jobs(limit=jobs + 1) if store.count_results(j.id) == 1)
     store.close()
     print(
-        f"command: python bench/bench_dispatch.py --phones {phones} --jobs {jobs} --measure {measure}"
+        f"command: python bench/bench_dispatch.py --phones {phones} --jobs {jobs}"
+        f" --measure {measure}"
     )
     print(
         f"phones {phones}, jobs queued {jobs}, attempts {len(attempts)}, results {results}, "
@@ -125,7 +126,8 @@ def run(phones: int, jobs: int, measure: int, data_dir: Path) -> None:
     ):
         if values:
             print(
-                f"{name:24s} p50 {percentile(values, 50):8.1f} ms   p99 {percentile(values, 99):8.1f} ms"
+                f"{name:24s} p50 {percentile(values, 50):8.1f} ms"
+                f"   p99 {percentile(values, 99):8.1f} ms"
                 f"   mean {statistics.fmean(values):8.1f} ms   n {len(values)}"
             )
 

@@ -61,7 +61,8 @@ def main() -> int:
         f"min {min(times_s):.2f} s, max {max(times_s):.2f} s over {args.sweeps} sweeps"
     )
     print(
-        f"reproduce: python bench/bench_health_sweep.py --phones {args.phones} --sweeps {args.sweeps}"
+        f"reproduce: python bench/bench_health_sweep.py --phones {args.phones}"
+        f" --sweeps {args.sweeps}"
     )
     return 0
 

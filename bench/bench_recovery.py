@@ -82,7 +82,8 @@ def main() -> int:
                               and state(s) is DeviceState.READY, RECOVERY_DEADLINE_S, 0.1)
             if not back:
                 print(
-                    f"kill {kill}: {serial} not back in {RECOVERY_DEADLINE_S:g} s ({state(serial)})",
+                    f"kill {kill}: {serial} not back in {RECOVERY_DEADLINE_S:g} s"
+                    f" ({state(serial)})",
                     file=sys.stderr,
                 )
                 return 1
@@ -96,7 +97,8 @@ def main() -> int:
     )
     print(
         f"  p50 {percentile(times_s, 50):.2f} s   p95 {percentile(times_s, 95):.2f} s   "
-        f"min {min(times_s):.2f} s   max {max(times_s):.2f} s   mean {statistics.fmean(times_s):.2f} s"
+        f"min {min(times_s):.2f} s   max {max(times_s):.2f} s"
+        f"   mean {statistics.fmean(times_s):.2f} s"
     )
     print(
         f"reproduce: python bench/bench_recovery.py --kills {args.kills} --phones {args.phones} "

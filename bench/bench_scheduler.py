@@ -114,7 +114,9 @@ def capability_snapshot(phones: int, jobs: int, rng: random.Random) -> QueueSnap
 
 
 def bench_plan(snapshot: QueueSnapshot, rounds: int) -> list[float]:
-    return [timed(partial(plan, snapshot, T0, seed=r, lease_s_by_kind=LEASES)) for r in range(rounds)]
+    return [
+        timed(partial(plan, snapshot, T0, seed=r, lease_s_by_kind=LEASES)) for r in range(rounds)
+    ]
 
 
 def seeded() -> random.Random:
@@ -216,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         url = default_url(Path(tmp) / "dispatch")
         p50, p99 = percentiles_ms(bench_dispatch(url, args.phones, args.jobs, args.rounds))
         print(
-            f"dispatch_ms  p50={p50:8.2f} p99={p99:8.2f}  (enqueue -> running on an idle phone, SQLite)"
+            f"dispatch_ms  p50={p50:8.2f} p99={p99:8.2f}"
+            "  (enqueue -> running on an idle phone, SQLite)"
         )
     return 0
 

@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         f"command: python bench/bench_virtual_phones.py --phones {args.phones} --calls {args.calls}"
     )
     print(
-        f"python {sys.version.split()[0]}, adbutils {adbutils.__version__}, {psutil.cpu_count()} cpus"
+        f"python {sys.version.split()[0]}, adbutils {adbutils.__version__},"
+        f" {psutil.cpu_count()} cpus"
     )
     print(f"memory per idle phone: {per_phone_kib:.0f} KiB (RSS delta / {args.phones})")
     print(

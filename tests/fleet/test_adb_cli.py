@@ -22,7 +22,8 @@ class TestServe:
     def test_serve_prints_phones_takes_faults_and_exits_0_on_sigterm(
         self, adb_server: AdbServerHandle, tmp_path: Path
     ) -> None:
-        """serve prints one JSON line per attached phone, obeys `fault`, and detaches and exits 0 on SIGTERM."""
+        """serve prints one JSON line per attached phone, obeys `fault`, and detaches and exits 0 on
+        SIGTERM."""
         data_dir = tmp_path / "phones"
         argv = [
             sys.executable,

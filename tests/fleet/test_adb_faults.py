@@ -25,7 +25,8 @@ class TestReboot:
     def test_adb_reboot_leaves_and_comes_back(
         self, adb_server: AdbServerHandle, make_fleet
     ) -> None:
-        """`adb reboot` takes the phone off the server for a while; it returns as device with fresh uptime."""
+        """`adb reboot` takes the phone off the server for a while; it returns as device with fresh
+        uptime."""
         fleet = make_fleet(1, reboot_away_s=1.0)
         serial = fleet.serials[0]
         phone = fleet.phone(serial)
@@ -44,7 +45,8 @@ class TestUnplug:
     def test_unplug_removes_and_replug_restores(
         self, adb_server: AdbServerHandle, make_fleet
     ) -> None:
-        """An unplugged phone vanishes from `adb devices` and refuses `adb connect`; replug brings it back."""
+        """An unplugged phone vanishes from `adb devices` and refuses `adb connect`; replug brings
+        it back."""
         fleet = make_fleet(2)
         serial, other = fleet.serials
         fleet.unplug(serial)
@@ -89,7 +91,8 @@ class TestAuthorization:
     def test_unauthorized_then_allowed_with_host_key(
         self, adb_server: AdbServerHandle, make_fleet
     ) -> None:
-        """A phone demanding a key shows `unauthorized`; trusting the server's adbkey.pub makes it device."""
+        """A phone demanding a key shows `unauthorized`; trusting the server's adbkey.pub makes it
+        device."""
         fleet = make_fleet(1)
         serial = fleet.serials[0]
         fleet.set_unauthorized(serial)
@@ -106,7 +109,8 @@ class TestAuthorization:
         assert adb_server.adb("-s", serial, "shell", "echo hi").stdout == "hi\n"
 
     def test_trusted_key_signs_in_directly(self, adb_server: AdbServerHandle, make_fleet) -> None:
-        """With the host key already trusted, a new connection authenticates by signature, no prompt."""
+        """With the host key already trusted, a new connection authenticates by signature, no
+        prompt."""
         fleet = make_fleet(1)
         serial = fleet.serials[0]
         phone = fleet.phone(serial)
@@ -136,7 +140,8 @@ class TestHangShell:
     def test_hung_shell_times_out_and_recovers(
         self, adb_server: AdbServerHandle, make_fleet
     ) -> None:
-        """While the shell hangs a call times out; after the fault clears the shell answers again."""
+        """While the shell hangs a call times out; after the fault clears the shell answers
+        again."""
         fleet = make_fleet(1)
         serial = fleet.serials[0]
         fleet.hang_shell(serial)

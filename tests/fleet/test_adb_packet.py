@@ -39,7 +39,8 @@ from farm.virtual.net import Net
 
 class TestPacket:
     def test_header_layout_matches_protocol_txt(self) -> None:
-        """A packet is six little-endian u32s (command, arg0, arg1, length, checksum, magic) then data."""
+        """A packet is six little-endian u32s (command, arg0, arg1, length, checksum, magic) then
+        data."""
         raw = Packet(A_CNXN, 0x01000001, 4096, b"host::").encode()
         fields = struct.unpack("<6I", raw[:HEADER_BYTES])
         assert fields == (A_CNXN, 0x01000001, 4096, 6, checksum(b"host::"), A_CNXN ^ 0xFFFFFFFF)
@@ -87,7 +88,8 @@ class TestAuth:
         return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
     def test_public_key_round_trip(self, key: rsa.RSAPrivateKey) -> None:
-        """encode_public_key writes adbkey.pub's 524-byte struct and parse_public_key reads it back."""
+        """encode_public_key writes adbkey.pub's 524-byte struct and parse_public_key reads it
+        back."""
         line = encode_public_key(key.public_key(), "me@host")
         assert line.endswith(" me@host")
         assert parse_public_key(line).public_numbers() == key.public_key().public_numbers()
@@ -198,7 +200,8 @@ class _RecordingTransport:
 
 class TestStreamFlowControl:
     def test_one_wrte_in_flight_until_okay(self) -> None:
-        """A stream sends at most max-payload bytes per WRTE and the next only after the host's OKAY."""
+        """A stream sends at most max-payload bytes per WRTE and the next only after the host's
+        OKAY."""
 
         async def scenario() -> None:
             transport = _RecordingTransport(max_payload_bytes=4)

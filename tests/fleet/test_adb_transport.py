@@ -20,7 +20,8 @@ class TestListing:
     def test_devices_long_lists_product_model_device(
         self, adb_server: AdbServerHandle, make_fleet
     ) -> None:
-        """`adb devices -l` lists each phone as device with product, model, device and transport id."""
+        """`adb devices -l` lists each phone as device with product, model, device and transport
+        id."""
         fleet = make_fleet(2)
         out = adb_server.adb("devices", "-l").stdout
         for phone in fleet.phones:

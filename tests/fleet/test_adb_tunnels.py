@@ -54,7 +54,8 @@ class TestForward:
     def test_forward_reaches_a_device_port(
         self, adb_server: AdbServerHandle, make_fleet, echo_port: int
     ) -> None:
-        """`adb forward tcp:H tcp:D` carries bytes both ways to the app listening on device port D."""
+        """`adb forward tcp:H tcp:D` carries bytes both ways to the app listening on device port
+        D."""
         fleet = make_fleet(1, "usb-only")
         serial = fleet.serials[0]
         phone = fleet.phone(serial)

@@ -32,7 +32,8 @@ class TestAppTarget:
         )
 
     def test_lan_prefers_phone_host(self) -> None:
-        """A lan phone uses phone_host when set, else the tracker's host, with the tracker's port."""
+        """A lan phone uses phone_host when set, else the tracker's host, with the tracker's
+        port."""
         tracker = {"network": "lan", "host": "0.0.0.0", "port": 9300, "phone_host": "10.0.0.5"}  # noqa: S104 - a value, nothing binds
         settings = Settings.model_validate({"tracker": tracker})
         assert app_target(settings, "k") == AppTarget("10.0.0.5", 9300, "k")

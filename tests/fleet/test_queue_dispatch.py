@@ -117,7 +117,8 @@ def ended(store: Store, job_id: int) -> bool:
 
 class TestDispatcher:
     def test_gemm_job_runs_to_one_result_with_every_sample(self, make_farm) -> None:  # type: ignore[no-untyped-def]
-        """A queued gemm runs in a child and stores one result, every raw sample and the phone's snapshot."""
+        """A queued gemm runs in a child and stores one result, every raw sample and the phone's
+        snapshot."""
         farm = make_farm(1)
         job_id = farm.store.enqueue(TINY_GEMM, SystemClock().now())
         dispatcher = farm.dispatcher()
@@ -151,7 +152,8 @@ class TestDispatcher:
         assert reasons[opencl_id].startswith("0 phones match target=opencl")
 
     def test_crashed_child_is_retried_on_another_phone(self, make_farm) -> None:  # type: ignore[no-untyped-def]
-        """A child killed by SIGSEGV with no outcome is a phone fault: the job reruns elsewhere and succeeds."""
+        """A child killed by SIGSEGV with no outcome is a phone fault: the job reruns elsewhere and
+        succeeds."""
         farm = make_farm(2)
         job_id = farm.store.enqueue(TINY_GEMM, SystemClock().now())
         dispatcher = farm.dispatcher()
@@ -169,7 +171,8 @@ class TestDispatcher:
         assert farm.store.count_results(job_id) == 1
 
     def test_attempt_past_its_timeout_is_killed_and_retried_later(self, make_farm) -> None:  # type: ignore[no-untyped-def]
-        """A child running past timeout_s is killed with its group and the job requeued with a backoff."""
+        """A child running past timeout_s is killed with its group and the job requeued with a
+        backoff."""
         farm = make_farm(1)
         job_id = farm.store.enqueue({**TINY_GEMM, "timeout_s": 0.5}, SystemClock().now())
         dispatcher = farm.dispatcher()
@@ -254,7 +257,8 @@ class TestRestart:
     def test_kill_9_mid_job_then_restart_completes_with_one_result(
         self, make_farm, loops, tmp_path: Path
     ) -> None:  # type: ignore[no-untyped-def]
-        """After kill -9 of the dispatcher mid-job and a restart, the job succeeds with exactly one result."""
+        """After kill -9 of the dispatcher mid-job and a restart, the job succeeds with exactly one
+        result."""
         farm = make_farm(1, lease_s=3.0)
         settings_path = tmp_path / "settings.json"
         settings_path.write_text(farm.settings.model_dump_json())

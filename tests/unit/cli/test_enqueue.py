@@ -147,7 +147,8 @@ class TestEnqueue:
         assert spec["params"]["gemm"]["n"] == 128 and spec["devices"]["count"] == 2
 
     def test_gpu_block_up_to_a_work_group_of_1024(self, farmctl, store: Store) -> None:
-        """bn=32 on a GPU (1024 threads, as Adreno allows) is queued; the phone's limit is matched later."""
+        """bn=32 on a GPU (1024 threads, as Adreno allows) is queued; the phone's limit is matched
+        later."""
         assert (
             farmctl("enqueue", "gemm", "--n", "1024", "--bn", "32", "--target", "opencl").exit_code
             == 0
@@ -155,7 +156,8 @@ class TestEnqueue:
         assert store.get_job(1).spec["params"]["bn"] == 32  # type: ignore[union-attr]
 
     def test_time_limit_defaults_to_the_configs_for_the_kind(self, farmctl, store: Store) -> None:
-        """Without --timeout the job gets [jobs] of the config: tune_timeout_s for tune, the default for gemm."""
+        """Without --timeout the job gets [jobs] of the config: tune_timeout_s for tune, the default
+        for gemm."""
         assert farmctl("enqueue", "tune", "--n", "64").exit_code == 0
         assert farmctl("enqueue", "gemm", "--n", "64").exit_code == 0
         tune, gemm = store.get_job(1), store.get_job(2)
@@ -204,7 +206,8 @@ class TestHostileArguments:
     def test_only_clean_errors_or_a_valid_job(
         self, tmp_path: Path, kind: str, args: list[str]
     ) -> None:
-        """Any arguments end in success, a usage error (2) or one line 'Error: ...' (2), never a traceback."""
+        """Any arguments end in success, a usage error (2) or one line 'Error: ...' (2), never a
+        traceback."""
         config = tmp_path / "farm.toml"
         if not config.exists():
             _config(tmp_path)

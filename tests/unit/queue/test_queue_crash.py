@@ -43,7 +43,8 @@ class TestKilledHolder:
     """SIGKILL in the middle of a commit leaves a consistent, recoverable queue."""
 
     def test_kill_mid_commit_then_recover_with_one_result(self, tmp_path) -> None:
-        """The half-written result vanishes; after reap the job runs again and has exactly one result."""
+        """The half-written result vanishes; after reap the job runs again and has exactly one
+        result."""
         url = f"sqlite:///{tmp_path / 'farm.db'}"
         with Store(url) as store:
             add_ready(store, "a")

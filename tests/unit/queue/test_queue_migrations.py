@@ -59,7 +59,8 @@ class TestSqliteSettings:
             Store(f"sqlite:///{blocker / 'sub' / 'farm.db'}")
 
     def test_naive_datetime_refused(self, tmp_path: Path) -> None:
-        """Passing a naive datetime is a caller bug and is refused, not stored with a guessed zone."""
+        """Passing a naive datetime is a caller bug and is refused, not stored with a guessed
+        zone."""
         with (
             Store(default_url(tmp_path)) as store,
             pytest.raises(StoreError, match="naive datetime"),

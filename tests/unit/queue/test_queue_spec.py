@@ -270,7 +270,8 @@ class TestHostileSpecs:
     @settings(max_examples=2000, deadline=None)
     @given(raw=_SPECS)
     def test_only_spec_error_or_a_storable_spec(self, raw: object) -> None:
-        """Any JSON-like data raises SpecError, or gives a spec that is valid JSON and round-trips."""
+        """Any JSON-like data raises SpecError, or gives a spec that is valid JSON and
+        round-trips."""
         try:
             spec = parse_spec(raw)  # type: ignore[arg-type]
         except SpecError as exc:
@@ -313,13 +314,15 @@ class TestHostileSpecs:
         ],
     )
     def test_hostile_values_name_their_field(self, raw: dict, field: str) -> None:
-        """The issue's crashes (TypeError, OverflowError, RuntimeError, Infinity) are SpecErrors now."""
+        """The issue's crashes (TypeError, OverflowError, RuntimeError, Infinity) are SpecErrors
+        now."""
         with pytest.raises(SpecError) as caught:
             parse_spec(raw)
         assert caught.value.field == field
 
     def test_gpu_block_of_1024_threads_is_accepted(self) -> None:
-        """bn=32 on a GPU is 1024 threads, which Adreno allows; the phone's own limit is the scheduler's."""
+        """bn=32 on a GPU is 1024 threads, which Adreno allows; the phone's own limit is the
+        scheduler's."""
         spec = parse_spec(gemm(n=1024, bn=32, target="opencl"))
         assert spec.params.bn == 32  # type: ignore[attr-defined]
 

@@ -145,7 +145,8 @@ class TestLeases:
         assert attempt.lease_expires_at == T0 + timedelta(seconds=110)
 
     def test_reap_requeues_then_fails_abandoned(self, store: Store) -> None:
-        """An expired lease requeues the job while attempts remain, then fails it as AbandonedJob."""
+        """An expired lease requeues the job while attempts remain, then fails it as
+        AbandonedJob."""
         add_ready(store, "a")
         job_id = store.enqueue(gemm_spec(attempts=2), T0)
         now = T0
@@ -174,7 +175,8 @@ class TestLeases:
         assert store.requeue(claim.attempt.id, "twice", T0) is False
 
     def test_heartbeat_refused_after_cancel(self, store: Store) -> None:
-        """Cancelling a running job makes its heartbeat return False; the failure report frees the phone."""
+        """Cancelling a running job makes its heartbeat return False; the failure report frees the
+        phone."""
         add_ready(store, "a")
         claim = start(store, store.enqueue(gemm_spec(), T0), "a")
         assert store.cancel(claim.job.id, T0) is True
@@ -189,7 +191,8 @@ class TestFinish:
     """finish commits a result exactly once."""
 
     def test_finish_stores_result_samples_and_snapshots(self, store: Store) -> None:
-        """A finished attempt leaves one result with every raw sample, its snapshot and tuning records."""
+        """A finished attempt leaves one result with every raw sample, its snapshot and tuning
+        records."""
         add_ready(store, "a")
         claim = start(store, store.enqueue(gemm_spec(), T0), "a")
         snap = SnapshotData(
@@ -223,7 +226,8 @@ class TestFinish:
         assert store.count_results(claim.job.id) == 1
 
     def test_reaped_attempt_cannot_finish(self, store: Store) -> None:
-        """A late result from an abandoned attempt is refused; the retry's result is the one kept."""
+        """A late result from an abandoned attempt is refused; the retry's result is the one
+        kept."""
         add_ready(store, "a", "b")
         job_id = store.enqueue(gemm_spec(), T0)
         old = start(store, job_id, "a")
@@ -306,7 +310,8 @@ class TestRetryByKind:
         assert assignment.serials == ("b",)
 
     def test_phone_fault_without_other_phone_keeps_it(self, store: Store) -> None:
-        """With no other matching phone, the failed one is not held out, so the job can still run."""
+        """With no other matching phone, the failed one is not held out, so the job can still
+        run."""
         add_ready(store, "a")
         add_ready(store, "x86", facts={**ARM64, "abi": "x86_64", "abis": ["x86_64"]})
         claim = start(store, store.enqueue(gemm_spec(devices={"abi": "arm64-v8a"}), T0), "a")

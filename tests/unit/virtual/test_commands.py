@@ -153,14 +153,16 @@ class TestTvmRpcApp:
         assert status == 255
         assert out == "Starting: Intent { cmp=org.apache.tvm.tvmrpc/.RPCActivity }\n"
         assert err.startswith(
-            "Security exception: Permission Denial: starting Intent { flg=0x10000000 cmp=org.apache.tvm.tvmrpc/.RPCActivity } from null (pid="
+            "Security exception: Permission Denial: starting Intent"
+            " { flg=0x10000000 cmp=org.apache.tvm.tvmrpc/.RPCActivity } from null (pid="
         )
         assert (
             "not exported from uid 10150\n\njava.lang.SecurityException: Permission Denial" in err
         )
 
     def test_ui_edits_save_prefs_and_relaunch(self, phone) -> None:
-        """Typing into the fields and switching on writes the prefs XML and starts the RPC activity."""
+        """Typing into the fields and switching on writes the prefs XML and starts the RPC
+        activity."""
         install_fake_tvmrpc(phone)
 
         async def scenario() -> tuple[str, str, bool]:
