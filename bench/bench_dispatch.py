@@ -58,7 +58,14 @@ def child(settings_path: Path, attempt_id: int, run_dir: Path) -> int:
 
 def bench_command(claim: Claim, run_dir: Path, settings_path: Path) -> list[str]:
     """argv of this script's child mode."""
-    return [sys.executable, __file__, "--child", str(settings_path), str(claim.attempt.id), str(run_dir)]
+    return [
+        sys.executable,
+        __file__,
+        "--child",
+        str(settings_path),
+        str(claim.attempt.id),
+        str(run_dir),
+    ]
 
 
 def run(phones: int, jobs: int, measure: int, data_dir: Path) -> None:
@@ -70,7 +77,8 @@ def run(phones: int, jobs: int, measure: int, data_dir: Path) -> None:
     serials = [f"bench-{i:02d}" for i in range(phones)]
     for serial in serials:
         store.upsert_device(serial, now, {"abi": "x86_64"})
-        store.set_device_state(serial, DeviceState.READY, "bench", now)
+        store.move_device(serial, DeviceState.READY, "bench", now,
+                          expect_state=DeviceState.DISCOVERED)
     for _ in range(jobs):
         store.enqueue({"kind": "gemm", "params": {"n": 16}}, clock.now())
     dispatcher = Dispatcher(store, settings, clock, command=bench_command)
@@ -104,13 +112,24 @@ def run(phones: int, jobs: int, measure: int, data_dir: Path) -> None:
             last_end[serial] = attempt.finished_at
     results = sum(1 for j in store.list_jobs(limit=jobs + 1) if store.count_results(j.id) == 1)
     store.close()
-    print(f"command: python bench/bench_dispatch.py --phones {phones} --jobs {jobs} --measure {measure}")
-    print(f"phones {phones}, jobs queued {jobs}, attempts {len(attempts)}, results {results}, "
-          f"in {drain_s:.1f} s ({results / drain_s:.2f} jobs/s)")
-    for name, values in (("ready -> child running", running_ms), ("tick that started work", tick_ms)):
+    print(
+        f"command: python bench/bench_dispatch.py --phones {phones} --jobs {jobs}"
+        f" --measure {measure}"
+    )
+    print(
+        f"phones {phones}, jobs queued {jobs}, attempts {len(attempts)}, results {results}, "
+        f"in {drain_s:.1f} s ({results / drain_s:.2f} jobs/s)"
+    )
+    for name, values in (
+        ("ready -> child running", running_ms),
+        ("tick that started work", tick_ms),
+    ):
         if values:
-            print(f"{name:24s} p50 {percentile(values, 50):8.1f} ms   p99 {percentile(values, 99):8.1f} ms"
-                  f"   mean {statistics.fmean(values):8.1f} ms   n {len(values)}")
+            print(
+                f"{name:24s} p50 {percentile(values, 50):8.1f} ms"
+                f"   p99 {percentile(values, 99):8.1f} ms"
+                f"   mean {statistics.fmean(values):8.1f} ms   n {len(values)}"
+            )
 
 
 def main() -> int:
@@ -118,8 +137,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--phones", type=int, default=16)
     parser.add_argument("--jobs", type=int, default=1000)
-    parser.add_argument("--measure", type=int, default=160, help="stop after this many attempts ended")
-    parser.add_argument("--child", nargs=3, metavar=("SETTINGS", "ATTEMPT", "RUN_DIR"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--measure", type=int, default=160, help="stop after this many attempts ended"
+    )
+    parser.add_argument(
+        "--child", nargs=3, metavar=("SETTINGS", "ATTEMPT", "RUN_DIR"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.child:
         return child(Path(args.child[0]), int(args.child[1]), Path(args.child[2]))

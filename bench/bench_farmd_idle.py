@@ -94,8 +94,11 @@ def main() -> int:
             farmd = _start(["farmd", "--config", str(config), "--json-logs"], root / "farmd.log")
             try:
                 store_url = default_url(data)
-                if not wait_until(lambda: (data / "farm.db").exists(), 60, 0.2):
-                    print(f"farmd made no database in 60 s (see {root / 'farmd.log'})", file=sys.stderr)
+                if not wait_until((data / "farm.db").exists, 60, 0.2):
+                    print(
+                        f"farmd made no database in 60 s (see {root / 'farmd.log'})",
+                        file=sys.stderr,
+                    )
                     return 1
                 with Store(store_url) as store:
                     start = time.monotonic()
@@ -104,9 +107,15 @@ def main() -> int:
                         return sum(d.state is DeviceState.READY for d in store.list_devices())
 
                     if not wait_until(lambda: ready() == args.phones, READY_DEADLINE_S, 0.5):
-                        print(f"only {ready()} phones ready in {READY_DEADLINE_S:g} s", file=sys.stderr)
+                        print(
+                            f"only {ready()} phones ready in {READY_DEADLINE_S:g} s",
+                            file=sys.stderr,
+                        )
                         return 1
-                    print(f"{args.phones} phones ready in {time.monotonic() - start:.1f} s", flush=True)
+                    print(
+                        f"{args.phones} phones ready in {time.monotonic() - start:.1f} s",
+                        flush=True,
+                    )
                 proc = psutil.Process(farmd.pid)
                 children = proc.children(recursive=True)
                 cpu_own0, cpu_all0 = _cpu_s([proc]), _cpu_s([proc, *children])

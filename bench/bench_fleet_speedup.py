@@ -31,6 +31,7 @@ from pathlib import Path
 from farm import logs
 from farm.aio import wait_until
 from farm.cli.demo import demo_farmd
+from farm.queue import Store
 from farm.queue.models import DeviceState, JobState
 
 READY_DEADLINE_S = 240.0
@@ -45,7 +46,7 @@ def _spec(serials: list[str] | None) -> dict:
     return spec
 
 
-def _run_batch(store, count: int, serials: list[str] | None) -> float:  # type: ignore[no-untyped-def]
+def _run_batch(store: Store, count: int, serials: list[str] | None) -> float:
     start = time.monotonic()
     now = datetime.now(UTC)
     ids = [store.enqueue(_spec(serials), now) for _ in range(count)]
@@ -80,7 +81,9 @@ def main() -> int:
     print(f"\nfleet speed-up, {args.jobs} short GEMM jobs: {one_s:.1f} s on 1 phone, "
           f"{many_s:.1f} s on {args.phones} phones: x{one_s / many_s:.2f} "
           f"(host has {os.cpu_count()} cores shared by every virtual phone)")
-    print(f"reproduce: python bench/bench_fleet_speedup.py --jobs {args.jobs} --phones {args.phones}")
+    print(
+        f"reproduce: python bench/bench_fleet_speedup.py --jobs {args.jobs} --phones {args.phones}"
+    )
     return 0
 
 

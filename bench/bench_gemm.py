@@ -75,9 +75,10 @@ def main(argv: list[str] | None = None) -> int:
                 started = time.monotonic()
                 result = run_gemm(params, target, tracker, cache)
                 samples = " ".join(f"{s * 1e3:.3f}" for s in result.samples_s)
+                threads = result.threads.num_threads if result.threads else "-"
                 print(
                     f"{key}: {result.gflops:.2f} GFLOPS  mean {result.mean_s * 1e3:.3f} ms  "
-                    f"samples_ms [{samples}]  threads {result.threads.num_threads if result.threads else '-'}"
+                    f"samples_ms [{samples}]  threads {threads}"
                     f"  wall {time.monotonic() - started:.1f} s"
                 )
             print(f"compile cache: {cache.misses} build(s), {cache.hits} hit(s)")

@@ -56,9 +56,14 @@ def main() -> int:
             times_s.append(time.monotonic() - start)
             assert swept == args.phones, swept
             print(f"sweep of {swept} phones: {times_s[-1]:.2f} s", flush=True)
-    print(f"\nhealth sweep, {args.phones} virtual phones: median {statistics.median(times_s):.2f} s, "
-          f"min {min(times_s):.2f} s, max {max(times_s):.2f} s over {args.sweeps} sweeps")
-    print(f"reproduce: python bench/bench_health_sweep.py --phones {args.phones} --sweeps {args.sweeps}")
+    print(
+        f"\nhealth sweep, {args.phones} virtual phones: median {statistics.median(times_s):.2f} s, "
+        f"min {min(times_s):.2f} s, max {max(times_s):.2f} s over {args.sweeps} sweeps"
+    )
+    print(
+        f"reproduce: python bench/bench_health_sweep.py --phones {args.phones}"
+        f" --sweeps {args.sweeps}"
+    )
     return 0
 
 

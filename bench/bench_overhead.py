@@ -73,7 +73,10 @@ def main() -> int:
     args = parser.parse_args()
     logs.configure(level="warning", stream=sys.stderr)
     farm_s, farm_gflops, script_s, script_gflops = [], [], [], []
-    with tempfile.TemporaryDirectory(prefix="farm-bench-") as tmp, demo_farmd(1, Path(tmp)) as farmd:
+    with (
+        tempfile.TemporaryDirectory(prefix="farm-bench-") as tmp,
+        demo_farmd(1, Path(tmp)) as farmd,
+    ):
         serial = farmd.fleet.serials[0]
         store = farmd.store
         if not wait_until(lambda: getattr(store.get_device(serial), "state", None)
@@ -96,15 +99,23 @@ def main() -> int:
                 return 1
             # Let the phone come back to ready before the script asks for it.
             wait_until(lambda: store.get_device(serial).state is DeviceState.READY, 30, 0.05)
-            out = subprocess.run([sys.executable, "-c", SCRIPT, host, str(port), key, str(args.n)],
-                                 capture_output=True, text=True, timeout=JOB_DEADLINE_S, check=False)
+            out = subprocess.run(
+                [sys.executable, "-c", SCRIPT, host, str(port), key, str(args.n)],
+                capture_output=True,
+                text=True,
+                timeout=JOB_DEADLINE_S,
+                check=False,
+            )
             if out.returncode != 0:
                 print(out.stderr[-2000:], file=sys.stderr)
                 return 1
             wall_s, gflops = (float(v) for v in out.stdout.split()[-2:])
             label = "warm-up" if run == 0 else f"run {run}"
-            print(f"{label}: farm {elapsed_s:.2f} s ({store.results(job_id)[0].summary['gflops']:.2f}"
-                  f" GFLOPS), script {wall_s:.2f} s ({gflops:.2f} GFLOPS)", flush=True)
+            print(
+                f"{label}: farm {elapsed_s:.2f} s ({store.results(job_id)[0].summary['gflops']:.2f}"
+                f" GFLOPS), script {wall_s:.2f} s ({gflops:.2f} GFLOPS)",
+                flush=True,
+            )
             if run:
                 farm_s.append(elapsed_s)
                 farm_gflops.append(store.results(job_id)[0].summary["gflops"])

@@ -81,17 +81,29 @@ def main() -> int:
             back = wait_until(lambda s=serial, k=key: k in listed()
                               and state(s) is DeviceState.READY, RECOVERY_DEADLINE_S, 0.1)
             if not back:
-                print(f"kill {kill}: {serial} not back in {RECOVERY_DEADLINE_S:g} s ({state(serial)})",
-                      file=sys.stderr)
+                print(
+                    f"kill {kill}: {serial} not back in {RECOVERY_DEADLINE_S:g} s"
+                    f" ({state(serial)})",
+                    file=sys.stderr,
+                )
                 return 1
             times_s.append(time.monotonic() - start)
-            print(f"kill {kill + 1:2d}/{args.kills} {serial}: back in {times_s[-1]:.2f} s", flush=True)
-    print(f"\nrecovery (app killed -> registered again), {args.kills} kills on {args.phones} "
-          f"virtual phones, health sweep every {args.interval_s:g} s:")
-    print(f"  p50 {percentile(times_s, 50):.2f} s   p95 {percentile(times_s, 95):.2f} s   "
-          f"min {min(times_s):.2f} s   max {max(times_s):.2f} s   mean {statistics.fmean(times_s):.2f} s")
-    print(f"reproduce: python bench/bench_recovery.py --kills {args.kills} --phones {args.phones} "
-          f"--interval-s {args.interval_s:g}")
+            print(
+                f"kill {kill + 1:2d}/{args.kills} {serial}: back in {times_s[-1]:.2f} s", flush=True
+            )
+    print(
+        f"\nrecovery (app killed -> registered again), {args.kills} kills on {args.phones} "
+        f"virtual phones, health sweep every {args.interval_s:g} s:"
+    )
+    print(
+        f"  p50 {percentile(times_s, 50):.2f} s   p95 {percentile(times_s, 95):.2f} s   "
+        f"min {min(times_s):.2f} s   max {max(times_s):.2f} s"
+        f"   mean {statistics.fmean(times_s):.2f} s"
+    )
+    print(
+        f"reproduce: python bench/bench_recovery.py --kills {args.kills} --phones {args.phones} "
+        f"--interval-s {args.interval_s:g}"
+    )
     return 0
 
 

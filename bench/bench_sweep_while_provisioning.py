@@ -10,15 +10,15 @@ virtual usb-only phones to ``ready``, plugged in ``--batch`` at a time so a
 small host is not timing out 64 TVM imports at once; its own periodic sweep is
 pushed out of the way (``health.interval_s = 3600``). The ready phones run in
 ``farm-phones serve`` processes, one per batch, so their Android emulation does
-not share farmd's interpreter (a real phone does its own work). Then ``--provisioning`` more phones are
-plugged into the same adb server: farmd's device tracker starts provisioning
-each on its own thread (install, launch, up to a minute of waiting for the
-app's registration). While they provision, this script calls
-``FleetManager.sweep()``, the exact function farmd's scheduler runs, and prints
-its wall time, the CPU time farmd's process spent meanwhile (every thread:
-the sweep's, provisioning's, probes'; a figure that does not depend on other
-load on the host), and how many phones were provisioning when it started and
-ended.
+not share farmd's interpreter (a real phone does its own work). Then
+``--provisioning`` more phones are plugged into the same adb server: farmd's
+device tracker starts provisioning each on its own thread (install, launch, up
+to a minute of waiting for the app's registration). While they provision, this
+script calls ``FleetManager.sweep()``, the exact function farmd's scheduler
+runs, and prints its wall time, the CPU time farmd's process spent meanwhile
+(every thread: the sweep's, provisioning's, probes'; a figure that does not
+depend on other load on the host), and how many phones were provisioning when
+it started and ended.
 Goal (issue 10): under 2 s for 64 phones; the figure depends on the host's
 cores and load, so the script also prints both.
 """

@@ -90,8 +90,10 @@ def main(argv: list[str] | None = None) -> int:
                 result = _run(store, {"kind": "gemm", "params": {"n": args.n, "repeat": 5},
                                       "devices": {"serials": [serial]}}, args.deadline_s)
                 model = store.get_device(serial).facts.get("model", "?")
-                print(f"  {serial:<18} {model:<22} {result.summary['gflops']:8.2f} GFLOPS  "
-                      f"({len(result.samples)} samples, mean {result.summary['mean_s'] * 1e3:.3f} ms)")
+                print(
+                    f"  {serial:<18} {model:<22} {result.summary['gflops']:8.2f} GFLOPS  "
+                    f"({len(result.samples)} samples, mean {result.summary['mean_s'] * 1e3:.3f} ms)"
+                )
             tune_started_s = time.monotonic()
             tuned = _run(store, {
                 "kind": "tune",

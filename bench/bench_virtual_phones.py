@@ -86,8 +86,13 @@ def main(argv: list[str] | None = None) -> int:
                     return 1
 
     per_phone_kib = (rss_after_bytes - rss_before_bytes) / args.phones / 1024
-    print(f"command: python bench/bench_virtual_phones.py --phones {args.phones} --calls {args.calls}")
-    print(f"python {sys.version.split()[0]}, adbutils {adbutils.__version__}, {psutil.cpu_count()} cpus")
+    print(
+        f"command: python bench/bench_virtual_phones.py --phones {args.phones} --calls {args.calls}"
+    )
+    print(
+        f"python {sys.version.split()[0]}, adbutils {adbutils.__version__},"
+        f" {psutil.cpu_count()} cpus"
+    )
     print(f"memory per idle phone: {per_phone_kib:.0f} KiB (RSS delta / {args.phones})")
     print(
         f"shell round trip (adbutils echo, {args.calls} calls): "

@@ -63,22 +63,6 @@ class DeviceOps:
             session.flush()
             return DeviceRecord.of(device)
 
-    def set_device_state(
-        self, serial: str, to_state: DeviceState, reason: str, now: datetime
-    ) -> list[str]:
-        """Move a phone to ``to_state``, writing an event with ``reason``, whatever it was.
-
-        Deprecated: it overwrites what a racing claim or release wrote (the
-        phone holds still keep a second attempt off a busy phone); the fleet
-        uses :meth:`move_device`. Kept until its last callers are gone.
-
-        Returns:
-            The fields changed; ``[]`` if the phone was already in ``to_state``.
-        """
-        with self._tx() as session:
-            device = transitions.get_or_create(session, serial, now)
-            return transitions.set_state(session, device, DeviceState(to_state), reason, now)
-
     def move_device(
         self,
         serial: str,

@@ -164,12 +164,14 @@ def farmd_settings(data_dir: Path, adb_port: int, apk: Path, **jobs: float) -> S
 
 
 @pytest.fixture
-def start_farmd(adb_server: AdbServerHandle, tmp_path: Path) -> Iterator[Callable[..., RunningFarmd]]:
-    """Factory: ``start_farmd(phones, same_model=False)`` -> farmd with ready phones; all stopped after.
+def start_farmd(
+    adb_server: AdbServerHandle, tmp_path: Path
+) -> Iterator[Callable[..., RunningFarmd]]:
+    """Factory: ``start_farmd(phones, same_model=False)`` -> farmd with ready phones.
 
     The phones are plugged into farmd's adb server the way USB phones are; with
     ``same_model`` they are all the first built-in model, so they share one
-    compile target.
+    compile target. Every farmd and phone is stopped after the test.
     """
     with contextlib.ExitStack() as stack:
         def start(phones: int, *, same_model: bool = False, **jobs: float) -> RunningFarmd:

@@ -39,7 +39,8 @@ from farm.virtual.net import Net
 
 class TestPacket:
     def test_header_layout_matches_protocol_txt(self) -> None:
-        """A packet is six little-endian u32s (command, arg0, arg1, length, checksum, magic) then data."""
+        """A packet is six little-endian u32s (command, arg0, arg1, length, checksum, magic) then
+        data."""
         raw = Packet(A_CNXN, 0x01000001, 4096, b"host::").encode()
         fields = struct.unpack("<6I", raw[:HEADER_BYTES])
         assert fields == (A_CNXN, 0x01000001, 4096, 6, checksum(b"host::"), A_CNXN ^ 0xFFFFFFFF)
@@ -69,7 +70,9 @@ class TestPacket:
         async def scenario() -> None:
             reader = asyncio.StreamReader()
             reader.feed_data(Packet(A_WRTE, 7, 9, b"hello").encode())
-            assert await read_packet(reader, 4096, verify_checksum=True) == Packet(A_WRTE, 7, 9, b"hello")
+            assert await read_packet(reader, 4096, verify_checksum=True) == Packet(
+                A_WRTE, 7, 9, b"hello"
+            )
             bad = bytearray(Packet(A_WRTE, 7, 9, b"hello").encode())
             bad[16] ^= 1
             reader.feed_data(bytes(bad))
@@ -85,7 +88,8 @@ class TestAuth:
         return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
     def test_public_key_round_trip(self, key: rsa.RSAPrivateKey) -> None:
-        """encode_public_key writes adbkey.pub's 524-byte struct and parse_public_key reads it back."""
+        """encode_public_key writes adbkey.pub's 524-byte struct and parse_public_key reads it
+        back."""
         line = encode_public_key(key.public_key(), "me@host")
         assert line.endswith(" me@host")
         assert parse_public_key(line).public_numbers() == key.public_key().public_numbers()
@@ -156,7 +160,9 @@ class TestReverseReply:
         net, transport = self._net_and_transport()
         assert reverse_reply("forward:tcp:9190;tcp:9000", net, transport) == b"OKAY"
         assert transport.reverse_host_specs == {"tcp:9000"}
-        assert reverse_reply("list-forward", net, transport) == protocol_string("host-17 tcp:9190 tcp:9000\n")
+        assert reverse_reply("list-forward", net, transport) == protocol_string(
+            "host-17 tcp:9190 tcp:9000\n"
+        )
         assert reverse_reply("killforward:tcp:9190", net, transport) == b"OKAY"
         assert reverse_reply("list-forward", net, transport) == b"0000"
 
@@ -164,11 +170,15 @@ class TestReverseReply:
         """norebind conflicts, unknown tunnels and malformed requests FAIL with adbd's text."""
         net, transport = self._net_and_transport()
         reverse_reply("forward:tcp:9190;tcp:9000", net, transport)
-        assert reverse_reply("forward:norebind:tcp:9190;tcp:9001", net, transport) == b"FAIL" + protocol_string(
-            "cannot rebind existing socket"
+        assert reverse_reply(
+            "forward:norebind:tcp:9190;tcp:9001", net, transport
+        ) == b"FAIL" + protocol_string("cannot rebind existing socket")
+        assert reverse_reply("killforward:tcp:1", net, transport) == b"FAIL" + protocol_string(
+            "listener 'tcp:1' not found"
         )
-        assert reverse_reply("killforward:tcp:1", net, transport) == b"FAIL" + protocol_string("listener 'tcp:1' not found")
-        assert reverse_reply("forward:tcp:1", net, transport) == b"FAIL" + protocol_string("bad forward: tcp:1")
+        assert reverse_reply("forward:tcp:1", net, transport) == b"FAIL" + protocol_string(
+            "bad forward: tcp:1"
+        )
 
 
 class _RecordingTransport:
@@ -190,7 +200,8 @@ class _RecordingTransport:
 
 class TestStreamFlowControl:
     def test_one_wrte_in_flight_until_okay(self) -> None:
-        """A stream sends at most max-payload bytes per WRTE and the next only after the host's OKAY."""
+        """A stream sends at most max-payload bytes per WRTE and the next only after the host's
+        OKAY."""
 
         async def scenario() -> None:
             transport = _RecordingTransport(max_payload_bytes=4)

@@ -21,19 +21,27 @@ def _sha256(path: Path) -> str:
 
 
 class TestPushPull:
-    def test_adb_push_pull_10mb_keeps_sha256(self, adb_server: AdbServerHandle, make_fleet, tmp_path: Path) -> None:
+    def test_adb_push_pull_10mb_keeps_sha256(
+        self, adb_server: AdbServerHandle, make_fleet, tmp_path: Path
+    ) -> None:
         """A 10 MB random file pushed and pulled back with the adb CLI has the same SHA-256."""
         serial = make_fleet(1).serials[0]
         src = tmp_path / "blob.bin"
         src.write_bytes(os.urandom(TEN_MB))
-        pushed = adb_server.adb("-s", serial, "push", str(src), "/data/local/tmp/blob.bin", timeout_s=120)
+        pushed = adb_server.adb(
+            "-s", serial, "push", str(src), "/data/local/tmp/blob.bin", timeout_s=120
+        )
         assert pushed.returncode == 0, pushed.stderr
         dst = tmp_path / "back.bin"
-        pulled = adb_server.adb("-s", serial, "pull", "/data/local/tmp/blob.bin", str(dst), timeout_s=120)
+        pulled = adb_server.adb(
+            "-s", serial, "pull", "/data/local/tmp/blob.bin", str(dst), timeout_s=120
+        )
         assert pulled.returncode == 0, pulled.stderr
         assert _sha256(dst) == _sha256(src)
 
-    def test_adbutils_push_pull_10mb_keeps_sha256(self, adb_server: AdbServerHandle, make_fleet, tmp_path: Path) -> None:
+    def test_adbutils_push_pull_10mb_keeps_sha256(
+        self, adb_server: AdbServerHandle, make_fleet, tmp_path: Path
+    ) -> None:
         """The same round trip through adbutils' sync client keeps the SHA-256."""
         serial = make_fleet(1).serials[0]
         device = adbutils.AdbClient(host="127.0.0.1", port=adb_server.port).device(serial)
@@ -44,7 +52,9 @@ class TestPushPull:
         device.sync.pull("/data/local/tmp/sub/blob.bin", dst)
         assert _sha256(dst) == _sha256(src)
 
-    def test_push_keeps_mode_and_mtime(self, adb_server: AdbServerHandle, make_fleet, tmp_path: Path) -> None:
+    def test_push_keeps_mode_and_mtime(
+        self, adb_server: AdbServerHandle, make_fleet, tmp_path: Path
+    ) -> None:
         """`adb push` sets the file's mode (user bits copied to group/other) and mtime as sent."""
         serial = make_fleet(1).serials[0]
         device = adbutils.AdbClient(host="127.0.0.1", port=adb_server.port).device(serial)
@@ -100,7 +110,9 @@ class TestPushPull:
         with pytest.raises(AdbError, match="couldn't create file"):
             Adb(AdbServer(port=adb_server.port)).push(serial, src, "/system/x", timeout_s=30)
 
-    def test_ls_lists_pushed_files(self, adb_server: AdbServerHandle, make_fleet, tmp_path: Path) -> None:
+    def test_ls_lists_pushed_files(
+        self, adb_server: AdbServerHandle, make_fleet, tmp_path: Path
+    ) -> None:
         """adbutils' sync list (LIST) shows a pushed file with its size."""
         serial = make_fleet(1).serials[0]
         device = adbutils.AdbClient(host="127.0.0.1", port=adb_server.port).device(serial)
@@ -110,7 +122,9 @@ class TestPushPull:
 
 
 class TestFailures:
-    def test_pull_missing_file_fails_like_adbd(self, adb_server: AdbServerHandle, make_fleet, tmp_path: Path) -> None:
+    def test_pull_missing_file_fails_like_adbd(
+        self, adb_server: AdbServerHandle, make_fleet, tmp_path: Path
+    ) -> None:
         """Pulling a missing file fails with the errno adbd sends in STA2, and exit 1."""
         serial = make_fleet(1).serials[0]
         done = adb_server.adb("-s", serial, "pull", "/data/local/tmp/nope", str(tmp_path / "x"))
@@ -120,7 +134,9 @@ class TestFailures:
             "No such file or directory\n"
         )
 
-    def test_push_to_full_storage_reports_enospc(self, adb_server: AdbServerHandle, make_fleet, tmp_path: Path) -> None:
+    def test_push_to_full_storage_reports_enospc(
+        self, adb_server: AdbServerHandle, make_fleet, tmp_path: Path
+    ) -> None:
         """After fill_storage a push fails with 'No space left on device'."""
         fleet = make_fleet(1)
         serial = fleet.serials[0]

@@ -17,8 +17,11 @@ pytestmark = pytest.mark.fleet
 
 
 class TestListing:
-    def test_devices_long_lists_product_model_device(self, adb_server: AdbServerHandle, make_fleet) -> None:
-        """`adb devices -l` lists each phone as device with product, model, device and transport id."""
+    def test_devices_long_lists_product_model_device(
+        self, adb_server: AdbServerHandle, make_fleet
+    ) -> None:
+        """`adb devices -l` lists each phone as device with product, model, device and transport
+        id."""
         fleet = make_fleet(2)
         out = adb_server.adb("devices", "-l").stdout
         for phone in fleet.phones:
@@ -38,7 +41,9 @@ class TestListing:
         client = adbutils.AdbClient(host="127.0.0.1", port=adb_server.port)
         device = client.device(fleet.serials[0])
         assert {d.serial for d in client.device_list()} == set(fleet.serials)
-        assert {"shell_v2", "cmd", "stat_v2", "ls_v2", "fixed_push_mkdir"} <= set(device.get_features().split(","))
+        assert {"shell_v2", "cmd", "stat_v2", "ls_v2", "fixed_push_mkdir"} <= set(
+            device.get_features().split(",")
+        )
 
 
 class TestShell:
@@ -51,7 +56,9 @@ class TestShell:
         done = adb_server.adb("-s", serial, "shell", "echo out; echo err >&2")
         assert (done.stdout, done.stderr) == ("out\n", "err\n")
 
-    def test_v1_has_no_exit_code_and_merges_stderr(self, adb_server: AdbServerHandle, make_fleet) -> None:
+    def test_v1_has_no_exit_code_and_merges_stderr(
+        self, adb_server: AdbServerHandle, make_fleet
+    ) -> None:
         """`adb shell -x` (v1) exits 0 whatever the command did and merges stderr into stdout."""
         serial = make_fleet(1).serials[0]
         assert adb_server.adb("-s", serial, "shell", "-x", "false").returncode == 0
@@ -102,14 +109,24 @@ class TestStreams:
             outs = list(pool.map(lambda i: device.shell(["echo", f"n{i}"]).strip(), range(16)))
         assert outs == [f"n{i}" for i in range(16)]
 
-    def test_large_output_crosses_many_wrte(self, adb_server: AdbServerHandle, make_fleet, tmp_path) -> None:
+    def test_large_output_crosses_many_wrte(
+        self, adb_server: AdbServerHandle, make_fleet, tmp_path
+    ) -> None:
         """A 3 MB file printed by `cat` arrives intact over shell v2 and exec-out."""
         serial = make_fleet(1).serials[0]
         blob = os.urandom(3 * 1024 * 1024)
         (tmp_path / "blob").write_bytes(blob)
-        assert adb_server.adb("-s", serial, "push", str(tmp_path / "blob"), "/data/local/tmp/blob").returncode == 0
+        assert (
+            adb_server.adb(
+                "-s", serial, "push", str(tmp_path / "blob"), "/data/local/tmp/blob"
+            ).returncode
+            == 0
+        )
         for mode in ("shell", "exec-out"):
             done = subprocess.run(
-                adb_server.argv("-s", serial, mode, "cat /data/local/tmp/blob"), capture_output=True, timeout=60, check=False
+                adb_server.argv("-s", serial, mode, "cat /data/local/tmp/blob"),
+                capture_output=True,
+                timeout=60,
+                check=False,
             )
             assert hashlib.sha256(done.stdout).hexdigest() == hashlib.sha256(blob).hexdigest(), mode

@@ -51,8 +51,11 @@ def _round_trip(port: int, payload: bytes) -> bytes:
 
 
 class TestForward:
-    def test_forward_reaches_a_device_port(self, adb_server: AdbServerHandle, make_fleet, echo_port: int) -> None:
-        """`adb forward tcp:H tcp:D` carries bytes both ways to the app listening on device port D."""
+    def test_forward_reaches_a_device_port(
+        self, adb_server: AdbServerHandle, make_fleet, echo_port: int
+    ) -> None:
+        """`adb forward tcp:H tcp:D` carries bytes both ways to the app listening on device port
+        D."""
         fleet = make_fleet(1, "usb-only")
         serial = fleet.serials[0]
         phone = fleet.phone(serial)
@@ -77,7 +80,9 @@ class TestForward:
         assert listed == [serial, f"tcp:{host_port}", "tcp:7003"]
         assert _round_trip(host_port, b"abc") == b"ABC"
 
-    def test_forward_to_closed_port_is_refused(self, adb_server: AdbServerHandle, make_fleet) -> None:
+    def test_forward_to_closed_port_is_refused(
+        self, adb_server: AdbServerHandle, make_fleet
+    ) -> None:
         """A forward to a device port nobody listens on is closed at once (adbd answers CLSE)."""
         serial = make_fleet(1, "usb-only").serials[0]
         host_port = free_port()
@@ -88,7 +93,9 @@ class TestForward:
 
 
 class TestReverse:
-    def test_reverse_carries_bytes_from_the_phone_to_the_host(self, adb_server: AdbServerHandle, make_fleet, echo_port: int) -> None:
+    def test_reverse_carries_bytes_from_the_phone_to_the_host(
+        self, adb_server: AdbServerHandle, make_fleet, echo_port: int
+    ) -> None:
         """A phone app connecting to 127.0.0.1:D reaches the host's port through `adb reverse`."""
         fleet = make_fleet(1, "usb-only")
         serial = fleet.serials[0]
@@ -106,7 +113,10 @@ class TestReverse:
         assert adb_server.adb("-s", serial, "reverse", "tcp:9191", "tcp:9000").returncode == 0
         # The adb client prints adbd's string and a newline of its own.
         listed = adb_server.adb("-s", serial, "reverse", "--list").stdout.splitlines()[:-1]
-        assert [line.split()[1:] for line in listed] == [["tcp:9190", "tcp:9190"], ["tcp:9191", "tcp:9000"]]
+        assert [line.split()[1:] for line in listed] == [
+            ["tcp:9190", "tcp:9190"],
+            ["tcp:9191", "tcp:9000"],
+        ]
         assert all(line.startswith("host-") for line in listed)
         assert adb_server.adb("-s", serial, "reverse", "--remove", "tcp:9190").returncode == 0
         device = adbutils.AdbClient(host="127.0.0.1", port=adb_server.port).device(serial)
@@ -119,9 +129,15 @@ class TestReverse:
         serial = make_fleet(1).serials[0]
         adb_server.adb("-s", serial, "reverse", "tcp:9190", "tcp:9190")
         taken = adb_server.adb("-s", serial, "reverse", "--no-rebind", "tcp:9190", "tcp:9191")
-        assert (taken.returncode, taken.stderr.strip()) == (1, "adb: error: cannot rebind existing socket")
+        assert (taken.returncode, taken.stderr.strip()) == (
+            1,
+            "adb: error: cannot rebind existing socket",
+        )
         missing = adb_server.adb("-s", serial, "reverse", "--remove", "tcp:9999")
-        assert (missing.returncode, missing.stderr.strip()) == (1, "adb: error: listener 'tcp:9999' not found")
+        assert (missing.returncode, missing.stderr.strip()) == (
+            1,
+            "adb: error: listener 'tcp:9999' not found",
+        )
 
 
 class TestUsbOnlyBoundPort:

@@ -16,8 +16,13 @@ class TestUserBuild:
         """`adb root` prints adbd's production-build refusal and the shell stays uid 2000."""
         serial = make_fleet(1, "usb-only").serials[0]
         done = adb_server.adb("-s", serial, "root")
-        assert (done.returncode, done.stdout) == (0, "adbd cannot run as root in production builds\n")
-        assert adb_server.adb("-s", serial, "shell", "id", "-u").stdout.startswith("uid=2000(shell)")
+        assert (done.returncode, done.stdout) == (
+            0,
+            "adbd cannot run as root in production builds\n",
+        )
+        assert adb_server.adb("-s", serial, "shell", "id", "-u").stdout.startswith(
+            "uid=2000(shell)"
+        )
 
     def test_kill_of_another_apps_process_is_not_permitted(
         self, adb_server: AdbServerHandle, make_fleet
@@ -29,7 +34,9 @@ class TestUserBuild:
         assert done.returncode == 1
         assert done.stderr == f"/system/bin/sh: kill: {pid}: Operation not permitted\n"
 
-    def test_adb_logcat_dumps_and_exec_out_too(self, adb_server: AdbServerHandle, make_fleet) -> None:
+    def test_adb_logcat_dumps_and_exec_out_too(
+        self, adb_server: AdbServerHandle, make_fleet
+    ) -> None:
         """`adb logcat -d` (shell's exec) and `adb exec-out logcat -d` (exec: service) dump."""
         serial = make_fleet(1, "usb-only").serials[0]
         shell = adb_server.adb("-s", serial, "logcat", "-d", "-b", "all")

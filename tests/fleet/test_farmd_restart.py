@@ -124,7 +124,8 @@ class TestFarmdKilledMidTuning:
         self, adb_server: AdbServerHandle, farmd_processes: list[subprocess.Popen[bytes]],
         tmp_path: Path,
     ) -> None:
-        """After kill -9 of farmd alone, a new farmd's tracker serves, it relaunches no app beyond provisioning, and the job resumes within a minute, keeps its tries and succeeds."""
+        """After kill -9 of farmd alone, a new farmd's tracker serves, it relaunches no app beyond
+        provisioning, and the job resumes within a minute, keeps its tries and succeeds."""
         with contextlib.ExitStack() as stack:
             specs = [profiles(1, "lan")[0]] * PHONES
             fleet = stack.enter_context(Fleet(PHONES, specs=specs, adb_port=adb_server.port,
@@ -135,7 +136,7 @@ class TestFarmdKilledMidTuning:
                                   adb_port=adb_server.port, tracker_port=tracker_port,
                                   apk=demo_apk(tmp_path / "apk"))
             first = start_farmd(config, tmp_path / "farmd-1.log", farmd_processes)
-            wait_until(lambda: (data_dir / "farm.db").is_file(), 60, "farmd created its database")
+            wait_until((data_dir / "farm.db").is_file, 60, "farmd created its database")
             store = Store(f"sqlite:///{data_dir / 'farm.db'}")
             stack.callback(store.close)
 
@@ -190,5 +191,5 @@ class TestFarmdKilledMidTuning:
             # Provisioning launches each app once; a relaunch storm is many per phone.
             assert logged.count("app_relaunch") == 0
             assert logged.count("app_launching") <= 2 * PHONES
-            print(f"resumed {resumed_after_s:.1f} s after the restart; "
+            print(f"resumed {resumed_after_s:.1f} s after the restart; "  # noqa: T201 - for -s
                   f"app launches: {logged.count('app_launching')}")

@@ -27,12 +27,15 @@ class TestAppTarget:
 
     def test_usb_only_without_device_port_uses_the_tracker_port(self) -> None:
         """With no device port configured, the reversed port equals the tracker's."""
-        assert app_target_for("usb-only", ("10.1.2.3", 9300), "k") == AppTarget("127.0.0.1", 9300, "k")
+        assert app_target_for("usb-only", ("10.1.2.3", 9300), "k") == AppTarget(
+            "127.0.0.1", 9300, "k"
+        )
 
     def test_lan_prefers_phone_host(self) -> None:
-        """A lan phone uses phone_host when set, else the tracker's host, with the tracker's port."""
-        settings = Settings.model_validate(
-            {"tracker": {"network": "lan", "host": "0.0.0.0", "port": 9300, "phone_host": "10.0.0.5"}})
+        """A lan phone uses phone_host when set, else the tracker's host, with the tracker's
+        port."""
+        tracker = {"network": "lan", "host": "0.0.0.0", "port": 9300, "phone_host": "10.0.0.5"}  # noqa: S104 - a value, nothing binds
+        settings = Settings.model_validate({"tracker": tracker})
         assert app_target(settings, "k") == AppTarget("10.0.0.5", 9300, "k")
         assert app_target_for("lan", ("10.1.2.3", 9300), "k") == AppTarget("10.1.2.3", 9300, "k")
 

@@ -29,7 +29,8 @@ def gemm_spec(serial: str, n: int = 96, repeat: int = 4) -> dict[str, Any]:
 
 class TestGemmAndCompileOnce:
     def test_four_phones_one_build_every_repeat_stored(self, start_farmd) -> None:  # type: ignore[no-untyped-def]
-        """Four GEMM jobs, one per phone, all succeed with every repeat stored, and only one of them compiled."""
+        """Four GEMM jobs, one per phone, all succeed with every repeat stored, and only one of them
+        compiled."""
         farm = start_farmd(4, same_model=True)
         repeat = 4
         job_ids = [farm.enqueue(gemm_spec(s, repeat=repeat)) for s in farm.serials]

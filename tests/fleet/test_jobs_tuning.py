@@ -79,9 +79,40 @@ def sample_serials(data_dir: Path, result_id: int) -> list[str | None]:
         engine.dispose()
 
 
+def crash_in_turn(  # type: ignore[no-untyped-def]
+    farm, work_dir: Path, key: str, crashes: list[tuple[str, int]], stop: threading.Event
+) -> None:
+    """Crash phone 0's app once the first batch is measured, then phone 1's once phone 0
+    serves the job's ``key`` again: both while trials remain. Each crash is appended to
+    ``crashes`` as (serial, trials measured then); ``work_dir`` is the job's."""
+    tracker = farm.farmd.settings.tracker
+
+    def serving() -> int:
+        return len(summary(tracker.host, tracker.port).servers_for(key))
+
+    end_s = time.monotonic() + TUNE_DEADLINE_S
+    for serial in farm.serials:
+        floor = crashes[-1][1] if crashes else 1
+        while not stop.is_set() and time.monotonic() < end_s:
+            with contextlib.suppress(Exception):
+                measured = measured_in(complete_records(work_dir))
+                if serving() == 2 and floor <= measured < TRIALS:
+                    farm.fleet.crash_app(serial)
+                    crashes.append((serial, measured))
+                    break
+            stop.wait(WATCH_POLL_S)
+        # The tracker must notice the crash before the next phone's turn.
+        while not stop.is_set() and time.monotonic() < end_s:
+            with contextlib.suppress(Exception):
+                if serving() < 2:
+                    break
+            stop.wait(WATCH_POLL_S)
+
+
 class TestTuningThroughAppCrashes:
     def test_app_killed_twice_mid_run_still_measures_every_trial(self, start_farmd) -> None:  # type: ignore[no-untyped-def]
-        """The app is crashed on each phone in turn while tuning; the farm brings it back and the job measures all its trials."""
+        """The app is crashed on each phone in turn while tuning; the farm brings it back and the
+        job measures all its trials."""
         farm = start_farmd(2, same_model=True)
         tracker = farm.farmd.settings.tracker
         job_id = farm.enqueue(tune_spec())
@@ -90,31 +121,8 @@ class TestTuningThroughAppCrashes:
         crashes: list[tuple[str, int]] = []
         stop = threading.Event()
 
-        def serving() -> int:
-            return len(summary(tracker.host, tracker.port).servers_for(key))
-
-        def watch() -> None:
-            # Crash phone 0 once the first batch is measured, then phone 1 once
-            # phone 0 serves the job again: both while trials remain.
-            end_s = time.monotonic() + TUNE_DEADLINE_S
-            for serial in farm.serials:
-                floor = crashes[-1][1] if crashes else 1
-                while not stop.is_set() and time.monotonic() < end_s:
-                    with contextlib.suppress(Exception):
-                        measured = measured_in(complete_records(work_dir))
-                        if serving() == 2 and floor <= measured < TRIALS:
-                            farm.fleet.crash_app(serial)
-                            crashes.append((serial, measured))
-                            break
-                    stop.wait(WATCH_POLL_S)
-                # The tracker must notice the crash before the next phone's turn.
-                while not stop.is_set() and time.monotonic() < end_s:
-                    with contextlib.suppress(Exception):
-                        if serving() < 2:
-                            break
-                    stop.wait(WATCH_POLL_S)
-
-        watcher = threading.Thread(target=watch, name="crash-watcher", daemon=True)
+        watcher = threading.Thread(target=crash_in_turn, args=(farm, work_dir, key, crashes, stop),
+                                   name="crash-watcher", daemon=True)
         watcher.start()
         try:
             farm.wait_finished([job_id], TUNE_DEADLINE_S)
@@ -139,7 +147,9 @@ class TestTuningThroughAppCrashes:
         assert summary_["attempts"] == 1
         assert summary_["rounds"] >= 1 and summary_["batches"] >= TRIALS // 4
         assert measured_in(complete_records(work_dir)) == summary_["trials_measured"]
-        assert len(farm.store.tuning_records(job_id)) == len(complete_records(work_dir).splitlines())
+        assert len(farm.store.tuning_records(job_id)) == len(
+            complete_records(work_dir).splitlines()
+        )
         # Afterwards every phone serves its own key again and is ready for work.
         listed = {s.key for s in summary(tracker.host, tracker.port).servers}
         assert {phone_key(tracker.key, s) for s in farm.serials} <= listed
@@ -150,7 +160,9 @@ class TestTuningThroughAppCrashes:
 # --- farmd killed mid-run -----------------------------------------------------------------
 
 
-def farmd_config(path: Path, *, data_dir: Path, adb_port: int, tracker_port: int, apk: Path) -> Path:
+def farmd_config(
+    path: Path, *, data_dir: Path, adb_port: int, tracker_port: int, apk: Path
+) -> Path:
     """A farmd TOML config for lan phones, an external tracker and short leases.
 
     Virtual lan phones reach the host at 10.0.2.2, the Android emulator's alias
@@ -208,17 +220,23 @@ class TestTuningThroughFarmdRestart:
         self, adb_server: AdbServerHandle, farmd_processes: list[subprocess.Popen[bytes]],
         tmp_path: Path,
     ) -> None:
-        """After farmd is SIGKILLed mid-tuning and started again, the job resumes from its records and keeps every measured trial."""
+        """After farmd is SIGKILLed mid-tuning and started again, the job resumes from its records
+        and keeps every measured trial."""
         with contextlib.ExitStack() as stack:
             tracker = stack.enter_context(TrackerProcess.start(log_path=tmp_path / "tracker.log"))
             specs = [profiles(1, "lan")[0]] * 2
             fleet = stack.enter_context(Fleet(2, specs=specs, adb_port=adb_server.port,
                                               data_dir=tmp_path / "phones"))
             data_dir = tmp_path / "farm"
-            config = farmd_config(tmp_path / "farm.toml", data_dir=data_dir, adb_port=adb_server.port,
-                                  tracker_port=tracker.port, apk=demo_apk(tmp_path / "apk"))
+            config = farmd_config(
+                tmp_path / "farm.toml",
+                data_dir=data_dir,
+                adb_port=adb_server.port,
+                tracker_port=tracker.port,
+                apk=demo_apk(tmp_path / "apk"),
+            )
             first = start_farmd_process(config, tmp_path / "farmd-1.log", farmd_processes)
-            wait_until(lambda: (data_dir / "farm.db").is_file(), 60, "farmd created its database")
+            wait_until((data_dir / "farm.db").is_file, 60, "farmd created its database")
             store = Store(f"sqlite:///{data_dir / 'farm.db'}")
             stack.callback(store.close)
 

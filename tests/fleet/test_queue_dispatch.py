@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from device_states import put_state
 
 from farm.clock import SystemClock
 from farm.config import Settings
@@ -74,7 +75,9 @@ def make_settings(data_dir: Path, adb_port: int, tracker_port: int, **jobs: floa
 
 
 @pytest.fixture
-def make_farm(adb_server: AdbServerHandle, make_fleet, tmp_path: Path) -> Iterator[Callable[..., Farm]]:  # type: ignore[no-untyped-def]
+def make_farm(
+    adb_server: AdbServerHandle, make_fleet, tmp_path: Path
+) -> Iterator[Callable[..., Farm]]:  # type: ignore[no-untyped-def]
     """Factory: ``make_farm(n, **job_settings)`` -> n ready phones with RPC servers."""
     clusters: list[LocalCluster] = []
     stores: list[Store] = []
@@ -92,7 +95,7 @@ def make_farm(adb_server: AdbServerHandle, make_fleet, tmp_path: Path) -> Iterat
         now = SystemClock().now()
         for serial in fleet.serials:
             store.upsert_device(serial, now, {"abi": "x86_64", "sdk": 34})
-            store.set_device_state(serial, DeviceState.READY, "health check passed", now)
+            put_state(store, serial, DeviceState.READY, "health check passed", now)
         return Farm(settings, store, fleet, cluster)
 
     yield make
@@ -105,16 +108,23 @@ def make_farm(adb_server: AdbServerHandle, make_fleet, tmp_path: Path) -> Iterat
 def ended(store: Store, job_id: int) -> bool:
     """Whether the job reached a final state."""
     view = store.get_job(job_id)
-    return view is not None and view.state in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+    return view is not None and view.state in (
+        JobState.SUCCEEDED,
+        JobState.FAILED,
+        JobState.CANCELLED,
+    )
 
 
 class TestDispatcher:
     def test_gemm_job_runs_to_one_result_with_every_sample(self, make_farm) -> None:  # type: ignore[no-untyped-def]
-        """A queued gemm runs in a child and stores one result, every raw sample and the phone's snapshot."""
+        """A queued gemm runs in a child and stores one result, every raw sample and the phone's
+        snapshot."""
         farm = make_farm(1)
         job_id = farm.store.enqueue(TINY_GEMM, SystemClock().now())
         dispatcher = farm.dispatcher()
-        farm.run_until(dispatcher, lambda: ended(farm.store, job_id) and not dispatcher.children, "job ends")
+        farm.run_until(
+            dispatcher, lambda: ended(farm.store, job_id) and not dispatcher.children, "job ends"
+        )
         assert farm.store.get_job(job_id).state is JobState.SUCCEEDED  # type: ignore[union-attr]
         [result] = farm.store.results(job_id)
         assert len(result.samples) == 3 and all(s > 0 for s in result.samples)
@@ -130,7 +140,11 @@ class TestDispatcher:
         opencl_id = farm.store.enqueue(spec, SystemClock().now())
         cpu_id = farm.store.enqueue(TINY_GEMM, SystemClock().now())
         dispatcher = farm.dispatcher()
-        farm.run_until(dispatcher, lambda: ended(farm.store, cpu_id) and not dispatcher.children, "cpu job ends")
+        farm.run_until(
+            dispatcher,
+            lambda: ended(farm.store, cpu_id) and not dispatcher.children,
+            "cpu job ends",
+        )
         assert farm.store.get_job(cpu_id).state is JobState.SUCCEEDED  # type: ignore[union-attr]
         view = farm.store.get_job(opencl_id)
         assert view.state is JobState.QUEUED and view.attempts_made == 0  # type: ignore[union-attr]
@@ -138,14 +152,17 @@ class TestDispatcher:
         assert reasons[opencl_id].startswith("0 phones match target=opencl")
 
     def test_crashed_child_is_retried_on_another_phone(self, make_farm) -> None:  # type: ignore[no-untyped-def]
-        """A child killed by SIGSEGV with no outcome is a phone fault: the job reruns elsewhere and succeeds."""
+        """A child killed by SIGSEGV with no outcome is a phone fault: the job reruns elsewhere and
+        succeeds."""
         farm = make_farm(2)
         job_id = farm.store.enqueue(TINY_GEMM, SystemClock().now())
         dispatcher = farm.dispatcher()
         farm.run_until(dispatcher, lambda: bool(dispatcher.children), "child started")
         [first] = dispatcher.children.values()
         os.kill(first.process.pid, signal.SIGSEGV)
-        farm.run_until(dispatcher, lambda: ended(farm.store, job_id) and not dispatcher.children, "job ends")
+        farm.run_until(
+            dispatcher, lambda: ended(farm.store, job_id) and not dispatcher.children, "job ends"
+        )
         attempts = farm.store.attempts(job_id)
         assert attempts[0].state is AttemptState.FAILED and attempts[0].error_kind == "ChildCrashed"
         assert "SIGSEGV" in (attempts[0].error or "")
@@ -154,7 +171,8 @@ class TestDispatcher:
         assert farm.store.count_results(job_id) == 1
 
     def test_attempt_past_its_timeout_is_killed_and_retried_later(self, make_farm) -> None:  # type: ignore[no-untyped-def]
-        """A child running past timeout_s is killed with its group and the job requeued with a backoff."""
+        """A child running past timeout_s is killed with its group and the job requeued with a
+        backoff."""
         farm = make_farm(1)
         job_id = farm.store.enqueue({**TINY_GEMM, "timeout_s": 0.5}, SystemClock().now())
         dispatcher = farm.dispatcher()
@@ -189,9 +207,13 @@ class TestDispatcher:
         farm.run_until(dispatcher, lambda: bool(dispatcher.children), "child started")
         [child] = dispatcher.children.values()
         log_path = child.run_dir / "child.log"
-        farm.run_until(dispatcher, lambda: "thermal_gate_waiting" in log_path.read_text(), "gate waits", 60)
+        farm.run_until(
+            dispatcher, lambda: "thermal_gate_waiting" in log_path.read_text(), "gate waits", 60
+        )
         farm.fleet.heat(serial, 25.0)
-        farm.run_until(dispatcher, lambda: ended(farm.store, job_id) and not dispatcher.children, "job ends")
+        farm.run_until(
+            dispatcher, lambda: ended(farm.store, job_id) and not dispatcher.children, "job ends"
+        )
         assert farm.store.get_job(job_id).state is JobState.SUCCEEDED  # type: ignore[union-attr]
         [snapshot] = farm.store.snapshots(job_id)
         assert snapshot.thermal_wait_s > 0 and snapshot.battery["battery_temp_c"] <= 35
@@ -220,7 +242,9 @@ def loops(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
         process.wait(timeout=30)
 
 
-def start_loop(settings_path: Path, log_path: Path, started: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+def start_loop(
+    settings_path: Path, log_path: Path, started: list[subprocess.Popen[bytes]]
+) -> subprocess.Popen[bytes]:
     """Start a dispatcher loop process in its own process group."""
     with log_path.open("ab") as log:
         process = subprocess.Popen([sys.executable, "-c", LOOP, str(settings_path)], stdout=log,
@@ -230,8 +254,11 @@ def start_loop(settings_path: Path, log_path: Path, started: list[subprocess.Pop
 
 
 class TestRestart:
-    def test_kill_9_mid_job_then_restart_completes_with_one_result(self, make_farm, loops, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-        """After kill -9 of the dispatcher mid-job and a restart, the job succeeds with exactly one result."""
+    def test_kill_9_mid_job_then_restart_completes_with_one_result(
+        self, make_farm, loops, tmp_path: Path
+    ) -> None:  # type: ignore[no-untyped-def]
+        """After kill -9 of the dispatcher mid-job and a restart, the job succeeds with exactly one
+        result."""
         farm = make_farm(1, lease_s=3.0)
         settings_path = tmp_path / "settings.json"
         settings_path.write_text(farm.settings.model_dump_json())
@@ -244,7 +271,9 @@ class TestRestart:
 
         signal_group(first.pid)
         first.wait(timeout=30)
-        wait_until(lambda: not any(group_alive(p) for p in child_pids), 30, "orphaned child ended itself")
+        wait_until(
+            lambda: not any(group_alive(p) for p in child_pids), 30, "orphaned child ended itself"
+        )
 
         start_loop(settings_path, tmp_path / "loop2.log", loops)
         serial = farm.serials[0]
@@ -253,7 +282,9 @@ class TestRestart:
             # Play farmd's health sweep: a phone freed by reap() is unhealthy until checked.
             device = farm.store.get_device(serial)
             if device is not None and device.state is DeviceState.UNHEALTHY:
-                farm.store.set_device_state(serial, DeviceState.READY, "health check passed", SystemClock().now())
+                farm.store.move_device(serial, DeviceState.READY, "health check passed",
+                                       SystemClock().now(), expect_state=device.state,
+                                       expect_attempt=device.attempt_id)
             return ended(farm.store, job_id)
 
         wait_until(settled, 120, "job ends after restart")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from device_states import put_state
 from structlog.testing import capture_logs
 
 from farm.clock import FakeClock
@@ -57,7 +58,9 @@ def keep_signal_handlers() -> Iterator[None]:
 
 @pytest.mark.usefixtures("keep_signal_handlers")
 class TestStartFailures:
-    @pytest.mark.parametrize("spec", ['{ kind = "nope" }', '{ kind = "gemm", params = { n = "x" } }'])
+    @pytest.mark.parametrize(
+        "spec", ['{ kind = "nope" }', '{ kind = "gemm", params = { n = "x" } }']
+    )
     def test_bad_schedule_spec_is_one_error_before_anything_starts(
         self, tmp_path: Path, spec: str
     ) -> None:
@@ -75,7 +78,9 @@ class TestStartFailures:
     def test_a_schedule_spec_of_the_wrong_type_is_a_config_error(self, tmp_path: Path) -> None:
         """``spec = "x"`` is refused when the config loads."""
         config = tmp_path / "farm.toml"
-        config.write_text(f'data_dir = "{tmp_path}"\n[[schedules]]\ncron = "0 1 * * *"\nspec = "x"\n')
+        config.write_text(
+            f'data_dir = "{tmp_path}"\n[[schedules]]\ncron = "0 1 * * *"\nspec = "x"\n'
+        )
         result = CliRunner().invoke(main, ["--config", str(config)])
         assert result.exit_code == 1
         assert "schedules" in result.output and "Traceback" not in result.output
@@ -135,7 +140,7 @@ class TestReclaim:
         try:
             for serial in ("A", "B"):
                 store.upsert_device(serial, clock.now())
-                store.set_device_state(serial, DeviceState.READY, "test", clock.now())
+                put_state(store, serial, DeviceState.READY, "test", clock.now())
             jobs = [store.enqueue({"kind": "gemm", "params": {"n": 64}}, clock.now())
                     for _ in range(2)]
             [mine] = store.claim([Assignment(jobs[0], ("A",), 3600.0)], clock.now(), host="h1")

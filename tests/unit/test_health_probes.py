@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from farm.device.batch import MARK as _MARK
@@ -10,7 +10,7 @@ from farm.device.batch import split_batch as split_sections
 from farm.health.probes import probe_script, sample_from_sections
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "android"
-AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
+AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def fixture(name: str) -> str:
@@ -36,7 +36,9 @@ class TestSampleFromSections:
         """Battery, thermal, storage and screen readings come from real captures."""
         sections = {
             "battery": fixture("dumpsys_battery__mtk_tb8168_android13.txt"),
-            "thermal": fixture("dumpsys_thermalservice__hal2_throttling_status2__memfault_bort.txt"),
+            "thermal": fixture(
+                "dumpsys_thermalservice__hal2_throttling_status2__memfault_bort.txt"
+            ),
             "df": fixture("df_-k_data__honor_x8b_android14.txt"),
             "power": fixture("dumpsys_power__mtk_tb8168_android13_asleep.txt"),
             "app": "",
@@ -61,4 +63,8 @@ class TestSampleFromSections:
         missing, _ = sample_from_sections("s1", AT, {"battery": "garbage\n"})
         unreadable, _ = sample_from_sections("s1", AT, {"app": "pidof: not found\n"})
         down, _ = sample_from_sections("s1", AT, {"app": ""})
-        assert (missing.app_running, unreadable.app_running, down.app_running) == (None, None, False)
+        assert (missing.app_running, unreadable.app_running, down.app_running) == (
+            None,
+            None,
+            False,
+        )

@@ -62,7 +62,7 @@ class TestConfigure:
         log = structlog.get_logger()
         log.info("quiet")
         log.error("loud")
-        assert [json.loads(l)["event"] for l in out.getvalue().splitlines()] == ["loud"]
+        assert [json.loads(line)["event"] for line in out.getvalue().splitlines()] == ["loud"]
 
     def test_exceptions_are_rendered(self):
         """log.exception puts the traceback into the JSON event."""

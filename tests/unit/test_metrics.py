@@ -6,7 +6,7 @@ import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -16,7 +16,7 @@ from farm.health import HealthSample
 from farm.metrics import FarmMetrics, MetricsServer, start_metrics_server
 from farm.supervise import Step
 
-AT = datetime(2025, 6, 1, tzinfo=timezone.utc)
+AT = datetime(2025, 6, 1, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def server(metrics: FarmMetrics) -> Iterator[MetricsServer]:
 
 def scrape(server: MetricsServer) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """GET /metrics and return {(sample name, sorted labels): value}."""
-    with urllib.request.urlopen(server.url, timeout=5) as response:
+    with urllib.request.urlopen(server.url, timeout=5) as response:  # noqa: S310 - http://127.0.0.1
         text = response.read().decode()
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
@@ -107,7 +107,7 @@ class TestStartMetricsServer:
     def test_refuses_non_loopback(self, metrics: FarmMetrics) -> None:
         """Binding a public address is refused."""
         with pytest.raises(ConfigError) as info:
-            start_metrics_server(metrics, "0.0.0.0", 0)
+            start_metrics_server(metrics, "0.0.0.0", 0)  # noqa: S104 - refused
         assert info.value.key == "metrics.host"
 
     def test_busy_port_is_infra_fault(self, metrics: FarmMetrics) -> None:
@@ -125,4 +125,4 @@ class TestStartMetricsServer:
         running.stop()
         running.stop()
         with pytest.raises(urllib.error.URLError):
-            urllib.request.urlopen(running.url, timeout=2)
+            urllib.request.urlopen(running.url, timeout=2)  # noqa: S310 - http://127.0.0.1

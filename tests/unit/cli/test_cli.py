@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from device_states import put_state
 
 from farm.cli.main import cli
 from farm.clock import SystemClock
 from farm.errors import SessionError
 from farm.queue import DeviceState, Outcome, Store
 from farm.queue.scheduler import Assignment
-from farm.runner.pidfile import write_pidfile
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -50,10 +50,12 @@ def store(config: Path):  # type: ignore[no-untyped-def]
 def finished_job(store: Store, samples: tuple[float, ...] = (0.5, 0.25)) -> int:
     """A gemm job that ran on phone R1 and stored a result."""
     store.upsert_device("R1", NOW, {"abi": "arm64-v8a", "sdk": 34})
-    store.set_device_state("R1", DeviceState.READY, "test", NOW)
+    put_state(store, "R1", DeviceState.READY, "test", NOW)
     job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
     [claim] = store.claim([Assignment(job_id, ("R1",), 60.0)], NOW)
-    store.finish(claim.attempt.id, Outcome({"kind": "gemm", "mean_s": 0.375, "gflops": 1.4}, samples), NOW)
+    store.finish(
+        claim.attempt.id, Outcome({"kind": "gemm", "mean_s": 0.375, "gflops": 1.4}, samples), NOW
+    )
     return job_id
 
 
@@ -111,7 +113,7 @@ class TestListings:
         store.upsert_device("R1", NOW, {"abi": "x86_64"})
         store.upsert_device("R2", NOW, {"abi": "x86_64"})
         for serial in ("R1", "R2"):
-            store.set_device_state(serial, DeviceState.READY, "health check passed", NOW)
+            put_state(store, serial, DeviceState.READY, "health check passed", NOW)
         job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
         [claim] = store.claim([Assignment(job_id, ("R1",), 60.0)], NOW)
         store.fail_attempt(claim.attempt.id, SessionError("R1", "connection reset"), NOW)
@@ -142,7 +144,7 @@ class TestJobControl:
     def test_wait_failed_exits_1(self, farmctl, store: Store) -> None:
         """wait on a failed job exits 1 with its error."""
         store.upsert_device("R1", NOW, {"abi": "x86_64"})
-        store.set_device_state("R1", DeviceState.READY, "test", NOW)
+        put_state(store, "R1", DeviceState.READY, "test", NOW)
         job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}, "attempts": 1}, NOW)
         [claim] = store.claim([Assignment(job_id, ("R1",), 60.0)], NOW)
         store.fail_attempt(claim.attempt.id, SessionError("R1", "app crashed"), NOW)
@@ -175,7 +177,7 @@ class TestDeviceCommands:
         """release moves a quarantined phone back to discovered with unknown health."""
         now = SystemClock().now()
         store.upsert_device("R1", now)
-        store.set_device_state("R1", DeviceState.QUARANTINED, "5 recoveries failed", now)
+        put_state(store, "R1", DeviceState.QUARANTINED, "5 recoveries failed", now)
         assert farmctl("release", "R1").exit_code == 0
         record = store.get_device("R1")
         assert record is not None and record.state is DeviceState.DISCOVERED
@@ -184,6 +186,6 @@ class TestDeviceCommands:
     def test_release_of_a_healthy_phone_is_refused(self, farmctl, store: Store) -> None:
         """release of a phone that is not quarantined exits 2 and changes nothing."""
         store.upsert_device("R1", NOW)
-        store.set_device_state("R1", DeviceState.READY, "ok", NOW)
+        put_state(store, "R1", DeviceState.READY, "ok", NOW)
         result = farmctl("release", "R1")
         assert result.exit_code == 2 and "not quarantined (it is ready)" in result.stderr

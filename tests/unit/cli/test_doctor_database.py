@@ -85,7 +85,9 @@ class TestDoctorDatabase:
         assert abis == {}
         assert not (settings.data_dir / "farm.db").exists()
 
-    def test_farmctl_doctor_prints_the_warning_and_does_not_migrate(self, unmigrated: Settings) -> None:
+    def test_farmctl_doctor_prints_the_warning_and_does_not_migrate(
+        self, unmigrated: Settings
+    ) -> None:
         """The command's table names the old schema, and the database is still unmigrated."""
         config = unmigrated.data_dir.parent / "farm.toml"
         config.write_text(

@@ -80,12 +80,18 @@ class TestEnqueue:
             (["gemm", "--n", "512", "--bn", "12"], "--bn: block size 12 does not divide --n 512"),
             (["gemm", "--n", "64", "--dtype", "float64"], "--dtype: "),
             (["gemm", "--n", "64", "--dtype", "int8"], "--dtype: "),
-            (["gemm", "--n", "1024", "--bn", "64", "--target", "opencl"], "--bn: block size 64 needs 4096 threads"),
+            (
+                ["gemm", "--n", "1024", "--bn", "64", "--target", "opencl"],
+                "--bn: block size 64 needs 4096 threads",
+            ),
             (["gemm", "--n", "64", "--samples", "0"], "--samples: "),
             (["gemm", "--n", "64", "--priority", "5000"], "--priority: "),
             (["gemm", "--n", "64", "--attempts", "0"], "--attempts: "),
             (["gemm", "--n", "64", "--timeout", "-1"], "--timeout: "),
-            (["gemm", "--n", "64", "--timeout", "inf"], "--timeout: Input should be a finite number"),
+            (
+                ["gemm", "--n", "64", "--timeout", "inf"],
+                "--timeout: Input should be a finite number",
+            ),
             (["gemm", "--n", "64", "--timeout", "nan"], "--timeout: "),
             (["gemm", "--n", "64", "--timeout", "604801"], "--timeout: "),
             (["gemm", "--n", "64", "--not-before", "tomorrow"], "--not-before: "),
@@ -96,7 +102,10 @@ class TestEnqueue:
             (["gemm", "--n", "64", "--count", "1000000000"], "--count: "),
             (["gemm", "--n", "64", "--sdk-min", "0"], "--sdk-min: "),
             (["gemm", "--n", "64", "--serial", "A", "--count", "2"], "--count: needs 2 phones"),
-            (["gemm", "--n", "64", "--serial", "A", "--serial", "A"], "--serial: lists a serial twice"),
+            (
+                ["gemm", "--n", "64", "--serial", "A", "--serial", "A"],
+                "--serial: lists a serial twice",
+            ),
             (["gemm", "--n", "64", "--serial", "A\x00B"], "--serial: "),
             (["model", "--model", "/no/such/model.onnx"], "--model: no such file"),
             (["model", "--model", "~nosuchuser/m.onnx"], "--model: "),
@@ -130,17 +139,25 @@ class TestEnqueue:
 
     def test_tune_spec(self, farmctl, store: Store) -> None:
         """A tune job stores its gemm workload and its phone count as devices.count."""
-        assert farmctl("enqueue", "tune", "--n", "128", "--trials", "16", "--phones", "2").exit_code == 0
+        assert (
+            farmctl("enqueue", "tune", "--n", "128", "--trials", "16", "--phones", "2").exit_code
+            == 0
+        )
         spec = store.get_job(1).spec  # type: ignore[union-attr]
         assert spec["params"]["gemm"]["n"] == 128 and spec["devices"]["count"] == 2
 
     def test_gpu_block_up_to_a_work_group_of_1024(self, farmctl, store: Store) -> None:
-        """bn=32 on a GPU (1024 threads, as Adreno allows) is queued; the phone's limit is matched later."""
-        assert farmctl("enqueue", "gemm", "--n", "1024", "--bn", "32", "--target", "opencl").exit_code == 0
+        """bn=32 on a GPU (1024 threads, as Adreno allows) is queued; the phone's limit is matched
+        later."""
+        assert (
+            farmctl("enqueue", "gemm", "--n", "1024", "--bn", "32", "--target", "opencl").exit_code
+            == 0
+        )
         assert store.get_job(1).spec["params"]["bn"] == 32  # type: ignore[union-attr]
 
     def test_time_limit_defaults_to_the_configs_for_the_kind(self, farmctl, store: Store) -> None:
-        """Without --timeout the job gets [jobs] of the config: tune_timeout_s for tune, the default for gemm."""
+        """Without --timeout the job gets [jobs] of the config: tune_timeout_s for tune, the default
+        for gemm."""
         assert farmctl("enqueue", "tune", "--n", "64").exit_code == 0
         assert farmctl("enqueue", "gemm", "--n", "64").exit_code == 0
         tune, gemm = store.get_job(1), store.get_job(2)
@@ -186,8 +203,11 @@ class TestHostileArguments:
     @settings(max_examples=300, deadline=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
     @given(kind=st.sampled_from([*KINDS, "quantum"]), args=_ARGS)
-    def test_only_clean_errors_or_a_valid_job(self, tmp_path: Path, kind: str, args: list[str]) -> None:
-        """Any arguments end in success, a usage error (2) or one line 'Error: ...' (2), never a traceback."""
+    def test_only_clean_errors_or_a_valid_job(
+        self, tmp_path: Path, kind: str, args: list[str]
+    ) -> None:
+        """Any arguments end in success, a usage error (2) or one line 'Error: ...' (2), never a
+        traceback."""
         config = tmp_path / "farm.toml"
         if not config.exists():
             _config(tmp_path)
@@ -206,4 +226,6 @@ class TestHostileArguments:
         else:  # stored as valid JSON that parses back to the same spec
             with Store(f"sqlite:///{tmp_path / 'data' / 'farm.db'}") as store:
                 job = store.list_jobs(limit=1)[0]
-            assert parse_spec(json.loads(json.dumps(job.spec, allow_nan=False))).to_json() == job.spec
+            assert (
+                parse_spec(json.loads(json.dumps(job.spec, allow_nan=False))).to_json() == job.spec
+            )

@@ -75,7 +75,7 @@ class TestFactsFrom:
         """A missing required property raises naming it."""
         props = parse_getprop(fixture_text("getprop__mtk_tb8168_android13.txt"))
         del props["ro.product.model"]
-        with pytest.raises(ValueError, match="ro.product.model"):
+        with pytest.raises(ValueError, match=r"ro\.product\.model"):
             facts_from(props, PIXEL8_MAX_KHZ, {"MemTotal": 1}, False)
 
     def test_bad_sdk(self, fixture_text):

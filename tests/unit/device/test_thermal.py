@@ -91,7 +91,7 @@ class TestParseDumpsysThermalservice:
         text = fixture_text("dumpsys_thermalservice__mtk_tb8168_android13.txt").replace(
             "Thermal Status: 0", "Thermal Status: 9"
         )
-        with pytest.raises(ValueError, match="outside 0..6"):
+        with pytest.raises(ValueError, match=r"outside 0\.\.6"):
             parse_dumpsys_thermalservice(text)
 
     def test_unreadable_temperature_line(self, fixture_text):

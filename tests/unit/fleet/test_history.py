@@ -11,7 +11,9 @@ from farm.supervise.ladder import Failure, Recovery, Released, Step
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def row(seconds: float, reason: str, from_state: str = "ready", to_state: str = "ready") -> EventRecord:
+def row(
+    seconds: float, reason: str, from_state: str = "ready", to_state: str = "ready"
+) -> EventRecord:
     """An event row ``seconds`` after T0."""
     return EventRecord("s1", T0 + timedelta(seconds=seconds), from_state, to_state, reason)
 

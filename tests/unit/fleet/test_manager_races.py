@@ -157,7 +157,9 @@ class TestClaimBetweenReadAndWrite:
 
         def decide(record: DeviceRecord) -> Move | None:
             seen.append(record.state)
-            return None if record.state is DeviceState.UNHEALTHY else Move(DeviceState.COOLING, "hot")
+            if record.state is DeviceState.UNHEALTHY:
+                return None
+            return Move(DeviceState.COOLING, "hot")
 
         record, move = manager.settle(racer.serial, decide)
         assert seen == [DeviceState.READY, DeviceState.UNHEALTHY]

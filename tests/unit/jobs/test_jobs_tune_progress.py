@@ -36,7 +36,8 @@ class TestTuneProgress:
         assert stat.S_IMODE((tmp_path / PROGRESS_FILE).stat().st_mode) == 0o600
 
     def test_concurrent_updates_are_all_kept(self, tmp_path: Path) -> None:
-        """The monitor thread's relaunches and the tuning thread's batches never overwrite each other."""
+        """The monitor thread's relaunches and the tuning thread's batches never overwrite each
+        other."""
         progress = TuneProgress(tmp_path)
 
         def relaunch() -> None:
@@ -52,7 +53,8 @@ class TestTuneProgress:
         assert (reread.batches, len(reread.app_relaunches)) == (50, 50)
 
     def test_torn_or_foreign_file_restarts_the_counters(self, tmp_path: Path) -> None:
-        """An unparsable file, or one with wrong types, counts as zero instead of failing the job."""
+        """An unparsable file, or one with wrong types, counts as zero instead of failing the
+        job."""
         (tmp_path / PROGRESS_FILE).write_text('{"attempts": 2, "rou')
         assert TuneProgress(tmp_path).counters == TuneCounters()
         (tmp_path / PROGRESS_FILE).write_text(

@@ -6,7 +6,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import sqlalchemy as sa
+from device_states import put_state
+
 from farm.queue import Assignment, DeviceState, QueueSnapshot, Store, scheduler
+from farm.queue.models import Device
 
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 ARM64 = {
@@ -31,7 +35,22 @@ def add_ready(store: Store, *serials: str, facts: dict | None = None) -> None:
     """Register phones and make them ready at T0."""
     for serial in serials:
         store.upsert_device(serial, T0, ARM64 if facts is None else facts)
-        store.set_device_state(serial, DeviceState.READY, "provisioned", T0)
+        put_state(store, serial, DeviceState.READY, "provisioned", T0)
+
+
+def write_ready_unchecked(engine: sa.Engine, serial: str, now: datetime) -> None:
+    """Play the old fleet race: write ``ready`` over whatever the phone is, checking nothing.
+
+    Plain SQLAlchemy on the ``devices`` table, on purpose: the store has no
+    unconditional write any more (it moves phones by compare-and-set only), but
+    the tests show the phone holds keep a second attempt off a phone even so.
+    """
+    with engine.begin() as connection:
+        connection.execute(
+            sa.update(Device)
+            .where(Device.serial == serial)
+            .values(state=DeviceState.READY, attempt_id=None, state_changed_at=now)
+        )
 
 
 def gemm_spec(**overrides: object) -> dict:

@@ -69,6 +69,13 @@ class Checker:
 def _check(
     devices: list[sa.Row], holds: dict[str, int], attempts: list[sa.Row], jobs: list[sa.Row]
 ) -> list[str]:
+    return [*_phone_rules(devices, holds, attempts), *_job_rules(attempts, jobs)]
+
+
+def _phone_rules(
+    devices: list[sa.Row], holds: dict[str, int], attempts: list[sa.Row]
+) -> list[str]:
+    """One running attempt per phone, a hold for each, and busy exactly while held."""
     found: list[str] = []
     state_of = {a.id: a.state for a in attempts}
     running_on: dict[str, int] = {}
@@ -90,6 +97,12 @@ def _check(
     for serial, attempt_id in holds.items():
         if state_of.get(attempt_id) not in (AttemptState.RUNNING, AttemptState.CANCELLED):
             found.append(f"{serial} held by attempt {attempt_id}, {state_of.get(attempt_id)}")
+    return found
+
+
+def _job_rules(attempts: list[sa.Row], jobs: list[sa.Row]) -> list[str]:
+    """One running attempt exactly while a job runs; attempts made within the maximum."""
+    found: list[str] = []
     running_per_job = Counter(a.job_id for a in attempts if a.state is AttemptState.RUNNING)
     for j in jobs:
         if not 0 <= j.attempts_made <= j.attempts_max:

@@ -15,9 +15,10 @@ import sys
 import textwrap
 from datetime import timedelta
 
+from device_states import put_state
 from queue_helpers import T0, add_ready, gemm_spec, plan
 
-from farm.queue import AttemptState, JobState, Outcome, Store
+from farm.queue import AttemptState, DeviceState, JobState, Outcome, Store
 
 CHILD = textwrap.dedent(
     """
@@ -42,7 +43,8 @@ class TestKilledHolder:
     """SIGKILL in the middle of a commit leaves a consistent, recoverable queue."""
 
     def test_kill_mid_commit_then_recover_with_one_result(self, tmp_path) -> None:
-        """The half-written result vanishes; after reap the job runs again and has exactly one result."""
+        """The half-written result vanishes; after reap the job runs again and has exactly one
+        result."""
         url = f"sqlite:///{tmp_path / 'farm.db'}"
         with Store(url) as store:
             add_ready(store, "a")
@@ -66,7 +68,7 @@ class TestKilledHolder:
             later = T0 + timedelta(seconds=121)
             (reaped,) = store.reap(later)
             assert reaped.id == attempt_id and reaped.state is AttemptState.ABANDONED
-            store.set_device_state("a", "ready", "health check passed", later)
+            put_state(store, "a", DeviceState.READY, "health check passed", later)
             (claim,) = store.claim(plan(store.snapshot(), later), later)
             assert store.finish(claim.attempt.id, Outcome({"median_s": 1.0}, [1.0]), later)
             assert store.count_results(job_id) == 1

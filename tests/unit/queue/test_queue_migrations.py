@@ -59,9 +59,10 @@ class TestSqliteSettings:
             Store(f"sqlite:///{blocker / 'sub' / 'farm.db'}")
 
     def test_naive_datetime_refused(self, tmp_path: Path) -> None:
-        """Passing a naive datetime is a caller bug and is refused, not stored with a guessed zone."""
+        """Passing a naive datetime is a caller bug and is refused, not stored with a guessed
+        zone."""
         with (
             Store(default_url(tmp_path)) as store,
             pytest.raises(StoreError, match="naive datetime"),
         ):
-            store.upsert_device("a", datetime(2025, 1, 1))
+            store.upsert_device("a", datetime(2025, 1, 1))  # noqa: DTZ001 - refused input

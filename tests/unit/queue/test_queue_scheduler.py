@@ -139,7 +139,8 @@ class TestPlanProperties:
     def test_only_ready_matching_phones(
         self, fleet: list[DeviceView], queue: list[QueuedJob], seed: int
     ) -> None:
-        """Every assigned phone is ready, undrained and fits its job; jobs get exactly count phones."""
+        """Every assigned phone is ready, undrained and fits its job; jobs get exactly count
+        phones."""
         by_serial = {d.serial: d for d in fleet}
         by_id = {j.id: j for j in queue}
         for a in plan(QueueSnapshot(queue, fleet), T0, seed=seed):
@@ -158,7 +159,8 @@ class TestPlanProperties:
     def test_exclusions_hold_while_others_serve(
         self, fleet: list[DeviceView], queue: list[QueuedJob], seed: int
     ) -> None:
-        """A phone that failed a job gets it again only if too few other phones could ever run it."""
+        """A phone that failed a job gets it again only if too few other phones could ever run
+        it."""
         in_service = [
             d
             for d in fleet
@@ -188,7 +190,8 @@ class TestPlanProperties:
     def test_priorities_hold_at_equal_age(
         self, ready: int, priorities: list[int], seed: int
     ) -> None:
-        """Among eligible one-phone jobs submitted together, no job runs while a higher one waits."""
+        """Among eligible one-phone jobs submitted together, no job runs while a higher one
+        waits."""
         fleet = [DeviceView(SERIALS[i], DeviceState.READY) for i in range(ready)]
         queue = [
             QueuedJob(i + 1, "gemm", p, T0, DeviceSelection()) for i, p in enumerate(priorities)
@@ -242,7 +245,8 @@ class TestPlanProperties:
     @settings(max_examples=40, deadline=None)
     @given(phones=st.integers(1, 4), gap=st.integers(1, 20), extra=st.integers(1, 2))
     def test_no_starvation_under_a_stream(self, phones: int, gap: int, extra: int) -> None:
-        """A low-priority job runs in bounded time while more high-priority jobs arrive than phones finish."""
+        """A low-priority job runs in bounded time while more high-priority jobs arrive than phones
+        finish."""
         step_s, tick_s = 60.0, 30.0
         arrivals = phones + extra  # per tick: demand always exceeds supply
         low = QueuedJob(1, "gemm", -gap, T0, DeviceSelection())
@@ -442,7 +446,8 @@ class TestRequirements:
         ),
     )
     def test_any_json_reads_without_error(self, kind: str, spec: dict) -> None:
-        """A spec of any shape (written by another farmd version) gives requirements, never raises."""
+        """A spec of any shape (written by another farmd version) gives requirements, never
+        raises."""
         needs = requirements(kind, spec)
         assert isinstance(needs.target, str) and needs.work_group_threads >= 0
         assert unmet(needs, {"has_opencl": True}) is None or needs.target != "cpu"

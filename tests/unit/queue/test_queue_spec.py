@@ -196,7 +196,9 @@ _SCALARS = st.one_of(
 )
 _JSON = st.recursive(
     _SCALARS,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -268,7 +270,8 @@ class TestHostileSpecs:
     @settings(max_examples=2000, deadline=None)
     @given(raw=_SPECS)
     def test_only_spec_error_or_a_storable_spec(self, raw: object) -> None:
-        """Any JSON-like data raises SpecError, or gives a spec that is valid JSON and round-trips."""
+        """Any JSON-like data raises SpecError, or gives a spec that is valid JSON and
+        round-trips."""
         try:
             spec = parse_spec(raw)  # type: ignore[arg-type]
         except SpecError as exc:
@@ -297,7 +300,10 @@ class TestHostileSpecs:
             ({**gemm(), "timeout_s": float("nan")}, "timeout_s"),
             ({**gemm(), "timeout_s": 8 * 24 * 3600}, "timeout_s"),
             ({**gemm(), "devices": {"count": 1_000_000_000}}, "devices.count"),
-            ({"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 99999999999999}}, "params.trials"),
+            (
+                {"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 99999999999999}},
+                "params.trials",
+            ),
             ({**gemm(), "attempts": 10**6}, "attempts"),
             ({**gemm(), "repetitions": 10**6}, "repetitions"),
             ({**gemm(), "devices": {"serials": ["a\x00"]}}, "devices.serials.0"),
@@ -308,13 +314,15 @@ class TestHostileSpecs:
         ],
     )
     def test_hostile_values_name_their_field(self, raw: dict, field: str) -> None:
-        """The issue's crashes (TypeError, OverflowError, RuntimeError, Infinity) are SpecErrors now."""
+        """The issue's crashes (TypeError, OverflowError, RuntimeError, Infinity) are SpecErrors
+        now."""
         with pytest.raises(SpecError) as caught:
             parse_spec(raw)
         assert caught.value.field == field
 
     def test_gpu_block_of_1024_threads_is_accepted(self) -> None:
-        """bn=32 on a GPU is 1024 threads, which Adreno allows; the phone's own limit is the scheduler's."""
+        """bn=32 on a GPU is 1024 threads, which Adreno allows; the phone's own limit is the
+        scheduler's."""
         spec = parse_spec(gemm(n=1024, bn=32, target="opencl"))
         assert spec.params.bn == 32  # type: ignore[attr-defined]
 

@@ -6,6 +6,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from device_states import put_state
 from queue_helpers import ARM64, T0, add_ready, gemm_spec, plan
 from structlog.testing import capture_logs
 
@@ -94,7 +95,7 @@ class TestClaim:
         assert store.claim(assignments, T0) == []
         assert store.claim([Assignment(first, ("a",), 60)], T0) == []
         third = store.enqueue(gemm_spec(), T0)
-        store.set_device_state("b", DeviceState.OFFLINE, "unplugged", T0)
+        put_state(store, "b", DeviceState.OFFLINE, "unplugged", T0)
         assert store.claim([Assignment(third, ("b",), 60)], T0) == []
         assert store.get_job(third).state is JobState.QUEUED
         assert store.get_job(second).attempts_made == 1
@@ -144,12 +145,13 @@ class TestLeases:
         assert attempt.lease_expires_at == T0 + timedelta(seconds=110)
 
     def test_reap_requeues_then_fails_abandoned(self, store: Store) -> None:
-        """An expired lease requeues the job while attempts remain, then fails it as AbandonedJob."""
+        """An expired lease requeues the job while attempts remain, then fails it as
+        AbandonedJob."""
         add_ready(store, "a")
         job_id = store.enqueue(gemm_spec(attempts=2), T0)
         now = T0
         for expected in (JobState.QUEUED, JobState.FAILED):
-            store.set_device_state("a", DeviceState.READY, "health check passed", now)
+            put_state(store, "a", DeviceState.READY, "health check passed", now)
             claim = start(store, job_id, "a", now=now)
             now += timedelta(seconds=61)
             (reaped,) = store.reap(now)
@@ -173,7 +175,8 @@ class TestLeases:
         assert store.requeue(claim.attempt.id, "twice", T0) is False
 
     def test_heartbeat_refused_after_cancel(self, store: Store) -> None:
-        """Cancelling a running job makes its heartbeat return False; the failure report frees the phone."""
+        """Cancelling a running job makes its heartbeat return False; the failure report frees the
+        phone."""
         add_ready(store, "a")
         claim = start(store, store.enqueue(gemm_spec(), T0), "a")
         assert store.cancel(claim.job.id, T0) is True
@@ -188,7 +191,8 @@ class TestFinish:
     """finish commits a result exactly once."""
 
     def test_finish_stores_result_samples_and_snapshots(self, store: Store) -> None:
-        """A finished attempt leaves one result with every raw sample, its snapshot and tuning records."""
+        """A finished attempt leaves one result with every raw sample, its snapshot and tuning
+        records."""
         add_ready(store, "a")
         claim = start(store, store.enqueue(gemm_spec(), T0), "a")
         snap = SnapshotData(
@@ -222,7 +226,8 @@ class TestFinish:
         assert store.count_results(claim.job.id) == 1
 
     def test_reaped_attempt_cannot_finish(self, store: Store) -> None:
-        """A late result from an abandoned attempt is refused; the retry's result is the one kept."""
+        """A late result from an abandoned attempt is refused; the retry's result is the one
+        kept."""
         add_ready(store, "a", "b")
         job_id = store.enqueue(gemm_spec(), T0)
         old = start(store, job_id, "a")
@@ -300,12 +305,13 @@ class TestRetryByKind:
         job = store.get_job(job_id)
         assert job.state is JobState.QUEUED and job.excluded_serials == ("a",)
         assert store.get_device("a").state is DeviceState.UNHEALTHY
-        store.set_device_state("a", DeviceState.READY, "recovered", T0)
+        put_state(store, "a", DeviceState.READY, "recovered", T0)
         (assignment,) = plan(store.snapshot(), T0)
         assert assignment.serials == ("b",)
 
     def test_phone_fault_without_other_phone_keeps_it(self, store: Store) -> None:
-        """With no other matching phone, the failed one is not held out, so the job can still run."""
+        """With no other matching phone, the failed one is not held out, so the job can still
+        run."""
         add_ready(store, "a")
         add_ready(store, "x86", facts={**ARM64, "abi": "x86_64", "abis": ["x86_64"]})
         claim = start(store, store.enqueue(gemm_spec(devices={"abi": "arm64-v8a"}), T0), "a")
@@ -313,7 +319,7 @@ class TestRetryByKind:
             store.fail_attempt(claim.attempt.id, SessionError("a", "dropped"), T0)
             is Decision.REQUEUED
         )
-        store.set_device_state("a", DeviceState.READY, "recovered", T0)
+        put_state(store, "a", DeviceState.READY, "recovered", T0)
         (assignment,) = plan(store.snapshot(), T0)
         assert assignment.job_id == claim.job.id and assignment.serials == ("a",)
 
@@ -322,7 +328,7 @@ class TestRetryByKind:
         add_ready(store, "a")
         claim = start(store, store.enqueue(gemm_spec(), T0), "a")
         store.fail_attempt(claim.attempt.id, SessionError("a", "dropped"), T0)
-        store.set_device_state("a", DeviceState.READY, "recovered", T0)
+        put_state(store, "a", DeviceState.READY, "recovered", T0)
         add_ready(store, "b")
         (assignment,) = plan(store.snapshot(), T0)
         assert assignment.serials == ("b",)
@@ -368,14 +374,12 @@ class TestDeviceTransitions:
     """Device transitions are idempotent and leave an event with the reason."""
 
     def test_transition_writes_event_once(self, store: Store) -> None:
-        """A repeated transition returns [] and writes no second event."""
+        """A repeated transition succeeds and writes no second event."""
         store.upsert_device("a", T0, ARM64)
         reason = "battery_temp_c 41.2 > 35"
-        assert store.set_device_state("a", DeviceState.COOLING, reason, T0) == [
-            "state",
-            "state_changed_at",
-        ]
-        assert store.set_device_state("a", DeviceState.COOLING, reason, T0) == []
+        for expect_state in (DeviceState.DISCOVERED, DeviceState.COOLING):
+            assert store.move_device("a", DeviceState.COOLING, reason, T0,
+                                     expect_state=expect_state)
         events = store.device_events("a")
         assert [(e.from_state, e.to_state, e.reason) for e in events] == [
             ("discovered", "cooling", reason),
@@ -395,7 +399,7 @@ class TestDeviceTransitions:
         """A phone that went offline mid-attempt is not made ready when the attempt ends."""
         add_ready(store, "a")
         claim = start(store, store.enqueue(gemm_spec(), T0), "a")
-        store.set_device_state("a", DeviceState.OFFLINE, "unplugged", T0)
+        put_state(store, "a", DeviceState.OFFLINE, "unplugged", T0)
         store.fail_attempt(claim.attempt.id, SessionError("a", "device offline"), T0)
         assert store.get_device("a").state is DeviceState.OFFLINE
 
@@ -407,7 +411,7 @@ class TestDeviceTransitions:
         assert store.release_quarantined("nope", "operator", T0) is None
         assert store.get_device("nope") is None
         store.set_device_health("a", DeviceHealth.BAD, "probe failed", T0)
-        store.set_device_state("a", DeviceState.QUARANTINED, "5 recoveries failed", T0)
+        put_state(store, "a", DeviceState.QUARANTINED, "5 recoveries failed", T0)
         assert store.release_quarantined("a", "operator", T0) is DeviceState.QUARANTINED
         record = store.get_device("a")
         assert record.state is DeviceState.DISCOVERED and record.health is DeviceHealth.UNKNOWN
@@ -449,6 +453,6 @@ class TestLogging:
         claim = start(store, store.enqueue(gemm_spec(), T0), "a")
         store.finish(claim.attempt.id, OK, T0)
         with capture_logs() as logs:
-            store.set_device_state("a", DeviceState.READY, "again", T0)
+            store.move_device("a", DeviceState.READY, "again", T0, expect_state=DeviceState.READY)
             store.finish(claim.attempt.id, OK, T0)
         assert logs == []

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from queue_helpers import T0, add_ready, gemm_spec
+import sqlalchemy as sa
+from queue_helpers import T0, add_ready, gemm_spec, write_ready_unchecked
 from queue_integrity import Checker
 from structlog.testing import capture_logs
 
@@ -26,6 +27,7 @@ from farm.queue import (
     Outcome,
     Store,
 )
+from farm.queue.db import create_engine
 
 OK = Outcome(summary={"median_s": 0.002}, samples=[0.002])
 LATER = T0 + timedelta(seconds=61)  # past a 60 s lease claimed at T0
@@ -41,6 +43,14 @@ def checked(store_url: str) -> Iterator[Store]:
         assert checker.violations() == []
     finally:
         checker.close()
+
+
+@pytest.fixture
+def raw(store_url: str) -> Iterator[sa.Engine]:
+    """An engine on the test's database, for writes the store refuses to make."""
+    engine = create_engine(store_url)
+    yield engine
+    engine.dispose()
 
 
 def start(store: Store, job_id: int, *serials: str, host: str | None = None) -> Claim:
@@ -59,11 +69,12 @@ def busy_with(store: Store, serial: str) -> int | None:
 class TestPhoneHolds:
     """The database refuses a second running attempt on one phone, whatever its state says."""
 
-    def test_unconditional_write_cannot_double_book(self, checked: Store) -> None:
+    def test_unconditional_write_cannot_double_book(self, checked: Store, raw: sa.Engine) -> None:
         """A ready written over a busy phone (the old fleet race) lets no second job claim it."""
         add_ready(checked, "a")
         first = start(checked, checked.enqueue(gemm_spec(), T0), "a")
-        checked.set_device_state("a", DeviceState.READY, "stale sweep", T0)
+        write_ready_unchecked(raw, "a", T0)  # the old fleet race, in plain SQL
+        assert busy_with(checked, "a") is None  # the write took: only the hold is left
         second = checked.enqueue(gemm_spec(), T0)
         assert checked.claim([Assignment(second, ("a",), 60.0)], T0) == []
         assert checked.get_job(second).state is JobState.QUEUED
@@ -71,11 +82,11 @@ class TestPhoneHolds:
         assert checked.finish(first.attempt.id, OK, T0) is True
         assert start(checked, second, "a").job.id == second
 
-    def test_refused_assignment_leaves_the_others(self, checked: Store) -> None:
+    def test_refused_assignment_leaves_the_others(self, checked: Store, raw: sa.Engine) -> None:
         """An assignment refused by a hold is rolled back alone; the same claim starts the rest."""
         add_ready(checked, "a", "b")
         start(checked, checked.enqueue(gemm_spec(), T0), "a")
-        checked.set_device_state("a", DeviceState.READY, "stale sweep", T0)
+        write_ready_unchecked(raw, "a", T0)  # the old fleet race, in plain SQL
         held, free = checked.enqueue(gemm_spec(), T0), checked.enqueue(gemm_spec(), T0)
         with capture_logs() as logs:
             claims = checked.claim(
@@ -157,7 +168,7 @@ class TestMoveDevice:
 class TestCancel:
     """A cancel ends the attempt's record now; its phones wait for the executor or the lease."""
 
-    def test_cancel_ends_the_attempt_record(self, checked: Store) -> None:
+    def test_cancel_ends_the_attempt_record(self, checked: Store, raw: sa.Engine) -> None:
         """The attempt is cancelled with its end time; the phone stays busy and held meanwhile."""
         add_ready(checked, "a")
         claim = start(checked, checked.enqueue(gemm_spec(), T0), "a")
@@ -168,7 +179,7 @@ class TestCancel:
             AttemptState.CANCELLED, at, "Cancelled")
         assert busy_with(checked, "a") == claim.attempt.id
         other = checked.enqueue(gemm_spec(), T0)
-        checked.set_device_state("a", DeviceState.READY, "stale sweep", T0)
+        write_ready_unchecked(raw, "a", T0)  # the old fleet race, in plain SQL
         assert checked.claim([Assignment(other, ("a",), 60.0)], at) == []
 
     def test_live_farmd_frees_the_phone_when_its_child_stopped(self, checked: Store) -> None:

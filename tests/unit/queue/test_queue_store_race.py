@@ -30,11 +30,12 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from queue_helpers import ARM64, T0, gemm_spec, plan
+from queue_helpers import ARM64, T0, gemm_spec, plan, write_ready_unchecked
 from queue_integrity import Checker
 
 from farm.errors import CompileError, JobTimeout, SessionError
 from farm.queue import Assignment, Claim, DeviceRecord, DeviceState, Outcome, Store
+from farm.queue.db import create_engine
 from farm.queue.models import Base
 
 SERIALS = ("p0", "p1")  # few phones: more collisions
@@ -123,7 +124,7 @@ def race_machine(store: Store, checker: Checker) -> type[RuleBasedStateMachine]:
         @rule(serial=st.sampled_from(SERIALS))
         def unconditional_write(self, serial: str) -> None:
             """The old fleet race: a sweep judged the phone fine and wrote ready over busy."""
-            store.set_device_state(serial, DeviceState.READY, "old-style sweep", self.now)
+            write_ready_unchecked(checker.engine, serial, self.now)  # plain SQL: see its doc
 
         @rule(attempt=attempts)
         def heartbeat(self, attempt: int) -> None:
@@ -182,6 +183,98 @@ class TestInterleavings:
             checker.close()
 
 
+class Writers:
+    """The writers of the thread race; what the farmds run where is shared under one lock."""
+
+    def __init__(self, store_url: str, phones: tuple[str, ...], rounds: int) -> None:
+        self.store_url = store_url
+        self.phones = phones
+        self.rounds = rounds
+        self.lock = threading.Lock()
+        self.in_use: dict[str, int] = {}  # serial -> the attempt a farmd runs on it
+        self.broken: list[str] = []
+        self.claimed: list[int] = []  # job ids, in the order their attempts started
+        self.done = threading.Event()
+        self.failures: list[BaseException] = []
+
+    def run(self) -> None:
+        """Two farmds until their rounds are done, a fleet and a canceller meanwhile."""
+        farmds = [self.thread(self.farmd, host) for host in HOSTS]
+        others = [self.thread(self.fleet), self.thread(self.canceller)]
+        for thread in farmds + others:
+            thread.start()
+        for thread in farmds:
+            thread.join(timeout=300)
+        self.done.set()
+        for thread in others:
+            thread.join(timeout=60)
+
+    def thread(self, target: Callable[..., None], *args: str) -> threading.Thread:
+        def run() -> None:
+            try:
+                target(*args)
+            except BaseException as exc:  # noqa: BLE001 - the test reports it, not the thread
+                self.failures.append(exc)
+        return threading.Thread(target=run)
+
+    def farmd(self, host: str) -> None:
+        rng = random.Random(host)  # noqa: S311 - seeded: a repeatable race, no secret
+        mine: list[Claim] = []
+        with Store(self.store_url) as own:
+            for tick in range(self.rounds):
+                for claim in own.claim(plan(own.snapshot(), T0, seed=tick), T0, host=host):
+                    with self.lock:
+                        self.claimed.append(claim.job.id)
+                        for serial in claim.attempt.serials:
+                            if serial in self.in_use:
+                                self.broken.append(f"{serial}: {self.in_use[serial]} and "
+                                                   f"{claim.attempt.id}")
+                            self.in_use[serial] = claim.attempt.id
+                    mine.append(claim)
+                while mine and rng.random() < 0.7:
+                    self.end(own, mine.pop(rng.randrange(len(mine))), rng)
+            while mine:
+                self.end(own, mine.pop(), rng)
+
+    def end(self, own: Store, claim: Claim, rng: random.Random) -> None:
+        with self.lock:  # forget it before the store frees the phone for another claim
+            for serial in claim.attempt.serials:
+                if self.in_use.get(serial) == claim.attempt.id:
+                    del self.in_use[serial]
+        if rng.random() < 0.5:
+            own.finish(claim.attempt.id, OK, T0)
+        else:
+            own.fail_attempt(claim.attempt.id, SessionError(claim.attempt.serials[0], "x"), T0)
+
+    def fleet(self) -> None:
+        rng = random.Random("fleet")  # noqa: S311 - seeded: a repeatable race, no secret
+        old_writer = create_engine(self.store_url)  # the old unconditional write, in plain SQL
+        try:
+            with Store(self.store_url) as own:
+                while not self.done.is_set():
+                    read = own.get_device(rng.choice(self.phones))
+                    assert read is not None
+                    to_state = {
+                        DeviceState.BUSY: DeviceState.OFFLINE,
+                        DeviceState.READY: rng.choice([DeviceState.READY, DeviceState.UNHEALTHY]),
+                    }.get(read.state, DeviceState.READY)
+                    own.move_device(read.serial, to_state, "sweep", T0,
+                                    expect_state=read.state, expect_attempt=read.attempt_id)
+                    if rng.random() < 0.1:
+                        write_ready_unchecked(old_writer, read.serial, T0)
+        finally:
+            old_writer.dispose()
+
+    def canceller(self) -> None:
+        rng = random.Random("cancel")  # noqa: S311 - seeded: a repeatable race, no secret
+        with Store(self.store_url) as own:
+            while not self.done.wait(0.05):
+                with self.lock:
+                    started = self.claimed[-6:]  # jobs whose attempts are likely running
+                if started and rng.random() < 0.3:
+                    own.cancel(rng.choice(started), T0)
+
+
 class TestThreads:
     """Writers on their own connections, at once."""
 
@@ -197,87 +290,12 @@ class TestThreads:
                                   expect_state=DeviceState.DISCOVERED)
             for i in range(120):
                 setup.enqueue(gemm_spec(devices={"count": 1 + i % 2}), T0)
-        lock = threading.Lock()
-        in_use: dict[str, int] = {}  # serial -> the attempt a farmd runs on it
-        broken: list[str] = []
-        claimed: list[int] = []  # job ids, in the order their attempts started
-        done = threading.Event()
-
-        def farmd(host: str) -> None:
-            rng = random.Random(host)
-            mine: list[Claim] = []
-            with Store(store_url) as own:
-                for tick in range(self.ROUNDS):
-                    for claim in own.claim(plan(own.snapshot(), T0, seed=tick), T0, host=host):
-                        with lock:
-                            claimed.append(claim.job.id)
-                            for serial in claim.attempt.serials:
-                                if serial in in_use:
-                                    broken.append(f"{serial}: {in_use[serial]} and "
-                                                  f"{claim.attempt.id}")
-                                in_use[serial] = claim.attempt.id
-                        mine.append(claim)
-                    while mine and rng.random() < 0.7:
-                        end(own, mine.pop(rng.randrange(len(mine))), rng)
-                while mine:
-                    end(own, mine.pop(), rng)
-
-        def end(own: Store, claim: Claim, rng: random.Random) -> None:
-            with lock:  # forget it before the store frees the phone for another claim
-                for serial in claim.attempt.serials:
-                    if in_use.get(serial) == claim.attempt.id:
-                        del in_use[serial]
-            if rng.random() < 0.5:
-                own.finish(claim.attempt.id, OK, T0)
-            else:
-                own.fail_attempt(claim.attempt.id, SessionError(claim.attempt.serials[0], "x"), T0)
-
-        def fleet() -> None:
-            rng = random.Random("fleet")
-            with Store(store_url) as own:
-                while not done.is_set():
-                    read = own.get_device(rng.choice(self.PHONES))
-                    assert read is not None
-                    to_state = {
-                        DeviceState.BUSY: DeviceState.OFFLINE,
-                        DeviceState.READY: rng.choice([DeviceState.READY, DeviceState.UNHEALTHY]),
-                    }.get(read.state, DeviceState.READY)
-                    own.move_device(read.serial, to_state, "sweep", T0,
-                                    expect_state=read.state, expect_attempt=read.attempt_id)
-                    if rng.random() < 0.1:
-                        own.set_device_state(read.serial, DeviceState.READY, "old sweep", T0)
-
-        def canceller() -> None:
-            rng = random.Random("cancel")
-            with Store(store_url) as own:
-                while not done.wait(0.05):
-                    with lock:
-                        started = claimed[-6:]  # jobs whose attempts are likely running
-                    if started and rng.random() < 0.3:
-                        own.cancel(rng.choice(started), T0)
-
-        failures: list[BaseException] = []
-
-        def guarded(target: Callable[..., None], *args: str) -> threading.Thread:
-            def run() -> None:
-                try:
-                    target(*args)
-                except BaseException as exc:  # noqa: BLE001 - the test reports it, not the thread
-                    failures.append(exc)
-            return threading.Thread(target=run)
-
-        farmds = [guarded(farmd, host) for host in HOSTS]
-        others = [guarded(fleet), guarded(canceller)]
-        for thread in farmds + others:
-            thread.start()
-        for thread in farmds:
-            thread.join(timeout=300)
-        done.set()
-        for thread in others:
-            thread.join(timeout=60)
-        assert failures == [], failures
-        assert broken == [], broken
-        assert len(claimed) >= 10, f"only {len(claimed)} claims: too few to have raced anything"
+        writers = Writers(store_url, self.PHONES, self.ROUNDS)
+        writers.run()
+        assert writers.failures == [], writers.failures
+        assert writers.broken == [], writers.broken
+        claims = len(writers.claimed)
+        assert claims >= 10, f"only {claims} claims: too few to have raced anything"
         checker = Checker(store_url)
         try:
             assert checker.violations() == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -15,17 +16,17 @@ from farm.runner.gating import gate_limits, wait_until_cool
 SERIAL = "R58M123"
 
 
-def readings(clock: FakeClock, temps_c: list[float], status: list[int] | None = None) -> Callable[[], HealthSample]:
+def readings(
+    clock: FakeClock, temps_c: list[float], status: list[int] | None = None
+) -> Callable[[], HealthSample]:
     """A reader returning one sample per call from the given temperatures (the last repeats)."""
     status = status or [0] * len(temps_c)
-    pairs: Iterator[tuple[float, int]] = iter(zip(temps_c, status))
+    pairs: Iterator[tuple[float, int]] = iter(zip(temps_c, status, strict=True))
     last: list[tuple[float, int]] = []
 
     def read() -> HealthSample:
-        try:
+        with contextlib.suppress(StopIteration):  # the last reading repeats
             last[:] = [next(pairs)]
-        except StopIteration:
-            pass
         temp_c, thermal = last[0]
         return HealthSample(serial=SERIAL, at=clock.now(), battery_temp_c=temp_c,
                             thermal_status=thermal, battery_pct=80, plugged=True)
@@ -37,7 +38,9 @@ class TestWaitUntilCool:
     def test_cool_phone_passes_at_once(self) -> None:
         """A phone at the threshold passes with no wait recorded."""
         clock = FakeClock()
-        snap = wait_until_cool(readings(clock, [35.0]), Limits(), clock, deadline_s=60, sleep=clock.advance)
+        snap = wait_until_cool(
+            readings(clock, [35.0]), Limits(), clock, deadline_s=60, sleep=clock.advance
+        )
         assert snap.thermal_wait_s == 0
         assert snap.battery["battery_temp_c"] == 35.0
         assert snap.serial == SERIAL
@@ -45,8 +48,15 @@ class TestWaitUntilCool:
     def test_hot_phone_waits_and_records_the_wait(self) -> None:
         """A phone above the threshold is polled until it cools; the wait is recorded."""
         clock = FakeClock()
-        snap = wait_until_cool(readings(clock, [41.0, 38.0, 34.0]), Limits(), clock,
-                               deadline_s=600, poll_s=5, sleep=clock.advance, facts={"abi": "x86_64"})
+        snap = wait_until_cool(
+            readings(clock, [41.0, 38.0, 34.0]),
+            Limits(),
+            clock,
+            deadline_s=600,
+            poll_s=5,
+            sleep=clock.advance,
+            facts={"abi": "x86_64"},
+        )
         assert snap.thermal_wait_s == 10
         assert snap.facts == {"abi": "x86_64"}
         assert snap.thermal["thermal_status"] == 0

@@ -16,7 +16,9 @@ NOW = datetime(2025, 1, 1, tzinfo=UTC)
 class TestOutcomeFile:
     def test_round_trip(self, tmp_path: Path) -> None:
         """What a child writes is what the parent reads."""
-        outcome = ChildOutcome("failed", True, "requeued", "SessionError", "other_phone", "dropped", "R1")
+        outcome = ChildOutcome(
+            "failed", True, "requeued", "SessionError", "other_phone", "dropped", "R1"
+        )
         write_outcome(tmp_path / "run", outcome)
         assert read_outcome(tmp_path / "run") == outcome
 

@@ -98,7 +98,9 @@ class TestAdoptPredecessor:
 
     def test_garbage_entries_are_skipped(self, tmp_path: Path) -> None:
         """Entries without a usable pid (hand-edited, older farmd) are ignored, pid 1 above all."""
-        predecessor_file(tmp_path, {"a": {"pid": 1, "create_time": 0}, "b": "x", "c": {"pid": True}})
+        predecessor_file(
+            tmp_path, {"a": {"pid": 1, "create_time": 0}, "b": "x", "c": {"pid": True}}
+        )
         assert adopt_predecessor(tmp_path) == []
 
 

@@ -36,7 +36,9 @@ def failing_history(failed: int, step_gap_s: float = 1.0) -> list:
     """One incident at T0, then ``failed`` failed steps, each the one the ladder picks when due."""
     history: list = [Failure(T0, "app_running false")]
     for n in range(failed):
-        due = history[-1].at + timedelta(seconds=backoff_s(n, POLICY.backoff_base_s, POLICY.backoff_max_s))
+        due = history[-1].at + timedelta(
+            seconds=backoff_s(n, POLICY.backoff_base_s, POLICY.backoff_max_s)
+        )
         step = next_step(history, due, POLICY)
         assert isinstance(step, Step)
         history.append(Recovery(due + timedelta(seconds=step_gap_s), step, ok=False))
@@ -98,7 +100,11 @@ class TestBackoff:
     @given(n=st.integers(0, 10_000), base_s=st.floats(0.01, 100), extra_s=st.floats(0, 10_000))
     def test_monotone_and_capped(self, n: int, base_s: float, extra_s: float) -> None:
         """The wait never decreases with more failures and never exceeds the cap."""
-        assert backoff_s(n, base_s, base_s + extra_s) <= backoff_s(n + 1, base_s, base_s + extra_s) <= base_s + extra_s
+        assert (
+            backoff_s(n, base_s, base_s + extra_s)
+            <= backoff_s(n + 1, base_s, base_s + extra_s)
+            <= base_s + extra_s
+        )
 
 
 class TestNextStep:
@@ -131,7 +137,7 @@ class TestNextStep:
 
     def test_success_resets_climb_and_backoff(self) -> None:
         """After a success, the next incident starts again at restart_app with no wait."""
-        history = failing_history(5) + [Recovery(at(5000), Step.REINSTALL, ok=True)]
+        history = [*failing_history(5), Recovery(at(5000), Step.REINSTALL, ok=True)]
         history.append(Failure(at(6000)))
         assert next_step(history, at(6000), POLICY) is Step.RESTART_APP
 
@@ -142,7 +148,7 @@ class TestNextStep:
 
     def test_quarantined_phone_gets_nothing_until_released(self) -> None:
         """After quarantine nothing happens; a release forgets everything before it."""
-        history = crash_loop(5, gap_s=60) + [Recovery(at(300), Step.QUARANTINE, ok=True)]
+        history = [*crash_loop(5, gap_s=60), Recovery(at(300), Step.QUARANTINE, ok=True)]
         history.append(Failure(at(400)))
         assert next_step(history, at(400), POLICY) is None
         history += [Released(at(500)), Failure(at(600))]
@@ -219,7 +225,11 @@ class TestQuarantined:
         """Failures and reboots are not quarantine; a release ends it; a later one counts."""
         failing = [Failure(at(0), "app_running false"), Recovery(at(1), Step.REBOOT, True)]
         assert not quarantined(failing)
-        jailed = [*failing, Recovery(at(2), Step.QUARANTINE, True), Failure(at(3), "probe_ok false")]
+        jailed = [
+            *failing,
+            Recovery(at(2), Step.QUARANTINE, True),
+            Failure(at(3), "probe_ok false"),
+        ]
         assert quarantined(jailed)
         assert not quarantined([*jailed, Released(at(4))])
         assert quarantined([*jailed, Released(at(4)), Recovery(at(5), Step.QUARANTINE, True)])

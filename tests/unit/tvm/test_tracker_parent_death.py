@@ -22,7 +22,8 @@ PARENT = """
 import sys, threading, time
 from farm.tvm.tracker import TrackerProcess
 started = []
-thread = threading.Thread(target=lambda: started.append(TrackerProcess.start(port=int(sys.argv[1]))))
+port = int(sys.argv[1])
+thread = threading.Thread(target=lambda: started.append(TrackerProcess.start(port=port)))
 thread.start()
 thread.join()
 print(started[0].pid, flush=True)

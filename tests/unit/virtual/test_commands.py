@@ -21,8 +21,18 @@ pytestmark = pytest.mark.timeout(60)
 class TestRenderers:
     def test_battery_android13_matches_mtk_capture(self) -> None:
         """The sdk-33 layout with the MTK values reproduces the capture byte for byte."""
-        text = render_battery(33, ac=False, usb=True, charge_counter_uah=1708680, status=2, level=58,
-                              voltage_mv=4060, temp_tenths_c=370, max_current_ua=0, max_voltage_uv=0)
+        text = render_battery(
+            33,
+            ac=False,
+            usb=True,
+            charge_counter_uah=1708680,
+            status=2,
+            level=58,
+            voltage_mv=4060,
+            temp_tenths_c=370,
+            max_current_ua=0,
+            max_voltage_uv=0,
+        )
         assert text == fixture_text("dumpsys_battery__mtk_tb8168_android13.txt")
 
     def test_df_matches_mtk_capture(self) -> None:
@@ -33,7 +43,9 @@ class TestRenderers:
             fs, size, used, avail, _pct, mount = line.split()
             rows.append((fs, int(size), int(used), int(avail), mount))
         assert render_df(rows, human=False) == fixture_text("df__mtk_tb8168_android13.txt")
-        assert render_df(rows, human=True) == fixture_text("df_-h__mtk_tb8168_android13_derived.txt")
+        assert render_df(rows, human=True) == fixture_text(
+            "df_-h__mtk_tb8168_android13_derived.txt"
+        )
 
     def test_getprop_rerenders_motorola_capture(self) -> None:
         """Parsing the Motorola getprop and rendering it again gives the same bytes."""
@@ -48,7 +60,10 @@ class TestRenderers:
 
     def test_ps_header_is_the_captured_one(self) -> None:
         """The ps -A header, trailing spaces included, is the capture's."""
-        assert fixture_text("ps_-A__mtk_tb8168_android13_as_root.txt").splitlines(keepends=True)[0] == PS_HEADER
+        assert (
+            fixture_text("ps_-A__mtk_tb8168_android13_as_root.txt").splitlines(keepends=True)[0]
+            == PS_HEADER
+        )
 
 
 class TestSystemCommands:
@@ -67,7 +82,7 @@ class TestSystemCommands:
         phone.physics.set_load(1.0)
         clock.advance(600)
         after = [int(t) for t in sh(phone, "cat /sys/class/thermal/thermal_zone*/temp")[1].split()]
-        assert all(a > b for a, b in zip(after, before))
+        assert all(a > b for a, b in zip(after, before, strict=True))
         phone.heat(60.0)
         assert "Thermal Status: 6" in sh(phone, "dumpsys thermalservice")[1]
 
@@ -88,7 +103,9 @@ class TestSystemCommands:
     def test_uiautomator_screen_off(self, phone) -> None:
         """With the screen off the dump fails with the null-root text."""
         phone.awake = False
-        assert sh(phone, "uiautomator dump")[2] == fixture_text("uiautomator_dump__null_root_stderr.txt")
+        assert sh(phone, "uiautomator dump")[2] == fixture_text(
+            "uiautomator_dump__null_root_stderr.txt"
+        )
 
     def test_fill_storage_fails_install(self, phone, tmp_path) -> None:
         """A full /data refuses installs with INSTALL_FAILED_INSUFFICIENT_STORAGE."""
@@ -115,12 +132,17 @@ class TestPackageManager:
 
     def test_uninstall_missing_package(self, phone) -> None:
         """Uninstalling an absent package prints DELETE_FAILED_INTERNAL_ERROR."""
-        assert sh(phone, "pm uninstall not.installed.pkg")[1] == fixture_text("pm_uninstall__failure_not_installed.txt")
+        assert sh(phone, "pm uninstall not.installed.pkg")[1] == fixture_text(
+            "pm_uninstall__failure_not_installed.txt"
+        )
 
     def test_run_as_refuses_non_debuggable(self, phone) -> None:
         """run-as of a non-debuggable app fails with run-as's text."""
         install_fake_tvmrpc(phone, debuggable=False)
-        assert sh(phone, "run-as org.apache.tvm.tvmrpc id")[2] == "run-as: package not debuggable: org.apache.tvm.tvmrpc\n"
+        assert (
+            sh(phone, "run-as org.apache.tvm.tvmrpc id")[2]
+            == "run-as: package not debuggable: org.apache.tvm.tvmrpc\n"
+        )
 
 
 class TestTvmRpcApp:
@@ -130,23 +152,48 @@ class TestTvmRpcApp:
         status, out, err = sh(phone, "am start -n org.apache.tvm.tvmrpc/.RPCActivity")
         assert status == 255
         assert out == "Starting: Intent { cmp=org.apache.tvm.tvmrpc/.RPCActivity }\n"
-        assert err.startswith("Security exception: Permission Denial: starting Intent { flg=0x10000000 cmp=org.apache.tvm.tvmrpc/.RPCActivity } from null (pid=")
-        assert "not exported from uid 10150\n\njava.lang.SecurityException: Permission Denial" in err
+        assert err.startswith(
+            "Security exception: Permission Denial: starting Intent"
+            " { flg=0x10000000 cmp=org.apache.tvm.tvmrpc/.RPCActivity } from null (pid="
+        )
+        assert (
+            "not exported from uid 10150\n\njava.lang.SecurityException: Permission Denial" in err
+        )
 
     def test_ui_edits_save_prefs_and_relaunch(self, phone) -> None:
-        """Typing into the fields and switching on writes the prefs XML and starts the RPC activity."""
+        """Typing into the fields and switching on writes the prefs XML and starts the RPC
+        activity."""
         install_fake_tvmrpc(phone)
 
         async def scenario() -> tuple[str, str, bool]:
             await run(phone, "am start -n org.apache.tvm.tvmrpc/.MainActivity")
             await run(phone, "uiautomator dump /data/local/tmp/d.xml")
             xml = phone.read_file("/data/local/tmp/d.xml").decode()
-            for rid, text in (("input_address", "127.0.0.1"), ("input_port", "9190"), ("input_key", "android")):
-                x1, y1, x2, y2 = map(int, re.search(rf'resource-id="org.apache.tvm.tvmrpc:id/{rid}"[^>]*bounds="\[(\d+),(\d+)\]\[(\d+),(\d+)\]"', xml).groups())
+            for rid, text in (
+                ("input_address", "127.0.0.1"),
+                ("input_port", "9190"),
+                ("input_key", "android"),
+            ):
+                x1, y1, x2, y2 = map(
+                    int,
+                    re.search(
+                        rf'resource-id="org.apache.tvm.tvmrpc:id/{rid}"[^>]*bounds="\[(\d+),(\d+)\]\[(\d+),(\d+)\]"',
+                        xml,
+                    ).groups(),
+                )
                 await run(phone, f"input tap {(x1 + x2) // 2} {(y1 + y2) // 2}; input text {text}")
-            x1, y1, x2, y2 = map(int, re.search(r'switch_persistent"[^>]*bounds="\[(\d+),(\d+)\]\[(\d+),(\d+)\]"', xml).groups())
+            x1, y1, x2, y2 = map(
+                int,
+                re.search(
+                    r'switch_persistent"[^>]*bounds="\[(\d+),(\d+)\]\[(\d+),(\d+)\]"', xml
+                ).groups(),
+            )
             await run(phone, f"input tap {(x1 + x2) // 2} {(y1 + y2) // 2}")
-            prefs = (await run(phone, "run-as org.apache.tvm.tvmrpc cat shared_prefs/RPCProxyPreference.xml"))[1]
+            prefs = (
+                await run(
+                    phone, "run-as org.apache.tvm.tvmrpc cat shared_prefs/RPCProxyPreference.xml"
+                )
+            )[1]
             deadline = asyncio.get_running_loop().time() + 5
             while not phone.app.crashes and asyncio.get_running_loop().time() < deadline:
                 await asyncio.sleep(0.01)
@@ -168,7 +215,9 @@ class TestTvmRpcApp:
         async def scenario() -> tuple[str, str]:
             await run(phone, "am start -n org.apache.tvm.tvmrpc/.MainActivity")
             await phone.crash_app()
-            return (await run(phone, "logcat -d -b crash"))[1], (await run(phone, "pidof org.apache.tvm.tvmrpc"))[1]
+            return (await run(phone, "logcat -d -b crash"))[1], (
+                await run(phone, "pidof org.apache.tvm.tvmrpc")
+            )[1]
 
         log, pids = asyncio.run(scenario())
         assert log.startswith("--------- beginning of crash\n")

@@ -45,7 +45,7 @@ class TestShell:
 
     def test_exit_status_of_sh_c(self, phone) -> None:
         """``sh -c 'exit 3'`` returns 3 to the outer shell."""
-        status, out, _ = sh(phone, "sh -c 'exit 3'; echo $?")
+        _, out, _ = sh(phone, "sh -c 'exit 3'; echo $?")
         assert out == "3\n"
         assert (sh(phone, "exit 5"))[0] == 5
 
@@ -65,7 +65,9 @@ class TestShell:
 
     def test_glob_order_is_strcmp(self, phone) -> None:
         """Globs sort thermal_zone10 before thermal_zone2, as mksh does."""
-        phone._vfiles.update({f"/sys/class/thermal/thermal_zone{i}/type": (lambda i=i: f"z{i}\n") for i in range(12)})
+        phone._vfiles.update(
+            {f"/sys/class/thermal/thermal_zone{i}/type": (lambda i=i: f"z{i}\n") for i in range(12)}
+        )
         from farm.virtual.android.sysfiles import virtual_dirs
 
         phone._vdirs = virtual_dirs(phone._vfiles)

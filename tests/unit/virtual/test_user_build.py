@@ -58,7 +58,9 @@ class TestKill:
 class TestExec:
     def test_exec_runs_the_command_as_the_shell(self, phone) -> None:
         """`exec CMD` gives CMD's output and status and ends the script (adb logcat's form)."""
-        status, out, _ = sh(phone, 'export ANDROID_LOG_TAGS="" ; exec getprop ro.build.type; echo no')
+        status, out, _ = sh(
+            phone, 'export ANDROID_LOG_TAGS="" ; exec getprop ro.build.type; echo no'
+        )
         assert (status, out) == (0, "user\n")
         assert sh(phone, "exec false; echo no")[:2] == (1, "")
 
@@ -103,7 +105,9 @@ PROFILES = profiles(4)
 
 
 class TestProperties:
-    @pytest.mark.parametrize("spec", [s for s in PROFILES if s.getprop_fixture], ids=lambda s: s.model)
+    @pytest.mark.parametrize(
+        "spec", [s for s in PROFILES if s.getprop_fixture], ids=lambda s: s.model
+    )
     def test_profile_agrees_with_its_capture(self, spec: PhoneSpec) -> None:
         """Every property the spec defines has the captured value, except the ones a
         virtual phone must change (ABI, and the build type of a user build)."""
