@@ -39,8 +39,8 @@ import structlog
 from farm.clock import Clock
 from farm.config import Settings
 from farm.errors import JobTimeout, Retry
-from farm.privacy import write_private
 from farm.kinds import LeaseByKind
+from farm.privacy import write_private
 from farm.procs import signal_group
 from farm.queue.records import Claim, Decision, Failure
 from farm.queue.scheduler import plan
