@@ -23,7 +23,9 @@ CHUNK_BYTES = 65536
 """Most bytes :func:`pump` moves per read."""
 
 
-def wait_until(predicate: Callable[[], bool], deadline_s: float, interval_s: float = 0.05) -> bool:
+def wait_until(
+    predicate: Callable[[], bool], deadline_s: float, interval_s: float = 0.05
+) -> bool:
     """Poll ``predicate`` until it is true or ``deadline_s`` seconds pass; returns its last value."""
     deadline = time.monotonic() + deadline_s
     while True:
