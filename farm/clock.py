@@ -7,7 +7,7 @@ so tests move time with :class:`FakeClock` instead of sleeping.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 
