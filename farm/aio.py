@@ -23,8 +23,14 @@ CHUNK_BYTES = 65536
 """Most bytes :func:`pump` moves per read."""
 
 
-def wait_until(predicate: Callable[[], bool], deadline_s: float, interval_s: float = 0.05) -> bool:
-    """Poll ``predicate`` until it is true or ``deadline_s`` seconds pass; returns its last value."""
+def wait_until(
+    predicate: Callable[[], bool], deadline_s: float, interval_s: float = 0.05
+) -> bool:
+    """Poll ``predicate`` until it is true or ``deadline_s`` seconds pass.
+
+    Returns:
+        The predicate's last value: True if it held in time, else False.
+    """
     deadline = time.monotonic() + deadline_s
     while True:
         if predicate():

@@ -7,7 +7,7 @@ so tests move time with :class:`FakeClock` instead of sleeping.
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 
@@ -29,7 +29,7 @@ class SystemClock:
 
     def now(self) -> datetime:
         """Return the current time, timezone-aware, in UTC."""
-        return datetime.now(timezone.utc)
+        return datetime.now(UTC)
 
     def monotonic(self) -> float:
         """Return ``time.monotonic()`` in seconds."""
@@ -53,10 +53,10 @@ class FakeClock:
         start: datetime | None = None,
         monotonic_s: float = 1000.0,
     ) -> None:
-        start = start or datetime(2025, 1, 1, tzinfo=timezone.utc)
+        start = start or datetime(2025, 1, 1, tzinfo=UTC)
         if start.tzinfo is None:
             raise ValueError("FakeClock start must be timezone-aware")
-        self._now = start.astimezone(timezone.utc)
+        self._now = start.astimezone(UTC)
         self._monotonic_s = monotonic_s
 
     def now(self) -> datetime:

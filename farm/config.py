@@ -278,8 +278,11 @@ class Settings(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _virtual_follows_tracker(cls, data: Any) -> Any:
-        """Fill an unset ``virtual.network`` from ``tracker.network`` (before validation,
-        so a bad tracker value is reported as the tracker's)."""
+        """Fill an unset ``virtual.network`` from ``tracker.network``.
+
+        This runs before validation, so a bad tracker value is reported as the
+        tracker's.
+        """
         if not isinstance(data, dict):
             return data
         virtual, tracker = data.get("virtual", {}), data.get("tracker", {})

@@ -139,6 +139,7 @@ class Farmd:
 
     @property
     def tracker_addr(self) -> tuple[str, int]:
+        """The tracker's ``(host, port)`` from the settings."""
         return (self.settings.tracker.host, self.settings.tracker.port)
 
     def _reclaim(self) -> None:
@@ -271,7 +272,8 @@ class Farmd:
         for device in self.store.list_devices():
             counts[device.state.value] = counts.get(device.state.value, 0) + 1
         self.metrics.set_phone_counts(counts)
-        self.metrics.set_job_counts({state.value: n for state, n in self.store.job_counts().items()})
+        job_counts = self.store.job_counts()
+        self.metrics.set_job_counts({state.value: n for state, n in job_counts.items()})
         self._observe_durations()
 
     def _observe_durations(self) -> None:

@@ -127,7 +127,8 @@ class AdbError(PhoneFault):
     Attributes:
         serial: the phone.
         argv: the command as sent, one argument per item.
-        exit_code: the command's exit code on the phone, or None if unknown.
+        command_exit_code: the command's exit code on the phone, or None if
+            unknown (not ``exit_code``: that is farmctl's, inherited from FarmError).
         stderr: what it printed on stderr (or the adb server's FAIL message).
     """
 
@@ -135,7 +136,7 @@ class AdbError(PhoneFault):
         self, serial: str, argv: Sequence[str], exit_code: int | None, stderr: str
     ) -> None:
         self.argv = list(argv)
-        self.exit_code = exit_code
+        self.command_exit_code = exit_code
         self.stderr = stderr
         super().__init__(serial, f"{' '.join(self.argv)!r} exited {exit_code}: {stderr.strip()}")
 

@@ -77,7 +77,7 @@ def set_parent_death_signal(signum: int) -> bool:
     return bool(prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0)
 
 
-def _kill_own_group(signum: int, frame: FrameType | None) -> None:
+def _kill_own_group(_signum: int, _frame: FrameType | None) -> None:
     os.killpg(os.getpgid(0), signal.SIGKILL)
 
 

@@ -101,7 +101,8 @@ def install_schedules(
             e.g. ``schedules.0.spec.params.n``.
     """
     installed = []
-    for index, (schedule, spec) in enumerate(zip(schedules, validate_schedules(schedules))):
+    specs = validate_schedules(schedules)
+    for index, (schedule, spec) in enumerate(zip(schedules, specs, strict=True)):
         trigger = CronTrigger.from_crontab(schedule.cron, timezone=timezone or scheduler.timezone)
         job_id = schedule_id(index, schedule)
         installed.append(scheduler.add_job(

@@ -35,6 +35,7 @@ class FleetHarness:
 
     @property
     def tracker_addr(self) -> tuple[str, int]:
+        """The tracker's ``(host, port)`` on loopback."""
         return ("127.0.0.1", self.tracker.port)
 
     def state(self, serial: str) -> DeviceState | None:
@@ -49,7 +50,8 @@ class FleetHarness:
             AssertionError: not within ``deadline_s``; the message lists the states.
         """
         ok = wait_until(lambda: all(self.state(s) is state for s in serials), deadline_s)
-        assert ok, {s: self.state(s) for s in serials}
+        if not ok:
+            raise AssertionError({s: self.state(s) for s in serials})
 
     def keys(self) -> set[str]:
         """Keys the tracker lists now."""

@@ -154,8 +154,8 @@ class Adb:
         self, serial: str, argv: Sequence[str], timeout_s: float | None, *, locked: bool = True
     ) -> Iterator[None]:
         timeout_s = self.default_timeout_s if timeout_s is None else timeout_s
-        lock = self.lock(serial) if locked else contextlib.nullcontext()
-        if locked and not lock.acquire(timeout=timeout_s):
+        lock = self.lock(serial) if locked else None
+        if lock is not None and not lock.acquire(timeout=timeout_s):
             raise AdbTimeout(serial, [*argv, "(waiting for the phone's lock)"], timeout_s)
         try:
             with _Deadline(timeout_s) as deadline:
@@ -173,7 +173,7 @@ class Adb:
             if deadline.expired.is_set():
                 raise AdbTimeout(serial, argv, timeout_s)
         finally:
-            if locked:
+            if lock is not None:
                 lock.release()
 
     def _device(self, serial: str) -> adbutils.AdbDevice:
@@ -188,11 +188,13 @@ class Adb:
         (AOSP ``client/commandline.cpp`` prints it), so it is added here. Parse
         the text with :func:`farm.device.adb_devices.parse_devices_l`.
         """
-        with self._call("-", ["devices", "-l"], timeout_s, locked=False):
-            with self._client.make_connection() as conn:
-                conn.send_command("host:devices-l")
-                conn.check_okay()
-                return "List of devices attached\n" + conn.read_string_block()
+        with (
+            self._call("-", ["devices", "-l"], timeout_s, locked=False),
+            self._client.make_connection() as conn,
+        ):
+            conn.send_command("host:devices-l")
+            conn.check_okay()
+            return "List of devices attached\n" + conn.read_string_block()
 
     def connect(self, address: str, timeout_s: float | None = None) -> str:
         """``adb connect HOST:PORT`` (adb over TCP); returns the server's message.
@@ -314,12 +316,14 @@ class Adb:
 
     def reboot(self, serial: str, *, timeout_s: float | None = None) -> None:
         """``adb reboot``: the phone leaves the adb server and comes back after boot."""
-        with self._call(serial, ["reboot"], timeout_s):
-            with self._device(serial).open_transport() as conn:
-                conn.send_command("reboot:")
-                conn.check_okay()
-                with contextlib.suppress(adbutils.AdbError, OSError):
-                    conn.read_until_close()
+        with (
+            self._call(serial, ["reboot"], timeout_s),
+            self._device(serial).open_transport() as conn,
+        ):
+            conn.send_command("reboot:")
+            conn.check_okay()
+            with contextlib.suppress(adbutils.AdbError, OSError):
+                conn.read_until_close()
 
 
 def _map_error(serial: str, argv: Sequence[str], exc: BaseException) -> Exception:

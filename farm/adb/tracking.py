@@ -31,7 +31,7 @@ StateCallback = Callable[[str, str], None]
 
 
 def parse_track_list(text: str) -> dict[str, str]:
-    """``serial\\tstate`` lines (the track-devices payload) -> {serial: state}."""
+    r"""``serial\tstate`` lines (the track-devices payload) -> {serial: state}."""
     states: dict[str, str] = {}
     for line in text.splitlines():
         serial, sep, state = line.partition("\t")

@@ -223,7 +223,8 @@ def run_demo(
     console = console or Console()
     started_s = time.monotonic()
     if data_dir is None:
-        data_dir = Path(tempfile.mkdtemp(prefix=f"farm-demo-{datetime.now():%Y%m%d-%H%M%S}-"))
+        stamp = f"{datetime.now().astimezone():%Y%m%d-%H%M%S}"  # local time, as a user reads it
+        data_dir = Path(tempfile.mkdtemp(prefix=f"farm-demo-{stamp}-"))
     data_dir = Path(data_dir).expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     result = DemoResult(data_dir)
@@ -234,7 +235,8 @@ def run_demo(
             with console.status("starting the tracker, farmd and the virtual phones"):
                 farmd = stack.enter_context(demo_farmd(phones, data_dir))
             settings = farmd.settings
-            assert farmd.fleet is not None  # demo_farmd always starts phones
+            if farmd.fleet is None:  # demo_farmd always starts phones: unreachable
+                raise RuntimeError("demo: farmd started without its virtual phones")
             serials = list(farmd.fleet.serials)
             _run_jobs(farmd, serials, n, model, data_dir, console, result,
                       ready_deadline_s, jobs_deadline_s)
@@ -248,7 +250,7 @@ def run_demo(
     return result
 
 
-def _run_jobs(farmd, serials: list[str], n: int, model: bool, data_dir: Path,  # type: ignore[no-untyped-def]
+def _run_jobs(farmd: Farmd, serials: list[str], n: int, model: bool, data_dir: Path,
               console: Console, result: DemoResult, ready_deadline_s: float,
               jobs_deadline_s: float) -> None:
     store = farmd.store
@@ -302,7 +304,7 @@ def _keep_running(settings: Settings, data_dir: Path, console: Console) -> None:
         stop.wait()
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
+def _interrupt(_signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 

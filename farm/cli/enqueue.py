@@ -66,8 +66,9 @@ _COMMON_OPTIONS: list[ClickDecorator] = [
     click.option("--priority", type=int,
                  help=f"Higher runs first (-{MAX_PRIORITY}..{MAX_PRIORITY}). "
                       f"{default_of(JobBase, 'priority')}"),
-    click.option("--attempts", type=int, help=f"Attempts at most, the first included (1..{MAX_ATTEMPTS}). "
-                                              f"{default_of(JobBase, 'attempts')}"),
+    click.option("--attempts", type=int,
+                 help=f"Attempts at most, the first included (1..{MAX_ATTEMPTS}). "
+                      f"{default_of(JobBase, 'attempts')}"),
     click.option("--timeout", "timeout_s", type=float,
                  help="Seconds one attempt may run.  [default: the config's, per kind]"),
     click.option("--not-before", help="Start no earlier than this ISO 8601 time (UTC if naive)."),

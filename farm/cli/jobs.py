@@ -15,9 +15,9 @@ from farm.cli.params import JOB_ID, LIMIT, Seconds
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.clock import SystemClock
 from farm.errors import FarmError, UserFault
+from farm.kinds import KINDS
 from farm.queue.models import JobState
 from farm.queue.records import AttemptView, JobView, ResultView
-from farm.kinds import KINDS
 from farm.queue.waiting import wait_reasons
 
 __all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "WaitTimedOut", "cancel", "job", "jobs", "logs_",

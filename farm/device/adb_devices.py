@@ -1,8 +1,8 @@
-"""Parse the host's ``adb devices`` and ``adb devices -l``.
+r"""Parse the host's ``adb devices`` and ``adb devices -l``.
 
 Format (``packages/modules/adb`` ``transport.cpp`` ``append_transport()``):
 header ``List of devices attached``, then per transport either
-``serial\\tstate`` or, with ``-l``, the serial padded with ``%-22s``, one space,
+``serial\tstate`` or, with ``-l``, the serial padded with ``%-22s``, one space,
 the state, then `` usb:<devpath>`` (USB only), `` product:`` `` model:``
 `` device:`` (only once the device's banner arrived, so not for
 ``unauthorized``/``offline``) and `` transport_id:N``; then an empty line.

@@ -1,7 +1,7 @@
-"""Parse CPU and memory facts: ``/proc/cpuinfo``, cpufreq limits, ``/proc/meminfo``.
+r"""Parse CPU and memory facts: ``/proc/cpuinfo``, cpufreq limits, ``/proc/meminfo``.
 
 Sources: the arm64 kernel's ``arch/arm64/kernel/cpuinfo.c`` ``c_show()``
-(``key\\t: value``, a blank line between processors, no ``Hardware`` line on
+(``key\t: value``, a blank line between processors, no ``Hardware`` line on
 modern kernels); ``mm/meminfo`` (``Label:  %8lu kB``); cpufreq sysfs
 ``cpuinfo_max_freq`` in kHz (``Documentation/cpu-freq/user-guide.rst``).
 """

@@ -1,11 +1,11 @@
-"""Parse the output of ``getprop`` (no arguments): every system property.
+r"""Parse the output of ``getprop`` (no arguments): every system property.
 
 The format is one ``[key]: [value]`` per property, sorted by raw byte order
 (upper-case keys first). A value may contain newlines, e.g.
 ``persist.sys.boot.reason.history`` on the Motorola and MTK captures in
 ``tests/fixtures/android``, so a value ends only at ``]`` followed by a line
 that starts a new property, or by the end of the output. Empty values print as
-``[]``. Source: AOSP ``system/core/toolbox/getprop.cpp`` (``"[%s]: [%s]\\n"``).
+``[]``. Source: AOSP ``system/core/toolbox/getprop.cpp`` (``"[%s]: [%s]\n"``).
 """
 
 from __future__ import annotations

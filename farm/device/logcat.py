@@ -1,10 +1,10 @@
-"""Find app crashes in ``logcat`` output (``threadtime`` format, the default).
+r"""Find app crashes in ``logcat`` output (``threadtime`` format, the default).
 
 A line is ``MM-DD HH:MM:SS.mmm  PID  TID L TAG: message`` with PID and TID
 right-aligned to width 5 (AOSP ``system/logging/liblog/logprint.cpp``). A Java
 crash is logged by ``AndroidRuntime`` at level ``E`` as
 ``FATAL EXCEPTION: <thread>``, then ``Process: <name>, PID: <pid>``, then the
-exception line, then ``\\tat ...`` frames (AOSP ``RuntimeInit.java``
+exception line, then ``\tat ...`` frames (AOSP ``RuntimeInit.java``
 ``KillApplicationHandler``). Other processes' lines may be interleaved, so a
 crash is followed per PID.
 """

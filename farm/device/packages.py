@@ -1,5 +1,7 @@
-"""Parse package manager output: ``pm install``, ``pm path``, ``pm list packages``
-and ``dumpsys package <name>``.
+"""Parse package manager output.
+
+Covers ``pm install``, ``pm path``, ``pm list packages`` and
+``dumpsys package <name>``.
 
 ``pm`` prints ``Success`` or ``Failure [CODE: message]`` on stdout (AOSP
 ``services/core/java/com/android/server/pm/PackageManagerShellCommand.java``);

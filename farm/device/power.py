@@ -75,7 +75,7 @@ def parse_dumpsys_power(output: str | bytes) -> PowerState:
     return PowerState(
         wakefulness=name,
         screen_on=screen_on,
-        stay_on=bool(stay_on) and stay_on.group(1) == "true",
+        stay_on=stay_on is not None and stay_on.group(1) == "true",
         stay_on_while_plugged_in=int(setting.group(1)) if setting else 0,
     )
 

@@ -80,7 +80,7 @@ def parse_df_k(output: str | bytes) -> list[Filesystem]:
 
 def _contains(mount: str, path: str) -> bool:
     """Whether ``path`` lies on or under the mount point ``mount``."""
-    return path == mount or mount == "/" or path.startswith(mount.rstrip("/") + "/")
+    return mount in (path, "/") or path.startswith(mount.rstrip("/") + "/")
 
 
 def free_bytes_for(filesystems: Sequence[Filesystem], path: str) -> int:

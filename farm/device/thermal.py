@@ -250,7 +250,7 @@ def parse_dumpsys_thermalservice(output: str | bytes) -> ThermalState:
         thermal_status=status,
         thermal_status_name=THERMAL_STATUS_NAMES[status],
         hal_name=hal_match.group(1) if hal_match else "",
-        hal_connected=bool(hal_match) and hal_match.group(2) == "yes",
+        hal_connected=hal_match is not None and hal_match.group(2) == "yes",
         temperatures=_temperatures(sections.get("Current temperatures from HAL", [])),
         cached_temperatures=_temperatures(sections.get("Cached temperatures", [])),
         cooling_devices=_cooling(sections.get("Current cooling devices from HAL", [])),
@@ -319,7 +319,7 @@ def parse_thermal_zones(types_output: str | bytes, temps_output: str | bytes) ->
             " a zone failed to read"
         )
     zones = []
-    for zone_type, temp in zip(types, temps):
+    for zone_type, temp in zip(types, temps, strict=True):
         try:
             milli_c = int(temp)
         except ValueError:

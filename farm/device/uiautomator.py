@@ -98,7 +98,7 @@ def parse_ui_dump(xml: str | bytes) -> list[UiNode]:
     """
     data = xml.encode("utf-8") if isinstance(xml, str) else xml
     try:
-        root = ElementTree.fromstring(data)
+        root = ElementTree.fromstring(data)  # noqa: S314 - the phone's own uiautomator dump
     except ElementTree.ParseError as exc:
         raise ValueError(f"uiautomator dump: malformed XML: {exc}") from None
     if root.tag != "hierarchy":

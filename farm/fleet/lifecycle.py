@@ -66,7 +66,7 @@ def on_verdict(current: DeviceState, verdict: Verdict, *, cool: bool = True) -> 
             return None
         if current is DeviceState.COOLING and not cool:
             return None
-        return Move(DeviceState.READY, "healthy" if not reason else reason)
+        return Move(DeviceState.READY, reason or "healthy")
     if verdict.condition is Condition.COOLING:
         if current is DeviceState.COOLING:
             return None

@@ -202,9 +202,12 @@ class FleetManager:
             self.submit(serial, self.provision)
 
     def forget_connections(self, reason: str) -> None:
-        """Mark every phone offline: at farmd start nothing of an earlier run
-        (tunnels, relays, app launched toward an old tracker) can be trusted.
-        Quarantine is kept. The device tracker then rediscovers each phone."""
+        """Mark every phone offline, keeping quarantine.
+
+        At farmd start nothing of an earlier run (tunnels, relays, app launched
+        toward an old tracker) can be trusted. The device tracker then
+        rediscovers each phone.
+        """
         def decide(record: DeviceRecord) -> Move | None:
             if record.state in (DeviceState.QUARANTINED, DeviceState.OFFLINE):
                 return None
@@ -397,8 +400,11 @@ class FleetManager:
             self.prober.start(serial, sample)
 
     def judge(self, serial: str, sample: HealthSample) -> None:
-        """Move the phone as the sample's verdict says, set its health, and climb the
-        ladder if its app is down. A busy phone, or one a slow task owns, is left alone."""
+        """Move the phone as the sample's verdict says and set its health.
+
+        Climbs the ladder if its app is down. A busy phone, or one a slow task
+        owns, is left alone.
+        """
         phone = self.runtime(serial)
         if phone.busy_task:
             return

@@ -9,7 +9,9 @@ verdict skips what it does not know) and is logged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import TypeVar
 
 import structlog
 
@@ -37,6 +39,8 @@ _SECTIONS = {
     "crash": ["logcat", "-d", "-s", "AndroidRuntime"],
 }
 
+_Parsed = TypeVar("_Parsed")
+
 
 def probe_script() -> str:
     """The shell script of one sweep: each section's command after its marker."""
@@ -58,7 +62,7 @@ def sample_from_sections(
     """
     values: dict[str, object] = {}
 
-    def parse(name: str, fn):  # type: ignore[no-untyped-def]
+    def parse(name: str, fn: Callable[[str], _Parsed]) -> _Parsed | None:
         if name not in sections:
             log.warning("health_section_missing", serial=serial, section=name)
             return None

@@ -86,7 +86,9 @@ class ModelResult:
         return asdict(self)
 
 
-def load_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None):
+def load_model(
+    path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None
+) -> tuple[Any, list[ModelInput]]:
     """Read and check an ONNX file and resolve its input shapes.
 
     Args:
@@ -294,7 +296,7 @@ def run_model(
             params.model_path.name, f"{len(outputs)} outputs, onnxruntime gives {len(expected)}"
         )
     max_abs_err = 0.0
-    for got, want in zip(outputs, expected):
+    for got, want in zip(outputs, expected, strict=True):
         max_abs_err = max(max_abs_err, float(np.max(np.abs(got.astype("float64") - want))))
         if got.shape != want.shape or not np.allclose(
             got, want, rtol=params.rtol, atol=params.atol

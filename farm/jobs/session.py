@@ -117,7 +117,9 @@ def apply_thread_pool(
     return ThreadPoolApplied(threads.affinity_mode, threads.num_threads, num_threads)
 
 
-def upload_and_load(remote: RPCSession, library: Path, remote_name: str, tracker: TrackerParams):
+def upload_and_load(
+    remote: RPCSession, library: Path, remote_name: str, tracker: TrackerParams
+) -> Any:
     """Upload a ``.so`` into the session's folder and load it on the phone.
 
     Args:

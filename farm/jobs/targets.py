@@ -121,7 +121,8 @@ def target_for(facts: DeviceFacts, device: DeviceKind = DeviceKind.CPU) -> dict[
     if device is DeviceKind.VULKAN:
         if not facts.has_vulkan:
             raise SpecError("params.device", "the phone has no Vulkan driver")
-        return {"kind": "vulkan", "host": host} | gpu_limit_attrs(facts.gpu_limits.get("vulkan", {}))
+        limits = gpu_limit_attrs(facts.gpu_limits.get("vulkan", {}))
+        return {"kind": "vulkan", "host": host} | limits
     raise SpecError("params.device", f"unknown device kind {device!r}")
 
 
@@ -152,8 +153,11 @@ def gpu_limit_attrs(limits: Mapping[str, int]) -> dict[str, int]:
 
 
 def work_group_limit(target: dict[str, Any]) -> int:
-    """Threads one work-group of a GPU target may hold: the phone's limit where it
-    was read (:func:`gpu_limit_attrs`), else :data:`MAX_GPU_WORK_GROUP_THREADS`."""
+    """Threads one work-group of a GPU target may hold.
+
+    The phone's limit where it was read (:func:`gpu_limit_attrs`), else
+    :data:`MAX_GPU_WORK_GROUP_THREADS`.
+    """
     return int(target.get("max_threads_per_block", MAX_GPU_WORK_GROUP_THREADS))
 
 

@@ -171,9 +171,12 @@ def _batch_counter(progress: TuneProgress) -> Any:
     from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
     @derived_object
-    class BatchCounter(PyMeasureCallback):  # type: ignore[misc]
-        def apply(self, task_scheduler: Any, task_id: int, measure_candidates: Any,
-                  builder_results: Any, runner_results: Any) -> None:
+    class BatchCounter(PyMeasureCallback):
+        """Counts measured batches; TVM calls ``apply`` with positional arguments."""
+
+        def apply(self, _task_scheduler: Any, _task_id: int, _measure_candidates: Any,
+                  _builder_results: Any, _runner_results: Any) -> None:
+            """One batch of candidates was measured: count it."""
             progress.add(batches=1)
 
     return BatchCounter()

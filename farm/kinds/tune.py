@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import click
 from pydantic import Field, model_validator
 
+from farm.errors import SpecError
 from farm.kinds.base import EnqueueCommand, Kind, default_of
 from farm.kinds.gemm import GEMM_FLAGS, GEMM_OPTIONS, GemmParams, gemm_params
 from farm.kinds.gemm import target as gemm_target
@@ -118,7 +119,8 @@ def run(ctx: RunContext, spec: TuneJob) -> Outcome:
     from farm.runner.execute import phone_target, tracker_params, tune_work_dir
     from farm.runner.tune_phones import serving_job_key
 
-    assert spec.params.gemm is not None  # the spec refuses tuning a model
+    if spec.params.gemm is None:  # the spec refuses tuning a model: unreachable
+        raise SpecError("params.gemm", "tuning needs a GEMM workload")
     gemm = gemm_params(spec.params.gemm)
     serials = list(ctx.attempt.serials)
     target = shared_target({serial: phone_target(serial, ctx, gemm.device) for serial in serials})

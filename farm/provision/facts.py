@@ -57,9 +57,11 @@ def read_facts(adb: Adb, serial: str) -> DeviceFacts:
 
 
 def facts_record(facts: DeviceFacts) -> dict[str, object]:
-    """The JSON stored as a device's ``facts``: every DeviceFacts field, plus the
-    names the scheduler (``abi``, ``abis``, ``soc``, ``sdk``, ``gpu``) and the
-    runner (``has_opencl``, ``has_vulkan``, ``num_cores``) read.
+    """The JSON stored as a device's ``facts``.
+
+    Every DeviceFacts field, plus the names the scheduler (``abi``, ``abis``,
+    ``soc``, ``sdk``, ``gpu``) and the runner (``has_opencl``, ``has_vulkan``,
+    ``num_cores``) read.
 
     ``gpu`` holds the GPU family and vendor (``"adreno qualcomm"``), so a job's
     ``--gpu adreno`` or ``--gpu qualcomm`` both match; one name when the family

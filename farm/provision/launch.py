@@ -103,8 +103,11 @@ def stop_app(adb: Adb, serial: str) -> None:
 
 
 def _start_main(adb: Adb, serial: str) -> None:
-    """Start MainActivity and return once it is shown (``am start -W`` waits for
-    the launch; with ``-W`` its errors are printed on stdout)."""
+    """Start MainActivity and return once it is shown.
+
+    ``am start -W`` waits for the launch; with ``-W`` its errors are printed on
+    stdout.
+    """
     argv = ["am", "start", "-W", "-n", MAIN_ACTIVITY]
     result = adb.shell(serial, argv, timeout_s=20)
     if result.exit_code != 0 or "Error" in result.out or "Error" in result.err:

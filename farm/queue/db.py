@@ -109,7 +109,8 @@ def revisions(connection: sa.Connection) -> tuple[str | None, str]:
         sqlalchemy.exc.SQLAlchemyError: the database cannot be read.
     """
     head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
-    assert head is not None, f"no migration in {_MIGRATIONS}"
+    if head is None:  # a broken install, not a database fault
+        raise RuntimeError(f"no migration in {_MIGRATIONS}")
     return MigrationContext.configure(connection).get_current_revision(), head
 
 

@@ -253,7 +253,7 @@ def finish(session: Session, attempt_id: int, outcome: Outcome, now: datetime) -
     serials: list[str | None] = [*outcome.sample_serials] or [None] * len(outcome.samples)
     session.add_all(
         Sample(result_id=result.id, index=i, value=float(v), unit=outcome.unit, serial=s)
-        for i, (v, s) in enumerate(zip(outcome.samples, serials))
+        for i, (v, s) in enumerate(zip(outcome.samples, serials, strict=True))
     )
     add_snapshots(session, attempt.id, outcome.snapshots)
     session.add_all(

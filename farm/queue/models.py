@@ -122,6 +122,11 @@ class UtcDateTime(TypeDecorator[datetime]):
     cache_ok = True
 
     def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        """An aware datetime as stored: UTC, naive on SQLite (which keeps no offset).
+
+        Raises:
+            ValueError: ``value`` is naive.
+        """
         if value is None:
             return None
         if value.tzinfo is None:
@@ -129,7 +134,10 @@ class UtcDateTime(TypeDecorator[datetime]):
         value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
-    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+    def process_result_value(
+        self, value: datetime | None, _dialect: sa.Dialect
+    ) -> datetime | None:
+        """A stored datetime as an aware UTC one (a naive one is read as UTC)."""
         if value is None:
             return None
         if value.tzinfo is None:

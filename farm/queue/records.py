@@ -279,8 +279,11 @@ class Failure:
 
     @classmethod
     def from_error(cls, error: BaseException) -> Failure:
-        """Classify an exception: a FarmError by its own ``retry``; anything else
-        (a bug, or TVM dying strangely) retries within the attempt limit."""
+        """Classify an exception.
+
+        A FarmError by its own ``retry``; anything else (a bug, or TVM dying
+        strangely) retries within the attempt limit.
+        """
         if isinstance(error, FarmError):
             serial = error.serial if isinstance(error, PhoneFault) else None
             return cls(type(error).__name__, Retry(error.retry), str(error), serial)

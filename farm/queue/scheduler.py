@@ -135,7 +135,7 @@ def matches(selection: DeviceSelection, device: DeviceView) -> bool:
     if selection.serials is not None and device.serial not in selection.serials:
         return False
     if selection.abi is not None:
-        abis = list(facts.get("abis") or []) + [facts.get("abi")]
+        abis = [*(facts.get("abis") or []), facts.get("abi")]
         if selection.abi not in abis:
             return False
     if selection.soc is not None and str(facts.get("soc", "")).lower() != selection.soc.lower():
@@ -258,7 +258,7 @@ def decide(
     free = sorted(
         d.serial for d in snapshot.devices if d.state is DeviceState.READY and not d.drained
     )
-    random.Random(seed).shuffle(free)
+    random.Random(seed).shuffle(free)  # noqa: S311 - spreads load over phones, not a secret
     by_serial = {d.serial: d for d in snapshot.devices}
     in_service = [d for d in snapshot.devices if d.state in IN_SERVICE and not d.drained]
     matcher = Matcher(snapshot.devices)

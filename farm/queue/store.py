@@ -165,7 +165,7 @@ class Store(DeviceOps):
         """How many jobs are in each state (one GROUP BY; a state with none is absent)."""
         query = select(Job.state, func.count()).group_by(Job.state)
         with self._tx() as session:
-            return {state: count for state, count in session.execute(query)}
+            return dict(session.execute(query).all())
 
     def finished_attempts(self, since: datetime) -> list[FinishedAttempt]:
         """Attempts that ended at or after ``since``, in the order they ended.

@@ -1,8 +1,8 @@
-"""One attempt in its own process: ``python -m farm.runner.child``.
+r"""One attempt in its own process: ``python -m farm.runner.child``.
 
 ::
 
-    python -m farm.runner.child --settings RUN/settings.json --job 7 --attempt 12 \\
+    python -m farm.runner.child --settings RUN/settings.json --job 7 --attempt 12 \
         --run-dir RUN --parent-pid 4242
     python -m farm.runner.child --config /etc/farm/farm.toml --job 7 --attempt 12
 
@@ -33,15 +33,16 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from farm.clock import Clock, SystemClock
 from farm.config import Settings, load_config
 from farm.errors import FarmError, StoreError
-from farm.queue.records import Decision, Failure
+from farm.queue.records import Decision, Failure, SnapshotData
 from farm.queue.store import Store
 from farm.runner.outcome import ChildOutcome, write_outcome
 
@@ -67,7 +68,9 @@ def _watch_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def _gate_for(settings: Settings, facts: dict[str, dict], clock: Clock):  # type: ignore[no-untyped-def]
+def _gate_for(
+    settings: Settings, facts: dict[str, dict[str, Any]], clock: Clock
+) -> Callable[[str], SnapshotData]:
     """A gate reading health through adb (``farm.health.probes.read_health``)."""
     from farm.adb import Adb, AdbServer
     from farm.health.probes import read_health
@@ -77,7 +80,7 @@ def _gate_for(settings: Settings, facts: dict[str, dict], clock: Clock):  # type
     adb = Adb(AdbServer(port=settings.adb.port, binary=settings.adb.binary))
     limits = Limits.from_settings(settings.health)
 
-    def gate(serial: str):  # type: ignore[no-untyped-def]
+    def gate(serial: str) -> SnapshotData:
         return wait_until_cool(
             lambda: read_health(adb, serial, clock.now())[0], limits, clock,
             deadline_s=settings.jobs.thermal_wait_deadline_s, facts=facts.get(serial, {}),
@@ -126,13 +129,16 @@ def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,
                                                     "StoreError", "same_limit", str(exc)))
                 return EXIT_FAILED
             log.info("attempt_finished", stored=stored, samples=len(outcome.samples))
-            write_outcome(run_dir, ChildOutcome("succeeded", True, "stored" if stored else "not_stored"))
+            decision = "stored" if stored else "not_stored"
+            write_outcome(run_dir, ChildOutcome("succeeded", True, decision))
             return EXIT_OK
     finally:
         store.close()
 
 
-def _report_failure(store: Store, attempt_id: int, run_dir: Path, failure: Failure, clock: Clock) -> int:
+def _report_failure(
+    store: Store, attempt_id: int, run_dir: Path, failure: Failure, clock: Clock
+) -> int:
     log.warning("attempt_error", error_kind=failure.error_kind, retry=failure.retry.value,
                 reason=failure.message, serial=failure.serial)
     try:
@@ -149,7 +155,9 @@ def _report_failure(store: Store, attempt_id: int, run_dir: Path, failure: Failu
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m farm.runner.child", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m farm.runner.child", description=__doc__.splitlines()[0]
+    )
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--settings", type=Path, help="settings as JSON, written by the dispatcher")
     source.add_argument("--config", type=Path, help="farm's TOML config (as farmd reads it)")
@@ -173,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             settings = load_config(args.config)
     except (OSError, ValueError, FarmError) as exc:
-        print(f"Error: {exc}", file=sys.stderr)
+        sys.stderr.write(f"Error: {exc}\n")
         return 2
     logs.configure(json=True, level=settings.log_level, stream=sys.stderr)
     run_dir = args.run_dir or Path(settings.data_dir) / "runs" / f"attempt-{args.attempt}"

@@ -39,8 +39,8 @@ import structlog
 from farm.clock import Clock
 from farm.config import Settings
 from farm.errors import JobTimeout, Retry
-from farm.privacy import write_private
 from farm.kinds import LeaseByKind
+from farm.privacy import write_private
 from farm.procs import signal_group
 from farm.queue.records import Claim, Decision, Failure
 from farm.queue.scheduler import plan
@@ -195,8 +195,9 @@ class Dispatcher:
                               outcome.message or "the child could not report to the store")
         else:
             how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            log_path = child.run_dir / CHILD_LOG
             failure = Failure("ChildCrashed", Retry.OTHER_PHONE,
-                              f"attempt process died with {how} and no outcome (see {child.run_dir / CHILD_LOG})")
+                              f"attempt process died with {how} and no outcome (see {log_path})")
         decision = self.store.fail_attempt(child.attempt_id, failure, now)
         log.warning("attempt_child_crashed", attempt=child.attempt_id, job_id=child.claim.job.id,
                     exit_code=code, reason=failure.message, decision=decision.value)
@@ -225,7 +226,9 @@ class Dispatcher:
             self._kill(child)
             del self.children[attempt_id]
             decision = self.store.fail_attempt(
-                attempt_id, Failure("Cancelled", Retry.NEVER, "stopped: the store ended the attempt"), now,
+                attempt_id,
+                Failure("Cancelled", Retry.NEVER, "stopped: the store ended the attempt"),
+                now,
             )
             if decision is Decision.IGNORED:  # it committed its result a moment ago
                 report.ended[attempt_id] = "outcome:stored"
@@ -256,7 +259,9 @@ class Dispatcher:
                 )
         except OSError as exc:
             decision = self.store.fail_attempt(
-                claim.attempt.id, Failure("SpawnError", Retry.SAME_LIMIT, f"cannot start child: {exc}"), now,
+                claim.attempt.id,
+                Failure("SpawnError", Retry.SAME_LIMIT, f"cannot start child: {exc}"),
+                now,
             )
             log.error("attempt_not_started", attempt=claim.attempt.id, reason=str(exc),
                       decision=decision.value)

@@ -95,7 +95,8 @@ def wait_until_cool(
         sample = read()
         if cool_enough(sample, limits):
             if waited_s > 0:
-                log.info("thermal_gate_passed", serial=sample.serial, thermal_wait_s=round(waited_s, 1))
+                log.info("thermal_gate_passed", serial=sample.serial,
+                         thermal_wait_s=round(waited_s, 1))
             return snapshot_of(sample, facts or {}, waited_s)
         reason = verdict(sample, limits).reason
         if waited_s >= deadline_s:

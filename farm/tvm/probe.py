@@ -222,8 +222,11 @@ def _emit(stage: str, **fields: Any) -> None:
 
 
 def _connect(tracker: str, key: str) -> tuple[Any, float] | int:
-    """A ticket from the tracker, then the session and when connecting began
-    (``perf_counter``); an exit code when either fails."""
+    """A ticket from the tracker, then a session on it.
+
+    Returns ``(session, start)`` with ``start`` the ``perf_counter`` value when
+    connecting began, or an exit code when either step fails.
+    """
     from tvm import rpc
 
     host, _, port_text = tracker.rpartition(":")

@@ -134,7 +134,8 @@ def ping(host: str, port: int, timeout_s: float = 2.0) -> bool:
     deadline = time.monotonic() + timeout_s
     try:
         with protocol.open_tracker(host, port, deadline) as sock:
-            return bool(protocol.call(sock, [TrackerCode.PING.value], deadline) == TrackerCode.SUCCESS)
+            reply = protocol.call(sock, [TrackerCode.PING.value], deadline)
+            return bool(reply == TrackerCode.SUCCESS)
     except (OSError, protocol.FrameError):
         return False
 

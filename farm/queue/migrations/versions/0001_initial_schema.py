@@ -20,6 +20,7 @@ depends_on = None
 
 
 def upgrade() -> None:
+    """Create every table of the first schema, with its indexes."""
     op.create_table(
         "device_events",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -233,6 +234,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Drop the first schema's tables, dependents first."""
     op.drop_table("samples")
     with op.batch_alter_table("tuning_records", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_tuning_records_job_id"))

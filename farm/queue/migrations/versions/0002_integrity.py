@@ -24,6 +24,10 @@ depends_on = None
 
 
 def upgrade() -> None:
+    """Add ``phone_holds``, ``devices.health_reason`` and ``attempts.host``.
+
+    ``phone_holds`` has the serial as primary key: one running attempt per phone.
+    """
     op.create_table(
         "phone_holds",
         sa.Column("serial", sa.String(length=128), nullable=False),
@@ -44,6 +48,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Remove what :func:`upgrade` added."""
     with op.batch_alter_table("attempts", schema=None) as batch_op:
         batch_op.drop_column("host")
     with op.batch_alter_table("devices", schema=None) as batch_op:
