@@ -294,14 +294,15 @@ def _run_jobs(farmd: Farmd, serials: list[str], n: int, model: bool, data_dir: P
 def _keep_running(settings: Settings, data_dir: Path, console: Console) -> None:
     config = data_dir / CONFIG_NAME
     config.write_text(_settings_toml(settings), encoding="utf-8")
-    console.print(f"farmd and the phones keep running; try:\n"
-                  f"  farmctl --config {config} devices\n"
-                  f"  farmctl --config {config} enqueue gemm --n 256\n"
-                  f"  curl -s http://127.0.0.1:{settings.metrics.port}/metrics\n"
-                  "Ctrl-C (or SIGTERM) stops everything.")
-    stop = threading.Event()
+    # The interrupt may come as soon as the line below is out (a script waits
+    # for it, then sends SIGTERM): the suppress block must already be open.
     with contextlib.suppress(KeyboardInterrupt):
-        stop.wait()
+        console.print(f"farmd and the phones keep running; try:\n"
+                      f"  farmctl --config {config} devices\n"
+                      f"  farmctl --config {config} enqueue gemm --n 256\n"
+                      f"  curl -s http://127.0.0.1:{settings.metrics.port}/metrics\n"
+                      "Ctrl-C (or SIGTERM) stops everything.")
+        threading.Event().wait()
 
 
 def _interrupt(_signum: int, _frame: FrameType | None) -> None:
