@@ -29,7 +29,7 @@ from pathlib import Path
 
 import psutil
 
-from farm.aio import wait_until
+from farm.clock import wait_until
 from farm.netaddr import free_port
 from farm.procs import signal_group
 from farm.provision.standin import demo_apk
@@ -94,7 +94,7 @@ def main() -> int:
             farmd = _start(["farmd", "--config", str(config), "--json-logs"], root / "farmd.log")
             try:
                 store_url = default_url(data)
-                if not wait_until((data / "farm.db").exists, 60, 0.2):
+                if not wait_until((data / "farm.db").exists, 60, interval_s=0.2):
                     print(
                         f"farmd made no database in 60 s (see {root / 'farmd.log'})",
                         file=sys.stderr,
@@ -106,7 +106,8 @@ def main() -> int:
                     def ready() -> int:
                         return sum(d.state is DeviceState.READY for d in store.list_devices())
 
-                    if not wait_until(lambda: ready() == args.phones, READY_DEADLINE_S, 0.5):
+                    if not wait_until(lambda: ready() == args.phones, READY_DEADLINE_S,
+                                      interval_s=0.5):
                         print(
                             f"only {ready()} phones ready in {READY_DEADLINE_S:g} s",
                             file=sys.stderr,

@@ -29,8 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from farm import logs
-from farm.aio import wait_until
 from farm.cli.demo import demo_farmd
+from farm.clock import wait_until
 from farm.queue import Store
 from farm.queue.models import DeviceState, JobState
 
@@ -51,7 +51,7 @@ def _run_batch(store: Store, count: int, serials: list[str] | None) -> float:
     now = datetime.now(UTC)
     ids = [store.enqueue(_spec(serials), now) for _ in range(count)]
     ok = wait_until(lambda: all(store.get_job(i).state in _DONE for i in ids),
-                    BATCH_DEADLINE_S, 0.1)
+                    BATCH_DEADLINE_S, interval_s=0.1)
     elapsed_s = time.monotonic() - start
     failed = [i for i in ids if store.get_job(i).state is not JobState.SUCCEEDED]
     if not ok or failed:
@@ -70,7 +70,7 @@ def main() -> int:
         store, serials = farmd.store, farmd.fleet.serials
         if not wait_until(lambda: all(getattr(store.get_device(s), "state", None)
                                       is DeviceState.READY for s in serials),
-                          READY_DEADLINE_S, 0.5):
+                          READY_DEADLINE_S, interval_s=0.5):
             print("phones not ready", file=sys.stderr)
             return 1
         _run_batch(store, 1, serials[:1])  # warm the compile cache

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from farm import logs
-from farm.aio import wait_until
 from farm.cli.demo import demo_farmd
+from farm.clock import wait_until
 from farm.queue.models import DeviceState
 
 READY_DEADLINE_S = 300.0
@@ -44,7 +44,7 @@ def main() -> int:
         start = time.monotonic()
         ready = wait_until(lambda: all(
             getattr(farmd.store.get_device(s), "state", None) is DeviceState.READY
-            for s in serials), READY_DEADLINE_S, 0.5)
+            for s in serials), READY_DEADLINE_S, interval_s=0.5)
         if not ready:
             print(f"phones not ready in {READY_DEADLINE_S:g} s", file=sys.stderr)
             return 1

@@ -34,8 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from farm import logs
-from farm.aio import wait_until
 from farm.cli.demo import demo_farmd
+from farm.clock import wait_until
 from farm.queue.models import DeviceState, JobState
 
 READY_DEADLINE_S = 120.0
@@ -80,7 +80,7 @@ def main() -> int:
         serial = farmd.fleet.serials[0]
         store = farmd.store
         if not wait_until(lambda: getattr(store.get_device(serial), "state", None)
-                          is DeviceState.READY, READY_DEADLINE_S, 0.2):
+                          is DeviceState.READY, READY_DEADLINE_S, interval_s=0.2):
             print("phone not ready", file=sys.stderr)
             return 1
         key = farmd.manager.runtime(serial).key
@@ -91,14 +91,15 @@ def main() -> int:
                                     "devices": {"serials": [serial]}}, datetime.now(UTC))
             wait_until(lambda i=job_id: store.get_job(i).state not in (JobState.QUEUED,
                                                                         JobState.RUNNING),
-                       JOB_DEADLINE_S, 0.05)
+                       JOB_DEADLINE_S, interval_s=0.05)
             elapsed_s = time.monotonic() - start
             job = store.get_job(job_id)
             if job.state is not JobState.SUCCEEDED:
                 print(f"farm job {job_id} {job.state.value}: {job.error}", file=sys.stderr)
                 return 1
             # Let the phone come back to ready before the script asks for it.
-            wait_until(lambda: store.get_device(serial).state is DeviceState.READY, 30, 0.05)
+            wait_until(lambda: store.get_device(serial).state is DeviceState.READY, 30,
+                       interval_s=0.05)
             out = subprocess.run(
                 [sys.executable, "-c", SCRIPT, host, str(port), key, str(args.n)],
                 capture_output=True,

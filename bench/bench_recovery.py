@@ -33,8 +33,8 @@ from pathlib import Path
 from _stats import percentile
 
 from farm import logs
-from farm.aio import wait_until
 from farm.cli.demo import demo_farmd
+from farm.clock import wait_until
 from farm.queue.models import DeviceState
 from farm.tvm.tracker import summary
 
@@ -65,7 +65,7 @@ def main() -> int:
             return {s.key for s in summary(*tracker).servers}
 
         if not wait_until(lambda: all(state(s) is DeviceState.READY for s in serials),
-                          READY_DEADLINE_S, 0.2):
+                          READY_DEADLINE_S, interval_s=0.2):
             print(f"phones not ready in {READY_DEADLINE_S:g} s", file=sys.stderr)
             return 1
         times_s = []
@@ -74,12 +74,14 @@ def main() -> int:
             start = time.monotonic()
             farmd.fleet.crash_app(serial)
             key = keys[serial]
-            if not wait_until(lambda k=key: k not in listed(), CRASH_SEEN_DEADLINE_S, 0.05):
+            if not wait_until(lambda k=key: k not in listed(), CRASH_SEEN_DEADLINE_S,
+                              interval_s=0.05):
                 print(f"kill {kill}: {serial} still listed at the tracker "
                       f"{CRASH_SEEN_DEADLINE_S:g} s after the crash", file=sys.stderr)
                 return 1
             back = wait_until(lambda s=serial, k=key: k in listed()
-                              and state(s) is DeviceState.READY, RECOVERY_DEADLINE_S, 0.1)
+                              and state(s) is DeviceState.READY, RECOVERY_DEADLINE_S,
+                              interval_s=0.1)
             if not back:
                 print(
                     f"kill {kill}: {serial} not back in {RECOVERY_DEADLINE_S:g} s"

@@ -38,8 +38,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from farm import logs
-from farm.aio import wait_until
 from farm.cli.demo import demo_farmd
+from farm.clock import wait_until
 from farm.provision.standin import demo_apk
 from farm.queue.models import DeviceState
 from farm.virtual.fleet import Fleet
@@ -96,7 +96,7 @@ def main() -> int:
             batch = phones.enter_context(served_phones(count, adb_port, tmp / f"phones-{first}"))
             if not wait_until(lambda: all(s is DeviceState.READY
                                           for s in states(batch)),  # noqa: B023
-                              READY_DEADLINE_S, 1.0):
+                              READY_DEADLINE_S, interval_s=1.0):
                 print(f"phones not ready in {READY_DEADLINE_S:g} s: {states(batch)}",
                       file=sys.stderr)
                 return 1
@@ -106,7 +106,8 @@ def main() -> int:
         late = phones.enter_context(Fleet(args.provisioning, network="usb-only",
                                           adb_port=adb_port, data_dir=tmp / "late-phones"))
         late_serials = list(late.serials)
-        wait_until(lambda: all(s in PROVISIONING for s in states(late_serials)), 60, 0.05)
+        wait_until(lambda: all(s in PROVISIONING for s in states(late_serials)), 60,
+                   interval_s=0.05)
         times_s: list[float] = []
         cpu_s: list[float] = []
         for _ in range(args.sweeps):
@@ -119,7 +120,8 @@ def main() -> int:
             print(f"sweep of {swept} phones: {times_s[-1]:.2f} s wall, {cpu_s[-1]:.2f} s CPU "
                   f"in farmd's process ({before} provisioning at start, {after} at end)",
                   flush=True)
-        wait_until(lambda: all(s is DeviceState.READY for s in states(late_serials)), 300, 1)
+        wait_until(lambda: all(s is DeviceState.READY for s in states(late_serials)), 300,
+                   interval_s=1)
         print(f"late phones: {[s.value if s else None for s in states(late_serials)]}")
     load = os.getloadavg()[0]
     print(f"\nsweep of {args.ready} ready virtual phones while {args.provisioning} provision: "

@@ -28,12 +28,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from farm.clock import wait_until
 from farm.config import Settings
 from farm.daemon import Farmd
 from farm.netaddr import free_port
 from farm.queue.models import DeviceState, JobState
 from farm.queue.store import Store
-from farm.virtual.testing import adb_server, wait_until
+from farm.virtual.testing import adb_server
 
 FINISHED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 READY_DEADLINE_S = 180.0

@@ -10,7 +10,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -21,23 +20,6 @@ T = TypeVar("T")
 
 CHUNK_BYTES = 65536
 """Most bytes :func:`pump` moves per read."""
-
-
-def wait_until(
-    predicate: Callable[[], bool], deadline_s: float, interval_s: float = 0.05
-) -> bool:
-    """Poll ``predicate`` until it is true or ``deadline_s`` seconds pass.
-
-    Returns:
-        The predicate's last value: True if it held in time, else False.
-    """
-    deadline = time.monotonic() + deadline_s
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval_s)
 
 
 class LoopThread:

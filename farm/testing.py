@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from farm.adb import Adb, AdbServer, DeviceTracker
-from farm.aio import LoopThread, wait_until
-from farm.clock import SystemClock
+from farm.aio import LoopThread
+from farm.clock import SystemClock, wait_until
 from farm.config import Settings
 from farm.fleet.manager import FleetManager, FleetOptions
 from farm.queue.db import default_url
@@ -63,7 +63,7 @@ class FleetHarness:
             self.manager.sweep()
             return predicate()
 
-        return wait_until(swept, deadline_s, interval_s=0.5)
+        return bool(wait_until(swept, deadline_s, interval_s=0.5))
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from farm.aio import wait_until
+from farm.clock import wait_until
 from farm.errors import TrackerUnreachable
 from farm.netaddr import free_port
 from farm.procs import signal_group
@@ -115,7 +115,7 @@ class LocalCluster:
                 )
             )
         want = len(procs)
-        if not wait_until(lambda: self.free_servers(key) >= want, deadline_s, 0.2):
+        if not wait_until(lambda: self.free_servers(key) >= want, deadline_s, interval_s=0.2):
             raise TrackerUnreachable(
                 self.host, self.port, f"{want} servers of {key!r} did not register"
             )

@@ -26,7 +26,7 @@ from typing import Any
 import psutil
 import structlog
 
-from farm.aio import wait_until
+from farm.clock import wait_until
 from farm.errors import InfraFault
 from farm.procs import group_alive, signal_group
 

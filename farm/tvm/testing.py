@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from farm.aio import LoopThread, splice, wait_until
+from farm.aio import LoopThread, splice
 
-__all__ = ["Forward", "LoopThread", "wait_until"]
+__all__ = ["Forward", "LoopThread"]
 
 
 class Forward:

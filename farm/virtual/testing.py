@@ -5,7 +5,7 @@
   it ends.
 * :func:`fleet` runs virtual phones attached to that server and waits until
   every one is listed as ``device``.
-* :func:`wait_until` polls a predicate against a deadline instead of sleeping
+* :func:`farm.clock.wait_until` polls a predicate against a deadline instead of sleeping
   and hoping.
 
 ``tests/fleet/conftest.py`` exposes them as pytest fixtures.
@@ -18,12 +18,12 @@ import os
 import socket
 import subprocess
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from farm.adb.server import bundled_adb
+from farm.clock import wait_until
 from farm.netaddr import free_port
 from farm.procs import signal_group
 from farm.virtual.contracts import NetworkMode
@@ -33,34 +33,6 @@ SERVER_START_TIMEOUT_S = 20.0
 SERVER_STOP_TIMEOUT_S = 10.0
 ATTACH_TIMEOUT_S = 30.0
 _POLL_INTERVAL_S = 0.05
-
-
-def wait_until(predicate: Callable[[], object], deadline_s: float, what: str) -> object:
-    """Poll ``predicate`` until it returns something truthy; return that value.
-
-    Args:
-        predicate: called repeatedly; exceptions count as "not yet" until the deadline.
-        deadline_s: how long to keep trying, in seconds.
-        what: the condition in words, for the error message.
-
-    Raises:
-        TimeoutError: the predicate stayed falsy for ``deadline_s`` (the last
-            exception, if any, is chained).
-    """
-    end = time.monotonic() + deadline_s
-    last_exc: Exception | None = None
-    while True:
-        try:
-            value = predicate()
-        except Exception as exc:  # noqa: BLE001 - retried until the deadline
-            last_exc, value = exc, None
-        if value:
-            return value
-        if time.monotonic() >= end:
-            raise TimeoutError(f"{what}: not true within {deadline_s:g} s") from last_exc
-        time.sleep(_POLL_INTERVAL_S)
-
-
 
 
 def _accepts(port: int) -> bool:

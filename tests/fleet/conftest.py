@@ -23,6 +23,7 @@ import pytest
 from apk_tools.keys import create_pem_key
 from apk_tools.prepare import prepare
 from apk_tools.standin import build_standin_apk
+from farm.clock import wait_until
 from farm.config import Settings
 from farm.daemon import Farmd
 from farm.netaddr import free_port
@@ -33,7 +34,7 @@ from farm.runner.dispatcher import CHILD_LOG
 from farm.testing import FleetHarness, fleet_harness
 from farm.virtual.android.spec import profiles
 from farm.virtual.fleet import Fleet
-from farm.virtual.testing import AdbServerHandle, wait_until
+from farm.virtual.testing import AdbServerHandle
 from farm.virtual.testing import adb_server as _adb_server
 from farm.virtual.testing import fleet as _fleet
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from farm.clock import wait_until
 from farm.procs import signal_group
 from farm.virtual.cli import main
-from farm.virtual.testing import AdbServerHandle, wait_until
+from farm.virtual.testing import AdbServerHandle
 
 pytestmark = pytest.mark.fleet
 

@@ -8,7 +8,8 @@ import time
 import adbutils
 import pytest
 
-from farm.virtual.testing import AdbServerHandle, wait_until
+from farm.clock import wait_until
+from farm.virtual.testing import AdbServerHandle
 
 pytestmark = pytest.mark.fleet
 

@@ -14,11 +14,12 @@ import pytest
 from rich.console import Console
 
 from farm.cli.demo import run_demo
+from farm.clock import wait_until
 from farm.config import Settings
 from farm.daemon import Farmd
 from farm.netaddr import free_port
 from farm.queue.models import DeviceState, JobState
-from farm.virtual.testing import adb_server, wait_until
+from farm.virtual.testing import adb_server
 
 pytestmark = pytest.mark.fleet
 

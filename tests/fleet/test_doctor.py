@@ -10,10 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from farm.cli.main import cli
+from farm.clock import wait_until
 from farm.fleet.keys import phone_key
 from farm.tvm.tracker import TrackerProcess
 from farm.virtual.fleet import Fleet
-from farm.virtual.testing import AdbServerHandle, free_port, wait_until
+from farm.virtual.testing import AdbServerHandle, free_port
 
 pytestmark = pytest.mark.fleet
 

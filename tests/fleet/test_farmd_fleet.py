@@ -10,7 +10,7 @@ import pytest
 from apk_tools.keys import create_pem_key
 from apk_tools.prepare import prepare
 from apk_tools.standin import build_standin_apk
-from farm.aio import wait_until
+from farm.clock import wait_until
 from farm.provision.launch import Method
 from farm.queue.models import DeviceState
 from farm.supervise.ladder import LadderPolicy

@@ -16,9 +16,9 @@ import psutil
 import pytest
 
 from farm.adb.server import AdbServer
+from farm.clock import wait_until
 from farm.netaddr import free_port
 from farm.runner.pidfile import PIDFILE_NAME
-from farm.virtual.testing import wait_until
 
 pytestmark = pytest.mark.fleet
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from farm.clock import wait_until
 from farm.jobs.tune_records import RECORDS_FILE
 from farm.netaddr import free_port
 from farm.procs import signal_group
@@ -36,7 +37,7 @@ from farm.runner.pidfile import PIDFILE_NAME
 from farm.tvm.tracker import ping
 from farm.virtual.android.spec import profiles
 from farm.virtual.fleet import Fleet
-from farm.virtual.testing import AdbServerHandle, wait_until
+from farm.virtual.testing import AdbServerHandle
 
 # Two farmd starts, provisioning twice and two tuning batches: longer than the
 # default 600 s per test on a loaded 2-core host.

@@ -23,6 +23,7 @@ import psutil
 import pytest
 import sqlalchemy as sa
 
+from farm.clock import wait_until
 from farm.fleet.keys import job_key, phone_key
 from farm.jobs.tune_records import FAILED_RUN_S, RECORDS_FILE
 from farm.procs import signal_group
@@ -33,7 +34,7 @@ from farm.runner.execute import tune_work_dir
 from farm.tvm.tracker import TrackerProcess, summary
 from farm.virtual.android.spec import profiles
 from farm.virtual.fleet import Fleet
-from farm.virtual.testing import AdbServerHandle, wait_until
+from farm.virtual.testing import AdbServerHandle
 
 pytestmark = [pytest.mark.fleet, pytest.mark.slow]
 

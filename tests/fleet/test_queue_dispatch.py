@@ -27,7 +27,7 @@ import psutil
 import pytest
 from device_states import put_state
 
-from farm.clock import SystemClock
+from farm.clock import SystemClock, wait_until
 from farm.config import Settings
 from farm.fleet.keys import phone_key
 from farm.jobs.local_cluster import LocalCluster
@@ -36,7 +36,7 @@ from farm.queue import AttemptState, DeviceState, JobState, Store
 from farm.queue.waiting import wait_reasons
 from farm.runner import Dispatcher
 from farm.virtual.fleet import Fleet
-from farm.virtual.testing import AdbServerHandle, wait_until
+from farm.virtual.testing import AdbServerHandle
 
 pytestmark = pytest.mark.fleet
 

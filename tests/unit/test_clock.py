@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from farm.clock import Clock, FakeClock, SystemClock
+from farm.clock import Clock, FakeClock, SystemClock, wait_until
 
 
 class TestSystemClock:
@@ -56,3 +56,40 @@ class TestFakeClock:
         """A negative advance is refused."""
         with pytest.raises(ValueError):
             FakeClock().advance(-1)
+
+
+class TestWaitUntil:
+    def test_returns_the_truthy_value(self) -> None:
+        """The predicate's truthy value comes back as soon as it appears."""
+        answers = iter([0, "", "ready"])
+        assert wait_until(lambda: next(answers), 5, interval_s=0) == "ready"
+
+    def test_without_what_a_timeout_returns_the_falsy_value(self) -> None:
+        """Without ``what`` the deadline is the caller's business: the last falsy value."""
+        clock = FakeClock()
+
+        def never() -> int:
+            clock.advance(1)
+            return 0
+
+        assert wait_until(never, 3, interval_s=0, clock=clock) == 0
+
+    def test_without_what_an_error_propagates(self) -> None:
+        """Without ``what`` a failing predicate fails the wait at once."""
+        def broken() -> bool:
+            raise OSError("refused")
+
+        with pytest.raises(OSError, match="refused"):
+            wait_until(broken, 5, interval_s=0)
+
+    def test_with_what_errors_are_not_yet_and_the_timeout_names_it(self) -> None:
+        """With ``what`` errors count as not yet; the TimeoutError names the condition."""
+        clock = FakeClock()
+
+        def refused() -> bool:
+            clock.advance(1)
+            raise ConnectionRefusedError("not listening")
+
+        with pytest.raises(TimeoutError, match="the server listens: not true within 3 s") as info:
+            wait_until(refused, 3, "the server listens", interval_s=0, clock=clock)
+        assert isinstance(info.value.__cause__, ConnectionRefusedError)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
-from farm.aio import wait_until
-from farm.clock import FakeClock
+from farm.clock import FakeClock, wait_until
 from farm.fleet.manager import FleetManager
 from farm.health.sample import HealthSample
 from farm.queue import DeviceHealth, DeviceState, Store

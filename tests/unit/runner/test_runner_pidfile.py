@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from farm.aio import wait_until
+from farm.clock import wait_until
 from farm.procs import group_alive, signal_group
 from farm.runner.pidfile import (
     PIDFILE_NAME,

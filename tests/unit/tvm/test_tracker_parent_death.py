@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from farm.aio import wait_until
+from farm.clock import wait_until
 from farm.errors import TrackerUnreachable
 from farm.netaddr import free_port
 from farm.procs import group_alive, signal_group

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
+from farm.clock import wait_until
 from farm.device.facts import gpu_limits_from
 from farm.errors import NoFreeServer, SessionError, TrackerUnreachable
 from farm.tvm.probe import probe_session, read_gpu_limits
-from farm.tvm.testing import wait_until
 from farm.tvm.tracker import TrackerProcess, free_port, summary
 
 

@@ -9,10 +9,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from farm.clock import wait_until
 from farm.tvm.probe import probe_session
 from farm.tvm.protocol import RPC_TRACKER_MAGIC, encode_frame, pack_int32, read_frame
 from farm.tvm.relay import Relay, announced_port, rewrite_message
-from farm.tvm.testing import Forward, LoopThread, wait_until
+from farm.tvm.testing import Forward, LoopThread
 from farm.tvm.tracker import ServerInfo, TrackerProcess, summary
 from farm.virtual.net import Net
 

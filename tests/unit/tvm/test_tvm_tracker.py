@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from farm.clock import wait_until
 from farm.errors import TrackerUnreachable
 from farm.netaddr import free_port
 from farm.procs import group_alive
-from farm.tvm.testing import wait_until
 from farm.tvm.tracker import (
     QueueInfo,
     ServerInfo,

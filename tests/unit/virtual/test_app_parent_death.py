@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from farm.aio import wait_until
+from farm.clock import wait_until
 from farm.procs import group_alive, signal_group
 
 # A stand-in for the process serving virtual phones: one app on a lan phone.

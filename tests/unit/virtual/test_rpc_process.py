@@ -15,8 +15,9 @@ from typing import Any
 import psutil
 import pytest
 
+from farm.clock import wait_until
 from farm.tvm import protocol
-from farm.tvm.testing import LoopThread, wait_until
+from farm.tvm.testing import LoopThread
 from farm.tvm.tracker import TrackerProcess, summary
 from farm.virtual.net import Net, parse_tcp_spec
 from farm.virtual.rpc_process import RpcProcess, RpcStartError, bind_device_port
