@@ -6,45 +6,15 @@ import csv
 import io
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
-import pytest
-from click.testing import CliRunner, Result
 from device_states import put_state
 
-from farm.cli.main import cli
 from farm.clock import SystemClock
 from farm.errors import SessionError
 from farm.queue import DeviceState, Outcome, Store
 from farm.queue.scheduler import Assignment
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    """A farm.toml whose data folder is in tmp_path."""
-    path = tmp_path / "farm.toml"
-    path.write_text(f'data_dir = "{tmp_path / "data"}"\n')
-    return path
-
-
-@pytest.fixture
-def farmctl(config: Path):  # type: ignore[no-untyped-def]
-    """Run farmctl with the test config; returns the click Result."""
-    runner = CliRunner()
-
-    def run(*args: str) -> Result:
-        return runner.invoke(cli, ["--config", str(config), *args], env={"FARM_CONFIG": None})
-
-    return run
-
-
-@pytest.fixture
-def store(config: Path):  # type: ignore[no-untyped-def]
-    """The same queue farmctl uses, opened by the test."""
-    with Store(f"sqlite:///{config.parent / 'data' / 'farm.db'}") as opened:
-        yield opened
 
 
 def finished_job(store: Store, samples: tuple[float, ...] = (0.5, 0.25)) -> int:

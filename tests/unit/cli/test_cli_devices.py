@@ -18,14 +18,6 @@ NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture
-def config(tmp_path: Path) -> Path:
-    """A farm.toml whose data folder is in tmp_path."""
-    path = tmp_path / "farm.toml"
-    path.write_text(f'data_dir = "{tmp_path / "data"}"\n')
-    return path
-
-
-@pytest.fixture
 def store(config: Path) -> Iterator[Store]:
     """The queue farmctl uses, with one ready phone R1 sampled once and one busy drained R2."""
     with Store(f"sqlite:///{config.parent / 'data' / 'farm.db'}") as opened:

@@ -6,11 +6,10 @@ import json
 import subprocess
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
 import click
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
 from farm.cli.jobs import EXIT_FAILED, EXIT_TIMEOUT
 from farm.cli.main import cli
@@ -20,32 +19,6 @@ from farm.queue import Store
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 HUGE_ID = "99999999999999999999999"
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    """A farm.toml whose data folder is in tmp_path."""
-    path = tmp_path / "farm.toml"
-    path.write_text(f'data_dir = "{tmp_path / "data"}"\n')
-    return path
-
-
-@pytest.fixture
-def farmctl(config: Path):  # type: ignore[no-untyped-def]
-    """Run farmctl with the test config; returns the click Result."""
-    runner = CliRunner()
-
-    def run(*args: str) -> Result:
-        return runner.invoke(cli, ["--config", str(config), *args], env={"FARM_CONFIG": None})
-
-    return run
-
-
-@pytest.fixture
-def store(config: Path):  # type: ignore[no-untyped-def]
-    """The same queue farmctl uses, opened by the test."""
-    with Store(f"sqlite:///{config.parent / 'data' / 'farm.db'}") as opened:
-        yield opened
 
 
 class TestHelp:

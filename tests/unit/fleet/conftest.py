@@ -1,20 +1,16 @@
-"""Fixtures for the fleet's unit tests: a real store (SQLite, and PostgreSQL when
-``TEST_POSTGRES_URL`` is set) and a fleet manager on it without phones.
+"""Fixtures for the fleet's unit tests: a fleet manager without phones.
 
-The store fixtures follow ``tests/unit/queue/conftest.py`` (a schema per test on
-PostgreSQL, dropped afterwards).
+The real store it runs on (SQLite, and PostgreSQL when ``TEST_POSTGRES_URL`` is
+set) comes from ``tests/unit/conftest.py``.
 """
 
 from __future__ import annotations
 
-import os
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
 import pytest
-import sqlalchemy as sa
 
 from farm.adb import Adb
 from farm.aio import LoopThread
@@ -22,35 +18,6 @@ from farm.clock import FakeClock
 from farm.config import Settings
 from farm.fleet.manager import FleetManager, FleetOptions
 from farm.queue import Store
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A URL of an empty database: a SQLite file, or a fresh PostgreSQL schema."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'farm.db'}"
-        return
-    base = os.environ.get("TEST_POSTGRES_URL")
-    if not base:
-        pytest.skip("TEST_POSTGRES_URL is not set")
-    schema = f"farm_test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(base)
-    with admin.begin() as connection:
-        connection.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    try:
-        url = sa.engine.make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as connection:
-            connection.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-        admin.dispose()
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    """An open Store on an empty, migrated database."""
-    with Store(store_url) as opened:
-        yield opened
 
 
 @pytest.fixture

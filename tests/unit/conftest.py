@@ -1,4 +1,4 @@
-"""Fixtures for the queue tests: a fresh real database per test (rq's RQTestCase idea).
+"""Fixtures for unit tests that need a store: a fresh real database per test (rq's RQTestCase).
 
 SQLite always, in a file under tmp_path. PostgreSQL too when
 ``TEST_POSTGRES_URL`` is set (e.g. ``postgresql+psycopg://farm@127.0.0.1/farm``):
