@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,25 +31,6 @@ def _config(folder: Path) -> Path:
 
 def _run(config: Path, *args: str) -> Result:
     return CliRunner().invoke(cli, ["--config", str(config), *args], env={"FARM_CONFIG": None})
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    """A farm.toml whose data folder is in tmp_path."""
-    return _config(tmp_path)
-
-
-@pytest.fixture
-def farmctl(config: Path):  # type: ignore[no-untyped-def]
-    """Run farmctl with the test config; returns the click Result."""
-    return lambda *args: _run(config, *args)
-
-
-@pytest.fixture
-def store(config: Path) -> Iterator[Store]:
-    """The same queue farmctl uses, opened by the test."""
-    with Store(f"sqlite:///{config.parent / 'data' / 'farm.db'}") as opened:
-        yield opened
 
 
 class TestEnqueue:
