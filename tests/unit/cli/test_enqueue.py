@@ -33,6 +33,12 @@ def _run(config: Path, *args: str) -> Result:
     return CliRunner().invoke(cli, ["--config", str(config), *args], env={"FARM_CONFIG": None})
 
 
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    """A farm.toml in tmp_path whose tune time limit (7200 s) is not the default."""
+    return _config(tmp_path)
+
+
 class TestEnqueue:
     def test_enqueue_is_durable_without_farmd(self, farmctl, store: Store) -> None:
         """A job enqueued with no farmd running is stored, and farmctl says farmd is not running."""
