@@ -131,6 +131,34 @@ def release_expired_cancels(session: Session, now: datetime) -> list[int]:
                               "lease ran out after its job was cancelled")
 
 
+def requeue_uncounted(
+    session: Session,
+    attempt: Attempt,
+    error_kind: str,
+    reason: str,
+    to_state: DeviceState,
+    release_reason: str,
+    now: datetime,
+) -> Job:
+    """End a running attempt nobody failed and queue its job again, the attempt uncounted.
+
+    The attempt ends ``abandoned`` with ``error_kind``/``reason``; its phones
+    go to ``to_state``; its job (if still running) is queued again with the
+    attempt given back and no backoff. The one rule behind a clean stop
+    (:func:`farm.queue.lifecycle.requeue`) and a dead farmd's reclaim.
+
+    Returns:
+        The attempt's job, locked.
+    """
+    end_attempt(attempt, AttemptState.ABANDONED, now, error_kind, reason)
+    job = locked_job(session, attempt.job_id)
+    transitions.release(session, attempt.id, attempt.serials, to_state, release_reason, now)
+    if job.state is JobState.RUNNING:
+        job.state = JobState.QUEUED
+        job.attempts_made = max(0, job.attempts_made - 1)
+    return job
+
+
 def reclaim(session: Session, host: str, reason: str, now: datetime) -> list[AttemptView]:
     """End every attempt a dead farmd of ``host`` left running; free its phones.
 
@@ -153,13 +181,8 @@ def reclaim(session: Session, host: str, reason: str, now: datetime) -> list[Att
         )
     )
     for attempt in running:
-        end_attempt(attempt, AttemptState.ABANDONED, now, RECLAIMED, reason)
-        job = locked_job(session, attempt.job_id)
-        transitions.release(session, attempt.id, attempt.serials, DeviceState.UNHEALTHY,
-                            f"attempt {attempt.id} reclaimed: {reason}", now)
-        if job.state is JobState.RUNNING:
-            job.state = JobState.QUEUED
-            job.attempts_made = max(0, job.attempts_made - 1)
+        job = requeue_uncounted(session, attempt, RECLAIMED, reason, DeviceState.UNHEALTHY,
+                                f"attempt {attempt.id} reclaimed: {reason}", now)
         transitions.note(session, "attempt_reclaimed", job_id=job.id, attempt=attempt.id,
                          serials=list(attempt.serials), host=host, reason=reason)
     _release_cancelled(session, Attempt.host == host, now, f"reclaimed: {reason}")

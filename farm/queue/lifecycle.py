@@ -199,13 +199,8 @@ def requeue(session: Session, attempt_id: int, reason: str, now: datetime) -> bo
         if attempt is not None:
             endings.confirm_stopped(session, attempt, now)
         return False
-    end_attempt(attempt, AttemptState.ABANDONED, now, "Requeued", reason)
-    job = locked_job(session, attempt.job_id)
-    transitions.release(session, attempt.id, attempt.serials, DeviceState.READY,
-                        f"attempt {attempt.id} requeued: {reason}", now)
-    if job.state is JobState.RUNNING:
-        job.state = JobState.QUEUED
-        job.attempts_made = max(0, job.attempts_made - 1)
+    job = endings.requeue_uncounted(session, attempt, "Requeued", reason, DeviceState.READY,
+                                    f"attempt {attempt.id} requeued: {reason}", now)
     transitions.note(session, "attempt_requeued", job_id=job.id, attempt=attempt.id,
                      reason=reason)
     session.flush()
