@@ -82,11 +82,13 @@ class TestPacket:
         asyncio.run(scenario())
 
 
-class TestAuth:
-    @pytest.fixture(scope="class")
-    def key(self) -> rsa.RSAPrivateKey:
-        return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+@pytest.fixture(scope="module")
+def key() -> rsa.RSAPrivateKey:
+    """One RSA key for the auth tests (generating one takes a while)."""
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
+
+class TestAuth:
     def test_public_key_round_trip(self, key: rsa.RSAPrivateKey) -> None:
         """encode_public_key writes adbkey.pub's 524-byte struct and parse_public_key reads it
         back."""
