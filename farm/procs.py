@@ -107,3 +107,11 @@ def spawn(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
         return subprocess.Popen(list(argv), start_new_session=True, **popen_kwargs)
 
     return _spawner.submit(start).result()
+
+
+def process_alive(process: psutil.Process) -> bool:
+    """Whether ``process`` still runs: a zombie or a vanished process does not."""
+    try:
+        return bool(process.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False

@@ -12,12 +12,15 @@
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from apk_tools.keys import create_pem_key
@@ -27,6 +30,7 @@ from farm.clock import wait_until
 from farm.config import Settings
 from farm.daemon import Farmd
 from farm.netaddr import free_port
+from farm.procs import signal_group
 from farm.provision.standin import demo_apk
 from farm.queue.models import DeviceState
 from farm.queue.store import Store
@@ -189,3 +193,31 @@ def start_farmd(
             return running
 
         yield start
+
+
+@pytest.fixture
+def farmd_process() -> Iterator[Callable[[Path, Path], subprocess.Popen[bytes]]]:
+    """Start ``farmd --config CONFIG`` as a real process, logging JSON lines to a file.
+
+    Each runs in its own process group; after the test, every farmd started and
+    every process group under it is killed.
+    """
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(config: Path, log_path: Path) -> subprocess.Popen[bytes]:
+        with log_path.open("ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-c", "from farm.daemon import main; main()", "--config",
+                 str(config), "--json-logs"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(process.pid).children(recursive=True):
+                signal_group(child.pid)
+        signal_group(process.pid)
+        process.wait(timeout=30)

@@ -18,6 +18,7 @@ from farm.clock import wait_until
 from farm.config import Settings
 from farm.daemon import Farmd
 from farm.netaddr import free_port
+from farm.procs import process_alive
 from farm.queue.models import DeviceState, JobState
 from farm.virtual.testing import adb_server
 
@@ -71,14 +72,8 @@ class TestDemo:
                 process.kill()
                 process.wait(timeout=30)
         assert "everything the demo started has stopped" in rest
-        wait_until(lambda: not any(_alive(p) for p in started), 30, "the demo's processes ended")
-
-
-def _alive(process: psutil.Process) -> bool:
-    try:
-        return bool(process.status() != psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
+        wait_until(lambda: not any(process_alive(p) for p in started), 30,
+                   "the demo's processes ended")
 
 
 class TestFarmdMetrics:

@@ -16,9 +16,8 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import pytest
 from farm.clock import wait_until
 from farm.jobs.tune_records import RECORDS_FILE
 from farm.netaddr import free_port
-from farm.procs import signal_group
+from farm.procs import process_alive
 from farm.provision.standin import demo_apk
 from farm.queue.models import AttemptState, DeviceState, JobState
 from farm.queue.store import Store
@@ -72,31 +71,6 @@ def write_config(path: Path, *, data_dir: Path, adb_port: int, tracker_port: int
     return path
 
 
-@pytest.fixture
-def farmd_processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """farmd processes a test starts; each, and everything under it, is killed after."""
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for process in started:
-        with contextlib.suppress(psutil.Error):
-            for child in psutil.Process(process.pid).children(recursive=True):
-                signal_group(child.pid)
-        signal_group(process.pid)
-        process.wait(timeout=30)
-
-
-def start_farmd(config: Path, log_path: Path,
-                started: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
-    """``farmd --config CONFIG`` in its own process group, logging JSON lines to ``log_path``."""
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-c", "from farm.daemon import main; main()", "--config", str(config),
-             "--json-logs"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    started.append(process)
-    return process
-
-
 def events(log_path: Path) -> list[str]:
     """The event names farmd logged, in order (lines that are not JSON are skipped)."""
     names = []
@@ -104,14 +78,6 @@ def events(log_path: Path) -> list[str]:
         with contextlib.suppress(ValueError, AttributeError):
             names.append(json.loads(line).get("event", ""))
     return names
-
-
-def alive(process: psutil.Process) -> bool:
-    """Whether ``process`` still runs (a zombie or a vanished process does not)."""
-    try:
-        return bool(process.status() != psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
 
 
 def tracker_pid(data_dir: Path) -> int:
@@ -122,7 +88,8 @@ def tracker_pid(data_dir: Path) -> int:
 
 class TestFarmdKilledMidTuning:
     def test_restart_at_once_resumes_the_job_with_all_its_tries(
-        self, adb_server: AdbServerHandle, farmd_processes: list[subprocess.Popen[bytes]],
+        self, adb_server: AdbServerHandle,
+        farmd_process: Callable[[Path, Path], subprocess.Popen[bytes]],
         tmp_path: Path,
     ) -> None:
         """After kill -9 of farmd alone, a new farmd's tracker serves, it relaunches no app beyond
@@ -136,7 +103,7 @@ class TestFarmdKilledMidTuning:
             config = write_config(tmp_path / "farm.toml", data_dir=data_dir,
                                   adb_port=adb_server.port, tracker_port=tracker_port,
                                   apk=demo_apk(tmp_path / "apk"))
-            first = start_farmd(config, tmp_path / "farmd-1.log", farmd_processes)
+            first = farmd_process(config, tmp_path / "farmd-1.log")
             wait_until((data_dir / "farm.db").is_file, 60, "farmd created its database")
             store = Store(f"sqlite:///{data_dir / 'farm.db'}")
             stack.callback(store.close)
@@ -158,12 +125,12 @@ class TestFarmdKilledMidTuning:
 
             os.kill(first.pid, signal.SIGKILL)  # farmd alone, not its group
             first.wait(timeout=30)
-            wait_until(lambda: not any(alive(p) for p in descendants), GONE_DEADLINE_S,
+            wait_until(lambda: not any(process_alive(p) for p in descendants), GONE_DEADLINE_S,
                        "everything the killed farmd started ended by itself")
 
             second_log = tmp_path / "farmd-2.log"
             restarted_s = time.monotonic()
-            start_farmd(config, second_log, farmd_processes)
+            farmd_process(config, second_log)
 
             def resumed() -> bool:
                 return any(a.id != interrupted.id and a.state is not AttemptState.ABANDONED

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ import sqlalchemy as sa
 from farm.clock import wait_until
 from farm.fleet.keys import job_key, phone_key
 from farm.jobs.tune_records import FAILED_RUN_S, RECORDS_FILE
-from farm.procs import signal_group
+from farm.procs import process_alive, signal_group
 from farm.provision.standin import demo_apk
 from farm.queue.models import AttemptState, DeviceState, JobState, Sample
 from farm.queue.store import Store
@@ -183,42 +182,10 @@ def farmd_config(
     return path
 
 
-@pytest.fixture
-def farmd_processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """farmd processes a test starts; every process group (and its descendants) is killed after."""
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for process in started:
-        with contextlib.suppress(psutil.Error):
-            for child in psutil.Process(process.pid).children(recursive=True):
-                signal_group(child.pid)
-        signal_group(process.pid)
-        process.wait(timeout=30)
-
-
-def alive(process: psutil.Process) -> bool:
-    """Whether ``process`` still runs (a zombie or a vanished process does not)."""
-    try:
-        return process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def start_farmd_process(config: Path, log_path: Path,
-                        started: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
-    """``farmd --config CONFIG`` in its own process group, logging to ``log_path``."""
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-c", "from farm.daemon import main; main()", "--config", str(config),
-             "--json-logs"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    started.append(process)
-    return process
-
-
 class TestTuningThroughFarmdRestart:
     def test_farmd_killed_mid_run_resumes_and_loses_no_trial(
-        self, adb_server: AdbServerHandle, farmd_processes: list[subprocess.Popen[bytes]],
+        self, adb_server: AdbServerHandle,
+        farmd_process: Callable[[Path, Path], subprocess.Popen[bytes]],
         tmp_path: Path,
     ) -> None:
         """After farmd is SIGKILLed mid-tuning and started again, the job resumes from its records
@@ -236,7 +203,7 @@ class TestTuningThroughFarmdRestart:
                 tracker_port=tracker.port,
                 apk=demo_apk(tmp_path / "apk"),
             )
-            first = start_farmd_process(config, tmp_path / "farmd-1.log", farmd_processes)
+            first = farmd_process(config, tmp_path / "farmd-1.log")
             wait_until((data_dir / "farm.db").is_file, 60, "farmd created its database")
             store = Store(f"sqlite:///{data_dir / 'farm.db'}")
             stack.callback(store.close)
@@ -254,13 +221,13 @@ class TestTuningThroughFarmdRestart:
             descendants = psutil.Process(first.pid).children(recursive=True)
             signal_group(first.pid)
             first.wait(timeout=30)
-            wait_until(lambda: not any(alive(p) for p in descendants), 60,
+            wait_until(lambda: not any(process_alive(p) for p in descendants), 60,
                        "farmd's children ended")
             kept = complete_records(work_dir)
             measured_before = measured_in(kept)
             assert 0 < measured_before < TRIALS
 
-            start_farmd_process(config, tmp_path / "farmd-2.log", farmd_processes)
+            farmd_process(config, tmp_path / "farmd-2.log")
             wait_until(lambda: store.get_job(job_id).state.ended, TUNE_DEADLINE_S,  # type: ignore[union-attr]
                        "job finished under the second farmd")
 
