@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 if TYPE_CHECKING:
     from farm.config import JobSettings
+    from farm.queue.capabilities import Requirements
     from farm.queue.records import Outcome
     from farm.queue.spec import JobBase
     from farm.runner.execute import RunContext
@@ -62,8 +63,10 @@ class Kind:
         enqueue: its ``farmctl enqueue`` command.
         workload: a stored spec (JSON) -> a short label for reports, e.g.
             ``"gemm n=512 float32"``; must accept any stored spec of the kind.
-        target: a stored spec (JSON) -> the processor it runs on, ``"cpu"``,
-            ``"opencl"`` or ``"vulkan"``, for matching against a phone's facts.
+        needs: a stored spec (JSON) -> what each of its phones must have
+            (:class:`~farm.queue.capabilities.Requirements`: target, work-group
+            size, phones of one kind), matched against the phones' facts by the
+            scheduler; must accept any JSON without raising.
     """
 
     name: str
@@ -73,7 +76,7 @@ class Kind:
     timeout_s: Callable[[JobSettings], float]
     enqueue: EnqueueCommand
     workload: Callable[[Mapping[str, Any]], str]
-    target: Callable[[Mapping[str, Any]], str]
+    needs: Callable[[Mapping[str, Any]], Requirements]
 
 
 def default_of(model: type[BaseModel], name: str) -> str:

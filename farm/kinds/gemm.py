@@ -13,6 +13,7 @@ import click
 from pydantic import Field, model_validator
 
 from farm.kinds.base import EnqueueCommand, Kind, default_of
+from farm.queue.capabilities import Requirements, workload_needs
 from farm.queue.spec import FieldError, JobBase, Strict
 
 if TYPE_CHECKING:
@@ -139,9 +140,9 @@ def workload(spec: Mapping[str, Any]) -> str:
     return label if target == "cpu" else f"{label} {target}"
 
 
-def target(spec: Mapping[str, Any]) -> str:
-    """The processor of a stored gemm spec (``params.target``)."""
-    return str((spec.get("params") or {}).get("target", "cpu"))
+def needs(spec: Mapping[str, Any]) -> Requirements:
+    """A stored gemm spec's needs: its ``params.target``, and ``bn * bn`` threads on a GPU."""
+    return workload_needs(spec.get("params"))
 
 
 #: The flags that set a gemm, shared with ``tune``: parameter name -> flag.
@@ -185,5 +186,5 @@ KIND = Kind(
         flags={f"params.{name}": flag for name, flag in _FLAGS.items()},
     ),
     workload=workload,
-    target=target,
+    needs=needs,
 )

@@ -13,6 +13,7 @@ from pydantic import Field, field_validator
 from farm.errors import SpecError
 from farm.kinds.base import EnqueueCommand, Kind, default_of
 from farm.kinds.gemm import MAX_NUMBER, MAX_REPEAT, TIMING_FLAGS, TIMING_OPTIONS
+from farm.queue.capabilities import ANY_PHONE
 from farm.queue.spec import JobBase, Strict, Text
 
 if TYPE_CHECKING:
@@ -156,5 +157,5 @@ KIND = Kind(
                **{f"params.{name}": flag for name, flag in TIMING_FLAGS.items()}},
     ),
     workload=workload,
-    target=lambda _spec: "cpu",  # models compile for the CPU only, for now (model_params)
+    needs=lambda _spec: ANY_PHONE,  # models compile for the CPU only, for now (model_params)
 )

@@ -19,9 +19,9 @@ from pydantic import Field, model_validator
 from farm.errors import SpecError
 from farm.kinds.base import EnqueueCommand, Kind, default_of
 from farm.kinds.gemm import GEMM_FLAGS, GEMM_OPTIONS, GemmParams, gemm_params
-from farm.kinds.gemm import target as gemm_target
 from farm.kinds.gemm import workload as gemm_workload
 from farm.kinds.model import ModelParams
+from farm.queue.capabilities import workload_needs
 from farm.queue.spec import MAX_PHONES, FieldError, JobBase, Strict
 
 if TYPE_CHECKING:
@@ -195,5 +195,9 @@ KIND = Kind(
         },
     ),
     workload=workload,
-    target=lambda spec: gemm_target({"params": (spec.get("params") or {}).get("gemm") or {}}),
+    # Its gemm's needs, on phones of one kind: candidates measured on several
+    # phones go into one database, for one target.
+    needs=lambda spec: workload_needs(
+        params.get("gemm") if isinstance(params := spec.get("params"), Mapping) else None,
+        alike=True),
 )

@@ -25,7 +25,10 @@ from typing import Any
 
 from farm.jobs.params import MAX_GPU_WORK_GROUP_THREADS
 
-__all__ = ["ANY_PHONE", "CPU", "Requirements", "describe", "group_key", "requirements", "unmet"]
+__all__ = [
+    "ANY_PHONE", "CPU", "Requirements", "describe", "group_key", "requirements", "unmet",
+    "workload_needs",
+]
 
 CPU = "cpu"
 
@@ -57,28 +60,36 @@ ANY_PHONE = Requirements()
 
 
 def requirements(kind: str, spec: Mapping[str, Any]) -> Requirements:
-    """Read a stored spec's requirements.
+    """Read a stored spec's requirements, as its kind declares them (``Kind.needs``).
 
-    The spec is JSON as stored (``JobSpec.to_json()``); a field of the wrong type
-    or missing (a spec written by another farmd version) reads as "needs
-    nothing" rather than failing: spec validation is not this function's job.
+    The spec is JSON as stored (``JobSpec.to_json()``). A kind this farm does
+    not know (a newer farmd's row) needs nothing here: its child fails it.
 
     Args:
-        kind: the job kind: ``gemm`` and ``model`` read ``params.target`` and
-            ``params.bn``; ``tune`` reads ``params.gemm.target`` and
-            ``params.gemm.bn`` and needs alike phones; any other kind needs
-            nothing.
+        kind: the job kind, a key of :data:`farm.kinds.KINDS`.
         spec: the stored spec.
 
     Returns:
         The requirements; equal specs give equal (hashable) values.
     """
-    alike = kind == "tune"
-    params = spec.get("params")
-    if not isinstance(params, Mapping):
-        return Requirements(alike=alike)
-    workload = params.get("gemm") if alike else params
-    if kind not in ("gemm", "model", "tune") or not isinstance(workload, Mapping):
+    from farm.kinds import KINDS  # the registry imports the queue's spec models
+
+    declared = KINDS.get(kind)
+    return ANY_PHONE if declared is None else declared.needs(spec)
+
+
+def workload_needs(workload: object, *, alike: bool = False) -> Requirements:
+    """What a gemm-shaped workload (``{"target": ..., "bn": ...}``) needs of a phone.
+
+    Total on any JSON: a field of the wrong type or missing (a spec written by
+    another farmd version) reads as "needs nothing", since validating specs is
+    not this function's job.
+
+    Args:
+        workload: the stored workload parameters, e.g. a gemm spec's ``params``.
+        alike: every phone of an attempt must be of one kind (tuning).
+    """
+    if not isinstance(workload, Mapping):
         return Requirements(alike=alike)
     target = workload.get("target", CPU)
     if not isinstance(target, str) or target == CPU:

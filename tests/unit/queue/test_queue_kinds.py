@@ -84,13 +84,13 @@ class TestUnknownKindAttempt:
 
 class TestKindDeclarations:
     def test_target_of_each_kind(self) -> None:
-        """Each kind says which processor a stored spec runs on, for matching phone facts."""
+        """Each kind says which processor a stored spec runs on (its needs), for matching facts."""
         specs = {
             "gemm": {"kind": "gemm", "params": {"n": 64, "target": "opencl"}},
             "model": {"kind": "model", "params": {"path": "/m.onnx"}},
             "tune": {"kind": "tune", "params": {"gemm": {"n": 64, "target": "vulkan"}}},
         }
-        assert {name: KINDS[name].target(spec) for name, spec in specs.items()} == {
+        assert {name: KINDS[name].needs(spec).target for name, spec in specs.items()} == {
             "gemm": "opencl", "model": "cpu", "tune": "vulkan",
         }
 
