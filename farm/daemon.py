@@ -36,7 +36,7 @@ import click
 import structlog
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from farm import logs, privacy
+from farm import backoff, logs, privacy
 from farm.adb import Adb, AdbServer, DeviceTracker
 from farm.aio import LoopThread
 from farm.cli.params import CONTEXT_SETTINGS
@@ -45,7 +45,6 @@ from farm.config import Settings, load_config
 from farm.errors import FarmError
 from farm.fleet.manager import FleetManager, FleetOptions
 from farm.metrics import FarmMetrics, start_metrics_server
-from farm.queue.lifecycle import backoff_s
 from farm.queue.store import Store
 from farm.runner.dispatcher import Dispatcher
 from farm.runner.pidfile import adopt_predecessor, record_child, remove_pidfile, write_pidfile
@@ -227,8 +226,9 @@ class Farmd:
         """Restart a dead tracker; relaunch the apps only once a new one serves.
 
         A restart that fails (the port is taken, say) is logged once per try
-        and retried after the queue's backoff, so a tracker that cannot bind
-        costs no app relaunches.
+        and retried after farm's backoff with the recovery ladder's base and cap
+        (``[supervise]``: the tracker is a service like a phone's app, not a
+        job), so a tracker that cannot bind costs no app relaunches.
         """
         if self.settings.tracker.external or self.clock.monotonic() < self._tracker_retry_s:
             return
@@ -243,7 +243,9 @@ class Farmd:
             self._launch_tracker()
         except FarmError as exc:
             self._tracker_failures += 1
-            retry_in_s = backoff_s(self._tracker_failures)
+            supervise = self.settings.supervise
+            retry_in_s = backoff.backoff_s(self._tracker_failures, supervise.backoff_base_s,
+                                           supervise.backoff_max_s)
             self._tracker_retry_s = self.clock.monotonic() + retry_in_s
             log.error("tracker_restart_failed", tracker_port=self.tracker_addr[1],
                       reason=str(exc), retry_in_s=retry_in_s)

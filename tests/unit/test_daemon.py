@@ -11,12 +11,12 @@ from click.testing import CliRunner
 from device_states import put_state
 from structlog.testing import capture_logs
 
+from farm.backoff import backoff_s as farm_backoff_s
 from farm.clock import FakeClock
 from farm.config import Settings
 from farm.daemon import Farmd, main
 from farm.errors import InfraFault
 from farm.netaddr import free_port
-from farm.queue.lifecycle import backoff_s
 from farm.runner.pidfile import PIDFILE_NAME
 from farm.tvm.tracker import TrackerProcess, ping
 
@@ -91,6 +91,12 @@ def blocker() -> Iterator[TrackerProcess]:
     """A tracker that is not farmd's, holding the port farmd wants."""
     with TrackerProcess.start() as tracker:
         yield tracker
+
+
+def backoff_s(failures: int) -> float:
+    """The wait after ``failures`` failed tracker restarts: farm's backoff, [supervise] defaults."""
+    supervise = Settings().supervise
+    return farm_backoff_s(failures, supervise.backoff_base_s, supervise.backoff_max_s)
 
 
 class TestWatchTracker:
