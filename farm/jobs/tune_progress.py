@@ -6,7 +6,7 @@ and MetaSchedule's database in it; the counters live beside it::
     <work_dir>/farm_progress.json
         {"attempts": 2, "rounds": 3, "batches": 5, "app_relaunches": ["serial", ...]}
 
-Each change is written at once (a temporary file, then ``os.replace``), so a
+Each change is written at once (``farm.privacy.write_private``: atomic, 0600), so a
 farmd or child killed with -9 loses at most the change it was making; the file
 is private (0600) like the rest of the data folder. The monitor thread of
 :mod:`farm.runner.tune_phones` and the tuning thread both update it, so every
@@ -16,13 +16,14 @@ update holds one lock.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import structlog
+
+from farm.privacy import write_private
 
 __all__ = ["PROGRESS_FILE", "TuneCounters", "TuneProgress"]
 
@@ -108,11 +109,7 @@ class TuneProgress:
 
     def _store(self, counters: TuneCounters) -> TuneCounters:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(counters.to_dict(), f)
-        os.replace(tmp, self.path)
+        write_private(self.path, json.dumps(counters.to_dict()))
         self._counters = counters
         return counters
 

@@ -28,6 +28,7 @@ import structlog
 
 from farm.clock import wait_until
 from farm.errors import InfraFault
+from farm.privacy import write_private
 from farm.procs import group_alive, signal_group
 
 __all__ = [
@@ -152,11 +153,7 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 
 def _write(data_dir: Path, record: dict[str, Any]) -> Path:
-    path = data_dir / PIDFILE_NAME
-    tmp = data_dir / f".{PIDFILE_NAME}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(record), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_private(data_dir / PIDFILE_NAME, json.dumps(record))
 
 
 def _pid_and_time(child: object) -> tuple[int | None, float | None]:
