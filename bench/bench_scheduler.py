@@ -35,6 +35,8 @@ from pathlib import Path
 from _stats import percentile
 
 from farm import logs
+from farm.config import JobSettings
+from farm.kinds import LeaseByKind
 from farm.queue import DeviceState, Outcome, Store, default_url, plan
 from farm.queue.capabilities import requirements
 from farm.queue.scheduler import DeviceView, QueuedJob, QueueSnapshot
@@ -49,7 +51,7 @@ FACTS = {
     "gpu": "Adreno (TM) 640",
 }
 #: Lease per job kind in seconds: the config's defaults (jobs.lease_s, jobs.tune_lease_s).
-LEASES = {"gemm": 120.0, "model": 120.0, "tune": 3600.0}
+LEASES = LeaseByKind(JobSettings())  # farmd's leases, from the config's defaults
 #: What a freed phone's attempt reports: the bench times the queue, not a job.
 DONE = Outcome(summary={"median_s": 0.001}, samples=[0.001])
 

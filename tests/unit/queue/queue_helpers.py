@@ -9,6 +9,8 @@ from typing import Any
 import sqlalchemy as sa
 from device_states import put_state
 
+from farm.config import JobSettings
+from farm.kinds import LeaseByKind
 from farm.queue import Assignment, DeviceState, QueueSnapshot, Store, scheduler
 from farm.queue.models import Device
 
@@ -23,7 +25,8 @@ ARM64 = {
 
 
 #: Seconds of lease per job kind: the config's defaults (jobs.lease_s, jobs.tune_lease_s).
-LEASES: Mapping[str, float] = {"gemm": 120.0, "model": 120.0, "tune": 3600.0}
+#: The leases farmd uses: each kind's from the config's defaults (farm.kinds).
+LEASES: Mapping[str, float] = LeaseByKind(JobSettings())
 
 
 def plan(snapshot: QueueSnapshot, now: datetime, **kwargs: Any) -> list[Assignment]:

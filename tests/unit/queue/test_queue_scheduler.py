@@ -28,6 +28,7 @@ from farm.queue.scheduler import (
     fits,
     matches,
 )
+from farm.queue.scheduler import plan as scheduler_plan
 from farm.queue.spec import DeviceSelection, JobSpec, parse_spec
 from farm.queue.waiting import refusal, wait_reasons
 
@@ -491,11 +492,17 @@ class TestCapabilityRules:
         ]
 
     def test_unknown_kind_is_skipped_not_a_key_error(self) -> None:
-        """A job of a kind with no lease (written by a newer farmd) waits; the others run."""
+        """A job of a kind with no lease in a plain lease map waits; the others run.
+
+        (farmd's map, ``farm.kinds.LeaseByKind``, gives every kind a lease: there
+        such a job is placed and its child fails it with the reason.)
+        """
         future = QueuedJob(1, "futurekind", 9, T0, DeviceSelection())
         gemm = QueuedJob(2, "gemm", 0, T0, DeviceSelection())
         fleet = [ready("a", {}), ready("b", {})]
-        assert [a.job_id for a in plan(QueueSnapshot([future, gemm], fleet), T0)] == [2]
+        leases = {kind: LEASES[kind] for kind in ("gemm", "model", "tune")}
+        assigned = scheduler_plan(QueueSnapshot([future, gemm], fleet), T0, lease_s_by_kind=leases)
+        assert [a.job_id for a in assigned] == [2]
 
 
 # --- why a job waits, and what enqueue refuses ---------------------------------------
