@@ -170,6 +170,9 @@ class Device(Base):
     attempt_id: Mapped[int | None] = mapped_column(default=None)  # set while busy
     last_seen: Mapped[datetime | None] = mapped_column(default=None)
     state_changed_at: Mapped[datetime | None] = mapped_column(default=None)
+    # Why a session farm did not open holds this phone (a person's own
+    # ``request(key)`` seen in the tracker's summary), or None; jobs wait.
+    held_outside: Mapped[str | None] = mapped_column(sa.Text, default=None)
 
 
 class DeviceEvent(Base):
@@ -228,6 +231,8 @@ class Job(Base):
     retry_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
     error: Mapped[str | None] = mapped_column(sa.Text, default=None)
+    # Jobs fanned out by one ``enqueue --each`` (one per phone) share a run id.
+    run_id: Mapped[str | None] = mapped_column(sa.String(32), default=None, index=True)
 
 
 class Attempt(Base):
@@ -290,6 +295,8 @@ class Sample(Base):
     value: Mapped[float]  # in ``unit``; seconds for timings
     unit: Mapped[str] = mapped_column(sa.String(16), default="s")
     serial: Mapped[str | None] = mapped_column(sa.String(128), default=None)
+    # 0 for the first measured run; 1 for a noisy result's one re-run.
+    repetition: Mapped[int] = mapped_column(default=0, server_default="0")
 
 
 class DeviceSnapshot(Base):
@@ -305,6 +312,23 @@ class DeviceSnapshot(Base):
     thermal: Mapped[dict[str, Any]] = mapped_column(default=dict)
     facts: Mapped[dict[str, Any]] = mapped_column(default=dict)
     thermal_wait_s: Mapped[float] = mapped_column(default=0.0)  # thermal gating wait
+
+
+class Regression(Base):
+    """One phone's verdict when a result was compared with its baseline (regression watch)."""
+
+    __tablename__ = "regressions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(sa.ForeignKey("jobs.id"), index=True)
+    baseline_job_id: Mapped[int] = mapped_column(sa.ForeignKey("jobs.id"))
+    serial: Mapped[str] = mapped_column(sa.String(128))
+    ratio: Mapped[float]  # median of the job over median of the baseline (timings: >1 slower)
+    ci_low: Mapped[float]
+    ci_high: Mapped[float]
+    p_value: Mapped[float]
+    verdict: Mapped[str] = mapped_column(sa.String(16))  # "slower" | "faster" | "no change"
+    created_at: Mapped[datetime]
 
 
 class TuningRecord(Base):

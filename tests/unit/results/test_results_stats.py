@@ -1,0 +1,72 @@
+"""farm.results.stats: spread of one result, verdicts between two."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from farm.results.stats import Verdict, compare_samples, spread
+
+
+def _timings(median: float, cv: float, n: int, seed: int) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return list(median * (1.0 + cv * rng.standard_normal(n)))
+
+
+def test_spread_of_known_samples() -> None:
+    s = spread([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert s.n == 5
+    assert s.median == 3.0
+    assert s.iqr == 2.0
+    assert s.cv == pytest.approx(np.std([1, 2, 3, 4, 5], ddof=1) / 3.0)
+    assert s.ci_low <= 3.0 <= s.ci_high
+    assert s.ci_low < s.ci_high
+
+
+def test_spread_of_one_sample_is_a_point() -> None:
+    s = spread([0.25])
+    assert (s.median, s.iqr, s.cv, s.ci_low, s.ci_high) == (0.25, 0.0, 0.0, 0.25, 0.25)
+
+
+def test_noisy_is_judged_on_cv() -> None:
+    assert spread(_timings(1.0, 0.10, 50, 1)).noisy(0.05)
+    assert not spread(_timings(1.0, 0.01, 50, 1)).noisy(0.05)
+
+
+@pytest.mark.parametrize("bad", [[], [1.0, float("nan")]])
+def test_spread_refuses_bad_samples(bad: list[float]) -> None:
+    with pytest.raises(ValueError, match="samples"):
+        spread(bad)
+
+
+def test_ten_percent_slower_is_flagged() -> None:
+    a = _timings(1.0, 0.02, 30, 1)
+    b = _timings(1.1, 0.02, 30, 2)
+    c = compare_samples(a, b)
+    assert c.verdict is Verdict.SLOWER
+    assert c.ci_low < c.ratio < c.ci_high
+    assert 1.05 < c.ratio < 1.15
+    assert c.p_value < 0.01
+    assert compare_samples(b, a).verdict is Verdict.FASTER
+
+
+def test_unchanged_runs_flag_nothing_in_19_of_20() -> None:
+    flagged = sum(
+        compare_samples(_timings(1.0, 0.03, 30, 2 * i), _timings(1.0, 0.03, 30, 2 * i + 1)).verdict
+        is not Verdict.NO_CHANGE
+        for i in range(20)
+    )
+    assert flagged <= 1
+
+
+def test_a_significant_change_below_the_threshold_is_no_change() -> None:
+    a = _timings(1.0, 0.001, 30, 1)
+    b = _timings(1.02, 0.001, 30, 2)
+    c = compare_samples(a, b)
+    assert c.p_value < 0.01
+    assert c.verdict is Verdict.NO_CHANGE
+
+
+def test_compare_refuses_non_positive_timings() -> None:
+    with pytest.raises(ValueError, match="above zero"):
+        compare_samples([1.0, 0.0], [1.0, 1.0])
