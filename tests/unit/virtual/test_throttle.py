@@ -20,6 +20,8 @@ from farm.procs import signal_group
 from farm.virtual.android import AndroidPhone
 from farm.virtual.cli import apply_fault
 from farm.virtual.fleet import Fleet
+from farm.virtual.net import Net
+from farm.virtual.rpc_process import RpcProcess
 from farm.virtual.throttle import QUIET_RT_PRIORITY, Throttle, favour, realtime
 
 #: A busy loop in its own process group (what a kernel looks like to the scheduler).
@@ -179,3 +181,41 @@ class TestThrottleFault:
         """throttle needs --factor."""
         with pytest.raises(ValueError, match="--factor"):
             apply_fault(fleet, {"serial": fleet.serials[0], "fault": "throttle"})
+
+
+class TestAppFollowsTheSpeed:
+    def test_heat_and_the_fault_throttle_the_running_rpc_process(
+        self, phone: AndroidPhone, tmp_path: Path
+    ) -> None:
+        """The RPC process runs at the phone's speed: heat or the throttle fault changes it."""
+
+        async def refuse(host_spec: str) -> None:
+            raise ConnectionRefusedError(host_spec)
+
+        async def settled() -> None:
+            while phone.app._tasks:  # the speed changes run as the app's tasks
+                await asyncio.sleep(0.01)
+
+        async def body() -> list[float]:
+            net = Net("lan", refuse)  # type: ignore[arg-type]
+            rpc = await RpcProcess.start(net=net, tracker_host="10.0.2.2", tracker_port=1,
+                                         key="android", log_path=tmp_path / "rpc.log")
+            speeds = []
+            try:
+                phone.app.rpc = rpc
+                phone.heat(phone.spec.throttling_thresholds_c[2] + 0.5)  # status 3
+                await settled()
+                speeds.append(rpc.speed)
+                phone.throttle(0.5)
+                await settled()
+                speeds.append(rpc.speed)
+            finally:
+                phone.app.rpc = None
+                await rpc.stop()
+                await net.close()
+            return speeds
+
+        speeds = asyncio.run(asyncio.wait_for(body(), timeout=120))
+        hot = phone.spec.thermal_speed[3]
+        assert speeds == [pytest.approx(hot), pytest.approx(0.5 * hot)]
+        assert throttlers() == []
