@@ -219,3 +219,17 @@ class TestAppFollowsTheSpeed:
         hot = phone.spec.thermal_speed[3]
         assert speeds == [pytest.approx(hot), pytest.approx(0.5 * hot)]
         assert throttlers() == []
+
+
+class TestThrottleCommand:
+    @pytest.mark.parametrize("factor", ["0", "1.5", "fast"])
+    def test_factor_outside_0_1_is_a_usage_error(self, factor: str, tmp_path: Path) -> None:
+        """farm-phones fault SERIAL throttle --factor F wants 0 < F <= 1; else exit 2, one line."""
+        from click.testing import CliRunner
+
+        from farm.virtual.cli import main
+
+        result = CliRunner().invoke(main, ["fault", "127.0.0.1:5555", "throttle", "--factor",
+                                           factor, "--data-dir", str(tmp_path)])
+        assert result.exit_code == 2
+        assert "--factor" in result.output and "Traceback" not in result.output
