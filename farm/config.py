@@ -21,6 +21,10 @@ A sample ``farm.toml``::
     path = "/opt/farm/tvmrpc-release.apk"
     on_signature_clash = "fail"
 
+    [retention]
+    health_full_days = 1
+    run_dirs_max_mb = 2048
+
     [[schedules]]
     cron = "0 1 * * *"
     spec = { kind = "tune", workload = "resnet18" }
