@@ -23,7 +23,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -55,34 +55,32 @@ _MB = 1024 * 1024
 
 def health_ids_to_drop(
     rows: Iterable[tuple[int, str, datetime]], bucket_s: float
-) -> list[int]:
+) -> Iterator[int]:
     """Ids of health samples to delete so one per phone per time bucket is left.
 
     Args:
-        rows: ``(id, serial, at)`` of the samples to thin, in any order.
+        rows: ``(id, serial, at)`` of the samples to thin, sorted by serial, then
+            ``at``, then id (as the index ``(serial, at)`` reads them), so that
+            only the current bucket is held: a year of samples streams through.
         bucket_s: bucket width, seconds; buckets are aligned to the Unix epoch.
 
-    Returns:
-        Every id but the latest (by ``at``, then id) of each (serial, bucket).
+    Yields:
+        Every id but the last (the latest sample) of each (serial, bucket).
 
     Raises:
-        ValueError: ``bucket_s`` is not above 0.
+        ValueError: ``bucket_s`` is not above 0, or the rows are not sorted.
     """
     if bucket_s <= 0:
         raise ValueError(f"bucket_s must be above 0, got {bucket_s:g}")
-    keep: dict[tuple[str, int], tuple[datetime, int]] = {}
-    drop: list[int] = []
+    previous: tuple[str, datetime, int] | None = None
+    previous_bucket: tuple[str, int] | None = None
     for row_id, serial, at in rows:
+        if previous is not None and (serial, at, row_id) < previous:
+            raise ValueError("health rows must be sorted by serial, at, id")
         bucket = (serial, int(at.timestamp() // bucket_s))
-        kept = keep.get(bucket)
-        if kept is None:
-            keep[bucket] = (at, row_id)
-        elif (at, row_id) > kept:
-            drop.append(kept[1])
-            keep[bucket] = (at, row_id)
-        else:
-            drop.append(row_id)
-    return sorted(drop)
+        if previous is not None and bucket == previous_bucket:
+            yield previous[2]  # a later sample of the same bucket follows: drop this one
+        previous, previous_bucket = (serial, at, row_id), bucket
 
 
 @dataclass(frozen=True)

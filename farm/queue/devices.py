@@ -234,11 +234,15 @@ class DeviceOps:
         """
         from farm.retention import health_ids_to_drop
 
-        query = select(HealthSample.id, HealthSample.serial, HealthSample.at).where(
-            HealthSample.at < before)
+        query = (
+            select(HealthSample.id, HealthSample.serial, HealthSample.at)
+            .where(HealthSample.at < before)
+            .order_by(HealthSample.serial, HealthSample.at, HealthSample.id)
+            .execution_options(yield_per=_DELETE_BATCH * 10)
+        )
         with self._tx() as session:
-            rows = [(row.id, row.serial, row.at) for row in session.execute(query)]
-            drop = health_ids_to_drop(rows, bucket_s)
+            rows = ((row.id, row.serial, row.at) for row in session.execute(query))
+            drop = list(health_ids_to_drop(rows, bucket_s))
             for start in range(0, len(drop), _DELETE_BATCH):
                 batch = drop[start:start + _DELETE_BATCH]
                 session.execute(delete(HealthSample).where(HealthSample.id.in_(batch)))

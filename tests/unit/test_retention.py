@@ -45,22 +45,27 @@ class TestHealthIdsToDrop:
         t0 = datetime(2026, 3, 1, 0, 0, tzinfo=UTC)
         rows = [
             (1, "A", t0), (2, "A", t0 + timedelta(minutes=3)), (3, "A", t0 + timedelta(minutes=9)),
-            (4, "B", t0 + timedelta(minutes=1)),
             (5, "A", t0 + timedelta(minutes=10)), (6, "A", t0 + timedelta(minutes=12)),
+            (4, "B", t0 + timedelta(minutes=1)),
         ]  # fmt: skip
-        assert health_ids_to_drop(rows, 600) == [1, 2, 5]
+        assert list(health_ids_to_drop(rows, 600)) == [1, 2, 5]
 
-    def test_order_of_rows_does_not_matter(self) -> None:
-        """The choice depends on the times, not on the order rows arrive in."""
+    def test_same_time_keeps_the_highest_id(self) -> None:
+        """Two samples at one instant: the later row (higher id) is the one kept."""
         t0 = datetime(2026, 3, 1, tzinfo=UTC)
-        rows = [(2, "A", t0 + timedelta(seconds=30)), (1, "A", t0), (3, "A", t0)]
-        assert health_ids_to_drop(rows, 600) == [1, 3]
-        assert health_ids_to_drop(list(reversed(rows)), 600) == [1, 3]
+        assert list(health_ids_to_drop([(1, "A", t0), (2, "A", t0)], 600)) == [1]
+
+    def test_unsorted_rows_are_refused(self) -> None:
+        """Rows must come sorted by serial, at, id (only the current bucket is held)."""
+        t0 = datetime(2026, 3, 1, tzinfo=UTC)
+        rows = [(2, "A", t0 + timedelta(seconds=30)), (1, "A", t0)]
+        with pytest.raises(ValueError, match="sorted"):
+            list(health_ids_to_drop(rows, 600))
 
     def test_bucket_must_be_positive(self) -> None:
         """A zero bucket is a bug in the caller."""
         with pytest.raises(ValueError):
-            health_ids_to_drop([], 0)
+            list(health_ids_to_drop([], 0))
 
 
 class TestEntriesToPrune:
