@@ -59,9 +59,10 @@ def health_ids_to_drop(
     """Ids of health samples to delete so one per phone per time bucket is left.
 
     Args:
-        rows: ``(id, serial, at)`` of the samples to thin, sorted by serial, then
-            ``at``, then id (as the index ``(serial, at)`` reads them), so that
-            only the current bucket is held: a year of samples streams through.
+        rows: ``(id, serial, at)`` of the samples to thin, grouped by serial and
+            sorted by ``at``, then id within it (as the index ``(serial, at)``
+            reads them), so that only the current bucket is held: a year of
+            samples streams through.
         bucket_s: bucket width, seconds; buckets are aligned to the Unix epoch.
 
     Yields:
@@ -75,7 +76,8 @@ def health_ids_to_drop(
     previous: tuple[str, datetime, int] | None = None
     previous_bucket: tuple[str, int] | None = None
     for row_id, serial, at in rows:
-        if previous is not None and (serial, at, row_id) < previous:
+        # Serials only need to be grouped: the database's collation orders them its own way.
+        if previous is not None and serial == previous[0] and (at, row_id) < previous[1:]:
             raise ValueError("health rows must be sorted by serial, at, id")
         bucket = (serial, int(at.timestamp() // bucket_s))
         if previous is not None and bucket == previous_bucket:
