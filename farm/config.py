@@ -21,6 +21,10 @@ A sample ``farm.toml``::
     path = "/opt/farm/tvmrpc-release.apk"
     on_signature_clash = "fail"
 
+    [retention]
+    health_full_days = 1
+    run_dirs_max_mb = 2048
+
     [[schedules]]
     cron = "0 1 * * *"
     spec = { kind = "tune", workload = "resnet18" }
@@ -190,6 +194,28 @@ class JobSettings(_Frozen):
     tune_lease_s: float = Field(3600.0, gt=0)
 
 
+class RetentionSettings(_Frozen):
+    """What farm keeps of its history (:mod:`farm.retention`); results are always kept.
+
+    Attributes:
+        interval_s: how often farmd applies retention.
+        health_full_days: health samples younger than this are all kept.
+        health_bucket_s: older ones are thinned to one per phone per bucket.
+        run_dirs_max_age_days: run folders (``<data_dir>/runs/attempt-N``) older go.
+        run_dirs_max_mb: then the oldest go until the rest fit.
+        compile_cache_max_age_days: cached libraries unused for longer go.
+        compile_cache_max_mb: then the least recently used go until the rest fit.
+    """
+
+    interval_s: float = Field(3600.0, gt=0)
+    health_full_days: float = Field(1.0, ge=0)
+    health_bucket_s: float = Field(600.0, gt=0)
+    run_dirs_max_age_days: float = Field(14.0, ge=0)
+    run_dirs_max_mb: float = Field(2048.0, ge=0)
+    compile_cache_max_age_days: float = Field(30.0, ge=0)
+    compile_cache_max_mb: float = Field(4096.0, ge=0)
+
+
 class Schedule(_Frozen):
     """A recurring job: a crontab expression (``minute hour day month weekday``) and a job spec.
 
@@ -259,6 +285,7 @@ class Settings(_Frozen):
     health: HealthSettings = HealthSettings()
     supervise: SuperviseSettings = SuperviseSettings()
     jobs: JobSettings = JobSettings()
+    retention: RetentionSettings = RetentionSettings()
     schedules: tuple[Schedule, ...] = ()
     metrics: MetricsSettings = MetricsSettings()
     virtual: VirtualSettings = VirtualSettings()

@@ -7,7 +7,7 @@ and stops everything in order on SIGTERM::
     adb server ──track──> FleetManager ──provision/heal──> phones
     tracker (supervised)      │ sweep every health.interval_s
     Dispatcher.tick() every 2 s: claim -> child process per attempt
-    metrics, systemd watchdog, recurring jobs (cron)
+    metrics, systemd watchdog, recurring jobs (cron), retention every retention.interval_s
 
 On SIGTERM farmd stops taking work, lets running attempts finish until the
 drain deadline, then kills and requeues them (rq's warm then cold shutdown).
@@ -46,7 +46,9 @@ from farm.errors import FarmError
 from farm.fleet.manager import FleetManager, FleetOptions
 from farm.metrics import FarmMetrics, start_metrics_server
 from farm.queue.store import Store
+from farm.retention import RetentionReport, apply_retention
 from farm.runner.dispatcher import Dispatcher
+from farm.runner.execute import COMPILE_CACHE_DIR
 from farm.runner.pidfile import adopt_predecessor, record_child, remove_pidfile, write_pidfile
 from farm.schedules import install_schedules, validate_schedules
 from farm.supervise.systemd import SystemdNotifier
@@ -194,6 +196,8 @@ class Farmd:
         add(self._guarded(self.watch_services), "interval", seconds=WATCH_INTERVAL_S,
             id="watch_services", **common)
         add(self._guarded(self.update_metrics), "interval", seconds=15, id="metrics", **common)
+        add(self._guarded(self.apply_retention), "interval", seconds=s.retention.interval_s,
+            id="retention", **common)
         interval_s = self.notifier.watchdog_interval_s()
         if interval_s:
             add(self.notifier.watchdog, "interval", seconds=interval_s, id="watchdog", **common)
@@ -267,6 +271,16 @@ class Farmd:
             if listed.get(address) != "device":
                 with contextlib.suppress(FarmError):
                     self.adb.connect(address, timeout_s=10)
+
+    def apply_retention(self) -> RetentionReport:
+        """Thin old health samples, prune run folders and the compile cache (farm.retention)."""
+        running = {f"attempt-{attempt_id}" for attempt_id in list(self.dispatcher.children)}
+        return apply_retention(
+            self.store, self.settings.retention, self.clock.now(),
+            runs_dir=self.dispatcher.runs_dir,
+            cache_root=self.data_dir / COMPILE_CACHE_DIR,
+            keep_runs=running,
+        )  # fmt: skip
 
     def update_metrics(self) -> None:
         """Refresh the gauges from the database and observe newly ended attempts."""

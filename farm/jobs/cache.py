@@ -6,6 +6,10 @@ Layout under the cache root::
     <root>/<sha256 of the key>/key.json    the key, for people reading the folder
     <root>/<sha256 of the key>.lock        held (flock) while the entry is built
 
+A hit touches ``lib.so``, so its mtime is its last use: retention
+(:mod:`farm.retention`) removes entries unused for long, or the least
+recently used when the cache is over its size.
+
 The key is (workload, schedule, target, TVM version), canonical JSON. Concurrent
 builds of one key, from threads or from the job child processes of several
 phones, serialise on the lock file; the library is written to a temporary name in
@@ -19,6 +23,7 @@ extra guarantee needed, one build per key across processes, is a ``flock``.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -115,11 +120,13 @@ class CompileCache:
         """
         final = self.path_for(key)
         if final.is_file():
+            self._touch(final)
             self._count(hit=True, key=key)
             return final
         digest = key.digest()
         with self._locked(digest):
             if final.is_file():  # another process built it while we waited
+                self._touch(final)
                 self._count(hit=True, key=key)
                 return final
             final.parent.mkdir(parents=True, exist_ok=True)
@@ -143,6 +150,12 @@ class CompileCache:
                 tmp.unlink(missing_ok=True)
             self._count(hit=False, key=key)
             return final
+
+    @staticmethod
+    def _touch(library: Path) -> None:
+        """Mark a use: retention (:mod:`farm.retention`) ages entries by their last use."""
+        with contextlib.suppress(OSError):
+            os.utime(library)
 
     def _count(self, *, hit: bool, key: CacheKey) -> None:
         with self._count_lock:

@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, delete, select
 from sqlalchemy.orm import Session
 
 from farm.queue import transitions
@@ -19,6 +19,8 @@ from farm.queue.models import Device, DeviceEvent, DeviceHealth, DeviceState, He
 from farm.queue.records import DeviceRecord, EventRecord
 
 __all__ = ["DeviceOps"]
+
+_DELETE_BATCH = 500  # ids per DELETE ... IN (...): under SQLite's bound-parameter limit
 
 _HEALTH_COLUMNS = frozenset(
     c.name for c in HealthSample.__table__.columns if c.name not in ("id", "serial", "at")
@@ -221,6 +223,30 @@ class DeviceOps:
             raise ValueError(f"unknown health sample fields: {sorted(unknown)}")
         with self._tx() as session:
             session.add(HealthSample(serial=serial, at=at, **dict(values)))
+
+    def downsample_health(self, before: datetime, bucket_s: float) -> int:
+        """Thin health samples older than ``before`` to one per phone per ``bucket_s``.
+
+        The latest sample of each bucket is kept (:func:`farm.retention.health_ids_to_drop`).
+
+        Returns:
+            How many samples were deleted.
+        """
+        from farm.retention import health_ids_to_drop
+
+        query = (
+            select(HealthSample.id, HealthSample.serial, HealthSample.at)
+            .where(HealthSample.at < before)
+            .order_by(HealthSample.serial, HealthSample.at, HealthSample.id)
+            .execution_options(yield_per=_DELETE_BATCH * 10)
+        )
+        with self._tx() as session:
+            rows = ((row.id, row.serial, row.at) for row in session.execute(query))
+            drop = list(health_ids_to_drop(rows, bucket_s))
+            for start in range(0, len(drop), _DELETE_BATCH):
+                batch = drop[start:start + _DELETE_BATCH]
+                session.execute(delete(HealthSample).where(HealthSample.id.in_(batch)))
+        return len(drop)
 
     def health_samples(self, serial: str, limit: int = 100) -> list[dict[str, Any]]:
         """A phone's latest health probes, newest first, as dicts of column values."""

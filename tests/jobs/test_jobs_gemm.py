@@ -9,7 +9,14 @@ import pytest
 from farm.errors import SessionError, SpecError
 from farm.jobs.cache import CompileCache
 from farm.jobs.gemm import run_gemm
-from farm.jobs.params import DeviceFacts, GemmParams, ThreadPoolParams, TimingParams, TrackerParams
+from farm.jobs.params import (
+    DeviceFacts,
+    GemmParams,
+    GemmSchedule,
+    ThreadPoolParams,
+    TimingParams,
+    TrackerParams,
+)
 from farm.jobs.targets import target_for
 
 
@@ -62,3 +69,16 @@ class TestRunGemm:
                 GemmParams(n=64, bn=16), target_for(host_facts), nobody, CompileCache(tmp_path)
             )
         assert info.value.serial == "ghost"
+
+
+class TestNaiveGemm:
+    def test_naive_gemm_runs_and_its_result_says_so(
+        self, tracker: TrackerParams, host_facts: DeviceFacts, tmp_path: Path
+    ) -> None:
+        """--schedule naive times the untiled kernel, checked against numpy, and records it."""
+        params = GemmParams(n=64, schedule=GemmSchedule.NAIVE,
+                            timing=TimingParams(number=2, repeat=3, min_repeat_ms=1))
+        result = run_gemm(params, target_for(host_facts), tracker, CompileCache(tmp_path))
+        assert result.schedule == "naive"
+        assert result.max_abs_err < 1e-2
+        assert len(result.samples_s) == 3

@@ -24,6 +24,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import structlog
+
 from farm.virtual.android.prefs_xml import render_prefs
 
 if TYPE_CHECKING:
@@ -34,6 +36,8 @@ PACKAGE = "org.apache.tvm.tvmrpc"
 MAIN = f"{PACKAGE}.MainActivity"
 RPC = f"{PACKAGE}.RPCActivity"
 PREFS = "RPCProxyPreference"
+log = structlog.get_logger(__name__)
+
 _AM_PID = 832  # system_server's pid on the virtual phone: ActivityManager logs under it
 
 
@@ -236,6 +240,7 @@ class TvmRpcApp:
         self.phone.processes.spawn(f"u0_a{uid - 10000}", f"{PACKAGE}:RPCProcess", pid=rpc.pid)
         self._am_log(f"Start proc {rpc.pid}:{PACKAGE}:RPCProcess/u0a{uid - 10000} "
                      f"for activity {{{PACKAGE}/{RPC}}}")
+        await self._apply_speed(rpc)
         self._spawn(self._sample_load(rpc))
         await rpc.wait()
         self.phone.processes.kill(rpc.pid)
@@ -248,8 +253,24 @@ class TvmRpcApp:
             if self.main_alive and self.main_pid is not None:
                 self._resume_main()
 
+    def speed_changed(self) -> None:
+        """The phone's speed may have changed (a fault, its heat): apply it to the RPC process."""
+        if self.rpc is not None:
+            self._spawn(self._apply_speed(self.rpc))
+
+    async def _apply_speed(self, rpc: RpcProcess) -> None:
+        """Run ``rpc`` at the phone's speed; a throttler failing to start is logged, not fatal."""
+        try:
+            await rpc.set_speed(self.phone.speed())
+        except OSError as exc:
+            log.warning("throttle_failed", pid=rpc.pid, reason=str(exc))
+
     async def _sample_load(self, rpc: RpcProcess) -> None:
-        """Feed the RPC process's CPU use (psutil, process and children) into the heat model."""
+        """Feed the RPC process's CPU use (psutil, process and children) into the heat model.
+
+        Once a second, so the heat a session makes also slows it down, as a
+        phone's governor does (:meth:`AndroidPhone.speed`).
+        """
         import psutil
 
         try:
@@ -262,6 +283,7 @@ class TvmRpcApp:
                     with contextlib.suppress(psutil.Error):
                         total += child.cpu_percent(None)
                 self.phone.physics.set_load(total / 100.0 / self.phone.spec.cores)
+                await self._apply_speed(rpc)
         except psutil.Error:
             return
 

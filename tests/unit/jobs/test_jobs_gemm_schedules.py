@@ -10,8 +10,8 @@ import tvm
 
 from farm.errors import SpecError
 from farm.jobs.cache import CompileCache
-from farm.jobs.gemm import build_gemm, gemm_module, schedule_cpu, schedule_opencl
-from farm.jobs.params import DeviceFacts, DeviceKind, GemmParams
+from farm.jobs.gemm import build_gemm, cache_key, gemm_module, schedule_cpu, schedule_opencl
+from farm.jobs.params import DeviceFacts, DeviceKind, GemmParams, GemmSchedule
 from farm.jobs.targets import target_for
 
 
@@ -94,3 +94,35 @@ class TestScheduleOpencl:
         path = build_gemm(params, target_for(facts, DeviceKind.OPENCL), cache)
         assert path.is_file()
         assert cache.entries() == [path]
+
+
+class TestNaiveSchedule:
+    def test_naive_kernel_is_the_unscheduled_compute_and_is_correct(self, tmp_path: Path) -> None:
+        """naive builds the seeds' te.compute as written: no parallel or vector loop, right C."""
+        params = GemmParams(n=64, schedule=GemmSchedule.NAIVE)
+        library = build_gemm(params, target_for(DeviceFacts(abi="x86_64")), CompileCache(tmp_path))
+        lib = tvm.runtime.load_module(str(library))
+        rng = np.random.default_rng(0)
+        a_np, b_np = rng.random((64, 64), "float32"), rng.random((64, 64), "float32")
+        dev = tvm.cpu()
+        a, b = tvm.runtime.tensor(a_np, dev), tvm.runtime.tensor(b_np, dev)
+        c = tvm.runtime.tensor(np.zeros((64, 64), "float32"), dev)
+        lib["gemm"](a, b, c)
+        np.testing.assert_allclose(c.numpy(), a_np @ b_np, rtol=1e-4)
+        script = gemm_module(64, "float32").script()
+        assert "T.parallel" not in script and "T.vectorized" not in script
+
+    def test_naive_and_tiled_are_cached_apart(self) -> None:
+        """The schedule is part of the compile cache key: one never runs as the other."""
+        target = target_for(DeviceFacts(abi="x86_64"))
+        naive = cache_key(GemmParams(n=64, schedule=GemmSchedule.NAIVE), target)
+        tiled = cache_key(GemmParams(n=64), target)
+        assert naive.schedule != tiled.schedule
+
+    def test_naive_on_a_gpu_is_refused(self, tmp_path: Path) -> None:
+        """A GPU kernel needs its loops bound to threads, so naive is CPU only."""
+        facts = DeviceFacts(abi="x86_64", has_opencl=True)
+        params = GemmParams(n=64, device=DeviceKind.OPENCL, schedule=GemmSchedule.NAIVE)
+        with pytest.raises(SpecError) as info:
+            build_gemm(params, target_for(facts, DeviceKind.OPENCL), CompileCache(tmp_path))
+        assert info.value.field == "params.schedule"
