@@ -111,17 +111,25 @@ class Throttle:
         self.pgid = pgid
         self.speed = 1.0
         self._proc: asyncio.subprocess.Process | None = None
+        # One exchange on the pipe at a time: a fault and the heat model's
+        # once-a-second check may both change the speed at once.
+        self._exchange = asyncio.Lock()
 
     async def set_speed(self, factor: float) -> None:
         """Run the group at ``factor`` of its speed from now on (1.0: full speed).
 
         Returns once the new speed is in effect (the throttler said so).
+        Concurrent calls take effect one after the other.
 
         Raises:
             ValueError: ``factor`` is not in (0, 1].
             OSError: the throttler could not be started or did not answer in time.
         """
         check_speed(factor)
+        async with self._exchange:
+            await self._set_speed(factor)
+
+    async def _set_speed(self, factor: float) -> None:
         if factor == self.speed:
             return
         if self._proc is None or self._proc.returncode is not None:
