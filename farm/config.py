@@ -200,6 +200,17 @@ class Schedule(_Frozen):
     cron: str
     spec: dict[str, Any]
     name: str | None = None
+    # What each finished run is compared with (regression watch, farm.results.watch):
+    # "previous" (per phone, the last earlier finished job of the same spec) or a job id.
+    baseline: Literal["previous"] | int | None = None
+
+    @field_validator("baseline", mode="before")
+    @classmethod
+    def _check_baseline(cls, value: Any) -> Any:
+        job_id = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        if value is None or value == "previous" or job_id:
+            return value
+        raise ValueError(f'must be "previous" or a job id (an integer from 1), not {value!r}')
 
     @field_validator("cron")
     @classmethod
@@ -211,6 +222,22 @@ class Schedule(_Frozen):
         except ValueError as exc:
             raise ValueError(f"bad cron expression {value!r}: {exc}") from None
         return value
+
+
+class ResultsSettings(_Frozen):
+    """How results are judged (``farmctl compare`` and the regression watch).
+
+    Attributes:
+        change_threshold: the smallest relative change of a phone's median
+            timing that counts as slower or faster (0.05 = 5%).
+        alpha: the Mann-Whitney U p-value a change must be below to count.
+        watch_lookback_s: the regression watch compares finished jobs this
+            recent (seconds) that have no verdict yet.
+    """
+
+    change_threshold: float = Field(0.05, gt=0, lt=1)
+    alpha: float = Field(0.01, gt=0, lt=1)
+    watch_lookback_s: float = Field(86400.0, gt=0)
 
 
 class MetricsSettings(_Frozen):
@@ -261,6 +288,7 @@ class Settings(_Frozen):
     jobs: JobSettings = JobSettings()
     schedules: tuple[Schedule, ...] = ()
     metrics: MetricsSettings = MetricsSettings()
+    results: ResultsSettings = ResultsSettings()
     virtual: VirtualSettings = VirtualSettings()
 
     @field_validator("data_dir")
