@@ -58,13 +58,14 @@ from farm.queue.records import (
 )
 from farm.queue.scheduler import Assignment, DeviceView, QueuedJob, QueueSnapshot
 from farm.queue.spec import DeviceSelection, JobSpec, parse_spec
+from farm.results.regressions import RegressionOps
 
 __all__ = ["Store"]
 
 log = structlog.get_logger(__name__)
 
 
-class Store(DeviceOps):
+class Store(DeviceOps, RegressionOps):
     """The queue database; migrated to the newest schema when opened.
 
     Args:
