@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from farm.cli.params import DB_INT_MAX
 from farm.errors import UserFault
 from farm.kinds import kind_of
 from farm.queue.models import JobState
@@ -147,7 +148,7 @@ def _jobs_of(store: Store, ref: str) -> tuple[str, list[JobView]]:
         return f"run {ref}", done
     if not ref.isdigit() or int(ref) < 1:
         raise UserFault(f"{ref!r} is neither a job id nor a run id (r-...)")
-    job = store.get_job(int(ref))
+    job = store.get_job(int(ref)) if int(ref) <= DB_INT_MAX else None
     if job is None:
         raise UserFault(f"no job {ref}")
     if job.state is not JobState.SUCCEEDED:

@@ -79,8 +79,11 @@ class RegressionOps:
             return [JobView.of(job) for job in session.scalars(query)]
 
     def timing_rows(self, job_ids: Sequence[int]) -> list[TimingRow]:
-        """Every stored sample of ``job_ids``, by job, sample index; samples without a phone
-        of an attempt on several phones are left out (no phone to give them to)."""
+        """Every stored sample of ``job_ids``, by job, then sample index.
+
+        A sample row without a phone of an attempt on several phones is left
+        out: there is no phone to give it to.
+        """
         query = (
             select(Result.job_id, Sample.serial, Attempt.serials, Sample.repetition,
                    Sample.value, Sample.unit)
@@ -91,9 +94,8 @@ class RegressionOps:
         )
         rows = []
         with self._tx() as session:
-            for job_id, serial, serials, repetition, value, unit in session.execute(query):
-                if serial is None and len(serials) == 1:
-                    serial = serials[0]
+            for job_id, sample_serial, serials, repetition, value, unit in session.execute(query):
+                serial = sample_serial or (serials[0] if len(serials) == 1 else None)
                 if serial is not None:
                     rows.append(TimingRow(job_id, serial, repetition, value, unit))
         return rows
@@ -119,8 +121,11 @@ class RegressionOps:
 
     def unjudged_jobs(self, kind_specs: Sequence[tuple[str, dict[str, object]]],
                       since: datetime) -> list[JobView]:
-        """Succeeded jobs that finished at or after ``since`` with no verdict rows yet,
-        whose kind and spec are one of ``kind_specs``, oldest first."""
+        """Succeeded jobs with no verdict rows yet, oldest first.
+
+        Only jobs that finished at or after ``since`` and whose kind and spec
+        are one of ``kind_specs`` (a watched schedule's) are returned.
+        """
         judged = exists().where(Regression.job_id == Job.id)
         kinds = sorted({kind for kind, _ in kind_specs})
         query = (
