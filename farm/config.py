@@ -231,12 +231,15 @@ class ResultsSettings(_Frozen):
         change_threshold: the smallest relative change of a phone's median
             timing that counts as slower or faster (0.05 = 5%).
         alpha: the Mann-Whitney U p-value a change must be below to count.
+        watch_interval_s: how often farmd's regression watch looks for newly
+            finished jobs of schedules with a baseline, seconds.
         watch_lookback_s: the regression watch compares finished jobs this
             recent (seconds) that have no verdict yet.
     """
 
     change_threshold: float = Field(0.05, gt=0, lt=1)
     alpha: float = Field(0.01, gt=0, lt=1)
+    watch_interval_s: float = Field(60.0, gt=0)
     watch_lookback_s: float = Field(86400.0, gt=0)
 
 

@@ -29,16 +29,19 @@ def timings(seed: int, *, median_s: float = 0.01, noise: float = 0.01,
 
 def finished_job(store: Store, serial: str, samples: Sequence[float], *, n: int = 64,
                  now: datetime = NOW, run_id: str | None = None,
-                 repetitions: Sequence[int] = ()) -> int:
-    """A gemm job pinned to ``serial`` that succeeded with ``samples``; returns its id.
+                 repetitions: Sequence[int] = (), pinned: bool = True) -> int:
+    """A gemm job that succeeded on ``serial`` with ``samples``; returns its id.
 
-    ``run_id`` puts it in a fan-out run; ``repetitions`` (one per sample) marks re-run samples.
+    ``run_id`` puts it in a fan-out run; ``repetitions`` (one per sample) marks re-run
+    samples; ``pinned`` names the phone in the spec (``devices.serials``), as ``--each`` does.
     """
     if store.get_device(serial) is None:
         store.upsert_device(serial, now, {"abi": "arm64-v8a", "sdk": 34})
     put_state(store, serial, DeviceState.READY, "test", now)
-    job_id = store.enqueue(
-        {"kind": "gemm", "params": {"n": n}, "devices": {"serials": [serial]}}, now)
+    spec: dict[str, object] = {"kind": "gemm", "params": {"n": n}}
+    if pinned:
+        spec["devices"] = {"serials": [serial]}
+    job_id = store.enqueue(spec, now)
     [claim] = store.claim([Assignment(job_id, (serial,), 60.0)], now)
     store.finish(claim.attempt.id,
                  Outcome({"kind": "gemm"}, list(samples), sample_serials=[serial] * len(samples)),

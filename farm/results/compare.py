@@ -42,6 +42,7 @@ __all__ = [
     "last_repetition",
     "load_side",
     "plot_report",
+    "side_of",
 ]
 
 #: ``farmctl compare``'s exit code when at least one phone is slower in B.

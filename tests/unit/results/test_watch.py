@@ -1,0 +1,113 @@
+"""The regression watch: verdict rows per phone, regression_found, the metric, once per job."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from stored_results import NOW, finished_job, timings
+from structlog.testing import capture_logs
+
+from farm.clock import FakeClock
+from farm.config import Schedule, Settings
+from farm.metrics import FarmMetrics
+from farm.queue import Store
+from farm.results.watch import RegressionWatch
+
+SPEC = {"kind": "gemm", "params": {"n": 64}, "devices": {"serials": ["P1"]}}
+HOUR = timedelta(hours=1)
+
+
+def _watch(store: Store, baseline: Any, spec: dict[str, Any] = SPEC,
+           metrics: FarmMetrics | None = None) -> RegressionWatch:
+    settings = Settings(schedules=(Schedule(cron="0 1 * * *", spec=spec, name="nightly",
+                                            baseline=baseline),))
+    return RegressionWatch(store, settings, FakeClock(start=NOW + 3 * HOUR), metrics)
+
+
+def _regressions(metrics: FarmMetrics, serial: str = "P1") -> float | None:
+    return metrics.registry.get_sample_value(
+        "farm_regressions_total", {"serial": serial, "workload": "gemm n=64 float32"})
+
+
+class TestPrevious:
+    def test_a_slower_run_is_found_logged_and_counted(self, store: Store) -> None:
+        """Night 2 is 10% slower than night 1: a slower row, regression_found and the metric."""
+        night1 = finished_job(store, "P1", timings(1), now=NOW)
+        night2 = finished_job(store, "P1", timings(2, median_s=0.011), now=NOW + HOUR)
+        metrics = FarmMetrics()
+        with capture_logs() as logs:
+            rows = _watch(store, "previous", metrics=metrics).check()
+        assert [(r.job_id, r.baseline_job_id, r.serial, r.verdict) for r in rows] == [
+            (night2, night1, "P1", "slower")]
+        found = [e for e in logs if e["event"] == "regression_found"]
+        assert len(found) == 1 and found[0]["serial"] == "P1" and found[0]["job_id"] == night2
+        assert _regressions(metrics) == 1.0
+        assert [r.job_id for r in store.regressions(slower_only=True)] == [night2]
+
+    def test_an_unchanged_run_is_recorded_but_not_a_regression(self, store: Store) -> None:
+        """Same speed: a 'no change' row, nothing logged as found, the metric not counted."""
+        finished_job(store, "P1", timings(1), now=NOW)
+        finished_job(store, "P1", timings(2), now=NOW + HOUR)
+        metrics = FarmMetrics()
+        with capture_logs() as logs:
+            rows = _watch(store, "previous", metrics=metrics).check()
+        assert [r.verdict for r in rows] == ["no change"]
+        assert not [e for e in logs if e["event"] == "regression_found"]
+        assert _regressions(metrics) is None and store.regressions(slower_only=True) == []
+
+    def test_each_job_is_judged_once(self, store: Store) -> None:
+        """A second check, or a second farmd's watch, writes no second row for a job."""
+        finished_job(store, "P1", timings(1), now=NOW)
+        finished_job(store, "P1", timings(2, median_s=0.011), now=NOW + HOUR)
+        metrics = FarmMetrics()
+        assert len(_watch(store, "previous", metrics=metrics).check()) == 1
+        assert _watch(store, "previous", metrics=metrics).check() == []
+        assert len(store.regressions(slower_only=False)) == 1 and _regressions(metrics) == 1.0
+
+    def test_previous_is_per_phone(self, store: Store) -> None:
+        """Each phone is compared with its own last run of the spec, not another phone's."""
+        spec = {"kind": "gemm", "params": {"n": 64}}
+        p1 = finished_job(store, "P1", timings(1), now=NOW, pinned=False)
+        finished_job(store, "P2", timings(2, median_s=0.02), now=NOW + HOUR, pinned=False)
+        new = finished_job(store, "P1", timings(3), now=NOW + 2 * HOUR, pinned=False)
+        rows = _watch(store, "previous", spec=spec).check()
+        by_job = {r.job_id: (r.baseline_job_id, r.verdict) for r in rows}
+        assert by_job[new] == (p1, "no change")
+
+    def test_the_first_run_has_no_baseline(self, store: Store) -> None:
+        """A schedule's first run writes nothing and says why, once."""
+        finished_job(store, "P1", timings(1), now=NOW)
+        watch = _watch(store, "previous")
+        with capture_logs() as logs:
+            assert watch.check() == [] and watch.check() == []
+        assert [e["event"] for e in logs].count("regression_not_checked") == 1
+
+    def test_other_specs_and_old_jobs_are_not_watched(self, store: Store) -> None:
+        """Jobs of another spec, or older than the lookback, get no verdict."""
+        finished_job(store, "P1", timings(1), now=NOW, n=128)
+        finished_job(store, "P1", timings(2), now=NOW + HOUR, n=128)
+        assert _watch(store, "previous").check() == []
+        finished_job(store, "P1", timings(3), now=NOW - timedelta(days=3))
+        finished_job(store, "P1", timings(4), now=NOW - timedelta(days=2))
+        assert _watch(store, "previous").check() == []
+
+
+class TestFixedBaseline:
+    def test_every_run_against_one_job(self, store: Store) -> None:
+        """baseline = a job id: each run is compared with that job."""
+        golden = finished_job(store, "P1", timings(1), now=NOW)
+        finished_job(store, "P1", timings(2), now=NOW + HOUR)
+        finished_job(store, "P1", timings(3, median_s=0.011), now=NOW + 2 * HOUR)
+        rows = _watch(store, golden).check()
+        assert {(r.baseline_job_id, r.verdict) for r in rows} == {
+            (golden, "no change"), (golden, "slower")}
+
+    def test_a_missing_baseline_job_is_logged_not_raised(self, store: Store) -> None:
+        """A baseline job that does not exist: nothing written, one log line with the reason."""
+        finished_job(store, "P1", timings(1), now=NOW)
+        with capture_logs() as logs:
+            assert _watch(store, 999).check() == []
+        [skipped] = [e for e in logs if e["event"] == "regression_not_checked"]
+        assert skipped["reason"] == "no job 999"
+
