@@ -248,8 +248,8 @@ class Outcome:
     unit: str = "s"
     sample_serials: Sequence[str] = ()
     snapshots: Sequence[SnapshotData] = ()
-    sample_repetitions: Sequence[int] = ()
     tuning_records: Sequence[TuningData] = ()
+    sample_repetitions: Sequence[int] = ()
 
 
 @dataclass(frozen=True)
