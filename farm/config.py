@@ -213,6 +213,20 @@ class Schedule(_Frozen):
         return value
 
 
+class ResultSettings(_Frozen):
+    """How a result's spread is judged (``farm.results``).
+
+    Attributes:
+        max_cv: a phone's samples whose coefficient of variation (standard
+            deviation over mean) is above this fraction are noisy.
+        rerun_noisy: a benchmark attempt re-runs a noisy phone's measurement
+            once (its samples stored with repetition 1) before it reports.
+    """
+
+    max_cv: float = Field(0.05, gt=0, le=10)
+    rerun_noisy: bool = True
+
+
 class MetricsSettings(_Frozen):
     """The Prometheus endpoint farmd serves."""
 
@@ -261,6 +275,7 @@ class Settings(_Frozen):
     jobs: JobSettings = JobSettings()
     schedules: tuple[Schedule, ...] = ()
     metrics: MetricsSettings = MetricsSettings()
+    results: ResultSettings = ResultSettings()
     virtual: VirtualSettings = VirtualSettings()
 
     @field_validator("data_dir")
