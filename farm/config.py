@@ -224,12 +224,17 @@ class Schedule(_Frozen):
         return value
 
 
-class ResultsSettings(_Frozen):
-    """How results are judged (``farmctl compare`` and the regression watch).
+class ResultSettings(_Frozen):
+    """How a result's spread is judged (``farm.results``), and two results compared.
 
     Attributes:
+        max_cv: a phone's samples whose coefficient of variation (standard
+            deviation over mean) is above this fraction are noisy.
+        rerun_noisy: a benchmark attempt re-runs a noisy phone's measurement
+            once (its samples stored with repetition 1) before it reports.
         change_threshold: the smallest relative change of a phone's median
-            timing that counts as slower or faster (0.05 = 5%).
+            timing that counts as slower or faster (0.05 = 5%;
+            ``farmctl compare`` and the regression watch).
         alpha: the Mann-Whitney U p-value a change must be below to count.
         watch_interval_s: how often farmd's regression watch looks for newly
             finished jobs of schedules with a baseline, seconds.
@@ -237,6 +242,8 @@ class ResultsSettings(_Frozen):
             recent (seconds) that have no verdict yet.
     """
 
+    max_cv: float = Field(0.05, gt=0, le=10)
+    rerun_noisy: bool = True
     change_threshold: float = Field(0.05, gt=0, lt=1)
     alpha: float = Field(0.01, gt=0, lt=1)
     watch_interval_s: float = Field(60.0, gt=0)
@@ -291,7 +298,7 @@ class Settings(_Frozen):
     jobs: JobSettings = JobSettings()
     schedules: tuple[Schedule, ...] = ()
     metrics: MetricsSettings = MetricsSettings()
-    results: ResultsSettings = ResultsSettings()
+    results: ResultSettings = ResultSettings()
     virtual: VirtualSettings = VirtualSettings()
 
     @field_validator("data_dir")

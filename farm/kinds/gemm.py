@@ -187,4 +187,5 @@ KIND = Kind(
     ),
     workload=workload,
     needs=needs,
+    fan_out=True,
 )
