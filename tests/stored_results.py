@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 
 import numpy as np
 from device_states import put_state
-from sqlalchemy import select, update
+from sqlalchemy import update
 
 from farm.queue import DeviceState, Outcome, Store
-from farm.queue.models import Job, Result, Sample
+from farm.queue.models import Job
 from farm.queue.scheduler import Assignment
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
@@ -44,14 +44,10 @@ def finished_job(store: Store, serial: str, samples: Sequence[float], *, n: int 
     job_id = store.enqueue(spec, now)
     [claim] = store.claim([Assignment(job_id, (serial,), 60.0)], now)
     store.finish(claim.attempt.id,
-                 Outcome({"kind": "gemm"}, list(samples), sample_serials=[serial] * len(samples)),
+                 Outcome({"kind": "gemm"}, list(samples), sample_serials=[serial] * len(samples),
+                         sample_repetitions=list(repetitions)),
                  now)
-    result_id = select(Result.id).where(Result.job_id == job_id).scalar_subquery()
-    with store._tx() as session:  # what enqueue --each and a noisy re-run store
-        if run_id is not None:
+    if run_id is not None:  # a readable run id instead of enqueue_run's random one
+        with store._tx() as session:
             session.execute(update(Job).where(Job.id == job_id).values(run_id=run_id))
-        for index, repetition in enumerate(repetitions):
-            session.execute(update(Sample)
-                            .where(Sample.result_id == result_id, Sample.index == index)
-                            .values(repetition=repetition))
     return job_id

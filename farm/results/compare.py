@@ -7,9 +7,11 @@ sides are compared with :func:`farm.results.stats.compare_samples` (median
 ratio B/A with its bootstrap 95% CI, Mann-Whitney U p-value, verdict against
 the threshold and alpha); phones on one side only are listed as such.
 
-Which samples: of each job and phone only the last repetition. A noisy result
-is re-run once (``repetition`` 1) because its first samples were not to be
-trusted, so the re-run's samples replace them rather than join them. Samples
+Which samples (read with :func:`farm.results.rows.sample_rows`): of each job
+and phone only the last repetition (:func:`farm.results.rows.latest_repetition`).
+A noisy result is re-run once (``repetition`` 1) because its first samples
+were not to be trusted, so the re-run's samples replace them rather than join
+them. Samples
 of one phone in several jobs of one side (a run that ran twice on it) are
 pooled: they are one phone measuring one workload.
 
@@ -29,7 +31,7 @@ from farm.kinds import kind_of
 from farm.queue.models import JobState
 from farm.queue.records import JobView
 from farm.queue.store import Store
-from farm.results.regressions import TimingRow
+from farm.results.rows import SampleRow, latest_repetition, sample_rows
 from farm.results.stats import Comparison, Verdict, compare_samples
 
 __all__ = [
@@ -37,9 +39,9 @@ __all__ = [
     "CompareReport",
     "PhoneComparison",
     "Side",
+    "by_phone",
     "compare_refs",
     "compare_sides",
-    "last_repetition",
     "load_side",
     "plot_report",
     "side_of",
@@ -116,27 +118,28 @@ class CompareReport:
         return bool(self.slower)
 
 
-def last_repetition(rows: Iterable[TimingRow]) -> dict[str, dict[int, list[float]]]:
-    """serial -> job id -> the values of that job's last repetition on that phone, in order.
+def by_phone(rows: Iterable[SampleRow]) -> dict[str, dict[int, list[float]]]:
+    """serial -> job id -> that job's values on that phone, in order, its last repetition only.
+
+    Rows without a phone (stored before samples named theirs) are left out.
 
     Raises:
         UserFault: a sample is not a timing in seconds (only timings are compared).
     """
-    by_phone: dict[str, dict[int, dict[int, list[float]]]] = {}
-    for row in rows:
+    phones: dict[str, dict[int, list[float]]] = {}
+    for row in latest_repetition(rows):
         if row.unit != _TIMING_UNIT:
             raise UserFault(f"job {row.job_id} has samples in {row.unit!r}: "
                             "only timings in seconds can be compared")
-        reps = by_phone.setdefault(row.serial, {}).setdefault(row.job_id, {})
-        reps.setdefault(row.repetition, []).append(row.value)
-    return {serial: {job_id: reps[max(reps)] for job_id, reps in jobs.items()}
-            for serial, jobs in by_phone.items()}
+        if row.serial is not None:
+            phones.setdefault(row.serial, {}).setdefault(row.job_id, []).append(row.value)
+    return phones
 
 
 def _jobs_of(store: Store, ref: str) -> tuple[str, list[JobView]]:
     """The jobs ``ref`` names, checked finished; raises UserFault otherwise."""
     if _RUN_ID.match(ref):
-        jobs = store.run_jobs(ref)
+        jobs = sorted(store.list_jobs(limit=DB_INT_MAX, run_id=ref), key=lambda j: j.id)
         if not jobs:
             raise UserFault(f"no run {ref}")
         unfinished = [j.id for j in jobs if not j.state.ended]
@@ -168,7 +171,8 @@ def side_of(store: Store, ref: str, jobs: list[JobView]) -> Side:
         raise UserFault(f"{ref} mixes workloads ({'; '.join(workloads)})")
     timings: dict[str, tuple[float, ...]] = {}
     job_of: dict[str, int] = {}
-    for serial, by_job in sorted(last_repetition(store.timing_rows([j.id for j in jobs])).items()):
+    rows = sample_rows(store, job_ids=[j.id for j in jobs])
+    for serial, by_job in sorted(by_phone(rows).items()):
         timings[serial] = tuple(v for job_id in sorted(by_job) for v in by_job[job_id])
         job_of[serial] = max(by_job)
     return Side(ref, workloads[0], timings, job_of)

@@ -1,4 +1,4 @@
-"""The store half of comparisons: timings per phone, runs, and the ``regressions`` table.
+"""The store half of the regression watch: earlier runs of a spec and the ``regressions`` table.
 
 Mixed into :class:`farm.queue.store.Store` (which provides ``_tx()``), as
 :class:`farm.queue.devices.DeviceOps` is; :mod:`farm.results.compare` and the
@@ -19,30 +19,10 @@ from datetime import datetime
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
-from farm.queue.models import Attempt, Job, JobState, Regression, Result, Sample
+from farm.queue.models import Job, JobState, Regression
 from farm.queue.records import JobView
 
-__all__ = ["RegressionOps", "RegressionView", "TimingRow"]
-
-
-@dataclass(frozen=True)
-class TimingRow:
-    """One raw sample of a finished job, by phone.
-
-    Attributes:
-        job_id: the job.
-        serial: the phone that measured it (the attempt's phone when the
-            sample row names none, as rows stored before 0003 do).
-        repetition: 0, or 1 for a noisy result's re-run.
-        value: the sample, in ``unit`` (seconds for timings).
-        unit: e.g. ``"s"``.
-    """
-
-    job_id: int
-    serial: str
-    repetition: int
-    value: float
-    unit: str
+__all__ = ["RegressionOps", "RegressionView"]
 
 
 @dataclass(frozen=True)
@@ -71,34 +51,6 @@ class RegressionOps:
 
     def _tx(self) -> AbstractContextManager[Session]:  # pragma: no cover - Store overrides
         raise NotImplementedError
-
-    def run_jobs(self, run_id: str) -> list[JobView]:
-        """The jobs of one ``enqueue --each`` fan-out, by id; empty for an unknown run."""
-        query = select(Job).where(Job.run_id == run_id).order_by(Job.id)
-        with self._tx() as session:
-            return [JobView.of(job) for job in session.scalars(query)]
-
-    def timing_rows(self, job_ids: Sequence[int]) -> list[TimingRow]:
-        """Every stored sample of ``job_ids``, by job, then sample index.
-
-        A sample row without a phone of an attempt on several phones is left
-        out: there is no phone to give it to.
-        """
-        query = (
-            select(Result.job_id, Sample.serial, Attempt.serials, Sample.repetition,
-                   Sample.value, Sample.unit)
-            .join(Result, Result.id == Sample.result_id)
-            .join(Attempt, Attempt.id == Result.attempt_id)
-            .where(Result.job_id.in_(list(job_ids)))
-            .order_by(Result.job_id, Sample.index)
-        )
-        rows = []
-        with self._tx() as session:
-            for job_id, sample_serial, serials, repetition, value, unit in session.execute(query):
-                serial = sample_serial or (serials[0] if len(serials) == 1 else None)
-                if serial is not None:
-                    rows.append(TimingRow(job_id, serial, repetition, value, unit))
-        return rows
 
     def earlier_jobs(self, job: JobView, limit: int) -> list[JobView]:
         """Succeeded jobs of ``job``'s kind and spec that finished before it, newest first.

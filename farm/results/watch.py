@@ -39,8 +39,9 @@ from farm.errors import UserFault
 from farm.metrics import FarmMetrics
 from farm.queue.records import JobView
 from farm.queue.store import Store
-from farm.results.compare import Side, last_repetition, load_side, side_of
+from farm.results.compare import Side, by_phone, load_side, side_of
 from farm.results.regressions import RegressionView
+from farm.results.rows import sample_rows
 from farm.results.stats import Verdict, compare_samples
 from farm.schedules import validate_schedules
 
@@ -50,7 +51,7 @@ log = structlog.get_logger(__name__)
 
 #: ``"previous"`` looks for a phone's earlier run among this many newest
 #: earlier jobs of the kind (a schedule's runs are among the newest).
-PREVIOUS_LOOKBACK_JOBS = 200
+PREVIOUS_LOOKBACK_JOBS = 50
 
 
 @dataclass(frozen=True)
@@ -147,12 +148,12 @@ class RegressionWatch:
         serials = set(new.timings)
         if not isinstance(watched.baseline, int):
             earlier = self.store.earlier_jobs(job, PREVIOUS_LOOKBACK_JOBS)
-            by_phone = last_repetition(self.store.timing_rows([j.id for j in earlier]))
+            phones = by_phone(sample_rows(self.store, job_ids=[j.id for j in earlier]))
             order = {j.id: i for i, j in enumerate(earlier)}  # newest first
             found = {}
-            for serial in serials & set(by_phone):
-                newest = min(by_phone[serial], key=order.__getitem__)
-                found[serial] = (newest, tuple(by_phone[serial][newest]))
+            for serial in serials & set(phones):
+                newest = min(phones[serial], key=order.__getitem__)
+                found[serial] = (newest, tuple(phones[serial][newest]))
             return found
         base = load_side(self.store, str(watched.baseline))
         if base.workload != new.workload:

@@ -7,8 +7,8 @@ from stored_results import NOW, finished_job, timings
 
 from farm.errors import UserFault
 from farm.queue import Store
-from farm.results.compare import Side, compare_refs, compare_sides, last_repetition, load_side
-from farm.results.regressions import TimingRow
+from farm.results.compare import Side, by_phone, compare_refs, compare_sides, load_side
+from farm.results.rows import SampleRow
 from farm.results.stats import Verdict
 
 LIMITS = {"threshold": 0.05, "alpha": 0.01}
@@ -95,14 +95,14 @@ class TestRepetitions:
 
     def test_last_repetition_is_per_job_and_phone(self) -> None:
         """Each job's and phone's highest repetition is kept; a job without re-run keeps all."""
-        rows = [TimingRow(1, "P1", 0, 5.0, "s"), TimingRow(1, "P1", 1, 1.0, "s"),
-                TimingRow(2, "P1", 0, 2.0, "s"), TimingRow(2, "P2", 0, 3.0, "s")]
-        assert last_repetition(rows) == {"P1": {1: [1.0], 2: [2.0]}, "P2": {2: [3.0]}}
+        rows = [_row(1, "P1", 0, 5.0), _row(1, "P1", 1, 1.0), _row(2, "P1", 0, 2.0),
+                _row(2, "P2", 0, 3.0), _row(2, None, 0, 4.0)]
+        assert by_phone(rows) == {"P1": {1: [1.0], 2: [2.0]}, "P2": {2: [3.0]}}
 
     def test_non_timings_are_refused(self) -> None:
         """Samples in another unit than seconds cannot be judged as timings."""
         with pytest.raises(UserFault, match="only timings in seconds"):
-            last_repetition([TimingRow(1, "P1", 0, 5.0, "GFLOPS")])
+            by_phone([_row(1, "P1", 0, 5.0, unit="GFLOPS")])
 
 
 class TestCompareSides:
@@ -112,3 +112,9 @@ class TestCompareSides:
         [phone] = compare_sides(side, side, **LIMITS).phones
         assert phone.comparison is not None and phone.comparison.ratio == 1.0
         assert phone.verdict == "no change"
+
+
+def _row(job_id: int, serial: str | None, repetition: int, value: float,
+         unit: str = "s") -> SampleRow:
+    return SampleRow(job_id, None, serial, None, None, None, "gemm", repetition, 0, value, unit,
+                     None, None, None)
