@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from farm.cli.compare import show_regressions
 from farm.cli.output import Column, echo_json, note, print_table, to_csv
 from farm.cli.params import JOB_ID, LIMIT
 from farm.cli.state import CliState, pass_state
@@ -113,13 +114,19 @@ def _rows(state: CliState, job_id: int | None, run_id: str | None, workload: str
               help="Also draw the per-phone figures into this PNG.")
 @click.option("--limit", type=LIMIT, default=1000, show_default=True,
               help="Newest results read, without --job or --run.")
+@click.option("--regressions", "list_regressions", is_flag=True,
+              help="List instead the phones the regression watch found slower than their "
+                   "schedule's baseline, newest first.")
 @_JSON
 @pass_state
 @click.pass_context
 def results(ctx: click.Context, state: CliState, job_id: int | None, run_id: str | None,
             workload: str | None, fmt: str, plot_path: Path | None, limit: int,
-            as_json: bool) -> None:
+            list_regressions: bool, as_json: bool) -> None:
     """Results per phone: raw samples, spread, noise and plots."""
+    if list_regressions:
+        show_regressions(state, limit=limit, as_json=as_json or fmt == "json")
+        return
     fmt_given = ctx.get_parameter_source("fmt") is not click.core.ParameterSource.DEFAULT
     if as_json and fmt_given and fmt != "json":
         raise click.UsageError(f"--json and --format {fmt} ask for two formats: give one")
