@@ -10,6 +10,7 @@ from stored_results import NOW, finished_job, timings
 
 from farm.queue import Store
 from farm.results.compare import EXIT_REGRESSED
+from farm.results.regressions import RegressionView
 
 
 @pytest.fixture
@@ -117,3 +118,21 @@ class TestErrors:
         """--threshold outside (0, 1) is a usage error."""
         result = farmctl("compare", "1", "2", "--threshold", value)
         assert result.exit_code == 2 and "--threshold" in result.stderr
+
+
+class TestRegressionsListing:
+    def test_results_regressions_lists_slower_phones(self, farmctl, store: Store,
+                                                     runs: dict[str, int]) -> None:
+        """results --regressions shows the watch's slower verdicts, not its 'no change' ones."""
+        rows = [RegressionView(0, runs["slower"], runs["base"], "P1", 1.1, 1.08, 1.12, 1e-6,
+                               "slower", NOW),
+                RegressionView(0, runs["same"], runs["base"], "P1", 1.0, 0.99, 1.01, 0.7,
+                               "no change", NOW)]
+        assert store.record_regressions(runs["slower"], rows[:1])
+        assert store.record_regressions(runs["same"], rows[1:])
+        assert not store.record_regressions(runs["same"], rows[1:])  # once per job
+        listed = json.loads(farmctl("results", "--regressions", "--json").stdout)
+        assert [(r["job_id"], r["serial"], r["verdict"]) for r in listed] == [
+            (runs["slower"], "P1", "slower")]
+        table = farmctl("results", "--regressions")
+        assert table.exit_code == 0 and "slower" in table.stdout and "1.08" in table.stdout
