@@ -118,3 +118,27 @@ def _row(job_id: int, serial: str | None, repetition: int, value: float,
          unit: str = "s") -> SampleRow:
     return SampleRow(job_id, None, serial, None, None, None, "gemm", repetition, 0, value, unit,
                      None, None, None)
+
+
+def _noisy(seed: int, median_s: float) -> list[float]:
+    """30 timings with 3% log-normal noise and a 1.5x outlier in every 20th run."""
+    values = timings(seed, median_s=median_s, noise=0.03)
+    return [v * 1.5 if i % 20 == 7 else v for i, v in enumerate(values)]
+
+
+class TestVerdictRate:
+    """The default threshold and alpha on phone-like noise, as the issue's "Must show" asks."""
+
+    @staticmethod
+    def _flags(seed_a: int, seed_b: int, median_b_s: float) -> bool:
+        a = Side("job a", "gemm", {"P1": tuple(_noisy(seed_a, 0.010))})
+        b = Side("job b", "gemm", {"P1": tuple(_noisy(seed_b, median_b_s))})
+        return any(p.verdict != "no change" for p in compare_sides(a, b, **LIMITS).phones)
+
+    def test_ten_percent_slower_is_flagged_every_time(self) -> None:
+        """Five tries, fresh samples each: a phone 10% slower is flagged in all five."""
+        assert sum(self._flags(100 + i, 200 + i, 0.011) for i in range(5)) == 5
+
+    def test_unchanged_is_flagged_at_most_once_in_twenty(self) -> None:
+        """Twenty tries of the same speed: at most one flags a change (the issue's 19 of 20)."""
+        assert sum(self._flags(300 + i, 400 + i, 0.010) for i in range(20)) <= 1
