@@ -111,3 +111,23 @@ class TestFixedBaseline:
         [skipped] = [e for e in logs if e["event"] == "regression_not_checked"]
         assert skipped["reason"] == "no job 999"
 
+
+
+class TestFarmd:
+    def test_farmd_runs_the_watch_every_interval(self, store: Store, tmp_path: Any) -> None:
+        """farmd's scheduler has a regression_watch job every [results] watch_interval_s."""
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        from farm.daemon import Farmd
+
+        idle = type("Idle", (), {"tick": lambda self: None, "sweep": lambda self: None})()
+        farmd = Farmd(Settings.model_validate({"data_dir": str(tmp_path),
+                                               "results": {"watch_interval_s": 123}}))
+        farmd.store, farmd.dispatcher, farmd.manager = store, idle, idle  # type: ignore[assignment]
+        farmd._schedule()
+        try:
+            job = farmd.scheduler.get_job("regression_watch")
+            assert job is not None and isinstance(job.trigger, IntervalTrigger)
+            assert job.trigger.interval.total_seconds() == 123
+        finally:
+            farmd.scheduler.shutdown(wait=False)
