@@ -6,6 +6,9 @@ The kernel is written with ``te`` and turned into a TIR function with
 * CPU: rows and columns tiled by ``bn``, the reduction split by 4 and reordered so
   the innermost loop walks a row of B and C; that loop is vectorised and the row
   tiles run in parallel on the TVM thread pool.
+* naive (``--schedule naive``, CPU only): the unscheduled ``te.compute`` GEMM as
+  the seeds write it, one thread, no tiling, for a like-for-like figure beside a
+  user's hand script.
 * OpenCL (the seeds' GPU schedule): rows and columns split by ``bn``; the outer
   parts are bound to ``blockIdx.y/x`` and the inner parts to ``threadIdx.y/x``, so
   one work-group of ``bn x bn`` threads computes one ``bn x bn`` tile of C, so
@@ -29,7 +32,7 @@ import structlog
 from farm.errors import CompileError, SessionError, SpecError
 from farm.jobs.cache import CacheKey, CompileCache
 from farm.jobs.ndk import Linker, linker_for
-from farm.jobs.params import DeviceKind, GemmParams, TrackerParams
+from farm.jobs.params import DeviceKind, GemmParams, GemmSchedule, TimingParams, TrackerParams
 from farm.jobs.session import (
     ThreadPoolApplied,
     apply_thread_pool,
@@ -60,8 +63,9 @@ class GemmResult:
     Attributes:
         n: matrix side N.
         dtype: element type.
-        bn: block size.
+        bn: block size (unused by the naive schedule).
         device: processor that ran it.
+        schedule: ``tiled`` or ``naive``.
         target: the compile target dict.
         samples_s: every ``time_evaluator`` repeat, mean seconds per run.
         mean_s: mean of ``samples_s``.
@@ -75,6 +79,7 @@ class GemmResult:
     dtype: str
     bn: int
     device: str
+    schedule: str
     target: dict[str, Any]
     samples_s: list[float]
     mean_s: float
@@ -126,11 +131,15 @@ def check_params(params: GemmParams, target: dict[str, Any]) -> None:
         target: the phone's target dict.
 
     Raises:
-        SpecError: N is not positive, bn does not divide N, or ``bn * bn`` exceeds
-            the phone's work-group limit.
+        SpecError: N is not positive, bn does not divide N, ``bn * bn`` exceeds
+            the phone's work-group limit, or a naive GEMM is asked of a GPU.
     """
     if params.n <= 0:
         raise SpecError("params.n", f"must be positive, got {params.n}")
+    if params.schedule is GemmSchedule.NAIVE:
+        if params.device is not DeviceKind.CPU:
+            raise SpecError("params.schedule", "the naive schedule runs on the cpu only")
+        return
     if params.bn <= 0 or params.n % params.bn:
         raise SpecError("params.bn", f"must divide n={params.n}, got {params.bn}")
     limit = work_group_limit(target)
@@ -203,9 +212,12 @@ def cache_key(params: GemmParams, target: dict[str, Any]) -> CacheKey:
     """The compile cache key of a GEMM build."""
     import tvm
 
+    schedule = f"{params.device.value} bn={params.bn} {SCHEDULE_VERSION}"
+    if params.schedule is GemmSchedule.NAIVE:
+        schedule = f"{params.device.value} naive"
     return CacheKey(
         workload=f"gemm n={params.n} dtype={params.dtype}",
-        schedule=f"{params.device.value} bn={params.bn} {SCHEDULE_VERSION}",
+        schedule=schedule,
         target=target,
         tvm_version=tvm.__version__,
     )
@@ -239,7 +251,9 @@ def build_gemm(
 
         try:
             mod = gemm_module(params.n, params.dtype)
-            if params.device is DeviceKind.CPU:
+            if params.schedule is GemmSchedule.NAIVE:
+                pass  # the seeds' te.compute as it is
+            elif params.device is DeviceKind.CPU:
                 mod = schedule_cpu(mod, params.bn)
             else:
                 mod = schedule_opencl(mod, params.bn)
@@ -259,6 +273,111 @@ def _random_inputs(n: int, dtype: str, seed: int) -> tuple[np.ndarray, np.ndarra
             rng.integers(0, 8, size=(n, n)).astype(dtype),
         )
     return rng.random((n, n)).astype(dtype), rng.random((n, n)).astype(dtype)
+
+
+@dataclass
+class LoadedGemm:
+    """A GEMM built, uploaded and checked on one phone, ready to be timed over one session.
+
+    Create it with :func:`load_gemm`; :meth:`time` may be called many times
+    (the benchmarks and the comparison tests time it between changes of the
+    phone's speed without a new session each time).
+
+    Attributes:
+        params: the workload and schedule.
+        phone: the serial (or ``key:<tracker key>``) to name in errors.
+        max_abs_err: largest ``|C - A @ B|`` against numpy.
+        threads: thread pool settings in force (None for GPU runs).
+        library: the cached ``.so`` that runs.
+    """
+
+    params: GemmParams
+    phone: str
+    max_abs_err: float
+    threads: ThreadPoolApplied | None
+    library: Path
+    _remote: Any
+    _module: Any
+    _dev: Any
+    _args: tuple[Any, Any, Any]
+
+    def time(self, timing: TimingParams | None = None) -> list[float]:
+        """Time the kernel with ``time_evaluator``; ``timing`` defaults to the params'.
+
+        Returns:
+            One mean seconds-per-run per repeat.
+
+        Raises:
+            SessionError: the session failed.
+        """
+        timing = timing or self.params.timing
+        try:
+            evaluator = self._module.time_evaluator(
+                "gemm",
+                self._dev,
+                number=timing.number,
+                repeat=timing.repeat,
+                min_repeat_ms=timing.min_repeat_ms,
+            )
+            return [float(s) for s in evaluator(*self._args).results]
+        except (RuntimeError, OSError) as exc:
+            raise SessionError(self.phone, f"gemm run failed: {exc}") from exc
+
+
+def load_gemm(
+    params: GemmParams,
+    target: dict[str, Any],
+    tracker: TrackerParams,
+    cache: CompileCache,
+    *,
+    seed: int = 0,
+) -> LoadedGemm:
+    """Build (or reuse), upload and check GEMM on the phone serving ``tracker.key``.
+
+    Args:
+        params: the workload, schedule, timing and thread pool settings.
+        target: target dict for the phone.
+        tracker: where to get the RPC session.
+        cache: the compile cache.
+        seed: seed of the random inputs.
+
+    Returns:
+        The loaded kernel, its output checked against numpy, not yet timed.
+
+    Raises:
+        SpecError, ToolMissing, CompileError: the job cannot be built (never retried).
+        CompileError: C differs from numpy beyond the dtype's tolerance.
+        SessionError, TrackerUnreachable: the session failed (retried elsewhere).
+    """
+    import tvm
+
+    linker = linker_for(target)  # before compiling: fail fast on a missing NDK
+    library = build_gemm(params, target, cache, linker)
+    remote = open_session(tracker)
+    phone = tracker.serial or f"key:{tracker.key}"
+    threads = None
+    if params.device is DeviceKind.CPU:
+        threads = apply_thread_pool(remote, params.threads, tracker)
+    module = upload_and_load(remote, library, f"gemm-{library.parent.name[:16]}.so", tracker)
+    a_np, b_np = _random_inputs(params.n, params.dtype, seed)
+    try:
+        dev = remote.device(runtime_device_name(target), 0)
+        a = tvm.runtime.tensor(a_np, dev)
+        b = tvm.runtime.tensor(b_np, dev)
+        c = tvm.runtime.tensor(np.zeros((params.n, params.n), params.dtype), dev)
+        module["gemm"](a, b, c)
+        c_np = c.numpy()
+    except (RuntimeError, OSError) as exc:
+        raise SessionError(phone, f"gemm run failed: {exc}") from exc
+    expected = a_np.astype("float64") @ b_np.astype("float64")
+    max_abs_err = float(np.max(np.abs(c_np.astype("float64") - expected)))
+    rtol, atol = _TOLERANCE.get(params.dtype, (0.0, 0.0))
+    if not np.allclose(c_np.astype("float64"), expected, rtol=rtol, atol=atol):
+        raise CompileError(
+            f"gemm n={params.n} dtype={params.dtype}",
+            f"result differs from numpy on {phone}: max |error| {max_abs_err:g}",
+        )
+    return LoadedGemm(params, phone, max_abs_err, threads, library, remote, module, dev, (a, b, c))
 
 
 def run_gemm(
@@ -286,61 +405,28 @@ def run_gemm(
         CompileError: C differs from numpy beyond the dtype's tolerance.
         SessionError, TrackerUnreachable: the session failed (retried elsewhere).
     """
-    import tvm
-
-    linker = linker_for(target)  # before compiling: fail fast on a missing NDK
-    library = build_gemm(params, target, cache, linker)
-    remote = open_session(tracker)
-    phone = tracker.serial or f"key:{tracker.key}"
-    threads = None
-    if params.device is DeviceKind.CPU:
-        threads = apply_thread_pool(remote, params.threads, tracker)
-    module = upload_and_load(remote, library, f"gemm-{library.parent.name[:16]}.so", tracker)
-    a_np, b_np = _random_inputs(params.n, params.dtype, seed)
-    try:
-        dev = remote.device(runtime_device_name(target), 0)
-        a = tvm.runtime.tensor(a_np, dev)
-        b = tvm.runtime.tensor(b_np, dev)
-        c = tvm.runtime.tensor(np.zeros((params.n, params.n), params.dtype), dev)
-        module["gemm"](a, b, c)
-        c_np = c.numpy()
-        timing = params.timing
-        evaluator = module.time_evaluator(
-            "gemm",
-            dev,
-            number=timing.number,
-            repeat=timing.repeat,
-            min_repeat_ms=timing.min_repeat_ms,
-        )
-        samples_s = [float(s) for s in evaluator(a, b, c).results]
-    except (RuntimeError, OSError) as exc:
-        raise SessionError(phone, f"gemm run failed: {exc}") from exc
-    expected = a_np.astype("float64") @ b_np.astype("float64")
-    max_abs_err = float(np.max(np.abs(c_np.astype("float64") - expected)))
-    rtol, atol = _TOLERANCE.get(params.dtype, (0.0, 0.0))
-    if not np.allclose(c_np.astype("float64"), expected, rtol=rtol, atol=atol):
-        raise CompileError(
-            f"gemm n={params.n} dtype={params.dtype}",
-            f"result differs from numpy on {phone}: max |error| {max_abs_err:g}",
-        )
+    loaded = load_gemm(params, target, tracker, cache, seed=seed)
+    samples_s = loaded.time()
     mean_s = float(np.mean(samples_s))
     result = GemmResult(
         n=params.n,
         dtype=params.dtype,
         bn=params.bn,
         device=params.device.value,
+        schedule=params.schedule.value,
         target=target,
         samples_s=samples_s,
         mean_s=mean_s,
         gflops=gemm_flop(params.n) / mean_s / 1e9,
-        max_abs_err=max_abs_err,
-        threads=threads,
-        library=str(library),
+        max_abs_err=loaded.max_abs_err,
+        threads=loaded.threads,
+        library=str(loaded.library),
     )
     log.info(
         "gemm_measured",
         serial=tracker.serial,
         n=params.n,
+        schedule=params.schedule.value,
         gflops=round(result.gflops, 3),
         mean_s=mean_s,
     )

@@ -109,6 +109,13 @@ class ThreadPoolParams:
     num_threads: int = 0
 
 
+class GemmSchedule(str, Enum):
+    """How the GEMM's loops are scheduled (:mod:`farm.jobs.gemm`)."""
+
+    TILED = "tiled"  # farm's schedule: bn x bn blocks
+    NAIVE = "naive"  # the plain te.compute GEMM, unscheduled (CPU only)
+
+
 @dataclass(frozen=True)
 class GemmParams:
     """The seeds' GEMM kernel ``C[N, N] = A[N, N] @ B[N, N]``.
@@ -116,10 +123,11 @@ class GemmParams:
     Attributes:
         n: matrix side N.
         dtype: element type, ``"float32"``, ``"float16"`` or ``"int32"`` style TVM dtype.
-        bn: block (tile) size; rows and columns are split by it.
+        bn: block (tile) size; rows and columns are split by it (unused when naive).
         device: processor that runs the kernel.
         timing: time_evaluator arguments.
         threads: thread pool settings (CPU only).
+        schedule: tiled (farm's) or naive (untiled, CPU only).
     """
 
     n: int
@@ -128,6 +136,7 @@ class GemmParams:
     device: DeviceKind = DeviceKind.CPU
     timing: TimingParams = field(default_factory=TimingParams)
     threads: ThreadPoolParams = field(default_factory=ThreadPoolParams)
+    schedule: GemmSchedule = GemmSchedule.TILED
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,12 @@ __all__ = [
 # int8 sum overflows and could never match numpy.
 Dtype = Literal["float32", "float16"]
 Target = Literal["cpu", "opencl", "vulkan"]
+#: ``tiled``: farm's schedule (blocks of ``bn``, vectorised, parallel rows on the
+#: CPU; one work-group per block on a GPU). ``naive``: the seeds' plain
+#: ``te.compute`` GEMM with no schedule at all, so a figure sits beside one
+#: from a hand script that builds the same (CPU only: a GPU kernel needs its
+#: loops bound to threads, which is already a schedule).
+Schedule = Literal["tiled", "naive"]
 
 #: Threads in one GPU work-group at most on any phone GPU: the largest
 #: ``CL_DEVICE_MAX_WORK_GROUP_SIZE`` / Vulkan ``maxComputeWorkGroupInvocations``
@@ -58,7 +64,7 @@ MAX_REPEAT = 10_000
 
 
 class GemmParams(Strict):
-    """``C[n, n] = A[n, n] @ B[n, n]``, tiled in ``bn x bn`` blocks.
+    """``C[n, n] = A[n, n] @ B[n, n]``, tiled in ``bn x bn`` blocks (or ``naive``: untiled).
 
     On a GPU target one work-group of ``bn * bn`` threads computes a block, so
     there ``bn * bn`` may not exceed :data:`GPU_WORK_GROUP_MAX` (1024). A missing
@@ -73,10 +79,16 @@ class GemmParams(Strict):
     number: int = Field(default=10, ge=1, le=MAX_NUMBER)  # runs per timed repeat (TVM ``number``)
     repeat: int = Field(default=3, ge=1, le=MAX_REPEAT)  # timed repeats, one sample each
     min_repeat_ms: int = Field(default=0, ge=0, le=60_000)
+    schedule: Schedule = "tiled"
 
     @model_validator(mode="after")
     def _block_fits(self) -> GemmParams:
         gpu = self.target != "cpu"
+        if gpu and self.schedule == "naive":
+            raise FieldError(
+                "schedule",
+                f"the naive schedule runs on the cpu only; {self.target} needs --schedule tiled",
+            )
         if self.bn is None:
             largest = DEFAULT_GPU_BN_MAX if gpu else DEFAULT_CPU_BN_MAX
             bn = next(b for b in (32, 16, 8, 4, 2, 1) if b <= largest and self.n % b == 0)
@@ -111,6 +123,7 @@ def gemm_params(p: GemmParams) -> jp.GemmParams:
     return jp.GemmParams(
         n=p.n, dtype=p.dtype, bn=p.bn or 1, device=jp.DeviceKind(p.target),
         timing=jp.TimingParams(p.number, p.repeat, p.min_repeat_ms),
+        schedule=jp.GemmSchedule(p.schedule),
     )
 
 
@@ -127,17 +140,26 @@ def run(ctx: RunContext, spec: GemmJob) -> Outcome:
         lambda result: {"gflops": result.gflops},
     )
     summary = summary_of_runs("gemm", runs, samples)
-    summary.update(n=params.n, dtype=params.dtype, bn=params.bn, device=params.device.value)
+    summary.update(n=params.n, dtype=params.dtype, bn=params.bn, device=params.device.value,
+                   schedule=params.schedule.value)
     summary["gflops"] = gemm_flop(params.n) / summary["mean_s"] / 1e9
     return Outcome(summary, samples, "s", serials, snapshots)
 
 
 def workload(spec: Mapping[str, Any]) -> str:
-    """``gemm n=512 float32`` (``gemm n=512 float32 opencl`` off the CPU)."""
+    """``gemm n=512 float32``; ``... opencl`` off the CPU, ``... naive`` untiled.
+
+    The defaults (cpu, tiled) are left out, so labels of jobs stored before
+    ``schedule`` existed do not change.
+    """
     params = spec.get("params") or {}
-    target = params.get("target", "cpu")
     label = f"gemm n={params.get('n')} {params.get('dtype', 'float32')}"
-    return label if target == "cpu" else f"{label} {target}"
+    target = params.get("target", "cpu")
+    if target != "cpu":
+        label += f" {target}"
+    if params.get("schedule", "tiled") != "tiled":
+        label += f" {params['schedule']}"
+    return label
 
 
 def needs(spec: Mapping[str, Any]) -> Requirements:
@@ -166,7 +188,8 @@ TIMING_OPTIONS = [
                  help="Timed samples per run (time_evaluator repeat). "
                       f"{default_of(GemmParams, 'repeat')}"),
 ]
-_FLAGS = {**GEMM_FLAGS, **TIMING_FLAGS, "min_repeat_ms": "--min-repeat-ms"}
+_FLAGS = {**GEMM_FLAGS, **TIMING_FLAGS, "min_repeat_ms": "--min-repeat-ms",
+          "schedule": "--schedule"}
 
 KIND = Kind(
     name="gemm",
@@ -181,6 +204,9 @@ KIND = Kind(
             click.option("--min-repeat-ms", type=int,
                          help="Lower bound on one sample's duration, ms. "
                               f"{default_of(GemmParams, 'min_repeat_ms')}"),
+            click.option("--schedule", type=click.Choice(["tiled", "naive"]),
+                         help="tiled: farm's schedule; naive: the plain untiled te.compute "
+                              f"GEMM (cpu only). {default_of(GemmParams, 'schedule')}"),
         ],
         params=lambda values: {name: values[name] for name in _FLAGS},
         flags={f"params.{name}": flag for name, flag in _FLAGS.items()},

@@ -7,7 +7,7 @@ phone and ends every process the phones started, then exits 0.
 ``farm-phones fault SERIAL KIND`` reaches the running ``serve`` over a small
 control channel: a JSON-lines TCP listener on 127.0.0.1 whose port ``serve``
 writes to ``<data-dir>/control.json``. One request line
-``{"serial": ..., "fault": ..., "to_c": ..., "to_pct": ..., "on": ...}``
+``{"serial": ..., "fault": ..., "to_c": ..., "to_pct": ..., "factor": ..., "on": ...}``
 gets one reply line ``{"ok": true}`` or ``{"ok": false, "error": "..."}``.
 """
 
@@ -21,6 +21,7 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +37,30 @@ DEFAULT_DATA_DIR = Path.home() / ".local" / "state" / "farm" / "phones"
 CONTROL_FILE = "control.json"
 FAULT_TIMEOUT_S = 60.0
 
-FAULTS = (
-    "crash-app",
-    "unplug",
-    "replug",
-    "hang-shell",
-    "heat",
-    "drain",
-    "fill-storage",
-    "unauthorized",
-    "reboot",
-)
+def _needs(request: dict[str, Any], key: str, flag: str, fault: str) -> float:
+    if request.get(key) is None:
+        raise ValueError(f"{fault} needs {flag}")
+    return float(request[key])
+
+
+#: Every fault ``farm-phones fault`` knows: name -> how it is applied to
+#: ``(fleet, serial, request)``; blocking, called off the fleet's loop.
+FAULT_ACTIONS: dict[str, Callable[[Fleet, str, dict[str, Any]], None]] = {
+    "crash-app": lambda fleet, serial, _r: fleet.crash_app(serial),
+    "unplug": lambda fleet, serial, _r: fleet.unplug(serial),
+    "replug": lambda fleet, serial, _r: fleet.replug(serial),
+    "hang-shell": lambda fleet, serial, r: fleet.hang_shell(serial, bool(r.get("on", True))),
+    "heat": lambda fleet, serial, r: fleet.heat(serial, _needs(r, "to_c", "--to-c", "heat")),
+    "drain": lambda fleet, serial, r: fleet.drain_battery(
+        serial, _needs(r, "to_pct", "--to-pct", "drain")),
+    "fill-storage": lambda fleet, serial, _r: fleet.fill_storage(serial),
+    "unauthorized": lambda fleet, serial, r: fleet.set_unauthorized(
+        serial, bool(r.get("on", True))),
+    "reboot": lambda fleet, serial, _r: fleet.reboot(serial),
+    "throttle": lambda fleet, serial, r: fleet.throttle(
+        serial, _needs(r, "factor", "--factor", "throttle")),
+}
+FAULTS = tuple(FAULT_ACTIONS)
 
 
 def apply_fault(fleet: Fleet, request: dict[str, Any]) -> None:
@@ -54,36 +68,15 @@ def apply_fault(fleet: Fleet, request: dict[str, Any]) -> None:
 
     Raises:
         KeyError: unknown serial.
-        ValueError: unknown fault or a missing argument.
+        ValueError: unknown fault, a missing argument, or a bad value.
     """
     serial = str(request["serial"])
     fault = request.get("fault")
     fleet.phone(serial)  # KeyError for an unknown serial
-    on = bool(request.get("on", True))
-    if fault == "crash-app":
-        fleet.crash_app(serial)
-    elif fault == "unplug":
-        fleet.unplug(serial)
-    elif fault == "replug":
-        fleet.replug(serial)
-    elif fault == "hang-shell":
-        fleet.hang_shell(serial, on)
-    elif fault == "heat":
-        if request.get("to_c") is None:
-            raise ValueError("heat needs --to-c")
-        fleet.heat(serial, float(request["to_c"]))
-    elif fault == "drain":
-        if request.get("to_pct") is None:
-            raise ValueError("drain needs --to-pct")
-        fleet.drain_battery(serial, float(request["to_pct"]))
-    elif fault == "fill-storage":
-        fleet.fill_storage(serial)
-    elif fault == "unauthorized":
-        fleet.set_unauthorized(serial, on)
-    elif fault == "reboot":
-        fleet.reboot(serial)
-    else:
+    action = FAULT_ACTIONS.get(str(fault))
+    if action is None:
         raise ValueError(f"unknown fault {fault!r}; one of {', '.join(FAULTS)}")
+    action(fleet, serial, request)
 
 
 async def _serve_control(fleet: Fleet) -> asyncio.Server:
@@ -165,11 +158,19 @@ def serve(
 @click.argument("kind", type=click.Choice(FAULTS))
 @click.option("--to-c", type=float, default=None, help="heat: target temperature, °C.")
 @click.option("--to-pct", type=float, default=None, help="drain: target battery level, %.")
+@click.option("--factor", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
+              help="throttle: fraction of its speed the phone runs at; 1 removes the throttle.")
 @click.option("--off", is_flag=True, help="hang-shell/unauthorized: clear the fault instead.")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=DEFAULT_DATA_DIR,
               show_default=True)
 def fault(
-    serial: str, kind: str, to_c: float | None, to_pct: float | None, off: bool, data_dir: Path
+    serial: str,
+    kind: str,
+    to_c: float | None,
+    to_pct: float | None,
+    factor: float | None,
+    off: bool,
+    data_dir: Path,
 ) -> None:
     """Inject fault KIND into phone SERIAL of the running `farm-phones serve`."""
     control_file = data_dir / CONTROL_FILE
@@ -177,7 +178,10 @@ def fault(
         port = int(json.loads(control_file.read_text())["port"])
     except (OSError, ValueError, KeyError) as exc:
         raise click.ClickException(f"no running farm-phones serve ({control_file}: {exc})") from exc
-    request = {"serial": serial, "fault": kind, "to_c": to_c, "to_pct": to_pct, "on": not off}
+    request = {
+        "serial": serial, "fault": kind, "to_c": to_c, "to_pct": to_pct, "factor": factor,
+        "on": not off,
+    }
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=FAULT_TIMEOUT_S) as sock:
             sock.sendall(json.dumps(request).encode() + b"\n")

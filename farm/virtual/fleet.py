@@ -271,6 +271,15 @@ class Fleet:
         phone = self.phone(serial)
         self.call(lambda: phone.heat(to_c))
 
+    def throttle(self, serial: str, factor: float) -> None:
+        """Run ``serial`` at ``factor`` of its speed (1.0: full speed again).
+
+        Raises:
+            ValueError: ``factor`` is not in (0, 1].
+        """
+        phone = self.phone(serial)
+        self.call(lambda: phone.throttle(factor))
+
     def drain_battery(self, serial: str, to_pct: float) -> None:
         """Drop ``serial``'s battery to ``to_pct`` percent."""
         phone = self.phone(serial)

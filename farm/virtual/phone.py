@@ -119,6 +119,14 @@ class VirtualPhone:
         """Heat the phone's hottest sensor to ``to_c`` °C."""
         self.android.heat(to_c)
 
+    def throttle(self, factor: float) -> None:
+        """Run the phone (its RPC process group) at ``factor`` of its speed; 1.0 removes it.
+
+        Raises:
+            ValueError: ``factor`` is not in (0, 1].
+        """
+        self.android.throttle(factor)
+
     def drain_battery(self, to_pct: float) -> None:
         """Drop the battery to ``to_pct`` percent."""
         self.android.drain_battery(to_pct)

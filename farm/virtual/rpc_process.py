@@ -28,6 +28,7 @@ from pathlib import Path
 from farm.netaddr import bind_listener
 from farm.procs import signal_group
 from farm.virtual.contracts import PhoneNet
+from farm.virtual.throttle import Throttle
 
 MAX_SERVER_PORT = 5555  # ConnectTrackerServerProcessor.MAX_SERVER_PORT
 LISTEN_TIMEOUT_S = 30.0
@@ -79,6 +80,7 @@ class RpcProcess:
         self.real_port = real_port
         self.log_path = log_path
         self.pid: int = proc.pid
+        self._throttle = Throttle(proc.pid)
         self._reaper = asyncio.ensure_future(self._reap())
 
     @classmethod
@@ -154,8 +156,25 @@ class RpcProcess:
         """Wait for the process to end, then clean its group and its published port."""
         code = await self._proc.wait()
         signal_group(self.pid)
+        await self._throttle.clear()
         self._net.unpublish(self.device_port)
         return code
+
+    @property
+    def speed(self) -> float:
+        """The fraction of its speed the process group runs at (1.0: unthrottled)."""
+        return self._throttle.speed
+
+    async def set_speed(self, factor: float) -> None:
+        """Run the whole process group (server and session children) at ``factor`` of its speed.
+
+        Ignored once the process has ended.
+
+        Raises:
+            ValueError: ``factor`` is not in (0, 1].
+        """
+        if self.alive():
+            await self._throttle.set_speed(factor)
 
     def alive(self) -> bool:
         """Whether the process has not exited yet."""

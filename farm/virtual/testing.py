@@ -5,6 +5,7 @@
   it ends.
 * :func:`fleet` runs virtual phones attached to that server and waits until
   every one is listed as ``device``.
+* :func:`rpc_app` runs one phone's RPC process under a private tracker, no adb.
 * :func:`farm.clock.wait_until` polls a predicate against a deadline instead of sleeping
   and hoping.
 
@@ -13,6 +14,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
@@ -23,15 +25,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from farm.adb.server import bundled_adb
+from farm.aio import LoopThread
 from farm.clock import wait_until
 from farm.netaddr import free_port
 from farm.procs import signal_group
 from farm.virtual.contracts import NetworkMode
 from farm.virtual.fleet import Fleet
+from farm.virtual.rpc_process import RpcProcess
+from farm.virtual.throttle import QUIET_RT_PRIORITY, favour, realtime
 
 SERVER_START_TIMEOUT_S = 20.0
 SERVER_STOP_TIMEOUT_S = 10.0
 ATTACH_TIMEOUT_S = 30.0
+QUIET_NICE = -10  # autogroup nice of a quiet phone where real-time is not allowed
 _POLL_INTERVAL_S = 0.05
 
 
@@ -213,3 +219,76 @@ def device_states(adb_port: int) -> dict[str, str]:
         if state:
             states[serial.strip()] = state.strip()
     return states
+
+
+@dataclass
+class RpcApp:
+    """A virtual phone's RPC process (:mod:`farm.virtual.rpc_process`) serving a tracker key.
+
+    Attributes:
+        process: the RPC process; ``loop.run(process.set_speed(f))`` throttles it.
+        loop: the event loop that drives it.
+        tracker_host, tracker_port: the tracker it registered with.
+        key: its tracker key.
+        favoured: whether it got priority over the host's other work.
+    """
+
+    process: RpcProcess
+    loop: LoopThread
+    tracker_host: str
+    tracker_port: int
+    key: str
+    favoured: bool
+
+    def set_speed(self, factor: float) -> None:
+        """Run the process group at ``factor`` of its speed (1.0: full speed)."""
+        self.loop.run(self.process.set_speed(factor))
+
+
+@contextlib.contextmanager
+def rpc_app(work_dir: Path, key: str = "virtual", *, quiet: bool = False) -> Iterator[RpcApp]:
+    """One lan virtual phone's RPC process, registered under ``key`` with a private tracker.
+
+    No adb and no app lifecycle: the RPC process exactly as the phone's TVM RPC
+    app runs it, for timing kernels through a real session (``bench/``, jobs'
+    tests). Everything started ends on exit.
+
+    A phone has its CPUs to itself; a host running other work does not. With
+    ``quiet`` and where the host allows it (CAP_SYS_NICE), the process runs
+    before the host's other work (real-time SCHED_RR,
+    :func:`farm.virtual.throttle.realtime`; else an autogroup nice of -10), so
+    its timings are a quiet phone's and the throttle knob slows it by what it
+    is set to; :attr:`RpcApp.favoured` says whether that happened. Real-time
+    work on every CPU starves the host (but for RT throttling's 5%): run
+    kernels with one thread (``ThreadPoolParams(num_threads=1)``).
+
+    Args:
+        work_dir: folder for the logs and the session files.
+        key: the tracker key.
+        quiet: give the process priority over the host's other work.
+
+    Raises:
+        TrackerUnreachable: the tracker did not start.
+        TimeoutError: the process did not register within ATTACH_TIMEOUT_S.
+    """
+    from farm.tvm.tracker import TrackerProcess, summary
+    from farm.virtual.net import Net, parse_tcp_spec
+
+    async def open_host(host_spec: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection("127.0.0.1", parse_tcp_spec(host_spec))
+
+    with contextlib.ExitStack() as stack:
+        tracker = stack.enter_context(TrackerProcess.start(log_path=work_dir / "tracker.log"))
+        loop = LoopThread(name="virtual-rpc-app")
+        stack.callback(loop.close)
+        net = Net("lan", open_host)
+        stack.callback(lambda: loop.run(net.close()))
+        process = loop.run(RpcProcess.start(
+            net=net, tracker_host="10.0.2.2", tracker_port=tracker.port, key=key,
+            log_path=work_dir / "rpc_process.log", work_dir=work_dir / "cache"))  # fmt: skip
+        stack.callback(lambda: loop.run(process.stop()))
+        favoured = quiet and (realtime(process.pid, QUIET_RT_PRIORITY)
+                              or favour(process.pid, QUIET_NICE))
+        wait_until(lambda: bool(summary("127.0.0.1", tracker.port).servers_for(key)),
+                   ATTACH_TIMEOUT_S, f"the RPC process registered under {key!r}")
+        yield RpcApp(process, loop, "127.0.0.1", tracker.port, key, favoured)

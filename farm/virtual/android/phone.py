@@ -26,6 +26,7 @@ from farm.virtual.android.spec import PhoneSpec
 from farm.virtual.android.storage import ROOT_ENTRIES, Storage, normalize
 from farm.virtual.android.sysfiles import virtual_dirs, virtual_files
 from farm.virtual.contracts import PhoneNet, ShellIO
+from farm.virtual.throttle import check_speed
 
 
 class AndroidPhone:
@@ -67,6 +68,7 @@ class AndroidPhone:
         self.awake = True
         self.filler_bytes = 0
         self.shell_hung = False
+        self.throttle_factor = 1.0
         self.on_reboot: Callable[[str], None] | None = None
         self._boot_t = clock()
         self._vfiles = virtual_files(self)
@@ -144,8 +146,22 @@ class AndroidPhone:
         await self.app.crash()
 
     def heat(self, to_c: float) -> None:
-        """Fault: the phone heats up to ``to_c`` (hottest sensor, °C)."""
+        """Fault: the phone heats up to ``to_c`` (hottest sensor, °C); hot, it runs slower."""
         self.physics.heat(to_c)
+        self.app.speed_changed()
+
+    def throttle(self, factor: float) -> None:
+        """Fault: the phone runs at ``factor`` of its speed (1.0 removes the fault).
+
+        Raises:
+            ValueError: ``factor`` is not in (0, 1].
+        """
+        self.throttle_factor = check_speed(factor)
+        self.app.speed_changed()
+
+    def speed(self) -> float:
+        """Fraction of its speed the phone runs at: the throttle fault times the thermal cap."""
+        return self.throttle_factor * self.physics.speed_factor()
 
     def drain_battery(self, to_pct: float) -> None:
         """Fault: the battery drops to ``to_pct`` percent."""

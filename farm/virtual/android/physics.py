@@ -10,7 +10,8 @@ use (psutil) while it serves a session. The battery drains at
 ``idle_drain_pct_per_h + load * load_drain_pct_per_h`` unless plugged, in
 which case it charges. Thermal status is the number of the spec's hot
 thresholds the hottest sensor has reached, i.e. AOSP ``Temperature.java``
-THROTTLING_NONE (0) .. THROTTLING_SHUTDOWN (6).
+THROTTLING_NONE (0) .. THROTTLING_SHUTDOWN (6). A hot phone runs slower:
+:meth:`Physics.speed_factor` is the spec's ``thermal_speed`` at that status.
 """
 
 from __future__ import annotations
@@ -93,6 +94,11 @@ class Physics:
         """AOSP ``PowerManager.THERMAL_STATUS_*`` (0 none .. 6 shutdown)."""
         temps = self.temperatures()
         return self.status_of(temps[self.spec.hottest_sensor.name])
+
+    def speed_factor(self) -> float:
+        """Fraction of its speed the phone keeps at its thermal status, in (0, 1]."""
+        speeds = self.spec.thermal_speed
+        return speeds[min(self.thermal_status(), len(speeds) - 1)]
 
     def battery_temp_c(self) -> float:
         """Battery temperature, °C (the BATTERY-type sensor, else skin)."""

@@ -71,6 +71,10 @@ class PhoneSpec:
         sensors: thermal sensors in HAL order; sysfs zones use the same order.
         throttling_thresholds_c: hot thresholds (°C) of the hottest sensor for
             status LIGHT..SHUTDOWN (AOSP ``Temperature.THROTTLING_*`` 1..6).
+        thermal_speed: fraction of its speed the phone keeps at each thermal
+            status 0..6 (NONE..SHUTDOWN), as its governor caps the clocks:
+            none at LIGHT ("UX not impacted", AOSP ``PowerManager``), then
+            steeper from MODERATE on.
         gpu: GPU family, ``none`` when the phone has no OpenCL driver.
         network: ``lan`` or ``usb-only``.
         rooted: whether ``su`` exists.
@@ -124,6 +128,7 @@ class PhoneSpec:
         ThermalSensor("skin", TYPE_SKIN, "skin", 3.0, 16.0),
     )
     throttling_thresholds_c: tuple[float, ...] = (39.0, 43.0, 45.0, 47.0, 50.0, 55.0)
+    thermal_speed: tuple[float, ...] = (1.0, 1.0, 0.85, 0.6, 0.4, 0.25, 0.1)
     gpu: GpuKind = "mali"
     network: NetworkMode = "usb-only"
     rooted: bool = False

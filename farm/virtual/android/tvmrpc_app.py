@@ -236,6 +236,7 @@ class TvmRpcApp:
         self.phone.processes.spawn(f"u0_a{uid - 10000}", f"{PACKAGE}:RPCProcess", pid=rpc.pid)
         self._am_log(f"Start proc {rpc.pid}:{PACKAGE}:RPCProcess/u0a{uid - 10000} "
                      f"for activity {{{PACKAGE}/{RPC}}}")
+        await rpc.set_speed(self.phone.speed())
         self._spawn(self._sample_load(rpc))
         await rpc.wait()
         self.phone.processes.kill(rpc.pid)
@@ -248,8 +249,17 @@ class TvmRpcApp:
             if self.main_alive and self.main_pid is not None:
                 self._resume_main()
 
+    def speed_changed(self) -> None:
+        """The phone's speed may have changed (a fault, its heat): apply it to the RPC process."""
+        if self.rpc is not None:
+            self._spawn(self.rpc.set_speed(self.phone.speed()))
+
     async def _sample_load(self, rpc: RpcProcess) -> None:
-        """Feed the RPC process's CPU use (psutil, process and children) into the heat model."""
+        """Feed the RPC process's CPU use (psutil, process and children) into the heat model.
+
+        Once a second, so the heat a session makes also slows it down, as a
+        phone's governor does (:meth:`AndroidPhone.speed`).
+        """
         import psutil
 
         try:
@@ -262,6 +272,7 @@ class TvmRpcApp:
                     with contextlib.suppress(psutil.Error):
                         total += child.cpu_percent(None)
                 self.phone.physics.set_load(total / 100.0 / self.phone.spec.cores)
+                await rpc.set_speed(self.phone.speed())
         except psutil.Error:
             return
 
