@@ -1,10 +1,16 @@
-"""farmctl compare on real timings: a virtual phone throttled to 0.9 of its speed is found slower.
+"""farmctl compare on real timings: a virtual phone throttled to half its speed is found slower.
 
 Two usb-only virtual phones under an in-process farmd; each run is an
 ``enqueue --each`` fan-out of one pinned GEMM per phone (``Store.enqueue_run``),
 measured through the phones' real TVM RPC servers. Between the runs one phone's
 RPC process group is throttled (``Fleet.throttle``, the knob behind
 ``farm-phones fault SERIAL throttle --factor F``).
+
+Half speed, not 0.9: this checks compare end to end (reader, per-phone
+verdicts, exit code) on measured numbers, which must hold on a loaded CI host;
+on 2 shared cores the host's own noise can hide a 10% change (a phone's CI
+reached 0.96..7.4 there). The sensitivity to 10% on a quiet phone is the knob's
+test (12c) and the verdict-rate tests in tests/unit/results/test_compare.py.
 """
 
 from __future__ import annotations
@@ -34,11 +40,11 @@ def _run_each(farm: Any) -> str:
 
 class TestCompareThrottled:
     def test_a_throttled_phone_is_slower(self, start_farmd: Any) -> None:
-        """Throttled to 0.9: that phone's ratio is about 1.1 and its verdict is slower."""
+        """Throttled to 0.5: that phone's median time ratio is well above 1 and it is slower."""
         farm = start_farmd(2, same_model=True)
         throttled = farm.serials[0]
         before = _run_each(farm)
-        farm.fleet.throttle(throttled, 0.9)
+        farm.fleet.throttle(throttled, 0.5)
         try:
             after = _run_each(farm)
         finally:
@@ -47,5 +53,5 @@ class TestCompareThrottled:
         phones = {p.serial: p for p in report.phones}
         assert set(phones) == set(farm.serials)
         slow = phones[throttled].comparison
-        assert slow is not None and slow.ratio > 1.05, slow
+        assert slow is not None and slow.ratio > 1.3, slow
         assert throttled in report.slower and report.regressed
