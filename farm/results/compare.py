@@ -264,7 +264,7 @@ def plot_report(report: CompareReport, path: Path) -> None:
     common = [p for p in report.phones if p.comparison is not None]
     colours = {Verdict.SLOWER: "tab:red", Verdict.FASTER: "tab:green",
                Verdict.NO_CHANGE: "tab:grey"}
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(common) + 2), 4))
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(common) + 2), 4))
     try:
         xs = range(len(common))
         ratios = [p.comparison.ratio for p in common if p.comparison]
@@ -277,7 +277,7 @@ def plot_report(report: CompareReport, path: Path) -> None:
             ax.axhline(level, color="black", linestyle=":", linewidth=0.8)
         ax.set_xticks(list(xs), [p.serial for p in common], rotation=20)
         ax.set_ylabel("median time B / A (>1: slower)")
-        ax.set_title(f"{report.b.ref} vs {report.a.ref}: {report.a.workload}", fontsize=9)
+        ax.set_title(f"{report.b.ref} vs {report.a.ref}\n{report.a.workload}", fontsize=9)
         fig.tight_layout()
         try:
             fig.savefig(path, format="png", dpi=100)
