@@ -131,3 +131,35 @@ class TestFarmd:
             assert job.trigger.interval.total_seconds() == 123
         finally:
             farmd.scheduler.shutdown(wait=False)
+
+
+class TestRecordOnce:
+    def test_racing_writers_record_a_job_once(self, store_url: str) -> None:
+        """Two stores writing one job's verdicts at the same moment: one wins, rows written once."""
+        import threading
+
+        from farm.results.regressions import RegressionView
+
+        with Store(store_url) as setup:
+            base = finished_job(setup, "P1", timings(1), now=NOW)
+            job = finished_job(setup, "P1", timings(2), now=NOW + HOUR)
+        row = RegressionView(0, job, base, "P1", 1.0, 0.99, 1.01, 0.5, "no change", NOW)
+        stores = [Store(store_url) for _ in range(2)]
+        barrier = threading.Barrier(2)
+        won: list[bool] = []
+
+        def write(store: Store) -> None:
+            barrier.wait()
+            won.append(store.record_regressions(job, [row]))
+
+        try:
+            threads = [threading.Thread(target=write, args=(s,)) for s in stores]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=60)
+            assert sorted(won) == [False, True]
+            assert len(stores[0].regressions(slower_only=False)) == 1
+        finally:
+            for store in stores:
+                store.close()
