@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
 
 from farm.cli.params import DB_INT_MAX
 from farm.errors import UserFault
@@ -190,12 +191,6 @@ def load_side(store: Store, ref: str) -> Side:
     return side_of(store, label, jobs)
 
 
-def _median(values: tuple[float, ...]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def compare_sides(a: Side, b: Side, *, threshold: float, alpha: float) -> CompareReport:
     """Compare each phone of ``b`` with the same phone of ``a`` (pure).
 
@@ -221,16 +216,16 @@ def compare_sides(a: Side, b: Side, *, threshold: float, alpha: float) -> Compar
             serial,
             compare_samples(a.timings[serial], b.timings[serial], threshold=threshold,
                             alpha=alpha),
-            _median(a.timings[serial]), _median(b.timings[serial]),
+            median(a.timings[serial]), median(b.timings[serial]),
             len(a.timings[serial]), len(b.timings[serial]),
         )
         for serial in common
     ]
     for name, side, other in (("a", a, b), ("b", b, a)):
         for serial in sorted(set(side.timings) - set(other.timings)):
-            median = _median(side.timings[serial])
+            middle = median(side.timings[serial])
             phones.append(PhoneComparison(
-                serial, None, median if name == "a" else None, median if name == "b" else None,
+                serial, None, middle if name == "a" else None, middle if name == "b" else None,
                 len(side.timings[serial]) if name == "a" else 0,
                 len(side.timings[serial]) if name == "b" else 0, only_in=name))
     return CompareReport(a, b, threshold, alpha, tuple(phones))
