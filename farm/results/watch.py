@@ -107,6 +107,8 @@ class RegressionWatch:
         return written
 
     def _judge(self, job: JobView, watched: Watched, now: datetime) -> list[RegressionView]:
+        if watched.baseline == job.id:
+            return self._skip(job, watched, "it is the schedule's baseline")
         try:
             new = side_of(self.store, f"job {job.id}", [job])
             baselines = self._baselines(job, watched, new)

@@ -97,11 +97,11 @@ class TestFixedBaseline:
     def test_every_run_against_one_job(self, store: Store) -> None:
         """baseline = a job id: each run is compared with that job."""
         golden = finished_job(store, "P1", timings(1), now=NOW)
-        finished_job(store, "P1", timings(2), now=NOW + HOUR)
-        finished_job(store, "P1", timings(3, median_s=0.011), now=NOW + 2 * HOUR)
+        same = finished_job(store, "P1", timings(2), now=NOW + HOUR)
+        slower = finished_job(store, "P1", timings(3, median_s=0.011), now=NOW + 2 * HOUR)
         rows = _watch(store, golden).check()
-        assert {(r.baseline_job_id, r.verdict) for r in rows} == {
-            (golden, "no change"), (golden, "slower")}
+        assert [(r.job_id, r.baseline_job_id, r.verdict) for r in rows] == [
+            (same, golden, "no change"), (slower, golden, "slower")]  # not golden itself
 
     def test_a_missing_baseline_job_is_logged_not_raised(self, store: Store) -> None:
         """A baseline job that does not exist: nothing written, one log line with the reason."""
