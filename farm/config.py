@@ -226,6 +226,17 @@ class Schedule(_Frozen):
     cron: str
     spec: dict[str, Any]
     name: str | None = None
+    # What each finished run is compared with (regression watch, farm.results.watch):
+    # "previous" (per phone, the last earlier finished job of the same spec) or a job id.
+    baseline: Literal["previous"] | int | None = None
+
+    @field_validator("baseline", mode="before")
+    @classmethod
+    def _check_baseline(cls, value: Any) -> Any:
+        job_id = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        if value is None or value == "previous" or job_id:
+            return value
+        raise ValueError(f'must be "previous" or a job id (an integer from 1), not {value!r}')
 
     @field_validator("cron")
     @classmethod
@@ -237,6 +248,32 @@ class Schedule(_Frozen):
         except ValueError as exc:
             raise ValueError(f"bad cron expression {value!r}: {exc}") from None
         return value
+
+
+class ResultSettings(_Frozen):
+    """How a result's spread is judged (``farm.results``), and two results compared.
+
+    Attributes:
+        max_cv: a phone's samples whose coefficient of variation (standard
+            deviation over mean) is above this fraction are noisy.
+        rerun_noisy: a benchmark attempt re-runs a noisy phone's measurement
+            once (its samples stored with repetition 1) before it reports.
+        change_threshold: the smallest relative change of a phone's median
+            timing that counts as slower or faster (0.05 = 5%;
+            ``farmctl compare`` and the regression watch).
+        alpha: the Mann-Whitney U p-value a change must be below to count.
+        watch_interval_s: how often farmd's regression watch looks for newly
+            finished jobs of schedules with a baseline, seconds.
+        watch_lookback_s: the regression watch compares finished jobs this
+            recent (seconds) that have no verdict yet.
+    """
+
+    max_cv: float = Field(0.05, gt=0, le=10)
+    rerun_noisy: bool = True
+    change_threshold: float = Field(0.05, gt=0, lt=1)
+    alpha: float = Field(0.01, gt=0, lt=1)
+    watch_interval_s: float = Field(60.0, gt=0)
+    watch_lookback_s: float = Field(86400.0, gt=0)
 
 
 class MetricsSettings(_Frozen):
@@ -288,6 +325,7 @@ class Settings(_Frozen):
     retention: RetentionSettings = RetentionSettings()
     schedules: tuple[Schedule, ...] = ()
     metrics: MetricsSettings = MetricsSettings()
+    results: ResultSettings = ResultSettings()
     virtual: VirtualSettings = VirtualSettings()
 
     @field_validator("data_dir")

@@ -7,7 +7,7 @@ and stops everything in order on SIGTERM::
     adb server ──track──> FleetManager ──provision/heal──> phones
     tracker (supervised)      │ sweep every health.interval_s
     Dispatcher.tick() every 2 s: claim -> child process per attempt
-    metrics, systemd watchdog, recurring jobs (cron), retention every retention.interval_s
+    metrics, systemd watchdog, recurring jobs (cron), retention, regression watch
 
 On SIGTERM farmd stops taking work, lets running attempts finish until the
 drain deadline, then kills and requeues them (rq's warm then cold shutdown).
@@ -46,6 +46,7 @@ from farm.errors import FarmError
 from farm.fleet.manager import FleetManager, FleetOptions
 from farm.metrics import FarmMetrics, start_metrics_server
 from farm.queue.store import Store
+from farm.results.watch import RegressionWatch
 from farm.retention import RetentionReport, apply_retention
 from farm.runner.dispatcher import Dispatcher
 from farm.runner.execute import COMPILE_CACHE_DIR
@@ -198,6 +199,9 @@ class Farmd:
         add(self._guarded(self.update_metrics), "interval", seconds=15, id="metrics", **common)
         add(self._guarded(self.apply_retention), "interval", seconds=s.retention.interval_s,
             id="retention", **common)
+        self.regression_watch = RegressionWatch(self.store, s, self.clock, self.metrics)
+        add(self._guarded(self.regression_watch.check), "interval",
+            seconds=s.results.watch_interval_s, id="regression_watch", **common)
         interval_s = self.notifier.watchdog_interval_s()
         if interval_s:
             add(self.notifier.watchdog, "interval", seconds=interval_s, id="watchdog", **common)

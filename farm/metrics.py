@@ -10,6 +10,7 @@ The series (prometheus-client; names follow Prometheus' naming practice of a
     farm_phone_thermal_status{serial}          latest PowerManager thermal status, 0..6
     farm_recoveries_total{serial,step}         recovery-ladder steps applied
     farm_job_duration_seconds{kind}            histogram of attempt durations
+    farm_regressions_total{serial,workload}    phones the regression watch found slower
 
 A private :class:`~prometheus_client.CollectorRegistry` (not the library's global
 one) keeps each :class:`FarmMetrics` independent, so tests and two daemons in one
@@ -71,6 +72,12 @@ class FarmMetrics:
             buckets=JOB_DURATION_BUCKETS_S,
             registry=self.registry,
         )
+        self.regressions = Counter(
+            "farm_regressions",
+            "Phones the regression watch found slower than their baseline.",
+            ["serial", "workload"],
+            registry=self.registry,
+        )
         self._lock = threading.Lock()
         self._phone_states: set[str] = set()
         self._job_states: set[str] = set()
@@ -105,6 +112,10 @@ class FarmMetrics:
     def observe_job(self, kind: str, duration_s: float) -> None:
         """Record one finished attempt's duration in seconds, by job kind (gemm, model, tune)."""
         self.job_duration_s.labels(kind=kind).observe(duration_s)
+
+    def count_regression(self, serial: str, workload: str) -> None:
+        """Count one phone found slower than its baseline on a workload (regression watch)."""
+        self.regressions.labels(serial=serial, workload=workload).inc()
 
 
 @dataclass(frozen=True)

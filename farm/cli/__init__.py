@@ -5,7 +5,8 @@
     main.py      the click group, error mapping, the demo/doctor slots
     state.py     settings and store opened once per invocation; farmd liveness
     enqueue.py   farmctl enqueue gemm|model|tune
-    jobs.py      jobs, job, cancel, results, logs, wait
+    jobs.py      jobs, job, cancel, logs, wait
+    results.py   results: rows per sample, spread per phone, plots
     devices.py   devices, drain, undrain, release
     output.py    --json, CSV and rich tables
 """

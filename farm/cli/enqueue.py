@@ -10,6 +10,10 @@ A bad value is refused in the words of the flag that gave it, with exit code 2
 and nothing stored: ``Error: --n is required``, ``Error: --bn: block size 12
 does not divide --n 512``. The job is durable once this prints its id, whether
 or not farmd runs.
+
+``--each`` (kinds that measure each phone alone: gemm, model) fans out: one job
+per phone in service that matches, pinned to it by ``devices.serials``, all
+under one new run id (``r-`` + 12 hex), stored in one transaction or not at all.
 """
 
 from __future__ import annotations
@@ -33,9 +37,10 @@ from farm.queue.spec import (
     MAX_PRIORITY,
     DeviceSelection,
     JobBase,
+    JobSpec,
     parse_spec,
 )
-from farm.queue.waiting import refusal
+from farm.queue.waiting import fitting_in_service, refusal
 
 __all__ = ["COMMON_FLAGS", "FlagError", "enqueue", "flag_error"]
 
@@ -129,9 +134,16 @@ def flag_error(error: SpecError, flags: Mapping[str, str]) -> FlagError:
     return FlagError(f"{flag}: {reason}")
 
 
+_EACH: ClickDecorator = click.option("--each", is_flag=True,
+                     help="One job per phone in service that matches, all under one run id "
+                          "(results per phone, never pooled); --count is for jobs that need "
+                          "several phones at once.")
+
+
 def _submit(state: CliState, kind: Kind, params: dict[str, Any], common: dict[str, Any]) -> None:
     as_json = common.pop("as_json")
     wait_for_device = common.pop("wait_for_device")
+    each = bool(common.pop("each", False))
     common["serials"] = list(common["serials"]) or None
     devices = _prune({name: common.pop(name) for name in _DEVICE_FIELDS})
     raw: dict[str, Any] = {"kind": kind.name, "params": _prune(params), **_prune(common)}
@@ -143,6 +155,9 @@ def _submit(state: CliState, kind: Kind, params: dict[str, Any], common: dict[st
         raise flag_error(exc, {**COMMON_FLAGS, **kind.enqueue.flags}) from None
     if spec.timeout_s is None:  # the config's limit for the kind, stored with the job
         spec = spec.model_copy(update={"timeout_s": spec.timeout_for(state.settings.jobs)})
+    if each:
+        _submit_each(state, kind, spec, as_json)
+        return
     if not wait_for_device:
         known = state.store.list_devices()
         reason = refusal(spec, [DeviceView(d.serial, d.state, d.drained, d.facts) for d in known])
@@ -158,12 +173,40 @@ def _submit(state: CliState, kind: Kind, params: dict[str, Any], common: dict[st
     warn_if_no_farmd(state, f"job {job_id} waits in the queue until farmd starts")
 
 
+def _submit_each(state: CliState, kind: Kind, spec: JobSpec, as_json: bool) -> None:
+    """One job per phone in service that fits ``spec``, pinned to it, under one run id.
+
+    Raises:
+        FlagError: ``--count`` above 1 with ``--each`` (each job holds one phone).
+        UserFault: no phone in service fits (nothing is stored).
+    """
+    if spec.devices.count != 1:
+        raise FlagError("--each runs one job per phone: leave out --count")
+    known = state.store.list_devices()
+    views = [DeviceView(d.serial, d.state, d.drained, d.facts) for d in known]
+    phones = fitting_in_service(spec, views)
+    if not phones:
+        reason = refusal(spec, views) or f"{len(views)} phones known, none in service fits"
+        raise UserFault(f"--each: no phone to run on now: {reason}")
+    raw = spec.to_json()
+    specs = [parse_spec({**raw, "devices": {**raw["devices"], "serials": [p.serial]}})
+             for p in phones]
+    run_id, job_ids = state.store.enqueue_run(specs, SystemClock().now())
+    if as_json:
+        echo_json({"run_id": run_id, "jobs": [state.store.get_job(j) for j in job_ids]})
+    else:
+        click.echo(f"run {run_id}: {len(job_ids)} jobs queued ({kind.name}, one per phone)")
+        for job_id, phone in zip(job_ids, phones, strict=True):
+            click.echo(f"  job {job_id} on {phone.serial}")
+    warn_if_no_farmd(state, f"run {run_id} waits in the queue until farmd starts")
+
+
 def _command(kind: Kind) -> click.Command:
     """``farmctl enqueue <kind>``: the kind's flags, then the common ones."""
 
     @pass_state
     def submit(state: CliState, /, **values: Any) -> None:
-        common = {name: values.pop(name) for name in _COMMON_NAMES}
+        common = {name: values.pop(name) for name in (*_COMMON_NAMES, "each") if name in values}
         try:
             params = kind.enqueue.params(values)
         except SpecError as exc:
@@ -171,7 +214,10 @@ def _command(kind: Kind) -> click.Command:
         _submit(state, kind, params, common)
 
     func: Callable[..., Any] = submit
-    for option in reversed([*kind.enqueue.options, *_COMMON_OPTIONS]):
+    options: list[ClickDecorator] = [*kind.enqueue.options, *_COMMON_OPTIONS]
+    if kind.fan_out:
+        options.append(_EACH)
+    for option in reversed(options):
         func = option(func)
     return click.command(kind.name, help=kind.enqueue.help)(func)
 

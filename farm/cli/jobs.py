@@ -1,4 +1,4 @@
-"""``farmctl jobs | job ID | cancel ID | results | logs | wait ID``."""
+"""``farmctl jobs | job ID | cancel ID | logs | wait ID``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import click
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from farm.cli.output import Column, echo_json, plain, print_table, to_csv, to_json
+from farm.cli.output import Column, echo_json, plain, print_table, to_json
 from farm.cli.params import JOB_ID, LIMIT, Seconds
+from farm.cli.results import RESULT_COLUMNS, result_row
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.clock import SystemClock
 from farm.errors import FarmError, UserFault
@@ -21,7 +22,7 @@ from farm.queue.records import AttemptView, JobView, ResultView
 from farm.queue.waiting import wait_reasons
 
 __all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "WaitTimedOut", "cancel", "job", "jobs", "logs_",
-           "results", "wait"]
+           "wait"]
 
 #: ``farmctl wait``: the job ended failed or cancelled.
 EXIT_FAILED = FarmError.exit_code
@@ -115,7 +116,7 @@ def job(state: CliState, job_id: int, as_json: bool) -> None:
         click.echo(f"waiting: {waiting}")
     print_table([_attempt_row(a) for a in attempts], _ATTEMPT_COLUMNS, "attempts")
     if result is not None:
-        print_table([_result_row(result)], _RESULT_COLUMNS, "result")
+        print_table([result_row(result)], RESULT_COLUMNS, "result")
 
 
 @click.command()
@@ -127,52 +128,6 @@ def cancel(state: CliState, job_id: int) -> None:
     if not state.store.cancel(job_id, SystemClock().now()):
         raise FarmError(f"job {job_id} has already ended ({view.state.value})")
     click.echo(f"job {job_id} cancelled")
-
-
-def _result_row(view: ResultView) -> dict[str, Any]:
-    summary = view.summary
-    return {
-        "id": view.id, "job_id": view.job_id, "attempt_id": view.attempt_id,
-        "kind": summary.get("kind"), "mean_s": summary.get("mean_s"),
-        "gflops": summary.get("gflops") or summary.get("tuned_gflops"),
-        "speedup": summary.get("speedup"), "samples": len(view.samples), "unit": view.unit,
-        "created_at": view.created_at,
-    }
-
-
-_RESULT_COLUMNS = [
-    Column("id", "result", "right"), Column("job_id", "job", "right"),
-    Column("attempt_id", "attempt", "right"),
-    Column("kind"), Column("mean_s", justify="right"), Column("gflops", justify="right"),
-    Column("speedup", justify="right"), Column("samples", justify="right"),
-    Column("created_at", "created"),
-]
-_SAMPLE_FIELDS = ["result_id", "job_id", "attempt_id", "index", "value", "unit"]
-
-
-@click.command()
-@click.option("--job", "job_id", type=JOB_ID, help="Only this job's result.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
-              show_default=True, help="csv has one line per raw sample.")
-@click.option("--limit", type=LIMIT, default=1000, show_default=True)
-@_JSON
-@pass_state
-@click.pass_context
-def results(ctx: click.Context, state: CliState, job_id: int | None, fmt: str, limit: int,
-            as_json: bool) -> None:
-    """List results with their raw samples."""
-    fmt_given = ctx.get_parameter_source("fmt") is not click.core.ParameterSource.DEFAULT
-    if as_json and fmt_given and fmt != "json":
-        raise click.UsageError(f"--json and --format {fmt} ask for two formats: give one")
-    views = state.store.results(job_id, limit)
-    if as_json or fmt == "json":
-        echo_json(views)
-    elif fmt == "csv":
-        rows = [{"result_id": v.id, "job_id": v.job_id, "attempt_id": v.attempt_id, "index": i,
-                 "value": s, "unit": v.unit} for v in views for i, s in enumerate(v.samples)]
-        click.echo(to_csv(rows, _SAMPLE_FIELDS), nl=False)
-    else:
-        print_table([_result_row(v) for v in views], _RESULT_COLUMNS, "results")
 
 
 def _attempt_entries(attempts: list[AttemptView]) -> list[dict[str, Any]]:
@@ -268,7 +223,7 @@ def _describe(view: JobView) -> str:
 
 
 def _figures(result: ResultView) -> str:
-    row = _result_row(result)
+    row = result_row(result)
     parts = [f"{k} {row[k]:.6g}" for k in ("mean_s", "gflops", "speedup")
              if isinstance(row.get(k), (int, float))]
     return ", ".join([*parts, f"{row['samples']} samples"])

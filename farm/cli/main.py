@@ -18,7 +18,8 @@ from pathlib import Path
 import click
 
 from farm import logs, privacy
-from farm.cli import demo, devices, doctor, enqueue, jobs
+from farm.cli import demo, devices, doctor, enqueue, jobs, results
+from farm.cli.compare import compare
 from farm.cli.params import CONTEXT_SETTINGS
 from farm.cli.state import CliState
 from farm.errors import FarmError
@@ -40,7 +41,8 @@ class FarmGroup(click.Group):
 
 @click.group(cls=FarmGroup, context_settings=CONTEXT_SETTINGS,
              epilog="Exit codes: 0 success; 1 a failure (of the job, a phone, a service); "
-                    "2 a usage error or wrong input. 'farmctl wait' adds 124 for --timeout.")
+                    "2 a usage error or wrong input. 'farmctl wait' adds 124 for --timeout; "
+                    "'farmctl compare' 3 when a phone is slower.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
               envvar="FARM_CONFIG",
               help="farm's TOML config (default: $FARM_CONFIG, then /etc/farm/farm.toml).")
@@ -56,10 +58,11 @@ def cli(ctx: click.Context, config_path: Path | None, log_level: str) -> None:
 
 
 cli.add_command(enqueue.enqueue)
-for command in (jobs.jobs, jobs.job, jobs.cancel, jobs.results, jobs.logs_, jobs.wait,
+for command in (jobs.jobs, jobs.job, jobs.cancel, results.results, jobs.logs_, jobs.wait,
                 devices.devices, devices.drain, devices.undrain, devices.release,
                 demo.demo, doctor.doctor):
     cli.add_command(command)
+cli.add_command(compare)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -67,6 +67,9 @@ class Kind:
             (:class:`~farm.queue.capabilities.Requirements`: target, work-group
             size, phones of one kind), matched against the phones' facts by the
             scheduler; must accept any JSON without raising.
+        fan_out: ``farmctl enqueue <kind> --each`` makes one job per matching
+            phone (a benchmark measures each phone alone); False for kinds that
+            need several phones at once (tune).
     """
 
     name: str
@@ -77,6 +80,7 @@ class Kind:
     enqueue: EnqueueCommand
     workload: Callable[[Mapping[str, Any]], str]
     needs: Callable[[Mapping[str, Any]], Requirements]
+    fan_out: bool = False
 
 
 def default_of(model: type[BaseModel], name: str) -> str:

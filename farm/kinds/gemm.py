@@ -213,4 +213,5 @@ KIND = Kind(
     ),
     workload=workload,
     needs=needs,
+    fan_out=True,
 )

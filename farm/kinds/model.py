@@ -158,4 +158,5 @@ KIND = Kind(
     ),
     workload=workload,
     needs=lambda _spec: ANY_PHONE,  # models compile for the CPU only, for now (model_params)
+    fan_out=True,
 )

@@ -240,15 +240,19 @@ def finish(session: Session, attempt_id: int, outcome: Outcome, now: datetime) -
         return False
     if outcome.sample_serials and len(outcome.sample_serials) != len(outcome.samples):
         raise ValueError("sample_serials must be empty or as long as samples")
+    if outcome.sample_repetitions and len(outcome.sample_repetitions) != len(outcome.samples):
+        raise ValueError("sample_repetitions must be empty or as long as samples")
     result = Result(
         job_id=job.id, attempt_id=attempt.id, summary=dict(outcome.summary), created_at=now
     )
     session.add(result)
     session.flush()  # the unique job_id fails here if a result exists
     serials: list[str | None] = [*outcome.sample_serials] or [None] * len(outcome.samples)
+    repetitions = [*outcome.sample_repetitions] or [0] * len(outcome.samples)
     session.add_all(
-        Sample(result_id=result.id, index=i, value=float(v), unit=outcome.unit, serial=s)
-        for i, (v, s) in enumerate(zip(outcome.samples, serials, strict=True))
+        Sample(result_id=result.id, index=i, value=float(v), unit=outcome.unit, serial=s,
+               repetition=r)
+        for i, (v, s, r) in enumerate(zip(outcome.samples, serials, repetitions, strict=True))
     )
     add_snapshots(session, attempt.id, outcome.snapshots)
     session.add_all(

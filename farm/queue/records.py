@@ -59,6 +59,7 @@ class JobView:
     retry_at: datetime | None
     finished_at: datetime | None
     error: str | None
+    run_id: str | None = None  # shared by the jobs of one ``enqueue --each``
 
     @classmethod
     def of(cls, job: Job) -> JobView:
@@ -78,6 +79,7 @@ class JobView:
             job.retry_at,
             job.finished_at,
             job.error,
+            job.run_id,
         )
 
 
@@ -235,6 +237,8 @@ class Outcome:
         samples: every raw measurement, in ``unit`` (seconds for timings), in order.
         unit: the unit of ``samples``.
         sample_serials: the phone of each sample, same length as ``samples``, or empty.
+        sample_repetitions: per sample, 0 for the first measurement, 1 for a
+            noisy phone's re-run; same length as ``samples``, or empty (all 0).
         snapshots: phone states taken before the measured runs.
         tuning_records: records a tune job produced.
     """
@@ -245,11 +249,18 @@ class Outcome:
     sample_serials: Sequence[str] = ()
     snapshots: Sequence[SnapshotData] = ()
     tuning_records: Sequence[TuningData] = ()
+    sample_repetitions: Sequence[int] = ()
 
 
 @dataclass(frozen=True)
 class ResultView:
-    """A job's result with its raw samples."""
+    """A job's result with its raw samples.
+
+    Attributes:
+        samples: every raw value in ``unit``, in the order measured.
+        serials: the phone of each sample (None where the kind did not say).
+        repetitions: per sample, 0 for the first measurement, 1 for a noisy re-run.
+    """
 
     id: int
     job_id: int
@@ -258,6 +269,8 @@ class ResultView:
     created_at: datetime
     samples: tuple[float, ...]
     unit: str
+    serials: tuple[str | None, ...] = ()
+    repetitions: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ twice or put two jobs on one phone. Device operations live in
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -58,13 +59,14 @@ from farm.queue.records import (
 )
 from farm.queue.scheduler import Assignment, DeviceView, QueuedJob, QueueSnapshot
 from farm.queue.spec import DeviceSelection, JobSpec, parse_spec
+from farm.results.regressions import RegressionOps
 
 __all__ = ["Store"]
 
 log = structlog.get_logger(__name__)
 
 
-class Store(DeviceOps):
+class Store(DeviceOps, RegressionOps):
     """The queue database; migrated to the newest schema when opened.
 
     Args:
@@ -126,24 +128,30 @@ class Store(DeviceOps):
             SpecError: raw data failed validation.
             StoreError: the database refused the write.
         """
-        if isinstance(spec, Mapping):
-            spec = parse_spec(spec)
-        job = Job(
-            kind=spec.kind,
-            spec=spec.to_json(),
-            state=JobState.QUEUED,
-            priority=spec.priority,
-            submitted_at=now,
-            not_before=spec.not_before,
-            attempts_max=spec.attempts,
-            attempts_made=0,
-            timeout_s=spec.effective_timeout_s,
-            excluded_serials=[],
-        )
+        job = _new_job(spec, now)
         with self._tx() as session:
             session.add(job)
             session.flush()
             return job.id
+
+    def enqueue_run(
+        self, specs: Sequence[JobSpec | Mapping[str, Any]], now: datetime
+    ) -> tuple[str, list[int]]:
+        """Store the jobs of one fan-out (``enqueue --each``) under a new run id, all or none.
+
+        Returns:
+            The run id (``r-`` and 12 hex digits) and the job ids, in the order of ``specs``.
+
+        Raises:
+            SpecError: raw data failed validation (nothing is stored).
+            StoreError: the database refused the write (nothing is stored).
+        """
+        run_id = f"r-{secrets.token_hex(6)}"
+        jobs = [_new_job(spec, now, run_id) for spec in specs]
+        with self._tx() as session:
+            session.add_all(jobs)
+            session.flush()
+            return run_id, [job.id for job in jobs]
 
     def get_job(self, job_id: int) -> JobView | None:
         """One job, or None if there is no such id."""
@@ -152,12 +160,15 @@ class Store(DeviceOps):
             return None if job is None else JobView.of(job)
 
     def list_jobs(
-        self, states: Sequence[JobState] | None = None, limit: int = 100
+        self, states: Sequence[JobState] | None = None, limit: int = 100, *,
+        run_id: str | None = None,
     ) -> list[JobView]:
-        """Jobs newest first, optionally only those in ``states``."""
+        """Jobs newest first, optionally only those in ``states`` or of one run."""
         query = select(Job).order_by(Job.id.desc()).limit(limit)
         if states:
             query = query.where(Job.state.in_(list(states)))
+        if run_id is not None:
+            query = query.where(Job.run_id == run_id)
         with self._tx() as session:
             return [JobView.of(job) for job in session.scalars(query)]
 
@@ -396,6 +407,8 @@ class Store(DeviceOps):
                         result.created_at,
                         tuple(s.value for s in samples),
                         samples[0].unit if samples else "s",
+                        tuple(s.serial for s in samples),
+                        tuple(s.repetition for s in samples),
                     )
                 )
             return views
@@ -440,3 +453,25 @@ class Store(DeviceOps):
                 or 0
             )
 
+
+def _new_job(spec: JobSpec | Mapping[str, Any], now: datetime, run_id: str | None = None) -> Job:
+    """A queued job row of ``spec`` (validated here if raw).
+
+    Raises:
+        SpecError: raw data failed validation.
+    """
+    if isinstance(spec, Mapping):
+        spec = parse_spec(spec)
+    return Job(
+        kind=spec.kind,
+        spec=spec.to_json(),
+        state=JobState.QUEUED,
+        priority=spec.priority,
+        submitted_at=now,
+        not_before=spec.not_before,
+        attempts_max=spec.attempts,
+        attempts_made=0,
+        timeout_s=spec.effective_timeout_s,
+        excluded_serials=[],
+        run_id=run_id,
+    )

@@ -4,6 +4,7 @@ Two pure functions over the scheduler's view of the fleet (no session, no clock)
 
     wait_reasons(snapshot, now) -> {job_id: reason}   for farmctl job / jobs (and --json)
     refusal(spec, devices)      -> reason | None      checked at enqueue
+    fitting_in_service(spec, devices) -> phones       where enqueue --each fans out
 
 Reasons are one line each, e.g. ``0 phones match soc=SM9999``, ``2 match, both
 busy``, ``the only match is drained``, ``needs 5 phones, 3 match``,
@@ -33,7 +34,7 @@ from farm.queue.scheduler import (
 )
 from farm.queue.spec import DeviceSelection, JobSpec
 
-__all__ = ["refusal", "wait_reasons"]
+__all__ = ["fitting_in_service", "refusal", "wait_reasons"]
 
 # States a phone leaves only when a person acts (undrain, release): a job that
 # needs such phones is refused at enqueue.
@@ -195,14 +196,7 @@ def refusal(spec: JobSpec, devices: Sequence[DeviceView]) -> str | None:
     """
     if not devices:
         return None
-    job = QueuedJob(
-        0,
-        spec.kind,
-        spec.priority,
-        datetime.min.replace(tzinfo=UTC),
-        spec.devices,
-        needs=requirements(spec.kind, spec.to_json()),
-    )
+    job = _as_queued(spec)
     fitting = [d for d in devices if fits(job, d)]
     if not fitting:
         return _no_match(job, devices)
@@ -213,6 +207,29 @@ def refusal(spec: JobSpec, devices: Sequence[DeviceView]) -> str | None:
     if _shortfall(job, usable) is None:
         return None
     return _counted(job, ["drained" if d.drained else d.state.value for d in fitting])
+
+
+def fitting_in_service(spec: JobSpec, devices: Sequence[DeviceView]) -> list[DeviceView]:
+    """The phones that fit ``spec`` (selection and needs) and are in service, not drained.
+
+    In service is the scheduler's :data:`~farm.queue.scheduler.IN_SERVICE`
+    (ready, busy, cooling, provisioning): the phones ``enqueue --each`` fans a
+    job out to, in the order given.
+    """
+    job = _as_queued(spec)
+    return [d for d in devices if d.state in IN_SERVICE and not d.drained and fits(job, d)]
+
+
+def _as_queued(spec: JobSpec) -> QueuedJob:
+    """``spec`` as the scheduler sees a queued job (id 0, submitted at the dawn of time)."""
+    return QueuedJob(
+        0,
+        spec.kind,
+        spec.priority,
+        datetime.min.replace(tzinfo=UTC),
+        spec.devices,
+        needs=requirements(spec.kind, spec.to_json()),
+    )
 
 
 def _counted(job: QueuedJob, statuses: Sequence[str]) -> str:

@@ -66,11 +66,11 @@ class TestListings:
             (str(job_id), "0", 0.5), (str(job_id), "1", 0.25)]
 
     def test_results_json_and_table(self, farmctl, store: Store) -> None:
-        """results --json carries the summary; the table shows GFLOPS."""
+        """results --json has one row per raw sample; the table shows the phone's median."""
         job_id = finished_job(store)
-        [row] = json.loads(farmctl("results", "--job", str(job_id), "--json").stdout)
-        assert row["summary"]["gflops"] == 1.4
-        assert "1.4" in farmctl("results").stdout
+        rows = json.loads(farmctl("results", "--job", str(job_id), "--json").stdout)
+        assert [r["value"] for r in rows] == [0.5, 0.25]
+        assert "375.000 ms" in farmctl("results").stdout
 
     def test_devices_json(self, farmctl, store: Store) -> None:
         """devices --json lists phones with state, health and facts."""

@@ -1,0 +1,144 @@
+"""``farmctl compare A B``: per phone, is B slower than A? (and the regressions listing).
+
+Exit codes, so a CI pipeline can gate on it: 0 no phone is slower in B; 3
+(:data:`~farm.results.compare.EXIT_REGRESSED`) at least one is; 2 the input is
+wrong (unknown job or run, unfinished job, no phone in common, different
+workloads); 1 anything else farm reports.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+
+from farm.cli.output import Column, echo_json, note, print_table
+from farm.cli.state import CliState, pass_state
+from farm.results.compare import EXIT_REGRESSED, CompareReport, compare_refs, plot_report
+from farm.results.regressions import RegressionView
+
+__all__ = ["Fraction", "compare", "regression_rows", "show_regressions"]
+
+
+class Fraction(click.ParamType[float]):
+    """A finite number strictly between 0 and 1 (a threshold or a p-value); refuses nan."""
+
+    name = "fraction"
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        """``value`` as a float in (0, 1); a usage error (exit 2) otherwise."""
+        try:
+            number = float(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not (math.isfinite(number) and 0 < number < 1):
+            self.fail(f"{value} is not between 0 and 1 (exclusive)", param, ctx)
+        return number
+
+
+def _report_json(report: CompareReport) -> dict[str, Any]:
+    def side(s: Any) -> dict[str, Any]:
+        return {"ref": s.ref, "workload": s.workload, "jobs": dict(s.jobs)}
+
+    return {
+        "a": side(report.a), "b": side(report.b), "threshold": report.threshold,
+        "alpha": report.alpha, "regressed": report.regressed, "slower": report.slower,
+        "exit_code": EXIT_REGRESSED if report.regressed else 0,
+        "phones": [
+            {"serial": p.serial, "verdict": p.verdict, "only_in": p.only_in,
+             "median_a_s": p.median_a_s, "median_b_s": p.median_b_s, "n_a": p.n_a, "n_b": p.n_b,
+             "ratio": p.comparison and p.comparison.ratio,
+             "ci_low": p.comparison and p.comparison.ci_low,
+             "ci_high": p.comparison and p.comparison.ci_high,
+             "p_value": p.comparison and p.comparison.p_value}
+            for p in report.phones
+        ],
+    }
+
+
+_COLUMNS = [
+    Column("serial"), Column("median_a_s", "A median s", "right"),
+    Column("median_b_s", "B median s", "right"), Column("ratio", "B/A", "right"),
+    Column("ci", "95% CI", "right"), Column("p_value", "p", "right"), Column("verdict"),
+]
+
+
+def _table_row(phone: dict[str, Any]) -> dict[str, Any]:
+    ci = (f"{phone['ci_low']:.3f}..{phone['ci_high']:.3f}"
+          if phone["ci_low"] is not None else None)
+    ratio = f"{phone['ratio']:.3f}" if phone["ratio"] is not None else None
+    p_value = f"{phone['p_value']:.2g}" if phone["p_value"] is not None else None
+    return {**phone, "ci": ci, "ratio": ratio, "p_value": p_value}
+
+
+@click.command(epilog=f"Exit codes: 0 no phone is slower in B; {EXIT_REGRESSED} at least one "
+                      "is; 2 wrong input (unknown or unfinished job or run, no phone in common, "
+                      "different workloads); 1 another failure.")
+@click.argument("a")
+@click.argument("b")
+@click.option("--threshold", type=Fraction(),
+              help="Smallest change of a median that counts (0.05 = 5%) "
+                   "[default: results.change_threshold]")
+@click.option("--alpha", type=Fraction(),
+              help="p-value a change must be below [default: results.alpha]")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also draw each phone's ratio with its 95% CI to this PNG.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@pass_state
+@click.pass_context
+def compare(ctx: click.Context, state: CliState, a: str, b: str, threshold: float | None,
+            alpha: float | None, plot_path: Path | None, as_json: bool) -> None:
+    """Compare B with A per phone: median time ratio B/A, its 95% CI, p-value, verdict.
+
+    A and B are job ids or run ids (r-..., from enqueue --each). Only phones
+    in both are compared (Mann-Whitney U test, bootstrap CI); the others are
+    listed as only in A or only in B.
+    """
+    settings = state.settings.results
+    report = compare_refs(
+        state.store, a, b,
+        threshold=settings.change_threshold if threshold is None else threshold,
+        alpha=settings.alpha if alpha is None else alpha,
+    )
+    data = _report_json(report)
+    if as_json:
+        echo_json(data)
+    else:
+        print_table([_table_row(p) for p in data["phones"]], _COLUMNS,
+                    f"{report.b.ref} vs {report.a.ref} ({report.a.workload})")
+    if plot_path is not None:
+        plot_report(report, plot_path)
+        note(f"plot written to {plot_path}")
+    if report.regressed:
+        note(f"slower in B on {len(report.slower)} phone(s): {', '.join(report.slower)}")
+        ctx.exit(EXIT_REGRESSED)
+
+
+def regression_rows(views: list[RegressionView]) -> list[dict[str, Any]]:
+    """The regressions listing's rows (``farmctl results --regressions``)."""
+    return [{"job_id": v.job_id, "baseline_job_id": v.baseline_job_id, "serial": v.serial,
+             "ratio": v.ratio, "ci": f"{v.ci_low:.3f}..{v.ci_high:.3f}",
+             "p_value": f"{v.p_value:.2g}", "verdict": v.verdict, "created_at": v.created_at}
+            for v in views]
+
+
+_REGRESSION_COLUMNS = [
+    Column("job_id", "job", "right"), Column("baseline_job_id", "baseline", "right"),
+    Column("serial"), Column("ratio", "ratio", "right"), Column("ci", "95% CI", "right"),
+    Column("p_value", "p", "right"), Column("verdict"), Column("created_at", "found"),
+]
+
+
+def show_regressions(state: CliState, *, limit: int, as_json: bool,
+                     include_all: bool = False) -> None:
+    """Print the regression watch's verdicts, newest first: slower ones, or all if asked."""
+    views = state.store.regressions(slower_only=not include_all, limit=limit)
+    if as_json:
+        echo_json(views)
+        return
+    print_table(regression_rows(views), _REGRESSION_COLUMNS,
+                "regression verdicts" if include_all else "regressions")
+

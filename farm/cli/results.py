@@ -1,0 +1,156 @@
+"""``farmctl results``: raw samples as flat rows, per-phone spread as a table, plots.
+
+``--format csv|json`` gives one row per raw sample (:data:`farm.results.rows.SAMPLE_FIELDS`:
+job, run, serial, model, SoC, ABI, workload, repetition, sample index, value,
+unit, battery temperature and thermal status before the run, finish time). The
+table gives, per result and phone, the spread of that phone's last measurement
+(median, IQR, CV %, bootstrap 95% CI of the median) and marks noisy ones (CV
+above ``[results] max_cv``); phones are never pooled. ``--plot FILE.png`` draws
+the same per-phone figures; with ``--history WORKLOAD`` it draws one workload's
+medians over time instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from farm.cli.compare import show_regressions
+from farm.cli.output import Column, echo_json, note, print_table, to_csv
+from farm.cli.params import JOB_ID, LIMIT
+from farm.cli.state import CliState, pass_state
+from farm.errors import UserFault
+from farm.queue.records import ResultView
+from farm.report import thermal_label
+from farm.results.plots import write_history_plot, write_spread_plot
+from farm.results.rows import SAMPLE_FIELDS, SampleRow, sample_rows
+from farm.results.spreads import PhoneSpread, by_workload, noise_label, phone_spreads
+
+__all__ = ["RESULT_COLUMNS", "result_row", "results"]
+
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
+
+def result_row(view: ResultView) -> dict[str, Any]:
+    """One line of the results table: the result's ids and headline figures."""
+    summary = view.summary
+    return {
+        "id": view.id, "job_id": view.job_id, "attempt_id": view.attempt_id,
+        "kind": summary.get("kind"), "mean_s": summary.get("mean_s"),
+        "gflops": summary.get("gflops") or summary.get("tuned_gflops"),
+        "speedup": summary.get("speedup"), "samples": len(view.samples), "unit": view.unit,
+        "created_at": view.created_at,
+    }
+
+
+RESULT_COLUMNS = [
+    Column("id", "result", "right"), Column("job_id", "job", "right"),
+    Column("attempt_id", "attempt", "right"),
+    Column("kind"), Column("mean_s", justify="right"), Column("gflops", justify="right"),
+    Column("speedup", justify="right"), Column("samples", justify="right"),
+    Column("created_at", "created"),
+]
+_SPREAD_COLUMNS = [
+    Column("job_id", "job", "right"), Column("run_id", "run"), Column("serial", "phone"),
+    Column("model"), Column("workload"), Column("n", justify="right"),
+    Column("median", justify="right"), Column("iqr", "IQR", "right"),
+    Column("cv_pct", "CV %", "right"), Column("ci", "95% CI"),
+    Column("battery_temp_c", "battery °C", "right"), Column("thermal", "thermal status"),
+    Column("noise"),
+]
+
+
+def _amount(value: float, unit: str) -> str:
+    """``12.345 ms`` for seconds, else ``value unit`` to 4 significant digits."""
+    return f"{value * 1e3:.3f} ms" if unit == "s" else f"{value:.4g} {unit}"
+
+
+def _spread_row(figure: PhoneSpread) -> dict[str, Any]:
+    s, unit = figure.spread, figure.unit
+    return {
+        "job_id": figure.job_id, "run_id": figure.run_id, "serial": figure.serial,
+        "model": figure.model, "workload": figure.workload, "n": s.n,
+        "median": _amount(s.median, unit), "iqr": _amount(s.iqr, unit),
+        "cv_pct": f"{100 * s.cv:.1f}",
+        "ci": f"{_amount(s.ci_low, unit)} .. {_amount(s.ci_high, unit)}",
+        "battery_temp_c": None if figure.battery_temp_c is None else f"{figure.battery_temp_c:.1f}",
+        "thermal": thermal_label(figure.thermal_status), "noise": noise_label(figure),
+    }
+
+
+def _rows(state: CliState, job_id: int | None, run_id: str | None, workload: str | None,
+          limit: int) -> list[SampleRow]:
+    """The rows asked for; a job, run or workload that has none is the user's error."""
+    store = state.store
+    if job_id is not None and store.get_job(job_id) is None:
+        raise UserFault(f"no job {job_id}")
+    if run_id is not None and not store.list_jobs(limit=1, run_id=run_id):
+        raise UserFault(f"no run {run_id}")
+    job_ids = None if job_id is None else [job_id]
+    rows = sample_rows(store, job_ids=job_ids, run_id=run_id, limit=limit)
+    if workload is not None:
+        known = sorted({r.workload for r in rows})
+        rows = [r for r in rows if r.workload == workload]
+        if not rows:
+            raise UserFault(f"no results of workload {workload!r} in the newest {limit} "
+                            f"(known: {', '.join(known) or 'none'})")
+    return rows
+
+
+@click.command(epilog="Examples: farmctl results --run r-0123456789ab --format csv; "
+                      "farmctl results --history 'gemm n=256 float32' --plot gemm.png")
+@click.option("--job", "job_id", type=JOB_ID, help="Only this job's result.")
+@click.option("--run", "run_id", help="Only the results of this run (enqueue --each).")
+@click.option("--history", "workload",
+              help="Only this workload's results (its label, e.g. 'gemm n=256 float32'), "
+                   "oldest first; with --plot, its medians over time per phone.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
+              show_default=True,
+              help="table: spread per result and phone; csv and json: one row per raw sample.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also draw the per-phone figures into this PNG.")
+@click.option("--limit", type=LIMIT, default=1000, show_default=True,
+              help="Newest results read, without --job or --run.")
+@click.option("--regressions", "list_regressions", is_flag=True,
+              help="List instead the phones the regression watch found slower than their "
+                   "schedule's baseline, newest first.")
+@_JSON
+@pass_state
+@click.pass_context
+def results(ctx: click.Context, state: CliState, job_id: int | None, run_id: str | None,
+            workload: str | None, fmt: str, plot_path: Path | None, limit: int,
+            list_regressions: bool, as_json: bool) -> None:
+    """Results per phone: raw samples, spread, noise and plots."""
+    if list_regressions:
+        show_regressions(state, limit=limit, as_json=as_json or fmt == "json")
+        return
+    fmt_given = ctx.get_parameter_source("fmt") is not click.core.ParameterSource.DEFAULT
+    if as_json and fmt_given and fmt != "json":
+        raise click.UsageError(f"--json and --format {fmt} ask for two formats: give one")
+    if job_id is not None and run_id is not None:
+        raise click.UsageError("--job and --run select two ways: give one")
+    rows = _rows(state, job_id, run_id, workload, limit)
+    if as_json or fmt == "json":
+        echo_json(rows)
+    elif fmt == "csv":
+        click.echo(to_csv([asdict(r) for r in rows], SAMPLE_FIELDS), nl=False)
+    figures: list[PhoneSpread] | None = None
+    if fmt == "table" and not as_json:
+        figures = phone_spreads(rows, state.settings.results.max_cv)
+        if workload is not None:
+            figures = by_workload(figures, workload)
+        print_table([_spread_row(f) for f in figures], _SPREAD_COLUMNS, "results per phone")
+    if plot_path is not None:
+        if figures is None:
+            figures = phone_spreads(rows, state.settings.results.max_cv)
+        try:
+            if workload is not None:
+                write_history_plot(by_workload(figures, workload), plot_path, workload)
+            else:
+                write_spread_plot(figures, plot_path)
+        except OSError as exc:
+            raise UserFault(f"cannot write the plot {plot_path}: {exc.strerror or exc}") from None
+        note(f"plot written to {plot_path}")

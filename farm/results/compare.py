@@ -1,0 +1,282 @@
+"""``farmctl compare A B``: per phone, is B slower or faster than A?
+
+A and B are each a job id (``12``) or the run id of an ``enqueue --each``
+fan-out (``r-1a2b3c4d5e6f``, one job per phone). Each side becomes the raw
+timings of every phone it ran on (:class:`Side`); the phones present on both
+sides are compared with :func:`farm.results.stats.compare_samples` (median
+ratio B/A with its bootstrap 95% CI, Mann-Whitney U p-value, verdict against
+the threshold and alpha); phones on one side only are listed as such.
+
+Which samples (read with :func:`farm.results.rows.sample_rows`): of each job
+and phone only the last repetition (:func:`farm.results.rows.latest_repetition`).
+A noisy result is re-run once (``repetition`` 1) because its first samples
+were not to be trusted, so the re-run's samples replace them rather than join
+them. Samples
+of one phone in several jobs of one side (a run that ran twice on it) are
+pooled: they are one phone measuring one workload.
+
+Numbers from different phones are never pooled: each verdict is one phone's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import median
+
+from farm.cli.params import DB_INT_MAX
+from farm.errors import UserFault
+from farm.kinds import kind_of
+from farm.queue.models import JobState
+from farm.queue.records import JobView
+from farm.queue.store import Store
+from farm.results.rows import SampleRow, latest_repetition, sample_rows
+from farm.results.stats import Comparison, Verdict, compare_samples
+
+__all__ = [
+    "EXIT_REGRESSED",
+    "CompareReport",
+    "PhoneComparison",
+    "Side",
+    "by_phone",
+    "compare_refs",
+    "compare_sides",
+    "load_side",
+    "plot_report",
+    "side_of",
+]
+
+#: ``farmctl compare``'s exit code when at least one phone is slower in B.
+EXIT_REGRESSED = 3
+
+_RUN_ID = re.compile(r"^r-[0-9A-Za-z]{1,30}$")
+_TIMING_UNIT = "s"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: its jobs and each phone's timings.
+
+    Attributes:
+        ref: what the user named, e.g. ``"job 12"`` or ``"run r-1a2b"``.
+        workload: the jobs' workload label (``Kind.workload``), e.g. ``"gemm n=256 float32"``.
+        timings: serial -> seconds per run, the phone's last repetition.
+        jobs: serial -> the id of the job that measured it (the newest if several).
+    """
+
+    ref: str
+    workload: str
+    timings: Mapping[str, tuple[float, ...]]
+    jobs: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PhoneComparison:
+    """One phone's line of a comparison.
+
+    ``comparison`` is None when the phone is on one side only (``only_in`` is
+    then ``"a"`` or ``"b"``); ``median_a_s``/``median_b_s`` are None on the
+    side it is missing from.
+    """
+
+    serial: str
+    comparison: Comparison | None
+    median_a_s: float | None
+    median_b_s: float | None
+    n_a: int
+    n_b: int
+    only_in: str | None = None
+
+    @property
+    def verdict(self) -> str:
+        """``slower``, ``faster``, ``no change``, or ``only in A``/``only in B``."""
+        if self.comparison is None:
+            return f"only in {(self.only_in or '').upper()}"
+        return self.comparison.verdict.value
+
+
+@dataclass(frozen=True)
+class CompareReport:
+    """Every phone's line, common phones first (by serial), then the one-sided ones."""
+
+    a: Side
+    b: Side
+    threshold: float
+    alpha: float
+    phones: tuple[PhoneComparison, ...]
+
+    @property
+    def slower(self) -> list[str]:
+        """Serials of the phones that are slower in B."""
+        return [p.serial for p in self.phones
+                if p.comparison is not None and p.comparison.verdict is Verdict.SLOWER]
+
+    @property
+    def regressed(self) -> bool:
+        """Whether any phone is slower in B (``farmctl compare`` exits :data:`EXIT_REGRESSED`)."""
+        return bool(self.slower)
+
+
+def by_phone(rows: Iterable[SampleRow]) -> dict[str, dict[int, list[float]]]:
+    """serial -> job id -> that job's values on that phone, in order, its last repetition only.
+
+    Rows without a phone (stored before samples named theirs) are left out.
+
+    Raises:
+        UserFault: a sample is not a timing in seconds (only timings are compared).
+    """
+    phones: dict[str, dict[int, list[float]]] = {}
+    for row in latest_repetition(rows):
+        if row.unit != _TIMING_UNIT:
+            raise UserFault(f"job {row.job_id} has samples in {row.unit!r}: "
+                            "only timings in seconds can be compared")
+        if row.serial is not None:
+            phones.setdefault(row.serial, {}).setdefault(row.job_id, []).append(row.value)
+    return phones
+
+
+def _jobs_of(store: Store, ref: str) -> tuple[str, list[JobView]]:
+    """The jobs ``ref`` names, checked finished; raises UserFault otherwise."""
+    if _RUN_ID.match(ref):
+        jobs = sorted(store.list_jobs(limit=DB_INT_MAX, run_id=ref), key=lambda j: j.id)
+        if not jobs:
+            raise UserFault(f"no run {ref}")
+        unfinished = [j.id for j in jobs if not j.state.ended]
+        if unfinished:
+            raise UserFault(f"run {ref} has unfinished jobs ({', '.join(map(str, unfinished))}): "
+                            "wait for them first")
+        done = [j for j in jobs if j.state is JobState.SUCCEEDED]
+        if not done:
+            raise UserFault(f"run {ref} has no succeeded job to compare")
+        return f"run {ref}", done
+    if not ref.isdigit() or int(ref) < 1:
+        raise UserFault(f"{ref!r} is neither a job id nor a run id (r-...)")
+    job = store.get_job(int(ref)) if int(ref) <= DB_INT_MAX else None
+    if job is None:
+        raise UserFault(f"no job {ref}")
+    if job.state is not JobState.SUCCEEDED:
+        raise UserFault(f"job {ref} is {job.state.value}: only a succeeded job can be compared")
+    return f"job {ref}", [job]
+
+
+def side_of(store: Store, ref: str, jobs: list[JobView]) -> Side:
+    """The :class:`Side` of finished ``jobs`` (one workload), named ``ref``.
+
+    Raises:
+        UserFault: the jobs measure different workloads, or a sample is not in seconds.
+    """
+    workloads = sorted({kind_of(j.kind).workload(j.spec) for j in jobs})
+    if len(workloads) != 1:
+        raise UserFault(f"{ref} mixes workloads ({'; '.join(workloads)})")
+    timings: dict[str, tuple[float, ...]] = {}
+    job_of: dict[str, int] = {}
+    rows = sample_rows(store, job_ids=[j.id for j in jobs])
+    for serial, by_job in sorted(by_phone(rows).items()):
+        timings[serial] = tuple(v for job_id in sorted(by_job) for v in by_job[job_id])
+        job_of[serial] = max(by_job)
+    return Side(ref, workloads[0], timings, job_of)
+
+
+def load_side(store: Store, ref: str) -> Side:
+    """Read one side: a job id (``"12"``) or a run id (``"r-..."``).
+
+    Raises:
+        UserFault: no such job or run; a job not succeeded (a run's failed or
+            cancelled jobs are left out, but none may still be queued or
+            running); several workloads; samples that are not timings.
+    """
+    label, jobs = _jobs_of(store, ref)
+    return side_of(store, label, jobs)
+
+
+def compare_sides(a: Side, b: Side, *, threshold: float, alpha: float) -> CompareReport:
+    """Compare each phone of ``b`` with the same phone of ``a`` (pure).
+
+    Args:
+        a: the baseline.
+        b: the new side.
+        threshold: the smallest relative change of the median that counts (0.05 = 5%).
+        alpha: the p-value a change must be below.
+
+    Raises:
+        UserFault: the sides measure different workloads, or share no phone.
+    """
+    if a.workload != b.workload:
+        raise UserFault(f"{a.ref} and {b.ref} measure different workloads: "
+                        f"{a.workload!r} and {b.workload!r}")
+    common = sorted(set(a.timings) & set(b.timings))
+    if not common:
+        raise UserFault(f"{a.ref} and {b.ref} have no phone in common "
+                        f"(A: {', '.join(sorted(a.timings)) or 'none'}; "
+                        f"B: {', '.join(sorted(b.timings)) or 'none'})")
+    phones = [
+        PhoneComparison(
+            serial,
+            compare_samples(a.timings[serial], b.timings[serial], threshold=threshold,
+                            alpha=alpha),
+            median(a.timings[serial]), median(b.timings[serial]),
+            len(a.timings[serial]), len(b.timings[serial]),
+        )
+        for serial in common
+    ]
+    for name, side, other in (("a", a, b), ("b", b, a)):
+        for serial in sorted(set(side.timings) - set(other.timings)):
+            middle = median(side.timings[serial])
+            phones.append(PhoneComparison(
+                serial, None, middle if name == "a" else None, middle if name == "b" else None,
+                len(side.timings[serial]) if name == "a" else 0,
+                len(side.timings[serial]) if name == "b" else 0, only_in=name))
+    return CompareReport(a, b, threshold, alpha, tuple(phones))
+
+
+def compare_refs(store: Store, a: str, b: str, *, threshold: float,
+                 alpha: float) -> CompareReport:
+    """Read and compare two jobs or runs (see :func:`load_side`, :func:`compare_sides`).
+
+    Raises:
+        UserFault: as :func:`load_side` and :func:`compare_sides` say.
+    """
+    return compare_sides(load_side(store, a), load_side(store, b), threshold=threshold,
+                         alpha=alpha)
+
+
+def plot_report(report: CompareReport, path: Path) -> None:
+    """Draw each common phone's ratio B/A as a bar with its 95% CI to ``path`` (PNG).
+
+    A dashed line marks 1 (no change) and dotted ones the threshold either side;
+    bars are red when slower, green when faster, grey otherwise.
+
+    Raises:
+        UserFault: the file cannot be written.
+    """
+    import matplotlib as mpl
+
+    mpl.use("Agg")  # no display: farmctl runs on servers and in CI
+    import matplotlib.pyplot as plt
+
+    common = [p for p in report.phones if p.comparison is not None]
+    colours = {Verdict.SLOWER: "tab:red", Verdict.FASTER: "tab:green",
+               Verdict.NO_CHANGE: "tab:grey"}
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(common) + 2), 4))
+    try:
+        xs = range(len(common))
+        ratios = [p.comparison.ratio for p in common if p.comparison]
+        lows = [p.comparison.ratio - p.comparison.ci_low for p in common if p.comparison]
+        highs = [p.comparison.ci_high - p.comparison.ratio for p in common if p.comparison]
+        ax.bar(xs, ratios, yerr=[lows, highs], capsize=6,
+               color=[colours[p.comparison.verdict] for p in common if p.comparison])
+        ax.axhline(1.0, color="black", linestyle="--", linewidth=1)
+        for level in (1 - report.threshold, 1 + report.threshold):
+            ax.axhline(level, color="black", linestyle=":", linewidth=0.8)
+        ax.set_xticks(list(xs), [p.serial for p in common], rotation=20)
+        ax.set_ylabel("median time B / A (>1: slower)")
+        ax.set_title(f"{report.b.ref} vs {report.a.ref}\n{report.a.workload}", fontsize=9)
+        fig.tight_layout()
+        try:
+            fig.savefig(path, format="png", dpi=100)
+        except OSError as exc:
+            raise UserFault(f"cannot write the plot to {path}: {exc.strerror}") from exc
+    finally:
+        plt.close(fig)

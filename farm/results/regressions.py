@@ -1,0 +1,124 @@
+"""The store half of the regression watch: earlier runs of a spec and the ``regressions`` table.
+
+Mixed into :class:`farm.queue.store.Store` (which provides ``_tx()``), as
+:class:`farm.queue.devices.DeviceOps` is; :mod:`farm.results.compare` and the
+regression watch (:mod:`farm.results.watch`) read and write through it.
+
+A verdict is written once per job: :meth:`RegressionOps.record_regressions`
+locks the job's row and writes only while the job has no verdict rows, so two
+farmd sharing one database cannot record one job twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import exists, select
+from sqlalchemy.orm import Session
+
+from farm.queue.models import Job, JobState, Regression
+from farm.queue.records import JobView
+
+__all__ = ["RegressionOps", "RegressionView"]
+
+
+@dataclass(frozen=True)
+class RegressionView:
+    """One phone's verdict of a job against its baseline (a ``regressions`` row).
+
+    ``ratio`` is the job's median timing over the baseline's (above 1: slower),
+    ``ci_low``/``ci_high`` its bootstrap 95% interval, ``p_value`` the
+    Mann-Whitney U test's; ``verdict`` is ``slower``, ``faster`` or ``no change``.
+    """
+
+    id: int
+    job_id: int
+    baseline_job_id: int
+    serial: str
+    ratio: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    verdict: str
+    created_at: datetime
+
+
+class RegressionOps:
+    """Reads for comparisons and the regressions table; mixed into Store."""
+
+    def _tx(self) -> AbstractContextManager[Session]:  # pragma: no cover - Store overrides
+        raise NotImplementedError
+
+    def earlier_jobs(self, job: JobView, limit: int) -> list[JobView]:
+        """Succeeded jobs of ``job``'s kind and spec that finished before it, newest first.
+
+        A schedule enqueues the same spec every time, so these are its earlier
+        runs (and any run a person enqueued by hand with the same spec).
+        Only the newest ``limit`` jobs of the kind are looked at.
+        """
+        if job.finished_at is None:
+            return []
+        query = (
+            select(Job)
+            .where(Job.kind == job.kind, Job.state == JobState.SUCCEEDED, Job.id != job.id,
+                   Job.finished_at < job.finished_at)
+            .order_by(Job.finished_at.desc(), Job.id.desc())
+            .limit(limit)
+        )
+        with self._tx() as session:
+            return [JobView.of(j) for j in session.scalars(query) if dict(j.spec) == job.spec]
+
+    def unjudged_jobs(self, kind_specs: Sequence[tuple[str, dict[str, object]]],
+                      since: datetime) -> list[JobView]:
+        """Succeeded jobs with no verdict rows yet, oldest first.
+
+        Only jobs that finished at or after ``since`` and whose kind and spec
+        are one of ``kind_specs`` (a watched schedule's) are returned.
+        """
+        judged = exists().where(Regression.job_id == Job.id)
+        kinds = sorted({kind for kind, _ in kind_specs})
+        query = (
+            select(Job)
+            .where(Job.state == JobState.SUCCEEDED, Job.finished_at >= since,
+                   Job.kind.in_(kinds), ~judged)
+            .order_by(Job.finished_at, Job.id)
+        )
+        with self._tx() as session:
+            return [JobView.of(j) for j in session.scalars(query)
+                    if (j.kind, dict(j.spec)) in kind_specs]
+
+    def record_regressions(self, job_id: int, rows: Sequence[RegressionView]) -> bool:
+        """Write a job's verdicts (``id`` of each row is ignored), once.
+
+        The job's row is locked (PostgreSQL ``FOR UPDATE``; SQLite has one
+        writer), then the rows are written only if the job has none yet.
+
+        Returns:
+            False when the job already had verdicts (nothing written).
+        """
+        with self._tx() as session:
+            session.scalars(select(Job.id).where(Job.id == job_id).with_for_update()).one()
+            if session.scalar(select(exists().where(Regression.job_id == job_id))):
+                return False
+            session.add_all(
+                Regression(job_id=job_id, baseline_job_id=r.baseline_job_id, serial=r.serial,
+                           ratio=r.ratio, ci_low=r.ci_low, ci_high=r.ci_high,
+                           p_value=r.p_value, verdict=r.verdict, created_at=r.created_at)
+                for r in rows
+            )
+            return True
+
+    def regressions(self, *, slower_only: bool = False, limit: int = 100) -> list[RegressionView]:
+        """Verdict rows, newest first; only ``slower`` ones if ``slower_only``."""
+        query = select(Regression).order_by(Regression.id.desc()).limit(limit)
+        if slower_only:
+            query = query.where(Regression.verdict == "slower")
+        with self._tx() as session:
+            return [
+                RegressionView(r.id, r.job_id, r.baseline_job_id, r.serial, r.ratio, r.ci_low,
+                               r.ci_high, r.p_value, r.verdict, r.created_at)
+                for r in session.scalars(query)
+            ]

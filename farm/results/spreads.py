@@ -1,0 +1,97 @@
+"""One figure per result and phone: the spread of that phone's samples, never pooled.
+
+:func:`phone_spreads` groups flat sample rows (:mod:`farm.results.rows`) by job
+and serial, keeps each phone's last measurement (a noisy phone's re-run
+replaces the first, :func:`~farm.results.rows.latest_repetition`) and computes
+its spread with :func:`farm.results.stats.spread` (median, IQR, CV, bootstrap
+95% CI of the median). Samples of two phones never meet in one figure.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from farm.results.rows import SampleRow, latest_repetition
+from farm.results.stats import Spread, spread
+
+__all__ = ["PhoneSpread", "by_workload", "noise_label", "phone_spreads"]
+
+
+@dataclass(frozen=True)
+class PhoneSpread:
+    """One phone's figure of one job.
+
+    Attributes:
+        job_id, run_id, serial, model, workload, unit: as the rows say.
+        spread: of the phone's last measurement, in ``unit``.
+        noisy: ``spread.cv`` is above the ``max_cv`` it was judged by.
+        rerun: the phone's first measurement was noisy and was re-run once
+            (``spread`` is the re-run's).
+        battery_temp_c: the hottest battery temperature taken before the
+            measurement's runs, °C; None if no snapshot was kept.
+        thermal_status: the highest Android thermal status before its runs.
+        finished_at: when the job ended.
+    """
+
+    job_id: int
+    run_id: str | None
+    serial: str | None
+    model: str | None
+    workload: str
+    unit: str
+    spread: Spread
+    noisy: bool
+    rerun: bool
+    battery_temp_c: float | None
+    thermal_status: int | None
+    finished_at: datetime | None
+
+
+def _highest(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def phone_spreads(rows: Iterable[SampleRow], max_cv: float) -> list[PhoneSpread]:
+    """The spread of each job's samples per phone, by job id then serial.
+
+    Args:
+        rows: flat sample rows, of any jobs and phones.
+        max_cv: the CV (a fraction) above which a phone's samples are noisy
+            (the config's ``[results] max_cv``).
+    """
+    rows = list(rows)
+    rerun = {(r.job_id, r.serial) for r in rows if r.repetition > 0}
+    groups: dict[tuple[int, str | None], list[SampleRow]] = defaultdict(list)
+    for row in latest_repetition(rows):
+        groups[(row.job_id, row.serial)].append(row)
+    figures = []
+    for (job_id, serial), mine in sorted(groups.items(), key=lambda g: (g[0][0], g[0][1] or "")):
+        first = mine[0]
+        figure = spread([r.value for r in mine])
+        figures.append(PhoneSpread(
+            job_id=job_id, run_id=first.run_id, serial=serial, model=first.model,
+            workload=first.workload, unit=first.unit, spread=figure,
+            noisy=figure.noisy(max_cv), rerun=(job_id, serial) in rerun,
+            battery_temp_c=_highest(r.battery_temp_c for r in mine),
+            thermal_status=max((r.thermal_status for r in mine if r.thermal_status is not None),
+                               default=None),
+            finished_at=first.finished_at,
+        ))
+    return figures
+
+
+def noise_label(figure: PhoneSpread) -> str:
+    """``noisy``, ``re-run, still noisy``, ``re-run, steady`` or empty."""
+    if figure.rerun:
+        return "re-run, still noisy" if figure.noisy else "re-run, steady"
+    return "noisy" if figure.noisy else ""
+
+
+def by_workload(figures: Sequence[PhoneSpread], workload: str) -> list[PhoneSpread]:
+    """The figures of one workload (its label, e.g. ``gemm n=256 float32``), oldest first."""
+    return sorted((f for f in figures if f.workload == workload),
+                  key=lambda f: (f.finished_at is None, f.finished_at, f.job_id))

@@ -1,0 +1,144 @@
+"""farm.results.compare on stored samples: per phone, one side only, and the user's mistakes."""
+
+from __future__ import annotations
+
+import pytest
+from stored_results import NOW, finished_job, timings
+
+from farm.errors import UserFault
+from farm.queue import Store
+from farm.results.compare import Side, by_phone, compare_refs, compare_sides, load_side
+from farm.results.rows import SampleRow
+from farm.results.stats import Verdict
+
+LIMITS = {"threshold": 0.05, "alpha": 0.01}
+
+
+class TestCompareRefs:
+    def test_a_slower_phone_is_flagged_and_an_unchanged_one_is_not(self, store: Store) -> None:
+        """Runs on two phones: the phone 10% slower in B is SLOWER, the other NO_CHANGE."""
+        for serial, seed in (("P1", 1), ("P2", 2)):
+            finished_job(store, serial, timings(seed), run_id="r-aaaa")
+        finished_job(store, "P1", timings(11, median_s=0.011), run_id="r-bbbb")
+        finished_job(store, "P2", timings(12), run_id="r-bbbb")
+        report = compare_refs(store, "r-aaaa", "r-bbbb", **LIMITS)
+        verdicts = {p.serial: p.comparison and p.comparison.verdict for p in report.phones}
+        assert verdicts == {"P1": Verdict.SLOWER, "P2": Verdict.NO_CHANGE}
+        assert report.regressed and report.slower == ["P1"]
+        slower = report.phones[0].comparison
+        assert slower is not None and slower.ci_low <= slower.ratio <= slower.ci_high
+        assert 1.05 < slower.ratio < 1.15
+
+    def test_faster_is_not_a_regression(self, store: Store) -> None:
+        """A phone 10% faster in B is FASTER and the report has not regressed."""
+        a = finished_job(store, "P1", timings(1))
+        b = finished_job(store, "P1", timings(2, median_s=0.009))
+        report = compare_refs(store, str(a), str(b), **LIMITS)
+        assert [p.verdict for p in report.phones] == ["faster"] and not report.regressed
+
+    def test_phones_on_one_side_are_listed(self, store: Store) -> None:
+        """A phone only in A or only in B gets no verdict but is named, after the common ones."""
+        finished_job(store, "P1", timings(1), run_id="r-aaaa")
+        finished_job(store, "P2", timings(2), run_id="r-aaaa")
+        finished_job(store, "P1", timings(3), run_id="r-bbbb")
+        finished_job(store, "P3", timings(4), run_id="r-bbbb")
+        report = compare_refs(store, "r-aaaa", "r-bbbb", **LIMITS)
+        assert [(p.serial, p.verdict) for p in report.phones] == [
+            ("P1", "no change"), ("P2", "only in A"), ("P3", "only in B")]
+        assert report.phones[1].median_b_s is None and report.phones[2].n_a == 0
+
+    def test_a_job_and_a_run_compare(self, store: Store) -> None:
+        """A side may be a plain job id while the other is a run."""
+        a = finished_job(store, "P1", timings(1))
+        finished_job(store, "P1", timings(2), run_id="r-bbbb")
+        report = compare_refs(store, str(a), "r-bbbb", **LIMITS)
+        assert (report.a.ref, report.b.ref) == (f"job {a}", "run r-bbbb")
+
+
+class TestUserMistakes:
+    @pytest.mark.parametrize(("ref", "message"), [
+        ("99", "no job 99"), ("r-nope", "no run r-nope"),
+        ("x1", "'x1' is neither a job id nor a run id"), ("99999999999999", "no job"),
+    ])
+    def test_unknown_refs(self, store: Store, ref: str, message: str) -> None:
+        """An unknown job or run, or something that is neither, is a one-line UserFault."""
+        with pytest.raises(UserFault, match=message):
+            load_side(store, ref)
+
+    def test_unfinished_job(self, store: Store) -> None:
+        """A queued job cannot be compared, and the error says its state."""
+        job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
+        with pytest.raises(UserFault, match=f"job {job_id} is queued"):
+            load_side(store, str(job_id))
+
+    def test_different_workloads(self, store: Store) -> None:
+        """GEMM 64 against GEMM 128 is refused, naming both workloads."""
+        a = finished_job(store, "P1", timings(1), n=64)
+        b = finished_job(store, "P1", timings(2), n=128)
+        with pytest.raises(UserFault, match="different workloads"):
+            compare_refs(store, str(a), str(b), **LIMITS)
+
+    def test_no_common_phone(self, store: Store) -> None:
+        """Two jobs on different phones have nothing to compare, and the error lists both."""
+        a = finished_job(store, "P1", timings(1))
+        b = finished_job(store, "P2", timings(2))
+        with pytest.raises(UserFault, match=r"no phone in common \(A: P1; B: P2\)"):
+            compare_refs(store, str(a), str(b), **LIMITS)
+
+
+class TestRepetitions:
+    def test_only_the_last_repetition_counts(self, store: Store) -> None:
+        """A re-run's samples (repetition 1) replace the noisy first ones of that phone."""
+        first, rerun = [1.0, 2.0, 3.0], [0.01, 0.011, 0.012]
+        job_id = finished_job(store, "P1", first + rerun, repetitions=[0, 0, 0, 1, 1, 1])
+        assert load_side(store, str(job_id)).timings == {"P1": tuple(rerun)}
+
+    def test_last_repetition_is_per_job_and_phone(self) -> None:
+        """Each job's and phone's highest repetition is kept; a job without re-run keeps all."""
+        rows = [_row(1, "P1", 0, 5.0), _row(1, "P1", 1, 1.0), _row(2, "P1", 0, 2.0),
+                _row(2, "P2", 0, 3.0), _row(2, None, 0, 4.0)]
+        assert by_phone(rows) == {"P1": {1: [1.0], 2: [2.0]}, "P2": {2: [3.0]}}
+
+    def test_non_timings_are_refused(self) -> None:
+        """Samples in another unit than seconds cannot be judged as timings."""
+        with pytest.raises(UserFault, match="only timings in seconds"):
+            by_phone([_row(1, "P1", 0, 5.0, unit="GFLOPS")])
+
+
+class TestCompareSides:
+    def test_identical_timings_are_no_change(self) -> None:
+        """Comparing a side with itself flags nothing (ratio 1, p = 1)."""
+        side = Side("job 1", "gemm", {"P1": tuple(timings(1))})
+        [phone] = compare_sides(side, side, **LIMITS).phones
+        assert phone.comparison is not None and phone.comparison.ratio == 1.0
+        assert phone.verdict == "no change"
+
+
+def _row(job_id: int, serial: str | None, repetition: int, value: float,
+         unit: str = "s") -> SampleRow:
+    return SampleRow(job_id, None, serial, None, None, None, "gemm", repetition, 0, value, unit,
+                     None, None, None)
+
+
+def _noisy(seed: int, median_s: float) -> list[float]:
+    """30 timings with 3% log-normal noise and a 1.5x outlier in every 20th run."""
+    values = timings(seed, median_s=median_s, noise=0.03)
+    return [v * 1.5 if i % 20 == 7 else v for i, v in enumerate(values)]
+
+
+class TestVerdictRate:
+    """The default threshold and alpha on phone-like noise, as the issue's "Must show" asks."""
+
+    @staticmethod
+    def _flags(seed_a: int, seed_b: int, median_b_s: float) -> bool:
+        a = Side("job a", "gemm", {"P1": tuple(_noisy(seed_a, 0.010))})
+        b = Side("job b", "gemm", {"P1": tuple(_noisy(seed_b, median_b_s))})
+        return any(p.verdict != "no change" for p in compare_sides(a, b, **LIMITS).phones)
+
+    def test_ten_percent_slower_is_flagged_every_time(self) -> None:
+        """Five tries, fresh samples each: a phone 10% slower is flagged in all five."""
+        assert sum(self._flags(100 + i, 200 + i, 0.011) for i in range(5)) == 5
+
+    def test_unchanged_is_flagged_at_most_once_in_twenty(self) -> None:
+        """Twenty tries of the same speed: at most one flags a change (the issue's 19 of 20)."""
+        assert sum(self._flags(300 + i, 400 + i, 0.010) for i in range(20)) <= 1
