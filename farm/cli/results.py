@@ -67,6 +67,13 @@ def _amount(value: float, unit: str) -> str:
     return f"{value * 1e3:.3f} ms" if unit == "s" else f"{value:.4g} {unit}"
 
 
+def _interval(low: float, high: float, unit: str) -> str:
+    """``9.900-10.100 ms`` for seconds, else ``low-high unit``."""
+    if unit == "s":
+        return f"{low * 1e3:.3f}-{high * 1e3:.3f} ms"
+    return f"{low:.4g}-{high:.4g} {unit}"
+
+
 def _spread_row(figure: PhoneSpread) -> dict[str, Any]:
     s, unit = figure.spread, figure.unit
     return {
@@ -74,7 +81,7 @@ def _spread_row(figure: PhoneSpread) -> dict[str, Any]:
         "model": figure.model, "workload": figure.workload, "n": s.n,
         "median": _amount(s.median, unit), "iqr": _amount(s.iqr, unit),
         "cv_pct": f"{100 * s.cv:.1f}",
-        "ci": f"{_amount(s.ci_low, unit)} .. {_amount(s.ci_high, unit)}",
+        "ci": _interval(s.ci_low, s.ci_high, unit),
         "battery_temp_c": None if figure.battery_temp_c is None else f"{figure.battery_temp_c:.1f}",
         "thermal": thermal_label(figure.thermal_status), "noise": noise_label(figure),
     }
