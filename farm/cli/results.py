@@ -54,10 +54,10 @@ RESULT_COLUMNS = [
 ]
 _SPREAD_COLUMNS = [
     Column("job_id", "job", "right"), Column("run_id", "run"), Column("serial", "phone"),
-    Column("model"), Column("workload"), Column("n", justify="right"),
+    Column("workload"), Column("n", justify="right"),
     Column("median", justify="right"), Column("iqr", "IQR", "right"),
     Column("cv_pct", "CV %", "right"), Column("ci", "95% CI"),
-    Column("battery_temp_c", "battery °C", "right"), Column("thermal", "thermal status"),
+    Column("battery_temp_c", "battery °C", "right"), Column("thermal"),
     Column("noise"),
 ]
 
@@ -78,7 +78,7 @@ def _spread_row(figure: PhoneSpread) -> dict[str, Any]:
     s, unit = figure.spread, figure.unit
     return {
         "job_id": figure.job_id, "run_id": figure.run_id, "serial": figure.serial,
-        "model": figure.model, "workload": figure.workload, "n": s.n,
+        "workload": figure.workload, "n": s.n,
         "median": _amount(s.median, unit), "iqr": _amount(s.iqr, unit),
         "cv_pct": f"{100 * s.cv:.1f}",
         "ci": _interval(s.ci_low, s.ci_high, unit),

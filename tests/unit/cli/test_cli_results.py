@@ -80,7 +80,7 @@ class TestSpreadTable:
         """A phone re-run once shows the re-run's spread and says so."""
         measured(store, {"A": NOISY + STEADY}, repetitions=(0,) * 4 + (1,) * 4)
         out = farmctl("results").stdout
-        assert "re-run, steady" in out and "10.000 ms" in out
+        assert "re-run: steady" in out and "10.000 ms" in out
 
     def test_max_cv_comes_from_the_config(self, farmctl, store: Store, config: Path) -> None:
         """[results] max_cv = 0.9 makes the noisy phone acceptable."""

@@ -37,9 +37,9 @@ class TestPhoneSpreads:
         """With a repetition 1, the figure is the re-run's, and says it was re-run."""
         rows = _rows(1, "A", [1.0, 2.0, 0.5, 1.5]) + _rows(1, "A", [1.0, 1.01, 0.99], 1)
         [figure] = phone_spreads(rows, max_cv=0.05)
-        assert figure.rerun and figure.spread.n == 3 and noise_label(figure) == "re-run, steady"
+        assert figure.rerun and figure.spread.n == 3 and noise_label(figure) == "re-run: steady"
         rows = _rows(1, "A", [1.0, 2.0]) + _rows(1, "A", [1.0, 3.0], 1)
-        assert noise_label(phone_spreads(rows, max_cv=0.05)[0]) == "re-run, still noisy"
+        assert noise_label(phone_spreads(rows, max_cv=0.05)[0]) == "re-run: noisy"
 
     def test_hottest_temperature_is_reported(self) -> None:
         """The figure carries the hottest battery temperature seen before its runs."""
