@@ -51,8 +51,9 @@ class TestGemmAndCompileOnce:
             flop = 2 * 96**3
             assert result.summary["gflops"] == pytest.approx(flop / np.mean(kept) / 1e9)
         logs = farm.child_logs(job_ids)
+        runs = sum(len(farm.store.results(j)[0].summary["runs"]) for j in job_ids)  # re-runs too
         assert logs.count("compile_cache_built") == 1
-        assert logs.count("compile_cache_hit") == 3
+        assert logs.count("compile_cache_hit") == runs - 1
         assert len(list((farm.data_dir / "compile-cache").glob("*/lib.so"))) == 1
 
 
