@@ -106,8 +106,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tuning over {args.tune_phones} phones: {tuned['trials_measured']} trials "
                   f"measured ({tuned['trials_failed']} failed) in "
                   f"{time.monotonic() - tune_started_s:.0f} s, {tuned['rounds']} round(s)")
-            print(f"  untuned {untuned_ms:.3f} ms, tuned {tuned_ms:.3f} ms "
-                  f"({tuned['tuned_gflops']:.2f} GFLOPS): speedup {tuned['speedup']:.2f}x")
+            print(f"  all phones' samples: untuned {untuned_ms:.3f} ms, tuned {tuned_ms:.3f} ms")
+            for serial, figures in tuned["per_serial"].items():  # never averaged over phones
+                print(f"  {serial:<18} tuned {figures['tuned_gflops']:.2f} GFLOPS: "
+                      f"speedup {figures['speedup']:.2f}x")
         finally:
             farmd.stop()
     print("reproduce: python bench/bench_tuning.py " + shlex.join(sys.argv[1:] if argv is None

@@ -55,10 +55,10 @@ RESULT_COLUMNS = [
 ]
 _SPREAD_COLUMNS = [
     Column("job_id", "job", "right"), Column("run_id", "run"), Column("serial", "phone"),
-    Column("model"), Column("workload"), Column("n", justify="right"),
+    Column("workload"), Column("n", justify="right"),
     Column("median", justify="right"), Column("iqr", "IQR", "right"),
     Column("cv_pct", "CV %", "right"), Column("ci", "95% CI"),
-    Column("battery_temp_c", "battery °C", "right"), Column("thermal", "thermal status"),
+    Column("battery_temp_c", "battery °C", "right"), Column("thermal"),
     Column("noise"),
 ]
 
@@ -68,14 +68,21 @@ def _amount(value: float, unit: str) -> str:
     return f"{value * 1e3:.3f} ms" if unit == "s" else f"{value:.4g} {unit}"
 
 
+def _interval(low: float, high: float, unit: str) -> str:
+    """``9.900-10.100 ms`` for seconds, else ``low-high unit``."""
+    if unit == "s":
+        return f"{low * 1e3:.3f}-{high * 1e3:.3f} ms"
+    return f"{low:.4g}-{high:.4g} {unit}"
+
+
 def _spread_row(figure: PhoneSpread) -> dict[str, Any]:
     s, unit = figure.spread, figure.unit
     return {
         "job_id": figure.job_id, "run_id": figure.run_id, "serial": figure.serial,
-        "model": figure.model, "workload": figure.workload, "n": s.n,
+        "workload": figure.workload, "n": s.n,
         "median": _amount(s.median, unit), "iqr": _amount(s.iqr, unit),
         "cv_pct": f"{100 * s.cv:.1f}",
-        "ci": f"{_amount(s.ci_low, unit)} .. {_amount(s.ci_high, unit)}",
+        "ci": _interval(s.ci_low, s.ci_high, unit),
         "battery_temp_c": None if figure.battery_temp_c is None else f"{figure.battery_temp_c:.1f}",
         "thermal": thermal_label(figure.thermal_status), "noise": noise_label(figure),
     }

@@ -128,22 +128,24 @@ def gemm_params(p: GemmParams) -> jp.GemmParams:
 
 
 def run(ctx: RunContext, spec: GemmJob) -> Outcome:
-    """Time the gemm ``repetitions`` times on each phone, every sample kept with its serial."""
+    """Time the gemm ``repetitions`` times on each phone; GFLOPS per phone, never pooled."""
     from farm.jobs.gemm import gemm_flop, run_gemm
-    from farm.queue.records import Outcome
-    from farm.runner.execute import measure, summary_of_runs
+    from farm.runner.measure import measure, summary_of_runs
 
     params = gemm_params(spec.params)
-    samples, serials, runs, snapshots = measure(
+    measured = measure(
         ctx, spec.repetitions, params.device,
         lambda tracker, target, rep: run_gemm(params, target, tracker, ctx.cache, seed=rep),
         lambda result: {"gflops": result.gflops},
     )
-    summary = summary_of_runs("gemm", runs, samples)
+    summary = summary_of_runs("gemm", measured)
     summary.update(n=params.n, dtype=params.dtype, bn=params.bn, device=params.device.value,
                    schedule=params.schedule.value)
-    summary["gflops"] = gemm_flop(params.n) / summary["mean_s"] / 1e9
-    return Outcome(summary, samples, "s", serials, snapshots)
+    flop = gemm_flop(params.n)
+    for figures in summary["per_serial"].values():
+        figures["gflops"] = flop / figures["mean_s"] / 1e9
+    summary["gflops"] = None if summary["mean_s"] is None else flop / summary["mean_s"] / 1e9
+    return measured.outcome(summary)
 
 
 def workload(spec: Mapping[str, Any]) -> str:

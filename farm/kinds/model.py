@@ -87,18 +87,17 @@ def model_params(p: ModelParams) -> jp.ModelParams:
 def run(ctx: RunContext, spec: ModelJob) -> Outcome:
     """Time the model ``repetitions`` times on each phone, every sample kept with its serial."""
     from farm.jobs.model import run_model
-    from farm.queue.records import Outcome
-    from farm.runner.execute import measure, summary_of_runs
+    from farm.runner.measure import measure, summary_of_runs
 
     params = model_params(spec.params)
-    samples, serials, runs, snapshots = measure(
+    measured = measure(
         ctx, spec.repetitions, params.device,
         lambda tracker, target, _rep: run_model(params, target, tracker, ctx.cache),
         lambda result: {"model_sha256": result.model_sha256},
     )
-    summary = summary_of_runs("model", runs, samples)
+    summary = summary_of_runs("model", measured)
     summary["model"] = Path(params.model_path).name
-    return Outcome(summary, samples, "s", serials, snapshots)
+    return measured.outcome(summary)
 
 
 def workload(spec: Mapping[str, Any]) -> str:

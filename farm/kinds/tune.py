@@ -111,7 +111,6 @@ def run(ctx: RunContext, spec: TuneJob) -> Outcome:
 
     from farm.fleet.keys import job_key
     from farm.jobs import params as jp
-    from farm.jobs.gemm import gemm_flop
     from farm.jobs.targets import shared_target
     from farm.jobs.tune import compare_tuned, tune_gemm
     from farm.jobs.tune_progress import TuneProgress
@@ -142,14 +141,18 @@ def run(ctx: RunContext, spec: TuneJob) -> Outcome:
         comparisons.append(compare_tuned(params, target, tracker_params(ctx, serial), result))
     untuned = [s for c in comparisons for s in c.untuned_samples_s]
     tuned = [s for c in comparisons for s in c.tuned_samples_s]
+    # Figures per phone, never averaged over phones; the top-level ones only with one phone.
+    per_serial = {c.serial: {"speedup": c.speedup, "tuned_gflops": c.tuned_gflops,
+                             "tuned_median_s": statistics.median(c.tuned_samples_s)}
+                  for c in comparisons}
+    only = next(iter(per_serial.values())) if len(per_serial) == 1 else {}
     summary = result.to_dict()
     summary.update(
         kind="tune", n=gemm.n, dtype=gemm.dtype, phones=serials,
         app_relaunches=list(progress.counters.app_relaunches),
         runs=[c.to_dict() for c in comparisons],
-        untuned_samples_s=untuned, tuned_samples_s=tuned,
-        speedup=statistics.fmean(untuned) / statistics.fmean(tuned),
-        tuned_gflops=gemm_flop(gemm.n) / statistics.fmean(tuned) / 1e9,
+        untuned_samples_s=untuned, tuned_samples_s=tuned, per_serial=per_serial,
+        speedup=only.get("speedup"), tuned_gflops=only.get("tuned_gflops"),
     )
     tuned_serials = [c.serial for c in comparisons for _ in c.tuned_samples_s]
     workload = f"gemm n={gemm.n} dtype={gemm.dtype}"

@@ -1,6 +1,6 @@
 """Why a queued job is not running, and whether a new one could ever run.
 
-Two pure functions over the scheduler's view of the fleet (no session, no clock)::
+Three pure functions over the scheduler's view of the fleet (no session, no clock)::
 
     wait_reasons(snapshot, now) -> {job_id: reason}   for farmctl job / jobs (and --json)
     refusal(spec, devices)      -> reason | None      checked at enqueue

@@ -8,11 +8,12 @@ phone was just before (battery temperature, Android thermal status); a figure
 without that context cannot be set beside the next one. Samples of different
 phones are never pooled here: callers group by ``serial``.
 
-Pairing rule: within the attempt that produced the result, a phone's k-th
-snapshot belongs to its k-th measured run (``farm.runner.execute.measure``
-gates, then runs, in that order), and every run of a job yields the same number
-of samples, so a phone's samples split evenly over its snapshots in order.
-Snapshots of failed earlier attempts are ignored.
+Pairing rule: within the attempt that produced the result, a phone's measured
+runs are its last snapshots, one each (``farm.runner.measure`` gates, then
+runs; a tune job also gates before tuning, which measures nothing kept), as
+many as the summary's ``runs`` of that phone; every run of a job yields the
+same number of samples, so a phone's samples split evenly over those snapshots
+in order. Snapshots of failed earlier attempts are ignored.
 """
 
 from __future__ import annotations
@@ -121,6 +122,12 @@ def rows_of(
     for snapshot in snapshots:
         if snapshot.attempt_id in (None, result.attempt_id):
             taken[snapshot.serial].append(snapshot)
+    runs: dict[str | None, int] = defaultdict(int)
+    for run in result.summary.get("runs") or ():
+        runs[run.get("serial")] += 1
+    for serial, mine in taken.items():
+        if 0 < runs[serial] < len(mine):
+            taken[serial] = mine[-runs[serial]:]  # earlier ones gated unmeasured work
     serials = result.serials or (None,) * len(result.samples)
     repetitions = result.repetitions or (0,) * len(result.samples)
     per_serial: dict[str | None, int] = defaultdict(int)

@@ -85,9 +85,9 @@ def phone_spreads(rows: Iterable[SampleRow], max_cv: float) -> list[PhoneSpread]
 
 
 def noise_label(figure: PhoneSpread) -> str:
-    """``noisy``, ``re-run, still noisy``, ``re-run, steady`` or empty."""
+    """``noisy``, ``re-run: noisy``, ``re-run: steady`` or empty."""
     if figure.rerun:
-        return "re-run, still noisy" if figure.noisy else "re-run, steady"
+        return "re-run: noisy" if figure.noisy else "re-run: steady"
     return "noisy" if figure.noisy else ""
 
 

@@ -2,9 +2,8 @@
 
 :func:`execute` validates the stored spec and calls its kind's ``run``; each
 kind maps its spec to the jobs' plain parameters (``farm.jobs.params``) in its
-own module. The helpers here serve every kind: :func:`measure` gates each
-measured run thermally (``gate``), ``repetitions`` times per phone, and keeps
-every raw sample tagged with its phone; :func:`tracker_params` and
+own module. The helpers here serve every kind (benchmark kinds' measured runs
+are in :mod:`farm.runner.measure`): :func:`tracker_params` and
 :func:`phone_target` say where a phone's session comes from and what it
 compiles for.
  They must share one
@@ -13,9 +12,8 @@ target (tune), and each times its own runs, so every sample keeps its serial.
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +31,7 @@ __all__ = [
     "RunContext",
     "device_facts",
     "execute",
-    "measure",
     "phone_target",
-    "summary_of_runs",
     "tracker_params",
     "tune_work_dir",
 ]
@@ -113,58 +109,6 @@ def phone_target(serial: str, ctx: RunContext, device: jp.DeviceKind) -> dict[st
     from farm.jobs.targets import target_for
 
     return target_for(device_facts(serial, ctx.facts.get(serial, {})), device)
-
-
-def summary_of_runs(
-    kind: str, runs: Sequence[dict[str, Any]], samples: Sequence[float]
-) -> dict[str, Any]:
-    """A timed job's summary: mean and median of every sample (seconds), and each run."""
-    return {
-        "kind": kind,
-        "mean_s": statistics.fmean(samples) if samples else None,
-        "median_s": statistics.median(samples) if samples else None,
-        "samples": len(samples),
-        "runs": list(runs),
-    }
-
-
-def measure(
-    ctx: RunContext, repetitions: int, device: jp.DeviceKind,
-    run_one: Callable[[jp.TrackerParams, dict[str, Any], int], Any],
-    describe: Callable[[Any], dict[str, Any]],
-) -> tuple[list[float], list[str], list[dict[str, Any]], list[SnapshotData]]:
-    """Each repetition on each phone: gate, run, keep every sample with its phone.
-
-    Args:
-        ctx: the attempt.
-        repetitions: measured runs per phone.
-        device: the processor the runs use.
-        run_one: runs once: (tracker, target, repetition) -> a result with
-            ``samples_s``, ``mean_s``, ``max_abs_err``, ``threads``, ``target``.
-        describe: a result -> the kind's own fields of its run summary.
-
-    Returns:
-        samples (seconds), the serial of each sample, one summary per run, and
-        the thermal snapshot taken before each run.
-    """
-    samples: list[float] = []
-    serials: list[str] = []
-    runs: list[dict[str, Any]] = []
-    snapshots: list[SnapshotData] = []
-    for repetition in range(repetitions):
-        for serial in ctx.attempt.serials:
-            target = phone_target(serial, ctx, device)
-            snapshots.append(ctx.gate(serial))
-            result = run_one(tracker_params(ctx, serial), target, repetition)
-            samples += result.samples_s
-            serials += [serial] * len(result.samples_s)
-            runs.append({
-                "serial": serial, "repetition": repetition, "mean_s": result.mean_s,
-                "max_abs_err": result.max_abs_err,
-                "threads": asdict(result.threads) if result.threads else None,
-                "target": result.target, **describe(result),
-            })
-    return samples, serials, runs, snapshots
 
 
 def execute(ctx: RunContext) -> Outcome:

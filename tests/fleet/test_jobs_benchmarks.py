@@ -39,17 +39,21 @@ class TestGemmAndCompileOnce:
             view = farm.store.get_job(job_id)
             assert view.state is JobState.SUCCEEDED, view.error  # type: ignore[union-attr]
             [result] = farm.store.results(job_id)
-            assert len(result.samples) == repeat and all(s > 0 for s in result.samples)
-            [run] = result.summary["runs"]
-            assert run["serial"] == serial
+            # A noisy phone is measured once more ([results] rerun_noisy): repetition 1.
+            last = max(result.repetitions)
+            kept = [v for v, r in zip(result.samples, result.repetitions, strict=True) if r == last]
+            assert len(kept) == repeat and all(s > 0 for s in result.samples)
+            run = result.summary["runs"][-1]
+            assert {r["serial"] for r in result.summary["runs"]} == {serial}
             assert run["gflops"] > 0 and result.summary["gflops"] > 0
             # The job compared C with numpy's A @ B before timing.
             assert run["max_abs_err"] < 1e-3
             flop = 2 * 96**3
-            assert result.summary["gflops"] == pytest.approx(flop / np.mean(result.samples) / 1e9)
+            assert result.summary["gflops"] == pytest.approx(flop / np.mean(kept) / 1e9)
         logs = farm.child_logs(job_ids)
+        runs = sum(len(farm.store.results(j)[0].summary["runs"]) for j in job_ids)  # re-runs too
         assert logs.count("compile_cache_built") == 1
-        assert logs.count("compile_cache_hit") == 3
+        assert logs.count("compile_cache_hit") == runs - 1
         assert len(list((farm.data_dir / "compile-cache").glob("*/lib.so"))) == 1
 
 
@@ -65,7 +69,7 @@ class TestModelJob:
         view = farm.store.get_job(job_id)
         assert view.state is JobState.SUCCEEDED, view.error  # type: ignore[union-attr]
         [result] = farm.store.results(job_id)
-        assert len(result.samples) == 3 and all(s > 0 for s in result.samples)
-        [run] = result.summary["runs"]
+        assert len(result.samples) in (3, 6) and all(s > 0 for s in result.samples)  # 6: re-run
+        run = result.summary["runs"][-1]
         assert run["max_abs_err"] < 1e-3
         assert result.summary["model"] == "small_cnn.onnx"

@@ -127,10 +127,12 @@ class TestDispatcher:
         )
         assert farm.store.get_job(job_id).state is JobState.SUCCEEDED  # type: ignore[union-attr]
         [result] = farm.store.results(job_id)
-        assert len(result.samples) == 3 and all(s > 0 for s in result.samples)
+        # 6 samples and 2 snapshots when the phone was noisy and re-run ([results] rerun_noisy).
+        assert len(result.samples) in (3, 6) and all(s > 0 for s in result.samples)
         assert result.summary["gflops"] > 0 and result.summary["n"] == 16
         assert farm.store.get_device(farm.serials[0]).state is DeviceState.READY  # type: ignore[union-attr]
-        [snapshot] = farm.store.snapshots(job_id)
+        snapshot = farm.store.snapshots(job_id)[0]
+        assert len(farm.store.snapshots(job_id)) == len(result.samples) // 3
         assert snapshot.serial == farm.serials[0] and snapshot.battery["battery_temp_c"] is not None
 
     def test_opencl_job_is_never_placed_on_a_phone_without_opencl(self, make_farm) -> None:  # type: ignore[no-untyped-def]
@@ -215,7 +217,7 @@ class TestDispatcher:
             dispatcher, lambda: ended(farm.store, job_id) and not dispatcher.children, "job ends"
         )
         assert farm.store.get_job(job_id).state is JobState.SUCCEEDED  # type: ignore[union-attr]
-        [snapshot] = farm.store.snapshots(job_id)
+        snapshot = farm.store.snapshots(job_id)[0]  # a second one if the phone was re-run
         assert snapshot.thermal_wait_s > 0 and snapshot.battery["battery_temp_c"] <= 35
 
 LOOP = textwrap.dedent("""
@@ -294,4 +296,4 @@ class TestRestart:
         assert attempts[0].state is AttemptState.ABANDONED
         assert [a.state for a in attempts].count(AttemptState.SUCCEEDED) == 1
         [result] = farm.store.results(job_id)
-        assert result.attempt_id == attempts[-1].id and len(result.samples) == 3
+        assert result.attempt_id == attempts[-1].id and len(result.samples) in (3, 6)  # 6: re-run

@@ -68,6 +68,14 @@ class TestRowsOf:
         [row] = rows_of(job, result, [_snap("A", 45.0, 4, attempt_id=1)], {"A": FACTS})
         assert row.battery_temp_c is None and row.model == "Pixel 7"
 
+    def test_snapshots_before_unmeasured_work_are_skipped(self) -> None:
+        """A tune job gates before tuning and before timing: samples take the later snapshot."""
+        job = _job()
+        result = ResultView(1, job.id, 1, {"runs": [{"serial": "A"}]}, NOW, (1.0, 1.1), "s",
+                            ("A", "A"), (0, 0))
+        rows = rows_of(job, result, [_snap("A", 30.0, 0), _snap("A", 41.0, 3)])
+        assert [r.battery_temp_c for r in rows] == [41.0, 41.0]
+
     def test_rerun_samples_keep_repetition_1(self, store: Store) -> None:
         """A noisy phone's re-run is stored with repetition 1, and latest_repetition keeps it."""
         outcome = Outcome({"kind": "gemm"}, (1.0, 3.0, 1.5, 1.6), "s", ("A",) * 4,

@@ -1,0 +1,138 @@
+"""``farmctl results``: flat rows per sample, spread per phone, noise marks and plots."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from device_states import put_state
+
+from farm.queue import DeviceState, Outcome, Store
+from farm.queue.records import SnapshotData
+from farm.queue.scheduler import Assignment
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+STEADY = (0.010, 0.0101, 0.0099, 0.0100)
+NOISY = (0.010, 0.020, 0.005, 0.015)
+
+
+def _snap(serial: str, temp_c: float) -> SnapshotData:
+    return SnapshotData(serial, NOW, {"battery_temp_c": temp_c}, {"thermal_status": 1},
+                        {"model": f"M-{serial}", "soc": "sm8150", "abi": "arm64-v8a"})
+
+
+def measured(store: Store, run: dict[str, tuple[float, ...]], *, n: int = 64,
+             repetitions: tuple[int, ...] = (), at: datetime = NOW) -> list[int]:
+    """One gemm job per phone of ``run`` (serial -> samples), as one --each run; the job ids."""
+    for serial in run:
+        if store.get_device(serial) is None:
+            store.upsert_device(serial, NOW, {"abi": "arm64-v8a"})
+            put_state(store, serial, DeviceState.READY, "test", NOW)
+    specs = [{"kind": "gemm", "params": {"n": n}, "devices": {"serials": [s]}} for s in run]
+    _, job_ids = store.enqueue_run(specs, at)
+    for job_id, (serial, samples) in zip(job_ids, run.items(), strict=True):
+        [claim] = store.claim([Assignment(job_id, (serial,), 60.0)], at)
+        outcome = Outcome({"kind": "gemm"}, samples, "s", (serial,) * len(samples),
+                          (_snap(serial, 30.0 + len(serial)),),
+                          sample_repetitions=repetitions)
+        assert store.finish(claim.attempt.id, outcome, at)
+    return job_ids
+
+
+class TestFlatRows:
+    def test_csv_carries_serial_and_temperature_per_sample(self, farmctl, store: Store) -> None:
+        """Every CSV line is one raw sample with its phone, model, repetition and temperature."""
+        [a, _] = measured(store, {"A": STEADY, "BB": NOISY})
+        run_id = store.get_job(a).run_id  # type: ignore[union-attr]
+        out = farmctl("results", "--run", str(run_id), "--format", "csv").stdout
+        rows = list(csv.DictReader(io.StringIO(out)))
+        assert len(rows) == 8
+        assert {(r["serial"], r["battery_temp_c"], r["model"]) for r in rows} == {
+            ("A", "31", "M-A"), ("BB", "32", "M-BB")}
+        assert {r["run_id"] for r in rows} == {run_id}
+        assert {r["repetition"] for r in rows} == {"0"} and rows[0]["thermal_status"] == "1"
+
+    def test_json_rows_of_one_job(self, farmctl, store: Store) -> None:
+        """--job ... --json gives that job's samples only, with their serial."""
+        [a, b] = measured(store, {"A": STEADY, "B": NOISY})
+        rows = json.loads(farmctl("results", "--job", str(b), "--json").stdout)
+        assert [(r["job_id"], r["serial"], r["value"]) for r in rows] == [
+            (b, "B", v) for v in NOISY]
+        assert a != b
+
+
+class TestSpreadTable:
+    def test_one_line_per_phone_noisy_marked(self, farmctl, store: Store) -> None:
+        """The table has one line per job and phone; only the noisy phone is marked."""
+        measured(store, {"A": STEADY, "B": NOISY})
+        lines = farmctl("results").stdout.splitlines()
+        a_line = next(line for line in lines if " A " in line)
+        b_line = next(line for line in lines if " B " in line)
+        assert "10.000 ms" in a_line and "noisy" not in a_line
+        assert "noisy" in b_line and "re-run" not in b_line
+
+    def test_a_rerun_replaces_the_noisy_measurement(self, farmctl, store: Store) -> None:
+        """A phone re-run once shows the re-run's spread and says so."""
+        measured(store, {"A": NOISY + STEADY}, repetitions=(0,) * 4 + (1,) * 4)
+        out = farmctl("results").stdout
+        assert "re-run: steady" in out and "10.000 ms" in out
+
+    def test_max_cv_comes_from_the_config(self, farmctl, store: Store, config: Path) -> None:
+        """[results] max_cv = 0.9 makes the noisy phone acceptable."""
+        config.write_text(config.read_text() + "\n[results]\nmax_cv = 0.9\n")
+        measured(store, {"B": NOISY})
+        assert "noisy" not in farmctl("results").stdout
+
+
+class TestPlots:
+    def test_plot_of_a_run_is_a_png(self, farmctl, store: Store, tmp_path: Path) -> None:
+        """--plot writes a PNG of the run's phones."""
+        [a, _] = measured(store, {"A": STEADY, "B": NOISY})
+        path = tmp_path / "plots" / "run.png"
+        run_id = str(store.get_job(a).run_id)  # type: ignore[union-attr]
+        result = farmctl("results", "--run", run_id, "--plot", str(path))
+        assert result.exit_code == 0, result.output
+        data = path.read_bytes()
+        assert data[:8] == PNG_MAGIC and len(data) > 10_000
+
+    def test_history_plot_is_a_png(self, farmctl, store: Store, tmp_path: Path) -> None:
+        """--history WORKLOAD --plot draws one workload's medians over time."""
+        for day in range(3):
+            measured(store, {"A": STEADY, "B": STEADY}, at=NOW + timedelta(days=day))
+        measured(store, {"A": STEADY}, n=128)
+        path = tmp_path / "history.png"
+        result = farmctl("results", "--history", "gemm n=64 float32", "--plot", str(path))
+        assert result.exit_code == 0, result.output
+        assert result.stdout.count(" A ") == 3  # the n=128 job is another workload
+        data = path.read_bytes()
+        assert data[:8] == PNG_MAGIC and len(data) > 10_000
+
+
+class TestErrors:
+    @pytest.mark.parametrize(("args", "message"), [
+        (["--job", "9"], "Error: no job 9"),
+        (["--run", "r-nope"], "Error: no run r-nope"),
+        (["--history", "gemm n=1"], "Error: no results of workload 'gemm n=1'"),
+    ])
+    def test_unknown_selection_is_one_line(self, farmctl, args: list[str], message: str) -> None:
+        """A job, run or workload without results: exit 2 and one line."""
+        result = farmctl("results", *args)
+        assert result.exit_code == 2 and result.stderr.startswith(message)
+        assert len(result.stderr.splitlines()) == 1
+
+    def test_job_and_run_together_is_a_usage_error(self, farmctl) -> None:
+        """--job and --run are two selections: exit 2."""
+        result = farmctl("results", "--job", "1", "--run", "r-1")
+        assert result.exit_code == 2 and "give one" in result.stderr
+
+    def test_unwritable_plot_is_one_line(self, farmctl, store: Store, tmp_path: Path) -> None:
+        """A plot path under a file: exit 2, no traceback."""
+        measured(store, {"A": STEADY})
+        (tmp_path / "file").write_text("")
+        result = farmctl("results", "--plot", str(tmp_path / "file" / "x.png"))
+        assert result.exit_code == 2 and result.stderr.startswith("Error: cannot write the plot")
