@@ -96,6 +96,8 @@ class FleetManager:
         self.recoverer = Recoverer(self)
         self.prober = Prober(self)
         self.metrics: FarmMetrics | None = None  # farmd sets it; tests may leave it unset
+        #: Called after a phone moved to ``ready`` (farmd wakes its dispatcher).
+        self.on_ready: Callable[[], None] | None = None
 
     # -- bookkeeping ---------------------------------------------------------------
 
@@ -137,6 +139,8 @@ class FleetManager:
                                       expect_attempt=record.attempt_id):
                 log.info("phone_state_changed", serial=serial, from_state=record.state.value,
                          to_state=move.to_state.value, reason=move.reason)
+                if move.to_state is DeviceState.READY and self.on_ready is not None:
+                    self.on_ready()
                 return record, move
             log.info("phone_move_lost", serial=serial, read_state=record.state.value,
                      to_state=move.to_state.value, reason=move.reason)

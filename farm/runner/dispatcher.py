@@ -29,6 +29,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -113,6 +114,16 @@ class TickReport:
     stopped: list[int] = field(default_factory=list)
 
 
+def _watch_exit(process: subprocess.Popen[bytes], on_exit: Callable[[], None]) -> None:
+    """Wait for ``process`` to exit, then call ``on_exit``.
+
+    Popen serialises ``waitpid`` with a lock, so the tick's ``poll()`` sees
+    the child running until this thread has reaped it, then its exit code.
+    """
+    process.wait()
+    on_exit()
+
+
 class Dispatcher:
     """Runs claimed attempts in child processes; needs nothing else from farmd.
 
@@ -123,6 +134,9 @@ class Dispatcher:
         command: builds a child's argv (default :func:`child_command`); a
             wrapper such as ``nice`` or ``systemd-run`` can be put in front.
         runs_dir: where run folders go; ``<data_dir>/runs`` by default.
+        on_exit: called (on a watcher thread) as soon as a child exits, so
+            farmd ticks at once to collect it and give its phones new work
+            (:class:`farm.runner.wake.TickLoop`); None: found at the next tick.
     """
 
     def __init__(
@@ -133,11 +147,13 @@ class Dispatcher:
         *,
         command: ChildCommand = child_command,
         runs_dir: Path | None = None,
+        on_exit: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self.clock = clock
         self.command = command
+        self.on_exit = on_exit
         self.runs_dir = runs_dir or Path(settings.data_dir) / RUNS_DIR
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         self.children: dict[int, RunningChild] = {}
@@ -271,6 +287,9 @@ class Dispatcher:
         )
         log.info("attempt_child_spawned", attempt=claim.attempt.id, job_id=claim.job.id,
                  pid=process.pid)
+        if self.on_exit is not None:
+            threading.Thread(target=_watch_exit, args=(process, self.on_exit),
+                             name=f"farm-child-{claim.attempt.id}", daemon=True).start()
 
     # --- stopping --------------------------------------------------------------------
 
