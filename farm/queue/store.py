@@ -256,7 +256,7 @@ class Store(DeviceOps):
                     )
                 )
             devices = [
-                DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}))
+                DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}), d.held_outside)
                 for d in session.scalars(select(Device).order_by(Device.serial))
             ]
         return QueueSnapshot(jobs=jobs, devices=devices)
