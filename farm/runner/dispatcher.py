@@ -8,8 +8,9 @@ tick is::
                       reported here with fail_attempt: retry on another phone
     time out          a child past its job's timeout_s is killed (its whole
                       process group) and the attempt fails with JobTimeout
-    heartbeat         each running attempt's lease is extended; a False answer
-                      (job cancelled, or lease reaped) kills the child
+    heartbeat         each running attempt's lease is extended, at most once per
+                      jobs.tick_interval_s; a False answer (job cancelled, or
+                      lease reaped) kills the child
     reap(now)         attempts whose lease ran out (a farmd that died) are requeued
     plan + claim      farm.queue.scheduler.plan on the store's snapshot, applied
                       atomically by Store.claim
@@ -80,6 +81,7 @@ class RunningChild:
         run_dir: its run folder (outcome.json, child.log).
         started_s: monotonic seconds when it was started.
         timeout_s: the job's time limit per attempt.
+        beat_s: monotonic seconds of its last heartbeat (its start at first).
     """
 
     claim: Claim
@@ -87,6 +89,7 @@ class RunningChild:
     run_dir: Path
     started_s: float
     timeout_s: float
+    beat_s: float = 0.0
 
     @property
     def attempt_id(self) -> int:
@@ -235,7 +238,13 @@ class Dispatcher:
             report.timed_out.append(attempt_id)
 
     def _heartbeat(self, now: datetime, report: TickReport) -> None:
+        # Once per tick interval, not on every woken tick: a lease is minutes
+        # long, and a heartbeat is a write transaction per running child.
+        now_s = self.clock.monotonic()
         for attempt_id, child in list(self.children.items()):
+            if now_s - child.beat_s < self.settings.jobs.tick_interval_s:
+                continue
+            child.beat_s = now_s
             if self.store.heartbeat(attempt_id, now) or read_outcome(child.run_dir) is not None:
                 continue  # still running, or it ended on purpose and is exiting
             # Cancelled, or reaped while farmd stalled: the attempt must stop.
@@ -282,8 +291,9 @@ class Dispatcher:
             log.error("attempt_not_started", attempt=claim.attempt.id, reason=str(exc),
                       decision=decision.value)
             return
+        started_s = self.clock.monotonic()
         self.children[claim.attempt.id] = RunningChild(
-            claim, process, run_dir, self.clock.monotonic(), claim.job.timeout_s,
+            claim, process, run_dir, started_s, claim.job.timeout_s, started_s,
         )
         log.info("attempt_child_spawned", attempt=claim.attempt.id, job_id=claim.job.id,
                  pid=process.pid)
