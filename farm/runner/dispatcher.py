@@ -1,7 +1,7 @@
 """The dispatcher: puts queued jobs on phones, one child process per attempt.
 
-farmd calls :meth:`Dispatcher.tick` every couple of seconds and on events; a
-tick is::
+farmd calls :meth:`Dispatcher.tick` every ``jobs.tick_interval_s`` and at once
+on a wake (:mod:`farm.runner.wake`); a tick is::
 
     collect exits     a child that left outcome.json already told the store;
                       one that died without it (a signal, SIGSEGV in TVM) is
