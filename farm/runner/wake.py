@@ -70,8 +70,9 @@ class TickLoop:
     """Runs ``tick`` on its own thread every ``interval_s``, and at once after :meth:`wake`.
 
     Args:
-        tick: the work; its exceptions are the caller's to catch (farmd wraps
-            it in its ``_guarded``), one escaping ends the loop.
+        tick: the work (farmd logs its FarmErrors with ``_guarded``); any
+            other exception is logged with its traceback and the loop goes on,
+            as APScheduler did for the periodic job this replaces.
         interval_s: seconds between ticks when nothing wakes it.
         name: the thread's name.
     """
@@ -101,7 +102,10 @@ class TickLoop:
                 return
             # Cleared before the tick: a wake during it asks for one more tick.
             self._woken.clear()
-            self._tick()
+            try:
+                self._tick()
+            except Exception:  # a bug: say where, keep dispatching
+                log.exception("tick_crashed", loop=self._thread.name)
             self.ticks += 1
 
     def stop(self, timeout_s: float = 60.0) -> None:

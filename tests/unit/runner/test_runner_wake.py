@@ -87,6 +87,23 @@ class TestTickLoop:
             release.set()
             loop.stop()
 
+    def test_a_crashing_tick_does_not_end_the_loop(self) -> None:
+        """A tick that raises is logged; the next wake ticks again."""
+        calls = Counter()
+
+        def tick() -> None:
+            calls()
+            raise RuntimeError("a bug")
+
+        loop = TickLoop(tick, LONG_TICK_S)
+        loop.start()
+        try:
+            wait_until(lambda: calls.calls == 1, WAIT_S, "the first tick")
+            loop.wake()
+            wait_until(lambda: calls.calls == 2, WAIT_S, "a tick after the crash")
+        finally:
+            loop.stop()
+
     def test_stop_ends_the_thread(self) -> None:
         """After stop, wakes tick no more."""
         ticks = Counter()
