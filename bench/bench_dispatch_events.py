@@ -31,6 +31,7 @@ work) and commits a one-sample result through ``Store.finish``, leaving
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -78,6 +79,7 @@ class Farm:
     spawned: dict[int, datetime]
     data_dir: Path
     stops: list[Callable[[], object]]
+    tick_ms: list[float]
 
     def close(self) -> None:
         """Stop ticking, kill running children (their jobs are requeued), close."""
@@ -118,14 +120,21 @@ def start_farm(mode: str, phones: int, backlog: int, work_s: float, data_dir: Pa
 
     dispatcher = Dispatcher(store, settings, clock, command=command,
                             on_exit=child_exited if wake else None)
-    loop = TickLoop(dispatcher.tick, settings.jobs.tick_interval_s, name=f"bench-{mode}")
+    tick_ms: list[float] = []
+
+    def tick() -> None:
+        start_s = time.perf_counter()
+        if dispatcher.tick().started:
+            tick_ms.append((time.perf_counter() - start_s) * 1e3)
+
+    loop = TickLoop(tick, settings.jobs.tick_interval_s, name=f"bench-{mode}")
     loops.append(loop)
     stops: list[Callable[[], object]] = []
     loop.start()
     stops.append(loop.stop)
     if wake:
         stops.append(SocketWake(data_dir, loop.wake).close)
-    return Farm(store, loop, dispatcher, spawned, data_dir, stops)
+    return Farm(store, loop, dispatcher, spawned, data_dir, stops, tick_ms)
 
 
 def ended_attempts(store: Store) -> list[AttemptView]:
@@ -135,8 +144,8 @@ def ended_attempts(store: Store) -> list[AttemptView]:
 
 
 def ready_to_running(mode: str, phones: int, jobs: int, measure: int, work_s: float,
-                     data_dir: Path) -> list[float]:
-    """Figure 1, in ms per attempt."""
+                     data_dir: Path) -> tuple[list[float], list[float], list[float]]:
+    """Figure 1, in ms per attempt: all, after each phone's first; and the ticks that started work."""
     farm = start_farm(mode, phones, jobs, work_s, data_dir)
     start = SystemClock().now()
     try:
@@ -147,13 +156,16 @@ def ready_to_running(mode: str, phones: int, jobs: int, measure: int, work_s: fl
     finally:
         farm.close()
     last_end: dict[str, datetime] = {}
-    waits_ms = []
+    waits_ms, steady_ms = [], []
     for attempt in attempts:
         serial = attempt.serials[0]
         ready = max(last_end.get(serial, start), submitted[attempt.job_id])
-        waits_ms.append((farm.spawned[attempt.id] - ready).total_seconds() * 1e3)
+        wait_ms = (farm.spawned[attempt.id] - ready).total_seconds() * 1e3
+        waits_ms.append(wait_ms)
+        if serial in last_end:
+            steady_ms.append(wait_ms)
         last_end[serial] = attempt.finished_at  # type: ignore[assignment]
-    return waits_ms
+    return waits_ms, steady_ms, farm.tick_ms
 
 
 def busy_share(mode: str, phones: int, jobs: int, work_s: float, data_dir: Path) -> float:
@@ -214,7 +226,7 @@ def main() -> int:
     parser.add_argument("--child", nargs=4, metavar=("SETTINGS", "ATTEMPT", "RUN_DIR", "WORK_S"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
-    logs.configure(json=True, level="warning", stream=sys.stderr)
+    logs.configure(json=True, level="error", stream=sys.stderr)
     if args.child:
         return child(Path(args.child[0]), int(args.child[1]), Path(args.child[2]),
                      float(args.child[3]))
@@ -223,7 +235,8 @@ def main() -> int:
           f"{args.busy_jobs} --enqueues {args.enqueues} --work-s {args.work_s:g}")
     print(f"tick: jobs.wake_on_events = false, a tick every {TICK_S:g} s (before); "
           "wake: true (after)")
-    ready: dict[str, list[float]] = {}
+    print(f"host: {os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.1f}")
+    ready: dict[str, tuple[list[float], list[float], list[float]]] = {}
     enqueue: dict[str, list[float]] = {}
     busy: dict[str, float] = {}
     for mode in MODES:
@@ -236,13 +249,18 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="farm-bench-") as tmp:
             enqueue[mode] = enqueue_to_running(mode, args.enqueues, args.work_s, Path(tmp))
     for mode in MODES:
-        print(line(f"ready -> running ({args.phones} ph)", mode, ready[mode]))
+        print(line(f"ready -> running ({args.phones} ph)", mode, ready[mode][0]))
+    for mode in MODES:
+        print(line("  after the first wave", mode, ready[mode][1]))
+    for mode in MODES:
+        print(line("  tick that started work", mode, ready[mode][2]))
     for mode in MODES:
         print(line("enqueue -> running", mode, enqueue[mode]))
     for mode in MODES:
         print(f"{'busy share (' + str(args.busy_phones) + ' ph)':22s} {mode:5s} "
               f"{100 * busy[mode]:.1f} % of phone time inside jobs "
               f"({args.busy_jobs} jobs of {args.work_s:g} s)")
+    print(f"load average at end {os.getloadavg()[0]:.1f}")
     return 0
 
 
