@@ -145,7 +145,7 @@ def ended_attempts(store: Store) -> list[AttemptView]:
 
 def ready_to_running(mode: str, phones: int, jobs: int, measure: int, work_s: float,
                      data_dir: Path) -> tuple[list[float], list[float], list[float]]:
-    """Figure 1, in ms per attempt: all, after each phone's first; and the ticks that started work."""
+    """Figure 1 (ms): every attempt, those after the first wave, and the ticks that started work."""
     farm = start_farm(mode, phones, jobs, work_s, data_dir)
     start = SystemClock().now()
     try:
