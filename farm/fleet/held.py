@@ -16,10 +16,12 @@ else's.
 The same summary is seen for a moment after farm's own attempt or probe
 ended, before the server offered itself again; a phone is therefore marked
 held outside only when two sweeps at least :data:`HELD_CONFIRM_S` apart both
-see it held (:class:`HeldWatch`). Who holds it is read from this host's TCP
-table (:func:`session_peer`): the session's client is connected to the
-server's address as the tracker hands it out (``127.0.0.1:<adb forward port>``
-for a usb-only phone, so the client runs on this host).
+see it held, and only while it is ``ready`` (:class:`HeldWatch`). Who holds it
+is read from this host's TCP table (:func:`session_peer`): the session's
+client is connected to the server's address as the tracker hands it out
+(``127.0.0.1:<adb forward port>`` for a usb-only phone, so the client runs on
+this host, and a usb-only phone with no client connected is not held: a
+frozen app that took a ticket and never served looks the same in the summary).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import psutil
 import structlog
 
 from farm.clock import Clock
+from farm.netaddr import is_loopback
 from farm.queue.models import DeviceState
 from farm.queue.records import DeviceRecord
 from farm.queue.store import Store
@@ -85,13 +88,16 @@ class HeldWatch:
         store: the queue (``Store.mark_held_outside``).
         clock: monotonic time for the two sightings, wall time for the events.
         on_free: called when a phone is no longer held (farmd wakes its dispatcher).
+        peers: finds the client of a server in use (:func:`session_peer`).
     """
 
     def __init__(self, store: Store, clock: Clock,
-                 on_free: Callable[[], None] | None = None) -> None:
+                 on_free: Callable[[], None] | None = None,
+                 peers: Callable[[ServerInfo], str | None] = session_peer) -> None:
         self.store = store
         self.clock = clock
         self.on_free = on_free
+        self.peers = peers
         self._seen_s: dict[str, float] = {}  # serial -> first sighting of this streak
         self._lock = threading.Lock()
 
@@ -119,9 +125,11 @@ class HeldWatch:
     def _judge(self, device: DeviceRecord, server: ServerInfo | None, probing: bool) -> bool:
         serial = device.serial
         ours = device.attempt_id is not None or device.state is DeviceState.BUSY or probing
-        if server is None or ours:
+        if server is None or ours or device.state is not DeviceState.READY:
+            # Only an idle ready phone can be someone else's: a server that took
+            # a ticket and never serves (a frozen app) is the ladder's business.
             self._seen_s.pop(serial, None)
-            if server is None and device.held_outside is not None:
+            if device.held_outside is not None and not ours:
                 self._clear(device)
             return False
         if device.held_outside is not None:
@@ -130,7 +138,12 @@ class HeldWatch:
         first_s = self._seen_s.setdefault(serial, now_s)
         if now_s - first_s < HELD_CONFIRM_S:
             return False
-        reason = held_reason(session_peer(server))
+        peer = self.peers(server)
+        if peer is None and is_loopback(server.host):
+            # A usb-only phone is reached only through this host's adb forward:
+            # no client connected to it means no session, whatever took the ticket.
+            return False
+        reason = held_reason(peer)
         if self.store.mark_held_outside(serial, reason, self.clock.now(), expect_held=None,
                                         expect_attempt=None):
             log.info("phone_held_outside", serial=serial, tracker_key=server.key, reason=reason)

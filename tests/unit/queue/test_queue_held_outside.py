@@ -6,6 +6,7 @@ from collections import namedtuple
 from types import SimpleNamespace
 
 import psutil
+from device_states import put_state
 from queue_helpers import ARM64, T0, add_ready, gemm_spec, plan
 
 from farm.clock import FakeClock
@@ -116,10 +117,13 @@ class TestHeldServers:
 
 
 class TestHeldWatch:
-    def watch(self, store: Store) -> tuple[HeldWatch, FakeClock, list[int]]:
+    def watch(self, store: Store, peer: str | None = "127.0.0.1:40112"
+              ) -> tuple[HeldWatch, FakeClock, list[int]]:
         freed: list[int] = []
         clock = FakeClock(T0)
-        return HeldWatch(store, clock, on_free=lambda: freed.append(1)), clock, freed
+        watch = HeldWatch(store, clock, on_free=lambda: freed.append(1),
+                          peers=lambda _server: peer)
+        return watch, clock, freed
 
     def update(self, watch: HeldWatch, store: Store, summary: TrackerSummary,
                probing: bool = False) -> set[str]:
@@ -133,8 +137,24 @@ class TestHeldWatch:
         assert self.update(watch, store, in_use(SERVER)) == set()
         clock.advance(HELD_CONFIRM_S)
         assert self.update(watch, store, in_use(SERVER)) == {"p1"}
-        held = store.get_device("p1").held_outside  # type: ignore[union-attr]
-        assert held is not None and held.startswith("held outside farm by a session from ")
+        assert store.get_device("p1").held_outside == HELD  # type: ignore[union-attr]
+
+    def test_a_usb_only_server_nobody_is_connected_to_is_not_held(self, store: Store) -> None:
+        """A taken ticket with no client on this host's forward is a frozen app, not a session."""
+        add_ready(store, "p1")
+        watch, clock, _ = self.watch(store, peer=None)
+        for _ in range(3):
+            assert self.update(watch, store, in_use(SERVER)) == set()
+            clock.advance(HELD_CONFIRM_S)
+
+    def test_an_unhealthy_phone_is_not_held(self, store: Store) -> None:
+        """Only an idle ready phone can be held outside; the ladder owns the others."""
+        add_ready(store, "p1")
+        put_state(store, "p1", DeviceState.UNHEALTHY, "probe failed", T0)
+        watch, clock, _ = self.watch(store)
+        for _ in range(3):
+            assert self.update(watch, store, in_use(SERVER)) == set()
+            clock.advance(HELD_CONFIRM_S)
 
     def test_a_free_sighting_in_between_starts_over(self, store: Store) -> None:
         """A server free again between two sightings is not held."""
