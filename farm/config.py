@@ -182,7 +182,9 @@ class JobSettings(_Frozen):
 
     The time limits of one attempt per kind (``farm.kinds``): a tuning run
     measures hundreds of candidates, a timed run only a handful; a kind without
-    its own limit uses ``default_timeout_s``.
+    its own limit uses ``default_timeout_s``. The dispatcher ticks every
+    ``tick_interval_s`` and, with ``wake_on_events``, at once when something
+    it waits for happens (:mod:`farm.runner.wake`).
     """
 
     default_timeout_s: float = Field(600.0, gt=0)
@@ -192,6 +194,11 @@ class JobSettings(_Frozen):
     thermal_wait_deadline_s: float = Field(900.0, gt=0)
     lease_s: float = Field(120.0, gt=0)
     tune_lease_s: float = Field(3600.0, gt=0)
+    #: The dispatcher's safety-net tick (s): farmd also ticks at once on a wake.
+    tick_interval_s: float = Field(2.0, gt=0)
+    #: Tick on events (an enqueue, an attempt's child exiting, a phone ready);
+    #: false leaves only the periodic tick (the old behaviour, for comparison).
+    wake_on_events: bool = True
 
 
 class RetentionSettings(_Frozen):

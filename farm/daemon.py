@@ -6,7 +6,8 @@ and stops everything in order on SIGTERM::
 
     adb server ──track──> FleetManager ──provision/heal──> phones
     tracker (supervised)      │ sweep every health.interval_s
-    Dispatcher.tick() every 2 s: claim -> child process per attempt
+    Dispatcher.tick() on a wake (enqueue, child exit, phone ready) or every
+        jobs.tick_interval_s: claim -> child process per attempt (farm.runner.wake)
     metrics, systemd watchdog, recurring jobs (cron), retention, regression watch
 
 On SIGTERM farmd stops taking work, lets running attempts finish until the
@@ -51,6 +52,7 @@ from farm.retention import RetentionReport, apply_retention
 from farm.runner.dispatcher import Dispatcher
 from farm.runner.execute import COMPILE_CACHE_DIR
 from farm.runner.pidfile import adopt_predecessor, record_child, remove_pidfile, write_pidfile
+from farm.runner.wake import PgWake, SocketWake, TickLoop
 from farm.schedules import install_schedules, validate_schedules
 from farm.supervise.systemd import SystemdNotifier
 from farm.tvm.tracker import TrackerProcess, ping
@@ -62,7 +64,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 DRAIN_DEADLINE_S = 120.0  # systemd/farmd.service TimeoutStopSec covers this
-TICK_INTERVAL_S = 2.0
 METRICS_OVERLAP = timedelta(minutes=5)  # see Farmd._observe_durations
 WATCH_INTERVAL_S = 5.0
 
@@ -84,6 +85,7 @@ class Farmd:
         self.tracker: TrackerProcess | None = None
         self.fleet: Fleet | None = None  # virtual phones, when asked for
         self.metrics_server: MetricsServer | None = None
+        self.tick_loop: TickLoop | None = None
         self._tracker_failures = 0  # restarts failed in a row (watch_services)
         self._tracker_retry_s = 0.0  # monotonic time of the next restart try
         # Ended attempts observed in the job-duration histogram, by end time;
@@ -121,6 +123,8 @@ class Farmd:
         self.manager = FleetManager(self._fleet_options(), self.adb, self.store, self.clock,
                                     self.loop)
         self.manager.metrics = self.metrics
+        if s.jobs.wake_on_events:
+            self.manager.on_ready = self.wake_dispatcher
         self._stops.append(self.manager.close)
         self.manager.forget_connections("farmd started: provisioning again")
         self.tracking = DeviceTracker(self.adb_server, self.manager.on_adb_state)
@@ -128,7 +132,9 @@ class Farmd:
         self._stops.append(self.tracking.stop)
         if self.virtual_phones:
             self._start_virtual_phones(self.virtual_phones)
-        self.dispatcher = Dispatcher(self.store, s, self.clock)
+        self.dispatcher = Dispatcher(
+            self.store, s, self.clock,
+            on_exit=self.wake_dispatcher if s.jobs.wake_on_events else None)
         self._stops.append(self._drain)
         self._schedule()
         if s.metrics.enabled:
@@ -190,8 +196,6 @@ class Farmd:
     def _schedule(self) -> None:
         s, add = self.settings, self.scheduler.add_job
         common = {"coalesce": True, "max_instances": 1}
-        add(self._guarded(self.dispatcher.tick), "interval", seconds=TICK_INTERVAL_S,
-            id="dispatch", **common)
         add(self._guarded(self.manager.sweep), "interval", seconds=s.health.interval_s,
             id="health_sweep", **common)
         add(self._guarded(self.watch_services), "interval", seconds=WATCH_INTERVAL_S,
@@ -208,6 +212,36 @@ class Farmd:
         install_schedules(self.scheduler, s.schedules, self.store, self.clock)
         self.scheduler.start()
         self._stops.append(lambda: self.scheduler.shutdown(wait=False))
+        self._start_dispatching()
+
+    def _start_dispatching(self) -> None:
+        """Tick the dispatcher on its own thread, and listen for wakes if configured.
+
+        Stopped before the drain (``_stops`` runs in reverse), so the drain's
+        ticks never run beside the loop's.
+        """
+        s = self.settings
+        self.tick_loop = TickLoop(self._guarded(self.dispatcher.tick), s.jobs.tick_interval_s)
+        self.tick_loop.start()
+        self._stops.append(self.tick_loop.stop)
+        if not s.jobs.wake_on_events:
+            return
+        try:
+            socket_wake = SocketWake(self.data_dir, self.wake_dispatcher)
+        except OSError as exc:  # the tick still finds every job
+            log.warning("wake_socket_unavailable", path=str(self.data_dir), reason=str(exc))
+        else:
+            self._stops.append(socket_wake.close)
+        if self.store.url.startswith("postgresql"):
+            pg_wake = PgWake(self.store.url, self.wake_dispatcher,
+                             backoff_base_s=s.supervise.backoff_base_s,
+                             backoff_max_s=s.supervise.backoff_max_s)
+            self._stops.append(pg_wake.close)
+
+    def wake_dispatcher(self) -> None:
+        """Run a dispatcher tick now (coalesced with one running or asked for)."""
+        if self.tick_loop is not None:
+            self.tick_loop.wake()
 
     @staticmethod
     def _guarded(fn: Callable[[], object]) -> Callable[[], None]:

@@ -1,8 +1,9 @@
 """``farmctl devices | drain SERIAL | undrain SERIAL | release SERIAL``.
 
 ``devices`` shows each phone's state and health (``good``/``bad`` with the
-reason, LAVA's axis), its latest battery and thermal readings and when farmd
-last saw it (every health sweep refreshes it).
+reason, LAVA's axis), its latest battery and thermal readings, who holds it
+outside farm (a person's own tracker session) and when farmd last saw it
+(every health sweep refreshes it).
 
 Drain is a flag apart from the phone's state: a drained phone finishes its
 attempt and then gets no work until undrained. Release takes a phone out of
@@ -31,7 +32,8 @@ _COLUMNS = [
     Column("health_reason", "why"), Column("battery_pct", "batt %", "right"),
     Column("battery_temp_c", "batt °C", "right"), Column("thermal_status", "thermal", "right"),
     Column("abi"), Column("sdk", justify="right"), Column("soc"), Column("gpu"),
-    Column("attempt_id", "attempt", "right"), Column("last_seen", "last seen"),
+    Column("attempt_id", "attempt", "right"), Column("held_outside", "held by"),
+    Column("last_seen", "last seen"),
 ]
 
 #: Readings of the latest health sample that ``farmctl devices`` shows.
@@ -49,12 +51,15 @@ def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None) -> dict[s
         The record's fields, plus ``shown_state`` (``draining`` for a busy drained
         phone: it finishes its attempt, then takes no work), ``health_reason``,
         the latest ``battery_pct`` (0..100), ``battery_temp_c`` (°C) and
-        ``thermal_status`` (PowerManager 0..6), and ``sampled_at``.
+        ``thermal_status`` (PowerManager 0..6), and ``sampled_at``; ``held_outside``
+        says who holds a phone outside farm (``ready (held outside)`` in the table).
     """
     busy_drained = record.state is DeviceState.BUSY and record.drained
     shown = "draining" if busy_drained else record.state.value
     if record.drained and not busy_drained:
         shown += " (drained)"
+    if getattr(record, "held_outside", None):
+        shown += " (held outside)"
     latest = latest or {}
     return {
         **plain(record),

@@ -41,6 +41,7 @@ from farm.queue.spec import (
     parse_spec,
 )
 from farm.queue.waiting import fitting_in_service, refusal
+from farm.runner.wake import send_wake
 
 __all__ = ["COMMON_FLAGS", "FlagError", "enqueue", "flag_error"]
 
@@ -165,6 +166,7 @@ def _submit(state: CliState, kind: Kind, params: dict[str, Any], common: dict[st
             raise UserFault(f"no known phone can run this job: {reason} "
                             "(--wait-for-device queues it for phones not plugged in yet)")
     job_id = state.store.enqueue(spec, SystemClock().now())
+    send_wake(state.settings.data_dir)  # farmd starts it now, not at its next tick
     job = state.store.get_job(job_id)
     if as_json:
         echo_json(job)

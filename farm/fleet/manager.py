@@ -27,6 +27,7 @@ from farm.aio import LoopThread
 from farm.clock import Clock
 from farm.errors import ConfigError, FarmError, PhoneFault, UserFault
 from farm.fleet import lifecycle
+from farm.fleet.held import HeldWatch
 from farm.fleet.history import HISTORY_EVENTS, events_to_history, reason_of
 from farm.fleet.keys import phone_key
 from farm.fleet.lifecycle import Move
@@ -49,7 +50,7 @@ from farm.queue.records import DeviceRecord
 from farm.queue.store import Store
 from farm.supervise.ladder import Event, Failure, incident_open
 from farm.tvm.probe import read_gpu_limits
-from farm.tvm.tracker import summary
+from farm.tvm.tracker import TrackerSummary, summary
 
 __all__ = ["FleetManager", "FleetOptions"]
 
@@ -90,12 +91,15 @@ class FleetManager:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._keys_lock = threading.Lock()
-        self._keys: tuple[float | None, set[str] | None] = (None, None)
+        self._summary: tuple[float | None, TrackerSummary | None] = (None, None)
         self.phones: dict[str, PhoneRuntime] = {}
         self._sweeps = 0
         self.recoverer = Recoverer(self)
         self.prober = Prober(self)
+        self.held = HeldWatch(store, clock, on_free=self._phone_freed)
         self.metrics: FarmMetrics | None = None  # farmd sets it; tests may leave it unset
+        #: Called after a phone moved to ``ready`` (farmd wakes its dispatcher).
+        self.on_ready: Callable[[], None] | None = None
 
     # -- bookkeeping ---------------------------------------------------------------
 
@@ -137,6 +141,8 @@ class FleetManager:
                                       expect_attempt=record.attempt_id):
                 log.info("phone_state_changed", serial=serial, from_state=record.state.value,
                          to_state=move.to_state.value, reason=move.reason)
+                if move.to_state is DeviceState.READY and self.on_ready is not None:
+                    self.on_ready()
                 return record, move
             log.info("phone_move_lost", serial=serial, read_state=record.state.value,
                      to_state=move.to_state.value, reason=move.reason)
@@ -314,17 +320,26 @@ class FleetManager:
                 requests a second however many phones provision at once: 64
                 phones asking on their own timed it out and farmd restarted it.
         """
+        found = self.tracker_summary(max_age_s)
+        return None if found is None else {s.key for s in found.servers}
+
+    def tracker_summary(self, max_age_s: float = 0.0) -> TrackerSummary | None:
+        """The tracker's summary, or None if it does not answer (see :meth:`registered_keys`)."""
         with self._keys_lock:
-            at, keys = self._keys
+            at, found = self._summary
             if at is not None and self.clock.monotonic() - at <= max_age_s:
-                return keys
+                return found
             try:
-                keys = {s.key for s in summary(*self.options.tracker, timeout_s=5).servers}
+                found = summary(*self.options.tracker, timeout_s=5)
             except FarmError as exc:
                 log.warning("tracker_summary_failed", reason=str(exc))
-                keys = None
-            self._keys = (self.clock.monotonic(), keys)
-            return keys
+                found = None
+            self._summary = (self.clock.monotonic(), found)
+            return found
+
+    def _phone_freed(self) -> None:
+        if self.on_ready is not None:
+            self.on_ready()
 
     def wait_registered(self, serial: str) -> None:
         """Block until the phone's key is at the tracker.
@@ -359,18 +374,25 @@ class FleetManager:
                 self.submit(device.serial, self.provision)
         watched = [d.serial for d in devices
                    if d.state in lifecycle.WATCHED or d.state is DeviceState.BUSY]
-        keys = self.registered_keys()
+        found = self.tracker_summary()
+        keys = None if found is None else {s.key for s in found.servers}
+        # A phone a hand session holds is neither probed nor judged "not registered".
+        held = self.held.update(devices, {d.serial: self.runtime(d.serial).key for d in devices},
+                                found, lambda serial: self.runtime(serial).probing)
         self._sweeps += 1
         every = self.options.probe_every_sweeps
         probe = bool(every) and self._sweeps % every == 0
         late = self._sweep_pool.run_all(
-            [functools.partial(self._sweep_one, serial, keys, probe) for serial in watched],
+            [functools.partial(self._sweep_one, serial, keys, probe and serial not in held,
+                               serial in held)
+             for serial in watched],
             SWEEP_WAIT_S)
         if late:
             log.warning("sweep_late", phones=late, wait_s=SWEEP_WAIT_S)
         return len(watched)
 
-    def _sweep_one(self, serial: str, keys: set[str] | None, probe: bool = False) -> None:
+    def _sweep_one(self, serial: str, keys: set[str] | None, probe: bool = False,
+                   held: bool = False) -> None:
         """Read, store and act on one phone's health; start its session probe if due.
 
         The probe runs on its own thread, after the reading shows the app up and
@@ -379,7 +401,7 @@ class FleetManager:
         """
         phone = self.runtime(serial)
         now = self.clock.now()
-        registered = None if keys is None else phone.key in keys
+        registered = None if keys is None or held else phone.key in keys
         try:
             sample, phone.crashes_seen = read_health(
                 self.adb, serial, now, crashes_seen=phone.crashes_seen, registered=registered)

@@ -31,9 +31,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from farm.config import default_database_url
 from farm.errors import StoreError
 
-__all__ = ["create_engine", "default_url", "migrate", "revisions"]
+__all__ = ["JOBS_CHANNEL", "create_engine", "default_url", "migrate", "revisions"]
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: PostgreSQL channel an enqueue NOTIFYs in its transaction (farm.runner.wake listens).
+JOBS_CHANNEL = "farm_jobs"
 _MIGRATIONS = Path(__file__).with_name("migrations")
 _ALEMBIC_LOCK = threading.Lock()
 

@@ -123,6 +123,60 @@ class DeviceOps:
             transitions.set_state(session, device, to_state, reason, now)
             return True
 
+    def mark_held_outside(
+        self,
+        serial: str,
+        reason: str | None,
+        now: datetime,
+        *,
+        expect_held: str | None,
+        expect_attempt: int | None = None,
+    ) -> bool:
+        """Compare-and-set ``held_outside``: a session farm did not open holds the phone, or not.
+
+        Set only while no farm attempt holds the phone (``attempt_id`` is
+        ``expect_attempt``, None: the fleet saw it not busy) and
+        ``held_outside`` is still what the caller read: a claim in between
+        means the session seen was farm's own, and the caller judges again.
+        A claim in turn skips a phone held outside (``lifecycle.claim_one``).
+        A change writes an event row (the state is unchanged).
+
+        Args:
+            serial: the phone.
+            reason: e.g. ``"held outside farm by a session from 127.0.0.1:40112"``;
+                None clears it (the session ended).
+            now: when.
+            expect_held: the ``held_outside`` the caller read.
+            expect_attempt: the attempt id the caller read.
+
+        Returns:
+            True if the phone now has ``reason`` (set now or already);
+            False if it is unknown or not as the caller read it (nothing changed).
+        """
+        with self._tx() as session:
+            device = session.scalars(
+                select(Device).where(Device.serial == serial).with_for_update()
+            ).one_or_none()
+            if device is None:
+                return False
+            if device.held_outside == reason:
+                return True
+            if device.held_outside != expect_held or device.attempt_id != expect_attempt:
+                transitions.note(
+                    session, "held_outside_lost", serial=serial, expected=expect_held,
+                    found=device.held_outside, found_attempt=device.attempt_id, reason=reason,
+                )
+                return False
+            device.held_outside = reason
+            state = device.state.value
+            session.add(DeviceEvent(
+                serial=serial, at=now, from_state=state, to_state=state,
+                reason=reason or f"no longer {expect_held}",
+            ))
+            transitions.note(session, "held_outside_changed", serial=serial,
+                             held_outside=reason, was=expect_held)
+            return True
+
     def add_device_event(self, serial: str, reason: str, now: datetime) -> bool:
         """Write an event row that changes nothing, e.g. a recovery step (fleet's history).
 

@@ -95,6 +95,7 @@ def claim_one(
                 Device.serial.in_(serials),
                 Device.state == DeviceState.READY,
                 Device.drained.is_(False),
+                Device.held_outside.is_(None),  # a hand session has it (Store.mark_held_outside)
             )
             .order_by(Device.serial)
             .with_for_update(skip_locked=True)

@@ -154,6 +154,8 @@ class DeviceRecord:
             shutdown), from the latest health sample.
         sampled_at: when the latest health sample was taken; None (with the
             three above) if the phone has none or the reader did not ask.
+        held_outside: why a session farm did not open holds the phone, e.g.
+            ``"held outside farm by a session from 127.0.0.1:40112"``; None if none does.
     """
 
     serial: str
@@ -169,6 +171,7 @@ class DeviceRecord:
     battery_temp_c: float | None = None
     thermal_status: int | None = None
     sampled_at: datetime | None = None
+    held_outside: str | None = None
 
     @classmethod
     def of(cls, device: Device, sample: HealthSample | None = None) -> DeviceRecord:
@@ -187,6 +190,7 @@ class DeviceRecord:
             None if sample is None else sample.battery_temp_c,
             None if sample is None else sample.thermal_status,
             None if sample is None else sample.at,
+            device.held_outside,
         )
 
 

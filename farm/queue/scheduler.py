@@ -10,7 +10,8 @@ never double-book a phone.
 
 The rules, in order:
 
-1. Only phones that are ``ready`` and not drained get work, one job each.
+1. Only phones that are ``ready``, not drained and not held outside farm (a
+   person's own tracker session has them) get work, one job each.
 2. Jobs whose ``not_before`` or ``retry_at`` (a retry's backoff) is in the
    future wait.
 3. Jobs go in order of effective priority (highest first), then submit time, then
@@ -85,12 +86,15 @@ class DeviceView:
     str, ro.product.cpu.abilist), ``soc`` (str), ``sdk`` (int), ``gpu`` (str);
     by :mod:`farm.queue.capabilities`: ``has_opencl``, ``has_vulkan`` (bool),
     ``gpu_limits`` (per target, ``max_threads_per_block``), ``model`` and ``soc``.
+    ``held_outside``: why a session farm did not open holds it (None: none does);
+    such a phone gets no work until it is free.
     """
 
     serial: str
     state: DeviceState
     drained: bool = False
     facts: Mapping[str, Any] = field(default_factory=dict)
+    held_outside: str | None = None
 
 
 @dataclass(frozen=True)
@@ -256,7 +260,9 @@ def decide(
         The decisions; no phone is placed twice.
     """
     free = sorted(
-        d.serial for d in snapshot.devices if d.state is DeviceState.READY and not d.drained
+        d.serial
+        for d in snapshot.devices
+        if d.state is DeviceState.READY and not d.drained and d.held_outside is None
     )
     random.Random(seed).shuffle(free)  # noqa: S311 - spreads load over phones, not a secret
     by_serial = {d.serial: d for d in snapshot.devices}

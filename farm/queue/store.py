@@ -26,14 +26,14 @@ from datetime import datetime
 from typing import Any, Self
 
 import structlog
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from farm.errors import FarmError, StoreError
 from farm.queue import endings, lifecycle, transitions
 from farm.queue.capabilities import requirements
-from farm.queue.db import create_engine, migrate
+from farm.queue.db import JOBS_CHANNEL, create_engine, migrate
 from farm.queue.devices import DeviceOps
 from farm.queue.models import (
     Attempt,
@@ -117,6 +117,9 @@ class Store(DeviceOps, RegressionOps):
     def enqueue(self, spec: JobSpec | Mapping[str, Any], now: datetime) -> int:
         """Store a job; it is durable once this returns.
 
+        On PostgreSQL the transaction also sends ``NOTIFY farm_jobs``, which
+        wakes every listening farmd's dispatcher at commit.
+
         Args:
             spec: a validated spec, or raw data to validate.
             now: the submit time.
@@ -132,6 +135,9 @@ class Store(DeviceOps, RegressionOps):
         with self._tx() as session:
             session.add(job)
             session.flush()
+            if self._engine.dialect.name == "postgresql":
+                # Delivered at commit to every listening farmd (farm.runner.wake).
+                session.execute(text(f"NOTIFY {JOBS_CHANNEL}"))
             return job.id
 
     def enqueue_run(
@@ -261,7 +267,7 @@ class Store(DeviceOps, RegressionOps):
                     )
                 )
             devices = [
-                DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}))
+                DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}), d.held_outside)
                 for d in session.scalars(select(Device).order_by(Device.serial))
             ]
         return QueueSnapshot(jobs=jobs, devices=devices)

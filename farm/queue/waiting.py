@@ -9,7 +9,8 @@ Three pure functions over the scheduler's view of the fleet (no session, no cloc
 Reasons are one line each, e.g. ``0 phones match soc=SM9999``, ``2 match, both
 busy``, ``the only match is drained``, ``needs 5 phones, 3 match``,
 ``not before 2026-11-24T01:00Z``, ``retry backoff until 2026-11-24T01:00Z``,
-``the only match is held for a higher-priority job``. They are computed from the
+``the only match is held for a higher-priority job``, ``the only match is held
+outside farm by a session from 127.0.0.1:40112``. They are computed from the
 same decisions :func:`farm.queue.scheduler.plan` makes, so what they say is what
 the scheduler does.
 """
@@ -107,6 +108,8 @@ def _status(job: QueuedJob, device: DeviceView, given: dict[str, int]) -> str:
     """What keeps one fitting phone from the job now."""
     if device.drained:
         return "drained"
+    if device.held_outside is not None and device.state in IN_SERVICE:
+        return device.held_outside
     holder = given.get(device.serial)
     if holder == job.id:
         return "ready (held for it)"

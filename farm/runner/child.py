@@ -45,6 +45,7 @@ from farm.errors import FarmError, StoreError
 from farm.queue.records import Decision, Failure, SnapshotData
 from farm.queue.store import Store
 from farm.runner.outcome import ChildOutcome, write_outcome
+from farm.runner.wake import send_wake
 
 __all__ = ["main", "run_attempt"]
 
@@ -185,7 +186,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     logs.configure(json=True, level=settings.log_level, stream=sys.stderr)
     run_dir = args.run_dir or Path(settings.data_dir) / "runs" / f"attempt-{args.attempt}"
-    return run_attempt(settings, args.job, args.attempt, run_dir)
+    try:
+        return run_attempt(settings, args.job, args.attempt, run_dir)
+    finally:
+        # The report freed the phones: farmd's next tick now, not after this exit.
+        send_wake(settings.data_dir)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,16 @@
 """The dispatcher: puts queued jobs on phones, one child process per attempt.
 
-farmd calls :meth:`Dispatcher.tick` every couple of seconds and on events; a
-tick is::
+farmd calls :meth:`Dispatcher.tick` every ``jobs.tick_interval_s`` and at once
+on a wake (:mod:`farm.runner.wake`); a tick is::
 
     collect exits     a child that left outcome.json already told the store;
                       one that died without it (a signal, SIGSEGV in TVM) is
                       reported here with fail_attempt: retry on another phone
     time out          a child past its job's timeout_s is killed (its whole
                       process group) and the attempt fails with JobTimeout
-    heartbeat         each running attempt's lease is extended; a False answer
-                      (job cancelled, or lease reaped) kills the child
+    heartbeat         each running attempt's lease is extended, at most once per
+                      jobs.tick_interval_s; a False answer (job cancelled, or
+                      lease reaped) kills the child
     reap(now)         attempts whose lease ran out (a farmd that died) are requeued
     plan + claim      farm.queue.scheduler.plan on the store's snapshot, applied
                       atomically by Store.claim
@@ -29,6 +30,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -79,6 +81,7 @@ class RunningChild:
         run_dir: its run folder (outcome.json, child.log).
         started_s: monotonic seconds when it was started.
         timeout_s: the job's time limit per attempt.
+        beat_s: monotonic seconds of its last heartbeat (its start at first).
     """
 
     claim: Claim
@@ -86,6 +89,7 @@ class RunningChild:
     run_dir: Path
     started_s: float
     timeout_s: float
+    beat_s: float = 0.0
 
     @property
     def attempt_id(self) -> int:
@@ -113,6 +117,16 @@ class TickReport:
     stopped: list[int] = field(default_factory=list)
 
 
+def _watch_exit(process: subprocess.Popen[bytes], on_exit: Callable[[], None]) -> None:
+    """Wait for ``process`` to exit, then call ``on_exit``.
+
+    Popen serialises ``waitpid`` with a lock, so the tick's ``poll()`` sees
+    the child running until this thread has reaped it, then its exit code.
+    """
+    process.wait()
+    on_exit()
+
+
 class Dispatcher:
     """Runs claimed attempts in child processes; needs nothing else from farmd.
 
@@ -123,6 +137,9 @@ class Dispatcher:
         command: builds a child's argv (default :func:`child_command`); a
             wrapper such as ``nice`` or ``systemd-run`` can be put in front.
         runs_dir: where run folders go; ``<data_dir>/runs`` by default.
+        on_exit: called (on a watcher thread) as soon as a child exits, so
+            farmd ticks at once to collect it and give its phones new work
+            (:class:`farm.runner.wake.TickLoop`); None: found at the next tick.
     """
 
     def __init__(
@@ -133,11 +150,13 @@ class Dispatcher:
         *,
         command: ChildCommand = child_command,
         runs_dir: Path | None = None,
+        on_exit: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self.clock = clock
         self.command = command
+        self.on_exit = on_exit
         self.runs_dir = runs_dir or Path(settings.data_dir) / RUNS_DIR
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         self.children: dict[int, RunningChild] = {}
@@ -219,7 +238,13 @@ class Dispatcher:
             report.timed_out.append(attempt_id)
 
     def _heartbeat(self, now: datetime, report: TickReport) -> None:
+        # Once per tick interval, not on every woken tick: a lease is minutes
+        # long, and a heartbeat is a write transaction per running child.
+        now_s = self.clock.monotonic()
         for attempt_id, child in list(self.children.items()):
+            if now_s - child.beat_s < self.settings.jobs.tick_interval_s:
+                continue
+            child.beat_s = now_s
             if self.store.heartbeat(attempt_id, now) or read_outcome(child.run_dir) is not None:
                 continue  # still running, or it ended on purpose and is exiting
             # Cancelled, or reaped while farmd stalled: the attempt must stop.
@@ -266,11 +291,15 @@ class Dispatcher:
             log.error("attempt_not_started", attempt=claim.attempt.id, reason=str(exc),
                       decision=decision.value)
             return
+        started_s = self.clock.monotonic()
         self.children[claim.attempt.id] = RunningChild(
-            claim, process, run_dir, self.clock.monotonic(), claim.job.timeout_s,
+            claim, process, run_dir, started_s, claim.job.timeout_s, started_s,
         )
         log.info("attempt_child_spawned", attempt=claim.attempt.id, job_id=claim.job.id,
                  pid=process.pid)
+        if self.on_exit is not None:
+            threading.Thread(target=_watch_exit, args=(process, self.on_exit),
+                             name=f"farm-child-{claim.attempt.id}", daemon=True).start()
 
     # --- stopping --------------------------------------------------------------------
 

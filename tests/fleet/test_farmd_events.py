@@ -1,0 +1,173 @@
+"""farmd on virtual phones, event-driven: an enqueue starts a job at once; a hand session waits.
+
+The dispatcher's periodic tick is set to 60 s in these tests, so a job that
+starts within seconds was started by a wake, not by the tick.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from farm.cli.main import cli
+from farm.clock import wait_until
+from farm.config import Settings
+from farm.daemon import Farmd
+from farm.netaddr import free_port
+from farm.provision.standin import demo_apk
+from farm.queue.models import DeviceState, JobState
+from farm.queue.waiting import wait_reasons
+from farm.virtual.android.spec import profiles
+from farm.virtual.fleet import Fleet
+from farm.virtual.testing import AdbServerHandle
+
+pytestmark = pytest.mark.fleet
+
+LONG_TICK_S = 60.0
+#: Well under the 60 s tick: enough for a claim on a loaded 2-core host.
+STARTED_WITHIN_S = 15.0
+READY_DEADLINE_S = 150.0
+JOB_DEADLINE_S = 240.0
+TINY_GEMM = ["--n", "16", "--number", "1", "--samples", "3"]
+
+HAND_SCRIPT = textwrap.dedent("""
+    import sys
+    from tvm import rpc
+    session = rpc.connect_tracker(sys.argv[1], int(sys.argv[2])).request(sys.argv[3])
+    print("held", flush=True)
+    sys.stdin.read()  # hold the phone until the test closes stdin
+""")
+
+
+@pytest.fixture
+def event_farmd(
+    adb_server: AdbServerHandle, tmp_path: Path
+) -> Iterator[Callable[..., Farmd]]:
+    """Factory: ``event_farmd(health_interval_s=30)`` -> a farmd with one ready usb-only phone."""
+    with contextlib.ExitStack() as stack:
+        def start(health_interval_s: float = 30.0) -> Farmd:
+            fleet = stack.enter_context(Fleet(1, specs=profiles(1, "usb-only"),
+                                              adb_port=adb_server.port,
+                                              data_dir=tmp_path / "phones"))
+            settings = Settings.model_validate({
+                "data_dir": str(tmp_path / "farm"),
+                "adb": {"port": adb_server.port},
+                "apk": {"path": str(demo_apk(tmp_path / "apk"))},
+                "tracker": {"port": free_port(), "network": "usb-only"},
+                "metrics": {"enabled": False},
+                "health": {"interval_s": health_interval_s},
+                "jobs": {"tick_interval_s": LONG_TICK_S},
+            })
+            farmd = Farmd(settings)
+            stack.callback(farmd.stop)
+            farmd.start()
+            serial = fleet.serials[0]
+
+            def ready() -> bool:
+                record = farmd.store.get_device(serial)
+                return record is not None and record.state is DeviceState.READY
+
+            wait_until(ready, READY_DEADLINE_S, "the phone ready")
+            return farmd
+
+        yield start
+
+
+def farmctl(farmd: Farmd, *args: str) -> str:
+    """Run ``farmctl`` on farmd's data folder and queue; returns its output."""
+    config = farmd.data_dir.parent / "farmctl.toml"
+    config.write_text(f'data_dir = "{farmd.data_dir}"\n'
+                      f'database_url = "{farmd.settings.database_url}"\n')
+    result = CliRunner().invoke(cli, ["--config", str(config), *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def job_id_of(output: str) -> int:
+    """The id in ``job N queued (kind)``."""
+    return int(output.split()[1])
+
+
+def started_after_s(farmd: Farmd, job_id: int) -> float | None:
+    """Seconds from the job's submission to its first attempt's start, or None."""
+    attempts = farmd.store.attempts(job_id)
+    job = farmd.store.get_job(job_id)
+    if not attempts or job is None:
+        return None
+    return (attempts[0].started_at - job.submitted_at).total_seconds()
+
+
+def wait_finished(farmd: Farmd, job_id: int) -> Any:
+    """Wait for the job to end; return its view."""
+    return wait_until(lambda: (j := farmd.store.get_job(job_id)) is not None and j.state.ended
+                      and j, JOB_DEADLINE_S, f"job {job_id} finished")
+
+
+class TestDispatchOnEnqueue:
+    def test_farmctl_enqueue_starts_the_job_long_before_the_tick(
+        self, event_farmd: Callable[..., Farmd]
+    ) -> None:
+        """With a 60 s tick, a job farmctl queues starts within seconds (the wake)."""
+        farmd = event_farmd()
+        job_id = job_id_of(farmctl(farmd, "enqueue", "gemm", *TINY_GEMM))
+        waited = wait_until(lambda: started_after_s(farmd, job_id), STARTED_WITHIN_S)
+        assert waited is not None, f"job {job_id} did not start within {STARTED_WITHIN_S} s"
+        assert waited < STARTED_WITHIN_S
+        job = wait_finished(farmd, job_id)
+        assert job.state is JobState.SUCCEEDED
+        # The phone freed by the child's exit takes the next job at once too.
+        second = job_id_of(farmctl(farmd, "enqueue", "gemm", *TINY_GEMM))
+        assert wait_until(lambda: started_after_s(farmd, second), STARTED_WITHIN_S) is not None
+        assert wait_finished(farmd, second).state is JobState.SUCCEEDED
+
+
+class TestHandSession:
+    def test_job_waits_for_a_hand_session_then_runs(
+        self, event_farmd: Callable[..., Farmd]
+    ) -> None:
+        """A person's own session holds the phone: shown held outside, the job waits, then runs."""
+        farmd = event_farmd(health_interval_s=1.0)
+        serial = farmd.store.list_devices()[0].serial
+        key = farmd.manager.runtime(serial).key
+        host, port = farmd.tracker_addr
+        hand = subprocess.Popen(
+            [sys.executable, "-c", HAND_SCRIPT, host, str(port), key],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+        try:
+            assert hand.stdout is not None and hand.stdout.readline().strip() == b"held"
+
+            def held() -> str | None:
+                record = farmd.store.get_device(serial)
+                return None if record is None else record.held_outside
+
+            reason = wait_until(held, 60.0, "the phone shown held outside farm")
+            assert reason is not None
+            assert reason.startswith("held outside farm by a session from 127.0.0.1:")
+            shown = farmctl(farmd, "devices", "--json")
+            assert "ready (held outside)" in shown and reason in shown
+
+            job_id = job_id_of(farmctl(farmd, "enqueue", "gemm", *TINY_GEMM))
+            reasons = wait_reasons(farmd.store.snapshot(), datetime.now(UTC))
+            assert reasons[job_id] == f"the only match is {reason}"
+            # Several sweeps later it still waits: no attempt burnt, the phone still healthy.
+            sweeps = farmd.manager._sweeps
+            wait_until(lambda: farmd.manager._sweeps >= sweeps + 3, 60.0, "three more sweeps")
+            assert farmd.store.attempts(job_id) == []
+            record = farmd.store.get_device(serial)
+            assert record is not None and record.state is DeviceState.READY
+        finally:
+            hand.communicate(timeout=60)  # closes stdin: the session ends
+        wait_until(lambda: farmd.store.get_device(serial).held_outside is None,  # type: ignore[union-attr]
+                   60.0, "the hold cleared")
+        job = wait_finished(farmd, job_id)
+        assert job.state is JobState.SUCCEEDED
+        assert len(farmd.store.attempts(job_id)) == 1
