@@ -144,6 +144,9 @@ class ModelParams:
         seed: seed of the random input.
         timing: time_evaluator arguments.
         threads: thread pool settings (CPU only).
+        database_dir: a MetaSchedule JSON database folder (``database_workload.json``
+            and ``database_tuning_record.json``, e.g. a finished tuning job's work
+            folder) whose best schedules are applied; ``None`` compiles untuned.
     """
 
     model_path: Path
@@ -154,6 +157,7 @@ class ModelParams:
     seed: int = 0
     timing: TimingParams = field(default_factory=TimingParams)
     threads: ThreadPoolParams = field(default_factory=ThreadPoolParams)
+    database_dir: Path | None = None
 
 
 @dataclass(frozen=True)
