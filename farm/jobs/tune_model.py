@@ -1,11 +1,10 @@
 """MetaSchedule tuning of an ONNX model's tasks across every phone serving a tracker key.
 
-The model goes ONNX -> Relax (``tvm.relax.frontend.onnx.from_onnx``) -> fused
-TIR functions, the same passes ``compile_relax`` runs before it applies a
-database (apache/tvm ``python/tvm/s_tir/meta_schedule/relax_integration.py``:
-library dispatch, ``LegalizeOps``, ``AnnotateTIROpPattern``, ``FoldConstant``,
-``FuseOps``, ``FuseTIR``), so the tasks extracted here are the workloads
-``compile_relax`` looks up. Tasks are ranked heaviest first (FLOPs times the
+The model goes ONNX -> Relax -> fused TIR functions exactly as the ``model``
+job compiles it (:func:`farm.jobs.model.relax_module`,
+:func:`farm.jobs.model.tunable_module`: the passes ``compile_relax`` runs before
+it applies a database), so the tasks extracted here are the workloads the
+tuned build looks up. Tasks are ranked heaviest first (FLOPs times the
 times they occur) and capped at ``max_tasks``.
 
 Each task is tuned on its own, in order, into the one work folder database
@@ -16,24 +15,27 @@ counted there, and MetaSchedule is asked only for the missing ones, in rounds
 (:func:`farm.jobs.tune.tune_in_rounds`) that make up for failed measurements.
 A task already complete costs nothing on resume.
 
-At the end the model is compiled with the database applied (``compile_relax``)
-into ``<work_dir>/model_tuned.so``, linked for the phones (NDK for real ones)
-exactly as the ``model`` job links its library.
+At the end the model is compiled with the database applied, by the ``model``
+job's own build (:func:`farm.jobs.model.build_model` with ``database_dir``,
+linked for the phones, NDK for real ones), and copied to
+``<work_dir>/model_tuned.so``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from farm.errors import CompileError, SpecError
-from farm.jobs.model import ModelInput, load_model
+from farm.jobs.cache import CompileCache
+from farm.jobs.model import ModelInput, build_model, load_model, relax_module, tunable_module
 from farm.jobs.ndk import Linker, linker_for
 from farm.jobs.params import ModelParams, TrackerParams, TuneParams
 from farm.jobs.tune import builder_and_runner, cost_model, measure_callbacks, tune_in_rounds
@@ -129,51 +131,37 @@ def _model_of(params: TuneParams) -> ModelParams:
     return params.model
 
 
-def relax_module(model: ModelParams) -> tuple[Any, list[ModelInput]]:
-    """The model as a Relax ``IRModule`` (weights bound as constants) and its inputs.
+def _import(model: ModelParams) -> tuple[Any, list[ModelInput]]:
+    """The model as a Relax ``IRModule`` and its inputs (:func:`farm.jobs.model.relax_module`).
 
     Raises:
         SpecError: the file or the shapes are invalid.
         CompileError: the frontend cannot import the model.
     """
-    from tvm.relax.frontend.onnx import from_onnx
-
     onnx_model, inputs = load_model(model.model_path, model.input_shapes)
     try:
-        mod = from_onnx(onnx_model, shape_dict={i.name: list(i.shape) for i in inputs},
-                        dtype_dict={i.name: i.dtype for i in inputs},
-                        keep_params_in_input=False)
+        return relax_module(onnx_model, inputs), inputs
     except (RuntimeError, ValueError, TypeError, KeyError, NotImplementedError) as exc:
         raise CompileError(model.model_path.name, reason_of(exc)) from exc
-    return mod, inputs
 
 
 def model_tasks(mod: Any, target: dict[str, Any]) -> list[ModelTask]:
     """The model's tunable tasks, heaviest (FLOPs x weight) first.
 
     Args:
-        mod: the Relax module of :func:`relax_module`.
+        mod: the model's Relax module (:func:`farm.jobs.model.relax_module`).
         target: the target dict.
 
     Returns:
         Every task; ties keep MetaSchedule's order.
     """
     import tvm
-    from tvm import relax
-    from tvm.relax import pipeline
     from tvm.s_tir.analysis import estimate_tir_flops
     from tvm.s_tir.meta_schedule.relax_integration import extract_tasks
 
     target_obj = tvm.target.Target(target)
-    with target_obj, tvm.transform.PassContext(opt_level=3):
-        fused = tvm.transform.Sequential([
-            *pipeline.library_dispatch_passes(target_obj),
-            relax.transform.LegalizeOps(),
-            relax.transform.AnnotateTIROpPattern(),
-            relax.transform.FoldConstant(),
-            relax.transform.FuseOps(),
-            relax.transform.FuseTIR(),
-        ])(mod)
+    with tvm.transform.PassContext(opt_level=3):
+        fused = tunable_module(mod, target_obj)
     tasks = [ModelTask(str(t.task_name), int(t.weight), float(estimate_tir_flops(t.dispatched[0])),
                        t) for t in extract_tasks(fused, target_obj)]
     return sorted(tasks, key=lambda t: -t.flop * t.weight)
@@ -262,33 +250,28 @@ def _tune_task(
 
 
 def compile_tuned(
-    mod: Any, target: dict[str, Any], work_dir: Path, linker: Linker, name: str
+    model: ModelParams, target: dict[str, Any], work_dir: Path, cache: CompileCache,
+    linker: Linker,
 ) -> Path:
-    """Compile ``mod`` with the work folder's database applied into ``model_tuned.so``.
+    """The model compiled with the work folder's database applied, as ``model_tuned.so``.
 
-    Tasks without a record fall back to TVM's default schedules.
+    Built as the ``model`` job builds it (:func:`farm.jobs.model.build_model` with
+    ``database_dir``: same linker, same compile cache entry), then copied into
+    the work folder. Tasks without a record keep TVM's default schedules.
 
     Raises:
         CompileError: TVM could not compile or link it.
     """
-    import tvm
-    from tvm.s_tir import meta_schedule as ms
-
+    library, _ = build_model(replace(model, database_dir=work_dir), target, cache, linker)
     out = work_dir / TUNED_LIBRARY
     tmp = out.with_suffix(".tmp.so")
-    try:
-        database = ms.database.JSONDatabase(work_dir=str(work_dir))
-        executable = ms.relax_integration.compile_relax(
-            database, mod, tvm.target.Target(target), params=None)
-        executable.export_library(str(tmp), fcompile=linker)
-    except (RuntimeError, ValueError, TypeError, KeyError) as exc:
-        raise CompileError(name, reason_of(exc)) from exc
+    shutil.copyfile(library, tmp)
     os.replace(tmp, out)
     return out
 
 
 def tune_model(
-    params: TuneParams, target: dict[str, Any], tracker: TrackerParams,
+    params: TuneParams, target: dict[str, Any], tracker: TrackerParams, cache: CompileCache,
     progress: TuneProgress | None = None,
 ) -> ModelTuneResult:
     """Tune the model's heaviest tasks until each has its trials; compile it with the records.
@@ -301,6 +284,7 @@ def tune_model(
             ``max_tasks``), work folder, builder and timing settings.
         target: target dict the phones serving ``tracker.key`` share.
         tracker: tracker address and the key only this job's phones serve.
+        cache: the compile cache the tuned model is built into.
         progress: the work folder's counters; opened here when None.
 
     Returns:
@@ -317,7 +301,7 @@ def tune_model(
     if target.get("kind") == "llvm" and not target.get("num-cores"):
         raise SpecError("device.num_cores", "tuning a CPU target needs the phone's core count")
     linker = linker_for(target)
-    mod, inputs = relax_module(model)
+    mod, inputs = _import(model)
     tasks = model_tasks(mod, target)[: params.max_tasks]
     asked = plan_trials(len(tasks), params.trials, params.trials_per_task)
     if not asked:
@@ -337,7 +321,7 @@ def tune_model(
     results = [TaskResult(t.name, i, n, count_trials(params.work_dir, i)[0],
                           best_record_s(params.work_dir, i))
                for t, i, n in zip(tasks, indexes, asked, strict=True)]
-    library = compile_tuned(mod, target, params.work_dir, linker, model.model_path.name)
+    library = compile_tuned(model, target, params.work_dir, cache, linker)
     failed = sum(count_trials(params.work_dir, i)[1] for i in indexes)
     log.info("tuning_finished", tasks=len(tasks), measured=sum(r.trials_measured for r in results),
              failed=failed)

@@ -35,7 +35,7 @@ import structlog
 from farm.clock import Clock, SystemClock
 from farm.privacy import write_private
 
-__all__ = ["PROGRESS_FILE", "TaskProgress", "TuneCounters", "TuneProgress"]
+__all__ = ["PROGRESS_FILE", "TaskProgress", "TuneCounters", "TuneProgress", "read_counters"]
 
 log = structlog.get_logger(__name__)
 
@@ -143,6 +143,19 @@ class TuneCounters:
         eta_s = float(eta) if isinstance(eta, int | float) and eta >= 0 else None
         return cls(count("attempts"), count("rounds"), count("batches"), serials,
                    tuple(t for t in parsed if t is not None), eta_s)
+
+
+def read_counters(work_dir: Path) -> TuneCounters | None:
+    """The counters of a work folder for display; reads only, never creates anything.
+
+    Returns:
+        None when it has none (not a tuning job, or not started yet).
+    """
+    path = Path(work_dir) / PROGRESS_FILE
+    try:
+        return TuneCounters.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return None
 
 
 class TuneProgress:

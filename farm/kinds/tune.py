@@ -228,7 +228,7 @@ KIND = Kind(
     lease_s=lambda jobs: jobs.tune_lease_s,
     timeout_s=lambda jobs: jobs.tune_timeout_s,
     enqueue=EnqueueCommand(
-        help="Tune a gemm, or an ONNX model's heaviest tasks, with MetaSchedule across phones.",
+        help="Tune a gemm or an ONNX model across phones.",
         options=[
             *GEMM_OPTIONS,
             click.option("--model", "path",

@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from farm.jobs.model import random_inputs, reference_outputs
+from farm.jobs.cache import CompileCache
+from farm.jobs.model import load_model, random_inputs, reference_outputs, relax_module
 from farm.jobs.params import DeviceFacts, ModelParams, TimingParams, TrackerParams, TuneParams
 from farm.jobs.targets import target_for
-from farm.jobs.tune_model import model_tasks, plan_trials, relax_module, tune_model
+from farm.jobs.tune_model import TUNED_LIBRARY, model_tasks, plan_trials, tune_model
 from farm.jobs.tune_progress import TuneProgress
 from farm.jobs.tune_records import RECORDS_FILE, count_trials
 
@@ -27,8 +28,8 @@ class TestTasks:
         self, small_cnn: Path, host_facts: DeviceFacts
     ) -> None:
         """The CNN's tasks are extracted, its two convolutions first (most FLOPs)."""
-        mod, inputs = relax_module(ModelParams(model_path=small_cnn))
-        tasks = model_tasks(mod, target_for(host_facts))
+        model, inputs = load_model(small_cnn)
+        tasks = model_tasks(relax_module(model, inputs), target_for(host_facts))
         assert [i.name for i in inputs] == ["x"]
         assert len(tasks) >= 3
         assert all("conv2d" in t.name for t in tasks[:2])
@@ -57,7 +58,8 @@ class TestTuneModel:
             timing=TimingParams(number=2, repeat=1, min_repeat_ms=5),
         )
         target = target_for(host_facts)
-        result = tune_model(params, target, tracker)
+        cache = CompileCache(tmp_path / "cache")
+        result = tune_model(params, target, tracker, cache)
 
         assert [t.trials for t in result.tasks] == [2, 2]
         assert [t.trials_measured for t in result.tasks] == [2, 2]
@@ -71,7 +73,7 @@ class TestTuneModel:
         assert [t.name for t in counters.tasks] == [t.name for t in result.tasks]
 
         records = (work_dir / RECORDS_FILE).read_bytes()
-        again = tune_model(params, target, tracker)
+        again = tune_model(params, target, tracker, cache)
         assert again.trials_measured_before == 4
         assert (work_dir / RECORDS_FILE).read_bytes() == records
         assert count_trials(work_dir)[0] == 4
@@ -79,6 +81,7 @@ class TestTuneModel:
         import tvm
         from tvm import relax
 
+        assert result.tuned_library == str(work_dir / TUNED_LIBRARY)
         feeds = random_inputs(result.inputs, seed=0)
         vm = relax.VirtualMachine(tvm.runtime.load_module(result.tuned_library), tvm.cpu())
         got = vm["main"](tvm.runtime.tensor(feeds["x"], tvm.cpu())).numpy()
