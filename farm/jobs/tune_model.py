@@ -210,13 +210,35 @@ def _task_index(task: ModelTask, params: TuneParams) -> int:
     return index
 
 
+@dataclass
+class _Measurers:
+    """MetaSchedule's builder and runner, started at the first round and kept for every task.
+
+    A ``LocalBuilder`` starts its workers when created, each running
+    :func:`farm.jobs.tune.builder_initializer` (minutes on a loaded 2-core host),
+    so one pair serves all rounds of all tasks; a run with nothing left to
+    measure starts none.
+    """
+
+    params: TuneParams
+    tracker: TrackerParams
+    linker: Linker
+    pair: tuple[Any, Any] | None = None
+
+    def get(self) -> tuple[Any, Any]:
+        """``(builder, runner)``, created on the first call."""
+        if self.pair is None:
+            self.pair = builder_and_runner(self.params, self.tracker, self.linker)
+        return self.pair
+
+
 def _tune_task_round(
-    task: ModelTask, params: TuneParams, tracker: TrackerParams, linker: Linker, trials: int,
+    task: ModelTask, params: TuneParams, measurers: _Measurers, trials: int,
     progress: TuneProgress, on_batch: Callable[[], None],
 ) -> None:
     from tvm.s_tir import meta_schedule as ms
 
-    builder, runner = builder_and_runner(params, tracker, linker)
+    builder, runner = measurers.get()
     context, weight = _tune_context(task, params)
     ms.tune_tasks(
         tasks=[context], task_weights=[weight], work_dir=str(params.work_dir),
@@ -228,8 +250,8 @@ def _tune_task_round(
 
 
 def _tune_task(
-    task: ModelTask, index: int, trials: int, params: TuneParams, tracker: TrackerParams,
-    linker: Linker, progress: TuneProgress,
+    task: ModelTask, index: int, trials: int, params: TuneParams, measurers: _Measurers,
+    progress: TuneProgress,
 ) -> None:
     """Tune one task until ``trials`` of its trials are measured (resuming its records)."""
 
@@ -240,7 +262,7 @@ def _tune_task(
         progress.update_task(task.name, measured(), best_record_s(params.work_dir, index))
 
     def tune_round(remaining: int) -> None:
-        _tune_task_round(task, params, tracker, linker, remaining, progress, on_batch)
+        _tune_task_round(task, params, measurers, remaining, progress, on_batch)
 
     log.info("tuning_task", task=task.name, trials=trials, measured=measured())
     tune_in_rounds(params, trials, measured, tune_round, progress)
@@ -316,8 +338,9 @@ def tune_model(
                                                                           strict=True)]
     progress.set_tasks([TaskProgress(t.name, i, n, b)
                         for t, i, n, b in zip(tasks, indexes, asked, before, strict=True)])
+    measurers = _Measurers(params, tracker, linker)
     for task, index, trials in zip(tasks, indexes, asked, strict=True):
-        _tune_task(task, index, trials, params, tracker, linker, progress)
+        _tune_task(task, index, trials, params, measurers, progress)
     results = [TaskResult(t.name, i, n, count_trials(params.work_dir, i)[0],
                           best_record_s(params.work_dir, i))
                for t, i, n in zip(tasks, indexes, asked, strict=True)]
