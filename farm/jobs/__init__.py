@@ -12,6 +12,8 @@ runs it in a child process, so a crash inside TVM cannot take farmd down::
     gemm.py           run_gemm(params, target, tracker, cache) -> GemmResult
     model.py          run_model(params, target, tracker, cache) -> ModelResult
     tune.py           tune_gemm(params, target, tracker) -> TuneResult, export_records
+    tune_model.py     tune_model(params, target, tracker, cache) -> ModelTuneResult
+    tune_progress.py  per-task trials, best times, ETA and counters in the work folder
     local_cluster.py  a loopback tracker + RPC servers for tests and bench
 
 Failure kinds follow :mod:`farm.errors`: SpecError, ToolMissing and CompileError are
