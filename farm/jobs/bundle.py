@@ -32,12 +32,11 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.model import build_model, load_model, tvm_version
 from farm.jobs.params import DeviceKind, ModelParams
 from farm.jobs.targets import runtime_device_name
+from farm.jobs.tune_model import TUNED_LIBRARY
 from farm.jobs.tune_records import count_trials, export_records
 
-__all__ = ["LIBRARY", "MANIFEST", "TUNED_LIBRARY", "TunedModel", "write_bundle"]
+__all__ = ["LIBRARY", "MANIFEST", "TunedModel", "write_bundle"]
 
-#: The tuning job's compiled model in its work folder (written by farm.jobs.tune_model).
-TUNED_LIBRARY = "model_tuned.so"
 #: File names in the bundle.
 LIBRARY = "model_tuned.so"
 MANIFEST = "manifest.json"

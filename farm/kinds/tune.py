@@ -259,4 +259,5 @@ KIND = Kind(
     ),
     workload=workload,
     needs=needs,
+    input_files=("params.model.path",),
 )

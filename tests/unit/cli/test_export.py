@@ -70,6 +70,20 @@ class TestModelStore:
         model.unlink()  # the job no longer depends on the user's file
         assert stored[0].read_bytes() == copy.read_bytes()
 
+    def test_a_tune_of_a_model_stores_it_too(
+        self, farmctl: Callable[..., Result], store: Store, model: Path, data_dir: Path
+    ) -> None:
+        """enqueue tune --model names the stored copy and its digest (Kind.input_files)."""
+        result = farmctl("enqueue", "tune", "--model", str(model), "--trials", "4")
+        assert result.exit_code == 0, result.output
+        tuned = store.get_job(1).spec["params"]["model"]  # type: ignore[union-attr]
+        assert tuned["path"] == str(data_dir / MODELS_DIR / f"{tuned['sha256']}.onnx")
+        bad = model.with_name("bad.onnx")
+        bad.write_bytes(b"junk")
+        result = farmctl("enqueue", "tune", "--model", str(bad))
+        assert result.exit_code == 2
+        assert result.stderr.startswith("Error: --model: not an ONNX model: bad.onnx")
+
     def test_a_file_that_is_not_onnx_is_refused_naming_the_field(self, tmp_path: Path) -> None:
         """store_model refuses a non-ONNX file with a SpecError on the field it was given."""
         bad = tmp_path / "bad.onnx"
