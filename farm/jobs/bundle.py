@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import statistics
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from farm.jobs.params import DeviceKind, ModelParams
 from farm.jobs.targets import runtime_device_name
 from farm.jobs.tune_model import TUNED_LIBRARY
 from farm.jobs.tune_records import count_trials, export_records
+from farm.results.stats import spread
 
 __all__ = ["LIBRARY", "MANIFEST", "TunedModel", "write_bundle"]
 
@@ -70,7 +70,7 @@ class TunedModel:
 
 
 def _phones(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Per phone: serial and mean tuned/untuned latency (ms) from the summary's ``runs``."""
+    """Per phone: serial, median untuned/tuned latency (ms) and raw samples, from ``runs``."""
     phones = []
     runs = summary.get("runs")
     for run in runs if isinstance(runs, list) else []:
@@ -80,7 +80,7 @@ def _phones(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
         for name in ("untuned", "tuned"):
             samples = run.get(f"{name}_samples_s")
             if isinstance(samples, list) and samples:
-                row[f"{name}_latency_ms"] = statistics.fmean(samples) * 1e3
+                row[f"{name}_latency_ms"] = spread(samples).median * 1e3
                 row[f"{name}_samples_s"] = samples
         if "untuned_latency_ms" in row and "tuned_latency_ms" in row:
             row["speedup"] = row["untuned_latency_ms"] / row["tuned_latency_ms"]
