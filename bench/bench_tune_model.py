@@ -1,7 +1,8 @@
 """The small CNN tuned end to end on virtual phones through farmd: wall time, trials, speedup.
 
-Starts a private adb server and an in-process farmd with ``--phones`` virtual
-phones (as ``bench_tuning.py`` does), then through ``farmctl`` itself:
+Starts a private adb server, ``--phones`` virtual phones of one model (a tuning
+job's phones must be alike) and an in-process farmd installing the stand-in
+APK, then through ``farmctl`` itself:
 
 1. ``farmctl enqueue tune --model small_cnn.onnx`` over every phone, with
    ``--trials``, ``--trials-per-task`` and ``--max-tasks`` (tuning on 2 host
@@ -22,6 +23,7 @@ Reproduce::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
 import sys
@@ -38,8 +40,11 @@ from farm.config import Settings
 from farm.daemon import Farmd
 from farm.demo_model import write_small_cnn
 from farm.netaddr import free_port
+from farm.provision.standin import demo_apk
 from farm.queue.models import DeviceState, JobState
 from farm.results.stats import spread
+from farm.virtual.android.spec import profiles
+from farm.virtual.fleet import Fleet
 from farm.virtual.testing import adb_server
 
 READY_DEADLINE_S = 180.0
@@ -48,6 +53,7 @@ READY_DEADLINE_S = 180.0
 def _settings(data_dir: Path, adb_port: int) -> Settings:
     return Settings.model_validate({
         "data_dir": str(data_dir),
+        "apk": {"path": str(demo_apk(data_dir))},
         "log_level": "warning",
         "adb": {"port": adb_port},
         "tracker": {"port": free_port(), "network": "usb-only"},
@@ -93,40 +99,43 @@ def main(argv: list[str] | None = None) -> int:
     from farm import logs
 
     logs.configure(json=True, level="warning", stream=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="bench-tune-model-") as tmp, adb_server() as server:
-        root = Path(tmp)
+    with contextlib.ExitStack() as stack:
+        root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-tune-model-")))
+        server = stack.enter_context(adb_server())
         settings = _settings(root / "data", server.port)
         config = root / "farm.toml"
         config.write_text(f'data_dir = "{root / "data"}"\n')
-        farmd = Farmd(settings, virtual_phones=args.phones)
-        try:
-            farmd.start()
-            serials = list(farmd.fleet.serials)
-            store = farmd.store
-            wait_until(lambda: all(store.get_device(s).state is DeviceState.READY for s in serials),
-                       READY_DEADLINE_S, "phones ready")
-            model = write_small_cnn(root / "small_cnn.onnx")
-            started_s = time.monotonic()
-            job = json.loads(_farmctl(
-                config, "enqueue", "tune", "--model", str(model), "--trials", str(args.trials),
-                "--trials-per-task", str(args.trials_per_task), "--max-tasks",
-                str(args.max_tasks), "--phones", str(args.phones), "--json"))
-            job_id = job["id"]
-            wait_until(lambda: store.get_job(job_id).state.ended, args.deadline_s,
-                       f"tune job {job_id}")
-            wall_s = time.monotonic() - started_s
-            view = store.get_job(job_id)
-            if view.state is not JobState.SUCCEEDED:
-                sys.exit(f"tune job {job_id} {view.state.value}: {view.error}")
-            print(f"small CNN (farm.demo_model) on {args.phones} virtual phones")
-            _print_summary(dict(store.results(job_id)[0].summary), wall_s)
-            out = root / "bundle"
-            _farmctl(config, "export", str(job_id), "--out", str(out))
-            files = ", ".join(f"{p.name} ({p.stat().st_size} B)" for p in sorted(out.iterdir())
-                              if p.is_file())
-            print(f"exported: {files}, database/")
-        finally:
-            farmd.stop()
+        fleet = Fleet(args.phones, specs=[profiles(1, "usb-only")[0]] * args.phones,
+                      network="usb-only", adb_port=server.port, data_dir=root / "phones")
+        fleet.start()
+        stack.callback(fleet.stop)
+        farmd = Farmd(settings)
+        stack.callback(farmd.stop)  # runs before fleet.stop
+        farmd.start()
+        serials = list(fleet.serials)
+        store = farmd.store
+        wait_until(lambda: all(store.get_device(s).state is DeviceState.READY for s in serials),
+                   READY_DEADLINE_S, "phones ready")
+        model = write_small_cnn(root / "small_cnn.onnx")
+        started_s = time.monotonic()
+        job = json.loads(_farmctl(
+            config, "enqueue", "tune", "--model", str(model), "--trials", str(args.trials),
+            "--trials-per-task", str(args.trials_per_task), "--max-tasks",
+            str(args.max_tasks), "--phones", str(args.phones), "--json"))
+        job_id = job["id"]
+        wait_until(lambda: store.get_job(job_id).state.ended, args.deadline_s,
+                   f"tune job {job_id}")
+        wall_s = time.monotonic() - started_s
+        view = store.get_job(job_id)
+        if view.state is not JobState.SUCCEEDED:
+            sys.exit(f"tune job {job_id} {view.state.value}: {view.error}")
+        print(f"small CNN (farm.demo_model) on {args.phones} virtual phones")
+        _print_summary(dict(store.results(job_id)[0].summary), wall_s)
+        out = root / "bundle"
+        _farmctl(config, "export", str(job_id), "--out", str(out))
+        files = ", ".join(f"{p.name} ({p.stat().st_size} B)" for p in sorted(out.iterdir())
+                          if p.is_file())
+        print(f"exported: {files}, database/")
     print("reproduce: python bench/bench_tune_model.py " + shlex.join(sys.argv[1:] if argv is None
                                                                        else argv))
     return 0
