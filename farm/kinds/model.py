@@ -117,7 +117,8 @@ def check_tuned(spec: ModelJob, store: Store, data_dir: Path) -> None:
 
     Raises:
         SpecError: ``params.tuned`` names no such job, a job that is not a
-            finished model tune, another model's or another target's tuning.
+            finished model tune, another model's or another target's tuning;
+            ``params.input_shapes`` differ from the tuning's.
     """
     from farm.kinds.tuned import finished_tune
 
@@ -131,6 +132,10 @@ def check_tuned(spec: ModelJob, store: Store, data_dir: Path) -> None:
     if tune.device != p.target:
         raise SpecError("params.tuned", f"tune job {p.tuned} tuned for {tune.device}, "
                         f"not --target {p.target}")
+    tuned_shapes = tune.job.spec["params"]["model"].get("input_shapes")
+    if tuned_shapes != p.input_shapes:  # other shapes make other tasks: none would match
+        raise SpecError("params.input_shapes", f"tune job {p.tuned} tuned input shapes "
+                        f"{tuned_shapes or 'of the model'}; give the same")
 
 
 def run(ctx: RunContext, spec: ModelJob) -> Outcome:

@@ -113,6 +113,7 @@ class TestTunedFlag:
             ("gemm", "--tuned: job 1 is a gemm job, not a tune of a model"),
             ("other_model", "--tuned: tune job 1 tuned another model"),
             ("opencl", "--tuned: tune job 1 tuned for opencl, not --target cpu"),
+            ("shapes", "--input-shape: tune job 1 tuned input shapes of the model; give the same"),
         ],
     )
     def test_a_tune_that_does_not_fit_is_refused(
@@ -127,7 +128,8 @@ class TestTunedFlag:
                 if setup == "other_model" else model
             model_tune_job(store, url, data_dir, tuned_model, database,
                            OPENCL if setup == "opencl" else HOST, finish=setup != "queued")
-        result = farmctl("enqueue", "model", "--model", str(model), "--tuned", "1")
+        shapes = ["--input-shape", "x=1,3,16,16"] if setup == "shapes" else []
+        result = farmctl("enqueue", "model", "--model", str(model), "--tuned", "1", *shapes)
         assert result.exit_code == 2, result.output
         assert result.stderr.startswith(f"Error: {message}"), result.stderr
         assert result.stderr.count("\n") == 1
