@@ -61,10 +61,10 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-def write_private(path: Path, text: str) -> Path:
-    """Replace ``path`` atomically with ``text`` (UTF-8), readable by this user only (0600).
+def write_private(path: Path, data: str | bytes) -> Path:
+    """Replace ``path`` atomically with ``data`` (str as UTF-8), readable by this user only (0600).
 
-    Readers never see a half-written file: the text goes to a 0600 temporary
+    Readers never see a half-written file: the data goes to a 0600 temporary
     file in the same folder first, then replaces ``path``.
 
     Returns:
@@ -75,8 +75,8 @@ def write_private(path: Path, text: str) -> Path:
     """
     fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:  # mkstemp makes it 0600
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:  # mkstemp makes it 0600
+            handle.write(data.encode("utf-8") if isinstance(data, str) else data)
         os.replace(temp_name, path)
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import click
@@ -28,6 +29,7 @@ from farm.cli.output import echo_json
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.clock import SystemClock
 from farm.errors import SpecError, UserFault
+from farm.jobs.model_store import store_spec_models
 from farm.kinds import KINDS, Kind
 from farm.kinds.base import ClickDecorator, default_of
 from farm.queue.scheduler import DeviceView
@@ -150,8 +152,12 @@ def _submit(state: CliState, kind: Kind, params: dict[str, Any], common: dict[st
     raw: dict[str, Any] = {"kind": kind.name, "params": _prune(params), **_prune(common)}
     if devices:
         raw["devices"] = devices
+    data_dir = Path(state.settings.data_dir)
     try:
-        spec = parse_spec(raw)
+        # The model files go into farm's store first: the spec names the copies.
+        spec = parse_spec(store_spec_models(raw, kind.input_files, data_dir))
+        if kind.enqueue.check is not None:
+            kind.enqueue.check(spec, state.store, data_dir)
     except SpecError as exc:
         raise flag_error(exc, {**COMMON_FLAGS, **kind.enqueue.flags}) from None
     if spec.timeout_s is None:  # the config's limit for the kind, stored with the job

@@ -8,7 +8,14 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from farm.cli.output import Column, echo_json, plain, print_table, to_json
 from farm.cli.params import JOB_ID, LIMIT, Seconds
@@ -16,10 +23,12 @@ from farm.cli.results import RESULT_COLUMNS, result_row
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.clock import SystemClock
 from farm.errors import FarmError, UserFault
+from farm.jobs.tune_progress import TuneCounters, read_counters
 from farm.kinds import KINDS
 from farm.queue.models import JobState
 from farm.queue.records import AttemptView, JobView, ResultView
 from farm.queue.waiting import wait_reasons
+from farm.runner.execute import tune_work_dir
 
 __all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "WaitTimedOut", "cancel", "job", "jobs", "logs_",
            "wait"]
@@ -107,16 +116,40 @@ def job(state: CliState, job_id: int, as_json: bool) -> None:
     attempts = state.store.attempts(job_id)
     result = next(iter(state.store.results(job_id)), None)
     waiting = _waiting(state, [view]).get(job_id)
+    progress = _tuning(state, job_id)
     if as_json:
-        echo_json({"job": view, "waiting": waiting, "attempts": attempts, "result": result})
+        echo_json({"job": view, "waiting": waiting, "attempts": attempts, "result": result,
+                   "tuning": None if progress is None else _progress_json(progress)})
         return
     print_table([{**_job_row(view), "waiting": waiting}], _JOB_COLUMNS, f"job {job_id}")
     click.echo(f"spec: {to_json(view.spec)}")
     if waiting is not None:
         click.echo(f"waiting: {waiting}")
     print_table([_attempt_row(a) for a in attempts], _ATTEMPT_COLUMNS, "attempts")
+    if progress is not None:
+        _print_progress(progress)
     if result is not None:
         print_table([result_row(result)], RESULT_COLUMNS, "result")
+
+
+def _tuning(state: CliState, job_id: int) -> TuneCounters | None:
+    """A tuning job's progress from its work folder (None for other jobs)."""
+    return read_counters(tune_work_dir(state.settings.data_dir, job_id))
+
+
+def _progress_json(counters: TuneCounters) -> dict[str, Any]:
+    return {**counters.to_dict(), "tasks_done": counters.tasks_done,
+            "trials_asked": counters.trials_asked, "trials_measured": counters.trials_measured}
+
+
+def _print_progress(counters: TuneCounters) -> None:
+    eta = "" if counters.eta_s is None else f", about {counters.eta_s:.0f} s left"
+    click.echo(f"tuning: {counters.tasks_done}/{len(counters.tasks)} tasks done, "
+               f"{counters.trials_measured}/{counters.trials_asked} trials measured{eta}")
+    print_table([{"task": t.name, "trials": f"{t.trials_measured}/{t.trials_asked}",
+                  "best_s": t.best_s} for t in counters.tasks],
+                [Column("task"), Column("trials", justify="right"),
+                 Column("best_s", "best s", "right")], "tuning tasks")
 
 
 @click.command()
@@ -200,17 +233,22 @@ def wait(state: CliState, job_id: int, timeout_s: float | None, poll_s: float) -
     if not view.state.ended:
         warn_if_no_farmd(state, "the job will not progress until farmd starts")
     start_s = time.monotonic()
-    columns = [SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn()]
+    columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+               MofNCompleteColumn(), TimeElapsedColumn()]
     console = Console(stderr=True)  # progress is for people: stderr, and only on a terminal
     with Progress(*columns, transient=True, console=console,
                   disable=not console.is_terminal) as progress:
-        task = progress.add_task(_describe(view))
+        task = progress.add_task(_describe(view), total=None)
         while not view.state.ended:
             if timeout_s is not None and time.monotonic() - start_s >= timeout_s:
                 raise WaitTimedOut(f"job {job_id} still {view.state.value} after {timeout_s:g} s")
             time.sleep(poll_s)
             view = _get_job(state, job_id)
-            progress.update(task, description=_describe(view))
+            # A tuning job's bar counts measured trials; other jobs show a spinner.
+            tuning = _tuning(state, job_id)
+            progress.update(task, description=_describe(view),
+                            total=tuning.trials_asked if tuning and tuning.tasks else None,
+                            completed=tuning.trials_measured if tuning else 0)
     if view.state is not JobState.SUCCEEDED:
         raise FarmError(f"job {job_id} {view.state.value}: {view.error or 'no reason recorded'}")
     result = next(iter(state.store.results(job_id)), None)

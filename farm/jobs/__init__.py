@@ -10,8 +10,13 @@ runs it in a child process, so a crash inside TVM cannot take farmd down::
     cache.py          CompileCache: one build per (workload, schedule, target, TVM)
     session.py        RPC sessions by tracker key, thread pool, upload + load
     gemm.py           run_gemm(params, target, tracker, cache) -> GemmResult
-    model.py          run_model(params, target, tracker, cache) -> ModelResult
+    model.py          run_model(params, target, tracker, cache) -> ModelResult; with
+                      params.database_dir, compiled with a tuning database applied
+    model_store.py    store_model(src, data_dir) -> StoredModel: models by SHA-256
     tune.py           tune_gemm(params, target, tracker) -> TuneResult, export_records
+    tune_model.py     tune_model(params, target, tracker, cache) -> ModelTuneResult
+    tune_progress.py  per-task trials, best times, ETA and counters in the work folder
+    bundle.py         write_bundle(tuned, out, cache): a tuned model for deployment
     local_cluster.py  a loopback tracker + RPC servers for tests and bench
 
 Failure kinds follow :mod:`farm.errors`: SpecError, ToolMissing and CompileError are

@@ -2,7 +2,11 @@
 
 The model goes through ``tvm.relax.frontend.onnx.from_onnx`` (weights bound as
 constants), ``tvm.compile`` for the target, and ``export_library`` into the
-compile cache keyed by the file's SHA-256 and the input shapes. On the phone it
+compile cache keyed by the file's SHA-256 and the input shapes. Given a tuning
+database (``ModelParams.database_dir``, a MetaSchedule ``JSONDatabase`` folder), the
+model is compiled by MetaSchedule's ``compile_relax`` instead, which applies the
+best recorded schedule of each fused TIR function (``MetaScheduleApplyDatabase``);
+the database's digest joins the cache key. On the phone it
 runs in ``relax.VirtualMachine`` over the RPC session; the output on a seeded
 random input is checked against onnxruntime on the host, and the VM's
 ``invoke_stateful("main")`` is timed with ``time_evaluator`` (the RPC pattern of
@@ -30,6 +34,7 @@ from farm.jobs.session import (
     upload_and_load,
 )
 from farm.jobs.targets import runtime_device_name
+from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE, repair_work_dir
 from farm.jobs.tvm_errors import reason_of
 
 log = structlog.get_logger(__name__)
@@ -143,13 +148,114 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def relax_module(model: Any, inputs: list[ModelInput]) -> Any:
+    """The model as a Relax ``IRModule``, weights bound as constants.
+
+    Args:
+        model: an ``onnx.ModelProto`` from :func:`load_model`.
+        inputs: its resolved inputs.
+
+    Raises:
+        RuntimeError, ValueError, TypeError, KeyError, NotImplementedError: the
+            frontend could not import the model (callers map them to CompileError).
+    """
+    from tvm.relax.frontend.onnx import from_onnx
+
+    return from_onnx(
+        model,
+        shape_dict={i.name: list(i.shape) for i in inputs},
+        dtype_dict={i.name: i.dtype for i in inputs},
+        keep_params_in_input=False,
+    )
+
+
+def tunable_module(mod: Any, target: Any) -> Any:
+    """``mod`` lowered to the fused TIR functions MetaSchedule extracts tasks from.
+
+    These are the passes ``tvm.s_tir.meta_schedule.relax_integration.compile_relax``
+    runs before ``MetaScheduleApplyDatabase`` (apache/tvm, its comment: "same
+    preparation as extract_tasks, so database keys match"); tasks extracted from
+    this module are the ones :func:`build_model` finds in a database.
+
+    Args:
+        mod: a Relax module from :func:`relax_module`.
+        target: a ``tvm.target.Target``.
+
+    Returns:
+        The fused module; pass it to ``relax_integration.extract_tasks``.
+    """
+    import tvm
+    from tvm import relax
+
+    passes = tvm.transform.Sequential(
+        [
+            *relax.pipeline.library_dispatch_passes(target),
+            relax.transform.LegalizeOps(),
+            relax.transform.AnnotateTIROpPattern(),
+            relax.transform.FoldConstant(),
+            relax.transform.FuseOps(),
+            relax.transform.FuseTIR(),
+        ]
+    )
+    with target:
+        return passes(mod)
+
+
+def database_digest(database_dir: Path) -> str:
+    """SHA-256 over a MetaSchedule JSON database's two files (repaired first).
+
+    Raises:
+        SpecError: the folder holds no tuning record (``params.tuned``).
+    """
+    repair_work_dir(database_dir)
+    records = database_dir / RECORDS_FILE
+    if not records.is_file() or not records.stat().st_size:
+        raise SpecError("params.tuned", f"no tuning records in {database_dir}")
+    digest = hashlib.sha256()
+    for name in (WORKLOADS_FILE, RECORDS_FILE):
+        digest.update((database_dir / name).read_bytes())
+    return digest.hexdigest()
+
+
+def _compile(mod: Any, target_obj: Any, device: DeviceKind, database_dir: Path | None) -> Any:
+    """Relax module -> executable: the tuned schedules of ``database_dir`` applied, or defaults."""
+    import tvm
+    from tvm import relax
+
+    if database_dir is not None:
+        from tvm.s_tir import meta_schedule as ms
+
+        # compile_relax fuses, applies the database (MetaScheduleApplyDatabase in a
+        # PassContext with the target and the database), schedules what the database
+        # lacks with dlight on GPUs, and builds.
+        database = ms.database.JSONDatabase(work_dir=str(database_dir), allow_missing=False)
+        return ms.relax_integration.compile_relax(database, mod, target_obj, params=None)
+    if device is not DeviceKind.CPU:
+        # GPU kernels need thread bindings; dlight's default GPU schedules add them.
+        from tvm.s_tir import dlight
+
+        mod = relax.get_pipeline("zero")(mod)
+        with target_obj:
+            mod = dlight.ApplyDefaultSchedule(
+                dlight.gpu.Matmul(),
+                dlight.gpu.GEMV(),
+                dlight.gpu.Reduction(),
+                dlight.gpu.GeneralReduction(),
+                dlight.gpu.Fallback(),
+            )(mod)
+    return tvm.compile(mod, target=target_obj)
+
+
 def build_model(
     params: ModelParams, target: dict[str, Any], cache: CompileCache, linker: Linker | None = None
 ) -> tuple[Path, list[ModelInput]]:
-    """Compile the model for ``target``, once per (file content, shapes, target).
+    """Compile the model for ``target``, once per (file content, shapes, target, database).
+
+    With ``params.database_dir`` the best schedule of every task found in that
+    MetaSchedule database is applied; tasks it lacks keep the default schedule.
 
     Args:
-        params: the model file and input shapes.
+        params: the model file, input shapes and tuning database.
         target: target dict from :func:`farm.jobs.targets.target_for`.
         cache: where built libraries are kept.
         linker: how to link; resolved from the target when None.
@@ -158,7 +264,7 @@ def build_model(
         The cached ``.so`` and the inputs it takes.
 
     Raises:
-        SpecError: the file or the shapes are invalid.
+        SpecError: the file or the shapes are invalid, or the database holds no record.
         ToolMissing: the NDK (or a host compiler) is missing.
         CompileError: TVM could not import or compile the model.
     """
@@ -166,34 +272,18 @@ def build_model(
     model, inputs = load_model(params.model_path, params.input_shapes)
     digest = _sha256(params.model_path)
     name = params.model_path.name
+    database_dir = params.database_dir
+    schedule = f"relax default {params.device.value}"
+    if database_dir is not None:
+        schedule = f"metaschedule database sha256={database_digest(database_dir)}"
 
     def build(out: Path) -> None:
         import tvm
-        from tvm import relax
-        from tvm.relax.frontend.onnx import from_onnx
 
         try:
-            mod = from_onnx(
-                model,
-                shape_dict={i.name: list(i.shape) for i in inputs},
-                dtype_dict={i.name: i.dtype for i in inputs},
-                keep_params_in_input=False,
-            )
             target_obj = tvm.target.Target(target)
-            if params.device is not DeviceKind.CPU:
-                # GPU kernels need thread bindings; dlight's default GPU schedules add them.
-                from tvm.s_tir import dlight
-
-                mod = relax.get_pipeline("zero")(mod)
-                with target_obj:
-                    mod = dlight.ApplyDefaultSchedule(
-                        dlight.gpu.Matmul(),
-                        dlight.gpu.GEMV(),
-                        dlight.gpu.Reduction(),
-                        dlight.gpu.GeneralReduction(),
-                        dlight.gpu.Fallback(),
-                    )(mod)
-            executable = tvm.compile(mod, target=target_obj)
+            executable = _compile(relax_module(model, inputs), target_obj, params.device,
+                                  database_dir)
             executable.export_library(str(out), fcompile=linker)
         except (RuntimeError, ValueError, TypeError, KeyError, NotImplementedError) as exc:
             # TVM's errors derive from these builtins; the frontend raises the last two
@@ -202,7 +292,7 @@ def build_model(
 
     key = CacheKey(
         workload=f"onnx {name} sha256={digest} inputs={[(i.name, i.shape) for i in inputs]}",
-        schedule=f"relax default {params.device.value}",
+        schedule=schedule,
         target=target,
         tvm_version=tvm_version(),
     )

@@ -153,6 +153,9 @@ class ModelParams:
         seed: seed of the random input.
         timing: time_evaluator arguments.
         threads: thread pool settings (CPU only).
+        database_dir: a MetaSchedule JSON database folder (``database_workload.json``
+            and ``database_tuning_record.json``, e.g. a finished tuning job's work
+            folder) whose best schedules are applied; ``None`` compiles untuned.
     """
 
     model_path: Path
@@ -163,14 +166,16 @@ class ModelParams:
     seed: int = 0
     timing: TimingParams = field(default_factory=TimingParams)
     threads: ThreadPoolParams = field(default_factory=ThreadPoolParams)
+    database_dir: Path | None = None
 
 
 @dataclass(frozen=True)
 class TuneParams:
-    """A MetaSchedule tuning job of the GEMM workload.
+    """A MetaSchedule tuning job: the GEMM workload or an ONNX model's tasks.
 
     Attributes:
-        gemm: the workload (its ``bn`` is the untuned baseline's block size).
+        gemm: the GEMM workload (its ``bn`` is the untuned baseline's block size);
+            None when tuning a model.
         trials: measured trials wanted in total, counting those of earlier runs.
         work_dir: folder holding ``database_workload.json`` and
             ``database_tuning_record.json``; reusing it resumes.
@@ -179,13 +184,17 @@ class TuneParams:
             every build on a 2-core host.
         builder_workers: parallel build processes.
         runner_workers: parallel measurements (one per phone serving the key).
-        max_rounds: tuning rounds allowed to make up for failed measurements
-            (an app crash turns a round's trials into errors).
+        max_rounds: tuning rounds allowed (per task) to make up for failed
+            measurements (an app crash turns a round's trials into errors).
         seed: search seed, for reproducible runs.
         timing: how each candidate and the final comparison are timed.
+        model: the ONNX model whose tasks are tuned; None when tuning the GEMM.
+        trials_per_task: measured trials per task at most; None: ``trials``
+            shared evenly.
+        max_tasks: tune only this many tasks, the heaviest first; None: all.
     """
 
-    gemm: GemmParams
+    gemm: GemmParams | None
     trials: int
     work_dir: Path
     trials_per_iter: int = 8
@@ -195,3 +204,6 @@ class TuneParams:
     max_rounds: int = 4
     seed: int | None = None
     timing: TimingParams = field(default_factory=lambda: TimingParams(3, 3, 20))
+    model: ModelParams | None = None
+    trials_per_task: int | None = None
+    max_tasks: int | None = None

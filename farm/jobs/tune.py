@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ import structlog
 from farm.errors import CompileError, SessionError, SpecError
 from farm.jobs.gemm import gemm_flop, gemm_module
 from farm.jobs.ndk import Linker, linker_for
-from farm.jobs.params import TrackerParams, TuneParams
+from farm.jobs.params import GemmParams, TrackerParams, TuneParams
 from farm.jobs.session import (
     ThreadPoolApplied,
     apply_thread_pool,
@@ -47,7 +48,7 @@ from farm.jobs.session import (
     upload_and_load,
 )
 from farm.jobs.targets import runtime_device_name
-from farm.jobs.tune_progress import TuneProgress
+from farm.jobs.tune_progress import TaskProgress, TuneProgress
 from farm.jobs.tune_records import best_record_s, count_trials, repair_work_dir
 from farm.jobs.tvm_errors import reason_of
 
@@ -147,7 +148,8 @@ class SoExporter:
         return str(path)
 
 
-def _cost_model() -> str:
+def cost_model() -> str:
+    """MetaSchedule's cost model: XGBoost when installed, else random."""
     # The XGBoost cost model needs the optional xgboost package; without it a random
     # model still explores (more slowly) instead of failing at the first update.
     try:
@@ -160,12 +162,13 @@ def _cost_model() -> str:
 # --- tuning -------------------------------------------------------------------------
 
 
-def _batch_counter(progress: TuneProgress) -> Any:
+def _batch_counter(progress: TuneProgress, on_batch: Callable[[], None]) -> Any:
     """A MetaSchedule measure callback adding one batch per call to ``progress``.
 
     MetaSchedule calls its measure callbacks once per measured batch, after
     ``AddToDatabase`` wrote its records (apache/tvm
-    ``python/tvm/s_tir/meta_schedule/measure_callback/measure_callback.py``).
+    ``python/tvm/s_tir/meta_schedule/measure_callback/measure_callback.py``), so
+    ``on_batch`` may read the records file.
     """
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
@@ -178,15 +181,27 @@ def _batch_counter(progress: TuneProgress) -> Any:
                   _builder_results: Any, _runner_results: Any) -> None:
             """One batch of candidates was measured: count it."""
             progress.add(batches=1)
+            on_batch()
 
     return BatchCounter()
 
 
-def _tune_round(
-    params: TuneParams, target: dict[str, Any], tracker: TrackerParams, linker: Linker,
-    trials: int, progress: TuneProgress,
-) -> None:
-    import tvm
+def measure_callbacks(progress: TuneProgress, on_batch: Callable[[], None]) -> list[Any]:
+    """MetaSchedule's default measure callbacks, then farm's batch counter."""
+    from tvm.s_tir import meta_schedule as ms
+
+    return [*ms.measure_callback.MeasureCallback.create("default"),
+            _batch_counter(progress, on_batch)]
+
+
+def builder_and_runner(
+    params: TuneParams, tracker: TrackerParams, linker: Linker
+) -> tuple[Any, Any]:
+    """MetaSchedule's builder (host, ``.so`` per candidate) and runner (the tracker's key).
+
+    Returns:
+        ``(LocalBuilder, RPCRunner)``.
+    """
     from tvm.s_tir import meta_schedule as ms
 
     builder = ms.builder.LocalBuilder(
@@ -209,7 +224,50 @@ def _tune_round(
         ),
         max_workers=params.runner_workers,
     )
-    mod = gemm_module(params.gemm.n, params.gemm.dtype, name=FUNC_NAME)
+    return builder, runner
+
+
+def tune_in_rounds(
+    params: TuneParams, asked: int, measured: Callable[[], int],
+    tune_round: Callable[[int], None], progress: TuneProgress,
+) -> int:
+    """Run ``tune_round(remaining)`` until ``asked`` trials are measured or rounds run out.
+
+    MetaSchedule counts trials from 0 in every run, measured or failed; farm asks
+    each round only for the trials still missing, so no measured trial is
+    measured again and a failed one is made up for (up to ``params.max_rounds``).
+
+    Args:
+        params: the work folder and ``max_rounds``.
+        asked: measured trials wanted.
+        measured: reads the trials measured so far from the (repaired) work folder.
+        tune_round: one MetaSchedule run asking for that many trials.
+        progress: counts the rounds.
+
+    Returns:
+        The rounds run.
+    """
+    done, rounds = measured(), 0
+    while done < asked and rounds < params.max_rounds:
+        log.info("tuning_round", round=rounds, measured=done, remaining=asked - done)
+        tune_round(asked - done)
+        rounds += 1
+        progress.add(rounds=1)
+        repair_work_dir(params.work_dir)
+        done = measured()
+    return rounds
+
+
+def _tune_round(
+    params: TuneParams, target: dict[str, Any], tracker: TrackerParams, linker: Linker,
+    trials: int, progress: TuneProgress, on_batch: Callable[[], None],
+) -> None:
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    builder, runner = builder_and_runner(params, tracker, linker)
+    gemm = _gemm_of(params)
+    mod = gemm_module(gemm.n, gemm.dtype, name=FUNC_NAME)
     ms.tune_tir(
         mod,
         tvm.target.Target(target),
@@ -218,11 +276,21 @@ def _tune_round(
         num_trials_per_iter=min(params.trials_per_iter, trials),
         builder=builder,
         runner=runner,
-        cost_model=_cost_model(),
-        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"),
-                           _batch_counter(progress)],
+        cost_model=cost_model(),
+        measure_callbacks=measure_callbacks(progress, on_batch),
         seed=params.seed,
     )
+
+
+def _gemm_of(params: TuneParams) -> GemmParams:
+    if params.gemm is None:
+        raise SpecError("params.gemm", "tuning the GEMM needs a GEMM workload")
+    return params.gemm
+
+
+def gemm_label(gemm: GemmParams) -> str:
+    """The GEMM's workload label, e.g. ``gemm n=512 dtype=float32``."""
+    return f"gemm n={gemm.n} dtype={gemm.dtype}"
 
 
 def _compile_pair(params: TuneParams, target: dict[str, Any], linker: Linker) -> tuple[Path, Path]:
@@ -230,8 +298,9 @@ def _compile_pair(params: TuneParams, target: dict[str, Any], linker: Linker) ->
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    workload = f"gemm n={params.gemm.n} dtype={params.gemm.dtype}"
-    mod = gemm_module(params.gemm.n, params.gemm.dtype, name=FUNC_NAME)
+    gemm = _gemm_of(params)
+    workload = gemm_label(gemm)
+    mod = gemm_module(gemm.n, gemm.dtype, name=FUNC_NAME)
     target_obj = tvm.target.Target(target)
     database = ms.database.JSONDatabase(work_dir=str(params.work_dir))
     schedule = ms.tir_integration.compile_tir(database, mod, target_obj)
@@ -271,9 +340,10 @@ def compare_tuned(
     remote = open_session(tracker)
     serial = tracker.serial or f"key:{tracker.key}"
     device = runtime_device_name(target)
-    threads = apply_thread_pool(remote, params.gemm.threads, tracker) if device == "cpu" else None
+    gemm = _gemm_of(params)
+    threads = apply_thread_pool(remote, gemm.threads, tracker) if device == "cpu" else None
     rng = np.random.default_rng(0)
-    n, dtype = params.gemm.n, params.gemm.dtype
+    n, dtype = gemm.n, gemm.dtype
     samples: list[list[float]] = []
     for name, library in (("untuned", result.untuned_library), ("tuned", result.tuned_library)):
         module = upload_and_load(remote, Path(library), f"{name}-{os.getpid()}.so", tracker)
@@ -282,7 +352,7 @@ def compare_tuned(
             a = tvm.runtime.tensor(rng.random((n, n)).astype(dtype), dev)
             b = tvm.runtime.tensor(rng.random((n, n)).astype(dtype), dev)
             c = tvm.runtime.tensor(np.zeros((n, n), dtype), dev)
-            timing = params.gemm.timing
+            timing = gemm.timing
             evaluator = module.time_evaluator(
                 FUNC_NAME,
                 dev,
@@ -336,26 +406,29 @@ def tune_gemm(
     if target.get("kind") == "llvm" and not target.get("num-cores"):
         # MetaSchedule sizes parallel loops by it and refuses a CPU target without it.
         raise SpecError("device.num_cores", "tuning a CPU target needs the phone's core count")
+    gemm = _gemm_of(params)
     linker = linker_for(target)
     params.work_dir.mkdir(parents=True, exist_ok=True)
     repair_work_dir(params.work_dir)
     progress = progress or TuneProgress(params.work_dir)
     progress.add(attempts=1)
     before, _ = count_trials(params.work_dir)
-    measured, rounds = before, 0
-    while measured < params.trials and rounds < params.max_rounds:
-        remaining = params.trials - measured
-        log.info("tuning_round", round=rounds, measured=measured, remaining=remaining)
-        _tune_round(params, target, tracker, linker, remaining, progress)
-        rounds += 1
-        progress.add(rounds=1)
-        repair_work_dir(params.work_dir)
-        measured, _ = count_trials(params.work_dir)
+    label = gemm_label(gemm)
+    progress.set_tasks([TaskProgress(label, 0, params.trials, before)])
+
+    def on_batch() -> None:
+        progress.update_task(label, count_trials(params.work_dir)[0],
+                             best_record_s(params.work_dir))
+
+    rounds = tune_in_rounds(
+        params, params.trials, lambda: count_trials(params.work_dir)[0],
+        lambda remaining: _tune_round(params, target, tracker, linker, remaining, progress,
+                                      on_batch),
+        progress)
     measured, failed = count_trials(params.work_dir)
+    on_batch()
     if measured == 0:
-        raise CompileError(
-            f"gemm n={params.gemm.n}", f"no trial measured in {rounds} rounds ({failed} failed)"
-        )
+        raise CompileError(label, f"no trial measured in {rounds} rounds ({failed} failed)")
     tuned, untuned = _compile_pair(params, target, linker)
     counters = progress.counters
     log.info("tuning_finished", measured=measured, failed=failed, rounds=counters.rounds,

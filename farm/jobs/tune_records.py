@@ -78,29 +78,57 @@ def _run_secs(line: bytes) -> list[float]:
     return [float(s) for s in run_secs] if run_secs else []
 
 
-def count_trials(work_dir: Path) -> tuple[int, int]:
+def _record_lines(work_dir: Path, workload_index: int | None) -> list[bytes]:
+    """The record lines of a work folder, those of one workload when an index is given."""
+    path = work_dir / RECORDS_FILE
+    if not path.is_file():
+        return []
+    lines = [line for line in path.read_bytes().splitlines() if line.strip()]
+    if workload_index is None:
+        return lines
+    return [line for line in lines if json.loads(line)[0] == workload_index]
+
+
+def _measured(secs: list[float]) -> bool:
+    return bool(secs) and all(s < FAILED_RUN_S for s in secs)
+
+
+def count_trials(work_dir: Path, workload_index: int | None = None) -> tuple[int, int]:
     """Measured and failed trials recorded in a work folder.
 
     Args:
         work_dir: the tuning work folder (repaired first by the caller).
+        workload_index: count only the records of this workload (its line in
+            ``database_workload.json``, counted from 0); all records when None.
 
     Returns:
         ``(measured, failed)``: records with a real run time, and records whose
         measurement failed.
     """
-    path = work_dir / RECORDS_FILE
-    if not path.is_file():
-        return 0, 0
     measured = failed = 0
-    for line in path.read_bytes().splitlines():
-        if not line.strip():
-            continue
-        secs = _run_secs(line)
-        if secs and all(s < FAILED_RUN_S for s in secs):
+    for line in _record_lines(work_dir, workload_index):
+        if _measured(_run_secs(line)):
             measured += 1
         else:
             failed += 1
     return measured, failed
+
+
+def workload_index(work_dir: Path, shash: str) -> int | None:
+    """The line (from 0) of ``database_workload.json`` holding the workload hashed ``shash``.
+
+    A workload line is ``[shash, module]`` (MetaSchedule's ``Workload.as_json``);
+    a record names its workload by this line number.
+
+    Returns:
+        The index, or None when the workload is not in the file.
+    """
+    path = work_dir / WORKLOADS_FILE
+    lines = path.read_bytes().splitlines() if path.is_file() else []
+    for index, line in enumerate(lines):
+        if line.strip() and str(json.loads(line)[0]) == shash:
+            return index
+    return None
 
 
 def export_records(work_dir: Path, out_path: Path) -> Path:
@@ -125,12 +153,16 @@ def export_records(work_dir: Path, out_path: Path) -> Path:
     return out_path
 
 
-def best_record_s(work_dir: Path) -> float:
-    """The best measured candidate's mean run time in seconds (inf when none)."""
+def best_record_s(work_dir: Path, workload_index: int | None = None) -> float:
+    """The best measured candidate's mean run time in seconds (inf when none).
+
+    Args:
+        work_dir: the tuning work folder.
+        workload_index: only this workload's records; all records when None.
+    """
     best = float("inf")
-    path = work_dir / RECORDS_FILE
-    for line in path.read_bytes().splitlines() if path.is_file() else []:
-        secs = _run_secs(line) if line.strip() else []
-        if secs and all(s < FAILED_RUN_S for s in secs):
+    for line in _record_lines(work_dir, workload_index):
+        secs = _run_secs(line)
+        if _measured(secs):
             best = min(best, float(np.mean(secs)))
     return best

@@ -6,7 +6,8 @@
                 enqueue command, report label)
     gemm.py     time a square matrix multiply on CPU or GPU
     model.py    time an ONNX model, checked against onnxruntime
-    tune.py     MetaSchedule tuning of a gemm across phones
+    tune.py     MetaSchedule tuning of a gemm or an ONNX model across phones
+                (tune_model.py: its model half, not a kind of its own)
 
 Adding a kind is one module declaring its :class:`~farm.kinds.base.Kind` and
 one line in :data:`KINDS`. Everything that depends on a kind goes through this

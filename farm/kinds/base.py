@@ -14,10 +14,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from farm.config import JobSettings
     from farm.queue.capabilities import Requirements
     from farm.queue.records import Outcome
     from farm.queue.spec import JobBase
+    from farm.queue.store import Store
     from farm.runner.execute import RunContext
 
 __all__ = ["ClickDecorator", "EnqueueCommand", "Kind", "default_of"]
@@ -38,12 +41,16 @@ class EnqueueCommand:
             (values still None are dropped afterwards).
         flags: spec field path -> the flag that sets it, e.g. ``{"params.n": "--n"}``,
             so an error names the flag the user typed.
+        check: checks a validated spec against the queue before it is stored
+            (``(spec, store, data_dir)``), e.g. that a job it names has finished;
+            raises :class:`~farm.errors.SpecError` naming the field.
     """
 
     help: str
     options: Sequence[ClickDecorator]
     params: Callable[[dict[str, Any]], dict[str, Any]]
     flags: Mapping[str, str] = field(default_factory=dict)
+    check: Callable[[Any, Store, Path], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,11 @@ class Kind:
         fan_out: ``farmctl enqueue <kind> --each`` makes one job per matching
             phone (a benchmark measures each phone alone); False for kinds that
             need several phones at once (tune).
+        input_files: spec field paths naming ONNX model files on the user's host,
+            e.g. ``("params.path",)``. ``farmctl enqueue`` copies each into farm's
+            model store (:func:`farm.jobs.model_store.store_model`) before
+            validation, points the field at the copy and sets the sibling
+            ``sha256`` field (``params.sha256``), so a job never reads the user's path.
     """
 
     name: str
@@ -81,6 +93,7 @@ class Kind:
     workload: Callable[[Mapping[str, Any]], str]
     needs: Callable[[Mapping[str, Any]], Requirements]
     fan_out: bool = False
+    input_files: tuple[str, ...] = ()
 
 
 def default_of(model: type[BaseModel], name: str) -> str:

@@ -1,4 +1,10 @@
-"""The ``model`` kind: time an ONNX model on phones and check it against onnxruntime."""
+"""The ``model`` kind: time an ONNX model on phones and check it against onnxruntime.
+
+The model file is copied into farm's model store at enqueue (``Kind.input_files``),
+so ``params.path`` is farm's own copy and ``params.sha256`` its digest. With
+``--tuned JOB_ID`` the model is compiled with that finished tuning job's
+MetaSchedule database applied (:mod:`farm.kinds.tuned` checks the job at enqueue).
+"""
 
 from __future__ import annotations
 
@@ -13,15 +19,17 @@ from pydantic import Field, field_validator
 from farm.errors import SpecError
 from farm.kinds.base import EnqueueCommand, Kind, default_of
 from farm.kinds.gemm import MAX_NUMBER, MAX_REPEAT, TIMING_FLAGS, TIMING_OPTIONS
-from farm.queue.capabilities import ANY_PHONE
+from farm.queue.capabilities import workload_needs
 from farm.queue.spec import JobBase, Strict, Text
 
 if TYPE_CHECKING:
     from farm.jobs import params as jp
     from farm.queue.records import Outcome
+    from farm.queue.store import Store
     from farm.runner.execute import RunContext
 
-__all__ = ["KIND", "ModelJob", "ModelParams", "Tolerance", "parse_input_shape"]
+__all__ = ["KIND", "ModelBenchParams", "ModelJob", "ModelParams", "Tolerance",
+           "parse_input_shape"]
 
 #: An input tensor's rank and each dimension at most (TVM shapes are int64; an
 #: input beyond 2**31 elements per axis does not fit a phone anyway).
@@ -37,9 +45,15 @@ class Tolerance(Strict):
 
 
 class ModelParams(Strict):
-    """An ONNX model on the host, compiled by TVM and timed on the phone."""
+    """An ONNX model on the host, compiled by TVM and timed on the phone.
+
+    ``path`` is farm's stored copy once enqueued; ``sha256`` and ``name`` (the
+    user's file name) are set with it.
+    """
 
     path: Text
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    name: Text | None = None
     input_shapes: (
         dict[Text, Annotated[list[Annotated[int, Field(ge=1, le=MAX_DIM)]],
                              Field(max_length=MAX_RANK)]] | None
@@ -65,45 +79,90 @@ class ModelParams(Strict):
             raise ValueError(f"cannot read {value!r}: {exc.strerror}") from None
 
 
+class ModelBenchParams(ModelParams):
+    """A model benchmark: the model, the processor, and optionally a tuning job's records."""
+
+    target: Literal["cpu", "opencl"] = "cpu"
+    tuned: int | None = Field(default=None, ge=1)  # a finished tune job of this model
+
+
 class ModelJob(JobBase):
     """Time an ONNX model and check its output."""
 
     kind: Literal["model"]
-    params: ModelParams
+    params: ModelBenchParams
 
 
-def model_params(p: ModelParams) -> jp.ModelParams:
-    """The jobs' plain parameters of a validated model spec (CPU only, for now)."""
+def model_params(p: ModelParams, device: str = "cpu", database_dir: Path | None = None
+                 ) -> jp.ModelParams:
+    """The jobs' plain parameters of a validated model spec.
+
+    Args:
+        p: the spec's model.
+        device: ``"cpu"`` or ``"opencl"``.
+        database_dir: a tuning work folder whose records are applied.
+    """
     from farm.jobs import params as jp
 
     shapes = None if p.input_shapes is None else {k: tuple(v) for k, v in p.input_shapes.items()}
     return jp.ModelParams(
-        model_path=Path(p.path), input_shapes=shapes, device=jp.DeviceKind("cpu"),
+        model_path=Path(p.path), input_shapes=shapes, device=jp.DeviceKind(device),
         rtol=p.tolerance.rtol, atol=p.tolerance.atol,
-        timing=jp.TimingParams(number=p.number, repeat=p.repeat),
+        timing=jp.TimingParams(number=p.number, repeat=p.repeat), database_dir=database_dir,
     )
+
+
+def check_tuned(spec: ModelJob, store: Store, data_dir: Path) -> None:
+    """``--tuned``: a succeeded tune of the same model (SHA-256) for the same target.
+
+    Raises:
+        SpecError: ``params.tuned`` names no such job, a job that is not a
+            finished model tune, another model's or another target's tuning;
+            ``params.input_shapes`` differ from the tuning's.
+    """
+    from farm.kinds.tuned import finished_tune
+
+    p = spec.params
+    if p.tuned is None:
+        return
+    tune = finished_tune(store, data_dir, p.tuned)
+    if tune.model_sha256 != p.sha256:
+        raise SpecError("params.tuned", f"tune job {p.tuned} tuned another model "
+                        f"(sha256 {tune.model_sha256[:12]}, this one {str(p.sha256)[:12]})")
+    if tune.device != p.target:
+        raise SpecError("params.tuned", f"tune job {p.tuned} tuned for {tune.device}, "
+                        f"not --target {p.target}")
+    tuned_shapes = tune.job.spec["params"]["model"].get("input_shapes")
+    if tuned_shapes != p.input_shapes:  # other shapes make other tasks: none would match
+        raise SpecError("params.input_shapes", f"tune job {p.tuned} tuned input shapes "
+                        f"{tuned_shapes or 'of the model'}; give the same")
 
 
 def run(ctx: RunContext, spec: ModelJob) -> Outcome:
     """Time the model ``repetitions`` times on each phone, every sample kept with its serial."""
     from farm.jobs.model import run_model
+    from farm.runner.execute import tune_work_dir
     from farm.runner.measure import measure, summary_of_runs
 
-    params = model_params(spec.params)
+    p = spec.params
+    database_dir = None if p.tuned is None else tune_work_dir(ctx.settings.data_dir, p.tuned)
+    params = model_params(p, p.target, database_dir)
     measured = measure(
         ctx, spec.repetitions, params.device,
         lambda tracker, target, _rep: run_model(params, target, tracker, ctx.cache),
         lambda result: {"model_sha256": result.model_sha256},
     )
     summary = summary_of_runs("model", measured)
-    summary["model"] = Path(params.model_path).name
+    summary.update(model=p.name or Path(params.model_path).name, target=p.target, tuned=p.tuned)
     return measured.outcome(summary)
 
 
 def workload(spec: Mapping[str, Any]) -> str:
-    """``model small_cnn.onnx``."""
-    params = spec.get("params") or {}
-    return f"model {Path(str(params.get('path', '?'))).name}"
+    """``model small_cnn.onnx``, ``model small_cnn.onnx tuned 7`` with a tuning's records."""
+    params = spec.get("params")
+    params = params if isinstance(params, Mapping) else {}
+    label = f"model {params.get('name') or Path(str(params.get('path', '?'))).name}"
+    return label if params.get("tuned") is None else f"{label} tuned {params['tuned']}"
 
 
 def parse_input_shape(values: tuple[str, ...]) -> dict[str, list[int]] | None:
@@ -129,7 +188,8 @@ def parse_input_shape(values: tuple[str, ...]) -> dict[str, list[int]] | None:
 def _params(values: dict[str, Any]) -> dict[str, Any]:
     tolerance = {k: values[k] for k in ("rtol", "atol") if values[k] is not None}
     return {"path": values["path"], "input_shapes": parse_input_shape(values["input_shapes"]),
-            "tolerance": tolerance or None, "number": values["number"], "repeat": values["repeat"]}
+            "tolerance": tolerance or None, "number": values["number"], "repeat": values["repeat"],
+            "target": values["target"], "tuned": values["tuned"]}
 
 
 KIND = Kind(
@@ -148,14 +208,22 @@ KIND = Kind(
                          f"{default_of(Tolerance, 'rtol')}"),
             click.option("--atol", type=float, help="Absolute tolerance against onnxruntime. "
                          f"{default_of(Tolerance, 'atol')}"),
+            click.option("--target", type=click.Choice(["cpu", "opencl"]),
+                         help=f"Processor that runs it. {default_of(ModelBenchParams, 'target')}"),
+            click.option("--tuned", type=int,
+                         help="A finished `tune --model` job of this model whose tuning "
+                              "records are applied.  [default: untuned]"),
             *TIMING_OPTIONS,
         ],
         params=_params,
+        check=check_tuned,
         flags={"params.path": "--model", "params.input_shapes": "--input-shape",
+               "params.target": "--target", "params.tuned": "--tuned",
                "params.tolerance.rtol": "--rtol", "params.tolerance.atol": "--atol",
                **{f"params.{name}": flag for name, flag in TIMING_FLAGS.items()}},
     ),
     workload=workload,
-    needs=lambda _spec: ANY_PHONE,  # models compile for the CPU only, for now (model_params)
+    needs=lambda spec: workload_needs(spec.get("params")),
     fan_out=True,
+    input_files=("params.path",),
 )

@@ -1,15 +1,16 @@
-"""The ``tune`` kind: MetaSchedule tuning of a gemm across the job's phones.
+"""The ``tune`` kind: MetaSchedule tuning of a gemm, or of an ONNX model, across the job's phones.
 
 A tuning job's phones serve the job's tracker key for its whole run, app crashes
 healed, and go back to their own keys after it (:mod:`farm.runner.tune_phones`).
 Its retries reuse one work folder (:func:`farm.runner.execute.tune_work_dir`),
-so tuning resumes where the last attempt stopped.
+so tuning resumes where the last attempt stopped. A model is tuned task by task
+(:mod:`farm.jobs.tune_model`); at the end each phone times it untuned and tuned.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -20,40 +21,55 @@ from farm.errors import SpecError
 from farm.kinds.base import EnqueueCommand, Kind, default_of
 from farm.kinds.gemm import GEMM_FLAGS, GEMM_OPTIONS, GemmParams, gemm_params
 from farm.kinds.gemm import workload as gemm_workload
-from farm.kinds.model import ModelParams
+from farm.kinds.model import ModelParams, parse_input_shape
 from farm.queue.capabilities import workload_needs
 from farm.queue.spec import MAX_PHONES, FieldError, JobBase, Strict
 
 if TYPE_CHECKING:
+    from farm.queue.capabilities import Requirements
     from farm.queue.records import Outcome, TuningData
     from farm.runner.execute import RunContext
 
-__all__ = ["KIND", "MAX_TRIALS", "TuneJob", "TuneParams"]
+__all__ = ["KIND", "MAX_TASKS", "MAX_TRIALS", "TuneJob", "TuneParams", "TunedModel"]
 
 #: Measured trials per job at most: MetaSchedule on a phone measures a few per
 #: second at best, so 100,000 is already more than a day of one phone.
 MAX_TRIALS = 100_000
 
 
-class TuneParams(Strict):
-    """MetaSchedule tuning of exactly one workload, ``gemm``.
+#: Tasks per tuned model at most (a large detector has a few hundred).
+MAX_TASKS = 10_000
 
-    ``model`` is part of the schema but refused (``params.model``): the runner
-    cannot tune ONNX models yet, and a job that can never run must not be queued.
+
+class TunedModel(ModelParams):
+    """An ONNX model to tune: the model job's fields, and the processor that runs it."""
+
+    target: Literal["cpu", "opencl"] = "cpu"
+
+
+class TuneParams(Strict):
+    """MetaSchedule tuning of exactly one workload: ``gemm``, or ``model``'s tasks.
+
+    ``trials_per_task`` and ``max_tasks`` cap a model's work: ``trials`` is
+    shared evenly over its ``max_tasks`` heaviest tasks, at most
+    ``trials_per_task`` each (:func:`farm.jobs.tune_model.plan_trials`).
     """
 
     gemm: GemmParams | None = None
-    model: ModelParams | None = None
+    model: TunedModel | None = None
     trials: int = Field(default=64, ge=1, le=MAX_TRIALS)
     trials_per_batch: int = Field(default=16, ge=1, le=MAX_TRIALS)
     phones: int = Field(default=1, ge=1, le=MAX_PHONES)  # phones measuring candidates in parallel
+    trials_per_task: int | None = Field(default=None, ge=1, le=MAX_TRIALS)
+    max_tasks: int | None = Field(default=None, ge=1, le=MAX_TASKS)
 
     @model_validator(mode="after")
     def _one_workload(self) -> TuneParams:
         if (self.gemm is None) == (self.model is None):
             raise FieldError("gemm", "give exactly one workload: gemm or model")
-        if self.model is not None:
-            raise FieldError("model", "tuning ONNX models is not supported yet; tune a gemm")
+        for name in ("trials_per_task", "max_tasks"):
+            if self.model is None and getattr(self, name) is not None:
+                raise FieldError(name, "applies to tuning a model only")
         if "trials_per_batch" not in self.model_fields_set:
             object.__setattr__(self, "trials_per_batch", min(self.trials_per_batch, self.trials))
         elif self.trials_per_batch > self.trials:
@@ -79,7 +95,10 @@ class TuneJob(JobBase):
         return self
 
 
-def _tuning_records(work_dir: Path, workload: str, target: dict[str, Any]) -> list[TuningData]:
+def _tuning_records(
+    work_dir: Path, workload: Callable[[int], str], target: dict[str, Any]
+) -> list[TuningData]:
+    """Every record of the work folder, labelled by ``workload(workload_index)``."""
     from farm.jobs.tune_records import RECORDS_FILE
     from farm.queue.records import TuningData
 
@@ -92,33 +111,42 @@ def _tuning_records(work_dir: Path, workload: str, target: dict[str, Any]) -> li
         if line.strip():
             index, record = json.loads(line)
             records.append(
-                TuningData(workload, target_text, {"workload_index": index, "record": record})
+                TuningData(workload(index), target_text,
+                           {"workload_index": index, "record": record})
             )
     return records
 
 
 def run(ctx: RunContext, spec: TuneJob) -> Outcome:
-    """Tune the gemm on the attempt's phones, resuming the job's earlier attempts.
+    """Tune the job's workload on the attempt's phones, resuming the job's earlier attempts.
 
     MetaSchedule measures each candidate on whichever phone of the job's key is
     free, into one database, so the phones must share one target
     (:func:`farm.jobs.targets.shared_target` refuses phones that disagree). Back
-    on their own keys, each phone times the tuned and the untuned kernel itself:
+    on their own keys, each phone times the untuned and the tuned workload itself:
     every sample keeps the serial that produced it. The counters (rounds, app
     relaunches) live in the work folder, so they add up across resumes.
     """
+    if spec.params.model is not None:
+        from farm.kinds.tune_model import run_model_tuning
+
+        return run_model_tuning(ctx, spec.params, spec.params.model)
+    return _run_gemm(ctx, spec)
+
+
+def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
     import statistics
 
     from farm.fleet.keys import job_key
     from farm.jobs import params as jp
     from farm.jobs.targets import shared_target
-    from farm.jobs.tune import compare_tuned, tune_gemm
+    from farm.jobs.tune import compare_tuned, gemm_label, tune_gemm
     from farm.jobs.tune_progress import TuneProgress
     from farm.queue.records import Outcome
     from farm.runner.execute import phone_target, tracker_params, tune_work_dir
     from farm.runner.tune_phones import serving_job_key
 
-    if spec.params.gemm is None:  # the spec refuses tuning a model: unreachable
+    if spec.params.gemm is None:  # run() sends a model elsewhere: unreachable
         raise SpecError("params.gemm", "tuning needs a GEMM workload")
     gemm = gemm_params(spec.params.gemm)
     serials = list(ctx.attempt.serials)
@@ -155,18 +183,44 @@ def run(ctx: RunContext, spec: TuneJob) -> Outcome:
         speedup=only.get("speedup"), tuned_gflops=only.get("tuned_gflops"),
     )
     tuned_serials = [c.serial for c in comparisons for _ in c.tuned_samples_s]
-    workload = f"gemm n={gemm.n} dtype={gemm.dtype}"
+    label = gemm_label(gemm)
     return Outcome(summary, tuned, "s", tuned_serials, snapshots,
-                   _tuning_records(work_dir, workload, target))
+                   _tuning_records(work_dir, lambda _index: label, target))
 
 
 def workload(spec: Mapping[str, Any]) -> str:
-    """``tune gemm n=512 float32``."""
+    """``tune gemm n=512 float32`` or ``tune model small_cnn.onnx``."""
     params = spec.get("params") or {}
+    model = params.get("model") if isinstance(params, Mapping) else None
+    if isinstance(model, Mapping):
+        return f"tune model {Path(str(model.get('path', '?'))).name}"
     return f"tune {gemm_workload({'params': params.get('gemm') or {}})}"
 
 
-_FLAGS = {"trials": "--trials", "trials_per_batch": "--trials-per-batch", "phones": "--phones"}
+def needs(spec: Mapping[str, Any]) -> Requirements:
+    """The workload's needs, on phones of one kind: measured candidates share one database."""
+    params = spec.get("params")
+    if not isinstance(params, Mapping):
+        return workload_needs(None, alike=True)
+    model = params.get("model")
+    return workload_needs(model if isinstance(model, Mapping) else params.get("gemm"), alike=True)
+
+
+_FLAGS = {"trials": "--trials", "trials_per_batch": "--trials-per-batch", "phones": "--phones",
+          "trials_per_task": "--trials-per-task", "max_tasks": "--max-tasks"}
+_MODEL_FLAGS = {"path": "--model", "input_shapes": "--input-shape", "target": "--target"}
+
+
+def _params(values: dict[str, Any]) -> dict[str, Any]:
+    """The flags -> ``params``: a model when ``--model`` is given, else the gemm."""
+    common = {name: values[name] for name in _FLAGS}
+    if values["path"] is None:
+        return {"gemm": {name: values[name] for name in GEMM_FLAGS}, **common}
+    gemm = {name: values[name] for name in GEMM_FLAGS if name != "target"}
+    model = {"path": values["path"], "input_shapes": parse_input_shape(values["input_shapes"]),
+             "target": values["target"]}
+    # A gemm flag given with --model makes two workloads, which the spec refuses.
+    return {"model": model, **({"gemm": gemm} if any(gemm.values()) else {}), **common}
 
 KIND = Kind(
     name="tune",
@@ -177,30 +231,36 @@ KIND = Kind(
     lease_s=lambda jobs: jobs.tune_lease_s,
     timeout_s=lambda jobs: jobs.tune_timeout_s,
     enqueue=EnqueueCommand(
-        help="Tune a gemm with MetaSchedule across phones.",
+        help="Tune a gemm or an ONNX model across phones.",
         options=[
             *GEMM_OPTIONS,
+            click.option("--model", "path",
+                         help="Tune this ONNX file's tasks instead of a gemm "
+                              "(--target cpu or opencl)."),
+            click.option("--input-shape", "input_shapes", multiple=True,
+                         help="NAME=D1,D2,... of the model (repeatable).  "
+                              "[default: the model's own]"),
             click.option("--trials", type=int, help="Measured trials wanted in total. "
                          f"{default_of(TuneParams, 'trials')}"),
+            click.option("--trials-per-task", type=int,
+                         help="A model's measured trials per task at most.  "
+                              "[default: trials shared evenly]"),
+            click.option("--max-tasks", type=int,
+                         help="Tune only the model's heaviest tasks, this many.  [default: all]"),
             click.option("--trials-per-batch", type=int,
                          help="Candidates built and measured per round. "
                               f"{default_of(TuneParams, 'trials_per_batch')}"),
             click.option("--phones", type=int, help="Phones measuring candidates in parallel. "
                          f"{default_of(TuneParams, 'phones')}"),
         ],
-        params=lambda values: {
-            "gemm": {name: values[name] for name in GEMM_FLAGS},
-            **{name: values[name] for name in _FLAGS},
-        },
+        params=_params,
         flags={
             **{f"params.gemm.{name}": flag for name, flag in GEMM_FLAGS.items()},
+            **{f"params.model.{name}": flag for name, flag in _MODEL_FLAGS.items()},
             **{f"params.{name}": flag for name, flag in _FLAGS.items()},
         },
     ),
     workload=workload,
-    # Its gemm's needs, on phones of one kind: candidates measured on several
-    # phones go into one database, for one target.
-    needs=lambda spec: workload_needs(
-        params.get("gemm") if isinstance(params := spec.get("params"), Mapping) else None,
-        alike=True),
+    needs=needs,
+    input_files=("params.model.path",),
 )

@@ -50,3 +50,41 @@ def host_facts() -> DeviceFacts:
 def small_cnn(tmp_path: Path) -> Path:
     """A small real CNN saved as ONNX in tmp_path."""
     return write_small_cnn(tmp_path / "small_cnn.onnx")
+
+
+@pytest.fixture(scope="session")
+def tuned_cnn(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The small CNN and a MetaSchedule database folder covering every one of its tasks.
+
+    Each task's record is the first schedule of MetaSchedule's own design space
+    for the host target (multi-level tiling, parallel, vectorize, unroll), with a
+    made-up run time: a tuning run without the hours of measuring. Built once per
+    session: importing MetaSchedule's tensor intrinsics takes a minute on 2 cores.
+    """
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from farm.jobs.model import load_model, relax_module, tunable_module
+    from farm.jobs.targets import target_for
+
+    root = tmp_path_factory.mktemp("tuned_cnn")
+    model_path = write_small_cnn(root / "small_cnn.onnx")
+    model, inputs = load_model(model_path)
+    target = tvm.target.Target(target_for(DeviceFacts(abi="x86_64", num_cores=2)))
+    tasks = ms.relax_integration.extract_tasks(
+        tunable_module(relax_module(model, inputs), target), target
+    )
+    database_dir = root / "database"
+    database_dir.mkdir()
+    database = ms.database.JSONDatabase(work_dir=str(database_dir))
+    for task in tasks:
+        mod = task.dispatched[0]
+        context = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
+                                 task_name=task.task_name, rand_state=1)
+        schedule = context.generate_design_space()[0]
+        (func,) = mod.functions.values()
+        database.commit_tuning_record(ms.database.TuningRecord(
+            schedule.trace, database.commit_workload(mod), [1e-3], target,
+            ms.arg_info.ArgInfo.from_prim_func(func),
+        ))
+    return model_path, database_dir

@@ -8,9 +8,10 @@ import pytest
 
 from farm.errors import SpecError
 from farm.jobs.cache import CompileCache
-from farm.jobs.model import run_model
+from farm.jobs.model import build_model, load_model, relax_module, run_model, tunable_module
 from farm.jobs.params import DeviceFacts, ModelParams, TimingParams, TrackerParams
 from farm.jobs.targets import target_for
+from farm.jobs.tune_records import RECORDS_FILE
 
 
 class TestRunModel:
@@ -43,3 +44,49 @@ class TestRunModel:
         with pytest.raises(SpecError) as info:
             run_model(params, target_for(host_facts), tracker, CompileCache(tmp_path))
         assert info.value.field == "params.input_shapes"
+
+
+class TestTunedModel:
+    def test_a_tuning_database_is_applied_and_the_output_still_matches(
+        self, tuned_cnn: tuple[Path, Path], tracker: TrackerParams, host_facts: DeviceFacts,
+        tmp_path: Path,
+    ) -> None:
+        """With database_dir every task's recorded schedule is compiled in; onnxruntime agrees."""
+        model_path, database_dir = tuned_cnn
+        cache = CompileCache(tmp_path / "c")
+        timing = TimingParams(number=2, repeat=2, min_repeat_ms=1)
+        tuned = ModelParams(model_path, timing=timing, database_dir=database_dir)
+        result = run_model(tuned, target_for(host_facts), tracker, cache)
+        assert result.max_abs_err < 1e-4
+        untuned = run_model(ModelParams(model_path, timing=timing), target_for(host_facts),
+                            tracker, cache)
+        assert untuned.library != result.library, "the database is part of the cache key"
+        records = (database_dir / RECORDS_FILE).read_text().splitlines()
+        assert _scheduled_functions(database_dir, model_path, host_facts) == len(records) == 7
+
+    def test_an_empty_database_is_refused_with_the_field(
+        self, small_cnn: Path, tmp_path: Path, host_facts: DeviceFacts
+    ) -> None:
+        """A folder without tuning records is the user's error, naming params.tuned."""
+        params = ModelParams(small_cnn, database_dir=tmp_path / "empty")
+        with pytest.raises(SpecError) as info:
+            build_model(params, target_for(host_facts), CompileCache(tmp_path / "c"))
+        assert info.value.field == "params.tuned"
+
+
+def _scheduled_functions(database_dir: Path, model_path: Path, facts: DeviceFacts) -> int:
+    """How many fused TIR functions MetaScheduleApplyDatabase replaced from the database."""
+    import tvm
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+
+    model, inputs = load_model(model_path)
+    target = tvm.target.Target(target_for(facts))
+    mod = tunable_module(relax_module(model, inputs), target)
+    database = ms.database.JSONDatabase(work_dir=str(database_dir))
+    with target, database, tvm.transform.PassContext(opt_level=3):
+        applied = relax.transform.MetaScheduleApplyDatabase()(mod)
+    return sum(
+        1 for func in applied.functions.values()
+        if isinstance(func, tvm.tirx.PrimFunc) and func.attrs.get("tirx.is_scheduled")
+    )

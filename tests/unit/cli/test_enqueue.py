@@ -6,6 +6,7 @@ Through click's CliRunner, in-process, against a real SQLite queue in a temp fol
 from __future__ import annotations
 
 import json
+import tempfile
 import traceback
 from pathlib import Path
 
@@ -17,10 +18,15 @@ from hypothesis import strategies as st
 from farm.cli.enqueue import enqueue
 from farm.cli.main import cli
 from farm.config import JobSettings
+from farm.demo_model import write_small_cnn
 from farm.kinds import KINDS
 from farm.queue import Store
 from farm.queue.spec import parse_spec
 from farm.runner.pidfile import write_pidfile
+
+#: A real ONNX file for flags that need a valid model; removed when the interpreter exits.
+_MODEL_DIR = tempfile.TemporaryDirectory(prefix="farm-enqueue-test-")
+_MODEL = str(write_small_cnn(Path(_MODEL_DIR.name) / "small_cnn.onnx"))
 
 
 def _config(folder: Path) -> Path:
@@ -97,7 +103,9 @@ class TestEnqueue:
             (["model", "--model", "~nosuchuser/m.onnx"], "--model: "),
             (["model"], "--model is required"),
             (["model", "--model", "x", "--input-shape", "data"], "--input-shape: "),
-            (["model", "--model", __file__, "--rtol", "inf"], "--rtol: "),
+            (["model", "--model", _MODEL, "--rtol", "inf"], "--rtol: "),
+            (["model", "--model", __file__], "--model: not an ONNX model: test_enqueue.py: "),
+            (["model", "--model", _MODEL, "--tuned", "7"], "--tuned: no job 7"),
             (["tune"], "--n is required"),
             (["tune", "--n", "64", "--trials", "99999999999999"], "--trials: "),
             (["tune", "--n", "64", "--trials", "4", "--trials-per-batch", "8"],
@@ -179,7 +187,7 @@ _VALUE = st.one_of(_HOSTILE, st.text(max_size=12), st.integers().map(str), st.fl
 _TOKENS = st.lists(st.one_of(st.sampled_from(_FLAGS), _VALUE), max_size=8)
 #: Flag-value pairs after a valid start: these reach the spec's validation and the store.
 _PAIRS = st.tuples(
-    st.sampled_from([[], ["--n", "64"], ["--model", __file__]]),
+    st.sampled_from([[], ["--n", "64"], ["--model", _MODEL], ["--model", __file__]]),
     st.lists(st.tuples(st.sampled_from([f for f in _FLAGS if f != "--json"]), _VALUE), max_size=4),
 ).map(lambda start_pairs: [*start_pairs[0], *(t for pair in start_pairs[1] for t in pair)])
 _ARGS = st.one_of(_TOKENS, _PAIRS)

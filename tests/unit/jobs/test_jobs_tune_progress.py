@@ -7,7 +7,8 @@ import stat
 import threading
 from pathlib import Path
 
-from farm.jobs.tune_progress import PROGRESS_FILE, TuneCounters, TuneProgress
+from farm.clock import FakeClock
+from farm.jobs.tune_progress import PROGRESS_FILE, TaskProgress, TuneCounters, TuneProgress
 
 
 class TestTuneProgress:
@@ -28,7 +29,8 @@ class TestTuneProgress:
         """A kill right after a batch loses nothing: the file already holds it."""
         TuneProgress(tmp_path).add(batches=1)
         record = json.loads((tmp_path / PROGRESS_FILE).read_text())
-        assert record == {"attempts": 0, "rounds": 0, "batches": 1, "app_relaunches": []}
+        assert record == {"attempts": 0, "rounds": 0, "batches": 1, "app_relaunches": [],
+                          "tasks": [], "eta_s": None}
 
     def test_file_is_private(self, tmp_path: Path) -> None:
         """The counters file is readable by its owner only (0600)."""
@@ -60,3 +62,36 @@ class TestTuneProgress:
         (tmp_path / PROGRESS_FILE).write_text(
             '{"attempts": -1, "rounds": "3", "batches": 4, "app_relaunches": ["A", 5]}')
         assert TuneProgress(tmp_path).counters == TuneCounters(batches=4, app_relaunches=("A",))
+
+
+class TestTaskProgress:
+    def test_tasks_and_eta_follow_the_measured_rate(self, tmp_path: Path) -> None:
+        """Each task keeps its trials and best time; the ETA is the trials left at this
+        attempt's rate of measured trials."""
+        clock = FakeClock()
+        progress = TuneProgress(tmp_path, clock)
+        progress.set_tasks([TaskProgress("conv", 0, 4, 1), TaskProgress("dense", 1, 4, 0)])
+        assert progress.counters.eta_s is None
+        clock.advance(30)
+        progress.update_task("conv", 3, 2e-5)
+        counters = TuneProgress(tmp_path).counters
+        assert counters.tasks == (TaskProgress("conv", 0, 4, 3, 2e-5),
+                                  TaskProgress("dense", 1, 4, 0, None))
+        assert (counters.trials_asked, counters.trials_measured, counters.tasks_done) == (8, 3, 0)
+        assert counters.eta_s == 75.0  # 2 trials in 30 s, 5 left
+
+    def test_a_task_never_measured_has_no_best_time(self, tmp_path: Path) -> None:
+        """An infinite best time (nothing measured) is stored as null, not as Infinity."""
+        progress = TuneProgress(tmp_path)
+        progress.set_tasks([TaskProgress("conv", 0, 4)])
+        progress.update_task("conv", 0, float("inf"))
+        assert "Infinity" not in (tmp_path / PROGRESS_FILE).read_text()
+        assert TuneProgress(tmp_path).counters.tasks[0].best_s is None
+
+    def test_malformed_tasks_are_dropped(self, tmp_path: Path) -> None:
+        """A task entry with wrong types is left out instead of failing the reader."""
+        (tmp_path / PROGRESS_FILE).write_text(json.dumps({"tasks": [
+            {"name": "conv", "workload_index": 0, "trials_asked": 4, "trials_measured": "x"},
+            {"name": "dense", "workload_index": 1, "trials_asked": 4, "trials_measured": 1,
+             "best_s": 1e-3}]}))
+        assert TuneProgress(tmp_path).counters.tasks == (TaskProgress("dense", 1, 4, 1, 1e-3),)

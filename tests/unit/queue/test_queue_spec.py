@@ -69,7 +69,11 @@ BAD_SPECS = [
         {"kind": "tune", "params": {"model": {"path": "/x.onnx"}}},
         "params.model.path",
     ),
-    ("tune a model", {"kind": "tune", "params": {"model": {"path": __file__}}}, "params.model"),
+    (
+        "tune task cap on a gemm",
+        {"kind": "tune", "params": {"gemm": {"n": 64}, "max_tasks": 2}},
+        "params.max_tasks",
+    ),
     (
         "tune zero trials",
         {"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 0}},

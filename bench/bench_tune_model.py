@@ -1,0 +1,145 @@
+"""The small CNN tuned end to end on virtual phones through farmd: wall time, trials, speedup.
+
+Starts a private adb server, ``--phones`` virtual phones of one model (a tuning
+job's phones must be alike) and an in-process farmd installing the stand-in
+APK, then through ``farmctl`` itself:
+
+1. ``farmctl enqueue tune --model small_cnn.onnx`` over every phone, with
+   ``--trials``, ``--trials-per-task`` and ``--max-tasks`` (tuning on 2 host
+   cores is slow: cap the work);
+2. waits for it and prints the wall time, the trials measured of asked, each
+   task's best time, and per phone the untuned and tuned end-to-end latency
+   (medians of the raw samples) and their ratio;
+3. ``farmctl export`` of the job, printing the bundle's files.
+
+Everything runs on this host, so the virtual phones share its cores: the
+numbers compare schedules, not phones.
+
+Reproduce::
+
+    python bench/bench_tune_model.py --phones 2 --trials 16 --trials-per-task 4 --max-tasks 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from farm.cli.main import cli
+from farm.clock import wait_until
+from farm.config import Settings
+from farm.daemon import Farmd
+from farm.demo_model import write_small_cnn
+from farm.netaddr import free_port
+from farm.provision.standin import demo_apk
+from farm.queue.models import DeviceState, JobState
+from farm.results.stats import spread
+from farm.virtual.android.spec import profiles
+from farm.virtual.fleet import Fleet
+from farm.virtual.testing import adb_server
+
+READY_DEADLINE_S = 180.0
+
+
+def _settings(data_dir: Path, adb_port: int) -> Settings:
+    return Settings.model_validate({
+        "data_dir": str(data_dir),
+        "apk": {"path": str(demo_apk(data_dir))},
+        "log_level": "warning",
+        "adb": {"port": adb_port},
+        "tracker": {"port": free_port(), "network": "usb-only"},
+        "metrics": {"enabled": False},
+        "virtual": {"network": "usb-only"},
+    })
+
+
+def _farmctl(config: Path, *args: str) -> str:
+    """Run farmctl in-process with the benchmark's config; exit on its error."""
+    result = CliRunner().invoke(cli, ["--config", str(config), *args])
+    if result.exit_code != 0:
+        sys.exit(f"farmctl {shlex.join(args)}: {result.output.strip()}")
+    return result.stdout
+
+
+def _print_summary(summary: dict[str, Any], wall_s: float) -> None:
+    print(f"tuned in {wall_s:.0f} s: {summary.get('trials_measured')} trials measured of "
+          f"{summary.get('trials_requested')} asked ({summary.get('trials_failed', 0)} failed)")
+    for task in summary.get("tasks", []):
+        best = task.get("best_s")
+        best_text = f"{best * 1e6:9.1f} us" if isinstance(best, float) and best < 1e9 else "  -"
+        print(f"  task {task['name']:<32} {task['trials_measured']:>3}/{task['trials']:<3} "
+              f"trials, best {best_text}")
+    for run in summary.get("runs", []):
+        untuned_ms = spread(run["untuned_samples_s"]).median * 1e3
+        tuned_ms = spread(run["tuned_samples_s"]).median * 1e3
+        print(f"  {run['serial']:<18} untuned {untuned_ms:8.3f} ms  tuned {tuned_ms:8.3f} ms  "
+              f"tuned/untuned {tuned_ms / untuned_ms:5.2f}  "
+              f"({len(run['tuned_samples_s'])} samples each)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print its figures; return the exit code."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--phones", type=int, default=2, help="virtual phones")
+    parser.add_argument("--trials", type=int, default=16, help="tuning trials in total")
+    parser.add_argument("--trials-per-task", type=int, default=4, help="trials per task at most")
+    parser.add_argument("--max-tasks", type=int, default=4, help="heaviest tasks tuned")
+    parser.add_argument("--deadline-s", type=float, default=3600.0, help="for the tuning job")
+    args = parser.parse_args(argv)
+
+    from farm import logs
+
+    logs.configure(json=True, level="warning", stream=sys.stderr)
+    with contextlib.ExitStack() as stack:
+        root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-tune-model-")))
+        server = stack.enter_context(adb_server())
+        settings = _settings(root / "data", server.port)
+        config = root / "farm.toml"
+        config.write_text(f'data_dir = "{root / "data"}"\n')
+        fleet = Fleet(args.phones, specs=[profiles(1, "usb-only")[0]] * args.phones,
+                      network="usb-only", adb_port=server.port, data_dir=root / "phones")
+        fleet.start()
+        stack.callback(fleet.stop)
+        farmd = Farmd(settings)
+        stack.callback(farmd.stop)  # runs before fleet.stop
+        farmd.start()
+        serials = list(fleet.serials)
+        store = farmd.store
+        wait_until(lambda: all(store.get_device(s).state is DeviceState.READY for s in serials),
+                   READY_DEADLINE_S, "phones ready")
+        model = write_small_cnn(root / "small_cnn.onnx")
+        started_s = time.monotonic()
+        job = json.loads(_farmctl(
+            config, "enqueue", "tune", "--model", str(model), "--trials", str(args.trials),
+            "--trials-per-task", str(args.trials_per_task), "--max-tasks",
+            str(args.max_tasks), "--phones", str(args.phones), "--json"))
+        job_id = job["id"]
+        wait_until(lambda: store.get_job(job_id).state.ended, args.deadline_s,
+                   f"tune job {job_id}")
+        wall_s = time.monotonic() - started_s
+        view = store.get_job(job_id)
+        if view.state is not JobState.SUCCEEDED:
+            sys.exit(f"tune job {job_id} {view.state.value}: {view.error}")
+        print(f"small CNN (farm.demo_model) on {args.phones} virtual phones")
+        _print_summary(dict(store.results(job_id)[0].summary), wall_s)
+        out = root / "bundle"
+        _farmctl(config, "export", str(job_id), "--out", str(out))
+        files = ", ".join(f"{p.name} ({p.stat().st_size} B)" for p in sorted(out.iterdir())
+                          if p.is_file())
+        print(f"exported: {files}, database/")
+    print("reproduce: python bench/bench_tune_model.py " + shlex.join(sys.argv[1:] if argv is None
+                                                                       else argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""``farmctl export JOB_ID --out DIR``: a finished model-tuning job as a deployment bundle.
+
+The bundle (:mod:`farm.jobs.bundle`) holds the compiled library, the MetaSchedule
+database, the model, a manifest and a README; nothing in it needs farm. Errors
+are one line, exit code 2: an unknown job, a job that is not a tune of a model,
+one that has not succeeded, an ``--out`` that exists and is not empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import click
+
+from farm.cli.state import CliState, pass_state
+from farm.jobs.bundle import TunedModel, write_bundle
+from farm.jobs.cache import CompileCache
+from farm.kinds.tuned import finished_tune
+from farm.runner.execute import COMPILE_CACHE_DIR
+
+__all__ = ["export"]
+
+
+@click.command("export")
+@click.argument("job_id", type=int)
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path),
+              help="Folder to create (or an empty one) for the bundle.")
+@pass_state
+def export(state: CliState, job_id: int, out: Path) -> None:
+    """Write a finished model-tuning job's library, database and manifest to --out."""
+    data_dir = Path(state.settings.data_dir)
+    tune = finished_tune(state.store, data_dir, job_id, field="JOB_ID")
+    model = tune.job.spec["params"]["model"]
+    shapes = model.get("input_shapes")
+    tuned = TunedModel(
+        job_id=job_id,
+        model_path=tune.model_path,
+        model_sha256=tune.model_sha256,
+        model_name=str(model.get("name") or tune.model_path.name),
+        input_shapes=({k: tuple(v) for k, v in shapes.items()}
+                      if isinstance(shapes, Mapping) else None),
+        target=tune.target,
+        work_dir=tune.work_dir,
+        summary=tune.summary,
+    )
+    write_bundle(tuned, out.expanduser(), CompileCache(data_dir / COMPILE_CACHE_DIR))
+    click.echo(f"job {job_id} exported to {out}")

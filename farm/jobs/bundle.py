@@ -1,0 +1,215 @@
+"""A tuning job's deployment bundle: what a phone app needs, usable without farm.
+
+::
+
+    <out>/model_tuned.so        the model compiled with the tuning records applied,
+                                for the phones' ABI (NDK-linked for real phones)
+    <out>/database/             the MetaSchedule database, as TVM loads it:
+                                JSONDatabase(work_dir="<out>/database")
+    <out>/model.onnx            the model that was tuned
+    <out>/manifest.json         model sha256, inputs, target, TVM version, phones
+                                and latencies measured
+    <out>/README.md             loading it in Python and in C++
+
+The bundle is written to a temporary folder beside ``out`` and renamed into
+place, so ``out`` is either absent (or the empty folder it was) or complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from farm.errors import SpecError
+from farm.jobs.cache import CompileCache
+from farm.jobs.model import build_model, load_model, tvm_version
+from farm.jobs.params import DeviceKind, ModelParams
+from farm.jobs.targets import runtime_device_name
+from farm.jobs.tune_model import TUNED_LIBRARY
+from farm.jobs.tune_records import count_trials, export_records
+from farm.results.stats import spread
+
+__all__ = ["LIBRARY", "MANIFEST", "TunedModel", "write_bundle"]
+
+#: File names in the bundle.
+LIBRARY = "model_tuned.so"
+MANIFEST = "manifest.json"
+DATABASE = "database"
+MODEL = "model.onnx"
+
+
+@dataclass(frozen=True)
+class TunedModel:
+    """What a finished model-tuning job left.
+
+    Attributes:
+        job_id: the tune job.
+        model_path: the ONNX file it tuned (farm's stored copy).
+        model_sha256: that file's SHA-256.
+        model_name: the user's file name.
+        input_shapes: name -> shape given at enqueue, or None for the model's own.
+        target: the target dict it tuned and measured for.
+        work_dir: its work folder (database, ``model_tuned.so``).
+        summary: its result summary (JSON data): the phones and their latencies.
+    """
+
+    job_id: int
+    model_path: Path
+    model_sha256: str
+    model_name: str
+    input_shapes: dict[str, tuple[int, ...]] | None
+    target: dict[str, Any]
+    work_dir: Path
+    summary: Mapping[str, Any]
+
+
+def _phones(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per phone: serial, median untuned/tuned latency (ms) and raw samples, from ``runs``."""
+    phones = []
+    runs = summary.get("runs")
+    for run in runs if isinstance(runs, list) else []:
+        if not isinstance(run, Mapping) or "serial" not in run:
+            continue
+        row: dict[str, Any] = {"serial": run["serial"]}
+        for name in ("untuned", "tuned"):
+            samples = run.get(f"{name}_samples_s")
+            if isinstance(samples, list) and samples:
+                row[f"{name}_latency_ms"] = spread(samples).median * 1e3
+                row[f"{name}_samples_s"] = samples
+        if "untuned_latency_ms" in row and "tuned_latency_ms" in row:
+            row["speedup"] = row["untuned_latency_ms"] / row["tuned_latency_ms"]
+        phones.append(row)
+    return phones
+
+
+def manifest(tuned: TunedModel, inputs: list[Any]) -> dict[str, Any]:
+    """The bundle's ``manifest.json`` content (JSON data)."""
+    measured, _ = count_trials(tuned.work_dir)
+    return {
+        "model": tuned.model_name,
+        "model_sha256": tuned.model_sha256,
+        "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in inputs],
+        "target": tuned.target,
+        "device": runtime_device_name(tuned.target),
+        "tvm_version": tvm_version(),
+        "tune_job": tuned.job_id,
+        "trials_measured": measured,
+        "library": LIBRARY,
+        "database": DATABASE,
+        "phones": _phones(tuned.summary),
+    }
+
+
+def write_bundle(tuned: TunedModel, out: Path, cache: CompileCache) -> Path:
+    """Write the bundle of ``tuned`` into the folder ``out``.
+
+    The library is the tuning job's own ``model_tuned.so`` when its work folder
+    has one, else the model compiled here with the database applied (through
+    the compile cache, so a second export is a copy).
+
+    Args:
+        tuned: the finished tuning job.
+        out: a folder that does not exist or is empty.
+        cache: the compile cache.
+
+    Returns:
+        ``out``.
+
+    Raises:
+        SpecError: ``out`` exists and is not an empty folder (field ``--out``), or
+            the job's result has no target.
+        CompileError, ToolMissing: the model cannot be compiled.
+    """
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise SpecError("--out", f"{out} exists and is not an empty folder")
+    if "kind" not in tuned.target:
+        raise SpecError("JOB_ID", f"job {tuned.job_id}'s result names no target")
+    _, inputs = load_model(tuned.model_path, tuned.input_shapes)
+    library = tuned.work_dir / TUNED_LIBRARY
+    if not library.is_file():
+        params = ModelParams(tuned.model_path, input_shapes=tuned.input_shapes,
+                             device=DeviceKind(runtime_device_name(tuned.target)),
+                             database_dir=tuned.work_dir)
+        library, _ = build_model(params, tuned.target, cache)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        shutil.copyfile(library, staging / LIBRARY)
+        shutil.copyfile(tuned.model_path, staging / MODEL)
+        export_records(tuned.work_dir, staging / DATABASE)
+        content = manifest(tuned, inputs)
+        (staging / MANIFEST).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
+        (staging / "README.md").write_text(readme(content), encoding="utf-8")
+        os.replace(staging, out)  # over an empty folder, too (rename(2))
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
+
+
+def readme(content: Mapping[str, Any]) -> str:
+    """The bundle's README.md for a manifest's ``content``."""
+    first = content["inputs"][0] if content["inputs"] else {"shape": [1], "dtype": "float32"}
+    device = content["device"]
+    dl_device = {"cpu": "kDLCPU", "opencl": "kDLOpenCL", "vulkan": "kDLVulkan"}.get(device, device)
+    # relax.VirtualMachine adds the host CPU after a GPU (it runs the shape functions).
+    devices = ["kDLCPU"] if device == "cpu" else [dl_device, "kDLCPU"]
+    init_args = ", ".join(f"static_cast<int>({d}), 0, 2" for d in devices)
+    return _README.format(
+        model=content["model"], sha256=content["model_sha256"], job=content["tune_job"],
+        tvm=content["tvm_version"], library=LIBRARY, database=DATABASE, device=device,
+        shape=tuple(first["shape"]), dtype=first["dtype"], init_args=init_args,
+    )
+
+
+_README = """# {model}, tuned by farm job {job}
+
+- `{library}`: the model (sha256 `{sha256}`) compiled by TVM {tvm} with the tuning
+  records applied, for the phones' ABI; it runs on `{device}`.
+- `{database}/`: the MetaSchedule tuning records
+  (`database_workload.json`, `database_tuning_record.json`).
+- `model.onnx`: the model that was tuned. `manifest.json`: inputs, target, phones
+  and the latencies they measured.
+
+## Python
+
+```python
+import numpy as np
+import tvm
+from tvm import relax
+
+lib = tvm.runtime.load_module("{library}")
+dev = tvm.device("{device}", 0)
+vm = relax.VirtualMachine(lib, dev)
+x = tvm.runtime.tensor(np.zeros({shape}, "{dtype}"), dev)
+print(vm["main"](x))
+
+# The records, e.g. to compile the model again (tvm.s_tir.meta_schedule.relax_integration):
+from tvm.s_tir import meta_schedule as ms
+database = ms.database.JSONDatabase(work_dir="{database}")
+```
+
+## C++
+
+```cpp
+#include <tvm/ffi/extra/module.h>
+#include <tvm/runtime/device_api.h>
+
+tvm::ffi::Module lib = tvm::ffi::Module::LoadFromFile("{library}");
+// The Relax VM: load the executable, then initialise it per device (device type,
+// device id, allocator: 2 = pooled), as python/tvm/runtime/vm.py does.
+tvm::ffi::Module vm = lib->GetFunction("vm_load_executable").value()().cast<tvm::ffi::Module>();
+vm->GetFunction("vm_initialization").value()({init_args});
+tvm::ffi::Function main = vm->GetFunction("main").value();
+// auto output = main(input);  // input: a tvm::runtime::Tensor of shape {shape}, {dtype}
+```
+
+In TVM releases before the FFI split (0.20 and older) the same calls are
+`tvm::runtime::Module::LoadFromFile` and `tvm::runtime::PackedFunc`.
+"""

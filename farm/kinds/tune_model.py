@@ -1,0 +1,104 @@
+"""The ``tune`` kind's model half: tune an ONNX model's tasks, then time it on each phone.
+
+Not a kind of its own: :func:`farm.kinds.tune.run` sends a spec with
+``params.model`` here. The tuning runs with the job's phones serving the job's
+tracker key (:func:`farm.runner.tune_phones.serving_job_key`), like the GEMM's;
+afterwards each phone, back on its own key and thermally gated, times the model
+compiled without and with the tuning database (:func:`farm.jobs.model.run_model`),
+each output checked against onnxruntime. The tuned samples are the job's raw
+samples, each with the serial that produced it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from farm.kinds.tune import TunedModel, TuneParams
+    from farm.queue.records import Outcome
+    from farm.runner.execute import RunContext
+
+__all__ = ["run_model_tuning"]
+
+
+def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Outcome:
+    """Tune ``model`` on the attempt's phones (resuming earlier attempts), then time it.
+
+    Args:
+        ctx: the attempt.
+        spec: the validated ``params`` of the tune spec.
+        model: ``spec.model``.
+
+    Returns:
+        The outcome: summary (``target``, ``model_sha256``, ``input_shapes``,
+        ``tasks``, ``phones``, ``runs`` with each phone's ``untuned_s`` and
+        ``tuned_s`` medians), the tuned samples with their serials, the
+        snapshots of every gate, and every tuning record labelled by its task.
+
+    Raises:
+        SpecError, CompileError, ToolMissing: the model cannot be tuned or built.
+        PhoneFault, SessionError, TrackerUnreachable: a phone or session failed.
+    """
+    from farm.fleet.keys import job_key
+    from farm.jobs import params as jp
+    from farm.jobs.model import run_model
+    from farm.jobs.targets import shared_target
+    from farm.jobs.tune_model import tune_model
+    from farm.jobs.tune_progress import TuneProgress
+    from farm.kinds.model import model_params
+    from farm.kinds.tune import _tuning_records
+    from farm.queue.records import Outcome
+    from farm.runner.execute import phone_target, tracker_params, tune_work_dir
+    from farm.runner.tune_phones import serving_job_key
+
+    plain = replace(model_params(model), device=jp.DeviceKind(model.target))
+    serials = list(ctx.attempt.serials)
+    target = shared_target({s: phone_target(s, ctx, plain.device) for s in serials})
+    work_dir = tune_work_dir(ctx.settings.data_dir, ctx.job.id)
+    params = jp.TuneParams(
+        gemm=None, model=plain, trials=spec.trials, work_dir=work_dir,
+        trials_per_iter=spec.trials_per_batch, runner_workers=len(serials),
+        trials_per_task=spec.trials_per_task, max_tasks=spec.max_tasks,
+    )
+    progress = TuneProgress(work_dir)  # counters across this job's attempts
+    key = job_key(ctx.settings.tracker.key, ctx.job.id)
+    snapshots = [ctx.gate(serial) for serial in serials]
+    with serving_job_key(ctx.settings, serials, ctx.job.id, on_relaunch=progress.add_relaunch):
+        result = tune_model(params, target, tracker_params(ctx, serials[0], key), ctx.cache,
+                            progress)
+    runs: list[dict[str, Any]] = []
+    tuned_samples: list[float] = []
+    tuned_serials: list[str] = []
+    for serial in serials:
+        timed = {}
+        for name, database_dir in (("untuned", None), ("tuned", work_dir)):
+            snapshots.append(ctx.gate(serial))
+            timed[name] = run_model(replace(plain, database_dir=database_dir), target,
+                                    tracker_params(ctx, serial), ctx.cache)
+        untuned_s, tuned_s = timed["untuned"].samples_s, timed["tuned"].samples_s
+        runs.append({
+            "serial": serial,
+            "untuned_s": statistics.median(untuned_s), "tuned_s": statistics.median(tuned_s),
+            "speedup": statistics.median(untuned_s) / statistics.median(tuned_s),
+            "untuned_samples_s": untuned_s, "tuned_samples_s": tuned_s,
+            "max_abs_err": timed["tuned"].max_abs_err,
+        })
+        tuned_samples += tuned_s
+        tuned_serials += [serial] * len(tuned_s)
+    counters = progress.counters
+    summary = result.to_dict()
+    summary.update(
+        kind="tune", model=plain.model_path.name, phones=serials,
+        input_shapes={i.name: list(i.shape) for i in result.inputs},
+        attempts=counters.attempts, rounds=counters.rounds, batches=counters.batches,
+        app_relaunches=list(counters.app_relaunches), runs=runs,
+    )
+    summary["tasks"] = [{"name": t["name"], "trials": t["trials"], "best_s": t["best_s"],
+                         "trials_measured": t["trials_measured"]} for t in summary["tasks"]]
+    labels = {t.workload_index: f"tune model {plain.model_path.name} {t.name}"
+              for t in result.tasks}
+    stem = f"tune model {plain.model_path.name}"
+    return Outcome(summary, tuned_samples, "s", tuned_serials, snapshots,
+                   _tuning_records(work_dir, lambda index: labels.get(index, stem), target))

@@ -1,0 +1,89 @@
+"""MetaSchedule tuning of a small ONNX CNN over a real tracker and two RPC servers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from farm.jobs.cache import CompileCache
+from farm.jobs.model import load_model, random_inputs, reference_outputs, relax_module
+from farm.jobs.params import DeviceFacts, ModelParams, TimingParams, TrackerParams, TuneParams
+from farm.jobs.targets import target_for
+from farm.jobs.tune_model import TUNED_LIBRARY, model_tasks, plan_trials, tune_model
+from farm.jobs.tune_progress import TuneProgress
+from farm.jobs.tune_records import RECORDS_FILE, count_trials
+
+
+def traces(work_dir: Path) -> list[tuple[int, str]]:
+    """(workload index, trace) of every record in the work folder."""
+    lines = (work_dir / RECORDS_FILE).read_text().splitlines()
+    return [(record[0], json.dumps(record[1][0])) for record in map(json.loads, lines)]
+
+
+class TestTasks:
+    def test_the_convolutions_are_the_heaviest_tasks(
+        self, small_cnn: Path, host_facts: DeviceFacts
+    ) -> None:
+        """The CNN's tasks are extracted, its two convolutions first (most FLOPs)."""
+        model, inputs = load_model(small_cnn)
+        tasks = model_tasks(relax_module(model, inputs), target_for(host_facts))
+        assert [i.name for i in inputs] == ["x"]
+        assert len(tasks) >= 3
+        assert all("conv2d" in t.name for t in tasks[:2])
+        costs = [t.flop * t.weight for t in tasks]
+        assert costs == sorted(costs, reverse=True)
+
+    def test_trials_are_shared_evenly_and_capped(self) -> None:
+        """The heaviest tasks get the remainder; the cap per task applies; empty shares go."""
+        assert plan_trials(2, 8, None) == [4, 4]
+        assert plan_trials(3, 7, 2) == [2, 2, 2]
+        assert plan_trials(4, 2, None) == [1, 1]
+        assert plan_trials(0, 8, None) == []
+
+
+@pytest.mark.slow
+class TestTuneModel:
+    def test_tuning_measures_each_task_resumes_and_matches_onnxruntime(
+        self, small_cnn: Path, tracker: TrackerParams, host_facts: DeviceFacts, tmp_path: Path
+    ) -> None:
+        """Two tasks get their trials measured on the cluster, each once; a second run on the
+        folder measures nothing again; the tuned library gives onnxruntime's output."""
+        work_dir = tmp_path / "tune"
+        params = TuneParams(
+            gemm=None, model=ModelParams(model_path=small_cnn), trials=4, max_tasks=2,
+            work_dir=work_dir, trials_per_iter=2, runner_workers=2, seed=1,
+            timing=TimingParams(number=2, repeat=1, min_repeat_ms=5),
+        )
+        target = target_for(host_facts)
+        cache = CompileCache(tmp_path / "cache")
+        result = tune_model(params, target, tracker, cache)
+
+        assert [t.trials for t in result.tasks] == [2, 2]
+        assert [t.trials_measured for t in result.tasks] == [2, 2]
+        assert all(0 < t.best_s < 1 for t in result.tasks)
+        assert len({t.workload_index for t in result.tasks}) == 2
+        assert result.trials_measured == result.trials_requested == 4
+        measured = traces(work_dir)
+        assert len(set(measured)) == len(measured)
+        counters = TuneProgress(work_dir).counters
+        assert (counters.trials_asked, counters.trials_measured, counters.tasks_done) == (4, 4, 2)
+        assert [t.name for t in counters.tasks] == [t.name for t in result.tasks]
+
+        records = (work_dir / RECORDS_FILE).read_bytes()
+        again = tune_model(params, target, tracker, cache)
+        assert again.trials_measured_before == 4
+        assert (work_dir / RECORDS_FILE).read_bytes() == records
+        assert count_trials(work_dir)[0] == 4
+
+        import tvm
+        from tvm import relax
+
+        assert result.tuned_library == str(work_dir / TUNED_LIBRARY)
+        feeds = random_inputs(result.inputs, seed=0)
+        vm = relax.VirtualMachine(tvm.runtime.load_module(result.tuned_library), tvm.cpu())
+        got = vm["main"](tvm.runtime.tensor(feeds["x"], tvm.cpu())).numpy()
+        [want] = reference_outputs(small_cnn, feeds)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

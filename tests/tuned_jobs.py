@@ -1,0 +1,74 @@
+"""A finished model-tuning job in a test's queue, made without farmd or phones.
+
+Imported by name (``tests/`` is on ``sys.path`` through its ``conftest.py``).
+The job is a ``tune`` job claimed by phone R1 and finished with the summary a
+model tuning writes (``model_sha256``, ``target``, per-phone ``runs``); its spec
+gets the ``params.model`` that ``enqueue tune --model`` stores, written to the
+row directly so the helper does not depend on the tune kind's flags.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from device_states import put_state
+
+from farm.jobs.model_store import store_model
+from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE
+from farm.queue import DeviceState, Outcome, Store
+from farm.queue.models import Job
+from farm.queue.scheduler import Assignment
+from farm.runner.execute import tune_work_dir
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def model_tune_job(
+    store: Store, url: str, data_dir: Path, model: Path, database_dir: Path | None,
+    target: Mapping[str, Any], *, finish: bool = True,
+) -> int:
+    """A tune job of ``model`` whose work folder holds ``database_dir``, finished by default.
+
+    Args:
+        store: the test's queue.
+        url: its database URL (the spec row is rewritten through it).
+        data_dir: farm's data folder of the test's config.
+        model: the ONNX file; stored in the model store as enqueue would.
+        database_dir: a MetaSchedule database copied into the job's work folder.
+        target: the target dict the summary names.
+        finish: claim and finish it with a result; False leaves it queued.
+
+    Returns:
+        The job id.
+    """
+    stored = store_model(model, data_dir)
+    job_id = store.enqueue({"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 4}}, NOW)
+    spec = dict(store.get_job(job_id).spec)  # type: ignore[union-attr]
+    params = dict(spec["params"])
+    params.pop("gemm")
+    params["model"] = {"path": str(stored.path), "sha256": stored.sha256, "name": model.name}
+    spec["params"] = params
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(sa.update(Job).where(Job.id == job_id).values(spec=spec))
+    finally:
+        engine.dispose()
+    work_dir = tune_work_dir(data_dir, job_id)
+    work_dir.mkdir(parents=True)
+    if database_dir is not None:
+        for name in (WORKLOADS_FILE, RECORDS_FILE):
+            shutil.copyfile(database_dir / name, work_dir / name)
+    if finish:
+        put_state(store, "R1", DeviceState.READY, "test", NOW)
+        [claim] = store.claim([Assignment(job_id, ("R1",), 60.0)], NOW)
+        summary = {"kind": "tune", "model_sha256": stored.sha256, "target": dict(target),
+                   "runs": [{"serial": "R1", "untuned_samples_s": [4e-5, 4e-5],
+                             "tuned_samples_s": [2e-5, 2e-5]}]}
+        store.finish(claim.attempt.id, Outcome(summary, (2e-5, 2e-5)), NOW)
+    return job_id

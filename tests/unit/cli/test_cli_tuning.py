@@ -1,0 +1,66 @@
+"""``farmctl enqueue tune --model`` and a tuning job's progress in ``farmctl job``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from click.testing import Result
+
+from farm.demo_model import write_small_cnn
+from farm.jobs.tune_progress import TaskProgress, TuneProgress
+from farm.queue import Store
+from farm.runner.execute import tune_work_dir
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+class TestEnqueueTuneModel:
+    def test_model_tuning_spec(self, farmctl: Callable[..., Result], store: Store,
+                               tmp_path: Path) -> None:
+        """--model stores the model (path, shapes, target) and the task caps, and no gemm."""
+        model = write_small_cnn(tmp_path / "cnn.onnx")
+        result = farmctl("enqueue", "tune", "--model", str(model), "--input-shape", "x=1,3,16,16",
+                         "--trials", "8", "--max-tasks", "2", "--trials-per-task", "4",
+                         "--phones", "2")
+        assert result.exit_code == 0, result.output
+        params = store.get_job(1).spec["params"]  # type: ignore[union-attr]
+        assert params["gemm"] is None
+        assert params["model"]["input_shapes"] == {"x": [1, 3, 16, 16]}
+        assert params["model"]["target"] == "cpu"
+        assert (params["max_tasks"], params["trials_per_task"], params["trials"]) == (2, 4, 8)
+
+    def test_two_workloads_or_caps_on_a_gemm_are_refused(
+        self, farmctl: Callable[..., Result], tmp_path: Path
+    ) -> None:
+        """A gemm flag with --model, or a task cap on a gemm, is a one-line usage error."""
+        model = write_small_cnn(tmp_path / "cnn.onnx")
+        both = farmctl("enqueue", "tune", "--model", str(model), "--n", "64")
+        assert both.exit_code == 2 and "exactly one workload" in both.stderr
+        capped = farmctl("enqueue", "tune", "--n", "64", "--max-tasks", "2")
+        assert capped.exit_code == 2 and "--max-tasks" in capped.stderr
+        missing = farmctl("enqueue", "tune", "--model", str(tmp_path / "none.onnx"))
+        assert missing.exit_code == 2 and "Traceback" not in missing.output
+
+
+class TestTuningProgress:
+    def test_job_shows_tasks_trials_and_eta(self, farmctl: Callable[..., Result], store: Store,
+                                            config: Path) -> None:
+        """job ID --json and the table show each task's trials, best time and the time left."""
+        job_id = store.enqueue({"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 8}}, NOW)
+        progress = TuneProgress(tune_work_dir(config.parent / "data", job_id))
+        progress.set_tasks([TaskProgress("conv", 0, 4, 4, 1e-4), TaskProgress("dense", 1, 4, 1)])
+        data = json.loads(farmctl("job", str(job_id), "--json").stdout)
+        tuning = data["tuning"]
+        totals = (tuning["tasks_done"], tuning["trials_measured"], tuning["trials_asked"])
+        assert totals == (1, 5, 8)
+        assert [t["best_s"] for t in tuning["tasks"]] == [1e-4, None]
+        table = farmctl("job", str(job_id)).stdout
+        assert "1/2 tasks done, 5/8 trials measured" in table and "dense" in table
+
+    def test_other_jobs_have_no_tuning(self, farmctl: Callable[..., Result], store: Store) -> None:
+        """A job without a work folder shows no tuning section."""
+        job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
+        assert json.loads(farmctl("job", str(job_id), "--json").stdout)["tuning"] is None

@@ -1,0 +1,176 @@
+"""Model files stored at enqueue, ``enqueue model --tuned`` and ``farmctl export``'s refusals.
+
+Through click's CliRunner against a real SQLite queue in tmp_path; the tuning
+jobs are made without farmd (``tests/tuned_jobs.py``). Nothing here compiles.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+from tuned_jobs import NOW, model_tune_job
+
+from farm.demo_model import write_small_cnn
+from farm.errors import SpecError
+from farm.jobs.model_store import MODELS_DIR, store_model
+from farm.queue import Store
+
+HOST = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "num-cores": 2}
+OPENCL = {"kind": "opencl", "host": HOST}
+
+
+@pytest.fixture
+def data_dir(config: Path) -> Path:
+    """The data folder of the test config."""
+    return config.parent / "data"
+
+
+@pytest.fixture
+def url(data_dir: Path) -> str:
+    """The queue's database URL."""
+    return f"sqlite:///{data_dir / 'farm.db'}"
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    """The small CNN, as the user's file."""
+    return write_small_cnn(tmp_path / "small_cnn.onnx")
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Path:
+    """A work folder's two database files (content is not read here)."""
+    folder = tmp_path / "db"
+    folder.mkdir()
+    (folder / "database_workload.json").write_text("[1]\n")
+    (folder / "database_tuning_record.json").write_text("[0, []]\n")
+    return folder
+
+
+class TestModelStore:
+    def test_enqueue_stores_the_model_once_per_content(
+        self, farmctl: Callable[..., Result], store: Store, model: Path, data_dir: Path
+    ) -> None:
+        """Two enqueues of one file make one private copy; the spec names it, not the user's."""
+        assert farmctl("enqueue", "model", "--model", str(model)).exit_code == 0
+        copy = model.with_name("renamed.onnx")
+        copy.write_bytes(model.read_bytes())
+        assert farmctl("enqueue", "model", "--model", str(copy)).exit_code == 0
+        first, second = (store.get_job(i).spec["params"] for i in (1, 2))  # type: ignore[union-attr]
+        stored = list((data_dir / MODELS_DIR).iterdir())
+        assert [p.name for p in stored] == [f"{first['sha256']}.onnx"]
+        assert first["path"] == second["path"] == str(stored[0])
+        assert (first["name"], second["name"]) == ("small_cnn.onnx", "renamed.onnx")
+        assert stat.S_IMODE(os.stat(stored[0]).st_mode) == 0o600
+        model.unlink()  # the job no longer depends on the user's file
+        assert stored[0].read_bytes() == copy.read_bytes()
+
+    def test_a_tune_of_a_model_stores_it_too(
+        self, farmctl: Callable[..., Result], store: Store, model: Path, data_dir: Path
+    ) -> None:
+        """enqueue tune --model names the stored copy and its digest (Kind.input_files)."""
+        result = farmctl("enqueue", "tune", "--model", str(model), "--trials", "4")
+        assert result.exit_code == 0, result.output
+        tuned = store.get_job(1).spec["params"]["model"]  # type: ignore[union-attr]
+        assert tuned["path"] == str(data_dir / MODELS_DIR / f"{tuned['sha256']}.onnx")
+        bad = model.with_name("bad.onnx")
+        bad.write_bytes(b"junk")
+        result = farmctl("enqueue", "tune", "--model", str(bad))
+        assert result.exit_code == 2
+        assert result.stderr.startswith("Error: --model: not an ONNX model: bad.onnx")
+
+    def test_a_file_that_is_not_onnx_is_refused_naming_the_field(self, tmp_path: Path) -> None:
+        """store_model refuses a non-ONNX file with a SpecError on the field it was given."""
+        bad = tmp_path / "bad.onnx"
+        bad.write_bytes(b"\x00not a protobuf\xff" * 8)
+        with pytest.raises(SpecError, match=r"not an ONNX model: bad\.onnx") as info:
+            store_model(bad, tmp_path / "data", "params.model.path")
+        assert info.value.field == "params.model.path"
+        assert not (tmp_path / "data" / MODELS_DIR).exists() or not any(
+            (tmp_path / "data" / MODELS_DIR).iterdir())
+
+
+class TestTunedFlag:
+    def test_a_finished_tune_of_the_same_model_is_accepted(
+        self, farmctl: Callable[..., Result], store: Store, url: str, data_dir: Path,
+        model: Path, database: Path,
+    ) -> None:
+        """--tuned with a succeeded tune of this model and target is queued with it."""
+        tune = model_tune_job(store, url, data_dir, model, database, HOST)
+        result = farmctl("enqueue", "model", "--model", str(model), "--tuned", str(tune))
+        assert result.exit_code == 0, result.output
+        assert store.get_job(tune + 1).spec["params"]["tuned"] == tune  # type: ignore[union-attr]
+
+    @pytest.mark.parametrize(
+        ("setup", "message"),
+        [
+            ("queued", "--tuned: tune job 1 has not finished well: it is queued"),
+            ("gemm", "--tuned: job 1 is a gemm job, not a tune of a model"),
+            ("other_model", "--tuned: tune job 1 tuned another model"),
+            ("opencl", "--tuned: tune job 1 tuned for opencl, not --target cpu"),
+            ("shapes", "--input-shape: tune job 1 tuned input shapes of the model; give the same"),
+        ],
+    )
+    def test_a_tune_that_does_not_fit_is_refused(
+        self, farmctl: Callable[..., Result], store: Store, url: str, data_dir: Path,
+        model: Path, database: Path, tmp_path: Path, setup: str, message: str,
+    ) -> None:
+        """Each misfit is one line naming --tuned, exit 2, nothing queued."""
+        if setup == "gemm":
+            store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
+        else:
+            tuned_model = write_small_cnn(tmp_path / "other.onnx", seed=8) \
+                if setup == "other_model" else model
+            model_tune_job(store, url, data_dir, tuned_model, database,
+                           OPENCL if setup == "opencl" else HOST, finish=setup != "queued")
+        shapes = ["--input-shape", "x=1,3,16,16"] if setup == "shapes" else []
+        result = farmctl("enqueue", "model", "--model", str(model), "--tuned", "1", *shapes)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith(f"Error: {message}"), result.stderr
+        assert result.stderr.count("\n") == 1
+        assert len(store.list_jobs()) == 1
+
+
+class TestExportRefusals:
+    def test_unknown_job(self, farmctl: Callable[..., Result], tmp_path: Path) -> None:
+        """A job id that does not exist is one line, exit 2."""
+        result = farmctl("export", "9", "--out", str(tmp_path / "b"))
+        assert (result.exit_code, result.stderr) == (2, "Error: JOB_ID: no job 9\n")
+
+    def test_not_a_tune_job(
+        self, farmctl: Callable[..., Result], store: Store, tmp_path: Path
+    ) -> None:
+        """A gemm job has nothing to export."""
+        store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
+        result = farmctl("export", "1", "--out", str(tmp_path / "b"))
+        assert result.exit_code == 2
+        assert result.stderr == "Error: JOB_ID: job 1 is a gemm job, not a tune of a model\n"
+
+    def test_not_finished(
+        self, farmctl: Callable[..., Result], store: Store, url: str, data_dir: Path,
+        model: Path, database: Path, tmp_path: Path,
+    ) -> None:
+        """A tune still queued is refused with its state."""
+        model_tune_job(store, url, data_dir, model, database, HOST, finish=False)
+        result = farmctl("export", "1", "--out", str(tmp_path / "b"))
+        assert result.exit_code == 2
+        assert "has not finished well: it is queued" in result.stderr
+
+    def test_out_not_empty(
+        self, farmctl: Callable[..., Result], store: Store, url: str, data_dir: Path,
+        model: Path, database: Path, tmp_path: Path,
+    ) -> None:
+        """An --out folder with files in it is left alone."""
+        model_tune_job(store, url, data_dir, model, database, HOST)
+        out = tmp_path / "b"
+        out.mkdir()
+        (out / "keep.txt").write_text("mine")
+        result = farmctl("export", "1", "--out", str(out))
+        assert result.exit_code == 2
+        assert result.stderr == f"Error: --out: {out} exists and is not an empty folder\n"
+        assert [p.name for p in out.iterdir()] == ["keep.txt"]
