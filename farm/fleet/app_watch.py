@@ -34,6 +34,7 @@ import structlog
 
 from farm.adb import ShellStream
 from farm.backoff import backoff_s
+from farm.clock import wait_until
 from farm.device.eventlog import DEATH_TAGS, AppDeath, parse_app_death
 from farm.errors import FarmError, PhoneFault
 from farm.fleet.lifecycle import WATCHED, Move
@@ -54,6 +55,10 @@ START_TIMEOUT_S = 15.0
 #: A stream that stayed up this long ended for a fresh reason: its restart waits
 #: from the backoff's start again.
 STABLE_S = 60.0
+#: How long a death's recovery waits for the tracker to drop the dead app's key,
+#: and how often it asks (the tracker drops it when the app's connection closes).
+UNLIST_DEADLINE_S = 10.0
+UNLIST_POLL_S = 0.1
 #: Deaths remembered per phone, so a line seen again after a restart (same
 #: second) is not a second death.
 _SEEN = 32
@@ -219,4 +224,25 @@ class AppWatch:
             self.m.record(serial, Failure(now, death.reason))
         self.m.settle(serial, lambda r: Move(DeviceState.UNHEALTHY, f"app died: {death.reason}")
                       if r.state in _TAKE_OUT else None)
-        self.m.submit(serial, self.m.recoverer.recover)
+        self.m.submit(serial, self.recover_unlisted)
+
+    def recover_unlisted(self, serial: str) -> None:
+        """Wait (bounded) until the tracker drops the dead app's key, then climb the ladder.
+
+        The ladder's step checks that the app registered again by looking for
+        its key at the tracker. Right after the death the tracker may still
+        list the dead app (its connection has not closed yet, through the
+        usb-only relay too), and the step would pass at once while the app is
+        down: measured, the step was "ok" 0.3 s after the crash and the next
+        sweep restarted the app a second time.
+        """
+        key = self.m.runtime(serial).key
+
+        def unlisted() -> bool:
+            keys = self.m.registered_keys()
+            return keys is not None and key not in keys
+
+        if not wait_until(unlisted, UNLIST_DEADLINE_S, interval_s=UNLIST_POLL_S):
+            log.warning("dead_app_still_listed", serial=serial, tracker_key=key,
+                        waited_s=UNLIST_DEADLINE_S)
+        self.m.recoverer.recover(serial)

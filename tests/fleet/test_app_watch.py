@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -101,3 +102,32 @@ class TestEventStream:
             assert " I am_crash: [0," in line
         finally:
             stream.close()
+
+    def test_burst_arrives_without_a_later_write(
+        self, make_fleet: Callable[..., Fleet], make_farm: Callable[..., Farm]
+    ) -> None:
+        """Two event lines logged back to back both reach the stream, not only with the next
+        line (adbd once held output queued while it waited for the host's OKAY)."""
+        farm = make_farm(settings={"health": {"watch_app_events": False}})
+        phones = make_fleet(1, network="usb-only")
+        serial = phones.serials[0]
+        farm.wait_state([serial], DeviceState.READY, 90)
+        logs = phones.phone(serial).android.logs
+        now = int(farm.adb.shell(serial, ["date", "+%s"]).out)
+        stream = farm.adb.stream(serial, events_argv(now), timeout_s=15)
+        got: list[str] = []
+        reader = threading.Thread(target=lambda: got.extend(stream.lines()))
+        reader.start()
+        try:
+            def died(pid: int) -> None:
+                logs.log(832, "I", "am_proc_died", f"[0,{pid},org.apache.tvm.tvmrpc,0,2]",
+                         buffer="events")
+
+            phones.call(lambda: died(1))
+            assert wait_until(lambda: any(",1," in line for line in got), 10), got
+            phones.call(lambda: died(2))  # two writes: the second while the first waits
+            phones.call(lambda: died(3))  # for its OKAY (one call would print both at once)
+            assert wait_until(lambda: any(",3," in line for line in got), 10), got
+        finally:
+            stream.close()
+            reader.join(10)

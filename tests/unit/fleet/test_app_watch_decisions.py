@@ -48,7 +48,7 @@ class TestOnDeath:
         assert manager.history(serial) == [Failure(clock.now(), CRASH.reason)]
         reasons = [e.reason for e in store.device_events(serial)]
         assert f"app died: {CRASH.reason}" in reasons, reasons
-        assert started == [f"recover:{serial}"]
+        assert started == [f"recover_unlisted:{serial}"]
 
     def test_second_event_of_one_death_is_the_same_incident(
         self, store: Store, clock: FakeClock, make_manager: MakeManager
