@@ -146,11 +146,15 @@ class HealthSettings(_Frozen):
     ``probe_every_sweeps``: every Nth sweep opens a real RPC session to each
     idle ready phone (the tracker keeps listing frozen apps); 0 never.
     ``probe_timeout_s`` bounds one such probe, TVM's import included.
+    ``watch_app_events``: follow each ready phone's ``logcat -b events`` and
+    restart the app as soon as it dies (``am_proc_died``/``am_crash``) instead
+    of at the next sweep; false leaves app deaths to the sweep.
     """
 
     interval_s: float = Field(30.0, gt=0)
     probe_every_sweeps: int = Field(4, ge=0)
     probe_timeout_s: float = Field(20.0, gt=0)
+    watch_app_events: bool = True
     battery_temp_max_c: float = 35.0
     thermal_status_max: int = Field(0, ge=0, le=6)
     zone_temp_max_c: float = 70.0

@@ -7,6 +7,7 @@ does), retries or reboots (``farm.supervise`` decides that).
 
 from farm.adb.client import Adb, ShellResult
 from farm.adb.server import AdbServer
+from farm.adb.stream import ShellStream
 from farm.adb.tracking import DeviceTracker
 
-__all__ = ["Adb", "AdbServer", "DeviceTracker", "ShellResult"]
+__all__ = ["Adb", "AdbServer", "DeviceTracker", "ShellResult", "ShellStream"]

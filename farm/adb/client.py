@@ -23,6 +23,7 @@ from pathlib import Path
 import adbutils
 
 from farm.adb.server import AdbServer
+from farm.adb.stream import ShellStream
 from farm.errors import AdbError, AdbServerDown, AdbTimeout, DeviceOffline
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -230,6 +231,27 @@ class Adb:
         if check and result.exit_code != 0:
             raise AdbError(serial, argv, result.exit_code, result.err or result.out)
         return result
+
+    def stream(
+        self, serial: str, argv: Sequence[str], *, timeout_s: float | None = None
+    ) -> ShellStream:
+        """Start ``argv`` on the phone and return its stdout as a :class:`ShellStream`.
+
+        For commands that run until stopped (``logcat`` without ``-d``). The
+        deadline covers starting the command; the stream then runs until the
+        command exits, the phone leaves or the caller closes it. It takes no
+        phone lock, so other calls to the phone go on beside it.
+        """
+        command = shlex.join(argv)
+        with self._call(serial, argv, timeout_s, locked=False):
+            conn = self._device(serial).open_transport()
+            try:
+                conn.send_command(f"shell,v2,raw:{command}")
+                conn.check_okay()
+            except BaseException:
+                conn.close()
+                raise
+        return ShellStream(conn.conn, serial, argv)
 
     def _shell_v2(self, serial: str, command: str) -> ShellResult:
         with self._device(serial).open_transport() as conn:

@@ -27,6 +27,7 @@ from farm.aio import LoopThread
 from farm.clock import Clock
 from farm.errors import ConfigError, FarmError, PhoneFault, UserFault
 from farm.fleet import lifecycle
+from farm.fleet.app_watch import AppWatch
 from farm.fleet.held import HeldWatch
 from farm.fleet.history import HISTORY_EVENTS, events_to_history, reason_of
 from farm.fleet.keys import phone_key
@@ -97,6 +98,7 @@ class FleetManager:
         self.recoverer = Recoverer(self)
         self.prober = Prober(self)
         self.held = HeldWatch(store, clock, on_free=self._phone_freed)
+        self.app_watch = AppWatch(self)
         self.metrics: FarmMetrics | None = None  # farmd sets it; tests may leave it unset
         #: Called after a phone moved to ``ready`` (farmd wakes its dispatcher).
         self.on_ready: Callable[[], None] | None = None
@@ -203,6 +205,7 @@ class FleetManager:
             return
         state = move.to_state if move is not None else record.state
         if state is DeviceState.OFFLINE:
+            self.app_watch.stop(serial)
             self._drop_tunnel(serial)
         elif state is DeviceState.DISCOVERED and adb_state == lifecycle.ADB_DEVICE:
             self.submit(serial, self.provision)
@@ -290,6 +293,8 @@ class FleetManager:
                                    if r.state is DeviceState.PROVISIONING else None)
         if record is not None and move is not None and to_state is DeviceState.UNHEALTHY:
             self.set_health(record, DeviceHealth.BAD, reason)
+        if move is not None and to_state is DeviceState.READY:
+            self.app_watch.ensure(serial)
 
     def launch(self, serial: str) -> None:
         """(Re)open tunnels, launch the app toward the tracker, wait for registration.
@@ -374,6 +379,8 @@ class FleetManager:
                 self.submit(device.serial, self.provision)
         watched = [d.serial for d in devices
                    if d.state in lifecycle.WATCHED or d.state is DeviceState.BUSY]
+        for serial in watched:
+            self.app_watch.ensure(serial)  # the sweep restarts a watcher that ended
         found = self.tracker_summary()
         keys = None if found is None else {s.key for s in found.servers}
         # A phone a hand session holds is neither probed nor judged "not registered".
@@ -402,12 +409,16 @@ class FleetManager:
         phone = self.runtime(serial)
         now = self.clock.now()
         registered = None if keys is None or held else phone.key in keys
+        seen_before = phone.crashes_seen
         try:
-            sample, phone.crashes_seen = read_health(
-                self.adb, serial, now, crashes_seen=phone.crashes_seen, registered=registered)
+            sample, count = read_health(
+                self.adb, serial, now, crashes_seen=seen_before, registered=registered)
         except PhoneFault as exc:
             log.warning("health_probe_failed", serial=serial, reason=str(exc))
             return
+        with self._lock:  # keep the crashes the app watch handled during the read
+            noticed = (phone.crashes_seen or 0) - (seen_before or 0)
+            phone.crashes_seen = None if count is None else count + noticed
         self.store.upsert_device(serial, now)  # last seen: this sweep
         if self.metrics is not None:
             self.metrics.observe_health(sample)
@@ -443,6 +454,17 @@ class FleetManager:
                 self.record(serial, Failure(sample.at, "; ".join(app_failure_reasons(sample))))
             self.submit(serial, self.recoverer.recover)
 
+    def note_crash(self, serial: str) -> None:
+        """The app watch handled a ``FATAL EXCEPTION`` of the app: not news for the next sweep.
+
+        Without it the next sweep would find one more ``FATAL EXCEPTION`` in
+        logcat than it counted and restart the app the watch already restarted.
+        """
+        phone = self.runtime(serial)
+        with self._lock:
+            if phone.crashes_seen is not None:
+                phone.crashes_seen += 1
+
     def relaunch_all(self, reason: str) -> None:
         """Relaunch the app on every ready, cooling or unhealthy phone (e.g. a new tracker)."""
         for device in self.store.list_devices():
@@ -462,6 +484,7 @@ class FleetManager:
     def close(self) -> None:
         """Stop taking work, wait (bounded) for running tasks, close every tunnel."""
         self._closing.set()
+        self.app_watch.close()
         self._sweep_pool.close()
         left = self._tasks.join(CLOSE_DEADLINE_S)
         if left:

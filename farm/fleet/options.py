@@ -38,6 +38,8 @@ class FleetOptions:
             idle ready phone, because the tracker keeps listing a server that
             froze or vanished without closing its socket (0: never).
         probe_timeout_s: hard deadline of one probe (TVM's import included).
+        watch_app_events: follow each ready phone's app deaths in ``logcat -b
+            events`` and recover at once (:mod:`farm.fleet.app_watch`).
     """
 
     tracker: tuple[str, int]
@@ -52,6 +54,7 @@ class FleetOptions:
     registration_deadline_s: float
     probe_every_sweeps: int
     probe_timeout_s: float
+    watch_app_events: bool
 
     @classmethod
     def from_settings(cls, settings: Settings, *, apk: Path | None = None) -> FleetOptions:
@@ -80,4 +83,5 @@ class FleetOptions:
             registration_deadline_s=settings.supervise.registration_deadline_s,
             probe_every_sweeps=settings.health.probe_every_sweeps,
             probe_timeout_s=settings.health.probe_timeout_s,
+            watch_app_events=settings.health.watch_app_events,
         )

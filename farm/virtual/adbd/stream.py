@@ -107,17 +107,23 @@ class Stream:
             raise ConnectionResetError("adb stream closed by the host")
 
     async def _flush(self) -> None:
+        """Send the queue one WRTE at a time, each once the host acknowledged the last.
+
+        It ends when the last WRTE is acknowledged and nothing is queued:
+        output queued while it waited for that OKAY goes out too (it used to
+        stay queued until the next write, so a ``logcat`` follower's second
+        line of a burst arrived only with the next burst).
+        """
         max_bytes = self.transport.max_payload_bytes
-        while self._outbound and not (self.peer_closed or self.closed):
+        while not (self.peer_closed or self.closed):
             await self._acked.wait()
-            if self.peer_closed:
+            if self.peer_closed or not self._outbound:
                 break
             chunk = bytes(self._outbound[:max_bytes])
             del self._outbound[:max_bytes]
             self._acked.clear()
             self.transport.send(Packet(A_WRTE, self.local_id, self.remote_id, chunk))
             await self.transport.drain()
-        await self._acked.wait()
         self._flushed.set()
 
     def close(self) -> None:

@@ -1,7 +1,7 @@
 """System commands.
 
 getprop, setprop, id, whoami, uname, nproc, ps, pidof, df, settings, svc, wm,
-reboot, logcat.
+reboot, logcat, date.
 
 Sources for the formats: ``getprop`` (fixture ``getprop__*``), toybox ``ps``,
 ``pidof`` and ``df`` (fixtures ``ps_-A__*``, ``pidof_*``, ``df*``), AOSP
@@ -11,6 +11,8 @@ Sources for the formats: ``getprop`` (fixture ``getprop__*``), toybox ``ps``,
 """
 
 from __future__ import annotations
+
+import time
 
 from farm.virtual.android import logbuf
 from farm.virtual.android.context import Ctx, command
@@ -188,7 +190,11 @@ async def kill(ctx: Ctx) -> int:
 
 @command("logcat")
 async def logcat(ctx: Ctx) -> int:
-    """``logcat [-d] [-c] [-b BUF] [-s] [-t N|-T N] [TAG:L ...]`` in threadtime format.
+    """``logcat [-d] [-c] [-b BUF] [-s] [-t N|-T N|-T TIME] [TAG:L ...]`` in threadtime format.
+
+    ``-t``/``-T`` take a line count (digits only) or a time: ``sssss.mmm``
+    (epoch seconds), ``MM-DD hh:mm:ss.mmm`` or ``YYYY-MM-DD hh:mm:ss.mmm``
+    (AOSP ``logcat.cpp`` ``parseTime``); lines logged at or after it are shown.
 
     Without ``-d`` (or ``-t``) logcat prints the buffer and then follows it
     until the reader goes away, as the real one does: ``adb logcat`` (the
@@ -198,7 +204,7 @@ async def logcat(ctx: Ctx) -> int:
     buffers: list[str] = []
     specs: list[str] = []
     silent = clear = dump = False
-    tail = None
+    start: str | None = None
     while args:
         arg = args.pop(0)
         if arg == "-b" and args:
@@ -212,10 +218,9 @@ async def logcat(ctx: Ctx) -> int:
         elif arg == "-d":
             dump = True
         elif arg in ("-v", "-t", "-T") and args:
-            value = args.pop(0)
-            if arg != "-v":
-                tail = int(value) if value.isdigit() else None
-                dump = dump or arg == "-t"  # -t N prints and exits; -T N follows
+            value = args.pop(0)  # -v's format is ignored: threadtime always
+            # -t N prints and exits; -T N follows.
+            start, dump = (start, dump) if arg == "-v" else (value, dump or arg == "-t")
         elif arg.startswith("-"):
             continue
         else:
@@ -227,7 +232,11 @@ async def logcat(ctx: Ctx) -> int:
         return 0
     accept = logbuf.make_filter(specs, silent)
     cursor = logs.appended
-    entries = logs.entries[-tail:] if tail else logs.entries
+    try:
+        entries = logbuf.backlog(logs.entries, start, logs.now_s())
+    except ValueError as exc:
+        ctx.eprint(f"logcat: {exc}\n")
+        return 1
     text, current = logbuf.render_from(entries, chosen, accept, None)
     ctx.print(text)
     while not dump:  # ends when the transport cancels the command (reader gone)
@@ -325,4 +334,23 @@ async def wm(ctx: Ctx) -> int:
         ctx.eprint("Window manager (window) commands:\n"
                    "  size [reset|WxH|WdpxHdp]\n  density [reset|DENSITY]\n")
         return 255
+    return 0
+
+
+@command("date")
+async def date(ctx: Ctx) -> int:
+    """toybox ``date [+FORMAT]`` of the phone's clock in UTC (``%s``: epoch seconds).
+
+    Without a format toybox prints ``%a %b %e %H:%M:%S %Z %Y``. Setting the
+    clock (``date MMDDhhmm``) needs root and is not modelled.
+    """
+    fmt = "%a %b %e %H:%M:%S %Z %Y"
+    for arg in ctx.argv[1:]:
+        if arg.startswith("+"):
+            fmt = arg[1:]
+        elif arg not in ("-u",):
+            ctx.eprint("date: Need root\n")
+            return 1
+    now_s = ctx.phone.logs.now_s()
+    ctx.print(time.strftime(fmt.replace("%s", str(int(now_s))), time.gmtime(now_s)) + "\n")
     return 0

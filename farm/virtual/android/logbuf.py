@@ -9,6 +9,8 @@ beginning of <buffer>`` (fixture ``logcat_crash_fatal_exception__calnotify_emula
 from __future__ import annotations
 
 import asyncio
+import calendar
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -56,6 +58,10 @@ class LogBuffer:
             del self.entries[: len(self.entries) - self.capacity]
         if self._grown is not None:
             self._grown.set()
+
+    def now_s(self) -> float:
+        """The phone's wall clock, epoch seconds (what the next entry is stamped with)."""
+        return self._wall()
 
     def since(self, cursor: int) -> list[LogEntry]:
         """Entries logged after ``cursor`` (an earlier :attr:`appended`) still in the ring."""
@@ -134,3 +140,47 @@ def make_filter(specs: list[str], silent_default: bool) -> Callable[[LogEntry], 
         return LEVELS.find(entry.level) >= rules.get(entry.tag, default)
 
     return accept
+
+
+_EPOCH = re.compile(r"^(\d+)\.(\d+)$")
+_STAMP = re.compile(r"^(?:(\d{4})-)?(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+)$")
+
+
+def parse_time(text: str, now_s: float) -> float | None:
+    """A ``logcat -T``/``-t`` time as epoch seconds, or None if it is not one.
+
+    Forms (AOSP ``logcat.cpp`` ``parseTime``): ``sssss.mmm``, ``YYYY-MM-DD
+    hh:mm:ss.mmm`` and ``MM-DD hh:mm:ss.mmm`` (this year, as threadtime prints
+    it: UTC on the virtual phone). ``now_s`` gives the year of the last form.
+    """
+    epoch = _EPOCH.match(text)
+    if epoch:
+        return int(epoch[1]) + float(f"0.{epoch[2]}")
+    stamp = _STAMP.match(text)
+    if not stamp:
+        return None
+    year = int(stamp[1]) if stamp[1] else time.gmtime(now_s).tm_year
+    month, day, hour, minute, second = (int(stamp[i]) for i in range(2, 7))
+    return calendar.timegm((year, month, day, hour, minute, second)) + float(f"0.{stamp[7]}")
+
+
+def backlog(entries: list[LogEntry], start: str | None, now_s: float) -> list[LogEntry]:
+    """The entries logcat prints before following: all, the last N, or those since a time.
+
+    Args:
+        entries: the ring, oldest first.
+        start: ``-t``/``-T``'s value (digits: a line count; else a time for
+            :func:`parse_time`), or None.
+        now_s: the phone's clock, for the year of a ``MM-DD`` time.
+
+    Raises:
+        ValueError: ``start`` is neither a count nor a time (logcat's message).
+    """
+    if start is None:
+        return entries
+    if start.isdigit():
+        return entries[-int(start):] if int(start) else entries
+    since_s = parse_time(start, now_s)
+    if since_s is None:
+        raise ValueError(f"-T '{start}' not in time format")
+    return [e for e in entries if e.wall_s >= since_s]

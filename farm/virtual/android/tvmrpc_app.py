@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from farm.virtual.android import am_events
 from farm.virtual.android.prefs_xml import render_prefs
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ RPC = f"{PACKAGE}.RPCActivity"
 PREFS = "RPCProxyPreference"
 log = structlog.get_logger(__name__)
 
-_AM_PID = 832  # system_server's pid on the virtual phone: ActivityManager logs under it
+_AM_PID = am_events.AM_PID  # system_server: ActivityManager logs under its pid
 
 
 @dataclass
@@ -249,6 +250,7 @@ class TvmRpcApp:
             self.rpc = None
         if self.rpc_activity:
             self._am_log(f"Process {PACKAGE}:RPCProcess (pid {rpc.pid}) has died: fg  TOP ")
+            am_events.proc_died(self.phone.logs, rpc.pid, f"{PACKAGE}:RPCProcess", am_events.TOP)
             self.rpc_activity = False
             if self.main_alive and self.main_pid is not None:
                 self._resume_main()
@@ -299,17 +301,35 @@ class TvmRpcApp:
             timer.cancel()
         self._timers.clear()
 
-    async def _kill_all(self) -> None:
+    async def _kill_all(self, *, died: bool = False, killed_for: str | None = None) -> None:
+        """End both processes and all pending work.
+
+        Args:
+            died: the processes died by themselves (a crash, a ``kill``):
+                ActivityManager logs ``am_proc_died`` for each.
+            killed_for: ActivityManager killed them for this reason (``am
+                force-stop``): it logs ``am_kill`` for each instead.
+        """
         self._cancel_timers()
+        rpc_on_top = self.rpc_activity
         self.rpc_activity = False
         self.main_alive = self.main_resumed = False
+        ended: list[tuple[int, str, tuple[int, int]]] = []
         if self.rpc is not None:
             rpc, self.rpc = self.rpc, None
             await rpc.stop()
             self.phone.processes.kill(rpc.pid)
+            ended.append((rpc.pid, f"{PACKAGE}:RPCProcess", am_events.TOP))
         if self.main_pid is not None:
             self.phone.processes.kill(self.main_pid)
+            ended.append((self.main_pid, PACKAGE,
+                          am_events.BACKGROUND if rpc_on_top else am_events.TOP))
             self.main_pid = None
+        for pid, process, state in ended:
+            if died:
+                am_events.proc_died(self.phone.logs, pid, process, state)
+            elif killed_for is not None:
+                am_events.killed(self.phone.logs, pid, process, state, killed_for)
         self._prefs_cache = None
         self.phone.physics.set_load(0.0)
         if self.phone.screen.foreground in ("main", "rpc"):
@@ -321,9 +341,12 @@ class TvmRpcApp:
         message = f"FATAL EXCEPTION: main\nProcess: {process}, PID: {pid}\n{exception}"
         message += "".join(f"\n\tat {f}" for f in frames)
         self.phone.logs.log(pid, "E", "AndroidRuntime", message, buffer="crash")
+        am_events.crashed(self.phone.logs, pid, process, exception, sdk=self.phone.spec.sdk)
         self._am_log(f"Process {process} (pid {pid}) has died: fg  TOP ")
         if whole_app:
-            self._spawn(self._kill_all())
+            self._spawn(self._kill_all(died=True))
+        else:
+            am_events.proc_died(self.phone.logs, pid, process, am_events.TOP)
 
     async def crash(self) -> None:
         """Fault: the app's main thread throws; both processes die, nothing restarts."""
@@ -337,7 +360,10 @@ class TvmRpcApp:
             "\tat android.app.Activity.performResume(Activity.java:8422)",
             buffer="crash",
         )
-        await self._kill_all()
+        am_events.crashed(self.phone.logs, pid, PACKAGE,
+                          "java.lang.IllegalStateException: injected crash",
+                          sdk=self.phone.spec.sdk, line=126)
+        await self._kill_all(died=True)
 
     async def kill_process(self, pid: int) -> bool:
         """SIGKILL one of the app's processes (its own ``kill``, under ``run-as``).
@@ -352,22 +378,26 @@ class TvmRpcApp:
             await self.rpc.stop()
             return True
         if self.main_pid is not None and self.main_pid == pid:
-            await self._kill_all()
+            await self._kill_all(died=True)
             return True
         return False
 
     async def force_stop(self, package: str) -> None:
         """``am force-stop``: kill the app's processes and pending work."""
+        await self._stopped(package, f"from pid {self.phone.shell_pid}")
+
+    async def _stopped(self, package: str, why: str) -> None:
+        """ActivityManager stops ``package`` (``am_kill`` reason ``stop <pkg> due to <why>``)."""
         if package == PACKAGE:
-            await self._kill_all()
+            await self._kill_all(killed_for=f"stop {package} due to {why}")
 
     async def package_removed(self, package: str) -> None:
         """The package was uninstalled."""
-        await self.force_stop(package)
+        await self._stopped(package, "pkg removed")
 
     async def package_replaced(self, package: str) -> None:
         """The package was (re)installed: Android kills the old app's processes."""
-        await self.force_stop(package)
+        await self._stopped(package, "replace pkg")
 
     def go_home(self) -> None:
         """HOME key: MainActivity pauses (its posted runnable still fires)."""
