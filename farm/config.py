@@ -179,6 +179,11 @@ class JobSettings(_Frozen):
     The time limits of one attempt per kind (``farm.kinds``): a tuning run
     measures hundreds of candidates, a timed run only a handful; a kind without
     its own limit uses ``default_timeout_s``.
+
+    ``warm_children``: fork each attempt's child from a pre-started process
+    that has already imported TVM and the job code (:mod:`farm.runner.zygote`)
+    instead of starting ``python -m farm.runner.child`` cold; the cold start is
+    the fallback while that process is not up.
     """
 
     default_timeout_s: float = Field(600.0, gt=0)
@@ -188,6 +193,7 @@ class JobSettings(_Frozen):
     thermal_wait_deadline_s: float = Field(900.0, gt=0)
     lease_s: float = Field(120.0, gt=0)
     tune_lease_s: float = Field(3600.0, gt=0)
+    warm_children: bool = True
 
 
 class Schedule(_Frozen):
