@@ -13,7 +13,9 @@ tick is::
     reap(now)         attempts whose lease ran out (a farmd that died) are requeued
     plan + claim      farm.queue.scheduler.plan on the store's snapshot, applied
                       atomically by Store.claim
-    start             python -m farm.runner.child per claim, in its own session
+    start             python -m farm.runner.child per claim, in its own session:
+                      forked warm from the zygote (farm.runner.zygote, TVM
+                      already imported) when it is up, else started cold
 
 The dispatcher keeps only its children in memory: everything else is in the
 store, so a farmd killed at any moment loses nothing (its children notice and
@@ -46,27 +48,36 @@ from farm.queue.records import Claim, Decision, Failure
 from farm.queue.scheduler import plan
 from farm.queue.store import Store
 from farm.runner.outcome import read_outcome
+from farm.runner.pidfile import record_child
+from farm.runner.warm import WarmChild, ZygoteError, ZygoteKeeper
 
-__all__ = ["ChildCommand", "Dispatcher", "RunningChild", "TickReport", "child_command"]
+__all__ = ["ChildCommand", "Dispatcher", "RunningChild", "TickReport", "child_args",
+           "child_command"]
 
 log = structlog.get_logger(__name__)
 
 RUNS_DIR = "runs"
 SETTINGS_FILE = "settings.json"
 CHILD_LOG = "child.log"
+ZYGOTE_LOG = "zygote.log"
 KILL_WAIT_S = 10.0
 
 #: Builds a child's argv from its claim, its run folder and the settings file.
 ChildCommand = Callable[[Claim, Path, Path], Sequence[str]]
 
 
-def child_command(claim: Claim, run_dir: Path, settings_path: Path) -> list[str]:
-    """The argv of the real child, ``python -m farm.runner.child``."""
+def child_args(claim: Claim, run_dir: Path, settings_path: Path) -> list[str]:
+    """The real child's arguments (:func:`farm.runner.child.main`) but ``--parent-pid``."""
     return [
-        sys.executable, "-m", "farm.runner.child", "--settings", str(settings_path),
-        "--job", str(claim.job.id), "--attempt", str(claim.attempt.id),
-        "--run-dir", str(run_dir), "--parent-pid", str(os.getpid()),
+        "--settings", str(settings_path), "--job", str(claim.job.id),
+        "--attempt", str(claim.attempt.id), "--run-dir", str(run_dir),
     ]
+
+
+def child_command(claim: Claim, run_dir: Path, settings_path: Path) -> list[str]:
+    """The argv of the real child started cold, ``python -m farm.runner.child``."""
+    return [sys.executable, "-m", "farm.runner.child", *child_args(claim, run_dir, settings_path),
+            "--parent-pid", str(os.getpid())]
 
 
 @dataclass
@@ -75,14 +86,15 @@ class RunningChild:
 
     Attributes:
         claim: the job and attempt it runs.
-        process: the child (leader of its own process group).
+        process: the child (leader of its own process group): a ``Popen`` when
+            started cold, a :class:`WarmChild` when forked by the zygote.
         run_dir: its run folder (outcome.json, child.log).
         started_s: monotonic seconds when it was started.
         timeout_s: the job's time limit per attempt.
     """
 
     claim: Claim
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | WarmChild
     run_dir: Path
     started_s: float
     timeout_s: float
@@ -122,7 +134,13 @@ class Dispatcher:
         clock: wall time for the store, monotonic time for timeouts.
         command: builds a child's argv (default :func:`child_command`); a
             wrapper such as ``nice`` or ``systemd-run`` can be put in front.
+            Children are forked warm only with the default command (and
+            ``[jobs] warm_children``): a wrapper must see every start.
         runs_dir: where run folders go; ``<data_dir>/runs`` by default.
+
+    Attributes:
+        warm: fork children from the zygote when it is ready; a bench may
+            turn it off to compare (the zygote keeps running).
     """
 
     def __init__(
@@ -149,6 +167,16 @@ class Dispatcher:
         # Each kind's lease (farm.kinds); an unknown kind gets the default one,
         # so plan() never raises on it and its child fails it with the reason.
         self.lease_s_by_kind: Mapping[str, float] = LeaseByKind(settings.jobs)
+        self.warm = settings.jobs.warm_children and command is child_command
+        self.zygotes: ZygoteKeeper | None = None
+        if self.warm:
+            data_dir = Path(settings.data_dir).expanduser()
+            self.zygotes = ZygoteKeeper(
+                self.runs_dir / ZYGOTE_LOG, clock,
+                backoff_base_s=settings.supervise.backoff_base_s,
+                backoff_max_s=settings.supervise.backoff_max_s,
+                on_start=lambda pid: record_child(data_dir, "zygote", pid),
+            )
 
     # --- the tick ----------------------------------------------------------------
 
@@ -171,6 +199,8 @@ class Dispatcher:
         self._heartbeat(now, report)
         report.reaped = [a.id for a in self.store.reap(now)]  # the store logs lease_expired
         if not self.stopping:
+            if self.warm and self.zygotes is not None:
+                self.zygotes.ready_zygote()  # restarts a dead zygote before work needs it
             self._start_new(now, report)
         self._ticks += 1
         return report
@@ -250,13 +280,19 @@ class Dispatcher:
         run_dir = self.runs_dir / f"attempt-{claim.attempt.id}"
         shutil.rmtree(run_dir, ignore_errors=True)  # a leftover of a wiped database
         run_dir.mkdir(parents=True)
-        argv = list(self.command(claim, run_dir, self._settings_path))
+        log_path = run_dir / CHILD_LOG
+        process: subprocess.Popen[bytes] | WarmChild | None = None
+        zygote = self.zygotes.ready_zygote() if self.warm and self.zygotes else None
+        if zygote is not None:
+            try:
+                process = zygote.fork(child_args(claim, run_dir, self._settings_path), run_dir,
+                                      log_path)
+            except ZygoteError as exc:
+                log.warning("attempt_child_not_forked", attempt=claim.attempt.id,
+                            reason=str(exc))  # started cold below
         try:
-            with (run_dir / CHILD_LOG).open("wb") as log_file:
-                process = subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                    start_new_session=True, cwd=run_dir,
-                )
+            if process is None:
+                process = self._start_cold(claim, run_dir, log_path)
         except OSError as exc:
             decision = self.store.fail_attempt(
                 claim.attempt.id,
@@ -270,7 +306,16 @@ class Dispatcher:
             claim, process, run_dir, self.clock.monotonic(), claim.job.timeout_s,
         )
         log.info("attempt_child_spawned", attempt=claim.attempt.id, job_id=claim.job.id,
-                 pid=process.pid)
+                 pid=process.pid, warm=isinstance(process, WarmChild))
+
+    def _start_cold(self, claim: Claim, run_dir: Path, log_path: Path) -> subprocess.Popen[bytes]:
+        """Start the child as a new Python process (raises OSError)."""
+        argv = list(self.command(claim, run_dir, self._settings_path))
+        with log_path.open("wb") as log_file:
+            return subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                start_new_session=True, cwd=run_dir,
+            )
 
     # --- stopping --------------------------------------------------------------------
 
@@ -315,7 +360,9 @@ class Dispatcher:
         return killed
 
     def close(self) -> None:
-        """Kill every child at once (farmd is going away without a graceful stop)."""
+        """Kill every child at once, then the zygote (farmd is going away)."""
         for child in self.children.values():
             self._kill(child)
         self.children.clear()
+        if self.zygotes is not None:
+            self.zygotes.close()
