@@ -163,18 +163,29 @@ class _Zygote:
             self.send({"exited": pid, "code": os.waitstatus_to_exitcode(status)})
 
     def fork(self, line: bytes) -> ForkRequest | None:
-        """Fork the child ``line`` asks for; returns its request in the child, None here."""
+        """Fork the child ``line`` asks for; returns its request in the child, None here.
+
+        The pid is sent only once the child leads its own session, so farmd
+        can kill its process group from the moment it knows the pid.
+        """
         try:
             request = ForkRequest.of(json.loads(line))
             sys.stdout.flush()
             sys.stderr.flush()
+            in_session_r, in_session_w = os.pipe()
             pid = os.fork()
         except (ValueError, KeyError, OSError) as exc:
             self.send({"error": str(exc)})
             return None
         if pid == 0:
             self.children.clear()  # a SIGTERM before the reset must not reach the siblings
+            os.setsid()
+            os.close(in_session_r)
+            os.close(in_session_w)  # the zygote reads end-of-file: the session exists
             return request
+        os.close(in_session_w)
+        os.read(in_session_r, 1)
+        os.close(in_session_r)
         self.children.add(pid)
         self.send({"forked": pid})
         return None
@@ -191,7 +202,6 @@ class _Zygote:
         self.control.close()
         os.close(self.wake_r)
         os.close(self.wake_w)
-        os.setsid()
         log_fd = os.open(request.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         null_fd = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null_fd, 0)
