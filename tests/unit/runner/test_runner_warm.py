@@ -119,7 +119,7 @@ class TestZygote:
 
 class TestZygoteKeeper:
     def test_a_dead_zygote_is_replaced_after_the_backoff(self, tmp_path: Path) -> None:
-        """After the zygote dies, none is offered until the backoff passed, then a new one starts."""
+        """After the zygote dies none is offered until the backoff passed; then a new one starts."""
         clock = FakeClock()
         started: list[int] = []
         keeper = ZygoteKeeper(tmp_path / "zygote.log", clock, backoff_base_s=2.0,
