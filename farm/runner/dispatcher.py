@@ -141,6 +141,8 @@ class Dispatcher:
     Attributes:
         warm: fork children from the zygote when it is ready; a bench may
             turn it off to compare (the zygote keeps running).
+        zygotes: the zygote's keeper, from the first tick on (None before, or
+            when children start cold only).
     """
 
     def __init__(
@@ -168,15 +170,7 @@ class Dispatcher:
         # so plan() never raises on it and its child fails it with the reason.
         self.lease_s_by_kind: Mapping[str, float] = LeaseByKind(settings.jobs)
         self.warm = settings.jobs.warm_children and command is child_command
-        self.zygotes: ZygoteKeeper | None = None
-        if self.warm:
-            data_dir = Path(settings.data_dir).expanduser()
-            self.zygotes = ZygoteKeeper(
-                self.runs_dir / ZYGOTE_LOG, clock,
-                backoff_base_s=settings.supervise.backoff_base_s,
-                backoff_max_s=settings.supervise.backoff_max_s,
-                on_start=lambda pid: record_child(data_dir, "zygote", pid),
-            )
+        self.zygotes: ZygoteKeeper | None = None  # started by the first tick
 
     # --- the tick ----------------------------------------------------------------
 
@@ -199,9 +193,8 @@ class Dispatcher:
         self._heartbeat(now, report)
         report.reaped = [a.id for a in self.store.reap(now)]  # the store logs lease_expired
         if not self.stopping:
-            if self.warm and self.zygotes is not None:
-                self.zygotes.ready_zygote()  # restarts a dead zygote before work needs it
             self._start_new(now, report)
+            self._keep_zygote()
         self._ticks += 1
         return report
 
@@ -275,6 +268,25 @@ class Dispatcher:
         for claim in self.store.claim(assignments, now, host=self.settings.host_id):
             self._spawn(claim, now)
             report.started.append(claim.attempt.id)
+
+    def _keep_zygote(self) -> None:
+        """Start the zygote, or replace a dead one, once this tick's claims have started.
+
+        After them, so that a claim never waits on it; until it has imported
+        TVM (seconds), children start cold.
+        """
+        if not self.warm:
+            return
+        if self.zygotes is not None:
+            self.zygotes.ready_zygote()
+            return
+        data_dir = Path(self.settings.data_dir).expanduser()
+        self.zygotes = ZygoteKeeper(
+            self.runs_dir / ZYGOTE_LOG, self.clock,
+            backoff_base_s=self.settings.supervise.backoff_base_s,
+            backoff_max_s=self.settings.supervise.backoff_max_s,
+            on_start=lambda pid: record_child(data_dir, "zygote", pid),
+        )
 
     def _spawn(self, claim: Claim, now: datetime) -> None:
         run_dir = self.runs_dir / f"attempt-{claim.attempt.id}"
