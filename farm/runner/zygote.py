@@ -241,9 +241,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if os.getppid() != args.parent_pid:
         zygote.end()  # farmd died before the death signal was set
     preload()
-    zygote.send({"ready": os.getpid()})
+    zygote_pid = os.getpid()  # read before the fork: a child asking later may get init's
+    zygote.send({"ready": zygote_pid})
     request = zygote.serve()
-    zygote_pid = os.getppid()
     try:
         zygote.become_child(request)
     except OSError as exc:
