@@ -12,14 +12,22 @@ Both ways run the same kernel (farm's CPU schedule of ``C = A @ B``, float32,
 * **farm**: ``Store.enqueue`` of a ``gemm`` job for that phone, until the job
   is ``succeeded``: dispatcher tick (every 2 s), a child process, thermal
   gating (a health read), the compile cache, session, check against numpy,
-  result and samples committed.
+  result and samples committed. Each run goes twice through farm: with the
+  child started cold (``python -m farm.runner.child``, before) and forked warm
+  by the zygote (``[jobs] warm_children``, after), switched on the live
+  dispatcher (``Dispatcher.warm``).
 * **script**: what a seed user writes (``python -c``, below): import TVM, build,
   ``rpc.connect_tracker(...).request(key)``, upload, run, ``time_evaluator``.
   It compiles every time, as such scripts do; farm compiles once per target
   (its first run is dropped as warm-up so both are compared warm-vs-as-usual).
 
-Printed: median wall time each way and their ratio, and the GFLOPS each
-measured (the kernel's speed must not depend on who asked).
+Printed: median wall time each way and the ratios farm (cold, warm) /
+script, each attempt's own duration (claim to result, from the store) cold vs
+warm, and the GFLOPS each measured (the kernel's speed must not depend on who
+asked). Then the child start latency alone, cold vs warm: a new Python that
+imports what an attempt imports (:data:`farm.runner.zygote.PRELOAD`) and exits,
+against a child forked by the zygote that exits at once (median of
+``--starts``).
 """
 
 from __future__ import annotations
@@ -36,7 +44,9 @@ from pathlib import Path
 from farm import logs
 from farm.cli.demo import demo_farmd
 from farm.clock import wait_until
+from farm.daemon import Farmd
 from farm.queue.models import DeviceState, JobState
+from farm.runner.warm import Zygote
 
 READY_DEADLINE_S = 120.0
 JOB_DEADLINE_S = 300.0
@@ -66,13 +76,55 @@ print(time.monotonic() - t0, 2 * n**3 / mean_s / 1e9)
 '''
 
 
+def farm_run(farmd: Farmd, serial: str, n: int, *, warm: bool) -> tuple[float, float, float]:
+    """One GEMM through farm's queue; returns (wall s, attempt s, GFLOPS).
+
+    Raises:
+        RuntimeError: the job did not succeed.
+    """
+    store = farmd.store
+    farmd.dispatcher.warm = warm
+    start = time.monotonic()
+    job_id = store.enqueue({"kind": "gemm", "params": {"n": n},
+                            "devices": {"serials": [serial]}}, datetime.now(UTC))
+    wait_until(lambda: store.get_job(job_id).state not in (JobState.QUEUED, JobState.RUNNING),
+               JOB_DEADLINE_S, interval_s=0.05)
+    elapsed_s = time.monotonic() - start
+    job = store.get_job(job_id)
+    if job.state is not JobState.SUCCEEDED:
+        raise RuntimeError(f"farm job {job_id} {job.state.value}: {job.error}")
+    [attempt] = store.attempts(job_id)
+    attempt_s = (attempt.finished_at - attempt.started_at).total_seconds()
+    # Let the phone come back to ready before anyone asks for it again.
+    wait_until(lambda: store.get_device(serial).state is DeviceState.READY, 30, interval_s=0.05)
+    return elapsed_s, attempt_s, store.results(job_id)[0].summary["gflops"]
+
+
+def start_latency(zygote: Zygote, tmp: Path, starts: int) -> tuple[float, float]:
+    """Median seconds to start a child with the job code imported and end it: (cold, warm)."""
+    cold_s, warm_s = [], []
+    preload = "from farm.runner.zygote import preload; preload()"
+    missing = ["--settings", str(tmp / "missing.json"), "--job", "0", "--attempt", "0"]
+    for _ in range(starts):
+        start = time.monotonic()
+        subprocess.run([sys.executable, "-c", preload], check=True)
+        cold_s.append(time.monotonic() - start)
+        start = time.monotonic()
+        zygote.fork(missing, tmp, tmp / "latency.log").wait()
+        warm_s.append(time.monotonic() - start)
+    return statistics.median(cold_s), statistics.median(warm_s)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=512)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--starts", type=int, default=5, help="child starts timed each way")
     args = parser.parse_args()
     logs.configure(level="warning", stream=sys.stderr)
-    farm_s, farm_gflops, script_s, script_gflops = [], [], [], []
+    farm_s: dict[bool, list[float]] = {False: [], True: []}
+    attempt_s: dict[bool, list[float]] = {False: [], True: []}
+    farm_gflops, script_s, script_gflops = [], [], []
     with (
         tempfile.TemporaryDirectory(prefix="farm-bench-") as tmp,
         demo_farmd(1, Path(tmp)) as farmd,
@@ -83,23 +135,21 @@ def main() -> int:
                           is DeviceState.READY, READY_DEADLINE_S, interval_s=0.2):
             print("phone not ready", file=sys.stderr)
             return 1
+        dispatcher = farmd.dispatcher
+        zygote = wait_until(lambda: dispatcher.zygotes and dispatcher.zygotes.ready_zygote(),
+                            READY_DEADLINE_S, interval_s=0.2)
+        if not zygote:
+            print("the zygote is not ready ([jobs] warm_children off?)", file=sys.stderr)
+            return 1
         key = farmd.manager.runtime(serial).key
         host, port = farmd.tracker_addr
         for run in range(args.runs + 1):  # run 0 warms farm's compile cache
-            start = time.monotonic()
-            job_id = store.enqueue({"kind": "gemm", "params": {"n": args.n},
-                                    "devices": {"serials": [serial]}}, datetime.now(UTC))
-            wait_until(lambda i=job_id: store.get_job(i).state not in (JobState.QUEUED,
-                                                                        JobState.RUNNING),
-                       JOB_DEADLINE_S, interval_s=0.05)
-            elapsed_s = time.monotonic() - start
-            job = store.get_job(job_id)
-            if job.state is not JobState.SUCCEEDED:
-                print(f"farm job {job_id} {job.state.value}: {job.error}", file=sys.stderr)
+            try:
+                cold = farm_run(farmd, serial, args.n, warm=False)
+                warm = farm_run(farmd, serial, args.n, warm=True)
+            except RuntimeError as exc:
+                print(exc, file=sys.stderr)
                 return 1
-            # Let the phone come back to ready before the script asks for it.
-            wait_until(lambda: store.get_device(serial).state is DeviceState.READY, 30,
-                       interval_s=0.05)
             out = subprocess.run(
                 [sys.executable, "-c", SCRIPT, host, str(port), key, str(args.n)],
                 capture_output=True,
@@ -113,24 +163,35 @@ def main() -> int:
             wall_s, gflops = (float(v) for v in out.stdout.split()[-2:])
             label = "warm-up" if run == 0 else f"run {run}"
             print(
-                f"{label}: farm {elapsed_s:.2f} s ({store.results(job_id)[0].summary['gflops']:.2f}"
+                f"{label}: farm cold {cold[0]:.2f} s (attempt {cold[1]:.2f} s, {cold[2]:.2f}"
+                f" GFLOPS), farm warm {warm[0]:.2f} s (attempt {warm[1]:.2f} s, {warm[2]:.2f}"
                 f" GFLOPS), script {wall_s:.2f} s ({gflops:.2f} GFLOPS)",
                 flush=True,
             )
             if run:
-                farm_s.append(elapsed_s)
-                farm_gflops.append(store.results(job_id)[0].summary["gflops"])
+                for is_warm, measured in ((False, cold), (True, warm)):
+                    farm_s[is_warm].append(measured[0])
+                    attempt_s[is_warm].append(measured[1])
+                    farm_gflops.append(measured[2])
                 script_s.append(wall_s)
                 script_gflops.append(gflops)
-    f, s = statistics.median(farm_s), statistics.median(script_s)
+        cold_start_s, warm_start_s = start_latency(zygote, Path(tmp), args.starts)
+    fc, fw = statistics.median(farm_s[False]), statistics.median(farm_s[True])
+    ac, aw = statistics.median(attempt_s[False]), statistics.median(attempt_s[True])
+    s = statistics.median(script_s)
     print(f"\nGEMM {args.n} on one virtual phone, median of {args.runs}:")
-    print(f"  farm queue (enqueue -> result stored): {f:.2f} s, "
-          f"{statistics.median(farm_gflops):.2f} GFLOPS")
-    print(f"  hand-written tracker script:           {s:.2f} s, "
-          f"{statistics.median(script_gflops):.2f} GFLOPS")
-    print(f"  wall time ratio farm / script: {f / s:.2f}   GFLOPS ratio: "
+    print(f"  farm queue, cold child (before):  {fc:.2f} s (attempt {ac:.2f} s)")
+    print(f"  farm queue, warm child (after):   {fw:.2f} s (attempt {aw:.2f} s)")
+    print(f"  hand-written tracker script:      {s:.2f} s")
+    print(f"  wall time ratio farm / script: cold {fc / s:.2f}, warm {fw / s:.2f} (goal <= 1.05)")
+    print(f"  GFLOPS farm {statistics.median(farm_gflops):.2f}, script "
+          f"{statistics.median(script_gflops):.2f}: ratio "
           f"{statistics.median(farm_gflops) / statistics.median(script_gflops):.2f}")
-    print(f"reproduce: python bench/bench_overhead.py --n {args.n} --runs {args.runs}")
+    print(f"child start (job code imported, then exit), median of {args.starts}: "
+          f"cold {cold_start_s * 1000:.0f} ms, warm {warm_start_s * 1000:.0f} ms "
+          f"(x{cold_start_s / warm_start_s:.0f})")
+    print(f"reproduce: python bench/bench_overhead.py --n {args.n} --runs {args.runs} "
+          f"--starts {args.starts}")
     return 0
 
 

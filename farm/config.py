@@ -189,6 +189,11 @@ class JobSettings(_Frozen):
     its own limit uses ``default_timeout_s``. The dispatcher ticks every
     ``tick_interval_s`` and, with ``wake_on_events``, at once when something
     it waits for happens (:mod:`farm.runner.wake`).
+
+    ``warm_children``: fork each attempt's child from a pre-started process
+    that has already imported TVM and the job code (:mod:`farm.runner.zygote`)
+    instead of starting ``python -m farm.runner.child`` cold; the cold start is
+    the fallback while that process is not up.
     """
 
     default_timeout_s: float = Field(600.0, gt=0)
@@ -203,6 +208,7 @@ class JobSettings(_Frozen):
     #: Tick on events (an enqueue, an attempt's child exiting, a phone ready);
     #: false leaves only the periodic tick (the old behaviour, for comparison).
     wake_on_events: bool = True
+    warm_children: bool = True
 
 
 class RetentionSettings(_Frozen):

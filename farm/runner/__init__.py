@@ -5,6 +5,9 @@
     dispatcher.py   Dispatcher.tick(now): reap, plan, claim, start children,
                     heartbeat, time out, collect exits; stop(deadline_s)
     child.py        python -m farm.runner.child: one attempt, isolated from farmd
+    zygote.py       python -m farm.runner.zygote: TVM and the job code imported
+                    once; forks each attempt's child (a warm start)
+    warm.py         farmd's side of the zygote: start, fork, exit codes
     execute.py      a claimed job spec -> farm.jobs call -> Outcome
     gating.py       thermal gating before every measured run
     tune_phones.py  a tuning job's phones serve its job key; crashed apps are

@@ -22,7 +22,9 @@ a phone whose lease is about to be reaped and handed to another attempt.
 It polls its parent pid rather than asking for ``PR_SET_PDEATHSIG``
 (:mod:`farm.procs`): the dispatcher forks it from an APScheduler worker thread,
 and that signal would fire when the thread ends (at farmd's warm stop, while
-the attempt is still allowed to finish), not when farmd dies.
+the attempt is still allowed to finish), not when farmd dies. A child forked
+warm by the zygote (:mod:`farm.runner.zygote`) runs this same :func:`main`,
+with the zygote as the parent it watches.
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ on a wake (:mod:`farm.runner.wake`); a tick is::
     reap(now)         attempts whose lease ran out (a farmd that died) are requeued
     plan + claim      farm.queue.scheduler.plan on the store's snapshot, applied
                       atomically by Store.claim
-    start             python -m farm.runner.child per claim, in its own session
+    start             python -m farm.runner.child per claim, in its own session:
+                      forked warm from the zygote (farm.runner.zygote, TVM
+                      already imported) when it is up, else started cold
 
 The dispatcher keeps only its children in memory: everything else is in the
 store, so a farmd killed at any moment loses nothing (its children notice and
@@ -48,27 +50,36 @@ from farm.queue.records import Claim, Decision, Failure
 from farm.queue.scheduler import plan
 from farm.queue.store import Store
 from farm.runner.outcome import read_outcome
+from farm.runner.pidfile import record_child
+from farm.runner.warm import WarmChild, ZygoteError, ZygoteKeeper
 
-__all__ = ["ChildCommand", "Dispatcher", "RunningChild", "TickReport", "child_command"]
+__all__ = ["ChildCommand", "Dispatcher", "RunningChild", "TickReport", "child_args",
+           "child_command"]
 
 log = structlog.get_logger(__name__)
 
 RUNS_DIR = "runs"
 SETTINGS_FILE = "settings.json"
 CHILD_LOG = "child.log"
+ZYGOTE_LOG = "zygote.log"
 KILL_WAIT_S = 10.0
 
 #: Builds a child's argv from its claim, its run folder and the settings file.
 ChildCommand = Callable[[Claim, Path, Path], Sequence[str]]
 
 
-def child_command(claim: Claim, run_dir: Path, settings_path: Path) -> list[str]:
-    """The argv of the real child, ``python -m farm.runner.child``."""
+def child_args(claim: Claim, run_dir: Path, settings_path: Path) -> list[str]:
+    """The real child's arguments (:func:`farm.runner.child.main`) but ``--parent-pid``."""
     return [
-        sys.executable, "-m", "farm.runner.child", "--settings", str(settings_path),
-        "--job", str(claim.job.id), "--attempt", str(claim.attempt.id),
-        "--run-dir", str(run_dir), "--parent-pid", str(os.getpid()),
+        "--settings", str(settings_path), "--job", str(claim.job.id),
+        "--attempt", str(claim.attempt.id), "--run-dir", str(run_dir),
     ]
+
+
+def child_command(claim: Claim, run_dir: Path, settings_path: Path) -> list[str]:
+    """The argv of the real child started cold, ``python -m farm.runner.child``."""
+    return [sys.executable, "-m", "farm.runner.child", *child_args(claim, run_dir, settings_path),
+            "--parent-pid", str(os.getpid())]
 
 
 @dataclass
@@ -77,7 +88,8 @@ class RunningChild:
 
     Attributes:
         claim: the job and attempt it runs.
-        process: the child (leader of its own process group).
+        process: the child (leader of its own process group): a ``Popen`` when
+            started cold, a :class:`WarmChild` when forked by the zygote.
         run_dir: its run folder (outcome.json, child.log).
         started_s: monotonic seconds when it was started.
         timeout_s: the job's time limit per attempt.
@@ -85,7 +97,7 @@ class RunningChild:
     """
 
     claim: Claim
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | WarmChild
     run_dir: Path
     started_s: float
     timeout_s: float
@@ -136,10 +148,18 @@ class Dispatcher:
         clock: wall time for the store, monotonic time for timeouts.
         command: builds a child's argv (default :func:`child_command`); a
             wrapper such as ``nice`` or ``systemd-run`` can be put in front.
+            Children are forked warm only with the default command (and
+            ``[jobs] warm_children``): a wrapper must see every start.
         runs_dir: where run folders go; ``<data_dir>/runs`` by default.
-        on_exit: called (on a watcher thread) as soon as a child exits, so
+        on_exit: called (on a watcher thread) as soon as a cold child exits, so
             farmd ticks at once to collect it and give its phones new work
             (:class:`farm.runner.wake.TickLoop`); None: found at the next tick.
+
+    Attributes:
+        warm: fork children from the zygote when it is ready; a bench may
+            turn it off to compare (the zygote keeps running).
+        zygotes: the zygote's keeper, from the first tick on (None before, or
+            when children start cold only).
     """
 
     def __init__(
@@ -168,6 +188,8 @@ class Dispatcher:
         # Each kind's lease (farm.kinds); an unknown kind gets the default one,
         # so plan() never raises on it and its child fails it with the reason.
         self.lease_s_by_kind: Mapping[str, float] = LeaseByKind(settings.jobs)
+        self.warm = settings.jobs.warm_children and command is child_command
+        self.zygotes: ZygoteKeeper | None = None  # started by the first tick
 
     # --- the tick ----------------------------------------------------------------
 
@@ -191,6 +213,7 @@ class Dispatcher:
         report.reaped = [a.id for a in self.store.reap(now)]  # the store logs lease_expired
         if not self.stopping:
             self._start_new(now, report)
+            self._keep_zygote()
         self._ticks += 1
         return report
 
@@ -271,17 +294,42 @@ class Dispatcher:
             self._spawn(claim, now)
             report.started.append(claim.attempt.id)
 
+    def _keep_zygote(self) -> None:
+        """Start the zygote, or replace a dead one, once this tick's claims have started.
+
+        After them, so that a claim never waits on it; until it has imported
+        TVM (seconds), children start cold.
+        """
+        if not self.warm:
+            return
+        if self.zygotes is not None:
+            self.zygotes.ready_zygote()
+            return
+        data_dir = Path(self.settings.data_dir).expanduser()
+        self.zygotes = ZygoteKeeper(
+            self.runs_dir / ZYGOTE_LOG, self.clock,
+            backoff_base_s=self.settings.supervise.backoff_base_s,
+            backoff_max_s=self.settings.supervise.backoff_max_s,
+            on_start=lambda pid: record_child(data_dir, "zygote", pid),
+        )
+
     def _spawn(self, claim: Claim, now: datetime) -> None:
         run_dir = self.runs_dir / f"attempt-{claim.attempt.id}"
         shutil.rmtree(run_dir, ignore_errors=True)  # a leftover of a wiped database
         run_dir.mkdir(parents=True)
-        argv = list(self.command(claim, run_dir, self._settings_path))
+        log_path = run_dir / CHILD_LOG
+        process: subprocess.Popen[bytes] | WarmChild | None = None
+        zygote = self.zygotes.ready_zygote() if self.warm and self.zygotes else None
+        if zygote is not None:
+            try:
+                process = zygote.fork(child_args(claim, run_dir, self._settings_path), run_dir,
+                                      log_path)
+            except ZygoteError as exc:
+                log.warning("attempt_child_not_forked", attempt=claim.attempt.id,
+                            reason=str(exc))  # started cold below
         try:
-            with (run_dir / CHILD_LOG).open("wb") as log_file:
-                process = subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                    start_new_session=True, cwd=run_dir,
-                )
+            if process is None:
+                process = self._start_cold(claim, run_dir, log_path)
         except OSError as exc:
             decision = self.store.fail_attempt(
                 claim.attempt.id,
@@ -296,10 +344,23 @@ class Dispatcher:
             claim, process, run_dir, started_s, claim.job.timeout_s, started_s,
         )
         log.info("attempt_child_spawned", attempt=claim.attempt.id, job_id=claim.job.id,
-                 pid=process.pid)
-        if self.on_exit is not None:
+                 pid=process.pid, warm=isinstance(process, WarmChild))
+        # A warm child's exit comes over the zygote's socket, read by the next
+        # tick; a thread waiting on it would hold the zygote's lock for the
+        # attempt's whole life. Its phones are free once it has reported, and it
+        # wakes farmd then (farm.runner.child calls farm.runner.wake.send_wake).
+        if self.on_exit is not None and isinstance(process, subprocess.Popen):
             threading.Thread(target=_watch_exit, args=(process, self.on_exit),
                              name=f"farm-child-{claim.attempt.id}", daemon=True).start()
+
+    def _start_cold(self, claim: Claim, run_dir: Path, log_path: Path) -> subprocess.Popen[bytes]:
+        """Start the child as a new Python process (raises OSError)."""
+        argv = list(self.command(claim, run_dir, self._settings_path))
+        with log_path.open("wb") as log_file:
+            return subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                start_new_session=True, cwd=run_dir,
+            )
 
     # --- stopping --------------------------------------------------------------------
 
@@ -344,7 +405,9 @@ class Dispatcher:
         return killed
 
     def close(self) -> None:
-        """Kill every child at once (farmd is going away without a graceful stop)."""
+        """Kill every child at once, then the zygote (farmd is going away)."""
         for child in self.children.values():
             self._kill(child)
         self.children.clear()
+        if self.zygotes is not None:
+            self.zygotes.close()
