@@ -18,6 +18,7 @@ import functools
 import json
 import os
 import signal
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -41,6 +42,9 @@ log = structlog.get_logger(__name__)
 PIDFILE_NAME = "farmd.json"
 GROUP_GONE_DEADLINE_S = 10.0
 _CREATE_TIME_SLACK_S = 1.0  # psutil rounds start times; allow for it
+# record_child reads, changes and writes the file; farmd's tracker watch and
+# the dispatcher's tick (its zygote) call it from different threads.
+_RECORD_LOCK = threading.Lock()
 
 
 class FarmdRunning(InfraFault):
@@ -84,19 +88,20 @@ def record_child(data_dir: Path, name: str, pid: int) -> None:
     """Note in this farmd's pid file that it started process group ``pid`` as ``name``.
 
     Replaces an earlier child of that name (a restarted tracker). Nothing is
-    written if the file is missing or names another farmd.
+    written if the file is missing or names another farmd. Thread-safe.
     """
-    record = _read(data_dir / PIDFILE_NAME)
-    if record is None or record.get("pid") != os.getpid():
-        return
     try:
         create_time = psutil.Process(pid).create_time()
     except psutil.Error:
         return  # it is gone already: nothing to end later
-    children = record.get("children")
-    record["children"] = {**(children if isinstance(children, dict) else {}),
-                          name: {"pid": pid, "create_time": create_time}}
-    _write(data_dir, record)
+    with _RECORD_LOCK:
+        record = _read(data_dir / PIDFILE_NAME)
+        if record is None or record.get("pid") != os.getpid():
+            return
+        children = record.get("children")
+        record["children"] = {**(children if isinstance(children, dict) else {}),
+                              name: {"pid": pid, "create_time": create_time}}
+        _write(data_dir, record)
 
 
 def adopt_predecessor(data_dir: Path, deadline_s: float = GROUP_GONE_DEADLINE_S) -> list[int]:
