@@ -27,8 +27,12 @@ pytestmark = [pytest.mark.fleet, pytest.mark.slow]
 
 
 def _run_each(farm: Any) -> str:
-    """One GEMM 128 per phone under one run id, waited for; returns the run id."""
-    specs = [{"kind": "gemm", "params": {"n": 128, "number": 4, "repeat": 25},
+    """One GEMM 256 per phone under one run id, waited for; returns the run id.
+
+    Each sample times 25 runs (about 25 ms): far longer than the throttle's
+    5 ms duty cycle, so every sample sees the slowdown, not a lucky window.
+    """
+    specs = [{"kind": "gemm", "params": {"n": 256, "number": 25, "repeat": 20},
               "devices": {"serials": [serial]}} for serial in farm.serials]
     run_id, job_ids = farm.store.enqueue_run(specs, datetime.now(UTC))
     farm.wait_finished(job_ids)
