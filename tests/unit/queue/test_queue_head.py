@@ -70,7 +70,7 @@ class TestSameDecisions:
         suppress_health_check=[HealthCheck.function_scoped_fixture],
     )
     @given(
-        jobs=st.lists(job_strategy, max_size=90),
+        jobs=st.lists(job_strategy, min_size=10, max_size=80),  # pages of 16 to 24
         drained=st.sets(st.sampled_from(sorted(PHONES))),
         later_s=st.integers(0, 4 * 3600),
         seed=st.integers(0, 1000),
