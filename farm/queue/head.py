@@ -1,8 +1,8 @@
 """The head of the queue: the queued jobs a plan needs, read in the scheduler's order.
 
 :meth:`Store.snapshot` reads and decodes every queued job; a daemon tick over
-1000 queued jobs spent most of its time there (docs/benchmarks.md,
-"Scheduler"). :func:`read_head` reads the queued jobs in pages, in the order
+1000 queued jobs spent most of its time there (docs/benchmarks.md, the notes
+on "Dispatch" and "Queue head"). :func:`read_head` reads the queued jobs in pages, in the order
 the index ``ix_jobs_state_priority`` gives (priority, then submit time, then
 id), and stops as soon as the jobs read settle the plan: a tick with one free
 phone reads one page, however long the queue is.
