@@ -141,3 +141,12 @@ class TestReadsLittle:
                           expect_state=DeviceState.READY)
         store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0)
         assert store.head(T0).jobs == []
+
+    def test_jobs_of_one_selection_share_one_decoded_selection(self, store: Store) -> None:
+        """The matcher matches phones once per selection object: head and snapshot share them."""
+        add_ready(store, "p1")
+        spec = {"kind": "gemm", "params": {"n": 64}, "devices": {"soc": "SM8150"}}
+        for _ in range(3):
+            store.enqueue(spec, T0)
+        selections = {id(j.devices) for j in [*store.head(T0).jobs, *store.snapshot().jobs]}
+        assert len(selections) == 1
