@@ -7,11 +7,14 @@ Three figures, each as p50/p99 over ``--rounds`` runs:
   ``plan_caps_ms``: the same with capabilities in play: half the phones have
   OpenCL, two models; a quarter of the jobs are OpenCL gemms, a tenth two-phone
   tune jobs that need phones of one model (requirements read from real specs).
-* ``tick_ms``: one daemon tick on a SQLite file: ``reap`` + ``snapshot`` +
+* ``tick_ms``: one daemon tick on a SQLite file: ``reap`` + ``head`` +
   ``plan`` + ``claim``, with the same queue; every phone gets a job.
+  ``tick_whole_ms``: the same reading the whole queue (``snapshot``), as ticks
+  did before :mod:`farm.queue.head`.
 * ``dispatch_ms``: the queue's share of dispatch latency: a job enqueued while
   ``--jobs`` others wait and one phone is idle and ready, until ``claim`` has
-  made it running (the job has the top priority so it is the one picked).
+  made it running (the job has the top priority so it is the one picked);
+  ``dispatch_whole_ms`` reads the whole queue.
 
 Reproduce::
 
@@ -150,21 +153,28 @@ def free(store: Store, serial: str, now: datetime) -> None:
         store.finish(device.attempt_id, DONE, now)
 
 
-def tick(store: Store, now: datetime, seed: int) -> None:
-    """One daemon tick: reap, snapshot, plan, claim."""
+def queue_of(store: Store, now: datetime, seed: int, whole: bool) -> QueueSnapshot:
+    """What a tick plans from: the head of the queue (farmd), or all of it (``whole``)."""
+    return store.snapshot() if whole else store.head(now, seed=seed, kinds=LEASES.keys())
+
+
+def tick(store: Store, now: datetime, seed: int, whole: bool) -> None:
+    """One daemon tick: reap, head (or snapshot), plan, claim."""
     store.reap(now)
-    store.claim(plan(store.snapshot(), now, seed=seed, lease_s_by_kind=LEASES), now)
+    queue = queue_of(store, now, seed, whole)
+    store.claim(plan(queue, now, seed=seed, lease_s_by_kind=LEASES), now)
 
 
-def dispatch(store: Store, now: datetime, seed: int) -> None:
+def dispatch(store: Store, now: datetime, seed: int, whole: bool) -> None:
     """Enqueue a top-priority job and start it on the idle phone."""
     job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}, "priority": 1000}, now)
-    claims = store.claim(plan(store.snapshot(), now, seed=seed, lease_s_by_kind=LEASES), now)
+    queue = queue_of(store, now, seed, whole)
+    claims = store.claim(plan(queue, now, seed=seed, lease_s_by_kind=LEASES), now)
     if [c.job.id for c in claims] != [job_id]:
         raise AssertionError(f"expected job {job_id} to start, got {claims}")
 
 
-def bench_tick(url: str, phones: int, jobs: int, rounds: int) -> list[float]:
+def bench_tick(url: str, phones: int, jobs: int, rounds: int, whole: bool) -> list[float]:
     samples = []
     with Store(url) as store:
         fill_store(store, phones, jobs)
@@ -175,12 +185,12 @@ def bench_tick(url: str, phones: int, jobs: int, rounds: int) -> list[float]:
             for _ in range(topup):
                 store.enqueue({"kind": "gemm", "params": {"n": 64}}, now)
 
-            samples.append(timed(tick, store, now, r))
+            samples.append(timed(tick, store, now, r, whole))
             free_all(store, now)
     return samples
 
 
-def bench_dispatch(url: str, phones: int, jobs: int, rounds: int) -> list[float]:
+def bench_dispatch(url: str, phones: int, jobs: int, rounds: int, whole: bool) -> list[float]:
     samples = []
     with Store(url) as store:
         fill_store(store, phones, jobs)
@@ -192,12 +202,12 @@ def bench_dispatch(url: str, phones: int, jobs: int, rounds: int) -> list[float]
             now += timedelta(seconds=1)
             free(store, idle, now)
 
-            samples.append(timed(dispatch, store, now, r))
+            samples.append(timed(dispatch, store, now, r, whole))
     return samples
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the three benchmarks and print one line each; return the exit code."""
+    """Run the benchmarks and print one line each; return the exit code."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--phones", type=int, default=16)
     parser.add_argument("--jobs", type=int, default=1000, help="queued jobs")
@@ -214,15 +224,18 @@ def main(argv: list[str] | None = None) -> int:
     p50, p99 = percentiles_ms(bench_plan(snapshot, args.rounds))
     print(f"plan_caps_ms p50={p50:8.2f} p99={p99:8.2f}  (pure plan(), OpenCL and tune jobs)")
     with tempfile.TemporaryDirectory(prefix="bench_scheduler_") as tmp:
-        url = default_url(Path(tmp) / "tick")
-        p50, p99 = percentiles_ms(bench_tick(url, args.phones, args.jobs, args.rounds))
-        print(f"tick_ms      p50={p50:8.2f} p99={p99:8.2f}  (reap+snapshot+plan+claim, SQLite)")
-        url = default_url(Path(tmp) / "dispatch")
-        p50, p99 = percentiles_ms(bench_dispatch(url, args.phones, args.jobs, args.rounds))
-        print(
-            f"dispatch_ms  p50={p50:8.2f} p99={p99:8.2f}"
-            "  (enqueue -> running on an idle phone, SQLite)"
-        )
+        for name, whole, read in [("", False, "head"), ("_whole", True, "snapshot")]:
+            url = default_url(Path(tmp) / f"tick{name}")
+            p50, p99 = percentiles_ms(bench_tick(url, args.phones, args.jobs, args.rounds, whole))
+            label = f"tick{name}_ms"
+            print(f"{label:<18} p50={p50:8.2f} p99={p99:8.2f}  (reap+{read}+plan+claim, SQLite)")
+        for name, whole, read in [("", False, "head"), ("_whole", True, "snapshot")]:
+            url = default_url(Path(tmp) / f"dispatch{name}")
+            samples = bench_dispatch(url, args.phones, args.jobs, args.rounds, whole)
+            p50, p99 = percentiles_ms(samples)
+            label = f"dispatch{name}_ms"
+            print(f"{label:<18} p50={p50:8.2f} p99={p99:8.2f}"
+                  f"  (enqueue -> running on an idle phone, {read}, SQLite)")
     return 0
 
 

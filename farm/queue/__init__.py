@@ -7,6 +7,7 @@
     db.py           engine settings per backend, migrate()
     scheduler.py    plan(snapshot, now) -> [Assignment]: pure
     capabilities.py requirements(kind, spec): what a job needs of a phone (target, work-group)
+    head.py         read_head: the queued jobs a plan needs, paged in the scheduler's order
     waiting.py      wait_reasons(snapshot, now), refusal(spec, devices): why a job waits
     store.py        Store: enqueue, claim, heartbeat, reap, finish, fail_attempt, cancel, reclaim
     lifecycle.py    the transactions behind claim/reap/finish/fail and the retry rule
@@ -18,7 +19,8 @@
 A daemon tick is::
 
     store.reap(now)
-    claims = store.claim(plan(store.snapshot(), now, seed=tick, lease_s_by_kind=leases), now,
+    head = store.head(now, seed=tick, kinds=leases.keys())  # not the whole queue
+    claims = store.claim(plan(head, now, seed=tick, lease_s_by_kind=leases), now,
                          host=settings.host_id)
 
 and once at farmd start, before any claim: ``store.reclaim(settings.host_id, reason, now)``.

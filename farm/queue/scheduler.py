@@ -65,6 +65,7 @@ __all__ = [
     "decide",
     "effective_priority",
     "fits",
+    "free_phones",
     "matches",
     "plan",
 ]
@@ -180,6 +181,15 @@ class Matcher:
         return found
 
 
+def free_phones(devices: Sequence[DeviceView]) -> list[str]:
+    """Serials of the phones that may take work now (rule 1), sorted."""
+    return sorted(
+        d.serial
+        for d in devices
+        if d.state is DeviceState.READY and not d.drained and d.held_outside is None
+    )
+
+
 def effective_priority(job: QueuedJob, now: datetime, aging_step_s: float = AGING_STEP_S) -> int:
     """``priority`` plus one point per ``aging_step_s`` seconds the job has been eligible."""
     since = max(job.submitted_at, job.not_before or job.submitted_at)
@@ -259,11 +269,7 @@ def decide(
     Returns:
         The decisions; no phone is placed twice.
     """
-    free = sorted(
-        d.serial
-        for d in snapshot.devices
-        if d.state is DeviceState.READY and not d.drained and d.held_outside is None
-    )
+    free = free_phones(snapshot.devices)
     random.Random(seed).shuffle(free)  # noqa: S311 - spreads load over phones, not a secret
     by_serial = {d.serial: d for d in snapshot.devices}
     in_service = [d for d in snapshot.devices if d.state in IN_SERVICE and not d.drained]

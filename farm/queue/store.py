@@ -18,9 +18,8 @@ twice or put two jobs on one phone. Device operations live in
 
 from __future__ import annotations
 
-import json
 import secrets
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Self
@@ -31,8 +30,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from farm.errors import FarmError, StoreError
-from farm.queue import endings, lifecycle, transitions
-from farm.queue.capabilities import requirements
+from farm.queue import endings, head, lifecycle, transitions
 from farm.queue.db import JOBS_CHANNEL, create_engine, migrate
 from farm.queue.devices import DeviceOps
 from farm.queue.models import (
@@ -57,8 +55,8 @@ from farm.queue.records import (
     SnapshotData,
     TuningData,
 )
-from farm.queue.scheduler import Assignment, DeviceView, QueuedJob, QueueSnapshot
-from farm.queue.spec import DeviceSelection, JobSpec, parse_spec
+from farm.queue.scheduler import AGING_STEP_S, Assignment, DeviceView, QueueSnapshot
+from farm.queue.spec import JobSpec, parse_spec
 from farm.results.regressions import RegressionOps
 
 __all__ = ["Store"]
@@ -87,6 +85,7 @@ class Store(DeviceOps, RegressionOps):
         self._engine = create_engine(url)
         migrate(self._engine)
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
+        self._specs = head.DecodedSpecs()
 
     def close(self) -> None:
         """Close every pooled connection."""
@@ -233,44 +232,45 @@ class Store(DeviceOps, RegressionOps):
     # --- scheduling ----------------------------------------------------------------
 
     def snapshot(self) -> QueueSnapshot:
-        """Queued jobs and all devices, for :func:`farm.queue.scheduler.plan`."""
-        # Plain column rows, not ORM objects: a snapshot of 1000 queued jobs is
-        # read on every tick, and identity-map bookkeeping was most of its cost.
-        columns = (
-            Job.id,
-            Job.kind,
-            Job.priority,
-            Job.submitted_at,
-            Job.not_before,
-            Job.retry_at,
-            Job.excluded_serials,
-            Job.spec,
-        )
-        selections: dict[str, DeviceSelection] = {}
+        """Every queued job and every device, for :func:`farm.queue.scheduler.plan`.
+
+        For ``farmctl``'s wait reasons, which explain every queued job; a tick
+        reads only :meth:`head`.
+        """
+        # Plain column rows, not ORM objects: identity-map bookkeeping was most
+        # of the cost of reading 1000 queued jobs.
         with self._tx() as session:
-            jobs = []
-            for row in session.execute(select(*columns).where(Job.state == JobState.QUEUED)):
-                key = json.dumps(row.spec.get("devices", {}), sort_keys=True)
-                if key not in selections:  # most jobs share a handful of selections
-                    selections[key] = DeviceSelection.model_validate(row.spec.get("devices", {}))
-                jobs.append(
-                    QueuedJob(
-                        id=row.id,
-                        kind=row.kind,
-                        priority=row.priority,
-                        submitted_at=row.submitted_at,
-                        devices=selections[key],
-                        not_before=row.not_before,
-                        retry_at=row.retry_at,
-                        excluded_serials=frozenset(row.excluded_serials or ()),
-                        needs=requirements(row.kind, row.spec),
-                    )
-                )
-            devices = [
-                DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}), d.held_outside)
-                for d in session.scalars(select(Device).order_by(Device.serial))
-            ]
-        return QueueSnapshot(jobs=jobs, devices=devices)
+            query = select(*head.COLUMNS).where(Job.state == JobState.QUEUED)
+            jobs = [self._specs.job(row) for row in session.execute(query)]
+            return QueueSnapshot(jobs=jobs, devices=_device_views(session))
+
+    def head(
+        self,
+        now: datetime,
+        *,
+        seed: int = 0,
+        kinds: Collection[str] | None = None,
+        aging_step_s: float = AGING_STEP_S,
+    ) -> QueueSnapshot:
+        """The queued jobs that settle a plan at ``now``, and every device.
+
+        ``plan(store.head(now, seed=s, kinds=leases.keys()), now, seed=s,
+        lease_s_by_kind=leases)`` decides as ``plan(store.snapshot(), ...)``
+        does, reading only as many queued jobs as it needs
+        (:mod:`farm.queue.head`): a tick's cost does not grow with the queue.
+
+        Args:
+            now: the plan's time (aware UTC).
+            seed: the seed the plan will be given.
+            kinds: the kinds that may start (the plan's ``lease_s_by_kind``
+                keys); None: all.
+            aging_step_s: seconds of waiting worth one priority point.
+        """
+        with self._tx() as session:
+            return head.read_head(
+                session, _device_views(session), now, self._specs,
+                seed=seed, kinds=kinds, aging_step_s=aging_step_s,
+            )
 
     def claim(
         self, assignments: Sequence[Assignment], now: datetime, *, host: str | None = None
@@ -458,6 +458,14 @@ class Store(DeviceOps, RegressionOps):
                 )
                 or 0
             )
+
+
+def _device_views(session: Session) -> list[DeviceView]:
+    """Every known phone as the scheduler sees it, by serial."""
+    return [
+        DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}), d.held_outside)
+        for d in session.scalars(select(Device).order_by(Device.serial))
+    ]
 
 
 def _new_job(spec: JobSpec | Mapping[str, Any], now: datetime, run_id: str | None = None) -> Job:

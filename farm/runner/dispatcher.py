@@ -286,8 +286,9 @@ class Dispatcher:
             report.stopped.append(attempt_id)
 
     def _start_new(self, now: datetime, report: TickReport) -> None:
-        assignments = plan(self.store.snapshot(), now, seed=self._ticks,
-                           lease_s_by_kind=self.lease_s_by_kind)
+        # Only the head of the queue: a tick's cost does not grow with the queue.
+        head = self.store.head(now, seed=self._ticks, kinds=self.lease_s_by_kind.keys())
+        assignments = plan(head, now, seed=self._ticks, lease_s_by_kind=self.lease_s_by_kind)
         if not assignments:
             return
         for claim in self.store.claim(assignments, now, host=self.settings.host_id):
