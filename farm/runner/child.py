@@ -43,7 +43,7 @@ import structlog
 
 from farm.clock import Clock, SystemClock
 from farm.config import Settings, load_config
-from farm.errors import FarmError, StoreError
+from farm.errors import FarmError, Retry, StoreError
 from farm.queue.records import Decision, Failure, SnapshotData
 from farm.queue.store import Store
 from farm.runner.outcome import ChildOutcome, write_outcome
@@ -115,7 +115,14 @@ def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,
         job = store.get_job(job_id)
         attempt = next((a for a in store.attempts(job_id) if a.id == attempt_id), None)
         if job is None or attempt is None or attempt.state.value != "running":
-            write_outcome(run_dir, ChildOutcome("failed", True, Decision.IGNORED.value,
+            stopped = Decision.IGNORED
+            if attempt is not None:
+                # Cancelled before this child began: saying so proves nothing runs
+                # on its phones, and the store frees their holds (to ready).
+                stopped = store.fail_attempt(
+                    attempt_id, Failure("Cancelled", Retry.SAME_LIMIT, "attempt is not running"),
+                    clock.now())
+            write_outcome(run_dir, ChildOutcome("failed", True, stopped.value,
                                                 message="attempt is not running"))
             return EXIT_NO_ATTEMPT
         facts = {s: dict(d.facts) for s in attempt.serials if (d := store.get_device(s))}
