@@ -189,9 +189,28 @@ def plan_trials(tasks: int, trials: int, trials_per_task: int | None) -> list[in
     return [s for s in shares if s > 0]
 
 
+def _drop_unnamed_ms_handlers() -> None:
+    """Remove handlers without a name from MetaSchedule's logger.
+
+    TVM's ``create_loggers`` (tvm/s_tir/meta_schedule/logging.py) lists that
+    logger's handlers by name in a ``dictConfig`` and fails (``None.format``)
+    on one without a name. One is left behind after a ``tune_tir`` has run
+    in the same process (seen running the GEMM tuning, then a model tuning,
+    in one test process); an attempt child tunes once, so only a process
+    that tunes twice meets it.
+    """
+    import logging
+
+    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    for handler in list(ms_logger.handlers):
+        if handler.get_name() is None:
+            ms_logger.removeHandler(handler)
+
+
 def _tune_context(task: ModelTask, params: TuneParams) -> tuple[Any, float]:
     from tvm.s_tir.meta_schedule.relax_integration import extracted_tasks_to_tune_contexts
 
+    _drop_unnamed_ms_handlers()
     contexts, weights = extracted_tasks_to_tune_contexts(
         [task.extracted], str(params.work_dir), seed=params.seed)
     return contexts[0], weights[0]
