@@ -7,15 +7,14 @@ Written by the fleet, health and supervise layers; read by the scheduler and
 from __future__ import annotations
 
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Select, delete, select
-from sqlalchemy.orm import Session
 
 from farm.queue import transitions
 from farm.queue.models import Device, DeviceEvent, DeviceHealth, DeviceState, HealthSample
+from farm.queue.ops import TransactionOps
 from farm.queue.records import DeviceRecord, EventRecord
 
 __all__ = ["DeviceOps"]
@@ -40,11 +39,8 @@ def _with_latest_sample() -> Select[Device, HealthSample | None]:
     return select(Device, HealthSample).outerjoin(HealthSample, HealthSample.id == latest)
 
 
-class DeviceOps:
+class DeviceOps(TransactionOps):
     """Device operations; mixed into Store, which provides ``_tx()``."""
-
-    def _tx(self) -> AbstractContextManager[Session]:  # pragma: no cover - Store overrides
-        raise TypeError("DeviceOps is used through Store")
 
     def upsert_device(
         self, serial: str, now: datetime, facts: Mapping[str, Any] | None = None

@@ -12,14 +12,13 @@ farmd sharing one database cannot record one job twice.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import exists, select
-from sqlalchemy.orm import Session
 
 from farm.queue.models import Job, JobState, Regression
+from farm.queue.ops import TransactionOps
 from farm.queue.records import JobView
 
 __all__ = ["RegressionOps", "RegressionView"]
@@ -46,11 +45,9 @@ class RegressionView:
     created_at: datetime
 
 
-class RegressionOps:
+class RegressionOps(TransactionOps):
     """Reads for comparisons and the regressions table; mixed into Store."""
 
-    def _tx(self) -> AbstractContextManager[Session]:  # pragma: no cover - Store overrides
-        raise NotImplementedError
 
     def earlier_jobs(self, job: JobView, limit: int) -> list[JobView]:
         """Succeeded jobs of ``job``'s kind and spec that finished before it, newest first.
