@@ -144,10 +144,10 @@ class TestSocketWake:
 
 
 class TestPgWake:
+    # LISTEN/NOTIFY is PostgreSQL's: only that store (skipped without TEST_POSTGRES_URL).
+    @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
     def test_enqueue_notifies_a_listener(self, store_url: str) -> None:
         """On PostgreSQL an enqueue's commit NOTIFYs farm_jobs, which calls on_wake."""
-        if not store_url.startswith("postgresql"):
-            pytest.skip("LISTEN/NOTIFY is PostgreSQL's")
         with Store(store_url) as store:
             woken = Counter()
             listener = PgWake(store_url, woken)
