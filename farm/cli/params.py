@@ -13,6 +13,8 @@ import math
 
 import click
 
+from farm.queue.models import DB_INT_MAX
+
 __all__ = ["CONTEXT_SETTINGS", "DB_INT_MAX", "JOB_ID", "LIMIT", "Seconds"]
 
 #: Click context settings for farm's commands (farmctl, farmd, apk_tools):
@@ -21,10 +23,6 @@ __all__ = ["CONTEXT_SETTINGS", "DB_INT_MAX", "JOB_ID", "LIMIT", "Seconds"]
 CONTEXT_SETTINGS: dict[str, object] = {"help_option_names": ["-h", "--help"],
                                        "show_default": True}
 
-#: The largest value of the queue's integer columns (ids): PostgreSQL's
-#: ``integer`` is 4 bytes, -2147483648 to +2147483647 (PostgreSQL docs, "Numeric
-#: Types"); SQLite's 8-byte integers hold more, so the smaller range is the bound.
-DB_INT_MAX = 2**31 - 1
 
 #: A job id as the store numbers them: 1, 2, ... up to :data:`DB_INT_MAX`.
 JOB_ID = click.IntRange(1, DB_INT_MAX)

@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
-from farm.cli.params import DB_INT_MAX
 from farm.errors import UserFault
 from farm.kinds import kind_of
-from farm.queue.models import JobState
+from farm.queue.models import DB_INT_MAX, JobState
 from farm.queue.records import JobView
 from farm.queue.store import Store
 from farm.results.rows import SampleRow, latest_repetition, sample_rows
