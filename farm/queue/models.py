@@ -4,12 +4,16 @@ Everything the farm knows lives here, so ``farmd`` can be killed at any moment
 and pick up where it stopped (LAVA keeps all scheduler state in the database for
 the same reason)::
 
+    Host ──< Device (by ``devices.host``)   the farmd whose adb server sees it
     Device ──< DeviceEvent          state changes, each with its reason
            ──< HealthSample         one probe of the phone
     Device ──< PhoneHold >── Attempt  one row per phone a running attempt holds
     Job ──< Attempt ──< DeviceSnapshot   the phone's state when a number was taken
         └── Result (one per job) ──< Sample   every raw timing, in seconds
         └──< TuningRecord
+    Device ──< Reservation          a person's hold on a phone, until it expires
+    ApiToken                        the HTTP API's tokens, hashed
+    Blob                            job inputs (model files) by SHA-256
 
 A phone's ``state`` (what it is doing) is kept apart from its ``health`` (whether
 it can be trusted), as LAVA's ``Device.state``/``Device.health`` are. States are
@@ -30,18 +34,22 @@ from sqlalchemy.types import TypeDecorator
 
 __all__ = [
     "DB_INT_MAX",
+    "ApiToken",
     "Attempt",
     "AttemptState",
     "Base",
+    "Blob",
     "Device",
     "DeviceEvent",
     "DeviceHealth",
     "DeviceSnapshot",
     "DeviceState",
     "HealthSample",
+    "Host",
     "Job",
     "JobState",
     "PhoneHold",
+    "Reservation",
     "Result",
     "Sample",
     "TuningRecord",
@@ -161,12 +169,35 @@ class Base(DeclarativeBase):
     }
 
 
+class Host(Base):
+    """One farmd host sharing the database (``Settings.host_id``).
+
+    A host whose ``heartbeat_at`` is older than ``hosts.dead_after_s`` is dead:
+    its devices show as unreachable and its attempts' leases run out.
+    """
+
+    __tablename__ = "hosts"
+
+    host_id: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
+    started_at: Mapped[datetime]
+    heartbeat_at: Mapped[datetime]
+    # The tracker its devices register with, as users reach it.
+    tracker_host: Mapped[str] = mapped_column(sa.String(255))
+    tracker_port: Mapped[int]
+    info: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
 class Device(Base):
-    """One phone, by adb serial."""
+    """One device, by serial (adb serial for phones, a configured name for boards)."""
 
     __tablename__ = "devices"
 
     serial: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
+    # The host whose farmd sees this device; only it sweeps, provisions and runs it.
+    host: Mapped[str | None] = mapped_column(sa.String(128), default=None, index=True)
+    # The device kind (farm.controllers registry): "android", "board", "gpu".
+    kind: Mapped[str] = mapped_column(sa.String(16), default="android",
+                                      server_default="android")
     state: Mapped[DeviceState] = mapped_column(_enum(DeviceState), default=DeviceState.DISCOVERED)
     health: Mapped[DeviceHealth] = mapped_column(_enum(DeviceHealth), default=DeviceHealth.UNKNOWN)
     health_reason: Mapped[str] = mapped_column(sa.Text, default="", server_default="")
@@ -239,6 +270,8 @@ class Job(Base):
     error: Mapped[str | None] = mapped_column(sa.Text, default=None)
     # Jobs fanned out by one ``enqueue --each`` (one per phone) share a run id.
     run_id: Mapped[str | None] = mapped_column(sa.String(32), default=None, index=True)
+    # Who enqueued it: the API token's owner; None from the local CLI.
+    owner: Mapped[str | None] = mapped_column(sa.String(128), default=None)
 
 
 class Attempt(Base):
@@ -348,4 +381,54 @@ class TuningRecord(Base):
     workload: Mapped[str] = mapped_column(sa.Text)
     target: Mapped[str] = mapped_column(sa.Text)
     record: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime]
+
+
+class Reservation(Base):
+    """A device taken out of scheduling for a person until ``expires_at``.
+
+    Active while ``ended_at`` is NULL; the partial unique index allows one
+    active reservation per device whatever two racing writers read.
+    """
+
+    __tablename__ = "reservations"
+    __table_args__ = (
+        sa.Index("ux_reservations_active_serial", "serial", unique=True,
+                 sqlite_where=sa.text("ended_at IS NULL"),
+                 postgresql_where=sa.text("ended_at IS NULL")),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    serial: Mapped[str] = mapped_column(sa.ForeignKey("devices.serial"))
+    owner: Mapped[str] = mapped_column(sa.String(128))
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+    ended_at: Mapped[datetime | None] = mapped_column(default=None)
+    end_reason: Mapped[str | None] = mapped_column(sa.Text, default=None)
+
+
+class ApiToken(Base):
+    """An HTTP API token; only its SHA-256 is stored, never the token."""
+
+    __tablename__ = "api_tokens"
+    __table_args__ = (sa.UniqueConstraint("token_sha256", name="uq_api_tokens_token_sha256"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    owner: Mapped[str] = mapped_column(sa.String(128))
+    token_sha256: Mapped[str] = mapped_column(sa.String(64))
+    # Operators may drain, undrain and release any device.
+    operator: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime]
+    last_used_at: Mapped[datetime | None] = mapped_column(default=None)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Blob(Base):
+    """A job input (a model file) by the SHA-256 of its bytes; never changed once written."""
+
+    __tablename__ = "blobs"
+
+    sha256: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    size: Mapped[int] = mapped_column(sa.BigInteger)
+    data: Mapped[bytes] = mapped_column(sa.LargeBinary)
     created_at: Mapped[datetime]
