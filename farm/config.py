@@ -301,6 +301,18 @@ class MetricsSettings(_Frozen):
     port: int = Field(9464, gt=0, lt=65536)
 
 
+class ApiSettings(_Frozen):
+    """The HTTP API and dashboard farmd serves (:mod:`farm.api`).
+
+    It is bound to loopback unless ``host`` says otherwise; TLS is left to a
+    reverse proxy in front of it (docs/architecture.md, "HTTP API").
+    """
+
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(9465, gt=0, lt=65536)
+
+
 class VirtualSettings(_Frozen):
     """Virtual phones farmd starts for a demo (``farmd --virtual-phones N`` overrides count).
 
@@ -342,6 +354,7 @@ class Settings(_Frozen):
     retention: RetentionSettings = RetentionSettings()
     schedules: tuple[Schedule, ...] = ()
     metrics: MetricsSettings = MetricsSettings()
+    api: ApiSettings = ApiSettings()
     results: ResultSettings = ResultSettings()
     virtual: VirtualSettings = VirtualSettings()
 

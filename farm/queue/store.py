@@ -57,6 +57,7 @@ from farm.queue.records import (
 )
 from farm.queue.scheduler import AGING_STEP_S, Assignment, DeviceView, QueueSnapshot
 from farm.queue.spec import JobSpec, parse_spec
+from farm.queue.tokens import TokenOps
 from farm.results.regressions import RegressionOps
 
 __all__ = ["Store"]
@@ -64,7 +65,7 @@ __all__ = ["Store"]
 log = structlog.get_logger(__name__)
 
 
-class Store(DeviceOps, RegressionOps):
+class Store(DeviceOps, RegressionOps, TokenOps):
     """The queue database; migrated to the newest schema when opened.
 
     Args:
