@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything farm needs on a fresh Debian/Ubuntu machine (idempotent):
 # the Android SDK tools that Debian packages (apksigner, zipalign, aapt with the
-# framework resources, for the stand-in TVM RPC APK), then farm with its test
-# and lint extras into the virtual environment .venv in this folder.
+# framework resources, for the stand-in TVM RPC APK), chromium and its
+# WebDriver (the dashboard's browser test drives them through selenium), then
+# farm with its test and lint extras into the virtual environment .venv in this folder.
 #
 # Why a virtual environment: Debian 12 and Ubuntu 24.04 mark their python3 as
 # externally managed (PEP 668), so `python3 -m pip install` is refused there
@@ -21,7 +22,7 @@ VENV=.venv
 STAMP=$VENV/.farm-setup  # the sha256 of the pyproject.toml last installed
 
 need_apt=()
-for tool in apksigner zipalign aapt systemd-analyze; do
+for tool in apksigner zipalign aapt systemd-analyze chromium chromedriver; do
   command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
 done
 [ -e /usr/share/android-framework-res/framework-res.apk ] || need_apt+=(android-framework-res)
@@ -32,7 +33,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    apksigner zipalign aapt android-framework-res systemd python3-venv >/dev/null
+    apksigner zipalign aapt android-framework-res systemd python3-venv chromium \
+    chromium-driver >/dev/null
 fi
 
 # A venv whose interpreter is gone (python upgraded or removed) is made again.

@@ -313,6 +313,23 @@ class ApiSettings(_Frozen):
     port: int = Field(9465, gt=0, lt=65536)
 
 
+class WebSettings(_Frozen):
+    """The dashboard's pages (:mod:`farm.web`), served with the API.
+
+    ``poll_s``: how often the live pages (fleet, queue, a job) fetch their JSON;
+    ``slow_poll_s``: the same for the comparison and history pages, whose
+    statistics (bootstrap CIs) cost more. ``incidents``: device events shown per
+    phone on the fleet page; ``recent_ends``: ended jobs on the queue page;
+    ``history_limit``: newest results read for a workload's history.
+    """
+
+    poll_s: float = Field(2.0, gt=0)
+    slow_poll_s: float = Field(30.0, gt=0)
+    incidents: int = Field(3, ge=0, le=100)
+    recent_ends: int = Field(20, ge=0, le=1000)
+    history_limit: int = Field(1000, ge=1)
+
+
 class VirtualSettings(_Frozen):
     """Virtual phones farmd starts for a demo (``farmd --virtual-phones N`` overrides count).
 
@@ -355,6 +372,7 @@ class Settings(_Frozen):
     schedules: tuple[Schedule, ...] = ()
     metrics: MetricsSettings = MetricsSettings()
     api: ApiSettings = ApiSettings()
+    web: WebSettings = WebSettings()
     results: ResultSettings = ResultSettings()
     virtual: VirtualSettings = VirtualSettings()
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+import farm.web
 from farm.api.auth import CallerDep
 from farm.api.context import ApiContext
 
@@ -32,4 +33,5 @@ def create_app(ctx: ApiContext) -> FastAPI:
         """The token's owner and rights."""
         return {"owner": who.owner, "operator": who.operator}
 
+    farm.web.install(app)  # the dashboard's pages, login and their JSON
     return app

@@ -166,3 +166,30 @@ def best_record_s(work_dir: Path, workload_index: int | None = None) -> float:
         if _measured(secs):
             best = min(best, float(np.mean(secs)))
     return best
+
+
+def trial_run_s(work_dir: Path) -> list[float | None]:
+    """Each recorded trial's mean run time in seconds, in the order measured.
+
+    Read while tuning runs (the dashboard's live chart): only complete lines count,
+    so a line MetaSchedule is still writing is left for the next read.
+
+    Args:
+        work_dir: the tuning work folder; a missing one has no trials.
+
+    Returns:
+        One entry per record line: the mean of its run times, or None where the
+        measurement failed (run time at or above :data:`FAILED_RUN_S`).
+    """
+    path = work_dir / RECORDS_FILE
+    data = path.read_bytes() if path.is_file() else b""
+    times: list[float | None] = []
+    for line in data[: data.rfind(b"\n") + 1].splitlines():
+        if not line.strip():
+            continue
+        try:
+            secs = _run_secs(line)
+        except (ValueError, IndexError, TypeError):
+            continue  # a torn line that repair_database_file will trim
+        times.append(float(np.mean(secs)) if _measured(secs) else None)
+    return times

@@ -1,0 +1,64 @@
+"""The JSON the dashboard's pages poll: ``/api/v1/dashboard/...``, one route per page.
+
+Each needs a token like every API route (:data:`farm.api.auth.CallerDep`: the
+bearer header or the dashboard's cookie), so a request without one is refused
+with 401. A user's mistake (an unknown job, two runs of different workloads) is
+a 404 or 400 whose ``detail`` is farm's one-line message; the page shows it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, status
+
+from farm.api.auth import CallerDep
+from farm.api.context import ApiContext, context
+from farm.errors import UserFault
+from farm.web import views
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/v1/dashboard", tags=["dashboard"])
+
+ContextDep = Annotated[ApiContext, Depends(context)]
+
+
+@router.get("/fleet")
+def fleet(ctx: ContextDep, _who: CallerDep) -> dict[str, Any]:
+    """Every phone and board (:func:`farm.web.views.fleet_view`)."""
+    return views.fleet_view(ctx.store, ctx.settings, ctx.clock.now())
+
+
+@router.get("/queue")
+def queue(ctx: ContextDep, _who: CallerDep) -> dict[str, Any]:
+    """Running, queued (with why each waits) and recently ended jobs."""
+    return views.queue_view(ctx.store, ctx.settings, ctx.clock.now())
+
+
+@router.get("/jobs/{job_id}")
+def job(job_id: int, ctx: ContextDep, _who: CallerDep) -> dict[str, Any]:
+    """One job with its attempts, tuning progress and per-phone spread (404: no such job)."""
+    try:
+        return views.job_view(ctx.store, ctx.settings, job_id, ctx.clock.now())
+    except UserFault as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+
+
+@router.get("/compare")
+def compare(ctx: ContextDep, _who: CallerDep, a: Annotated[str, Query(min_length=1)],
+            b: Annotated[str, Query(min_length=1)]) -> dict[str, Any]:
+    """``farmctl compare A B --json`` (400 with farm's message for a wrong A or B)."""
+    try:
+        return views.compare_view(ctx.store, ctx.settings, a.strip(), b.strip())
+    except UserFault as exc:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, str(exc)) from None
+
+
+@router.get("/history")
+def history(ctx: ContextDep, _who: CallerDep, workload: str | None = None) -> dict[str, Any]:
+    """A workload's per-phone medians over time, and the workloads known."""
+    try:
+        return views.history_view(ctx.store, ctx.settings, workload or None)
+    except UserFault as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None

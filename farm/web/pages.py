@@ -1,0 +1,74 @@
+"""The dashboard's pages: ``/`` fleet, ``/queue``, ``/jobs/{id}``, ``/compare``, ``/history``.
+
+Each page is an HTML shell whose script (``/static/<page>.js``) polls the JSON
+named in the body's ``data-src`` every ``data-poll-ms`` (``[web] poll_s``, or
+``slow_poll_s`` for the statistics pages) and redraws without a reload. A request
+without a valid token is redirected to the login (:func:`farm.web.login.page_caller`).
+Operator tokens also get drain, undrain and release buttons, which call the API's
+POST routes with the same cookie.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse
+from starlette.responses import Response
+
+from farm.api.context import ApiContext, context
+from farm.queue.tokens import Caller
+from farm.web.login import page_caller
+from farm.web.render import render
+
+__all__ = ["router"]
+
+router = APIRouter(include_in_schema=False, default_response_class=HTMLResponse)
+
+PageCaller = Annotated[Caller, Depends(page_caller)]
+ContextDep = Annotated[ApiContext, Depends(context)]
+
+
+def _page(request: Request, ctx: ApiContext, who: Caller, page: str, src: str, *,
+          slow: bool = False, **extra: object) -> Response:
+    """Render ``page``.html polling ``src``."""
+    web = ctx.settings.web
+    poll_s = web.slow_poll_s if slow else web.poll_s
+    return render(request, f"{page}.html", {
+        "page": page, "src": src, "poll_ms": round(poll_s * 1000), "owner": who.owner,
+        "operator": who.operator, "host_id": ctx.settings.host_id, **extra})
+
+
+@router.get("/")
+def fleet(request: Request, ctx: ContextDep, who: PageCaller) -> Response:
+    """Every phone and board: state, health, battery, temperatures, job, incidents."""
+    return _page(request, ctx, who, "fleet", "/api/v1/dashboard/fleet")
+
+
+@router.get("/queue")
+def queue(request: Request, ctx: ContextDep, who: PageCaller) -> Response:
+    """Running jobs, queued ones with why each waits, recent ends."""
+    return _page(request, ctx, who, "queue", "/api/v1/dashboard/queue")
+
+
+@router.get("/jobs/{job_id}")
+def job(request: Request, ctx: ContextDep, who: PageCaller, job_id: int) -> Response:
+    """One job: spec, attempts, live tuning chart, results per phone."""
+    return _page(request, ctx, who, "job", f"/api/v1/dashboard/jobs/{job_id}", job_id=job_id)
+
+
+@router.get("/compare")
+def compare(request: Request, ctx: ContextDep, who: PageCaller, a: str = "",
+            b: str = "") -> Response:
+    """Two jobs or runs compared per phone (``farmctl compare``), as a chart."""
+    src = "/api/v1/dashboard/compare?" + urlencode({"a": a, "b": b}) if a and b else ""
+    return _page(request, ctx, who, "compare", src, slow=True, a=a, b=b)
+
+
+@router.get("/history")
+def history(request: Request, ctx: ContextDep, who: PageCaller, workload: str = "") -> Response:
+    """A workload's per-phone medians over time (``farmctl results --history``)."""
+    query = "?" + urlencode({"workload": workload}) if workload else ""
+    return _page(request, ctx, who, "history", "/api/v1/dashboard/history" + query, slow=True,
+                 workload=workload)

@@ -1,0 +1,79 @@
+/* The fleet page: every phone and board, redrawn from /api/v1/dashboard/fleet. */
+"use strict";
+
+(() => {
+  const {el, fmt} = farm;
+  const table = document.getElementById("fleet");
+  let refresh = () => {};
+
+  function incidents(list) {
+    if (!list.length) return el("span", {class: "muted"}, "none");
+    return el("ul", {class: "incidents"}, list.map((e) => el("li", {},
+      el("time", {datetime: e.at}, fmt.clock(e.at)), " ",
+      `${e.from_state || "-"} → ${e.to_state}`, e.reason ? ` (${e.reason})` : "")));
+  }
+
+  function reservation(d) {
+    const r = d.reservation;
+    if (!r) return "";
+    return el("span", {}, r.owner || "reserved",
+              r.expires_at ? el("span", {class: "reason"}, "until ", fmt.clock(r.expires_at)) : "");
+  }
+
+  function action(serial, name) {
+    const button = el("button", {type: "button", "data-action": name}, name);
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      try {
+        await farm.post(`/api/v1/devices/${encodeURIComponent(serial)}/${name}`);
+        farm.status(`${serial}: ${name} done`);
+        refresh();
+      } catch (error) {
+        farm.status(`${serial}: ${name} refused: ${error.message}`, true);
+      } finally {
+        button.disabled = false;
+      }
+    });
+    return button;
+  }
+
+  function actions(d) {
+    const td = el("td", {class: "actions"});
+    td.append(action(d.serial, d.drained ? "undrain" : "drain"));
+    if (d.state === "quarantined") td.append(action(d.serial, "release"));
+    return td;
+  }
+
+  function row(d) {
+    const model = (d.facts && (d.facts.model || d.facts["ro.product.model"])) || "";
+    const device = [d.kind && d.kind !== "android" ? d.kind : "", model, d.soc, d.abi,
+                    d.host ? `@${d.host}` : ""].filter(Boolean).join(" · ");
+    const cells = [
+      el("td", {class: "serial"}, el("strong", {}, d.serial)),
+      el("td", {class: "c-state"}, fmt.badge(d.shown_state, d.state),
+         d.held_outside ? el("span", {class: "reason"}, d.held_outside) : ""),
+      el("td", {class: "c-health"}, fmt.badge(d.health),
+         d.health_reason ? el("span", {class: "reason"}, d.health_reason) : ""),
+      el("td", {class: "num"}, d.battery_pct === null ? "" : `${fmt.num(d.battery_pct, 0)} %`),
+      el("td", {class: "num"}, fmt.num(d.battery_temp_c, 1)),
+      el("td", {}, fmt.thermal(d.thermal_status)),
+      el("td", {}, device),
+      el("td", {class: "c-reservation"}, reservation(d)),
+      el("td", {class: "c-job"}, fmt.jobLink(d.job_id)),
+      el("td", {class: "c-incidents"}, incidents(d.incidents || [])),
+    ];
+    if (farm.operator) cells.push(actions(d));
+    return {tr: el("tr", {"data-serial": d.serial, "data-state": d.state}), cells};
+  }
+
+  function render(data) {
+    farm.fillTable(table, data.devices.map(row), "no phones known yet");
+    const counts = {};
+    for (const d of data.devices) counts[d.state] = (counts[d.state] || 0) + 1;
+    document.getElementById("summary").textContent =
+      `${data.devices.length} devices: ` +
+      Object.entries(counts).map(([state, n]) => `${n} ${state}`).join(", ");
+  }
+
+  refresh = farm.poll(render);
+})();

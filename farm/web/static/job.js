@@ -1,0 +1,104 @@
+/* A job's page: facts, attempts, the live tuning chart, results per phone with spread. */
+"use strict";
+
+(() => {
+  const {el, fmt} = farm;
+  let tuningChart = null;
+  let phonesChart = null;
+
+  function facts(data) {
+    const j = data.job;
+    const pairs = [
+      ["kind", j.kind], ["state", fmt.badge(j.state)], ["priority", j.priority],
+      ["attempts", `${j.attempts_made}/${j.attempts_max}`], ["submitted", fmt.time(j.submitted_at)],
+      ["finished", fmt.time(j.finished_at)], ["run", j.run_id || ""], ["owner", j.owner || ""],
+      ["waiting because", data.waiting || ""], ["error", j.error || ""],
+    ].filter(([, value]) => value !== "" && value !== null && value !== undefined);
+    document.getElementById("job-facts").replaceChildren(
+      ...pairs.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]));
+    document.getElementById("job-state").replaceChildren(fmt.badge(j.state));
+  }
+
+  function tuning(t) {
+    const section = document.getElementById("tuning");
+    if (!t) { section.hidden = true; return; }
+    section.hidden = false;
+    const runs = t.trial_run_s || [];
+    const measured = runs.filter((v) => v !== null).length;
+    const eta = t.eta_s === null || t.eta_s === undefined ? "" : `, about ${Math.round(t.eta_s)} s left`;
+    document.getElementById("tuning-progress").textContent = t.trials_asked
+      ? `${t.trials_measured}/${t.trials_asked} trials measured, ${t.tasks_done}/${t.tasks.length} tasks done${eta}`
+      : `${measured} trials measured`;
+    const labels = runs.map((_, i) => i + 1);
+    const points = runs.map((v) => (v === null ? null : v * 1e3));
+    const best = (t.best_run_s || []).map((v) => (v === null ? null : v * 1e3));
+    if (!tuningChart) {
+      tuningChart = farm.chart("tuning-chart", {
+        type: "line",
+        data: {labels, datasets: [
+          {label: "trial run time (ms)", data: points, showLine: false, pointRadius: 3,
+           borderColor: farm.palette[0], backgroundColor: farm.palette[0]},
+          {label: "best so far (ms)", data: best, stepped: true, pointRadius: 0,
+           borderColor: farm.palette[2], backgroundColor: farm.palette[2]},
+        ]},
+        options: {spanGaps: true, scales: {x: {title: {display: true, text: "trial"}},
+                                           y: {title: {display: true, text: "ms"}}}},
+      });
+    } else {
+      tuningChart.data.labels = labels;
+      tuningChart.data.datasets[0].data = points;
+      tuningChart.data.datasets[1].data = best;
+      tuningChart.update();
+    }
+    document.getElementById("tuning-chart").dataset.points = String(runs.length);
+    farm.fillTable(document.getElementById("tasks"), (t.tasks || []).map((task) => [
+      task.name, `${task.trials_measured}/${task.trials_asked}`,
+      task.best_s === null ? "" : fmt.amount(task.best_s, "s")]), "not started");
+  }
+
+  function phones(list) {
+    const section = document.getElementById("phones-section");
+    if (!list.length) { section.hidden = true; return; }
+    section.hidden = false;
+    const unit = list[0].unit;
+    const scale = unit === "s" ? 1e3 : 1;
+    const labels = list.map((p) => p.serial || "?");
+    const ci = list.map((p) => [p.spread.ci_low * scale, p.spread.ci_high * scale]);
+    const medians = list.map((p) => p.spread.median * scale);
+    if (!phonesChart) {
+      phonesChart = farm.chart("phones-chart", {
+        type: "bar",
+        data: {labels, datasets: [
+          {label: "95% CI of the median", data: ci, backgroundColor: "rgba(36,86,166,.35)"},
+          {type: "line", label: "median", data: medians, showLine: false, pointRadius: 5,
+           borderColor: farm.palette[1], backgroundColor: farm.palette[1]},
+        ]},
+        options: {scales: {y: {title: {display: true, text: unit === "s" ? "ms" : unit}}}},
+      });
+    } else {
+      phonesChart.data.labels = labels;
+      phonesChart.data.datasets[0].data = ci;
+      phonesChart.data.datasets[1].data = medians;
+      phonesChart.update();
+    }
+    farm.fillTable(document.getElementById("phones"), list.map((p) => [
+      p.serial || "", p.spread.n, fmt.amount(p.spread.median, unit), fmt.amount(p.spread.iqr, unit),
+      fmt.num(p.spread.cv * 100, 1),
+      `${fmt.amount(p.spread.ci_low, unit)} – ${fmt.amount(p.spread.ci_high, unit)}`,
+      fmt.num(p.battery_temp_c, 1), fmt.thermal(p.thermal_status), p.noise]));
+  }
+
+  function render(data) {
+    facts(data);
+    tuning(data.tuning);
+    phones(data.phones);
+    farm.fillTable(document.getElementById("attempts"), data.attempts.map((a) => [
+      a.id, a.serials.join(", "), a.host || "", fmt.badge(a.state), fmt.time(a.started_at),
+      fmt.time(a.finished_at), a.error ? `${a.error_kind}: ${a.error}` : ""]), "no attempt yet");
+    const spec = document.getElementById("spec");
+    const text = JSON.stringify(data.job.spec, null, 2);
+    if (spec.textContent !== text) spec.textContent = text;
+  }
+
+  farm.poll(render);
+})();
