@@ -1,0 +1,243 @@
+"""The dashboard in a real headless browser against farmd with virtual phones (issue 16).
+
+Debian's chromium and chromium-driver through selenium (:mod:`farm.web.testing`);
+skipped only when they are missing. Every wait is on a condition (WebDriverWait
+or :func:`farm.clock.wait_until`). Screenshots of every page go to
+``test-results/screenshots/`` at the repository root (git-ignored); the test
+prints the folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+
+from farm.api.context import ApiContext
+from farm.api.server import ApiServer
+from farm.config import Settings
+from farm.queue.models import JobState
+from farm.queue.store import Store
+from farm.web.testing import browser_missing, headless_chromium
+
+pytestmark = [pytest.mark.fleet, pytest.mark.skipif(browser_missing() is not None,
+                                                   reason=browser_missing() or "")]
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-results" / "screenshots"
+PAGE_WAIT_S = 60.0
+CRASH_SEEN_S = 120.0
+TUNE_DEADLINE_S = 600.0
+TRIALS = 12
+
+
+def tune_spec() -> dict[str, Any]:
+    """A MetaSchedule tuning job of a 64x64 GEMM over two phones, batches of four trials
+    (tests/fleet/test_jobs_tuning.py's spec, with three batches so the chart grows twice)."""
+    return {"kind": "tune", "attempts": 3,
+            "params": {"gemm": {"n": 64, "number": 2, "repeat": 3}, "trials": TRIALS,
+                       "trials_per_batch": 4, "phones": 2}}
+
+
+@contextlib.contextmanager
+def api_server(store: Store, settings: Settings) -> Iterator[ApiServer]:
+    """The API app (with the dashboard) over ``store`` on a free loopback port."""
+    server = ApiServer(ApiContext(store=store, settings=settings), "127.0.0.1", 0)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    """A headless chromium, ended after the test."""
+    with headless_chromium(tmp_path / "chromium") as driver:
+        yield driver
+
+
+@pytest.fixture
+def shoot(browser: Any, request: pytest.FixtureRequest) -> Callable[[str], Path]:
+    """``shoot(name)`` saves the browser's page as ``<test>-<name>.png`` in SCREENSHOTS."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    print(f"\nscreenshots: {SCREENSHOTS}")  # noqa: T201 - the brief asks the run to say where
+
+    def save(name: str) -> Path:
+        path = SCREENSHOTS / f"{request.node.name}-{name}.png"
+        assert browser.save_screenshot(str(path)), f"no screenshot {path}"
+        return path
+
+    return save
+
+
+def wait(browser: Any, condition: Callable[[Any], Any], what: str,
+         timeout_s: float = PAGE_WAIT_S) -> Any:
+    """WebDriverWait until ``condition(browser)`` is truthy; its value."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(browser, timeout_s, poll_frequency=0.2,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(
+        condition, f"timed out waiting for {what}")
+
+
+def css(browser: Any, selector: str) -> list[Any]:
+    """Elements matching a CSS selector (possibly none)."""
+    from selenium.webdriver.common.by import By
+
+    return list(browser.find_elements(By.CSS_SELECTOR, selector))
+
+
+def log_in(browser: Any, base: str, token: str, page: str = "/") -> None:
+    """Log in through the form, coming from ``page``; waits until the page is shown."""
+    browser.get(base + page)
+    wait(browser, lambda b: "/login" in b.current_url, "the redirect to the login")
+    [field] = css(browser, "#token")
+    field.send_keys(token)
+    css(browser, "#login button")[0].click()
+    wait(browser, lambda b: "/login" not in b.current_url, "the page after the login")
+
+
+class TestRefused:
+    def test_requests_without_a_valid_token_are_refused(
+        self, tmp_path: Path, browser: Any, shoot: Callable[[str], Path]
+    ) -> None:
+        """Without a token the JSON answers 401 and pages redirect to /login; a wrong token is
+        refused by the form; a right one opens the page asked for."""
+        settings = Settings.model_validate({"data_dir": str(tmp_path / "farm")})
+        store = Store(settings.database_url)
+        try:
+            token = store.create_token("alice", datetime.now(UTC))
+            with api_server(store, settings) as server:
+                base = server.url
+                for path in ("/api/v1/dashboard/fleet", "/api/v1/dashboard/queue",
+                             "/api/v1/dashboard/jobs/1", "/api/v1/dashboard/history"):
+                    assert httpx.get(base + path).status_code == 401, path
+                    assert httpx.get(base + path, headers={"Authorization": "Bearer nope"},
+                                     cookies={"farm_token": "nope"}).status_code == 401, path
+                for path in ("/", "/queue", "/jobs/1", "/compare?a=1&b=2", "/history"):
+                    answer = httpx.get(base + path, follow_redirects=False)
+                    assert answer.status_code == 303, path
+                    assert answer.headers["location"].startswith("/login?next="), path
+
+                browser.get(base + "/queue")
+                wait(browser, lambda b: "/login" in b.current_url, "the redirect to the login")
+                shoot("login")
+                css(browser, "#token")[0].send_keys("not-a-token")
+                css(browser, "#login button")[0].click()
+                error = wait(browser, lambda b: css(b, "#login-error"), "the login's refusal")
+                assert "unknown or revoked token" in error[0].text
+                assert "/login" in browser.current_url
+                shoot("login-refused")
+
+                css(browser, "#token")[0].send_keys(token)
+                css(browser, "#login button")[0].click()
+                wait(browser, lambda b: b.current_url.endswith("/queue"), "the queue page")
+                wait(browser, lambda b: css(b, "#ended tr.empty"), "the queue's tables")
+                cookie = browser.get_cookie("farm_token")
+                assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+                # Scripts on the page cannot read the token.
+                assert "farm_token" not in browser.execute_script("return document.cookie")
+
+                browser.get(base + "/logout")
+                wait(browser, lambda b: "/login" in b.current_url, "the login after logging out")
+                browser.get(base + "/")
+                wait(browser, lambda b: "/login" in b.current_url, "the login again")
+        finally:
+            store.close()
+
+
+def incidents_text(browser: Any, serial: str) -> str:
+    """The fleet page's last-incidents cell of ``serial`` ('' while not shown)."""
+    cells = css(browser, f'tr[data-serial="{serial}"] td.c-incidents')
+    return cells[0].text if cells else ""
+
+
+def chart_points(browser: Any) -> int:
+    """Trials drawn in the job page's tuning chart (Chart.js's own data, 0 before it exists)."""
+    return int(browser.execute_script(
+        "const c = Chart.getChart('tuning-chart'); return c ? c.data.labels.length : 0;"))
+
+
+class TestLiveFleet:
+    def test_fleet_shows_a_crash_and_a_tuning_chart_grows(
+        self, start_farmd: Callable[..., Any], browser: Any, shoot: Callable[[str], Path]
+    ) -> None:
+        """The fleet page lists each phone and changes when one's app is crashed; a running
+        tuning job's chart grows without a reload; queue, results, compare and history show."""
+        farm = start_farmd(2, same_model=True)
+        store: Store = farm.store
+        token = store.create_token("ops", datetime.now(UTC), operator=True)
+        with api_server(store, farm.farmd.settings) as server:
+            base = server.url
+            log_in(browser, base, token)
+            for serial in farm.serials:
+                row = f'tr[data-serial="{serial}"][data-state="ready"]'
+                wait(browser, lambda b, row=row: css(b, row), f"{serial} shown ready")
+            assert css(browser, 'button[data-action="drain"]'), "operators get the drain button"
+            shoot("fleet")
+
+            # A crash of the TVM RPC app shows on the page: the phone's incidents change.
+            crashed = farm.serials[0]
+            before = incidents_text(browser, crashed)
+            known = {(e.at, e.reason) for e in store.device_events(crashed, limit=100)}
+            farm.fleet.crash_app(crashed)
+            wait(browser, lambda b: incidents_text(b, crashed) != before,
+                 f"{crashed}'s incidents to change", CRASH_SEEN_S)
+            new = [e for e in store.device_events(crashed, limit=100)
+                   if (e.at, e.reason) not in known]
+            assert new, "the crash left no device event"
+            wait(browser, lambda b: any(e.to_state in incidents_text(b, crashed) for e in new),
+                 "the new event on the page")
+            shoot("fleet-after-crash")
+            browser.set_window_size(390, 844)  # a phone's screen: rows become cards
+            shoot("fleet-phone-screen")
+            browser.set_window_size(1280, 900)
+            farm.wait_ready()
+
+            # A tuning job: the queue shows it, its page's chart grows while it runs.
+            job_id = farm.enqueue(tune_spec())
+            browser.get(f"{base}/queue")
+            wait(browser, lambda b: css(b, f'#running tr[data-job="{job_id}"], '
+                                           f'#queued tr[data-job="{job_id}"]'),
+                 f"job {job_id} on the queue page")
+            shoot("queue")
+            browser.get(f"{base}/jobs/{job_id}")
+            first = wait(browser, chart_points, "the first trials in the chart", TUNE_DEADLINE_S)
+            grown = wait(browser, lambda b: chart_points(b) > first and chart_points(b),
+                         "the chart to grow", TUNE_DEADLINE_S)
+            assert grown > first
+            shoot("job-tuning")
+            farm.wait_finished([job_id], TUNE_DEADLINE_S)
+            assert store.get_job(job_id).state is JobState.SUCCEEDED  # type: ignore[union-attr]
+            wait(browser, lambda b: len(css(b, "#phones tbody tr:not(.empty)")) >= 2
+                 and not css(b, "#phones-section[hidden]"), "results per phone")
+            assert chart_points(browser) >= TRIALS
+            shoot("job-finished")
+            browser.get(f"{base}/queue")
+            wait(browser, lambda b: css(b, f'#ended tr[data-job="{job_id}"]'), "the job ended")
+
+            # The comparison (the job with itself: no phone is slower) and the history.
+            browser.get(f"{base}/compare?a={job_id}&b={job_id}")
+            verdict = wait(browser, lambda b: css(b, "#verdict")[0].text, "the verdict")
+            assert "no phone is slower in B" in verdict
+            assert len(css(browser, "#comparison tr[data-serial]")) == 2
+            shoot("compare")
+            workload = next(iter(views_workloads(store, farm.farmd.settings)))
+            browser.get(f"{base}/history?" + urlencode({"workload": workload}))
+            wait(browser, lambda b: len(css(b, "#history tbody tr:not(.empty)")) >= 2,
+                 "the workload's history")
+            shoot("history")
+
+
+def views_workloads(store: Store, settings: Settings) -> list[str]:
+    """The workloads the history page offers."""
+    from farm.web.views import history_view
+
+    return list(history_view(store, settings, None)["workloads"])
