@@ -64,13 +64,19 @@ def browser(tmp_path: Path) -> Iterator[Any]:
 
 @pytest.fixture
 def shoot(browser: Any, request: pytest.FixtureRequest) -> Callable[[str], Path]:
-    """``shoot(name)`` saves the browser's page as ``<test>-<name>.png`` in SCREENSHOTS."""
+    """``shoot(name)`` saves the browser's whole page as ``<test>-<name>.png`` in SCREENSHOTS."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     print(f"\nscreenshots: {SCREENSHOTS}")  # noqa: T201 - the brief asks the run to say where
 
     def save(name: str) -> Path:
         path = SCREENSHOTS / f"{request.node.name}-{name}.png"
-        assert browser.save_screenshot(str(path)), f"no screenshot {path}"
+        size = browser.get_window_size()
+        height = int(browser.execute_script("return document.documentElement.scrollHeight"))
+        browser.set_window_size(size["width"], min(max(height + 140, size["height"]), 6000))
+        try:
+            assert browser.save_screenshot(str(path)), f"no screenshot {path}"
+        finally:
+            browser.set_window_size(size["width"], size["height"])
         return path
 
     return save

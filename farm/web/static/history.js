@@ -1,4 +1,4 @@
-/* A workload's history: each phone's median (with its 95% CI) per finished job, over time. */
+/* A workload's history: each phone's median per finished job, oldest job first. */
 "use strict";
 
 (() => {
@@ -15,27 +15,32 @@
 
   function render(data) {
     choices(data);
-    if (!data.workload) { farm.status(`${data.workloads.length} workloads with results`); }
     const unit = data.phones.length ? data.phones[0].unit : "s";
     const scale = unit === "s" ? 1e3 : 1;
+    // One point per job on the x axis (the phones' figures come oldest first).
+    const jobs = [...new Set(data.phones.map((p) => p.job_id))];
+    const labels = jobs.map((id) => {
+      const first = data.phones.find((p) => p.job_id === id);
+      return `#${id} ${first.finished_at ? new Date(first.finished_at).toLocaleString() : ""}`;
+    });
     const serials = [...new Set(data.phones.map((p) => p.serial || "?"))].sort();
     const datasets = serials.map((serial, i) => ({
       label: serial, borderColor: farm.palette[i % farm.palette.length],
-      backgroundColor: farm.palette[i % farm.palette.length], pointRadius: 4,
-      data: data.phones.filter((p) => (p.serial || "?") === serial && p.finished_at)
-        .map((p) => ({x: Date.parse(p.finished_at), y: p.spread.median * scale, job: p.job_id})),
+      backgroundColor: farm.palette[i % farm.palette.length], pointRadius: 4, spanGaps: true,
+      data: jobs.map((id) => {
+        const p = data.phones.find((f) => f.job_id === id && (f.serial || "?") === serial);
+        return p ? p.spread.median * scale : null;
+      }),
     }));
     if (!chart) {
       chart = farm.chart("history-chart", {
-        type: "line", data: {datasets},
-        options: {parsing: true, scales: {
-          x: {type: "linear", title: {display: true, text: "finished"},
-              ticks: {callback: (v) => new Date(v).toLocaleString()}},
-          y: {title: {display: true, text: `median (${unit === "s" ? "ms" : unit})`}}},
-          plugins: {tooltip: {callbacks: {title: (items) => items.map(
-            (item) => `job ${item.raw.job}, ${new Date(item.raw.x).toLocaleString()}`)}}}},
+        type: "line", data: {labels, datasets},
+        options: {scales: {
+          x: {title: {display: true, text: "job, finished"}},
+          y: {title: {display: true, text: `median (${unit === "s" ? "ms" : unit})`}}}},
       });
     } else {
+      chart.data.labels = labels;
       chart.data.datasets = datasets;
       chart.update();
     }
