@@ -36,7 +36,7 @@ const farm = (() => {
                                        headers: {Accept: "application/json"}});
     if (response.status === 401) { toLogin(); throw new Error("logged out"); }
     const data = await response.json().catch(() => ({}));
-    if (!response.ok) throw new Error(data.detail || `${response.status} ${response.statusText}`);
+    if (!response.ok) throw new Error(data.error || data.detail || `${response.status} ${response.statusText}`);
     return data;
   }
 
@@ -46,7 +46,7 @@ const farm = (() => {
                                        headers: {Accept: "application/json"}});
     if (response.status === 401) { toLogin(); throw new Error("logged out"); }
     const data = await response.json().catch(() => ({}));
-    if (!response.ok) throw new Error(data.detail || `${response.status} ${response.statusText}`);
+    if (!response.ok) throw new Error(data.error || data.detail || `${response.status} ${response.statusText}`);
     return data;
   }
 

@@ -1,0 +1,188 @@
+"""The dashboard's login, pages and JSON views in-process (no browser; see
+tests/fleet/test_web_dashboard.py for the real one)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from device_states import put_state
+from fastapi.testclient import TestClient
+
+from farm.api.app import create_app
+from farm.api.context import ApiContext
+from farm.clock import FakeClock
+from farm.config import Settings
+from farm.errors import UserFault
+from farm.jobs.tune_records import RECORDS_FILE, trial_run_s
+from farm.queue import DeviceState, Store
+from farm.runner.execute import tune_work_dir
+from farm.web import views
+from farm.web.login import safe_next
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+
+class Farm:
+    """A store, settings and a client of the app over them."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.settings = Settings.model_validate({"data_dir": str(tmp_path / "farm")})
+        self.store = Store(self.settings.database_url)
+        self.client = TestClient(create_app(ApiContext(self.store, self.settings,
+                                                       FakeClock(T0))))
+        self.token = self.store.create_token("alice", T0)
+        self.operator = self.store.create_token("ops", T0, operator=True)
+
+    def log_in(self, token: str) -> None:
+        answer = self.client.post("/login", data={"token": token, "next": "/"},
+                                  follow_redirects=False)
+        assert answer.status_code == 303
+
+
+@pytest.fixture
+def farm(tmp_path: Path) -> Iterator[Farm]:
+    made = Farm(tmp_path)
+    yield made
+    made.client.close()
+    made.store.close()
+
+
+PAGES = ["/", "/queue", "/jobs/1", "/compare?a=1&b=2", "/history?workload=x"]
+DATA = ["/api/v1/dashboard/fleet", "/api/v1/dashboard/queue", "/api/v1/dashboard/jobs/1",
+        "/api/v1/dashboard/compare?a=1&b=2", "/api/v1/dashboard/history"]
+
+
+class TestLogin:
+    @pytest.mark.parametrize("path", PAGES)
+    def test_page_without_token_redirects_to_login(self, farm: Farm, path: str) -> None:
+        """A page asked for without a token is a 303 to the login, which comes back to it."""
+        answer = farm.client.get(path, follow_redirects=False)
+        assert answer.status_code == 303
+        assert answer.headers["location"].startswith("/login?next=%2F")
+
+    @pytest.mark.parametrize("path", DATA)
+    def test_json_without_token_is_401(self, farm: Farm, path: str) -> None:
+        """The JSON behind the pages refuses a request without a valid token."""
+        assert farm.client.get(path).status_code == 401
+        farm.client.cookies.set("farm_token", "farm_nonsense")
+        assert farm.client.get(path).status_code == 401
+
+    def test_wrong_token_is_refused_by_the_form(self, farm: Farm) -> None:
+        """A token the store does not know gets the form again with 401 and no cookie."""
+        answer = farm.client.post("/login", data={"token": "farm_wrong"}, follow_redirects=False)
+        assert answer.status_code == 401
+        assert "unknown or revoked token" in answer.text
+        assert "set-cookie" not in answer.headers
+
+    def test_login_sets_an_httponly_strict_cookie(self, farm: Farm) -> None:
+        """A known token is kept in an HttpOnly, SameSite=Strict cookie and opens the pages."""
+        answer = farm.client.post("/login", data={"token": farm.token, "next": "/queue"},
+                                  follow_redirects=False)
+        assert answer.status_code == 303 and answer.headers["location"] == "/queue"
+        cookie = answer.headers["set-cookie"]
+        assert "farm_token=" in cookie and "HttpOnly" in cookie
+        assert "samesite=strict" in cookie.lower()
+        page = farm.client.get("/queue")
+        assert page.status_code == 200
+        assert 'data-src="/api/v1/dashboard/queue"' in page.text
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+
+    def test_logout_forgets_the_cookie(self, farm: Farm) -> None:
+        """After /logout the pages redirect to the login again."""
+        farm.log_in(farm.token)
+        assert farm.client.get("/", follow_redirects=False).status_code == 200
+        farm.client.get("/logout")
+        assert farm.client.get("/", follow_redirects=False).status_code == 303
+
+    def test_revoked_token_no_longer_opens_pages(self, farm: Farm) -> None:
+        """A token revoked after the login is refused at the next page."""
+        farm.log_in(farm.token)
+        alice = next(t for t in farm.store.list_tokens() if t.owner == "alice")
+        farm.store.revoke_token(alice.id, T0)
+        assert farm.client.get("/", follow_redirects=False).status_code == 303
+
+    def test_actions_only_for_operators(self, farm: Farm) -> None:
+        """The fleet page tells its script whether to show drain/undrain/release."""
+        farm.log_in(farm.token)
+        assert 'data-operator="false"' in farm.client.get("/").text
+        farm.log_in(farm.operator)
+        assert 'data-operator="true"' in farm.client.get("/").text
+
+    @pytest.mark.parametrize(("asked", "kept"), [
+        ("/queue", "/queue"), ("/jobs/3?x=1", "/jobs/3?x=1"), ("https://evil.example/", "/"),
+        ("//evil.example/", "/"), ("/\\evil.example", "/"), ("", "/"), (None, "/"),
+    ])
+    def test_next_stays_on_this_site(self, asked: str | None, kept: str) -> None:
+        """The login returns only to a path of this site (no open redirect)."""
+        assert safe_next(asked) == kept
+
+
+class TestStatic:
+    def test_chart_js_is_shipped(self, farm: Farm) -> None:
+        """Chart.js and the pages' scripts are served from the package, without a token."""
+        for name in ("chart.umd.js", "dash.js", "fleet.js", "job.js", "dash.css"):
+            assert farm.client.get(f"/static/{name}").status_code == 200, name
+        assert "Chart.js v4" in farm.client.get("/static/chart.umd.js").text[:200]
+
+
+class TestViews:
+    def test_fleet_lists_each_phone_with_its_incidents(self, farm: Farm) -> None:
+        """Every phone is listed with its state and newest events, newest first."""
+        put_state(farm.store, "P1", DeviceState.READY, "app registered", T0)
+        put_state(farm.store, "P1", DeviceState.UNHEALTHY, "app died: am_crash",
+                  T0 + timedelta(seconds=5))
+        put_state(farm.store, "P2", DeviceState.READY, "app registered", T0)
+        farm.log_in(farm.token)
+        data = farm.client.get("/api/v1/dashboard/fleet").json()
+        rows = {d["serial"]: d for d in data["devices"]}
+        assert set(rows) == {"P1", "P2"}
+        assert rows["P1"]["state"] == "unhealthy"
+        assert rows["P1"]["incidents"][0]["reason"] == "app died: am_crash"
+        assert len(rows["P1"]["incidents"]) <= farm.settings.web.incidents
+
+    def test_queue_explains_why_a_job_waits(self, farm: Farm) -> None:
+        """A queued job carries the reason it waits (no phone known here)."""
+        job_id = farm.store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0)
+        data = views.queue_view(farm.store, farm.settings, T0)
+        assert [j["id"] for j in data["queued"]] == [job_id]
+        assert data["queued"][0]["waiting"]
+        assert data["running"] == [] and data["ended"] == []
+
+    def test_job_view_charts_the_trials_recorded(self, farm: Farm) -> None:
+        """A tuning job's recorded trials come in order with the best so far; failed ones are
+        None, and a half-written last line is left for the next read."""
+        job_id = farm.store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0)
+        work_dir = tune_work_dir(farm.settings.data_dir, job_id)
+        work_dir.mkdir(parents=True)
+        lines = [[0, ["trace", [3e-4, 3e-4], "t", []]], [0, ["trace", [1e10], "t", []]],
+                 [0, ["trace", [1e-4], "t", []]], [0, ["trace", [2e-4], "t", []]]]
+        text = "".join(json.dumps(line) + "\n" for line in lines)
+        (work_dir / RECORDS_FILE).write_text(text + '[0, ["trace", [1e-', encoding="utf-8")
+        assert trial_run_s(work_dir) == [3e-4, None, 1e-4, 2e-4]
+        tuning = views.job_view(farm.store, farm.settings, job_id, T0)["tuning"]
+        assert tuning["trial_run_s"] == [3e-4, None, 1e-4, 2e-4]
+        assert tuning["best_run_s"] == [3e-4, 3e-4, 1e-4, 1e-4]
+
+    def test_unknown_job_is_404_with_farms_message(self, farm: Farm) -> None:
+        """An unknown job id is a 404 whose message the page shows."""
+        farm.log_in(farm.token)
+        answer = farm.client.get("/api/v1/dashboard/jobs/99")
+        assert answer.status_code == 404
+        assert "no job 99" in answer.text
+
+    def test_compare_of_unknown_jobs_is_400(self, farm: Farm) -> None:
+        """A wrong side of a comparison is a 400 with farmctl compare's message."""
+        farm.log_in(farm.token)
+        answer = farm.client.get("/api/v1/dashboard/compare", params={"a": "1", "b": "x"})
+        assert answer.status_code == 400
+        assert "no job 1" in answer.text
+
+    def test_history_of_an_unknown_workload(self, farm: Farm) -> None:
+        """Without results, no workload is known and asking for one is the user's error."""
+        assert views.history_view(farm.store, farm.settings, None)["workloads"] == []
+        with pytest.raises(UserFault, match="no results of workload"):
+            views.history_view(farm.store, farm.settings, "gemm n=1 float32")
