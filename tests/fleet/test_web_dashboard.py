@@ -172,6 +172,7 @@ def chart_points(browser: Any) -> int:
 
 
 class TestLiveFleet:
+    @pytest.mark.slow
     def test_fleet_shows_a_crash_and_a_tuning_chart_grows(
         self, start_farmd: Callable[..., Any], browser: Any, shoot: Callable[[str], Path]
     ) -> None:
