@@ -22,7 +22,8 @@ class TestReserve:
         """A reservation names the phone's own tracker key and leaves an event row."""
         add_ready(store, "p1")
         view = store.reserve("p1", "alice", T1, T0, key_prefix="android")
-        assert (view.serial, view.owner, view.expires_at, view.ended_at) == ("p1", "alice", T1, None)
+        assert (view.serial, view.owner, view.expires_at) == ("p1", "alice", T1)
+        assert view.ended_at is None
         assert view.tracker_key == "android-p1"
         assert view.tracker_host is None and view.tracker_port is None  # no hosts row
         assert view.active(T0) and not view.active(T1)
