@@ -50,15 +50,21 @@ def fleet_view(store: Store, settings: Settings, now: datetime) -> dict[str, Any
     Returns:
         ``{"at": ISO time, "devices": [row, ...]}``; each row is
         :func:`~farm.cli.devices.device_row` plus ``job_id`` (the job its running
-        attempt belongs to, or None) and ``incidents`` (its newest device events,
-        newest first: ``{"at", "from_state", "to_state", "reason"}``).
+        attempt belongs to, or None), ``reservation`` (its reservation in force
+        as :class:`~farm.queue.reservations.ReservationView`'s fields, or None)
+        and ``incidents`` (its newest device events, newest first:
+        ``{"at", "from_state", "to_state", "reason"}``).
     """
     attempts = _running_attempts(store)
+    reserved = {r.serial: r for r in store.reservations(
+        now=now, key_prefix=settings.tracker.key)}
     rows = []
     for record in store.list_devices():
         row = device_row(record, next(iter(store.health_samples(record.serial, limit=1)), None))
         attempt = attempts.get(record.attempt_id) if record.attempt_id is not None else None
         row["job_id"] = None if attempt is None else attempt.job_id
+        reservation = reserved.get(record.serial)
+        row["reservation"] = None if reservation is None else plain(reservation)
         row["incidents"] = [
             {"at": plain(e.at), "from_state": e.from_state, "to_state": e.to_state,
              "reason": e.reason}

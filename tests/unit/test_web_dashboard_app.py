@@ -144,6 +144,19 @@ class TestViews:
         assert rows["P1"]["incidents"][0]["reason"] == "app died: am_crash"
         assert len(rows["P1"]["incidents"]) <= farm.settings.web.incidents
 
+    def test_fleet_shows_who_reserved_a_phone(self, farm: Farm) -> None:
+        """A phone reserved for a person shows its owner and end; a free one shows none."""
+        put_state(farm.store, "P1", DeviceState.READY, "app registered", T0)
+        put_state(farm.store, "P2", DeviceState.READY, "app registered", T0)
+        farm.store.reserve("P1", "bob", T0 + timedelta(hours=2), T0)
+        rows = {d["serial"]: d for d in
+                views.fleet_view(farm.store, farm.settings, T0 + timedelta(minutes=1))["devices"]}
+        assert rows["P1"]["reservation"]["owner"] == "bob"
+        assert rows["P1"]["reservation"]["expires_at"] == (T0 + timedelta(hours=2)).isoformat()
+        assert rows["P2"]["reservation"] is None
+        later = views.fleet_view(farm.store, farm.settings, T0 + timedelta(hours=3))["devices"]
+        assert all(d["reservation"] is None for d in later)
+
     def test_queue_explains_why_a_job_waits(self, farm: Farm) -> None:
         """A queued job carries the reason it waits (no phone known here)."""
         job_id = farm.store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0)
