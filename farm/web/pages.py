@@ -1,8 +1,9 @@
 """The dashboard's pages: ``/`` fleet, ``/queue``, ``/jobs/{id}``, ``/compare``, ``/history``.
 
 Each page is an HTML shell whose script (``/static/<page>.js``) polls the JSON
-named in the body's ``data-src`` every ``data-poll-ms`` (``[web] poll_s``, or
-``slow_poll_s`` for the statistics pages) and redraws without a reload. A request
+routes named in the body's ``data-sources`` (name -> URL) every ``data-poll-ms``
+(``[web] poll_s``, or ``slow_poll_s`` for the statistics pages) and redraws
+without a reload. A request
 without a valid token is redirected to the login (:func:`farm.web.login.page_caller`).
 Operator tokens also get drain, undrain and release buttons, which call the API's
 POST routes with the same cookie.
@@ -30,45 +31,47 @@ PageCaller = Annotated[Caller, Depends(page_caller)]
 ContextDep = Annotated[ApiContext, Depends(context)]
 
 
-def _page(request: Request, ctx: ApiContext, who: Caller, page: str, src: str, *,
-          slow: bool = False, **extra: object) -> Response:
-    """Render ``page``.html polling ``src``."""
+def _page(request: Request, ctx: ApiContext, who: Caller, page: str,
+          sources: dict[str, str], *, slow: bool = False, **extra: object) -> Response:
+    """Render ``page``.html polling ``sources`` (name -> URL; none: nothing to show yet)."""
     web = ctx.settings.web
     poll_s = web.slow_poll_s if slow else web.poll_s
     return render(request, f"{page}.html", {
-        "page": page, "src": src, "poll_ms": round(poll_s * 1000), "owner": who.owner,
+        "page": page, "sources": sources, "poll_ms": round(poll_s * 1000), "owner": who.owner,
         "operator": who.operator, "host_id": ctx.settings.host_id, **extra})
 
 
 @router.get("/")
 def fleet(request: Request, ctx: ContextDep, who: PageCaller) -> Response:
     """Every phone and board: state, health, battery, temperatures, job, incidents."""
-    return _page(request, ctx, who, "fleet", "/api/v1/dashboard/fleet")
+    return _page(request, ctx, who, "fleet", {"view": "/api/v1/dashboard/fleet"})
 
 
 @router.get("/queue")
 def queue(request: Request, ctx: ContextDep, who: PageCaller) -> Response:
     """Running jobs, queued ones with why each waits, recent ends."""
-    return _page(request, ctx, who, "queue", "/api/v1/dashboard/queue")
+    return _page(request, ctx, who, "queue", {"view": "/api/v1/dashboard/queue"})
 
 
 @router.get("/jobs/{job_id}")
 def job(request: Request, ctx: ContextDep, who: PageCaller, job_id: int) -> Response:
     """One job: spec, attempts, live tuning chart, results per phone."""
-    return _page(request, ctx, who, "job", f"/api/v1/dashboard/jobs/{job_id}", job_id=job_id)
+    return _page(request, ctx, who, "job", {"view": f"/api/v1/dashboard/jobs/{job_id}"},
+                 job_id=job_id)
 
 
 @router.get("/compare")
 def compare(request: Request, ctx: ContextDep, who: PageCaller, a: str = "",
             b: str = "") -> Response:
     """Two jobs or runs compared per phone (``farmctl compare``), as a chart."""
-    src = "/api/v1/dashboard/compare?" + urlencode({"a": a, "b": b}) if a and b else ""
-    return _page(request, ctx, who, "compare", src, slow=True, a=a, b=b)
+    sources = {"view": "/api/v1/dashboard/compare?" + urlencode({"a": a, "b": b})} if a and b \
+        else {}
+    return _page(request, ctx, who, "compare", sources, slow=True, a=a, b=b)
 
 
 @router.get("/history")
 def history(request: Request, ctx: ContextDep, who: PageCaller, workload: str = "") -> Response:
     """A workload's per-phone medians over time (``farmctl results --history``)."""
     query = "?" + urlencode({"workload": workload}) if workload else ""
-    return _page(request, ctx, who, "history", "/api/v1/dashboard/history" + query, slow=True,
-                 workload=workload)
+    return _page(request, ctx, who, "history", {"view": "/api/v1/dashboard/history" + query},
+                 slow=True, workload=workload)

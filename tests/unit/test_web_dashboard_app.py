@@ -88,7 +88,7 @@ class TestLogin:
         assert "samesite=strict" in cookie.lower()
         page = farm.client.get("/queue")
         assert page.status_code == 200
-        assert 'data-src="/api/v1/dashboard/queue"' in page.text
+        assert """data-sources='{"view": "/api/v1/dashboard/queue"}'""" in page.text
         assert "script-src 'self'" in page.headers["content-security-policy"]
 
     def test_logout_forgets_the_cookie(self, farm: Farm) -> None:

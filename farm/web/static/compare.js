@@ -6,7 +6,7 @@
   let chart = null;
   const colours = {slower: "rgba(179,38,30,.55)", faster: "rgba(27,127,59,.55)"};
 
-  function render(data) {
+  function render({view: data}) {
     const common = data.phones.filter((p) => p.ratio !== null);
     const verdict = data.regressed
       ? `B is slower than A on ${data.slower.length} phone(s): ${data.slower.join(", ")}`

@@ -50,17 +50,19 @@ const farm = (() => {
     return data;
   }
 
-  /** Fetch the body's data-src now and every data-poll-ms, calling render(data). */
+  /** Fetch the body's data-sources (name -> URL) now and every data-poll-ms, together,
+   * calling render({name: data}) once all have answered. */
   function poll(render) {
-    const src = body.dataset.src;
+    const sources = Object.entries(JSON.parse(body.dataset.sources || "{}"));
     const everyMs = Number(body.dataset.pollMs) || 2000;
-    if (!src) { status("nothing to show yet"); return () => {}; }
+    if (!sources.length) { status("nothing to show yet"); return () => {}; }
     let timer = null;
     async function tick() {
       timer = null;
       if (!document.hidden) {
         try {
-          render(await getJSON(src));
+          const answers = await Promise.all(sources.map(([, url]) => getJSON(url)));
+          render(Object.fromEntries(sources.map(([name], i) => [name, answers[i]])));
           status("updated " + new Date().toLocaleTimeString());
         } catch (error) {
           status(error.message, true);

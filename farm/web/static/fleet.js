@@ -66,7 +66,7 @@
     return {tr: el("tr", {"data-serial": d.serial, "data-state": d.state}), cells};
   }
 
-  function render(data) {
+  function render({view: data}) {
     farm.fillTable(table, data.devices.map(row), "no phones known yet");
     const counts = {};
     for (const d of data.devices) counts[d.state] = (counts[d.state] || 0) + 1;

@@ -13,7 +13,7 @@
       ...data.workloads.map((w) => el("option", {value: w, selected: w === data.workload}, w)));
   }
 
-  function render(data) {
+  function render({view: data}) {
     choices(data);
     const unit = data.phones.length ? data.phones[0].unit : "s";
     const scale = unit === "s" ? 1e3 : 1;

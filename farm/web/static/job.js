@@ -88,7 +88,7 @@
       fmt.num(p.battery_temp_c, 1), fmt.thermal(p.thermal_status), p.noise]));
   }
 
-  function render(data) {
+  function render({view: data}) {
     facts(data);
     tuning(data.tuning);
     phones(data.phones);

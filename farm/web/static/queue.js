@@ -4,7 +4,7 @@
 (() => {
   const {el, fmt} = farm;
 
-  function render(data) {
+  function render({view: data}) {
     farm.fillTable(document.getElementById("running"), data.running.map((j) => ({
       tr: el("tr", {"data-job": j.id}),
       cells: [fmt.jobLink(j.id), j.kind, (j.serials || []).join(", "), j.host || "",
