@@ -8,6 +8,7 @@ a 404 or 400 whose ``detail`` is farm's one-line message; the page shows it.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, status
@@ -30,6 +31,12 @@ def fleet(ctx: ContextDep, _who: CallerDep) -> dict[str, Any]:
     return views.fleet_view(ctx.store, ctx.settings, ctx.clock.now())
 
 
+@router.get("/incidents")
+def incidents(ctx: ContextDep, _who: CallerDep) -> dict[str, list[dict[str, Any]]]:
+    """Each device's newest events (``[web] incidents``), newest first, by serial."""
+    return views.incidents_view(ctx.store, ctx.settings)
+
+
 @router.get("/queue")
 def queue(ctx: ContextDep, _who: CallerDep) -> dict[str, Any]:
     """Running, queued (with why each waits) and recently ended jobs."""
@@ -43,6 +50,14 @@ def job(job_id: int, ctx: ContextDep, _who: CallerDep) -> dict[str, Any]:
         return views.job_view(ctx.store, ctx.settings, job_id, ctx.clock.now())
     except UserFault as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+
+
+@router.get("/jobs/{job_id}/trials")
+def trials(job_id: int, ctx: ContextDep, _who: CallerDep) -> dict[str, list[float | None]]:
+    """A tuning job's recorded trials so far (run time of each, best so far), for its chart."""
+    if ctx.store.get_job(job_id) is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job_id}")
+    return views.trials_view(Path(ctx.settings.data_dir), job_id)
 
 
 @router.get("/compare")

@@ -31,7 +31,8 @@ from farm.results.rows import sample_rows
 from farm.results.spreads import PhoneSpread, by_workload, noise_label, phone_spreads
 from farm.runner.execute import tune_work_dir
 
-__all__ = ["compare_view", "fleet_view", "history_view", "job_view", "queue_view"]
+__all__ = ["compare_view", "fleet_view", "history_view", "incidents_view", "job_view",
+           "queue_view", "trials_view"]
 
 #: The most running or queued jobs one queue page lists.
 _QUEUE_LIMIT = 500
@@ -56,6 +57,7 @@ def fleet_view(store: Store, settings: Settings, now: datetime) -> dict[str, Any
         ``{"at", "from_state", "to_state", "reason"}``).
     """
     attempts = _running_attempts(store)
+    incidents = incidents_view(store, settings)
     reserved = {r.serial: r for r in store.reservations(
         now=now, key_prefix=settings.tracker.key)}
     rows = []
@@ -65,11 +67,7 @@ def fleet_view(store: Store, settings: Settings, now: datetime) -> dict[str, Any
         row["job_id"] = None if attempt is None else attempt.job_id
         reservation = reserved.get(record.serial)
         row["reservation"] = None if reservation is None else plain(reservation)
-        row["incidents"] = [
-            {"at": plain(e.at), "from_state": e.from_state, "to_state": e.to_state,
-             "reason": e.reason}
-            for e in store.device_events(record.serial, limit=settings.web.incidents)
-        ] if settings.web.incidents else []
+        row["incidents"] = incidents.get(record.serial, [])
         rows.append(row)
     return {"at": plain(now), "devices": rows}
 
@@ -111,24 +109,49 @@ def _spread_json(figure: PhoneSpread) -> dict[str, Any]:
     return {**plain(figure), "noise": noise_label(figure)}
 
 
-def _tuning_json(data_dir: Path, job_id: int) -> dict[str, Any] | None:
-    """A tuning job's counters and its trials' run times so far (None for other jobs)."""
-    work_dir = tune_work_dir(data_dir, job_id)
-    counters = read_counters(work_dir)
-    trials = trial_run_s(work_dir)
-    if counters is None and not trials:
-        return None
+def trials_view(data_dir: Path, job_id: int) -> dict[str, list[float | None]]:
+    """A tuning job's recorded trials so far, for its live chart.
+
+    Returns:
+        ``{"trial_run_s": [...], "best_run_s": [...]}``: each recorded trial's
+        mean run time in seconds (None where its measurement failed), in the
+        order measured, and the best so far after each; both empty before the
+        first trial (or for a job that does not tune).
+    """
+    trials = trial_run_s(tune_work_dir(data_dir, job_id))
     best: list[float | None] = []
     for run_s in trials:
         last = best[-1] if best else None
         best.append(run_s if last is None or (run_s is not None and run_s < last) else last)
+    return {"trial_run_s": trials, "best_run_s": best}
+
+
+def _tuning_json(data_dir: Path, job_id: int) -> dict[str, Any] | None:
+    """A tuning job's counters and its trials' run times so far (None for other jobs)."""
+    counters = read_counters(tune_work_dir(data_dir, job_id))
+    trials = trials_view(data_dir, job_id)
+    if counters is None and not trials["trial_run_s"]:
+        return None
     return {
         **(counters.to_dict() if counters else {}),
         "trials_asked": counters.trials_asked if counters else None,
         "trials_measured": counters.trials_measured if counters else None,
         "tasks_done": counters.tasks_done if counters else None,
-        "trial_run_s": trials, "best_run_s": best,
+        **trials,
     }
+
+
+def incidents_view(store: Store, settings: Settings) -> dict[str, list[dict[str, Any]]]:
+    """Each device's newest ``[web] incidents`` events, newest first, by serial.
+
+    Returns:
+        ``{serial: [{"at", "from_state", "to_state", "reason"}, ...]}``.
+    """
+    limit = settings.web.incidents
+    return {record.serial: [
+        {"at": plain(e.at), "from_state": e.from_state, "to_state": e.to_state,
+         "reason": e.reason} for e in store.device_events(record.serial, limit=limit)
+    ] if limit else [] for record in store.list_devices()}
 
 
 def job_view(store: Store, settings: Settings, job_id: int, now: datetime) -> dict[str, Any]:

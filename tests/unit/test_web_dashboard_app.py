@@ -53,6 +53,7 @@ def farm(tmp_path: Path) -> Iterator[Farm]:
 
 PAGES = ["/", "/queue", "/jobs/1", "/compare?a=1&b=2", "/history?workload=x"]
 DATA = ["/api/v1/dashboard/fleet", "/api/v1/dashboard/queue", "/api/v1/dashboard/jobs/1",
+        "/api/v1/dashboard/jobs/1/trials", "/api/v1/dashboard/incidents",
         "/api/v1/dashboard/compare?a=1&b=2", "/api/v1/dashboard/history"]
 
 
@@ -179,6 +180,11 @@ class TestViews:
         tuning = views.job_view(farm.store, farm.settings, job_id, T0)["tuning"]
         assert tuning["trial_run_s"] == [3e-4, None, 1e-4, 2e-4]
         assert tuning["best_run_s"] == [3e-4, 3e-4, 1e-4, 1e-4]
+        farm.log_in(farm.token)
+        chart = farm.client.get(f"/api/v1/dashboard/jobs/{job_id}/trials").json()
+        assert chart == {"trial_run_s": [3e-4, None, 1e-4, 2e-4],
+                         "best_run_s": [3e-4, 3e-4, 1e-4, 1e-4]}
+        assert farm.client.get("/api/v1/dashboard/jobs/99/trials").status_code == 404
 
     def test_unknown_job_is_404_with_farms_message(self, farm: Farm) -> None:
         """An unknown job id is a 404 whose message the page shows."""
