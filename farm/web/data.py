@@ -26,7 +26,7 @@ ContextDep = Annotated[ApiContext, Depends(context)]
 
 
 @router.get("/fleet")
-def fleet(ctx: ContextDep, _who: CallerDep) -> dict[str, Any]:
+def fleet(ctx: ContextDep, _who: CallerDep) -> list[dict[str, Any]]:
     """Every phone and board (:func:`farm.web.views.fleet_view`)."""
     return views.fleet_view(ctx.store, ctx.settings, ctx.clock.now())
 

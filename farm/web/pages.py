@@ -44,7 +44,8 @@ def _page(request: Request, ctx: ApiContext, who: Caller, page: str,
 @router.get("/")
 def fleet(request: Request, ctx: ContextDep, who: PageCaller) -> Response:
     """Every phone and board: state, health, battery, temperatures, job, incidents."""
-    return _page(request, ctx, who, "fleet", {"view": "/api/v1/dashboard/fleet"})
+    return _page(request, ctx, who, "fleet", {"devices": "/api/v1/dashboard/fleet",
+                                              "incidents": "/api/v1/dashboard/incidents"})
 
 
 @router.get("/queue")

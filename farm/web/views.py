@@ -45,19 +45,17 @@ def _running_attempts(store: Store) -> dict[int, AttemptView]:
             for a in store.attempts(job.id) if a.finished_at is None}
 
 
-def fleet_view(store: Store, settings: Settings, now: datetime) -> dict[str, Any]:
-    """Every phone and board as ``farmctl devices --json`` shows it, and more.
+def fleet_view(store: Store, settings: Settings, now: datetime) -> list[dict[str, Any]]:
+    """Every phone and board as ``farmctl devices --json`` shows it, with its job and reservation.
 
     Returns:
-        ``{"at": ISO time, "devices": [row, ...]}``; each row is
-        :func:`~farm.cli.devices.device_row` plus ``job_id`` (the job its running
-        attempt belongs to, or None), ``reservation`` (its reservation in force
-        as :class:`~farm.queue.reservations.ReservationView`'s fields, or None)
-        and ``incidents`` (its newest device events, newest first:
-        ``{"at", "from_state", "to_state", "reason"}``).
+        One row per device: :func:`~farm.cli.devices.device_row` plus ``job_id``
+        (the job its running attempt belongs to, or None) and ``reservation``
+        (its reservation in force as
+        :class:`~farm.queue.reservations.ReservationView`'s fields, or None).
+        Its incidents come from :func:`incidents_view`.
     """
     attempts = _running_attempts(store)
-    incidents = incidents_view(store, settings)
     reserved = {r.serial: r for r in store.reservations(
         now=now, key_prefix=settings.tracker.key)}
     rows = []
@@ -67,9 +65,8 @@ def fleet_view(store: Store, settings: Settings, now: datetime) -> dict[str, Any
         row["job_id"] = None if attempt is None else attempt.job_id
         reservation = reserved.get(record.serial)
         row["reservation"] = None if reservation is None else plain(reservation)
-        row["incidents"] = incidents.get(record.serial, [])
         rows.append(row)
-    return {"at": plain(now), "devices": rows}
+    return rows
 
 
 def _job_json(view: JobView, attempts: Iterable[AttemptView] = ()) -> dict[str, Any]:

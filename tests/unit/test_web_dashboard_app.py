@@ -138,12 +138,13 @@ class TestViews:
                   T0 + timedelta(seconds=5))
         put_state(farm.store, "P2", DeviceState.READY, "app registered", T0)
         farm.log_in(farm.token)
-        data = farm.client.get("/api/v1/dashboard/fleet").json()
-        rows = {d["serial"]: d for d in data["devices"]}
+        rows = {d["serial"]: d for d in farm.client.get("/api/v1/dashboard/fleet").json()}
         assert set(rows) == {"P1", "P2"}
         assert rows["P1"]["state"] == "unhealthy"
-        assert rows["P1"]["incidents"][0]["reason"] == "app died: am_crash"
-        assert len(rows["P1"]["incidents"]) <= farm.settings.web.incidents
+        incidents = farm.client.get("/api/v1/dashboard/incidents").json()
+        assert set(incidents) == {"P1", "P2"}
+        assert incidents["P1"][0]["reason"] == "app died: am_crash"
+        assert len(incidents["P1"]) <= farm.settings.web.incidents
 
     def test_fleet_shows_who_reserved_a_phone(self, farm: Farm) -> None:
         """A phone reserved for a person shows its owner and end; a free one shows none."""
@@ -151,11 +152,11 @@ class TestViews:
         put_state(farm.store, "P2", DeviceState.READY, "app registered", T0)
         farm.store.reserve("P1", "bob", T0 + timedelta(hours=2), T0)
         rows = {d["serial"]: d for d in
-                views.fleet_view(farm.store, farm.settings, T0 + timedelta(minutes=1))["devices"]}
+                views.fleet_view(farm.store, farm.settings, T0 + timedelta(minutes=1))}
         assert rows["P1"]["reservation"]["owner"] == "bob"
         assert rows["P1"]["reservation"]["expires_at"] == (T0 + timedelta(hours=2)).isoformat()
         assert rows["P2"]["reservation"] is None
-        later = views.fleet_view(farm.store, farm.settings, T0 + timedelta(hours=3))["devices"]
+        later = views.fleet_view(farm.store, farm.settings, T0 + timedelta(hours=3))
         assert all(d["reservation"] is None for d in later)
 
     def test_queue_explains_why_a_job_waits(self, farm: Farm) -> None:

@@ -44,13 +44,19 @@
     return td;
   }
 
-  function row(d) {
-    const model = (d.facts && (d.facts.model || d.facts["ro.product.model"])) || "";
-    const device = [d.kind && d.kind !== "android" ? d.kind : "", model, d.soc, d.abi,
+  /** The state as farmctl devices shows it: a busy drained phone is draining. */
+  function shownState(d) {
+    if (d.state === "busy" && d.drained) return "draining";
+    return d.state + (d.drained ? " (drained)" : "") + (d.held_outside ? " (held outside)" : "");
+  }
+
+  function row(d, events) {
+    const facts = d.facts || {};
+    const device = [d.kind && d.kind !== "android" ? d.kind : "", facts.model, facts.soc, facts.abi,
                     d.host ? `@${d.host}` : ""].filter(Boolean).join(" · ");
     const cells = [
       el("td", {class: "serial"}, el("strong", {}, d.serial)),
-      el("td", {class: "c-state"}, fmt.badge(d.shown_state, d.state),
+      el("td", {class: "c-state"}, fmt.badge(shownState(d), d.state),
          d.held_outside ? el("span", {class: "reason"}, d.held_outside) : ""),
       el("td", {class: "c-health"}, fmt.badge(d.health),
          d.health_reason ? el("span", {class: "reason"}, d.health_reason) : ""),
@@ -60,18 +66,18 @@
       el("td", {}, device),
       el("td", {class: "c-reservation"}, reservation(d)),
       el("td", {class: "c-job"}, fmt.jobLink(d.job_id)),
-      el("td", {class: "c-incidents"}, incidents(d.incidents || [])),
+      el("td", {class: "c-incidents"}, incidents(events || [])),
     ];
     if (farm.operator) cells.push(actions(d));
     return {tr: el("tr", {"data-serial": d.serial, "data-state": d.state}), cells};
   }
 
-  function render({view: data}) {
-    farm.fillTable(table, data.devices.map(row), "no phones known yet");
+  function render({devices, incidents: events}) {
+    farm.fillTable(table, devices.map((d) => row(d, events[d.serial])), "no phones known yet");
     const counts = {};
-    for (const d of data.devices) counts[d.state] = (counts[d.state] || 0) + 1;
+    for (const d of devices) counts[d.state] = (counts[d.state] || 0) + 1;
     document.getElementById("summary").textContent =
-      `${data.devices.length} devices: ` +
+      `${devices.length} devices: ` +
       Object.entries(counts).map(([state, n]) => `${n} ${state}`).join(", ");
   }
 
