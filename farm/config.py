@@ -317,6 +317,42 @@ class VirtualSettings(_Frozen):
     network: Literal["lan", "usb-only"] = "usb-only"
 
 
+class ReservationSettings(_Frozen):
+    """People's reservations of phones (``farmctl reserve``).
+
+    Attributes:
+        default_for_s: how long ``farmctl reserve`` holds a phone without ``--for``.
+        max_for_s: the longest reservation ``--for`` may ask for.
+        expire_interval_s: how often farmd ends reservations past their end
+            time (until then claims already treat those phones as free).
+    """
+
+    default_for_s: float = Field(3600.0, gt=0)
+    max_for_s: float = Field(7 * 86400.0, gt=0)
+    expire_interval_s: float = Field(30.0, gt=0)
+
+
+class PoolSettings(_Frozen):
+    """A shared tracker key under which idle phones also serve stock scripts.
+
+    A script written for the stock workflow, ``connect_tracker(host,
+    port).request(key)``, gets a free phone (:mod:`farm.fleet.pool`). Only
+    usb-only phones (``tracker.network``) are pooled: farm learns the app's
+    registration from their relay.
+
+    Attributes:
+        key: the shared key, e.g. ``android``; None (default): no pool. It may
+            equal ``tracker.key``: farm itself only requests
+            ``<tracker.key>-<serial>`` and ``<tracker.key>-job-<id>``, so it
+            must not start with ``<tracker.key>-``.
+        interval_s: how often farm offers newly idle phones and withdraws
+            busy, reserved or unhealthy ones.
+    """
+
+    key: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z0-9-]+$")
+    interval_s: float = Field(1.0, gt=0)
+
+
 class Settings(_Frozen):
     """All of farm's settings (see the module doc for sources and a sample file).
 
@@ -344,6 +380,8 @@ class Settings(_Frozen):
     metrics: MetricsSettings = MetricsSettings()
     results: ResultSettings = ResultSettings()
     virtual: VirtualSettings = VirtualSettings()
+    reservations: ReservationSettings = ReservationSettings()
+    pool: PoolSettings = PoolSettings()
 
     @field_validator("data_dir")
     @classmethod
@@ -355,6 +393,14 @@ class Settings(_Frozen):
         if not self.database_url:
             # Frozen model: set the derived default once, during validation.
             object.__setattr__(self, "database_url", default_database_url(self.data_dir))
+        return self
+
+    @model_validator(mode="after")
+    def _pool_key_apart(self) -> Settings:
+        key = self.pool.key
+        if key is not None and key.startswith(f"{self.tracker.key}-"):
+            raise ValueError(f"pool.key {key!r} must not start with {self.tracker.key!r}-: "
+                             "farm's own phone and job keys do")
         return self
 
     @model_validator(mode="before")

@@ -8,7 +8,8 @@ and stops everything in order on SIGTERM::
     tracker (supervised)      │ sweep every health.interval_s
     Dispatcher.tick() on a wake (enqueue, child exit, phone ready) or every
         jobs.tick_interval_s: claim -> child process per attempt (farm.runner.wake)
-    metrics, systemd watchdog, recurring jobs (cron), retention, regression watch
+    metrics, systemd watchdog, recurring jobs (cron), retention, regression watch,
+        reservation expiry (reservations.expire_interval_s)
 
 On SIGTERM farmd stops taking work, lets running attempts finish until the
 drain deadline, then kills and requeues them (rq's warm then cold shutdown).
@@ -201,6 +202,8 @@ class Farmd:
         add(self._guarded(self.watch_services), "interval", seconds=WATCH_INTERVAL_S,
             id="watch_services", **common)
         add(self._guarded(self.update_metrics), "interval", seconds=15, id="metrics", **common)
+        add(self._guarded(self.expire_reservations), "interval",
+            seconds=s.reservations.expire_interval_s, id="reservations", **common)
         add(self._guarded(self.apply_retention), "interval", seconds=s.retention.interval_s,
             id="retention", **common)
         self.regression_watch = RegressionWatch(self.store, s, self.clock, self.metrics)
@@ -320,12 +323,21 @@ class Farmd:
             keep_runs=running,
         )  # fmt: skip
 
+    def expire_reservations(self) -> None:
+        """End reservations past their end time; wake the dispatcher if a phone came free."""
+        ended = self.store.expire_reservations(self.clock.now(),
+                                               key_prefix=self.settings.tracker.key)
+        if ended:
+            self.wake_dispatcher()
+
     def update_metrics(self) -> None:
         """Refresh the gauges from the database and observe newly ended attempts."""
         counts: dict[str, int] = {}
         for device in self.store.list_devices():
             counts[device.state.value] = counts.get(device.state.value, 0) + 1
         self.metrics.set_phone_counts(counts)
+        self.metrics.set_reserved({r.serial for r in self.store.reservations(
+            now=self.clock.now(), key_prefix=self.settings.tracker.key)})
         job_counts = self.store.job_counts()
         self.metrics.set_job_counts({state.value: n for state, n in job_counts.items()})
         self._observe_durations()
