@@ -33,7 +33,7 @@ pytestmark = pytest.mark.fleet
 POOL_KEY = "android"
 READY_DEADLINE_S = 150.0
 JOB_DEADLINE_S = 240.0
-TINY_GEMM = {"kind": "gemm", "params": {"n": 16, "number": 1, "samples": 3}}
+TINY_GEMM = {"kind": "gemm", "params": {"n": 16, "number": 1, "repeat": 3}}
 
 HAND_SCRIPT = textwrap.dedent("""
     import sys
@@ -123,7 +123,8 @@ class TestPoolKey:
         try:
             assert hand.stdout is not None and hand.stdout.readline().strip() == b"ran"
             held = wait_until(lambda: pool_held(farmd), 30.0, "the pool session's phone held")
-            assert held is not None and held not in pool.offered()
+            assert held is not None
+            wait_until(lambda: held not in pool.offered(), 30.0, "the held phone withdrawn")
             job_ids = [farmd.store.enqueue(TINY_GEMM, farmd.clock.now()) for _ in range(4)]
             wait_until(lambda: all(farmd.store.get_job(i).state.ended for i in job_ids),  # type: ignore[union-attr]
                        JOB_DEADLINE_S, "the jobs finished")
@@ -145,7 +146,7 @@ class TestPoolKey:
         assert farmd.pool is not None
         pool = farmd.pool
         wait_until(lambda: pool.offered() == {serial}, 60.0, "the phone in the pool")
-        long_gemm = {"kind": "gemm", "params": {"n": 256, "number": 20, "samples": 30}}
+        long_gemm = {"kind": "gemm", "params": {"n": 256, "number": 20, "repeat": 30}}
         job_id = farmd.store.enqueue(long_gemm, farmd.clock.now())
         wait_until(lambda: pool.offered() == set(), 60.0, "the busy phone withdrawn")
         wait_until(lambda: farmd.store.get_job(job_id).state.ended,  # type: ignore[union-attr]
