@@ -46,7 +46,7 @@ import socket
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -332,6 +332,15 @@ class ReservationSettings(_Frozen):
     expire_interval_s: float = Field(30.0, gt=0)
 
 
+class PoolSelection(_Frozen):
+    """The phones one ``pool.keys`` entry offers; every attribute given must match."""
+
+    abi: str | None = None  # e.g. "arm64-v8a", one of ro.product.cpu.abilist
+    soc: str | None = None  # e.g. "SM8150", case-insensitive
+    gpu: str | None = None  # substring of the GPU renderer, e.g. "adreno"
+    sdk_min: int | None = Field(None, ge=1)
+
+
 class PoolSettings(_Frozen):
     """A shared tracker key under which idle phones also serve stock scripts.
 
@@ -341,15 +350,21 @@ class PoolSettings(_Frozen):
     registration from their relay.
 
     Attributes:
-        key: the shared key, e.g. ``android``; None (default): no pool. It may
-            equal ``tracker.key``: farm itself only requests
-            ``<tracker.key>-<serial>`` and ``<tracker.key>-job-<id>``, so it
-            must not start with ``<tracker.key>-``.
+        key: the shared key every idle phone serves, e.g. ``android``; None
+            (default) and no ``keys``: no pool. It may equal ``tracker.key``:
+            farm itself only requests ``<tracker.key>-<serial>`` and
+            ``<tracker.key>-job-<id>``, so no pool key may start with
+            ``<tracker.key>-``.
+        keys: more shared keys, each served by the idle phones its selection
+            matches, e.g. ``{"arm64" = {abi = "arm64-v8a"}, "sm8150" = {soc =
+            "SM8150"}}``.
         interval_s: how often farm offers newly idle phones and withdraws
             busy, reserved or unhealthy ones.
     """
 
     key: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z0-9-]+$")
+    keys: dict[Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9-]+$")],
+               PoolSelection] = {}
     interval_s: float = Field(1.0, gt=0)
 
 
@@ -397,10 +412,10 @@ class Settings(_Frozen):
 
     @model_validator(mode="after")
     def _pool_key_apart(self) -> Settings:
-        key = self.pool.key
-        if key is not None and key.startswith(f"{self.tracker.key}-"):
-            raise ValueError(f"pool.key {key!r} must not start with {self.tracker.key!r}-: "
-                             "farm's own phone and job keys do")
+        for key in [*self.pool.keys, *([self.pool.key] if self.pool.key else [])]:
+            if key.startswith(f"{self.tracker.key}-"):
+                raise ValueError(f"pool key {key!r} must not start with {self.tracker.key!r}-: "
+                                 "farm's own phone and job keys do")
         return self
 
     @model_validator(mode="before")

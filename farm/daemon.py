@@ -215,8 +215,8 @@ class Farmd:
         interval_s = self.notifier.watchdog_interval_s()
         if interval_s:
             add(self.notifier.watchdog, "interval", seconds=interval_s, id="watchdog", **common)
-        if s.pool.key is not None:
-            self._start_pool(s.pool.key)
+        if s.pool.key is not None or s.pool.keys:
+            self._start_pool()
             add(self._guarded(self.sync_pool), "interval", seconds=s.pool.interval_s,
                 id="pool", **common)
         install_schedules(self.scheduler, s.schedules, self.store, self.clock)
@@ -224,17 +224,17 @@ class Farmd:
         self._stops.append(lambda: self.scheduler.shutdown(wait=False))
         self._start_dispatching()
 
-    def _start_pool(self, key: str) -> None:
-        """Offer idle usb-only phones under the shared ``pool.key`` (:mod:`farm.fleet.pool`)."""
-        from farm.fleet.pool import Pool
+    def _start_pool(self) -> None:
+        """Offer idle usb-only phones under the shared pool keys (:mod:`farm.fleet.pool`)."""
+        from farm.fleet.pool import Pool, pool_keys
 
         def offers() -> dict[str, Offer]:
             return {serial: phone.tunnel.relay.offer
                     for serial, phone in list(self.manager.phones.items())
                     if phone.tunnel is not None and phone.tunnel.relay.offer is not None}
 
-        self.pool = Pool(key, self.tracker_addr, self.store, self.clock, self.loop, offers,
-                         on_free=self.wake_dispatcher)
+        self.pool = Pool(pool_keys(self.settings.pool), self.tracker_addr, self.store,
+                         self.clock, self.loop, offers, on_free=self.wake_dispatcher)
         self.manager.held.pooled = self.pool.in_session
         self._stops.append(self.pool.close)
 

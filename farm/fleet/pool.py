@@ -4,8 +4,9 @@ A script written for the stock workflow asks the tracker for one shared key
 (``tvm.rpc.connect_tracker(host, port).request("android")``); farm's phones
 register under their own keys (``<tracker.key>-<serial>``, :mod:`farm.fleet.keys`).
 :class:`Pool` offers every idle phone under the configured ``pool.key`` as
-well, and takes it back while a job holds it, a person reserved it, it is
-unhealthy or in anyone's session.
+well (and under each ``pool.keys`` entry whose selection it matches, e.g. a key
+per ABI or SoC), and takes it back while a job holds it, a person reserved it,
+it is unhealthy or in anyone's session.
 
 How, in TVM's tracker (apache/tvm ``python/tvm/rpc/tracker.py``): a ``PUT
 [key, [port, matchkey], host]`` appends one entry to ``key``'s queue and to
@@ -17,9 +18,10 @@ are removed, but only from the queue named by the *matchkey's* prefix
 
 - a **registrar**: its own tracker connection that sends ``UPDATE_INFO
   {"key": "pool:<key>"}`` (not ``server:``, so the tracker's summary does not
-  list it as a server) and ``PUT [pool.key, [gate port, "<pool.key>:<random>"],
-  host]``. Closing it withdraws the phone: the matchkey's prefix is the pool
-  key, so the tracker removes the entry from the pool's queue. Two entries
+  list it as a server) and one ``PUT [pool key, [gate port, "<pool key>:<random>"],
+  host]`` per pool key the phone matches. Closing it withdraws the phone: each
+  matchkey's prefix is its pool key, so the tracker removes each entry from its
+  key's queue. Two entries
   sharing the app's matchkey would not be removed this way, which is why the
   pool never reuses the app's matchkey in the tracker.
 - a **gate**: a loopback listener the pool entry points at. A client
@@ -52,10 +54,13 @@ import structlog
 
 from farm.aio import LoopThread, splice
 from farm.clock import Clock
+from farm.config import PoolSettings
 from farm.errors import TrackerUnreachable
 from farm.fleet.held import held_reason
 from farm.queue.models import DeviceState
 from farm.queue.records import DeviceRecord
+from farm.queue.scheduler import DeviceView, matches
+from farm.queue.spec import DeviceSelection
 from farm.queue.store import Store
 from farm.tvm import tracker as tracker_client
 from farm.tvm.protocol import (
@@ -71,13 +76,31 @@ from farm.tvm.protocol import (
 from farm.tvm.relay import Offer
 from farm.tvm.tracker import TrackerSummary
 
-__all__ = ["Pool", "poolable"]
+__all__ = ["Pool", "PoolKeys", "pool_keys", "poolable"]
+
+#: Each pool key and the phones it offers (None: every poolable phone).
+PoolKeys = Mapping[str, DeviceSelection | None]
 
 log = structlog.get_logger(__name__)
 
 HANDSHAKE_TIMEOUT_S = 30.0  # a client's magic and key at the gate
 TRACKER_TIMEOUT_S = 5.0  # one registrar call
 MAX_KEY_BYTES = 4096  # a client key is "client:<matchkey> -timeout=N"
+
+
+def pool_keys(pool: PoolSettings) -> dict[str, DeviceSelection | None]:
+    """The pool keys of the config and the phones each offers.
+
+    ``pool.key`` offers every poolable phone; each ``pool.keys`` entry those
+    its selection matches (``abi``, ``soc``, ``gpu``, ``sdk_min``, as a job's).
+    """
+    found: dict[str, DeviceSelection | None] = {
+        name: DeviceSelection.model_validate(selection.model_dump(exclude_none=True))
+        for name, selection in pool.keys.items()
+    }
+    if pool.key is not None:
+        found[pool.key] = None
+    return found
 
 
 def poolable(device: DeviceRecord, reserved: Collection[str], offer: Offer | None,
@@ -103,8 +126,8 @@ class _Gate:
     server: asyncio.Server
     port: int
     registrar: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
-    entry: str | None = None  # the matchkey of the pool entry now in the tracker
-    issued: set[str] = field(default_factory=set)  # handed out or pending, not yet used
+    entries: dict[str, str] = field(default_factory=dict)  # pool key -> matchkey put last
+    issued: dict[str, str] = field(default_factory=dict)  # matchkey -> pool key, unused yet
     session: str | None = None  # the client of a running pool session
 
 
@@ -112,7 +135,8 @@ class Pool:
     """Offers idle phones under a shared tracker key; farmd calls :meth:`sync` periodically.
 
     Args:
-        key: ``pool.key``.
+        keys: each pool key and the phones it offers (``pool.key``: all;
+            ``pool.keys``: those matching its selection).
         tracker: ``(host, port)`` of the tracker.
         store: the queue (device states, reservations, held marks).
         clock: wall time for the held marks.
@@ -123,10 +147,10 @@ class Pool:
         host: the address the gates listen on and clients are sent to.
     """
 
-    def __init__(self, key: str, tracker: tuple[str, int], store: Store, clock: Clock,
+    def __init__(self, keys: PoolKeys, tracker: tuple[str, int], store: Store, clock: Clock,
                  loop: LoopThread, offers: Callable[[], Mapping[str, Offer]], *,
                  on_free: Callable[[], None] | None = None, host: str = "127.0.0.1") -> None:
-        self.key = key
+        self.keys = dict(keys)
         self.tracker = tracker
         self.store = store
         self.clock = clock
@@ -167,23 +191,32 @@ class Pool:
             summary: TrackerSummary | None = tracker_client.summary(*self.tracker)
         except TrackerUnreachable:
             summary = None
-        want = {d.serial for d in devices
-                if poolable(d, reserved, offers.get(d.serial), summary)}
+        want: dict[str, set[str]] = {}
+        for device in devices:
+            if poolable(device, reserved, offers.get(device.serial), summary):
+                view = DeviceView(device.serial, device.state, device.drained, device.facts)
+                keys = {k for k, selection in self.keys.items()
+                        if selection is None or matches(selection, view)}
+                if keys:
+                    want[device.serial] = keys
         self.loop.run(self._apply(want, offers), timeout_s=60)
         return self.offered()
 
-    async def _apply(self, want: set[str], offers: Mapping[str, Offer]) -> None:
+    async def _apply(self, want: Mapping[str, set[str]], offers: Mapping[str, Offer]) -> None:
         self._offers = offers
-        for serial in sorted(set(self._gates) | want):
+        for serial in sorted(set(self._gates) | set(want)):
             gate = self._gates.get(serial)
-            if serial not in want:
+            keys = want.get(serial)
+            if not keys:
                 if gate is not None and gate.registrar is not None:
                     await self._withdraw(gate, "not poolable")
                 continue
             if gate is None:
                 gate = await self._open_gate(serial)
+            elif not set(gate.entries) <= keys:  # its facts changed: offer afresh
+                await self._withdraw(gate, "pool keys changed")
             try:
-                await self._keep_offered(gate)
+                await self._keep_offered(gate, keys)
             except (OSError, FrameError, asyncio.IncompleteReadError, TimeoutError) as exc:
                 log.warning("pool_offer_failed", serial=serial, reason=str(exc))
                 await self._withdraw(gate, "tracker connection failed")
@@ -197,8 +230,8 @@ class Pool:
         self._gates[serial] = gate
         return gate
 
-    async def _keep_offered(self, gate: _Gate) -> None:
-        """Open the registrar if needed; put a new entry if the last one was handed out."""
+    async def _keep_offered(self, gate: _Gate, keys: set[str]) -> None:
+        """Open the registrar if needed; put a new entry for each key whose last was taken."""
         registrar = gate.registrar
         if registrar is None:
             reader, writer = await asyncio.wait_for(
@@ -208,32 +241,36 @@ class Pool:
             magic = await asyncio.wait_for(reader.readexactly(4), TRACKER_TIMEOUT_S)
             if magic != pack_int32(RPC_TRACKER_MAGIC):
                 raise FrameError("not a tracker")
-            info = {"key": f"pool:{self.key}", "addr": [self.host, gate.port]}
+            # Any "key" makes the tracker drop the entries when this connection closes.
+            info = {"key": f"pool:{gate.serial}", "addr": [self.host, gate.port]}
             await _call(registrar, [TrackerCode.UPDATE_INFO.value, info])
-            gate.entry = None
-        if gate.entry is not None:
-            pending = await _call(registrar, [TrackerCode.GET_PENDING_MATCHKEYS.value])
-            if isinstance(pending, list) and gate.entry in pending:
-                return
-        matchkey = f"{self.key}:{secrets.token_hex(8)}"
-        reply = await _call(
-            registrar, [TrackerCode.PUT.value, self.key, [gate.port, matchkey], self.host])
-        if reply != TrackerCode.SUCCESS:
-            raise FrameError(f"tracker refused the pool entry: {reply!r}")
-        gate.entry = matchkey
-        gate.issued.add(matchkey)
-        log.info("pool_offered", serial=gate.serial, pool_key=self.key, gate_port=gate.port)
+            gate.entries.clear()
+        pending: list[str] = []
+        if gate.entries:
+            reply = await _call(registrar, [TrackerCode.GET_PENDING_MATCHKEYS.value])
+            pending = reply if isinstance(reply, list) else []
+        for key in sorted(keys):
+            if gate.entries.get(key) in pending:
+                continue
+            matchkey = f"{key}:{secrets.token_hex(8)}"
+            reply = await _call(
+                registrar, [TrackerCode.PUT.value, key, [gate.port, matchkey], self.host])
+            if reply != TrackerCode.SUCCESS:
+                raise FrameError(f"tracker refused the pool entry: {reply!r}")
+            gate.entries[key] = matchkey
+            gate.issued[matchkey] = key
+            log.info("pool_offered", serial=gate.serial, pool_key=key, gate_port=gate.port)
 
     async def _withdraw(self, gate: _Gate, reason: str) -> None:
         """Close the registrar: the tracker drops its pool entry (see the module doc)."""
         registrar, gate.registrar = gate.registrar, None
-        gate.entry = None
+        gate.entries.clear()
         gate.issued.clear()
         if registrar is not None:
             registrar[1].close()
             with contextlib.suppress(OSError):
                 await registrar[1].wait_closed()
-            log.info("pool_withdrawn", serial=gate.serial, pool_key=self.key, reason=reason)
+            log.info("pool_withdrawn", serial=gate.serial, reason=reason)
 
     # -- the gate ---------------------------------------------------------------------
 
@@ -247,10 +284,10 @@ class Pool:
                     or gate.session is not None):
                 writer.write(pack_int32(RPC_CODE_MISMATCH))
                 return
-            gate.issued.discard(matchkey)
+            pool_key = gate.issued.pop(matchkey)
             peername = writer.get_extra_info("peername")
             peer = f"{peername[0]}:{peername[1]}" if peername else None
-            reason = f"{held_reason(peer)} (pool key {self.key})"
+            reason = f"{held_reason(peer)} (pool key {pool_key})"
             held = await asyncio.to_thread(
                 self.store.mark_held_outside, gate.serial, reason, self.clock.now(),
                 expect_held=None, expect_attempt=None)
@@ -258,7 +295,7 @@ class Pool:
                 writer.write(pack_int32(RPC_CODE_MISMATCH))
                 return
             gate.session = peer or "unknown"
-            log.info("pool_session_started", serial=gate.serial, peer=peer)
+            log.info("pool_session_started", serial=gate.serial, peer=peer, pool_key=pool_key)
             try:
                 await self._serve(reader, writer, key.replace(matchkey, offer.matchkey, 1), offer)
             finally:

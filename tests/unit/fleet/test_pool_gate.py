@@ -23,6 +23,7 @@ from farm.aio import LoopThread
 from farm.clock import FakeClock, wait_until
 from farm.fleet.pool import Pool
 from farm.queue import Assignment, DeviceState, Store
+from farm.queue.spec import DeviceSelection
 from farm.tvm.protocol import (
     RPC_CODE_MISMATCH,
     RPC_MAGIC,
@@ -32,7 +33,7 @@ from farm.tvm.protocol import (
     recv_int32,
 )
 from farm.tvm.relay import Offer
-from farm.tvm.tracker import TrackerProcess
+from farm.tvm.tracker import TrackerProcess, summary
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 POOL_KEY = "android"
@@ -75,7 +76,7 @@ def bench(tmp_path: Path) -> Iterator[Bench]:
     loop = LoopThread()
     with TrackerProcess.start(log_path=tmp_path / "tracker.log") as tracker, \
             Store(f"sqlite:///{tmp_path / 'farm.db'}") as store:
-        store.upsert_device("p1", NOW, {})
+        store.upsert_device("p1", NOW, {"soc": "SM8150"})
         put_state(store, "p1", DeviceState.READY, "test", NOW)
         app = App()
         server = loop.run(asyncio.start_server(app.on_client, "127.0.0.1", 0))
@@ -87,7 +88,9 @@ def bench(tmp_path: Path) -> Iterator[Bench]:
         call(registration, [TrackerCode.PUT.value, APP_KEY, [app.port, APP_MATCHKEY], None],
              time.monotonic() + 5)
         offer = Offer(APP_KEY, "127.0.0.1", app.port, APP_MATCHKEY)
-        pool = Pool(POOL_KEY, (tracker.host, tracker.port), store, FakeClock(NOW), loop,
+        keys = {POOL_KEY: None, "sm8150": DeviceSelection(soc="SM8150"),
+                "sm8450": DeviceSelection(soc="SM8450")}
+        pool = Pool(keys, (tracker.host, tracker.port), store, FakeClock(NOW), loop,
                     lambda: {"p1": offer})
         try:
             yield Bench(pool, store, app, tracker)
@@ -98,11 +101,11 @@ def bench(tmp_path: Path) -> Iterator[Bench]:
             loop.close()
 
 
-def ticket(bench: Bench) -> tuple[str, int, str]:
-    """``request(pool key)`` at the tracker: the (host, port, matchkey) it hands out."""
+def ticket(bench: Bench, key: str = POOL_KEY) -> tuple[str, int, str]:
+    """``request(key)`` at the tracker: the (host, port, matchkey) it hands out."""
     sock = open_tracker(bench.tracker.host, bench.tracker.port, time.monotonic() + 5)
     with sock:
-        reply = call(sock, [TrackerCode.REQUEST.value, POOL_KEY, "test", 0], time.monotonic() + 5)
+        reply = call(sock, [TrackerCode.REQUEST.value, key, "test", 0], time.monotonic() + 5)
     host, port, matchkey = reply[1]
     return host, port, matchkey
 
@@ -154,3 +157,19 @@ class TestGate:
         assert code == RPC_CODE_MISMATCH and bench.app.keys == []
         assert bench.store.get_device("p1").held_outside is None  # type: ignore[union-attr]
         assert bench.pool.sync() == set()  # busy: withdrawn
+
+    def test_a_selection_key_offers_only_matching_phones(self, bench: Bench) -> None:
+        """p1 (SM8150) serves the pool key and the sm8150 key, not the sm8450 one; either works."""
+        bench.pool.sync()
+        queues = summary(bench.tracker.host, bench.tracker.port)
+        assert [queues.queue(k).free for k in (POOL_KEY, "sm8150", "sm8450")] == [1, 1, 0]
+        host, port, matchkey = ticket(bench, "sm8150")
+        sock, code = connect(host, port, f"client:{matchkey}")
+        with sock:
+            assert code == RPC_MAGIC
+            held = bench.store.get_device("p1").held_outside  # type: ignore[union-attr]
+            assert held is not None and held.endswith("(pool key sm8150)")
+            bench.pool.sync()  # withdrawn: the tracker drops its other entry too
+            wait_until(lambda: summary(bench.tracker.host,
+                                       bench.tracker.port).queue(POOL_KEY).free == 0,
+                       10.0, "the pool key's entry dropped")
