@@ -46,7 +46,7 @@ import socket
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -329,6 +329,57 @@ class VirtualSettings(_Frozen):
     network: Literal["lan", "usb-only"] = "usb-only"
 
 
+class ReservationSettings(_Frozen):
+    """People's reservations of phones (``farmctl reserve``).
+
+    Attributes:
+        default_for_s: how long ``farmctl reserve`` holds a phone without ``--for``.
+        max_for_s: the longest reservation ``--for`` may ask for.
+        expire_interval_s: how often farmd ends reservations past their end
+            time (until then claims already treat those phones as free).
+    """
+
+    default_for_s: float = Field(3600.0, gt=0)
+    max_for_s: float = Field(7 * 86400.0, gt=0)
+    expire_interval_s: float = Field(30.0, gt=0)
+
+
+class PoolSelection(_Frozen):
+    """The phones one ``pool.keys`` entry offers; every attribute given must match."""
+
+    abi: str | None = None  # e.g. "arm64-v8a", one of ro.product.cpu.abilist
+    soc: str | None = None  # e.g. "SM8150", case-insensitive
+    gpu: str | None = None  # substring of the GPU renderer, e.g. "adreno"
+    sdk_min: int | None = Field(None, ge=1)
+
+
+class PoolSettings(_Frozen):
+    """A shared tracker key under which idle phones also serve stock scripts.
+
+    A script written for the stock workflow, ``connect_tracker(host,
+    port).request(key)``, gets a free phone (:mod:`farm.fleet.pool`). Only
+    usb-only phones (``tracker.network``) are pooled: farm learns the app's
+    registration from their relay.
+
+    Attributes:
+        key: the shared key every idle phone serves, e.g. ``android``; None
+            (default) and no ``keys``: no pool. It may equal ``tracker.key``:
+            farm itself only requests ``<tracker.key>-<serial>`` and
+            ``<tracker.key>-job-<id>``, so no pool key may start with
+            ``<tracker.key>-``.
+        keys: more shared keys, each served by the idle phones its selection
+            matches, e.g. ``{"arm64" = {abi = "arm64-v8a"}, "sm8150" = {soc =
+            "SM8150"}}``.
+        interval_s: how often farm offers newly idle phones and withdraws
+            busy, reserved or unhealthy ones.
+    """
+
+    key: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z0-9-]+$")
+    keys: dict[Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9-]+$")],
+               PoolSelection] = {}
+    interval_s: float = Field(1.0, gt=0)
+
+
 class Settings(_Frozen):
     """All of farm's settings (see the module doc for sources and a sample file).
 
@@ -357,6 +408,8 @@ class Settings(_Frozen):
     api: ApiSettings = ApiSettings()
     results: ResultSettings = ResultSettings()
     virtual: VirtualSettings = VirtualSettings()
+    reservations: ReservationSettings = ReservationSettings()
+    pool: PoolSettings = PoolSettings()
 
     @field_validator("data_dir")
     @classmethod
@@ -368,6 +421,14 @@ class Settings(_Frozen):
         if not self.database_url:
             # Frozen model: set the derived default once, during validation.
             object.__setattr__(self, "database_url", default_database_url(self.data_dir))
+        return self
+
+    @model_validator(mode="after")
+    def _pool_key_apart(self) -> Settings:
+        for key in [*self.pool.keys, *([self.pool.key] if self.pool.key else [])]:
+            if key.startswith(f"{self.tracker.key}-"):
+                raise ValueError(f"pool key {key!r} must not start with {self.tracker.key!r}-: "
+                                 "farm's own phone and job keys do")
         return self
 
     @model_validator(mode="before")

@@ -8,7 +8,8 @@ and stops everything in order on SIGTERM::
     tracker (supervised)      │ sweep every health.interval_s
     Dispatcher.tick() on a wake (enqueue, child exit, phone ready) or every
         jobs.tick_interval_s: claim -> child process per attempt (farm.runner.wake)
-    metrics, systemd watchdog, recurring jobs (cron), retention, regression watch
+    metrics, systemd watchdog, recurring jobs (cron), retention, regression watch,
+        reservation expiry (reservations.expire_interval_s), pool key offers (pool.interval_s)
 
 On SIGTERM farmd stops taking work, lets running attempts finish until the
 drain deadline, then kills and requeues them (rq's warm then cold shutdown).
@@ -58,7 +59,9 @@ from farm.supervise.systemd import SystemdNotifier
 from farm.tvm.tracker import TrackerProcess, ping
 
 if TYPE_CHECKING:
+    from farm.fleet.pool import Pool
     from farm.metrics import MetricsServer
+    from farm.tvm.relay import Offer
     from farm.virtual.fleet import Fleet
 
 log = structlog.get_logger(__name__)
@@ -86,6 +89,7 @@ class Farmd:
         self.fleet: Fleet | None = None  # virtual phones, when asked for
         self.metrics_server: MetricsServer | None = None
         self.tick_loop: TickLoop | None = None
+        self.pool: Pool | None = None  # the pool key's offers, when pool.key is set
         self._tracker_failures = 0  # restarts failed in a row (watch_services)
         self._tracker_retry_s = 0.0  # monotonic time of the next restart try
         # Ended attempts observed in the job-duration histogram, by end time;
@@ -201,6 +205,8 @@ class Farmd:
         add(self._guarded(self.watch_services), "interval", seconds=WATCH_INTERVAL_S,
             id="watch_services", **common)
         add(self._guarded(self.update_metrics), "interval", seconds=15, id="metrics", **common)
+        add(self._guarded(self.expire_reservations), "interval",
+            seconds=s.reservations.expire_interval_s, id="reservations", **common)
         add(self._guarded(self.apply_retention), "interval", seconds=s.retention.interval_s,
             id="retention", **common)
         self.regression_watch = RegressionWatch(self.store, s, self.clock, self.metrics)
@@ -209,10 +215,33 @@ class Farmd:
         interval_s = self.notifier.watchdog_interval_s()
         if interval_s:
             add(self.notifier.watchdog, "interval", seconds=interval_s, id="watchdog", **common)
+        if s.pool.key is not None or s.pool.keys:
+            self._start_pool()
+            add(self._guarded(self.sync_pool), "interval", seconds=s.pool.interval_s,
+                id="pool", **common)
         install_schedules(self.scheduler, s.schedules, self.store, self.clock)
         self.scheduler.start()
         self._stops.append(lambda: self.scheduler.shutdown(wait=False))
         self._start_dispatching()
+
+    def _start_pool(self) -> None:
+        """Offer idle usb-only phones under the shared pool keys (:mod:`farm.fleet.pool`)."""
+        from farm.fleet.pool import Pool, pool_keys
+
+        def offers() -> dict[str, Offer]:
+            return {serial: phone.tunnel.relay.offer
+                    for serial, phone in list(self.manager.phones.items())
+                    if phone.tunnel is not None and phone.tunnel.relay.offer is not None}
+
+        self.pool = Pool(pool_keys(self.settings.pool), self.tracker_addr, self.store,
+                         self.clock, self.loop, offers, on_free=self.wake_dispatcher)
+        self.manager.held.pooled = self.pool.in_session
+        self._stops.append(self.pool.close)
+
+    def sync_pool(self) -> None:
+        """Offer newly idle phones under the pool key and withdraw busy ones."""
+        if self.pool is not None:
+            self.metrics.pool_phones.set(len(self.pool.sync()))
 
     def _start_dispatching(self) -> None:
         """Tick the dispatcher on its own thread, and listen for wakes if configured.
@@ -320,12 +349,21 @@ class Farmd:
             keep_runs=running,
         )  # fmt: skip
 
+    def expire_reservations(self) -> None:
+        """End reservations past their end time; wake the dispatcher if a phone came free."""
+        ended = self.store.expire_reservations(self.clock.now(),
+                                               key_prefix=self.settings.tracker.key)
+        if ended:
+            self.wake_dispatcher()
+
     def update_metrics(self) -> None:
         """Refresh the gauges from the database and observe newly ended attempts."""
         counts: dict[str, int] = {}
         for device in self.store.list_devices():
             counts[device.state.value] = counts.get(device.state.value, 0) + 1
         self.metrics.set_phone_counts(counts)
+        self.metrics.set_reserved({r.serial for r in self.store.reservations(
+            now=self.clock.now(), key_prefix=self.settings.tracker.key)})
         job_counts = self.store.job_counts()
         self.metrics.set_job_counts({state.value: n for state, n in job_counts.items()})
         self._observe_durations()

@@ -2,7 +2,8 @@
 
 ``devices`` shows each phone's state and health (``good``/``bad`` with the
 reason, LAVA's axis), its latest battery and thermal readings, who holds it
-outside farm (a person's own tracker session) and when farmd last saw it
+outside farm (a person's own tracker session), who reserved it until when
+(``farmctl reserve``) and when farmd last saw it
 (every health sweep refreshes it).
 
 Drain is a flag apart from the phone's state: a drained phone finishes its
@@ -24,6 +25,8 @@ from farm.clock import SystemClock
 from farm.errors import UserFault
 from farm.queue.models import DeviceState
 from farm.queue.records import DeviceRecord
+from farm.queue.reservations import ReservationView
+from farm.queue.waiting import utc_text
 
 __all__ = ["device_row", "devices", "drain", "release", "undrain"]
 
@@ -33,6 +36,7 @@ _COLUMNS = [
     Column("battery_temp_c", "batt °C", "right"), Column("thermal_status", "thermal", "right"),
     Column("abi"), Column("sdk", justify="right"), Column("soc"), Column("gpu"),
     Column("attempt_id", "attempt", "right"), Column("held_outside", "held by"),
+    Column("reserved", "reserved"),
     Column("last_seen", "last seen"),
 ]
 
@@ -40,19 +44,23 @@ _COLUMNS = [
 _READINGS = ("battery_pct", "battery_temp_c", "thermal_status")
 
 
-def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None) -> dict[str, Any]:
+def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None,
+               reservation: ReservationView | None = None) -> dict[str, Any]:
     """One phone as ``farmctl devices`` shows it, the same in the table and in ``--json``.
 
     Args:
         record: the device row.
         latest: its newest health sample (:meth:`Store.health_samples`), None if none.
+        reservation: its reservation in force (:meth:`Store.reservations`), None if none.
 
     Returns:
         The record's fields, plus ``shown_state`` (``draining`` for a busy drained
         phone: it finishes its attempt, then takes no work), ``health_reason``,
         the latest ``battery_pct`` (0..100), ``battery_temp_c`` (°C) and
         ``thermal_status`` (PowerManager 0..6), and ``sampled_at``; ``held_outside``
-        says who holds a phone outside farm (``ready (held outside)`` in the table).
+        says who holds a phone outside farm (``ready (held outside)`` in the table);
+        ``reserved`` (``alice until 2026-11-24T09:00Z``), ``reserved_by`` and
+        ``reserved_until`` its reservation (``ready (reserved)`` in the table).
     """
     busy_drained = record.state is DeviceState.BUSY and record.drained
     shown = "draining" if busy_drained else record.state.value
@@ -60,8 +68,14 @@ def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None) -> dict[s
         shown += " (drained)"
     if getattr(record, "held_outside", None):
         shown += " (held outside)"
+    if reservation is not None:
+        shown += " (reserved)"
     latest = latest or {}
     return {
+        "reserved": None if reservation is None else (
+            f"{reservation.owner} until {utc_text(reservation.expires_at)}"),
+        "reserved_by": None if reservation is None else reservation.owner,
+        "reserved_until": None if reservation is None else plain(reservation.expires_at),
         **plain(record),
         "shown_state": shown,
         # The queue's DeviceRecord carries the reason once it reads devices.health_reason.
@@ -89,7 +103,10 @@ def _known(state: CliState, serial: str) -> DeviceRecord:
 def devices(state: CliState, as_json: bool) -> None:
     """List phones: state, health and why, battery %, battery °C, thermal status, facts."""
     store = state.store
-    rows = [device_row(r, next(iter(store.health_samples(r.serial, limit=1)), None))
+    reserved = {v.serial: v for v in store.reservations(now=SystemClock().now(),
+                                                        key_prefix=state.settings.tracker.key)}
+    rows = [device_row(r, next(iter(store.health_samples(r.serial, limit=1)), None),
+                       reserved.get(r.serial))
             for r in store.list_devices()]
     if as_json:
         echo_json(rows)

@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from farm import logs, privacy
-from farm.cli import demo, devices, doctor, enqueue, export, jobs, results
+from farm.cli import demo, devices, doctor, enqueue, export, jobs, reserve, results
 from farm.cli.compare import compare
 from farm.cli.params import CONTEXT_SETTINGS
 from farm.cli.state import CliState
@@ -60,6 +60,7 @@ def cli(ctx: click.Context, config_path: Path | None, log_level: str) -> None:
 cli.add_command(enqueue.enqueue)
 for command in (jobs.jobs, jobs.job, jobs.cancel, results.results, jobs.logs_, jobs.wait,
                 devices.devices, devices.drain, devices.undrain, devices.release,
+                reserve.reserve, reserve.unreserve, reserve.reservations,
                 demo.demo, doctor.doctor, export.export):
     cli.add_command(command)
 cli.add_command(compare)
