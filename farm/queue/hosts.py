@@ -27,7 +27,7 @@ adopts it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,7 +42,10 @@ from farm.queue.models import Device, DeviceEvent, DeviceState, Host
 from farm.queue.ops import TransactionOps
 from farm.queue.records import DeviceRecord
 
-__all__ = ["HostOps", "HostRecord", "dead_hosts"]
+__all__ = ["UNREACHABLE", "HostOps", "HostRecord", "dead_hosts", "shown_state"]
+
+#: What ``farmctl devices`` and the metrics show for a device of a dead host.
+UNREACHABLE = "unreachable"
 
 #: States of a device that another live host may take over: its adb server
 #: no longer sees it (offline), or nobody set it up yet (discovered).
@@ -84,6 +87,15 @@ class HostRecord:
 def dead_hosts(hosts: Iterable[HostRecord], now: datetime, dead_after_s: float) -> frozenset[str]:
     """The ids of the hosts not alive at ``now``: their devices show as ``unreachable``."""
     return frozenset(h.host_id for h in hosts if not h.alive(now, dead_after_s))
+
+
+def shown_state(device: DeviceRecord, dead: Collection[str]) -> str:
+    """The state to show for ``device``: ``unreachable`` if its host is in ``dead``.
+
+    Derived, never stored: the dead host's last word (``ready``, ``busy``...)
+    stays in the row, and comes back into view when the host beats again.
+    """
+    return UNREACHABLE if device.host is not None and device.host in dead else device.state.value
 
 
 class HostOps(TransactionOps):
