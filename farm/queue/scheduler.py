@@ -88,7 +88,8 @@ class DeviceView:
     by :mod:`farm.queue.capabilities`: ``has_opencl``, ``has_vulkan`` (bool),
     ``gpu_limits`` (per target, ``max_threads_per_block``), ``model`` and ``soc``.
     ``held_outside``: why a session farm did not open holds it (None: none does);
-    such a phone gets no work until it is free.
+    such a phone gets no work until it is free. ``host``: the farmd host that
+    runs it (:mod:`farm.queue.hosts`); None: no host claimed it yet.
     """
 
     serial: str
@@ -96,6 +97,7 @@ class DeviceView:
     drained: bool = False
     facts: Mapping[str, Any] = field(default_factory=dict)
     held_outside: str | None = None
+    host: str | None = None
 
 
 @dataclass(frozen=True)

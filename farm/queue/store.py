@@ -472,7 +472,7 @@ def _device_views(session: Session, host: str | None = None) -> list[DeviceView]
     if host is not None:
         query = query.where(of_host(host))
     return [
-        DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}), d.held_outside)
+        DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}), d.held_outside, d.host)
         for d in session.scalars(query)
     ]
 

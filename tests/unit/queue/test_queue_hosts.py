@@ -9,6 +9,7 @@ from queue_helpers import ARM64, T0, gemm_spec, plan
 
 from farm.queue import Assignment, DeviceState, Store
 from farm.queue.hosts import HostRecord, dead_hosts
+from farm.queue.waiting import wait_reasons
 
 DEAD_AFTER_S = 60.0
 LATER = T0 + timedelta(seconds=DEAD_AFTER_S + 1)
@@ -133,3 +134,30 @@ class TestPerHostDispatch:
         assert store.claim([Assignment(job_id, ("b1",), 60.0)], T0, host="a") == []
         [claim] = store.claim([Assignment(job_id, ("b1",), 60.0)], T0, host="b")
         assert claim.attempt.host == "b"
+
+
+class TestWaitReasonsAcrossHosts:
+    """farmctl's wait reasons decide per host, as each farmd's dispatcher does."""
+
+    def test_phones_split_over_hosts_do_not_make_a_pair(self, store: Store) -> None:
+        """A 2-phone job with one fitting phone per host waits, and says why."""
+        own_ready(store, "a", "a1")
+        own_ready(store, "b", "b1")
+        job_id = store.enqueue(gemm_spec(devices={"count": 2}), T0)
+        reasons = wait_reasons(store.snapshot(), T0)
+        assert reasons[job_id] == (
+            "needs 2 phones on one host, at most 1 of the 2 that match are on one host")
+
+    def test_pair_on_one_host_starts(self, store: Store) -> None:
+        """A 2-phone job with both fitting phones on one host starts at the next tick."""
+        own_ready(store, "a", "a1", "a2")
+        own_ready(store, "b", "b1")
+        job_id = store.enqueue(gemm_spec(devices={"count": 2}), T0)
+        assert wait_reasons(store.snapshot(), T0)[job_id] == "starts at the next tick"
+
+    def test_dead_hosts_phone_is_unreachable(self, store: Store) -> None:
+        """A job pinned to a dead host's ready phone waits on an unreachable phone."""
+        own_ready(store, "b", "b1")
+        job_id = store.enqueue(gemm_spec(devices={"serials": ["b1"]}), T0)
+        reasons = wait_reasons(store.snapshot(), T0, dead_hosts={"b"})
+        assert reasons[job_id] == "the only match is unreachable"
