@@ -52,3 +52,16 @@ class TestEachSkipsDeadHosts:
         assert result.exit_code == 0, result.output
         jobs = json.loads(result.stdout)["jobs"]
         assert [j["spec"]["devices"]["serials"] for j in jobs] == [["L"]]
+
+
+class TestHostsCommand:
+    def test_lists_alive_and_dead_hosts(self, farmctl, store: Store) -> None:
+        """hosts --json gives each host's status, tracker and phone count."""
+        _hosts(store)
+        result = farmctl("hosts", "--json")
+        assert result.exit_code == 0, result.output
+        rows = {r["host_id"]: r for r in json.loads(result.stdout)}
+        assert (rows["live"]["status"], rows["live"]["tracker"], rows["live"]["phones"]) == (
+            "alive", "10.0.0.1:9190", 1)
+        assert rows["dead"]["status"] == "dead" and rows["dead"]["heartbeat_age_s"] >= 86400
+        assert "dead" in farmctl("hosts").stdout
