@@ -197,3 +197,21 @@ class TestHostRow:
             farmd.store = store
             farmd.host_heartbeat()
             assert [h.host_id for h in store.list_hosts()] == ["rack-1"]
+
+    def test_dead_hosts_phones_count_as_unreachable(self, tmp_path: Path) -> None:
+        """The phone gauge counts a dead host's phones under state="unreachable"."""
+        clock = FakeClock()
+        settings = Settings.model_validate({"data_dir": str(tmp_path), "host_id": "rack-1"})
+        farmd = Farmd(settings, clock=clock)
+        with Store(settings.database_url) as store:
+            farmd.store = store
+            store.register_host("rack-2", "127.0.0.1", 9191, clock.now())
+            farmd._register_host()
+            for serial, host in (("A", "rack-1"), ("B", "rack-2")):
+                store.adopt_device(serial, host, clock.now(), dead_after_s=60)
+            clock.advance(settings.hosts.dead_after_s + 1)
+            farmd.host_heartbeat()  # rack-1 beats on; rack-2 is silent
+            farmd.update_metrics()
+        value = farmd.metrics.registry.get_sample_value
+        assert value("farm_phones", {"state": "unreachable"}) == 1
+        assert value("farm_phones", {"state": "discovered"}) == 1
