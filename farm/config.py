@@ -114,6 +114,10 @@ class TrackerSettings(_Frozen):
             ``phone_host:port``.
         device_port: the tracker's port as usb-only phones see it (the
             reversed port on the phone); None means ``port``.
+        advertise_host: the tracker's address as people and other hosts reach
+            it (stored in this host's ``hosts`` row, shown for reservations);
+            None means ``host``. Set it when ``host`` is a wildcard (``0.0.0.0``)
+            or loopback and several hosts share one database.
     """
 
     external: bool = False
@@ -123,6 +127,12 @@ class TrackerSettings(_Frozen):
     key: str = Field("android", min_length=1, pattern=r"^[A-Za-z0-9-]+$")
     network: Literal["usb-only", "lan"] = "usb-only"
     device_port: int | None = Field(None, gt=0, lt=65536)
+    advertise_host: str | None = Field(None, min_length=1)
+
+    @property
+    def advertised_host(self) -> str:
+        """The tracker's address as users reach it: ``advertise_host``, else ``host``."""
+        return self.advertise_host or self.host
 
 
 class ApkSettings(_Frozen):
@@ -293,6 +303,26 @@ class ResultSettings(_Frozen):
     watch_lookback_s: float = Field(86400.0, gt=0)
 
 
+class HostSettings(_Frozen):
+    """This farmd's liveness in a database several hosts share (:mod:`farm.queue.hosts`).
+
+    Attributes:
+        heartbeat_s: how often farmd stamps its ``hosts`` row, seconds.
+        dead_after_s: a host whose stamp is older than this is dead: its phones
+            show as ``unreachable`` and another host's adb server may take them
+            over. Several heartbeats long, so one slow database write is not a death.
+    """
+
+    heartbeat_s: float = Field(10.0, gt=0)
+    dead_after_s: float = Field(60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _beats_before_death(self) -> HostSettings:
+        if self.dead_after_s <= 2 * self.heartbeat_s:
+            raise ValueError("dead_after_s must exceed two heartbeats (2 * heartbeat_s)")
+        return self
+
+
 class MetricsSettings(_Frozen):
     """The Prometheus endpoint farmd serves."""
 
@@ -404,6 +434,7 @@ class Settings(_Frozen):
     jobs: JobSettings = JobSettings()
     retention: RetentionSettings = RetentionSettings()
     schedules: tuple[Schedule, ...] = ()
+    hosts: HostSettings = HostSettings()
     metrics: MetricsSettings = MetricsSettings()
     api: ApiSettings = ApiSettings()
     results: ResultSettings = ResultSettings()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -47,6 +48,7 @@ from farm.config import Settings, load_config
 from farm.errors import FarmError
 from farm.fleet.manager import FleetManager, FleetOptions
 from farm.metrics import FarmMetrics, start_metrics_server
+from farm.queue.hosts import shown_state
 from farm.queue.store import Store
 from farm.results.watch import RegressionWatch
 from farm.retention import RetentionReport, apply_retention
@@ -117,6 +119,7 @@ class Farmd:
         self._stops.append(lambda: remove_pidfile(self.data_dir))
         self.store = Store(s.database_url)
         self._stops.append(self.store.close)
+        self._register_host()
         self._reclaim()
         self.adb_server = AdbServer(port=s.adb.port, binary=s.adb.binary)
         self.adb_server.ensure_running()
@@ -146,13 +149,31 @@ class Farmd:
                                                        s.metrics.port)
             self._stops.append(self.metrics_server.stop)
         self.notifier.ready("farmd ready")
-        log.info("farmd_started", data_dir=str(self.data_dir), adb_port=s.adb.port,
-                 tracker_port=self.tracker_addr[1], network=s.tracker.network)
+        log.info("farmd_started", host=s.host_id, data_dir=str(self.data_dir),
+                 adb_port=s.adb.port, tracker_port=self.tracker_addr[1], network=s.tracker.network)
 
     @property
     def tracker_addr(self) -> tuple[str, int]:
         """The tracker's ``(host, port)`` from the settings."""
         return (self.settings.tracker.host, self.settings.tracker.port)
+
+    def _register_host(self) -> None:
+        """Upsert this host's ``hosts`` row: other hosts and ``farmctl`` see it alive.
+
+        Stamped again every ``hosts.heartbeat_s`` (:meth:`host_heartbeat`); a
+        host silent for ``hosts.dead_after_s`` is dead (:mod:`farm.queue.hosts`).
+        """
+        s = self.settings
+        info = {"pid": os.getpid(), "adb_port": s.adb.port,
+                "metrics_port": s.metrics.port if s.metrics.enabled else None}
+        self.store.register_host(s.host_id, s.tracker.advertised_host, s.tracker.port,
+                                 self.clock.now(), info)
+
+    def host_heartbeat(self) -> None:
+        """Stamp this host's row; register again if someone deleted it."""
+        if not self.store.host_heartbeat(self.settings.host_id, self.clock.now()):
+            log.warning("host_row_missing", host=self.settings.host_id)
+            self._register_host()
 
     def _reclaim(self) -> None:
         """Requeue at once the attempts this host's previous farmd left running.
@@ -202,6 +223,8 @@ class Farmd:
         common = {"coalesce": True, "max_instances": 1}
         add(self._guarded(self.manager.sweep), "interval", seconds=s.health.interval_s,
             id="health_sweep", **common)
+        add(self._guarded(self.host_heartbeat), "interval", seconds=s.hosts.heartbeat_s,
+            id="host_heartbeat", **common)
         add(self._guarded(self.watch_services), "interval", seconds=WATCH_INTERVAL_S,
             id="watch_services", **common)
         add(self._guarded(self.update_metrics), "interval", seconds=15, id="metrics", **common)
@@ -358,9 +381,13 @@ class Farmd:
 
     def update_metrics(self) -> None:
         """Refresh the gauges from the database and observe newly ended attempts."""
+        # Fleet-wide, from the database: every host's farmd shows the same
+        # counts; a dead host's phones count as unreachable (farm.queue.hosts).
+        dead = self.store.dead_host_ids(self.clock.now(), self.settings.hosts.dead_after_s)
         counts: dict[str, int] = {}
         for device in self.store.list_devices():
-            counts[device.state.value] = counts.get(device.state.value, 0) + 1
+            state = shown_state(device, dead)
+            counts[state] = counts.get(state, 0) + 1
         self.metrics.set_phone_counts(counts)
         self.metrics.set_reserved({r.serial for r in self.store.reservations(
             now=self.clock.now(), key_prefix=self.settings.tracker.key)})

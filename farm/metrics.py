@@ -4,7 +4,8 @@ The series (prometheus-client; names follow Prometheus' naming practice of a
 ``farm_`` prefix and base units in the name)::
 
     farm_up                                    1 while farmd runs
-    farm_phones{state}                         phones per state (ready, busy, ...)
+    farm_phones{state}                         phones per state (ready, busy, ...; unreachable:
+                                               a dead host's, farm.queue.hosts), fleet-wide
     farm_jobs{state}                           jobs per state (queued, running, ...)
     farm_phone_battery_temp_celsius{serial}    latest battery temperature, °C
     farm_phone_thermal_status{serial}          latest PowerManager thermal status, 0..6

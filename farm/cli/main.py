@@ -20,6 +20,7 @@ import click
 from farm import logs, privacy
 from farm.cli import demo, devices, doctor, enqueue, export, jobs, reserve, results
 from farm.cli.compare import compare
+from farm.cli.hosts import hosts
 from farm.cli.params import CONTEXT_SETTINGS
 from farm.cli.state import CliState
 from farm.errors import FarmError
@@ -64,6 +65,7 @@ for command in (jobs.jobs, jobs.job, jobs.cancel, results.results, jobs.logs_, j
                 demo.demo, doctor.doctor, export.export):
     cli.add_command(command)
 cli.add_command(compare)
+cli.add_command(hosts)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
