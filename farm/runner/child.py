@@ -110,7 +110,7 @@ def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,
     from farm.runner.execute import RunContext, execute
 
     clock = clock or SystemClock()
-    store = Store(settings.database_url)
+    store = Store(settings.database_url, auto_migrate=settings.database.auto_migrate)
     try:
         job = store.get_job(job_id)
         attempt = next((a for a in store.attempts(job_id) if a.id == attempt_id), None)
