@@ -1,10 +1,12 @@
-"""Many farmd and farmctl opening one empty PostgreSQL database at once migrate it once.
+"""Many farmd and farmctl opening one empty database at once migrate it once.
 
-Each test makes its own database (``CREATE DATABASE``: the migration's advisory
-lock is per database) and starts several processes, half ``farmctl db upgrade``
-(``python -m farm.cli.main``), half opening a :class:`~farm.queue.Store` as
-farmd does. Each imports everything first, says it is ready, then waits for one
-barrier file, so the migrations start together. Needs ``TEST_POSTGRES_URL``.
+On PostgreSQL (needs ``TEST_POSTGRES_URL``) each test makes its own database
+(``CREATE DATABASE``: the migration's advisory lock is per database); on SQLite
+a new file, where ``BEGIN IMMEDIATE`` serialises them. Each test starts several
+processes, half ``farmctl db upgrade`` (``python -m farm.cli.main``), half
+opening a :class:`~farm.queue.Store` as farmd does. Each imports everything
+first, says it is ready, then waits for one barrier file, so the migrations
+start together.
 """
 
 from __future__ import annotations
@@ -44,9 +46,12 @@ else:
 """
 
 
-@pytest.fixture
-def empty_database() -> Iterator[str]:
-    """The URL of a new, empty PostgreSQL database, dropped afterwards."""
+@pytest.fixture(params=["postgresql", "sqlite"])
+def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The URL of a new, empty database (PostgreSQL: made here and dropped afterwards)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'shared' / 'farm.db'}"
+        return
     base = os.environ.get("TEST_POSTGRES_URL")
     if not base:
         pytest.skip("TEST_POSTGRES_URL is not set")
@@ -71,7 +76,7 @@ def _wait_for(predicate: object, what: str) -> None:
 
 
 class TestMigrateRace:
-    """Concurrent first starts on an empty PostgreSQL database."""
+    """Concurrent first starts on an empty database."""
 
     def test_concurrent_openers_migrate_once(self, empty_database: str, tmp_path: Path) -> None:
         """All succeed; alembic_version holds the head once; every table of the models exists."""
