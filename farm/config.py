@@ -21,6 +21,9 @@ A sample ``farm.toml``::
     path = "/opt/farm/tvmrpc-release.apk"
     on_signature_clash = "fail"
 
+    [database]
+    auto_migrate = true   # false: run 'farmctl db upgrade' yourself
+
     [retention]
     health_full_days = 1
     run_dirs_max_mb = 2048
@@ -343,6 +346,20 @@ class ApiSettings(_Frozen):
     port: int = Field(9465, gt=0, lt=65536)
 
 
+class DatabaseSettings(_Frozen):
+    """How farm treats the queue database's schema (the URL is ``database_url``).
+
+    Attributes:
+        auto_migrate: farmd and farmctl migrate the schema to the newest
+            revision when they open the database (once, however many open it
+            together). Off, a store opened on an older schema fails with an
+            error naming ``farmctl db upgrade``, which a team runs explicitly,
+            e.g. before upgrading farm on every host.
+    """
+
+    auto_migrate: bool = True
+
+
 class VirtualSettings(_Frozen):
     """Virtual phones farmd starts for a demo (``farmd --virtual-phones N`` overrides count).
 
@@ -416,6 +433,7 @@ class Settings(_Frozen):
     Attributes:
         data_dir: farm's data folder (database, logs, caches).
         database_url: SQLAlchemy URL; defaults to SQLite ``farm.db`` in ``data_dir``.
+        database: schema handling (``[database] auto_migrate``).
         log_level: debug, info, warning, error or critical.
         host_id: names this host's farmd in the shared database (attempts it
             runs carry it); defaults to the host name. Two farmd sharing one
@@ -425,6 +443,7 @@ class Settings(_Frozen):
     data_dir: Path = Field(Path("~/.local/share/farm"), validate_default=True)
     host_id: str = Field(default_factory=socket.gethostname, min_length=1, max_length=128)
     database_url: str = ""
+    database: DatabaseSettings = DatabaseSettings()
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
     adb: AdbSettings = AdbSettings()
     tracker: TrackerSettings = TrackerSettings()

@@ -154,8 +154,9 @@ def _submit(state: CliState, kind: Kind, params: dict[str, Any], common: dict[st
         raw["devices"] = devices
     data_dir = Path(state.settings.data_dir)
     try:
-        # The model files go into farm's store first: the spec names the copies.
-        spec = parse_spec(store_spec_models(raw, kind.input_files, data_dir))
+        # The model files go into the database first: the spec names the blobs.
+        spec = parse_spec(store_spec_models(raw, kind.input_files, state.store,
+                                            SystemClock().now()))
         if kind.enqueue.check is not None:
             kind.enqueue.check(spec, state.store, data_dir)
     except SpecError as exc:
