@@ -102,6 +102,35 @@ def farm_run(params: GemmParams, cache: CompileCache, out: Path) -> dict[str, An
     return result
 
 
+def tune_run(params: GemmParams, trials: int, out: Path) -> dict[str, Any]:
+    """MetaSchedule on target cuda through farm's path: ``trials`` trials, then tuned vs untuned."""
+    from dataclasses import asdict
+
+    from farm.jobs.params import TuneParams
+    from farm.jobs.tune import compare_tuned, tune_gemm
+
+    with TrackerProcess.start() as tracker:
+        settings = Settings(tracker=TrackerSettings(host=tracker.host, port=tracker.port),
+                            gpu=GpuSettings(enabled=True))
+        ctrl = GpuController(settings, PynvmlReader(), log_dir=out)
+        serial = ctrl.discover()[0].serial
+        target = ctrl.compile_target(ctrl.facts(serial), "cuda").target
+        key = ctrl.tracker_key(serial)
+        ctrl.start_server(serial)
+        try:
+            wait_until(lambda: summary(tracker.host, tracker.port).queue(key).free > 0, 60,
+                       f"{key} registered")
+            tune = TuneParams(gemm=params, trials=trials, work_dir=out / "tune",
+                              trials_per_iter=min(trials, 16), builder_workers=8,
+                              timing=TimingParams(number=10, repeat=3, min_repeat_ms=0))
+            track = TrackerParams(tracker.host, tracker.port, key, serial=serial)
+            result = tune_gemm(tune, target, track)
+            comparison = compare_tuned(tune, target, track, result)
+            return {"tune": asdict(result), "comparison": asdict(comparison)}
+        finally:
+            ctrl.stop_server(serial)
+
+
 def hand_run(n: int, bn: int, arch: str, fork: bool) -> dict[str, Any]:
     """(c): the hand-written script, in its own process."""
     argv = [sys.executable, str(HERE / "gpu_tracker_script.py"), "--n", str(n), "--bn", str(bn),
@@ -124,6 +153,8 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=1024)
     parser.add_argument("--bn", type=int, default=16)
     parser.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp()))
+    parser.add_argument("--tune-trials", type=int, default=0,
+                        help="also tune the GEMM on cuda with this many trials (last)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     reader = PynvmlReader()
@@ -169,7 +200,7 @@ def main() -> int:
         except Exception as exc:
             results[name] = {"error": f"{type(exc).__name__}: {str(exc)[-800:]}"}
         print(name, "done", flush=True)
-    (args.out / "gpu_gemm.json").write_text(json.dumps(results, indent=1, default=str))
+        (args.out / "gpu_gemm.json").write_text(json.dumps(results, indent=1, default=str))
     print(f"\n{where}; GEMM {args.n}^3 float32, {args.bn}x{args.bn} thread blocks")
     print(f"{'path':<10} {'GFLOPS mean':>12} {'median':>10}  note")
     for name in ("local", "farm", "hand", "hand_fork"):
@@ -182,6 +213,15 @@ def main() -> int:
             print(f"{name:<10} {mean:>12.1f} {median:>10.1f}  {note}")
         else:
             print(f"{name:<10} {'-':>12} {'-':>10}  {res.get('error', '')[:300]}")
+    if args.tune_trials:
+        try:
+            results["tune"] = tune_run(params, args.tune_trials, args.out)
+            comparison = results["tune"]["comparison"]
+            print("tune", {k: v for k, v in comparison.items() if "samples" not in k})
+        except Exception as exc:
+            results["tune"] = {"error": f"{type(exc).__name__}: {str(exc)[-800:]}"}
+            print("tune failed:", results["tune"]["error"])
+        (args.out / "gpu_gemm.json").write_text(json.dumps(results, indent=1, default=str))
     return 0
 
 

@@ -139,7 +139,7 @@ class GpuReading:
 
     @property
     def heat_reasons(self) -> tuple[str, ...]:
-        """The throttle reasons in force that come from heat or power supply (:data:`HEAT_REASONS`)."""
+        """The throttle reasons in force that come from heat or power (:data:`HEAT_REASONS`)."""
         return tuple(r for r in self.throttle_reasons if r in HEAT_REASONS)
 
 
@@ -337,7 +337,8 @@ class RecordedReader:
             return reading
 
 
-def record(reader: NvmlReader, count: int, source: str, pause: Callable[[], None]) -> dict[str, Any]:
+def record(reader: NvmlReader, count: int, source: str,
+           pause: Callable[[], None]) -> dict[str, Any]:
     """Record ``count`` raw readings for :class:`RecordedReader`.
 
     Args:
