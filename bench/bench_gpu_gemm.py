@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -145,7 +146,32 @@ def hand_run(n: int, bn: int, arch: str, fork: bool) -> dict[str, Any]:
 
 def gflops(n: int, samples: list[float]) -> tuple[float, float]:
     """(mean, median) GFLOPS of the samples (seconds per run)."""
-    return gemm_flop(n) / float(np.mean(samples)) / 1e9, gemm_flop(n) / float(np.median(samples)) / 1e9
+    flop = gemm_flop(n)
+    return flop / float(np.mean(samples)) / 1e9, flop / float(np.median(samples)) / 1e9
+
+
+def attempt(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``run()``, or what it raised: one failed path must not lose the others' figures."""
+    try:
+        return run()
+    except Exception as exc:  # noqa: BLE001 - reported in the table and the JSON
+        return {"error": f"{type(exc).__name__}: {str(exc)[-800:]}"}
+
+
+def print_table(results: dict[str, Any], n: int, bn: int) -> None:
+    """The figures of each path, last in the output."""
+    print(f"\n{results['device']}; GEMM {n}^3 float32, {bn}x{bn} thread blocks")
+    print(f"{'path':<10} {'GFLOPS mean':>12} {'median':>10}  note")
+    notes = ("rel_err", "max_abs_err", "register_s", "gate_before", "gate_after",
+             "server_group_gone_after_stop")
+    for name in ("local", "farm", "hand", "hand_fork"):
+        res = results[name]
+        if "samples_s" in res:
+            mean, median = gflops(n, res["samples_s"])
+            note = {k: v for k, v in res.items() if k in notes}
+            print(f"{name:<10} {mean:>12.1f} {median:>10.1f}  {note}")
+        else:
+            print(f"{name:<10} {'-':>12} {'-':>10}  {res.get('error', '')[:300]}")
 
 
 def main() -> int:
@@ -183,9 +209,7 @@ def main() -> int:
     sampler = threading.Thread(target=sample_load)
     sampler.start()
     try:
-        results["local"] = local_run(params, target, cache)
-    except Exception as exc:
-        results["local"] = {"error": f"{type(exc).__name__}: {str(exc)[-800:]}"}
+        results["local"] = attempt(lambda: local_run(params, target, cache))
     finally:
         stop.set()
         sampler.join()
@@ -195,32 +219,14 @@ def main() -> int:
     for name, run in (("farm", lambda: farm_run(params, cache, args.out)),
                       ("hand", lambda: hand_run(args.n, args.bn, machine.arch, fork=False)),
                       ("hand_fork", lambda: hand_run(args.n, args.bn, machine.arch, fork=True))):
-        try:
-            results[name] = run()
-        except Exception as exc:
-            results[name] = {"error": f"{type(exc).__name__}: {str(exc)[-800:]}"}
+        results[name] = attempt(run)
         print(name, "done", flush=True)
         (args.out / "gpu_gemm.json").write_text(json.dumps(results, indent=1, default=str))
-    print(f"\n{where}; GEMM {args.n}^3 float32, {args.bn}x{args.bn} thread blocks")
-    print(f"{'path':<10} {'GFLOPS mean':>12} {'median':>10}  note")
-    for name in ("local", "farm", "hand", "hand_fork"):
-        res = results[name]
-        if "samples_s" in res:
-            mean, median = gflops(args.n, res["samples_s"])
-            note = {k: v for k, v in res.items() if k in ("rel_err", "max_abs_err", "register_s",
-                                                            "gate_before", "gate_after",
-                                                            "server_group_gone_after_stop")}
-            print(f"{name:<10} {mean:>12.1f} {median:>10.1f}  {note}")
-        else:
-            print(f"{name:<10} {'-':>12} {'-':>10}  {res.get('error', '')[:300]}")
+    print_table(results, args.n, args.bn)
     if args.tune_trials:
-        try:
-            results["tune"] = tune_run(params, args.tune_trials, args.out)
-            comparison = results["tune"]["comparison"]
-            print("tune", {k: v for k, v in comparison.items() if "samples" not in k})
-        except Exception as exc:
-            results["tune"] = {"error": f"{type(exc).__name__}: {str(exc)[-800:]}"}
-            print("tune failed:", results["tune"]["error"])
+        results["tune"] = attempt(lambda: tune_run(params, args.tune_trials, args.out))
+        comparison = results["tune"].get("comparison", results["tune"])
+        print("tune", {k: v for k, v in comparison.items() if "samples" not in k})
         (args.out / "gpu_gemm.json").write_text(json.dumps(results, indent=1, default=str))
     return 0
 

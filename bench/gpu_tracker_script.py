@@ -104,7 +104,7 @@ def main() -> int:
         out["samples_s"] = samples
         out["gflops_mean"] = 2 * args.n**3 / float(np.mean(samples)) / 1e9
         out["gflops_median"] = 2 * args.n**3 / float(np.median(samples)) / 1e9
-    except Exception as exc:  # a script reports what failed; see --fork
+    except Exception as exc:  # noqa: BLE001 - the script reports what failed (see --fork)
         out["error"] = f"{type(exc).__name__}: {str(exc)[-600:]}"
     finally:
         for proc in procs:

@@ -19,6 +19,7 @@ recorded on a real GPU (``tests/fixtures/nvml``) and need no GPU.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import signal
@@ -233,10 +234,8 @@ class GpuController:
         if proc is None:
             return
         signal_group(proc.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            pass
         signal_group(proc.pid, signal.SIGKILL)  # popen_workers outlive a SIGTERM'd parent
         proc.wait()
         wait_until(lambda: not group_alive(proc.pid), STOP_GRACE_S)

@@ -189,7 +189,7 @@ def needs_ndk(target: dict[str, Any]) -> bool:
 
 
 def runtime_device_name(target: dict[str, Any]) -> str:
-    """The TVM runtime device name of a target: ``"cpu"``, ``"opencl"``, ``"vulkan"`` or ``"cuda"``."""
+    """The TVM runtime device name of a target: ``"cpu"`` or the GPU kind (``"cuda"``...)."""
     kind = str(target["kind"])
     return "cpu" if kind == "llvm" else kind
 
