@@ -5,6 +5,7 @@
     base.py      DeviceController (the protocol), its dataclasses, the registry
     android.py   phones over adb with the TVM RPC app
     gpu.py       NVIDIA GPUs of a GPU host, through NVML and a CUDA rpc_server
+    proxy.py     devices that connect out to farm's rpc_proxy (iOS app, browser)
 
 Adding a kind is one module implementing
 :class:`~farm.controllers.base.DeviceController` and one ``register`` line
@@ -34,6 +35,7 @@ __all__ = [
     "ANDROID",
     "ANY_KIND",
     "GPU",
+    "PROXY",
     "ControllerContext",
     "ControllerFactory",
     "DeviceController",
@@ -71,3 +73,15 @@ def _gpu(context: ControllerContext) -> DeviceController:
 
 
 register(GPU, _gpu)
+
+#: The kind of a device that connects out to farm's RPC proxy (:mod:`farm.controllers.proxy`).
+PROXY = "proxy"
+
+
+def _proxy(context: ControllerContext) -> DeviceController:
+    from farm.controllers.proxy import ProxyController
+
+    return ProxyController.from_context(context)
+
+
+register(PROXY, _proxy)
