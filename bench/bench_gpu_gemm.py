@@ -19,6 +19,7 @@ fixtures (``tests/fixtures/nvml``) and prints a table last.
 Reproduce::
 
     python bench/bench_gpu_gemm.py --n 1024 --bn 16 --out /tmp/gpu-bench
+    python bench/bench_gpu_gemm.py --steps model,tune --tune-trials 16
 """
 
 from __future__ import annotations
@@ -174,30 +175,17 @@ def print_table(results: dict[str, Any], n: int, bn: int) -> None:
             print(f"{name:<10} {'-':>12} {'-':>10}  {res.get('error', '')[:300]}")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=1024)
-    parser.add_argument("--bn", type=int, default=16)
-    parser.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp()))
-    parser.add_argument("--tune-trials", type=int, default=0,
-                        help="also tune the GEMM on cuda with this many trials (last)")
-    args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    reader = PynvmlReader()
-    machine = parse(reader.read())[0]
-    where = (f"{machine.name}, driver {machine.driver_version}, CUDA {machine.cuda_version}, "
-             f"recorded by bench/bench_gpu_gemm.py on {datetime.now(UTC):%Y-%m-%d}")
+def gemm_paths(args: argparse.Namespace, reader: PynvmlReader, where: str,
+               results: dict[str, Any]) -> None:
+    """Record NVML idle and under load; time paths a, b and c (and c without --no-fork)."""
     idle = record(reader, 3, f"{where}: idle", lambda: time.sleep(0.5))
     (args.out / "nvml_idle.json").write_text(json.dumps(idle, indent=1))
-
-    timing = TimingParams(number=50, repeat=10, min_repeat_ms=200)
-    params = GemmParams(n=args.n, bn=args.bn, device=DeviceKind.CUDA, timing=timing)
+    params = gemm_params(args)
     cache = CompileCache(args.out / "cache")
-    results: dict[str, Any] = {"device": where}
-    ctrl_settings = Settings(gpu=GpuSettings(enabled=True))
-    ctrl = GpuController(ctrl_settings, reader)
+    ctrl = GpuController(Settings(gpu=GpuSettings(enabled=True)), reader)
     serial = ctrl.discover()[0].serial
-    target = ctrl.compile_target(ctrl.facts(serial), "cuda").target
+    facts = ctrl.facts(serial)
+    target = ctrl.compile_target(facts, "cuda").target
 
     readings: list[dict[str, Any]] = []
     stop = threading.Event()
@@ -216,15 +204,77 @@ def main() -> int:
     load = {"source": f"{where}: during the local {args.n}^3 float32 GEMM timing loop",
             "readings": readings[-6:] or [reader.read()]}
     (args.out / "nvml_load.json").write_text(json.dumps(load, indent=1))
+    arch = str(facts["arch"])
     for name, run in (("farm", lambda: farm_run(params, cache, args.out)),
-                      ("hand", lambda: hand_run(args.n, args.bn, machine.arch, fork=False)),
-                      ("hand_fork", lambda: hand_run(args.n, args.bn, machine.arch, fork=True))):
+                      ("hand", lambda: hand_run(args.n, args.bn, arch, fork=False)),
+                      ("hand_fork", lambda: hand_run(args.n, args.bn, arch, fork=True))):
         results[name] = attempt(run)
         print(name, "done", flush=True)
         (args.out / "gpu_gemm.json").write_text(json.dumps(results, indent=1, default=str))
     print_table(results, args.n, args.bn)
-    if args.tune_trials:
-        results["tune"] = attempt(lambda: tune_run(params, args.tune_trials, args.out))
+
+
+def model_run(out: Path) -> dict[str, Any]:
+    """farm's model job code on target cuda: the demo CNN, checked against onnxruntime."""
+    from farm.demo_model import write_small_cnn
+    from farm.jobs.model import run_model
+    from farm.jobs.params import ModelParams
+
+    with TrackerProcess.start() as tracker:
+        settings = Settings(tracker=TrackerSettings(host=tracker.host, port=tracker.port),
+                            gpu=GpuSettings(enabled=True))
+        ctrl = GpuController(settings, PynvmlReader(), log_dir=out)
+        serial = ctrl.discover()[0].serial
+        target = ctrl.compile_target(ctrl.facts(serial), "cuda").target
+        key = ctrl.tracker_key(serial)
+        ctrl.start_server(serial)
+        try:
+            wait_until(lambda: summary(tracker.host, tracker.port).queue(key).free > 0, 60,
+                       f"{key} registered")
+            params = ModelParams(model_path=write_small_cnn(out / "demo_cnn.onnx"),
+                                 device=DeviceKind.CUDA,
+                                 timing=TimingParams(number=100, repeat=10, min_repeat_ms=0))
+            result = run_model(params, target, TrackerParams(tracker.host, tracker.port, key,
+                                                             serial=serial),
+                               CompileCache(out / "cache"))
+            return {"mean_s": result.mean_s, "samples_s": result.samples_s,
+                    "max_abs_err": result.max_abs_err, "inputs": str(result.inputs)}
+        finally:
+            ctrl.stop_server(serial)
+
+
+def gemm_params(args: argparse.Namespace) -> GemmParams:
+    """The GEMM of every path: cuda, ``bn x bn`` blocks, 10 samples of 50 runs, >= 200 ms each."""
+    timing = TimingParams(number=50, repeat=10, min_repeat_ms=200)
+    return GemmParams(n=args.n, bn=args.bn, device=DeviceKind.CUDA, timing=timing)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1024)
+    parser.add_argument("--bn", type=int, default=16)
+    parser.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp()))
+    parser.add_argument("--steps", default="gemm",
+                        help="comma-separated: gemm (paths a-c), model (the demo CNN on cuda "
+                             "through farm), tune (MetaSchedule on cuda, then tuned vs the "
+                             "thread-block schedule)")
+    parser.add_argument("--tune-trials", type=int, default=16)
+    args = parser.parse_args()
+    steps = set(args.steps.split(","))
+    args.out.mkdir(parents=True, exist_ok=True)
+    reader = PynvmlReader()
+    machine = parse(reader.read())[0]
+    where = (f"{machine.name}, driver {machine.driver_version}, CUDA {machine.cuda_version}, "
+             f"recorded by bench/bench_gpu_gemm.py on {datetime.now(UTC):%Y-%m-%d}")
+    results: dict[str, Any] = {"device": where}
+    if "gemm" in steps:
+        gemm_paths(args, reader, where, results)
+    if "model" in steps:
+        results["model"] = attempt(lambda: model_run(args.out))
+        print("model", {k: v for k, v in results["model"].items() if k != "samples_s"})
+        (args.out / "gpu_gemm.json").write_text(json.dumps(results, indent=1, default=str))
+    if "tune" in steps:
+        results["tune"] = attempt(lambda: tune_run(gemm_params(args), args.tune_trials, args.out))
         comparison = results["tune"].get("comparison", results["tune"])
         print("tune", {k: v for k, v in comparison.items() if "samples" not in k})
         (args.out / "gpu_gemm.json").write_text(json.dumps(results, indent=1, default=str))
