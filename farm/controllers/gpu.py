@@ -131,7 +131,16 @@ class GpuController:
     # -- DeviceController -------------------------------------------------
 
     def discover(self) -> list[Discovered]:
-        """Every served GPU NVML lists, in state ``device``."""
+        """Every served GPU NVML lists, in state ``device``; none while ``[gpu] enabled`` is off.
+
+        farmd builds a controller of every registered kind, so a host without
+        GPUs (or without nvidia-ml-py) must not touch NVML here.
+
+        Raises:
+            InfraFault: NVML failed. ToolMissing: nvidia-ml-py is not installed.
+        """
+        if not self.gpu.enabled:
+            return []
         return [Discovered(serial, ADB_STATE_DEVICE) for serial in self.readings()]
 
     def facts(self, serial: str) -> dict[str, Any]:

@@ -62,6 +62,14 @@ class TestDiscoveryAndFacts:
         assert isinstance(ctrl, GpuController)
         assert isinstance(ctrl, DeviceController)
 
+    def test_disabled_gpu_section_reads_no_nvml(self) -> None:
+        """With [gpu] off (the default) discovery is empty and NVML is never read."""
+        class Untouchable:
+            def read(self) -> dict[str, Any]:
+                raise AssertionError("NVML was read")
+
+        assert GpuController(Settings(), Untouchable()).discover() == []
+
     def test_each_gpu_is_a_device_named_by_its_uuid(self) -> None:
         """discover() lists the H100 in state device, its serial its lower-case UUID."""
         (found,) = controller().discover()
