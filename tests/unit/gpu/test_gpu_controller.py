@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from farm.clock import wait_until
@@ -196,6 +197,10 @@ class TestServer:
             assert ctrl.read_health(SERIAL, NOW).app_running is True
             first = ctrl.server_pid(SERIAL)
             assert first is not None
+            # The GPU is pinned by UUID, whatever CUDA's index order.
+            environ = psutil.Process(first).environ()
+            assert environ["CUDA_VISIBLE_DEVICES"] == idle()["gpus"][0]["uuid"]
+            assert "--no-fork" in psutil.Process(first).cmdline()
             (restart,) = ctrl.recovery_steps(SERIAL)
             assert restart.name == "restart_app"
             restart.run()
