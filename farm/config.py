@@ -391,7 +391,6 @@ class GpuSettings(_Frozen):
             heat cools whatever its temperature.
         key_prefix: tracker keys are ``<prefix>-<first 8 hex digits of the UUID>``.
         server_host: the address each GPU's RPC server binds and announces.
-        server_start_timeout_s: how long a started server may take to register.
     """
 
     enabled: bool = False
@@ -399,7 +398,6 @@ class GpuSettings(_Frozen):
     temp_max_c: float = Field(83.0, gt=0)
     key_prefix: str = Field("gpu", min_length=1, pattern=r"^[A-Za-z0-9-]+$")
     server_host: str = "127.0.0.1"
-    server_start_timeout_s: float = Field(60.0, gt=0)
 
 
 class ProxySettings(_Frozen):
