@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -113,3 +116,30 @@ class TestProxyController:
         with pytest.raises(SpecError, match="proxy"):
             proxy_ctrl.compile_target({"key": "absent"}, "cpu")
         assert proxy_ctrl.recovery_steps("proxy-absent") == []
+
+
+def test_proxy_ends_when_farmd_is_killed(tracker: TrackerProcess) -> None:
+    """kill -9 of the process that started the proxy ends the proxy's group too."""
+    port = free_port()
+    script = textwrap.dedent(f"""
+        import time
+        from farm.tvm.proxy import ProxyProcess
+        proxy = ProxyProcess.start("127.0.0.1", {port}, ({tracker.host!r}, {tracker.port}))
+        print("PID", proxy.pid, flush=True)
+        time.sleep(600)
+    """)
+    farmd = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                             start_new_session=True)
+    try:
+        assert farmd.stdout is not None
+        line = b""
+        while not line.startswith(b"PID "):
+            line = farmd.stdout.readline()
+            assert line, "the farmd stand-in exited before starting the proxy"
+        proxy_pid = int(line.split()[1])
+        os.kill(farmd.pid, signal.SIGKILL)
+        farmd.wait()
+        assert wait_until(lambda: not group_alive(proxy_pid), 30)
+    finally:
+        signal_group(farmd.pid)
+        farmd.wait()
