@@ -49,21 +49,24 @@ def fleet_view(store: Store, settings: Settings, now: datetime) -> list[dict[str
     """Every phone and board as ``farmctl devices --json`` shows it, with its job and reservation.
 
     Returns:
-        One row per device: :func:`~farm.cli.devices.device_row` plus ``job_id``
-        (the job its running attempt belongs to, or None) and ``reservation``
-        (its reservation in force as
+        One row per device: :func:`~farm.cli.devices.device_row` (its
+        ``shown_state`` says ``unreachable`` when its host stopped heartbeating)
+        plus ``job_id`` (the job its running attempt belongs to, or None) and
+        ``reservation`` (its reservation in force as
         :class:`~farm.queue.reservations.ReservationView`'s fields, or None).
         Its incidents come from :func:`incidents_view`.
     """
     attempts = _running_attempts(store)
     reserved = {r.serial: r for r in store.reservations(
         now=now, key_prefix=settings.tracker.key)}
+    dead = store.dead_host_ids(now, settings.hosts.dead_after_s)
     rows = []
     for record in store.list_devices():
-        row = device_row(record, next(iter(store.health_samples(record.serial, limit=1)), None))
+        reservation = reserved.get(record.serial)
+        row = device_row(record, next(iter(store.health_samples(record.serial, limit=1)), None),
+                         reservation, dead_hosts=dead)
         attempt = attempts.get(record.attempt_id) if record.attempt_id is not None else None
         row["job_id"] = None if attempt is None else attempt.job_id
-        reservation = reserved.get(record.serial)
         row["reservation"] = None if reservation is None else plain(reservation)
         rows.append(row)
     return rows

@@ -44,8 +44,9 @@
     return td;
   }
 
-  /** The state as farmctl devices shows it: a busy drained phone is draining. */
+  /** The state as farmctl devices shows it (its shown_state where the row carries one). */
   function shownState(d) {
+    if (d.shown_state) return d.shown_state;
     if (d.state === "busy" && d.drained) return "draining";
     return d.state + (d.drained ? " (drained)" : "") + (d.held_outside ? " (held outside)" : "");
   }
@@ -56,7 +57,8 @@
                     d.host ? `@${d.host}` : ""].filter(Boolean).join(" · ");
     const cells = [
       el("td", {class: "serial"}, el("strong", {}, d.serial)),
-      el("td", {class: "c-state"}, fmt.badge(shownState(d), d.state),
+      el("td", {class: "c-state"},
+         fmt.badge(shownState(d), d.unreachable ? "unreachable" : d.state),
          d.held_outside ? el("span", {class: "reason"}, d.held_outside) : ""),
       el("td", {class: "c-health"}, fmt.badge(d.health),
          d.health_reason ? el("span", {class: "reason"}, d.health_reason) : ""),
