@@ -156,6 +156,7 @@ class DeviceRecord:
             three above) if the phone has none or the reader did not ask.
         held_outside: why a session farm did not open holds the phone, e.g.
             ``"held outside farm by a session from 127.0.0.1:40112"``; None if none does.
+        kind: the device kind (:mod:`farm.controllers`): ``android``, ``board``, ``gpu``.
     """
 
     serial: str
@@ -172,6 +173,7 @@ class DeviceRecord:
     thermal_status: int | None = None
     sampled_at: datetime | None = None
     held_outside: str | None = None
+    kind: str = "android"
 
     @classmethod
     def of(cls, device: Device, sample: HealthSample | None = None) -> DeviceRecord:
@@ -191,6 +193,7 @@ class DeviceRecord:
             None if sample is None else sample.thermal_status,
             None if sample is None else sample.at,
             device.held_outside,
+            device.kind or "android",
         )
 
 

@@ -23,7 +23,8 @@ The rules, in order:
 4. A job needing ``k`` phones gets ``k`` matching phones at once or none. If it
    cannot start now but could once busy phones free up, the free phones it
    matches are held for it, so a stream of one-phone jobs cannot starve it.
-5. A phone fits a job if it matches the job's device selection and has what its
+5. A phone fits a job if it matches the job's device selection (its device
+   kind too: ``android``, ``board``, ``gpu``; any kind when none is given) and has what its
    workload needs (:mod:`farm.queue.capabilities`): an OpenCL job never goes to
    a phone without OpenCL, a GPU gemm never to a GPU whose work-group is too
    small. A job needing alike phones (a tune job) gets phones of one kind
@@ -88,7 +89,9 @@ class DeviceView:
     by :mod:`farm.queue.capabilities`: ``has_opencl``, ``has_vulkan`` (bool),
     ``gpu_limits`` (per target, ``max_threads_per_block``), ``model`` and ``soc``.
     ``held_outside``: why a session farm did not open holds it (None: none does);
-    such a phone gets no work until it is free.
+    such a phone gets no work until it is free. ``kind``: the device kind
+    (``devices.kind``, a :mod:`farm.controllers` name), matched against
+    ``DeviceSelection.kind``.
     """
 
     serial: str
@@ -96,6 +99,7 @@ class DeviceView:
     drained: bool = False
     facts: Mapping[str, Any] = field(default_factory=dict)
     held_outside: str | None = None
+    kind: str = "android"
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,8 @@ def matches(selection: DeviceSelection, device: DeviceView) -> bool:
     """Whether a phone has every attribute the selection asks for (count aside)."""
     facts = device.facts
     if selection.serials is not None and device.serial not in selection.serials:
+        return False
+    if selection.kind is not None and device.kind != selection.kind:
         return False
     if selection.abi is not None:
         abis = [*(facts.get("abis") or []), facts.get("abi")]

@@ -463,7 +463,8 @@ class Store(DeviceOps, RegressionOps):
 def _device_views(session: Session) -> list[DeviceView]:
     """Every known phone as the scheduler sees it, by serial."""
     return [
-        DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}), d.held_outside)
+        DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}), d.held_outside,
+                   d.kind or "android")
         for d in session.scalars(select(Device).order_by(Device.serial))
     ]
 
