@@ -445,9 +445,8 @@ class FleetManager:
                 self.submit(device.serial, self.provision)
         watched = [d.serial for d in devices
                    if d.state in lifecycle.WATCHED or d.state is DeviceState.BUSY]
-        for device in devices:
-            if device.serial in watched and device.kind == ANDROID:
-                self.app_watch.ensure(device.serial)  # the sweep restarts a watcher that ended
+        for serial in watched:
+            self.app_watch.ensure(serial)  # the sweep restarts a watcher that ended
         found = self.tracker_summary()
         keys = None if found is None else {s.key for s in found.servers}
         # A phone a hand session holds is neither probed nor judged "not registered".
