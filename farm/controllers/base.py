@@ -16,7 +16,12 @@ The final API (stable; boards and GPU hosts implement it)::
 
     register(kind_name, factory)     # factory(ControllerContext) -> DeviceController
     controller_for(kind, context)    # a new controller of that kind
+    controllers_for(context, skip)   # one of every registered kind but those skipped
     kinds()                          # the registered kind names, in registration order
+
+farmd builds one controller of every registered kind (``controllers_for``)
+and hands them to its fleet manager; a factory whose config section lists no
+device returns a controller that discovers none, never raises.
 
 A kind is one module (``farm/controllers/android.py``, ``board.py``, ``gpu.py``)
 that implements :class:`DeviceController` and registers itself; the fleet
@@ -60,6 +65,7 @@ __all__ = [
     "TargetSpec",
     "ThermalReading",
     "controller_for",
+    "controllers_for",
     "kinds",
     "register",
     "unregister",
@@ -289,3 +295,13 @@ def controller_for(kind: str, context: ControllerContext | None = None) -> Devic
         raise ConfigError("device kind", f"unknown device kind {kind!r}; this farm knows "
                                          f"{', '.join(_REGISTRY) or 'none'}")
     return _REGISTRY[kind](context or ControllerContext())
+
+
+def controllers_for(context: ControllerContext,
+                    skip: tuple[str, ...] = ()) -> dict[str, DeviceController]:
+    """One controller of every registered kind not in ``skip``, by kind name.
+
+    Raises:
+        ConfigError: a kind's factory refused the settings.
+    """
+    return {kind: factory(context) for kind, factory in _REGISTRY.items() if kind not in skip}
