@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -81,7 +81,7 @@ class TestCli:
     """``farmctl enqueue ... --kind`` on a farm that knows one board and no phone."""
 
     @pytest.fixture
-    def farmctl(self, tmp_path: Path) -> Iterator[Callable[..., Result]]:
+    def farmctl(self, tmp_path: Path) -> Callable[..., Result]:
         config = tmp_path / "farm.toml"
         config.write_text(f'data_dir = "{tmp_path / "data"}"\n')
         runner = CliRunner()
@@ -93,15 +93,15 @@ class TestCli:
         with Store(f"sqlite:///{tmp_path / 'data' / 'farm.db'}") as store:
             store.upsert_device("board-a", T0, BOARD_FACTS, kind="board")
             add_ready(store, "board-a", facts=BOARD_FACTS)
-        yield run
+        return run
 
     def test_kind_without_devices_is_refused(self, farmctl: Callable[..., Result]) -> None:
         """A kind no known device has exits 2 with the reason in one line."""
         result = farmctl("enqueue", "gemm", "--n", "64", "--kind", "android")
         assert result.exit_code == 2
         assert result.stderr.strip().splitlines() == [
-            "Error: no known phone can run this job: 0 phones match kind=android "
-            "(--wait-for-device queues it for phones not plugged in yet)"
+            ("Error: no known phone can run this job: 0 phones match kind=android "
+             "(--wait-for-device queues it for phones not plugged in yet)")
         ]
 
     def test_kind_is_stored(self, farmctl: Callable[..., Result]) -> None:
