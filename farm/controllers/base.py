@@ -23,6 +23,18 @@ farmd builds one controller of every registered kind (``controllers_for``)
 and hands them to its fleet manager; a factory whose config section lists no
 device returns a controller that discovers none, never raises.
 
+Where controllers are made, and what a factory may count on:
+
+- farmd: ``ControllerContext(settings, {"adb": Adb, "loop": LoopThread})``,
+  one per kind for its whole run (the fleet manager's).
+- the attempt child (:mod:`farm.runner.child`): ``ControllerContext(settings)``
+  with no services, for :meth:`~DeviceController.gating_reading` (once per
+  attempt and kind, :class:`farm.runner.gating.ControllerGate`) and
+  :meth:`~DeviceController.compile_target` (a fresh controller per call,
+  :func:`farm.runner.execute.phone_target`).
+
+So a factory must be cheap and open no connection: connect on first use.
+
 A kind is one module (``farm/controllers/android.py``, ``board.py``, ``gpu.py``)
 that implements :class:`DeviceController` and registers itself; the fleet
 manager, health verdicts, scheduler, thermal gating and jobs reach a device
