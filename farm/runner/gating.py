@@ -126,10 +126,13 @@ class ControllerGate:
         clock: the clock.
         facts: each device's stored facts, by serial (kept with the snapshot).
         kinds: each device's kind, by serial; ``android`` where not given.
+        sleep: waits between readings; tests pass a fake clock's ``advance``.
     """
 
     def __init__(self, settings: Settings, limits: Limits, clock: Clock,
-                 facts: Mapping[str, Mapping[str, Any]], kinds: Mapping[str, str]) -> None:
+                 facts: Mapping[str, Mapping[str, Any]], kinds: Mapping[str, str],
+                 *, sleep: Callable[[float], None] = time.sleep) -> None:
+        self._sleep = sleep
         self._settings = settings
         self._limits = limits
         self._clock = clock
@@ -156,5 +159,5 @@ class ControllerGate:
         return wait_until_cool(
             lambda: controller.gating_reading(serial, self._clock.now()), self._limits,
             self._clock, deadline_s=self._settings.jobs.thermal_wait_deadline_s,
-            facts=self._facts.get(serial, {}),
+            facts=self._facts.get(serial, {}), sleep=self._sleep,
         )
