@@ -13,7 +13,7 @@ target (tune), and each times its own runs, so every sample keeps its serial.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +57,8 @@ class RunContext:
         store: the queue, for the job's inputs (model blobs,
             :func:`farm.jobs.model_store.materialise`); None reads only this
             host's cache.
+        kinds: each device's kind (:mod:`farm.controllers`), by serial;
+            ``android`` where not given.
     """
 
     settings: Settings
@@ -65,6 +67,7 @@ class RunContext:
     facts: Mapping[str, Mapping[str, Any]]
     gate: Callable[[str], SnapshotData]
     store: BlobOps | None = None
+    kinds: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def cache(self) -> CompileCache:
@@ -90,10 +93,18 @@ def tracker_params(ctx: RunContext, serial: str, key: str | None = None) -> jp.T
 
 
 def phone_target(serial: str, ctx: RunContext, device: jp.DeviceKind) -> dict[str, Any]:
-    """The TVM target of ``device`` on the phone ``serial``, from its facts."""
-    from farm.jobs.targets import target_for
+    """The TVM target of ``device`` on ``serial``, from its facts, by its kind's controller.
 
-    return target_for(device_facts(serial, ctx.facts.get(serial, {})), device)
+    Raises:
+        SpecError: the device lacks that processor; PhoneFault: its facts were
+            never read; ToolMissing: its linker is not installed; ConfigError:
+            its kind is not registered here.
+    """
+    from farm.controllers import ANDROID, ControllerContext, controller_for
+
+    controller = controller_for(ctx.kinds.get(serial, ANDROID), ControllerContext(ctx.settings))
+    facts = {"serial": serial, **ctx.facts.get(serial, {})}
+    return controller.compile_target(facts, device.value).target
 
 
 def execute(ctx: RunContext) -> Outcome:
