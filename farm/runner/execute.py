@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from farm.config import Settings
-from farm.fleet.keys import phone_key
 from farm.jobs import params as jp
 from farm.jobs.cache import CompileCache
 from farm.jobs.targets import device_facts
@@ -27,6 +26,7 @@ from farm.queue.records import AttemptView, JobView, Outcome, SnapshotData
 from farm.queue.spec import parse_spec
 
 if TYPE_CHECKING:
+    from farm.controllers.base import DeviceController
     from farm.queue.blobs import BlobOps
 
 __all__ = [
@@ -80,13 +80,28 @@ def tune_work_dir(data_dir: Path, job_id: int) -> Path:
     return Path(data_dir) / TUNE_DIR / f"job-{job_id}"
 
 
+def device_controller(ctx: RunContext, serial: str) -> DeviceController:
+    """The controller of ``serial``'s kind, made from the settings alone (it connects lazily).
+
+    Raises:
+        ConfigError: its kind is not registered here.
+    """
+    from farm.controllers import ANDROID, ControllerContext, controller_for
+
+    return controller_for(ctx.kinds.get(serial, ANDROID), ControllerContext(ctx.settings))
+
+
 def tracker_params(ctx: RunContext, serial: str, key: str | None = None) -> jp.TrackerParams:
-    """Where a session to ``serial`` comes from: its own tracker key, or ``key``."""
+    """Where a session to ``serial`` comes from: its kind's tracker key for it, or ``key``.
+
+    Raises:
+        ConfigError: its kind is not registered here.
+    """
     tracker = ctx.settings.tracker
     return jp.TrackerParams(
         host=tracker.host,
         port=tracker.port,
-        key=key or phone_key(tracker.key, serial),
+        key=key or device_controller(ctx, serial).tracker_key(serial),
         session_timeout_s=max(SESSION_TIMEOUT_MIN_S, int(ctx.job.timeout_s)),
         serial=serial,
     )
@@ -100,11 +115,8 @@ def phone_target(serial: str, ctx: RunContext, device: jp.DeviceKind) -> dict[st
             never read; ToolMissing: its linker is not installed; ConfigError:
             its kind is not registered here.
     """
-    from farm.controllers import ANDROID, ControllerContext, controller_for
-
-    controller = controller_for(ctx.kinds.get(serial, ANDROID), ControllerContext(ctx.settings))
     facts = {"serial": serial, **ctx.facts.get(serial, {})}
-    return controller.compile_target(facts, device.value).target
+    return device_controller(ctx, serial).compile_target(facts, device.value).target
 
 
 def execute(ctx: RunContext) -> Outcome:
