@@ -10,8 +10,9 @@ syntax. Multi-part output is split at :data:`SECTION` lines.
 The RPC server runs as ``setsid sh -c 'echo $$ >PIDFILE; exec nohup SERVER'``
 in the board's work folder: it leads its own session and process group, whose
 id is in the pidfile, so :func:`stop_server_argv` ends it and every session
-worker it forked with one ``kill -KILL -- -PGID``. It outlives the SSH session
-that started it, as a board's server should.
+worker it forked with one ``kill -9 -PGID`` (the form dash, bash and busybox
+all read; dash refuses ``--`` there). It outlives the SSH session that started
+it, as a board's server should.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def _in_work_dir(board: BoardSettings) -> str:
 
 def _group_alive() -> str:
     """Shell test: the pidfile's process group still has a live process."""
-    return f'[ -s {PIDFILE} ] && kill -0 -- -"$(cat {PIDFILE})" 2>/dev/null'
+    return f'[ -s {PIDFILE} ] && kill -0 -"$(cat {PIDFILE})" 2>/dev/null'
 
 
 def sections(output: bytes | str, count: int) -> list[str]:
@@ -129,7 +130,7 @@ def start_server_argv(board: BoardSettings, server: Sequence[str]) -> list[str]:
     inner = f"echo $$ >{PIDFILE}; exec nohup {shlex.join(server)}"
     return _script(
         _in_work_dir(board),
-        f'if {_group_alive()}; then kill -KILL -- -"$(cat {PIDFILE})"; fi',
+        f'if {_group_alive()}; then kill -9 -"$(cat {PIDFILE})"; fi',
         f"rm -f {PIDFILE}",
         f"setsid sh -c {shlex.quote(inner)} >{SERVER_LOG} 2>&1 </dev/null &",
         f"n=0; while [ ! -s {PIDFILE} ] && [ $n -lt 100 ]; do sleep 0.05; n=$((n+1)); done",
@@ -142,7 +143,7 @@ def stop_server_argv(board: BoardSettings) -> list[str]:
     work = shlex.quote(board.work_dir)
     return _script(
         f"cd {work} 2>/dev/null || exit 0",
-        f'if {_group_alive()}; then kill -KILL -- -"$(cat {PIDFILE})"; fi',
+        f'if {_group_alive()}; then kill -9 -"$(cat {PIDFILE})"; fi',
         f"rm -f {PIDFILE}",
     )
 

@@ -52,7 +52,8 @@ from farm.errors import ConfigError, FarmError, PhoneFault, SpecError, ToolMissi
 from farm.health.sample import ADB_STATE_DEVICE
 from farm.ssh import SshClient, SshError
 
-__all__ = ["KIND", "BoardController", "board_tracker_key", "facts_from_output"]
+__all__ = ["KIND", "BoardController", "board_tracker_key", "facts_from_output",
+           "reading_from_output"]
 
 log = structlog.get_logger(__name__)
 
@@ -100,6 +101,36 @@ def facts_from_output(serial: str, output: bytes | str) -> dict[str, Any]:
         "soc": model, "kernel": kernel.strip(), "num_cores": num_cores,
         "mem_total_kb": meminfo["MemTotal"], "cpu_flags": list(flags),
     }
+
+
+def reading_from_output(serial: str, at: datetime, output: bytes | str, *,
+                        registered: bool | None = None) -> HealthReading:
+    """A health reading from :func:`farm.boards.commands.health_argv`'s output.
+
+    Fills ``max_zone_temp_c`` (hottest temperature zone; None without zones),
+    ``free_storage_mb`` (``df -k`` of the work folder, MiB), ``app_running`` (the
+    server's process group is alive); logs ``board_health`` with ``load_1m``
+    and ``mem_available_mb``, which :class:`HealthSample` has no fields for.
+
+    Raises:
+        PhoneFault: the output is cut short or unreadable.
+    """
+    try:
+        types, temps, loadavg, meminfo, df, server = commands.sections(output, 6)
+        zones = parse_thermal_zones(types, temps)
+        rows = parse_df_k(df)
+        memory = parse_proc_meminfo(meminfo)
+        load_1m = float(loadavg.split()[0])
+    except (ValueError, IndexError) as exc:
+        raise PhoneFault(serial, f"unreadable board health: {exc}") from exc
+    log.debug("board_health", serial=serial, load_1m=load_1m,
+              mem_available_mb=memory.get("MemAvailable", 0) // _KIB_PER_MIB)
+    return HealthReading(
+        serial=serial, at=at, adb_state=ADB_STATE_DEVICE,
+        max_zone_temp_c=max((zone.temp_c for zone in zones), default=None),
+        free_storage_mb=rows[-1].available_kb / _KIB_PER_MIB if rows else None,
+        app_running=server.strip() == "running", registered=registered,
+    )
 
 
 def _first_block_value(cpuinfo_text: str, key: str) -> str:
@@ -257,25 +288,8 @@ class BoardController:
         Raises:
             PhoneFault: SSH failed or the output is unreadable.
         """
-        board = self.board(serial)
-        output = self.ssh(serial).run(commands.health_argv(board)).stdout
-        try:
-            types, temps, loadavg, meminfo, df, server = commands.sections(output, 6)
-            zones = parse_thermal_zones(types, temps)
-            rows = parse_df_k(df)
-            memory = parse_proc_meminfo(meminfo)
-            load_1m = float(loadavg.split()[0])
-        except (ValueError, IndexError) as exc:
-            raise PhoneFault(serial, f"unreadable board health: {exc}") from exc
-        free_mb = rows[-1].available_kb / _KIB_PER_MIB if rows else None
-        log.debug("board_health", serial=serial, load_1m=load_1m,
-                  mem_available_mb=memory.get("MemAvailable", 0) // _KIB_PER_MIB)
-        return HealthReading(
-            serial=serial, at=at, adb_state=ADB_STATE_DEVICE,
-            max_zone_temp_c=max((zone.temp_c for zone in zones), default=None),
-            free_storage_mb=free_mb, app_running=server.strip() == "running",
-            registered=registered,
-        )
+        output = self.ssh(serial).run(commands.health_argv(self.board(serial))).stdout
+        return reading_from_output(serial, at, output, registered=registered)
 
     def recovery_steps(self, serial: str) -> list[RecoveryStep]:
         """Restart the server; then reboot, only where the board's ``reboot_allowed``."""
