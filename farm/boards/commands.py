@@ -56,8 +56,15 @@ def _in_work_dir(board: BoardSettings) -> str:
 
 
 def _group_alive() -> str:
-    """Shell test: the pidfile's process group still has a live process."""
-    return f'[ -s {PIDFILE} ] && kill -0 -"$(cat {PIDFILE})" 2>/dev/null'
+    """Shell test: the pidfile's process group still has a live (non-zombie) process.
+
+    ``kill -0 -PGID`` alone is not enough: a killed server whose parent has not
+    reaped it yet (an init that reaps slowly, a container's PID 1 that never
+    does) is a zombie still in its group. ``ps -e -o pgid=,stat=`` is procps'
+    and busybox's syntax.
+    """
+    return (f'[ -s {PIDFILE} ] && ps -e -o pgid= -o stat= | '
+            f'awk -v g="$(cat {PIDFILE})" \'$1 == g && $2 !~ /^Z/ {{ f = 1 }} END {{ exit !f }}\'')
 
 
 def sections(output: bytes | str, count: int) -> list[str]:

@@ -12,6 +12,9 @@ own process group. It:
 * on SIGUSR1 *unplugs* the board: SIGKILLs sshd and every connection it forked
   (each calls ``setsid``, so they are found as descendants, not by group); on
   SIGUSR2 starts sshd again (*replug*);
+* adopts the board's orphans (``PR_SET_CHILD_SUBREAPER``) and reaps them, as a
+  board's init would: the RPC server the controller detached with ``setsid``
+  is one, and once killed it must not stay a zombie;
 * on SIGTERM (or its parent's death) SIGKILLs sshd's tree and every process
   whose environment carries ``FARM_VIRTUAL_BOARD=TOKEN`` (sshd's ``SetEnv``
   gives it to every login, so the RPC server the controller started with
@@ -27,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import signal
 import socket
@@ -43,7 +48,8 @@ SSHD = "/usr/sbin/sshd"
 PRIVSEP_DIR = "/run/sshd"  # sshd run as root refuses to start without it (Debian's unit makes it)
 READY_TIMEOUT_S = 20.0
 _ENDING = {signal.SIGTERM, signal.SIGINT}
-_SIGNALS = {*_ENDING, signal.SIGUSR1, signal.SIGUSR2}
+_SIGNALS = {*_ENDING, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD}
+_PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 _POLL_S = 0.05
 
 
@@ -76,6 +82,23 @@ def marked(token: str) -> list[psutil.Process]:
             if proc.pid != os.getpid() and proc.environ().get(MARKER_VARIABLE) == token:
                 found.append(proc)
     return found
+
+
+def _become_subreaper() -> None:
+    """Adopt the board's orphans (``PR_SET_CHILD_SUBREAPER``), as a board's init does."""
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is not None:
+        ctypes.CDLL(libc_name, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _reap_orphans(keeper: Keeper) -> None:
+    """Reap every adopted child that ended (not sshd: its Popen reaps it)."""
+    for proc in psutil.Process().children():
+        if keeper.sshd is not None and proc.pid == keeper.sshd.pid:
+            continue
+        with contextlib.suppress(ChildProcessError, psutil.Error):
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                os.waitpid(proc.pid, os.WNOHANG)
 
 
 def _sshd_setup() -> None:
@@ -147,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     # unplug and a replug sent back to back cannot interleave.
     signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
     set_parent_death_signal(signal.SIGTERM)
+    _become_subreaper()
     if os.getppid() != args.parent:
         return 0
     try:
@@ -154,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write("ready\n")
         sys.stdout.flush()
         while (signum := signal.sigwaitinfo(_SIGNALS).si_signo) not in _ENDING:
-            if signum == signal.SIGUSR1:
+            if signum == signal.SIGCHLD:
+                _reap_orphans(keeper)
+            elif signum == signal.SIGUSR1:
                 keeper.stop_sshd()
             elif keeper.sshd is None:
                 keeper.start_sshd()

@@ -1,0 +1,192 @@
+"""Linux boards over SSH: virtual boards under a real sshd, driven by the board controller.
+
+Every board here is a real OpenSSH ``sshd`` on a loopback port with its own host
+key (farm checks it: strict policy) and a key made for the test; the RPC server
+is the real ``python -m tvm.exec.rpc_server`` the controller starts through SSH,
+registered at a real tracker under the board's key. Faults come through the
+board (its server killed, its thermal zone heated, its sshd stopped).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from farm.clock import wait_until
+from farm.controllers.board import BoardController
+from farm.demo_model import write_small_cnn
+from farm.errors import ToolMissing
+from farm.health.verdict import Condition, Limits, verdict
+from farm.jobs.cache import CompileCache
+from farm.jobs.gemm import run_gemm
+from farm.jobs.model import run_model
+from farm.jobs.params import GemmParams, ModelParams, TimingParams, TrackerParams
+from farm.tvm.tracker import TrackerProcess, summary
+from farm.virtual.board import VirtualBoard
+from farm.virtual.board_testing import virtual_boards
+
+pytestmark = [
+    pytest.mark.fleet,
+    pytest.mark.skipif(not shutil.which("sshd") and not Path("/usr/sbin/sshd").exists(),
+                       reason="OpenSSH's sshd is not installed (setup.sh installs it)"),
+]
+
+REGISTER_DEADLINE_S = 90.0
+
+
+@pytest.fixture
+def tracker(tmp_path: Path) -> Iterator[TrackerProcess]:
+    """A real TVM tracker on a free loopback port."""
+    with TrackerProcess.start(log_path=tmp_path / "tracker.log") as process:
+        yield process
+
+
+@pytest.fixture
+def small_cnn(tmp_path: Path) -> Path:
+    """A small real CNN saved as ONNX."""
+    return write_small_cnn(tmp_path / "small_cnn.onnx")
+
+
+@pytest.fixture
+def boards(tmp_path: Path) -> Iterator[list[VirtualBoard]]:
+    """Two virtual boards, ended with everything they ran after the test."""
+    with virtual_boards(2, tmp_path / "boards") as running:
+        yield running
+
+
+@pytest.fixture
+def controller(boards: list[VirtualBoard], tracker: TrackerProcess) -> Iterator[BoardController]:
+    """The board controller of both boards, their servers stopped after the test."""
+    ctl = BoardController([b.settings() for b in boards], tracker.host, tracker.port)
+    yield ctl
+    for board in boards:
+        ctl.stop_server(board.name)
+    ctl.close()
+
+
+def _registered(tracker: TrackerProcess, key: str) -> bool:
+    return key in {server.key for server in summary(tracker.host, tracker.port).servers}
+
+
+def _wait_registered(tracker: TrackerProcess, key: str) -> None:
+    wait_until(lambda: _registered(tracker, key), REGISTER_DEADLINE_S, f"{key} registered")
+
+
+def _tracker_params(tracker: TrackerProcess, ctl: BoardController, serial: str) -> TrackerParams:
+    return TrackerParams(host=tracker.host, port=tracker.port, key=ctl.tracker_key(serial),
+                         serial=serial, session_timeout_s=120, connect_timeout_s=60)
+
+
+class TestBoardsServeJobs:
+    def test_two_boards_register_and_run_gemm_and_a_model(
+        self, boards: list[VirtualBoard], controller: BoardController,
+        tracker: TrackerProcess, small_cnn: Path, tmp_path: Path,
+    ) -> None:
+        """Both boards answer over SSH, register their own key, and run GEMM and a model checked
+        against numpy and onnxruntime with the controller's target."""
+        names = [b.name for b in boards]
+        assert [(d.serial, d.state) for d in controller.discover()] == [
+            (name, "device") for name in names]
+        cache = CompileCache(tmp_path / "cache")
+        for name in names:
+            facts = controller.facts(name)
+            assert facts["kind"] == "board" and facts["num_cores"] >= 1
+            controller.start_server(name)
+            _wait_registered(tracker, controller.tracker_key(name))
+            spec = controller.compile_target(facts)
+            params = GemmParams(n=64, bn=16, timing=TimingParams(number=2, repeat=3,
+                                                                 min_repeat_ms=1))
+            result = run_gemm(params, spec.target, _tracker_params(tracker, controller, name),
+                              cache)
+            assert result.max_abs_err < 1e-2  # load_gemm also checked C against numpy
+            assert result.gflops > 0
+            sample = controller.read_health(name, datetime.now(UTC), registered=True)
+            assert sample.app_running is True
+            assert verdict(sample, Limits()).condition is Condition.GOOD
+        first = names[0]
+        model = run_model(ModelParams(small_cnn, timing=TimingParams(number=2, repeat=2,
+                                                                      min_repeat_ms=1)),
+                          controller.compile_target(controller.facts(first)).target,
+                          _tracker_params(tracker, controller, first), cache)
+        assert model.max_abs_err < 1e-4  # run_model compared it with onnxruntime
+        assert len(model.samples_s) == 2
+
+
+class TestBoardFaults:
+    def test_killed_server_comes_back_through_the_first_rung(
+        self, boards: list[VirtualBoard], controller: BoardController, tracker: TrackerProcess,
+    ) -> None:
+        """A killed server reads as not running and unregistered; restart_app brings it back."""
+        board = boards[0]
+        controller.start_server(board.name)
+        key = controller.tracker_key(board.name)
+        _wait_registered(tracker, key)
+        assert board.kill_server()
+        wait_until(lambda: not _registered(tracker, key), REGISTER_DEADLINE_S, "unregistered")
+        sample = controller.read_health(board.name, datetime.now(UTC), registered=False)
+        assert sample.app_running is False
+        assert verdict(sample, Limits()).condition is Condition.UNHEALTHY
+        steps = controller.recovery_steps(board.name)
+        assert [s.name for s in steps] == ["restart_app"]  # reboot_allowed is off
+        steps[0].run()
+        _wait_registered(tracker, key)
+        assert controller.read_health(board.name, datetime.now(UTC)).app_running is True
+
+    def test_heat_holds_the_gate_until_the_board_cools(
+        self, boards: list[VirtualBoard], controller: BoardController,
+    ) -> None:
+        """A hot thermal zone makes the board cooling; cooled, it is good again."""
+        board = boards[1]
+        limits = replace(Limits(), zone_temp_max_c=70.0)
+        board.heat(85.0)
+        hot = controller.gating_reading(board.name, datetime.now(UTC))
+        assert hot.max_zone_temp_c == pytest.approx(85.0)
+        assert verdict(hot, limits).condition is Condition.COOLING
+        board.cool()
+        cool = controller.gating_reading(board.name, datetime.now(UTC))
+        assert verdict(cool, limits).condition is Condition.GOOD
+
+    def test_unplugged_board_is_offline_until_replugged(
+        self, boards: list[VirtualBoard], controller: BoardController,
+    ) -> None:
+        """With its sshd stopped a board is discovered offline; replugged, it is a device again."""
+        board = boards[0]
+        assert controller.facts(board.name)["abi"]  # the connection is open now
+        board.unplug()
+        states = {d.serial: d.state for d in controller.discover()}
+        assert states == {boards[0].name: "offline", boards[1].name: "device"}
+        board.replug()
+        wait_until(lambda: {d.serial: d.state for d in controller.discover()}[board.name]
+                   == "device", 30, "board back")
+
+
+class TestBoardSetupErrors:
+    def test_missing_tvm_runtime_is_a_clear_user_error(
+        self, boards: list[VirtualBoard], tracker: TrackerProcess,
+    ) -> None:
+        """A board whose python lacks TVM fails start_server with ToolMissing naming the fix."""
+        board = boards[0]
+        ctl = BoardController([board.settings(python="/usr/bin/python3-no-such")],
+                              tracker.host, tracker.port)
+        try:
+            with pytest.raises(ToolMissing, match="pip install apache-tvm"):
+                ctl.start_server(board.name)
+        finally:
+            ctl.close()
+
+    def test_unknown_host_key_is_refused(self, boards: list[VirtualBoard],
+                                         tracker: TrackerProcess, tmp_path: Path) -> None:
+        """Strict host key policy: a board whose key is not in known_hosts is offline."""
+        board = boards[0]
+        empty = tmp_path / "empty_known_hosts"
+        empty.write_text("")
+        ctl = BoardController([board.settings(known_hosts=empty)], tracker.host, tracker.port)
+        try:
+            assert [d.state for d in ctl.discover()] == ["offline"]
+        finally:
+            ctl.close()
