@@ -4,6 +4,7 @@
 
     base.py      DeviceController (the protocol), its dataclasses, the registry
     android.py   phones over adb with the TVM RPC app
+    board.py     Linux boards over SSH (``[[boards]]``)
 
 Adding a kind is one module implementing
 :class:`~farm.controllers.base.DeviceController` and one ``register`` line
@@ -31,6 +32,7 @@ from farm.controllers.base import (
 
 __all__ = [
     "ANDROID",
+    "BOARD",
     "ANY_KIND",
     "ControllerContext",
     "ControllerFactory",
@@ -57,3 +59,16 @@ def _android(context: ControllerContext) -> DeviceController:
 
 
 register(ANDROID, _android)
+
+
+#: A Linux board reached over SSH (one ``[[boards]]`` entry each).
+BOARD = "board"
+
+
+def _board(context: ControllerContext) -> DeviceController:
+    from farm.controllers.board import BoardController
+
+    return BoardController.from_context(context)
+
+
+register(BOARD, _board)
