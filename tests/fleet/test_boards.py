@@ -9,16 +9,20 @@ board (its server killed, its thermal zone heated, its sshd stopped).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from farm.clock import wait_until
+from farm.config import Settings
 from farm.controllers.board import BoardController
+from farm.daemon import Farmd
 from farm.demo_model import write_small_cnn
 from farm.errors import ToolMissing
 from farm.health.verdict import Condition, Limits, verdict
@@ -26,9 +30,17 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.gemm import run_gemm
 from farm.jobs.model import run_model
 from farm.jobs.params import GemmParams, ModelParams, TimingParams, TrackerParams
+from farm.netaddr import free_port
+from farm.provision.standin import demo_apk
+from farm.queue.models import DeviceState, JobState
+from farm.queue.records import DeviceRecord, JobView
+from farm.queue.store import Store
 from farm.tvm.tracker import TrackerProcess, summary
+from farm.virtual.android.spec import profiles
 from farm.virtual.board import VirtualBoard
 from farm.virtual.board_testing import virtual_boards
+from farm.virtual.fleet import Fleet
+from farm.virtual.testing import AdbServerHandle
 
 pytestmark = [
     pytest.mark.fleet,
@@ -190,3 +202,125 @@ class TestBoardSetupErrors:
             assert [d.state for d in ctl.discover()] == ["offline"]
         finally:
             ctl.close()
+
+
+# -- farmd: boards as fleet members beside phones ------------------------------------------
+
+FARMD_READY_S = 180.0
+FARMD_JOB_S = 300.0
+
+
+@dataclass
+class BoardsFarmd:
+    """An in-process farmd with virtual boards (and maybe virtual phones)."""
+
+    farmd: Farmd
+    boards: list[VirtualBoard]
+    phones: list[str]
+
+    @property
+    def store(self) -> Store:
+        """farmd's queue."""
+        return self.farmd.store
+
+    def device(self, serial: str) -> DeviceRecord:
+        """The device's row now."""
+        record = self.store.get_device(serial)
+        assert record is not None, serial
+        return record
+
+    def wait_state(self, serials: list[str], state: DeviceState,
+                   deadline_s: float = FARMD_READY_S) -> None:
+        """Wait until every device of ``serials`` is in ``state``."""
+        wait_until(lambda: all((d := self.store.get_device(s)) is not None and d.state is state
+                               for s in serials), deadline_s, f"{serials} {state.value}")
+
+    def run(self, spec: dict[str, Any]) -> JobView:
+        """Enqueue ``spec`` and wait until it ended; returns its view."""
+        job_id = self.store.enqueue(spec, datetime.now(UTC))
+        wait_until(lambda: (v := self.store.get_job(job_id)) is not None and v.state.ended,
+                   FARMD_JOB_S, f"job {job_id} ended")
+        view = self.store.get_job(job_id)
+        assert view is not None
+        return view
+
+
+@pytest.fixture
+def farmd_with_boards(
+    adb_server: AdbServerHandle, tmp_path: Path,
+) -> Iterator[Callable[..., BoardsFarmd]]:
+    """Factory: ``farmd_with_boards(boards=2, phones=0)`` -> farmd with every device ready."""
+    with contextlib.ExitStack() as stack:
+        def start(boards: int = 2, phones: int = 0) -> BoardsFarmd:
+            running = stack.enter_context(virtual_boards(boards, tmp_path / "boards"))
+            serials: list[str] = []
+            if phones:
+                fleet = stack.enter_context(Fleet(phones, specs=profiles(1, "usb-only") * phones,
+                                                  adb_port=adb_server.port,
+                                                  data_dir=tmp_path / "phones"))
+                serials = list(fleet.serials)
+            settings = Settings.model_validate({
+                "data_dir": str(tmp_path / "farm"),
+                "adb": {"port": adb_server.port},
+                "apk": {"path": str(demo_apk(tmp_path / "apk"))},
+                "tracker": {"port": free_port(), "network": "usb-only"},
+                "metrics": {"enabled": False},
+                "api": {"enabled": False},
+                "health": {"interval_s": 2.0},
+                "boards": [b.settings().model_dump() for b in running],
+            })
+            farmd = Farmd(settings)
+            stack.callback(farmd.stop)
+            farmd.start()
+            farm = BoardsFarmd(farmd, running, serials)
+            farm.wait_state([b.name for b in running] + serials, DeviceState.READY)
+            return farm
+
+        yield start
+
+
+class TestFarmdBoards:
+    def test_two_boards_ready_run_gemm_and_model_and_recover(
+        self, farmd_with_boards: Callable[..., BoardsFarmd], tmp_path: Path,
+    ) -> None:
+        """Two boards reach ready as kind board, run a GEMM each and a model checked against
+        numpy and onnxruntime, and come back ready after their server is killed."""
+        farm = farmd_with_boards(boards=2)
+        names = [b.name for b in farm.boards]
+        for name in names:
+            assert farm.device(name).kind == "board"
+            view = farm.run({"kind": "gemm", "params": {"n": 64, "number": 2, "repeat": 3},
+                             "devices": {"serials": [name], "kind": "board"}})
+            assert view.state is JobState.SUCCEEDED, view.error
+            [result] = farm.store.results(view.id)
+            assert {r["serial"] for r in result.summary["runs"]} == {name}
+            assert result.summary["runs"][-1]["max_abs_err"] < 1e-3  # C checked against numpy
+        model = write_small_cnn(tmp_path / "small_cnn.onnx")
+        view = farm.run({"kind": "model", "devices": {"kind": "board"},
+                         "params": {"path": str(model), "number": 2, "repeat": 2,
+                                    "tolerance": {"rtol": 1e-4, "atol": 1e-4}}})
+        assert view.state is JobState.SUCCEEDED, view.error
+        [result] = farm.store.results(view.id)
+        assert result.summary["runs"][-1]["max_abs_err"] < 1e-3  # against onnxruntime
+        killed = farm.boards[0]
+        old_pid = killed.server_pid()
+        assert killed.kill_server()
+        wait_until(lambda: killed.server_pid() not in (None, old_pid), FARMD_READY_S,
+                   "server restarted by the recovery ladder")
+        farm.wait_state([killed.name], DeviceState.READY)
+        events = [e.reason for e in farm.store.device_events(killed.name, limit=50)]
+        assert any("restart_app" in reason for reason in events), events
+
+    def test_jobs_land_on_the_kind_they_ask_for(
+        self, farmd_with_boards: Callable[..., BoardsFarmd],
+    ) -> None:
+        """With a phone and a board ready, kind=board runs on the board and kind=android on
+        the phone."""
+        farm = farmd_with_boards(boards=1, phones=1)
+        board, phone = farm.boards[0].name, farm.phones[0]
+        for kind, expected in (("board", board), ("android", phone)):
+            view = farm.run({"kind": "gemm", "params": {"n": 32, "number": 1, "repeat": 2},
+                             "devices": {"kind": kind}})
+            assert view.state is JobState.SUCCEEDED, view.error
+            [attempt] = farm.store.attempts(view.id)[-1:]
+            assert list(attempt.serials) == [expected]
