@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from farm.clock import wait_until
@@ -31,6 +34,7 @@ from farm.jobs.gemm import run_gemm
 from farm.jobs.model import run_model
 from farm.jobs.params import GemmParams, ModelParams, TimingParams, TrackerParams
 from farm.netaddr import free_port
+from farm.procs import signal_group
 from farm.provision.standin import demo_apk
 from farm.queue.models import DeviceState, JobState
 from farm.queue.records import DeviceRecord, JobView
@@ -324,3 +328,59 @@ class TestFarmdBoards:
             assert view.state is JobState.SUCCEEDED, view.error
             [attempt] = farm.store.attempts(view.id)[-1:]
             assert list(attempt.serials) == [expected]
+
+
+_ORPHAN_SCRIPT = """
+import sys
+from pathlib import Path
+from farm.controllers.board import BoardController
+from farm.virtual.board_testing import virtual_boards
+root, tracker_port = Path(sys.argv[1]), int(sys.argv[2])
+with virtual_boards(1, root) as boards:
+    ctl = BoardController([boards[0].settings()], "127.0.0.1", tracker_port)
+    ctl.start_server(boards[0].name)
+    print("server_pid", boards[0].server_pid(), flush=True)
+    sys.stdin.read()  # until killed
+"""
+
+
+class TestBoardEndsWithItsOwner:
+    def test_kill_9_of_the_owner_ends_sshd_and_the_server(
+        self, tracker: TrackerProcess, tmp_path: Path,
+    ) -> None:
+        """kill -9 of the process that ran a board ends its sshd and the server started on it."""
+        owner = subprocess.Popen(  # a test process of its own, killed like a crashed pytest
+            [sys.executable, "-c", _ORPHAN_SCRIPT, str(tmp_path / "b"), str(tracker.port)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+        try:
+            assert owner.stdout is not None
+            lines = iter(owner.stdout.readline, b"")  # structlog writes to stdout too
+            server_pid = int(next(ln for ln in lines if ln.startswith(b"server_pid")).split()[1])
+            assert psutil.pid_exists(server_pid)
+            board_procs = [p for p in psutil.process_iter(["cmdline"])
+                           if str(tmp_path / "b") in " ".join(p.info["cmdline"] or [])]
+            assert board_procs  # the keeper and sshd
+            owner.kill()
+            owner.wait()
+            wait_until(lambda: not _alive(server_pid) and not any(map(_alive_proc, board_procs)),
+                       30, "board processes ended")
+        finally:
+            signal_group(owner.pid)
+            if owner.stdin is not None:
+                owner.stdin.close()
+            if owner.stdout is not None:
+                owner.stdout.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return _alive_proc(psutil.Process(pid))
+    except psutil.Error:
+        return False
+
+
+def _alive_proc(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
