@@ -29,6 +29,8 @@ done
 # OpenSSH's sshd runs the virtual Linux boards (farm.virtual.board); installing the
 # package may start a system sshd where systemd runs: farm's boards use their own.
 [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
+# Debian's aarch64 cross compiler links kernels for ARM boards (the cross-compile test uses it).
+command -v aarch64-linux-gnu-g++ >/dev/null 2>&1 || need_apt+=(g++-aarch64-linux-gnu)
 # Debian and Ubuntu ship `python3 -m venv` without ensurepip unless python3-venv is installed.
 "$PYTHON" -c 'import ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -36,7 +38,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    apksigner zipalign aapt android-framework-res systemd python3-venv openssh-server >/dev/null
+    apksigner zipalign aapt android-framework-res systemd python3-venv openssh-server \
+    g++-aarch64-linux-gnu >/dev/null
 fi
 
 # A venv whose interpreter is gone (python upgraded or removed) is made again.
