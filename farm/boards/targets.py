@@ -86,16 +86,27 @@ def board_linker(target: dict[str, Any], cc: str | None, *,
                  which: Any = shutil.which) -> Linker:
     """How to link a board's ``.so``: its cross compiler, else the host's.
 
+    A cross target without a configured ``cc`` uses Debian's cross compiler of
+    its triple, ``<tuple>-g++`` (``g++-aarch64-linux-gnu`` installs
+    ``aarch64-linux-gnu-g++``), which is also what an attempt child links with
+    (:func:`farm.jobs.ndk.linker_for` sees only the target).
+
     Args:
         target: from :func:`board_target`.
         cc: the board's configured ``cc`` (a name on ``$PATH`` or a path), or None.
         which: ``shutil.which`` (tests pass a stand-in).
 
     Raises:
-        ToolMissing: a cross target with no ``cc`` configured, or ``cc`` (or, for a
-            host target, any C++ compiler) is not installed.
+        ToolMissing: ``cc`` (or, for a cross target without one, Debian's cross
+            compiler; for a host target, any C++ compiler) is not installed.
     """
     triple = target.get("mtriple")
+    if triple and not cc:
+        gnu = _GNU_TUPLES.get(str(triple), str(triple))
+        if which(f"{gnu}-g++") is None:
+            raise ToolMissing(f"{gnu}-g++", f"the board is {triple}: install g++-{gnu}, or set "
+                                            "cc in its [[boards]] entry to its cross compiler")
+        cc = f"{gnu}-g++"
     if cc:
         path = which(cc)
         if path is None:
@@ -103,10 +114,6 @@ def board_linker(target: dict[str, Any], cc: str | None, *,
                                   f"{_GNU_TUPLES.get(str(triple), str(triple or 'host'))}) "
                                   "or fix cc in [[boards]]")
         return Linker(cc_path=str(path))
-    if triple:
-        gnu = _GNU_TUPLES.get(str(triple), str(triple))
-        raise ToolMissing(f"{gnu}-g++", f"the board is {triple}: install g++-{gnu} and set "
-                                        f'cc = "{gnu}-g++" in its [[boards]] entry')
     if not any(which(name) for name in ("g++", "c++", "clang++", "gcc", "cc")):
         raise ToolMissing("c++", "install a C++ compiler (apt-get install g++)")
     return Linker()

@@ -28,3 +28,10 @@ class TestCrossCompile:
         assert header[:4] == b"\x7fELF"
         assert header[4] == 2  # ELFCLASS64
         assert int.from_bytes(header[18:20], "little") == EM_AARCH64
+
+    def test_jobs_link_a_board_target_with_the_cross_compiler(self) -> None:
+        """The jobs' linker (it sees only the target) picks Debian's cross compiler for it."""
+        from farm.jobs.ndk import linker_for
+
+        linker = linker_for(board_target("aarch64", host_machine="x86_64"))
+        assert Path(linker.cc_path).name == CROSS_CC

@@ -49,10 +49,16 @@ class TestBoardLinker:
         assert not linker.from_env
 
     def test_cross_without_cc_names_the_package(self):
-        """A cross target with no cc says which Debian package and setting fix it."""
+        """A cross target with no cc and no Debian cross compiler names the package to install."""
         target = board_target("armv7l", host_machine="x86_64")
-        with pytest.raises(ToolMissing, match=r"g\+\+-arm-linux-gnueabihf.*cc = "):
+        with pytest.raises(ToolMissing, match=r"install g\+\+-arm-linux-gnueabihf"):
             board_linker(target, None, which=_which("g++"))
+
+    def test_cross_without_cc_uses_debians_cross_compiler(self):
+        """With no cc, a cross target links with Debian's <tuple>-g++ when it is installed."""
+        target = board_target("armv7l", host_machine="x86_64")
+        linker = board_linker(target, None, which=_which("arm-linux-gnueabihf-g++"))
+        assert linker.cc_path == "/usr/bin/arm-linux-gnueabihf-g++"
 
     def test_missing_cc(self):
         """A configured cc that is not installed is a ToolMissing naming it."""
