@@ -360,6 +360,11 @@ class BoardSettings(_Frozen):
             session files); relative paths are under the user's home.
         tracker_host: the address the board dials the tracker at; None =
             ``tracker.phone_host`` or ``tracker.host``.
+        tracker_via: how the board's server reaches the tracker. ``direct``: it
+            dials ``tracker_host``; ``forward``: an SSH remote port forward on the
+            board's loopback carries it to the tracker (like ``adb reverse``), and
+            the server reports ``host`` as its address; ``auto``: ``forward`` when
+            ``tracker_host`` is a loopback address and the board is not local.
         reboot_allowed: whether recovery may ``reboot`` the board (needs
             passwordless ``sudo reboot`` or root).
         cc: the cross compiler that links kernels for the board, e.g.
@@ -383,6 +388,7 @@ class BoardSettings(_Frozen):
     server: str = Field("python", min_length=1)
     work_dir: str = Field("farm-board", min_length=1)
     tracker_host: str | None = None
+    tracker_via: Literal["auto", "direct", "forward"] = "auto"
     reboot_allowed: bool = False
     cc: str | None = None
     sysfs_root: str = Field("/sys", min_length=1)

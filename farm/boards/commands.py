@@ -113,19 +113,25 @@ def runtime_check_argv(board: BoardSettings) -> list[str]:
     return ["test", "-x", board.server]
 
 
-def server_argv(board: BoardSettings, tracker: str, key: str) -> list[str]:
+def server_argv(board: BoardSettings, tracker: str, key: str,
+                custom_addr: str | None = None) -> list[str]:
     """The RPC server's own argv, registered at ``tracker`` (``host:port``) under ``key``.
+
+    ``custom_addr``: the address the server reports to the tracker instead of
+    the one the tracker sees (needed when it dials through a forward).
 
     Sources: apache/tvm ``python/tvm/exec/rpc_server.py`` (``--tracker``,
     ``--key``, ``--host``, ``--port``, ``--port-end``) and ``apps/cpp_rpc/main.cc``
     (the same options as ``--name=value`` after the ``server`` command).
     """
     if board.server == "python":
-        return [board.python, "-m", "tvm.exec.rpc_server", "--tracker", tracker, "--key", key,
+        argv = [board.python, "-m", "tvm.exec.rpc_server", "--tracker", tracker, "--key", key,
                 "--host", "0.0.0.0", "--port", str(SERVER_PORT),  # noqa: S104 - the tracker's clients dial in
                 "--port-end", str(SERVER_PORT_END)]
-    return [board.server, "server", f"--tracker={tracker}", f"--key={key}", "--host=0.0.0.0",
+        return argv + (["--custom-addr", custom_addr] if custom_addr else [])
+    argv = [board.server, "server", f"--tracker={tracker}", f"--key={key}", "--host=0.0.0.0",
             f"--port={SERVER_PORT}", f"--port-end={SERVER_PORT_END}"]
+    return argv + ([f"--custom-addr={custom_addr}"] if custom_addr else [])
 
 
 def start_server_argv(board: BoardSettings, server: Sequence[str]) -> list[str]:

@@ -9,6 +9,9 @@ argv list from :mod:`farm.boards.commands`:
   otherwise (the fleet's lifecycle reads those words as it reads adb's);
 * facts: ``uname -m``/``-r``, ``nproc``, ``/proc/cpuinfo``,
   ``/proc/device-tree/model``, ``/proc/meminfo`` in one round trip;
+* the tracker: dialled directly, or through an SSH remote port forward on the
+  board's loopback (:mod:`farm.ssh.forward`, like ``adb reverse``) when the
+  board cannot reach it (``tracker_via``);
 * the server: the board's ``python -m tvm.exec.rpc_server`` (checked first by
   importing it; a missing TVM is a :class:`~farm.errors.ToolMissing` naming the
   fix) or its C++ ``tvm_rpc``, started detached under the board's tracker key
@@ -50,10 +53,11 @@ from farm.device.storage import parse_df_k
 from farm.device.thermal import parse_thermal_zones
 from farm.errors import ConfigError, FarmError, PhoneFault, SpecError, ToolMissing
 from farm.health.sample import ADB_STATE_DEVICE
+from farm.netaddr import is_loopback
 from farm.ssh import SshClient, SshError
 
 __all__ = ["KIND", "BoardController", "board_tracker_key", "facts_from_output",
-           "reading_from_output"]
+           "reading_from_output", "uses_forward"]
 
 log = structlog.get_logger(__name__)
 
@@ -68,6 +72,17 @@ _KIB_PER_MIB = 1024
 def board_tracker_key(board: BoardSettings) -> str:
     """The key the board's RPC server registers under: ``tracker_key``, else ``board-<name>``."""
     return board.tracker_key or f"board-{board.name}"
+
+
+def uses_forward(board: BoardSettings, tracker_host: str) -> bool:
+    """Whether the board's server reaches the tracker through an SSH remote forward.
+
+    ``auto`` forwards when the board would dial a loopback tracker address from
+    another machine (it would reach itself, not farm's host).
+    """
+    if board.tracker_via == "auto":
+        return is_loopback(tracker_host) and not is_loopback(board.host)
+    return board.tracker_via == "forward"
 
 
 def facts_from_output(serial: str, output: bytes | str) -> dict[str, Any]:
@@ -146,18 +161,21 @@ class BoardController:
 
     Args:
         boards: the boards' settings.
-        tracker: ``host:port`` the boards dial the tracker at, unless a board
+        tracker_host: the address boards dial the tracker at, unless a board
             sets its own ``tracker_host``.
-        tracker_port: the tracker's port, for boards with their own ``tracker_host``.
+        tracker_port: the tracker's port.
+        tracker_local: the tracker as this host reaches it (what a board's SSH
+            forward connects to); None = ``(tracker_host, tracker_port)``.
     """
 
     kind = KIND
 
     def __init__(self, boards: Sequence[BoardSettings], tracker_host: str,
-                 tracker_port: int) -> None:
+                 tracker_port: int, tracker_local: tuple[str, int] | None = None) -> None:
         self.boards = {board.name: board for board in boards}
         self.tracker_host = tracker_host
         self.tracker_port = tracker_port
+        self.tracker_local = tracker_local or (tracker_host, tracker_port)
         self._lock = threading.Lock()
         self._clients: dict[str, SshClient] = {}
 
@@ -165,7 +183,9 @@ class BoardController:
     def from_settings(cls, settings: Settings) -> BoardController:
         """The controller of ``settings.boards``; boards dial ``tracker.phone_host`` or ``host``."""
         tracker = settings.tracker
-        return cls(settings.boards, tracker.phone_host or tracker.host, tracker.port)
+        local = "127.0.0.1" if tracker.host in ("0.0.0.0", "") else tracker.host  # noqa: S104
+        return cls(settings.boards, tracker.phone_host or tracker.host, tracker.port,
+                   (local, tracker.port))
 
     @classmethod
     def from_context(cls, context: ControllerContext) -> BoardController:
@@ -264,8 +284,13 @@ class BoardController:
         """
         board = self.board(serial)
         self.check_runtime(serial)
-        tracker = f"{board.tracker_host or self.tracker_host}:{self.tracker_port}"
-        server = commands.server_argv(board, tracker, board_tracker_key(board))
+        address = board.tracker_host or self.tracker_host
+        if uses_forward(board, address):
+            port = self.ssh(serial).reverse(self.tracker_local)
+            tracker, custom_addr = f"127.0.0.1:{port}", board.host
+        else:
+            tracker, custom_addr = f"{address}:{self.tracker_port}", None
+        server = commands.server_argv(board, tracker, board_tracker_key(board), custom_addr)
         result = self.ssh(serial).run(commands.start_server_argv(board, server))
         pid = result.stdout.decode(errors="replace").strip()
         if not pid.isdigit():

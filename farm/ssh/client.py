@@ -34,6 +34,7 @@ import paramiko
 
 from farm.config import BoardSettings
 from farm.errors import PhoneFault
+from farm.ssh.forward import open_reverse
 
 __all__ = ["SshClient", "SshError", "SshResult", "SshTimeout", "SshUnreachable"]
 
@@ -99,6 +100,7 @@ class SshClient:
         self.address = f"{board.user}@{board.host}:{board.port}"
         self._lock = threading.Lock()
         self._client: paramiko.SSHClient | None = None
+        self._reverses: dict[tuple[str, int], int] = {}  # host-side target -> board port
 
     def _connect(self) -> paramiko.SSHClient:
         board = self.board
@@ -147,9 +149,39 @@ class SshClient:
                 self._client = None
                 self._client = self._connect()
                 transport = self._client.get_transport()
+                if transport is not None:
+                    self._reopen_reverses(transport)
             if transport is None:  # connect() returned without a transport
                 raise SshUnreachable(self.board.name, self.address, "no SSH transport")
             return transport
+
+    def _reopen_reverses(self, transport: paramiko.Transport) -> None:
+        """Ask a new connection for the forwards the old one had, on the same board ports."""
+        for target, port in self._reverses.items():
+            try:
+                open_reverse(transport, port, target)
+            except paramiko.SSHException as exc:
+                raise SshUnreachable(self.board.name, self.address,
+                                     f"remote forward of port {port} refused: {exc}") from exc
+
+    def reverse(self, target: tuple[str, int]) -> int:
+        """A port on the board's loopback that reaches ``target`` here (:mod:`farm.ssh.forward`).
+
+        The forward is made once and made again, on the same board port, each
+        time the connection is reopened.
+
+        Raises:
+            SshUnreachable: no connection, or the board's sshd refused the forward.
+        """
+        transport = self._transport()
+        with self._lock:
+            if target not in self._reverses:
+                try:
+                    self._reverses[target] = open_reverse(transport, 0, target)
+                except paramiko.SSHException as exc:
+                    raise SshUnreachable(self.board.name, self.address,
+                                         f"remote forward refused: {exc}") from exc
+            return self._reverses[target]
 
     def connected(self) -> bool:
         """Whether the connection is up now, opening it if needed; never raises."""

@@ -153,6 +153,29 @@ class TestBoardFaults:
         _wait_registered(tracker, key)
         assert controller.read_health(board.name, datetime.now(UTC)).app_running is True
 
+    def test_server_reaches_the_tracker_through_an_ssh_forward(
+        self, boards: list[VirtualBoard], tracker: TrackerProcess, tmp_path: Path,
+    ) -> None:
+        """tracker_via = forward: the server dials the board's loopback, the SSH connection
+        carries it to the tracker, and a GEMM session reaches it at the board's address."""
+        board = boards[1]
+        ctl = BoardController([board.settings(tracker_via="forward")], "10.255.255.1",
+                              tracker.port, (tracker.host, tracker.port))  # unreachable direct
+        try:
+            ctl.start_server(board.name)
+            key = ctl.tracker_key(board.name)
+            _wait_registered(tracker, key)
+            [server] = [s for s in summary(tracker.host, tracker.port).servers if s.key == key]
+            assert server.host == "127.0.0.1"  # the custom address: the board's host
+            spec = ctl.compile_target(ctl.facts(board.name))
+            result = run_gemm(GemmParams(n=32, bn=16, timing=TimingParams(1, 2, 1)), spec.target,
+                              _tracker_params(tracker, ctl, board.name),
+                              CompileCache(tmp_path / "cache"))
+            assert result.gflops > 0
+        finally:
+            ctl.stop_server(board.name)
+            ctl.close()
+
     def test_heat_holds_the_gate_until_the_board_cools(
         self, boards: list[VirtualBoard], controller: BoardController,
     ) -> None:

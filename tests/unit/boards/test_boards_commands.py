@@ -16,6 +16,7 @@ import pytest
 from farm.boards import commands
 from farm.clock import wait_until
 from farm.config import BoardSettings
+from farm.controllers.board import uses_forward
 from farm.procs import group_alive, signal_group
 
 NASTY = "w d $(touch pwned) `touch pwned2`; 'q'"
@@ -113,3 +114,25 @@ class TestStartStopScripts:
         finally:
             if pid is not None:
                 signal_group(pid)
+
+
+class TestTrackerVia:
+    def test_custom_addr_for_forwarded_servers(self, tmp_path):
+        """A server dialling through a forward reports the board's own address."""
+        python = commands.server_argv(_board(tmp_path), "127.0.0.1:40001", "k", "10.0.0.31")
+        assert python[-2:] == ["--custom-addr", "10.0.0.31"]
+        cpp = commands.server_argv(_board(tmp_path, server="/x/tvm_rpc"), "127.0.0.1:1", "k",
+                                   "10.0.0.31")
+        assert cpp[-1] == "--custom-addr=10.0.0.31"
+
+    @pytest.mark.parametrize(("via", "board_host", "tracker_host", "expected"), [
+        ("auto", "10.0.0.31", "127.0.0.1", True),   # the board would dial itself
+        ("auto", "10.0.0.31", "10.0.0.2", False),
+        ("auto", "127.0.0.1", "127.0.0.1", False),  # a local (virtual) board
+        ("direct", "10.0.0.31", "127.0.0.1", False),
+        ("forward", "127.0.0.1", "10.0.0.2", True),
+    ])
+    def test_uses_forward(self, tmp_path, via, board_host, tracker_host, expected):
+        """auto forwards only when a remote board would dial a loopback tracker address."""
+        board = _board(tmp_path, tracker_via=via, host=board_host)
+        assert uses_forward(board, tracker_host) is expected
