@@ -32,8 +32,8 @@ from farm.controllers.base import (
 
 __all__ = [
     "ANDROID",
-    "BOARD",
     "ANY_KIND",
+    "BOARD",
     "ControllerContext",
     "ControllerFactory",
     "DeviceController",

@@ -14,6 +14,7 @@ import contextlib
 import select
 import socket
 import threading
+from typing import Any
 
 import paramiko
 import structlog
@@ -28,9 +29,10 @@ CONNECT_TIMEOUT_S = 10.0
 
 def _pump(channel: paramiko.Channel, sock: socket.socket) -> None:
     """Copy bytes both ways until one side closes, then close both."""
+    ends: list[Any] = [channel, sock]  # select() takes anything with fileno()
     try:
         while True:
-            readable, _, _ = select.select([channel, sock], [], [])
+            readable, _, _ = select.select(ends, [], [])
             if channel in readable:
                 data = channel.recv(_CHUNK)
                 if not data:
