@@ -178,6 +178,7 @@ class BoardController:
         self.tracker_local = tracker_local or (tracker_host, tracker_port)
         self._lock = threading.Lock()
         self._clients: dict[str, SshClient] = {}
+        self._unreachable: dict[str, str | None] = {}  # the last reason discover logged
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BoardController:
@@ -237,9 +238,16 @@ class BoardController:
             return []
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(names)),
                                                    thread_name_prefix="farm-board-ssh") as pool:
-            up = list(pool.map(lambda name: self.ssh(name).connected(), names))
-        return [Discovered(name, ADB_STATE_DEVICE if ok else OFFLINE)
-                for name, ok in zip(names, up, strict=True)]
+            reasons = list(pool.map(lambda name: self.ssh(name).unreachable_reason(), names))
+        for name, reason in zip(names, reasons, strict=True):
+            if reason != self._unreachable.get(name):  # say it once, not every sweep
+                if reason is None:
+                    log.info("board_reachable", serial=name)
+                else:
+                    log.warning("board_unreachable", serial=name, reason=reason)
+                self._unreachable[name] = reason
+        return [Discovered(name, OFFLINE if reason else ADB_STATE_DEVICE)
+                for name, reason in zip(names, reasons, strict=True)]
 
     def facts(self, serial: str) -> dict[str, Any]:
         """The board's facts (:func:`facts_from_output`) in one SSH round trip.

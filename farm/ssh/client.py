@@ -183,13 +183,13 @@ class SshClient:
                                          f"remote forward refused: {exc}") from exc
             return self._reverses[target]
 
-    def connected(self) -> bool:
-        """Whether the connection is up now, opening it if needed; never raises."""
+    def unreachable_reason(self) -> str | None:
+        """None when the connection is up (opened if needed), else why not; never raises."""
         try:
             self._transport()
-        except PhoneFault:
-            return False
-        return True
+        except PhoneFault as exc:
+            return str(exc)
+        return None
 
     def run(self, argv: Sequence[str], *, timeout_s: float | None = None,
             check: bool = True) -> SshResult:

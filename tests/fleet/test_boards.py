@@ -21,6 +21,7 @@ from typing import Any
 
 import psutil
 import pytest
+from structlog.testing import capture_logs
 
 from farm.clock import wait_until
 from farm.config import Settings
@@ -220,13 +221,18 @@ class TestBoardSetupErrors:
 
     def test_unknown_host_key_is_refused(self, boards: list[VirtualBoard],
                                          tracker: TrackerProcess, tmp_path: Path) -> None:
-        """Strict host key policy: a board whose key is not in known_hosts is offline."""
+        """Strict host key policy: a board whose key is not in known_hosts is offline, and the
+        log says why, once."""
         board = boards[0]
         empty = tmp_path / "empty_known_hosts"
         empty.write_text("")
         ctl = BoardController([board.settings(known_hosts=empty)], tracker.host, tracker.port)
         try:
-            assert [d.state for d in ctl.discover()] == ["offline"]
+            with capture_logs() as logs:
+                assert [d.state for d in ctl.discover()] == ["offline"]
+                assert [d.state for d in ctl.discover()] == ["offline"]
+            [event] = [e for e in logs if e["event"] == "board_unreachable"]
+            assert "known_hosts" in event["reason"] and event["serial"] == board.name
         finally:
             ctl.close()
 
