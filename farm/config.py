@@ -21,6 +21,9 @@ A sample ``farm.toml``::
     path = "/opt/farm/tvmrpc-release.apk"
     on_signature_clash = "fail"
 
+    [database]
+    auto_migrate = true   # false: run 'farmctl db upgrade' yourself
+
     [retention]
     health_full_days = 1
     run_dirs_max_mb = 2048
@@ -53,7 +56,7 @@ import socket
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -121,6 +124,10 @@ class TrackerSettings(_Frozen):
             ``phone_host:port``.
         device_port: the tracker's port as usb-only phones see it (the
             reversed port on the phone); None means ``port``.
+        advertise_host: the tracker's address as people and other hosts reach
+            it (stored in this host's ``hosts`` row, shown for reservations);
+            None means ``host``. Set it when ``host`` is a wildcard (``0.0.0.0``)
+            or loopback and several hosts share one database.
     """
 
     external: bool = False
@@ -130,6 +137,12 @@ class TrackerSettings(_Frozen):
     key: str = Field("android", min_length=1, pattern=r"^[A-Za-z0-9-]+$")
     network: Literal["usb-only", "lan"] = "usb-only"
     device_port: int | None = Field(None, gt=0, lt=65536)
+    advertise_host: str | None = Field(None, min_length=1)
+
+    @property
+    def advertised_host(self) -> str:
+        """The tracker's address as users reach it: ``advertise_host``, else ``host``."""
+        return self.advertise_host or self.host
 
 
 class ApkSettings(_Frozen):
@@ -300,6 +313,26 @@ class ResultSettings(_Frozen):
     watch_lookback_s: float = Field(86400.0, gt=0)
 
 
+class HostSettings(_Frozen):
+    """This farmd's liveness in a database several hosts share (:mod:`farm.queue.hosts`).
+
+    Attributes:
+        heartbeat_s: how often farmd stamps its ``hosts`` row, seconds.
+        dead_after_s: a host whose stamp is older than this is dead: its phones
+            show as ``unreachable`` and another host's adb server may take them
+            over. Several heartbeats long, so one slow database write is not a death.
+    """
+
+    heartbeat_s: float = Field(10.0, gt=0)
+    dead_after_s: float = Field(60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _beats_before_death(self) -> HostSettings:
+        if self.dead_after_s <= 2 * self.heartbeat_s:
+            raise ValueError("dead_after_s must exceed two heartbeats (2 * heartbeat_s)")
+        return self
+
+
 class MetricsSettings(_Frozen):
     """The Prometheus endpoint farmd serves."""
 
@@ -318,6 +351,20 @@ class ApiSettings(_Frozen):
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = Field(9465, gt=0, lt=65536)
+
+
+class DatabaseSettings(_Frozen):
+    """How farm treats the queue database's schema (the URL is ``database_url``).
+
+    Attributes:
+        auto_migrate: farmd and farmctl migrate the schema to the newest
+            revision when they open the database (once, however many open it
+            together). Off, a store opened on an older schema fails with an
+            error naming ``farmctl db upgrade``, which a team runs explicitly,
+            e.g. before upgrading farm on every host.
+    """
+
+    auto_migrate: bool = True
 
 
 class VirtualSettings(_Frozen):
@@ -396,12 +443,64 @@ class BoardSettings(_Frozen):
     command_timeout_s: float = Field(30.0, gt=0)
 
 
+class ReservationSettings(_Frozen):
+    """People's reservations of phones (``farmctl reserve``).
+
+    Attributes:
+        default_for_s: how long ``farmctl reserve`` holds a phone without ``--for``.
+        max_for_s: the longest reservation ``--for`` may ask for.
+        expire_interval_s: how often farmd ends reservations past their end
+            time (until then claims already treat those phones as free).
+    """
+
+    default_for_s: float = Field(3600.0, gt=0)
+    max_for_s: float = Field(7 * 86400.0, gt=0)
+    expire_interval_s: float = Field(30.0, gt=0)
+
+
+class PoolSelection(_Frozen):
+    """The phones one ``pool.keys`` entry offers; every attribute given must match."""
+
+    abi: str | None = None  # e.g. "arm64-v8a", one of ro.product.cpu.abilist
+    soc: str | None = None  # e.g. "SM8150", case-insensitive
+    gpu: str | None = None  # substring of the GPU renderer, e.g. "adreno"
+    sdk_min: int | None = Field(None, ge=1)
+
+
+class PoolSettings(_Frozen):
+    """A shared tracker key under which idle phones also serve stock scripts.
+
+    A script written for the stock workflow, ``connect_tracker(host,
+    port).request(key)``, gets a free phone (:mod:`farm.fleet.pool`). Only
+    usb-only phones (``tracker.network``) are pooled: farm learns the app's
+    registration from their relay.
+
+    Attributes:
+        key: the shared key every idle phone serves, e.g. ``android``; None
+            (default) and no ``keys``: no pool. It may equal ``tracker.key``:
+            farm itself only requests ``<tracker.key>-<serial>`` and
+            ``<tracker.key>-job-<id>``, so no pool key may start with
+            ``<tracker.key>-``.
+        keys: more shared keys, each served by the idle phones its selection
+            matches, e.g. ``{"arm64" = {abi = "arm64-v8a"}, "sm8150" = {soc =
+            "SM8150"}}``.
+        interval_s: how often farm offers newly idle phones and withdraws
+            busy, reserved or unhealthy ones.
+    """
+
+    key: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z0-9-]+$")
+    keys: dict[Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9-]+$")],
+               PoolSelection] = {}
+    interval_s: float = Field(1.0, gt=0)
+
+
 class Settings(_Frozen):
     """All of farm's settings (see the module doc for sources and a sample file).
 
     Attributes:
         data_dir: farm's data folder (database, logs, caches).
         database_url: SQLAlchemy URL; defaults to SQLite ``farm.db`` in ``data_dir``.
+        database: schema handling (``[database] auto_migrate``).
         log_level: debug, info, warning, error or critical.
         host_id: names this host's farmd in the shared database (attempts it
             runs carry it); defaults to the host name. Two farmd sharing one
@@ -411,6 +510,7 @@ class Settings(_Frozen):
     data_dir: Path = Field(Path("~/.local/share/farm"), validate_default=True)
     host_id: str = Field(default_factory=socket.gethostname, min_length=1, max_length=128)
     database_url: str = ""
+    database: DatabaseSettings = DatabaseSettings()
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
     adb: AdbSettings = AdbSettings()
     tracker: TrackerSettings = TrackerSettings()
@@ -420,11 +520,14 @@ class Settings(_Frozen):
     jobs: JobSettings = JobSettings()
     retention: RetentionSettings = RetentionSettings()
     schedules: tuple[Schedule, ...] = ()
+    hosts: HostSettings = HostSettings()
     metrics: MetricsSettings = MetricsSettings()
     api: ApiSettings = ApiSettings()
     results: ResultSettings = ResultSettings()
     virtual: VirtualSettings = VirtualSettings()
     boards: tuple[BoardSettings, ...] = ()
+    reservations: ReservationSettings = ReservationSettings()
+    pool: PoolSettings = PoolSettings()
 
     @field_validator("data_dir")
     @classmethod
@@ -445,6 +548,14 @@ class Settings(_Frozen):
         if twice := sorted({name for name in names if names.count(name) > 1}):
             raise ValueError(f"board names must be unique; repeated: {', '.join(twice)}")
         return value
+
+    @model_validator(mode="after")
+    def _pool_key_apart(self) -> Settings:
+        for key in [*self.pool.keys, *([self.pool.key] if self.pool.key else [])]:
+            if key.startswith(f"{self.tracker.key}-"):
+                raise ValueError(f"pool key {key!r} must not start with {self.tracker.key!r}-: "
+                                 "farm's own phone and job keys do")
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -154,8 +154,9 @@ def _submit(state: CliState, kind: Kind, params: dict[str, Any], common: dict[st
         raw["devices"] = devices
     data_dir = Path(state.settings.data_dir)
     try:
-        # The model files go into farm's store first: the spec names the copies.
-        spec = parse_spec(store_spec_models(raw, kind.input_files, data_dir))
+        # The model files go into the database first: the spec names the blobs.
+        spec = parse_spec(store_spec_models(raw, kind.input_files, state.store,
+                                            SystemClock().now()))
         if kind.enqueue.check is not None:
             kind.enqueue.check(spec, state.store, data_dir)
     except SpecError as exc:
@@ -184,13 +185,18 @@ def _submit(state: CliState, kind: Kind, params: dict[str, Any], common: dict[st
 def _submit_each(state: CliState, kind: Kind, spec: JobSpec, as_json: bool) -> None:
     """One job per phone in service that fits ``spec``, pinned to it, under one run id.
 
+    Phones of every live farmd host count (each pinned job runs on its phone's
+    host); those of a dead host (``hosts.dead_after_s``) do not.
+
     Raises:
         FlagError: ``--count`` above 1 with ``--each`` (each job holds one phone).
         UserFault: no phone in service fits (nothing is stored).
     """
     if spec.devices.count != 1:
         raise FlagError("--each runs one job per phone: leave out --count")
-    known = state.store.list_devices()
+    dead = state.store.dead_host_ids(SystemClock().now(), state.settings.hosts.dead_after_s)
+    # Every live host's phones; a dead host's run nothing until it is back (farm.queue.hosts).
+    known = [d for d in state.store.list_devices() if d.host is None or d.host not in dead]
     views = [DeviceView(d.serial, d.state, d.drained, d.facts) for d in known]
     phones = fitting_in_service(spec, views)
     if not phones:

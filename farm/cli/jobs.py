@@ -65,8 +65,10 @@ def _waiting(state: CliState, views: list[JobView]) -> dict[int, str]:
     if not any(v.state is JobState.QUEUED for v in views):
         return {}
     known_kinds = list(KINDS)
-    return wait_reasons(state.store.snapshot(), SystemClock().now(), known_kinds=known_kinds,
-                        job_ids={v.id for v in views})
+    now = SystemClock().now()
+    dead = state.store.dead_host_ids(now, state.settings.hosts.dead_after_s)
+    return wait_reasons(state.store.snapshot(), now, known_kinds=known_kinds,
+                        job_ids={v.id for v in views}, dead_hosts=dead)
 
 
 def _get_job(state: CliState, job_id: int) -> JobView:

@@ -18,8 +18,9 @@ from pathlib import Path
 import click
 
 from farm import logs, privacy
-from farm.cli import demo, devices, doctor, enqueue, export, jobs, results
+from farm.cli import db, demo, devices, doctor, enqueue, export, jobs, reserve, results
 from farm.cli.compare import compare
+from farm.cli.hosts import hosts
 from farm.cli.params import CONTEXT_SETTINGS
 from farm.cli.state import CliState
 from farm.errors import FarmError
@@ -60,12 +61,18 @@ def cli(ctx: click.Context, config_path: Path | None, log_level: str) -> None:
 cli.add_command(enqueue.enqueue)
 for command in (jobs.jobs, jobs.job, jobs.cancel, results.results, jobs.logs_, jobs.wait,
                 devices.devices, devices.drain, devices.undrain, devices.release,
-                demo.demo, doctor.doctor, export.export):
+                reserve.reserve, reserve.unreserve, reserve.reservations,
+                demo.demo, doctor.doctor, export.export, db.db):
     cli.add_command(command)
 cli.add_command(compare)
+cli.add_command(hosts)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console script entry point ``farmctl``; what it writes is readable by its user only."""
     privacy.restrict_umask()
     cli.main(args=list(argv) if argv is not None else None, prog_name="farmctl")
+
+
+if __name__ == "__main__":  # python -m farm.cli.main, as tests run farmctl in subprocesses
+    main()

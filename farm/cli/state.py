@@ -47,10 +47,12 @@ class CliState:
         """The queue, opened (and migrated) once.
 
         Raises:
-            StoreError: the database cannot be opened.
+            StoreError: the database cannot be opened; with ``database.auto_migrate``
+                off, its schema is older than this farm's (run ``farmctl db upgrade``).
         """
         if self._store is None:
-            self._store = Store(self.settings.database_url)
+            self._store = Store(self.settings.database_url,
+                                auto_migrate=self.settings.database.auto_migrate)
         return self._store
 
     def farmd(self) -> FarmdStatus:

@@ -21,7 +21,7 @@ from farm.errors import SpecError
 from farm.kinds.base import EnqueueCommand, Kind, default_of
 from farm.kinds.gemm import GEMM_FLAGS, GEMM_OPTIONS, GemmParams, gemm_params
 from farm.kinds.gemm import workload as gemm_workload
-from farm.kinds.model import ModelParams, parse_input_shape
+from farm.kinds.model import ModelParams, parse_input_shape, shown_name
 from farm.queue.capabilities import workload_needs
 from farm.queue.spec import MAX_PHONES, FieldError, JobBase, Strict
 
@@ -193,7 +193,7 @@ def workload(spec: Mapping[str, Any]) -> str:
     params = spec.get("params") or {}
     model = params.get("model") if isinstance(params, Mapping) else None
     if isinstance(model, Mapping):
-        return f"tune model {Path(str(model.get('path', '?'))).name}"
+        return f"tune model {shown_name(model)}"
     return f"tune {gemm_workload({'params': params.get('gemm') or {}})}"
 
 

@@ -31,8 +31,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from farm.errors import FarmError, StoreError
 from farm.queue import endings, head, lifecycle, transitions
-from farm.queue.db import JOBS_CHANNEL, create_engine, migrate
-from farm.queue.devices import DeviceOps
+from farm.queue.blobs import BlobOps
+from farm.queue.db import JOBS_CHANNEL, create_engine, migrate, require_head
+from farm.queue.devices import DeviceOps, of_host
+from farm.queue.hosts import HostOps
 from farm.queue.models import (
     Attempt,
     Device,
@@ -66,12 +68,16 @@ __all__ = ["Store"]
 log = structlog.get_logger(__name__)
 
 
-class Store(DeviceOps, ReservationOps, RegressionOps, TokenOps):
+class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps):
     """The queue database; migrated to the newest schema when opened.
 
     Args:
         url: a SQLAlchemy URL, e.g. ``farm.queue.db.default_url(data_dir)``
             (SQLite) or ``postgresql+psycopg://user@host/farm``.
+        auto_migrate: migrate when opened (:func:`farm.queue.db.migrate`, once
+            across concurrent openers); False only checks that the schema is at
+            the newest revision (``[database] auto_migrate``; ``farmctl db
+            upgrade`` migrates).
 
     Every method is one transaction, and every method raises
     :class:`~farm.errors.StoreError` when the database refuses it (locked past
@@ -79,13 +85,18 @@ class Store(DeviceOps, ReservationOps, RegressionOps, TokenOps):
     Methods that change a row log one line per change after the commit.
 
     Raises:
-        StoreError: the database cannot be opened or migrated.
+        StoreError: the database cannot be opened or migrated; with
+            ``auto_migrate`` off, its schema is not the newest.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, auto_migrate: bool = True) -> None:
         self.url = url
         self._engine = create_engine(url)
-        migrate(self._engine)
+        try:
+            (migrate if auto_migrate else require_head)(self._engine)
+        except StoreError:
+            self._engine.dispose()
+            raise
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
         self._specs = head.DecodedSpecs()
 
@@ -253,8 +264,9 @@ class Store(DeviceOps, ReservationOps, RegressionOps, TokenOps):
         seed: int = 0,
         kinds: Collection[str] | None = None,
         aging_step_s: float = AGING_STEP_S,
+        host: str | None = None,
     ) -> QueueSnapshot:
-        """The queued jobs that settle a plan at ``now``, and every device.
+        """The queued jobs that settle a plan at ``now``, and every device (of ``host``).
 
         ``plan(store.head(now, seed=s, kinds=leases.keys()), now, seed=s,
         lease_s_by_kind=leases)`` decides as ``plan(store.snapshot(), ...)``
@@ -267,10 +279,14 @@ class Store(DeviceOps, ReservationOps, RegressionOps, TokenOps):
             kinds: the kinds that may start (the plan's ``lease_s_by_kind``
                 keys); None: all.
             aging_step_s: seconds of waiting worth one priority point.
+            host: plan over this farmd host's devices only (and those no host
+                owns, :func:`farm.queue.devices.of_host`): the jobs are
+                everyone's, the phones its own, so a job starts on whichever
+                host has a fitting free phone. None: every device.
         """
         with self._tx() as session:
             return head.read_head(
-                session, _device_views(session), now, self._specs,
+                session, _device_views(session, host), now, self._specs,
                 seed=seed, kinds=kinds, aging_step_s=aging_step_s,
             )
 
@@ -462,14 +478,18 @@ class Store(DeviceOps, ReservationOps, RegressionOps, TokenOps):
             )
 
 
-def _device_views(session: Session) -> list[DeviceView]:
-    """Every known phone as the scheduler sees it, by serial."""
+def _device_views(session: Session, host: str | None = None) -> list[DeviceView]:
+    """Every known phone (of ``host``, if given) as the scheduler sees it, by serial."""
     reserved = active_reservations(session)
-    return [
-        DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}), d.held_outside,
-                   *reserved.get(d.serial, (None, None)))
-        for d in session.scalars(select(Device).order_by(Device.serial))
-    ]
+    query = select(Device).order_by(Device.serial)
+    if host is not None:
+        query = query.where(of_host(host))
+    views = []
+    for d in session.scalars(query):
+        reserved_by, reserved_until = reserved.get(d.serial, (None, None))
+        views.append(DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}),
+                                d.held_outside, reserved_by, reserved_until, host=d.host))
+    return views
 
 
 def _new_job(spec: JobSpec | Mapping[str, Any], now: datetime, run_id: str | None = None) -> Job:
