@@ -443,6 +443,46 @@ class BoardSettings(_Frozen):
     command_timeout_s: float = Field(30.0, gt=0)
 
 
+class GpuSettings(_Frozen):
+    """This host's NVIDIA GPUs as fleet devices (kind ``gpu``, :mod:`farm.controllers.gpu`).
+
+    Attributes:
+        enabled: whether farmd looks for GPUs through NVML (needs the ``gpu``
+            extra, ``nvidia-ml-py``, and an NVIDIA driver).
+        gpus: which GPUs to serve, by NVML index (``"0"``) or UUID
+            (``"GPU-5c3f..."``); empty serves every GPU NVML lists.
+        temp_max_c: above this core temperature the GPU cools (thermal gating
+            waits). 83 °C is farm's choice, under the slowdown threshold an H100
+            reports through NVML (``slowdown_temp_c`` in
+            ``tests/fixtures/nvml/h100_idle.json``); a GPU slowing itself for
+            heat cools whatever its temperature.
+        key_prefix: tracker keys are ``<prefix>-<first 8 hex digits of the UUID>``.
+        server_host: the address each GPU's RPC server binds and announces.
+    """
+
+    enabled: bool = False
+    gpus: tuple[str, ...] = ()
+    temp_max_c: float = Field(83.0, gt=0)
+    key_prefix: str = Field("gpu", min_length=1, pattern=r"^[A-Za-z0-9-]+$")
+    server_host: str = "127.0.0.1"
+
+
+class ProxySettings(_Frozen):
+    """A ``tvm.exec.rpc_proxy`` for devices that connect out (iOS RPC app, a browser).
+
+    Attributes:
+        enabled: whether farmd runs the proxy, registered at its tracker.
+        host: the address the proxy binds.
+        port: where devices connect (``is_proxy`` RPC servers, the iOS app).
+        web_port: the proxy's websocket port for browsers; 0 = none.
+    """
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(9091, gt=0, lt=65536)
+    web_port: int = Field(0, ge=0, lt=65536)
+
+
 class ReservationSettings(_Frozen):
     """People's reservations of phones (``farmctl reserve``).
 
@@ -528,6 +568,8 @@ class Settings(_Frozen):
     boards: tuple[BoardSettings, ...] = ()
     reservations: ReservationSettings = ReservationSettings()
     pool: PoolSettings = PoolSettings()
+    gpu: GpuSettings = GpuSettings()
+    proxy: ProxySettings = ProxySettings()
 
     @field_validator("data_dir")
     @classmethod

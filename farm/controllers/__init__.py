@@ -5,6 +5,8 @@
     base.py      DeviceController (the protocol), its dataclasses, the registry
     android.py   phones over adb with the TVM RPC app
     board.py     Linux boards over SSH (``[[boards]]``)
+    gpu.py       NVIDIA GPUs of a GPU host, through NVML and a CUDA rpc_server
+    proxy.py     devices that connect out to farm's rpc_proxy (iOS app, browser)
 
 Adding a kind is one module implementing
 :class:`~farm.controllers.base.DeviceController` and one ``register`` line
@@ -34,6 +36,8 @@ __all__ = [
     "ANDROID",
     "ANY_KIND",
     "BOARD",
+    "GPU",
+    "PROXY",
     "ControllerContext",
     "ControllerFactory",
     "DeviceController",
@@ -72,3 +76,27 @@ def _board(context: ControllerContext) -> DeviceController:
 
 
 register(BOARD, _board)
+
+#: The kind of an NVIDIA GPU of a GPU host (:mod:`farm.controllers.gpu`).
+GPU = "gpu"
+
+
+def _gpu(context: ControllerContext) -> DeviceController:
+    from farm.controllers.gpu import GpuController
+
+    return GpuController.from_context(context)
+
+
+register(GPU, _gpu)
+
+#: The kind of a device that connects out to farm's RPC proxy (:mod:`farm.controllers.proxy`).
+PROXY = "proxy"
+
+
+def _proxy(context: ControllerContext) -> DeviceController:
+    from farm.controllers.proxy import ProxyController
+
+    return ProxyController.from_context(context)
+
+
+register(PROXY, _proxy)

@@ -110,7 +110,7 @@ class ModelParams(Strict):
 class ModelBenchParams(ModelParams):
     """A model benchmark: the model, the processor, and optionally a tuning job's records."""
 
-    target: Literal["cpu", "opencl"] = "cpu"
+    target: Literal["cpu", "opencl", "cuda"] = "cpu"
     tuned: int | None = Field(default=None, ge=1)  # a finished tune job of this model
 
 
@@ -149,7 +149,7 @@ def model_params(p: ModelParams, model_path: Path, device: str = "cpu",
     Args:
         p: the spec's model.
         model_path: its file on this host (:func:`model_file`).
-        device: ``"cpu"`` or ``"opencl"``.
+        device: ``"cpu"``, ``"opencl"`` or ``"cuda"``.
         database_dir: a tuning work folder whose records are applied.
     """
     from farm.jobs import params as jp
@@ -268,7 +268,7 @@ KIND = Kind(
                          f"{default_of(Tolerance, 'rtol')}"),
             click.option("--atol", type=float, help="Absolute tolerance against onnxruntime. "
                          f"{default_of(Tolerance, 'atol')}"),
-            click.option("--target", type=click.Choice(["cpu", "opencl"]),
+            click.option("--target", type=click.Choice(["cpu", "opencl", "cuda"]),
                          help=f"Processor that runs it. {default_of(ModelBenchParams, 'target')}"),
             click.option("--tuned", type=int,
                          help="A finished `tune --model` job of this model whose tuning "

@@ -44,7 +44,7 @@ MAX_TASKS = 10_000
 class TunedModel(ModelParams):
     """An ONNX model to tune: the model job's fields, and the processor that runs it."""
 
-    target: Literal["cpu", "opencl"] = "cpu"
+    target: Literal["cpu", "opencl", "cuda"] = "cpu"
 
 
 class TuneParams(Strict):
@@ -236,7 +236,7 @@ KIND = Kind(
             *GEMM_OPTIONS,
             click.option("--model", "path",
                          help="Tune this ONNX file's tasks instead of a gemm "
-                              "(--target cpu or opencl)."),
+                              "(--target cpu, opencl or cuda)."),
             click.option("--input-shape", "input_shapes", multiple=True,
                          help="NAME=D1,D2,... of the model (repeatable).  "
                               "[default: the model's own]"),
