@@ -28,10 +28,12 @@ import click
 from farm.cli.output import echo_json
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.clock import SystemClock
+from farm.controllers import kinds as controller_kinds
 from farm.errors import SpecError, UserFault
 from farm.jobs.model_store import store_spec_models
 from farm.kinds import KINDS, Kind
 from farm.kinds.base import ClickDecorator, default_of
+from farm.queue.records import DeviceRecord
 from farm.queue.scheduler import DeviceView
 from farm.queue.spec import (
     MAX_ATTEMPTS,
@@ -54,6 +56,7 @@ COMMON_FLAGS = {
     "devices.soc": "--soc",
     "devices.sdk_min": "--sdk-min",
     "devices.gpu": "--gpu",
+    "devices.kind": "--kind",
     "devices.count": "--count",
     "priority": "--priority",
     "attempts": "--attempts",
@@ -61,7 +64,7 @@ COMMON_FLAGS = {
     "not_before": "--not-before",
     "repetitions": "--repeat",
 }
-_DEVICE_FIELDS = ("serials", "abi", "soc", "sdk_min", "gpu", "count")
+_DEVICE_FIELDS = ("serials", "abi", "soc", "sdk_min", "gpu", "kind", "count")
 
 _COMMON_OPTIONS: list[ClickDecorator] = [
     click.option("--serial", "serials", multiple=True, help="Run on this phone (repeatable)."),
@@ -69,6 +72,8 @@ _COMMON_OPTIONS: list[ClickDecorator] = [
     click.option("--soc", help="Phones with this SoC, e.g. SM8150."),
     click.option("--sdk-min", type=int, help="Phones with at least this SDK level."),
     click.option("--gpu", help="Phones whose GPU name contains this, e.g. adreno."),
+    click.option("--kind", "kind", type=click.Choice(controller_kinds()),
+                 help="Devices of this kind only. [default: any kind]"),
     click.option("--count", type=int, help=f"Phones the job holds at once (1..{MAX_PHONES}). "
                                            f"{default_of(DeviceSelection, 'count')}"),
     click.option("--priority", type=int,
@@ -168,7 +173,7 @@ def _submit(state: CliState, kind: Kind, params: dict[str, Any], common: dict[st
         return
     if not wait_for_device:
         known = state.store.list_devices()
-        reason = refusal(spec, [DeviceView(d.serial, d.state, d.drained, d.facts) for d in known])
+        reason = refusal(spec, [_view(d) for d in known])
         if reason is not None:
             raise UserFault(f"no known phone can run this job: {reason} "
                             "(--wait-for-device queues it for phones not plugged in yet)")
@@ -180,6 +185,12 @@ def _submit(state: CliState, kind: Kind, params: dict[str, Any], common: dict[st
     else:
         click.echo(f"job {job_id} queued ({kind.name})")
     warn_if_no_farmd(state, f"job {job_id} waits in the queue until farmd starts")
+
+
+def _view(device: DeviceRecord) -> DeviceView:
+    """A stored device as the scheduler sees it."""
+    return DeviceView(device.serial, device.state, device.drained, device.facts,
+                      kind=device.kind)
 
 
 def _submit_each(state: CliState, kind: Kind, spec: JobSpec, as_json: bool) -> None:
@@ -197,7 +208,7 @@ def _submit_each(state: CliState, kind: Kind, spec: JobSpec, as_json: bool) -> N
     dead = state.store.dead_host_ids(SystemClock().now(), state.settings.hosts.dead_after_s)
     # Every live host's phones; a dead host's run nothing until it is back (farm.queue.hosts).
     known = [d for d in state.store.list_devices() if d.host is None or d.host not in dead]
-    views = [DeviceView(d.serial, d.state, d.drained, d.facts) for d in known]
+    views = [_view(d) for d in known]
     phones = fitting_in_service(spec, views)
     if not phones:
         reason = refusal(spec, views) or f"{len(views)} phones known, none in service fits"
