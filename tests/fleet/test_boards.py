@@ -40,6 +40,7 @@ from farm.provision.standin import demo_apk
 from farm.queue.models import DeviceState, JobState
 from farm.queue.records import DeviceRecord, JobView
 from farm.queue.store import Store
+from farm.ssh import SshClient, SshError, SshTimeout
 from farm.tvm.tracker import TrackerProcess, summary
 from farm.virtual.android.spec import profiles
 from farm.virtual.board import VirtualBoard
@@ -203,6 +204,42 @@ class TestBoardFaults:
         board.replug()
         wait_until(lambda: {d.serial: d.state for d in controller.discover()}[board.name]
                    == "device", 30, "board back")
+
+
+class TestSshClient:
+    def test_arguments_reach_the_board_literally(self, boards: list[VirtualBoard]) -> None:
+        """An argv element with spaces, quotes and $(...) arrives as one literal argument."""
+        client = SshClient(boards[0].settings())
+        try:
+            nasty = "a b 'c' $(touch pwned) `touch pwned2`; echo no"
+            result = client.run(["printf", "%s", nasty])
+            assert result.stdout.decode() == nasty
+            assert not list(boards[0].root.glob("**/pwned*"))
+        finally:
+            client.close()
+
+    def test_failure_carries_exit_code_and_stderr(self, boards: list[VirtualBoard]) -> None:
+        """A non-zero exit is an SshError (a PhoneFault naming the board) with code and stderr."""
+        client = SshClient(boards[0].settings())
+        try:
+            with pytest.raises(SshError) as info:
+                client.run(["sh", "-c", "echo broken >&2; exit 3"])
+            assert info.value.exit_code == 3
+            assert "broken" in info.value.stderr
+            assert info.value.serial == boards[0].name
+            assert client.run(["false"], check=False).exit_code == 1
+        finally:
+            client.close()
+
+    def test_deadline(self, boards: list[VirtualBoard]) -> None:
+        """A command outliving its deadline is an SshTimeout; the connection stays usable."""
+        client = SshClient(boards[0].settings())
+        try:
+            with pytest.raises(SshTimeout):
+                client.run(["sleep", "30"], timeout_s=0.5)
+            assert client.run(["echo", "ok"]).stdout == b"ok\n"
+        finally:
+            client.close()
 
 
 class TestBoardSetupErrors:
