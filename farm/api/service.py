@@ -17,7 +17,7 @@ This module imports no FastAPI: the local CLI loads it too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -210,6 +210,9 @@ class FarmService:
             UserFault: no known phone can run it (and not ``wait_for_device``),
                 or, with ``each``, none in service fits now.
         """
+        named = KINDS.get(str(raw.get("kind")))
+        if self.caller is not None and named is not None:  # before validation reads the path
+            _no_server_paths(raw, named.input_files)
         spec = parse_spec(raw)
         kind = KINDS[spec.kind]
         if kind.enqueue.check is not None:
@@ -265,3 +268,21 @@ class FarmService:
         if not self.store.cancel(job_id, self.clock.now()):
             raise Conflict(f"job {job_id} has already ended ({self.job(job_id).state.value})")
         return self.job(job_id)
+
+
+def _no_server_paths(raw: Mapping[str, Any], fields: Sequence[str]) -> None:
+    """Refuse an API spec naming a model file by a path on the server.
+
+    A remote caller must upload models (``POST /api/v1/blobs``): a path would
+    let a token read any file farmd can read.
+
+    Raises:
+        SpecError: a model field of the kind (``Kind.input_files``) names a path.
+    """
+    for field in fields:
+        holder: Any = raw
+        for part in field.split("."):
+            holder = holder.get(part) if isinstance(holder, Mapping) else None
+        if holder is not None:
+            raise SpecError(field, "a path on the server is refused: upload the model "
+                                   "(POST /api/v1/blobs, farmctl --server enqueue does)")

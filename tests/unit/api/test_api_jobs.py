@@ -132,3 +132,13 @@ class TestRead:
         job_id = api.store.enqueue(GEMM, api.clock.now())
         body = api.client.get(f"/api/v1/jobs/{job_id}/results", headers=api.auth(api.bob)).json()
         assert body == {"spreads": [], "samples": []}
+
+
+def test_model_path_on_the_server_is_refused(api: Api) -> None:
+    """A spec naming a model by a server path is refused: a token must not read farmd's files."""
+    spec = {"kind": "model", "params": {"path": "/etc/passwd", "sha256": "0" * 64}}
+    response = _submit(api, api.alice, spec, wait_for_device=True)
+    assert response.status_code == 400, response.text
+    assert response.json()["field"] == "params.path"
+    assert "upload" in response.json()["error"]
+    assert api.store.list_jobs() == []
