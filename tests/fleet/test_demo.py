@@ -84,6 +84,7 @@ class TestFarmdMetrics:
             settings = Settings.model_validate({
                 "data_dir": str(tmp_path), "adb": {"port": server.port},
                 "tracker": {"port": free_port()}, "metrics": {"port": metrics_port},
+                "api": {"port": free_port()},
                 "virtual": {"network": "usb-only"},
             })
             farmd = Farmd(settings, virtual_phones=1)
@@ -102,6 +103,10 @@ class TestFarmdMetrics:
                 url = f"http://127.0.0.1:{metrics_port}/metrics"
                 with urllib.request.urlopen(url, timeout=10) as response:
                     body = response.read().decode()
+                assert farmd.api_server is not None  # farmd serves the API too
+                with urllib.request.urlopen(f"{farmd.api_server.url}/api/v1/ping",
+                                            timeout=10) as response:
+                    assert b'"ok":true' in response.read()
             finally:
                 farmd.stop()
         assert "farm_up 1.0" in body
