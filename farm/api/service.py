@@ -20,12 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from farm.api.errors import Conflict, Forbidden, NotFound
 from farm.clock import Clock
 from farm.config import Settings
 from farm.errors import SpecError, UserFault
+from farm.jobs.model_store import store_spec_models
 from farm.jobs.tune_progress import TuneCounters, read_counters
 from farm.kinds import KINDS
 from farm.queue.models import AttemptState, DeviceState, JobState
@@ -38,7 +39,7 @@ from farm.queue.waiting import fitting_in_service, refusal, wait_reasons
 from farm.results.rows import SampleRow, sample_rows
 from farm.runner.execute import tune_work_dir
 
-__all__ = ["FarmService", "Submitted"]
+__all__ = ["FarmService", "Queue", "Submitted"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,58 @@ class Submitted:
 
     jobs: tuple[JobView, ...]
     run_id: str | None = None
+
+
+class Queue(Protocol):
+    """What farmctl's commands call: :class:`FarmService` here, or the API's client.
+
+    Every method is :class:`FarmService`'s; see it for arguments and errors.
+    """
+
+    def devices(self) -> list[DeviceRecord]:
+        """:meth:`FarmService.devices`."""
+
+    def device(self, serial: str) -> DeviceRecord:
+        """:meth:`FarmService.device`."""
+
+    def set_drained(self, serial: str, drained: bool, reason: str) -> bool:
+        """:meth:`FarmService.set_drained`."""
+
+    def release(self, serial: str) -> None:
+        """:meth:`FarmService.release`."""
+
+    def jobs(self, states: Sequence[JobState] | None = None, limit: int = 100, *,
+             run_id: str | None = None) -> list[JobView]:
+        """:meth:`FarmService.jobs`."""
+
+    def job(self, job_id: int) -> JobView:
+        """:meth:`FarmService.job`."""
+
+    def attempts(self, job_id: int) -> list[AttemptView]:
+        """:meth:`FarmService.attempts`."""
+
+    def results(self, job_id: int) -> list[ResultView]:
+        """:meth:`FarmService.results`."""
+
+    def waiting(self, jobs: Sequence[JobView]) -> dict[int, str]:
+        """:meth:`FarmService.waiting`."""
+
+    def tuning(self, job_id: int) -> TuneCounters | None:
+        """:meth:`FarmService.tuning`."""
+
+    def sample_rows(self, *, job_id: int | None = None, run_id: str | None = None,
+                    workload: str | None = None, limit: int = 1000) -> list[SampleRow]:
+        """:meth:`FarmService.sample_rows`."""
+
+    def store_models(self, raw: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+        """:meth:`FarmService.store_models`."""
+
+    def submit(self, raw: dict[str, Any], *, wait_for_device: bool = False,
+               each: bool = False) -> Submitted:
+        """:meth:`FarmService.submit`."""
+
+    def cancel(self, job_id: int) -> JobView:
+        """:meth:`FarmService.cancel`."""
 
 
 class FarmService:
@@ -61,7 +114,7 @@ class FarmService:
     """
 
     def __init__(self, store: Store, settings: Settings, clock: Clock,
-                 caller: Caller | None = None, wake: Callable[[], None] | None = None) -> None:
+                 caller: Caller | None = None, wake: Callable[[], object] | None = None) -> None:
         self.store = store
         self.settings = settings
         self.clock = clock
@@ -124,7 +177,7 @@ class FarmService:
         Raises:
             Forbidden: the caller is no operator.
             NotFound: no such phone.
-            Conflict: the phone is not quarantined.
+            UserFault: the phone is not quarantined.
         """
         self._operator("release")
         was = self.store.release_quarantined(
@@ -132,7 +185,7 @@ class FarmService:
         if was is None:
             raise NotFound(f"no phone {serial!r} is known (see farmctl devices)")
         if was is not DeviceState.QUARANTINED:
-            raise Conflict(f"{serial} is not quarantined (it is {was.value})")
+            raise UserFault(f"{serial} is not quarantined (it is {was.value})")
 
     # --- jobs -----------------------------------------------------------------------
 
@@ -193,6 +246,17 @@ class FarmService:
                                 f"(known: {', '.join(known) or 'none'})")
         return rows
 
+    def store_models(self, raw: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+        """A raw spec with the model files it names (on this host) in farm's store.
+
+        See :func:`farm.jobs.model_store.store_spec_models`; ``fields`` are the
+        kind's ``input_files``.
+
+        Raises:
+            SpecError: a named file is missing, unreadable or not an ONNX model.
+        """
+        return store_spec_models(raw, fields, Path(self.settings.data_dir))
+
     def submit(self, raw: dict[str, Any], *, wait_for_device: bool = False,
                each: bool = False) -> Submitted:
         """Validate and store a job spec (``farmctl enqueue``, ``POST /api/v1/jobs``).
@@ -234,9 +298,9 @@ class FarmService:
 
     def _submit_each(self, spec: JobSpec, views: list[DeviceView]) -> Submitted:
         if not KINDS[spec.kind].fan_out:
-            raise SpecError("kind", f"{spec.kind} jobs need several phones at once: no --each")
+            raise SpecError("kind", f"{spec.kind} jobs cannot fan out with --each")
         if spec.devices.count != 1:
-            raise SpecError("devices.count", "--each runs one job per phone: leave out --count")
+            raise SpecError("devices.count", "must be 1 with --each: each job holds one phone")
         phones = fitting_in_service(spec, views)
         if not phones:
             reason = refusal(spec, views) or f"{len(views)} phones known, none in service fits"

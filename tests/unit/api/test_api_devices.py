@@ -66,11 +66,11 @@ class TestOperatorActions:
         assert api.client.post(f"/api/v1/devices/{phone}/undrain", headers=ops).json()["changed"]
 
     def test_release_needs_quarantine(self, api: Api, phone: str) -> None:
-        """Releasing a phone that is not quarantined is a 409; a quarantined one is released."""
+        """Releasing a phone that is not quarantined is a 400; a quarantined one is released."""
         ops = api.auth(api.operator)
         response = api.client.post(f"/api/v1/devices/{phone}/release", headers=ops)
         assert (response.status_code, response.json()["error"]) == (
-            409, "p1 is not quarantined (it is ready)")
+            400, "p1 is not quarantined (it is ready)")
         put_state(api.store, phone, DeviceState.QUARANTINED, "test", api.clock.now())
         assert api.client.post(f"/api/v1/devices/{phone}/release", headers=ops).status_code == 200
         assert api.store.get_device(phone).state is DeviceState.DISCOVERED  # type: ignore[union-attr]
