@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tune-trials", type=int, default=0, help="0 skips tuning")
     args = parser.parse_args(argv)
 
-    facts = DeviceFacts(abi="x86_64", num_cores=os.cpu_count() or 1)
+    facts = DeviceFacts(abi="x86_64", host_runtime=True, num_cores=os.cpu_count() or 1)
     target = target_for(facts)
     timing = TimingParams(args.number, args.repeat, args.min_repeat_ms)
     params = GemmParams(

@@ -10,7 +10,8 @@ which exit code ``farmctl`` uses for it (``exit_code``), as click's exceptions d
     │   ├── ConfigError(key, reason)
     │   ├── ApkError(path, reason)
     │   ├── ToolMissing(tool, install_hint)
-    │   └── CompileError(workload, reason)
+    │   ├── CompileError(workload, reason)
+    │   └── ReservationError(serial, reason)
     ├── PhoneFault(serial)         retry, on another phone if one fits
     │   ├── AdbError(serial, argv, exit_code, stderr)
     │   ├── AdbTimeout(serial, argv, timeout_s)
@@ -106,6 +107,20 @@ class CompileError(UserFault):
         self.workload = workload
         self.reason = reason
         super().__init__(f"cannot compile {workload}: {reason}")
+
+
+class ReservationError(UserFault):
+    """A reservation cannot be made or ended as asked.
+
+    Attributes:
+        serial: the device, or None when no device was picked (``no free device matches``).
+        reason: one line, e.g. ``reserved by alice until 2026-11-24T07:00Z``.
+    """
+
+    def __init__(self, serial: str | None, reason: str) -> None:
+        self.serial = serial
+        self.reason = reason
+        super().__init__(reason if serial is None else f"{serial}: {reason}")
 
 
 # --- the phone ----------------------------------------------------------------

@@ -308,7 +308,7 @@ def check_database(settings: Settings) -> tuple[Check, dict[str, str] | None]:
     for serial, stored in rows:
         facts = stored or {}
         abi = facts.get("abi") or next(iter(facts.get("abis") or []), None)
-        if abi:
+        if abi and facts.get("host_runtime") is not True:  # host code needs no NDK
             abis[serial] = str(abi)
     return Check("database", Status.OK, f"{shown}, schema at {head}"), abis
 

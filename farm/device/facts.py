@@ -83,6 +83,9 @@ class DeviceFacts:
     vulkan: bool
     gpu_egl: str
     gpu_vendor: str
+    #: The phone's RPC server runs this host's code (a farm virtual phone sets
+    #: ``ro.farm.host_runtime=1``); its modules are built for the host, not Android.
+    host_runtime: bool = False
 
 
 def _required(props: Mapping[str, str], name: str) -> str:
@@ -153,6 +156,7 @@ def facts_from(
         vulkan=bool(getprop.get("ro.hardware.vulkan", "").strip()),
         gpu_egl=egl,
         gpu_vendor=_GPU_VENDORS.get(egl, egl),
+        host_runtime=getprop.get("ro.farm.host_runtime", "").strip() == "1",
     )
 
 

@@ -43,6 +43,9 @@ class DeviceFacts:
         gpu_limits: GPU API (``"opencl"``, ``"vulkan"``) -> limit name -> value, as read
             from the phone (``farm.device.facts.gpu_limits_from``), e.g.
             ``{"opencl": {"max_threads_per_block": 1024}}``; empty when not read.
+        host_runtime: the phone's RPC server runs this host's code (farm's
+            virtual phones say so with ``ro.farm.host_runtime=1``): modules are
+            built for the host, whatever the ABI.
     """
 
     abi: str
@@ -52,6 +55,7 @@ class DeviceFacts:
     cpu_features: tuple[str, ...] = ()
     num_cores: int = 0
     gpu_limits: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    host_runtime: bool = False
 
 
 @dataclass(frozen=True)

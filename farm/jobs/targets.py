@@ -10,16 +10,18 @@ dicts that :class:`tvm.target.Target` accepts::
 
 ABI to LLVM triple (Android NDK ``docs/BuildSystemMaintainers.md``, "Target
 Triples"): ``arm64-v8a`` is ``aarch64-linux-android``, ``armeabi-v7a`` is
-``armv7a-linux-androideabi``, ``x86`` is ``i686-linux-android``.
+``armv7a-linux-androideabi``, ``x86`` is ``i686-linux-android``, ``x86_64`` is
+``x86_64-linux-android``; each is linked with the NDK's clang.
 
 A GPU target carries the phone's own limits (threads per work-group, shared
 memory) where they were read from the phone (:func:`gpu_limit_attrs`).
 
-``x86_64`` is the odd one: farm's virtual phones report ``x86_64`` and run the
-host's own TVM RPC server, so an ``x86_64`` phone gets the *host* LLVM target
-(no mtriple: LLVM's default, the host's) and its library is linked with the
-host compiler. A real x86_64 Android device (bionic, not glibc) would need
-``x86_64-linux-android`` and the NDK; farm does not support one.
+A phone whose RPC server runs this host's own code gets the *host* LLVM target
+(no mtriple: LLVM's default, the host's) and is linked with the host compiler.
+Only farm's virtual phones do: they say so with the property
+``ro.farm.host_runtime=1`` (fact ``host_runtime``). It is never guessed from
+the ABI: a real x86_64 Android emulator or Chromebook runs bionic, and a glibc
+``.so`` built for the host would not load there.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from farm.device.facts import gpu_limits_from
 from farm.errors import PhoneFault, SpecError
 from farm.jobs.params import MAX_GPU_WORK_GROUP_THREADS, DeviceFacts, DeviceKind
 
@@ -36,10 +39,8 @@ _ABI_TRIPLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "arm64-v8a": ("aarch64-linux-android", ("+neon",)),
     "armeabi-v7a": ("armv7a-linux-androideabi", ("+neon",)),
     "x86": ("i686-linux-android", ()),
+    "x86_64": ("x86_64-linux-android", ()),
 }
-
-#: The ABI that runs host code (see the module docstring).
-HOST_ABI = "x86_64"
 
 #: GPU name fragment (lower case) -> TVM OpenCL ``device`` attribute.
 _OPENCL_DEVICES: tuple[tuple[str, str], ...] = (
@@ -50,11 +51,34 @@ _OPENCL_DEVICES: tuple[tuple[str, str], ...] = (
 )
 
 
+def device_facts(serial: str, facts: Mapping[str, Any]) -> DeviceFacts:
+    """The jobs' view of a phone from the facts the fleet stored (``devices.facts``).
+
+    Raises:
+        PhoneFault: the phone's ABI is unknown (its facts were never read).
+    """
+    abis = list(facts.get("abis") or [])
+    abi = facts.get("abi") or (abis[0] if abis else None)
+    if not abi:
+        raise PhoneFault(serial, "no ABI in the phone's facts; it was never set up")
+    return DeviceFacts(
+        abi=str(abi),
+        gpu=str(facts.get("gpu") or ""),
+        has_opencl=bool(facts.get("has_opencl", False)),
+        has_vulkan=bool(facts.get("has_vulkan", False)),
+        cpu_features=tuple(facts.get("cpu_features") or ()),
+        num_cores=int(facts.get("num_cores") or 0),
+        gpu_limits=gpu_limits_from(facts.get("gpu_limits")),
+        host_runtime=facts.get("host_runtime") is True,
+    )
+
+
 def cpu_target(facts: DeviceFacts) -> dict[str, Any]:
     """The LLVM target for the phone's CPU.
 
     Args:
-        facts: the phone's facts; ``abi`` must be a known Android ABI.
+        facts: the phone's facts; ``abi`` must be a known Android ABI unless
+            ``host_runtime`` (the phone runs host code: the host's target).
 
     Returns:
         A target dict, e.g. ``{"kind": "llvm", "mtriple": "aarch64-linux-android",
@@ -64,9 +88,9 @@ def cpu_target(facts: DeviceFacts) -> dict[str, Any]:
         SpecError: the ABI is unknown.
     """
     target: dict[str, Any] = {"kind": "llvm"}
-    if facts.abi != HOST_ABI:
+    if not facts.host_runtime:
         if facts.abi not in _ABI_TRIPLES:
-            known = ", ".join([*_ABI_TRIPLES, HOST_ABI])
+            known = ", ".join(_ABI_TRIPLES)
             raise SpecError("device.abi", f"unknown ABI {facts.abi!r}; known: {known}")
         triple, default_mattr = _ABI_TRIPLES[facts.abi]
         target["mtriple"] = triple

@@ -166,7 +166,7 @@ def read_head(
         A snapshot whose jobs are the first queued jobs in the scheduler's
         order (every queued job if no prefix settles the plan).
     """
-    free = set(free_phones(devices))
+    free = set(free_phones(devices, now))
     if not free:
         return QueueSnapshot([], devices)
     oldest = session.scalar(select(func.min(Job.submitted_at)).where(Job.state == JobState.QUEUED))

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import exists, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -35,6 +35,7 @@ from farm.queue.models import (
     DeviceState,
     Job,
     JobState,
+    Reservation,
     Result,
     Sample,
     TuningRecord,
@@ -96,6 +97,11 @@ def claim_one(
                 Device.state == DeviceState.READY,
                 Device.drained.is_(False),
                 Device.held_outside.is_(None),  # a hand session has it (Store.mark_held_outside)
+                ~exists().where(  # a person reserved it (farm.queue.reservations)
+                    Reservation.serial == Device.serial,
+                    Reservation.ended_at.is_(None),
+                    Reservation.expires_at > now,
+                ),
             )
             .order_by(Device.serial)
             .with_for_update(skip_locked=True)

@@ -10,8 +10,9 @@ never double-book a phone.
 
 The rules, in order:
 
-1. Only phones that are ``ready``, not drained and not held outside farm (a
-   person's own tracker session has them) get work, one job each.
+1. Only phones that are ``ready``, not drained, not held outside farm (a
+   person's own tracker session has them) and not reserved by a person (a
+   reservation whose end time has passed counts as ended) get work, one job each.
 2. Jobs whose ``not_before`` or ``retry_at`` (a retry's backoff) is in the
    future wait.
 3. Jobs go in order of effective priority (highest first), then submit time, then
@@ -88,7 +89,9 @@ class DeviceView:
     by :mod:`farm.queue.capabilities`: ``has_opencl``, ``has_vulkan`` (bool),
     ``gpu_limits`` (per target, ``max_threads_per_block``), ``model`` and ``soc``.
     ``held_outside``: why a session farm did not open holds it (None: none does);
-    such a phone gets no work until it is free.
+    such a phone gets no work until it is free. ``reserved_by`` and
+    ``reserved_until``: the owner and end time of its open reservation (None:
+    none); it gets no work while ``reserved_until`` is after the plan's ``now``.
     """
 
     serial: str
@@ -96,6 +99,12 @@ class DeviceView:
     drained: bool = False
     facts: Mapping[str, Any] = field(default_factory=dict)
     held_outside: str | None = None
+    reserved_by: str | None = None
+    reserved_until: datetime | None = None
+
+    def reserved(self, now: datetime) -> bool:
+        """Whether a person's reservation keeps work off the phone at ``now``."""
+        return self.reserved_until is not None and self.reserved_until > now
 
 
 @dataclass(frozen=True)
@@ -181,12 +190,13 @@ class Matcher:
         return found
 
 
-def free_phones(devices: Sequence[DeviceView]) -> list[str]:
-    """Serials of the phones that may take work now (rule 1), sorted."""
+def free_phones(devices: Sequence[DeviceView], now: datetime) -> list[str]:
+    """Serials of the phones that may take work at ``now`` (rule 1), sorted."""
     return sorted(
         d.serial
         for d in devices
         if d.state is DeviceState.READY and not d.drained and d.held_outside is None
+        and not d.reserved(now)
     )
 
 
@@ -269,7 +279,7 @@ def decide(
     Returns:
         The decisions; no phone is placed twice.
     """
-    free = free_phones(snapshot.devices)
+    free = free_phones(snapshot.devices, now)
     random.Random(seed).shuffle(free)  # noqa: S311 - spreads load over phones, not a secret
     by_serial = {d.serial: d for d in snapshot.devices}
     in_service = [d for d in snapshot.devices if d.state in IN_SERVICE and not d.drained]

@@ -55,6 +55,7 @@ from farm.queue.records import (
     SnapshotData,
     TuningData,
 )
+from farm.queue.reservations import ReservationOps, active_reservations
 from farm.queue.scheduler import AGING_STEP_S, Assignment, DeviceView, QueueSnapshot
 from farm.queue.spec import JobSpec, parse_spec
 from farm.queue.tokens import TokenOps
@@ -65,7 +66,7 @@ __all__ = ["Store"]
 log = structlog.get_logger(__name__)
 
 
-class Store(DeviceOps, RegressionOps, TokenOps):
+class Store(DeviceOps, ReservationOps, RegressionOps, TokenOps):
     """The queue database; migrated to the newest schema when opened.
 
     Args:
@@ -468,8 +469,10 @@ class Store(DeviceOps, RegressionOps, TokenOps):
 
 def _device_views(session: Session) -> list[DeviceView]:
     """Every known phone as the scheduler sees it, by serial."""
+    reserved = active_reservations(session)
     return [
-        DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}), d.held_outside)
+        DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}), d.held_outside,
+                   *reserved.get(d.serial, (None, None)))
         for d in session.scalars(select(Device).order_by(Device.serial))
     ]
 

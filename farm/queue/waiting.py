@@ -10,7 +10,8 @@ Reasons are one line each, e.g. ``0 phones match soc=SM9999``, ``2 match, both
 busy``, ``the only match is drained``, ``needs 5 phones, 3 match``,
 ``not before 2026-11-24T01:00Z``, ``retry backoff until 2026-11-24T01:00Z``,
 ``the only match is held for a higher-priority job``, ``the only match is held
-outside farm by a session from 127.0.0.1:40112``. They are computed from the
+outside farm by a session from 127.0.0.1:40112``, ``the only match is reserved
+by alice until 2026-11-24T07:00Z``. They are computed from the
 same decisions :func:`farm.queue.scheduler.plan` makes, so what they say is what
 the scheduler does.
 """
@@ -35,7 +36,7 @@ from farm.queue.scheduler import (
 )
 from farm.queue.spec import DeviceSelection, JobSpec
 
-__all__ = ["fitting_in_service", "refusal", "wait_reasons"]
+__all__ = ["fitting_in_service", "refusal", "selection_words", "utc_text", "wait_reasons"]
 
 # States a phone leaves only when a person acts (undrain, release): a job that
 # needs such phones is refused at enqueue.
@@ -44,14 +45,15 @@ _NEEDS_A_PERSON = frozenset({DeviceState.QUARANTINED})
 HELD_FOR_HIGHER = "held for a higher-priority job"
 
 
-def _utc(at: datetime) -> str:
+def utc_text(at: datetime) -> str:
     """``2026-11-24T01:00Z``: minutes, UTC (seconds when not zero)."""
     at = at.astimezone(UTC)
     text = at.strftime("%Y-%m-%dT%H:%M:%S" if at.second else "%Y-%m-%dT%H:%M")
     return f"{text}Z"
 
 
-def _selection_words(selection: DeviceSelection) -> list[str]:
+def selection_words(selection: DeviceSelection) -> list[str]:
+    """``["serial=a,b", "abi=arm64-v8a", "sdk>=30"]``: what a selection asks for, in words."""
     words = []
     if selection.serials is not None:
         words.append(f"serial={','.join(selection.serials)}")
@@ -67,7 +69,7 @@ def _no_match(job: QueuedJob, devices: Sequence[DeviceView]) -> str:
     """``0 phones match soc=SM9999``, saying what the selected phones lack, if anything."""
     if not devices:
         return "0 phones known"
-    words = _selection_words(job.devices) + describe(job.needs)
+    words = selection_words(job.devices) + describe(job.needs)
     reason = f"0 phones match {', '.join(words)}"
     selected = [d for d in devices if matches(job.devices, d)]
     lacks = Counter(u for d in selected if (u := unmet(job.needs, d.facts)) is not None)
@@ -104,10 +106,12 @@ def _shortfall(job: QueuedJob, fitting: Sequence[DeviceView]) -> str | None:
     return None
 
 
-def _status(job: QueuedJob, device: DeviceView, given: dict[str, int]) -> str:
-    """What keeps one fitting phone from the job now."""
+def _status(job: QueuedJob, device: DeviceView, given: dict[str, int], now: datetime) -> str:
+    """What keeps one fitting phone from the job at ``now``."""
     if device.drained:
         return "drained"
+    if device.reserved(now) and device.reserved_until is not None:
+        return f"reserved by {device.reserved_by} until {utc_text(device.reserved_until)}"
     if device.held_outside is not None and device.state in IN_SERVICE:
         return device.held_outside
     holder = given.get(device.serial)
@@ -167,9 +171,9 @@ def _reason(
     if known_kinds is not None and job.kind not in known_kinds:
         return f"kind {job.kind!r} is unknown to this farm version"
     if job.not_before is not None and job.not_before > now:
-        return f"not before {_utc(job.not_before)}"
+        return f"not before {utc_text(job.not_before)}"
     if job.retry_at is not None and job.retry_at > now:
-        return f"retry backoff until {_utc(job.retry_at)}"
+        return f"retry backoff until {utc_text(job.retry_at)}"
     if job.id in placed:
         return "starts at the next tick"
     if not fitting:
@@ -177,7 +181,7 @@ def _reason(
     shortfall = _shortfall(job, fitting)
     if shortfall is not None:
         return shortfall
-    return _counted(job, [_status(job, d, given) for d in fitting])
+    return _counted(job, [_status(job, d, given, now) for d in fitting])
 
 
 def refusal(spec: JobSpec, devices: Sequence[DeviceView]) -> str | None:

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from farm.config import Settings
-from farm.device.facts import gpu_limits_from
-from farm.errors import PhoneFault
 from farm.fleet.keys import phone_key
 from farm.jobs import params as jp
 from farm.jobs.cache import CompileCache
+from farm.jobs.targets import device_facts
 from farm.kinds import kind_of
 from farm.queue.records import AttemptView, JobView, Outcome, SnapshotData
 from farm.queue.spec import parse_spec
@@ -69,27 +68,6 @@ class RunContext:
 def tune_work_dir(data_dir: Path, job_id: int) -> Path:
     """The tuning work folder of a job; reused by its retries, so tuning resumes."""
     return Path(data_dir) / TUNE_DIR / f"job-{job_id}"
-
-
-def device_facts(serial: str, facts: Mapping[str, Any]) -> jp.DeviceFacts:
-    """The jobs' view of a phone from the facts the fleet stored.
-
-    Raises:
-        PhoneFault: the phone's ABI is unknown (its facts were never read).
-    """
-    abis = list(facts.get("abis") or [])
-    abi = facts.get("abi") or (abis[0] if abis else None)
-    if not abi:
-        raise PhoneFault(serial, "no ABI in the phone's facts; it was never set up")
-    return jp.DeviceFacts(
-        abi=str(abi),
-        gpu=str(facts.get("gpu") or ""),
-        has_opencl=bool(facts.get("has_opencl", False)),
-        has_vulkan=bool(facts.get("has_vulkan", False)),
-        cpu_features=tuple(facts.get("cpu_features") or ()),
-        num_cores=int(facts.get("num_cores") or 0),
-        gpu_limits=gpu_limits_from(facts.get("gpu_limits")),
-    )
 
 
 def tracker_params(ctx: RunContext, serial: str, key: str | None = None) -> jp.TrackerParams:

@@ -17,7 +17,7 @@ PARAMS = GemmParams(n=64, bn=16, timing=TimingParams(number=1, repeat=2, min_rep
 def _build_in_child(cache_root: str) -> int:
     """Build in a fresh process (like a job's child process); return its build count."""
     cache = CompileCache(Path(cache_root))
-    build_gemm(PARAMS, target_for(DeviceFacts(abi="x86_64", num_cores=2)), cache)
+    build_gemm(PARAMS, target_for(DeviceFacts(abi="x86_64", host_runtime=True, num_cores=2)), cache)
     return cache.misses
 
 

@@ -66,7 +66,7 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
                                 session_timeout_s=900, serial="virtual", connect_timeout_s=60)
         params = GemmParams(n=256, bn=32, timing=ONE_SAMPLE,
                             threads=ThreadPoolParams(affinity_mode=0, num_threads=1))
-        target = target_for(DeviceFacts(abi="x86_64", num_cores=2))
+        target = target_for(DeviceFacts(abi="x86_64", host_runtime=True, num_cores=2))
         yield Bench(app, load_gemm(params, target, tracker, CompileCache(root / "cache")))
 
 

@@ -23,6 +23,10 @@ from importlib import resources
 from farm.device.getprop import parse_getprop
 from farm.virtual.android.spec import PhoneSpec
 
+#: Set to "1" by farm's virtual phones (never by a real phone): the phone runs
+#: host code. Read by :func:`farm.device.facts.facts_from` as ``host_runtime``.
+HOST_RUNTIME_PROP = "ro.farm.host_runtime"
+
 # Prefixes the shell user may set (AOSP system/sepolicy property_contexts give
 # the shell domain write access to debug.*, log.tag.*, persist.log.tag.* and a
 # few others; ro.* can be set once, by init only).
@@ -143,6 +147,9 @@ def build_props(spec: PhoneSpec, serialno: str) -> dict[str, str]:
     # phone must not announce a Vulkan HAL: farm would place Vulkan jobs on it.
     props.pop("ro.hardware.vulkan", None)
     props.update(_booted_props(serialno))
+    # The phone's TVM RPC process is this host's own Python: modules must be
+    # built for the host (glibc), not for Android (farm.jobs.targets).
+    props[HOST_RUNTIME_PROP] = "1"
     props.update(dict(spec.extra_props))
     return props
 

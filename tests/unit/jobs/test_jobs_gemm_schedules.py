@@ -49,14 +49,14 @@ class TestScheduleOpencl:
 
     def test_work_group_over_256_threads_is_refused(self, tmp_path: Path) -> None:
         """bn=32 means 1024 threads per work-group, more than phone GPUs allow."""
-        facts = DeviceFacts(abi="x86_64", has_opencl=True)
+        facts = DeviceFacts(abi="x86_64", host_runtime=True, has_opencl=True)
         params = GemmParams(n=64, bn=32, device=DeviceKind.OPENCL)
         with pytest.raises(SpecError):
             build_gemm(params, target_for(facts, DeviceKind.OPENCL), CompileCache(tmp_path))
 
     def test_phone_allowing_1024_threads_builds_bn_32(self, tmp_path: Path) -> None:
         """An Adreno whose work-group limit, read from the phone, is 1024 builds bn=32."""
-        facts = DeviceFacts(abi="x86_64", gpu="adreno qualcomm", has_opencl=True,
+        facts = DeviceFacts(abi="x86_64", host_runtime=True, gpu="adreno qualcomm", has_opencl=True,
                             gpu_limits={"opencl": {"max_threads_per_block": 1024}})
         params = GemmParams(n=64, bn=32, device=DeviceKind.OPENCL)
         path = build_gemm(params, target_for(facts, DeviceKind.OPENCL), CompileCache(tmp_path))
@@ -64,7 +64,7 @@ class TestScheduleOpencl:
 
     def test_phone_limit_below_bn_squared_names_the_limit(self, tmp_path: Path) -> None:
         """A phone limit of 512 refuses bn=32 with the limit, its source and the largest bn."""
-        facts = DeviceFacts(abi="x86_64", has_opencl=True,
+        facts = DeviceFacts(abi="x86_64", host_runtime=True, has_opencl=True,
                             gpu_limits={"opencl": {"max_threads_per_block": 512}})
         params = GemmParams(n=64, bn=32, device=DeviceKind.OPENCL)
         with pytest.raises(SpecError) as caught:
@@ -75,7 +75,7 @@ class TestScheduleOpencl:
     def test_unread_limit_says_it_was_assumed(self, tmp_path: Path) -> None:
         """Without the phone's limit the error says 256 was assumed."""
         params = GemmParams(n=64, bn=32, device=DeviceKind.OPENCL)
-        target = target_for(DeviceFacts(abi="x86_64", has_opencl=True), DeviceKind.OPENCL)
+        target = target_for(DeviceFacts(abi="x86_64", host_runtime=True, has_opencl=True), DeviceKind.OPENCL)
         with pytest.raises(SpecError, match=r"limit of 256 \(assumed"):
             build_gemm(params, target, CompileCache(tmp_path))
 
@@ -88,7 +88,7 @@ class TestScheduleOpencl:
 
     def test_opencl_build_is_cached_as_a_library(self, tmp_path: Path) -> None:
         """An OpenCL GEMM for a host-linked phone builds into one cached .so."""
-        facts = DeviceFacts(abi="x86_64", has_opencl=True)
+        facts = DeviceFacts(abi="x86_64", host_runtime=True, has_opencl=True)
         params = GemmParams(n=64, bn=16, device=DeviceKind.OPENCL)
         cache = CompileCache(tmp_path)
         path = build_gemm(params, target_for(facts, DeviceKind.OPENCL), cache)
@@ -100,7 +100,7 @@ class TestNaiveSchedule:
     def test_naive_kernel_is_the_unscheduled_compute_and_is_correct(self, tmp_path: Path) -> None:
         """naive builds the seeds' te.compute as written: no parallel or vector loop, right C."""
         params = GemmParams(n=64, schedule=GemmSchedule.NAIVE)
-        library = build_gemm(params, target_for(DeviceFacts(abi="x86_64")), CompileCache(tmp_path))
+        library = build_gemm(params, target_for(DeviceFacts(abi="x86_64", host_runtime=True)), CompileCache(tmp_path))
         lib = tvm.runtime.load_module(str(library))
         rng = np.random.default_rng(0)
         a_np, b_np = rng.random((64, 64), "float32"), rng.random((64, 64), "float32")
@@ -114,14 +114,14 @@ class TestNaiveSchedule:
 
     def test_naive_and_tiled_are_cached_apart(self) -> None:
         """The schedule is part of the compile cache key: one never runs as the other."""
-        target = target_for(DeviceFacts(abi="x86_64"))
+        target = target_for(DeviceFacts(abi="x86_64", host_runtime=True))
         naive = cache_key(GemmParams(n=64, schedule=GemmSchedule.NAIVE), target)
         tiled = cache_key(GemmParams(n=64), target)
         assert naive.schedule != tiled.schedule
 
     def test_naive_on_a_gpu_is_refused(self, tmp_path: Path) -> None:
         """A GPU kernel needs its loops bound to threads, so naive is CPU only."""
-        facts = DeviceFacts(abi="x86_64", has_opencl=True)
+        facts = DeviceFacts(abi="x86_64", host_runtime=True, has_opencl=True)
         params = GemmParams(n=64, device=DeviceKind.OPENCL, schedule=GemmSchedule.NAIVE)
         with pytest.raises(SpecError) as info:
             build_gemm(params, target_for(facts, DeviceKind.OPENCL), CompileCache(tmp_path))

@@ -38,11 +38,29 @@ class TestTargetFor:
         """armeabi-v7a compiles for armv7a-linux-androideabi."""
         assert target_for(DeviceFacts(abi="armeabi-v7a"))["mtriple"] == "armv7a-linux-androideabi"
 
-    def test_x86_64_is_the_host(self) -> None:
-        """x86_64 (the virtual phones) gets the host's LLVM target and needs no NDK."""
-        target = target_for(DeviceFacts(abi="x86_64"))
+    def test_host_runtime_is_the_host(self) -> None:
+        """A phone running host code (a virtual phone) gets the host's LLVM target, no NDK."""
+        target = target_for(DeviceFacts(abi="x86_64", host_runtime=True))
         assert "mtriple" not in target
         assert not needs_ndk(target)
+
+    def test_x86_64_android_is_not_the_host(self) -> None:
+        """A real x86_64 Android device (an emulator) gets the Android triple and the NDK."""
+        target = target_for(DeviceFacts(abi="x86_64", num_cores=4))
+        assert target == {"kind": "llvm", "mtriple": "x86_64-linux-android", "num-cores": 4}
+        assert needs_ndk(target)
+
+    def test_x86_64_android_opencl_host_is_android(self) -> None:
+        """A GPU target of an x86_64 Android device keeps the Android host triple."""
+        target = target_for(DeviceFacts(abi="x86_64", has_opencl=True), DeviceKind.OPENCL)
+        assert target["host"]["mtriple"] == "x86_64-linux-android"
+        assert needs_ndk(target)
+
+    def test_host_runtime_comes_from_stored_facts_only_when_true(self) -> None:
+        """The stored fact must be exactly true; a missing fact means a real phone."""
+        assert device_facts("S", {"abi": "x86_64", "host_runtime": True}).host_runtime
+        assert not device_facts("S", {"abi": "x86_64"}).host_runtime
+        assert not device_facts("S", {"abi": "x86_64", "host_runtime": "0"}).host_runtime
 
     def test_mali_opencl_sets_device_and_host(self) -> None:
         """A Mali GPU with OpenCL gets device=mali and the CPU target as host."""
@@ -70,6 +88,7 @@ class TestTargetFor:
         [
             (DeviceFacts(abi="arm64-v8a", num_cores=8), DeviceKind.CPU),
             (DeviceFacts(abi="armeabi-v7a"), DeviceKind.CPU),
+            (DeviceFacts(abi="x86_64", num_cores=2, host_runtime=True), DeviceKind.CPU),
             (DeviceFacts(abi="x86_64", num_cores=2), DeviceKind.CPU),
             (DeviceFacts(abi="arm64-v8a", gpu="Mali-G78", has_opencl=True), DeviceKind.OPENCL),
             (

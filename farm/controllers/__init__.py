@@ -1,0 +1,59 @@
+"""Device controllers: one module per device kind, one registry listing them.
+
+::
+
+    base.py      DeviceController (the protocol), its dataclasses, the registry
+    android.py   phones over adb with the TVM RPC app
+
+Adding a kind is one module implementing
+:class:`~farm.controllers.base.DeviceController` and one ``register`` line
+below. A factory imports its module when first called, so importing this
+package stays cheap (no adb, SSH or NVML import) for ``farmctl`` and the scheduler.
+"""
+
+from __future__ import annotations
+
+from farm.controllers.base import (
+    ANY_KIND,
+    ControllerContext,
+    ControllerFactory,
+    DeviceController,
+    Discovered,
+    HealthReading,
+    RecoveryStep,
+    TargetSpec,
+    ThermalReading,
+    controller_for,
+    kinds,
+    register,
+    unregister,
+)
+
+__all__ = [
+    "ANDROID",
+    "ANY_KIND",
+    "ControllerContext",
+    "ControllerFactory",
+    "DeviceController",
+    "Discovered",
+    "HealthReading",
+    "RecoveryStep",
+    "TargetSpec",
+    "ThermalReading",
+    "controller_for",
+    "kinds",
+    "register",
+    "unregister",
+]
+
+#: The kind of a phone (the ``devices.kind`` column's default).
+ANDROID = "android"
+
+
+def _android(context: ControllerContext) -> DeviceController:
+    from farm.controllers.android import AndroidController
+
+    return AndroidController.from_context(context)
+
+
+register(ANDROID, _android)

@@ -1,0 +1,305 @@
+"""Android phones behind the device-controller seam: adb, the TVM RPC app, the NDK.
+
+Every method is the existing Android code, gathered: discovery is ``adb devices
+-l`` (:func:`farm.device.adb_devices.parse_devices_l`), facts
+:func:`farm.provision.facts.read_facts`, health one batched ``adb shell``
+(:func:`farm.health.probes.read_health`), the server the RPC app launched
+toward the tracker (:func:`farm.provision.launch.launch_app`, with adb tunnels
+on usb-only networks), recovery the app ladder (relaunch, force-stop and
+relaunch, reinstall, reboot) and the target an Android ABI's
+(:func:`farm.jobs.targets.target_for` with the NDK linker,
+:func:`farm.jobs.ndk.linker_for`).
+
+What a phone needs in memory between calls (how its app is configured, its
+tunnels, the crashes logcat showed) is kept in a :class:`PhoneRuntime` per
+serial; the fleet manager passes its own (``runtime=``), so it sees the same
+objects.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from farm.controllers.base import (
+    ControllerContext,
+    Discovered,
+    HealthReading,
+    RecoveryStep,
+    TargetSpec,
+    ThermalReading,
+)
+from farm.errors import ConfigError, FarmError, PhoneFault, SpecError
+from farm.fleet.keys import phone_key
+from farm.fleet.phone import PhoneRuntime
+
+if TYPE_CHECKING:
+    from farm.adb import Adb
+    from farm.aio import LoopThread
+    from farm.fleet.options import FleetOptions
+
+__all__ = ["KIND", "AndroidController"]
+
+log = structlog.get_logger(__name__)
+
+KIND = "android"
+#: ``pm uninstall`` of the RPC app before a reinstall (a few seconds on a real phone).
+UNINSTALL_TIMEOUT_S = 60.0
+#: ``adb reboot`` returns once adbd took the request, not when the phone is back.
+REBOOT_TIMEOUT_S = 30.0
+#: ``svc power stayon`` at provisioning.
+STAYON_TIMEOUT_S = 15.0
+#: ``adb devices -l``: answered by the local adb server.
+DEVICES_TIMEOUT_S = 10.0
+
+
+class AndroidController:
+    """Phones over adb running the TVM RPC app; see the module docstring.
+
+    Args:
+        options: the fleet's options (tracker, key prefix, network, APK, clash policy).
+        adb: the adb client; None when only :meth:`compile_target` is used.
+        loop: the event loop thread the usb-only tunnels run on; None on lan networks.
+        runtime: serial -> its in-memory state; a private table by default.
+    """
+
+    kind = KIND
+
+    def __init__(
+        self,
+        options: FleetOptions,
+        adb: Adb | None = None,
+        loop: LoopThread | None = None,
+        *,
+        runtime: Callable[[str], PhoneRuntime] | None = None,
+    ) -> None:
+        self.options = options
+        self._adb = adb
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._phones: dict[str, PhoneRuntime] = {}
+        self.runtime = runtime or self._own_runtime
+
+    @classmethod
+    def from_context(cls, context: ControllerContext) -> AndroidController:
+        """Build from farm's settings; ``services`` may hold ``adb`` and ``loop``.
+
+        Without an ``adb`` service it makes its own client of the configured adb
+        server (the attempt child's thermal gate does).
+
+        Raises:
+            ConfigError: no settings were given.
+        """
+        from farm.fleet.options import FleetOptions
+
+        if context.settings is None:
+            raise ConfigError("device kind", "the android controller needs farm's settings")
+        adb = context.services.get("adb")
+        if adb is None:
+            from farm.adb import Adb, AdbServer
+
+            adb_settings = context.settings.adb
+            adb = Adb(AdbServer(port=adb_settings.port, binary=adb_settings.binary))
+        return cls(FleetOptions.from_settings(context.settings), adb,
+                   context.services.get("loop"))
+
+    def _own_runtime(self, serial: str) -> PhoneRuntime:
+        with self._lock:
+            phone = self._phones.get(serial)
+            if phone is None:
+                phone = PhoneRuntime(serial, self.tracker_key(serial))
+                self._phones[serial] = phone
+            return phone
+
+    @property
+    def adb(self) -> Adb:
+        """The adb client.
+
+        Raises:
+            ConfigError: the controller was built without one.
+        """
+        if self._adb is None:
+            raise ConfigError("adb", "this android controller has no adb client")
+        return self._adb
+
+    # -- the protocol ----------------------------------------------------------------
+
+    def discover(self) -> list[Discovered]:
+        """Every transport the adb server lists, with its state (``device``, ``offline``...)."""
+        from farm.device.adb_devices import parse_devices_l
+
+        entries = parse_devices_l(self.adb.devices_text(timeout_s=DEVICES_TIMEOUT_S))
+        return [Discovered(e.serial, e.state) for e in entries]
+
+    def facts(self, serial: str) -> dict[str, Any]:
+        """The phone's facts record (:func:`farm.provision.facts.facts_record`).
+
+        Raises:
+            AdbError: a reading is missing or unreadable.
+            PhoneFault: adb failed.
+        """
+        from farm.provision.facts import facts_record, read_facts
+
+        return facts_record(read_facts(self.adb, serial))
+
+    def prepare(self, serial: str) -> None:
+        """One-time setup before the first :meth:`start_server`: the APK, the launch method.
+
+        Installs the configured APK (or checks the app is there), asks the
+        phone how its app can be configured (run-as, root, the UI: only the
+        phone knows whether su works) and keeps the screen on while plugged in
+        (AOSP ``svc power stayon``).
+
+        Raises:
+            ConfigError: no APK configured and the app is not installed.
+            UserFault: the APK clashes with the installed app's signature.
+            PhoneFault: adb failed.
+        """
+        from farm.provision.apk import ensure_installed, installed_version
+        from farm.provision.app_target import detect_method
+        from farm.provision.launch import PACKAGE
+
+        o = self.options
+        if o.apk is not None:
+            ensure_installed(self.adb, serial, o.apk, o.clash)
+        elif installed_version(self.adb, serial, PACKAGE) is None:
+            raise ConfigError("apk.path", f"{PACKAGE} is not installed on {serial} and no "
+                              "APK is configured: set apk.path to the signed TVM RPC APK")
+        self.runtime(serial).method = detect_method(self.adb, serial)
+        self.adb.shell(serial, ["svc", "power", "stayon", "true"], timeout_s=STAYON_TIMEOUT_S)
+
+    def read_health(self, serial: str, at: datetime, *,
+                    registered: bool | None = None) -> HealthReading:
+        """One batched ``adb shell`` sweep; a new ``FATAL EXCEPTION`` in logcat is news once.
+
+        Raises:
+            PhoneFault: adb failed or timed out.
+        """
+        from farm.health.probes import read_health
+
+        phone = self.runtime(serial)
+        seen_before = phone.crashes_seen
+        sample, count = read_health(self.adb, serial, at, crashes_seen=seen_before,
+                                    registered=registered)
+        with self._lock:  # keep the crashes the app watch noted during the read
+            noticed = (phone.crashes_seen or 0) - (seen_before or 0)
+            phone.crashes_seen = None if count is None else count + noticed
+        return sample
+
+    def note_crash(self, serial: str) -> None:
+        """A ``FATAL EXCEPTION`` of the app was handled already: not news for the next sweep."""
+        phone = self.runtime(serial)
+        with self._lock:
+            if phone.crashes_seen is not None:
+                phone.crashes_seen += 1
+
+    def start_server(self, serial: str) -> None:
+        """(Re)open the usb-only tunnels and launch the app toward the tracker.
+
+        Raises:
+            PhoneFault: adb, a tunnel or the launch failed.
+            ConfigError: usb-only network but no event loop for the tunnels.
+        """
+        from farm.provision.app_target import app_target_for, detect_method
+        from farm.provision.launch import launch_app
+        from farm.provision.tunnels import open_usb_tunnel
+
+        o = self.options
+        phone = self.runtime(serial)
+        if o.network == "usb-only":
+            if self._loop is None:
+                raise ConfigError("tracker.network", "usb-only tunnels need farmd's event loop")
+            self.close_tunnel(serial)
+            phone.tunnel = open_usb_tunnel(self.adb, self._loop, serial, o.tracker,
+                                           o.device_tracker_port)
+        target = app_target_for(o.network, o.tracker, phone.key, phone_host=o.phone_host,
+                                device_tracker_port=o.device_tracker_port)
+        if phone.method is None:  # relaunched before provisioning learnt it
+            phone.method = detect_method(self.adb, serial)
+        launch_app(self.adb, serial, target, phone.method)
+
+    def stop_server(self, serial: str) -> None:
+        """Force-stop the app and close its tunnels; failures are logged, never raised."""
+        from farm.provision.launch import stop_app
+
+        try:
+            stop_app(self.adb, serial)
+        except FarmError as exc:
+            log.warning("app_stop_failed", serial=serial, reason=str(exc))
+        self.close_tunnel(serial)
+
+    def close_tunnel(self, serial: str) -> None:
+        """Close the phone's usb-only tunnels, if open (the phone left adb, farmd stops)."""
+        from farm.provision.tunnels import close_usb_tunnel
+
+        phone = self.runtime(serial)
+        tunnel, phone.tunnel = phone.tunnel, None
+        if tunnel is not None and self._loop is not None:
+            close_usb_tunnel(self.adb, self._loop, tunnel)
+
+    def recovery_steps(self, serial: str) -> list[RecoveryStep]:
+        """Relaunch the app, force-stop and relaunch, reinstall the APK, reboot."""
+        return [
+            RecoveryStep("restart_app", lambda: self.start_server(serial)),
+            RecoveryStep("force_stop_relaunch", lambda: self._force_stop_relaunch(serial)),
+            RecoveryStep("reinstall", lambda: self._reinstall(serial)),
+            RecoveryStep("reboot", lambda: self.adb.reboot(serial, timeout_s=REBOOT_TIMEOUT_S),
+                         comes_back_alone=True),
+        ]
+
+    def _force_stop_relaunch(self, serial: str) -> None:
+        from farm.provision.launch import stop_app
+
+        stop_app(self.adb, serial)
+        self.start_server(serial)
+
+    def _reinstall(self, serial: str) -> None:
+        from farm.provision.apk import ensure_installed
+        from farm.provision.launch import PACKAGE
+        from farm.provision.policy import ClashPolicy
+
+        if self.options.apk is None:
+            raise PhoneFault(serial, "no APK configured to reinstall")
+        self.adb.shell(serial, ["pm", "uninstall", "-k", PACKAGE], timeout_s=UNINSTALL_TIMEOUT_S)
+        ensure_installed(self.adb, serial, self.options.apk, ClashPolicy.FAIL)
+        self.start_server(serial)
+
+    def compile_target(self, facts: Mapping[str, Any], device: str = "cpu") -> TargetSpec:
+        """The Android target of the phone's ABI and the NDK linker (host compiler for hosts).
+
+        Raises:
+            SpecError: unknown ABI or device, or the phone lacks the GPU API.
+            PhoneFault: the facts have no ABI.
+            ToolMissing: the target needs the NDK and none is configured.
+        """
+        from farm.jobs import params as jp
+        from farm.jobs.ndk import linker_for
+        from farm.jobs.targets import device_facts, host_of, target_for
+
+        try:
+            kind = jp.DeviceKind(device)
+        except ValueError as exc:
+            raise SpecError("params.device", f"a phone has no {device!r} device") from exc
+        serial = str(facts.get("serial") or "phone")
+        target = target_for(device_facts(serial, facts), kind)
+        return TargetSpec(target, host_of(target), linker_for(target))
+
+    def gating_reading(self, serial: str, at: datetime) -> ThermalReading:
+        """The full health sweep (one adb round trip); the gate reads its thermal fields.
+
+        Raises:
+            PhoneFault: adb failed or timed out.
+        """
+        from farm.health.probes import read_health
+
+        sample, _ = read_health(self.adb, serial, at)
+        return replace(sample, fatal_exception_seen=False)
+
+    def tracker_key(self, serial: str) -> str:
+        """``<tracker.key>-<serial>`` with unsafe characters as ``-`` (:func:`phone_key`)."""
+        return phone_key(self.options.key_prefix, serial)
