@@ -306,11 +306,15 @@ class ApiSettings(_Frozen):
 
     It is bound to loopback unless ``host`` says otherwise; TLS is left to a
     reverse proxy in front of it (docs/architecture.md, "HTTP API").
+
+    Attributes:
+        reservation_max_s: the longest reservation a token may make, in seconds.
     """
 
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = Field(9465, gt=0, lt=65536)
+    reservation_max_s: float = Field(7 * 24 * 3600.0, gt=0)
 
 
 class VirtualSettings(_Frozen):

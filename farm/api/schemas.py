@@ -18,12 +18,13 @@ from pydantic import BaseModel, Field
 from farm.jobs.tune_progress import TuneCounters
 from farm.queue.models import DeviceHealth, DeviceState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
+from farm.queue.reservations import ReservationView
 from farm.results.rows import SampleRow
 from farm.results.spreads import PhoneSpread
 
-__all__ = ["DeviceDetailOut", "DeviceOut", "ErrorOut", "JobDetailOut", "JobOut", "ResultsOut",
-           "SubmitIn", "SubmittedOut", "TuningOut", "device_out", "job_out", "record_of",
-           "tuning_out"]
+__all__ = ["DeviceDetailOut", "DeviceOut", "ErrorOut", "JobDetailOut", "JobOut", "ReserveIn",
+           "ResultsOut", "SubmitIn", "SubmittedOut", "TuningOut", "device_out", "job_out",
+           "record_of", "tuning_out"]
 
 
 class ErrorOut(BaseModel):
@@ -59,7 +60,7 @@ class DeviceOut(BaseModel):
     state_changed_at: datetime | None = None
     attempt_id: int | None = None
     job_id: int | None = None
-    reservation: dict[str, Any] | None = None
+    reservation: ReservationView | None = None
 
 
 class DeviceDetailOut(DeviceOut):
@@ -69,7 +70,7 @@ class DeviceDetailOut(DeviceOut):
 
 
 def device_out(record: DeviceRecord, job_id: int | None = None,
-               reservation: dict[str, Any] | None = None) -> DeviceOut:
+               reservation: ReservationView | None = None) -> DeviceOut:
     """A store record as its JSON shape."""
     data = asdict(record)
     data["facts"] = dict(record.facts)
@@ -151,3 +152,17 @@ class SubmittedOut(BaseModel):
 
     jobs: list[JobView]
     run_id: str | None = None
+
+
+class ReserveIn(BaseModel):
+    """``POST /api/v1/reservations``: a serial, or a selection to pick a free phone by.
+
+    ``for_s``: how long, in seconds (at most ``[api] reservation_max_s``).
+    """
+
+    serial: str | None = None
+    abi: str | None = None
+    soc: str | None = None
+    gpu: str | None = None
+    sdk_min: int | None = Field(default=None, ge=1, le=1000)
+    for_s: float = Field(gt=0)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from farm.api.errors import Conflict, Forbidden, NotFound
+from farm.api.reserving import ReservationMethods
 from farm.clock import Clock
 from farm.config import Settings
 from farm.errors import SpecError, UserFault
@@ -31,8 +32,9 @@ from farm.jobs.tune_progress import TuneCounters, read_counters
 from farm.kinds import KINDS
 from farm.queue.models import AttemptState, DeviceState, JobState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
+from farm.queue.reservations import ReservationView
 from farm.queue.scheduler import DeviceView
-from farm.queue.spec import JobSpec, parse_spec
+from farm.queue.spec import DeviceSelection, JobSpec, parse_spec
 from farm.queue.store import Store
 from farm.queue.tokens import Caller
 from farm.queue.waiting import fitting_in_service, refusal, wait_reasons
@@ -101,8 +103,19 @@ class Queue(Protocol):
     def cancel(self, job_id: int) -> JobView:
         """:meth:`FarmService.cancel`."""
 
+    def reserve(self, serial: str | None, for_s: float, *,
+                selection: DeviceSelection | None = None,
+                owner: str | None = None) -> ReservationView:
+        """:meth:`FarmService.reserve`."""
 
-class FarmService:
+    def unreserve(self, serial: str, *, owner: str | None = None) -> ReservationView:
+        """:meth:`FarmService.unreserve`."""
+
+    def reservations(self) -> list[ReservationView]:
+        """:meth:`FarmService.reservations`."""
+
+
+class FarmService(ReservationMethods):
     """The queue as a caller sees it.
 
     Args:

@@ -29,6 +29,8 @@ from farm.errors import InfraFault, UserFault
 from farm.jobs.tune_progress import TuneCounters
 from farm.queue.models import JobState
 from farm.queue.records import AttemptView, DeviceRecord, JobView, ResultView
+from farm.queue.reservations import ReservationView
+from farm.queue.spec import DeviceSelection
 from farm.results.rows import SampleRow
 
 __all__ = ["TIMEOUT_S", "RemoteService"]
@@ -208,3 +210,31 @@ class RemoteService:
         """Cancel a job: the token's owner's own, or any with an operator token."""
         out: JobOut = self._read(JobOut, self._call("POST", f"/jobs/{job_id}/cancel"))
         return out.job
+
+    # --- reservations -------------------------------------------------------------------
+
+    def reserve(self, serial: str | None, for_s: float, *,
+                selection: DeviceSelection | None = None,
+                owner: str | None = None) -> ReservationView:
+        """Reserve a phone for the token's owner."""
+        del owner  # the token's owner reserves: --owner names owners on the local database only
+        body: dict[str, Any] = {"serial": serial, "for_s": for_s}
+        if serial is None and selection is not None:
+            body.update(abi=selection.abi, soc=selection.soc, gpu=selection.gpu,
+                        sdk_min=selection.sdk_min)
+        view: ReservationView = self._read(ReservationView,
+                                           self._call("POST", "/reservations", json=body))
+        return view
+
+    def unreserve(self, serial: str, *, owner: str | None = None) -> ReservationView:
+        """End a reservation: the token's owner's own, or any with an operator token."""
+        del owner  # the token says who asks (see reserve)
+        view: ReservationView = self._read(ReservationView,
+                                           self._call("DELETE", f"/reservations/{serial}"))
+        return view
+
+    def reservations(self) -> list[ReservationView]:
+        """The reservations in force now."""
+        views: list[ReservationView] = self._read(list[ReservationView],
+                                                  self._call("GET", "/reservations"))
+        return views

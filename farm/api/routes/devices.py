@@ -8,22 +8,24 @@ from fastapi import APIRouter, Query
 
 from farm.api.routes import ServiceDep
 from farm.api.schemas import DeviceDetailOut, DeviceOut, device_out
+from farm.api.service import FarmService
+from farm.queue.reservations import ReservationView
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/api/v1/devices", tags=["devices"])
 
 
-def _reservations() -> dict[str, dict[str, Any]]:
-    """Active reservations by serial (none until the store keeps them)."""
-    return {}
+def _reservations(svc: FarmService) -> dict[str, ReservationView]:
+    """The reservations in force, by serial."""
+    return {r.serial: r for r in svc.reservations()}
 
 
 @router.get("")
 def list_devices(svc: ServiceDep) -> list[DeviceOut]:
     """Every phone: state, health and why, host, kind, facts, latest readings, its job."""
     jobs = svc.running_jobs()
-    reserved = _reservations()
+    reserved = _reservations(svc)
     return [device_out(r, jobs.get(r.attempt_id or 0), reserved.get(r.serial))
             for r in svc.devices()]
 
@@ -34,7 +36,7 @@ def get_device(svc: ServiceDep, serial: str,
     """One phone, with its newest ``events`` state changes and recovery steps."""
     record = svc.device(serial)
     job_id = svc.running_jobs().get(record.attempt_id or 0)
-    out = device_out(record, job_id, _reservations().get(serial))
+    out = device_out(record, job_id, _reservations(svc).get(serial))
     return DeviceDetailOut(**out.model_dump(), events=svc.device_events(serial, events))
 
 
