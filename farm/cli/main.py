@@ -22,6 +22,7 @@ from farm.cli import demo, devices, doctor, enqueue, export, jobs, results, toke
 from farm.cli.compare import compare
 from farm.cli.params import CONTEXT_SETTINGS
 from farm.cli.state import CliState
+from farm.config import ENV_SERVER, ENV_TOKEN
 from farm.errors import FarmError
 
 __all__ = ["cli", "main"]
@@ -48,11 +49,11 @@ class FarmGroup(click.Group):
               help="farm's TOML config (default: $FARM_CONFIG, then /etc/farm/farm.toml).")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error", "critical"]))
-@click.option("--server", envvar="FARM_SERVER", metavar="URL",
+@click.option("--server", envvar=ENV_SERVER, metavar="URL",
               help="Use a farmd's HTTP API from any machine instead of the local database "
                    "(devices, jobs, job, enqueue, cancel, results, wait, drain, undrain, "
                    "release). Default: $FARM_SERVER.")
-@click.option("--token", envvar="FARM_TOKEN", show_default=False,
+@click.option("--token", envvar=ENV_TOKEN, show_default=False,
               help="The API token for --server (farmctl token create). Default: $FARM_TOKEN.")
 @click.pass_context
 def cli(ctx: click.Context, config_path: Path | None, log_level: str, server: str | None,

@@ -67,6 +67,9 @@ class TestRemoteFarmctl:
         shown = farmctl(tmp_path, "job", str(job_id), "--json", url=url, token=token)
         assert json.loads(shown.stdout)["job"]["state"] == "queued"
         assert json.loads(shown.stdout)["waiting"]
+        samples = farmctl(tmp_path, "results", "--job", str(job_id), "--format", "json", url=url,
+                          token=token)
+        assert (samples.returncode, json.loads(samples.stdout)) == (0, [])
         assert not (tmp_path / "absent.toml").exists()
 
     def test_spec_error_names_the_flag(self, server: tuple[str, Store], tmp_path: Path) -> None:
