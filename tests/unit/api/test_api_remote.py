@@ -14,7 +14,9 @@ from api_helpers import T0
 from device_states import put_state
 
 from farm.api.context import ApiContext
+from farm.api.errors import Forbidden
 from farm.api.server import ApiServer
+from farm.cli.remote import RemoteService
 from farm.clock import FakeClock
 from farm.config import Settings
 from farm.netaddr import free_port
@@ -115,3 +117,26 @@ class TestRemoteFarmctl:
         result = farmctl(tmp_path, "logs", url="http://127.0.0.1:1", token="farm_x")
         assert result.returncode == 2
         assert "not through --server" in result.stderr
+
+
+class TestRemoteService:
+    """The client farmctl --server uses, in process, against the real server."""
+
+    def test_reservations_and_owners(self, server: tuple[str, Store]) -> None:
+        """A reservation made through the client is the token's; another owner gets Forbidden."""
+        url, store = server
+        carol = RemoteService(url, store.create_token("carol", T0))
+        dave = RemoteService(url, store.create_token("dave", T0))
+        try:
+            made = carol.reserve("phone-1", 600)
+            assert (made.owner, made.serial) == ("carol", "phone-1")
+            assert made.tracker_key.endswith("-phone-1")
+            assert [r.owner for r in dave.reservations()] == ["carol"]
+            with pytest.raises(Forbidden, match="carol"):
+                dave.unreserve("phone-1")
+            assert carol.unreserve("phone-1").ended_at is not None
+            [device] = dave.devices()
+            assert device.serial == "phone-1" and device.facts["soc"] == "SM8150"
+        finally:
+            carol.close()
+            dave.close()
