@@ -9,6 +9,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 from rich.console import Console
@@ -104,9 +105,8 @@ class TestFarmdMetrics:
                 with urllib.request.urlopen(url, timeout=10) as response:
                     body = response.read().decode()
                 assert farmd.api_server is not None  # farmd serves the API too
-                with urllib.request.urlopen(f"{farmd.api_server.url}/api/v1/ping",
-                                            timeout=10) as response:
-                    assert b'"ok":true' in response.read()
+                ping = httpx.get(f"{farmd.api_server.url}/api/v1/ping", timeout=10)
+                assert ping.json()["ok"] is True
             finally:
                 farmd.stop()
         assert "farm_up 1.0" in body
