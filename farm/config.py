@@ -314,12 +314,14 @@ class ApiSettings(_Frozen):
 
     Attributes:
         reservation_max_s: the longest reservation a token may make, in seconds.
+        upload_max_bytes: the largest model upload (``POST /api/v1/blobs``) taken.
     """
 
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = Field(9465, gt=0, lt=65536)
     reservation_max_s: float = Field(7 * 24 * 3600.0, gt=0)
+    upload_max_bytes: int = Field(512 * 1024 * 1024, gt=0)
 
 
 class VirtualSettings(_Frozen):

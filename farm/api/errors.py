@@ -11,7 +11,8 @@ prints the same ``Error: ...`` and exit code as a local one::
     │   ├── SpecError      400, with ``field`` and ``reason``
     │   ├── NotFound       404
     │   ├── Forbidden      403
-    │   └── Unauthorized   401
+    │   ├── Unauthorized   401
+    │   └── TooLarge       413
     ├── Conflict   409 (exit 1): the thing is not in a state that allows it
     └── InfraFault 503 (exit 1)
 
@@ -24,8 +25,8 @@ from typing import Any
 
 from farm.errors import FarmError, InfraFault, SpecError, UserFault
 
-__all__ = ["STATUSES", "Conflict", "Forbidden", "NotFound", "Unauthorized", "error_body",
-           "error_of", "status_of"]
+__all__ = ["STATUSES", "Conflict", "Forbidden", "NotFound", "TooLarge", "Unauthorized",
+           "error_body", "error_of", "status_of"]
 
 
 class NotFound(UserFault):
@@ -40,13 +41,17 @@ class Unauthorized(UserFault):
     """No token, or one the server does not know (``farmctl --server`` only)."""
 
 
+class TooLarge(UserFault):
+    """An upload is larger than the server takes (``[api] upload_max_bytes``)."""
+
+
 class Conflict(FarmError):
     """The job or phone is not in a state that allows the action (cancel an ended job)."""
 
 
 #: Error class -> HTTP status, most specific first.
 STATUSES: tuple[tuple[type[FarmError], int], ...] = (
-    (NotFound, 404), (Forbidden, 403), (Unauthorized, 401), (UserFault, 400),
+    (NotFound, 404), (Forbidden, 403), (Unauthorized, 401), (TooLarge, 413), (UserFault, 400),
     (Conflict, 409), (InfraFault, 503), (FarmError, 500),
 )
 
