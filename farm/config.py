@@ -46,7 +46,7 @@ import socket
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -119,6 +119,10 @@ class TrackerSettings(_Frozen):
             ``phone_host:port``.
         device_port: the tracker's port as usb-only phones see it (the
             reversed port on the phone); None means ``port``.
+        advertise_host: the tracker's address as people and other hosts reach
+            it (stored in this host's ``hosts`` row, shown for reservations);
+            None means ``host``. Set it when ``host`` is a wildcard (``0.0.0.0``)
+            or loopback and several hosts share one database.
     """
 
     external: bool = False
@@ -128,6 +132,12 @@ class TrackerSettings(_Frozen):
     key: str = Field("android", min_length=1, pattern=r"^[A-Za-z0-9-]+$")
     network: Literal["usb-only", "lan"] = "usb-only"
     device_port: int | None = Field(None, gt=0, lt=65536)
+    advertise_host: str | None = Field(None, min_length=1)
+
+    @property
+    def advertised_host(self) -> str:
+        """The tracker's address as users reach it: ``advertise_host``, else ``host``."""
+        return self.advertise_host or self.host
 
 
 class ApkSettings(_Frozen):
@@ -298,6 +308,26 @@ class ResultSettings(_Frozen):
     watch_lookback_s: float = Field(86400.0, gt=0)
 
 
+class HostSettings(_Frozen):
+    """This farmd's liveness in a database several hosts share (:mod:`farm.queue.hosts`).
+
+    Attributes:
+        heartbeat_s: how often farmd stamps its ``hosts`` row, seconds.
+        dead_after_s: a host whose stamp is older than this is dead: its phones
+            show as ``unreachable`` and another host's adb server may take them
+            over. Several heartbeats long, so one slow database write is not a death.
+    """
+
+    heartbeat_s: float = Field(10.0, gt=0)
+    dead_after_s: float = Field(60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _beats_before_death(self) -> HostSettings:
+        if self.dead_after_s <= 2 * self.heartbeat_s:
+            raise ValueError("dead_after_s must exceed two heartbeats (2 * heartbeat_s)")
+        return self
+
+
 class MetricsSettings(_Frozen):
     """The Prometheus endpoint farmd serves."""
 
@@ -313,14 +343,12 @@ class ApiSettings(_Frozen):
     reverse proxy in front of it (docs/architecture.md, "HTTP API").
 
     Attributes:
-        reservation_max_s: the longest reservation a token may make, in seconds.
         upload_max_bytes: the largest model upload (``POST /api/v1/blobs``) taken.
     """
 
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = Field(9465, gt=0, lt=65536)
-    reservation_max_s: float = Field(7 * 24 * 3600.0, gt=0)
     upload_max_bytes: int = Field(512 * 1024 * 1024, gt=0)
 
 
@@ -338,6 +366,57 @@ class VirtualSettings(_Frozen):
 
     count: int = Field(0, ge=0)
     network: Literal["lan", "usb-only"] = "usb-only"
+
+
+class ReservationSettings(_Frozen):
+    """People's reservations of phones (``farmctl reserve``).
+
+    Attributes:
+        default_for_s: how long ``farmctl reserve`` holds a phone without ``--for``.
+        max_for_s: the longest reservation ``--for`` may ask for.
+        expire_interval_s: how often farmd ends reservations past their end
+            time (until then claims already treat those phones as free).
+    """
+
+    default_for_s: float = Field(3600.0, gt=0)
+    max_for_s: float = Field(7 * 86400.0, gt=0)
+    expire_interval_s: float = Field(30.0, gt=0)
+
+
+class PoolSelection(_Frozen):
+    """The phones one ``pool.keys`` entry offers; every attribute given must match."""
+
+    abi: str | None = None  # e.g. "arm64-v8a", one of ro.product.cpu.abilist
+    soc: str | None = None  # e.g. "SM8150", case-insensitive
+    gpu: str | None = None  # substring of the GPU renderer, e.g. "adreno"
+    sdk_min: int | None = Field(None, ge=1)
+
+
+class PoolSettings(_Frozen):
+    """A shared tracker key under which idle phones also serve stock scripts.
+
+    A script written for the stock workflow, ``connect_tracker(host,
+    port).request(key)``, gets a free phone (:mod:`farm.fleet.pool`). Only
+    usb-only phones (``tracker.network``) are pooled: farm learns the app's
+    registration from their relay.
+
+    Attributes:
+        key: the shared key every idle phone serves, e.g. ``android``; None
+            (default) and no ``keys``: no pool. It may equal ``tracker.key``:
+            farm itself only requests ``<tracker.key>-<serial>`` and
+            ``<tracker.key>-job-<id>``, so no pool key may start with
+            ``<tracker.key>-``.
+        keys: more shared keys, each served by the idle phones its selection
+            matches, e.g. ``{"arm64" = {abi = "arm64-v8a"}, "sm8150" = {soc =
+            "SM8150"}}``.
+        interval_s: how often farm offers newly idle phones and withdraws
+            busy, reserved or unhealthy ones.
+    """
+
+    key: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z0-9-]+$")
+    keys: dict[Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9-]+$")],
+               PoolSelection] = {}
+    interval_s: float = Field(1.0, gt=0)
 
 
 class Settings(_Frozen):
@@ -364,10 +443,13 @@ class Settings(_Frozen):
     jobs: JobSettings = JobSettings()
     retention: RetentionSettings = RetentionSettings()
     schedules: tuple[Schedule, ...] = ()
+    hosts: HostSettings = HostSettings()
     metrics: MetricsSettings = MetricsSettings()
     api: ApiSettings = ApiSettings()
     results: ResultSettings = ResultSettings()
     virtual: VirtualSettings = VirtualSettings()
+    reservations: ReservationSettings = ReservationSettings()
+    pool: PoolSettings = PoolSettings()
 
     @field_validator("data_dir")
     @classmethod
@@ -379,6 +461,14 @@ class Settings(_Frozen):
         if not self.database_url:
             # Frozen model: set the derived default once, during validation.
             object.__setattr__(self, "database_url", default_database_url(self.data_dir))
+        return self
+
+    @model_validator(mode="after")
+    def _pool_key_apart(self) -> Settings:
+        for key in [*self.pool.keys, *([self.pool.key] if self.pool.key else [])]:
+            if key.startswith(f"{self.tracker.key}-"):
+                raise ValueError(f"pool key {key!r} must not start with {self.tracker.key!r}-: "
+                                 "farm's own phone and job keys do")
         return self
 
     @model_validator(mode="before")

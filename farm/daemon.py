@@ -8,7 +8,8 @@ and stops everything in order on SIGTERM::
     tracker (supervised)      │ sweep every health.interval_s
     Dispatcher.tick() on a wake (enqueue, child exit, phone ready) or every
         jobs.tick_interval_s: claim -> child process per attempt (farm.runner.wake)
-    metrics, systemd watchdog, recurring jobs (cron), retention, regression watch
+    metrics, systemd watchdog, recurring jobs (cron), retention, regression watch,
+        reservation expiry (reservations.expire_interval_s), pool key offers (pool.interval_s)
 
 On SIGTERM farmd stops taking work, lets running attempts finish until the
 drain deadline, then kills and requeues them (rq's warm then cold shutdown).
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -46,6 +48,7 @@ from farm.config import Settings, load_config
 from farm.errors import FarmError
 from farm.fleet.manager import FleetManager, FleetOptions
 from farm.metrics import FarmMetrics, start_metrics_server
+from farm.queue.hosts import shown_state
 from farm.queue.store import Store
 from farm.results.watch import RegressionWatch
 from farm.retention import RetentionReport, apply_retention
@@ -59,7 +62,9 @@ from farm.tvm.tracker import TrackerProcess, ping
 
 if TYPE_CHECKING:
     from farm.api.server import ApiServer
+    from farm.fleet.pool import Pool
     from farm.metrics import MetricsServer
+    from farm.tvm.relay import Offer
     from farm.virtual.fleet import Fleet
 
 log = structlog.get_logger(__name__)
@@ -88,6 +93,7 @@ class Farmd:
         self.metrics_server: MetricsServer | None = None
         self.api_server: ApiServer | None = None
         self.tick_loop: TickLoop | None = None
+        self.pool: Pool | None = None  # the pool key's offers, when pool.key is set
         self._tracker_failures = 0  # restarts failed in a row (watch_services)
         self._tracker_retry_s = 0.0  # monotonic time of the next restart try
         # Ended attempts observed in the job-duration histogram, by end time;
@@ -115,6 +121,7 @@ class Farmd:
         self._stops.append(lambda: remove_pidfile(self.data_dir))
         self.store = Store(s.database_url)
         self._stops.append(self.store.close)
+        self._register_host()
         self._reclaim()
         self.adb_server = AdbServer(port=s.adb.port, binary=s.adb.binary)
         self.adb_server.ensure_running()
@@ -146,13 +153,31 @@ class Farmd:
         if s.api.enabled:  # last started, so the first stopped: no request meets a closed part
             self._start_api()
         self.notifier.ready("farmd ready")
-        log.info("farmd_started", data_dir=str(self.data_dir), adb_port=s.adb.port,
-                 tracker_port=self.tracker_addr[1], network=s.tracker.network)
+        log.info("farmd_started", host=s.host_id, data_dir=str(self.data_dir),
+                 adb_port=s.adb.port, tracker_port=self.tracker_addr[1], network=s.tracker.network)
 
     @property
     def tracker_addr(self) -> tuple[str, int]:
         """The tracker's ``(host, port)`` from the settings."""
         return (self.settings.tracker.host, self.settings.tracker.port)
+
+    def _register_host(self) -> None:
+        """Upsert this host's ``hosts`` row: other hosts and ``farmctl`` see it alive.
+
+        Stamped again every ``hosts.heartbeat_s`` (:meth:`host_heartbeat`); a
+        host silent for ``hosts.dead_after_s`` is dead (:mod:`farm.queue.hosts`).
+        """
+        s = self.settings
+        info = {"pid": os.getpid(), "adb_port": s.adb.port,
+                "metrics_port": s.metrics.port if s.metrics.enabled else None}
+        self.store.register_host(s.host_id, s.tracker.advertised_host, s.tracker.port,
+                                 self.clock.now(), info)
+
+    def host_heartbeat(self) -> None:
+        """Stamp this host's row; register again if someone deleted it."""
+        if not self.store.host_heartbeat(self.settings.host_id, self.clock.now()):
+            log.warning("host_row_missing", host=self.settings.host_id)
+            self._register_host()
 
     def _reclaim(self) -> None:
         """Requeue at once the attempts this host's previous farmd left running.
@@ -202,9 +227,13 @@ class Farmd:
         common = {"coalesce": True, "max_instances": 1}
         add(self._guarded(self.manager.sweep), "interval", seconds=s.health.interval_s,
             id="health_sweep", **common)
+        add(self._guarded(self.host_heartbeat), "interval", seconds=s.hosts.heartbeat_s,
+            id="host_heartbeat", **common)
         add(self._guarded(self.watch_services), "interval", seconds=WATCH_INTERVAL_S,
             id="watch_services", **common)
         add(self._guarded(self.update_metrics), "interval", seconds=15, id="metrics", **common)
+        add(self._guarded(self.expire_reservations), "interval",
+            seconds=s.reservations.expire_interval_s, id="reservations", **common)
         add(self._guarded(self.apply_retention), "interval", seconds=s.retention.interval_s,
             id="retention", **common)
         self.regression_watch = RegressionWatch(self.store, s, self.clock, self.metrics)
@@ -213,10 +242,33 @@ class Farmd:
         interval_s = self.notifier.watchdog_interval_s()
         if interval_s:
             add(self.notifier.watchdog, "interval", seconds=interval_s, id="watchdog", **common)
+        if s.pool.key is not None or s.pool.keys:
+            self._start_pool()
+            add(self._guarded(self.sync_pool), "interval", seconds=s.pool.interval_s,
+                id="pool", **common)
         install_schedules(self.scheduler, s.schedules, self.store, self.clock)
         self.scheduler.start()
         self._stops.append(lambda: self.scheduler.shutdown(wait=False))
         self._start_dispatching()
+
+    def _start_pool(self) -> None:
+        """Offer idle usb-only phones under the shared pool keys (:mod:`farm.fleet.pool`)."""
+        from farm.fleet.pool import Pool, pool_keys
+
+        def offers() -> dict[str, Offer]:
+            return {serial: phone.tunnel.relay.offer
+                    for serial, phone in list(self.manager.phones.items())
+                    if phone.tunnel is not None and phone.tunnel.relay.offer is not None}
+
+        self.pool = Pool(pool_keys(self.settings.pool), self.tracker_addr, self.store,
+                         self.clock, self.loop, offers, on_free=self.wake_dispatcher)
+        self.manager.held.pooled = self.pool.in_session
+        self._stops.append(self.pool.close)
+
+    def sync_pool(self) -> None:
+        """Offer newly idle phones under the pool key and withdraw busy ones."""
+        if self.pool is not None:
+            self.metrics.pool_phones.set(len(self.pool.sync()))
 
     def _start_dispatching(self) -> None:
         """Tick the dispatcher on its own thread, and listen for wakes if configured.
@@ -335,12 +387,25 @@ class Farmd:
             keep_runs=running,
         )  # fmt: skip
 
+    def expire_reservations(self) -> None:
+        """End reservations past their end time; wake the dispatcher if a phone came free."""
+        ended = self.store.expire_reservations(self.clock.now(),
+                                               key_prefix=self.settings.tracker.key)
+        if ended:
+            self.wake_dispatcher()
+
     def update_metrics(self) -> None:
         """Refresh the gauges from the database and observe newly ended attempts."""
+        # Fleet-wide, from the database: every host's farmd shows the same
+        # counts; a dead host's phones count as unreachable (farm.queue.hosts).
+        dead = self.store.dead_host_ids(self.clock.now(), self.settings.hosts.dead_after_s)
         counts: dict[str, int] = {}
         for device in self.store.list_devices():
-            counts[device.state.value] = counts.get(device.state.value, 0) + 1
+            state = shown_state(device, dead)
+            counts[state] = counts.get(state, 0) + 1
         self.metrics.set_phone_counts(counts)
+        self.metrics.set_reserved({r.serial for r in self.store.reservations(
+            now=self.clock.now(), key_prefix=self.settings.tracker.key)})
         job_counts = self.store.job_counts()
         self.metrics.set_job_counts({state.value: n for state, n in job_counts.items()})
         self._observe_durations()

@@ -4,13 +4,16 @@ The series (prometheus-client; names follow Prometheus' naming practice of a
 ``farm_`` prefix and base units in the name)::
 
     farm_up                                    1 while farmd runs
-    farm_phones{state}                         phones per state (ready, busy, ...)
+    farm_phones{state}                         phones per state (ready, busy, ...; unreachable:
+                                               a dead host's, farm.queue.hosts), fleet-wide
     farm_jobs{state}                           jobs per state (queued, running, ...)
     farm_phone_battery_temp_celsius{serial}    latest battery temperature, °C
     farm_phone_thermal_status{serial}          latest PowerManager thermal status, 0..6
     farm_recoveries_total{serial,step}         recovery-ladder steps applied
     farm_job_duration_seconds{kind}            histogram of attempt durations
     farm_regressions_total{serial,workload}    phones the regression watch found slower
+    farm_phone_reserved{serial}                1 while a person's reservation holds it, else 0
+    farm_pool_phones                           phones offered under the pool key now
 
 A private :class:`~prometheus_client.CollectorRegistry` (not the library's global
 one) keeps each :class:`FarmMetrics` independent, so tests and two daemons in one
@@ -78,21 +81,36 @@ class FarmMetrics:
             ["serial", "workload"],
             registry=self.registry,
         )
+        self.reserved = Gauge(
+            "farm_phone_reserved",
+            "1 while a person's reservation takes the phone out of scheduling, else 0.",
+            ["serial"],
+            registry=self.registry,
+        )
+        self.pool_phones = Gauge(
+            "farm_pool_phones", "Phones offered under the pool key now.", registry=self.registry
+        )
         self._lock = threading.Lock()
+        self._reserved: set[str] = set()
         self._phone_states: set[str] = set()
         self._job_states: set[str] = set()
         self.up.set(1)
 
-    def _set_counts(self, gauge: Gauge, known: set[str], counts: Mapping[str, int]) -> None:
-        """Set every state in ``counts`` and zero the states seen before but absent now."""
+    def _set_counts(self, gauge: Gauge, known: set[str], counts: Mapping[str, int],
+                    label: str = "state") -> None:
+        """Set every ``label`` value in ``counts`` and zero those seen before but absent now."""
         with self._lock:
             known.update(counts)
-            for state in known:
-                gauge.labels(state=state).set(counts.get(state, 0))
+            for value in known:
+                gauge.labels(**{label: value}).set(counts.get(value, 0))
 
     def set_phone_counts(self, counts: Mapping[str, int]) -> None:
         """Publish how many phones are in each state, e.g. ``{"ready": 3}``."""
         self._set_counts(self.phones, self._phone_states, counts)
+
+    def set_reserved(self, serials: set[str]) -> None:
+        """Publish which phones are reserved now; those reserved before and not now drop to 0."""
+        self._set_counts(self.reserved, self._reserved, dict.fromkeys(serials, 1), "serial")
 
     def set_job_counts(self, counts: Mapping[str, int]) -> None:
         """Publish how many jobs are in each state, e.g. ``{"queued": 5}``."""

@@ -40,7 +40,8 @@ class ReservationMethods:
         if view.tracker_host is not None:
             return view
         tracker = self.settings.tracker
-        return dataclasses.replace(view, tracker_host=tracker.host, tracker_port=tracker.port)
+        return dataclasses.replace(view, tracker_host=tracker.advertised_host,
+                                   tracker_port=tracker.port)
 
     def reserve(self, serial: str | None, for_s: float, *,
                 selection: DeviceSelection | None = None,
@@ -49,7 +50,7 @@ class ReservationMethods:
 
         Args:
             serial: the phone; None picks a free one matching ``selection``.
-            for_s: how long, in seconds (at most ``[api] reservation_max_s``).
+            for_s: how long, in seconds (at most ``reservations.max_for_s``).
             selection: ``--abi/--soc/--gpu/--sdk-min`` when no serial is given.
             owner: the local CLI's ``--owner`` (default: the login name); a
                 token's reservation is always its owner's.
@@ -58,10 +59,10 @@ class ReservationMethods:
             UserFault: ``for_s`` out of range, or neither serial nor selection.
             ReservationError: unknown serial, held by another owner, none free matches.
         """
-        limit_s = self.settings.api.reservation_max_s
+        limit_s = self.settings.reservations.max_for_s
         if not 0 < for_s <= limit_s:
-            raise UserFault(f"a reservation lasts more than 0 and at most {limit_s:g} s, "
-                            f"not {for_s:g} s")
+            raise UserFault(f"a reservation lasts more than 0 and at most {limit_s:g} s "
+                            f"(reservations.max_for_s), not {for_s:g} s")
         who = self.caller.owner if self.caller is not None else owner or getpass.getuser()
         now = self.clock.now()
         until = now + timedelta(seconds=for_s)

@@ -38,7 +38,8 @@ class ErrorOut(BaseModel):
 class DeviceOut(BaseModel):
     """One phone as ``GET /api/v1/devices`` lists it.
 
-    ``host`` is the farmd host that sees it (None before several hosts);
+    ``host`` is the farmd host that sees it (None before a host claimed it),
+    ``unreachable`` whether that host's heartbeat is older than ``hosts.dead_after_s``;
     ``kind`` is ``android``, ``board`` or ``gpu``; ``job_id`` is the job of the
     attempt it runs; ``reservation`` is its active reservation, if any.
     """
@@ -50,6 +51,7 @@ class DeviceOut(BaseModel):
     drained: bool
     held_outside: str | None = None
     host: str | None = None
+    unreachable: bool = False
     kind: str = "android"
     facts: dict[str, Any] = Field(default_factory=dict)
     battery_pct: float | None = None
@@ -70,12 +72,13 @@ class DeviceDetailOut(DeviceOut):
 
 
 def device_out(record: DeviceRecord, job_id: int | None = None,
-               reservation: ReservationView | None = None) -> DeviceOut:
+               reservation: ReservationView | None = None,
+               dead_hosts: frozenset[str] = frozenset()) -> DeviceOut:
     """A store record as its JSON shape."""
     data = asdict(record)
     data["facts"] = dict(record.facts)
     return DeviceOut(**data, job_id=job_id, reservation=reservation,
-                     host=getattr(record, "host", None),
+                     unreachable=record.host is not None and record.host in dead_hosts,
                      kind=getattr(record, "kind", None) or "android")
 
 
@@ -157,7 +160,7 @@ class SubmittedOut(BaseModel):
 class ReserveIn(BaseModel):
     """``POST /api/v1/reservations``: a serial, or a selection to pick a free phone by.
 
-    ``for_s``: how long, in seconds (at most ``[api] reservation_max_s``).
+    ``for_s``: how long, in seconds (at most ``reservations.max_for_s``).
     """
 
     serial: str | None = None

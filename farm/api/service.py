@@ -64,6 +64,9 @@ class Queue(Protocol):
     def device(self, serial: str) -> DeviceRecord:
         """:meth:`FarmService.device`."""
 
+    def dead_hosts(self) -> frozenset[str]:
+        """:meth:`FarmService.dead_hosts`."""
+
     def set_drained(self, serial: str, drained: bool, reason: str) -> bool:
         """:meth:`FarmService.set_drained`."""
 
@@ -167,6 +170,13 @@ class FarmService(ReservationMethods):
         """A phone's state changes and recovery steps, newest first."""
         return self.store.device_events(serial, limit=limit)
 
+    def dead_hosts(self) -> frozenset[str]:
+        """The farmd hosts whose heartbeat is older than ``hosts.dead_after_s``.
+
+        Their phones show as ``unreachable`` and take no new work (:mod:`farm.queue.hosts`).
+        """
+        return self.store.dead_host_ids(self.clock.now(), self.settings.hosts.dead_after_s)
+
     def running_jobs(self) -> dict[int, int]:
         """Attempt id -> job id of every running attempt (what each busy phone runs)."""
         running = self.store.list_jobs([JobState.RUNNING], limit=10_000)
@@ -231,7 +241,7 @@ class FarmService(ReservationMethods):
         if not any(v.state is JobState.QUEUED for v in jobs):
             return {}
         return wait_reasons(self.store.snapshot(), self.clock.now(), known_kinds=list(KINDS),
-                            job_ids={v.id for v in jobs})
+                            job_ids={v.id for v in jobs}, dead_hosts=self.dead_hosts())
 
     def tuning(self, job_id: int) -> TuneCounters | None:
         """A tuning job's progress, from its work folder on this host (None for other jobs)."""
@@ -296,10 +306,14 @@ class FarmService(ReservationMethods):
             kind.enqueue.check(spec, self.store, Path(self.settings.data_dir))
         if spec.timeout_s is None:  # the config's limit for the kind, stored with the job
             spec = spec.model_copy(update={"timeout_s": spec.timeout_for(self.settings.jobs)})
-        views = [DeviceView(d.serial, d.state, d.drained, d.facts) for d in self.devices()]
+        known = self.devices()
         now = self.clock.now()
         if each:
-            return self._submit_each(spec, views)
+            # Every live host's phones; a dead host's run nothing until it is back.
+            dead = self.dead_hosts()
+            return self._submit_each(spec, [DeviceView(d.serial, d.state, d.drained, d.facts)
+                                            for d in known if d.host is None or d.host not in dead])
+        views = [DeviceView(d.serial, d.state, d.drained, d.facts) for d in known]
         if not wait_for_device:
             reason = refusal(spec, views)
             if reason is not None:

@@ -8,5 +8,6 @@
     jobs.py      jobs, job, cancel, logs, wait
     results.py   results: rows per sample, spread per phone, plots
     devices.py   devices, drain, undrain, release
+    reserve.py   reserve, unreserve, reservations
     output.py    --json, CSV and rich tables
 """

@@ -2,8 +2,11 @@
 
 ``devices`` shows each phone's state and health (``good``/``bad`` with the
 reason, LAVA's axis), its latest battery and thermal readings, who holds it
-outside farm (a person's own tracker session) and when farmd last saw it
-(every health sweep refreshes it).
+outside farm (a person's own tracker session), who reserved it until when
+(``farmctl reserve``) and when farmd last saw it (every health sweep
+refreshes it), and the farmd host that runs it. A phone whose host stopped
+heartbeating (``hosts.dead_after_s``) shows as ``unreachable``: its row keeps
+the dead host's last word (``state`` in ``--json``), and ``unreachable`` is true.
 
 Drain is a flag apart from the phone's state: a drained phone finishes its
 attempt and then gets no work until undrained. Release takes a phone out of
@@ -13,24 +16,28 @@ afresh before it takes work (LAVA resets health to Unknown for the same reason).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import click
 
 from farm.cli.output import Column, echo_json, plain, print_table
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
+from farm.queue.hosts import UNREACHABLE, shown_state
 from farm.queue.models import DeviceState
 from farm.queue.records import DeviceRecord
+from farm.queue.reservations import ReservationView
+from farm.queue.waiting import utc_text
 
 __all__ = ["device_row", "devices", "drain", "release", "undrain"]
 
 _COLUMNS = [
-    Column("serial"), Column("shown_state", "state"), Column("health"),
+    Column("serial"), Column("host"), Column("shown_state", "state"), Column("health"),
     Column("health_reason", "why"), Column("battery_pct", "batt %", "right"),
     Column("battery_temp_c", "batt °C", "right"), Column("thermal_status", "thermal", "right"),
     Column("abi"), Column("sdk", justify="right"), Column("soc"), Column("gpu"),
     Column("attempt_id", "attempt", "right"), Column("held_outside", "held by"),
+    Column("reserved", "reserved"),
     Column("last_seen", "last seen"),
 ]
 
@@ -45,30 +52,49 @@ def _latest(record: DeviceRecord) -> dict[str, Any] | None:
     return {"at": record.sampled_at, **{name: getattr(record, name) for name in _READINGS}}
 
 
-def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None) -> dict[str, Any]:
+def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None,
+               reservation: ReservationView | None = None, *,
+               dead_hosts: Collection[str] = ()) -> dict[str, Any]:
     """One phone as ``farmctl devices`` shows it, the same in the table and in ``--json``.
 
     Args:
         record: the device row.
         latest: its newest health sample (:meth:`Store.health_samples`), None if none.
+        reservation: its reservation in force (:meth:`Store.reservations`), None if none.
+        dead_hosts: the farmd hosts not heartbeating (``Store.dead_host_ids``):
+            their phones show as ``unreachable``.
 
     Returns:
         The record's fields, plus ``shown_state`` (``draining`` for a busy drained
         phone: it finishes its attempt, then takes no work), ``health_reason``,
         the latest ``battery_pct`` (0..100), ``battery_temp_c`` (°C) and
         ``thermal_status`` (PowerManager 0..6), and ``sampled_at``; ``held_outside``
-        says who holds a phone outside farm (``ready (held outside)`` in the table).
+        says who holds a phone outside farm (``ready (held outside)`` in the table);
+        ``reserved`` (``alice until 2026-11-24T09:00Z``), ``reserved_by`` and
+        ``reserved_until`` its reservation (``ready (reserved)`` in the table).
+        ``host`` is the farmd host that runs it and ``unreachable`` whether that
+        host is dead (``shown_state`` then starts with ``unreachable``).
     """
+    unreachable = shown_state(record, dead_hosts) == UNREACHABLE
     busy_drained = record.state is DeviceState.BUSY and record.drained
     shown = "draining" if busy_drained else record.state.value
+    if unreachable:
+        shown = f"{UNREACHABLE} (was {shown})"
     if record.drained and not busy_drained:
         shown += " (drained)"
     if getattr(record, "held_outside", None):
         shown += " (held outside)"
+    if reservation is not None:
+        shown += " (reserved)"
     latest = latest or {}
     return {
+        "reserved": None if reservation is None else (
+            f"{reservation.owner} until {utc_text(reservation.expires_at)}"),
+        "reserved_by": None if reservation is None else reservation.owner,
+        "reserved_until": None if reservation is None else plain(reservation.expires_at),
         **plain(record),
         "shown_state": shown,
+        "unreachable": unreachable,
         # The queue's DeviceRecord carries the reason once it reads devices.health_reason.
         "health_reason": getattr(record, "health_reason", ""),
         **{name: latest.get(name) for name in _READINGS},
@@ -82,7 +108,11 @@ def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None) -> dict[s
 @pass_state
 def devices(state: CliState, as_json: bool) -> None:
     """List phones: state, health and why, battery %, battery °C, thermal status, facts."""
-    rows = [device_row(r, _latest(r)) for r in state.queue.devices()]
+    queue = state.queue
+    reserved = {v.serial: v for v in queue.reservations()}
+    dead = queue.dead_hosts()
+    rows = [device_row(r, _latest(r), reserved.get(r.serial), dead_hosts=dead)
+            for r in queue.devices()]
     if as_json:
         echo_json(rows)
         return

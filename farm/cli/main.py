@@ -18,8 +18,9 @@ from pathlib import Path
 import click
 
 from farm import logs, privacy
-from farm.cli import demo, devices, doctor, enqueue, export, jobs, results, token
+from farm.cli import demo, devices, doctor, enqueue, export, jobs, reserve, results, token
 from farm.cli.compare import compare
+from farm.cli.hosts import hosts
 from farm.cli.params import CONTEXT_SETTINGS
 from farm.cli.state import CliState
 from farm.config import ENV_SERVER, ENV_TOKEN
@@ -68,9 +69,11 @@ def cli(ctx: click.Context, config_path: Path | None, log_level: str, server: st
 cli.add_command(enqueue.enqueue)
 for command in (jobs.jobs, jobs.job, jobs.cancel, results.results, jobs.logs_, jobs.wait,
                 devices.devices, devices.drain, devices.undrain, devices.release,
+                reserve.reserve, reserve.unreserve, reserve.reservations,
                 demo.demo, doctor.doctor, export.export):
     cli.add_command(command)
 cli.add_command(compare)
+cli.add_command(hosts)
 cli.add_command(token.token)
 
 

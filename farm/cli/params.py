@@ -31,8 +31,14 @@ JOB_ID = click.IntRange(1, DB_INT_MAX)
 LIMIT = click.IntRange(1, DB_INT_MAX)
 
 
+#: Seconds per unit a duration may end with (``90``, ``90s``, ``15m``, ``2h``, ``1d``).
+_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
 class Seconds(click.ParamType[float]):
     """A finite duration in seconds within ``[min_s, max_s]``; refuses ``nan`` and ``inf``.
+
+    A number may end with a unit: ``s``, ``m``, ``h`` or ``d`` (``--for 2h``).
 
     Args:
         min_s: the smallest value accepted.
@@ -53,8 +59,12 @@ class Seconds(click.ParamType[float]):
         if isinstance(value, float) and math.isfinite(value):
             seconds = value
         else:
+            text = str(value).strip().lower()
+            scale = _UNIT_S.get(text[-1:], 1.0)
+            if text[-1:] in _UNIT_S:
+                text = text[:-1]
             try:
-                seconds = float(str(value))
+                seconds = float(text) * scale
             except ValueError:
                 self.fail(f"{value!r} is not a number of seconds", param, ctx)
         low = "<" if self.min_open else "<="

@@ -11,7 +11,7 @@ a missing or wrong token an :class:`~farm.api.errors.Unauthorized` (exit 2).
 A job's wait reason, attempts, result and tuning progress come with the job
 (``GET /api/v1/jobs/{id}``): the client keeps the newest answer per job, so
 ``waiting``, ``attempts``, ``results`` and ``tuning`` after ``job`` or
-``jobs`` cost no further request.
+``jobs`` cost no further request; likewise ``dead_hosts`` after ``devices``.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ class RemoteService:
                                   transport=transport)
         self._details: dict[int, JobDetailOut] = {}
         self._waiting: dict[int, str] = {}
+        self._dead: frozenset[str] | None = None
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -107,9 +108,16 @@ class RemoteService:
     # --- devices --------------------------------------------------------------------------
 
     def devices(self) -> list[DeviceRecord]:
-        """Every phone (``GET /api/v1/devices``)."""
+        """Every phone (``GET /api/v1/devices``); notes the dead hosts for :meth:`dead_hosts`."""
         outs: list[DeviceOut] = self._read(list[DeviceOut], self._call("GET", "/devices"))
+        self._dead = frozenset(o.host for o in outs if o.unreachable and o.host is not None)
         return [record_of(o) for o in outs]
+
+    def dead_hosts(self) -> frozenset[str]:
+        """The hosts whose phones the server showed as unreachable (fetches the phones once)."""
+        if self._dead is None:
+            self.devices()
+        return self._dead or frozenset()
 
     def device(self, serial: str) -> DeviceRecord:
         """One phone."""

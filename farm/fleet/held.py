@@ -98,6 +98,9 @@ class HeldWatch:
         self.clock = clock
         self.on_free = on_free
         self.peers = peers
+        # Whether farm's pool gate runs a session on a phone (farm.fleet.pool sets
+        # and clears its held mark itself; the tracker's summary cannot show it).
+        self.pooled: Callable[[str], bool] = lambda _serial: False
         self._seen_s: dict[str, float] = {}  # serial -> first sighting of this streak
         self._lock = threading.Lock()
 
@@ -124,6 +127,8 @@ class HeldWatch:
 
     def _judge(self, device: DeviceRecord, server: ServerInfo | None, probing: bool) -> bool:
         serial = device.serial
+        if device.held_outside is not None and self.pooled(serial):
+            return True  # a pool session: the pool clears the mark when it ends
         ours = device.attempt_id is not None or device.state is DeviceState.BUSY or probing
         if server is None or ours or device.state is not DeviceState.READY:
             # Only an idle ready phone can be someone else's: a server that took

@@ -114,6 +114,10 @@ class FleetManager:
                 self.phones[serial] = phone
             return phone
 
+    def _own_devices(self) -> list[DeviceRecord]:
+        """The phones this host runs (its own and those no host owns yet)."""
+        return self.store.list_devices(host=self.options.host_id)
+
     def state(self, serial: str) -> DeviceState | None:
         """The phone's state in the store now (None: never seen)."""
         record = self.store.get_device(serial)
@@ -198,8 +202,16 @@ class FleetManager:
     # -- events -------------------------------------------------------------------------
 
     def on_adb_state(self, serial: str, adb_state: str) -> None:
-        """A settled adb state change from :class:`farm.adb.DeviceTracker`."""
-        self.store.upsert_device(serial, self.clock.now())  # a new phone starts discovered
+        """A settled adb state change from :class:`farm.adb.DeviceTracker`.
+
+        The phone becomes this host's (a new one starts discovered) unless a
+        live host runs it: then this host leaves it alone (:mod:`farm.queue.hosts`).
+        """
+        o = self.options
+        if self.store.adopt_device(serial, o.host_id, self.clock.now(),
+                                   dead_after_s=o.dead_after_s) is None:
+            log.info("phone_owned_elsewhere", serial=serial, adb_state=adb_state)
+            return
         record, move = self.settle(serial, lambda r: lifecycle.on_adb_state(r.state, adb_state))
         if record is None:
             return
@@ -211,18 +223,18 @@ class FleetManager:
             self.submit(serial, self.provision)
 
     def forget_connections(self, reason: str) -> None:
-        """Mark every phone offline, keeping quarantine.
+        """Mark every phone of this host offline, keeping quarantine.
 
         At farmd start nothing of an earlier run (tunnels, relays, app launched
         toward an old tracker) can be trusted. The device tracker then
-        rediscovers each phone.
+        rediscovers each phone. Other hosts' phones are theirs to judge.
         """
         def decide(record: DeviceRecord) -> Move | None:
             if record.state in (DeviceState.QUARANTINED, DeviceState.OFFLINE):
                 return None
             return Move(DeviceState.OFFLINE, reason)
 
-        for device in self.store.list_devices():
+        for device in self._own_devices():
             self.settle(device.serial, decide)
 
     def _drop_tunnel(self, serial: str) -> None:
@@ -373,7 +385,7 @@ class FleetManager:
         started: a replug, a reboot rung) are (re)provisioned on their own
         threads; the sweep does not wait for them.
         """
-        devices = self.store.list_devices()
+        devices = self._own_devices()
         for device in devices:
             if device.state is DeviceState.DISCOVERED:
                 self.submit(device.serial, self.provision)
@@ -467,7 +479,7 @@ class FleetManager:
 
     def relaunch_all(self, reason: str) -> None:
         """Relaunch the app on every ready, cooling or unhealthy phone (e.g. a new tracker)."""
-        for device in self.store.list_devices():
+        for device in self._own_devices():
             if device.state in RECOVERABLE:
                 log.info("app_relaunch", serial=device.serial, reason=reason)
                 self.submit(device.serial, self._relaunch)

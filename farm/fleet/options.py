@@ -40,6 +40,10 @@ class FleetOptions:
         probe_timeout_s: hard deadline of one probe (TVM's import included).
         watch_app_events: follow each ready phone's app deaths in ``logcat -b
             events`` and recover at once (:mod:`farm.fleet.app_watch`).
+        host_id: this farmd's host (``Settings.host_id``): the fleet runs only
+            the phones this host owns (:mod:`farm.queue.hosts`).
+        dead_after_s: a host silent this long is dead; its phones may be
+            taken over when this host's adb server sees them.
     """
 
     tracker: tuple[str, int]
@@ -55,6 +59,8 @@ class FleetOptions:
     probe_every_sweeps: int
     probe_timeout_s: float
     watch_app_events: bool
+    host_id: str
+    dead_after_s: float
 
     @classmethod
     def from_settings(cls, settings: Settings, *, apk: Path | None = None) -> FleetOptions:
@@ -84,4 +90,6 @@ class FleetOptions:
             probe_every_sweeps=settings.health.probe_every_sweeps,
             probe_timeout_s=settings.health.probe_timeout_s,
             watch_app_events=settings.health.watch_app_events,
+            host_id=settings.host_id,
+            dead_after_s=settings.hosts.dead_after_s,
         )

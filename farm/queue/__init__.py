@@ -13,6 +13,7 @@
     lifecycle.py    the transactions behind claim/reap/finish/fail and the retry rule
     endings.py      cancel and reclaim, and when a cancelled attempt's phones are freed
     devices.py      Store's device half: states, health, drain, health samples
+    reservations.py Store's reservations: reserve, unreserve, expire (ReservationView)
     transitions.py  idempotent device transitions that write event rows
     records.py      the frozen values Store takes and returns
 

@@ -10,20 +10,30 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, delete, select
+from sqlalchemy import ColumnElement, Select, delete, or_, select
 
 from farm.queue import transitions
 from farm.queue.models import Device, DeviceEvent, DeviceHealth, DeviceState, HealthSample
 from farm.queue.ops import TransactionOps
 from farm.queue.records import DeviceRecord, EventRecord
 
-__all__ = ["DeviceOps"]
+__all__ = ["DeviceOps", "of_host"]
 
 _DELETE_BATCH = 500  # ids per DELETE ... IN (...): under SQLite's bound-parameter limit
 
 _HEALTH_COLUMNS = frozenset(
     c.name for c in HealthSample.__table__.columns if c.name not in ("id", "serial", "at")
 )
+
+
+def of_host(host: str) -> ColumnElement[bool]:
+    """The devices ``host`` runs: its own, and those no host owns yet.
+
+    A device with no host is a row from before several hosts shared the
+    database (or one written by a tool): every host may look at it until one
+    adopts it (:meth:`farm.queue.hosts.HostOps.adopt_device`).
+    """
+    return or_(Device.host == host, Device.host.is_(None))
 
 
 def _with_latest_sample() -> Select[Device, HealthSample | None]:
@@ -237,14 +247,21 @@ class DeviceOps(TransactionOps):
             row = session.execute(_with_latest_sample().where(Device.serial == serial)).first()
             return None if row is None else DeviceRecord.of(row[0], row[1])
 
-    def list_devices(self) -> list[DeviceRecord]:
+    def list_devices(self, *, host: str | None = None) -> list[DeviceRecord]:
         """All phones ever seen, by serial, each with its latest health sample.
 
         One query: the latest sample of each phone is found through the
         ``(serial, at)`` index, so the cost grows with the phones, not the samples.
+
+        Args:
+            host: only the devices of this farmd host, and those no host owns
+                (:func:`of_host`); None: every host's.
         """
+        query = _with_latest_sample().order_by(Device.serial)
+        if host is not None:
+            query = query.where(of_host(host))
         with self._tx() as session:
-            rows = session.execute(_with_latest_sample().order_by(Device.serial))
+            rows = session.execute(query)
             return [DeviceRecord.of(device, sample) for device, sample in rows]
 
     def device_events(self, serial: str | None = None, limit: int = 100) -> list[EventRecord]:

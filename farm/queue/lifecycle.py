@@ -109,6 +109,8 @@ def claim_one(
     )
     if len(devices) != len(serials):
         return None
+    if host is not None and any(d.host not in (None, host) for d in devices):
+        return None  # another host's phone: only its owner runs it (farm.queue.hosts)
     attempt = Attempt(
         job_id=job.id,
         serials=serials,

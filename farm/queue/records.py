@@ -158,6 +158,8 @@ class DeviceRecord:
             three above) if the phone has none or the reader did not ask.
         held_outside: why a session farm did not open holds the phone, e.g.
             ``"held outside farm by a session from 127.0.0.1:40112"``; None if none does.
+        host: the farmd host that owns the device (its adb server sees it,
+            :mod:`farm.queue.hosts`); None if no host claimed it yet.
     """
 
     serial: str
@@ -174,6 +176,7 @@ class DeviceRecord:
     thermal_status: int | None = None
     sampled_at: datetime | None = None
     held_outside: str | None = None
+    host: str | None = None
 
     @classmethod
     def of(cls, device: Device, sample: HealthSample | None = None) -> DeviceRecord:
@@ -193,6 +196,7 @@ class DeviceRecord:
             None if sample is None else sample.thermal_status,
             None if sample is None else sample.at,
             device.held_outside,
+            device.host,
         )
 
 

@@ -220,7 +220,12 @@ class ReservationOps(TransactionOps):
                 held = taken.get(device.serial)
                 if (held is not None and held[1] > now) or not matches(selection, view):
                     continue
-                return _view(session, _take(session, device, owner, until, now), prefix)
+                try:
+                    with session.begin_nested():
+                        reservation = _take(session, device, owner, until, now)
+                except ReservationError:
+                    continue  # reserved by another owner since the read above
+                return _view(session, reservation, prefix)
             words = ", ".join(selection_words(selection)) or "any device"
             raise ReservationError(None, f"no free device matches {words}")
 

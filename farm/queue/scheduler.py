@@ -92,6 +92,8 @@ class DeviceView:
     such a phone gets no work until it is free. ``reserved_by`` and
     ``reserved_until``: the owner and end time of its open reservation (None:
     none); it gets no work while ``reserved_until`` is after the plan's ``now``.
+    ``host``: the farmd host that runs it (:mod:`farm.queue.hosts`); None: no
+    host claimed it yet.
     """
 
     serial: str
@@ -101,6 +103,7 @@ class DeviceView:
     held_outside: str | None = None
     reserved_by: str | None = None
     reserved_until: datetime | None = None
+    host: str | None = None
 
     def reserved(self, now: datetime) -> bool:
         """Whether a person's reservation keeps work off the phone at ``now``."""

@@ -32,7 +32,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from farm.errors import FarmError, StoreError
 from farm.queue import endings, head, lifecycle, transitions
 from farm.queue.db import JOBS_CHANNEL, create_engine, migrate
-from farm.queue.devices import DeviceOps
+from farm.queue.devices import DeviceOps, of_host
+from farm.queue.hosts import HostOps
 from farm.queue.models import (
     Attempt,
     Device,
@@ -66,7 +67,7 @@ __all__ = ["Store"]
 log = structlog.get_logger(__name__)
 
 
-class Store(DeviceOps, ReservationOps, RegressionOps, TokenOps):
+class Store(DeviceOps, HostOps, ReservationOps, RegressionOps, TokenOps):
     """The queue database; migrated to the newest schema when opened.
 
     Args:
@@ -258,8 +259,9 @@ class Store(DeviceOps, ReservationOps, RegressionOps, TokenOps):
         seed: int = 0,
         kinds: Collection[str] | None = None,
         aging_step_s: float = AGING_STEP_S,
+        host: str | None = None,
     ) -> QueueSnapshot:
-        """The queued jobs that settle a plan at ``now``, and every device.
+        """The queued jobs that settle a plan at ``now``, and every device (of ``host``).
 
         ``plan(store.head(now, seed=s, kinds=leases.keys()), now, seed=s,
         lease_s_by_kind=leases)`` decides as ``plan(store.snapshot(), ...)``
@@ -272,10 +274,14 @@ class Store(DeviceOps, ReservationOps, RegressionOps, TokenOps):
             kinds: the kinds that may start (the plan's ``lease_s_by_kind``
                 keys); None: all.
             aging_step_s: seconds of waiting worth one priority point.
+            host: plan over this farmd host's devices only (and those no host
+                owns, :func:`farm.queue.devices.of_host`): the jobs are
+                everyone's, the phones its own, so a job starts on whichever
+                host has a fitting free phone. None: every device.
         """
         with self._tx() as session:
             return head.read_head(
-                session, _device_views(session), now, self._specs,
+                session, _device_views(session, host), now, self._specs,
                 seed=seed, kinds=kinds, aging_step_s=aging_step_s,
             )
 
@@ -467,14 +473,18 @@ class Store(DeviceOps, ReservationOps, RegressionOps, TokenOps):
             )
 
 
-def _device_views(session: Session) -> list[DeviceView]:
-    """Every known phone as the scheduler sees it, by serial."""
+def _device_views(session: Session, host: str | None = None) -> list[DeviceView]:
+    """Every known phone (of ``host``, if given) as the scheduler sees it, by serial."""
     reserved = active_reservations(session)
-    return [
-        DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}), d.held_outside,
-                   *reserved.get(d.serial, (None, None)))
-        for d in session.scalars(select(Device).order_by(Device.serial))
-    ]
+    query = select(Device).order_by(Device.serial)
+    if host is not None:
+        query = query.where(of_host(host))
+    views = []
+    for d in session.scalars(query):
+        reserved_by, reserved_until = reserved.get(d.serial, (None, None))
+        views.append(DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}),
+                                d.held_outside, reserved_by, reserved_until, host=d.host))
+    return views
 
 
 def _new_job(spec: JobSpec | Mapping[str, Any], now: datetime, run_id: str | None = None,

@@ -14,6 +14,12 @@ outside farm by a session from 127.0.0.1:40112``, ``the only match is reserved
 by alice until 2026-11-24T07:00Z``. They are computed from the
 same decisions :func:`farm.queue.scheduler.plan` makes, so what they say is what
 the scheduler does.
+
+With several farmd hosts each plans over its own phones (:mod:`farm.queue.hosts`),
+so the decisions are made per host here too: a job that needs two phones of
+which one fits on each host waits (``needs 2 phones on one host, at most 1 of
+the 2 that match is on one host``), and a dead host's phones show as
+``unreachable``.
 """
 
 from __future__ import annotations
@@ -23,11 +29,13 @@ from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 
 from farm.queue.capabilities import describe, group_key, requirements, unmet
+from farm.queue.hosts import UNREACHABLE
 from farm.queue.models import DeviceState
 from farm.queue.scheduler import (
     AGING_STEP_S,
     IN_SERVICE,
     DeviceView,
+    Matcher,
     QueuedJob,
     QueueSnapshot,
     decide,
@@ -106,8 +114,11 @@ def _shortfall(job: QueuedJob, fitting: Sequence[DeviceView]) -> str | None:
     return None
 
 
-def _status(job: QueuedJob, device: DeviceView, given: dict[str, int], now: datetime) -> str:
+def _status(job: QueuedJob, device: DeviceView, given: dict[str, int], now: datetime,
+            dead_hosts: Collection[str] = ()) -> str:
     """What keeps one fitting phone from the job at ``now``."""
+    if device.host is not None and device.host in dead_hosts:
+        return UNREACHABLE
     if device.drained:
         return "drained"
     if device.reserved(now) and device.reserved_until is not None:
@@ -131,6 +142,7 @@ def wait_reasons(
     known_kinds: Collection[str] | None = None,
     job_ids: Collection[int] | None = None,
     aging_step_s: float = AGING_STEP_S,
+    dead_hosts: Collection[str] = (),
 ) -> dict[int, str]:
     """Why each queued job of ``snapshot`` is not running at ``now``.
 
@@ -141,22 +153,56 @@ def wait_reasons(
         job_ids: explain only these jobs (the scheduler still decides over
             all); None: every queued job.
         aging_step_s: as for :func:`farm.queue.scheduler.plan`.
+        dead_hosts: farmd hosts that stopped heartbeating
+            (``Store.dead_host_ids``): nothing is planned on their phones.
 
     Returns:
         One line per queued job id explained; a job the scheduler would start
         now gets ``starts at the next tick``.
     """
-    decisions = decide(snapshot, now, kinds=known_kinds, aging_step_s=aging_step_s)
-    placed = {job.id for job, _ in decisions.placed}
+    placed: set[int] = set()
+    given: dict[str, int] = {}
+    for devices in _per_host(snapshot.devices, dead_hosts):  # as each host's farmd plans
+        decisions = decide(QueueSnapshot(snapshot.jobs, devices), now, kinds=known_kinds,
+                           aging_step_s=aging_step_s)
+        placed.update(job.id for job, _ in decisions.placed)
+        for serial, job_id in decisions.given.items():
+            given.setdefault(serial, job_id)
+    matcher = Matcher(snapshot.devices)
     by_serial = {d.serial: d for d in snapshot.devices}
     reasons: dict[int, str] = {}
     for job in snapshot.jobs:
         if job_ids is None or job.id in job_ids:
-            fitting = [by_serial[s] for s in sorted(decisions.matcher.fitting(job))]
+            fitting = [by_serial[s] for s in sorted(matcher.fitting(job))]
             reasons[job.id] = _reason(
-                job, now, known_kinds, placed, decisions.given, snapshot.devices, fitting
+                job, now, known_kinds, placed, given, snapshot.devices, fitting, dead_hosts
             )
     return reasons
+
+
+def _per_host(
+    devices: Sequence[DeviceView], dead_hosts: Collection[str]
+) -> list[list[DeviceView]]:
+    """The phones each live host plans over: its own and those of no host (all: one group)."""
+    hosts = sorted({d.host for d in devices if d.host is not None} - set(dead_hosts))
+    unowned = [d for d in devices if d.host is None]
+    if not hosts:
+        return [unowned if dead_hosts else list(devices)]
+    return [[d for d in devices if d.host == host] + unowned for host in hosts]
+
+
+def _host_shortfall(job: QueuedJob, fitting: Sequence[DeviceView]) -> str | None:
+    """Why a job of several phones cannot get them on one host, or None if one has enough."""
+    needed = job.devices.count
+    hosts = {d.host for d in fitting if d.host is not None}
+    if needed == 1 or len(hosts) < 2:
+        return None
+    unowned = sum(1 for d in fitting if d.host is None)
+    most = max(sum(1 for d in fitting if d.host == host) for host in hosts) + unowned
+    if most >= needed:
+        return None
+    return (f"needs {needed} phones on one host, at most {most} of the {len(fitting)} "
+            "that match are on one host")
 
 
 def _reason(
@@ -167,6 +213,7 @@ def _reason(
     given: dict[str, int],
     devices: Sequence[DeviceView],
     fitting: Sequence[DeviceView],
+    dead_hosts: Collection[str] = (),
 ) -> str:
     if known_kinds is not None and job.kind not in known_kinds:
         return f"kind {job.kind!r} is unknown to this farm version"
@@ -178,10 +225,10 @@ def _reason(
         return "starts at the next tick"
     if not fitting:
         return _no_match(job, devices)
-    shortfall = _shortfall(job, fitting)
+    shortfall = _shortfall(job, fitting) or _host_shortfall(job, fitting)
     if shortfall is not None:
         return shortfall
-    return _counted(job, [_status(job, d, given, now) for d in fitting])
+    return _counted(job, [_status(job, d, given, now, dead_hosts) for d in fitting])
 
 
 def refusal(spec: JobSpec, devices: Sequence[DeviceView]) -> str | None:

@@ -287,7 +287,9 @@ class Dispatcher:
 
     def _start_new(self, now: datetime, report: TickReport) -> None:
         # Only the head of the queue: a tick's cost does not grow with the queue.
-        head = self.store.head(now, seed=self._ticks, kinds=self.lease_s_by_kind.keys())
+        # This host's phones only: the owner runs a phone (farm.queue.hosts).
+        head = self.store.head(now, seed=self._ticks, kinds=self.lease_s_by_kind.keys(),
+                               host=self.settings.host_id)
         assignments = plan(head, now, seed=self._ticks, lease_s_by_kind=self.lease_s_by_kind)
         if not assignments:
             return

@@ -37,14 +37,17 @@ and the adb transport carries the session to the app's port P::
 
 Learning the port from the registration, rather than assuming 5001, is what
 makes a phone whose app bound 5002 reachable at all. The relay holds no state
-beyond its connections and its forwards, so it survives tracker restarts: the
-app reconnects through it like through any tracker.
+beyond its connections, its forwards and the app's newest registration
+(:attr:`Relay.offer`, which farm's pool key reads: :mod:`farm.fleet.pool`), so
+it survives tracker restarts: the app reconnects through it like through any
+tracker.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Self
 
 import structlog
@@ -69,6 +72,24 @@ ForwardOpener = Callable[[int], Awaitable[int]]
 May raise ``OSError`` or a :class:`~farm.errors.FarmError`; the relay then
 drops the phone's connection (the app retries, as with a tracker that is down).
 """
+
+
+@dataclass(frozen=True)
+class Offer:
+    """The app's newest registration, as the tracker hands it out to clients.
+
+    Attributes:
+        key: the tracker key the app registered under (``<tracker.key>-<serial>``).
+        host: where clients connect (the relay's ``advertise_host``).
+        port: the host port forwarded to the app's RPC port.
+        matchkey: the match key the app accepts now (``key:<random>``); a
+            client must present it (``client:<matchkey>``) or is refused.
+    """
+
+    key: str
+    host: str
+    port: int
+    matchkey: str
 
 
 def _port(value: Any) -> int | None:
@@ -147,6 +168,9 @@ class Relay:
         self._closed = False
         self.forwards: dict[int, int] = {}
         self.port = 0
+        # The newest PUT of a live app connection, and which connection made it.
+        self.offer: Offer | None = None
+        self._offer_by: object = None
 
     async def start(self) -> int:
         """Listen on a free loopback port (where the phone's reverse tunnel lands); returns it."""
@@ -181,23 +205,27 @@ class Relay:
     ) -> None:
         self._writers.add(phone_writer)
         tracker_writer: asyncio.StreamWriter | None = None
+        connection = object()  # which app connection an offer came from
         try:
             tracker_reader, tracker_writer = await asyncio.open_connection(*self.tracker)
             self._writers.add(tracker_writer)
             await until_first_done(
                 pump(tracker_reader, phone_writer),
-                self._rewrite_stream(phone_reader, tracker_writer),
+                self._rewrite_stream(phone_reader, tracker_writer, connection),
             )
         except OSError:
             pass  # tracker down: closing makes the app retry, as with no relay
         finally:
+            if self._offer_by is connection:  # its registration died with it
+                self.offer, self._offer_by = None, None
             for writer in (phone_writer, tracker_writer):
                 if writer is not None:
                     self._writers.discard(writer)
                     writer.close()
 
     async def _rewrite_stream(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+        connection: object = None,
     ) -> None:
         """Copy the phone's side to the tracker, rewriting its messages, until it ends.
 
@@ -223,6 +251,10 @@ class Relay:
                     message = rewrite_message(message, (self.advertise_host, host_port))
                 writer.write(encode_frame(message))
                 await writer.drain()
+                if device_port is not None and message[0] == TrackerCode.PUT:
+                    self.offer = Offer(str(message[1]), self.advertise_host, message[2][0],
+                                       str(message[2][1]))
+                    self._offer_by = connection
         except (asyncio.IncompleteReadError, FrameError):
             return
 

@@ -17,6 +17,7 @@ from farm.config import Settings
 from farm.daemon import Farmd, main
 from farm.errors import InfraFault
 from farm.netaddr import free_port
+from farm.queue.store import Store
 from farm.runner.pidfile import PIDFILE_NAME
 from farm.tvm.tracker import TrackerProcess, ping
 
@@ -167,3 +168,50 @@ class TestReclaim:
             assert other.id == theirs.attempt.id and other.state is AttemptState.RUNNING
         finally:
             store.close()
+
+
+class TestHostRow:
+    """farmd's hosts row: registered at start, stamped by the heartbeat job."""
+
+    def test_register_then_heartbeat(self, tmp_path: Path) -> None:
+        """The row carries the advertised tracker address; a heartbeat moves its stamp."""
+        clock = FakeClock()
+        settings = Settings.model_validate({
+            "data_dir": str(tmp_path), "host_id": "rack-1",
+            "tracker": {"host": "127.0.0.1", "port": 9300, "advertise_host": "rack1.lab"}})
+        farmd = Farmd(settings, clock=clock)
+        with Store(settings.database_url) as store:
+            farmd.store = store
+            farmd._register_host()
+            clock.advance(5)
+            farmd.host_heartbeat()
+            [host] = store.list_hosts()
+        assert (host.host_id, host.tracker_host, host.tracker_port) == ("rack-1", "rack1.lab", 9300)
+        assert (host.heartbeat_at - host.started_at).total_seconds() == 5
+
+    def test_heartbeat_registers_a_deleted_row_again(self, tmp_path: Path) -> None:
+        """A heartbeat that finds no row registers the host again instead of failing."""
+        settings = Settings.model_validate({"data_dir": str(tmp_path), "host_id": "rack-1"})
+        farmd = Farmd(settings, clock=FakeClock())
+        with Store(settings.database_url) as store:
+            farmd.store = store
+            farmd.host_heartbeat()
+            assert [h.host_id for h in store.list_hosts()] == ["rack-1"]
+
+    def test_dead_hosts_phones_count_as_unreachable(self, tmp_path: Path) -> None:
+        """The phone gauge counts a dead host's phones under state="unreachable"."""
+        clock = FakeClock()
+        settings = Settings.model_validate({"data_dir": str(tmp_path), "host_id": "rack-1"})
+        farmd = Farmd(settings, clock=clock)
+        with Store(settings.database_url) as store:
+            farmd.store = store
+            store.register_host("rack-2", "127.0.0.1", 9191, clock.now())
+            farmd._register_host()
+            for serial, host in (("A", "rack-1"), ("B", "rack-2")):
+                store.adopt_device(serial, host, clock.now(), dead_after_s=60)
+            clock.advance(settings.hosts.dead_after_s + 1)
+            farmd.host_heartbeat()  # rack-1 beats on; rack-2 is silent
+            farmd.update_metrics()
+        value = farmd.metrics.registry.get_sample_value
+        assert value("farm_phones", {"state": "unreachable"}) == 1
+        assert value("farm_phones", {"state": "discovered"}) == 1

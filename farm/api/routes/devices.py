@@ -23,10 +23,11 @@ def _reservations(svc: FarmService) -> dict[str, ReservationView]:
 
 @router.get("")
 def list_devices(svc: ServiceDep) -> list[DeviceOut]:
-    """Every phone: state, health and why, host, kind, facts, latest readings, its job."""
+    """Every phone: state, health and why, host (reachable?), kind, facts, readings, its job."""
     jobs = svc.running_jobs()
     reserved = _reservations(svc)
-    return [device_out(r, jobs.get(r.attempt_id or 0), reserved.get(r.serial))
+    dead = svc.dead_hosts()
+    return [device_out(r, jobs.get(r.attempt_id or 0), reserved.get(r.serial), dead)
             for r in svc.devices()]
 
 
@@ -36,7 +37,7 @@ def get_device(svc: ServiceDep, serial: str,
     """One phone, with its newest ``events`` state changes and recovery steps."""
     record = svc.device(serial)
     job_id = svc.running_jobs().get(record.attempt_id or 0)
-    out = device_out(record, job_id, _reservations(svc).get(serial))
+    out = device_out(record, job_id, _reservations(svc).get(serial), svc.dead_hosts())
     return DeviceDetailOut(**out.model_dump(), events=svc.device_events(serial, events))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
@@ -163,3 +164,71 @@ class TestScheduling:
         job_id = store.enqueue(gemm_spec(), T0)
         reasons = wait_reasons(store.snapshot(), T0)
         assert reasons[job_id] == "the only match is reserved by alice until 2025-06-01T13:00Z"
+
+
+class TestRaces:
+    def test_one_of_many_racing_owners_wins(self, store_url: str) -> None:
+        """Owners reserving one phone at once from their own stores: exactly one holds it."""
+        with Store(store_url) as setup:
+            add_ready(setup, "p1")
+        owners = [f"o{i}" for i in range(6)]
+        barrier = threading.Barrier(len(owners))
+        won: list[str] = []
+        refused: list[str] = []
+
+        def reserve(owner: str) -> None:
+            with Store(store_url) as store:
+                barrier.wait()
+                try:
+                    won.append(store.reserve("p1", owner, T1, T0).owner)
+                except ReservationError as exc:
+                    refused.append(str(exc))
+
+        threads = [threading.Thread(target=reserve, args=(o,)) for o in owners]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert len(won) == 1 and len(refused) == len(owners) - 1
+        with Store(store_url) as store:
+            assert [r.owner for r in store.reservations()] == won
+
+    def test_a_claim_and_a_reservation_never_both_take_an_idle_phone(
+        self, store_url: str
+    ) -> None:
+        """Racing claims and reservations of idle phones: no reserved phone starts a job after."""
+        with Store(store_url) as setup:
+            add_ready(setup, "p0", "p1", "p2")
+            job_ids = [setup.enqueue(gemm_spec(), T0) for _ in range(3)]
+            assignments = [Assignment(j, (f"p{i}",), 60.0) for i, j in enumerate(job_ids)]
+        barrier = threading.Barrier(2)
+        claimed: list[str] = []
+
+        def claim() -> None:
+            with Store(store_url) as store:
+                barrier.wait()
+                for assignment in assignments:
+                    claimed.extend(s for c in store.claim([assignment], T0)
+                                   for s in c.attempt.serials)
+
+        def reserve() -> None:
+            with Store(store_url) as store:
+                barrier.wait()
+                for serial in ("p0", "p1", "p2"):
+                    store.reserve(serial, "alice", T1, T0)
+
+        threads = [threading.Thread(target=claim), threading.Thread(target=reserve)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        with Store(store_url) as store:
+            for serial in ("p0", "p1", "p2"):
+                # Newest first, in the order the row lock let each write in.
+                reasons = [e.reason for e in store.device_events(serial)]
+                reserved = next(i for i, r in enumerate(reasons) if r.startswith("reserved by"))
+                started = [i for i, r in enumerate(reasons) if r.startswith("job ")]
+                # Claimed only before its reservation (a busy phone may be reserved), never after.
+                assert all(i > reserved for i in started)
+                assert bool(started) == (serial in claimed)
+            assert {r.serial for r in store.reservations()} == {"p0", "p1", "p2"}

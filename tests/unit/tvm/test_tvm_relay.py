@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from farm.clock import wait_until
 from farm.tvm.probe import probe_session
 from farm.tvm.protocol import RPC_TRACKER_MAGIC, encode_frame, pack_int32, read_frame
-from farm.tvm.relay import Relay, announced_port, rewrite_message
+from farm.tvm.relay import Offer, Relay, announced_port, rewrite_message
 from farm.tvm.testing import Forward, LoopThread
 from farm.tvm.tracker import ServerInfo, TrackerProcess, summary
 from farm.virtual.net import Net
@@ -247,3 +247,43 @@ class TestRelay:
         _, app = phones.start("usb-only", "10.0.2.2", tracker.port, key)
         assert wait_until(lambda: "round_failed" in app.log_path.read_text(), 30)
         assert summary("127.0.0.1", tracker.port).servers_for(key) == ()
+
+
+class TestRelayOffer:
+    def test_offer_follows_the_live_registration(self) -> None:
+        """The app's PUT becomes the relay's offer (forward port, matchkey); it ends with it."""
+
+        async def scenario() -> tuple[Any, Any]:
+            async def on_tracker_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+                writer.write(await reader.readexactly(4))
+                with contextlib.suppress(asyncio.IncompleteReadError):
+                    while True:
+                        await read_frame(reader)
+                writer.close()
+
+            async def forward(device_port: int) -> int:
+                return 40000 + device_port
+
+            tracker = await asyncio.start_server(on_tracker_conn, "127.0.0.1", 0)
+            async with Relay(tracker.sockets[0].getsockname()[:2], forward) as relay:
+                reader, phone = await asyncio.open_connection("127.0.0.1", relay.port)
+                phone.write(pack_int32(RPC_TRACKER_MAGIC))
+                await reader.readexactly(4)
+                phone.write(encode_frame([3, "k", [5001, "k:0.5"], None]))
+                await phone.drain()
+                seen = await asyncio.wait_for(_until(lambda: relay.offer), 10)
+                phone.close()
+                gone = await asyncio.wait_for(_until(lambda: relay.offer is None), 10)
+            tracker.close()
+            return seen, gone
+
+        seen, gone = asyncio.run(scenario())
+        assert seen == Offer("k", "127.0.0.1", 45001, "k:0.5")
+        assert gone is True
+
+
+async def _until(predicate: Any) -> Any:
+    """Poll ``predicate`` on the loop until it is truthy; return its value."""
+    while not (value := predicate()):
+        await asyncio.sleep(0.01)
+    return value

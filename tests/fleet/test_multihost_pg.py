@@ -1,0 +1,181 @@
+"""Two farmd hosts on one PostgreSQL queue (issue 14's "Must show", the multi-host core).
+
+Each farmd is a real process with its own data folder, adb server, tracker,
+metrics port and two virtual phones (``--virtual-phones 2``, which die with
+it, as a host's USB phones go with the host). Jobs are everyone's, phones their
+host's: unpinned GEMM jobs run on both hosts' phones, a job pinned to a phone
+runs on the host that owns it, and after ``kill -9`` of one farmd mid-job its
+attempts' short leases run out, the other host's reap requeues them, and every
+job still ends with exactly one result, while the dead host's phones show as
+``unreachable`` in ``farmctl devices --json``.
+
+Needs ``TEST_POSTGRES_URL`` (a server where the user may CREATE DATABASE);
+each test makes a fresh database and drops it. Takes a few minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from farm.cli.main import cli
+from farm.clock import wait_until
+from farm.netaddr import free_port
+from farm.queue.models import AttemptState, DeviceState, JobState
+from farm.queue.store import Store
+from farm.virtual.testing import adb_server
+
+pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+HOSTS = ("host-a", "host-b")
+PHONES = 2  # per host
+READY_DEADLINE_S = 240.0
+JOBS_DEADLINE_S = 480.0
+LEASE_S = 20.0  # the dead host's attempts are requeued this long after its death
+DEAD_AFTER_S = 6.0
+GEMM = {"kind": "gemm", "params": {"n": 64, "number": 2, "repeat": 3}}
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL database of its own, dropped after the test."""
+    base = os.environ.get("TEST_POSTGRES_URL")
+    if not base:
+        pytest.skip("TEST_POSTGRES_URL is not set")
+    name = f"farm_multihost_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.exec_driver_sql(f"CREATE DATABASE {name}")
+    try:
+        yield sa.engine.make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.dispose()
+
+
+def write_config(path: Path, *, host_id: str, data_dir: Path, database_url: str,
+                 adb_port: int) -> Path:
+    """One host's farmd TOML: own folder, ports and host id; short leases and host deadline."""
+    path.write_text(
+        f'host_id = "{host_id}"\ndata_dir = "{data_dir}"\n'
+        f'database_url = "{database_url}"\nlog_level = "info"\n\n'
+        f"[adb]\nport = {adb_port}\n\n"
+        f"[tracker]\nport = {free_port()}\n\n"
+        f"[metrics]\nport = {free_port()}\n\n"
+        f"[health]\ninterval_s = 5\n\n"
+        f"[jobs]\nlease_s = {LEASE_S}\n\n"
+        f"[hosts]\nheartbeat_s = 1\ndead_after_s = {DEAD_AFTER_S}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def start_farmd(
+    config: Path, log_path: Path, stack: contextlib.ExitStack
+) -> subprocess.Popen[bytes]:
+    """``farmd --config CONFIG --virtual-phones 2``, own session; its group is killed after."""
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-c", "from farm.daemon import main; main()",
+             "--config", str(config), "--virtual-phones", str(PHONES), "--json-logs"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+
+    def end() -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+    stack.callback(end)
+    return process
+
+
+def serials_ready(store: Store, host: str) -> list[str]:
+    """The host's phones that are ready, by serial."""
+    return [d.serial for d in store.list_devices()
+            if d.host == host and d.state is DeviceState.READY]
+
+
+def farmctl_devices(config: Path) -> dict[str, dict[str, object]]:
+    """``farmctl devices --json`` with ``config``, by serial."""
+    result = CliRunner().invoke(cli, ["--config", str(config), "devices", "--json"],
+                                env={"FARM_CONFIG": None})
+    assert result.exit_code == 0, result.output
+    return {row["serial"]: row for row in json.loads(result.stdout)}
+
+
+class TestTwoHostsOneQueue:
+    def test_jobs_spread_pinned_run_on_owner_and_a_dead_host_loses_no_job(
+        self, pg_url: str, tmp_path: Path
+    ) -> None:
+        """Jobs run on both hosts' phones, a pinned job on its phone's host; after kill -9 of
+        one farmd mid-job every job ends with exactly one result and its phones are unreachable."""
+        with contextlib.ExitStack() as stack:
+            store = stack.enter_context(Store(pg_url))  # migrated before either farmd starts
+            configs, farmds = {}, {}
+            for host in HOSTS:
+                server = stack.enter_context(adb_server())
+                configs[host] = write_config(
+                    tmp_path / f"{host}.toml", host_id=host, data_dir=tmp_path / host,
+                    database_url=pg_url, adb_port=server.port)
+                farmds[host] = start_farmd(configs[host], tmp_path / f"{host}.log", stack)
+            wait_until(lambda: all(len(serials_ready(store, h)) == PHONES for h in HOSTS),
+                       READY_DEADLINE_S, "every host's phones ready")
+            assert {h.host_id for h in store.list_hosts()} == set(HOSTS)
+            phones = {h: serials_ready(store, h) for h in HOSTS}
+
+            now = datetime.now(UTC)
+            spread = [store.enqueue(GEMM, now) for _ in range(3 * PHONES)]
+            pinned = {h: store.enqueue({**GEMM, "devices": {"serials": [phones[h][0]]}}, now)
+                      for h in HOSTS}
+            first = [*spread, *pinned.values()]
+            wait_until(lambda: all(store.get_job(j).state.ended for j in first),  # type: ignore[union-attr]
+                       JOBS_DEADLINE_S, "the first jobs ended")
+            ran_on = {a.host for j in spread for a in store.attempts(j)}
+            assert ran_on == set(HOSTS), ran_on
+            for host, job_id in pinned.items():
+                [attempt] = store.attempts(job_id)
+                assert (attempt.host, attempt.serials) == (host, (phones[host][0],))
+
+            # kill -9 host-b's farmd while it runs a job: its phones and children die with it.
+            now = datetime.now(UTC)
+            second = [store.enqueue(GEMM, now) for _ in range(2 * PHONES)]
+
+            def b_running() -> bool:
+                return any(a.host == "host-b" and a.state is AttemptState.RUNNING
+                           for j in second for a in store.attempts(j))
+
+            wait_until(b_running, JOBS_DEADLINE_S, "host-b runs a job")
+            os.kill(farmds["host-b"].pid, signal.SIGKILL)
+            farmds["host-b"].wait(timeout=30)
+
+            wait_until(lambda: all(store.get_job(j).state.ended for j in second),  # type: ignore[union-attr]
+                       JOBS_DEADLINE_S, "every job ended after host-b died")
+            for job_id in [*first, *second]:
+                job = store.get_job(job_id)
+                assert job is not None and job.state is JobState.SUCCEEDED, job
+                assert store.count_results(job_id) == 1, job_id
+            abandoned = [a for j in second for a in store.attempts(j)
+                         if a.state is AttemptState.ABANDONED]
+            assert abandoned and {a.host for a in abandoned} == {"host-b"}
+
+            shown = farmctl_devices(configs["host-a"])
+            for serial in phones["host-b"]:
+                assert shown[serial]["unreachable"] is True, shown[serial]
+                assert str(shown[serial]["shown_state"]).startswith("unreachable")
+            for serial in phones["host-a"]:
+                assert shown[serial]["unreachable"] is False, shown[serial]
+                assert shown[serial]["host"] == "host-a"
