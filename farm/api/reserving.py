@@ -12,7 +12,6 @@ any reservation, as an operator.
 from __future__ import annotations
 
 import dataclasses
-import getpass
 from datetime import timedelta
 
 from farm.api.errors import Forbidden, NotFound
@@ -52,18 +51,20 @@ class ReservationMethods:
             serial: the phone; None picks a free one matching ``selection``.
             for_s: how long, in seconds (at most ``reservations.max_for_s``).
             selection: ``--abi/--soc/--gpu/--sdk-min`` when no serial is given.
-            owner: the local CLI's ``--owner`` (default: the login name); a
-                token's reservation is always its owner's.
+            owner: the local CLI's ``--owner`` (farmctl passes the login name by
+                default); a token's reservation is always its owner's.
 
         Raises:
-            UserFault: ``for_s`` out of range, or neither serial nor selection.
+            UserFault: ``for_s`` out of range, no owner, or neither serial nor selection.
             ReservationError: unknown serial, held by another owner, none free matches.
         """
         limit_s = self.settings.reservations.max_for_s
         if not 0 < for_s <= limit_s:
             raise UserFault(f"a reservation lasts more than 0 and at most {limit_s:g} s "
                             f"(reservations.max_for_s), not {for_s:g} s")
-        who = self.caller.owner if self.caller is not None else owner or getpass.getuser()
+        who = self.caller.owner if self.caller is not None else owner
+        if not who:
+            raise UserFault("a reservation needs an owner: pass --owner NAME")
         now = self.clock.now()
         until = now + timedelta(seconds=for_s)
         prefix = self.settings.tracker.key
@@ -97,12 +98,16 @@ class ReservationMethods:
                 raise Forbidden(f"{serial} is reserved by {current.owner}: only its owner "
                                 "or an operator may end it")
             owner = None if self.caller.operator else self.caller.owner
-        reason = "unreserved" if self.caller is None else f"unreserved by {self.caller.owner}"
+        if self.caller is not None:
+            reason = f"unreserved by {self.caller.owner}"
+        else:
+            reason = "unreserved" if owner is not None else "unreserved by operator"
         return self._where(self.store.unreserve(serial, owner, now, reason,
                                                 key_prefix=self.settings.tracker.key))
 
-    def reservations(self) -> list[ReservationView]:
-        """The reservations in force now, by serial."""
-        views = self.store.reservations(active=True, now=self.clock.now(),
+    def reservations(self, *, ended_too: bool = False) -> list[ReservationView]:
+        """The reservations in force now, by serial; with ``ended_too`` every one ever made."""
+        views = self.store.reservations(active=not ended_too,
+                                        now=None if ended_too else self.clock.now(),
                                         key_prefix=self.settings.tracker.key)
         return [self._where(v) for v in views]

@@ -114,7 +114,7 @@ class Queue(Protocol):
     def unreserve(self, serial: str, *, owner: str | None = None) -> ReservationView:
         """:meth:`FarmService.unreserve`."""
 
-    def reservations(self) -> list[ReservationView]:
+    def reservations(self, *, ended_too: bool = False) -> list[ReservationView]:
         """:meth:`FarmService.reservations`."""
 
 

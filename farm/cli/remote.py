@@ -241,8 +241,9 @@ class RemoteService:
                                            self._call("DELETE", f"/reservations/{serial}"))
         return view
 
-    def reservations(self) -> list[ReservationView]:
-        """The reservations in force now."""
-        views: list[ReservationView] = self._read(list[ReservationView],
-                                                  self._call("GET", "/reservations"))
+    def reservations(self, *, ended_too: bool = False) -> list[ReservationView]:
+        """The reservations in force now; with ``ended_too`` every one ever made."""
+        views: list[ReservationView] = self._read(
+            list[ReservationView],
+            self._call("GET", "/reservations", params={"ended_too": ended_too}))
         return views

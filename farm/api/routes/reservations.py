@@ -15,9 +15,9 @@ router = APIRouter(prefix="/api/v1/reservations", tags=["reservations"])
 
 
 @router.get("")
-def list_reservations(svc: ServiceDep) -> list[ReservationView]:
-    """The reservations in force now, by serial."""
-    return svc.reservations()
+def list_reservations(svc: ServiceDep, ended_too: bool = False) -> list[ReservationView]:
+    """The reservations in force now, by serial; ``ended_too``: every one ever made."""
+    return svc.reservations(ended_too=ended_too)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)

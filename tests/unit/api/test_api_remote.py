@@ -43,9 +43,13 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Store]]:
 
 def farmctl(tmp_path: Path, *args: str, url: str,
             token: str | None) -> subprocess.CompletedProcess[str]:
-    """Run ``farmctl`` in a subprocess with FARM_SERVER and FARM_TOKEN, and no local config."""
+    """Run ``farmctl`` in a subprocess with FARM_SERVER and FARM_TOKEN and an empty config."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FARM_")}
-    env.update(FARM_SERVER=url, FARM_CONFIG=str(tmp_path / "absent.toml"))
+    client = tmp_path / "client"  # the client machine's own (empty) config and data folder
+    client.mkdir(exist_ok=True)
+    config = client / "farm.toml"
+    config.write_text(f'data_dir = "{client / "data"}"\n', encoding="utf-8")
+    env.update(FARM_SERVER=url, FARM_CONFIG=str(config))
     if token is not None:
         env["FARM_TOKEN"] = token
     argv = [sys.executable, "-c", "from farm.cli.main import main; main()", *args]
@@ -72,7 +76,7 @@ class TestRemoteFarmctl:
         samples = farmctl(tmp_path, "results", "--job", str(job_id), "--format", "json", url=url,
                           token=token)
         assert (samples.returncode, json.loads(samples.stdout)) == (0, [])
-        assert not (tmp_path / "absent.toml").exists()
+        assert not (tmp_path / "client" / "data" / "farm.db").exists()  # no local database
 
     def test_spec_error_names_the_flag(self, server: tuple[str, Store], tmp_path: Path) -> None:
         """A bad value is refused in the words of the flag, as locally, with exit code 2."""
@@ -93,6 +97,21 @@ class TestRemoteFarmctl:
         assert result.returncode == 2
         assert result.stderr.count("\n") == 1 and "alice" in result.stderr
         assert store.get_job(job_id).state.value == "queued"  # type: ignore[union-attr]
+
+    def test_reserve_and_another_owner_cannot_unreserve(self, server: tuple[str, Store],
+                                                        tmp_path: Path) -> None:
+        """reserve through the API is the token's owner's; another owner's unreserve is refused."""
+        url, store = server
+        carol, dave = store.create_token("carol", T0), store.create_token("dave", T0)
+        made = farmctl(tmp_path, "reserve", "phone-1", "--for", "1h", "--json", url=url,
+                       token=carol)
+        assert made.returncode == 0, made.stderr
+        row = json.loads(made.stdout)
+        assert (row["owner"], row["tracker_key"]) == ("carol", "android-phone-1")
+        refused = farmctl(tmp_path, "unreserve", "phone-1", url=url, token=dave)
+        assert refused.returncode == 2
+        assert refused.stderr.count("\n") == 1 and "carol" in refused.stderr
+        assert [r.owner for r in store.reservations(now=T0)] == ["carol"]
 
     @pytest.mark.parametrize("token", [None, "farm_wrong"])
     def test_missing_or_wrong_token(self, server: tuple[str, Store], tmp_path: Path,
