@@ -21,6 +21,9 @@ A sample ``farm.toml``::
     path = "/opt/farm/tvmrpc-release.apk"
     on_signature_clash = "fail"
 
+    [database]
+    auto_migrate = true   # false: run 'farmctl db upgrade' yourself
+
     [retention]
     health_full_days = 1
     run_dirs_max_mb = 2048
@@ -352,6 +355,20 @@ class ApiSettings(_Frozen):
     upload_max_bytes: int = Field(512 * 1024 * 1024, gt=0)
 
 
+class DatabaseSettings(_Frozen):
+    """How farm treats the queue database's schema (the URL is ``database_url``).
+
+    Attributes:
+        auto_migrate: farmd and farmctl migrate the schema to the newest
+            revision when they open the database (once, however many open it
+            together). Off, a store opened on an older schema fails with an
+            error naming ``farmctl db upgrade``, which a team runs explicitly,
+            e.g. before upgrading farm on every host.
+    """
+
+    auto_migrate: bool = True
+
+
 class VirtualSettings(_Frozen):
     """Virtual phones farmd starts for a demo (``farmd --virtual-phones N`` overrides count).
 
@@ -366,6 +383,46 @@ class VirtualSettings(_Frozen):
 
     count: int = Field(0, ge=0)
     network: Literal["lan", "usb-only"] = "usb-only"
+
+
+class GpuSettings(_Frozen):
+    """This host's NVIDIA GPUs as fleet devices (kind ``gpu``, :mod:`farm.controllers.gpu`).
+
+    Attributes:
+        enabled: whether farmd looks for GPUs through NVML (needs the ``gpu``
+            extra, ``nvidia-ml-py``, and an NVIDIA driver).
+        gpus: which GPUs to serve, by NVML index (``"0"``) or UUID
+            (``"GPU-5c3f..."``); empty serves every GPU NVML lists.
+        temp_max_c: above this core temperature the GPU cools (thermal gating
+            waits). 83 °C is farm's choice, under the slowdown threshold an H100
+            reports through NVML (``slowdown_temp_c`` in
+            ``tests/fixtures/nvml/h100_idle.json``); a GPU slowing itself for
+            heat cools whatever its temperature.
+        key_prefix: tracker keys are ``<prefix>-<first 8 hex digits of the UUID>``.
+        server_host: the address each GPU's RPC server binds and announces.
+    """
+
+    enabled: bool = False
+    gpus: tuple[str, ...] = ()
+    temp_max_c: float = Field(83.0, gt=0)
+    key_prefix: str = Field("gpu", min_length=1, pattern=r"^[A-Za-z0-9-]+$")
+    server_host: str = "127.0.0.1"
+
+
+class ProxySettings(_Frozen):
+    """A ``tvm.exec.rpc_proxy`` for devices that connect out (iOS RPC app, a browser).
+
+    Attributes:
+        enabled: whether farmd runs the proxy, registered at its tracker.
+        host: the address the proxy binds.
+        port: where devices connect (``is_proxy`` RPC servers, the iOS app).
+        web_port: the proxy's websocket port for browsers; 0 = none.
+    """
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(9091, gt=0, lt=65536)
+    web_port: int = Field(0, ge=0, lt=65536)
 
 
 class ReservationSettings(_Frozen):
@@ -425,6 +482,7 @@ class Settings(_Frozen):
     Attributes:
         data_dir: farm's data folder (database, logs, caches).
         database_url: SQLAlchemy URL; defaults to SQLite ``farm.db`` in ``data_dir``.
+        database: schema handling (``[database] auto_migrate``).
         log_level: debug, info, warning, error or critical.
         host_id: names this host's farmd in the shared database (attempts it
             runs carry it); defaults to the host name. Two farmd sharing one
@@ -434,6 +492,7 @@ class Settings(_Frozen):
     data_dir: Path = Field(Path("~/.local/share/farm"), validate_default=True)
     host_id: str = Field(default_factory=socket.gethostname, min_length=1, max_length=128)
     database_url: str = ""
+    database: DatabaseSettings = DatabaseSettings()
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
     adb: AdbSettings = AdbSettings()
     tracker: TrackerSettings = TrackerSettings()
@@ -450,6 +509,8 @@ class Settings(_Frozen):
     virtual: VirtualSettings = VirtualSettings()
     reservations: ReservationSettings = ReservationSettings()
     pool: PoolSettings = PoolSettings()
+    gpu: GpuSettings = GpuSettings()
+    proxy: ProxySettings = ProxySettings()
 
     @field_validator("data_dir")
     @classmethod

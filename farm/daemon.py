@@ -119,7 +119,7 @@ class Farmd:
         adopt_predecessor(self.data_dir)
         write_pidfile(self.data_dir, self.clock.now())
         self._stops.append(lambda: remove_pidfile(self.data_dir))
-        self.store = Store(s.database_url)
+        self.store = Store(s.database_url, auto_migrate=s.database.auto_migrate)
         self._stops.append(self.store.close)
         self._register_host()
         self._reclaim()

@@ -38,7 +38,7 @@ def model_tune_job(
         store: the test's queue.
         url: its database URL (the spec row is rewritten through it).
         data_dir: farm's data folder of the test's config.
-        model: the ONNX file; stored in the model store as enqueue would.
+        model: the ONNX file; stored as a blob as enqueue would.
         database_dir: a MetaSchedule database copied into the job's work folder.
         target: the target dict the summary names.
         finish: claim and finish it with a result; False leaves it queued.
@@ -46,12 +46,12 @@ def model_tune_job(
     Returns:
         The job id.
     """
-    stored = store_model(model, data_dir)
+    stored = store_model(model, store, NOW)
     job_id = store.enqueue({"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 4}}, NOW)
     spec = dict(store.get_job(job_id).spec)  # type: ignore[union-attr]
     params = dict(spec["params"])
     params.pop("gemm")
-    params["model"] = {"path": str(stored.path), "sha256": stored.sha256, "name": model.name}
+    params["model"] = {"sha256": stored.sha256, "name": model.name}
     spec["params"] = params
     engine = sa.create_engine(url)
     try:

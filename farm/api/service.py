@@ -27,7 +27,7 @@ from farm.api.reserving import ReservationMethods
 from farm.clock import Clock
 from farm.config import Settings
 from farm.errors import SpecError, UserFault
-from farm.jobs.model_store import store_spec_models
+from farm.jobs.model_store import StoredModel, put_model, store_spec_models
 from farm.jobs.tune_progress import TuneCounters, read_counters
 from farm.kinds import KINDS
 from farm.queue.models import AttemptState, DeviceState, JobState
@@ -270,7 +270,7 @@ class FarmService(ReservationMethods):
         return rows
 
     def store_models(self, raw: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
-        """A raw spec with the model files it names (on this host) in farm's store.
+        """A raw spec whose model files (on this host) are stored as blobs, and named by them.
 
         See :func:`farm.jobs.model_store.store_spec_models`; ``fields`` are the
         kind's ``input_files``.
@@ -278,7 +278,16 @@ class FarmService(ReservationMethods):
         Raises:
             SpecError: a named file is missing, unreadable or not an ONNX model.
         """
-        return store_spec_models(raw, fields, Path(self.settings.data_dir))
+        return store_spec_models(raw, fields, self.store, self.clock.now())
+
+    def upload_model(self, data: bytes, name: str) -> StoredModel:
+        """Check uploaded bytes as an ONNX model and store them as a blob (``POST /api/v1/blobs``).
+
+        Raises:
+            SpecError: ``data`` is not a valid ONNX model (field ``model``).
+            StoreError: the database refused the write.
+        """
+        return put_model(self.store, data, name, self.clock.now(), field="model")
 
     def submit(self, raw: dict[str, Any], *, wait_for_device: bool = False,
                each: bool = False) -> Submitted:
@@ -300,6 +309,7 @@ class FarmService(ReservationMethods):
         named = KINDS.get(str(raw.get("kind")))
         if self.caller is not None and named is not None:  # before validation reads the path
             _no_server_paths(raw, named.input_files)
+            self._uploaded(raw, named.input_files)
         spec = parse_spec(raw)
         kind = KINDS[spec.kind]
         if kind.enqueue.check is not None:
@@ -322,6 +332,19 @@ class FarmService(ReservationMethods):
         job_id = self.store.enqueue(spec, now, owner=self.owner)
         self._wake()
         return Submitted((self.job(job_id),))
+
+    def _uploaded(self, raw: Mapping[str, Any], fields: Sequence[str]) -> None:
+        """Refuse an API spec naming a model blob nobody uploaded.
+
+        Raises:
+            SpecError: the ``sha256`` beside a model field names no stored blob.
+        """
+        for field in fields:
+            parent = field.rsplit(".", 1)[0]
+            sha256 = _at(raw, f"{parent}.sha256")
+            if isinstance(sha256, str) and not self.store.blob_exists(sha256):
+                raise SpecError(f"{parent}.sha256", "no uploaded model has this sha256: "
+                                "upload it first (POST /api/v1/blobs)")
 
     def _submit_each(self, spec: JobSpec, views: list[DeviceView]) -> Submitted:
         if not KINDS[spec.kind].fan_out:
@@ -371,9 +394,14 @@ def _no_server_paths(raw: Mapping[str, Any], fields: Sequence[str]) -> None:
         SpecError: a model field of the kind (``Kind.input_files``) names a path.
     """
     for field in fields:
-        holder: Any = raw
-        for part in field.split("."):
-            holder = holder.get(part) if isinstance(holder, Mapping) else None
-        if holder is not None:
+        if _at(raw, field) is not None:
             raise SpecError(field, "a path on the server is refused: upload the model "
                                    "(POST /api/v1/blobs, farmctl --server enqueue does)")
+
+
+def _at(raw: Mapping[str, Any], field: str) -> Any:
+    """The value at a dotted path of raw JSON data, or None where the path ends early."""
+    holder: Any = raw
+    for part in field.split("."):
+        holder = holder.get(part) if isinstance(holder, Mapping) else None
+    return holder

@@ -297,7 +297,8 @@ def check_database(settings: Settings) -> tuple[Check, dict[str, str] | None]:
                     found = f"at revision {current}" if current else "never migrated"
                     return Check(
                         "database", Status.WARN, f"{shown} {found}, newest revision is {head}",
-                        "start farmd or run any farmctl command: opening migrates it"), None
+                        "start farmd or run any farmctl command: opening migrates it"
+                        if settings.database.auto_migrate else "run 'farmctl db upgrade'"), None
                 rows = connection.execute(sa.select(Device.serial, Device.facts)).all()
         finally:
             engine.dispose()

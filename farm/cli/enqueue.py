@@ -147,7 +147,7 @@ def _submit(state: CliState, kind: Kind, params: dict[str, Any], common: dict[st
         raw["devices"] = devices
     queue = state.queue
     try:
-        # The model files go into farm's store first: the spec names the copies.
+        # The model files go into the database first: the spec names the blobs.
         done = queue.submit(queue.store_models(raw, kind.input_files),
                             wait_for_device=wait_for_device, each=each)
     except SpecError as exc:

@@ -35,9 +35,9 @@ def export(state: CliState, job_id: int, out: Path) -> None:
     shapes = model.get("input_shapes")
     tuned = TunedModel(
         job_id=job_id,
-        model_path=tune.model_path,
+        model_path=tune.model_file(state.store, data_dir),
         model_sha256=tune.model_sha256,
-        model_name=str(model.get("name") or tune.model_path.name),
+        model_name=tune.model_name,
         input_shapes=({k: tuple(v) for k, v in shapes.items()}
                       if isinstance(shapes, Mapping) else None),
         target=tune.target,

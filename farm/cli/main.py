@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from farm import logs, privacy
-from farm.cli import demo, devices, doctor, enqueue, export, jobs, reserve, results, token
+from farm.cli import db, demo, devices, doctor, enqueue, export, jobs, reserve, results, token
 from farm.cli.compare import compare
 from farm.cli.hosts import hosts
 from farm.cli.params import CONTEXT_SETTINGS
@@ -70,7 +70,7 @@ cli.add_command(enqueue.enqueue)
 for command in (jobs.jobs, jobs.job, jobs.cancel, results.results, jobs.logs_, jobs.wait,
                 devices.devices, devices.drain, devices.undrain, devices.release,
                 reserve.reserve, reserve.unreserve, reserve.reservations,
-                demo.demo, doctor.doctor, export.export):
+                demo.demo, doctor.doctor, export.export, db.db):
     cli.add_command(command)
 cli.add_command(compare)
 cli.add_command(hosts)
@@ -81,3 +81,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Console script entry point ``farmctl``; what it writes is readable by its user only."""
     privacy.restrict_umask()
     cli.main(args=list(argv) if argv is not None else None, prog_name="farmctl")
+
+
+if __name__ == "__main__":  # python -m farm.cli.main, as tests run farmctl in subprocesses
+    main()

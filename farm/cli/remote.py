@@ -17,6 +17,7 @@ A job's wait reason, attempts, result and tuning progress come with the job
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -25,7 +26,8 @@ from pydantic import TypeAdapter, ValidationError
 from farm.api.errors import Unauthorized, error_of
 from farm.api.schemas import DeviceOut, JobDetailOut, JobOut, SubmittedOut, record_of
 from farm.api.service import Submitted
-from farm.errors import InfraFault, UserFault
+from farm.errors import InfraFault, SpecError, UserFault
+from farm.jobs.model_store import spec_with_blob
 from farm.jobs.tune_progress import TuneCounters
 from farm.queue.models import JobState
 from farm.queue.records import AttemptView, DeviceRecord, JobView, ResultView
@@ -192,19 +194,35 @@ class RemoteService:
         return rows
 
     def store_models(self, raw: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
-        """A raw spec whose model files are uploaded to the server.
+        """A raw spec whose model files (on this machine) are uploaded, and named by their blobs.
+
+        Each file a model field names (``Kind.input_files``) goes to ``POST
+        /api/v1/blobs``, which checks it as ONNX; the spec then names the blob
+        (:func:`farm.jobs.model_store.spec_with_blob`).
 
         Raises:
-            UserFault: the spec names a model file: uploads are not served yet.
+            SpecError: a named file is missing or unreadable, or the server
+                found it no ONNX model (naming the field).
         """
+        out: dict[str, Any] = dict(raw)
         for field in fields:
-            holder: Any = raw
+            holder: Any = out
             for part in field.split("."):
                 holder = holder.get(part) if isinstance(holder, Mapping) else None
-            if holder is not None:
-                raise UserFault("model files cannot be uploaded through --server yet: "
-                                "enqueue this job on a farm host")
-        return dict(raw)
+            if not isinstance(holder, str):
+                continue  # absent: the spec's validation says what is missing
+            path = Path(holder).expanduser()
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise SpecError(field, f"cannot read {holder!r}: {exc.strerror or exc}") from None
+            try:
+                body = self._call("POST", "/blobs", params={"name": path.name}, content=data,
+                                  headers={"Content-Type": "application/octet-stream"})
+            except SpecError as exc:  # the server's check names no flag: this field's is meant
+                raise SpecError(field, exc.reason) from None
+            out = spec_with_blob(out, field, str(body["sha256"]), path.name)
+        return out
 
     def submit(self, raw: dict[str, Any], *, wait_for_device: bool = False,
                each: bool = False) -> Submitted:

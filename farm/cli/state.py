@@ -68,14 +68,16 @@ class CliState:
         """The queue, opened (and migrated) once.
 
         Raises:
-            StoreError: the database cannot be opened.
+            StoreError: the database cannot be opened; with ``database.auto_migrate``
+                off, its schema is older than this farm's (run ``farmctl db upgrade``).
         """
         if self.server is not None:
             command = click.get_current_context(silent=True)
             name = command.command_path if command is not None else "this command"
             raise UserFault(f"{name} works on a farm host's database, not through --server")
         if self._store is None:
-            self._store = Store(self.settings.database_url)
+            self._store = Store(self.settings.database_url,
+                                auto_migrate=self.settings.database.auto_migrate)
         return self._store
 
     @property

@@ -4,6 +4,8 @@
 
     base.py      DeviceController (the protocol), its dataclasses, the registry
     android.py   phones over adb with the TVM RPC app
+    gpu.py       NVIDIA GPUs of a GPU host, through NVML and a CUDA rpc_server
+    proxy.py     devices that connect out to farm's rpc_proxy (iOS app, browser)
 
 Adding a kind is one module implementing
 :class:`~farm.controllers.base.DeviceController` and one ``register`` line
@@ -32,6 +34,8 @@ from farm.controllers.base import (
 __all__ = [
     "ANDROID",
     "ANY_KIND",
+    "GPU",
+    "PROXY",
     "ControllerContext",
     "ControllerFactory",
     "DeviceController",
@@ -57,3 +61,27 @@ def _android(context: ControllerContext) -> DeviceController:
 
 
 register(ANDROID, _android)
+
+#: The kind of an NVIDIA GPU of a GPU host (:mod:`farm.controllers.gpu`).
+GPU = "gpu"
+
+
+def _gpu(context: ControllerContext) -> DeviceController:
+    from farm.controllers.gpu import GpuController
+
+    return GpuController.from_context(context)
+
+
+register(GPU, _gpu)
+
+#: The kind of a device that connects out to farm's RPC proxy (:mod:`farm.controllers.proxy`).
+PROXY = "proxy"
+
+
+def _proxy(context: ControllerContext) -> DeviceController:
+    from farm.controllers.proxy import ProxyController
+
+    return ProxyController.from_context(context)
+
+
+register(PROXY, _proxy)

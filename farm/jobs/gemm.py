@@ -9,10 +9,12 @@ The kernel is written with ``te`` and turned into a TIR function with
 * naive (``--schedule naive``, CPU only): the unscheduled ``te.compute`` GEMM as
   the seeds write it, one thread, no tiling, for a like-for-like figure beside a
   user's hand script.
-* OpenCL (the seeds' GPU schedule): rows and columns split by ``bn``; the outer
-  parts are bound to ``blockIdx.y/x`` and the inner parts to ``threadIdx.y/x``, so
-  one work-group of ``bn x bn`` threads computes one ``bn x bn`` tile of C, so
-  ``bn * bn`` may not exceed the phone's work-group limit (:func:`check_params`).
+* GPU, OpenCL, Vulkan or CUDA (the seeds' GPU schedule): rows and columns split by
+  ``bn``; the outer parts are bound to ``blockIdx.y/x`` and the inner parts to
+  ``threadIdx.y/x``, so one work-group (CUDA: thread block) of ``bn x bn`` threads
+  computes one ``bn x bn`` tile of C, so ``bn * bn`` may not exceed the device's
+  work-group limit (:func:`check_params`). With ``bn=16`` on ``cuda`` this is the
+  seeds' "plain 16x16 thread-block schedule" (figures in docs/benchmarks.md).
 
 A run builds (or takes from the compile cache), uploads the ``.so`` over the RPC
 session, checks C against numpy and times the kernel with ``time_evaluator``.
@@ -181,8 +183,8 @@ def schedule_cpu(mod: Any, bn: int, name: str = "gemm") -> Any:
     return sch.mod
 
 
-def schedule_opencl(mod: Any, bn: int, name: str = "gemm") -> Any:
-    """The seeds' GPU schedule: ``bn x bn`` tiles, one work-group per tile.
+def schedule_gpu(mod: Any, bn: int, name: str = "gemm") -> Any:
+    """The seeds' GPU schedule: ``bn x bn`` tiles, one work-group (thread block) per tile.
 
     Args:
         mod: from :func:`gemm_module`.
@@ -256,7 +258,7 @@ def build_gemm(
             elif params.device is DeviceKind.CPU:
                 mod = schedule_cpu(mod, params.bn)
             else:
-                mod = schedule_opencl(mod, params.bn)
+                mod = schedule_gpu(mod, params.bn)
             executable = tvm.compile(mod, target=tvm.target.Target(target))
             executable.export_library(str(out), fcompile=linker)
         except (RuntimeError, ValueError, TypeError) as exc:  # TVM's errors derive from these

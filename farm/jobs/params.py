@@ -14,11 +14,12 @@ from pathlib import Path
 
 
 class DeviceKind(str, Enum):
-    """Which processor of the phone runs the kernel."""
+    """Which processor of the device runs the kernel (``cuda``: an NVIDIA GPU host's)."""
 
     CPU = "cpu"
     OPENCL = "opencl"
     VULKAN = "vulkan"
+    CUDA = "cuda"
 
 
 #: Threads one GPU work-group may hold on every phone GPU the farm targets (many

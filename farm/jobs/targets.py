@@ -176,6 +176,22 @@ def gpu_limit_attrs(limits: Mapping[str, int]) -> dict[str, int]:
     return attrs
 
 
+def cuda_target(arch: str, limits: Mapping[str, int]) -> dict[str, Any]:
+    """The target of an NVIDIA GPU host's GPU (:mod:`farm.controllers.gpu`).
+
+    Args:
+        arch: the GPU's ``sm_XY`` from its compute capability, e.g. ``"sm_90"``.
+        limits: its CUDA limits (``max_threads_per_block``, ``warp_size``,
+            ``max_shared_memory_per_block``), as :func:`gpu_limit_attrs` reads them.
+
+    Returns:
+        E.g. ``{"kind": "cuda", "arch": "sm_90", "max_threads_per_block": 1024, ...,
+        "host": {"kind": "llvm"}}``: the host code is this host's own (the GPU's
+        RPC server runs here), linked with the host compiler.
+    """
+    return {"kind": "cuda", "arch": arch, "host": {"kind": "llvm"}} | gpu_limit_attrs(limits)
+
+
 def work_group_limit(target: dict[str, Any]) -> int:
     """Threads one work-group of a GPU target may hold.
 
@@ -197,7 +213,7 @@ def needs_ndk(target: dict[str, Any]) -> bool:
 
 
 def runtime_device_name(target: dict[str, Any]) -> str:
-    """The TVM runtime device name of a target: ``"cpu"``, ``"opencl"`` or ``"vulkan"``."""
+    """The TVM runtime device name of a target: ``"cpu"`` or the GPU kind (``"cuda"``...)."""
     kind = str(target["kind"])
     return "cpu" if kind == "llvm" else kind
 

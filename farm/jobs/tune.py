@@ -38,7 +38,7 @@ import numpy as np
 import structlog
 
 from farm.errors import CompileError, SessionError, SpecError
-from farm.jobs.gemm import gemm_flop, gemm_module
+from farm.jobs.gemm import gemm_flop, gemm_module, schedule_gpu
 from farm.jobs.ndk import Linker, linker_for
 from farm.jobs.params import GemmParams, TrackerParams, TuneParams
 from farm.jobs.session import (
@@ -77,7 +77,8 @@ class TuneResult:
         app_relaunches: serials relaunched after an app crash, over all attempts.
         best_record_s: the best candidate's mean run time while tuning.
         tuned_library: the best schedule, compiled (``.so``).
-        untuned_library: the unscheduled kernel, compiled (``.so``).
+        untuned_library: the unscheduled kernel (on a GPU: the plain ``bn x bn``
+            thread-block schedule), compiled (``.so``).
         work_dir: the work folder.
         target: the target dict.
     """
@@ -107,7 +108,7 @@ class Comparison:
 
     Attributes:
         serial: the phone that produced every sample here.
-        untuned_samples_s: time_evaluator samples of the unscheduled kernel.
+        untuned_samples_s: time_evaluator samples of the untuned baseline (see ``_compile_pair``).
         tuned_samples_s: time_evaluator samples of the best schedule.
         speedup: mean untuned time over mean tuned time.
         tuned_gflops: ``2 N^3 / mean tuned time / 1e9``.
@@ -294,7 +295,13 @@ def gemm_label(gemm: GemmParams) -> str:
 
 
 def _compile_pair(params: TuneParams, target: dict[str, Any], linker: Linker) -> tuple[Path, Path]:
-    """Compile the best recorded schedule and the unscheduled kernel into the work folder."""
+    """Compile the best recorded schedule and the untuned baseline into the work folder.
+
+    The baseline is the unscheduled kernel on a CPU. On a GPU it is the plain
+    ``bn x bn`` thread-block schedule (:func:`farm.jobs.gemm.schedule_gpu`): TVM
+    0.27 compiles an unscheduled function for a GPU target into host code that
+    reads the device's buffers, which crashed the RPC server of an H100 host.
+    """
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
@@ -308,8 +315,9 @@ def _compile_pair(params: TuneParams, target: dict[str, Any], linker: Linker) ->
         raise CompileError(workload, "no measured schedule in the tuning records")
     tuned = params.work_dir / "tuned.so"
     untuned = params.work_dir / "untuned.so"
+    baseline = mod if target.get("kind") == "llvm" else schedule_gpu(mod, gemm.bn, FUNC_NAME)
     try:
-        for out, scheduled in ((tuned, schedule.mod), (untuned, mod)):
+        for out, scheduled in ((tuned, schedule.mod), (untuned, baseline)):
             tmp = out.with_suffix(".tmp.so")
             tvm.compile(scheduled, target=target_obj).export_library(str(tmp), fcompile=linker)
             os.replace(tmp, out)

@@ -78,10 +78,11 @@ class Kind:
             phone (a benchmark measures each phone alone); False for kinds that
             need several phones at once (tune).
         input_files: spec field paths naming ONNX model files on the user's host,
-            e.g. ``("params.path",)``. ``farmctl enqueue`` copies each into farm's
-            model store (:func:`farm.jobs.model_store.store_model`) before
-            validation, points the field at the copy and sets the sibling
-            ``sha256`` field (``params.sha256``), so a job never reads the user's path.
+            e.g. ``("params.path",)``. ``farmctl enqueue`` stores each as a blob in
+            the database (:func:`farm.jobs.model_store.store_spec_models`) before
+            validation and replaces the field by its siblings ``sha256`` (the
+            blob) and ``name`` (the file's name), so a job never reads the user's
+            path and any host sharing the database can run it.
     """
 
     name: str

@@ -38,7 +38,7 @@ __all__ = [
 # No integer dtype: the gemm kernel accumulates in its element type, so an
 # int8 sum overflows and could never match numpy.
 Dtype = Literal["float32", "float16"]
-Target = Literal["cpu", "opencl", "vulkan"]
+Target = Literal["cpu", "opencl", "vulkan", "cuda"]
 #: ``tiled``: farm's schedule (blocks of ``bn``, vectorised, parallel rows on the
 #: CPU; one work-group per block on a GPU). ``naive``: the seeds' plain
 #: ``te.compute`` GEMM with no schedule at all, so a figure sits beside one
@@ -177,7 +177,7 @@ GEMM_OPTIONS = [
     click.option("--bn", type=int,
                  help="Block (tile) size; must divide N.  [default: the largest power of two "
                       f"up to {DEFAULT_CPU_BN_MAX} dividing N, {DEFAULT_GPU_BN_MAX} on a GPU]"),
-    click.option("--target", type=click.Choice(["cpu", "opencl", "vulkan"]),
+    click.option("--target", type=click.Choice(["cpu", "opencl", "vulkan", "cuda"]),
                  help=f"Processor. {default_of(GemmParams, 'target')}"),
 ]
 #: Timing flags shared with ``model``: parameter name -> flag.

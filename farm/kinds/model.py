@@ -1,7 +1,9 @@
 """The ``model`` kind: time an ONNX model on phones and check it against onnxruntime.
 
-The model file is copied into farm's model store at enqueue (``Kind.input_files``),
-so ``params.path`` is farm's own copy and ``params.sha256`` its digest. With
+The model file is stored in the database at enqueue (``Kind.input_files``,
+:mod:`farm.jobs.model_store`): the spec names it by ``params.sha256`` and keeps
+the user's file name in ``params.name``; the attempt, on whichever host, reads it
+from that host's cache (:func:`model_file`). With
 ``--tuned JOB_ID`` the model is compiled with that finished tuning job's
 MetaSchedule database applied (:mod:`farm.kinds.tuned` checks the job at enqueue).
 """
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import click
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from farm.errors import SpecError
 from farm.kinds.base import EnqueueCommand, Kind, default_of
@@ -24,12 +26,13 @@ from farm.queue.spec import JobBase, Strict, Text
 
 if TYPE_CHECKING:
     from farm.jobs import params as jp
+    from farm.queue.blobs import BlobOps
     from farm.queue.records import Outcome
     from farm.queue.store import Store
     from farm.runner.execute import RunContext
 
-__all__ = ["KIND", "ModelBenchParams", "ModelJob", "ModelParams", "Tolerance",
-           "parse_input_shape"]
+__all__ = ["KIND", "ModelBenchParams", "ModelJob", "ModelParams", "Tolerance", "model_file",
+           "model_params", "parse_input_shape", "shown_name"]
 
 #: An input tensor's rank and each dimension at most (TVM shapes are int64; an
 #: input beyond 2**31 elements per axis does not fit a phone anyway).
@@ -45,14 +48,16 @@ class Tolerance(Strict):
 
 
 class ModelParams(Strict):
-    """An ONNX model on the host, compiled by TVM and timed on the phone.
+    """An ONNX model, compiled by TVM and timed on the phone.
 
-    ``path`` is farm's stored copy once enqueued; ``sha256`` and ``name`` (the
-    user's file name) are set with it.
+    Once enqueued the model is a blob in the database: ``sha256`` names it and
+    ``name`` is the user's file name. A spec may name a ``path`` instead (a file
+    on the host that runs the job, checked when the spec is validated; specs
+    stored before blobs have both, and their ``path`` is not read).
     """
 
-    path: Text
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    path: Text | None
     name: Text | None = None
     input_shapes: (
         dict[Text, Annotated[list[Annotated[int, Field(ge=1, le=MAX_DIM)]],
@@ -62,9 +67,19 @@ class ModelParams(Strict):
     number: int = Field(default=10, ge=1, le=MAX_NUMBER)
     repeat: int = Field(default=3, ge=1, le=MAX_REPEAT)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _blob_needs_no_path(cls, data: Any) -> Any:
+        """A stored model (``sha256``) needs no ``path``; without either, path is required."""
+        if isinstance(data, dict) and data.get("sha256") is not None and "path" not in data:
+            return {**data, "path": None}
+        return data
+
     @field_validator("path")
     @classmethod
-    def _readable_file(cls, value: str) -> str:
+    def _readable_file(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None or info.data.get("sha256") is not None:
+            return value  # a stored model: the path (if any) was another host's
         try:
             path = Path(value).expanduser()
             if not path.is_file():
@@ -78,11 +93,24 @@ class ModelParams(Strict):
         except OSError as exc:  # a name too long, a loop of links...
             raise ValueError(f"cannot read {value!r}: {exc.strerror}") from None
 
+    @model_validator(mode="after")
+    def _names_a_model(self) -> ModelParams:
+        if self.path is None and self.sha256 is None:
+            raise ValueError("give the model's path or its stored sha256")
+        return self
+
+    @property
+    def shown_name(self) -> str:
+        """The model as people read it: the user's file name, else the path's, else the digest."""
+        if self.name:
+            return self.name
+        return Path(self.path).name if self.path else f"{self.sha256}.onnx"
+
 
 class ModelBenchParams(ModelParams):
     """A model benchmark: the model, the processor, and optionally a tuning job's records."""
 
-    target: Literal["cpu", "opencl"] = "cpu"
+    target: Literal["cpu", "opencl", "cuda"] = "cpu"
     tuned: int | None = Field(default=None, ge=1)  # a finished tune job of this model
 
 
@@ -93,20 +121,42 @@ class ModelJob(JobBase):
     params: ModelBenchParams
 
 
-def model_params(p: ModelParams, device: str = "cpu", database_dir: Path | None = None
-                 ) -> jp.ModelParams:
+def model_file(p: ModelParams, store: BlobOps | None, data_dir: Path,
+               field: str = "params.sha256") -> Path:
+    """The model's file on this host: the blob's cached copy, or the spec's own path.
+
+    Args:
+        p: the spec's model.
+        store: the queue holding the blob (None: the cache only).
+        data_dir: this host's data folder (the cache is under it).
+        field: the spec field naming the blob, for errors.
+
+    Raises:
+        SpecError: the blob is not in the database (nor cached here).
+        StoreError: the blob is damaged or cannot be read.
+    """
+    from farm.jobs.model_store import materialise
+
+    if p.sha256 is not None:
+        return materialise(store, p.sha256, data_dir, field)
+    return Path(str(p.path))
+
+
+def model_params(p: ModelParams, model_path: Path, device: str = "cpu",
+                 database_dir: Path | None = None) -> jp.ModelParams:
     """The jobs' plain parameters of a validated model spec.
 
     Args:
         p: the spec's model.
-        device: ``"cpu"`` or ``"opencl"``.
+        model_path: its file on this host (:func:`model_file`).
+        device: ``"cpu"``, ``"opencl"`` or ``"cuda"``.
         database_dir: a tuning work folder whose records are applied.
     """
     from farm.jobs import params as jp
 
     shapes = None if p.input_shapes is None else {k: tuple(v) for k, v in p.input_shapes.items()}
     return jp.ModelParams(
-        model_path=Path(p.path), input_shapes=shapes, device=jp.DeviceKind(device),
+        model_path=model_path, input_shapes=shapes, device=jp.DeviceKind(device),
         rtol=p.tolerance.rtol, atol=p.tolerance.atol,
         timing=jp.TimingParams(number=p.number, repeat=p.repeat), database_dir=database_dir,
     )
@@ -146,14 +196,15 @@ def run(ctx: RunContext, spec: ModelJob) -> Outcome:
 
     p = spec.params
     database_dir = None if p.tuned is None else tune_work_dir(ctx.settings.data_dir, p.tuned)
-    params = model_params(p, p.target, database_dir)
+    path = model_file(p, ctx.store, Path(ctx.settings.data_dir))
+    params = model_params(p, path, p.target, database_dir)
     measured = measure(
         ctx, spec.repetitions, params.device,
         lambda tracker, target, _rep: run_model(params, target, tracker, ctx.cache),
         lambda result: {"model_sha256": result.model_sha256},
     )
     summary = summary_of_runs("model", measured)
-    summary.update(model=p.name or Path(params.model_path).name, target=p.target, tuned=p.tuned)
+    summary.update(model=p.shown_name, target=p.target, tuned=p.tuned)
     return measured.outcome(summary)
 
 
@@ -161,8 +212,17 @@ def workload(spec: Mapping[str, Any]) -> str:
     """``model small_cnn.onnx``, ``model small_cnn.onnx tuned 7`` with a tuning's records."""
     params = spec.get("params")
     params = params if isinstance(params, Mapping) else {}
-    label = f"model {params.get('name') or Path(str(params.get('path', '?'))).name}"
+    label = f"model {shown_name(params)}"
     return label if params.get("tuned") is None else f"{label} tuned {params['tuned']}"
+
+
+def shown_name(model: Mapping[str, Any]) -> str:
+    """A stored spec's model as people read it (``name``, else the path's or the digest's)."""
+    if model.get("name"):
+        return str(model["name"])
+    if model.get("path"):
+        return Path(str(model["path"])).name
+    return f"{model.get('sha256') or '?'}.onnx"
 
 
 def parse_input_shape(values: tuple[str, ...]) -> dict[str, list[int]] | None:
@@ -208,7 +268,7 @@ KIND = Kind(
                          f"{default_of(Tolerance, 'rtol')}"),
             click.option("--atol", type=float, help="Absolute tolerance against onnxruntime. "
                          f"{default_of(Tolerance, 'atol')}"),
-            click.option("--target", type=click.Choice(["cpu", "opencl"]),
+            click.option("--target", type=click.Choice(["cpu", "opencl", "cuda"]),
                          help=f"Processor that runs it. {default_of(ModelBenchParams, 'target')}"),
             click.option("--tuned", type=int,
                          help="A finished `tune --model` job of this model whose tuning "

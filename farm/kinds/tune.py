@@ -21,7 +21,7 @@ from farm.errors import SpecError
 from farm.kinds.base import EnqueueCommand, Kind, default_of
 from farm.kinds.gemm import GEMM_FLAGS, GEMM_OPTIONS, GemmParams, gemm_params
 from farm.kinds.gemm import workload as gemm_workload
-from farm.kinds.model import ModelParams, parse_input_shape
+from farm.kinds.model import ModelParams, parse_input_shape, shown_name
 from farm.queue.capabilities import workload_needs
 from farm.queue.spec import MAX_PHONES, FieldError, JobBase, Strict
 
@@ -44,7 +44,7 @@ MAX_TASKS = 10_000
 class TunedModel(ModelParams):
     """An ONNX model to tune: the model job's fields, and the processor that runs it."""
 
-    target: Literal["cpu", "opencl"] = "cpu"
+    target: Literal["cpu", "opencl", "cuda"] = "cpu"
 
 
 class TuneParams(Strict):
@@ -193,7 +193,7 @@ def workload(spec: Mapping[str, Any]) -> str:
     params = spec.get("params") or {}
     model = params.get("model") if isinstance(params, Mapping) else None
     if isinstance(model, Mapping):
-        return f"tune model {Path(str(model.get('path', '?'))).name}"
+        return f"tune model {shown_name(model)}"
     return f"tune {gemm_workload({'params': params.get('gemm') or {}})}"
 
 
@@ -236,7 +236,7 @@ KIND = Kind(
             *GEMM_OPTIONS,
             click.option("--model", "path",
                          help="Tune this ONNX file's tasks instead of a gemm "
-                              "(--target cpu or opencl)."),
+                              "(--target cpu, opencl or cuda)."),
             click.option("--input-shape", "input_shapes", multiple=True,
                          help="NAME=D1,D2,... of the model (repeatable).  "
                               "[default: the model's own]"),

@@ -47,13 +47,15 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     from farm.jobs.targets import shared_target
     from farm.jobs.tune_model import tune_model
     from farm.jobs.tune_progress import TuneProgress
-    from farm.kinds.model import model_params
+    from farm.kinds.model import model_file, model_params
     from farm.kinds.tune import _tuning_records
     from farm.queue.records import Outcome
     from farm.runner.execute import phone_target, tracker_params, tune_work_dir
     from farm.runner.tune_phones import serving_job_key
 
-    plain = replace(model_params(model), device=jp.DeviceKind(model.target))
+    path = model_file(model, ctx.store, ctx.settings.data_dir, "params.model.sha256")
+    plain = replace(model_params(model, path), device=jp.DeviceKind(model.target))
+    shown = model.shown_name
     serials = list(ctx.attempt.serials)
     target = shared_target({s: phone_target(s, ctx, plain.device) for s in serials})
     work_dir = tune_work_dir(ctx.settings.data_dir, ctx.job.id)
@@ -90,15 +92,14 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     counters = progress.counters
     summary = result.to_dict()
     summary.update(
-        kind="tune", model=plain.model_path.name, phones=serials,
+        kind="tune", model=shown, phones=serials,
         input_shapes={i.name: list(i.shape) for i in result.inputs},
         attempts=counters.attempts, rounds=counters.rounds, batches=counters.batches,
         app_relaunches=list(counters.app_relaunches), runs=runs,
     )
     summary["tasks"] = [{"name": t["name"], "trials": t["trials"], "best_s": t["best_s"],
                          "trials_measured": t["trials_measured"]} for t in summary["tasks"]]
-    labels = {t.workload_index: f"tune model {plain.model_path.name} {t.name}"
-              for t in result.tasks}
-    stem = f"tune model {plain.model_path.name}"
+    labels = {t.workload_index: f"tune model {shown} {t.name}" for t in result.tasks}
+    stem = f"tune model {shown}"
     return Outcome(summary, tuned_samples, "s", tuned_serials, snapshots,
                    _tuning_records(work_dir, lambda index: labels.get(index, stem), target))

@@ -34,8 +34,7 @@ class FinishedTune:
         job: the job row.
         summary: its result summary (JSON data).
         work_dir: its work folder: the MetaSchedule database, ``model_tuned.so``.
-        model_sha256: SHA-256 of the ONNX file it tuned.
-        model_path: that file in farm's model store.
+        model_sha256: SHA-256 of the ONNX file it tuned (its blob, when stored).
         device: ``"cpu"`` or ``"opencl"``: the processor it tuned for.
     """
 
@@ -43,8 +42,30 @@ class FinishedTune:
     summary: Mapping[str, Any]
     work_dir: Path
     model_sha256: str
-    model_path: Path
     device: str
+
+    @property
+    def model_name(self) -> str:
+        """The tuned model as people read it (the user's file name)."""
+        from farm.kinds.model import shown_name
+
+        return shown_name(self.job.spec["params"]["model"])
+
+    def model_file(self, store: Store, data_dir: Path) -> Path:
+        """The tuned ONNX file on this host: its blob's cached copy (written if missing).
+
+        A spec stored with only a ``path`` (no blob) gives that path.
+
+        Raises:
+            SpecError: the spec's blob is not in the database.
+            StoreError: the blob is damaged or cannot be read.
+        """
+        from farm.jobs.model_store import materialise
+
+        model = self.job.spec["params"]["model"]
+        if model.get("sha256"):
+            return materialise(store, str(model["sha256"]), data_dir, "params.model.sha256")
+        return Path(str(model.get("path", "")))
 
     @property
     def target(self) -> dict[str, Any]:
@@ -88,4 +109,4 @@ def finished_tune(store: Store, data_dir: Path, job_id: int, field: str = "param
     target = summary.get("target")
     device = runtime_device_name(dict(target)) if isinstance(target, Mapping) and "kind" in target \
         else "cpu"
-    return FinishedTune(job, summary, work_dir, sha256, Path(str(model.get("path", ""))), device)
+    return FinishedTune(job, summary, work_dir, sha256, device)

@@ -12,6 +12,14 @@ the same. SQLite settings, each for a reason:
   deadlock upgrading read locks. pysqlite's own transaction handling is turned
   off to make that possible (SQLAlchemy docs, "Serializable isolation /
   Savepoints / Transactional DDL" for pysqlite).
+
+Migrations run once however many farmd and farmctl open an empty database
+together: :func:`migrate` takes PostgreSQL's transaction advisory lock
+:data:`MIGRATION_LOCK_KEY` (SQLite: its ``BEGIN IMMEDIATE`` write lock) before it
+reads the revision, so the first opener upgrades and the others wait, then find
+the head revision and do nothing. With ``[database] auto_migrate = false`` the
+store only checks the revision (:func:`require_head`) and ``farmctl db upgrade``
+migrates.
 """
 
 from __future__ import annotations
@@ -31,11 +39,17 @@ from sqlalchemy.exc import SQLAlchemyError
 from farm.config import default_database_url
 from farm.errors import StoreError
 
-__all__ = ["JOBS_CHANNEL", "create_engine", "default_url", "migrate", "revisions"]
+__all__ = ["JOBS_CHANNEL", "MIGRATION_LOCK_KEY", "create_engine", "default_url", "head_revision",
+           "migrate", "require_head", "revisions"]
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 #: PostgreSQL channel an enqueue NOTIFYs in its transaction (farm.runner.wake listens).
 JOBS_CHANNEL = "farm_jobs"
+#: PostgreSQL advisory lock key held (``pg_advisory_xact_lock``) while :func:`migrate`
+#: reads and upgrades the schema: ``int.from_bytes(b"farmmig!")``, a bigint no
+#: other farm lock uses. Advisory locks are per database, so farm databases on
+#: one server do not wait for each other.
+MIGRATION_LOCK_KEY = 0x6661726D6D696721
 _MIGRATIONS = Path(__file__).with_name("migrations")
 _ALEMBIC_LOCK = threading.Lock()
 
@@ -110,30 +124,82 @@ def revisions(connection: sa.Connection) -> tuple[str | None, str]:
     Raises:
         sqlalchemy.exc.SQLAlchemyError: the database cannot be read.
     """
+    return MigrationContext.configure(connection).get_current_revision(), head_revision()
+
+
+def head_revision() -> str:
+    """The newest schema revision this farm's migrations make, e.g. ``"0004"``."""
     head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
     if head is None:  # a broken install, not a database fault
         raise RuntimeError(f"no migration in {_MIGRATIONS}")
-    return MigrationContext.configure(connection).get_current_revision(), head
+    return head
 
 
-def migrate(engine: sa.Engine) -> None:
-    """Bring the schema to the newest revision, in one transaction.
+def migrate(engine: sa.Engine) -> str:
+    """Bring the schema to the newest revision, once, in one transaction.
 
-    Concurrent openers (farmd and farmctl) are serialised by the transaction, so
-    the second one finds the schema current and does nothing. Within a process
-    a lock serialises them too: alembic's ``context`` and ``op`` are module
-    globals, so two threads upgrading at once break each other.
+    Concurrent openers (any number of farmd and farmctl, on any hosts) are
+    serialised before the revision is read: on PostgreSQL by the transaction
+    advisory lock :data:`MIGRATION_LOCK_KEY` (released at commit or rollback,
+    also when a process dies holding it); on SQLite by ``BEGIN IMMEDIATE``'s
+    write lock. The first upgrades; the others wait, then read the head revision
+    and do nothing. Within a process a lock serialises them too: alembic's
+    ``context`` and ``op`` are module globals, so two threads upgrading at once
+    break each other.
+
+    Returns:
+        The revision the database was at before (``"none"`` if never migrated),
+        for ``farmctl db upgrade`` to report.
 
     Raises:
         StoreError: the database refused the migration.
     """
     try:
         with _ALEMBIC_LOCK, engine.begin() as connection:
+            if connection.dialect.name == "postgresql":
+                connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"),
+                                   {"key": MIGRATION_LOCK_KEY})
             current, head = revisions(connection)
-            if current == head:
-                return
-            config = _alembic_config()
-            config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+            if current != head:
+                config = _alembic_config()
+                config.attributes["connection"] = connection
+                command.upgrade(config, "head")
+            return current or "none"
     except SQLAlchemyError as exc:
-        raise StoreError(f"cannot migrate {engine.url!r}: {exc}") from exc
+        raise StoreError(f"cannot migrate {_shown(engine)}: {exc}") from exc
+
+
+def require_head(engine: sa.Engine) -> None:
+    """Check that the schema is at the newest revision, changing nothing.
+
+    What a store opened with ``auto_migrate`` off does instead of :func:`migrate`.
+
+    Raises:
+        StoreError: the schema is older (or never migrated), naming ``farmctl db
+            upgrade``; newer than this farm knows; or the database cannot be read.
+    """
+    try:
+        with engine.connect() as connection:
+            current, head = revisions(connection)
+    except SQLAlchemyError as exc:
+        raise StoreError(f"cannot read the schema revision of {_shown(engine)}: {exc}") from exc
+    if current == head:
+        return
+    if current is not None and not _is_known(current):
+        raise StoreError(f"{_shown(engine)} is at revision {current}, newer than this farm's "
+                         f"{head}: upgrade farm on this host")
+    found = f"at revision {current}" if current else "never migrated"
+    raise StoreError(f"{_shown(engine)} is {found}, newest is {head} and "
+                     "database.auto_migrate is off: run 'farmctl db upgrade'")
+
+
+def _is_known(revision: str) -> bool:
+    try:
+        return ScriptDirectory.from_config(_alembic_config()).get_revision(revision) is not None
+    except Exception:  # noqa: BLE001 - alembic raises several kinds for an unknown id
+        return False
+
+
+def _shown(engine: sa.Engine) -> str:
+    """The engine's URL without its password, for messages."""
+    return engine.url.render_as_string(hide_password=True)

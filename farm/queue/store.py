@@ -31,7 +31,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from farm.errors import FarmError, StoreError
 from farm.queue import endings, head, lifecycle, transitions
-from farm.queue.db import JOBS_CHANNEL, create_engine, migrate
+from farm.queue.blobs import BlobOps
+from farm.queue.db import JOBS_CHANNEL, create_engine, migrate, require_head
 from farm.queue.devices import DeviceOps, of_host
 from farm.queue.hosts import HostOps
 from farm.queue.models import (
@@ -67,12 +68,16 @@ __all__ = ["Store"]
 log = structlog.get_logger(__name__)
 
 
-class Store(DeviceOps, HostOps, ReservationOps, RegressionOps, TokenOps):
+class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps):
     """The queue database; migrated to the newest schema when opened.
 
     Args:
         url: a SQLAlchemy URL, e.g. ``farm.queue.db.default_url(data_dir)``
             (SQLite) or ``postgresql+psycopg://user@host/farm``.
+        auto_migrate: migrate when opened (:func:`farm.queue.db.migrate`, once
+            across concurrent openers); False only checks that the schema is at
+            the newest revision (``[database] auto_migrate``; ``farmctl db
+            upgrade`` migrates).
 
     Every method is one transaction, and every method raises
     :class:`~farm.errors.StoreError` when the database refuses it (locked past
@@ -80,13 +85,18 @@ class Store(DeviceOps, HostOps, ReservationOps, RegressionOps, TokenOps):
     Methods that change a row log one line per change after the commit.
 
     Raises:
-        StoreError: the database cannot be opened or migrated.
+        StoreError: the database cannot be opened or migrated; with
+            ``auto_migrate`` off, its schema is not the newest.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, auto_migrate: bool = True) -> None:
         self.url = url
         self._engine = create_engine(url)
-        migrate(self._engine)
+        try:
+            (migrate if auto_migrate else require_head)(self._engine)
+        except StoreError:
+            self._engine.dispose()
+            raise
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
         self._specs = head.DecodedSpecs()
 

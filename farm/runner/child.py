@@ -110,7 +110,7 @@ def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,
     from farm.runner.execute import RunContext, execute
 
     clock = clock or SystemClock()
-    store = Store(settings.database_url)
+    store = Store(settings.database_url, auto_migrate=settings.database.auto_migrate)
     try:
         job = store.get_job(job_id)
         attempt = next((a for a in store.attempts(job_id) if a.id == attempt_id), None)
@@ -129,7 +129,7 @@ def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,
         with structlog.contextvars.bound_contextvars(job_id=job_id, attempt=attempt_id):
             try:
                 outcome = execute(RunContext(settings, job, attempt, facts,
-                                             _gate_for(settings, facts, clock)))
+                                             _gate_for(settings, facts, clock), store))
             except Exception as exc:  # noqa: BLE001 - every failure is reported, classified
                 return _report_failure(store, attempt_id, run_dir, Failure.from_error(exc), clock)
             try:

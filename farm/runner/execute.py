@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from farm.config import Settings
 from farm.fleet.keys import phone_key
@@ -25,6 +25,9 @@ from farm.jobs.targets import device_facts
 from farm.kinds import kind_of
 from farm.queue.records import AttemptView, JobView, Outcome, SnapshotData
 from farm.queue.spec import parse_spec
+
+if TYPE_CHECKING:
+    from farm.queue.blobs import BlobOps
 
 __all__ = [
     "RunContext",
@@ -51,6 +54,9 @@ class RunContext:
         facts: each phone's facts as the store keeps them, by serial.
         gate: waits until a phone is cool and returns its snapshot; called
             before every measured run.
+        store: the queue, for the job's inputs (model blobs,
+            :func:`farm.jobs.model_store.materialise`); None reads only this
+            host's cache.
     """
 
     settings: Settings
@@ -58,6 +64,7 @@ class RunContext:
     attempt: AttemptView
     facts: Mapping[str, Mapping[str, Any]]
     gate: Callable[[str], SnapshotData]
+    store: BlobOps | None = None
 
     @property
     def cache(self) -> CompileCache:

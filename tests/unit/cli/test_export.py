@@ -1,4 +1,4 @@
-"""Model files stored at enqueue, ``enqueue model --tuned`` and ``farmctl export``'s refusals.
+"""Models stored as blobs at enqueue, ``enqueue model --tuned``, ``farmctl export``'s refusals.
 
 Through click's CliRunner against a real SQLite queue in tmp_path; the tuning
 jobs are made without farmd (``tests/tuned_jobs.py``). Nothing here compiles.
@@ -6,12 +6,14 @@ jobs are made without farmd (``tests/tuned_jobs.py``). Nothing here compiles.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from click.testing import Result
 from tuned_jobs import NOW, model_tune_job
 
@@ -19,6 +21,7 @@ from farm.demo_model import write_small_cnn
 from farm.errors import SpecError
 from farm.jobs.model_store import MODELS_DIR, store_model
 from farm.queue import Store
+from farm.queue.models import Blob
 
 HOST = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "num-cores": 2}
 OPENCL = {"kind": "opencl", "host": HOST}
@@ -56,43 +59,62 @@ class TestModelStore:
     def test_enqueue_stores_the_model_once_per_content(
         self, farmctl: Callable[..., Result], store: Store, model: Path, data_dir: Path
     ) -> None:
-        """Two enqueues of one file make one private copy; the spec names it, not the user's."""
+        """Two enqueues of one file make one blob; the spec names it by digest, not a path."""
         assert farmctl("enqueue", "model", "--model", str(model)).exit_code == 0
         copy = model.with_name("renamed.onnx")
         copy.write_bytes(model.read_bytes())
         assert farmctl("enqueue", "model", "--model", str(copy)).exit_code == 0
         first, second = (store.get_job(i).spec["params"] for i in (1, 2))  # type: ignore[union-attr]
-        stored = list((data_dir / MODELS_DIR).iterdir())
-        assert [p.name for p in stored] == [f"{first['sha256']}.onnx"]
-        assert first["path"] == second["path"] == str(stored[0])
+        assert first["sha256"] == second["sha256"] == hashlib.sha256(
+            model.read_bytes()).hexdigest()
+        assert first["path"] is None and second["path"] is None  # no host's file
         assert (first["name"], second["name"]) == ("small_cnn.onnx", "renamed.onnx")
-        assert stat.S_IMODE(os.stat(stored[0]).st_mode) == 0o600
         model.unlink()  # the job no longer depends on the user's file
-        assert stored[0].read_bytes() == copy.read_bytes()
+        assert store.get_blob(first["sha256"]) == copy.read_bytes()
+        with store._tx() as session:  # counting rows
+            assert session.scalar(sa.select(sa.func.count()).select_from(Blob)) == 1
+        assert not (data_dir / MODELS_DIR).exists()  # the cache fills when a job runs
 
     def test_a_tune_of_a_model_stores_it_too(
-        self, farmctl: Callable[..., Result], store: Store, model: Path, data_dir: Path
+        self, farmctl: Callable[..., Result], store: Store, model: Path
     ) -> None:
-        """enqueue tune --model names the stored copy and its digest (Kind.input_files)."""
+        """enqueue tune --model names the blob and the file's name (Kind.input_files)."""
         result = farmctl("enqueue", "tune", "--model", str(model), "--trials", "4")
         assert result.exit_code == 0, result.output
         tuned = store.get_job(1).spec["params"]["model"]  # type: ignore[union-attr]
-        assert tuned["path"] == str(data_dir / MODELS_DIR / f"{tuned['sha256']}.onnx")
+        assert (tuned["name"], tuned["path"]) == ("small_cnn.onnx", None)
+        assert store.blob_exists(tuned["sha256"])
         bad = model.with_name("bad.onnx")
         bad.write_bytes(b"junk")
         result = farmctl("enqueue", "tune", "--model", str(bad))
         assert result.exit_code == 2
         assert result.stderr.startswith("Error: --model: not an ONNX model: bad.onnx")
 
-    def test_a_file_that_is_not_onnx_is_refused_naming_the_field(self, tmp_path: Path) -> None:
-        """store_model refuses a non-ONNX file with a SpecError on the field it was given."""
+    def test_a_file_that_is_not_onnx_is_refused_naming_the_field(
+        self, tmp_path: Path, store: Store
+    ) -> None:
+        """store_model refuses a non-ONNX file with a SpecError on the field; nothing stored."""
         bad = tmp_path / "bad.onnx"
         bad.write_bytes(b"\x00not a protobuf\xff" * 8)
         with pytest.raises(SpecError, match=r"not an ONNX model: bad\.onnx") as info:
-            store_model(bad, tmp_path / "data", "params.model.path")
+            store_model(bad, store, NOW, "params.model.path")
         assert info.value.field == "params.model.path"
-        assert not (tmp_path / "data" / MODELS_DIR).exists() or not any(
-            (tmp_path / "data" / MODELS_DIR).iterdir())
+        assert not store.blob_exists(hashlib.sha256(bad.read_bytes()).hexdigest())
+
+    def test_export_materialises_the_model(
+        self, farmctl: Callable[..., Result], store: Store, url: str, data_dir: Path,
+        model: Path, database: Path,
+    ) -> None:
+        """FinishedTune.model_file writes the blob into this host's cache, 0600, digest checked."""
+        from farm.kinds.tuned import finished_tune
+
+        tune = finished_tune(store, data_dir, model_tune_job(store, url, data_dir, model,
+                                                             database, HOST))
+        path = tune.model_file(store, data_dir)
+        assert path == data_dir / MODELS_DIR / f"{tune.model_sha256}.onnx"
+        assert path.read_bytes() == model.read_bytes()
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert tune.model_name == "small_cnn.onnx"
 
 
 class TestTunedFlag:

@@ -10,7 +10,7 @@ import tvm
 
 from farm.errors import SpecError
 from farm.jobs.cache import CompileCache
-from farm.jobs.gemm import build_gemm, cache_key, gemm_module, schedule_cpu, schedule_opencl
+from farm.jobs.gemm import build_gemm, cache_key, gemm_module, schedule_cpu, schedule_gpu
 from farm.jobs.params import DeviceFacts, DeviceKind, GemmParams, GemmSchedule
 from farm.jobs.targets import target_for
 
@@ -40,7 +40,7 @@ class TestScheduleOpencl:
         target = target_for(
             DeviceFacts(abi="arm64-v8a", gpu="Mali-G710", has_opencl=True), DeviceKind.OPENCL
         )
-        mod = schedule_opencl(gemm_module(64, "float32"), 16)
+        mod = schedule_gpu(gemm_module(64, "float32"), 16)
         executable = tvm.compile(mod, target=tvm.target.Target(target))
         source = executable.mod.imports[0].inspect_source()
         assert "__kernel" in source

@@ -1,0 +1,119 @@
+"""Many farmd and farmctl opening one empty database at once migrate it once.
+
+On PostgreSQL (needs ``TEST_POSTGRES_URL``) each test makes its own database
+(``CREATE DATABASE``: the migration's advisory lock is per database); on SQLite
+a new file, where ``BEGIN IMMEDIATE`` serialises them. Each test starts several
+processes, half ``farmctl db upgrade`` (``python -m farm.cli.main``), half
+opening a :class:`~farm.queue.Store` as farmd does. Each imports everything
+first, says it is ready, then waits for one barrier file, so the migrations
+start together.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from farm.queue.db import head_revision
+from farm.queue.models import Base
+
+PROCESSES = 6
+DEADLINE_S = 300.0
+
+#: Run in each process: import, say ready, wait for the barrier, then migrate.
+_CHILD = """
+import sys, time
+from pathlib import Path
+from farm.cli.main import main
+from farm.queue import Store
+import farm.queue.migrations.versions  # noqa: F401 - loaded before the barrier
+how, ready, go, url = sys.argv[1:5]
+Path(ready).touch()
+while not Path(go).exists():
+    time.sleep(0.002)
+if how == "store":
+    Store(url).close()
+else:
+    main(["db", "upgrade"])
+"""
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The URL of a new, empty database (PostgreSQL: made here and dropped afterwards)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'shared' / 'farm.db'}"
+        return
+    base = os.environ.get("TEST_POSTGRES_URL")
+    if not base:
+        pytest.skip("TEST_POSTGRES_URL is not set")
+    name = f"farm_race_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.exec_driver_sql(f"CREATE DATABASE {name}")
+    try:
+        yield sa.engine.make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.dispose()
+
+
+def _wait_for(predicate: object, what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+class TestMigrateRace:
+    """Concurrent first starts on an empty database."""
+
+    def test_concurrent_openers_migrate_once(self, empty_database: str, tmp_path: Path) -> None:
+        """All succeed; alembic_version holds the head once; every table of the models exists."""
+        go = tmp_path / "go"
+        env = {**os.environ, "FARM_DATABASE_URL": empty_database,
+               "FARM_DATA_DIR": str(tmp_path / "data"), "FARM_CONFIG": str(tmp_path / "none.toml")}
+        (tmp_path / "none.toml").write_text("")
+        children = []
+        for index in range(PROCESSES):
+            how = "store" if index % 2 else "cli"
+            argv = [sys.executable, "-c", _CHILD, how, str(tmp_path / f"ready-{index}"), str(go),
+                    empty_database]
+            children.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
+                                             stderr=subprocess.STDOUT))
+        try:
+            _wait_for(lambda: all((tmp_path / f"ready-{i}").exists() for i in range(PROCESSES)),
+                      "every process to be ready")
+            go.touch()
+            outputs = [child.communicate(timeout=DEADLINE_S)[0].decode() for child in children]
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    child.kill()
+                    child.wait()
+        failed = [(c.returncode, out) for c, out in zip(children, outputs, strict=True)
+                  if c.returncode != 0]
+        assert failed == []
+        upgraded = [out for out in outputs if "upgraded from none to" in out]
+        already = [out for out in outputs if "already at the newest revision" in out]
+        assert len(upgraded) <= 1 and len(upgraded) + len(already) == PROCESSES // 2
+        engine = sa.create_engine(empty_database)
+        try:
+            with engine.connect() as connection:
+                versions = connection.exec_driver_sql(
+                    "SELECT version_num FROM alembic_version").scalars().all()
+                tables = set(sa.inspect(connection).get_table_names())
+        finally:
+            engine.dispose()
+        assert versions == [head_revision()]
+        assert set(Base.metadata.tables) <= tables
