@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ from farm.api.server import ApiServer
 from farm.cli.remote import RemoteService
 from farm.clock import FakeClock
 from farm.config import Settings
+from farm.demo_model import write_small_cnn
 from farm.netaddr import free_port
 from farm.queue import DeviceState, Store
 
@@ -77,6 +79,18 @@ class TestRemoteFarmctl:
                           token=token)
         assert (samples.returncode, json.loads(samples.stdout)) == (0, [])
         assert not (tmp_path / "client" / "data" / "farm.db").exists()  # no local database
+
+    def test_enqueue_uploads_the_model(self, server: tuple[str, Store], tmp_path: Path) -> None:
+        """enqueue model --model FILE uploads the file: the job names its blob, not a path."""
+        url, store = server
+        model = write_small_cnn(tmp_path / "cnn.onnx")
+        queued = farmctl(tmp_path, "enqueue", "model", "--model", str(model), "--json", url=url,
+                         token=store.create_token("carol", T0))
+        assert queued.returncode == 0, queued.stderr
+        params = json.loads(queued.stdout)["spec"]["params"]
+        assert params["sha256"] == hashlib.sha256(model.read_bytes()).hexdigest()
+        assert params["name"] == "cnn.onnx" and params.get("path") is None
+        assert store.blob_exists(params["sha256"])
 
     def test_spec_error_names_the_flag(self, server: tuple[str, Store], tmp_path: Path) -> None:
         """A bad value is refused in the words of the flag, as locally, with exit code 2."""
