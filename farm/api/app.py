@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 from farm.api.auth import CallerDep
 from farm.api.context import ApiContext
 from farm.api.errors import error_body, status_of
-from farm.api.routes import blobs, devices, jobs, reservations, results
+from farm.api.routes import blobs, devices, hosts, jobs, reservations, results
 from farm.errors import FarmError
 
 __all__ = ["PUBLIC_PATHS", "create_app"]
@@ -68,6 +68,6 @@ def create_app(ctx: ApiContext) -> FastAPI:
         """The token's owner and rights."""
         return {"owner": who.owner, "operator": who.operator}
 
-    for module in (blobs, devices, jobs, reservations, results):
+    for module in (blobs, devices, hosts, jobs, reservations, results):
         app.include_router(module.router)
     return app

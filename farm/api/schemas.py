@@ -16,15 +16,16 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from farm.jobs.tune_progress import TuneCounters
+from farm.queue.hosts import HostRecord
 from farm.queue.models import DeviceHealth, DeviceState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
 from farm.queue.reservations import ReservationView
 from farm.results.rows import SampleRow
 from farm.results.spreads import PhoneSpread
 
-__all__ = ["DeviceDetailOut", "DeviceOut", "ErrorOut", "JobDetailOut", "JobOut", "ReserveIn",
-           "ResultsOut", "SubmitIn", "SubmittedOut", "TuningOut", "device_out", "job_out",
-           "record_of", "tuning_out"]
+__all__ = ["DeviceDetailOut", "DeviceOut", "ErrorOut", "HostOut", "JobDetailOut", "JobOut",
+           "ReserveIn", "ResultsOut", "SubmitIn", "SubmittedOut", "TuningOut", "device_out",
+           "job_out", "record_of", "tuning_out"]
 
 
 class ErrorOut(BaseModel):
@@ -169,3 +170,10 @@ class ReserveIn(BaseModel):
     gpu: str | None = None
     sdk_min: int | None = Field(default=None, ge=1, le=1000)
     for_s: float = Field(gt=0)
+
+
+class HostOut(BaseModel):
+    """A farmd host sharing the database, and whether it beat within ``hosts.dead_after_s``."""
+
+    host: HostRecord
+    alive: bool

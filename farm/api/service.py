@@ -30,6 +30,7 @@ from farm.errors import SpecError, UserFault
 from farm.jobs.model_store import StoredModel, put_model, store_spec_models
 from farm.jobs.tune_progress import TuneCounters, read_counters
 from farm.kinds import KINDS
+from farm.queue.hosts import HostRecord
 from farm.queue.models import AttemptState, DeviceState, JobState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
 from farm.queue.reservations import ReservationView
@@ -66,6 +67,9 @@ class Queue(Protocol):
 
     def dead_hosts(self) -> frozenset[str]:
         """:meth:`FarmService.dead_hosts`."""
+
+    def hosts(self) -> list[HostRecord]:
+        """:meth:`FarmService.hosts`."""
 
     def set_drained(self, serial: str, drained: bool, reason: str) -> bool:
         """:meth:`FarmService.set_drained`."""
@@ -176,6 +180,10 @@ class FarmService(ReservationMethods):
         Their phones show as ``unreachable`` and take no new work (:mod:`farm.queue.hosts`).
         """
         return self.store.dead_host_ids(self.clock.now(), self.settings.hosts.dead_after_s)
+
+    def hosts(self) -> list[HostRecord]:
+        """The farmd hosts sharing the database, by id."""
+        return self.store.list_hosts()
 
     def running_jobs(self) -> dict[int, int]:
         """Attempt id -> job id of every running attempt (what each busy phone runs)."""

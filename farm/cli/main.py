@@ -53,7 +53,7 @@ class FarmGroup(click.Group):
 @click.option("--server", envvar=ENV_SERVER, metavar="URL",
               help="Use a farmd's HTTP API from any machine instead of the local database "
                    "(devices, jobs, job, enqueue, cancel, results, wait, drain, undrain, "
-                   "release, reserve, unreserve, reservations). Default: $FARM_SERVER.")
+                   "release, reserve, unreserve, reservations, hosts). Default: $FARM_SERVER.")
 @click.option("--token", envvar=ENV_TOKEN, show_default=False,
               help="The API token for --server (farmctl token create). Default: $FARM_TOKEN.")
 @click.pass_context

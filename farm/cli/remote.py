@@ -11,7 +11,7 @@ a missing or wrong token an :class:`~farm.api.errors.Unauthorized` (exit 2).
 A job's wait reason, attempts, result and tuning progress come with the job
 (``GET /api/v1/jobs/{id}``): the client keeps the newest answer per job, so
 ``waiting``, ``attempts``, ``results`` and ``tuning`` after ``job`` or
-``jobs`` cost no further request; likewise ``dead_hosts`` after ``devices``.
+``jobs`` cost no further request; likewise ``dead_hosts`` after ``hosts``.
 """
 
 from __future__ import annotations
@@ -24,11 +24,12 @@ import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from farm.api.errors import Unauthorized, error_of
-from farm.api.schemas import DeviceOut, JobDetailOut, JobOut, SubmittedOut, record_of
+from farm.api.schemas import DeviceOut, HostOut, JobDetailOut, JobOut, SubmittedOut, record_of
 from farm.api.service import Submitted
 from farm.errors import InfraFault, SpecError, UserFault
 from farm.jobs.model_store import spec_with_blob
 from farm.jobs.tune_progress import TuneCounters
+from farm.queue.hosts import HostRecord
 from farm.queue.models import JobState
 from farm.queue.records import AttemptView, DeviceRecord, JobView, ResultView
 from farm.queue.reservations import ReservationView
@@ -110,15 +111,20 @@ class RemoteService:
     # --- devices --------------------------------------------------------------------------
 
     def devices(self) -> list[DeviceRecord]:
-        """Every phone (``GET /api/v1/devices``); notes the dead hosts for :meth:`dead_hosts`."""
+        """Every phone (``GET /api/v1/devices``)."""
         outs: list[DeviceOut] = self._read(list[DeviceOut], self._call("GET", "/devices"))
-        self._dead = frozenset(o.host for o in outs if o.unreachable and o.host is not None)
         return [record_of(o) for o in outs]
 
+    def hosts(self) -> list[HostRecord]:
+        """The farmd hosts (``GET /api/v1/hosts``); notes the dead ones for :meth:`dead_hosts`."""
+        outs: list[HostOut] = self._read(list[HostOut], self._call("GET", "/hosts"))
+        self._dead = frozenset(o.host.host_id for o in outs if not o.alive)
+        return [o.host for o in outs]
+
     def dead_hosts(self) -> frozenset[str]:
-        """The hosts whose phones the server showed as unreachable (fetches the phones once)."""
+        """The hosts the server judged dead (as of the newest :meth:`hosts`)."""
         if self._dead is None:
-            self.devices()
+            self.hosts()
         return self._dead or frozenset()
 
     def device(self, serial: str) -> DeviceRecord:
