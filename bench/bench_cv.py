@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         with rpc_app(root, key="bench-cv", quiet=args.quiet) as app:
             tracker = TrackerParams(app.tracker_host, app.tracker_port, app.key,
                                     session_timeout_s=900, serial="virtual")
-            target = target_for(DeviceFacts(abi="x86_64", host_runtime=True, num_cores=os.cpu_count() or 1))
+            facts = DeviceFacts(abi="x86_64", host_runtime=True, num_cores=os.cpu_count() or 1)
+            target = target_for(facts)
             gemm = load_gemm(params, target, tracker, CompileCache(root / "cache"))
             gemm.time()  # warm-up: first-run effects are not the phone's spread
             repeated = gemm.time(TimingParams(args.number, args.samples, 0))

@@ -76,7 +76,7 @@ def run(phones: int, jobs: int, measure: int, data_dir: Path) -> None:
     now = clock.now()
     serials = [f"bench-{i:02d}" for i in range(phones)]
     for serial in serials:
-        store.upsert_device(serial, now, {"abi": "x86_64"})
+        store.upsert_device(serial, now, {"abi": "x86_64", "host_runtime": True})
         store.move_device(serial, DeviceState.READY, "bench", now,
                           expect_state=DeviceState.DISCOVERED)
     for _ in range(jobs):

@@ -101,7 +101,7 @@ def start_farm(mode: str, phones: int, backlog: int, work_s: float, data_dir: Pa
     now = clock.now()
     for i in range(phones):
         serial = f"bench-{i:02d}"
-        store.upsert_device(serial, now, {"abi": "x86_64"})
+        store.upsert_device(serial, now, {"abi": "x86_64", "host_runtime": True})
         store.move_device(serial, DeviceState.READY, "bench", now,
                           expect_state=DeviceState.DISCOVERED)
     for _ in range(backlog):

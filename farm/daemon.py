@@ -45,6 +45,7 @@ from farm.aio import LoopThread
 from farm.cli.params import CONTEXT_SETTINGS
 from farm.clock import Clock, SystemClock
 from farm.config import Settings, load_config
+from farm.controllers import ANDROID, ControllerContext, controllers_for
 from farm.errors import FarmError
 from farm.fleet.manager import FleetManager, FleetOptions
 from farm.metrics import FarmMetrics, start_metrics_server
@@ -129,8 +130,11 @@ class Farmd:
         self._start_tracker()
         self.loop = LoopThread()
         self._stops.append(self.loop.close)
+        # Phones get the manager's own Android controller; every other registered kind one here.
+        others = controllers_for(ControllerContext(s, {"adb": self.adb, "loop": self.loop}),
+                                 skip=(ANDROID,))
         self.manager = FleetManager(self._fleet_options(), self.adb, self.store, self.clock,
-                                    self.loop)
+                                    self.loop, controllers=others)
         self.manager.metrics = self.metrics
         if s.jobs.wake_on_events:
             self.manager.on_ready = self.wake_dispatcher

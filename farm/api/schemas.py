@@ -79,8 +79,7 @@ def device_out(record: DeviceRecord, job_id: int | None = None,
     data = asdict(record)
     data["facts"] = dict(record.facts)
     return DeviceOut(**data, job_id=job_id, reservation=reservation,
-                     unreachable=record.host is not None and record.host in dead_hosts,
-                     kind=getattr(record, "kind", None) or "android")
+                     unreachable=record.host is not None and record.host in dead_hosts)
 
 
 def record_of(out: DeviceOut) -> DeviceRecord:

@@ -329,9 +329,9 @@ class FarmService(ReservationMethods):
         if each:
             # Every live host's phones; a dead host's run nothing until it is back.
             dead = self.dead_hosts()
-            return self._submit_each(spec, [DeviceView(d.serial, d.state, d.drained, d.facts)
-                                            for d in known if d.host is None or d.host not in dead])
-        views = [DeviceView(d.serial, d.state, d.drained, d.facts) for d in known]
+            return self._submit_each(spec, [_view(d) for d in known
+                                            if d.host is None or d.host not in dead])
+        views = [_view(d) for d in known]
         if not wait_for_device:
             reason = refusal(spec, views)
             if reason is not None:
@@ -390,6 +390,12 @@ class FarmService(ReservationMethods):
         if not self.store.cancel(job_id, self.clock.now()):
             raise Conflict(f"job {job_id} has already ended ({self.job(job_id).state.value})")
         return self.job(job_id)
+
+
+def _view(device: DeviceRecord) -> DeviceView:
+    """A stored device as the scheduler sees it (selection and needs are matched on this)."""
+    return DeviceView(device.serial, device.state, device.drained, device.facts,
+                      kind=device.kind)
 
 
 def _no_server_paths(raw: Mapping[str, Any], fields: Sequence[str]) -> None:

@@ -27,6 +27,7 @@ import click
 from farm.api.service import Submitted
 from farm.cli.output import echo_json
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
+from farm.controllers import kinds as controller_kinds
 from farm.errors import SpecError
 from farm.kinds import KINDS, Kind
 from farm.kinds.base import ClickDecorator, default_of
@@ -47,6 +48,7 @@ COMMON_FLAGS = {
     "devices.soc": "--soc",
     "devices.sdk_min": "--sdk-min",
     "devices.gpu": "--gpu",
+    "devices.kind": "--kind",
     "devices.count": "--count",
     "priority": "--priority",
     "attempts": "--attempts",
@@ -54,7 +56,7 @@ COMMON_FLAGS = {
     "not_before": "--not-before",
     "repetitions": "--repeat",
 }
-_DEVICE_FIELDS = ("serials", "abi", "soc", "sdk_min", "gpu", "count")
+_DEVICE_FIELDS = ("serials", "abi", "soc", "sdk_min", "gpu", "kind", "count")
 
 _COMMON_OPTIONS: list[ClickDecorator] = [
     click.option("--serial", "serials", multiple=True, help="Run on this phone (repeatable)."),
@@ -62,6 +64,8 @@ _COMMON_OPTIONS: list[ClickDecorator] = [
     click.option("--soc", help="Phones with this SoC, e.g. SM8150."),
     click.option("--sdk-min", type=int, help="Phones with at least this SDK level."),
     click.option("--gpu", help="Phones whose GPU name contains this, e.g. adreno."),
+    click.option("--kind", "kind", type=click.Choice(controller_kinds()),
+                 help="Devices of this kind only. [default: any kind]"),
     click.option("--count", type=int, help=f"Phones the job holds at once (1..{MAX_PHONES}). "
                                            f"{default_of(DeviceSelection, 'count')}"),
     click.option("--priority", type=int,

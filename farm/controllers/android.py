@@ -19,8 +19,8 @@ objects.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from farm.aio import LoopThread
     from farm.fleet.options import FleetOptions
 
-__all__ = ["KIND", "AndroidController"]
+__all__ = ["KIND", "AndroidController", "NdkFcompile"]
 
 log = structlog.get_logger(__name__)
 
@@ -58,6 +58,25 @@ STAYON_TIMEOUT_S = 15.0
 DEVICES_TIMEOUT_S = 10.0
 
 
+@dataclass(frozen=True)
+class NdkFcompile:
+    """A picklable ``fcompile`` that links with the target's linker, resolved on each call.
+
+    Raises (when called):
+        ToolMissing: the target needs the NDK and none is configured.
+    """
+
+    target: dict[str, Any]
+    output_format = "so"
+
+    def __call__(self, output: str, objects: Sequence[str],
+                 options: Sequence[str] | None = None) -> None:
+        """Link ``objects`` into ``output`` (``Module.export_library``'s ``fcompile`` call)."""
+        from farm.jobs.ndk import linker_for
+
+        linker_for(self.target)(output, objects, options)
+
+
 class AndroidController:
     """Phones over adb running the TVM RPC app; see the module docstring.
 
@@ -66,6 +85,7 @@ class AndroidController:
         adb: the adb client; None when only :meth:`compile_target` is used.
         loop: the event loop thread the usb-only tunnels run on; None on lan networks.
         runtime: serial -> its in-memory state; a private table by default.
+        make_adb: makes the adb client on first use when ``adb`` is None.
     """
 
     kind = KIND
@@ -77,9 +97,11 @@ class AndroidController:
         loop: LoopThread | None = None,
         *,
         runtime: Callable[[str], PhoneRuntime] | None = None,
+        make_adb: Callable[[], Adb] | None = None,
     ) -> None:
         self.options = options
         self._adb = adb
+        self._make_adb = make_adb
         self._loop = loop
         self._lock = threading.Lock()
         self._phones: dict[str, PhoneRuntime] = {}
@@ -90,7 +112,8 @@ class AndroidController:
         """Build from farm's settings; ``services`` may hold ``adb`` and ``loop``.
 
         Without an ``adb`` service it makes its own client of the configured adb
-        server (the attempt child's thermal gate does).
+        server on first use (the attempt child's thermal gate does; a compile
+        target needs none).
 
         Raises:
             ConfigError: no settings were given.
@@ -99,14 +122,15 @@ class AndroidController:
 
         if context.settings is None:
             raise ConfigError("device kind", "the android controller needs farm's settings")
-        adb = context.services.get("adb")
-        if adb is None:
+        adb_settings = context.settings.adb
+
+        def make_adb() -> Adb:
             from farm.adb import Adb, AdbServer
 
-            adb_settings = context.settings.adb
-            adb = Adb(AdbServer(port=adb_settings.port, binary=adb_settings.binary))
-        return cls(FleetOptions.from_settings(context.settings), adb,
-                   context.services.get("loop"))
+            return Adb(AdbServer(port=adb_settings.port, binary=adb_settings.binary))
+
+        return cls(FleetOptions.from_settings(context.settings), context.services.get("adb"),
+                   context.services.get("loop"), make_adb=make_adb)
 
     def _own_runtime(self, serial: str) -> PhoneRuntime:
         with self._lock:
@@ -123,6 +147,9 @@ class AndroidController:
         Raises:
             ConfigError: the controller was built without one.
         """
+        with self._lock:
+            if self._adb is None and self._make_adb is not None:
+                self._adb = self._make_adb()
         if self._adb is None:
             raise ConfigError("adb", "this android controller has no adb client")
         return self._adb
@@ -270,15 +297,19 @@ class AndroidController:
         self.start_server(serial)
 
     def compile_target(self, facts: Mapping[str, Any], device: str = "cpu") -> TargetSpec:
-        """The Android target of the phone's ABI and the NDK linker (host compiler for hosts).
+        """The Android target of the phone's ABI and its linker.
+
+        The linker (NDK clang, or the host compiler for a phone running host
+        code) is resolved when it first links (:class:`NdkFcompile`): the jobs
+        resolve it themselves before compiling to fail fast
+        (:func:`farm.jobs.ndk.linker_for`), and asking for a target must not
+        need the NDK.
 
         Raises:
             SpecError: unknown ABI or device, or the phone lacks the GPU API.
             PhoneFault: the facts have no ABI.
-            ToolMissing: the target needs the NDK and none is configured.
         """
         from farm.jobs import params as jp
-        from farm.jobs.ndk import linker_for
         from farm.jobs.targets import device_facts, host_of, target_for
 
         try:
@@ -287,7 +318,7 @@ class AndroidController:
             raise SpecError("params.device", f"a phone has no {device!r} device") from exc
         serial = str(facts.get("serial") or "phone")
         target = target_for(device_facts(serial, facts), kind)
-        return TargetSpec(target, host_of(target), linker_for(target))
+        return TargetSpec(target, host_of(target), NdkFcompile(target))
 
     def gating_reading(self, serial: str, at: datetime) -> ThermalReading:
         """The full health sweep (one adb round trip); the gate reads its thermal fields.

@@ -16,7 +16,24 @@ The final API (stable; boards and GPU hosts implement it)::
 
     register(kind_name, factory)     # factory(ControllerContext) -> DeviceController
     controller_for(kind, context)    # a new controller of that kind
+    controllers_for(context, skip)   # one of every registered kind but those skipped
     kinds()                          # the registered kind names, in registration order
+
+farmd builds one controller of every registered kind (``controllers_for``)
+and hands them to its fleet manager; a factory whose config section lists no
+device returns a controller that discovers none, never raises.
+
+Where controllers are made, and what a factory may count on:
+
+- farmd: ``ControllerContext(settings, {"adb": Adb, "loop": LoopThread})``,
+  one per kind for its whole run (the fleet manager's).
+- the attempt child (:mod:`farm.runner.child`): ``ControllerContext(settings)``
+  with no services, for :meth:`~DeviceController.gating_reading` (once per
+  attempt and kind, :class:`farm.runner.gating.ControllerGate`) and
+  :meth:`~DeviceController.compile_target` (a fresh controller per call,
+  :func:`farm.runner.execute.phone_target`).
+
+So a factory must be cheap and open no connection: connect on first use.
 
 A kind is one module (``farm/controllers/android.py``, ``board.py``, ``gpu.py``)
 that implements :class:`DeviceController` and registers itself; the fleet
@@ -60,6 +77,7 @@ __all__ = [
     "TargetSpec",
     "ThermalReading",
     "controller_for",
+    "controllers_for",
     "kinds",
     "register",
     "unregister",
@@ -289,3 +307,13 @@ def controller_for(kind: str, context: ControllerContext | None = None) -> Devic
         raise ConfigError("device kind", f"unknown device kind {kind!r}; this farm knows "
                                          f"{', '.join(_REGISTRY) or 'none'}")
     return _REGISTRY[kind](context or ControllerContext())
+
+
+def controllers_for(context: ControllerContext,
+                    skip: tuple[str, ...] = ()) -> dict[str, DeviceController]:
+    """One controller of every registered kind not in ``skip``, by kind name.
+
+    Raises:
+        ConfigError: a kind's factory refused the settings.
+    """
+    return {kind: factory(context) for kind, factory in _REGISTRY.items() if kind not in skip}

@@ -35,6 +35,7 @@ import structlog
 from farm.adb import ShellStream
 from farm.backoff import backoff_s
 from farm.clock import wait_until
+from farm.controllers import ANDROID
 from farm.device.eventlog import DEATH_TAGS, AppDeath, parse_app_death
 from farm.errors import FarmError, PhoneFault
 from farm.fleet.lifecycle import WATCHED, Move
@@ -98,8 +99,13 @@ class AppWatch:
         self._watches: dict[str, _Watch] = {}
 
     def ensure(self, serial: str) -> None:
-        """Start ``serial``'s watcher unless it runs, watching is off or farmd closes."""
+        """Start ``serial``'s watcher unless it runs, watching is off or farmd closes.
+
+        Only phones are watched: only the RPC app's deaths show in logcat.
+        """
         if not self.m.options.watch_app_events or self.m.closing:
+            return
+        if self.m.runtime(serial).kind != ANDROID:
             return
         with self._lock:
             if serial in self._watches:

@@ -1,10 +1,16 @@
-"""The fleet manager: acts on adb events and health sweeps, one phone at a time.
+"""The fleet manager: acts on device events and health sweeps, one device at a time.
 
 Decisions are pure and live elsewhere: lifecycle moves and health in
 :mod:`farm.fleet.lifecycle`, conditions in :mod:`farm.health.verdict`, recovery
-in :mod:`farm.supervise.ladder`, the install policy in
-:mod:`farm.provision.policy`. This module gathers observations, asks those
-functions, and applies the answers through adb and the store.
+in :mod:`farm.supervise.ladder`. This module gathers observations, asks those
+functions, and applies the answers through each device's controller
+(:mod:`farm.controllers`: phones over adb, boards, GPU hosts) and the store.
+It imports no adb: phones are :class:`~farm.controllers.android.AndroidController`'s,
+and any other registered kind passed in ``controllers`` is handled alike.
+
+Phones are discovered by farmd's adb device tracker (:meth:`FleetManager.on_adb_state`);
+devices of other kinds are discovered by each sweep asking their controller
+(:meth:`FleetManager.discover`).
 
 Every state write is a compare-and-set on the state and attempt just read
 (:meth:`FleetManager.settle`): a claim, a release or another writer that moved
@@ -18,14 +24,15 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from farm.adb import Adb
-from farm.aio import LoopThread
 from farm.clock import Clock
-from farm.errors import ConfigError, FarmError, PhoneFault, UserFault
+from farm.controllers import ANDROID, DeviceController
+from farm.controllers.android import AndroidController
+from farm.errors import FarmError, PhoneFault, UserFault
 from farm.fleet import lifecycle
 from farm.fleet.app_watch import AppWatch
 from farm.fleet.held import HeldWatch
@@ -37,21 +44,19 @@ from farm.fleet.phone import PhoneRuntime
 from farm.fleet.probing import Prober
 from farm.fleet.recovery import RECOVERABLE, Recoverer
 from farm.fleet.workers import SweepPool, TaskThreads
-from farm.health.probes import read_health
 from farm.health.sample import HealthSample
 from farm.health.verdict import app_down, app_failure_reasons, cool_enough, verdict
 from farm.metrics import FarmMetrics
-from farm.provision.apk import ensure_installed, installed_version
-from farm.provision.app_target import app_target_for, detect_method
-from farm.provision.facts import facts_record, read_facts
-from farm.provision.launch import PACKAGE, launch_app
-from farm.provision.tunnels import close_usb_tunnel, open_usb_tunnel
 from farm.queue.models import DeviceHealth, DeviceState
 from farm.queue.records import DeviceRecord
 from farm.queue.store import Store
 from farm.supervise.ladder import Event, Failure, incident_open
 from farm.tvm.probe import read_gpu_limits
 from farm.tvm.tracker import TrackerSummary, summary
+
+if TYPE_CHECKING:
+    from farm.adb import Adb
+    from farm.aio import LoopThread
 
 __all__ = ["FleetManager", "FleetOptions"]
 
@@ -73,20 +78,33 @@ Decide = Callable[[DeviceRecord], Move | None]
 
 
 class FleetManager:
-    """Keeps every phone provisioned, watched and healed.
+    """Keeps every device provisioned, watched and healed.
 
     Thread-safe: ``on_adb_state`` is called from the device tracker's thread,
     ``sweep`` from the scheduler's.
+
+    Args:
+        options: the fleet's options.
+        adb: the adb client the phones' controller uses.
+        store: the queue's store.
+        clock: the clock.
+        loop: the event loop thread of the phones' usb-only tunnels.
+        controllers: controllers of further device kinds by kind name (boards,
+            GPU hosts); phones always get an :class:`AndroidController`.
     """
 
     def __init__(
         self, options: FleetOptions, adb: Adb, store: Store, clock: Clock, loop: LoopThread,
+        *, controllers: Mapping[str, DeviceController] | None = None,
     ) -> None:
         self.options = options
         self.adb = adb
         self.store = store
         self.clock = clock
         self.loop = loop
+        self.android = AndroidController(options, adb, loop, runtime=self.runtime)
+        self.controllers: dict[str, DeviceController] = {ANDROID: self.android,
+                                                         **(controllers or {})}
         self._tasks = TaskThreads("farm-fleet")
         self._sweep_pool = SweepPool("farm-sweep")
         self._lock = threading.Lock()
@@ -105,14 +123,42 @@ class FleetManager:
 
     # -- bookkeeping ---------------------------------------------------------------
 
-    def runtime(self, serial: str) -> PhoneRuntime:
-        """The phone's in-memory state, created on first use."""
+    def runtime(self, serial: str, kind: str | None = None) -> PhoneRuntime:
+        """The device's in-memory state, created on first use.
+
+        Args:
+            serial: the device.
+            kind: its kind when the caller knows it (discovery); else the
+                store's ``devices.kind``, ``android`` for a device not stored yet.
+        """
         with self._lock:
             phone = self.phones.get(serial)
-            if phone is None:
-                phone = PhoneRuntime(serial, phone_key(self.options.key_prefix, serial))
-                self.phones[serial] = phone
-            return phone
+            if phone is not None:
+                return phone
+        if kind is None:
+            record = self.store.get_device(serial)
+            kind = record.kind if record is not None else ANDROID
+        controller = self.controllers.get(kind)
+        # A kind this farmd does not run keeps the default key shape; it is never swept.
+        key = (controller.tracker_key(serial) if controller is not None
+               else phone_key(self.options.key_prefix, serial))
+        with self._lock:
+            return self.phones.setdefault(serial, PhoneRuntime(serial, key, kind=kind))
+
+    def _controller_of(self, kind: str, serial: str) -> DeviceController:
+        controller = self.controllers.get(kind)
+        if controller is None:
+            raise PhoneFault(serial, f"no controller for device kind {kind!r}; this farmd "
+                                     f"runs {', '.join(self.controllers)}")
+        return controller
+
+    def controller(self, serial: str) -> DeviceController:
+        """The controller of the device's kind.
+
+        Raises:
+            PhoneFault: this farmd has no controller for the device's kind.
+        """
+        return self._controller_of(self.runtime(serial).kind, serial)
 
     def _own_devices(self) -> list[DeviceRecord]:
         """The phones this host runs (its own and those no host owns yet)."""
@@ -202,25 +248,60 @@ class FleetManager:
     # -- events -------------------------------------------------------------------------
 
     def on_adb_state(self, serial: str, adb_state: str) -> None:
-        """A settled adb state change from :class:`farm.adb.DeviceTracker`.
+        """A settled adb state change from :class:`farm.adb.DeviceTracker`."""
+        self.on_device_state(serial, adb_state, ANDROID)
 
-        The phone becomes this host's (a new one starts discovered) unless a
+    def on_device_state(self, serial: str, state_seen: str, kind: str) -> None:
+        """A device's transport state changed (``device``, ``offline``, ``absent``...).
+
+        The device becomes this host's (a new one starts discovered) unless a
         live host runs it: then this host leaves it alone (:mod:`farm.queue.hosts`).
+
+        Args:
+            serial: the device.
+            state_seen: its transport state in adb's words
+                (:class:`~farm.controllers.base.Discovered`).
+            kind: its device kind, stored with it.
         """
         o = self.options
         if self.store.adopt_device(serial, o.host_id, self.clock.now(),
                                    dead_after_s=o.dead_after_s) is None:
-            log.info("phone_owned_elsewhere", serial=serial, adb_state=adb_state)
+            log.info("device_owned_elsewhere", serial=serial, state_seen=state_seen)
             return
-        record, move = self.settle(serial, lambda r: lifecycle.on_adb_state(r.state, adb_state))
+        self.runtime(serial, kind)
+        self.store.upsert_device(serial, self.clock.now(), kind=kind)
+        record, move = self.settle(serial, lambda r: lifecycle.on_adb_state(r.state, state_seen))
         if record is None:
             return
         state = move.to_state if move is not None else record.state
         if state is DeviceState.OFFLINE:
             self.app_watch.stop(serial)
             self._drop_tunnel(serial)
-        elif state is DeviceState.DISCOVERED and adb_state == lifecycle.ADB_DEVICE:
+        elif state is DeviceState.DISCOVERED and state_seen == lifecycle.ADB_DEVICE:
             self.submit(serial, self.provision)
+
+    def discover(self) -> None:
+        """Ask every controller but the phones' (adb's tracker reports those) what it sees.
+
+        A device whose transport state changed since the last look is handled
+        like an adb event; one no longer listed is ``absent``. A controller
+        whose discovery fails is logged and asked again next sweep.
+        """
+        for kind, controller in self.controllers.items():
+            if kind == ANDROID:
+                continue
+            try:
+                seen = {d.serial: d.state for d in controller.discover()}
+            except FarmError as exc:
+                log.warning("discovery_failed", kind=kind, reason=str(exc))
+                continue
+            known = [d.serial for d in self.store.list_devices() if d.kind == kind]
+            for serial in [*seen, *(s for s in known if s not in seen)]:
+                state_seen = seen.get(serial, "absent")
+                phone = self.runtime(serial, kind)
+                if phone.transport_state != state_seen:
+                    phone.transport_state = state_seen
+                    self.on_device_state(serial, state_seen, kind)
 
     def forget_connections(self, reason: str) -> None:
         """Mark every phone of this host offline, keeping quarantine.
@@ -238,10 +319,8 @@ class FleetManager:
             self.settle(device.serial, decide)
 
     def _drop_tunnel(self, serial: str) -> None:
-        phone = self.runtime(serial)
-        tunnel, phone.tunnel = phone.tunnel, None
-        if tunnel is not None:
-            close_usb_tunnel(self.adb, self.loop, tunnel)
+        if self.runtime(serial).kind == ANDROID:
+            self.android.close_tunnel(serial)
 
     # -- provisioning -------------------------------------------------------------------
 
@@ -253,22 +332,16 @@ class FleetManager:
         if started is None:
             return  # no longer discovered: someone else moved it since
         try:
-            facts = read_facts(self.adb, serial)
-            self.store.upsert_device(serial, self.clock.now(), facts=facts_record(facts))
-            if self.options.apk is not None:
-                ensure_installed(self.adb, serial, self.options.apk, self.options.clash)
-            elif installed_version(self.adb, serial, PACKAGE) is None:
-                raise ConfigError("apk.path", f"{PACKAGE} is not installed on {serial} and no "
-                                  "APK is configured: set apk.path to the signed TVM RPC APK")
-            # Asked of the phone once the app is in place: a preinstalled release
-            # build refuses run-as, and only the phone knows whether su works.
-            phone.method = detect_method(self.adb, serial)
+            controller = self.controller(serial)
+            facts = controller.facts(serial)
+            self.store.upsert_device(serial, self.clock.now(), facts=facts)
+            prepare = getattr(controller, "prepare", None)  # optional: one-time setup
+            if prepare is not None:
+                prepare(serial)
             phone.blocked = None
-            # Keep the screen on while plugged in (AOSP `svc power stayon`).
-            self.adb.shell(serial, ["svc", "power", "stayon", "true"], timeout_s=15)
             self.launch(serial)
-            if facts.opencl or facts.vulkan:
-                self._record_gpu_limits(serial, facts_record(facts))
+            if facts.get("has_opencl") or facts.get("has_vulkan"):
+                self._record_gpu_limits(serial, facts)
         except UserFault as exc:
             phone.blocked = str(exc)
             log.error("provisioning_blocked", serial=serial, reason=str(exc))
@@ -281,7 +354,7 @@ class FleetManager:
             return
         self._provisioned(serial, DeviceState.READY, "app registered at the tracker")
 
-    def _record_gpu_limits(self, serial: str, record: dict[str, object]) -> None:
+    def _record_gpu_limits(self, serial: str, record: Mapping[str, Any]) -> None:
         """Keep the phone's OpenCL/Vulkan limits with its facts (``facts["gpu_limits"]``).
 
         Read through a real RPC session once the app serves
@@ -309,22 +382,12 @@ class FleetManager:
             self.app_watch.ensure(serial)
 
     def launch(self, serial: str) -> None:
-        """(Re)open tunnels, launch the app toward the tracker, wait for registration.
+        """(Re)start the device's RPC server toward the tracker and wait for its registration.
 
         Raises:
-            PhoneFault: a step failed, or the app did not register in time.
+            PhoneFault: a step failed, or the server did not register in time.
         """
-        phone = self.runtime(serial)
-        if self.options.network == "usb-only":
-            self._drop_tunnel(serial)
-            phone.tunnel = open_usb_tunnel(self.adb, self.loop, serial, self.options.tracker,
-                                           self.options.device_tracker_port)
-        o = self.options
-        target = app_target_for(o.network, o.tracker, phone.key, phone_host=o.phone_host,
-                                device_tracker_port=o.device_tracker_port)
-        if phone.method is None:  # relaunched before provisioning learnt it
-            phone.method = detect_method(self.adb, serial)
-        launch_app(self.adb, serial, target, phone.method)
+        self.controller(serial).start_server(serial)
         self.wait_registered(serial)
 
     def registered_keys(self, max_age_s: float = 0.0) -> set[str] | None:
@@ -385,7 +448,9 @@ class FleetManager:
         started: a replug, a reboot rung) are (re)provisioned on their own
         threads; the sweep does not wait for them.
         """
-        devices = self._own_devices()
+        self.discover()
+        # Devices of a kind this farmd has no controller for are another farmd's.
+        devices = [d for d in self._own_devices() if d.kind in self.controllers]
         for device in devices:
             if device.state is DeviceState.DISCOVERED:
                 self.submit(device.serial, self.provision)
@@ -421,16 +486,11 @@ class FleetManager:
         phone = self.runtime(serial)
         now = self.clock.now()
         registered = None if keys is None or held else phone.key in keys
-        seen_before = phone.crashes_seen
         try:
-            sample, count = read_health(
-                self.adb, serial, now, crashes_seen=seen_before, registered=registered)
+            sample = self.controller(serial).read_health(serial, now, registered=registered)
         except PhoneFault as exc:
             log.warning("health_probe_failed", serial=serial, reason=str(exc))
             return
-        with self._lock:  # keep the crashes the app watch handled during the read
-            noticed = (phone.crashes_seen or 0) - (seen_before or 0)
-            phone.crashes_seen = None if count is None else count + noticed
         self.store.upsert_device(serial, now)  # last seen: this sweep
         if self.metrics is not None:
             self.metrics.observe_health(sample)
@@ -472,15 +532,12 @@ class FleetManager:
         Without it the next sweep would find one more ``FATAL EXCEPTION`` in
         logcat than it counted and restart the app the watch already restarted.
         """
-        phone = self.runtime(serial)
-        with self._lock:
-            if phone.crashes_seen is not None:
-                phone.crashes_seen += 1
+        self.android.note_crash(serial)
 
     def relaunch_all(self, reason: str) -> None:
         """Relaunch the app on every ready, cooling or unhealthy phone (e.g. a new tracker)."""
         for device in self._own_devices():
-            if device.state in RECOVERABLE:
+            if device.state in RECOVERABLE and device.kind in self.controllers:
                 log.info("app_relaunch", serial=device.serial, reason=reason)
                 self.submit(device.serial, self._relaunch)
 
@@ -501,8 +558,11 @@ class FleetManager:
         left = self._tasks.join(CLOSE_DEADLINE_S)
         if left:
             log.warning("fleet_tasks_left_running", tasks=left, deadline_s=CLOSE_DEADLINE_S)
-        for serial in list(self.phones):
-            self._drop_tunnel(serial)
+        for serial, phone in list(self.phones.items()):
+            if phone.kind == ANDROID:
+                self._drop_tunnel(serial)  # the app keeps serving on the phone
+            elif phone.kind in self.controllers:  # a server farmd started ends with it
+                self.controllers[phone.kind].stop_server(serial)
 
 
 class _Closing(Exception):

@@ -1,4 +1,4 @@
-"""What farmd keeps in memory about one phone between sweeps.
+"""What farmd keeps in memory about one device between sweeps.
 
 Everything durable (state, health, facts, samples, events, the recovery
 history) is in the database; this is what a restart rebuilds anyway: the
@@ -20,7 +20,11 @@ class PhoneRuntime:
 
     Attributes:
         serial: the adb serial.
-        key: the tracker key its app registers under.
+        key: the tracker key its RPC server registers under (its controller's
+            :meth:`~farm.controllers.base.DeviceController.tracker_key`).
+        kind: its device kind (:mod:`farm.controllers`).
+        transport_state: the state its controller's last discovery reported
+            (kinds other than phones, whose adb tracker reports changes itself).
         method: how its app is configured (run-as, root, ui), once known.
         tunnel: its usb-only tunnels, while open.
         crashes_seen: ``FATAL EXCEPTION`` entries of the app already counted
@@ -33,6 +37,8 @@ class PhoneRuntime:
 
     serial: str
     key: str
+    kind: str = "android"
+    transport_state: str | None = None
     method: Method | None = None
     tunnel: UsbTunnel | None = None
     crashes_seen: int | None = None

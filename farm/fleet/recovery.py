@@ -1,9 +1,13 @@
-"""The recovery actuator: applies the ladder's next step to one phone.
+"""The recovery actuator: applies the ladder's next step to one device.
 
-:func:`farm.supervise.ladder.next_step` decides from the phone's history, read
-from the database (:mod:`farm.fleet.history`); this applies the step, checks the
-app registered again, and records the outcome (``Recovery(step, ok)``) so the
-next decision, by this farmd or the next one, climbs or resets.
+:func:`farm.supervise.ladder.next_step` decides from the device's history, read
+from the database (:mod:`farm.fleet.history`); this applies the rung of that
+name from the device's controller
+(:meth:`~farm.controllers.base.DeviceController.recovery_steps`), checks the
+server registered again, and records the outcome (``Recovery(step, ok)``) so the
+next decision, by this farmd or the next one, climbs or resets. A rung the
+device's kind does not have counts as a failed try, so the ladder climbs past
+it (a board has no reinstall).
 """
 
 from __future__ import annotations
@@ -14,9 +18,6 @@ import structlog
 
 from farm.errors import FarmError, PhoneFault
 from farm.fleet.lifecycle import Move
-from farm.provision.apk import ensure_installed
-from farm.provision.launch import PACKAGE, stop_app
-from farm.provision.policy import ClashPolicy
 from farm.queue.models import DeviceHealth, DeviceState
 from farm.supervise.ladder import Recovery, Step, Wait, next_step
 
@@ -59,14 +60,14 @@ class Recoverer:
         log.info("recovery_step", serial=serial, step=step.value)
         if self.m.metrics is not None:
             self.m.metrics.count_recovery(serial, step.value)
-        ok = False
+        ok = comes_back_alone = False
         try:
-            self._apply(serial, step)
+            comes_back_alone = self._apply(serial, step)
             ok = True
         except FarmError as exc:
             log.warning("recovery_step_failed", serial=serial, step=step.value, reason=str(exc))
         self.m.record(serial, Recovery(self.m.clock.now(), step, ok))
-        if ok and step is not Step.REBOOT:  # a rebooted phone comes back through discovery
+        if ok and not comes_back_alone:  # a rebooted device comes back through discovery
             reason = f"recovered by {step.value}"
             self.m.settle(serial, lambda r: Move(DeviceState.READY, reason)
                           if r.state is DeviceState.UNHEALTHY else None)
@@ -83,19 +84,19 @@ class Recoverer:
         # The move into quarantined is the history's record of it (farm.fleet.history).
         self.m.set_health(record, DeviceHealth.BAD, "quarantined: recovery gave up")
 
-    def _apply(self, serial: str, step: Step) -> None:
-        adb = self.m.adb
-        if step is Step.RESTART_APP:
-            self.m.launch(serial)
-        elif step is Step.FORCE_STOP_RELAUNCH:
-            stop_app(adb, serial)
-            self.m.launch(serial)
-        elif step is Step.REINSTALL:
-            if self.m.options.apk is None:
-                raise PhoneFault(serial, "no APK configured to reinstall")
-            adb.shell(serial, ["pm", "uninstall", "-k", PACKAGE], timeout_s=60)
-            ensure_installed(adb, serial, self.m.options.apk, ClashPolicy.FAIL)
-            self.m.launch(serial)
-        elif step is Step.REBOOT:
-            # The phone leaves adb; the tracker sees it come back and provisions it.
-            adb.reboot(serial, timeout_s=30)
+    def _apply(self, serial: str, step: Step) -> bool:
+        """Run the device's rung named ``step``; returns whether it comes back by itself.
+
+        Raises:
+            PhoneFault: the kind has no such rung, the rung failed, or the
+                server did not register again in time.
+        """
+        controller = self.m.controller(serial)
+        rung = next((r for r in controller.recovery_steps(serial) if r.name == step.value), None)
+        if rung is None:
+            raise PhoneFault(serial, f"a {controller.kind} device has no {step.value} step")
+        rung.run()
+        if not rung.comes_back_alone:
+            # A reboot leaves the transport; discovery sees it come back and provisions it.
+            self.m.wait_registered(serial)
+        return rung.comes_back_alone

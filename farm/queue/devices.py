@@ -53,7 +53,8 @@ class DeviceOps(TransactionOps):
     """Device operations; mixed into Store, which provides ``_tx()``."""
 
     def upsert_device(
-        self, serial: str, now: datetime, facts: Mapping[str, Any] | None = None
+        self, serial: str, now: datetime, facts: Mapping[str, Any] | None = None,
+        *, kind: str | None = None,
     ) -> DeviceRecord:
         """Note that a phone was seen (a new one starts ``discovered``), updating its facts.
 
@@ -62,10 +63,14 @@ class DeviceOps(TransactionOps):
             now: when it was seen.
             facts: replaces the stored facts if given; keys the scheduler matches:
                 ``abi``, ``abis``, ``soc``, ``sdk`` (int), ``gpu``.
+            kind: sets the device kind (:mod:`farm.controllers`) if given; a
+                new device is ``android`` otherwise.
         """
         with self._tx() as session:
             device = transitions.get_or_create(session, serial, now)
             device.last_seen = now
+            if kind is not None:
+                device.kind = kind
             if facts is not None:
                 device.facts = dict(facts)
             session.flush()

@@ -160,6 +160,7 @@ class DeviceRecord:
             ``"held outside farm by a session from 127.0.0.1:40112"``; None if none does.
         host: the farmd host that owns the device (its adb server sees it,
             :mod:`farm.queue.hosts`); None if no host claimed it yet.
+        kind: the device kind (:mod:`farm.controllers`): ``android``, ``board``, ``gpu``.
     """
 
     serial: str
@@ -177,6 +178,7 @@ class DeviceRecord:
     sampled_at: datetime | None = None
     held_outside: str | None = None
     host: str | None = None
+    kind: str = "android"
 
     @classmethod
     def of(cls, device: Device, sample: HealthSample | None = None) -> DeviceRecord:
@@ -197,6 +199,7 @@ class DeviceRecord:
             None if sample is None else sample.at,
             device.held_outside,
             device.host,
+            device.kind or "android",
         )
 
 

@@ -24,7 +24,8 @@ The rules, in order:
 4. A job needing ``k`` phones gets ``k`` matching phones at once or none. If it
    cannot start now but could once busy phones free up, the free phones it
    matches are held for it, so a stream of one-phone jobs cannot starve it.
-5. A phone fits a job if it matches the job's device selection and has what its
+5. A phone fits a job if it matches the job's device selection (its device
+   kind too: ``android``, ``board``, ``gpu``; any kind when none is given) and has what its
    workload needs (:mod:`farm.queue.capabilities`): an OpenCL job never goes to
    a phone without OpenCL, a GPU gemm never to a GPU whose work-group is too
    small. A job needing alike phones (a tune job) gets phones of one kind
@@ -94,6 +95,8 @@ class DeviceView:
     none); it gets no work while ``reserved_until`` is after the plan's ``now``.
     ``host``: the farmd host that runs it (:mod:`farm.queue.hosts`); None: no
     host claimed it yet.
+    ``kind``: the device kind (``devices.kind``, a :mod:`farm.controllers`
+    name), matched against ``DeviceSelection.kind``.
     """
 
     serial: str
@@ -104,6 +107,7 @@ class DeviceView:
     reserved_by: str | None = None
     reserved_until: datetime | None = None
     host: str | None = None
+    kind: str = "android"
 
     def reserved(self, now: datetime) -> bool:
         """Whether a person's reservation keeps work off the phone at ``now``."""
@@ -150,6 +154,8 @@ def matches(selection: DeviceSelection, device: DeviceView) -> bool:
     """Whether a phone has every attribute the selection asks for (count aside)."""
     facts = device.facts
     if selection.serials is not None and device.serial not in selection.serials:
+        return False
+    if selection.kind is not None and device.kind != selection.kind:
         return False
     if selection.abi is not None:
         abis = [*(facts.get("abis") or []), facts.get("abi")]

@@ -135,6 +135,9 @@ class DeviceSelection(Strict):
     soc: Text | None = None  # e.g. "SM8150", ro.soc.model, case-insensitive
     sdk_min: int | None = Field(default=None, ge=1, le=1000)  # ro.build.version.sdk at least
     gpu: Text | None = None  # substring of the GPU renderer, e.g. "adreno"
+    # The device kind (farm.controllers registry: "android", "board", "gpu");
+    # None: any kind whose devices have what the job kind needs.
+    kind: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]{0,15}$")
     count: int = Field(default=1, ge=1, le=MAX_PHONES)
 
     @model_validator(mode="after")

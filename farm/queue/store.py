@@ -493,7 +493,8 @@ def _device_views(session: Session, host: str | None = None) -> list[DeviceView]
     for d in session.scalars(query):
         reserved_by, reserved_until = reserved.get(d.serial, (None, None))
         views.append(DeviceView(d.serial, d.state, d.drained, dict(d.facts or {}),
-                                d.held_outside, reserved_by, reserved_until, host=d.host))
+                                d.held_outside, reserved_by, reserved_until, host=d.host,
+                                kind=d.kind or "android"))
     return views
 
 

@@ -65,6 +65,8 @@ def selection_words(selection: DeviceSelection) -> list[str]:
     words = []
     if selection.serials is not None:
         words.append(f"serial={','.join(selection.serials)}")
+    if selection.kind is not None:
+        words.append(f"kind={selection.kind}")
     for name, value in (("abi", selection.abi), ("soc", selection.soc), ("gpu", selection.gpu)):
         if value is not None:
             words.append(f"{name}={value}")

@@ -72,24 +72,13 @@ def _watch_parent(parent_pid: int) -> None:
 
 
 def _gate_for(
-    settings: Settings, facts: dict[str, dict[str, Any]], clock: Clock
+    settings: Settings, facts: dict[str, dict[str, Any]], kinds: dict[str, str], clock: Clock
 ) -> Callable[[str], SnapshotData]:
-    """A gate reading health through adb (``farm.health.probes.read_health``)."""
-    from farm.adb import Adb, AdbServer
-    from farm.health.probes import read_health
+    """A gate reading each device through its kind's controller (``gating_reading``)."""
     from farm.health.verdict import Limits
-    from farm.runner.gating import wait_until_cool
+    from farm.runner.gating import ControllerGate
 
-    adb = Adb(AdbServer(port=settings.adb.port, binary=settings.adb.binary))
-    limits = Limits.from_settings(settings.health)
-
-    def gate(serial: str) -> SnapshotData:
-        return wait_until_cool(
-            lambda: read_health(adb, serial, clock.now())[0], limits, clock,
-            deadline_s=settings.jobs.thermal_wait_deadline_s, facts=facts.get(serial, {}),
-        )
-
-    return gate
+    return ControllerGate(settings, Limits.from_settings(settings.health), clock, facts, kinds)
 
 
 def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,
@@ -125,11 +114,14 @@ def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,
             write_outcome(run_dir, ChildOutcome("failed", True, stopped.value,
                                                 message="attempt is not running"))
             return EXIT_NO_ATTEMPT
-        facts = {s: dict(d.facts) for s in attempt.serials if (d := store.get_device(s))}
+        devices = {s: d for s in attempt.serials if (d := store.get_device(s))}
+        facts = {s: dict(d.facts) for s, d in devices.items()}
+        kinds = {s: d.kind for s, d in devices.items()}
         with structlog.contextvars.bound_contextvars(job_id=job_id, attempt=attempt_id):
             try:
                 outcome = execute(RunContext(settings, job, attempt, facts,
-                                             _gate_for(settings, facts, clock), store))
+                                             _gate_for(settings, facts, kinds, clock), store,
+                                             kinds))
             except Exception as exc:  # noqa: BLE001 - every failure is reported, classified
                 return _report_failure(store, attempt_id, run_dir, Failure.from_error(exc), clock)
             try:

@@ -13,12 +13,11 @@ target (tune), and each times its own runs, so every sample keeps its serial.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from farm.config import Settings
-from farm.fleet.keys import phone_key
 from farm.jobs import params as jp
 from farm.jobs.cache import CompileCache
 from farm.jobs.targets import device_facts
@@ -27,6 +26,7 @@ from farm.queue.records import AttemptView, JobView, Outcome, SnapshotData
 from farm.queue.spec import parse_spec
 
 if TYPE_CHECKING:
+    from farm.controllers.base import DeviceController
     from farm.queue.blobs import BlobOps
 
 __all__ = [
@@ -57,6 +57,8 @@ class RunContext:
         store: the queue, for the job's inputs (model blobs,
             :func:`farm.jobs.model_store.materialise`); None reads only this
             host's cache.
+        kinds: each device's kind (:mod:`farm.controllers`), by serial;
+            ``android`` where not given.
     """
 
     settings: Settings
@@ -65,6 +67,7 @@ class RunContext:
     facts: Mapping[str, Mapping[str, Any]]
     gate: Callable[[str], SnapshotData]
     store: BlobOps | None = None
+    kinds: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def cache(self) -> CompileCache:
@@ -77,23 +80,43 @@ def tune_work_dir(data_dir: Path, job_id: int) -> Path:
     return Path(data_dir) / TUNE_DIR / f"job-{job_id}"
 
 
+def device_controller(ctx: RunContext, serial: str) -> DeviceController:
+    """The controller of ``serial``'s kind, made from the settings alone (it connects lazily).
+
+    Raises:
+        ConfigError: its kind is not registered here.
+    """
+    from farm.controllers import ANDROID, ControllerContext, controller_for
+
+    return controller_for(ctx.kinds.get(serial, ANDROID), ControllerContext(ctx.settings))
+
+
 def tracker_params(ctx: RunContext, serial: str, key: str | None = None) -> jp.TrackerParams:
-    """Where a session to ``serial`` comes from: its own tracker key, or ``key``."""
+    """Where a session to ``serial`` comes from: its kind's tracker key for it, or ``key``.
+
+    Raises:
+        ConfigError: its kind is not registered here.
+    """
     tracker = ctx.settings.tracker
     return jp.TrackerParams(
         host=tracker.host,
         port=tracker.port,
-        key=key or phone_key(tracker.key, serial),
+        key=key or device_controller(ctx, serial).tracker_key(serial),
         session_timeout_s=max(SESSION_TIMEOUT_MIN_S, int(ctx.job.timeout_s)),
         serial=serial,
     )
 
 
 def phone_target(serial: str, ctx: RunContext, device: jp.DeviceKind) -> dict[str, Any]:
-    """The TVM target of ``device`` on the phone ``serial``, from its facts."""
-    from farm.jobs.targets import target_for
+    """The TVM target of ``device`` on ``serial``, from its facts, by its kind's controller.
 
-    return target_for(device_facts(serial, ctx.facts.get(serial, {})), device)
+    Raises:
+        SpecError: the device lacks that processor; PhoneFault: its facts were
+            never read; ToolMissing: its linker is not installed; ConfigError:
+            its kind is not registered here.
+    """
+    facts = {"serial": serial, **ctx.facts.get(serial, {})}
+    return device_controller(ctx, serial).compile_target(facts, device.value).target
 
 
 def execute(ctx: RunContext) -> Outcome:

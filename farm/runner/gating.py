@@ -12,20 +12,25 @@ taken after a long cool-down can be told apart.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from farm.clock import Clock
+from farm.controllers import ANDROID, ControllerContext, DeviceController, controller_for
 from farm.errors import PhoneFault
 from farm.health.sample import HealthSample
 from farm.health.verdict import Limits, cool_enough, verdict
 from farm.queue.records import SnapshotData
 
-__all__ = ["DEFAULT_POLL_S", "gate_limits", "snapshot_of", "wait_until_cool"]
+if TYPE_CHECKING:
+    from farm.config import Settings
+
+__all__ = ["DEFAULT_POLL_S", "ControllerGate", "gate_limits", "snapshot_of", "wait_until_cool"]
 
 log = structlog.get_logger(__name__)
 
@@ -106,3 +111,53 @@ def wait_until_cool(
         log.info("thermal_gate_waiting", serial=sample.serial, reason=reason,
                  thermal_wait_s=round(waited_s, 1))
         sleep(min(poll_s, max(0.0, deadline_s - waited_s)) or poll_s)
+
+
+class ControllerGate:
+    """The attempt's gate: waits until each device is cool, read through its kind's controller.
+
+    A controller is made once per kind, on first use (an Android one makes its
+    own adb client of the configured server), so a gate never imports the
+    code of a kind its devices are not.
+
+    Args:
+        settings: farm's settings (``jobs.thermal_wait_deadline_s``, the kinds' sections).
+        limits: the health limits.
+        clock: the clock.
+        facts: each device's stored facts, by serial (kept with the snapshot).
+        kinds: each device's kind, by serial; ``android`` where not given.
+        sleep: waits between readings; tests pass a fake clock's ``advance``.
+    """
+
+    def __init__(self, settings: Settings, limits: Limits, clock: Clock,
+                 facts: Mapping[str, Mapping[str, Any]], kinds: Mapping[str, str],
+                 *, sleep: Callable[[float], None] = time.sleep) -> None:
+        self._sleep = sleep
+        self._settings = settings
+        self._limits = limits
+        self._clock = clock
+        self._facts = facts
+        self._kinds = kinds
+        self._lock = threading.Lock()
+        self._controllers: dict[str, DeviceController] = {}
+
+    def controller(self, serial: str) -> DeviceController:
+        """The controller of the device's kind, made on first use.
+
+        Raises:
+            ConfigError: the kind is not registered in this farm.
+        """
+        kind = self._kinds.get(serial, ANDROID)
+        with self._lock:
+            if kind not in self._controllers:
+                self._controllers[kind] = controller_for(kind, ControllerContext(self._settings))
+            return self._controllers[kind]
+
+    def __call__(self, serial: str) -> SnapshotData:
+        """Wait until ``serial`` is cool; see :func:`wait_until_cool` (raises PhoneFault)."""
+        controller = self.controller(serial)
+        return wait_until_cool(
+            lambda: controller.gating_reading(serial, self._clock.now()), self._limits,
+            self._clock, deadline_s=self._settings.jobs.thermal_wait_deadline_s,
+            facts=self._facts.get(serial, {}), sleep=self._sleep,
+        )

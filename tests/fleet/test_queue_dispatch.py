@@ -94,7 +94,7 @@ def make_farm(
         stores.append(store)
         now = SystemClock().now()
         for serial in fleet.serials:
-            store.upsert_device(serial, now, {"abi": "x86_64", "sdk": 34})
+            store.upsert_device(serial, now, {"abi": "x86_64", "sdk": 34, "host_runtime": True})
             put_state(store, serial, DeviceState.READY, "health check passed", now)
         return Farm(settings, store, fleet, cluster)
 

@@ -70,7 +70,8 @@ def tuned_cnn(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("tuned_cnn")
     model_path = write_small_cnn(root / "small_cnn.onnx")
     model, inputs = load_model(model_path)
-    target = tvm.target.Target(target_for(DeviceFacts(abi="x86_64", host_runtime=True, num_cores=2)))
+    facts = DeviceFacts(abi="x86_64", host_runtime=True, num_cores=2)
+    target = tvm.target.Target(target_for(facts))
     tasks = ms.relax_integration.extract_tasks(
         tunable_module(relax_module(model, inputs), target), target
     )

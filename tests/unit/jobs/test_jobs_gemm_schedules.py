@@ -75,7 +75,8 @@ class TestScheduleOpencl:
     def test_unread_limit_says_it_was_assumed(self, tmp_path: Path) -> None:
         """Without the phone's limit the error says 256 was assumed."""
         params = GemmParams(n=64, bn=32, device=DeviceKind.OPENCL)
-        target = target_for(DeviceFacts(abi="x86_64", host_runtime=True, has_opencl=True), DeviceKind.OPENCL)
+        facts = DeviceFacts(abi="x86_64", host_runtime=True, has_opencl=True)
+        target = target_for(facts, DeviceKind.OPENCL)
         with pytest.raises(SpecError, match=r"limit of 256 \(assumed"):
             build_gemm(params, target, CompileCache(tmp_path))
 
@@ -100,7 +101,8 @@ class TestNaiveSchedule:
     def test_naive_kernel_is_the_unscheduled_compute_and_is_correct(self, tmp_path: Path) -> None:
         """naive builds the seeds' te.compute as written: no parallel or vector loop, right C."""
         params = GemmParams(n=64, schedule=GemmSchedule.NAIVE)
-        library = build_gemm(params, target_for(DeviceFacts(abi="x86_64", host_runtime=True)), CompileCache(tmp_path))
+        host = target_for(DeviceFacts(abi="x86_64", host_runtime=True))
+        library = build_gemm(params, host, CompileCache(tmp_path))
         lib = tvm.runtime.load_module(str(library))
         rng = np.random.default_rng(0)
         a_np, b_np = rng.random((64, 64), "float32"), rng.random((64, 64), "float32")

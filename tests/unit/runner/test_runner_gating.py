@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +83,38 @@ class TestWaitUntilCool:
     def test_gate_ignores_hysteresis_margin(self) -> None:
         """The gate applies the threshold itself, not threshold minus the cooling margin."""
         assert gate_limits(Limits(cool_margin_c=2.0)).cool_margin_c == 0.0
+
+
+class TestControllerGate:
+    """The attempt's gate reads each device through its kind's controller."""
+
+    def test_gate_reads_the_devices_kind(self, tmp_path: Path) -> None:
+        """A device of a registered kind is gated on that controller's readings, and waits."""
+        from farm.config import Settings
+        from farm.controllers import ThermalReading, register, unregister
+        from farm.runner.gating import ControllerGate
+
+        clock = FakeClock()
+        temps_c = iter([70.0, 60.0, 50.0])
+        asked: list[str] = []
+
+        class ZoneOnly:
+            kind = "zoneonly"
+
+            def gating_reading(self, serial: str, at: datetime) -> ThermalReading:
+                asked.append(serial)
+                return HealthSample(serial=serial, at=at, max_zone_temp_c=next(temps_c))
+
+        register("zoneonly", lambda context: ZoneOnly())  # type: ignore[arg-type, return-value]
+        try:
+            settings = Settings.model_validate({"data_dir": str(tmp_path)})
+            gate = ControllerGate(settings, Limits(zone_temp_max_c=55.0), clock,
+                                  {"b1": {"model": "board"}}, {"b1": "zoneonly"},
+                                  sleep=clock.advance)
+            snap = gate("b1")
+        finally:
+            unregister("zoneonly")
+        assert asked == ["b1"] * 3
+        assert snap.thermal["max_zone_temp_c"] == 50.0 and snap.thermal_wait_s > 0
+        assert snap.battery["battery_pct"] is None  # a board has no battery
+        assert snap.facts == {"model": "board"}
