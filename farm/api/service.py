@@ -18,15 +18,14 @@ This module imports no FastAPI: the local CLI loads it too.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from farm.api.errors import Conflict, Forbidden, NotFound
 from farm.api.reserving import ReservationMethods
+from farm.api.submitting import Submitted, submit_spec
 from farm.clock import Clock
 from farm.config import Settings
-from farm.errors import SpecError, UserFault
+from farm.errors import UserFault
 from farm.jobs.model_store import StoredModel, put_model, store_spec_models
 from farm.jobs.tune_progress import TuneCounters, read_counters
 from farm.kinds import KINDS
@@ -34,23 +33,14 @@ from farm.queue.hosts import HostRecord
 from farm.queue.models import AttemptState, DeviceState, JobState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
 from farm.queue.reservations import ReservationView
-from farm.queue.scheduler import DeviceView
-from farm.queue.spec import DeviceSelection, JobSpec, parse_spec
+from farm.queue.spec import DeviceSelection
 from farm.queue.store import Store
 from farm.queue.tokens import Caller
-from farm.queue.waiting import fitting_in_service, refusal, wait_reasons
+from farm.queue.waiting import wait_reasons
 from farm.results.rows import SampleRow, sample_rows
 from farm.runner.execute import tune_work_dir
 
 __all__ = ["FarmService", "Queue", "Submitted"]
-
-
-@dataclass(frozen=True)
-class Submitted:
-    """The jobs one enqueue stored: one job, or a fan-out's jobs under its run id."""
-
-    jobs: tuple[JobView, ...]
-    run_id: str | None = None
 
 
 class Queue(Protocol):
@@ -314,63 +304,10 @@ class FarmService(ReservationMethods):
             UserFault: no known phone can run it (and not ``wait_for_device``),
                 or, with ``each``, none in service fits now.
         """
-        named = KINDS.get(str(raw.get("kind")))
-        if self.caller is not None and named is not None:  # before validation reads the path
-            _no_server_paths(raw, named.input_files)
-            self._uploaded(raw, named.input_files)
-        spec = parse_spec(raw)
-        kind = KINDS[spec.kind]
-        if kind.enqueue.check is not None:
-            kind.enqueue.check(spec, self.store, Path(self.settings.data_dir))
-        if spec.timeout_s is None:  # the config's limit for the kind, stored with the job
-            spec = spec.model_copy(update={"timeout_s": spec.timeout_for(self.settings.jobs)})
-        known = self.devices()
-        now = self.clock.now()
-        if each:
-            # Every live host's phones; a dead host's run nothing until it is back.
-            dead = self.dead_hosts()
-            return self._submit_each(spec, [_view(d) for d in known
-                                            if d.host is None or d.host not in dead])
-        views = [_view(d) for d in known]
-        if not wait_for_device:
-            reason = refusal(spec, views)
-            if reason is not None:
-                raise UserFault(f"no known phone can run this job: {reason} "
-                                "(--wait-for-device queues it for phones not plugged in yet)")
-        job_id = self.store.enqueue(spec, now, owner=self.owner)
-        self._wake()
-        return Submitted((self.job(job_id),))
+        return submit_spec(self, raw, wait_for_device=wait_for_device, each=each)
 
-    def _uploaded(self, raw: Mapping[str, Any], fields: Sequence[str]) -> None:
-        """Refuse an API spec naming a model blob nobody uploaded.
-
-        Raises:
-            SpecError: the ``sha256`` beside a model field names no stored blob.
-        """
-        for field in fields:
-            parent = field.rsplit(".", 1)[0]
-            sha256 = _at(raw, f"{parent}.sha256")
-            if isinstance(sha256, str) and not self.store.blob_exists(sha256):
-                raise SpecError(f"{parent}.sha256", "no uploaded model has this sha256: "
-                                "upload it first (POST /api/v1/blobs)")
-
-    def _submit_each(self, spec: JobSpec, views: list[DeviceView]) -> Submitted:
-        if not KINDS[spec.kind].fan_out:
-            raise SpecError("kind", f"{spec.kind} jobs cannot fan out with --each")
-        if spec.devices.count != 1:
-            raise SpecError("devices.count", "must be 1 with --each: each job holds one phone")
-        phones = fitting_in_service(spec, views)
-        if not phones:
-            reason = refusal(spec, views) or f"{len(views)} phones known, none in service fits"
-            raise UserFault(f"--each: no phone to run on now: {reason}")
-        data = spec.to_json()
-        specs = [parse_spec({**data, "devices": {**data["devices"], "serials": [p.serial]}})
-                 for p in phones]
-        run_id, job_ids = self.store.enqueue_run(specs, self.clock.now(), owner=self.owner)
-        self._wake()
-        return Submitted(tuple(self.job(j) for j in job_ids), run_id)
-
-    def _wake(self) -> None:
+    def wake_dispatcher(self) -> None:
+        """Ask farmd for a dispatcher tick (after an enqueue); nothing without a farmd to wake."""
         if self.wake is not None:
             self.wake()
 
@@ -391,31 +328,3 @@ class FarmService(ReservationMethods):
             raise Conflict(f"job {job_id} has already ended ({self.job(job_id).state.value})")
         return self.job(job_id)
 
-
-def _view(device: DeviceRecord) -> DeviceView:
-    """A stored device as the scheduler sees it (selection and needs are matched on this)."""
-    return DeviceView(device.serial, device.state, device.drained, device.facts,
-                      kind=device.kind)
-
-
-def _no_server_paths(raw: Mapping[str, Any], fields: Sequence[str]) -> None:
-    """Refuse an API spec naming a model file by a path on the server.
-
-    A remote caller must upload models (``POST /api/v1/blobs``): a path would
-    let a token read any file farmd can read.
-
-    Raises:
-        SpecError: a model field of the kind (``Kind.input_files``) names a path.
-    """
-    for field in fields:
-        if _at(raw, field) is not None:
-            raise SpecError(field, "a path on the server is refused: upload the model "
-                                   "(POST /api/v1/blobs, farmctl --server enqueue does)")
-
-
-def _at(raw: Mapping[str, Any], field: str) -> Any:
-    """The value at a dotted path of raw JSON data, or None where the path ends early."""
-    holder: Any = raw
-    for part in field.split("."):
-        holder = holder.get(part) if isinstance(holder, Mapping) else None
-    return holder
