@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything farm needs on a fresh Debian/Ubuntu machine (idempotent):
 # the Android SDK tools that Debian packages (apksigner, zipalign, aapt with the
-# framework resources, for the stand-in TVM RPC APK), then farm with its test
+# framework resources, for the stand-in TVM RPC APK), OpenSSH's sshd (virtual
+# Linux boards), then farm with its test
 # and lint extras into the virtual environment .venv in this folder.
 #
 # Why a virtual environment: Debian 12 and Ubuntu 24.04 mark their python3 as
@@ -25,6 +26,11 @@ for tool in apksigner zipalign aapt systemd-analyze; do
   command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
 done
 [ -e /usr/share/android-framework-res/framework-res.apk ] || need_apt+=(android-framework-res)
+# OpenSSH's sshd runs the virtual Linux boards (farm.virtual.board); installing the
+# package may start a system sshd where systemd runs: farm's boards use their own.
+[ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
+# Debian's aarch64 cross compiler links kernels for ARM boards (the cross-compile test uses it).
+command -v aarch64-linux-gnu-g++ >/dev/null 2>&1 || need_apt+=(g++-aarch64-linux-gnu)
 # Debian and Ubuntu ship `python3 -m venv` without ensurepip unless python3-venv is installed.
 "$PYTHON" -c 'import ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -32,7 +38,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    apksigner zipalign aapt android-framework-res systemd python3-venv >/dev/null
+    apksigner zipalign aapt android-framework-res systemd python3-venv openssh-server \
+    g++-aarch64-linux-gnu >/dev/null
 fi
 
 # A venv whose interpreter is gone (python upgraded or removed) is made again.

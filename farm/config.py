@@ -32,6 +32,13 @@ A sample ``farm.toml``::
     cron = "0 1 * * *"
     spec = { kind = "tune", workload = "resnet18" }
 
+    [[boards]]
+    name = "rk3399-1"
+    host = "10.0.0.31"
+    user = "farm"
+    key_file = "/etc/farm/board_ed25519"
+    cc = "aarch64-linux-gnu-g++"
+
 Why not pydantic-settings: it reads the process-global ``os.environ``, while
 :func:`load_config` takes the environment as an argument so tests stay
 hermetic; merging ``FARM_`` variables into the TOML dict is a few lines, and
@@ -385,6 +392,66 @@ class VirtualSettings(_Frozen):
     network: Literal["lan", "usb-only"] = "usb-only"
 
 
+class BoardSettings(_Frozen):
+    """One Linux board farm reaches over SSH (``[[boards]]``, one table per board).
+
+    Attributes:
+        name: the board's serial in farm (``devices.serial``): letters, digits, ``-``.
+        host: the board's SSH address.
+        port: its SSH port.
+        user: the SSH user farm logs in as.
+        key_file: the private key farm logs in with; None = the SSH agent and
+            ``~/.ssh/id_*``.
+        known_hosts: a known_hosts file holding the board's host key; None =
+            ``~/.ssh/known_hosts``.
+        host_key_policy: ``strict`` refuses a board whose host key is not known;
+            ``accept-new`` trusts the first key seen (and writes it to
+            ``known_hosts`` when set), refusing a changed one later.
+        tracker_key: the tracker key its RPC server registers under; None =
+            ``board-<name>``.
+        python: the board's Python interpreter (for ``server = "python"``).
+        server: ``python`` runs ``<python> -m tvm.exec.rpc_server``; any other
+            value is the path of the C++ ``tvm_rpc`` binary on the board.
+        work_dir: the board's working folder for farm (pidfile, server log,
+            session files); relative paths are under the user's home.
+        tracker_host: the address the board dials the tracker at; None =
+            ``tracker.phone_host`` or ``tracker.host``.
+        tracker_via: how the board's server reaches the tracker. ``direct``: it
+            dials ``tracker_host``; ``forward``: an SSH remote port forward on the
+            board's loopback carries it to the tracker (like ``adb reverse``), and
+            the server reports ``host`` as its address; ``auto``: ``forward`` when
+            ``tracker_host`` is a loopback address and the board is not local.
+        reboot_allowed: whether recovery may ``reboot`` the board (needs
+            passwordless ``sudo reboot`` or root).
+        cc: the cross compiler that links kernels for the board, e.g.
+            ``aarch64-linux-gnu-g++`` (Debian's ``g++-aarch64-linux-gnu``);
+            None = the host compiler, for boards of the host's own ``uname -m``.
+        sysfs_root: where the board's sysfs is (``/sys``); virtual boards fake
+            thermal zones under their sandbox.
+        connect_timeout_s: SSH connect and authentication deadline.
+        command_timeout_s: deadline of one remote command.
+    """
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9-]*$")
+    host: str = Field(min_length=1)
+    port: int = Field(22, gt=0, lt=65536)
+    user: str = Field(min_length=1)
+    key_file: Path | None = None
+    known_hosts: Path | None = None
+    host_key_policy: Literal["strict", "accept-new"] = "strict"
+    tracker_key: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z0-9-]+$")
+    python: str = Field("python3", min_length=1)
+    server: str = Field("python", min_length=1)
+    work_dir: str = Field("farm-board", min_length=1)
+    tracker_host: str | None = None
+    tracker_via: Literal["auto", "direct", "forward"] = "auto"
+    reboot_allowed: bool = False
+    cc: str | None = None
+    sysfs_root: str = Field("/sys", min_length=1)
+    connect_timeout_s: float = Field(10.0, gt=0)
+    command_timeout_s: float = Field(30.0, gt=0)
+
+
 class GpuSettings(_Frozen):
     """This host's NVIDIA GPUs as fleet devices (kind ``gpu``, :mod:`farm.controllers.gpu`).
 
@@ -507,6 +574,7 @@ class Settings(_Frozen):
     api: ApiSettings = ApiSettings()
     results: ResultSettings = ResultSettings()
     virtual: VirtualSettings = VirtualSettings()
+    boards: tuple[BoardSettings, ...] = ()
     reservations: ReservationSettings = ReservationSettings()
     pool: PoolSettings = PoolSettings()
     gpu: GpuSettings = GpuSettings()
@@ -523,6 +591,14 @@ class Settings(_Frozen):
             # Frozen model: set the derived default once, during validation.
             object.__setattr__(self, "database_url", default_database_url(self.data_dir))
         return self
+
+    @field_validator("boards")
+    @classmethod
+    def _unique_boards(cls, value: tuple[BoardSettings, ...]) -> tuple[BoardSettings, ...]:
+        names = [board.name for board in value]
+        if twice := sorted({name for name in names if names.count(name) > 1}):
+            raise ValueError(f"board names must be unique; repeated: {', '.join(twice)}")
+        return value
 
     @model_validator(mode="after")
     def _pool_key_apart(self) -> Settings:

@@ -4,6 +4,7 @@
 
     base.py      DeviceController (the protocol), its dataclasses, the registry
     android.py   phones over adb with the TVM RPC app
+    board.py     Linux boards over SSH (``[[boards]]``)
     gpu.py       NVIDIA GPUs of a GPU host, through NVML and a CUDA rpc_server
     proxy.py     devices that connect out to farm's rpc_proxy (iOS app, browser)
 
@@ -35,6 +36,7 @@ from farm.controllers.base import (
 __all__ = [
     "ANDROID",
     "ANY_KIND",
+    "BOARD",
     "GPU",
     "PROXY",
     "ControllerContext",
@@ -63,6 +65,19 @@ def _android(context: ControllerContext) -> DeviceController:
 
 
 register(ANDROID, _android)
+
+
+#: A Linux board reached over SSH (one ``[[boards]]`` entry each).
+BOARD = "board"
+
+
+def _board(context: ControllerContext) -> DeviceController:
+    from farm.controllers.board import BoardController
+
+    return BoardController.from_context(context)
+
+
+register(BOARD, _board)
 
 #: The kind of an NVIDIA GPU of a GPU host (:mod:`farm.controllers.gpu`).
 GPU = "gpu"

@@ -117,11 +117,19 @@ def linker_for(
     Returns:
         The linker to pass as ``fcompile``.
 
+    A ``*-linux-gnu`` target (a Linux board, :mod:`farm.boards.targets`) is
+    linked by Debian's cross compiler of its triple (``aarch64-linux-gnu-g++``).
+
     Raises:
-        ToolMissing: the target needs the NDK and none is configured, or the host
-            has no C compiler.
+        ToolMissing: the target needs the NDK and none is configured, a board's
+            cross compiler is not installed, or the host has no C compiler.
     """
     env = os.environ if env is None else env
+    if not needs_ndk(dict(target)) and host_of(dict(target)).get("mtriple"):
+        # A glibc Linux board of another machine: its Debian cross compiler.
+        from farm.boards.targets import board_linker
+
+        return board_linker(host_of(dict(target)), None)
     if not needs_ndk(dict(target)):
         if not any(shutil.which(name) for name in ("g++", "c++", "clang++", "gcc", "cc")):
             raise ToolMissing("c++", "install a C++ compiler (apt-get install g++)")

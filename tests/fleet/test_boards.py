@@ -1,0 +1,452 @@
+"""Linux boards over SSH: virtual boards under a real sshd, driven by the board controller.
+
+Every board here is a real OpenSSH ``sshd`` on a loopback port with its own host
+key (farm checks it: strict policy) and a key made for the test; the RPC server
+is the real ``python -m tvm.exec.rpc_server`` the controller starts through SSH,
+registered at a real tracker under the board's key. Faults come through the
+board (its server killed, its thermal zone heated, its sshd stopped).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from structlog.testing import capture_logs
+
+from farm.clock import wait_until
+from farm.config import Settings
+from farm.controllers.board import BoardController
+from farm.daemon import Farmd
+from farm.demo_model import write_small_cnn
+from farm.errors import ToolMissing
+from farm.health.verdict import Condition, Limits, verdict
+from farm.jobs.cache import CompileCache
+from farm.jobs.gemm import run_gemm
+from farm.jobs.model import run_model
+from farm.jobs.params import GemmParams, ModelParams, TimingParams, TrackerParams
+from farm.netaddr import free_port
+from farm.procs import signal_group
+from farm.provision.standin import demo_apk
+from farm.queue.models import DeviceState, JobState
+from farm.queue.records import DeviceRecord, JobView
+from farm.queue.store import Store
+from farm.ssh import SshClient, SshError, SshTimeout
+from farm.tvm.tracker import TrackerProcess, summary
+from farm.virtual.android.spec import profiles
+from farm.virtual.board import VirtualBoard
+from farm.virtual.board_testing import virtual_boards
+from farm.virtual.fleet import Fleet
+from farm.virtual.testing import AdbServerHandle
+
+pytestmark = [
+    pytest.mark.fleet,
+    pytest.mark.skipif(not shutil.which("sshd") and not Path("/usr/sbin/sshd").exists(),
+                       reason="OpenSSH's sshd is not installed (setup.sh installs it)"),
+]
+
+REGISTER_DEADLINE_S = 90.0
+
+
+@pytest.fixture
+def tracker(tmp_path: Path) -> Iterator[TrackerProcess]:
+    """A real TVM tracker on a free loopback port."""
+    with TrackerProcess.start(log_path=tmp_path / "tracker.log") as process:
+        yield process
+
+
+@pytest.fixture
+def small_cnn(tmp_path: Path) -> Path:
+    """A small real CNN saved as ONNX."""
+    return write_small_cnn(tmp_path / "small_cnn.onnx")
+
+
+@pytest.fixture
+def boards(tmp_path: Path) -> Iterator[list[VirtualBoard]]:
+    """Two virtual boards, ended with everything they ran after the test."""
+    with virtual_boards(2, tmp_path / "boards") as running:
+        yield running
+
+
+@pytest.fixture
+def controller(boards: list[VirtualBoard], tracker: TrackerProcess) -> Iterator[BoardController]:
+    """The board controller of both boards, their servers stopped after the test."""
+    ctl = BoardController([b.settings() for b in boards], tracker.host, tracker.port)
+    yield ctl
+    for board in boards:
+        ctl.stop_server(board.name)
+    ctl.close()
+
+
+def _registered(tracker: TrackerProcess, key: str) -> bool:
+    return key in {server.key for server in summary(tracker.host, tracker.port).servers}
+
+
+def _wait_registered(tracker: TrackerProcess, key: str) -> None:
+    wait_until(lambda: _registered(tracker, key), REGISTER_DEADLINE_S, f"{key} registered")
+
+
+def _tracker_params(tracker: TrackerProcess, ctl: BoardController, serial: str) -> TrackerParams:
+    return TrackerParams(host=tracker.host, port=tracker.port, key=ctl.tracker_key(serial),
+                         serial=serial, session_timeout_s=120, connect_timeout_s=60)
+
+
+class TestBoardsServeJobs:
+    def test_two_boards_register_and_run_gemm_and_a_model(
+        self, boards: list[VirtualBoard], controller: BoardController,
+        tracker: TrackerProcess, small_cnn: Path, tmp_path: Path,
+    ) -> None:
+        """Both boards answer over SSH, register their own key, and run GEMM and a model checked
+        against numpy and onnxruntime with the controller's target."""
+        names = [b.name for b in boards]
+        assert [(d.serial, d.state) for d in controller.discover()] == [
+            (name, "device") for name in names]
+        cache = CompileCache(tmp_path / "cache")
+        for name in names:
+            facts = controller.facts(name)
+            assert facts["kind"] == "board" and facts["num_cores"] >= 1
+            controller.start_server(name)
+            _wait_registered(tracker, controller.tracker_key(name))
+            spec = controller.compile_target(facts)
+            params = GemmParams(n=64, bn=16, timing=TimingParams(number=2, repeat=3,
+                                                                 min_repeat_ms=1))
+            result = run_gemm(params, spec.target, _tracker_params(tracker, controller, name),
+                              cache)
+            assert result.max_abs_err < 1e-2  # load_gemm also checked C against numpy
+            assert result.gflops > 0
+            sample = controller.read_health(name, datetime.now(UTC), registered=True)
+            assert sample.app_running is True
+            assert verdict(sample, Limits()).condition is Condition.GOOD
+        first = names[0]
+        model = run_model(ModelParams(small_cnn, timing=TimingParams(number=2, repeat=2,
+                                                                      min_repeat_ms=1)),
+                          controller.compile_target(controller.facts(first)).target,
+                          _tracker_params(tracker, controller, first), cache)
+        assert model.max_abs_err < 1e-4  # run_model compared it with onnxruntime
+        assert len(model.samples_s) == 2
+
+
+class TestBoardFaults:
+    def test_killed_server_comes_back_through_the_first_rung(
+        self, boards: list[VirtualBoard], controller: BoardController, tracker: TrackerProcess,
+    ) -> None:
+        """A killed server reads as not running and unregistered; restart_app brings it back."""
+        board = boards[0]
+        controller.start_server(board.name)
+        key = controller.tracker_key(board.name)
+        _wait_registered(tracker, key)
+        assert board.kill_server()
+        wait_until(lambda: not _registered(tracker, key), REGISTER_DEADLINE_S, "unregistered")
+        sample = controller.read_health(board.name, datetime.now(UTC), registered=False)
+        assert sample.app_running is False
+        assert verdict(sample, Limits()).condition is Condition.UNHEALTHY
+        steps = controller.recovery_steps(board.name)
+        assert [s.name for s in steps] == ["restart_app"]  # reboot_allowed is off
+        steps[0].run()
+        _wait_registered(tracker, key)
+        assert controller.read_health(board.name, datetime.now(UTC)).app_running is True
+
+    def test_server_reaches_the_tracker_through_an_ssh_forward(
+        self, boards: list[VirtualBoard], tracker: TrackerProcess, tmp_path: Path,
+    ) -> None:
+        """tracker_via = forward: the server dials the board's loopback, the SSH connection
+        carries it to the tracker, and a GEMM session reaches it at the board's address."""
+        board = boards[1]
+        ctl = BoardController([board.settings(tracker_via="forward")], "10.255.255.1",
+                              tracker.port, (tracker.host, tracker.port))  # unreachable direct
+        try:
+            ctl.start_server(board.name)
+            key = ctl.tracker_key(board.name)
+            _wait_registered(tracker, key)
+            [server] = [s for s in summary(tracker.host, tracker.port).servers if s.key == key]
+            assert server.host == "127.0.0.1"  # the custom address: the board's host
+            spec = ctl.compile_target(ctl.facts(board.name))
+            result = run_gemm(GemmParams(n=32, bn=16, timing=TimingParams(1, 2, 1)), spec.target,
+                              _tracker_params(tracker, ctl, board.name),
+                              CompileCache(tmp_path / "cache"))
+            assert result.gflops > 0
+        finally:
+            ctl.stop_server(board.name)
+            ctl.close()
+
+    def test_heat_holds_the_gate_until_the_board_cools(
+        self, boards: list[VirtualBoard], controller: BoardController,
+    ) -> None:
+        """A hot thermal zone makes the board cooling; cooled, it is good again."""
+        board = boards[1]
+        limits = replace(Limits(), zone_temp_max_c=70.0)
+        board.heat(85.0)
+        hot = controller.gating_reading(board.name, datetime.now(UTC))
+        assert hot.max_zone_temp_c == pytest.approx(85.0)
+        assert verdict(hot, limits).condition is Condition.COOLING
+        board.cool()
+        cool = controller.gating_reading(board.name, datetime.now(UTC))
+        assert verdict(cool, limits).condition is Condition.GOOD
+
+    def test_unplugged_board_is_offline_until_replugged(
+        self, boards: list[VirtualBoard], controller: BoardController,
+    ) -> None:
+        """With its sshd stopped a board is discovered offline; replugged, it is a device again."""
+        board = boards[0]
+        assert controller.facts(board.name)["abi"]  # the connection is open now
+        board.unplug()
+        states = {d.serial: d.state for d in controller.discover()}
+        assert states == {boards[0].name: "offline", boards[1].name: "device"}
+        board.replug()
+        wait_until(lambda: {d.serial: d.state for d in controller.discover()}[board.name]
+                   == "device", 30, "board back")
+
+
+class TestSshClient:
+    def test_arguments_reach_the_board_literally(self, boards: list[VirtualBoard]) -> None:
+        """An argv element with spaces, quotes and $(...) arrives as one literal argument."""
+        client = SshClient(boards[0].settings())
+        try:
+            nasty = "a b 'c' $(touch pwned) `touch pwned2`; echo no"
+            result = client.run(["printf", "%s", nasty])
+            assert result.stdout.decode() == nasty
+            assert not list(boards[0].root.glob("**/pwned*"))
+        finally:
+            client.close()
+
+    def test_failure_carries_exit_code_and_stderr(self, boards: list[VirtualBoard]) -> None:
+        """A non-zero exit is an SshError (a PhoneFault naming the board) with code and stderr."""
+        client = SshClient(boards[0].settings())
+        try:
+            with pytest.raises(SshError) as info:
+                client.run(["sh", "-c", "echo broken >&2; exit 3"])
+            assert info.value.exit_code == 3
+            assert "broken" in info.value.stderr
+            assert info.value.serial == boards[0].name
+            assert client.run(["false"], check=False).exit_code == 1
+        finally:
+            client.close()
+
+    def test_deadline(self, boards: list[VirtualBoard]) -> None:
+        """A command outliving its deadline is an SshTimeout; the connection stays usable."""
+        client = SshClient(boards[0].settings())
+        try:
+            with pytest.raises(SshTimeout):
+                client.run(["sleep", "30"], timeout_s=0.5)
+            assert client.run(["echo", "ok"]).stdout == b"ok\n"
+        finally:
+            client.close()
+
+
+class TestBoardSetupErrors:
+    def test_missing_tvm_runtime_is_a_clear_user_error(
+        self, boards: list[VirtualBoard], tracker: TrackerProcess,
+    ) -> None:
+        """A board whose python lacks TVM fails start_server with ToolMissing naming the fix."""
+        board = boards[0]
+        ctl = BoardController([board.settings(python="/usr/bin/python3-no-such")],
+                              tracker.host, tracker.port)
+        try:
+            with pytest.raises(ToolMissing, match="pip install apache-tvm"):
+                ctl.start_server(board.name)
+        finally:
+            ctl.close()
+
+    def test_unknown_host_key_is_refused(self, boards: list[VirtualBoard],
+                                         tracker: TrackerProcess, tmp_path: Path) -> None:
+        """Strict host key policy: a board whose key is not in known_hosts is offline, and the
+        log says why, once."""
+        board = boards[0]
+        empty = tmp_path / "empty_known_hosts"
+        empty.write_text("")
+        ctl = BoardController([board.settings(known_hosts=empty)], tracker.host, tracker.port)
+        try:
+            with capture_logs() as logs:
+                assert [d.state for d in ctl.discover()] == ["offline"]
+                assert [d.state for d in ctl.discover()] == ["offline"]
+            [event] = [e for e in logs if e["event"] == "board_unreachable"]
+            assert "known_hosts" in event["reason"] and event["serial"] == board.name
+        finally:
+            ctl.close()
+
+
+# -- farmd: boards as fleet members beside phones ------------------------------------------
+
+FARMD_READY_S = 180.0
+FARMD_JOB_S = 300.0
+
+
+@dataclass
+class BoardsFarmd:
+    """An in-process farmd with virtual boards (and maybe virtual phones)."""
+
+    farmd: Farmd
+    boards: list[VirtualBoard]
+    phones: list[str]
+
+    @property
+    def store(self) -> Store:
+        """farmd's queue."""
+        return self.farmd.store
+
+    def device(self, serial: str) -> DeviceRecord:
+        """The device's row now."""
+        record = self.store.get_device(serial)
+        assert record is not None, serial
+        return record
+
+    def wait_state(self, serials: list[str], state: DeviceState,
+                   deadline_s: float = FARMD_READY_S) -> None:
+        """Wait until every device of ``serials`` is in ``state``."""
+        wait_until(lambda: all((d := self.store.get_device(s)) is not None and d.state is state
+                               for s in serials), deadline_s, f"{serials} {state.value}")
+
+    def run(self, spec: dict[str, Any]) -> JobView:
+        """Enqueue ``spec`` and wait until it ended; returns its view."""
+        job_id = self.store.enqueue(spec, datetime.now(UTC))
+        wait_until(lambda: (v := self.store.get_job(job_id)) is not None and v.state.ended,
+                   FARMD_JOB_S, f"job {job_id} ended")
+        view = self.store.get_job(job_id)
+        assert view is not None
+        return view
+
+
+@pytest.fixture
+def farmd_with_boards(
+    adb_server: AdbServerHandle, tmp_path: Path,
+) -> Iterator[Callable[..., BoardsFarmd]]:
+    """Factory: ``farmd_with_boards(boards=2, phones=0)`` -> farmd with every device ready."""
+    with contextlib.ExitStack() as stack:
+        def start(boards: int = 2, phones: int = 0) -> BoardsFarmd:
+            running = stack.enter_context(virtual_boards(boards, tmp_path / "boards"))
+            serials: list[str] = []
+            if phones:
+                fleet = stack.enter_context(Fleet(phones, specs=profiles(1, "usb-only") * phones,
+                                                  adb_port=adb_server.port,
+                                                  data_dir=tmp_path / "phones"))
+                serials = list(fleet.serials)
+            settings = Settings.model_validate({
+                "data_dir": str(tmp_path / "farm"),
+                "adb": {"port": adb_server.port},
+                "apk": {"path": str(demo_apk(tmp_path / "apk"))},
+                "tracker": {"port": free_port(), "network": "usb-only"},
+                "metrics": {"enabled": False},
+                "api": {"enabled": False},
+                "health": {"interval_s": 2.0},
+                "boards": [b.settings().model_dump() for b in running],
+            })
+            farmd = Farmd(settings)
+            stack.callback(farmd.stop)
+            farmd.start()
+            farm = BoardsFarmd(farmd, running, serials)
+            farm.wait_state([b.name for b in running] + serials, DeviceState.READY)
+            return farm
+
+        yield start
+
+
+class TestFarmdBoards:
+    def test_two_boards_ready_run_gemm_and_model_and_recover(
+        self, farmd_with_boards: Callable[..., BoardsFarmd], tmp_path: Path,
+    ) -> None:
+        """Two boards reach ready as kind board, run a GEMM each and a model checked against
+        numpy and onnxruntime, and come back ready after their server is killed."""
+        farm = farmd_with_boards(boards=2)
+        names = [b.name for b in farm.boards]
+        for name in names:
+            assert farm.device(name).kind == "board"
+            view = farm.run({"kind": "gemm", "params": {"n": 64, "number": 2, "repeat": 3},
+                             "devices": {"serials": [name], "kind": "board"}})
+            assert view.state is JobState.SUCCEEDED, view.error
+            [result] = farm.store.results(view.id)
+            assert {r["serial"] for r in result.summary["runs"]} == {name}
+            assert result.summary["runs"][-1]["max_abs_err"] < 1e-3  # C checked against numpy
+        model = write_small_cnn(tmp_path / "small_cnn.onnx")
+        view = farm.run({"kind": "model", "devices": {"kind": "board"},
+                         "params": {"path": str(model), "number": 2, "repeat": 2,
+                                    "tolerance": {"rtol": 1e-4, "atol": 1e-4}}})
+        assert view.state is JobState.SUCCEEDED, view.error
+        [result] = farm.store.results(view.id)
+        assert result.summary["runs"][-1]["max_abs_err"] < 1e-3  # against onnxruntime
+        killed = farm.boards[0]
+        old_pid = killed.server_pid()
+        assert killed.kill_server()
+        wait_until(lambda: killed.server_pid() not in (None, old_pid), FARMD_READY_S,
+                   "server restarted by the recovery ladder")
+        farm.wait_state([killed.name], DeviceState.READY)
+        events = [e.reason for e in farm.store.device_events(killed.name, limit=50)]
+        assert any("restart_app" in reason for reason in events), events
+
+    def test_jobs_land_on_the_kind_they_ask_for(
+        self, farmd_with_boards: Callable[..., BoardsFarmd],
+    ) -> None:
+        """With a phone and a board ready, kind=board runs on the board and kind=android on
+        the phone."""
+        farm = farmd_with_boards(boards=1, phones=1)
+        board, phone = farm.boards[0].name, farm.phones[0]
+        for kind, expected in (("board", board), ("android", phone)):
+            view = farm.run({"kind": "gemm", "params": {"n": 32, "number": 1, "repeat": 2},
+                             "devices": {"kind": kind}})
+            assert view.state is JobState.SUCCEEDED, view.error
+            [attempt] = farm.store.attempts(view.id)[-1:]
+            assert list(attempt.serials) == [expected]
+
+
+_ORPHAN_SCRIPT = """
+import sys
+from pathlib import Path
+from farm.controllers.board import BoardController
+from farm.virtual.board_testing import virtual_boards
+root, tracker_port = Path(sys.argv[1]), int(sys.argv[2])
+with virtual_boards(1, root) as boards:
+    ctl = BoardController([boards[0].settings()], "127.0.0.1", tracker_port)
+    ctl.start_server(boards[0].name)
+    print("server_pid", boards[0].server_pid(), flush=True)
+    sys.stdin.read()  # until killed
+"""
+
+
+class TestBoardEndsWithItsOwner:
+    def test_kill_9_of_the_owner_ends_sshd_and_the_server(
+        self, tracker: TrackerProcess, tmp_path: Path,
+    ) -> None:
+        """kill -9 of the process that ran a board ends its sshd and the server started on it."""
+        owner = subprocess.Popen(  # a test process of its own, killed like a crashed pytest
+            [sys.executable, "-c", _ORPHAN_SCRIPT, str(tmp_path / "b"), str(tracker.port)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+        try:
+            assert owner.stdout is not None
+            lines = iter(owner.stdout.readline, b"")  # structlog writes to stdout too
+            server_pid = int(next(ln for ln in lines if ln.startswith(b"server_pid")).split()[1])
+            assert psutil.pid_exists(server_pid)
+            board_procs = [p for p in psutil.process_iter(["cmdline"])
+                           if str(tmp_path / "b") in " ".join(p.info["cmdline"] or [])]
+            assert board_procs  # the keeper and sshd
+            owner.kill()
+            owner.wait()
+            wait_until(lambda: not _alive(server_pid) and not any(map(_alive_proc, board_procs)),
+                       30, "board processes ended")
+        finally:
+            signal_group(owner.pid)
+            if owner.stdin is not None:
+                owner.stdin.close()
+            if owner.stdout is not None:
+                owner.stdout.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return _alive_proc(psutil.Process(pid))
+    except psutil.Error:
+        return False
+
+
+def _alive_proc(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
