@@ -86,6 +86,7 @@ def main() -> int:
             f"[adb]\nport = {server.port}\n"
             f"[tracker]\nport = {free_port()}\n"
             f"[metrics]\nport = {free_port()}\n"
+            "[api]\nenabled = false\n"
             f'[apk]\npath = "{apk}"\n', encoding="utf-8")
         phones = _start(["farm-phones", "serve", "--count", str(args.phones), "--network",
                          "usb-only", "--adb-port", str(server.port), "--data-dir",

@@ -47,6 +47,7 @@ def _settings(data_dir: Path, adb_port: int) -> Settings:
         "adb": {"port": adb_port},
         "tracker": {"port": free_port(), "network": "usb-only"},
         "metrics": {"enabled": False},
+        "api": {"enabled": False},
         "virtual": {"network": "usb-only"},
     })
 

@@ -65,6 +65,11 @@ from farm.errors import ConfigError
 DEFAULT_PATH = Path("/etc/farm/farm.toml")
 ENV_PREFIX = "FARM_"
 ENV_PATH = "FARM_CONFIG"
+#: ``farmctl --server`` and ``--token`` from the environment: farmctl's, not settings.
+ENV_SERVER = "FARM_SERVER"
+ENV_TOKEN = "FARM_TOKEN"  # noqa: S105 (the variable's name, not a token)
+#: ``FARM_`` variables that are not settings (every other one must be one).
+ENV_NOT_SETTINGS = frozenset({ENV_PATH, ENV_SERVER, ENV_TOKEN})
 DATABASE_NAME = "farm.db"
 
 
@@ -346,11 +351,15 @@ class ApiSettings(_Frozen):
 
     It is bound to loopback unless ``host`` says otherwise; TLS is left to a
     reverse proxy in front of it (docs/architecture.md, "HTTP API").
+
+    Attributes:
+        upload_max_bytes: the largest model upload (``POST /api/v1/blobs``) taken.
     """
 
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = Field(9465, gt=0, lt=65536)
+    upload_max_bytes: int = Field(512 * 1024 * 1024, gt=0)
 
 
 class WebSettings(_Frozen):
@@ -642,7 +651,7 @@ def _env_overrides(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, st
     tree: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for name, raw in env.items():
-        if not name.startswith(ENV_PREFIX) or name == ENV_PATH:
+        if not name.startswith(ENV_PREFIX) or name in ENV_NOT_SETTINGS:
             continue
         path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
         if not all(path):

@@ -62,6 +62,7 @@ from farm.supervise.systemd import SystemdNotifier
 from farm.tvm.tracker import TrackerProcess, ping
 
 if TYPE_CHECKING:
+    from farm.api.server import ApiServer
     from farm.fleet.pool import Pool
     from farm.metrics import MetricsServer
     from farm.tvm.relay import Offer
@@ -91,6 +92,7 @@ class Farmd:
         self.tracker: TrackerProcess | None = None
         self.fleet: Fleet | None = None  # virtual phones, when asked for
         self.metrics_server: MetricsServer | None = None
+        self.api_server: ApiServer | None = None
         self.tick_loop: TickLoop | None = None
         self.pool: Pool | None = None  # the pool key's offers, when pool.key is set
         self._tracker_failures = 0  # restarts failed in a row (watch_services)
@@ -152,6 +154,8 @@ class Farmd:
             self.metrics_server = start_metrics_server(self.metrics, s.metrics.host,
                                                        s.metrics.port)
             self._stops.append(self.metrics_server.stop)
+        if s.api.enabled:  # last started, so the first stopped: no request meets a closed part
+            self._start_api()
         self.notifier.ready("farmd ready")
         log.info("farmd_started", host=s.host_id, data_dir=str(self.data_dir),
                  adb_port=s.adb.port, tracker_port=self.tracker_addr[1], network=s.tracker.network)
@@ -293,6 +297,17 @@ class Farmd:
                              backoff_base_s=s.supervise.backoff_base_s,
                              backoff_max_s=s.supervise.backoff_max_s)
             self._stops.append(pg_wake.close)
+
+    def _start_api(self) -> None:
+        from farm.api.context import ApiContext  # FastAPI and uvicorn load only when served
+        from farm.api.server import ApiServer
+
+        s = self.settings
+        self.api_server = ApiServer(
+            ApiContext(self.store, s, self.clock, wake=self.wake_dispatcher), s.api.host,
+            s.api.port)
+        self.api_server.start()
+        self._stops.append(self.api_server.stop)
 
     def wake_dispatcher(self) -> None:
         """Run a dispatcher tick now (coalesced with one running or asked for)."""

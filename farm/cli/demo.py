@@ -43,6 +43,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from farm import logs
+from farm.clock import SystemClock
 from farm.config import Settings
 from farm.demo_model import write_small_cnn
 from farm.errors import InfraFault
@@ -89,7 +90,8 @@ class DemoResult:
         )
 
 
-def demo_settings(data_dir: Path, adb_port: int, tracker_port: int, metrics_port: int) -> Settings:
+def demo_settings(data_dir: Path, adb_port: int, tracker_port: int, metrics_port: int,
+                  api_port: int) -> Settings:
     """The demo's settings: its own data folder and ports, usb-only virtual phones.
 
     usb-only is farm's default network mode (adb reverse and a relay per phone),
@@ -101,6 +103,7 @@ def demo_settings(data_dir: Path, adb_port: int, tracker_port: int, metrics_port
         "adb": {"port": adb_port},
         "tracker": {"port": tracker_port, "network": "usb-only"},
         "metrics": {"port": metrics_port},
+        "api": {"port": api_port},
         "virtual": {"network": "usb-only"},
     })
 
@@ -110,7 +113,7 @@ def demo_farmd(phones: int, data_dir: Path, **overrides: Any) -> Iterator[Farmd]
     """A started farmd with ``phones`` virtual phones on a private adb server.
 
     The adb server (``farm.virtual.testing.adb_server``: own port, own $HOME,
-    own process group), the tracker and the metrics endpoint get free loopback
+    own process group), the tracker, the metrics endpoint and the API get free loopback
     ports. Everything is stopped on exit. The bench scripts use this too.
 
     Args:
@@ -127,7 +130,7 @@ def demo_farmd(phones: int, data_dir: Path, **overrides: Any) -> Iterator[Farmd]
     from farm.virtual.testing import adb_server
 
     with adb_server() as server:
-        base = demo_settings(data_dir, server.port, free_port(), free_port())
+        base = demo_settings(data_dir, server.port, free_port(), free_port(), free_port())
         data = base.model_dump(mode="json")
         for key, value in overrides.items():
             data[key] = {**data[key], **value} if isinstance(value, dict) else value
@@ -241,7 +244,8 @@ def run_demo(
             _run_jobs(farmd, serials, n, model, data_dir, console, result,
                       ready_deadline_s, jobs_deadline_s)
             if keep:
-                _keep_running(settings, data_dir, console)
+                token = farmd.store.create_token("demo", SystemClock().now(), operator=True)
+                _keep_running(settings, data_dir, console, token)
             console.print("stopping farmd, the phones, the tracker and the adb server")
     finally:
         result.leftover_pids = _reap_children(before, CHILDREN_GONE_DEADLINE_S)
@@ -291,7 +295,7 @@ def _run_jobs(farmd: Farmd, serials: list[str], n: int, model: bool, data_dir: P
         raise InfraFault(f"jobs not finished within {jobs_deadline_s:g} s; see the table")
 
 
-def _keep_running(settings: Settings, data_dir: Path, console: Console) -> None:
+def _keep_running(settings: Settings, data_dir: Path, console: Console, token: str) -> None:
     config = data_dir / CONFIG_NAME
     config.write_text(_settings_toml(settings), encoding="utf-8")
     # The interrupt may come as soon as the line below is out (a script waits
@@ -301,6 +305,10 @@ def _keep_running(settings: Settings, data_dir: Path, console: Console) -> None:
                       f"  farmctl --config {config} devices\n"
                       f"  farmctl --config {config} enqueue gemm --n 256\n"
                       f"  curl -s http://127.0.0.1:{settings.metrics.port}/metrics\n"
+                      f"the HTTP API: http://{settings.api.host}:{settings.api.port}/api/docs; "
+                      f"a fresh operator token (shown once): {token}\n"
+                      f"  FARM_TOKEN={token} farmctl --server "
+                      f"http://{settings.api.host}:{settings.api.port} devices\n"
                       "Ctrl-C (or SIGTERM) stops everything.")
         threading.Event().wait()
 

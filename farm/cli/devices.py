@@ -23,8 +23,6 @@ import click
 
 from farm.cli.output import Column, echo_json, plain, print_table
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
-from farm.clock import SystemClock
-from farm.errors import UserFault
 from farm.queue.hosts import UNREACHABLE, shown_state
 from farm.queue.models import DeviceState
 from farm.queue.records import DeviceRecord
@@ -45,6 +43,13 @@ _COLUMNS = [
 
 #: Readings of the latest health sample that ``farmctl devices`` shows.
 _READINGS = ("battery_pct", "battery_temp_c", "thermal_status")
+
+
+def _latest(record: DeviceRecord) -> dict[str, Any] | None:
+    """The readings of the record's latest health sample, as ``device_row`` takes them."""
+    if record.sampled_at is None:
+        return None
+    return {"at": record.sampled_at, **{name: getattr(record, name) for name in _READINGS}}
 
 
 def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None,
@@ -98,30 +103,16 @@ def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None,
     }
 
 
-def _unknown(serial: str) -> UserFault:
-    return UserFault(f"no phone {serial!r} is known (see farmctl devices)")
-
-
-def _known(state: CliState, serial: str) -> DeviceRecord:
-    record = state.store.get_device(serial)
-    if record is None:
-        raise _unknown(serial)
-    return record
-
-
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @pass_state
 def devices(state: CliState, as_json: bool) -> None:
     """List phones: state, health and why, battery %, battery °C, thermal status, facts."""
-    store = state.store
-    now = SystemClock().now()
-    reserved = {v.serial: v for v in store.reservations(now=now,
-                                                        key_prefix=state.settings.tracker.key)}
-    dead = store.dead_host_ids(now, state.settings.hosts.dead_after_s)
-    rows = [device_row(r, next(iter(store.health_samples(r.serial, limit=1)), None),
-                       reserved.get(r.serial), dead_hosts=dead)
-            for r in store.list_devices()]
+    queue = state.queue
+    reserved = {v.serial: v for v in queue.reservations()}
+    dead = queue.dead_hosts()
+    rows = [device_row(r, _latest(r), reserved.get(r.serial), dead_hosts=dead)
+            for r in queue.devices()]
     if as_json:
         echo_json(rows)
         return
@@ -135,8 +126,7 @@ def devices(state: CliState, as_json: bool) -> None:
 @pass_state
 def drain(state: CliState, serial: str, reason: str) -> None:
     """Let a phone finish its attempt, then give it no more work."""
-    _known(state, serial)
-    changed = state.store.set_drained(serial, True, reason, SystemClock().now())
+    changed = state.queue.set_drained(serial, True, reason)
     click.echo(f"{serial} drained" if changed else f"{serial} was already drained")
 
 
@@ -146,8 +136,7 @@ def drain(state: CliState, serial: str, reason: str) -> None:
 @pass_state
 def undrain(state: CliState, serial: str, reason: str) -> None:
     """Let a drained phone take work again."""
-    _known(state, serial)
-    changed = state.store.set_drained(serial, False, reason, SystemClock().now())
+    changed = state.queue.set_drained(serial, False, reason)
     click.echo(f"{serial} undrained" if changed else f"{serial} was not drained")
 
 
@@ -156,12 +145,6 @@ def undrain(state: CliState, serial: str, reason: str) -> None:
 @pass_state
 def release(state: CliState, serial: str) -> None:
     """Release a quarantined phone: it is set up and health-checked again."""
-    was = state.store.release_quarantined(
-        serial, "released from quarantine by operator", SystemClock().now()
-    )
-    if was is None:
-        raise _unknown(serial)
-    if was is not DeviceState.QUARANTINED:
-        raise UserFault(f"{serial} is not quarantined (it is {was.value})")
+    state.queue.release(serial)
     click.echo(f"{serial} released from quarantine; farmd checks it before it takes work")
     warn_if_no_farmd(state, "it is checked once farmd starts")

@@ -20,32 +20,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import click
 
+from farm.api.service import Submitted
 from farm.cli.output import echo_json
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
-from farm.clock import SystemClock
 from farm.controllers import kinds as controller_kinds
-from farm.errors import SpecError, UserFault
-from farm.jobs.model_store import store_spec_models
+from farm.errors import SpecError
 from farm.kinds import KINDS, Kind
 from farm.kinds.base import ClickDecorator, default_of
-from farm.queue.records import DeviceRecord
-from farm.queue.scheduler import DeviceView
 from farm.queue.spec import (
     MAX_ATTEMPTS,
     MAX_PHONES,
     MAX_PRIORITY,
     DeviceSelection,
     JobBase,
-    JobSpec,
-    parse_spec,
 )
-from farm.queue.waiting import fitting_in_service, refusal
-from farm.runner.wake import send_wake
 
 __all__ = ["COMMON_FLAGS", "FlagError", "enqueue", "flag_error"]
 
@@ -157,73 +149,33 @@ def _submit(state: CliState, kind: Kind, params: dict[str, Any], common: dict[st
     raw: dict[str, Any] = {"kind": kind.name, "params": _prune(params), **_prune(common)}
     if devices:
         raw["devices"] = devices
-    data_dir = Path(state.settings.data_dir)
+    queue = state.queue
     try:
         # The model files go into the database first: the spec names the blobs.
-        spec = parse_spec(store_spec_models(raw, kind.input_files, state.store,
-                                            SystemClock().now()))
-        if kind.enqueue.check is not None:
-            kind.enqueue.check(spec, state.store, data_dir)
+        done = queue.submit(queue.store_models(raw, kind.input_files),
+                            wait_for_device=wait_for_device, each=each)
     except SpecError as exc:
         raise flag_error(exc, {**COMMON_FLAGS, **kind.enqueue.flags}) from None
-    if spec.timeout_s is None:  # the config's limit for the kind, stored with the job
-        spec = spec.model_copy(update={"timeout_s": spec.timeout_for(state.settings.jobs)})
-    if each:
-        _submit_each(state, kind, spec, as_json)
+    if done.run_id is not None:
+        _said_each(done, kind, as_json)
+        warn_if_no_farmd(state, f"run {done.run_id} waits in the queue until farmd starts")
         return
-    if not wait_for_device:
-        known = state.store.list_devices()
-        reason = refusal(spec, [_view(d) for d in known])
-        if reason is not None:
-            raise UserFault(f"no known phone can run this job: {reason} "
-                            "(--wait-for-device queues it for phones not plugged in yet)")
-    job_id = state.store.enqueue(spec, SystemClock().now())
-    send_wake(state.settings.data_dir)  # farmd starts it now, not at its next tick
-    job = state.store.get_job(job_id)
+    [job] = done.jobs
     if as_json:
         echo_json(job)
     else:
-        click.echo(f"job {job_id} queued ({kind.name})")
-    warn_if_no_farmd(state, f"job {job_id} waits in the queue until farmd starts")
+        click.echo(f"job {job.id} queued ({kind.name})")
+    warn_if_no_farmd(state, f"job {job.id} waits in the queue until farmd starts")
 
 
-def _view(device: DeviceRecord) -> DeviceView:
-    """A stored device as the scheduler sees it."""
-    return DeviceView(device.serial, device.state, device.drained, device.facts,
-                      kind=device.kind)
-
-
-def _submit_each(state: CliState, kind: Kind, spec: JobSpec, as_json: bool) -> None:
-    """One job per phone in service that fits ``spec``, pinned to it, under one run id.
-
-    Phones of every live farmd host count (each pinned job runs on its phone's
-    host); those of a dead host (``hosts.dead_after_s``) do not.
-
-    Raises:
-        FlagError: ``--count`` above 1 with ``--each`` (each job holds one phone).
-        UserFault: no phone in service fits (nothing is stored).
-    """
-    if spec.devices.count != 1:
-        raise FlagError("--each runs one job per phone: leave out --count")
-    dead = state.store.dead_host_ids(SystemClock().now(), state.settings.hosts.dead_after_s)
-    # Every live host's phones; a dead host's run nothing until it is back (farm.queue.hosts).
-    known = [d for d in state.store.list_devices() if d.host is None or d.host not in dead]
-    views = [_view(d) for d in known]
-    phones = fitting_in_service(spec, views)
-    if not phones:
-        reason = refusal(spec, views) or f"{len(views)} phones known, none in service fits"
-        raise UserFault(f"--each: no phone to run on now: {reason}")
-    raw = spec.to_json()
-    specs = [parse_spec({**raw, "devices": {**raw["devices"], "serials": [p.serial]}})
-             for p in phones]
-    run_id, job_ids = state.store.enqueue_run(specs, SystemClock().now())
+def _said_each(done: Submitted, kind: Kind, as_json: bool) -> None:
+    """Print a fan-out: its run id and each job's phone."""
     if as_json:
-        echo_json({"run_id": run_id, "jobs": [state.store.get_job(j) for j in job_ids]})
-    else:
-        click.echo(f"run {run_id}: {len(job_ids)} jobs queued ({kind.name}, one per phone)")
-        for job_id, phone in zip(job_ids, phones, strict=True):
-            click.echo(f"  job {job_id} on {phone.serial}")
-    warn_if_no_farmd(state, f"run {run_id} waits in the queue until farmd starts")
+        echo_json({"run_id": done.run_id, "jobs": list(done.jobs)})
+        return
+    click.echo(f"run {done.run_id}: {len(done.jobs)} jobs queued ({kind.name}, one per phone)")
+    for job in done.jobs:
+        click.echo(f"  job {job.id} on {job.spec['devices']['serials'][0]}")
 
 
 def _command(kind: Kind) -> click.Command:

@@ -30,18 +30,19 @@ _COLUMNS = [
 @pass_state
 def hosts(state: CliState, as_json: bool) -> None:
     """List farmd hosts: alive or dead, tracker address, phones owned, last heartbeat."""
-    store, now = state.store, SystemClock().now()
-    dead_after_s = state.settings.hosts.dead_after_s
-    phones = Counter(d.host for d in store.list_devices())
+    queue, now = state.queue, SystemClock().now()
+    records = queue.hosts()
+    dead = queue.dead_hosts()
+    phones = Counter(d.host for d in queue.devices())
     rows: list[dict[str, Any]] = [
         {
             **plain(h),
-            "status": "alive" if h.alive(now, dead_after_s) else "dead",
+            "status": "dead" if h.host_id in dead else "alive",
             "tracker": f"{h.tracker_host}:{h.tracker_port}",
             "phones": phones.get(h.host_id, 0),
             "heartbeat_age_s": round((now - h.heartbeat_at).total_seconds(), 1),
         }
-        for h in store.list_hosts()
+        for h in records
     ]
     if as_json:
         echo_json(rows)

@@ -21,14 +21,10 @@ from farm.cli.output import Column, echo_json, plain, print_table, to_json
 from farm.cli.params import JOB_ID, LIMIT, Seconds
 from farm.cli.results import RESULT_COLUMNS, result_row
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
-from farm.clock import SystemClock
-from farm.errors import FarmError, UserFault
-from farm.jobs.tune_progress import TuneCounters, read_counters
-from farm.kinds import KINDS
+from farm.errors import FarmError
+from farm.jobs.tune_progress import TuneCounters
 from farm.queue.models import JobState
 from farm.queue.records import AttemptView, JobView, ResultView
-from farm.queue.waiting import wait_reasons
-from farm.runner.execute import tune_work_dir
 
 __all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "WaitTimedOut", "cancel", "job", "jobs", "logs_",
            "wait"]
@@ -62,20 +58,11 @@ _JOB_COLUMNS = [
 
 def _waiting(state: CliState, views: list[JobView]) -> dict[int, str]:
     """Why each queued job of ``views`` is not running, from one snapshot of the queue."""
-    if not any(v.state is JobState.QUEUED for v in views):
-        return {}
-    known_kinds = list(KINDS)
-    now = SystemClock().now()
-    dead = state.store.dead_host_ids(now, state.settings.hosts.dead_after_s)
-    return wait_reasons(state.store.snapshot(), now, known_kinds=known_kinds,
-                        job_ids={v.id for v in views}, dead_hosts=dead)
+    return state.queue.waiting(views)
 
 
 def _get_job(state: CliState, job_id: int) -> JobView:
-    view = state.store.get_job(job_id)
-    if view is None:
-        raise UserFault(f"no job {job_id}")
-    return view
+    return state.queue.job(job_id)
 
 
 @click.command()
@@ -86,7 +73,7 @@ def _get_job(state: CliState, job_id: int) -> JobView:
 @pass_state
 def jobs(state: CliState, states: tuple[str, ...], limit: int, as_json: bool) -> None:
     """List jobs, newest first."""
-    views = state.store.list_jobs([JobState(s) for s in states] or None, limit)
+    views = state.queue.jobs([JobState(s) for s in states] or None, limit)
     waiting = _waiting(state, views)
     if as_json:
         echo_json([{**plain(v), "waiting": waiting.get(v.id)} for v in views])
@@ -115,8 +102,8 @@ _ATTEMPT_COLUMNS = [
 def job(state: CliState, job_id: int, as_json: bool) -> None:
     """Show one job, its attempts and its result."""
     view = _get_job(state, job_id)
-    attempts = state.store.attempts(job_id)
-    result = next(iter(state.store.results(job_id)), None)
+    attempts = state.queue.attempts(job_id)
+    result = next(iter(state.queue.results(job_id)), None)
     waiting = _waiting(state, [view]).get(job_id)
     progress = _tuning(state, job_id)
     if as_json:
@@ -136,7 +123,7 @@ def job(state: CliState, job_id: int, as_json: bool) -> None:
 
 def _tuning(state: CliState, job_id: int) -> TuneCounters | None:
     """A tuning job's progress from its work folder (None for other jobs)."""
-    return read_counters(tune_work_dir(state.settings.data_dir, job_id))
+    return state.queue.tuning(job_id)
 
 
 def _progress_json(counters: TuneCounters) -> dict[str, Any]:
@@ -159,9 +146,7 @@ def _print_progress(counters: TuneCounters) -> None:
 @pass_state
 def cancel(state: CliState, job_id: int) -> None:
     """Cancel a queued or running job (a running attempt is stopped by farmd)."""
-    view = _get_job(state, job_id)
-    if not state.store.cancel(job_id, SystemClock().now()):
-        raise FarmError(f"job {job_id} has already ended ({view.state.value})")
+    state.queue.cancel(job_id)
     click.echo(f"job {job_id} cancelled")
 
 
@@ -253,7 +238,7 @@ def wait(state: CliState, job_id: int, timeout_s: float | None, poll_s: float) -
                             completed=tuning.trials_measured if tuning else 0)
     if view.state is not JobState.SUCCEEDED:
         raise FarmError(f"job {job_id} {view.state.value}: {view.error or 'no reason recorded'}")
-    result = next(iter(state.store.results(job_id)), None)
+    result = next(iter(state.queue.results(job_id)), None)
     click.echo(f"job {job_id} succeeded" + (f": {_figures(result)}" if result else ""))
 
 

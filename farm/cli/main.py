@@ -18,11 +18,12 @@ from pathlib import Path
 import click
 
 from farm import logs, privacy
-from farm.cli import db, demo, devices, doctor, enqueue, export, jobs, reserve, results
+from farm.cli import db, demo, devices, doctor, enqueue, export, jobs, reserve, results, token
 from farm.cli.compare import compare
 from farm.cli.hosts import hosts
 from farm.cli.params import CONTEXT_SETTINGS
 from farm.cli.state import CliState
+from farm.config import ENV_SERVER, ENV_TOKEN
 from farm.errors import FarmError
 
 __all__ = ["cli", "main"]
@@ -49,11 +50,18 @@ class FarmGroup(click.Group):
               help="farm's TOML config (default: $FARM_CONFIG, then /etc/farm/farm.toml).")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error", "critical"]))
+@click.option("--server", envvar=ENV_SERVER, metavar="URL",
+              help="Use a farmd's HTTP API from any machine instead of the local database "
+                   "(devices, jobs, job, enqueue, cancel, results, wait, drain, undrain, "
+                   "release, reserve, unreserve, reservations, hosts). Default: $FARM_SERVER.")
+@click.option("--token", envvar=ENV_TOKEN, show_default=False,
+              help="The API token for --server (farmctl token create). Default: $FARM_TOKEN.")
 @click.pass_context
-def cli(ctx: click.Context, config_path: Path | None, log_level: str) -> None:
+def cli(ctx: click.Context, config_path: Path | None, log_level: str, server: str | None,
+        token: str | None) -> None:
     """Queue benchmark and tuning jobs on the phone farm and read their results."""
     logs.configure(level=log_level, stream=sys.stderr)
-    state = CliState(config_path)
+    state = CliState(config_path, server or None, token or None)
     ctx.obj = state
     ctx.call_on_close(state.close)
 
@@ -66,6 +74,7 @@ for command in (jobs.jobs, jobs.job, jobs.cancel, results.results, jobs.logs_, j
     cli.add_command(command)
 cli.add_command(compare)
 cli.add_command(hosts)
+cli.add_command(token.token)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import getpass
 import json
-from datetime import timedelta
 from typing import Any
 
 import click
@@ -25,7 +24,6 @@ import click
 from farm.cli.output import Column, echo_json, plain, print_table
 from farm.cli.params import Seconds
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
-from farm.clock import SystemClock
 from farm.errors import SpecError, UserFault
 from farm.queue.reservations import ReservationView
 from farm.queue.spec import DeviceSelection
@@ -97,15 +95,11 @@ def reserve(state: CliState, serial: str | None, abi: str | None, soc: str | Non
     picked = any(v is not None for v in (abi, soc, gpu, sdk_min))
     if (serial is None) == (not picked):
         raise UserFault("give a SERIAL or a selection (--abi/--soc/--gpu/--sdk-min), not both")
-    now = SystemClock().now()
-    until = now + timedelta(seconds=seconds)
-    who = owner or _login()
-    prefix = settings.tracker.key
-    if serial is not None:
-        view = state.store.reserve(serial, who, until, now, key_prefix=prefix)
-    else:
-        selection = DeviceSelection(abi=abi, soc=soc, gpu=gpu, sdk_min=sdk_min)
-        view = state.store.reserve_matching(selection, who, until, now, key_prefix=prefix)
+    selection = None if serial is not None else DeviceSelection(abi=abi, soc=soc, gpu=gpu,
+                                                                sdk_min=sdk_min)
+    # Through --server the token's owner reserves; --owner names owners locally.
+    who = owner or (None if state.server else _login())
+    view = state.queue.reserve(serial, seconds, selection=selection, owner=who)
     row = reservation_row(state, view)
     if as_json:
         echo_json(row)
@@ -113,8 +107,8 @@ def reserve(state: CliState, serial: str | None, abi: str | None, soc: str | Non
     click.echo(f"reserved {view.serial} for {view.owner} until {utc_text(view.expires_at)}")
     click.echo(f"tracker {row['tracker']} key {view.tracker_key}")
     click.echo(row["connect"])
-    device = state.store.get_device(view.serial)
-    if device is not None and device.attempt_id is not None:
+    device = state.queue.device(view.serial)
+    if device.attempt_id is not None:
         click.echo(f"note: {view.serial} runs attempt {device.attempt_id}; "
                    "your request waits until it ends", err=True)
     warn_if_no_farmd(state, "it expires only when a farmd or a claim sees it")
@@ -127,10 +121,8 @@ def reserve(state: CliState, serial: str | None, abi: str | None, soc: str | Non
 @pass_state
 def unreserve(state: CliState, serial: str, owner: str | None, any_owner: bool) -> None:
     """End a reservation: the phone takes jobs again."""
-    who = None if any_owner else (owner or _login())
-    reason = "unreserved" if who is not None else "unreserved by operator"
-    view = state.store.unreserve(serial, who, SystemClock().now(), reason,
-                                 key_prefix=state.settings.tracker.key)
+    who = None if any_owner or state.server else (owner or _login())
+    view = state.queue.unreserve(serial, owner=who)
     click.echo(f"{view.serial} unreserved (was {view.owner}'s)")
 
 
@@ -140,9 +132,7 @@ def unreserve(state: CliState, serial: str, owner: str | None, any_owner: bool) 
 @pass_state
 def reservations(state: CliState, show_all: bool, as_json: bool) -> None:
     """List reservations in force: phone, owner, until when, tracker and key."""
-    now = SystemClock().now()
-    views = state.store.reservations(active=not show_all, now=None if show_all else now,
-                                     key_prefix=state.settings.tracker.key)
+    views = state.queue.reservations(ended_too=show_all)
     rows = [reservation_row(state, v) for v in views]
     if as_json:
         echo_json(rows)

@@ -26,7 +26,7 @@ from farm.errors import UserFault
 from farm.queue.records import ResultView
 from farm.report import thermal_label
 from farm.results.plots import write_history_plot, write_spread_plot
-from farm.results.rows import SAMPLE_FIELDS, SampleRow, sample_rows
+from farm.results.rows import SAMPLE_FIELDS, SampleRow
 from farm.results.spreads import PhoneSpread, by_workload, noise_label, phone_spreads
 
 __all__ = ["RESULT_COLUMNS", "result_row", "results"]
@@ -91,20 +91,7 @@ def _spread_row(figure: PhoneSpread) -> dict[str, Any]:
 def _rows(state: CliState, job_id: int | None, run_id: str | None, workload: str | None,
           limit: int) -> list[SampleRow]:
     """The rows asked for; a job, run or workload that has none is the user's error."""
-    store = state.store
-    if job_id is not None and store.get_job(job_id) is None:
-        raise UserFault(f"no job {job_id}")
-    if run_id is not None and not store.list_jobs(limit=1, run_id=run_id):
-        raise UserFault(f"no run {run_id}")
-    job_ids = None if job_id is None else [job_id]
-    rows = sample_rows(store, job_ids=job_ids, run_id=run_id, limit=limit)
-    if workload is not None:
-        known = sorted({r.workload for r in rows})
-        rows = [r for r in rows if r.workload == workload]
-        if not rows:
-            raise UserFault(f"no results of workload {workload!r} in the newest {limit} "
-                            f"(known: {', '.join(known) or 'none'})")
-    return rows
+    return state.queue.sample_rows(job_id=job_id, run_id=run_id, workload=workload, limit=limit)
 
 
 @click.command(epilog="Examples: farmctl results --run r-0123456789ab --format csv; "

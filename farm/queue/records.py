@@ -60,6 +60,7 @@ class JobView:
     finished_at: datetime | None
     error: str | None
     run_id: str | None = None  # shared by the jobs of one ``enqueue --each``
+    owner: str | None = None  # the API token's owner who enqueued it; None: the local CLI
 
     @classmethod
     def of(cls, job: Job) -> JobView:
@@ -80,6 +81,7 @@ class JobView:
             job.finished_at,
             job.error,
             job.run_id,
+            job.owner,
         )
 
 

@@ -126,7 +126,8 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
 
     # --- jobs -------------------------------------------------------------------
 
-    def enqueue(self, spec: JobSpec | Mapping[str, Any], now: datetime) -> int:
+    def enqueue(self, spec: JobSpec | Mapping[str, Any], now: datetime, *,
+                owner: str | None = None) -> int:
         """Store a job; it is durable once this returns.
 
         On PostgreSQL the transaction also sends ``NOTIFY farm_jobs``, which
@@ -135,6 +136,7 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
         Args:
             spec: a validated spec, or raw data to validate.
             now: the submit time.
+            owner: the API token's owner enqueuing it (``jobs.owner``); None from the local CLI.
 
         Returns:
             The job id.
@@ -143,7 +145,7 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
             SpecError: raw data failed validation.
             StoreError: the database refused the write.
         """
-        job = _new_job(spec, now)
+        job = _new_job(spec, now, owner=owner)
         with self._tx() as session:
             session.add(job)
             session.flush()
@@ -153,9 +155,12 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
             return job.id
 
     def enqueue_run(
-        self, specs: Sequence[JobSpec | Mapping[str, Any]], now: datetime
+        self, specs: Sequence[JobSpec | Mapping[str, Any]], now: datetime, *,
+        owner: str | None = None,
     ) -> tuple[str, list[int]]:
         """Store the jobs of one fan-out (``enqueue --each``) under a new run id, all or none.
+
+        ``owner`` is as for :meth:`enqueue`.
 
         Returns:
             The run id (``r-`` and 12 hex digits) and the job ids, in the order of ``specs``.
@@ -165,7 +170,7 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
             StoreError: the database refused the write (nothing is stored).
         """
         run_id = f"r-{secrets.token_hex(6)}"
-        jobs = [_new_job(spec, now, run_id) for spec in specs]
+        jobs = [_new_job(spec, now, run_id, owner) for spec in specs]
         with self._tx() as session:
             session.add_all(jobs)
             session.flush()
@@ -493,7 +498,8 @@ def _device_views(session: Session, host: str | None = None) -> list[DeviceView]
     return views
 
 
-def _new_job(spec: JobSpec | Mapping[str, Any], now: datetime, run_id: str | None = None) -> Job:
+def _new_job(spec: JobSpec | Mapping[str, Any], now: datetime, run_id: str | None = None,
+             owner: str | None = None) -> Job:
     """A queued job row of ``spec`` (validated here if raw).
 
     Raises:
@@ -513,4 +519,5 @@ def _new_job(spec: JobSpec | Mapping[str, Any], now: datetime, run_id: str | Non
         timeout_s=spec.effective_timeout_s,
         excluded_serials=[],
         run_id=run_id,
+        owner=owner,
     )

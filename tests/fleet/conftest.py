@@ -164,6 +164,7 @@ def farmd_settings(data_dir: Path, adb_port: int, apk: Path, **jobs: float) -> S
         "apk": {"path": str(apk)},
         "tracker": {"port": free_port(), "network": "usb-only"},
         "metrics": {"enabled": False},
+        "api": {"enabled": False},
         "jobs": jobs,
     })
 

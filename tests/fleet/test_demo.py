@@ -9,6 +9,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 from rich.console import Console
@@ -84,6 +85,7 @@ class TestFarmdMetrics:
             settings = Settings.model_validate({
                 "data_dir": str(tmp_path), "adb": {"port": server.port},
                 "tracker": {"port": free_port()}, "metrics": {"port": metrics_port},
+                "api": {"port": free_port()},
                 "virtual": {"network": "usb-only"},
             })
             farmd = Farmd(settings, virtual_phones=1)
@@ -102,6 +104,9 @@ class TestFarmdMetrics:
                 url = f"http://127.0.0.1:{metrics_port}/metrics"
                 with urllib.request.urlopen(url, timeout=10) as response:
                     body = response.read().decode()
+                assert farmd.api_server is not None  # farmd serves the API too
+                ping = httpx.get(f"{farmd.api_server.url}/api/v1/ping", timeout=10)
+                assert ping.json()["ok"] is True
             finally:
                 farmd.stop()
         assert "farm_up 1.0" in body

@@ -64,6 +64,7 @@ def event_farmd(
                 "apk": {"path": str(demo_apk(tmp_path / "apk"))},
                 "tracker": {"port": free_port(), "network": "usb-only"},
                 "metrics": {"enabled": False},
+                "api": {"enabled": False},
                 "health": {"interval_s": health_interval_s},
                 "jobs": {"tick_interval_s": LONG_TICK_S},
             })

@@ -52,7 +52,8 @@ def farmd(tmp_path: Path) -> Iterator[tuple[Path, int, int]]:
     config = tmp_path / "farm.toml"
     config.write_text(
         f'data_dir = "{data_dir}"\n[adb]\nport = {adb_port}\n'
-        f"[tracker]\nport = {free_port()}\n[metrics]\nenabled = false\n")
+        f"[tracker]\nport = {free_port()}\n[metrics]\nenabled = false\n"
+        "[api]\nenabled = false\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("FARM_")}
     env.update(HOME=str(tmp_path / "home"), ADB_USB="0", ADB_EMU="0")
     (tmp_path / "home").mkdir()

@@ -65,6 +65,7 @@ def write_config(path: Path, *, data_dir: Path, adb_port: int, tracker_port: int
         f'[apk]\npath = "{apk}"\n\n'
         f'[tracker]\nport = {tracker_port}\nnetwork = "lan"\nphone_host = "10.0.2.2"\n\n'
         "[metrics]\nenabled = false\n\n"
+        "[api]\nenabled = false\n\n"
         "[health]\ninterval_s = 5\n",
         encoding="utf-8",
     )

@@ -178,6 +178,7 @@ def farmd_config(
         f'[tracker]\nexternal = true\nport = {tracker_port}\nnetwork = "lan"\n'
         'phone_host = "10.0.2.2"\n\n'
         "[metrics]\nenabled = false\n\n"
+        "[api]\nenabled = false\n\n"
         "[health]\ninterval_s = 5\n\n"
         "[jobs]\ntune_lease_s = 8\n",
         encoding="utf-8",

@@ -75,6 +75,7 @@ def write_config(path: Path, *, host_id: str, data_dir: Path, database_url: str,
         f"[adb]\nport = {adb_port}\n\n"
         f"[tracker]\nport = {free_port()}\n\n"
         f"[metrics]\nport = {free_port()}\n\n"
+        f"[api]\nport = {free_port()}\n\n"
         f"[health]\ninterval_s = 5\n\n"
         f"[jobs]\nlease_s = {LEASE_S}\n\n"
         f"[hosts]\nheartbeat_s = 1\ndead_after_s = {DEAD_AFTER_S}\n",

@@ -82,6 +82,7 @@ def pool_farmd(adb_server: AdbServerHandle, tmp_path: Path) -> Iterator[Callable
                 "apk": {"path": str(demo_apk(tmp_path / "apk"))},
                 "tracker": {"port": free_port(), "network": "usb-only"},
                 "metrics": {"enabled": False},
+                "api": {"enabled": False},
                 "health": {"interval_s": 5.0},
                 "pool": {"key": POOL_KEY, "interval_s": 0.5},
             })

@@ -1,0 +1,330 @@
+"""What farmctl and the HTTP API do with the queue, with the caller's rights: one place.
+
+:class:`FarmService` is the seam both front ends share. The API's routes are
+thin shells over it (one service per request, for the token's caller); the
+local ``farmctl`` uses one with ``caller=None`` (whoever can write the
+database may do anything); ``farmctl --server`` uses
+:class:`farm.cli.remote.RemoteService`, which has the same methods and returns
+the same frozen views, read back from the routes' JSON. So every command has
+one code path, whichever way it reaches the queue.
+
+Rights: any token reads everything and enqueues (its owner is stored on the
+job, ``jobs.owner``); a job is cancelled by its owner or an operator; drain,
+undrain and release need an operator. Refusals are :mod:`farm.api.errors`.
+
+This module imports no FastAPI: the local CLI loads it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from farm.api.errors import Conflict, Forbidden, NotFound
+from farm.api.reserving import ReservationMethods
+from farm.api.submitting import Submitted, submit_spec
+from farm.clock import Clock
+from farm.config import Settings
+from farm.errors import UserFault
+from farm.jobs.model_store import StoredModel, put_model, store_spec_models
+from farm.jobs.tune_progress import TuneCounters, read_counters
+from farm.kinds import KINDS
+from farm.queue.hosts import HostRecord
+from farm.queue.models import AttemptState, DeviceState, JobState
+from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
+from farm.queue.reservations import ReservationView
+from farm.queue.spec import DeviceSelection
+from farm.queue.store import Store
+from farm.queue.tokens import Caller
+from farm.queue.waiting import wait_reasons
+from farm.results.rows import SampleRow, sample_rows
+from farm.runner.execute import tune_work_dir
+
+__all__ = ["FarmService", "Queue", "Submitted"]
+
+
+class Queue(Protocol):
+    """What farmctl's commands call: :class:`FarmService` here, or the API's client.
+
+    Every method is :class:`FarmService`'s; see it for arguments and errors.
+    """
+
+    def devices(self) -> list[DeviceRecord]:
+        """:meth:`FarmService.devices`."""
+
+    def device(self, serial: str) -> DeviceRecord:
+        """:meth:`FarmService.device`."""
+
+    def dead_hosts(self) -> frozenset[str]:
+        """:meth:`FarmService.dead_hosts`."""
+
+    def hosts(self) -> list[HostRecord]:
+        """:meth:`FarmService.hosts`."""
+
+    def set_drained(self, serial: str, drained: bool, reason: str) -> bool:
+        """:meth:`FarmService.set_drained`."""
+
+    def release(self, serial: str) -> None:
+        """:meth:`FarmService.release`."""
+
+    def jobs(self, states: Sequence[JobState] | None = None, limit: int = 100, *,
+             run_id: str | None = None) -> list[JobView]:
+        """:meth:`FarmService.jobs`."""
+
+    def job(self, job_id: int) -> JobView:
+        """:meth:`FarmService.job`."""
+
+    def attempts(self, job_id: int) -> list[AttemptView]:
+        """:meth:`FarmService.attempts`."""
+
+    def results(self, job_id: int) -> list[ResultView]:
+        """:meth:`FarmService.results`."""
+
+    def waiting(self, jobs: Sequence[JobView]) -> dict[int, str]:
+        """:meth:`FarmService.waiting`."""
+
+    def tuning(self, job_id: int) -> TuneCounters | None:
+        """:meth:`FarmService.tuning`."""
+
+    def sample_rows(self, *, job_id: int | None = None, run_id: str | None = None,
+                    workload: str | None = None, limit: int = 1000) -> list[SampleRow]:
+        """:meth:`FarmService.sample_rows`."""
+
+    def store_models(self, raw: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+        """:meth:`FarmService.store_models`."""
+
+    def submit(self, raw: dict[str, Any], *, wait_for_device: bool = False,
+               each: bool = False) -> Submitted:
+        """:meth:`FarmService.submit`."""
+
+    def cancel(self, job_id: int) -> JobView:
+        """:meth:`FarmService.cancel`."""
+
+    def reserve(self, serial: str | None, for_s: float, *,
+                selection: DeviceSelection | None = None,
+                owner: str | None = None) -> ReservationView:
+        """:meth:`FarmService.reserve`."""
+
+    def unreserve(self, serial: str, *, owner: str | None = None) -> ReservationView:
+        """:meth:`FarmService.unreserve`."""
+
+    def reservations(self, *, ended_too: bool = False) -> list[ReservationView]:
+        """:meth:`FarmService.reservations`."""
+
+
+class FarmService(ReservationMethods):
+    """The queue as a caller sees it.
+
+    Args:
+        store: the queue database.
+        settings: farm's settings (the data folder, job time limits).
+        clock: the time source.
+        caller: the API token's owner; None for the local CLI (every right).
+        wake: asks farmd's dispatcher for a tick after an enqueue; None: nobody to wake.
+    """
+
+    def __init__(self, store: Store, settings: Settings, clock: Clock,
+                 caller: Caller | None = None, wake: Callable[[], object] | None = None) -> None:
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+        self.caller = caller
+        self.wake = wake
+
+    # --- rights ---------------------------------------------------------------------
+
+    def _operator(self, what: str) -> None:
+        """Raises Forbidden unless the caller may act on any phone or job."""
+        if self.caller is not None and not self.caller.operator:
+            raise Forbidden(f"{what} needs an operator token ({self.caller.owner}'s is not one)")
+
+    @property
+    def owner(self) -> str | None:
+        """Who new jobs and reservations belong to: the token's owner, None locally."""
+        return None if self.caller is None else self.caller.owner
+
+    # --- devices ----------------------------------------------------------------------
+
+    def devices(self) -> list[DeviceRecord]:
+        """Every phone, by serial, with its latest health sample."""
+        return self.store.list_devices()
+
+    def device(self, serial: str) -> DeviceRecord:
+        """One phone.
+
+        Raises:
+            NotFound: no phone has this serial.
+        """
+        record = self.store.get_device(serial)
+        if record is None:
+            raise NotFound(f"no phone {serial!r} is known (see farmctl devices)")
+        return record
+
+    def device_events(self, serial: str, limit: int = 50) -> list[EventRecord]:
+        """A phone's state changes and recovery steps, newest first."""
+        return self.store.device_events(serial, limit=limit)
+
+    def dead_hosts(self) -> frozenset[str]:
+        """The farmd hosts whose heartbeat is older than ``hosts.dead_after_s``.
+
+        Their phones show as ``unreachable`` and take no new work (:mod:`farm.queue.hosts`).
+        """
+        return self.store.dead_host_ids(self.clock.now(), self.settings.hosts.dead_after_s)
+
+    def hosts(self) -> list[HostRecord]:
+        """The farmd hosts sharing the database, by id."""
+        return self.store.list_hosts()
+
+    def running_jobs(self) -> dict[int, int]:
+        """Attempt id -> job id of every running attempt (what each busy phone runs)."""
+        running = self.store.list_jobs([JobState.RUNNING], limit=10_000)
+        return {a.id: job.id for job in running for a in self.store.attempts(job.id)
+                if a.state is AttemptState.RUNNING}
+
+    def set_drained(self, serial: str, drained: bool, reason: str) -> bool:
+        """Drain or undrain a phone; whether that changed anything.
+
+        Raises:
+            Forbidden: the caller is no operator.
+            NotFound: no such phone.
+        """
+        self._operator("drain" if drained else "undrain")
+        self.device(serial)
+        return bool(self.store.set_drained(serial, drained, reason, self.clock.now()))
+
+    def release(self, serial: str) -> None:
+        """Release a quarantined phone: it is set up and health-checked again.
+
+        Raises:
+            Forbidden: the caller is no operator.
+            NotFound: no such phone.
+            UserFault: the phone is not quarantined.
+        """
+        self._operator("release")
+        was = self.store.release_quarantined(
+            serial, "released from quarantine by " + (self.owner or "operator"), self.clock.now())
+        if was is None:
+            raise NotFound(f"no phone {serial!r} is known (see farmctl devices)")
+        if was is not DeviceState.QUARANTINED:
+            raise UserFault(f"{serial} is not quarantined (it is {was.value})")
+
+    # --- jobs -----------------------------------------------------------------------
+
+    def jobs(self, states: Sequence[JobState] | None = None, limit: int = 100, *,
+             run_id: str | None = None) -> list[JobView]:
+        """Jobs newest first, optionally only those in ``states`` or of one run."""
+        return self.store.list_jobs(states or None, limit, run_id=run_id)
+
+    def job(self, job_id: int) -> JobView:
+        """One job.
+
+        Raises:
+            NotFound: no job has this id.
+        """
+        view = self.store.get_job(job_id)
+        if view is None:
+            raise NotFound(f"no job {job_id}")
+        return view
+
+    def attempts(self, job_id: int) -> list[AttemptView]:
+        """A job's attempts, oldest first."""
+        return self.store.attempts(job_id)
+
+    def results(self, job_id: int) -> list[ResultView]:
+        """A job's results (at most one) with raw samples."""
+        return self.store.results(job_id)
+
+    def waiting(self, jobs: Sequence[JobView]) -> dict[int, str]:
+        """Why each queued job of ``jobs`` is not running (one snapshot of the queue)."""
+        if not any(v.state is JobState.QUEUED for v in jobs):
+            return {}
+        return wait_reasons(self.store.snapshot(), self.clock.now(), known_kinds=list(KINDS),
+                            job_ids={v.id for v in jobs}, dead_hosts=self.dead_hosts())
+
+    def tuning(self, job_id: int) -> TuneCounters | None:
+        """A tuning job's progress, from its work folder on this host (None for other jobs)."""
+        return read_counters(tune_work_dir(self.settings.data_dir, job_id))
+
+    def sample_rows(self, *, job_id: int | None = None, run_id: str | None = None,
+                    workload: str | None = None, limit: int = 1000) -> list[SampleRow]:
+        """Raw samples as flat rows (:func:`farm.results.rows.sample_rows`).
+
+        Raises:
+            NotFound: no such job or run.
+            UserFault: no result of ``workload`` in the newest ``limit``.
+        """
+        if job_id is not None:
+            self.job(job_id)
+        if run_id is not None and not self.store.list_jobs(limit=1, run_id=run_id):
+            raise NotFound(f"no run {run_id}")
+        rows = sample_rows(self.store, job_ids=None if job_id is None else [job_id],
+                           run_id=run_id, limit=limit)
+        if workload is not None:
+            known = sorted({r.workload for r in rows})
+            rows = [r for r in rows if r.workload == workload]
+            if not rows:
+                raise UserFault(f"no results of workload {workload!r} in the newest {limit} "
+                                f"(known: {', '.join(known) or 'none'})")
+        return rows
+
+    def store_models(self, raw: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+        """A raw spec whose model files (on this host) are stored as blobs, and named by them.
+
+        See :func:`farm.jobs.model_store.store_spec_models`; ``fields`` are the
+        kind's ``input_files``.
+
+        Raises:
+            SpecError: a named file is missing, unreadable or not an ONNX model.
+        """
+        return store_spec_models(raw, fields, self.store, self.clock.now())
+
+    def upload_model(self, data: bytes, name: str) -> StoredModel:
+        """Check uploaded bytes as an ONNX model and store them as a blob (``POST /api/v1/blobs``).
+
+        Raises:
+            SpecError: ``data`` is not a valid ONNX model (field ``model``).
+            StoreError: the database refused the write.
+        """
+        return put_model(self.store, data, name, self.clock.now(), field="model")
+
+    def submit(self, raw: dict[str, Any], *, wait_for_device: bool = False,
+               each: bool = False) -> Submitted:
+        """Validate and store a job spec (``farmctl enqueue``, ``POST /api/v1/jobs``).
+
+        Args:
+            raw: the spec as JSON data; model files it names must already be in
+                farm's store (the CLI stores local files; the API takes uploads).
+            wait_for_device: queue it even if no known phone can run it.
+            each: one job per phone in service that fits, pinned to it, under one
+                run id (kinds with ``fan_out`` only).
+
+        Raises:
+            SpecError: the spec is invalid (the field and why), or ``each`` with
+                ``devices.count`` above 1 or a kind that does not fan out.
+            UserFault: no known phone can run it (and not ``wait_for_device``),
+                or, with ``each``, none in service fits now.
+        """
+        return submit_spec(self, raw, wait_for_device=wait_for_device, each=each)
+
+    def wake_dispatcher(self) -> None:
+        """Ask farmd for a dispatcher tick (after an enqueue); nothing without a farmd to wake."""
+        if self.wake is not None:
+            self.wake()
+
+    def cancel(self, job_id: int) -> JobView:
+        """Cancel a queued or running job (a running attempt is stopped by its farmd).
+
+        Raises:
+            NotFound: no such job.
+            Forbidden: another owner's job, and the caller is no operator.
+            Conflict: the job has already ended.
+        """
+        view = self.job(job_id)
+        if (self.caller is not None and not self.caller.operator
+                and view.owner != self.caller.owner):
+            raise Forbidden(f"job {job_id} is {view.owner or 'a local user'}'s: "
+                            f"only its owner or an operator may cancel it")
+        if not self.store.cancel(job_id, self.clock.now()):
+            raise Conflict(f"job {job_id} has already ended ({self.job(job_id).state.value})")
+        return self.job(job_id)
+

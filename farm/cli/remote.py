@@ -1,0 +1,273 @@
+"""``farmctl --server URL``: the HTTP API's client, with the methods of the local service.
+
+:class:`RemoteService` implements :class:`farm.api.service.Queue` over
+``/api/v1/...`` (httpx), returning the same frozen views the store returns,
+so each command has one code path (``state.queue``) whichever way it reaches
+the queue. Errors come back as the classes the server raised
+(:func:`farm.api.errors.error_of`): ``farmctl`` prints the same one line and
+exit code. An unreachable server is an :class:`~farm.errors.InfraFault` (exit 1),
+a missing or wrong token an :class:`~farm.api.errors.Unauthorized` (exit 2).
+
+A job's wait reason, attempts, result and tuning progress come with the job
+(``GET /api/v1/jobs/{id}``): the client keeps the newest answer per job, so
+``waiting``, ``attempts``, ``results`` and ``tuning`` after ``job`` or
+``jobs`` cost no further request; likewise ``dead_hosts`` after ``hosts``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import TypeAdapter, ValidationError
+
+from farm.api.errors import Unauthorized, error_of
+from farm.api.schemas import DeviceOut, HostOut, JobDetailOut, JobOut, SubmittedOut, record_of
+from farm.api.service import Submitted
+from farm.errors import InfraFault, SpecError, UserFault
+from farm.jobs.model_store import spec_with_blob
+from farm.jobs.tune_progress import TuneCounters
+from farm.queue.hosts import HostRecord
+from farm.queue.models import JobState
+from farm.queue.records import AttemptView, DeviceRecord, JobView, ResultView
+from farm.queue.reservations import ReservationView
+from farm.queue.spec import DeviceSelection
+from farm.results.rows import SampleRow
+
+__all__ = ["TIMEOUT_S", "RemoteService"]
+
+#: Seconds to wait for the server's answer (connect, read); an enqueue checks
+#: the spec against the queue, which is quick.
+TIMEOUT_S = 30.0
+
+T = TypeVar("T")
+
+
+class RemoteService:
+    """The queue behind a farmd's API, as the token's owner sees it.
+
+    Args:
+        url: the API's base URL, e.g. ``https://farm.example.org`` (a reverse
+            proxy) or ``http://127.0.0.1:9465``.
+        token: the caller's token (``farmctl token create``); None sends none
+            (every route but ping refuses that).
+        transport: an httpx transport, for tests; None: the network.
+    """
+
+    def __init__(self, url: str, token: str | None,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise UserFault(f"--server must be an http:// or https:// URL: {url!r}")
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=TIMEOUT_S,
+                                  transport=transport)
+        self._details: dict[int, JobDetailOut] = {}
+        self._waiting: dict[int, str] = {}
+        self._dead: frozenset[str] | None = None
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    # --- the wire -----------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One request; the answer's JSON.
+
+        Raises:
+            InfraFault: the server cannot be reached, or answers no JSON.
+            FarmError: the class the server's status stands for, with its message.
+        """
+        try:
+            response = self._http.request(method, f"/api/v1{path}", **kwargs)
+        except httpx.HTTPError as exc:
+            reason = str(exc) or type(exc).__name__
+            raise InfraFault(f"cannot reach the farm server {self.url}: {reason}") from None
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if response.status_code == 401:
+            message = body.get("error") if isinstance(body, dict) else None
+            raise Unauthorized(f"the server {self.url} refused the token: "
+                               f"{message or 'unauthorized'} (set FARM_TOKEN or --token)")
+        if response.is_error:
+            raise error_of(response.status_code, body)
+        if body is None:
+            raise InfraFault(f"the farm server {self.url} answered {method} {path} "
+                             f"with no JSON (is it farm's API?)")
+        return body
+
+    def _read(self, kind: type[T] | Any, data: Any) -> Any:
+        try:
+            return TypeAdapter(kind).validate_python(data)
+        except ValidationError as exc:
+            raise InfraFault(f"the farm server {self.url} answered an unexpected shape: "
+                             f"{exc.errors()[0].get('msg', exc)}") from None
+
+    # --- devices --------------------------------------------------------------------------
+
+    def devices(self) -> list[DeviceRecord]:
+        """Every phone (``GET /api/v1/devices``)."""
+        outs: list[DeviceOut] = self._read(list[DeviceOut], self._call("GET", "/devices"))
+        return [record_of(o) for o in outs]
+
+    def hosts(self) -> list[HostRecord]:
+        """The farmd hosts (``GET /api/v1/hosts``); notes the dead ones for :meth:`dead_hosts`."""
+        outs: list[HostOut] = self._read(list[HostOut], self._call("GET", "/hosts"))
+        self._dead = frozenset(o.host.host_id for o in outs if not o.alive)
+        return [o.host for o in outs]
+
+    def dead_hosts(self) -> frozenset[str]:
+        """The hosts the server judged dead (as of the newest :meth:`hosts`)."""
+        if self._dead is None:
+            self.hosts()
+        return self._dead or frozenset()
+
+    def device(self, serial: str) -> DeviceRecord:
+        """One phone."""
+        return record_of(self._read(DeviceOut, self._call("GET", f"/devices/{serial}")))
+
+    def set_drained(self, serial: str, drained: bool, reason: str) -> bool:
+        """Drain or undrain a phone (operator token)."""
+        action = "drain" if drained else "undrain"
+        body = self._call("POST", f"/devices/{serial}/{action}", params={"reason": reason})
+        return bool(body.get("changed"))
+
+    def release(self, serial: str) -> None:
+        """Release a quarantined phone (operator token)."""
+        self._call("POST", f"/devices/{serial}/release")
+
+    # --- jobs -------------------------------------------------------------------------------
+
+    def jobs(self, states: Sequence[JobState] | None = None, limit: int = 100, *,
+             run_id: str | None = None) -> list[JobView]:
+        """Jobs newest first; keeps their wait reasons for :meth:`waiting`."""
+        params: dict[str, Any] = {"limit": limit, "state": [s.value for s in states or ()]}
+        if run_id is not None:
+            params["run"] = run_id
+        outs: list[JobOut] = self._read(list[JobOut], self._call("GET", "/jobs", params=params))
+        for out in outs:
+            self._note_waiting(out.job.id, out.waiting)
+        return [o.job for o in outs]
+
+    def _note_waiting(self, job_id: int, waiting: str | None) -> None:
+        if waiting is None:
+            self._waiting.pop(job_id, None)
+        else:
+            self._waiting[job_id] = waiting
+
+    def job(self, job_id: int) -> JobView:
+        """One job; keeps its attempts, result and progress for the calls after."""
+        detail: JobDetailOut = self._read(JobDetailOut, self._call("GET", f"/jobs/{job_id}"))
+        self._details[job_id] = detail
+        self._note_waiting(job_id, detail.waiting)
+        return detail.job
+
+    def _detail(self, job_id: int) -> JobDetailOut:
+        if job_id not in self._details:
+            self.job(job_id)
+        return self._details[job_id]
+
+    def attempts(self, job_id: int) -> list[AttemptView]:
+        """A job's attempts, as of the newest :meth:`job`."""
+        return list(self._detail(job_id).attempts)
+
+    def results(self, job_id: int) -> list[ResultView]:
+        """A job's result, as of the newest :meth:`job`."""
+        result = self._detail(job_id).result
+        return [] if result is None else [result]
+
+    def waiting(self, jobs: Sequence[JobView]) -> dict[int, str]:
+        """Why each of ``jobs`` waits, as the server said with them."""
+        return {j.id: self._waiting[j.id] for j in jobs if j.id in self._waiting}
+
+    def tuning(self, job_id: int) -> TuneCounters | None:
+        """A tuning job's progress, as of the newest :meth:`job`."""
+        tuning = self._detail(job_id).tuning
+        return None if tuning is None else TuneCounters.from_dict(tuning.counters)
+
+    def sample_rows(self, *, job_id: int | None = None, run_id: str | None = None,
+                    workload: str | None = None, limit: int = 1000) -> list[SampleRow]:
+        """Raw samples as flat rows (``GET /api/v1/results``)."""
+        params = {k: v for k, v in (("job", job_id), ("run", run_id), ("workload", workload),
+                                    ("limit", limit)) if v is not None}
+        rows: list[SampleRow] = self._read(list[SampleRow],
+                                           self._call("GET", "/results", params=params))
+        return rows
+
+    def store_models(self, raw: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+        """A raw spec whose model files (on this machine) are uploaded, and named by their blobs.
+
+        Each file a model field names (``Kind.input_files``) goes to ``POST
+        /api/v1/blobs``, which checks it as ONNX; the spec then names the blob
+        (:func:`farm.jobs.model_store.spec_with_blob`).
+
+        Raises:
+            SpecError: a named file is missing or unreadable, or the server
+                found it no ONNX model (naming the field).
+        """
+        out: dict[str, Any] = dict(raw)
+        for field in fields:
+            holder: Any = out
+            for part in field.split("."):
+                holder = holder.get(part) if isinstance(holder, Mapping) else None
+            if not isinstance(holder, str):
+                continue  # absent: the spec's validation says what is missing
+            path = Path(holder).expanduser()
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise SpecError(field, f"cannot read {holder!r}: {exc.strerror or exc}") from None
+            try:
+                body = self._call("POST", "/blobs", params={"name": path.name}, content=data,
+                                  headers={"Content-Type": "application/octet-stream"})
+            except SpecError as exc:  # the server's check names no flag: this field's is meant
+                raise SpecError(field, exc.reason) from None
+            out = spec_with_blob(out, field, str(body["sha256"]), path.name)
+        return out
+
+    def submit(self, raw: dict[str, Any], *, wait_for_device: bool = False,
+               each: bool = False) -> Submitted:
+        """Queue a spec (``POST /api/v1/jobs``); its owner is the token's."""
+        body = self._call("POST", "/jobs", json={"spec": raw, "each": each,
+                                                 "wait_for_device": wait_for_device})
+        out: SubmittedOut = self._read(SubmittedOut, body)
+        return Submitted(tuple(out.jobs), out.run_id)
+
+    def cancel(self, job_id: int) -> JobView:
+        """Cancel a job: the token's owner's own, or any with an operator token."""
+        out: JobOut = self._read(JobOut, self._call("POST", f"/jobs/{job_id}/cancel"))
+        return out.job
+
+    # --- reservations -------------------------------------------------------------------
+
+    def reserve(self, serial: str | None, for_s: float, *,
+                selection: DeviceSelection | None = None,
+                owner: str | None = None) -> ReservationView:
+        """Reserve a phone for the token's owner."""
+        del owner  # the token's owner reserves: --owner names owners on the local database only
+        body: dict[str, Any] = {"serial": serial, "for_s": for_s}
+        if serial is None and selection is not None:
+            body.update(abi=selection.abi, soc=selection.soc, gpu=selection.gpu,
+                        sdk_min=selection.sdk_min)
+        view: ReservationView = self._read(ReservationView,
+                                           self._call("POST", "/reservations", json=body))
+        return view
+
+    def unreserve(self, serial: str, *, owner: str | None = None) -> ReservationView:
+        """End a reservation: the token's owner's own, or any with an operator token."""
+        del owner  # the token says who asks (see reserve)
+        view: ReservationView = self._read(ReservationView,
+                                           self._call("DELETE", f"/reservations/{serial}"))
+        return view
+
+    def reservations(self, *, ended_too: bool = False) -> list[ReservationView]:
+        """The reservations in force now; with ``ended_too`` every one ever made."""
+        views: list[ReservationView] = self._read(
+            list[ReservationView],
+            self._call("GET", "/reservations", params={"ended_too": ended_too}))
+        return views
