@@ -375,7 +375,7 @@ class WebSettings(_Frozen):
     poll_s: float = Field(2.0, gt=0)
     slow_poll_s: float = Field(30.0, gt=0)
     incidents: int = Field(3, ge=0, le=100)
-    recent_ends: int = Field(20, ge=0, le=1000)
+    recent_ends: int = Field(20, ge=1, le=1000)
     history_limit: int = Field(1000, ge=1)
 
 

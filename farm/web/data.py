@@ -1,9 +1,11 @@
-"""The JSON the dashboard's pages poll: ``/api/v1/dashboard/...``, one route per page.
+"""The JSON the dashboard's pages poll beside the API's own routes: ``/api/v1/dashboard/...``.
 
-Each needs a token like every API route (:data:`farm.api.auth.CallerDep`: the
-bearer header or the dashboard's cookie), so a request without one is refused
-with 401. A user's mistake (an unknown job, two runs of different workloads) is
-a 404 or 400 whose ``detail`` is farm's one-line message; the page shows it.
+Only what ``/api/v1/devices`` and ``/api/v1/jobs...`` do not carry (see
+:mod:`farm.web.views`). Each needs a token like every API route
+(:data:`farm.api.auth.CallerDep`: the bearer header or the dashboard's cookie),
+so a request without one is refused with 401. A user's mistake (an unknown job,
+two runs of different workloads) is a 404 or 400 whose ``error`` is farm's
+one-line message; the page shows it.
 """
 
 from __future__ import annotations
@@ -25,31 +27,10 @@ router = APIRouter(prefix="/api/v1/dashboard", tags=["dashboard"])
 ContextDep = Annotated[ApiContext, Depends(context)]
 
 
-@router.get("/fleet")
-def fleet(ctx: ContextDep, _who: CallerDep) -> list[dict[str, Any]]:
-    """Every phone and board (:func:`farm.web.views.fleet_view`)."""
-    return views.fleet_view(ctx.store, ctx.settings, ctx.clock.now())
-
-
 @router.get("/incidents")
 def incidents(ctx: ContextDep, _who: CallerDep) -> dict[str, list[dict[str, Any]]]:
     """Each device's newest events (``[web] incidents``), newest first, by serial."""
     return views.incidents_view(ctx.store, ctx.settings)
-
-
-@router.get("/queue")
-def queue(ctx: ContextDep, _who: CallerDep) -> dict[str, Any]:
-    """Running, queued (with why each waits) and recently ended jobs."""
-    return views.queue_view(ctx.store, ctx.settings, ctx.clock.now())
-
-
-@router.get("/jobs/{job_id}")
-def job(job_id: int, ctx: ContextDep, _who: CallerDep) -> dict[str, Any]:
-    """One job with its attempts, tuning progress and per-phone spread (404: no such job)."""
-    try:
-        return views.job_view(ctx.store, ctx.settings, job_id, ctx.clock.now())
-    except UserFault as exc:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
 
 
 @router.get("/jobs/{job_id}/trials")

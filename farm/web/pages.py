@@ -3,7 +3,8 @@
 Each page is an HTML shell whose script (``/static/<page>.js``) polls the JSON
 routes named in the body's ``data-sources`` (name -> URL) every ``data-poll-ms``
 (``[web] poll_s``, or ``slow_poll_s`` for the statistics pages) and redraws
-without a reload. A request
+without a reload: the API's own routes (``/api/v1/devices``, ``/api/v1/jobs...``)
+and, for what they do not carry, the dashboard's (:mod:`farm.web.data`). A request
 without a valid token is redirected to the login (:func:`farm.web.login.page_caller`).
 Operator tokens also get drain, undrain and release buttons, which call the API's
 POST routes with the same cookie.
@@ -19,11 +20,17 @@ from fastapi.responses import HTMLResponse
 from starlette.responses import Response
 
 from farm.api.context import ApiContext, context
+from farm.queue.models import JobState
 from farm.queue.tokens import Caller
 from farm.web.login import page_caller
 from farm.web.render import render
 
-__all__ = ["router"]
+__all__ = ["ENDED", "QUEUE_LIMIT", "router"]
+
+#: The most running or queued jobs one queue page lists.
+QUEUE_LIMIT = 500
+#: The states of the queue page's recent ends.
+ENDED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 
 router = APIRouter(include_in_schema=False, default_response_class=HTMLResponse)
 
@@ -44,21 +51,27 @@ def _page(request: Request, ctx: ApiContext, who: Caller, page: str,
 @router.get("/")
 def fleet(request: Request, ctx: ContextDep, who: PageCaller) -> Response:
     """Every phone and board: state, health, battery, temperatures, job, incidents."""
-    return _page(request, ctx, who, "fleet", {"devices": "/api/v1/dashboard/fleet",
+    return _page(request, ctx, who, "fleet", {"devices": "/api/v1/devices",
                                               "incidents": "/api/v1/dashboard/incidents"})
 
 
 @router.get("/queue")
 def queue(request: Request, ctx: ContextDep, who: PageCaller) -> Response:
     """Running jobs, queued ones with why each waits, recent ends."""
-    return _page(request, ctx, who, "queue", {"view": "/api/v1/dashboard/queue"})
+    ended = urlencode([("state", s.value) for s in ENDED]
+                      + [("limit", ctx.settings.web.recent_ends)])
+    return _page(request, ctx, who, "queue", {
+        "running": f"/api/v1/jobs?state=running&limit={QUEUE_LIMIT}",
+        "queued": f"/api/v1/jobs?state=queued&limit={QUEUE_LIMIT}",
+        "ended": f"/api/v1/jobs?{ended}", "devices": "/api/v1/devices"})
 
 
 @router.get("/jobs/{job_id}")
 def job(request: Request, ctx: ContextDep, who: PageCaller, job_id: int) -> Response:
     """One job: spec, attempts, live tuning chart, results per phone."""
-    return _page(request, ctx, who, "job", {"view": f"/api/v1/dashboard/jobs/{job_id}"},
-                 job_id=job_id)
+    return _page(request, ctx, who, "job", {
+        "job": f"/api/v1/jobs/{job_id}", "results": f"/api/v1/jobs/{job_id}/results",
+        "trials": f"/api/v1/dashboard/jobs/{job_id}/trials"}, job_id=job_id)
 
 
 @router.get("/compare")

@@ -52,8 +52,7 @@ def farm(tmp_path: Path) -> Iterator[Farm]:
 
 
 PAGES = ["/", "/queue", "/jobs/1", "/compare?a=1&b=2", "/history?workload=x"]
-DATA = ["/api/v1/dashboard/fleet", "/api/v1/dashboard/queue", "/api/v1/dashboard/jobs/1",
-        "/api/v1/dashboard/jobs/1/trials", "/api/v1/dashboard/incidents",
+DATA = ["/api/v1/dashboard/jobs/1/trials", "/api/v1/dashboard/incidents",
         "/api/v1/dashboard/compare?a=1&b=2", "/api/v1/dashboard/history"]
 
 
@@ -89,7 +88,7 @@ class TestLogin:
         assert "samesite=strict" in cookie.lower()
         page = farm.client.get("/queue")
         assert page.status_code == 200
-        assert """data-sources='{"view": "/api/v1/dashboard/queue"}'""" in page.text
+        assert '"running": "/api/v1/jobs?state=running' in page.text
         assert "script-src 'self'" in page.headers["content-security-policy"]
 
     def test_logout_forgets_the_cookie(self, farm: Farm) -> None:
@@ -132,13 +131,14 @@ class TestStatic:
 
 class TestViews:
     def test_fleet_lists_each_phone_with_its_incidents(self, farm: Farm) -> None:
-        """Every phone is listed with its state and newest events, newest first."""
+        """The fleet page's sources list every phone (the API's devices) and its newest events,
+        newest first."""
         put_state(farm.store, "P1", DeviceState.READY, "app registered", T0)
         put_state(farm.store, "P1", DeviceState.UNHEALTHY, "app died: am_crash",
                   T0 + timedelta(seconds=5))
         put_state(farm.store, "P2", DeviceState.READY, "app registered", T0)
         farm.log_in(farm.token)
-        rows = {d["serial"]: d for d in farm.client.get("/api/v1/dashboard/fleet").json()}
+        rows = {d["serial"]: d for d in farm.client.get("/api/v1/devices").json()}
         assert set(rows) == {"P1", "P2"}
         assert rows["P1"]["state"] == "unhealthy"
         incidents = farm.client.get("/api/v1/dashboard/incidents").json()
@@ -146,26 +146,16 @@ class TestViews:
         assert incidents["P1"][0]["reason"] == "app died: am_crash"
         assert len(incidents["P1"]) <= farm.settings.web.incidents
 
-    def test_fleet_shows_who_reserved_a_phone(self, farm: Farm) -> None:
-        """A phone reserved for a person shows its owner and end; a free one shows none."""
-        put_state(farm.store, "P1", DeviceState.READY, "app registered", T0)
-        put_state(farm.store, "P2", DeviceState.READY, "app registered", T0)
-        farm.store.reserve("P1", "bob", T0 + timedelta(hours=2), T0)
-        rows = {d["serial"]: d for d in
-                views.fleet_view(farm.store, farm.settings, T0 + timedelta(minutes=1))}
-        assert rows["P1"]["reservation"]["owner"] == "bob"
-        assert rows["P1"]["reservation"]["expires_at"] == (T0 + timedelta(hours=2)).isoformat()
-        assert rows["P2"]["reservation"] is None
-        later = views.fleet_view(farm.store, farm.settings, T0 + timedelta(hours=3))
-        assert all(d["reservation"] is None for d in later)
-
-    def test_queue_explains_why_a_job_waits(self, farm: Farm) -> None:
-        """A queued job carries the reason it waits (no phone known here)."""
-        job_id = farm.store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0)
-        data = views.queue_view(farm.store, farm.settings, T0)
-        assert [j["id"] for j in data["queued"]] == [job_id]
-        assert data["queued"][0]["waiting"]
-        assert data["running"] == [] and data["ended"] == []
+    @pytest.mark.parametrize("page", ["/", "/queue", "/jobs/1", "/history"])
+    def test_every_source_of_a_page_answers(self, farm: Farm, page: str) -> None:
+        """Each JSON route a page polls (the API's and the dashboard's) answers its cookie."""
+        farm.store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0)
+        farm.log_in(farm.token)
+        text = farm.client.get(page).text
+        sources = json.loads(text.split("data-sources='", 1)[1].split("'", 1)[0])
+        assert sources
+        for url in sources.values():
+            assert farm.client.get(url).status_code == 200, url
 
     def test_job_view_charts_the_trials_recorded(self, farm: Farm) -> None:
         """A tuning job's recorded trials come in order with the best so far; failed ones are
@@ -178,9 +168,8 @@ class TestViews:
         text = "".join(json.dumps(line) + "\n" for line in lines)
         (work_dir / RECORDS_FILE).write_text(text + '[0, ["trace", [1e-', encoding="utf-8")
         assert trial_run_s(work_dir) == [3e-4, None, 1e-4, 2e-4]
-        tuning = views.job_view(farm.store, farm.settings, job_id, T0)["tuning"]
-        assert tuning["trial_run_s"] == [3e-4, None, 1e-4, 2e-4]
-        assert tuning["best_run_s"] == [3e-4, 3e-4, 1e-4, 1e-4]
+        assert views.trials_view(farm.settings.data_dir, job_id)["best_run_s"] == [
+            3e-4, 3e-4, 1e-4, 1e-4]
         farm.log_in(farm.token)
         chart = farm.client.get(f"/api/v1/dashboard/jobs/{job_id}/trials").json()
         assert chart == {"trial_run_s": [3e-4, None, 1e-4, 2e-4],
@@ -190,7 +179,7 @@ class TestViews:
     def test_unknown_job_is_404_with_farms_message(self, farm: Farm) -> None:
         """An unknown job id is a 404 whose message the page shows."""
         farm.log_in(farm.token)
-        answer = farm.client.get("/api/v1/dashboard/jobs/99")
+        answer = farm.client.get("/api/v1/dashboard/jobs/99/trials")
         assert answer.status_code == 404
         assert "no job 99" in answer.text
 

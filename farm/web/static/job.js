@@ -1,4 +1,6 @@
-/* A job's page: facts, attempts, the live tuning chart, results per phone with spread. */
+/* A job's page: facts, attempts, the live tuning chart, results per phone with spread.
+ * The job from the API's /api/v1/jobs/ID, its spread per phone from /api/v1/jobs/ID/results,
+ * the chart's trials from /api/v1/dashboard/jobs/ID/trials. */
 "use strict";
 
 (() => {
@@ -19,19 +21,22 @@
     document.getElementById("job-state").replaceChildren(fmt.badge(j.state));
   }
 
-  function tuning(t) {
+  function tuning(t, trials) {
     const section = document.getElementById("tuning");
-    if (!t) { section.hidden = true; return; }
+    const runs = trials.trial_run_s || [];
+    if (!t && !runs.length) { section.hidden = true; return; }
     section.hidden = false;
-    const runs = t.trial_run_s || [];
+    t = t || {counters: {tasks: []}};
     const measured = runs.filter((v) => v !== null).length;
-    const eta = t.eta_s === null || t.eta_s === undefined ? "" : `, about ${Math.round(t.eta_s)} s left`;
+    const counters = t.counters || {tasks: []};
+    const eta = counters.eta_s === null || counters.eta_s === undefined ? ""
+      : `, about ${Math.round(counters.eta_s)} s left`;
     document.getElementById("tuning-progress").textContent = t.trials_asked
-      ? `${t.trials_measured}/${t.trials_asked} trials measured, ${t.tasks_done}/${t.tasks.length} tasks done${eta}`
+      ? `${t.trials_measured}/${t.trials_asked} trials measured, ${t.tasks_done}/${counters.tasks.length} tasks done${eta}`
       : `${measured} trials measured`;
     const labels = runs.map((_, i) => i + 1);
     const points = runs.map((v) => (v === null ? null : v * 1e3));
-    const best = (t.best_run_s || []).map((v) => (v === null ? null : v * 1e3));
+    const best = (trials.best_run_s || []).map((v) => (v === null ? null : v * 1e3));
     if (!tuningChart) {
       tuningChart = farm.chart("tuning-chart", {
         type: "line",
@@ -51,9 +56,15 @@
       tuningChart.update();
     }
     document.getElementById("tuning-chart").dataset.points = String(runs.length);
-    farm.fillTable(document.getElementById("tasks"), (t.tasks || []).map((task) => [
+    farm.fillTable(document.getElementById("tasks"), (counters.tasks || []).map((task) => [
       task.name, `${task.trials_measured}/${task.trials_asked}`,
       task.best_s === null ? "" : fmt.amount(task.best_s, "s")]), "not started");
+  }
+
+  /** As farmctl results labels a phone's figure (farm.results.spreads.noise_label). */
+  function noise(p) {
+    if (p.rerun) return p.noisy ? "re-run: noisy" : "re-run: steady";
+    return p.noisy ? "noisy" : "";
   }
 
   function phones(list) {
@@ -85,13 +96,13 @@
       p.serial || "", p.spread.n, fmt.amount(p.spread.median, unit), fmt.amount(p.spread.iqr, unit),
       fmt.num(p.spread.cv * 100, 1),
       `${fmt.amount(p.spread.ci_low, unit)} – ${fmt.amount(p.spread.ci_high, unit)}`,
-      fmt.num(p.battery_temp_c, 1), fmt.thermal(p.thermal_status), p.noise]));
+      fmt.num(p.battery_temp_c, 1), fmt.thermal(p.thermal_status), noise(p)]));
   }
 
-  function render({view: data}) {
+  function render({job: data, results, trials}) {
     facts(data);
-    tuning(data.tuning);
-    phones(data.phones);
+    tuning(data.tuning, trials);
+    phones(results.spreads);
     farm.fillTable(document.getElementById("attempts"), data.attempts.map((a) => [
       a.id, a.serials.join(", "), a.host || "", fmt.badge(a.state), fmt.time(a.started_at),
       fmt.time(a.finished_at), a.error ? `${a.error_kind}: ${a.error}` : ""]), "no attempt yet");
