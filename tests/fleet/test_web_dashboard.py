@@ -165,6 +165,15 @@ def incidents_text(browser: Any, serial: str) -> str:
     return cells[0].text if cells else ""
 
 
+def press(browser: Any, serial: str, action: str) -> bool:
+    """Click the fleet page's ``action`` button of ``serial``; False while it is not shown."""
+    buttons = css(browser, f'tr[data-serial="{serial}"] button[data-action="{action}"]')
+    if not buttons:
+        return False
+    buttons[0].click()
+    return True
+
+
 def chart_points(browser: Any) -> int:
     """Trials drawn in the job page's tuning chart (Chart.js's own data, 0 before it exists)."""
     return int(browser.execute_script(
@@ -206,6 +215,18 @@ class TestLiveFleet:
             browser.set_window_size(390, 844)  # a phone's screen: rows become cards
             shoot("fleet-phone-screen")
             browser.set_window_size(1280, 900)
+
+            # An operator drains and undrains a phone from the page (the API's POST routes).
+            other = farm.serials[1]
+            state_cell = f'tr[data-serial="{other}"] td.c-state'
+            wait(browser, lambda b: press(b, other, "drain"), "the drain button")
+            wait(browser, lambda b: "drained" in css(b, state_cell)[0].text, "the phone drained")
+            assert store.get_device(other).drained  # type: ignore[union-attr]
+            shoot("fleet-drained")
+            wait(browser, lambda b: press(b, other, "undrain"), "the undrain button")
+            wait(browser, lambda b: "drained" not in css(b, state_cell)[0].text,
+                 "the phone undrained")
+            assert not store.get_device(other).drained  # type: ignore[union-attr]
             farm.wait_ready()
 
             # A tuning job: the queue shows it, its page's chart grows while it runs.
