@@ -165,6 +165,19 @@ def incidents_text(browser: Any, serial: str) -> str:
     return cells[0].text if cells else ""
 
 
+def drain_and_undrain(browser: Any, store: Store, serial: str,
+                      shoot: Callable[[str], Path]) -> None:
+    """Press drain on the fleet page, see it drained, then undrain it the same way."""
+    state_cell = f'tr[data-serial="{serial}"] td.c-state'
+    wait(browser, lambda b: press(b, serial, "drain"), "the drain button")
+    wait(browser, lambda b: "drained" in css(b, state_cell)[0].text, "the phone drained")
+    assert store.get_device(serial).drained  # type: ignore[union-attr]
+    shoot("fleet-drained")
+    wait(browser, lambda b: press(b, serial, "undrain"), "the undrain button")
+    wait(browser, lambda b: "drained" not in css(b, state_cell)[0].text, "the phone undrained")
+    assert not store.get_device(serial).drained  # type: ignore[union-attr]
+
+
 def press(browser: Any, serial: str, action: str) -> bool:
     """Click the fleet page's ``action`` button of ``serial``; False while it is not shown."""
     buttons = css(browser, f'tr[data-serial="{serial}"] button[data-action="{action}"]')
@@ -217,16 +230,7 @@ class TestLiveFleet:
             browser.set_window_size(1280, 900)
 
             # An operator drains and undrains a phone from the page (the API's POST routes).
-            other = farm.serials[1]
-            state_cell = f'tr[data-serial="{other}"] td.c-state'
-            wait(browser, lambda b: press(b, other, "drain"), "the drain button")
-            wait(browser, lambda b: "drained" in css(b, state_cell)[0].text, "the phone drained")
-            assert store.get_device(other).drained  # type: ignore[union-attr]
-            shoot("fleet-drained")
-            wait(browser, lambda b: press(b, other, "undrain"), "the undrain button")
-            wait(browser, lambda b: "drained" not in css(b, state_cell)[0].text,
-                 "the phone undrained")
-            assert not store.get_device(other).drained  # type: ignore[union-attr]
+            drain_and_undrain(browser, store, farm.serials[1], shoot)
             farm.wait_ready()
 
             # A tuning job: the queue shows it, its page's chart grows while it runs.
