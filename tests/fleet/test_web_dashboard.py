@@ -122,8 +122,8 @@ class TestRefused:
             token = store.create_token("alice", datetime.now(UTC))
             with api_server(store, settings) as server:
                 base = server.url
-                for path in ("/api/v1/dashboard/fleet", "/api/v1/dashboard/queue",
-                             "/api/v1/dashboard/jobs/1", "/api/v1/dashboard/history"):
+                for path in ("/api/v1/devices", "/api/v1/jobs", "/api/v1/dashboard/incidents",
+                             "/api/v1/dashboard/jobs/1/trials", "/api/v1/dashboard/history"):
                     assert httpx.get(base + path).status_code == 401, path
                     assert httpx.get(base + path, headers={"Authorization": "Bearer nope"},
                                      cookies={"farm_token": "nope"}).status_code == 401, path
