@@ -16,7 +16,7 @@ import click
 
 from farm.cli.output import Column, echo_json, note, print_table
 from farm.cli.state import CliState, pass_state
-from farm.results.compare import EXIT_REGRESSED, CompareReport, compare_refs, plot_report
+from farm.results.compare import EXIT_REGRESSED, compare_refs, plot_report
 from farm.results.regressions import RegressionView
 
 __all__ = ["Fraction", "compare", "regression_rows", "show_regressions"]
@@ -37,26 +37,6 @@ class Fraction(click.ParamType[float]):
         if not (math.isfinite(number) and 0 < number < 1):
             self.fail(f"{value} is not between 0 and 1 (exclusive)", param, ctx)
         return number
-
-
-def _report_json(report: CompareReport) -> dict[str, Any]:
-    def side(s: Any) -> dict[str, Any]:
-        return {"ref": s.ref, "workload": s.workload, "jobs": dict(s.jobs)}
-
-    return {
-        "a": side(report.a), "b": side(report.b), "threshold": report.threshold,
-        "alpha": report.alpha, "regressed": report.regressed, "slower": report.slower,
-        "exit_code": EXIT_REGRESSED if report.regressed else 0,
-        "phones": [
-            {"serial": p.serial, "verdict": p.verdict, "only_in": p.only_in,
-             "median_a_s": p.median_a_s, "median_b_s": p.median_b_s, "n_a": p.n_a, "n_b": p.n_b,
-             "ratio": p.comparison and p.comparison.ratio,
-             "ci_low": p.comparison and p.comparison.ci_low,
-             "ci_high": p.comparison and p.comparison.ci_high,
-             "p_value": p.comparison and p.comparison.p_value}
-            for p in report.phones
-        ],
-    }
 
 
 _COLUMNS = [
@@ -103,7 +83,7 @@ def compare(ctx: click.Context, state: CliState, a: str, b: str, threshold: floa
         threshold=settings.change_threshold if threshold is None else threshold,
         alpha=settings.alpha if alpha is None else alpha,
     )
-    data = _report_json(report)
+    data = report.to_json()
     if as_json:
         echo_json(data)
     else:

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
+from typing import Any
 
 from farm.errors import UserFault
 from farm.kinds import kind_of
@@ -116,6 +117,31 @@ class CompareReport:
     def regressed(self) -> bool:
         """Whether any phone is slower in B (``farmctl compare`` exits :data:`EXIT_REGRESSED`)."""
         return bool(self.slower)
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as ``farmctl compare --json`` and the dashboard show it.
+
+        Medians in seconds; ``ratio`` is B's median over A's with its 95 % CI
+        and the Mann-Whitney U ``p_value`` (None for a one-sided phone).
+        """
+        def side(s: Side) -> dict[str, Any]:
+            return {"ref": s.ref, "workload": s.workload, "jobs": dict(s.jobs)}
+
+        return {
+            "a": side(self.a), "b": side(self.b), "threshold": self.threshold,
+            "alpha": self.alpha, "regressed": self.regressed, "slower": self.slower,
+            "exit_code": EXIT_REGRESSED if self.regressed else 0,
+            "phones": [
+                {"serial": p.serial, "verdict": p.verdict, "only_in": p.only_in,
+                 "median_a_s": p.median_a_s, "median_b_s": p.median_b_s,
+                 "n_a": p.n_a, "n_b": p.n_b,
+                 "ratio": p.comparison and p.comparison.ratio,
+                 "ci_low": p.comparison and p.comparison.ci_low,
+                 "ci_high": p.comparison and p.comparison.ci_high,
+                 "p_value": p.comparison and p.comparison.p_value}
+                for p in self.phones
+            ],
+        }
 
 
 def by_phone(rows: Iterable[SampleRow]) -> dict[str, dict[int, list[float]]]:

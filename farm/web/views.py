@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from farm.cli.compare import _report_json
 from farm.cli.output import plain
 from farm.config import Settings
 from farm.errors import UserFault
@@ -72,7 +71,7 @@ def compare_view(store: Store, settings: Settings, a: str, b: str) -> dict[str, 
     """
     report = compare_refs(store, a, b, threshold=settings.results.change_threshold,
                           alpha=settings.results.alpha)
-    return _report_json(report)
+    return report.to_json()
 
 
 def history_view(store: Store, settings: Settings, workload: str | None) -> dict[str, Any]:
