@@ -37,11 +37,9 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 
-import sqlalchemy as sa
 from _stats import percentile
 
 from farm import logs
@@ -52,6 +50,7 @@ from farm.queue.records import Claim
 from farm.runner import Dispatcher
 from farm.runner.outcome import ChildOutcome, write_outcome
 from farm.runner.wake import PgWake, TickLoop
+from farm.testing import fresh_postgres_database
 
 HOSTS = ("bench-a", "bench-b")
 GEMM = {"kind": "gemm", "params": {"n": 16}}
@@ -104,16 +103,6 @@ def host(host_id: str, database_url: str, data_dir: Path, work_s: float) -> int:
     dispatcher.close()
     store.close()
     return 0
-
-
-def fresh_database(base: str) -> tuple[str, sa.Engine, str]:
-    """CREATE DATABASE on ``base``'s server: (its URL, the admin engine, its name)."""
-    name = f"farm_bench_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.exec_driver_sql(f"CREATE DATABASE {name}")
-    url = sa.engine.make_url(base).set(database=name).render_as_string(hide_password=False)
-    return url, admin, name
 
 
 def start_hosts(url: str, tmp: Path, work_s: float) -> list[subprocess.Popen[bytes]]:
@@ -195,10 +184,10 @@ def main() -> int:
           f"--interval-s {args.interval_s:g} --burst {args.burst} --work-s {args.work_s:g}")
     print(f"host: {os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.1f}; "
           f"2 hosts x {args.phones} phones, one PostgreSQL queue")
-    url, admin, name = fresh_database(args.postgres)
     procs: list[subprocess.Popen[bytes]] = []
-    try:
-        with Store(url) as store, tempfile.TemporaryDirectory(prefix="farm-bench-") as tmp:
+    with (fresh_postgres_database(args.postgres, "farm_bench_") as url, Store(url) as store,
+          tempfile.TemporaryDirectory(prefix="farm-bench-") as tmp):
+        try:
             now = SystemClock().now()
             for host_id in HOSTS:
                 for i in range(args.phones):
@@ -213,14 +202,11 @@ def main() -> int:
             for proc in procs:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(timeout=60)
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
-        with admin.connect() as connection:
-            connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.dispose()
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=30)
     print(line(f"enqueue -> started, paced ({args.interval_s:g} s)", paced))
     print(line(f"enqueue -> started, burst of {args.burst}", burst))
     print("attempts per host: " + ", ".join(f"{h} {n}" for h, n in sorted(per_host.items())))
