@@ -120,16 +120,15 @@ class AndroidController:
         """
         from farm.fleet.options import FleetOptions
 
-        if context.settings is None:
-            raise ConfigError("device kind", "the android controller needs farm's settings")
-        adb_settings = context.settings.adb
+        settings = context.require_settings(cls.kind)
+        adb_settings = settings.adb
 
         def make_adb() -> Adb:
             from farm.adb import Adb, AdbServer
 
             return Adb(AdbServer(port=adb_settings.port, binary=adb_settings.binary))
 
-        return cls(FleetOptions.from_settings(context.settings), context.services.get("adb"),
+        return cls(FleetOptions.from_settings(settings), context.services.get("adb"),
                    context.services.get("loop"), make_adb=make_adb)
 
     def _own_runtime(self, serial: str) -> PhoneRuntime:

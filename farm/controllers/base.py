@@ -172,6 +172,20 @@ class ControllerContext:
     settings: Settings | None = None
     services: Mapping[str, Any] = field(default_factory=dict)
 
+    def require_settings(self, kind: str) -> Settings:
+        """farm's settings, for a factory that cannot build without them.
+
+        Args:
+            kind: the kind whose controller asks ("board"), for the message.
+
+        Raises:
+            ConfigError: no settings were given ("the board controller needs
+                farm's settings").
+        """
+        if self.settings is None:
+            raise ConfigError("device kind", f"the {kind} controller needs farm's settings")
+        return self.settings
+
 
 @runtime_checkable
 class DeviceController(Protocol):

@@ -51,7 +51,7 @@ from farm.controllers.base import (
 from farm.device.cpu import parse_proc_cpuinfo, parse_proc_meminfo
 from farm.device.storage import parse_df_k
 from farm.device.thermal import parse_thermal_zones
-from farm.errors import ConfigError, FarmError, PhoneFault, SpecError, ToolMissing
+from farm.errors import FarmError, PhoneFault, SpecError, ToolMissing
 from farm.health.sample import ADB_STATE_DEVICE
 from farm.netaddr import is_loopback
 from farm.ssh import SshClient, SshError
@@ -195,9 +195,8 @@ class BoardController:
         Raises:
             ConfigError: no settings were given.
         """
-        if context.settings is None:
-            raise ConfigError("device kind", "the board controller needs farm's settings")
-        return cls.from_settings(context.settings)
+        settings = context.require_settings(cls.kind)
+        return cls.from_settings(settings)
 
     def board(self, serial: str) -> BoardSettings:
         """The settings of board ``serial``.
