@@ -40,32 +40,21 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from _standin import standin_argv, standin_child
 from _stats import percentile
 
 from farm import logs
 from farm.clock import SystemClock, wait_until
 from farm.config import Settings
-from farm.queue import DeviceState, Outcome, Store
+from farm.queue import DeviceState, Store
 from farm.queue.records import Claim
 from farm.runner import Dispatcher
-from farm.runner.outcome import ChildOutcome, write_outcome
 from farm.runner.wake import PgWake, TickLoop
 from farm.testing import fresh_postgres_database
 
 HOSTS = ("bench-a", "bench-b")
 GEMM = {"kind": "gemm", "params": {"n": 16}}
 DEAD_AFTER_S = 3600.0  # nobody dies here
-
-
-def child(settings_path: Path, attempt_id: int, run_dir: Path, work_s: float) -> int:
-    """The stand-in child: hold the phone ``work_s``, commit a one-sample result."""
-    settings = Settings.model_validate_json(settings_path.read_text())
-    with Store(settings.database_url) as store:
-        time.sleep(work_s)  # the job's work on the phone
-        stored = store.finish(attempt_id, Outcome({"kind": "gemm", "bench": True}, [1e-3]),
-                              SystemClock().now())
-    write_outcome(run_dir, ChildOutcome("succeeded", True, "stored" if stored else "not_stored"))
-    return 0
 
 
 def host(host_id: str, database_url: str, data_dir: Path, work_s: float) -> int:
@@ -79,8 +68,7 @@ def host(host_id: str, database_url: str, data_dir: Path, work_s: float) -> int:
     store.register_host(host_id, "127.0.0.1", 9190, clock.now())
 
     def command(claim: Claim, run_dir: Path, settings_path: Path) -> list[str]:
-        return [sys.executable, __file__, "--child", str(settings_path), str(claim.attempt.id),
-                str(run_dir), str(work_s)]
+        return standin_argv(__file__, settings_path, claim.attempt.id, run_dir, work_s)
 
     loops: list[TickLoop] = []  # the loop needs the dispatcher, which wakes the loop
 
@@ -172,8 +160,8 @@ def main() -> int:
     args = parser.parse_args()
     logs.configure(json=True, level="error", stream=sys.stderr)
     if args.child:
-        return child(Path(args.child[0]), int(args.child[1]), Path(args.child[2]),
-                     float(args.child[3]))
+        return standin_child(Path(args.child[0]), int(args.child[1]), Path(args.child[2]),
+                             float(args.child[3]))
     if args.host:
         return host(args.host[0], args.host[1], Path(args.host[2]), float(args.host[3]))
     if not args.postgres:
