@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from farm.controllers.base import (
+    ANDROID,
     ControllerContext,
     Discovered,
     HealthReading,
@@ -47,7 +48,7 @@ __all__ = ["KIND", "AndroidController", "NdkFcompile"]
 
 log = structlog.get_logger(__name__)
 
-KIND = "android"
+KIND = ANDROID
 #: ``pm uninstall`` of the RPC app before a reinstall (a few seconds on a real phone).
 UNINSTALL_TIMEOUT_S = 60.0
 #: ``adb reboot`` returns once adbd took the request, not when the phone is back.

@@ -41,6 +41,7 @@ from farm.boards import commands
 from farm.boards.targets import board_linker, board_target
 from farm.config import BoardSettings, Settings
 from farm.controllers.base import (
+    BOARD,
     ControllerContext,
     Discovered,
     HealthReading,
@@ -61,7 +62,7 @@ __all__ = ["KIND", "BoardController", "board_tracker_key", "facts_from_output",
 
 log = structlog.get_logger(__name__)
 
-KIND = "board"
+KIND = BOARD
 #: ``discover`` reports a board whose SSH connection cannot open as this adb-like state.
 OFFLINE = "offline"
 #: Importing TVM on a small ARM board takes seconds.

@@ -34,6 +34,7 @@ import structlog
 
 from farm.clock import wait_until
 from farm.controllers.base import (
+    GPU,
     ControllerContext,
     Discovered,
     HealthReading,
@@ -52,7 +53,7 @@ __all__ = ["KIND", "GpuController", "thermal_status"]
 
 log = structlog.get_logger(__name__)
 
-KIND = "gpu"
+KIND = GPU
 #: A GPU NVML no longer lists (fallen off the bus, driver reloaded): adb's word.
 ABSENT = "absent"
 #: ``thermal_status`` of a GPU that is too hot or slowed for heat: Android's

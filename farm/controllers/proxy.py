@@ -26,6 +26,7 @@ from typing import Any
 import structlog
 
 from farm.controllers.base import (
+    PROXY,
     ControllerContext,
     Discovered,
     HealthReading,
@@ -42,7 +43,7 @@ __all__ = ["KIND", "SERIAL_PREFIX", "ProxyController"]
 
 log = structlog.get_logger(__name__)
 
-KIND = "proxy"
+KIND = PROXY
 SERIAL_PREFIX = "proxy-"
 
 
