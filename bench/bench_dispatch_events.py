@@ -41,32 +41,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from _standin import standin_argv, standin_child
 from _stats import percentile
 
 from farm import logs
 from farm.clock import SystemClock, wait_until
 from farm.config import Settings
-from farm.queue import DeviceState, Outcome, Store
+from farm.queue import DeviceState, Store
 from farm.queue.records import AttemptView, Claim
 from farm.runner import Dispatcher
-from farm.runner.outcome import ChildOutcome, write_outcome
 from farm.runner.wake import SocketWake, TickLoop, send_wake
 
 TICK_S = 2.0  # the config's default jobs.tick_interval_s
 GEMM = {"kind": "gemm", "params": {"n": 16}}
 MODES = ("tick", "wake")
-
-
-def child(settings_path: Path, attempt_id: int, run_dir: Path, work_s: float) -> int:
-    """The stand-in child: hold the phone ``work_s``, commit a one-sample result."""
-    settings = Settings.model_validate_json(settings_path.read_text())
-    with Store(settings.database_url) as store:
-        time.sleep(work_s)  # the job's work on the phone
-        stored = store.finish(attempt_id, Outcome({"kind": "gemm", "bench": True}, [1e-3]),
-                              SystemClock().now())
-    write_outcome(run_dir, ChildOutcome("succeeded", True, "stored" if stored else "not_stored"))
-    send_wake(settings.data_dir)  # as farm.runner.child does once it reported
-    return 0
 
 
 @dataclass
@@ -110,8 +98,7 @@ def start_farm(mode: str, phones: int, backlog: int, work_s: float, data_dir: Pa
 
     def command(claim: Claim, run_dir: Path, settings_path: Path) -> list[str]:
         spawned[claim.attempt.id] = clock.now()
-        return [sys.executable, __file__, "--child", str(settings_path), str(claim.attempt.id),
-                str(run_dir), str(work_s)]
+        return standin_argv(__file__, settings_path, claim.attempt.id, run_dir, work_s)
 
     loops: list[TickLoop] = []  # the loop needs the dispatcher, which wakes the loop
 
@@ -228,8 +215,8 @@ def main() -> int:
     args = parser.parse_args()
     logs.configure(json=True, level="error", stream=sys.stderr)
     if args.child:
-        return child(Path(args.child[0]), int(args.child[1]), Path(args.child[2]),
-                     float(args.child[3]))
+        return standin_child(Path(args.child[0]), int(args.child[1]), Path(args.child[2]),
+                             float(args.child[3]))
     print(f"command: python bench/bench_dispatch_events.py --phones {args.phones} --jobs "
           f"{args.jobs} --measure {args.measure} --busy-phones {args.busy_phones} --busy-jobs "
           f"{args.busy_jobs} --enqueues {args.enqueues} --work-s {args.work_s:g}")

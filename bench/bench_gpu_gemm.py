@@ -25,13 +25,15 @@ Reproduce::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -72,26 +74,54 @@ def local_run(params: GemmParams, target: dict[str, Any], cache: CompileCache) -
     return {"samples_s": samples, "rel_err": rel_err}
 
 
-def farm_run(params: GemmParams, cache: CompileCache, out: Path) -> dict[str, Any]:
-    """(b): tracker + the controller's server + the GEMM job code."""
-    result: dict[str, Any] = {}
+@dataclass
+class ServedGpu:
+    """The first GPU's rpc_server, registered at a tracker of its own."""
+
+    ctrl: GpuController
+    serial: str
+    facts: dict[str, Any]
+    target: dict[str, Any]
+    track: TrackerParams
+    register_s: float
+
+
+@contextlib.contextmanager
+def served_gpu(out: Path) -> Iterator[ServedGpu]:
+    """A tracker and the controller's server of the first GPU, waited until it registers.
+
+    The server's log goes under ``out``; the server and the tracker stop on exit.
+    """
     with TrackerProcess.start() as tracker:
         settings = Settings(tracker=TrackerSettings(host=tracker.host, port=tracker.port),
                             gpu=GpuSettings(enabled=True))
         ctrl = GpuController(settings, PynvmlReader(), log_dir=out)
         serial = ctrl.discover()[0].serial
         facts = ctrl.facts(serial)
-        spec = ctrl.compile_target(facts, "cuda")
+        target = ctrl.compile_target(facts, "cuda").target
         key = ctrl.tracker_key(serial)
         started = time.monotonic()
         ctrl.start_server(serial)
-        wait_until(lambda: summary(tracker.host, tracker.port).queue(key).free > 0, 60,
-                   f"{key} registered")
-        result["register_s"] = time.monotonic() - started
-        result |= {"serial": serial, "key": key, "facts": facts, "target": spec.target}
+        try:
+            wait_until(lambda: summary(tracker.host, tracker.port).queue(key).free > 0, 60,
+                       f"{key} registered")
+            yield ServedGpu(ctrl, serial, facts, target,
+                            TrackerParams(tracker.host, tracker.port, key, serial=serial),
+                            time.monotonic() - started)
+        finally:
+            ctrl.stop_server(serial)
+
+
+def farm_run(params: GemmParams, cache: CompileCache, out: Path) -> dict[str, Any]:
+    """(b): tracker + the controller's server + the GEMM job code."""
+    result: dict[str, Any] = {}
+    with served_gpu(out) as gpu:
+        ctrl, serial = gpu.ctrl, gpu.serial
+        result["register_s"] = gpu.register_s
+        result |= {"serial": serial, "key": gpu.track.key, "facts": gpu.facts,
+                   "target": gpu.target}
         result["gate_before"] = ctrl.gating_reading(serial, datetime.now(UTC)).thermal_status
-        gemm = run_gemm(params, spec.target,
-                        TrackerParams(tracker.host, tracker.port, key, serial=serial), cache)
+        gemm = run_gemm(params, gpu.target, gpu.track, cache)
         result["samples_s"] = gemm.samples_s
         result["max_abs_err"] = gemm.max_abs_err
         result["gate_after"] = ctrl.gating_reading(serial, datetime.now(UTC)).thermal_status
@@ -111,26 +141,13 @@ def tune_run(params: GemmParams, trials: int, out: Path) -> dict[str, Any]:
     from farm.jobs.params import TuneParams
     from farm.jobs.tune import compare_tuned, tune_gemm
 
-    with TrackerProcess.start() as tracker:
-        settings = Settings(tracker=TrackerSettings(host=tracker.host, port=tracker.port),
-                            gpu=GpuSettings(enabled=True))
-        ctrl = GpuController(settings, PynvmlReader(), log_dir=out)
-        serial = ctrl.discover()[0].serial
-        target = ctrl.compile_target(ctrl.facts(serial), "cuda").target
-        key = ctrl.tracker_key(serial)
-        ctrl.start_server(serial)
-        try:
-            wait_until(lambda: summary(tracker.host, tracker.port).queue(key).free > 0, 60,
-                       f"{key} registered")
-            tune = TuneParams(gemm=params, trials=trials, work_dir=out / "tune",
-                              trials_per_iter=min(trials, 16), builder_workers=8,
-                              timing=TimingParams(number=10, repeat=3, min_repeat_ms=0))
-            track = TrackerParams(tracker.host, tracker.port, key, serial=serial)
-            result = tune_gemm(tune, target, track)
-            comparison = compare_tuned(tune, target, track, result)
-            return {"tune": asdict(result), "comparison": asdict(comparison)}
-        finally:
-            ctrl.stop_server(serial)
+    with served_gpu(out) as gpu:
+        tune = TuneParams(gemm=params, trials=trials, work_dir=out / "tune",
+                          trials_per_iter=min(trials, 16), builder_workers=8,
+                          timing=TimingParams(number=10, repeat=3, min_repeat_ms=0))
+        result = tune_gemm(tune, gpu.target, gpu.track)
+        comparison = compare_tuned(tune, gpu.target, gpu.track, result)
+        return {"tune": asdict(result), "comparison": asdict(comparison)}
 
 
 def hand_run(n: int, bn: int, arch: str, fork: bool) -> dict[str, Any]:
@@ -220,27 +237,13 @@ def model_run(out: Path) -> dict[str, Any]:
     from farm.jobs.model import run_model
     from farm.jobs.params import ModelParams
 
-    with TrackerProcess.start() as tracker:
-        settings = Settings(tracker=TrackerSettings(host=tracker.host, port=tracker.port),
-                            gpu=GpuSettings(enabled=True))
-        ctrl = GpuController(settings, PynvmlReader(), log_dir=out)
-        serial = ctrl.discover()[0].serial
-        target = ctrl.compile_target(ctrl.facts(serial), "cuda").target
-        key = ctrl.tracker_key(serial)
-        ctrl.start_server(serial)
-        try:
-            wait_until(lambda: summary(tracker.host, tracker.port).queue(key).free > 0, 60,
-                       f"{key} registered")
-            params = ModelParams(model_path=write_small_cnn(out / "demo_cnn.onnx"),
-                                 device=DeviceKind.CUDA,
-                                 timing=TimingParams(number=100, repeat=10, min_repeat_ms=0))
-            result = run_model(params, target, TrackerParams(tracker.host, tracker.port, key,
-                                                             serial=serial),
-                               CompileCache(out / "cache"))
-            return {"mean_s": result.mean_s, "samples_s": result.samples_s,
-                    "max_abs_err": result.max_abs_err, "inputs": str(result.inputs)}
-        finally:
-            ctrl.stop_server(serial)
+    with served_gpu(out) as gpu:
+        params = ModelParams(model_path=write_small_cnn(out / "demo_cnn.onnx"),
+                             device=DeviceKind.CUDA,
+                             timing=TimingParams(number=100, repeat=10, min_repeat_ms=0))
+        result = run_model(params, gpu.target, gpu.track, CompileCache(out / "cache"))
+        return {"mean_s": result.mean_s, "samples_s": result.samples_s,
+                "max_abs_err": result.max_abs_err, "inputs": str(result.inputs)}
 
 
 def gemm_params(args: argparse.Namespace) -> GemmParams:

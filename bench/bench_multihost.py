@@ -37,36 +37,24 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 
-import sqlalchemy as sa
+from _standin import standin_argv, standin_child
 from _stats import percentile
 
 from farm import logs
 from farm.clock import SystemClock, wait_until
 from farm.config import Settings
-from farm.queue import DeviceState, Outcome, Store
+from farm.queue import DeviceState, Store
 from farm.queue.records import Claim
 from farm.runner import Dispatcher
-from farm.runner.outcome import ChildOutcome, write_outcome
 from farm.runner.wake import PgWake, TickLoop
+from farm.testing import fresh_postgres_database
 
 HOSTS = ("bench-a", "bench-b")
 GEMM = {"kind": "gemm", "params": {"n": 16}}
 DEAD_AFTER_S = 3600.0  # nobody dies here
-
-
-def child(settings_path: Path, attempt_id: int, run_dir: Path, work_s: float) -> int:
-    """The stand-in child: hold the phone ``work_s``, commit a one-sample result."""
-    settings = Settings.model_validate_json(settings_path.read_text())
-    with Store(settings.database_url) as store:
-        time.sleep(work_s)  # the job's work on the phone
-        stored = store.finish(attempt_id, Outcome({"kind": "gemm", "bench": True}, [1e-3]),
-                              SystemClock().now())
-    write_outcome(run_dir, ChildOutcome("succeeded", True, "stored" if stored else "not_stored"))
-    return 0
 
 
 def host(host_id: str, database_url: str, data_dir: Path, work_s: float) -> int:
@@ -80,8 +68,7 @@ def host(host_id: str, database_url: str, data_dir: Path, work_s: float) -> int:
     store.register_host(host_id, "127.0.0.1", 9190, clock.now())
 
     def command(claim: Claim, run_dir: Path, settings_path: Path) -> list[str]:
-        return [sys.executable, __file__, "--child", str(settings_path), str(claim.attempt.id),
-                str(run_dir), str(work_s)]
+        return standin_argv(__file__, settings_path, claim.attempt.id, run_dir, work_s)
 
     loops: list[TickLoop] = []  # the loop needs the dispatcher, which wakes the loop
 
@@ -104,16 +91,6 @@ def host(host_id: str, database_url: str, data_dir: Path, work_s: float) -> int:
     dispatcher.close()
     store.close()
     return 0
-
-
-def fresh_database(base: str) -> tuple[str, sa.Engine, str]:
-    """CREATE DATABASE on ``base``'s server: (its URL, the admin engine, its name)."""
-    name = f"farm_bench_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.exec_driver_sql(f"CREATE DATABASE {name}")
-    url = sa.engine.make_url(base).set(database=name).render_as_string(hide_password=False)
-    return url, admin, name
 
 
 def start_hosts(url: str, tmp: Path, work_s: float) -> list[subprocess.Popen[bytes]]:
@@ -183,8 +160,8 @@ def main() -> int:
     args = parser.parse_args()
     logs.configure(json=True, level="error", stream=sys.stderr)
     if args.child:
-        return child(Path(args.child[0]), int(args.child[1]), Path(args.child[2]),
-                     float(args.child[3]))
+        return standin_child(Path(args.child[0]), int(args.child[1]), Path(args.child[2]),
+                             float(args.child[3]))
     if args.host:
         return host(args.host[0], args.host[1], Path(args.host[2]), float(args.host[3]))
     if not args.postgres:
@@ -195,10 +172,10 @@ def main() -> int:
           f"--interval-s {args.interval_s:g} --burst {args.burst} --work-s {args.work_s:g}")
     print(f"host: {os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.1f}; "
           f"2 hosts x {args.phones} phones, one PostgreSQL queue")
-    url, admin, name = fresh_database(args.postgres)
     procs: list[subprocess.Popen[bytes]] = []
-    try:
-        with Store(url) as store, tempfile.TemporaryDirectory(prefix="farm-bench-") as tmp:
+    with (fresh_postgres_database(args.postgres, "farm_bench_") as url, Store(url) as store,
+          tempfile.TemporaryDirectory(prefix="farm-bench-") as tmp):
+        try:
             now = SystemClock().now()
             for host_id in HOSTS:
                 for i in range(args.phones):
@@ -213,14 +190,11 @@ def main() -> int:
             for proc in procs:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(timeout=60)
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
-        with admin.connect() as connection:
-            connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.dispose()
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=30)
     print(line(f"enqueue -> started, paced ({args.interval_s:g} s)", paced))
     print(line(f"enqueue -> started, burst of {args.burst}", burst))
     print("attempts per host: " + ", ".join(f"{h} {n}" for h, n in sorted(per_host.items())))

@@ -8,10 +8,13 @@ when the context exits.
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import sqlalchemy as sa
 
 from farm.adb import Adb, AdbServer, DeviceTracker
 from farm.aio import LoopThread
@@ -106,3 +109,39 @@ def fleet_harness(
         tracking.start()
         stack.callback(tracking.stop)
         yield FleetHarness(manager, store, tracker, adb)
+
+
+@contextlib.contextmanager
+def fresh_postgres_database(base_url: str, prefix: str) -> Iterator[str]:
+    """A new, empty PostgreSQL database on ``base_url``'s server, dropped on exit.
+
+    Its name is ``prefix`` plus 12 random hex digits. A database of its own, not
+    a schema, where what is tested is per database (the migration's advisory
+    lock, LISTEN/NOTIFY between farmd processes). Dropped ``WITH (FORCE)``, so
+    connections a killed process left behind do not keep it.
+
+    Args:
+        base_url: a SQLAlchemy PostgreSQL URL whose user may ``CREATE DATABASE``
+            (tests take it from ``TEST_POSTGRES_URL``).
+        prefix: the start of the database's name, e.g. ``"farm_race_"``.
+
+    Yields:
+        The new database's URL (``base_url`` with the database replaced,
+        password kept).
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: the server refused or is unreachable.
+    """
+    name = f"{prefix}{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(base_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f"CREATE DATABASE {name}")
+        try:
+            yield sa.engine.make_url(base_url).set(database=name).render_as_string(
+                hide_password=False)
+        finally:
+            with admin.connect() as connection:
+                connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    finally:
+        admin.dispose()

@@ -16,8 +16,15 @@ package stays cheap (no adb, SSH or NVML import) for ``farmctl`` and the schedul
 
 from __future__ import annotations
 
+import importlib
+from typing import cast
+
 from farm.controllers.base import (
+    ANDROID,
     ANY_KIND,
+    BOARD,
+    GPU,
+    PROXY,
     ControllerContext,
     ControllerFactory,
     DeviceController,
@@ -54,51 +61,19 @@ __all__ = [
     "unregister",
 ]
 
-#: The kind of a phone (the ``devices.kind`` column's default).
-ANDROID = "android"
+def _lazy(module: str, controller: str) -> ControllerFactory:
+    """A factory that imports ``module`` when first called and builds its ``controller`` class.
+
+    The class's ``from_context(ControllerContext)`` builds the kind's controller.
+    """
+    def factory(context: ControllerContext) -> DeviceController:
+        built = getattr(importlib.import_module(module), controller).from_context(context)
+        return cast(DeviceController, built)
+
+    return factory
 
 
-def _android(context: ControllerContext) -> DeviceController:
-    from farm.controllers.android import AndroidController
-
-    return AndroidController.from_context(context)
-
-
-register(ANDROID, _android)
-
-
-#: A Linux board reached over SSH (one ``[[boards]]`` entry each).
-BOARD = "board"
-
-
-def _board(context: ControllerContext) -> DeviceController:
-    from farm.controllers.board import BoardController
-
-    return BoardController.from_context(context)
-
-
-register(BOARD, _board)
-
-#: The kind of an NVIDIA GPU of a GPU host (:mod:`farm.controllers.gpu`).
-GPU = "gpu"
-
-
-def _gpu(context: ControllerContext) -> DeviceController:
-    from farm.controllers.gpu import GpuController
-
-    return GpuController.from_context(context)
-
-
-register(GPU, _gpu)
-
-#: The kind of a device that connects out to farm's RPC proxy (:mod:`farm.controllers.proxy`).
-PROXY = "proxy"
-
-
-def _proxy(context: ControllerContext) -> DeviceController:
-    from farm.controllers.proxy import ProxyController
-
-    return ProxyController.from_context(context)
-
-
-register(PROXY, _proxy)
+register(ANDROID, _lazy("farm.controllers.android", "AndroidController"))
+register(BOARD, _lazy("farm.controllers.board", "BoardController"))
+register(GPU, _lazy("farm.controllers.gpu", "GpuController"))
+register(PROXY, _lazy("farm.controllers.proxy", "ProxyController"))

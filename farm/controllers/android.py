@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from farm.controllers.base import (
+    ANDROID,
     ControllerContext,
     Discovered,
     HealthReading,
@@ -47,7 +48,7 @@ __all__ = ["KIND", "AndroidController", "NdkFcompile"]
 
 log = structlog.get_logger(__name__)
 
-KIND = "android"
+KIND = ANDROID
 #: ``pm uninstall`` of the RPC app before a reinstall (a few seconds on a real phone).
 UNINSTALL_TIMEOUT_S = 60.0
 #: ``adb reboot`` returns once adbd took the request, not when the phone is back.
@@ -120,16 +121,15 @@ class AndroidController:
         """
         from farm.fleet.options import FleetOptions
 
-        if context.settings is None:
-            raise ConfigError("device kind", "the android controller needs farm's settings")
-        adb_settings = context.settings.adb
+        settings = context.require_settings(cls.kind)
+        adb_settings = settings.adb
 
         def make_adb() -> Adb:
             from farm.adb import Adb, AdbServer
 
             return Adb(AdbServer(port=adb_settings.port, binary=adb_settings.binary))
 
-        return cls(FleetOptions.from_settings(context.settings), context.services.get("adb"),
+        return cls(FleetOptions.from_settings(settings), context.services.get("adb"),
                    context.services.get("loop"), make_adb=make_adb)
 
     def _own_runtime(self, serial: str) -> PhoneRuntime:

@@ -67,7 +67,11 @@ if TYPE_CHECKING:
     from farm.config import Settings
 
 __all__ = [
+    "ANDROID",
     "ANY_KIND",
+    "BOARD",
+    "GPU",
+    "PROXY",
     "ControllerContext",
     "ControllerFactory",
     "DeviceController",
@@ -85,6 +89,18 @@ __all__ = [
 
 #: A job's ``device.kind`` that any registered kind satisfies.
 ANY_KIND = "any"
+
+#: The kind of a phone (the ``devices.kind`` column's default).
+ANDROID = "android"
+
+#: A Linux board reached over SSH (one ``[[boards]]`` entry each).
+BOARD = "board"
+
+#: The kind of an NVIDIA GPU of a GPU host (:mod:`farm.controllers.gpu`).
+GPU = "gpu"
+
+#: The kind of a device that connects out to farm's RPC proxy (:mod:`farm.controllers.proxy`).
+PROXY = "proxy"
 
 #: One health reading of one device: the fields of :class:`~farm.health.sample.HealthSample`.
 #: A kind fills what it can read and leaves the rest None (a board has no
@@ -171,6 +187,20 @@ class ControllerContext:
 
     settings: Settings | None = None
     services: Mapping[str, Any] = field(default_factory=dict)
+
+    def require_settings(self, kind: str) -> Settings:
+        """farm's settings, for a factory that cannot build without them.
+
+        Args:
+            kind: the kind whose controller asks ("board"), for the message.
+
+        Raises:
+            ConfigError: no settings were given ("the board controller needs
+                farm's settings").
+        """
+        if self.settings is None:
+            raise ConfigError("device kind", f"the {kind} controller needs farm's settings")
+        return self.settings
 
 
 @runtime_checkable

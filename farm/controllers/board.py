@@ -41,6 +41,7 @@ from farm.boards import commands
 from farm.boards.targets import board_linker, board_target
 from farm.config import BoardSettings, Settings
 from farm.controllers.base import (
+    BOARD,
     ControllerContext,
     Discovered,
     HealthReading,
@@ -51,7 +52,7 @@ from farm.controllers.base import (
 from farm.device.cpu import parse_proc_cpuinfo, parse_proc_meminfo
 from farm.device.storage import parse_df_k
 from farm.device.thermal import parse_thermal_zones
-from farm.errors import ConfigError, FarmError, PhoneFault, SpecError, ToolMissing
+from farm.errors import FarmError, PhoneFault, SpecError, ToolMissing
 from farm.health.sample import ADB_STATE_DEVICE
 from farm.netaddr import is_loopback
 from farm.ssh import SshClient, SshError
@@ -61,7 +62,7 @@ __all__ = ["KIND", "BoardController", "board_tracker_key", "facts_from_output",
 
 log = structlog.get_logger(__name__)
 
-KIND = "board"
+KIND = BOARD
 #: ``discover`` reports a board whose SSH connection cannot open as this adb-like state.
 OFFLINE = "offline"
 #: Importing TVM on a small ARM board takes seconds.
@@ -195,9 +196,8 @@ class BoardController:
         Raises:
             ConfigError: no settings were given.
         """
-        if context.settings is None:
-            raise ConfigError("device kind", "the board controller needs farm's settings")
-        return cls.from_settings(context.settings)
+        settings = context.require_settings(cls.kind)
+        return cls.from_settings(settings)
 
     def board(self, serial: str) -> BoardSettings:
         """The settings of board ``serial``.

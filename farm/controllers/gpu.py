@@ -34,6 +34,7 @@ import structlog
 
 from farm.clock import wait_until
 from farm.controllers.base import (
+    GPU,
     ControllerContext,
     Discovered,
     HealthReading,
@@ -41,7 +42,7 @@ from farm.controllers.base import (
     TargetSpec,
     ThermalReading,
 )
-from farm.errors import ConfigError, PhoneFault, SpecError
+from farm.errors import PhoneFault, SpecError
 from farm.gpu.nvml import GpuReading, NvmlReader, PynvmlReader, parse
 from farm.gpu.server import server_argv
 from farm.health.sample import ADB_STATE_DEVICE
@@ -52,7 +53,7 @@ __all__ = ["KIND", "GpuController", "thermal_status"]
 
 log = structlog.get_logger(__name__)
 
-KIND = "gpu"
+KIND = GPU
 #: A GPU NVML no longer lists (fallen off the bus, driver reloaded): adb's word.
 ABSENT = "absent"
 #: ``thermal_status`` of a GPU that is too hot or slowed for heat: Android's
@@ -105,11 +106,10 @@ class GpuController:
         Raises:
             ConfigError: no settings were given.
         """
-        if context.settings is None:
-            raise ConfigError("device kind", "the gpu controller needs farm's settings")
+        settings = context.require_settings(cls.kind)
         reader = context.services.get("nvml") or PynvmlReader()
         log_dir = context.services.get("log_dir")
-        return cls(context.settings, reader, Path(log_dir) if log_dir else None)
+        return cls(settings, reader, Path(log_dir) if log_dir else None)
 
     # -- NVML -------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from typing import Any
 import structlog
 
 from farm.controllers.base import (
+    PROXY,
     ControllerContext,
     Discovered,
     HealthReading,
@@ -33,7 +34,7 @@ from farm.controllers.base import (
     TargetSpec,
     ThermalReading,
 )
-from farm.errors import ConfigError, PhoneFault, SpecError
+from farm.errors import PhoneFault, SpecError
 from farm.health.sample import ADB_STATE_DEVICE
 from farm.tvm.proxy import ProxyProcess, proxied_keys
 from farm.tvm.tracker import summary
@@ -42,7 +43,7 @@ __all__ = ["KIND", "SERIAL_PREFIX", "ProxyController"]
 
 log = structlog.get_logger(__name__)
 
-KIND = "proxy"
+KIND = PROXY
 SERIAL_PREFIX = "proxy-"
 
 
@@ -69,10 +70,9 @@ class ProxyController:
         Raises:
             ConfigError: no settings were given.
         """
-        if context.settings is None:
-            raise ConfigError("device kind", "the proxy controller needs farm's settings")
+        settings = context.require_settings(cls.kind)
         log_dir = context.services.get("log_dir")
-        return cls(context.settings, Path(log_dir) / "rpc_proxy.log" if log_dir else None)
+        return cls(settings, Path(log_dir) / "rpc_proxy.log" if log_dir else None)
 
     def _ensure_proxy(self) -> ProxyProcess:
         with self._lock:

@@ -20,19 +20,13 @@ each a device.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import signal
-import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Self
 
-from farm.clock import wait_until
-from farm.errors import TrackerUnreachable
-from farm.procs import end_group_with_parent, group_alive, signal_group, spawn
+from farm.procs import end_group_with_parent
+from farm.tvm.service import ServiceProcess
 from farm.tvm.tracker import TrackerSummary
 
 __all__ = ["PROXY_INFO_PREFIX", "ProxyProcess", "main", "proxied_keys"]
@@ -63,14 +57,10 @@ def proxied_keys(summary: TrackerSummary, port: int) -> tuple[str, ...]:
     return tuple(keys)
 
 
-class ProxyProcess:
+class ProxyProcess(ServiceProcess):
     """A ``tvm.exec.rpc_proxy`` in its own process group; create with :meth:`start`."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], host: str, port: int) -> None:
-        self._proc = proc
-        self.host = host
-        self.port = port
-        self.pid = proc.pid
+    what = "rpc_proxy"
 
     @classmethod
     def start(cls, host: str, port: int, tracker: tuple[str, int], *, web_port: int = 0,
@@ -92,41 +82,9 @@ class ProxyProcess:
         argv = [sys.executable, "-m", "farm.tvm.proxy", "--parent-pid", str(os.getpid()),
                 "--host", host, "--port", str(port), "--tracker", f"{tracker[0]}:{tracker[1]}",
                 "--web-port", str(web_port)]
-        output = log_path.open("ab") if log_path is not None else subprocess.DEVNULL
-        try:
-            proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT)
-        finally:
-            if log_path is not None:
-                output.close()  # type: ignore[union-attr]
-        proxy = cls(proc, host, port)
-        if not wait_until(lambda: proc.poll() is not None or _listening(host, port),
-                          ready_timeout_s) or proc.poll() is not None:
-            code = proc.poll()
-            proxy.stop()
-            reason = f"exited with {code}" if code is not None else "not listening"
-            raise TrackerUnreachable(host, port, f"rpc_proxy did not start: {reason}")
-        return proxy
-
-    def alive(self) -> bool:
-        """Whether the proxy's main process is still running."""
-        return self._proc.poll() is None
-
-    def stop(self, timeout_s: float = 5.0) -> None:
-        """SIGTERM the process group, SIGKILL what is left after ``timeout_s``; reap. Idempotent."""
-        signal_group(self.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._proc.wait(timeout=timeout_s)
-        signal_group(self.pid, signal.SIGKILL)  # its popen worker may outlive it
-        self._proc.wait()
-        deadline = time.monotonic() + timeout_s
-        while group_alive(self.pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return cls._launch(argv, host, port, ready=lambda: _listening(host, port),
+                           not_ready="not listening", log_path=log_path,
+                           ready_timeout_s=ready_timeout_s)
 
 
 def _listening(host: str, port: int) -> bool:

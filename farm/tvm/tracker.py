@@ -22,22 +22,19 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from farm.errors import TrackerUnreachable
 from farm.netaddr import free_port
-from farm.procs import end_group_with_parent, group_alive, signal_group, spawn
+from farm.procs import end_group_with_parent
 from farm.tvm import protocol
 from farm.tvm.protocol import TrackerCode
-
-_POLL_S = 0.05
+from farm.tvm.service import ServiceProcess
 
 
 @dataclass(frozen=True)
@@ -140,14 +137,10 @@ def ping(host: str, port: int, timeout_s: float = 2.0) -> bool:
         return False
 
 
-class TrackerProcess:
+class TrackerProcess(ServiceProcess):
     """A ``tvm.exec.rpc_tracker`` in its own process group; create with :meth:`start`."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], host: str, port: int) -> None:
-        self._proc = proc
-        self.host = host
-        self.port = port
-        self.pid = proc.pid
+    what = "tracker"
 
     @classmethod
     def start(
@@ -177,52 +170,9 @@ class TrackerProcess:
             raise TrackerUnreachable(host, port, "the port is taken by another tracker")
         argv = [sys.executable, "-m", "farm.tvm.tracker",
                 "--host", host, "--port", str(port), "--parent-pid", str(os.getpid())]  # fmt: skip
-        output = log_path.open("ab") if log_path is not None else subprocess.DEVNULL
-        try:
-            proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT)
-        finally:
-            if log_path is not None:
-                output.close()  # type: ignore[union-attr]
-        tracker = cls(proc, host, port)
-        deadline = time.monotonic() + ready_timeout_s
-        while not ping(host, port, timeout_s=1.0) or proc.poll() is not None:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                code = proc.poll()
-                tracker.stop()
-                reason = f"exited with {code}" if code is not None else "no answer to PING"
-                raise TrackerUnreachable(host, port, f"tracker did not start: {reason}")
-            time.sleep(_POLL_S)
-        return tracker
-
-    def alive(self) -> bool:
-        """Whether the tracker's main process is still running."""
-        return self._proc.poll() is None
-
-    def stop(self, timeout_s: float = 5.0) -> int:
-        """SIGTERM the process group, SIGKILL it after ``timeout_s``; reap. Idempotent.
-
-        Returns:
-            The main process's exit code.
-        """
-        signal_group(self.pid, signal.SIGTERM)
-        try:
-            code = self._proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            signal_group(self.pid, signal.SIGKILL)
-            code = self._proc.wait()
-        # The PopenWorker child may outlive its parent: end the rest of the group
-        # and wait until the kernel has removed it (SIGKILL is not synchronous).
-        signal_group(self.pid, signal.SIGKILL)
-        deadline = time.monotonic() + timeout_s
-        while group_alive(self.pid) and time.monotonic() < deadline:
-            time.sleep(_POLL_S)
-        return code
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return cls._launch(argv, host, port, ready=lambda: ping(host, port, timeout_s=1.0),
+                           not_ready="no answer to PING", log_path=log_path,
+                           ready_timeout_s=ready_timeout_s)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -156,8 +156,12 @@ class RunningFarmd:
         )
 
 
-def farmd_settings(data_dir: Path, adb_port: int, apk: Path, **jobs: float) -> Settings:
-    """Hermetic farmd settings: tmp data folder, private adb server, free ports, usb-only."""
+def farmd_settings(data_dir: Path, adb_port: int, apk: Path, **sections: Any) -> Settings:
+    """Hermetic farmd settings: tmp data folder, private adb server, free ports, usb-only.
+
+    ``sections`` add config sections or replace these whole, e.g.
+    ``health={"interval_s": 2.0}``, ``jobs={"tick_interval_s": 60.0}``.
+    """
     return Settings.model_validate({
         "data_dir": str(data_dir),
         "adb": {"port": adb_port},
@@ -165,13 +169,27 @@ def farmd_settings(data_dir: Path, adb_port: int, apk: Path, **jobs: float) -> S
         "tracker": {"port": free_port(), "network": "usb-only"},
         "metrics": {"enabled": False},
         "api": {"enabled": False},
-        "jobs": jobs,
+        **sections,
     })
 
 
 @pytest.fixture
+def hermetic_settings(adb_server: AdbServerHandle, tmp_path: Path) -> Callable[..., Settings]:
+    """Factory: ``hermetic_settings(**sections)`` -> :func:`farmd_settings` for this test.
+
+    Data folder ``tmp_path / "farm"``, the test's adb server, the demo APK built
+    under ``tmp_path / "apk"``; ``sections`` as in :func:`farmd_settings`.
+    """
+    def make(**sections: Any) -> Settings:
+        return farmd_settings(tmp_path / "farm", adb_server.port, demo_apk(tmp_path / "apk"),
+                              **sections)
+
+    return make
+
+
+@pytest.fixture
 def start_farmd(
-    adb_server: AdbServerHandle, tmp_path: Path
+    adb_server: AdbServerHandle, tmp_path: Path, hermetic_settings: Callable[..., Settings]
 ) -> Iterator[Callable[..., RunningFarmd]]:
     """Factory: ``start_farmd(phones, same_model=False)`` -> farmd with ready phones.
 
@@ -185,8 +203,7 @@ def start_farmd(
             specs = [specs[i % len(specs)] for i in range(phones)]
             fleet = stack.enter_context(
                 Fleet(phones, specs=specs, adb_port=adb_server.port, data_dir=tmp_path / "phones"))
-            apk = demo_apk(tmp_path / "apk")
-            farmd = Farmd(farmd_settings(tmp_path / "farm", adb_server.port, apk, **jobs))
+            farmd = Farmd(hermetic_settings(jobs=jobs))
             stack.callback(farmd.stop)
             farmd.start()
             running = RunningFarmd(farmd, fleet)

@@ -34,9 +34,7 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.gemm import run_gemm
 from farm.jobs.model import run_model
 from farm.jobs.params import GemmParams, ModelParams, TimingParams, TrackerParams
-from farm.netaddr import free_port
 from farm.procs import signal_group
-from farm.provision.standin import demo_apk
 from farm.queue.models import DeviceState, JobState
 from farm.queue.records import DeviceRecord, JobView
 from farm.queue.store import Store
@@ -317,7 +315,7 @@ class BoardsFarmd:
 
 @pytest.fixture
 def farmd_with_boards(
-    adb_server: AdbServerHandle, tmp_path: Path,
+    adb_server: AdbServerHandle, tmp_path: Path, hermetic_settings: Callable[..., Settings],
 ) -> Iterator[Callable[..., BoardsFarmd]]:
     """Factory: ``farmd_with_boards(boards=2, phones=0)`` -> farmd with every device ready."""
     with contextlib.ExitStack() as stack:
@@ -329,16 +327,8 @@ def farmd_with_boards(
                                                   adb_port=adb_server.port,
                                                   data_dir=tmp_path / "phones"))
                 serials = list(fleet.serials)
-            settings = Settings.model_validate({
-                "data_dir": str(tmp_path / "farm"),
-                "adb": {"port": adb_server.port},
-                "apk": {"path": str(demo_apk(tmp_path / "apk"))},
-                "tracker": {"port": free_port(), "network": "usb-only"},
-                "metrics": {"enabled": False},
-                "api": {"enabled": False},
-                "health": {"interval_s": 2.0},
-                "boards": [b.settings().model_dump() for b in running],
-            })
+            settings = hermetic_settings(api={"enabled": False}, health={"interval_s": 2.0},
+                                         boards=[b.settings().model_dump() for b in running])
             farmd = Farmd(settings)
             stack.callback(farmd.stop)
             farmd.start()

@@ -22,8 +22,6 @@ from farm.cli.main import cli
 from farm.clock import wait_until
 from farm.config import Settings
 from farm.daemon import Farmd
-from farm.netaddr import free_port
-from farm.provision.standin import demo_apk
 from farm.queue.models import DeviceState, JobState
 from farm.queue.waiting import wait_reasons
 from farm.virtual.android.spec import profiles
@@ -50,7 +48,7 @@ HAND_SCRIPT = textwrap.dedent("""
 
 @pytest.fixture
 def event_farmd(
-    adb_server: AdbServerHandle, tmp_path: Path
+    adb_server: AdbServerHandle, tmp_path: Path, hermetic_settings: Callable[..., Settings]
 ) -> Iterator[Callable[..., Farmd]]:
     """Factory: ``event_farmd(health_interval_s=30)`` -> a farmd with one ready usb-only phone."""
     with contextlib.ExitStack() as stack:
@@ -58,16 +56,8 @@ def event_farmd(
             fleet = stack.enter_context(Fleet(1, specs=profiles(1, "usb-only"),
                                               adb_port=adb_server.port,
                                               data_dir=tmp_path / "phones"))
-            settings = Settings.model_validate({
-                "data_dir": str(tmp_path / "farm"),
-                "adb": {"port": adb_server.port},
-                "apk": {"path": str(demo_apk(tmp_path / "apk"))},
-                "tracker": {"port": free_port(), "network": "usb-only"},
-                "metrics": {"enabled": False},
-                "api": {"enabled": False},
-                "health": {"interval_s": health_interval_s},
-                "jobs": {"tick_interval_s": LONG_TICK_S},
-            })
+            settings = hermetic_settings(health={"interval_s": health_interval_s},
+                                         jobs={"tick_interval_s": LONG_TICK_S})
             farmd = Farmd(settings)
             stack.callback(farmd.stop)
             farmd.start()

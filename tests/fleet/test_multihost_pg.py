@@ -21,13 +21,11 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 from click.testing import CliRunner
 
 from farm.cli.main import cli
@@ -35,6 +33,7 @@ from farm.clock import wait_until
 from farm.netaddr import free_port
 from farm.queue.models import AttemptState, DeviceState, JobState
 from farm.queue.store import Store
+from farm.testing import fresh_postgres_database
 from farm.virtual.testing import adb_server
 
 pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -54,16 +53,8 @@ def pg_url() -> Iterator[str]:
     base = os.environ.get("TEST_POSTGRES_URL")
     if not base:
         pytest.skip("TEST_POSTGRES_URL is not set")
-    name = f"farm_multihost_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.exec_driver_sql(f"CREATE DATABASE {name}")
-    try:
-        yield sa.engine.make_url(base).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.dispose()
+    with fresh_postgres_database(base, "farm_multihost_") as url:
+        yield url
 
 
 def write_config(path: Path, *, host_id: str, data_dir: Path, database_url: str,

@@ -21,8 +21,6 @@ import pytest
 from farm.clock import wait_until
 from farm.config import Settings
 from farm.daemon import Farmd
-from farm.netaddr import free_port
-from farm.provision.standin import demo_apk
 from farm.queue.models import DeviceState, JobState
 from farm.virtual.android.spec import profiles
 from farm.virtual.fleet import Fleet
@@ -69,23 +67,17 @@ def _vector_add(path: Path) -> Path:
 
 
 @pytest.fixture
-def pool_farmd(adb_server: AdbServerHandle, tmp_path: Path) -> Iterator[Callable[[int], Farmd]]:
+def pool_farmd(
+    adb_server: AdbServerHandle, tmp_path: Path, hermetic_settings: Callable[..., Settings]
+) -> Iterator[Callable[[int], Farmd]]:
     """Factory: ``pool_farmd(n)`` -> a farmd with ``n`` ready usb-only phones and a pool key."""
     with contextlib.ExitStack() as stack:
         def start(phones: int) -> Farmd:
             specs = profiles(phones, "usb-only")
             fleet = stack.enter_context(Fleet(phones, specs=specs, adb_port=adb_server.port,
                                               data_dir=tmp_path / "phones"))
-            settings = Settings.model_validate({
-                "data_dir": str(tmp_path / "farm"),
-                "adb": {"port": adb_server.port},
-                "apk": {"path": str(demo_apk(tmp_path / "apk"))},
-                "tracker": {"port": free_port(), "network": "usb-only"},
-                "metrics": {"enabled": False},
-                "api": {"enabled": False},
-                "health": {"interval_s": 5.0},
-                "pool": {"key": POOL_KEY, "interval_s": 0.5},
-            })
+            settings = hermetic_settings(health={"interval_s": 5.0},
+                                         pool={"key": POOL_KEY, "interval_s": 0.5})
             farmd = Farmd(settings)
             stack.callback(farmd.stop)
             farmd.start()

@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import sqlalchemy as sa
 
 from farm.queue.db import head_revision
 from farm.queue.models import Base
+from farm.testing import fresh_postgres_database
 
 PROCESSES = 6
 DEADLINE_S = 300.0
@@ -55,16 +55,8 @@ def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[s
     base = os.environ.get("TEST_POSTGRES_URL")
     if not base:
         pytest.skip("TEST_POSTGRES_URL is not set")
-    name = f"farm_race_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.exec_driver_sql(f"CREATE DATABASE {name}")
-    try:
-        yield sa.engine.make_url(base).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.dispose()
+    with fresh_postgres_database(base, "farm_race_") as url:
+        yield url
 
 
 def _wait_for(predicate: object, what: str) -> None:
