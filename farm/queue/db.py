@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+import structlog
 from alembic import command
 from alembic.config import Config
 from alembic.migration import MigrationContext
@@ -38,6 +39,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from farm.config import default_database_url
 from farm.errors import StoreError
+
+log = structlog.get_logger(__name__)
 
 __all__ = ["JOBS_CHANNEL", "MIGRATION_LOCK_KEY", "create_engine", "default_url", "head_revision",
            "migrate", "require_head", "revisions"]
@@ -164,6 +167,7 @@ def migrate(engine: sa.Engine) -> str:
                 config = _alembic_config()
                 config.attributes["connection"] = connection
                 command.upgrade(config, "head")
+                log.info("schema_migrated", from_revision=current or "none", to_revision=head)
             return current or "none"
     except SQLAlchemyError as exc:
         raise StoreError(f"cannot migrate {_shown(engine)}: {exc}") from exc

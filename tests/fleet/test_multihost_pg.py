@@ -95,6 +95,17 @@ def start_farmd(
     return process
 
 
+def log_events(path: Path, event: str) -> list[dict[str, object]]:
+    """The JSON log lines of ``event`` that farmd wrote to ``path`` so far."""
+    found = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            entry = json.loads(line)
+            if isinstance(entry, dict) and entry.get("event") == event:
+                found.append(entry)
+    return found
+
+
 def serials_ready(store: Store, host: str) -> list[str]:
     """The host's phones that are ready, by serial."""
     return [d.serial for d in store.list_devices()
@@ -113,17 +124,25 @@ class TestTwoHostsOneQueue:
     def test_jobs_spread_pinned_run_on_owner_and_a_dead_host_loses_no_job(
         self, pg_url: str, tmp_path: Path
     ) -> None:
-        """Jobs run on both hosts' phones, a pinned job on its phone's host; after kill -9 of
-        one farmd mid-job every job ends with exactly one result and its phones are unreachable."""
+        """Both farmd start at once on an empty database and it is migrated once; jobs run on
+        both hosts' phones, a pinned job on its phone's host; after kill -9 of one farmd mid-job
+        every job ends with exactly one result and its phones are unreachable."""
         with contextlib.ExitStack() as stack:
-            store = stack.enter_context(Store(pg_url))  # migrated before either farmd starts
             configs, farmds = {}, {}
             for host in HOSTS:
                 server = stack.enter_context(adb_server())
                 configs[host] = write_config(
                     tmp_path / f"{host}.toml", host_id=host, data_dir=tmp_path / host,
                     database_url=pg_url, adb_port=server.port)
-                farmds[host] = start_farmd(configs[host], tmp_path / f"{host}.log", stack)
+            # Both start at once on the empty database: exactly one of them migrates it.
+            logs = {host: tmp_path / f"{host}.log" for host in HOSTS}
+            for host in HOSTS:
+                farmds[host] = start_farmd(configs[host], logs[host], stack)
+            wait_until(lambda: all(log_events(logs[h], "farmd_started") for h in HOSTS),
+                       READY_DEADLINE_S, "both farmd started")
+            migrated = [e for h in HOSTS for e in log_events(logs[h], "schema_migrated")]
+            assert [e["from_revision"] for e in migrated] == ["none"], migrated
+            store = stack.enter_context(Store(pg_url, auto_migrate=False))  # at head: checks only
             wait_until(lambda: all(len(serials_ready(store, h)) == PHONES for h in HOSTS),
                        READY_DEADLINE_S, "every host's phones ready")
             assert {h.host_id for h in store.list_hosts()} == set(HOSTS)
