@@ -107,7 +107,8 @@ def rows_from(
         phone_models: ``ro.product.model`` by serial, for the table.
 
     Returns:
-        One row per run of the result; for a job without a result, one row
+        One row per run of the result (of a noisy phone's re-run, where it was
+        re-run: its last measurement); for a job without a result, one row
         per phone it asked for (or one with serial ``-``) carrying its state
         and error.
     """
@@ -125,11 +126,16 @@ def rows_from(
         if snapshot.attempt_id in (None, result.attempt_id):
             by_serial[snapshot.serial].append(snapshot)
     seen: dict[str, int] = defaultdict(int)
+    runs = list(result.summary.get("runs") or ())
+    # A noisy phone's re-run replaces its first measurement (farm.runner.measure).
+    rerun = {str(run.get("serial", "-")) for run in runs if run.get("rerun")}
     rows = []
-    for run in result.summary.get("runs") or ():
+    for run in runs:
         serial = str(run.get("serial", "-"))
         index = seen[serial]
-        seen[serial] += 1
+        seen[serial] += 1  # snapshots were taken for every run, re-runs included
+        if serial in rerun and not run.get("rerun"):
+            continue
         taken = by_serial[serial]
         snap = taken[index] if index < len(taken) else None
         mean_s = _float(run.get("mean_s"))

@@ -46,6 +46,16 @@ class TestRowsFrom:
         assert rows[0].workload == "gemm n=512 float32"
         assert rows[0].thermal_wait_s == 1.5
 
+    def test_a_noisy_phone_shows_its_rerun_with_the_rerun_snapshot(self) -> None:
+        """A re-run noisy phone gives one row, its last measurement; other phones keep theirs."""
+        runs = [{"serial": "A", "mean_s": 0.02, "rerun": False},
+                {"serial": "B", "mean_s": 0.04, "rerun": False},
+                {"serial": "A", "mean_s": 0.03, "rerun": True}]
+        snaps = [_snap("A", 30.0, 0), _snap("B", 31.0, 1), _snap("A", 33.0, 2)]
+        rows = rows_from(_job(), [_result(runs)], snaps)
+        assert [(r.serial, r.latency_ms, r.battery_temp_c) for r in rows] == [
+            ("B", 40.0, 31.0), ("A", 30.0, 33.0)]
+
     def test_snapshots_of_a_failed_earlier_attempt_are_ignored(self) -> None:
         """Only the snapshots of the attempt that produced the result are paired."""
         snaps = [_snap("A", 44.0, 3, attempt_id=6), _snap("A", 29.0, 0, attempt_id=7)]
