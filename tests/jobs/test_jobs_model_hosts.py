@@ -52,13 +52,14 @@ class TestModelAcrossHosts:
                               tracker={"host": cluster.host, "port": cluster.port,
                                        "key": HOST_B_KEY})
         with Store(settings_b.database_url) as store_b:  # host B: claim and run the attempt
-            store_b.upsert_device(SERIAL, NOW, {"abi": "x86_64", "num_cores": 2})
+            # A host rpc_server stands in for the phone: say so (farm.jobs.targets).
+            facts = {"abi": "x86_64", "host_runtime": True, "num_cores": 2}
+            store_b.upsert_device(SERIAL, NOW, facts)
             put_state(store_b, SERIAL, DeviceState.READY, "test", NOW)
             [claim] = store_b.claim([Assignment(job_id, (SERIAL,), 600.0)], NOW)
             job = store_b.get_job(job_id)
             assert job is not None and job.spec["params"]["sha256"] == digest
-            ctx = RunContext(settings_b, job, claim.attempt,
-                             {SERIAL: {"abi": "x86_64", "num_cores": 2}},
+            ctx = RunContext(settings_b, job, claim.attempt, {SERIAL: facts},
                              lambda serial: SnapshotData(serial, NOW), store_b)
             outcome = execute(ctx)
             assert store_b.finish(claim.attempt.id, outcome, NOW)
