@@ -33,3 +33,16 @@ def _no_farm_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(ENV_PREFIX) or name == ENV_PATH:
             monkeypatch.delenv(name)
+
+
+@pytest.fixture(scope="session")
+def postgres_base_url() -> str:
+    """``$TEST_POSTGRES_URL`` (a server whose user may create databases and schemas).
+
+    The one place a PostgreSQL test is skipped: ``.ci/run`` starts a throwaway
+    server and sets the variable, so CI runs every such test.
+    """
+    url = os.environ.get("TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("TEST_POSTGRES_URL is not set")
+    return url

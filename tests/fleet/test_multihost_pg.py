@@ -48,12 +48,9 @@ GEMM = {"kind": "gemm", "params": {"n": 64, "number": 2, "repeat": 3}}
 
 
 @pytest.fixture
-def pg_url() -> Iterator[str]:
+def pg_url(postgres_base_url: str) -> Iterator[str]:
     """A fresh PostgreSQL database of its own, dropped after the test."""
-    base = os.environ.get("TEST_POSTGRES_URL")
-    if not base:
-        pytest.skip("TEST_POSTGRES_URL is not set")
-    with fresh_postgres_database(base, "farm_multihost_") as url:
+    with fresh_postgres_database(postgres_base_url, "farm_multihost_") as url:
         yield url
 
 

@@ -7,7 +7,6 @@ each test gets its own schema, dropped afterwards.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,9 +30,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'farm.db'}"
         return
-    base = os.environ.get("TEST_POSTGRES_URL")
-    if not base:
-        pytest.skip("TEST_POSTGRES_URL is not set")
+    base: str = request.getfixturevalue("postgres_base_url")
     schema = f"farm_test_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(base)
     with admin.begin() as connection:

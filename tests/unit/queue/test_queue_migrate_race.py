@@ -14,13 +14,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
+from farm.clock import wait_until
 from farm.queue.db import head_revision
 from farm.queue.models import Base
 from farm.testing import fresh_postgres_database
@@ -52,19 +52,9 @@ def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[s
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'shared' / 'farm.db'}"
         return
-    base = os.environ.get("TEST_POSTGRES_URL")
-    if not base:
-        pytest.skip("TEST_POSTGRES_URL is not set")
+    base: str = request.getfixturevalue("postgres_base_url")
     with fresh_postgres_database(base, "farm_race_") as url:
         yield url
-
-
-def _wait_for(predicate: object, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 class TestMigrateRace:
@@ -84,8 +74,8 @@ class TestMigrateRace:
             children.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
                                              stderr=subprocess.STDOUT))
         try:
-            _wait_for(lambda: all((tmp_path / f"ready-{i}").exists() for i in range(PROCESSES)),
-                      "every process to be ready")
+            wait_until(lambda: all((tmp_path / f"ready-{i}").exists() for i in range(PROCESSES)),
+                       DEADLINE_S, "every process ready", interval_s=0.01)
             go.touch()
             outputs = [child.communicate(timeout=DEADLINE_S)[0].decode() for child in children]
         finally:
