@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Self
@@ -92,9 +91,7 @@ class ServiceProcess:
         # The PopenWorker child may outlive its parent: end the rest of the group
         # and wait until the kernel has removed it (SIGKILL is not synchronous).
         signal_group(self.pid, signal.SIGKILL)
-        deadline = time.monotonic() + timeout_s
-        while group_alive(self.pid) and time.monotonic() < deadline:
-            time.sleep(POLL_S)
+        wait_until(lambda: not group_alive(self.pid), timeout_s, interval_s=POLL_S)
         return code
 
     def __enter__(self) -> Self:

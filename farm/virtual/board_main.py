@@ -37,10 +37,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import psutil
 
+from farm.clock import wait_until
 from farm.procs import set_parent_death_signal
 
 MARKER_VARIABLE = "FARM_VIRTUAL_BOARD"
@@ -130,11 +130,11 @@ class Keeper:
             self.sshd = subprocess.Popen(
                 [SSHD, "-D", "-e", "-f", self.config], stdin=subprocess.DEVNULL,
                 stdout=log, stderr=log, preexec_fn=_sshd_setup)  # noqa: PLW1509
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not accepts(self.port):
-            if self.sshd.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"sshd did not listen on {self.port}; see {self.log}")
-            time.sleep(_POLL_S)
+        sshd = self.sshd
+        wait_until(lambda: sshd.poll() is not None or accepts(self.port), READY_TIMEOUT_S,
+                   interval_s=_POLL_S)
+        if not accepts(self.port):
+            raise RuntimeError(f"sshd did not listen on {self.port}; see {self.log}")
 
     def stop_sshd(self) -> None:
         """SIGKILL sshd and every connection process it forked."""
