@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 from pydantic import TypeAdapter, ValidationError
@@ -43,6 +44,11 @@ __all__ = ["TIMEOUT_S", "RemoteService"]
 TIMEOUT_S = 30.0
 
 T = TypeVar("T")
+
+
+def _path(serial: str) -> str:
+    """``serial`` as one path segment: every reserved character quoted (a serial may hold '/')."""
+    return quote(serial, safe="")
 
 
 class RemoteService:
@@ -129,17 +135,17 @@ class RemoteService:
 
     def device(self, serial: str) -> DeviceRecord:
         """One phone."""
-        return record_of(self._read(DeviceOut, self._call("GET", f"/devices/{serial}")))
+        return record_of(self._read(DeviceOut, self._call("GET", f"/devices/{_path(serial)}")))
 
     def set_drained(self, serial: str, drained: bool, reason: str) -> bool:
         """Drain or undrain a phone (operator token)."""
         action = "drain" if drained else "undrain"
-        body = self._call("POST", f"/devices/{serial}/{action}", params={"reason": reason})
+        body = self._call("POST", f"/devices/{_path(serial)}/{action}", params={"reason": reason})
         return bool(body.get("changed"))
 
     def release(self, serial: str) -> None:
         """Release a quarantined phone (operator token)."""
-        self._call("POST", f"/devices/{serial}/release")
+        self._call("POST", f"/devices/{_path(serial)}/release")
 
     # --- jobs -------------------------------------------------------------------------------
 
@@ -262,7 +268,7 @@ class RemoteService:
         """End a reservation: the token's owner's own, or any with an operator token."""
         del owner  # the token says who asks (see reserve)
         view: ReservationView = self._read(ReservationView,
-                                           self._call("DELETE", f"/reservations/{serial}"))
+                                           self._call("DELETE", f"/reservations/{_path(serial)}"))
         return view
 
     def reservations(self, *, ended_too: bool = False) -> list[ReservationView]:

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query, status
 
 from farm.api.auth import CallerDep
+from farm.api.bounds import JobIdPath, TextQuery
 from farm.api.context import ApiContext, context
 from farm.errors import UserFault
 from farm.web import views
@@ -34,7 +35,7 @@ def incidents(ctx: ContextDep, _who: CallerDep) -> dict[str, list[dict[str, Any]
 
 
 @router.get("/jobs/{job_id}/trials")
-def trials(job_id: int, ctx: ContextDep, _who: CallerDep) -> dict[str, list[float | None]]:
+def trials(job_id: JobIdPath, ctx: ContextDep, _who: CallerDep) -> dict[str, list[float | None]]:
     """A tuning job's recorded trials so far (run time of each, best so far), for its chart."""
     if ctx.store.get_job(job_id) is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job_id}")
@@ -42,8 +43,9 @@ def trials(job_id: int, ctx: ContextDep, _who: CallerDep) -> dict[str, list[floa
 
 
 @router.get("/compare")
-def compare(ctx: ContextDep, _who: CallerDep, a: Annotated[str, Query(min_length=1)],
-            b: Annotated[str, Query(min_length=1)]) -> dict[str, Any]:
+def compare(ctx: ContextDep, _who: CallerDep,
+            a: Annotated[str, Query(min_length=1, max_length=512)],
+            b: Annotated[str, Query(min_length=1, max_length=512)]) -> dict[str, Any]:
     """``farmctl compare A B --json`` (400 with farm's message for a wrong A or B)."""
     try:
         return views.compare_view(ctx.store, ctx.settings, a.strip(), b.strip())
@@ -52,7 +54,7 @@ def compare(ctx: ContextDep, _who: CallerDep, a: Annotated[str, Query(min_length
 
 
 @router.get("/history")
-def history(ctx: ContextDep, _who: CallerDep, workload: str | None = None) -> dict[str, Any]:
+def history(ctx: ContextDep, _who: CallerDep, workload: TextQuery = None) -> dict[str, Any]:
     """A workload's per-phone medians over time, and the workloads known."""
     try:
         return views.history_view(ctx.store, ctx.settings, workload or None)

@@ -10,6 +10,8 @@ prints the folder.
 from __future__ import annotations
 
 import contextlib
+import http.server
+import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,11 +20,12 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
+from device_states import put_state
 
 from farm.api.context import ApiContext
 from farm.api.server import ApiServer
 from farm.config import Settings
-from farm.queue.models import JobState
+from farm.queue.models import DeviceState, JobState
 from farm.queue.store import Store
 from farm.web.testing import browser_missing, headless_chromium
 
@@ -34,6 +37,26 @@ PAGE_WAIT_S = 60.0
 CRASH_SEEN_S = 120.0
 TUNE_DEADLINE_S = 600.0
 TRIALS = 12
+
+
+EVIL_FORM = """<!doctype html><form id="f" method="post" action="{action}"
+ enctype="application/x-www-form-urlencoded"><input name="reason" value="pwned"></form>
+<script>document.getElementById("f").submit();</script>"""
+
+
+@contextlib.contextmanager
+def other_origin(root: Path) -> Iterator[str]:
+    """A plain web server over ``root`` on another port of this host: the same site as the
+    farm (SameSite=Strict still sends its cookie), another origin. Yields its URL."""
+    handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(root))  # noqa: E731
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def tune_spec() -> dict[str, Any]:
@@ -163,6 +186,38 @@ def incidents_text(browser: Any, serial: str) -> str:
     """The fleet page's last-incidents cell of ``serial`` ('' while not shown)."""
     cells = css(browser, f'tr[data-serial="{serial}"] td.c-incidents')
     return cells[0].text if cells else ""
+
+
+class TestCrossSite:
+    def test_buttons_work_and_a_cross_origin_form_is_refused(
+        self, tmp_path: Path, browser: Any, shoot: Callable[[str], Path]
+    ) -> None:
+        """The operator's drain and undrain buttons work (the pages send X-Farm-CSRF); a form
+        on another port of the farm's host that posts a drain with the operator's cookie is
+        refused with 403, and the phone stays in service."""
+        settings = Settings.model_validate({"data_dir": str(tmp_path / "farm")})
+        store = Store(settings.database_url)
+        serial = "10.0.0.7:5555/usb"
+        try:
+            put_state(store, serial, DeviceState.READY, "app registered", datetime.now(UTC))
+            token = store.create_token("ops", datetime.now(UTC), operator=True)
+            (tmp_path / "evil").mkdir()
+            with api_server(store, settings) as server, other_origin(tmp_path / "evil") as evil:
+                log_in(browser, server.url, token)
+                drain_and_undrain(browser, store, serial, shoot)
+                action = f"{server.url}/api/v1/devices/{serial.replace('/', '%2F')}/drain"
+                (tmp_path / "evil" / "index.html").write_text(EVIL_FORM.format(action=action))
+                browser.get(evil + "/index.html")
+                wait(browser, lambda b: b.current_url.startswith(server.url), "the form's post")
+                answer = wait(browser, lambda b: "refused" in b.page_source and b.page_source,
+                              "the refusal")
+                assert "cross-site request from " + evil in answer
+                assert not store.get_device(serial).drained  # type: ignore[union-attr]
+                status = browser.execute_script(
+                    "return performance.getEntriesByType('navigation')[0].responseStatus")
+                assert status in (403, None), status  # None: chromium too old to tell
+        finally:
+            store.close()
 
 
 def drain_and_undrain(browser: Any, store: Store, serial: str,

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from farm.api.bounds import ReasonQuery, SerialPath
 from farm.api.routes import ServiceDep
 from farm.api.schemas import DeviceDetailOut, DeviceOut, device_out
 from farm.api.service import FarmService
@@ -31,8 +32,8 @@ def list_devices(svc: ServiceDep) -> list[DeviceOut]:
             for r in svc.devices()]
 
 
-@router.get("/{serial}")
-def get_device(svc: ServiceDep, serial: str,
+@router.get("/{serial:path}")
+def get_device(svc: ServiceDep, serial: SerialPath,
                events: Annotated[int, Query(ge=0, le=1000)] = 50) -> DeviceDetailOut:
     """One phone, with its newest ``events`` state changes and recovery steps."""
     record = svc.device(serial)
@@ -41,21 +42,22 @@ def get_device(svc: ServiceDep, serial: str,
     return DeviceDetailOut(**out.model_dump(), events=svc.device_events(serial, events))
 
 
-@router.post("/{serial}/drain")
-def drain(svc: ServiceDep, serial: str, reason: str = "drained by operator") -> dict[str, Any]:
+@router.post("/{serial:path}/drain")
+def drain(svc: ServiceDep, serial: SerialPath,
+          reason: ReasonQuery = "drained by operator") -> dict[str, Any]:
     """Let a phone finish its attempt, then give it no more work (operator token)."""
     return {"serial": serial, "changed": svc.set_drained(serial, True, reason)}
 
 
-@router.post("/{serial}/undrain")
-def undrain(svc: ServiceDep, serial: str,
-            reason: str = "undrained by operator") -> dict[str, Any]:
+@router.post("/{serial:path}/undrain")
+def undrain(svc: ServiceDep, serial: SerialPath,
+            reason: ReasonQuery = "undrained by operator") -> dict[str, Any]:
     """Let a drained phone take work again (operator token)."""
     return {"serial": serial, "changed": svc.set_drained(serial, False, reason)}
 
 
-@router.post("/{serial}/release")
-def release(svc: ServiceDep, serial: str) -> dict[str, Any]:
+@router.post("/{serial:path}/release")
+def release(svc: ServiceDep, serial: SerialPath) -> dict[str, Any]:
     """Release a quarantined phone: it is set up and checked again (operator token)."""
     svc.release(serial)
     return {"serial": serial, "released": True}

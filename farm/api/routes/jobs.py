@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
+from farm.api.bounds import JobIdPath, TextQuery
 from farm.api.routes import ServiceDep
 from farm.api.schemas import (
     JobDetailOut,
@@ -27,7 +28,7 @@ router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
 def list_jobs(svc: ServiceDep,
               state: Annotated[list[JobState] | None, Query()] = None,
               limit: Annotated[int, Query(ge=1, le=DB_INT_MAX)] = 100,
-              run: str | None = None) -> list[JobOut]:
+              run: TextQuery = None) -> list[JobOut]:
     """Jobs newest first, optionally only those in ``state`` (repeatable) or of one run."""
     views = svc.jobs(state, limit, run_id=run)
     waiting = svc.waiting(views)
@@ -35,7 +36,7 @@ def list_jobs(svc: ServiceDep,
 
 
 @router.get("/{job_id}")
-def get_job(svc: ServiceDep, job_id: int) -> JobDetailOut:
+def get_job(svc: ServiceDep, job_id: JobIdPath) -> JobDetailOut:
     """One job: spec, state, why it waits, attempts, result, tuning progress."""
     view = svc.job(job_id)
     return JobDetailOut(job=view, waiting=svc.waiting([view]).get(job_id),
@@ -45,7 +46,7 @@ def get_job(svc: ServiceDep, job_id: int) -> JobDetailOut:
 
 
 @router.get("/{job_id}/results")
-def get_results(svc: ServiceDep, job_id: int) -> ResultsOut:
+def get_results(svc: ServiceDep, job_id: JobIdPath) -> ResultsOut:
     """Per phone spread of the job's result, and its raw samples (``farmctl results``)."""
     rows = svc.sample_rows(job_id=job_id)
     return ResultsOut(spreads=phone_spreads(rows, svc.settings.results.max_cv), samples=rows)
@@ -59,6 +60,6 @@ def submit(svc: ServiceDep, body: SubmitIn) -> SubmittedOut:
 
 
 @router.post("/{job_id}/cancel")
-def cancel(svc: ServiceDep, job_id: int) -> JobOut:
+def cancel(svc: ServiceDep, job_id: JobIdPath) -> JobOut:
     """Cancel a queued or running job: the caller's own, or any with an operator token."""
     return JobOut(job=svc.cancel(job_id))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, status
 
+from farm.api.bounds import SerialPath
 from farm.api.routes import ServiceDep
 from farm.api.schemas import ReserveIn
 from farm.queue.reservations import ReservationView
@@ -34,7 +35,7 @@ def reserve(svc: ServiceDep, body: ReserveIn) -> ReservationView:
     return svc.reserve(body.serial, body.for_s, selection=selection)
 
 
-@router.delete("/{serial}")
-def unreserve(svc: ServiceDep, serial: str) -> ReservationView:
+@router.delete("/{serial:path}")
+def unreserve(svc: ServiceDep, serial: SerialPath) -> ReservationView:
     """End a reservation: the caller's own, or any with an operator token (else 403)."""
     return svc.unreserve(serial)

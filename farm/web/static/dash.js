@@ -40,10 +40,11 @@ const farm = (() => {
     return data;
   }
 
-  /** POST to an API route (an operator's action); returns the JSON answer or throws. */
+  /** POST to an API route (an operator's action); returns the JSON answer or throws.
+   * X-Farm-CSRF tells farm the request comes from its own pages (farm/api/csrf.py). */
   async function post(url) {
     const response = await fetch(url, {method: "POST", credentials: "same-origin",
-                                       headers: {Accept: "application/json"}});
+                                       headers: {Accept: "application/json", "X-Farm-CSRF": "1"}});
     if (response.status === 401) { toLogin(); throw new Error("logged out"); }
     const data = await response.json().catch(() => ({}));
     if (!response.ok) throw new Error(data.error || data.detail || `${response.status} ${response.statusText}`);
