@@ -353,13 +353,18 @@ class ApiSettings(_Frozen):
     reverse proxy in front of it (docs/architecture.md, "HTTP API").
 
     Attributes:
-        upload_max_bytes: the largest model upload (``POST /api/v1/blobs``) taken.
+        upload_max_bytes: the largest model upload (``POST /api/v1/blobs``) taken:
+            256 MB holds real models (ResNet-50 is 100 MB, BERT-base 440 MB in
+            fp32 is past it: raise it for such models, issue 26).
+        uploads_per_token: uploads one token runs at once; more wait their turn
+            (each is spooled to disk, then read whole once it is a valid model).
     """
 
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = Field(9465, gt=0, lt=65536)
-    upload_max_bytes: int = Field(512 * 1024 * 1024, gt=0)
+    upload_max_bytes: int = Field(256 * 1024 * 1024, gt=0)
+    uploads_per_token: int = Field(2, gt=0)
 
 
 class WebSettings(_Frozen):

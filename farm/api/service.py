@@ -18,6 +18,7 @@ This module imports no FastAPI: the local CLI loads it too.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from farm.api.errors import Conflict, Forbidden, NotFound
@@ -278,8 +279,12 @@ class FarmService(ReservationMethods):
         """
         return store_spec_models(raw, fields, self.store, self.clock.now())
 
-    def upload_model(self, data: bytes, name: str) -> StoredModel:
+    def upload_model(self, data: bytes | Path, name: str) -> StoredModel:
         """Check uploaded bytes as an ONNX model and store them as a blob (``POST /api/v1/blobs``).
+
+        Args:
+            data: the bytes, or the file an upload was spooled to.
+            name: the user's file name.
 
         Raises:
             SpecError: ``data`` is not a valid ONNX model (field ``model``).

@@ -10,6 +10,7 @@ enqueue`` does.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, status
@@ -18,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from farm.api.errors import TooLarge
 from farm.api.routes import ServiceDep
+from farm.api.uploads import UploadSlots, spool
 
 __all__ = ["BlobOut", "router"]
 
@@ -32,22 +34,34 @@ class BlobOut(BaseModel):
     size: int
 
 
+def _slots(request: Request, per_token: int) -> UploadSlots:
+    """The app's :class:`UploadSlots`, made on the first upload."""
+    slots: UploadSlots | None = getattr(request.app.state, "upload_slots", None)
+    if slots is None:
+        slots = request.app.state.upload_slots = UploadSlots(per_token)
+    return slots
+
+
 @router.post("", status_code=status.HTTP_201_CREATED)
 async def upload(request: Request, svc: ServiceDep,
                  name: Annotated[str, Query(min_length=1, max_length=255)]) -> BlobOut:
     """Store an ONNX model's bytes (the body); refused with 400 when it is no ONNX model.
 
-    Bodies over ``[api] upload_max_bytes`` are refused with 413 while they arrive.
+    Bodies over ``[api] upload_max_bytes`` are refused with 413 while they arrive;
+    the body is spooled to disk, never held in memory (:mod:`farm.api.uploads`), and
+    a token runs at most ``[api] uploads_per_token`` uploads at once (more wait).
     """
-    limit = svc.settings.api.upload_max_bytes
+    settings = svc.settings.api
+    limit = settings.upload_max_bytes
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise TooLarge(f"the upload is {int(declared)} bytes; at most {limit} are taken "
                        "([api] upload_max_bytes)")
-    data = bytearray()
-    async for chunk in request.stream():
-        data += chunk
-        if len(data) > limit:
-            raise TooLarge(f"the upload is over {limit} bytes ([api] upload_max_bytes)")
-    stored = await run_in_threadpool(svc.upload_model, bytes(data), name)
-    return BlobOut(sha256=stored.sha256, name=stored.name, size=len(data))
+    token_id = svc.caller.token_id if svc.caller is not None else 0
+    async with _slots(request, settings.uploads_per_token).slot(token_id):
+        spooled = await spool(request.stream(), Path(svc.settings.data_dir), limit)
+        try:
+            stored = await run_in_threadpool(svc.upload_model, spooled.path, name)
+        finally:
+            spooled.path.unlink(missing_ok=True)
+    return BlobOut(sha256=stored.sha256, name=stored.name, size=spooled.size)

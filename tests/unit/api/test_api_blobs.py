@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from api_helpers import Api
+from fastapi.testclient import TestClient
 
+from farm.api.app import create_app
+from farm.api.context import ApiContext
+from farm.api.uploads import UPLOADS_DIR, UploadSlots
+from farm.config import Settings
 from farm.demo_model import write_small_cnn
 
 
@@ -48,3 +55,42 @@ class TestUpload:
         assert response.status_code == 400
         assert "upload" in response.json()["error"]
         assert api.store.list_jobs() == []
+
+
+class TestSpooling:
+    """Uploads go to a private file, bounded, removed once answered (farm/api/uploads.py)."""
+
+    def test_over_the_limit_while_arriving(self, api: Api, tmp_path: Path) -> None:
+        """A body without a length that passes ``upload_max_bytes`` is a 413; no file is left."""
+        settings = Settings(data_dir=tmp_path / "small", database_url=api.store.url,
+                            api={"upload_max_bytes": 1000})
+        app = create_app(ApiContext(api.store, settings, api.clock))
+
+        def chunks() -> Iterator[bytes]:
+            for _ in range(100):
+                yield bytes(100)
+
+        with TestClient(app) as client:
+            response = client.post("/api/v1/blobs?name=big.onnx", content=chunks(),
+                                   headers=api.auth(api.alice))
+        assert response.status_code == 413
+        assert response.json()["error"] == "the upload is over 1000 bytes ([api] upload_max_bytes)"
+        assert not list((tmp_path / "small" / UPLOADS_DIR).iterdir())
+
+    def test_slots_per_token(self) -> None:
+        """With one slot per token a token's second upload waits; another token's does not."""
+        slots = UploadSlots(per_token=1)
+        order: list[str] = []
+
+        async def hold(token_id: int, name: str) -> None:
+            async with slots.slot(token_id):
+                order.append(f"{name} in")
+                await asyncio.sleep(0.01)
+                order.append(f"{name} out")
+
+        async def main() -> None:
+            await asyncio.gather(hold(1, "a1"), hold(1, "a2"), hold(2, "b"))
+
+        asyncio.run(main())
+        assert order.index("a1 out") < order.index("a2 in")
+        assert order.index("b in") < order.index("a1 out")

@@ -58,7 +58,7 @@ def test_hostile_values_never_answer_500(api: Api, method: str, template: str,
     client = TestClient(api.client.app, raise_server_exceptions=False)
     headers = api.auth(api.operator)
 
-    @settings(max_examples=12, deadline=None, database=None,
+    @settings(max_examples=8, deadline=None, database=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(path_value=HOSTILE, query=st.dictionaries(st.sampled_from([*names, "x"]), HOSTILE,
                                                      max_size=3))
