@@ -32,6 +32,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from farm.queue.tolerant import TolerantEnum
+
 __all__ = [
     "DB_INT_MAX",
     "ApiToken",
@@ -78,6 +80,10 @@ class DeviceState(str, Enum):
     UNHEALTHY = "unhealthy"  # a probe failed; the recovery ladder acts
     QUARANTINED = "quarantined"  # recovery gave up; a person must release it
     OFFLINE = "offline"  # gone from adb
+    # Never written: how a row reads whose state a newer farm sharing the database
+    # wrote and this one does not know (farm/queue/tolerant.py). Not in service,
+    # never free: this host neither schedules nor touches the device.
+    UNKNOWN = "unknown"
 
 
 class DeviceHealth(str, Enum):
@@ -198,7 +204,8 @@ class Device(Base):
     # The device kind (farm.controllers registry): "android", "board", "gpu".
     kind: Mapped[str] = mapped_column(sa.String(16), default="android",
                                       server_default="android")
-    state: Mapped[DeviceState] = mapped_column(_enum(DeviceState), default=DeviceState.DISCOVERED)
+    state: Mapped[DeviceState] = mapped_column(TolerantEnum(DeviceState, DeviceState.UNKNOWN),
+                                               default=DeviceState.DISCOVERED)
     health: Mapped[DeviceHealth] = mapped_column(_enum(DeviceHealth), default=DeviceHealth.UNKNOWN)
     health_reason: Mapped[str] = mapped_column(sa.Text, default="", server_default="")
     # abi, abis, soc, sdk, gpu, model...: what DeviceSelection matches against.

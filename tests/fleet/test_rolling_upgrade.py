@@ -1,0 +1,101 @@
+"""Rolling upgrades on one PostgreSQL: rows a newer farm wrote do not stop an older host.
+
+A device row with a state this farm does not know (written by "another version"
+straight into the table) must leave this host's dispatcher running jobs on its
+own phone and its API answering (issue 26).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from device_states import put_state
+from fastapi.testclient import TestClient
+
+from farm.api.app import create_app
+from farm.api.context import ApiContext
+from farm.clock import SystemClock, wait_until
+from farm.config import Settings
+from farm.fleet.keys import phone_key
+from farm.jobs.local_cluster import LocalCluster
+from farm.queue import DeviceState, JobState, Store
+from farm.runner import Dispatcher
+from farm.virtual.testing import AdbServerHandle
+
+pytestmark = pytest.mark.fleet
+
+TINY_GEMM = {"kind": "gemm", "params": {"n": 16, "number": 1, "repeat": 3}}
+JOB_DEADLINE_S = 90.0
+
+
+@pytest.fixture
+def pg_url(postgres_base_url: str) -> Iterator[str]:
+    """A fresh schema on the test PostgreSQL, dropped afterwards."""
+    schema = f"farm_upgrade_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(postgres_base_url)
+    with admin.begin() as connection:
+        connection.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    url = sa.engine.make_url(postgres_base_url).update_query_dict(
+        {"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
+    try:
+        yield url
+    finally:
+        with admin.begin() as connection:
+            connection.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        admin.dispose()
+
+
+def test_unknown_state_leaves_dispatch_and_api_running(
+    pg_url: str, adb_server: AdbServerHandle, make_fleet, tmp_path: Path  # type: ignore[no-untyped-def]
+) -> None:
+    """With a row in state 'parked' (unknown here) beside its ready phone, this host runs a
+    job to success, never places it on the unknown phone, and lists both phones."""
+    fleet = make_fleet(1)
+    cluster = LocalCluster()
+    raw = sa.create_engine(pg_url)  # another farm's writes, outside this one's store
+    with contextlib.ExitStack() as stack:
+        stack.callback(cluster.close)
+        stack.callback(raw.dispose)
+        store = stack.enter_context(Store(pg_url))
+        cluster.start_tracker()
+        settings = Settings(data_dir=tmp_path / "data", database_url=pg_url,
+                            adb={"port": adb_server.port}, tracker={"port": cluster.port})
+        [serial] = fleet.serials
+        cluster.add_servers(phone_key(settings.tracker.key, serial))
+        now = SystemClock().now()
+        facts = {"abi": "x86_64", "sdk": 34, "host_runtime": True}
+        for name in (serial, "newer-phone"):
+            store.upsert_device(name, now, facts)
+            put_state(store, name, DeviceState.READY, "health check passed", now)
+        with raw.begin() as connection:  # what a newer farm's host writes
+            connection.execute(sa.text("UPDATE devices SET state = 'parked', host = 'newer' "
+                                       "WHERE serial = 'newer-phone'"))
+
+        job_id = store.enqueue({**TINY_GEMM, "attempts": 1}, now)
+        dispatcher = Dispatcher(store, settings, SystemClock())
+
+        def done() -> bool:
+            dispatcher.tick()
+            view = store.get_job(job_id)
+            return view is not None and view.state.ended and not dispatcher.children
+
+        wait_until(done, JOB_DEADLINE_S, "the job ends")
+        view = store.get_job(job_id)
+        assert view is not None and view.state is JobState.SUCCEEDED
+        assert [a.serials for a in store.attempts(job_id)] == [(serial,)]
+
+        token = store.create_token("ops", now, operator=True)
+        with TestClient(create_app(ApiContext(store, settings))) as client:
+            answer = client.get("/api/v1/devices", headers={"Authorization": f"Bearer {token}"})
+        assert answer.status_code == 200, answer.text
+        states = {d["serial"]: d["state"] for d in answer.json()}
+        assert states == {serial: "ready", "newer-phone": "unknown"}
+        with raw.begin() as connection:  # this host wrote nothing over it
+            stored = connection.execute(sa.text(
+                "SELECT state FROM devices WHERE serial = 'newer-phone'")).scalar_one()
+        assert stored == "parked"
