@@ -21,7 +21,8 @@ __all__ = ["hosts"]
 _COLUMNS = [
     Column("host_id", "host"), Column("status"), Column("tracker"),
     Column("phones", justify="right"), Column("heartbeat_age_s", "beat s ago", "right"),
-    Column("started_at", "started"),
+    Column("started_at", "started"), Column("schema_revision", "schema"),
+    Column("code_version", "version"),
 ]
 
 
@@ -29,7 +30,10 @@ _COLUMNS = [
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @pass_state
 def hosts(state: CliState, as_json: bool) -> None:
-    """List farmd hosts: alive or dead, tracker address, phones owned, last heartbeat."""
+    """List farmd hosts: alive or dead, tracker, phones, heartbeat, schema and farm version.
+
+    The schema revision and version are blank for a farmd older than revision 0005.
+    """
     queue, now = state.queue, SystemClock().now()
     records = queue.hosts()
     dead = queue.dead_hosts()

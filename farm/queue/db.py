@@ -37,8 +37,10 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.exc import SQLAlchemyError
 
-from farm.config import default_database_url
+from farm.clock import SystemClock
+from farm.config import HostSettings, default_database_url
 from farm.errors import StoreError
+from farm.queue import upgrade_guard
 
 log = structlog.get_logger(__name__)
 
@@ -55,6 +57,8 @@ JOBS_CHANNEL = "farm_jobs"
 MIGRATION_LOCK_KEY = 0x6661726D6D696721
 _MIGRATIONS = Path(__file__).with_name("migrations")
 _ALEMBIC_LOCK = threading.Lock()
+#: ``hosts.dead_after_s``'s default, for openers without settings.
+HOST_DEAD_AFTER_S = HostSettings().dead_after_s
 
 
 def default_url(data_dir: str | os.PathLike[str]) -> str:
@@ -138,7 +142,7 @@ def head_revision() -> str:
     return head
 
 
-def migrate(engine: sa.Engine) -> str:
+def migrate(engine: sa.Engine, *, dead_after_s: float = HOST_DEAD_AFTER_S) -> str:
     """Bring the schema to the newest revision, once, in one transaction.
 
     Concurrent openers (any number of farmd and farmctl, on any hosts) are
@@ -150,12 +154,20 @@ def migrate(engine: sa.Engine) -> str:
     ``context`` and ``op`` are module globals, so two threads upgrading at once
     break each other.
 
+    A pending migration that older farm code cannot read waits until no live
+    host runs such code (:mod:`farm.queue.upgrade_guard`).
+
+    Args:
+        engine: the database.
+        dead_after_s: a host silent this long is gone (``hosts.dead_after_s``).
+
     Returns:
         The revision the database was at before (``"none"`` if never migrated),
         for ``farmctl db upgrade`` to report.
 
     Raises:
-        StoreError: the database refused the migration.
+        StoreError: the database refused the migration, or live older hosts
+            could not read it.
     """
     try:
         with _ALEMBIC_LOCK, engine.begin() as connection:
@@ -165,6 +177,10 @@ def migrate(engine: sa.Engine) -> str:
             current, head = revisions(connection)
             if current != head:
                 config = _alembic_config()
+                why = upgrade_guard.refusal(connection, ScriptDirectory.from_config(config),
+                                            current, head, SystemClock().now(), dead_after_s)
+                if why is not None:
+                    raise StoreError(f"cannot migrate {_shown(engine)}: {why}")
                 config.attributes["connection"] = connection
                 command.upgrade(config, "head")
                 log.info("schema_migrated", from_revision=current or "none", to_revision=head)

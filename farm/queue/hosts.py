@@ -36,8 +36,10 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+import farm
 from farm.errors import StoreError
 from farm.queue import transitions
+from farm.queue.db import head_revision
 from farm.queue.models import Device, DeviceEvent, DeviceState, Host
 from farm.queue.ops import TransactionOps
 from farm.queue.records import DeviceRecord
@@ -64,6 +66,9 @@ class HostRecord:
             (``tracker.advertise_host``, else ``tracker.host``).
         tracker_port: its tracker's port.
         info: what else the farmd said of itself (``pid``, ``adb_port``...).
+        schema_revision: the newest migration its farm knows (None: a farm
+            older than revision 0005).
+        code_version: its ``farm.__version__`` (None likewise).
     """
 
     host_id: str
@@ -72,12 +77,15 @@ class HostRecord:
     tracker_host: str
     tracker_port: int
     info: Mapping[str, Any] = field(default_factory=dict)
+    schema_revision: str | None = None
+    code_version: str | None = None
 
     @classmethod
     def of(cls, host: Host) -> HostRecord:
         """Copy a row."""
         return cls(host.host_id, host.started_at, host.heartbeat_at, host.tracker_host,
-                   host.tracker_port, dict(host.info or {}))
+                   host.tracker_port, dict(host.info or {}), host.schema_revision,
+                   host.code_version)
 
     def alive(self, now: datetime, dead_after_s: float) -> bool:
         """Whether the host heartbeat within ``dead_after_s`` seconds before ``now``."""
@@ -105,7 +113,10 @@ class HostOps(TransactionOps):
         self, host_id: str, tracker_host: str, tracker_port: int, now: datetime,
         info: Mapping[str, Any] | None = None,
     ) -> HostRecord:
-        """Upsert this farmd's ``hosts`` row: started and heartbeat now.
+        """Upsert this farmd's ``hosts`` row: started and heartbeat now, versions recorded.
+
+        The row gets the newest schema revision and the code version this farm
+        has, for ``farmctl hosts`` and for migrations older hosts cannot read.
 
         Args:
             host_id: ``Settings.host_id``.
@@ -127,6 +138,7 @@ class HostOps(TransactionOps):
                 host.started_at = host.heartbeat_at = now
                 host.tracker_host, host.tracker_port = tracker_host, tracker_port
                 host.info = dict(info or {})
+                host.schema_revision, host.code_version = head_revision(), farm.__version__
                 session.flush()
                 transitions.note(session, "host_registered", host=host_id,
                                  tracker_host=tracker_host, tracker_port=tracker_port)

@@ -191,6 +191,9 @@ class Host(Base):
     tracker_host: Mapped[str] = mapped_column(sa.String(255))
     tracker_port: Mapped[int]
     info: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # The newest migration its farm knows, and its farm.__version__ (rolling upgrades).
+    schema_revision: Mapped[str | None] = mapped_column(sa.String(32), default=None)
+    code_version: Mapped[str | None] = mapped_column(sa.String(64), default=None)
 
 
 class Device(Base):

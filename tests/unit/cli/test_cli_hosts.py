@@ -7,7 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 from device_states import put_state
 
+import farm
 from farm.queue import DeviceState, Store
+from farm.queue.db import head_revision
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -65,3 +67,12 @@ class TestHostsCommand:
             "alive", "10.0.0.1:9190", 1)
         assert rows["dead"]["status"] == "dead" and rows["dead"]["heartbeat_age_s"] >= 86400
         assert "dead" in farmctl("hosts").stdout
+
+    def test_shows_schema_and_version(self, farmctl, store: Store) -> None:
+        """Each host's schema revision and farm version, as its farmd recorded them."""
+        _hosts(store)
+        rows = json.loads(farmctl("hosts", "--json").stdout)
+        assert {(r["schema_revision"], r["code_version"]) for r in rows} == {
+            (head_revision(), farm.__version__)}
+        table = farmctl("hosts").stdout
+        assert "schema" in table and head_revision() in table and farm.__version__ in table

@@ -7,7 +7,9 @@ from datetime import timedelta
 from device_states import put_state
 from queue_helpers import ARM64, T0, gemm_spec, plan
 
+import farm
 from farm.queue import Assignment, DeviceState, Store
+from farm.queue.db import head_revision
 from farm.queue.hosts import HostRecord, dead_hosts
 from farm.queue.waiting import wait_reasons
 
@@ -30,7 +32,8 @@ class TestHostRows:
         """A registered host is listed with its tracker address, started and beating now."""
         store.register_host("a", "10.0.0.1", 9190, T0, {"adb_port": 5037})
         [host] = store.list_hosts()
-        assert host == HostRecord("a", T0, T0, "10.0.0.1", 9190, {"adb_port": 5037})
+        assert host == HostRecord("a", T0, T0, "10.0.0.1", 9190, {"adb_port": 5037},
+                                  head_revision(), farm.__version__)
 
     def test_register_again_restarts(self, store: Store) -> None:
         """Registering an existing host (a restart) updates its row instead of failing."""
