@@ -12,7 +12,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from farm.errors import FarmError, PhoneFault, Retry
+from farm.errors import FarmError, PhoneFault, Retry, StoreError, TrackerUnreachable
 from farm.queue.models import (
     Attempt,
     AttemptState,
@@ -26,6 +26,7 @@ from farm.queue.models import (
 )
 
 __all__ = [
+    "INFRA_KINDS",
     "AttemptView",
     "Claim",
     "Decision",
@@ -286,6 +287,12 @@ class ResultView:
     repetitions: tuple[int, ...] = ()
 
 
+#: Error kinds of an outage of the host's database or tracker: an attempt they end is
+#: handed back (:meth:`farm.queue.store.Store.requeue`) without costing the job a try,
+#: as a farmd restart's is (issue 26).
+INFRA_KINDS = frozenset({StoreError.__name__, TrackerUnreachable.__name__})
+
+
 @dataclass(frozen=True)
 class Failure:
     """Why an attempt failed, as plain data (it crosses the child-process boundary).
@@ -302,6 +309,11 @@ class Failure:
     retry: Retry
     message: str
     serial: str | None = None
+
+    @property
+    def infra(self) -> bool:
+        """Whether an outage of the database or tracker caused it (:data:`INFRA_KINDS`)."""
+        return self.error_kind in INFRA_KINDS
 
     @classmethod
     def from_error(cls, error: BaseException) -> Failure:

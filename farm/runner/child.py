@@ -99,7 +99,10 @@ def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,
     from farm.runner.execute import RunContext, execute
 
     clock = clock or SystemClock()
-    store = Store(settings.database_url, auto_migrate=settings.database.auto_migrate)
+    try:
+        store = Store(settings.database_url, auto_migrate=settings.database.auto_migrate)
+    except StoreError as exc:
+        return _unreported(run_dir, exc)
     try:
         job = store.get_job(job_id)
         attempt = next((a for a in store.attempts(job_id) if a.id == attempt_id), None)
@@ -134,8 +137,18 @@ def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,
             decision = "stored" if stored else "not_stored"
             write_outcome(run_dir, ChildOutcome("succeeded", True, decision))
             return EXIT_OK
+    except StoreError as exc:  # the database went away before the job began
+        return _unreported(run_dir, exc)
     finally:
         store.close()
+
+
+def _unreported(run_dir: Path, error: StoreError) -> int:
+    """Say in ``outcome.json`` that the store is unreachable (farmd hands the attempt back)."""
+    log.error("attempt_store_unreachable", reason=str(error))
+    write_outcome(run_dir, ChildOutcome("failed", False, "store_error", "StoreError",
+                                        "same_limit", str(error)))
+    return EXIT_FAILED
 
 
 def _report_failure(
@@ -143,14 +156,17 @@ def _report_failure(
 ) -> int:
     log.warning("attempt_error", error_kind=failure.error_kind, retry=failure.retry.value,
                 reason=failure.message, serial=failure.serial)
+    decision: str | None = None
     try:
-        decision = store.fail_attempt(attempt_id, failure, clock.now())
-        committed = True
+        if failure.infra:  # a database or tracker outage: handed back, costing no try
+            store.requeue(attempt_id, f"{failure.error_kind}: {failure.message}", clock.now())
+            decision = "handed_back"
+        else:
+            decision = store.fail_attempt(attempt_id, failure, clock.now()).value
     except StoreError as exc:
         log.error("attempt_failure_not_stored", reason=str(exc))
-        decision, committed = None, False
     write_outcome(run_dir, ChildOutcome(
-        "failed", committed, decision.value if decision else "store_error",
+        "failed", decision is not None, decision or "store_error",
         failure.error_kind, failure.retry.value, failure.message, failure.serial,
     ))
     return EXIT_FAILED

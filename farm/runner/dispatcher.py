@@ -222,8 +222,10 @@ class Dispatcher:
             code = child.process.poll()
             if code is None:
                 continue
-            del self.children[attempt_id]
+            # Forgotten only once judged: a StoreError here (the database is down)
+            # leaves the child to the next tick instead of losing its ending.
             report.ended[attempt_id] = self._ended(child, code, now)
+            del self.children[attempt_id]
 
     def _ended(self, child: RunningChild, code: int, now: datetime) -> str:
         """Judge an exited child; report a crash to the store."""
@@ -235,6 +237,12 @@ class Dispatcher:
         if outcome is not None:  # the child ended on purpose, but the store refused its report
             failure = Failure(outcome.error_kind or "StoreError", Retry.SAME_LIMIT,
                               outcome.message or "the child could not report to the store")
+            if failure.infra:  # an outage, not the job's fault: it costs no try
+                handed = self.store.requeue(child.attempt_id,
+                                            f"{failure.error_kind}: {failure.message}", now)
+                log.warning("attempt_handed_back", attempt=child.attempt_id,
+                            job_id=child.claim.job.id, reason=failure.message, requeued=handed)
+                return "outage:requeued" if handed else "outage:ended"
         else:
             how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
             log_path = child.run_dir / CHILD_LOG
