@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from fastapi.testclient import TestClient
 
@@ -28,3 +29,12 @@ class Api:
     def auth(self, token: str) -> dict[str, str]:
         """The header that sends ``token``."""
         return {"Authorization": f"Bearer {token}"}
+
+
+def flat_routes(routes: list[Any]) -> list[Any]:
+    """Routes, with those of included routers listed (FastAPI 0.16x keeps them apart)."""
+    out = []
+    for route in routes:
+        effective = getattr(route, "effective_route_contexts", None)
+        out += flat_routes(list(effective())) if effective is not None else [route]
+    return out

@@ -6,25 +6,16 @@ import re
 from typing import Any, cast
 
 import pytest
-from api_helpers import T0, Api
+from api_helpers import T0, Api, flat_routes
 
 from farm.api.app import PUBLIC_PATHS, create_app
-
-
-def _flat(routes: list[Any]) -> list[Any]:
-    """Routes, with those of included routers listed (FastAPI 0.16x keeps them apart)."""
-    out = []
-    for route in routes:
-        effective = getattr(route, "effective_route_contexts", None)
-        out += _flat(list(effective())) if effective is not None else [route]
-    return out
 
 
 def _routes() -> list[tuple[str, str]]:
     """(method, path) of every route the app serves, path parameters filled in."""
     app = create_app(cast(Any, None))
     found = []
-    for route in _flat(list(app.routes)):
+    for route in flat_routes(list(app.routes)):
         if route.path in PUBLIC_PATHS:
             continue
         path = re.sub(r"\{[^}]+\}", "1", route.path)

@@ -7,11 +7,10 @@ from typing import Any, cast
 from urllib.parse import quote
 
 import pytest
-from api_helpers import Api
+from api_helpers import Api, flat_routes
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_api_auth import _flat
 
 from farm.api.app import create_app
 from farm.queue.models import DB_INT_MAX
@@ -21,7 +20,7 @@ def _routes() -> list[tuple[str, str, tuple[str, ...]]]:
     """(method, path template, query parameter names) of every route the app serves."""
     app = create_app(cast(Any, None))
     found = []
-    for route in _flat(list(app.routes)):
+    for route in flat_routes(list(app.routes)):
         dependant = getattr(route, "dependant", None)
         names = tuple(sorted({q.alias for q in dependant.query_params})) if dependant else ()
         for method in sorted(getattr(route, "methods", None) or {"GET"}):
