@@ -159,6 +159,7 @@ def model_params(p: ModelParams, model_path: Path, device: str = "cpu",
         model_path=model_path, input_shapes=shapes, device=jp.DeviceKind(device),
         rtol=p.tolerance.rtol, atol=p.tolerance.atol,
         timing=jp.TimingParams(number=p.number, repeat=p.repeat), database_dir=database_dir,
+        name=p.shown_name,
     )
 
 
@@ -201,10 +202,11 @@ def run(ctx: RunContext, spec: ModelJob) -> Outcome:
     measured = measure(
         ctx, spec.repetitions, params.device,
         lambda tracker, target, _rep: run_model(params, target, tracker, ctx.cache),
-        lambda result: {"model_sha256": result.model_sha256},
+        lambda result: {"model_sha256": result.model_sha256, "imported": result.imported},
     )
     summary = summary_of_runs("model", measured)
-    summary.update(model=p.shown_name, target=p.target, tuned=p.tuned)
+    imported = next((r["imported"] for r in measured.runs if r.get("imported")), None)
+    summary.update(model=p.shown_name, target=p.target, tuned=p.tuned, imported=imported)
     return measured.outcome(summary)
 
 
