@@ -189,6 +189,19 @@ def check_tuned(spec: ModelJob, store: Store, data_dir: Path) -> None:
                         f"{tuned_shapes or 'of the model'}; give the same")
 
 
+def check_model(spec: ModelJob, store: Store, data_dir: Path) -> None:
+    """At enqueue: the input shapes fit the model, and ``--tuned`` names a fitting tune.
+
+    Raises:
+        SpecError: see :func:`farm.kinds.input_shapes.check_input_shapes` and
+            :func:`check_tuned`.
+    """
+    from farm.kinds.input_shapes import check_spec_shapes
+
+    check_spec_shapes(spec.params, store, "params.input_shapes")
+    check_tuned(spec, store, data_dir)
+
+
 def run(ctx: RunContext, spec: ModelJob) -> Outcome:
     """Time the model ``repetitions`` times on each phone, every sample kept with its serial."""
     from farm.jobs.model import run_model
@@ -278,7 +291,7 @@ KIND = Kind(
             *TIMING_OPTIONS,
         ],
         params=_params,
-        check=check_tuned,
+        check=check_model,
         flags={"params.path": "--model", "params.input_shapes": "--input-shape",
                "params.target": "--target", "params.tuned": "--tuned",
                "params.tolerance.rtol": "--rtol", "params.tolerance.atol": "--atol",
