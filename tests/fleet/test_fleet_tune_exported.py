@@ -33,11 +33,11 @@ from farm.queue.models import JobState
 from farm.runner.execute import tune_work_dir
 from farm.tvm.tracker import summary
 
-pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 TASKS = 2
 TRIALS_PER_TASK = 2
-DEADLINE_S = 600.0
+DEADLINE_S = 700.0  # each wait; the shared CI host runs the tuning several times slower
 
 
 def test_exported_model_tunes_through_a_crash_and_compares_per_phone(
@@ -78,6 +78,8 @@ def test_exported_model_tunes_through_a_crash_and_compares_per_phone(
     assert len(set(pairs)) == len(pairs), "a trial was measured twice"
     assert sorted(Counter(index for index, _ in pairs).values()) == [TRIALS_PER_TASK] * TASKS
     assert result.summary["trials_measured"] == TASKS * TRIALS_PER_TASK
+    # The crash was seen: the app relaunched mid-tune, or the attempt failed and resumed.
+    assert serials[0] in result.summary["app_relaunches"] or result.summary["attempts"] >= 2
 
     config = tmp_path / "farmctl.toml"
     config.write_text(f'data_dir = "{running.data_dir}"\n')  # type: ignore[attr-defined]
