@@ -298,7 +298,9 @@ def build_model(
             raise CompileError(name, reason_of(exc)) from exc
 
     key = CacheKey(
-        workload=f"onnx {name} sha256={digest} inputs={[(i.name, i.shape) for i in inputs]}",
+        # By content, not the user's name: one build however the file was named.
+        workload=f"onnx {params.model_path.name} sha256={digest} "
+                 f"inputs={[(i.name, i.shape) for i in inputs]}",
         schedule=schedule,
         target=target,
         tvm_version=tvm_version(),
