@@ -33,11 +33,13 @@ from farm.queue.models import JobState
 from farm.runner.execute import tune_work_dir
 from farm.tvm.tracker import summary
 
-pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.timeout(2700)]
 
 TASKS = 2
 TRIALS_PER_TASK = 2
-DEADLINE_S = 700.0  # each wait; the shared CI host runs the tuning several times slower
+#: Each wait's limit. At load 18 on 2 cores the first trial came 15 minutes in; on a
+#: quiet host the whole test takes a few minutes (a wait ends when its condition holds).
+DEADLINE_S = 1200.0
 
 
 def test_exported_model_tunes_through_a_crash_and_compares_per_phone(
