@@ -73,9 +73,11 @@ def compare(ctx: click.Context, state: CliState, a: str, b: str, threshold: floa
             alpha: float | None, plot_path: Path | None, as_json: bool) -> None:
     """Compare B with A per phone: median time ratio B/A, its 95% CI, p-value, verdict.
 
-    A and B are job ids or run ids (r-..., from enqueue --each). Only phones
-    in both are compared (Mann-Whitney U test, bootstrap CI); the others are
-    listed as only in A or only in B.
+    A and B are job ids or run ids (r-..., from enqueue --each). Builds of one
+    model and input shapes compare: a model job (untuned), one run with
+    --tuned N, a tune --model job N (tuned) and N:untuned (that tune job's own
+    untuned timings). Only phones in both are compared (Mann-Whitney U test,
+    bootstrap CI); the others are listed as only in A or only in B.
     """
     settings = state.settings.results
     report = compare_refs(
@@ -88,7 +90,7 @@ def compare(ctx: click.Context, state: CliState, a: str, b: str, threshold: floa
         echo_json(data)
     else:
         print_table([_table_row(p) for p in data["phones"]], _COLUMNS,
-                    f"{report.b.ref} vs {report.a.ref} ({report.a.workload})")
+                    f"{report.b.shown} vs {report.a.shown} ({report.a.workload})")
     if plot_path is not None:
         plot_report(report, plot_path)
         note(f"plot written to {plot_path}")

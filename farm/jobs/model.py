@@ -26,6 +26,7 @@ import structlog
 from farm.errors import CompileError, SessionError, SpecError
 from farm.jobs.cache import CacheKey, CompileCache
 from farm.jobs.ndk import Linker, linker_for
+from farm.jobs.onnx_import import IMPORT_NOTE_FILE, import_relax
 from farm.jobs.params import DeviceKind, ModelParams, TrackerParams
 from farm.jobs.session import (
     ThreadPoolApplied,
@@ -73,6 +74,8 @@ class ModelResult:
         max_abs_err: largest difference from onnxruntime over all outputs.
         threads: thread pool settings in force (None for GPU runs).
         library: the cached ``.so`` that ran.
+        imported: ``"imported after simplification: <why>"`` when TVM's frontend
+            refused the original graph (:mod:`farm.jobs.onnx_import`), else None.
     """
 
     model: str
@@ -85,6 +88,7 @@ class ModelResult:
     max_abs_err: float
     threads: ThreadPoolApplied | None
     library: str
+    imported: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the result."""
@@ -92,13 +96,14 @@ class ModelResult:
 
 
 def load_model(
-    path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None
+    path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None, name: str | None = None
 ) -> tuple[Any, list[ModelInput]]:
     """Read and check an ONNX file and resolve its input shapes.
 
     Args:
         path: the ``.onnx`` file.
         input_shapes: name -> shape overriding the model's; needed for symbolic dims.
+        name: the user's file name for errors (``path`` may be the store's digest).
 
     Returns:
         ``(onnx.ModelProto, list[ModelInput])``.
@@ -109,14 +114,15 @@ def load_model(
     """
     import onnx
 
+    name = name or path.name
     if not path.is_file():
-        raise SpecError("params.model_path", f"{path} does not exist")
+        raise SpecError("params.model_path", f"{name} does not exist ({path})")
     try:
         model = onnx.load(str(path))
         onnx.checker.check_model(model)
     except Exception as exc:
         raise SpecError(
-            "params.model_path", f"{path.name} is not a valid ONNX model: {exc}"
+            "params.model_path", f"{name} is not a valid ONNX model: {exc}"
         ) from exc
     initializers = {init.name for init in model.graph.initializer}
     overrides = dict(input_shapes or {})
@@ -127,7 +133,8 @@ def load_model(
         tensor_type = value.type.tensor_type
         dtype = _ONNX_DTYPES.get(tensor_type.elem_type)
         if dtype is None:
-            raise SpecError("params.model_path", f"input {value.name!r} has an unsupported type")
+            raise SpecError("params.model_path",
+                            f"input {value.name!r} of {name} has an unsupported type")
         if value.name in overrides:
             shape = tuple(int(d) for d in overrides.pop(value.name))
         else:
@@ -135,12 +142,12 @@ def load_model(
             if any(not d.HasField("dim_value") for d in dims):
                 raise SpecError(
                     "params.input_shapes",
-                    f"input {value.name!r} has a symbolic dimension; give its shape",
+                    f"input {value.name!r} of {name} has a symbolic dimension; give its shape",
                 )
             shape = tuple(int(d.dim_value) for d in dims)
         inputs.append(ModelInput(value.name, shape, dtype))
     if overrides:
-        raise SpecError("params.input_shapes", f"the model has no input {sorted(overrides)}")
+        raise SpecError("params.input_shapes", f"{name} has no input {sorted(overrides)}")
     return model, inputs
 
 
@@ -148,25 +155,22 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def relax_module(model: Any, inputs: list[ModelInput]) -> Any:
+def relax_module(model: Any, inputs: list[ModelInput], name: str = "model.onnx") -> Any:
     """The model as a Relax ``IRModule``, weights bound as constants.
+
+    A graph TVM's frontend refuses is imported simplified
+    (:func:`farm.jobs.onnx_import.import_relax`, which also says why).
 
     Args:
         model: an ``onnx.ModelProto`` from :func:`load_model`.
         inputs: its resolved inputs.
+        name: the user's file name, for errors.
 
     Raises:
-        RuntimeError, ValueError, TypeError, KeyError, NotImplementedError: the
-            frontend could not import the model (callers map them to CompileError).
+        CompileError: the frontend could not import the model, even simplified.
     """
-    from tvm.relax.frontend.onnx import from_onnx
-
-    return from_onnx(
-        model,
-        shape_dict={i.name: list(i.shape) for i in inputs},
-        dtype_dict={i.name: i.dtype for i in inputs},
-        keep_params_in_input=False,
-    )
+    return import_relax(model, {i.name: list(i.shape) for i in inputs},
+                        {i.name: i.dtype for i in inputs}, name).mod
 
 
 def tunable_module(mod: Any, target: Any) -> Any:
@@ -266,12 +270,12 @@ def build_model(
     Raises:
         SpecError: the file or the shapes are invalid, or the database holds no record.
         ToolMissing: the NDK (or a host compiler) is missing.
-        CompileError: TVM could not import or compile the model.
+        CompileError: TVM could not import (even simplified) or compile the model.
     """
     linker = linker or linker_for(target)
-    model, inputs = load_model(params.model_path, params.input_shapes)
+    name = params.shown_name
+    model, inputs = load_model(params.model_path, params.input_shapes, name)
     digest = _sha256(params.model_path)
-    name = params.model_path.name
     database_dir = params.database_dir
     schedule = f"relax default {params.device.value}"
     if database_dir is not None:
@@ -280,10 +284,13 @@ def build_model(
     def build(out: Path) -> None:
         import tvm
 
+        imported = import_relax(model, {i.name: list(i.shape) for i in inputs},
+                                {i.name: i.dtype for i in inputs}, name)
+        if imported.note:
+            (out.parent / IMPORT_NOTE_FILE).write_text(imported.note)
         try:
             target_obj = tvm.target.Target(target)
-            executable = _compile(relax_module(model, inputs), target_obj, params.device,
-                                  database_dir)
+            executable = _compile(imported.mod, target_obj, params.device, database_dir)
             executable.export_library(str(out), fcompile=linker)
         except (RuntimeError, ValueError, TypeError, KeyError, NotImplementedError) as exc:
             # TVM's errors derive from these builtins; the frontend raises the last two
@@ -291,12 +298,20 @@ def build_model(
             raise CompileError(name, reason_of(exc)) from exc
 
     key = CacheKey(
-        workload=f"onnx {name} sha256={digest} inputs={[(i.name, i.shape) for i in inputs]}",
+        # By content, not the user's name: one build however the file was named.
+        workload=f"onnx {params.model_path.name} sha256={digest} "
+                 f"inputs={[(i.name, i.shape) for i in inputs]}",
         schedule=schedule,
         target=target,
         tvm_version=tvm_version(),
     )
     return cache.get_or_build(key, build), inputs
+
+
+def import_note(library: Path) -> str | None:
+    """How the cached ``library``'s model was imported: the simplification note, or None."""
+    note = library.parent / IMPORT_NOTE_FILE
+    return note.read_text() if note.is_file() else None
 
 
 def tvm_version() -> str:
@@ -356,8 +371,9 @@ def run_model(
 
     linker = linker_for(target)
     library, inputs = build_model(params, target, cache, linker)
+    imported = import_note(library)
     feeds = random_inputs(inputs, params.seed)
-    expected = reference_outputs(params.model_path, feeds)
+    expected = reference_outputs(params.model_path, feeds)  # the original, never simplified
     remote = open_session(tracker)
     phone = tracker.serial or f"key:{tracker.key}"
     threads = None
@@ -383,7 +399,7 @@ def run_model(
         raise SessionError(phone, f"model run failed: {exc}") from exc
     if len(outputs) != len(expected):
         raise CompileError(
-            params.model_path.name, f"{len(outputs)} outputs, onnxruntime gives {len(expected)}"
+            params.shown_name, f"{len(outputs)} outputs, onnxruntime gives {len(expected)}"
         )
     max_abs_err = 0.0
     for got, want in zip(outputs, expected, strict=True):
@@ -392,13 +408,13 @@ def run_model(
             got, want, rtol=params.rtol, atol=params.atol
         ):
             raise CompileError(
-                params.model_path.name,
+                params.shown_name,
                 f"output differs from onnxruntime on {phone}: max |error| {max_abs_err:g}",
             )
     mean_s = float(np.mean(samples_s))
-    log.info("model_measured", serial=tracker.serial, model=params.model_path.name, mean_s=mean_s)
+    log.info("model_measured", serial=tracker.serial, model=params.shown_name, mean_s=mean_s)
     return ModelResult(
-        model=params.model_path.name,
+        model=params.shown_name,
         model_sha256=_sha256(params.model_path),
         inputs=inputs,
         device=params.device.value,
@@ -408,4 +424,5 @@ def run_model(
         max_abs_err=max_abs_err,
         threads=threads,
         library=str(library),
+        imported=imported,
     )

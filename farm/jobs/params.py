@@ -161,6 +161,8 @@ class ModelParams:
         database_dir: a MetaSchedule JSON database folder (``database_workload.json``
             and ``database_tuning_record.json``, e.g. a finished tuning job's work
             folder) whose best schedules are applied; ``None`` compiles untuned.
+        name: the user's file name (``model_path`` may be the store's
+            ``<sha256>.onnx``); errors and results name this.
     """
 
     model_path: Path
@@ -172,6 +174,12 @@ class ModelParams:
     timing: TimingParams = field(default_factory=TimingParams)
     threads: ThreadPoolParams = field(default_factory=ThreadPoolParams)
     database_dir: Path | None = None
+    name: str | None = None
+
+    @property
+    def shown_name(self) -> str:
+        """The model as people read it: ``name``, else the file's."""
+        return self.name or self.model_path.name
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,6 @@ from farm.jobs.params import ModelParams, TrackerParams, TuneParams
 from farm.jobs.tune import builder_and_runner, cost_model, measure_callbacks, tune_in_rounds
 from farm.jobs.tune_progress import TaskProgress, TuneProgress
 from farm.jobs.tune_records import best_record_s, count_trials, repair_work_dir, workload_index
-from farm.jobs.tvm_errors import reason_of
 
 __all__ = ["TUNED_LIBRARY", "ModelTask", "ModelTuneResult", "compile_tuned", "model_tasks",
            "plan_trials", "tune_model"]
@@ -136,13 +135,10 @@ def _import(model: ModelParams) -> tuple[Any, list[ModelInput]]:
 
     Raises:
         SpecError: the file or the shapes are invalid.
-        CompileError: the frontend cannot import the model.
+        CompileError: the frontend cannot import the model, even simplified.
     """
-    onnx_model, inputs = load_model(model.model_path, model.input_shapes)
-    try:
-        return relax_module(onnx_model, inputs), inputs
-    except (RuntimeError, ValueError, TypeError, KeyError, NotImplementedError) as exc:
-        raise CompileError(model.model_path.name, reason_of(exc)) from exc
+    onnx_model, inputs = load_model(model.model_path, model.input_shapes, model.shown_name)
+    return relax_module(onnx_model, inputs, model.shown_name), inputs
 
 
 def model_tasks(mod: Any, target: dict[str, Any]) -> list[ModelTask]:
@@ -346,7 +342,7 @@ def tune_model(
     tasks = model_tasks(mod, target)[: params.max_tasks]
     asked = plan_trials(len(tasks), params.trials, params.trials_per_task)
     if not asked:
-        raise SpecError("params.model", f"{model.model_path.name} has no tunable task")
+        raise SpecError("params.model", f"{model.shown_name} has no tunable task")
     tasks = tasks[: len(asked)]
     params.work_dir.mkdir(parents=True, exist_ok=True)
     repair_work_dir(params.work_dir)

@@ -159,6 +159,7 @@ def model_params(p: ModelParams, model_path: Path, device: str = "cpu",
         model_path=model_path, input_shapes=shapes, device=jp.DeviceKind(device),
         rtol=p.tolerance.rtol, atol=p.tolerance.atol,
         timing=jp.TimingParams(number=p.number, repeat=p.repeat), database_dir=database_dir,
+        name=p.shown_name,
     )
 
 
@@ -188,6 +189,19 @@ def check_tuned(spec: ModelJob, store: Store, data_dir: Path) -> None:
                         f"{tuned_shapes or 'of the model'}; give the same")
 
 
+def check_model(spec: ModelJob, store: Store, data_dir: Path) -> None:
+    """At enqueue: the input shapes fit the model, and ``--tuned`` names a fitting tune.
+
+    Raises:
+        SpecError: see :func:`farm.kinds.input_shapes.check_input_shapes` and
+            :func:`check_tuned`.
+    """
+    from farm.kinds.input_shapes import check_spec_shapes
+
+    check_spec_shapes(spec.params, store, "params.input_shapes")
+    check_tuned(spec, store, data_dir)
+
+
 def run(ctx: RunContext, spec: ModelJob) -> Outcome:
     """Time the model ``repetitions`` times on each phone, every sample kept with its serial."""
     from farm.jobs.model import run_model
@@ -201,10 +215,11 @@ def run(ctx: RunContext, spec: ModelJob) -> Outcome:
     measured = measure(
         ctx, spec.repetitions, params.device,
         lambda tracker, target, _rep: run_model(params, target, tracker, ctx.cache),
-        lambda result: {"model_sha256": result.model_sha256},
+        lambda result: {"model_sha256": result.model_sha256, "imported": result.imported},
     )
     summary = summary_of_runs("model", measured)
-    summary.update(model=p.shown_name, target=p.target, tuned=p.tuned)
+    imported = next((r["imported"] for r in measured.runs if r.get("imported")), None)
+    summary.update(model=p.shown_name, target=p.target, tuned=p.tuned, imported=imported)
     return measured.outcome(summary)
 
 
@@ -276,7 +291,7 @@ KIND = Kind(
             *TIMING_OPTIONS,
         ],
         params=_params,
-        check=check_tuned,
+        check=check_model,
         flags={"params.path": "--model", "params.input_shapes": "--input-shape",
                "params.target": "--target", "params.tuned": "--tuned",
                "params.tolerance.rtol": "--rtol", "params.tolerance.atol": "--atol",

@@ -28,6 +28,7 @@ from farm.queue.spec import MAX_PHONES, FieldError, JobBase, Strict
 if TYPE_CHECKING:
     from farm.queue.capabilities import Requirements
     from farm.queue.records import Outcome, TuningData
+    from farm.queue.store import Store
     from farm.runner.execute import RunContext
 
 __all__ = ["KIND", "MAX_TASKS", "MAX_TRIALS", "TuneJob", "TuneParams", "TunedModel"]
@@ -206,6 +207,18 @@ def needs(spec: Mapping[str, Any]) -> Requirements:
     return workload_needs(model if isinstance(model, Mapping) else params.get("gemm"), alike=True)
 
 
+def check(spec: TuneJob, store: Store, _data_dir: Path) -> None:
+    """At enqueue: a model's input shapes fit it (:mod:`farm.kinds.input_shapes`).
+
+    Raises:
+        SpecError: on ``params.model.input_shapes``, one line naming the input.
+    """
+    from farm.kinds.input_shapes import check_spec_shapes
+
+    if spec.params.model is not None:
+        check_spec_shapes(spec.params.model, store, "params.model.input_shapes")
+
+
 _FLAGS = {"trials": "--trials", "trials_per_batch": "--trials-per-batch", "phones": "--phones",
           "trials_per_task": "--trials-per-task", "max_tasks": "--max-tasks"}
 _MODEL_FLAGS = {"path": "--model", "input_shapes": "--input-shape", "target": "--target"}
@@ -254,6 +267,7 @@ KIND = Kind(
                          f"{default_of(TuneParams, 'phones')}"),
         ],
         params=_params,
+        check=check,
         flags={
             **{f"params.gemm.{name}": flag for name, flag in GEMM_FLAGS.items()},
             **{f"params.model.{name}": flag for name, flag in _MODEL_FLAGS.items()},

@@ -35,7 +35,8 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
         The outcome: summary (``target``, ``model_sha256``, ``input_shapes``,
         ``tasks``, ``phones``, ``runs`` with each phone's ``untuned_s`` and
         ``tuned_s`` medians), the tuned samples with their serials, the
-        snapshots of every gate, and every tuning record labelled by its task.
+        snapshots of every gate, and every tuning record labelled by its task;
+        ``imported`` says when the model was imported simplified.
 
     Raises:
         SpecError, CompileError, ToolMissing: the model cannot be tuned or built.
@@ -73,6 +74,7 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     runs: list[dict[str, Any]] = []
     tuned_samples: list[float] = []
     tuned_serials: list[str] = []
+    imported: str | None = None
     for serial in serials:
         timed = {}
         for name, database_dir in (("untuned", None), ("tuned", work_dir)):
@@ -89,13 +91,14 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
         })
         tuned_samples += tuned_s
         tuned_serials += [serial] * len(tuned_s)
+        imported = timed["untuned"].imported  # the simplification note, if any
     counters = progress.counters
     summary = result.to_dict()
     summary.update(
         kind="tune", model=shown, phones=serials,
         input_shapes={i.name: list(i.shape) for i in result.inputs},
         attempts=counters.attempts, rounds=counters.rounds, batches=counters.batches,
-        app_relaunches=list(counters.app_relaunches), runs=runs,
+        app_relaunches=list(counters.app_relaunches), runs=runs, imported=imported,
     )
     summary["tasks"] = [{"name": t["name"], "trials": t["trials"], "best_s": t["best_s"],
                          "trials_measured": t["trials_measured"]} for t in summary["tasks"]]

@@ -16,6 +16,10 @@ of one phone in several jobs of one side (a run that ran twice on it) are
 pooled: they are one phone measuring one workload.
 
 Numbers from different phones are never pooled: each verdict is one phone's.
+
+Builds of one model (untuned, tuned by job N) are comparable although their
+workload labels differ: :mod:`farm.results.builds` says which is which, and a
+tune job's own untuned timings are the side ``JOB:untuned``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from farm.kinds import kind_of
 from farm.queue.models import DB_INT_MAX, JobState
 from farm.queue.records import JobView
 from farm.queue.store import Store
+from farm.results.builds import Build, build_of, split_ref, untuned_timings
 from farm.results.rows import SampleRow, latest_repetition, sample_rows
 from farm.results.stats import Comparison, Verdict, compare_samples
 
@@ -64,12 +69,27 @@ class Side:
         workload: the jobs' workload label (``Kind.workload``), e.g. ``"gemm n=256 float32"``.
         timings: serial -> seconds per run, the phone's last repetition.
         jobs: serial -> the id of the job that measured it (the newest if several).
+        build: which build of which model it timed (untuned, tuned by job N); None
+            for a workload that is no model.
     """
 
     ref: str
     workload: str
     timings: Mapping[str, tuple[float, ...]]
     jobs: Mapping[str, int] = field(default_factory=dict)
+    build: Build | None = None
+
+    @property
+    def shown(self) -> str:
+        """``job 9 (tuned by job 7)``; the ref alone when it times no model."""
+        return self.ref if self.build is None else f"{self.ref} ({self.build.label})"
+
+    def comparable(self, other: Side) -> bool:
+        """Same workload, or two builds of one model on the same inputs and target."""
+        if self.workload == other.workload:
+            return True
+        return (self.build is not None and other.build is not None
+                and self.build.identity == other.build.identity)
 
 
 @dataclass(frozen=True)
@@ -125,7 +145,8 @@ class CompareReport:
         and the Mann-Whitney U ``p_value`` (None for a one-sided phone).
         """
         def side(s: Side) -> dict[str, Any]:
-            return {"ref": s.ref, "workload": s.workload, "jobs": dict(s.jobs)}
+            return {"ref": s.ref, "workload": s.workload, "jobs": dict(s.jobs),
+                    "build": s.build and s.build.label}
 
         return {
             "a": side(self.a), "b": side(self.b), "threshold": self.threshold,
@@ -201,19 +222,33 @@ def side_of(store: Store, ref: str, jobs: list[JobView]) -> Side:
     for serial, by_job in sorted(by_phone(rows).items()):
         timings[serial] = tuple(v for job_id in sorted(by_job) for v in by_job[job_id])
         job_of[serial] = max(by_job)
-    return Side(ref, workloads[0], timings, job_of)
+    builds = {build_of(j) for j in jobs}
+    build = builds.pop() if len(builds) == 1 else None
+    return Side(ref, workloads[0], timings, job_of, build)
 
 
 def load_side(store: Store, ref: str) -> Side:
-    """Read one side: a job id (``"12"``) or a run id (``"r-..."``).
+    """Read one side: a job id (``"12"``), a run id (``"r-..."``), or ``"12:untuned"``.
+
+    ``JOB:untuned`` is a ``tune --model`` job's untuned timings of each phone;
+    the job itself (``JOB`` or ``JOB:tuned``) is its tuned ones.
 
     Raises:
         UserFault: no such job or run; a job not succeeded (a run's failed or
             cancelled jobs are left out, but none may still be queued or
-            running); several workloads; samples that are not timings.
+            running); several workloads; samples that are not timings;
+            ``:untuned`` of a job that is no model tune.
     """
-    label, jobs = _jobs_of(store, ref)
-    return side_of(store, label, jobs)
+    base, untuned = split_ref(ref)
+    label, jobs = _jobs_of(store, base)
+    if not untuned:
+        return side_of(store, label, jobs)
+    if len(jobs) != 1:
+        raise UserFault(f"{ref!r}: ':untuned' follows a tune job's id, not a run's")
+    [job] = jobs
+    timings = untuned_timings(store, job)
+    return Side(f"{label}:untuned", kind_of(job.kind).workload(job.spec), timings,
+                dict.fromkeys(timings, job.id), build_of(job, untuned=True))
 
 
 def compare_sides(a: Side, b: Side, *, threshold: float, alpha: float) -> CompareReport:
@@ -228,7 +263,7 @@ def compare_sides(a: Side, b: Side, *, threshold: float, alpha: float) -> Compar
     Raises:
         UserFault: the sides measure different workloads, or share no phone.
     """
-    if a.workload != b.workload:
+    if not a.comparable(b):
         raise UserFault(f"{a.ref} and {b.ref} measure different workloads: "
                         f"{a.workload!r} and {b.workload!r}")
     common = sorted(set(a.timings) & set(b.timings))
@@ -297,7 +332,7 @@ def plot_report(report: CompareReport, path: Path) -> None:
             ax.axhline(level, color="black", linestyle=":", linewidth=0.8)
         ax.set_xticks(list(xs), [p.serial for p in common], rotation=20)
         ax.set_ylabel("median time B / A (>1: slower)")
-        ax.set_title(f"{report.b.ref} vs {report.a.ref}\n{report.a.workload}", fontsize=9)
+        ax.set_title(f"{report.b.shown} vs {report.a.shown}\n{report.a.workload}", fontsize=9)
         fig.tight_layout()
         try:
             fig.savefig(path, format="png", dpi=100)

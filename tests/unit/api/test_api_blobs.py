@@ -7,7 +7,9 @@ import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from api_helpers import Api
+from exported_models import write_computed_reshape
 from fastapi.testclient import TestClient
 
 from farm.api.app import create_app
@@ -57,6 +59,36 @@ class TestUpload:
         assert api.store.list_jobs() == []
 
 
+#: The input write_computed_reshape declares.
+_DECLARED = "[batch,3,8,8]"
+
+
+class TestInputShapes:
+    """``POST /api/v1/jobs`` checks input shapes against the uploaded model, as farmctl does."""
+
+    @pytest.mark.parametrize(("shapes", "reason"), [
+        ({"image": [1, 3, 8, 8]}, f"m.onnx has no input 'image'; its inputs: 'images' {_DECLARED}"),
+        ({"images": [3, 8, 8]}, f"input 'images' has rank 4 in m.onnx ({_DECLARED}); 3 dims given"),
+        (None, (f"input 'images' has symbolic dimension 'batch' in m.onnx ({_DECLARED}); "
+                "give its shape, e.g. images=1,3,8,8")),
+    ])
+    def test_wrong_shapes_are_a_400_naming_the_input(self, api: Api, tmp_path: Path,
+                                                     shapes: dict | None, reason: str) -> None:
+        """A wrong name, a wrong rank, an unset symbolic dimension: 400 on the field, no job."""
+        data = write_computed_reshape(tmp_path / "m.onnx").read_bytes()
+        sha256 = _upload(api, data, "m.onnx").json()["sha256"]  # type: ignore[attr-defined]
+        model = {"sha256": sha256, "name": "m.onnx", "input_shapes": shapes}
+        for spec, field in (({"kind": "model", "params": model}, "params.input_shapes"),
+                            ({"kind": "tune", "params": {"model": model, "trials": 2,
+                                                         "trials_per_batch": 2}},
+                             "params.model.input_shapes")):
+            response = api.client.post("/api/v1/jobs",
+                                       json={"spec": spec, "wait_for_device": True},
+                                       headers=api.auth(api.alice))
+            assert response.status_code == 400, response.text
+            assert response.json()["field"] == field
+            assert response.json()["reason"] == reason
+        assert api.store.list_jobs() == []
 class TestSpooling:
     """Uploads go to a private file, bounded, removed once answered (farm/api/uploads.py)."""
 

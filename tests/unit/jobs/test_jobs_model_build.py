@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
+from exported_models import write_computed_reshape
 from onnx import TensorProto, helper
 
 from farm.errors import CompileError, SpecError
 from farm.jobs.cache import CompileCache
-from farm.jobs.model import build_model, load_model
+from farm.jobs.model import (
+    build_model,
+    import_note,
+    load_model,
+    random_inputs,
+    reference_outputs,
+)
 from farm.jobs.params import ModelParams
 
 
@@ -66,3 +74,38 @@ class TestBuildModel:
 def small_relu(tmp_path: Path) -> Path:
     """A one-node ONNX model with a fixed shape."""
     return _save(tmp_path / "relu.onnx", helper.make_node("Relu", ["x"], ["y"]), [1, 4])
+
+
+class TestExportedGraphs:
+    def test_computed_reshape_imports_simplified(self, tmp_path: Path) -> None:
+        """A Reshape with a computed shape TVM refuses builds simplified, the build says so,
+        and the library computes what onnxruntime computes from the original file."""
+        import tvm
+        from tvm import relax
+
+        path = write_computed_reshape(tmp_path / "0123abcd.onnx")
+        params = ModelParams(path, {"images": (2, 3, 8, 8)}, name="detector.onnx")
+        library, inputs = build_model(params, {"kind": "llvm"}, CompileCache(tmp_path / "c"))
+        note = import_note(library)
+        assert note is not None
+        assert note.startswith("imported after simplification:")
+        assert "node 'floor' (Floor)" in note
+        vm = relax.VirtualMachine(tvm.runtime.load_module(str(library)), tvm.cpu())
+        feeds = random_inputs(inputs, seed=1)
+        got = vm["main"](tvm.runtime.tensor(feeds["images"])).numpy()
+        (want,) = reference_outputs(path, feeds)
+        assert got.shape == (2, 4, 10)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+    def test_refused_op_names_file_node_and_op(self, tmp_path: Path) -> None:
+        """An op TVM lacks fails naming the user's file (not the store's digest), node and op."""
+        node = helper.make_node("FarmUnknownOp", ["x"], ["y"], domain="ai.farm.test",
+                                name="odd_node")
+        path = _save(tmp_path / f"{'ab' * 32}.onnx", node, [1, 4],
+                     [helper.make_opsetid("ai.farm.test", 1)])
+        with pytest.raises(CompileError) as info:
+            build_model(ModelParams(path, name="odd.onnx"), {"kind": "llvm"},
+                        CompileCache(tmp_path / "c"))
+        assert info.value.workload == "odd.onnx"
+        assert "node 'odd_node' (FarmUnknownOp)" in info.value.reason
+        assert "ab" * 32 not in str(info.value)

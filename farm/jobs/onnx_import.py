@@ -1,0 +1,176 @@
+"""ONNX -> Relax that survives real exports: simplify with fixed shapes when TVM refuses.
+
+Exporters (PyTorch, Paddle2ONNX) write shapes as subgraphs computed at run
+time: ``Shape -> Gather -> Cast -> Div -> Floor -> Cast -> Unsqueeze -> Concat
+-> Reshape`` with a dynamic batch dimension. TVM 0.27's ONNX frontend folds
+some of these into ``R.shape`` values, but not all: a ``Floor`` over a folded
+``Div`` gets a scalar ``PrimValue`` where a tensor is required and raises
+``TypeError`` (``relax.floor requires argument 0 (x) to be a tensor``).
+
+farm always runs a model with concrete input shapes, so every such subgraph is
+a constant. When the frontend refuses the model, it is simplified once with
+onnx-simplifier (``onnxsim.simplify`` with ``overwrite_input_shapes``: shape
+inference, constant folding and dead-node removal on the fixed shapes; a
+library beats our own folding, which would have to evaluate every ONNX op) and
+imported again. The job says so (``model_simplified`` log event and
+:attr:`Imported.note`); onnxruntime's reference output is still computed from
+the user's original file.
+
+Failures name the user's file, the node and the op: the frontend converts
+nodes in ``GraphConverter._construct_nodes`` (``tvm/relax/frontend/onnx/
+onnx_frontend.py``), whose frame in the traceback still holds the ``node`` it
+was converting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from farm.errors import CompileError
+from farm.jobs.tvm_errors import reason_of
+
+__all__ = ["FRONTEND_ERRORS", "IMPORT_NOTE_FILE", "Imported", "failed_node", "import_relax",
+           "simplify"]
+
+log = structlog.get_logger(__name__)
+
+#: What TVM's frontend raises for a graph it cannot import: TVM's errors derive
+#: from these builtins, unsupported operators raise the last two.
+FRONTEND_ERRORS = (RuntimeError, ValueError, TypeError, KeyError, NotImplementedError,
+                   AssertionError)
+
+#: Written beside a cached library built from a simplified model: the note, so a
+#: cache hit still says how the model was imported.
+IMPORT_NOTE_FILE = "import.txt"
+
+
+@dataclass(frozen=True)
+class Imported:
+    """A model imported into Relax.
+
+    Attributes:
+        mod: the Relax ``IRModule``, weights bound as constants.
+        note: ``"imported after simplification: <why>"`` when the original graph was
+            refused, else None.
+    """
+
+    mod: Any
+    note: str | None
+
+
+def failed_node(exc: BaseException) -> str | None:
+    """``node 'div_floor' (Floor)``: the node TVM's frontend was converting when it raised.
+
+    Read from the ``node`` local of the frontend's ``_construct_nodes`` frame in
+    ``exc``'s traceback; None when the error came from elsewhere (e.g. the
+    unsupported-operator check before conversion, whose message lists the ops).
+    """
+    tb = exc.__traceback__
+    node = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == "_construct_nodes":
+            node = tb.tb_frame.f_locals.get("node", node)
+        tb = tb.tb_next
+    if node is None or not hasattr(node, "op_type"):
+        return None
+    return f"node {node.name or '(unnamed)'!r} ({node.op_type})"
+
+
+#: TVM's type errors print the whole ``ir.Op(...)`` of the operator; its name is enough.
+_OP_REPR = re.compile(r'ir\.Op\(.*?name="([\w.]+)".*?support_level=\d+\)')
+
+#: At most this many characters of TVM's reason in one line.
+_MAX_REASON_C = 300
+
+
+def _unsupported_nodes(model: Any, reason: str) -> str | None:
+    """``node 'x' (Op)`` for the ops the frontend's up-front check lists as unsupported."""
+    _, sep, listed = reason.partition("not supported for frontend ONNX:")
+    ops = {op.strip() for op in listed.split(",")} if sep else set()
+    named = [f"node {n.name or '(unnamed)'!r} ({n.op_type})" for n in model.graph.node
+             if n.op_type in ops]
+    if not named:
+        return None
+    more = f" and {len(named) - 3} more" if len(named) > 3 else ""
+    return ", ".join(named[:3]) + more
+
+
+def _why(exc: BaseException, model: Any) -> str:
+    where = failed_node(exc) or _unsupported_nodes(model, reason_of(exc))
+    reason = _OP_REPR.sub(r"\1", reason_of(exc))
+    if len(reason) > _MAX_REASON_C:
+        reason = reason[: _MAX_REASON_C - 3] + "..."
+    return f"{where}: {reason}" if where else reason
+
+
+def _from_onnx(model: Any, shapes: dict[str, list[int]], dtypes: dict[str, str]) -> Any:
+    from tvm.relax.frontend.onnx import from_onnx
+
+    # The frontend prints each failing node with its (possibly huge) inputs
+    # before re-raising; the error says the same in one line.
+    with contextlib.redirect_stdout(io.StringIO()):
+        return from_onnx(model, shape_dict=shapes, dtype_dict=dtypes,
+                         keep_params_in_input=False)
+
+
+def simplify(model: Any, shapes: dict[str, list[int]], name: str) -> Any:
+    """``model`` simplified by onnx-simplifier with every input's shape fixed.
+
+    Args:
+        model: an ``onnx.ModelProto``.
+        shapes: input name -> concrete shape.
+        name: the user's file name, for errors.
+
+    Raises:
+        CompileError: onnx-simplifier failed, or its result does not check.
+    """
+    import onnxsim
+
+    try:
+        simplified, ok = onnxsim.simplify(model, overwrite_input_shapes=shapes)
+    except Exception as exc:  # onnxsim raises RuntimeError, ValueError, its C++ errors...
+        raise CompileError(name, f"onnx-simplifier failed: {reason_of(exc)}") from exc
+    if not ok:
+        raise CompileError(name, "onnx-simplifier's result failed its own check")
+    return simplified
+
+
+def import_relax(model: Any, shapes: dict[str, list[int]], dtypes: dict[str, str],
+                 name: str) -> Imported:
+    """Import ``model``; if TVM's frontend refuses it, import it simplified.
+
+    Args:
+        model: an ``onnx.ModelProto`` (checked by :func:`farm.jobs.model.load_model`).
+        shapes: input name -> concrete shape, e.g. ``{"images": [1, 3, 224, 224]}``.
+        dtypes: input name -> numpy dtype name.
+        name: the user's file name, e.g. ``detector.onnx`` (never the store's digest).
+
+    Returns:
+        The module and, when simplified, the note saying why.
+
+    Raises:
+        CompileError: the frontend refuses the model before and after simplification,
+            naming ``name``, the node and the op, e.g. ``cannot compile m.onnx: node
+            'floor' (Floor): ... (also after simplification)``.
+    """
+    try:
+        return Imported(_from_onnx(model, shapes, dtypes), None)
+    except FRONTEND_ERRORS as exc:
+        why = _why(exc, model)
+    try:
+        simplified = simplify(model, shapes, name)
+    except CompileError as exc:
+        raise CompileError(name, f"{why} (and {exc.reason})") from exc
+    try:
+        mod = _from_onnx(simplified, shapes, dtypes)
+    except FRONTEND_ERRORS as exc:
+        raise CompileError(name, f"{_why(exc, simplified)} (also after simplification; "
+                                 f"the original failed at {why})") from exc
+    log.info("model_simplified", model=name, reason=why)
+    return Imported(mod, f"imported after simplification: TVM's ONNX frontend refused {why}")

@@ -1,0 +1,132 @@
+"""``--input-shape`` checked against the model's declared inputs at enqueue.
+
+A wrong input name, a wrong rank or a symbolic dimension left unset would
+otherwise be accepted and fail minutes later in the attempt, with TVM's or
+onnxruntime's message about something else. ``farmctl enqueue model|tune`` and
+``POST /api/v1/jobs`` both reach :func:`check_spec_shapes` through the kinds'
+``check`` (:func:`farm.api.submitting.submit_spec`), after the model is stored,
+so it reads the stored blob (or the spec's own ``path``).
+
+Each refusal is one line naming the input and what the model declares, e.g.
+``input 'images' has rank 4 in m.onnx ([batch,3,224,224]); 3 dims given``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from farm.errors import SpecError
+
+if TYPE_CHECKING:
+    from farm.kinds.model import ModelParams
+    from farm.queue.blobs import BlobOps
+
+__all__ = ["DeclaredInput", "check_input_shapes", "check_spec_shapes", "declared_inputs"]
+
+
+@dataclass(frozen=True)
+class DeclaredInput:
+    """A graph input as the ONNX file declares it.
+
+    Attributes:
+        name: the input's name.
+        dims: each dimension: an int, or the symbol's name (``"batch"``; ``"?"`` when unnamed).
+    """
+
+    name: str
+    dims: tuple[int | str, ...]
+
+    @property
+    def shown(self) -> str:
+        """``[batch,3,224,224]``."""
+        return "[" + ",".join(str(d) for d in self.dims) + "]"
+
+    @property
+    def example(self) -> str:
+        """``images=1,3,224,224``: the declared shape with 1 for each symbolic dimension."""
+        return f"{self.name}=" + ",".join(str(d) if isinstance(d, int) else "1" for d in self.dims)
+
+
+def declared_inputs(model: Any) -> list[DeclaredInput]:
+    """The inputs an ``onnx.ModelProto`` declares, initializers (old IR's weights) left out."""
+    initializers = {init.name for init in model.graph.initializer}
+    out = []
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        dims: list[int | str] = []
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.HasField("dim_value") and dim.dim_value > 0:
+                dims.append(int(dim.dim_value))
+            else:
+                dims.append(dim.dim_param or "?")
+        out.append(DeclaredInput(value.name, tuple(dims)))
+    return out
+
+
+def check_input_shapes(declared: Sequence[DeclaredInput], given: Mapping[str, Sequence[int]],
+                       name: str, field: str) -> None:
+    """Refuse shapes the model cannot take.
+
+    Args:
+        declared: the model's inputs (:func:`declared_inputs`).
+        given: input name -> shape from ``--input-shape`` (empty: none given).
+        name: the user's file name, e.g. ``m.onnx``.
+        field: the spec field of the shapes, e.g. ``params.input_shapes``.
+
+    Raises:
+        SpecError: on ``field``: an input the model lacks, a shape of another rank,
+            a fixed dimension given another size, or a symbolic dimension not given.
+    """
+    inputs = {item.name: item for item in declared}
+    for input_name, shape in given.items():
+        item = inputs.get(input_name)
+        if item is None:
+            known = ", ".join(f"{i.name!r} {i.shown}" for i in declared) or "none"
+            raise SpecError(field, f"{name} has no input {input_name!r}; its inputs: {known}")
+        if len(shape) != len(item.dims):
+            raise SpecError(field, f"input {input_name!r} has rank {len(item.dims)} in {name} "
+                                   f"({item.shown}); {len(shape)} dims given")
+        for axis, (want, got) in enumerate(zip(item.dims, shape, strict=True)):
+            if isinstance(want, int) and want != got:
+                raise SpecError(field, f"input {input_name!r} has dimension {axis} = {want} in "
+                                       f"{name} ({item.shown}); {got} given")
+    for item in declared:
+        symbols = [d for d in item.dims if isinstance(d, str)]
+        if item.name not in given and symbols:
+            raise SpecError(field, f"input {item.name!r} has symbolic dimension {symbols[0]!r} "
+                                   f"in {name} ({item.shown}); give its shape, e.g. "
+                                   f"{item.example}")
+
+
+def check_spec_shapes(model: ModelParams, store: BlobOps | None, field: str) -> None:
+    """:func:`check_input_shapes` for a validated spec's model, read from its blob or path.
+
+    Args:
+        model: the spec's model (``sha256`` of a stored blob, or a ``path``).
+        store: the queue holding the blob.
+        field: the spec field of the shapes, e.g. ``params.model.input_shapes``.
+
+    Raises:
+        SpecError: the shapes do not fit the model (see :func:`check_input_shapes`),
+            or the model cannot be read.
+    """
+    import onnx
+    from google.protobuf.message import Error as ProtobufError  # type: ignore[import-untyped]
+
+    sha_field = field.rsplit(".", 1)[0] + ".sha256"
+    try:
+        if model.sha256 is None:
+            # Only the graph's declarations are read: external weights stay where they are.
+            proto = onnx.load(str(model.path), load_external_data=False)
+        else:  # the stored blob, not this host's cache: enqueue leaves the cache alone
+            data = None if store is None else store.get_blob(model.sha256)
+            if data is None:
+                raise SpecError(sha_field, f"model {model.sha256[:12]} is not stored in the "
+                                           "database; upload it first")
+            proto = onnx.load_model_from_string(data)
+    except (ProtobufError, OSError, ValueError) as exc:
+        raise SpecError(sha_field, f"cannot read {model.shown_name}: {exc}") from None
+    check_input_shapes(declared_inputs(proto), model.input_shapes or {}, model.shown_name, field)

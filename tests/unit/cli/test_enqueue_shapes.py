@@ -1,0 +1,51 @@
+"""``--input-shape`` checked against the model at enqueue: one line naming the input.
+
+Through click's CliRunner (``farmctl enqueue model|tune``) against a real SQLite
+queue; the HTTP API's submit path runs the same check (tests/unit/api).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from exported_models import write_computed_reshape
+
+from farm.queue import Store
+
+#: What each refusal must say (after ``Error: --input-shape: ``).
+REFUSALS = [
+    (["--input-shape", "image=1,3,8,8"],
+     "m.onnx has no input 'image'; its inputs: 'images' [batch,3,8,8]"),
+    (["--input-shape", "images=3,8,8"],
+     "input 'images' has rank 4 in m.onnx ([batch,3,8,8]); 3 dims given"),
+    (["--input-shape", "images=1,4,8,8"],
+     "input 'images' has dimension 1 = 3 in m.onnx ([batch,3,8,8]); 4 given"),
+    ([], ("input 'images' has symbolic dimension 'batch' in m.onnx ([batch,3,8,8]); "
+          "give its shape, e.g. images=1,3,8,8")),
+]
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    """A model whose one input is ``images: [batch, 3, 8, 8]``."""
+    return write_computed_reshape(tmp_path / "m.onnx")
+
+
+@pytest.mark.parametrize("kind", ["model", "tune"])
+@pytest.mark.parametrize(("flags", "message"), REFUSALS)
+def test_wrong_shapes_are_refused_in_one_line(farmctl, store: Store, model: Path, kind: str,
+                                              flags: list[str], message: str) -> None:
+    """A wrong name, rank, fixed size or an unset symbolic dimension: exit 2, one line, no job."""
+    result = farmctl("enqueue", kind, "--model", str(model), *flags)
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"Error: --input-shape: {message}\n"
+    assert store.list_jobs() == []
+
+
+def test_fitting_shapes_are_queued(farmctl, store: Store, model: Path) -> None:
+    """The model's own shape with the batch set is accepted and stored as given."""
+    result = farmctl("enqueue", "model", "--model", str(model), "--input-shape", "images=2,3,8,8")
+    assert result.exit_code == 0, result.output
+    [job] = store.list_jobs()
+    assert job.spec["params"]["input_shapes"] == {"images": [2, 3, 8, 8]}
