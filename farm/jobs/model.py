@@ -36,6 +36,7 @@ from farm.jobs.session import (
 from farm.jobs.targets import runtime_device_name
 from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE, repair_work_dir
 from farm.jobs.tvm_errors import reason_of
+from farm.results.sampling import SamplingRule, WarmUp, take_samples
 
 log = structlog.get_logger(__name__)
 
@@ -73,6 +74,9 @@ class ModelResult:
         max_abs_err: largest difference from onnxruntime over all outputs.
         threads: thread pool settings in force (None for GPU runs).
         library: the cached ``.so`` that ran.
+        warmup: the warm-up runs thrown away before ``samples_s``; None when
+            not warmed up (as :class:`farm.jobs.gemm.GemmResult`).
+        ci_pct: width of the 95% CI of the samples' median, % of it, or None.
     """
 
     model: str
@@ -85,6 +89,8 @@ class ModelResult:
     max_abs_err: float
     threads: ThreadPoolApplied | None
     library: str
+    warmup: WarmUp | None = None
+    ci_pct: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the result."""
@@ -333,7 +339,8 @@ def _flatten(value: Any) -> list[np.ndarray]:
 
 
 def run_model(
-    params: ModelParams, target: dict[str, Any], tracker: TrackerParams, cache: CompileCache
+    params: ModelParams, target: dict[str, Any], tracker: TrackerParams, cache: CompileCache,
+    *, sampling: SamplingRule | None = None,
 ) -> ModelResult:
     """Build (or reuse), upload, check and time the model on the phone serving ``tracker.key``.
 
@@ -342,6 +349,9 @@ def run_model(
         target: target dict for the phone.
         tracker: where to get the RPC session.
         cache: the compile cache.
+        sampling: warm up, then sample until the median is known, at least
+            ``params.timing.repeat`` (:func:`farm.results.sampling.take_samples`);
+            None takes exactly ``repeat``, unwarmed.
 
     Returns:
         The result with every raw sample.
@@ -371,14 +381,18 @@ def run_model(
         outputs = _flatten(vm["main"](*args))
         vm.set_input("main", *args)
         timing = params.timing
-        evaluator = vm.time_evaluator(
-            "invoke_stateful",
-            dev,
-            number=timing.number,
-            repeat=timing.repeat,
-            min_repeat_ms=timing.min_repeat_ms,
-        )
-        samples_s = [float(s) for s in evaluator("main").results]
+
+        def time(repeat: int) -> list[float]:
+            evaluator = vm.time_evaluator("invoke_stateful", dev, number=timing.number,
+                                          repeat=repeat, min_repeat_ms=timing.min_repeat_ms)
+            return [float(s) for s in evaluator("main").results]
+
+        warmup = ci_pct = None
+        if sampling is None:
+            samples_s = time(timing.repeat)
+        else:
+            sampled = take_samples(time, sampling, at_least=timing.repeat)
+            samples_s, warmup, ci_pct = sampled.samples_s, sampled.warmup, sampled.ci_pct
     except (RuntimeError, OSError) as exc:
         raise SessionError(phone, f"model run failed: {exc}") from exc
     if len(outputs) != len(expected):
@@ -408,4 +422,6 @@ def run_model(
         max_abs_err=max_abs_err,
         threads=threads,
         library=str(library),
+        warmup=warmup,
+        ci_pct=ci_pct,
     )
