@@ -276,8 +276,10 @@ def compare_sides(a: Side, b: Side, *, threshold: float, alpha: float,
         b: the new side.
         threshold: the smallest relative change of the median that counts (0.05 = 5%).
         alpha: the p-value a change must be below.
-        max_cv: a side's samples with a CV above this are flagged noisy; None
-            flags only thermal changes.
+        max_cv: a side's samples with a CV above this are flagged noisy, and
+            with a robust CV above it cannot be called slower or faster
+            (:func:`~farm.results.stats.compare_samples`); None flags only
+            thermal changes.
 
     Raises:
         UserFault: the sides measure different workloads, or share no phone.
@@ -294,7 +296,7 @@ def compare_sides(a: Side, b: Side, *, threshold: float, alpha: float,
         PhoneComparison(
             serial,
             compare_samples(a.timings[serial], b.timings[serial], threshold=threshold,
-                            alpha=alpha),
+                            alpha=alpha, max_cv=max_cv),
             median(a.timings[serial]), median(b.timings[serial]),
             len(a.timings[serial]), len(b.timings[serial]),
             noisy=_noisy(serial, (("A", a), ("B", b)), max_cv),

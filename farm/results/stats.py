@@ -28,7 +28,7 @@ from math import comb
 import numpy as np
 from scipy import stats
 
-__all__ = ["Comparison", "Spread", "Verdict", "compare_samples", "least_p_value",
+__all__ = ["Comparison", "Spread", "Verdict", "compare_samples", "least_p_value", "robust_cv",
            "samples_for_alpha", "spread"]
 
 #: Bootstrap resamples for a confidence interval; 2000 keeps a 95% CI's ends
@@ -183,6 +183,7 @@ def compare_samples(
     alpha: float = 0.01,
     confidence: float = 0.95,
     seed: int | None = 0,
+    max_cv: float | None = None,
 ) -> Comparison:
     """Compare samples ``b`` (new) with ``a`` (baseline), both timings of one phone.
 
@@ -197,6 +198,11 @@ def compare_samples(
       (equivalence shown, as a two one-sided test at the CI's level would).
     - UNDECIDED otherwise: the CI is too wide to rule a change of
       ``threshold`` in or out; more samples would decide.
+    - UNDECIDED in place of SLOWER/FASTER when ``max_cv`` is given and either
+      side's robust CV (:func:`robust_cv`) is above it: the test assumes
+      samples of one steady speed, and a side that spread (a phone sharing
+      its CPUs with other work, heating) moves by more than the change
+      between two runs of one build. "No change" still stands on a narrow CI.
 
     Args:
         a: the baseline's raw values, at least one, all above zero.
@@ -205,6 +211,8 @@ def compare_samples(
         alpha: the Mann-Whitney p-value a change must be below.
         confidence: the ratio interval's level.
         seed: the bootstrap's random seed.
+        max_cv: a side whose :func:`robust_cv` is above this (a fraction)
+            cannot support a change; None judges no spread.
 
     Raises:
         ValueError: an empty sample, or a value that is not finite and above zero.
@@ -239,7 +247,29 @@ def compare_samples(
         low = float(res.confidence_interval.low)
         high = float(res.confidence_interval.high)
     verdict, reason = _verdict(ratio, low, high, p_value, threshold=threshold, alpha=alpha)
+    if max_cv is not None and verdict in (Verdict.SLOWER, Verdict.FASTER):
+        spreads = [f"{name} {cv:.0%}" for name, x in (("A", xa), ("B", xb))
+                   if (cv := robust_cv(x)) > max_cv]
+        if spreads:
+            return Comparison(ratio, low, high, p_value, Verdict.UNDECIDED,
+                              f"{verdict.value} ({reason}), but the samples are noisy "
+                              f"(robust CV {', '.join(spreads)} > {max_cv:.0%}): measure again")
     return Comparison(ratio, low, high, p_value, verdict, reason)
+
+
+def robust_cv(samples: Sequence[float] | np.ndarray) -> float:
+    """The spread of ``samples`` as a fraction of their median, blind to a few outliers.
+
+    ``1.4826 * MAD / median`` (``scipy.stats.median_abs_deviation`` with
+    ``scale="normal"``; Rousseeuw and Croux, JASA 88(424), 1993): equal to the
+    CV for normal samples, but one sample hit by a hiccup does not raise it,
+    where it would raise the CV past ``max_cv`` on an otherwise steady phone.
+    """
+    x = np.asarray(samples, dtype=float)
+    middle = float(np.median(x))
+    if x.size < 2 or middle == 0:
+        return 0.0
+    return float(stats.median_abs_deviation(x, scale="normal")) / abs(middle)
 
 
 def _verdict(ratio: float, low: float, high: float, p_value: float, *, threshold: float,

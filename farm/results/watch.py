@@ -124,7 +124,7 @@ class RegressionWatch:
             try:
                 c = compare_samples(baseline_timings, new.timings[serial],
                                     threshold=self.results.change_threshold,
-                                    alpha=self.results.alpha)
+                                    alpha=self.results.alpha, max_cv=self.results.max_cv)
             except ValueError as exc:  # a timing of 0 or less: not a measurement
                 return self._skip(job, watched, f"{serial}: {exc}")
             rows.append(RegressionView(0, job.id, baseline_job_id, serial, c.ratio, c.ci_low,

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from farm.results.stats import Verdict, compare_samples, least_p_value, samples_for_alpha, spread
+from farm.results.stats import (
+    Verdict,
+    compare_samples,
+    least_p_value,
+    robust_cv,
+    samples_for_alpha,
+    spread,
+)
 
 
 def _timings(median: float, cv: float, n: int, seed: int) -> list[float]:
@@ -106,3 +113,20 @@ def test_a_five_percent_slowdown_is_slower_at_the_default_sample_count() -> None
                                  _timings(1 / 0.95, 0.02, 10, 2 * i + 1)).verdict
                  is Verdict.SLOWER for i in range(10))
     assert slower >= 9
+
+
+def test_a_change_between_noisy_samples_is_undecided() -> None:
+    """15% slower but both sides spread 20% (a loaded host): undecided, naming the noise."""
+    a, b = _timings(1.0, 0.2, 60, 1), _timings(1.15, 0.2, 60, 2)
+    assert compare_samples(a, b).verdict is Verdict.SLOWER
+    c = compare_samples(a, b, max_cv=0.05)
+    assert c.verdict is Verdict.UNDECIDED and "noisy (robust CV A 16%, B 20%" in c.reason, c
+
+
+def test_one_outlier_does_not_make_a_steady_phone_noisy() -> None:
+    """A 1.5x hiccup in 40 steady samples: the robust CV stays near 1%, the change is named."""
+    a = _timings(1.0, 0.01, 40, 1)
+    a[7] *= 1.5
+    assert robust_cv(a) < 0.02
+    assert compare_samples(a, _timings(1 / 0.95, 0.01, 40, 2), max_cv=0.05).verdict \
+        is Verdict.SLOWER
