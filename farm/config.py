@@ -310,6 +310,12 @@ class ResultSettings(_Frozen):
             at a few % CV is found (docs/benchmarks.md, bench/bench_detection.py).
         max_samples: the cap: a measurement stops here even if its median's CI
             is still wider than ``target_ci_pct``.
+        min_measure_s: a measurement's samples span this long at least,
+            seconds (warm-up not counted): its median then survives a burst of
+            host or phone load shorter than half of it, where 10 samples of a
+            fast kernel (a quarter second) would all fall in one burst. MLPerf
+            Inference's LoadGen likewise asks a minimum duration besides a
+            minimum count.
         target_ci_pct: sampling stops once the 95% CI of the median
             is this narrow, % of the median. 4: the ratio of two such medians
             then has a CI of about +-2.8% (sqrt 2 of each half-width), inside a
@@ -334,6 +340,7 @@ class ResultSettings(_Frozen):
     min_samples: int = Field(10, ge=2, le=10_000)
     max_samples: int = Field(60, ge=2, le=10_000)
     target_ci_pct: float = Field(4.0, gt=0, le=100)
+    min_measure_s: float = Field(1.0, ge=0, le=600)
     warmup_min_s: float = Field(1.0, ge=0, le=600)
     warmup_max_s: float = Field(10.0, gt=0, le=3600)
     warmup_steady_pct: float = Field(5.0, gt=0, le=100)

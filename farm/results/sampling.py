@@ -16,7 +16,8 @@ Two rules, both bounded, both in ``[results]`` (:class:`farm.config.ResultSettin
   fresh process) is so kept out of the comparison.
 - **Sampling** (:func:`take_samples`): take ``min_samples`` (or the spec's
   ``repeat`` if more), then more until the 95% CI of the median (:func:`ci_pct`) is no
-  wider than ``target_ci_pct`` of the median or ``max_samples`` are taken.
+  wider than ``target_ci_pct`` of the median and the samples span
+  ``min_measure_s``, or ``max_samples`` are taken.
   This is MLPerf Inference LoadGen's rule for a performance run (a minimum
   query count and a minimum duration, then as many more as the statistics
   need, its "early stopping" criterion bounding a percentile's confidence),
@@ -55,6 +56,7 @@ class SamplingRule:
     min_samples: int
     max_samples: int
     target_ci_pct: float
+    min_measure_s: float
     warmup_min_s: float
     warmup_max_s: float
     warmup_steady_pct: float
@@ -63,7 +65,8 @@ class SamplingRule:
     def of(cls, results: ResultSettings) -> SamplingRule:
         """The rule ``[results]`` sets."""
         return cls(results.min_samples, results.max_samples, results.target_ci_pct,
-                   results.warmup_min_s, results.warmup_max_s, results.warmup_steady_pct)
+                   results.min_measure_s, results.warmup_min_s, results.warmup_max_s,
+                   results.warmup_steady_pct)
 
 
 @dataclass(frozen=True)
@@ -90,12 +93,14 @@ class Sampled:
         warmup: the warm-up before them.
         ci_pct: width of the 95% CI of their median, % of the median (:func:`ci_pct`).
         reached_target: ``ci_pct`` is within the target (else the cap stopped it).
+        seconds: wall time the samples took, s (warm-up not counted).
     """
 
     samples_s: list[float]
     warmup: WarmUp
     ci_pct: float
     reached_target: bool
+    seconds: float = 0.0
 
 
 def _steady(samples: list[float], steady_pct: float) -> bool:
@@ -162,12 +167,15 @@ def take_samples(time_batch: Callable[[int], list[float]], rule: SamplingRule, *
     Raises:
         What ``time_batch`` raises.
     """
+    clock = clock or SystemClock()
     warm = warm_up(lambda: time_batch(1)[0], rule, clock)
+    start = clock.monotonic()
     cap = max(rule.max_samples, at_least)
     samples = list(time_batch(min(cap, max(rule.min_samples, at_least))))
     width = ci_pct(samples)
     step = max(1, rule.min_samples // 2)
-    while width > rule.target_ci_pct and len(samples) < cap:
+    while len(samples) < cap and (width > rule.target_ci_pct
+                                  or clock.monotonic() - start < rule.min_measure_s):
         samples += time_batch(min(step, cap - len(samples)))
         width = ci_pct(samples)
-    return Sampled(samples, warm, width, width <= rule.target_ci_pct)
+    return Sampled(samples, warm, width, width <= rule.target_ci_pct, clock.monotonic() - start)

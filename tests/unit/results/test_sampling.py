@@ -58,10 +58,11 @@ def test_a_phone_that_never_settles_stops_at_the_bound_unsteady() -> None:
 
 
 def test_steady_samples_stop_at_the_minimum() -> None:
-    """CV 0.5%: min_samples already pin the median within the target."""
+    """CV 0.5%, 0.1 s a sample: the minimum count and duration pin the median, and it stops."""
     clock = FakeClock()
     sampled = take_samples(_phone(_steady(0.01, 0.005, 2), clock), RULE, clock=clock)
-    assert len(sampled.samples_s) == RULE.min_samples and sampled.reached_target
+    assert RULE.min_samples <= len(sampled.samples_s) <= RULE.min_samples * 3 // 2
+    assert sampled.reached_target and sampled.seconds >= RULE.min_measure_s
     assert sampled.ci_pct <= RULE.target_ci_pct and sampled.warmup.steady
 
 
@@ -80,3 +81,11 @@ def test_the_spec_repeat_is_a_floor() -> None:
     sampled = take_samples(_phone(_steady(0.01, 0.005, 5), clock), RULE, at_least=100,
                            clock=clock)
     assert len(sampled.samples_s) == 100
+
+
+def test_a_fast_kernel_is_sampled_for_the_minimum_duration() -> None:
+    """1 ms samples: steady at once, yet sampled until min_measure_s (or the cap) has passed."""
+    clock = FakeClock()
+    sampled = take_samples(_phone(_steady(0.0001, 0.005, 6), clock), RULE, clock=clock)
+    assert len(sampled.samples_s) == RULE.max_samples or sampled.seconds >= RULE.min_measure_s
+    assert len(sampled.samples_s) > RULE.min_samples
