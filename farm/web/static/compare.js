@@ -9,11 +9,13 @@
 
   function render({view: data}) {
     const common = data.phones.filter((p) => p.ratio !== null);
-    const verdict = data.regressed
+    const undecided = data.undecided.length
+      ? `; undecided on ${data.undecided.length} phone(s): ${data.undecided.join(", ")} ` +
+        "(too few samples or too wide a CI: measure again with more)"
+      : "";
+    const verdict = (data.regressed
       ? `B is slower than A on ${data.slower.length} phone(s): ${data.slower.join(", ")}`
-      : data.undecided.length
-        ? `undecided on ${data.undecided.length} phone(s): ${data.undecided.join(", ")}`
-        : "no phone is slower in B";
+      : "no phone is slower in B") + undecided;
     document.getElementById("verdict").textContent =
       `${data.b.ref} vs ${data.a.ref} (${data.a.workload}): ${verdict} ` +
       `(threshold ${(data.threshold * 100).toFixed(0)} %, alpha ${data.alpha})`;
