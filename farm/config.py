@@ -304,6 +304,29 @@ class ResultSettings(_Frozen):
             timing that counts as slower or faster (0.05 = 5%;
             ``farmctl compare`` and the regression watch).
         alpha: the Mann-Whitney U p-value a change must be below to count.
+        min_samples: timed samples a phone's measurement takes at least (after
+            warm-up; more if the spec's ``repeat`` asks). 10: twice the 5 a side
+            a Mann-Whitney test needs to reach alpha 0.01 at all, so a 5% change
+            at a few % CV is found (docs/benchmarks.md, bench/bench_detection.py).
+        max_samples: the cap: a measurement stops here even if its median's CI
+            is still wider than ``target_ci_pct``.
+        min_measure_s: a measurement's samples span this long at least,
+            seconds (warm-up not counted): its median then survives a burst of
+            host or phone load shorter than half of it, where 10 samples of a
+            fast kernel (a quarter second) would all fall in one burst. MLPerf
+            Inference's LoadGen likewise asks a minimum duration besides a
+            minimum count.
+        target_ci_pct: sampling stops once the 95% CI of the median
+            is this narrow, % of the median. 4: the ratio of two such medians
+            then has a CI of about +-2.8% (sqrt 2 of each half-width), inside a
+            5% threshold with room for a small drift, so "no change" can be said.
+        warmup_min_s: warm-up lasts at least this long, seconds (AndroidX
+            Microbenchmark warms up for at least 250 ms; farm's samples pass
+            through RPC, so longer).
+        warmup_max_s: warm-up stops here even if the timing is not steady, seconds.
+        warmup_steady_pct: warm-up ends when the median of the last 3 samples is
+            within this % of the median of the 3 before
+            (:mod:`farm.results.sampling`).
         watch_interval_s: how often farmd's regression watch looks for newly
             finished jobs of schedules with a baseline, seconds.
         watch_lookback_s: the regression watch compares finished jobs this
@@ -314,8 +337,25 @@ class ResultSettings(_Frozen):
     rerun_noisy: bool = True
     change_threshold: float = Field(0.05, gt=0, lt=1)
     alpha: float = Field(0.01, gt=0, lt=1)
+    min_samples: int = Field(10, ge=2, le=10_000)
+    max_samples: int = Field(60, ge=2, le=10_000)
+    target_ci_pct: float = Field(4.0, gt=0, le=100)
+    min_measure_s: float = Field(1.0, ge=0, le=600)
+    warmup_min_s: float = Field(1.0, ge=0, le=600)
+    warmup_max_s: float = Field(10.0, gt=0, le=3600)
+    warmup_steady_pct: float = Field(5.0, gt=0, le=100)
     watch_interval_s: float = Field(60.0, gt=0)
     watch_lookback_s: float = Field(86400.0, gt=0)
+
+    @model_validator(mode="after")
+    def _bounds_in_order(self) -> ResultSettings:
+        if self.min_samples > self.max_samples:
+            raise ValueError(f"min_samples ({self.min_samples}) is above max_samples "
+                             f"({self.max_samples})")
+        if self.warmup_min_s > self.warmup_max_s:
+            raise ValueError(f"warmup_min_s ({self.warmup_min_s}) is above warmup_max_s "
+                             f"({self.warmup_max_s})")
+        return self
 
 
 class HostSettings(_Frozen):

@@ -1,9 +1,12 @@
 """``farmctl compare A B``: per phone, is B slower than A? (and the regressions listing).
 
-Exit codes, so a CI pipeline can gate on it: 0 no phone is slower in B; 3
-(:data:`~farm.results.compare.EXIT_REGRESSED`) at least one is; 2 the input is
-wrong (unknown job or run, unfinished job, no phone in common, different
-workloads); 1 anything else farm reports.
+Exit codes, so a CI pipeline can gate on it: 0 every phone decided and none
+is slower in B; 3 (:data:`~farm.results.compare.EXIT_REGRESSED`) at least one
+is slower; 4 (:data:`~farm.results.compare.EXIT_UNDECIDED`) none is slower
+but at least one is undecided (too few samples to reach alpha, or a CI too
+wide to rule a change in or out: measure again with more samples); 2 the
+input is wrong (unknown job or run, unfinished job, no phone in common,
+different workloads); 1 anything else farm reports.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import click
 
 from farm.cli.output import Column, echo_json, note, print_table
 from farm.cli.state import CliState, pass_state
-from farm.results.compare import EXIT_REGRESSED, compare_refs, plot_report
+from farm.results.compare import EXIT_REGRESSED, EXIT_UNDECIDED, compare_refs, plot_report
 from farm.results.regressions import RegressionView
 
 __all__ = ["Fraction", "compare", "regression_rows", "show_regressions"]
@@ -43,6 +46,7 @@ _COLUMNS = [
     Column("serial"), Column("median_a_s", "A median s", "right"),
     Column("median_b_s", "B median s", "right"), Column("ratio", "B/A", "right"),
     Column("ci", "95% CI", "right"), Column("p_value", "p", "right"), Column("verdict"),
+    Column("why"),
 ]
 
 
@@ -51,11 +55,15 @@ def _table_row(phone: dict[str, Any]) -> dict[str, Any]:
           if phone["ci_low"] is not None else None)
     ratio = f"{phone['ratio']:.3f}" if phone["ratio"] is not None else None
     p_value = f"{phone['p_value']:.2g}" if phone["p_value"] is not None else None
-    return {**phone, "ci": ci, "ratio": ratio, "p_value": p_value}
+    why = "; ".join(part for part in (phone["reason"], phone["noisy"] and
+                                      f"noisy: {phone['noisy']}") if part)
+    return {**phone, "ci": ci, "ratio": ratio, "p_value": p_value, "why": why}
 
 
-@click.command(epilog=f"Exit codes: 0 no phone is slower in B; {EXIT_REGRESSED} at least one "
-                      "is; 2 wrong input (unknown or unfinished job or run, no phone in common, "
+@click.command(epilog=f"Exit codes: 0 every phone decided, none slower in B; {EXIT_REGRESSED} at "
+                      f"least one is slower; {EXIT_UNDECIDED} none slower but at least one "
+                      "undecided (too few samples or too wide a CI); 2 wrong input "
+                      "(unknown or unfinished job or run, no phone in common, "
                       "different workloads); 1 another failure.")
 @click.argument("a")
 @click.argument("b")
@@ -77,13 +85,15 @@ def compare(ctx: click.Context, state: CliState, a: str, b: str, threshold: floa
     model and input shapes compare: a model job (untuned), one run with
     --tuned N, a tune --model job N (tuned) and N:untuned (that tune job's own
     untuned timings). Only phones in both are compared (Mann-Whitney U test,
-    bootstrap CI); the others are listed as only in A or only in B.
+    bootstrap CI); the others are listed as only in A or only in B. A verdict is slower, faster, no change
+    (the CI lies inside the threshold) or undecided, with the reason; noisy
+    samples are flagged with theirs.
     """
     settings = state.settings.results
     report = compare_refs(
         state.store, a, b,
         threshold=settings.change_threshold if threshold is None else threshold,
-        alpha=settings.alpha if alpha is None else alpha,
+        alpha=settings.alpha if alpha is None else alpha, max_cv=settings.max_cv,
     )
     data = report.to_json()
     if as_json:
@@ -96,7 +106,11 @@ def compare(ctx: click.Context, state: CliState, a: str, b: str, threshold: floa
         note(f"plot written to {plot_path}")
     if report.regressed:
         note(f"slower in B on {len(report.slower)} phone(s): {', '.join(report.slower)}")
-        ctx.exit(EXIT_REGRESSED)
+    elif report.undecided:
+        note(f"undecided on {len(report.undecided)} phone(s): {', '.join(report.undecided)}; "
+             "measure both again with more samples (--samples) to decide")
+    if report.exit_code:
+        ctx.exit(report.exit_code)
 
 
 def regression_rows(views: list[RegressionView]) -> list[dict[str, Any]]:

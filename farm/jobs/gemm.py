@@ -24,7 +24,7 @@ GFLOPS is ``2 N^3 / t / 1e9`` with ``t`` the mean of the samples (seconds).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from farm.jobs.session import (
 )
 from farm.jobs.targets import runtime_device_name, work_group_limit
 from farm.jobs.tvm_errors import reason_of
+from farm.results.sampling import SamplingRule, WarmUp, take_samples
 
 log = structlog.get_logger(__name__)
 
@@ -75,6 +76,10 @@ class GemmResult:
         max_abs_err: largest ``|C - A @ B|`` against numpy.
         threads: thread pool settings in force (None for GPU runs).
         library: the cached ``.so`` that ran.
+        warmup: the warm-up runs thrown away before ``samples_s``
+            (:func:`farm.results.sampling.warm_up`); None when not warmed up.
+        ci_pct: width of the 95% CI of the samples' median, % of it; None when
+            the samples were a fixed number.
     """
 
     n: int
@@ -89,6 +94,8 @@ class GemmResult:
     max_abs_err: float
     threads: ThreadPoolApplied | None
     library: str
+    warmup: WarmUp | None = None
+    ci_pct: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the result."""
@@ -389,6 +396,7 @@ def run_gemm(
     cache: CompileCache,
     *,
     seed: int = 0,
+    sampling: SamplingRule | None = None,
 ) -> GemmResult:
     """Build (or reuse), upload, check and time GEMM on the phone serving ``tracker.key``.
 
@@ -398,6 +406,9 @@ def run_gemm(
         tracker: where to get the RPC session.
         cache: the compile cache.
         seed: seed of the random inputs.
+        sampling: warm up, then take samples until the median is known
+            (:func:`farm.results.sampling.take_samples`, at least
+            ``params.timing.repeat``); None takes exactly ``repeat``, unwarmed.
 
     Returns:
         The result with every raw sample.
@@ -408,7 +419,14 @@ def run_gemm(
         SessionError, TrackerUnreachable: the session failed (retried elsewhere).
     """
     loaded = load_gemm(params, target, tracker, cache, seed=seed)
-    samples_s = loaded.time()
+    warmup = ci_pct = None
+    if sampling is None:
+        samples_s = loaded.time()
+    else:
+        timing = params.timing
+        sampled = take_samples(lambda repeat: loaded.time(replace(timing, repeat=repeat)),
+                               sampling, at_least=timing.repeat)
+        samples_s, warmup, ci_pct = sampled.samples_s, sampled.warmup, sampled.ci_pct
     mean_s = float(np.mean(samples_s))
     result = GemmResult(
         n=params.n,
@@ -423,6 +441,8 @@ def run_gemm(
         max_abs_err=loaded.max_abs_err,
         threads=loaded.threads,
         library=str(loaded.library),
+        warmup=warmup,
+        ci_pct=ci_pct,
     )
     log.info(
         "gemm_measured",

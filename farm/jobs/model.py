@@ -37,6 +37,7 @@ from farm.jobs.session import (
 from farm.jobs.targets import runtime_device_name
 from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE, repair_work_dir
 from farm.jobs.tvm_errors import reason_of
+from farm.results.sampling import SamplingRule, WarmUp, take_samples
 
 log = structlog.get_logger(__name__)
 
@@ -76,6 +77,9 @@ class ModelResult:
         library: the cached ``.so`` that ran.
         imported: ``"imported after simplification: <why>"`` when TVM's frontend
             refused the original graph (:mod:`farm.jobs.onnx_import`), else None.
+        warmup: the warm-up runs thrown away before ``samples_s``; None when
+            not warmed up (as :class:`farm.jobs.gemm.GemmResult`).
+        ci_pct: width of the 95% CI of the samples' median, % of it, or None.
     """
 
     model: str
@@ -89,6 +93,8 @@ class ModelResult:
     threads: ThreadPoolApplied | None
     library: str
     imported: str | None = None
+    warmup: WarmUp | None = None
+    ci_pct: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the result."""
@@ -348,7 +354,8 @@ def _flatten(value: Any) -> list[np.ndarray]:
 
 
 def run_model(
-    params: ModelParams, target: dict[str, Any], tracker: TrackerParams, cache: CompileCache
+    params: ModelParams, target: dict[str, Any], tracker: TrackerParams, cache: CompileCache,
+    *, sampling: SamplingRule | None = None,
 ) -> ModelResult:
     """Build (or reuse), upload, check and time the model on the phone serving ``tracker.key``.
 
@@ -357,6 +364,9 @@ def run_model(
         target: target dict for the phone.
         tracker: where to get the RPC session.
         cache: the compile cache.
+        sampling: warm up, then sample until the median is known, at least
+            ``params.timing.repeat`` (:func:`farm.results.sampling.take_samples`);
+            None takes exactly ``repeat``, unwarmed.
 
     Returns:
         The result with every raw sample.
@@ -387,14 +397,18 @@ def run_model(
         outputs = _flatten(vm["main"](*args))
         vm.set_input("main", *args)
         timing = params.timing
-        evaluator = vm.time_evaluator(
-            "invoke_stateful",
-            dev,
-            number=timing.number,
-            repeat=timing.repeat,
-            min_repeat_ms=timing.min_repeat_ms,
-        )
-        samples_s = [float(s) for s in evaluator("main").results]
+
+        def time(repeat: int) -> list[float]:
+            evaluator = vm.time_evaluator("invoke_stateful", dev, number=timing.number,
+                                          repeat=repeat, min_repeat_ms=timing.min_repeat_ms)
+            return [float(s) for s in evaluator("main").results]
+
+        warmup = ci_pct = None
+        if sampling is None:
+            samples_s = time(timing.repeat)
+        else:
+            sampled = take_samples(time, sampling, at_least=timing.repeat)
+            samples_s, warmup, ci_pct = sampled.samples_s, sampled.warmup, sampled.ci_pct
     except (RuntimeError, OSError) as exc:
         raise SessionError(phone, f"model run failed: {exc}") from exc
     if len(outputs) != len(expected):
@@ -425,4 +439,6 @@ def run_model(
         threads=threads,
         library=str(library),
         imported=imported,
+        warmup=warmup,
+        ci_pct=ci_pct,
     )

@@ -130,12 +130,15 @@ def gemm_params(p: GemmParams) -> jp.GemmParams:
 def run(ctx: RunContext, spec: GemmJob) -> Outcome:
     """Time the gemm ``repetitions`` times on each phone; GFLOPS per phone, never pooled."""
     from farm.jobs.gemm import gemm_flop, run_gemm
+    from farm.results.sampling import SamplingRule
     from farm.runner.measure import measure, summary_of_runs
 
     params = gemm_params(spec.params)
+    sampling = SamplingRule.of(ctx.settings.results)
     measured = measure(
         ctx, spec.repetitions, params.device,
-        lambda tracker, target, rep: run_gemm(params, target, tracker, ctx.cache, seed=rep),
+        lambda tracker, target, rep: run_gemm(params, target, tracker, ctx.cache, seed=rep,
+                                              sampling=sampling),
         lambda result: {"gflops": result.gflops},
     )
     summary = summary_of_runs("gemm", measured)
@@ -187,7 +190,9 @@ TIMING_OPTIONS = [
                  help="Runs averaged into one sample (time_evaluator number). "
                       f"{default_of(GemmParams, 'number')}"),
     click.option("--samples", "repeat", type=int,
-                 help="Timed samples per run (time_evaluator repeat). "
+                 help="Timed samples per run at least (time_evaluator repeat); farm takes "
+                      "more, up to results.max_samples, until the median is known to "
+                      "results.target_ci_pct, after a warm-up it discards. "
                       f"{default_of(GemmParams, 'repeat')}"),
 ]
 _FLAGS = {**GEMM_FLAGS, **TIMING_FLAGS, "min_repeat_ms": "--min-repeat-ms",

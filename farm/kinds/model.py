@@ -205,6 +205,7 @@ def check_model(spec: ModelJob, store: Store, data_dir: Path) -> None:
 def run(ctx: RunContext, spec: ModelJob) -> Outcome:
     """Time the model ``repetitions`` times on each phone, every sample kept with its serial."""
     from farm.jobs.model import run_model
+    from farm.results.sampling import SamplingRule
     from farm.runner.execute import tune_work_dir
     from farm.runner.measure import measure, summary_of_runs
 
@@ -214,7 +215,8 @@ def run(ctx: RunContext, spec: ModelJob) -> Outcome:
     params = model_params(p, path, p.target, database_dir)
     measured = measure(
         ctx, spec.repetitions, params.device,
-        lambda tracker, target, _rep: run_model(params, target, tracker, ctx.cache),
+        lambda tracker, target, _rep: run_model(params, target, tracker, ctx.cache,
+                                                sampling=SamplingRule.of(ctx.settings.results)),
         lambda result: {"model_sha256": result.model_sha256, "imported": result.imported},
     )
     summary = summary_of_runs("model", measured)

@@ -376,7 +376,7 @@ class Regression(Base):
     ci_low: Mapped[float]
     ci_high: Mapped[float]
     p_value: Mapped[float]
-    verdict: Mapped[str] = mapped_column(sa.String(16))  # "slower" | "faster" | "no change"
+    verdict: Mapped[str] = mapped_column(sa.String(16))  # slower|faster|no change|undecided
     created_at: Mapped[datetime]
 
 

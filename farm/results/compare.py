@@ -20,6 +20,9 @@ Numbers from different phones are never pooled: each verdict is one phone's.
 Builds of one model (untuned, tuned by job N) are comparable although their
 workload labels differ: :mod:`farm.results.builds` says which is which, and a
 tune job's own untuned timings are the side ``JOB:untuned``.
+A phone whose samples on either side are noisy (CV above ``[results]
+max_cv``) or whose thermal status changed between its runs is flagged with
+the reason (``noisy``); its verdict still stands, but a person should know.
 """
 
 from __future__ import annotations
@@ -38,10 +41,12 @@ from farm.queue.records import JobView
 from farm.queue.store import Store
 from farm.results.builds import Build, build_of, split_ref, untuned_timings
 from farm.results.rows import SampleRow, latest_repetition, sample_rows
-from farm.results.stats import Comparison, Verdict, compare_samples
+from farm.results.spreads import noise_reasons, thermal_change
+from farm.results.stats import Comparison, Verdict, compare_samples, spread
 
 __all__ = [
     "EXIT_REGRESSED",
+    "EXIT_UNDECIDED",
     "CompareReport",
     "PhoneComparison",
     "Side",
@@ -55,6 +60,9 @@ __all__ = [
 
 #: ``farmctl compare``'s exit code when at least one phone is slower in B.
 EXIT_REGRESSED = 3
+#: ``farmctl compare``'s exit code when no phone is slower but at least one is
+#: undecided (too few samples, or a CI too wide to rule a change in or out).
+EXIT_UNDECIDED = 4
 
 _RUN_ID = re.compile(r"^r-[0-9A-Za-z]{1,30}$")
 _TIMING_UNIT = "s"
@@ -71,6 +79,8 @@ class Side:
         jobs: serial -> the id of the job that measured it (the newest if several).
         build: which build of which model it timed (untuned, tuned by job N); None
             for a workload that is no model.
+        thermal: serial -> ``(lowest, highest)`` thermal status before its
+            runs, for phones whose status changed while they were measured.
     """
 
     ref: str
@@ -78,6 +88,7 @@ class Side:
     timings: Mapping[str, tuple[float, ...]]
     jobs: Mapping[str, int] = field(default_factory=dict)
     build: Build | None = None
+    thermal: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def shown(self) -> str:
@@ -98,7 +109,8 @@ class PhoneComparison:
 
     ``comparison`` is None when the phone is on one side only (``only_in`` is
     then ``"a"`` or ``"b"``); ``median_a_s``/``median_b_s`` are None on the
-    side it is missing from.
+    side it is missing from. ``noisy`` says why its samples are not to be
+    trusted (``"A: CV 14% > 5%; B: thermal status 0->2"``), empty when steady.
     """
 
     serial: str
@@ -108,10 +120,11 @@ class PhoneComparison:
     n_a: int
     n_b: int
     only_in: str | None = None
+    noisy: str = ""
 
     @property
     def verdict(self) -> str:
-        """``slower``, ``faster``, ``no change``, or ``only in A``/``only in B``."""
+        """``slower``, ``faster``, ``no change``, ``undecided``, or ``only in A``/``only in B``."""
         if self.comparison is None:
             return f"only in {(self.only_in or '').upper()}"
         return self.comparison.verdict.value
@@ -134,15 +147,30 @@ class CompareReport:
                 if p.comparison is not None and p.comparison.verdict is Verdict.SLOWER]
 
     @property
+    def undecided(self) -> list[str]:
+        """Serials of the phones whose verdict is undecided."""
+        return [p.serial for p in self.phones
+                if p.comparison is not None and p.comparison.verdict is Verdict.UNDECIDED]
+
+    @property
     def regressed(self) -> bool:
         """Whether any phone is slower in B (``farmctl compare`` exits :data:`EXIT_REGRESSED`)."""
         return bool(self.slower)
+
+    @property
+    def exit_code(self) -> int:
+        """The exit code: :data:`EXIT_REGRESSED`, else :data:`EXIT_UNDECIDED`, else 0."""
+        if self.regressed:
+            return EXIT_REGRESSED
+        return EXIT_UNDECIDED if self.undecided else 0
 
     def to_json(self) -> dict[str, Any]:
         """The report as ``farmctl compare --json`` and the dashboard show it.
 
         Medians in seconds; ``ratio`` is B's median over A's with its 95 % CI
-        and the Mann-Whitney U ``p_value`` (None for a one-sided phone).
+        and the Mann-Whitney U ``p_value`` (None for a one-sided phone);
+        ``reason`` says why the verdict; ``noisy`` why the samples are not to be
+        trusted (empty when steady).
         """
         def side(s: Side) -> dict[str, Any]:
             return {"ref": s.ref, "workload": s.workload, "jobs": dict(s.jobs),
@@ -151,7 +179,7 @@ class CompareReport:
         return {
             "a": side(self.a), "b": side(self.b), "threshold": self.threshold,
             "alpha": self.alpha, "regressed": self.regressed, "slower": self.slower,
-            "exit_code": EXIT_REGRESSED if self.regressed else 0,
+            "undecided": self.undecided, "exit_code": self.exit_code,
             "phones": [
                 {"serial": p.serial, "verdict": p.verdict, "only_in": p.only_in,
                  "median_a_s": p.median_a_s, "median_b_s": p.median_b_s,
@@ -159,7 +187,9 @@ class CompareReport:
                  "ratio": p.comparison and p.comparison.ratio,
                  "ci_low": p.comparison and p.comparison.ci_low,
                  "ci_high": p.comparison and p.comparison.ci_high,
-                 "p_value": p.comparison and p.comparison.p_value}
+                 "p_value": p.comparison and p.comparison.p_value,
+                 "reason": p.comparison.reason if p.comparison else "",
+                 "noisy": p.noisy}
                 for p in self.phones
             ],
         }
@@ -222,9 +252,15 @@ def side_of(store: Store, ref: str, jobs: list[JobView]) -> Side:
     for serial, by_job in sorted(by_phone(rows).items()):
         timings[serial] = tuple(v for job_id in sorted(by_job) for v in by_job[job_id])
         job_of[serial] = max(by_job)
+    statuses: dict[str, list[int]] = {}
+    for row in latest_repetition(rows):
+        if row.serial is not None and row.thermal_status is not None:
+            statuses.setdefault(row.serial, []).append(row.thermal_status)
+    thermal = {serial: change for serial, seen in statuses.items()
+               if (change := thermal_change(seen)) is not None}
     builds = {build_of(j) for j in jobs}
     build = builds.pop() if len(builds) == 1 else None
-    return Side(ref, workloads[0], timings, job_of, build)
+    return Side(ref, workloads[0], timings, job_of, build, thermal)
 
 
 def load_side(store: Store, ref: str) -> Side:
@@ -251,7 +287,22 @@ def load_side(store: Store, ref: str) -> Side:
                 dict.fromkeys(timings, job.id), build_of(job, untuned=True))
 
 
-def compare_sides(a: Side, b: Side, *, threshold: float, alpha: float) -> CompareReport:
+def _noisy(serial: str, sides: Iterable[tuple[str, Side]], max_cv: float | None) -> str:
+    """Why ``serial``'s samples are not to be trusted, per side (``A: ...; B: ...``)."""
+    parts = []
+    for name, side in sides:
+        values = side.timings.get(serial)
+        if not values:
+            continue
+        cv = spread(values).cv if max_cv is not None else 0.0
+        reasons = noise_reasons(cv, max_cv or 0.0, side.thermal.get(serial))
+        if reasons:
+            parts.append(f"{name}: {', '.join(reasons)}")
+    return "; ".join(parts)
+
+
+def compare_sides(a: Side, b: Side, *, threshold: float, alpha: float,
+                  max_cv: float | None = None) -> CompareReport:
     """Compare each phone of ``b`` with the same phone of ``a`` (pure).
 
     Args:
@@ -259,6 +310,10 @@ def compare_sides(a: Side, b: Side, *, threshold: float, alpha: float) -> Compar
         b: the new side.
         threshold: the smallest relative change of the median that counts (0.05 = 5%).
         alpha: the p-value a change must be below.
+        max_cv: a side's samples with a CV above this are flagged noisy, and
+            with a robust CV above it cannot be called slower or faster
+            (:func:`~farm.results.stats.compare_samples`); None flags only
+            thermal changes.
 
     Raises:
         UserFault: the sides measure different workloads, or share no phone.
@@ -275,9 +330,10 @@ def compare_sides(a: Side, b: Side, *, threshold: float, alpha: float) -> Compar
         PhoneComparison(
             serial,
             compare_samples(a.timings[serial], b.timings[serial], threshold=threshold,
-                            alpha=alpha),
+                            alpha=alpha, max_cv=max_cv),
             median(a.timings[serial]), median(b.timings[serial]),
             len(a.timings[serial]), len(b.timings[serial]),
+            noisy=_noisy(serial, (("A", a), ("B", b)), max_cv),
         )
         for serial in common
     ]
@@ -287,26 +343,27 @@ def compare_sides(a: Side, b: Side, *, threshold: float, alpha: float) -> Compar
             phones.append(PhoneComparison(
                 serial, None, middle if name == "a" else None, middle if name == "b" else None,
                 len(side.timings[serial]) if name == "a" else 0,
-                len(side.timings[serial]) if name == "b" else 0, only_in=name))
+                len(side.timings[serial]) if name == "b" else 0, only_in=name,
+                noisy=_noisy(serial, ((name.upper(), side),), max_cv)))
     return CompareReport(a, b, threshold, alpha, tuple(phones))
 
 
 def compare_refs(store: Store, a: str, b: str, *, threshold: float,
-                 alpha: float) -> CompareReport:
+                 alpha: float, max_cv: float | None = None) -> CompareReport:
     """Read and compare two jobs or runs (see :func:`load_side`, :func:`compare_sides`).
 
     Raises:
         UserFault: as :func:`load_side` and :func:`compare_sides` say.
     """
     return compare_sides(load_side(store, a), load_side(store, b), threshold=threshold,
-                         alpha=alpha)
+                         alpha=alpha, max_cv=max_cv)
 
 
 def plot_report(report: CompareReport, path: Path) -> None:
     """Draw each common phone's ratio B/A as a bar with its 95% CI to ``path`` (PNG).
 
     A dashed line marks 1 (no change) and dotted ones the threshold either side;
-    bars are red when slower, green when faster, grey otherwise.
+    bars are red when slower, green when faster, orange when undecided, grey otherwise.
 
     Raises:
         UserFault: the file cannot be written.
@@ -318,7 +375,7 @@ def plot_report(report: CompareReport, path: Path) -> None:
 
     common = [p for p in report.phones if p.comparison is not None]
     colours = {Verdict.SLOWER: "tab:red", Verdict.FASTER: "tab:green",
-               Verdict.NO_CHANGE: "tab:grey"}
+               Verdict.NO_CHANGE: "tab:grey", Verdict.UNDECIDED: "tab:orange"}
     fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(common) + 2), 4))
     try:
         xs = range(len(common))

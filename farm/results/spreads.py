@@ -17,7 +17,8 @@ from datetime import datetime
 from farm.results.rows import SampleRow, latest_repetition
 from farm.results.stats import Spread, spread
 
-__all__ = ["PhoneSpread", "by_workload", "noise_label", "phone_spreads"]
+__all__ = ["PhoneSpread", "by_workload", "noise_label", "noise_reasons", "phone_spreads",
+           "thermal_change"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class PhoneSpread:
         battery_temp_c: the hottest battery temperature taken before the
             measurement's runs, °C; None if no snapshot was kept.
         thermal_status: the highest Android thermal status before its runs.
+        thermal_change: ``(lowest, highest)`` thermal status before its runs
+            when they differ (the phone heated or cooled while measuring), else None.
         finished_at: when the job ended.
     """
 
@@ -48,6 +51,7 @@ class PhoneSpread:
     battery_temp_c: float | None
     thermal_status: int | None
     finished_at: datetime | None
+    thermal_change: tuple[int, int] | None = None
 
 
 def _highest(values: Iterable[float | None]) -> float | None:
@@ -72,23 +76,53 @@ def phone_spreads(rows: Iterable[SampleRow], max_cv: float) -> list[PhoneSpread]
     for (job_id, serial), mine in sorted(groups.items(), key=lambda g: (g[0][0], g[0][1] or "")):
         first = mine[0]
         figure = spread([r.value for r in mine])
+        statuses = [r.thermal_status for r in mine if r.thermal_status is not None]
         figures.append(PhoneSpread(
             job_id=job_id, run_id=first.run_id, serial=serial, model=first.model,
             workload=first.workload, unit=first.unit, spread=figure,
             noisy=figure.noisy(max_cv), rerun=(job_id, serial) in rerun,
             battery_temp_c=_highest(r.battery_temp_c for r in mine),
-            thermal_status=max((r.thermal_status for r in mine if r.thermal_status is not None),
-                               default=None),
+            thermal_status=max(statuses, default=None),
             finished_at=first.finished_at,
+            thermal_change=thermal_change(statuses),
         ))
     return figures
 
 
+def thermal_change(statuses: Sequence[int]) -> tuple[int, int] | None:
+    """``(lowest, highest)`` of the thermal statuses before a measurement's runs, if they differ."""
+    if not statuses or min(statuses) == max(statuses):
+        return None
+    return min(statuses), max(statuses)
+
+
+def noise_reasons(cv: float, max_cv: float, change: tuple[int, int] | None) -> list[str]:
+    """Why one phone's measurement is not to be trusted, one phrase each; empty when steady.
+
+    Args:
+        cv: its samples' coefficient of variation (a fraction).
+        max_cv: the CV above which samples are noisy (``[results] max_cv``).
+        change: :func:`thermal_change` of its runs.
+    """
+    reasons = [f"CV {cv:.0%} > {max_cv:.0%}"] if cv > max_cv else []
+    if change is not None:
+        reasons.append(f"thermal status {change[0]}->{change[1]}")
+    return reasons
+
+
 def noise_label(figure: PhoneSpread) -> str:
-    """``noisy``, ``re-run: noisy``, ``re-run: steady`` or empty."""
+    """A figure's noise label, e.g. ``noisy: CV 14%, thermal status 0->2`` or ``re-run: steady``.
+
+    A thermal status that changed between the runs marks a figure even when
+    its CV is low: the phone's clocks were not the same for all its samples.
+    """
+    reasons = ([f"CV {figure.spread.cv:.0%}"] if figure.noisy else []) + (
+        [f"thermal status {figure.thermal_change[0]}->{figure.thermal_change[1]}"]
+        if figure.thermal_change else [])
+    label = f"noisy: {', '.join(reasons)}" if reasons else ""
     if figure.rerun:
-        return "re-run: noisy" if figure.noisy else "re-run: steady"
-    return "noisy" if figure.noisy else ""
+        return f"re-run: {label}" if label else "re-run: steady"
+    return label
 
 
 def by_workload(figures: Sequence[PhoneSpread], workload: str) -> list[PhoneSpread]:

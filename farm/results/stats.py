@@ -5,6 +5,14 @@ statistics come from scipy (``scipy.stats.bootstrap``, ``mannwhitneyu``,
 ``iqr``) rather than our own code; only the choice of statistic and the verdict
 rule are farm's.
 
+The verdict is three-way, as in equivalence testing (Lakens, "Equivalence
+Tests", Social Psychological and Personality Science 8(4), 2017): a change is
+named when the Mann-Whitney U test (scipy ``mannwhitneyu``, Mann and Whitney
+1947) rejects "no difference" at ``alpha`` and the bootstrap CI of the median
+ratio (Efron and Tibshirani, "An Introduction to the Bootstrap", 1993, ch. 13,
+percentile interval) excludes 1; "no change" is said only when that CI lies
+inside the threshold band; anything else is "undecided", with the reason.
+
 Samples are timings in seconds (smaller is faster) unless stated otherwise.
 A ratio is ``median(b) / median(a)``: above 1 means ``b`` is slower than ``a``
 for timings.
@@ -15,11 +23,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from math import comb
 
 import numpy as np
 from scipy import stats
 
-__all__ = ["Comparison", "Spread", "Verdict", "compare_samples", "spread"]
+__all__ = ["Comparison", "Spread", "Verdict", "compare_samples", "least_p_value", "robust_cv",
+           "samples_for_alpha", "spread"]
 
 #: Bootstrap resamples for a confidence interval; 2000 keeps a 95% CI's ends
 #: stable to about 1% of its width and costs ~10 ms for 100 samples.
@@ -59,6 +69,7 @@ class Verdict(str, Enum):
     SLOWER = "slower"
     FASTER = "faster"
     NO_CHANGE = "no change"
+    UNDECIDED = "undecided"
 
 
 @dataclass(frozen=True)
@@ -71,8 +82,9 @@ class Comparison:
             resampled independently).
         p_value: two-sided Mann-Whitney U p-value of ``a`` and ``b`` (1.0 when
             either has fewer than two samples).
-        verdict: SLOWER/FASTER when the p-value is below ``alpha`` and the
-            ratio differs from 1 by at least ``threshold``; else NO_CHANGE.
+        verdict: see :func:`compare_samples`.
+        reason: why the verdict, one line (e.g. ``"3 samples a side cannot
+            reach alpha 0.01 (Mann-Whitney needs 5)"``).
     """
 
     ratio: float
@@ -80,6 +92,7 @@ class Comparison:
     ci_high: float
     p_value: float
     verdict: Verdict
+    reason: str = ""
 
 
 def _rng(seed: int | None) -> np.random.Generator:
@@ -131,6 +144,37 @@ def _median_ratio(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.median(b, axis=axis) / np.median(a, axis=axis)
 
 
+def least_p_value(n_a: int, n_b: int) -> float:
+    """The smallest two-sided p-value a Mann-Whitney U test of ``n_a`` against ``n_b`` can give.
+
+    With no ties the exact null distribution puts ``1 / C(n_a + n_b, n_a)``
+    on each extreme ordering (every ``a`` below every ``b``), so two-sided the
+    least p is ``2 / C(n_a + n_b, n_a)`` (Mann and Whitney 1947): 0.1 for 3
+    against 3, 0.0079 for 5 against 5. Below ``alpha`` or no verdict can be
+    "slower", whatever the data.
+    """
+    if n_a < 1 or n_b < 1:
+        return 1.0
+    return min(1.0, 2.0 / comb(n_a + n_b, n_a))
+
+
+def samples_for_alpha(alpha: float) -> int:
+    """The fewest samples a side (equal sides) whose :func:`least_p_value` is below ``alpha``."""
+    n = 1
+    while least_p_value(n, n) >= alpha:
+        n += 1
+    return n
+
+
+#: A change is named only when its estimate lies at least this share of the
+#: threshold away from 1 (0.5: nearer the threshold than "no change"). A true
+#: change of exactly the threshold then is named as often as the test has
+#: power, rather than the half of the time that asking the estimate to pass
+#: the threshold itself would give; a significant drift of 1-2% between two
+#: runs of one build (host load, heat) is not called a regression.
+NAMED_SHARE_OF_THRESHOLD = 0.5
+
+
 def compare_samples(
     a: Sequence[float],
     b: Sequence[float],
@@ -139,8 +183,26 @@ def compare_samples(
     alpha: float = 0.01,
     confidence: float = 0.95,
     seed: int | None = 0,
+    max_cv: float | None = None,
 ) -> Comparison:
     """Compare samples ``b`` (new) with ``a`` (baseline), both timings of one phone.
+
+    The verdict, with ``r`` the median ratio b/a and ``[lo, hi]`` its bootstrap CI:
+
+    - UNDECIDED when the sample counts cannot reach ``alpha`` at all
+      (:func:`least_p_value`): 3 against 3 is never "no change".
+    - SLOWER (FASTER) when the Mann-Whitney p-value is below ``alpha``, the
+      CI lies above (below) 1 and ``r`` is at least
+      ``1 + NAMED_SHARE_OF_THRESHOLD * threshold`` (at most ``1 - ...``).
+    - NO_CHANGE when the whole CI lies inside ``[1 - threshold, 1 + threshold]``
+      (equivalence shown, as a two one-sided test at the CI's level would).
+    - UNDECIDED otherwise: the CI is too wide to rule a change of
+      ``threshold`` in or out; more samples would decide.
+    - UNDECIDED in place of SLOWER/FASTER when ``max_cv`` is given and either
+      side's robust CV (:func:`robust_cv`) is above it: the test assumes
+      samples of one steady speed, and a side that spread (a phone sharing
+      its CPUs with other work, heating) moves by more than the change
+      between two runs of one build. "No change" still stands on a narrow CI.
 
     Args:
         a: the baseline's raw values, at least one, all above zero.
@@ -149,6 +211,8 @@ def compare_samples(
         alpha: the Mann-Whitney p-value a change must be below.
         confidence: the ratio interval's level.
         seed: the bootstrap's random seed.
+        max_cv: a side whose :func:`robust_cv` is above this (a fraction)
+            cannot support a change; None judges no spread.
 
     Raises:
         ValueError: an empty sample, or a value that is not finite and above zero.
@@ -161,8 +225,11 @@ def compare_samples(
         if not np.all(np.isfinite(x)) or np.any(x <= 0):
             raise ValueError(f"samples of {name} must be finite and above zero")
     ratio = float(np.median(xb) / np.median(xa))
-    if xa.size < 2 or xb.size < 2:
-        return Comparison(ratio, ratio, ratio, 1.0, Verdict.NO_CHANGE)
+    least = least_p_value(int(xa.size), int(xb.size))
+    if xa.size < 2 or xb.size < 2 or least >= alpha:
+        return Comparison(ratio, ratio, ratio, 1.0, Verdict.UNDECIDED,
+                          f"{xa.size} against {xb.size} samples cannot reach alpha {alpha:g} "
+                          f"(Mann-Whitney needs {samples_for_alpha(alpha)} a side)")
     p_value = float(stats.mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
     if float(np.ptp(xa)) == 0.0 and float(np.ptp(xb)) == 0.0:
         low = high = ratio
@@ -179,7 +246,46 @@ def compare_samples(
         )
         low = float(res.confidence_interval.low)
         high = float(res.confidence_interval.high)
-    verdict = Verdict.NO_CHANGE
-    if p_value < alpha and abs(ratio - 1.0) >= threshold:
-        verdict = Verdict.SLOWER if ratio > 1.0 else Verdict.FASTER
-    return Comparison(ratio, low, high, p_value, verdict)
+    verdict, reason = _verdict(ratio, low, high, p_value, threshold=threshold, alpha=alpha)
+    if max_cv is not None and verdict in (Verdict.SLOWER, Verdict.FASTER):
+        spreads = [f"{name} {cv:.0%}" for name, x in (("A", xa), ("B", xb))
+                   if (cv := robust_cv(x)) > max_cv]
+        if spreads:
+            return Comparison(ratio, low, high, p_value, Verdict.UNDECIDED,
+                              f"{verdict.value} ({reason}), but the samples are noisy "
+                              f"(robust CV {', '.join(spreads)} > {max_cv:.0%}): measure again")
+    return Comparison(ratio, low, high, p_value, verdict, reason)
+
+
+def robust_cv(samples: Sequence[float] | np.ndarray) -> float:
+    """The spread of ``samples`` as a fraction of their median, blind to a few outliers.
+
+    ``1.4826 * MAD / median`` (``scipy.stats.median_abs_deviation`` with
+    ``scale="normal"``; Rousseeuw and Croux, JASA 88(424), 1993): equal to the
+    CV for normal samples, but one sample hit by a hiccup does not raise it,
+    where it would raise the CV past ``max_cv`` on an otherwise steady phone.
+    """
+    x = np.asarray(samples, dtype=float)
+    middle = float(np.median(x))
+    if x.size < 2 or middle == 0:
+        return 0.0
+    return float(stats.median_abs_deviation(x, scale="normal")) / abs(middle)
+
+
+def _verdict(ratio: float, low: float, high: float, p_value: float, *, threshold: float,
+             alpha: float) -> tuple[Verdict, str]:
+    """The verdict and its reason (see :func:`compare_samples`)."""
+    band = f"±{threshold:.0%}"
+    ci = f"CI {low:.3f}-{high:.3f}"
+    named = NAMED_SHARE_OF_THRESHOLD * threshold
+    if p_value < alpha and low > 1.0 and ratio >= 1.0 + named:
+        return Verdict.SLOWER, f"{ratio - 1:+.1%}, p {p_value:.2g} < {alpha:g}, {ci}"
+    if p_value < alpha and high < 1.0 and ratio <= 1.0 - named:
+        return Verdict.FASTER, f"{ratio - 1:+.1%}, p {p_value:.2g} < {alpha:g}, {ci}"
+    if 1.0 - threshold <= low and high <= 1.0 + threshold:
+        return Verdict.NO_CHANGE, f"{ci} inside {band}"
+    if p_value < alpha:
+        return Verdict.UNDECIDED, (f"a change of {ratio - 1:+.1%} (p {p_value:.2g}) is under "
+                                   f"{named:.1%} but its {ci} reaches past {band}")
+    return Verdict.UNDECIDED, (f"{ci} reaches past {band} and p {p_value:.2g} is not below "
+                               f"{alpha:g}: more samples would decide")

@@ -16,7 +16,11 @@ each phone with :func:`farm.results.stats.compare_samples` (same threshold
 and alpha as ``farmctl compare``), writes one ``regressions`` row per phone
 (once per job, :meth:`~farm.results.regressions.RegressionOps.record_regressions`),
 and only after that commit logs ``regression_found`` and counts
-``farm_regressions_total{serial,workload}`` for each slower phone.
+``farm_regressions_total{serial,workload}`` for each slower phone. A phone
+whose samples cannot decide (too few to reach alpha, or a CI too wide to rule
+a change in or out) gets an ``undecided`` row and ``regression_undecided`` is
+logged with the reason, so "no change" in the table always means the CI lay
+inside the threshold.
 ``farmctl results --regressions`` lists them.
 
 A job that cannot be judged (no earlier run, no phone in common, a baseline
@@ -115,15 +119,17 @@ class RegressionWatch:
         except UserFault as exc:
             return self._skip(job, watched, str(exc))
         rows = []
+        reasons = {}
         for serial, (baseline_job_id, baseline_timings) in sorted(baselines.items()):
             try:
                 c = compare_samples(baseline_timings, new.timings[serial],
                                     threshold=self.results.change_threshold,
-                                    alpha=self.results.alpha)
+                                    alpha=self.results.alpha, max_cv=self.results.max_cv)
             except ValueError as exc:  # a timing of 0 or less: not a measurement
                 return self._skip(job, watched, f"{serial}: {exc}")
             rows.append(RegressionView(0, job.id, baseline_job_id, serial, c.ratio, c.ci_low,
                                        c.ci_high, c.p_value, c.verdict.value, now))
+            reasons[serial] = c.reason
         if not rows:
             return self._skip(job, watched, "no phone of it has a baseline run")
         if not self.store.record_regressions(job.id, rows):
@@ -136,6 +142,11 @@ class RegressionWatch:
                             p_value=row.p_value)
                 if self.metrics is not None:
                     self.metrics.count_regression(row.serial, new.workload)
+            elif row.verdict == Verdict.UNDECIDED.value:
+                log.warning("regression_undecided", job_id=job.id,
+                            baseline_job_id=row.baseline_job_id, serial=row.serial,
+                            workload=new.workload, schedule=watched.name,
+                            reason=reasons[row.serial])
         log.info("regression_checked", job_id=job.id, schedule=watched.name,
                  phones=len(rows), slower=sum(r.verdict == Verdict.SLOWER.value for r in rows))
         return rows

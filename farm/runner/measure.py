@@ -32,7 +32,8 @@ __all__ = ["Measured", "measure", "summary_of_runs"]
 log = structlog.get_logger(__name__)
 
 #: run_one(tracker, target, run index) -> a result with ``samples_s``,
-#: ``mean_s``, ``max_abs_err``, ``threads``, ``target``.
+#: ``mean_s``, ``max_abs_err``, ``threads``, ``target``, and optionally
+#: ``warmup`` (:class:`farm.results.sampling.WarmUp`) and ``ci_pct``.
 RunOne = Callable[[jp.TrackerParams, dict[str, Any], int], Any]
 
 
@@ -45,8 +46,10 @@ class Measured:
         serials: the phone of each sample.
         repetitions: per sample, 0 for the first measurement, 1 for a re-run.
         runs: one summary per run (``serial``, ``repetition`` = run index,
-            ``rerun``, ``mean_s``, ``max_abs_err``, ``threads``, ``target`` and
-            the kind's own fields).
+            ``rerun``, ``mean_s``, ``max_abs_err``, ``threads``, ``target``,
+            ``samples``, the warm-up it threw away (``warmup_runs``,
+            ``warmup_s``, ``warmup_steady``; 0/None when none), ``ci_pct``
+            and the kind's own fields).
         snapshots: the thermal snapshot taken before each run.
         noisy: per noisy phone, ``{"cv", "rerun", "rerun_cv", "still_noisy"}``
             (CVs as fractions; ``rerun_cv`` None when not re-run).
@@ -85,8 +88,14 @@ def _runs(ctx: RunContext, measured: Measured, serial: str, indices: Iterable[in
         measured.samples += result.samples_s
         measured.serials += [serial] * len(result.samples_s)
         measured.repetitions += [int(rerun)] * len(result.samples_s)
+        warmup = getattr(result, "warmup", None)
         measured.runs.append({
             "serial": serial, "repetition": repetition, "rerun": rerun, "mean_s": result.mean_s,
+            "samples": len(result.samples_s),
+            "warmup_runs": warmup.runs if warmup else 0,
+            "warmup_s": warmup.seconds if warmup else None,
+            "warmup_steady": warmup.steady if warmup else None,
+            "ci_pct": getattr(result, "ci_pct", None),
             "max_abs_err": result.max_abs_err,
             "threads": asdict(result.threads) if result.threads else None,
             "target": result.target, **describe(result),
@@ -137,15 +146,21 @@ def summary_of_runs(kind: str, measured: Measured) -> dict[str, Any]:
 
     Returns:
         ``kind``; ``per_serial``: for each phone, ``mean_s``, ``median_s`` and
-        ``samples`` of its last measurement; ``mean_s``/``median_s`` of the one
+        ``samples`` of its last measurement, and ``warmup_runs`` (warm-up
+        samples thrown away over all its runs) and ``warmup_steady`` (False if
+        any run's warm-up stopped at its time bound unsteady); ``mean_s``/``median_s`` of the one
         phone when the attempt had exactly one, else None; ``samples`` (all
         kept, re-runs included); ``runs``; ``noisy`` (see :class:`Measured`).
     """
     per_serial = {}
     for serial in dict.fromkeys(measured.serials):
         last = measured.last(serial)
+        runs = [r for r in measured.runs if r["serial"] == serial]
         per_serial[serial] = {"mean_s": statistics.fmean(last),
-                              "median_s": statistics.median(last), "samples": len(last)}
+                              "median_s": statistics.median(last), "samples": len(last),
+                              "warmup_runs": sum(r.get("warmup_runs", 0) for r in runs),
+                              "warmup_steady": all(r.get("warmup_steady") is not False
+                                                   for r in runs)}
     only = next(iter(per_serial.values())) if len(per_serial) == 1 else {}
     return {
         "kind": kind,

@@ -70,7 +70,7 @@ def compare_view(store: Store, settings: Settings, a: str, b: str) -> dict[str, 
             unfinished job or run, different workloads).
     """
     report = compare_refs(store, a, b, threshold=settings.results.change_threshold,
-                          alpha=settings.results.alpha)
+                          alpha=settings.results.alpha, max_cv=settings.results.max_cv)
     return report.to_json()
 
 

@@ -156,13 +156,22 @@ class RunningFarmd:
         )
 
 
+#: Fleet tests check plumbing, not the speed verdicts: a gemm or model
+#: measurement keeps its warm-up and sample counts but not its default time
+#: bounds (1 s of warm-up and 1 s of samples per phone and run). The defaults'
+#: power is tests/jobs/test_jobs_throttle_compare.py's and bench_detection's.
+PLUMBING_RESULTS = {"warmup_min_s": 0.0, "min_measure_s": 0.0}
+
+
 def farmd_settings(data_dir: Path, adb_port: int, apk: Path, **sections: Any) -> Settings:
     """Hermetic farmd settings: tmp data folder, private adb server, free ports, usb-only.
 
     ``sections`` add config sections or replace these whole, e.g.
-    ``health={"interval_s": 2.0}``, ``jobs={"tick_interval_s": 60.0}``.
+    ``health={"interval_s": 2.0}``, ``jobs={"tick_interval_s": 60.0}``;
+    ``results`` is :data:`PLUMBING_RESULTS` unless given.
     """
     return Settings.model_validate({
+        "results": PLUMBING_RESULTS,
         "data_dir": str(data_dir),
         "adb": {"port": adb_port},
         "apk": {"path": str(apk)},

@@ -4,13 +4,18 @@
 (() => {
   const {el, fmt} = farm;
   let chart = null;
-  const colours = {slower: "rgba(179,38,30,.55)", faster: "rgba(27,127,59,.55)"};
+  const colours = {slower: "rgba(179,38,30,.55)", faster: "rgba(27,127,59,.55)",
+                   undecided: "rgba(204,122,0,.55)"};
 
   function render({view: data}) {
     const common = data.phones.filter((p) => p.ratio !== null);
-    const verdict = data.regressed
+    const undecided = data.undecided.length
+      ? `; undecided on ${data.undecided.length} phone(s): ${data.undecided.join(", ")} ` +
+        "(too few samples or too wide a CI: measure again with more)"
+      : "";
+    const verdict = (data.regressed
       ? `B is slower than A on ${data.slower.length} phone(s): ${data.slower.join(", ")}`
-      : "no phone is slower in B";
+      : "no phone is slower in B") + undecided;
     document.getElementById("verdict").textContent =
       `${data.b.ref} vs ${data.a.ref} (${data.a.workload}): ${verdict} ` +
       `(threshold ${(data.threshold * 100).toFixed(0)} %, alpha ${data.alpha})`;
@@ -41,7 +46,9 @@
               fmt.num(p.ratio, 3),
               p.ci_low === null ? "" : `${fmt.num(p.ci_low, 3)} – ${fmt.num(p.ci_high, 3)}`,
               p.p_value === null ? "" : Number(p.p_value).toPrecision(2),
-              fmt.badge(p.verdict, p.verdict.replace(/\s+/g, "-"))]})), "no phone");
+              fmt.badge(p.verdict, p.verdict.replace(/\s+/g, "-")),
+              p.reason || "",
+              p.noisy ? fmt.badge(`noisy: ${p.noisy}`, "noisy") : ""]})), "no phone");
   }
 
   farm.poll(render);

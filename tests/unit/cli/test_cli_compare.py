@@ -9,7 +9,7 @@ import pytest
 from stored_results import NOW, finished_job, timings
 
 from farm.queue import Store
-from farm.results.compare import EXIT_REGRESSED
+from farm.results.compare import EXIT_REGRESSED, EXIT_UNDECIDED
 from farm.results.regressions import RegressionView
 
 
@@ -136,3 +136,14 @@ class TestRegressionsListing:
             (runs["slower"], "P1", "slower")]
         table = farmctl("results", "--regressions")
         assert table.exit_code == 0 and "slower" in table.stdout and "1.08" in table.stdout
+
+
+class TestUndecided:
+    def test_three_samples_a_side_exit_4_and_say_why(self, farmctl, store: Store) -> None:
+        """3 against 3 (the old default): 'undecided', exit 4, the reason on stdout and stderr."""
+        a = finished_job(store, "P1", timings(1, n=3))
+        b = finished_job(store, "P1", timings(2, n=3, median_s=0.0115))
+        result = farmctl("compare", str(a), str(b))
+        assert result.exit_code == EXIT_UNDECIDED == 4, result.output
+        assert "undecided" in result.stdout and "cannot reach alpha" in result.stdout
+        assert "no change" not in result.stdout and "undecided on 1 phone(s): P1" in result.stderr

@@ -7,7 +7,15 @@ from stored_results import NOW, finished_job, timings
 
 from farm.errors import UserFault
 from farm.queue import Store
-from farm.results.compare import Side, by_phone, compare_refs, compare_sides, load_side
+from farm.results.compare import (
+    EXIT_REGRESSED,
+    EXIT_UNDECIDED,
+    Side,
+    by_phone,
+    compare_refs,
+    compare_sides,
+    load_side,
+)
 from farm.results.rows import SampleRow
 from farm.results.stats import Verdict
 
@@ -142,3 +150,37 @@ class TestVerdictRate:
     def test_unchanged_is_flagged_at_most_once_in_twenty(self) -> None:
         """Twenty tries of the same speed: at most one flags a change (the issue's 19 of 20)."""
         assert sum(self._flags(300 + i, 400 + i, 0.010) for i in range(20)) <= 1
+
+
+class TestUndecidedAndNoisy:
+    def test_three_against_three_is_undecided_and_exits_4(self) -> None:
+        """The issue's default run (3 samples a phone): undecided with the reason, exit code 4."""
+        a = Side("run a", "gemm", {"P1": tuple(timings(1, n=3))})
+        b = Side("run b", "gemm", {"P1": tuple(timings(2, n=3, median_s=0.0115))})
+        report = compare_sides(a, b, **LIMITS)
+        [phone] = report.phones
+        assert phone.verdict == "undecided" and report.undecided == ["P1"]
+        assert report.exit_code == EXIT_UNDECIDED == 4 and not report.regressed
+        data = report.to_json()
+        assert data["exit_code"] == 4 and "cannot reach alpha" in data["phones"][0]["reason"]
+
+    def test_slower_wins_over_undecided(self) -> None:
+        """One phone slower and one undecided: the regression's exit code."""
+        a = Side("a", "gemm", {"P1": tuple(timings(1)), "P2": tuple(timings(2, n=3))})
+        b = Side("b", "gemm", {"P1": tuple(timings(3, median_s=0.011)),
+                               "P2": tuple(timings(4, n=3))})
+        assert compare_sides(a, b, **LIMITS).exit_code == EXIT_REGRESSED
+
+    def test_noisy_phones_are_flagged_with_the_reason(self) -> None:
+        """CV above max_cv on A and a thermal status change on B are both named."""
+        a = Side("a", "gemm", {"P1": tuple(timings(1, noise=0.2)), "P2": tuple(timings(2))})
+        b = Side("b", "gemm", {"P1": tuple(timings(3)), "P2": tuple(timings(4))},
+                 thermal={"P2": (0, 2)})
+        report = compare_sides(a, b, **LIMITS, max_cv=0.05)
+        noisy = {p.serial: p.noisy for p in report.phones}
+        assert noisy["P1"] == "A: CV 15% > 5%"
+        assert noisy["P2"] == "B: thermal status 0->2"
+        assert report.to_json()["phones"][1]["noisy"] == "B: thermal status 0->2"
+        steady = compare_sides(Side("a", "gemm", {"P1": tuple(timings(1))}),
+                               Side("b", "gemm", {"P1": tuple(timings(2))}), **LIMITS, max_cv=0.05)
+        assert steady.phones[0].noisy == ""

@@ -30,7 +30,7 @@ class TestPhoneSpreads:
         rows = _rows(1, "A", [1.0, 2.0, 0.5, 1.5])
         [strict] = phone_spreads(rows, max_cv=0.05)
         [loose] = phone_spreads(rows, max_cv=1.0)
-        assert strict.noisy and noise_label(strict) == "noisy"
+        assert strict.noisy and noise_label(strict) == "noisy: CV 52%"
         assert not loose.noisy and noise_label(loose) == ""
 
     def test_rerun_replaces_the_first_measurement(self) -> None:
@@ -39,7 +39,7 @@ class TestPhoneSpreads:
         [figure] = phone_spreads(rows, max_cv=0.05)
         assert figure.rerun and figure.spread.n == 3 and noise_label(figure) == "re-run: steady"
         rows = _rows(1, "A", [1.0, 2.0]) + _rows(1, "A", [1.0, 3.0], 1)
-        assert noise_label(phone_spreads(rows, max_cv=0.05)[0]) == "re-run: noisy"
+        assert noise_label(phone_spreads(rows, max_cv=0.05)[0]) == "re-run: noisy: CV 71%"
 
     def test_hottest_temperature_is_reported(self) -> None:
         """The figure carries the hottest battery temperature seen before its runs."""

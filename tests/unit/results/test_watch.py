@@ -163,3 +163,16 @@ class TestRecordOnce:
         finally:
             for store in stores:
                 store.close()
+
+
+class TestUndecided:
+    def test_three_samples_a_side_are_undecided_not_no_change(self, store: Store) -> None:
+        """Two nightly runs of 3 samples each: an 'undecided' row with the reason logged."""
+        finished_job(store, "P1", timings(1, n=3), now=NOW)
+        night2 = finished_job(store, "P1", timings(2, n=3), now=NOW + HOUR)
+        with capture_logs() as logs:
+            rows = _watch(store, "previous").check()
+        assert [(r.job_id, r.verdict) for r in rows] == [(night2, "undecided")]
+        [undecided] = [e for e in logs if e["event"] == "regression_undecided"]
+        assert "cannot reach alpha" in undecided["reason"]
+        assert store.regressions(slower_only=True) == []

@@ -90,7 +90,8 @@ class TestSummary:
         """With two phones the summary has one figure per phone and no pooled mean."""
         summary = summary_of_runs("gemm", _measure(ResultSettings(), A=[STEADY], B=[[0.02] * 3]))
         assert summary["mean_s"] is None and summary["median_s"] is None
-        assert summary["per_serial"]["B"] == {"mean_s": 0.02, "median_s": 0.02, "samples": 3}
+        assert summary["per_serial"]["B"] == {"mean_s": 0.02, "median_s": 0.02, "samples": 3,
+                                              "warmup_runs": 0, "warmup_steady": True}
 
     def test_one_phone_figure_is_its_last_measurement(self) -> None:
         """One phone re-run: mean_s is the re-run's; every sample is still counted."""
