@@ -60,16 +60,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from farm.envvars import ENV_NOT_SETTINGS, ENV_PATH, ENV_PREFIX
 from farm.errors import ConfigError
 
 DEFAULT_PATH = Path("/etc/farm/farm.toml")
-ENV_PREFIX = "FARM_"
-ENV_PATH = "FARM_CONFIG"
-#: ``farmctl --server`` and ``--token`` from the environment: farmctl's, not settings.
-ENV_SERVER = "FARM_SERVER"
-ENV_TOKEN = "FARM_TOKEN"  # noqa: S105 (the variable's name, not a token)
-#: ``FARM_`` variables that are not settings (every other one must be one).
-ENV_NOT_SETTINGS = frozenset({ENV_PATH, ENV_SERVER, ENV_TOKEN})
 DATABASE_NAME = "farm.db"
 
 

@@ -19,15 +19,14 @@ from rich.progress import (
 
 from farm.cli.output import Column, echo_json, plain, print_table, to_json
 from farm.cli.params import JOB_ID, LIMIT, Seconds
-from farm.cli.results import RESULT_COLUMNS, result_row
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.errors import FarmError
 from farm.jobs.tune_progress import TuneCounters
 from farm.queue.models import JobState
 from farm.queue.records import AttemptView, JobView, ResultView
 
-__all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "WaitTimedOut", "cancel", "job", "jobs", "logs_",
-           "wait"]
+__all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "RESULT_COLUMNS", "WaitTimedOut", "cancel", "job",
+           "jobs", "logs_", "result_row", "wait"]
 
 #: ``farmctl wait``: the job ended failed or cancelled.
 EXIT_FAILED = FarmError.exit_code
@@ -39,6 +38,25 @@ WAIT_MAX_S = 30 * 24 * 3600.0
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
 
+def result_row(view: ResultView) -> dict[str, Any]:
+    """One line of the results table: the result's ids and headline figures."""
+    summary = view.summary
+    return {
+        "id": view.id, "job_id": view.job_id, "attempt_id": view.attempt_id,
+        "kind": summary.get("kind"), "mean_s": summary.get("mean_s"),
+        "gflops": summary.get("gflops") or summary.get("tuned_gflops"),
+        "speedup": summary.get("speedup"), "samples": len(view.samples), "unit": view.unit,
+        "created_at": view.created_at,
+    }
+
+
+RESULT_COLUMNS = [
+    Column("id", "result", "right"), Column("job_id", "job", "right"),
+    Column("attempt_id", "attempt", "right"),
+    Column("kind"), Column("mean_s", justify="right"), Column("gflops", justify="right"),
+    Column("speedup", justify="right"), Column("samples", justify="right"),
+    Column("created_at", "created"),
+]
 def _job_row(view: JobView) -> dict[str, Any]:
     row: dict[str, Any] = plain(view)
     row["attempts"] = f"{view.attempts_made}/{view.attempts_max}"
