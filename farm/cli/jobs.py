@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -24,6 +26,9 @@ from farm.errors import FarmError
 from farm.jobs.tune_progress import TuneCounters
 from farm.queue.models import JobState
 from farm.queue.records import AttemptView, JobView, ResultView
+
+if TYPE_CHECKING:
+    from farm.runner.wake import JobWaiter
 
 __all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "RESULT_COLUMNS", "WaitTimedOut", "cancel", "job",
            "jobs", "logs_", "result_row", "wait"]
@@ -233,7 +238,28 @@ class WaitTimedOut(FarmError):
               show_default=True, help="Seconds between checks.")
 @pass_state
 def wait(state: CliState, job_id: int, timeout_s: float | None, poll_s: float) -> None:
-    """Wait until a job ends; the exit code says how it ended (see below)."""
+    """Wait until a job ends; the exit code says how it ended (see below).
+
+    On a farm host it sleeps on the wake farmd uses (farm.runner.wake.JobWaiter):
+    the attempt's end wakes it at once; ``--poll`` is only the safety net.
+    """
+    with contextlib.ExitStack() as stack:
+        waiter = None
+        if state.server is None:
+            from farm.runner.wake import JobWaiter
+
+            waiter = stack.enter_context(JobWaiter(Path(state.settings.data_dir),
+                                                   state.settings.database_url))
+        view = _wait_for(state, job_id, timeout_s, poll_s, waiter)
+    if view.state is not JobState.SUCCEEDED:
+        raise FarmError(f"job {job_id} {view.state.value}: {view.error or 'no reason recorded'}")
+    result = next(iter(state.queue.results(job_id)), None)
+    click.echo(f"job {job_id} succeeded" + (f": {_figures(result)}" if result else ""))
+
+
+def _wait_for(state: CliState, job_id: int, timeout_s: float | None, poll_s: float,
+              waiter: JobWaiter | None) -> JobView:
+    """The job's view once it ended; WaitTimedOut after ``timeout_s``."""
     view = _get_job(state, job_id)
     if not view.state.ended:
         warn_if_no_farmd(state, "the job will not progress until farmd starts")
@@ -245,19 +271,23 @@ def wait(state: CliState, job_id: int, timeout_s: float | None, poll_s: float) -
                   disable=not console.is_terminal) as progress:
         task = progress.add_task(_describe(view), total=None)
         while not view.state.ended:
-            if timeout_s is not None and time.monotonic() - start_s >= timeout_s:
+            left_s = None if timeout_s is None else timeout_s - (time.monotonic() - start_s)
+            if left_s is not None and left_s <= 0:
                 raise WaitTimedOut(f"job {job_id} still {view.state.value} after {timeout_s:g} s")
-            time.sleep(poll_s)
+            sleep_s = poll_s if left_s is None else min(poll_s, left_s)
+            if waiter is not None:
+                waiter.wait(sleep_s)
+            else:
+                time.sleep(sleep_s)
             view = _get_job(state, job_id)
+            if view.state.ended:
+                break
             # A tuning job's bar counts measured trials; other jobs show a spinner.
             tuning = _tuning(state, job_id)
             progress.update(task, description=_describe(view),
                             total=tuning.trials_asked if tuning and tuning.tasks else None,
                             completed=tuning.trials_measured if tuning else 0)
-    if view.state is not JobState.SUCCEEDED:
-        raise FarmError(f"job {job_id} {view.state.value}: {view.error or 'no reason recorded'}")
-    result = next(iter(state.queue.results(job_id)), None)
-    click.echo(f"job {job_id} succeeded" + (f": {_figures(result)}" if result else ""))
+    return view
 
 
 def _describe(view: JobView) -> str:
