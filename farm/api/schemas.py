@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from farm.jobs.tune_progress import TuneCounters
-from farm.queue.hosts import HostRecord
+from farm.queue.hosts import HostRecord, readings_stale, stale_health_reason
 from farm.queue.models import DeviceHealth, DeviceState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
 from farm.queue.reservations import ReservationView
@@ -43,6 +43,9 @@ class DeviceOut(BaseModel):
     ``unreachable`` whether that host's heartbeat is older than ``hosts.dead_after_s``;
     ``kind`` is ``android``, ``board`` or ``gpu``; ``job_id`` is the job of the
     attempt it runs; ``reservation`` is its active reservation, if any.
+    ``stale``: the phone is offline or unreachable, so ``health`` is ``unknown``
+    (the last judgement stays in ``health_reason``) and the readings are its
+    last ones, taken at ``sampled_at``.
     """
 
     serial: str
@@ -64,6 +67,7 @@ class DeviceOut(BaseModel):
     attempt_id: int | None = None
     job_id: int | None = None
     reservation: ReservationView | None = None
+    stale: bool = False
 
 
 class DeviceDetailOut(DeviceOut):
@@ -78,8 +82,13 @@ def device_out(record: DeviceRecord, job_id: int | None = None,
     """A store record as its JSON shape."""
     data = asdict(record)
     data["facts"] = dict(record.facts)
-    return DeviceOut(**data, job_id=job_id, reservation=reservation,
+    stale = readings_stale(record, dead_hosts)
+    if stale:
+        data["health_reason"] = stale_health_reason(record)
+        data["health"] = DeviceHealth.UNKNOWN
+    return DeviceOut(**data, job_id=job_id, reservation=reservation, stale=stale,
                      unreachable=record.host is not None and record.host in dead_hosts)
+
 
 
 def record_of(out: DeviceOut) -> DeviceRecord:
