@@ -160,10 +160,15 @@ class SubmitIn(BaseModel):
 
 
 class SubmittedOut(BaseModel):
-    """The jobs an enqueue stored (one, or a fan-out's) and the run id of a fan-out."""
+    """The jobs an enqueue stored (one, or a fan-out's) and the run id of a fan-out.
+
+    ``skipped``: the fitting phones a fan-out queued nothing on, each with why
+    (a reservation in force).
+    """
 
     jobs: list[JobView]
     run_id: str | None = None
+    skipped: list[str] = Field(default_factory=list)
 
 
 class ReserveIn(BaseModel):
