@@ -397,10 +397,14 @@ class VirtualSettings(_Frozen):
             reaches them (lan phones under a usb-only farmd bind 5001, 5002,
             ... and get tunnels they do not need; usb-only phones under a lan
             farmd never reach the tracker).
+        same_model: every phone of one model (``farmd --same-model``): a tuning
+            job over ``phones = 2`` needs two phones of one model, and the
+            default fleet cycles through four models.
     """
 
     count: int = Field(0, ge=0)
     network: Literal["lan", "usb-only"] = "usb-only"
+    same_model: bool = False
 
 
 class BoardSettings(_Frozen):

@@ -219,12 +219,17 @@ class Farmd:
     def _start_virtual_phones(self, count: int) -> None:
         # Demo only: the phones attach to the adb server like USB phones; nothing
         # above farm/adb learns they are virtual.
+        from farm.virtual.cli import start_control
         from farm.virtual.fleet import Fleet
 
+        phones_dir = self.data_dir / "phones"
         self.fleet = Fleet(count, network=self.settings.virtual.network,
-                           adb_port=self.settings.adb.port, data_dir=self.data_dir / "phones")
+                           adb_port=self.settings.adb.port, data_dir=phones_dir,
+                           same_model=self.settings.virtual.same_model)
         self.fleet.start()
         self._stops.append(self.fleet.stop)
+        # farm-phones fault SERIAL ... reaches these phones too (<data_dir>/phones/control.json).
+        self._stops.append(start_control(self.fleet, phones_dir))
 
     def _schedule(self) -> None:
         s, add = self.settings, self.scheduler.add_job
@@ -459,9 +464,13 @@ class Farmd:
               help="TOML settings file (default: $FARM_CONFIG, then /etc/farm/farm.toml).")
 @click.option("--virtual-phones", type=click.IntRange(min=0), default=None,
               help="Also start N virtual phones (a demo fleet).")
+@click.option("--same-model", is_flag=True, default=None,
+              help="Make every virtual phone one model (tune --phones 2 needs two of one model; "
+                   "by default they cycle through four models). Default: virtual.same_model.")
 @click.option("--json-logs/--console-logs", default=None,
               help="Log format (default: JSON off a TTY).")
-def main(config_path: Path | None, virtual_phones: int | None, json_logs: bool | None) -> None:
+def main(config_path: Path | None, virtual_phones: int | None, same_model: bool | None,
+         json_logs: bool | None) -> None:
     """farmd: keep a fleet of Android phones ready for TVM benchmarks and tuning."""
     privacy.restrict_umask()  # its files, and its children's, are its user's only
     try:
@@ -469,6 +478,9 @@ def main(config_path: Path | None, virtual_phones: int | None, json_logs: bool |
     except FarmError as exc:
         raise click.ClickException(str(exc)) from exc
     logs.configure(json=json_logs, level=settings.log_level)
+    if same_model:
+        settings = settings.model_copy(update={
+            "virtual": settings.virtual.model_copy(update={"same_model": True})})
     count = settings.virtual.count if virtual_phones is None else virtual_phones
     daemon = Farmd(settings, virtual_phones=count)
     done = threading.Event()
