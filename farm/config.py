@@ -213,6 +213,12 @@ class JobSettings(_Frozen):
     that has already imported TVM and the job code (:mod:`farm.runner.zygote`)
     instead of starting ``python -m farm.runner.child`` cold; the cold start is
     the fallback while that process is not up.
+
+    ``stop_grace_s``: on SIGTERM, how long running attempts may still finish
+    before farmd kills them and requeues their jobs without charging a try. A
+    tune loses nothing: its records are checkpointed per measured trial and
+    the next attempt resumes from them. Short, so farmd stops within seconds
+    (it took 2 minutes before, issue 25).
     """
 
     default_timeout_s: float = Field(600.0, gt=0)
@@ -228,6 +234,7 @@ class JobSettings(_Frozen):
     #: false leaves only the periodic tick (the old behaviour, for comparison).
     wake_on_events: bool = True
     warm_children: bool = True
+    stop_grace_s: float = Field(3.0, ge=0, le=3600)
 
 
 class RetentionSettings(_Frozen):

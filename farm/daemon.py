@@ -11,8 +11,11 @@ and stops everything in order on SIGTERM::
     metrics, systemd watchdog, recurring jobs (cron), retention, regression watch,
         reservation expiry (reservations.expire_interval_s), pool key offers (pool.interval_s)
 
-On SIGTERM farmd stops taking work, lets running attempts finish until the
-drain deadline, then kills and requeues them (rq's warm then cold shutdown).
+On SIGTERM farmd at once stops taking work and starting provisioning (a phone
+plugged in meanwhile is left for the next farmd), lets running attempts finish
+for ``jobs.stop_grace_s`` (3 s), then kills and requeues them without charging
+a try (rq's warm then cold shutdown); a tune resumes from its checkpointed
+records. It is gone within about 10 s.
 
 Restarts are clean: nothing farmd starts outlives it, even after ``kill -9``
 (the tracker and the virtual phones' apps end their process groups when farmd
@@ -70,7 +73,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-DRAIN_DEADLINE_S = 120.0  # systemd/farmd.service TimeoutStopSec covers this
 METRICS_OVERLAP = timedelta(minutes=5)  # see Farmd._observe_durations
 WATCH_INTERVAL_S = 5.0
 
@@ -439,8 +441,17 @@ class Farmd:
     # -- stop ------------------------------------------------------------------------
 
     def _drain(self) -> None:
-        self.dispatcher.stop(DRAIN_DEADLINE_S)
+        self.dispatcher.stop(self.settings.jobs.stop_grace_s)
         self.dispatcher.close()
+
+    def _stop_intake(self) -> None:
+        """What stops at once on SIGTERM: adb tracking and new provisioning or recovery."""
+        tracking = getattr(self, "tracking", None)
+        if tracking is not None:
+            tracking.stop()
+        manager = getattr(self, "manager", None)
+        if manager is not None:
+            manager.stop_intake()
 
     def stop(self) -> None:
         """Stop taking work, drain, then stop every part in reverse order."""
@@ -450,7 +461,8 @@ class Farmd:
         log.info("farmd_stopping")
         # Telling systemd can fail (InfraFault) like any step: it must not keep the rest running.
         steps: list[Callable[[], object]] = [
-            functools.partial(self.notifier.stopping, "farmd stopping"), *reversed(self._stops)]
+            functools.partial(self.notifier.stopping, "farmd stopping"), self._stop_intake,
+            *reversed(self._stops)]
         for stop in steps:
             try:
                 stop()
