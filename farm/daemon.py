@@ -32,6 +32,7 @@ import contextlib
 import functools
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -508,3 +509,9 @@ def main(config_path: Path | None, virtual_phones: int | None, same_model: bool 
         raise
     done.wait()
     daemon.stop()
+    # Everything farmd owns is stopped and its database closed. What is left are
+    # worker threads of APScheduler's pool, which the interpreter joins at exit:
+    # a health sweep in flight kept a stopped farmd alive for seconds more.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
