@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from farm.jobs.tune_progress import TuneCounters
+from farm.kinds import KINDS
 from farm.queue.hosts import HostRecord, readings_stale, stale_health_reason
 from farm.queue.models import DeviceHealth, DeviceState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
@@ -98,10 +99,15 @@ def record_of(out: DeviceOut) -> DeviceRecord:
 
 
 class JobOut(BaseModel):
-    """One job as ``GET /api/v1/jobs`` lists it, with why it waits if it is queued."""
+    """One job as ``GET /api/v1/jobs`` lists it, with why it waits if it is queued.
+
+    ``workload``: what it measures or tunes, e.g. ``gemm n=512 float32`` or
+    ``model small_cnn.onnx`` (its kind's label, :attr:`farm.kinds.base.Kind.workload`).
+    """
 
     job: JobView
     waiting: str | None = None
+    workload: str | None = None
 
 
 class TuningOut(BaseModel):
@@ -133,8 +139,14 @@ class JobDetailOut(BaseModel):
 
 
 def job_out(view: JobView, waiting: dict[int, str]) -> JobOut:
-    """A job with its wait reason from ``waiting`` (job id -> reason)."""
-    return JobOut(job=view, waiting=waiting.get(view.id))
+    """A job with its wait reason from ``waiting`` (job id -> reason) and its workload."""
+    return JobOut(job=view, waiting=waiting.get(view.id), workload=workload_of(view))
+
+
+def workload_of(view: JobView) -> str | None:
+    """The job's workload label; None for a kind this farm does not know."""
+    kind = KINDS.get(view.kind)
+    return None if kind is None else kind.workload(view.spec)
 
 
 class ResultsOut(BaseModel):
