@@ -60,16 +60,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from farm.envvars import ENV_NOT_SETTINGS, ENV_PATH, ENV_PREFIX
 from farm.errors import ConfigError
 
 DEFAULT_PATH = Path("/etc/farm/farm.toml")
-ENV_PREFIX = "FARM_"
-ENV_PATH = "FARM_CONFIG"
-#: ``farmctl --server`` and ``--token`` from the environment: farmctl's, not settings.
-ENV_SERVER = "FARM_SERVER"
-ENV_TOKEN = "FARM_TOKEN"  # noqa: S105 (the variable's name, not a token)
-#: ``FARM_`` variables that are not settings (every other one must be one).
-ENV_NOT_SETTINGS = frozenset({ENV_PATH, ENV_SERVER, ENV_TOKEN})
 DATABASE_NAME = "farm.db"
 
 
@@ -219,6 +213,12 @@ class JobSettings(_Frozen):
     that has already imported TVM and the job code (:mod:`farm.runner.zygote`)
     instead of starting ``python -m farm.runner.child`` cold; the cold start is
     the fallback while that process is not up.
+
+    ``stop_grace_s``: on SIGTERM, how long running attempts may still finish
+    before farmd kills them and requeues their jobs without charging a try. A
+    tune loses nothing: its records are checkpointed per measured trial and
+    the next attempt resumes from them. Short, so farmd stops within seconds
+    (it took 2 minutes before, issue 25).
     """
 
     default_timeout_s: float = Field(600.0, gt=0)
@@ -234,6 +234,7 @@ class JobSettings(_Frozen):
     #: false leaves only the periodic tick (the old behaviour, for comparison).
     wake_on_events: bool = True
     warm_children: bool = True
+    stop_grace_s: float = Field(3.0, ge=0, le=3600)
 
 
 class RetentionSettings(_Frozen):
@@ -448,10 +449,14 @@ class VirtualSettings(_Frozen):
             reaches them (lan phones under a usb-only farmd bind 5001, 5002,
             ... and get tunnels they do not need; usb-only phones under a lan
             farmd never reach the tracker).
+        same_model: every phone of one model (``farmd --same-model``): a tuning
+            job over ``phones = 2`` needs two phones of one model, and the
+            default fleet cycles through four models.
     """
 
     count: int = Field(0, ge=0)
     network: Literal["lan", "usb-only"] = "usb-only"
+    same_model: bool = False
 
 
 class BoardSettings(_Frozen):

@@ -11,8 +11,11 @@ and stops everything in order on SIGTERM::
     metrics, systemd watchdog, recurring jobs (cron), retention, regression watch,
         reservation expiry (reservations.expire_interval_s), pool key offers (pool.interval_s)
 
-On SIGTERM farmd stops taking work, lets running attempts finish until the
-drain deadline, then kills and requeues them (rq's warm then cold shutdown).
+On SIGTERM farmd at once stops taking work and starting provisioning (a phone
+plugged in meanwhile is left for the next farmd), lets running attempts finish
+for ``jobs.stop_grace_s`` (3 s), then kills and requeues them without charging
+a try (rq's warm then cold shutdown); a tune resumes from its checkpointed
+records. It is gone within about 10 s.
 
 Restarts are clean: nothing farmd starts outlives it, even after ``kill -9``
 (the tracker and the virtual phones' apps end their process groups when farmd
@@ -29,6 +32,7 @@ import contextlib
 import functools
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -70,7 +74,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-DRAIN_DEADLINE_S = 120.0  # systemd/farmd.service TimeoutStopSec covers this
 METRICS_OVERLAP = timedelta(minutes=5)  # see Farmd._observe_durations
 WATCH_INTERVAL_S = 5.0
 
@@ -219,12 +222,17 @@ class Farmd:
     def _start_virtual_phones(self, count: int) -> None:
         # Demo only: the phones attach to the adb server like USB phones; nothing
         # above farm/adb learns they are virtual.
+        from farm.virtual.cli import start_control
         from farm.virtual.fleet import Fleet
 
+        phones_dir = self.data_dir / "phones"
         self.fleet = Fleet(count, network=self.settings.virtual.network,
-                           adb_port=self.settings.adb.port, data_dir=self.data_dir / "phones")
+                           adb_port=self.settings.adb.port, data_dir=phones_dir,
+                           same_model=self.settings.virtual.same_model)
         self.fleet.start()
         self._stops.append(self.fleet.stop)
+        # farm-phones fault SERIAL ... reaches these phones too (<data_dir>/phones/control.json).
+        self._stops.append(start_control(self.fleet, phones_dir))
 
     def _schedule(self) -> None:
         s, add = self.settings, self.scheduler.add_job
@@ -434,8 +442,17 @@ class Farmd:
     # -- stop ------------------------------------------------------------------------
 
     def _drain(self) -> None:
-        self.dispatcher.stop(DRAIN_DEADLINE_S)
+        self.dispatcher.stop(self.settings.jobs.stop_grace_s)
         self.dispatcher.close()
+
+    def _stop_intake(self) -> None:
+        """What stops at once on SIGTERM: adb tracking and new provisioning or recovery."""
+        tracking = getattr(self, "tracking", None)
+        if tracking is not None:
+            tracking.stop()
+        manager = getattr(self, "manager", None)
+        if manager is not None:
+            manager.stop_intake()
 
     def stop(self) -> None:
         """Stop taking work, drain, then stop every part in reverse order."""
@@ -445,7 +462,8 @@ class Farmd:
         log.info("farmd_stopping")
         # Telling systemd can fail (InfraFault) like any step: it must not keep the rest running.
         steps: list[Callable[[], object]] = [
-            functools.partial(self.notifier.stopping, "farmd stopping"), *reversed(self._stops)]
+            functools.partial(self.notifier.stopping, "farmd stopping"), self._stop_intake,
+            *reversed(self._stops)]
         for stop in steps:
             try:
                 stop()
@@ -459,9 +477,13 @@ class Farmd:
               help="TOML settings file (default: $FARM_CONFIG, then /etc/farm/farm.toml).")
 @click.option("--virtual-phones", type=click.IntRange(min=0), default=None,
               help="Also start N virtual phones (a demo fleet).")
+@click.option("--same-model", is_flag=True, default=None,
+              help="Make every virtual phone one model (tune --phones 2 needs two of one model; "
+                   "by default they cycle through four models). Default: virtual.same_model.")
 @click.option("--json-logs/--console-logs", default=None,
               help="Log format (default: JSON off a TTY).")
-def main(config_path: Path | None, virtual_phones: int | None, json_logs: bool | None) -> None:
+def main(config_path: Path | None, virtual_phones: int | None, same_model: bool | None,
+         json_logs: bool | None) -> None:
     """farmd: keep a fleet of Android phones ready for TVM benchmarks and tuning."""
     privacy.restrict_umask()  # its files, and its children's, are its user's only
     try:
@@ -469,6 +491,9 @@ def main(config_path: Path | None, virtual_phones: int | None, json_logs: bool |
     except FarmError as exc:
         raise click.ClickException(str(exc)) from exc
     logs.configure(json=json_logs, level=settings.log_level)
+    if same_model:
+        settings = settings.model_copy(update={
+            "virtual": settings.virtual.model_copy(update={"same_model": True})})
     count = settings.virtual.count if virtual_phones is None else virtual_phones
     daemon = Farmd(settings, virtual_phones=count)
     done = threading.Event()
@@ -484,3 +509,9 @@ def main(config_path: Path | None, virtual_phones: int | None, json_logs: bool |
         raise
     done.wait()
     daemon.stop()
+    # Everything farmd owns is stopped and its database closed. What is left are
+    # worker threads of APScheduler's pool, which the interpreter joins at exit:
+    # a health sweep in flight kept a stopped farmd alive for seconds more.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

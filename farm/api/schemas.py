@@ -16,7 +16,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from farm.jobs.tune_progress import TuneCounters
-from farm.queue.hosts import HostRecord
+from farm.kinds import KINDS
+from farm.queue.hosts import HostRecord, readings_stale, stale_health_reason
 from farm.queue.models import DeviceHealth, DeviceState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
 from farm.queue.reservations import ReservationView
@@ -43,6 +44,9 @@ class DeviceOut(BaseModel):
     ``unreachable`` whether that host's heartbeat is older than ``hosts.dead_after_s``;
     ``kind`` is ``android``, ``board`` or ``gpu``; ``job_id`` is the job of the
     attempt it runs; ``reservation`` is its active reservation, if any.
+    ``stale``: the phone is offline or unreachable, so ``health`` is ``unknown``
+    (the last judgement stays in ``health_reason``) and the readings are its
+    last ones, taken at ``sampled_at``.
     """
 
     serial: str
@@ -64,6 +68,7 @@ class DeviceOut(BaseModel):
     attempt_id: int | None = None
     job_id: int | None = None
     reservation: ReservationView | None = None
+    stale: bool = False
 
 
 class DeviceDetailOut(DeviceOut):
@@ -78,8 +83,13 @@ def device_out(record: DeviceRecord, job_id: int | None = None,
     """A store record as its JSON shape."""
     data = asdict(record)
     data["facts"] = dict(record.facts)
-    return DeviceOut(**data, job_id=job_id, reservation=reservation,
+    stale = readings_stale(record, dead_hosts)
+    if stale:
+        data["health_reason"] = stale_health_reason(record)
+        data["health"] = DeviceHealth.UNKNOWN
+    return DeviceOut(**data, job_id=job_id, reservation=reservation, stale=stale,
                      unreachable=record.host is not None and record.host in dead_hosts)
+
 
 
 def record_of(out: DeviceOut) -> DeviceRecord:
@@ -89,10 +99,15 @@ def record_of(out: DeviceOut) -> DeviceRecord:
 
 
 class JobOut(BaseModel):
-    """One job as ``GET /api/v1/jobs`` lists it, with why it waits if it is queued."""
+    """One job as ``GET /api/v1/jobs`` lists it, with why it waits if it is queued.
+
+    ``workload``: what it measures or tunes, e.g. ``gemm n=512 float32`` or
+    ``model small_cnn.onnx`` (its kind's label, :attr:`farm.kinds.base.Kind.workload`).
+    """
 
     job: JobView
     waiting: str | None = None
+    workload: str | None = None
 
 
 class TuningOut(BaseModel):
@@ -124,8 +139,14 @@ class JobDetailOut(BaseModel):
 
 
 def job_out(view: JobView, waiting: dict[int, str]) -> JobOut:
-    """A job with its wait reason from ``waiting`` (job id -> reason)."""
-    return JobOut(job=view, waiting=waiting.get(view.id))
+    """A job with its wait reason from ``waiting`` (job id -> reason) and its workload."""
+    return JobOut(job=view, waiting=waiting.get(view.id), workload=workload_of(view))
+
+
+def workload_of(view: JobView) -> str | None:
+    """The job's workload label; None for a kind this farm does not know."""
+    kind = KINDS.get(view.kind)
+    return None if kind is None else kind.workload(view.spec)
 
 
 class ResultsOut(BaseModel):
@@ -151,10 +172,15 @@ class SubmitIn(BaseModel):
 
 
 class SubmittedOut(BaseModel):
-    """The jobs an enqueue stored (one, or a fan-out's) and the run id of a fan-out."""
+    """The jobs an enqueue stored (one, or a fan-out's) and the run id of a fan-out.
+
+    ``skipped``: the fitting phones a fan-out queued nothing on, each with why
+    (a reservation in force).
+    """
 
     jobs: list[JobView]
     run_id: str | None = None
+    skipped: list[str] = Field(default_factory=list)
 
 
 class ReserveIn(BaseModel):

@@ -122,15 +122,19 @@ class FarmService(ReservationMethods):
         clock: the time source.
         caller: the API token's owner; None for the local CLI (every right).
         wake: asks farmd's dispatcher for a tick after an enqueue; None: nobody to wake.
+        local_owner: without a caller, who the jobs queued here belong to (farmctl
+            passes the login name, so the dashboard's owner column is not empty).
     """
 
     def __init__(self, store: Store, settings: Settings, clock: Clock,
-                 caller: Caller | None = None, wake: Callable[[], object] | None = None) -> None:
+                 caller: Caller | None = None, wake: Callable[[], object] | None = None,
+                 local_owner: str | None = None) -> None:
         self.store = store
         self.settings = settings
         self.clock = clock
         self.caller = caller
         self.wake = wake
+        self.local_owner = local_owner
 
     # --- rights ---------------------------------------------------------------------
 
@@ -141,8 +145,8 @@ class FarmService(ReservationMethods):
 
     @property
     def owner(self) -> str | None:
-        """Who new jobs and reservations belong to: the token's owner, None locally."""
-        return None if self.caller is None else self.caller.owner
+        """Who new jobs belong to: the token's owner, else ``local_owner``."""
+        return self.local_owner if self.caller is None else self.caller.owner
 
     # --- devices ----------------------------------------------------------------------
 

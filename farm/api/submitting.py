@@ -20,7 +20,7 @@ from farm.kinds import KINDS
 from farm.queue.records import DeviceRecord, JobView
 from farm.queue.scheduler import DeviceView
 from farm.queue.spec import JobSpec, parse_spec
-from farm.queue.waiting import fitting_in_service, refusal
+from farm.queue.waiting import fitting_in_service, refusal, utc_text
 
 if TYPE_CHECKING:
     from farm.api.service import FarmService
@@ -34,6 +34,9 @@ class Submitted:
 
     jobs: tuple[JobView, ...]
     run_id: str | None = None
+    #: ``--each``: the fitting phones it queued nothing on, each with why
+    #: (``R58M12ABC: reserved by alice until 2026-11-24T09:00Z``).
+    skipped: tuple[str, ...] = ()
 
 
 def submit_spec(svc: FarmService, raw: dict[str, Any], *, wait_for_device: bool,
@@ -87,16 +90,26 @@ def _submit_each(svc: FarmService, spec: JobSpec, views: list[DeviceView]) -> Su
         raise SpecError("kind", f"{spec.kind} jobs cannot fan out with --each")
     if spec.devices.count != 1:
         raise SpecError("devices.count", "must be 1 with --each: each job holds one phone")
-    phones = fitting_in_service(spec, views)
+    fitting = fitting_in_service(spec, views)
+    # A reserved phone takes no job until its person is done: a job pinned to it
+    # would wait silently for hours (issue 25), so --each leaves it out and says so.
+    now = svc.clock.now()
+    reserved = {v.serial: v for v in svc.reservations() if v.expires_at > now}
+    skipped = tuple(f"{p.serial}: reserved by {reserved[p.serial].owner} until "
+                    f"{utc_text(reserved[p.serial].expires_at)}"
+                    for p in fitting if p.serial in reserved)
+    phones = [p for p in fitting if p.serial not in reserved]
     if not phones:
         reason = refusal(spec, views) or f"{len(views)} phones known, none in service fits"
+        if skipped:
+            reason = f"every fitting phone is reserved ({'; '.join(skipped)})"
         raise UserFault(f"--each: no phone to run on now: {reason}")
     data = spec.to_json()
     specs = [parse_spec({**data, "devices": {**data["devices"], "serials": [p.serial]}})
              for p in phones]
     run_id, job_ids = svc.store.enqueue_run(specs, svc.clock.now(), owner=svc.owner)
     svc.wake_dispatcher()
-    return Submitted(tuple(svc.job(j) for j in job_ids), run_id)
+    return Submitted(tuple(svc.job(j) for j in job_ids), run_id, skipped)
 
 
 def _view(device: DeviceRecord) -> DeviceView:

@@ -198,6 +198,7 @@ def run_demo(
     console: Console | None = None,
     keep: bool = False,
     model: bool = True,
+    same_model: bool = False,
     ready_deadline_s: float = READY_DEADLINE_S,
     jobs_deadline_s: float = JOBS_DEADLINE_S,
 ) -> DemoResult:
@@ -211,6 +212,7 @@ def run_demo(
         console: where progress and the table go; stdout if None.
         keep: keep farmd and the phones running until Ctrl-C after the table.
         model: also time the small ONNX CNN on the first phone.
+        same_model: every virtual phone of one model (``virtual.same_model``).
         ready_deadline_s: how long the phones may take to reach ``ready``.
         jobs_deadline_s: how long the jobs may take once enqueued.
 
@@ -236,7 +238,8 @@ def run_demo(
     try:
         with _logs_to(data_dir / LOG_NAME), contextlib.ExitStack() as stack:
             with console.status("starting the tracker, farmd and the virtual phones"):
-                farmd = stack.enter_context(demo_farmd(phones, data_dir))
+                farmd = stack.enter_context(demo_farmd(
+                    phones, data_dir, virtual={"same_model": same_model}))
             settings = farmd.settings
             if farmd.fleet is None:  # demo_farmd always starts phones: unreachable
                 raise RuntimeError("demo: farmd started without its virtual phones")
@@ -348,11 +351,16 @@ def _report(result: DemoResult, console: Console) -> None:
 @click.option("--keep", is_flag=True,
               help="Keep farmd and the phones running after the table, until Ctrl-C or SIGTERM.")
 @click.option("--no-model", is_flag=True, help="Skip the ONNX model job.")
-def demo(phones: int, n: int, data_dir: Path | None, keep: bool, no_model: bool) -> None:
+@click.option("--same-model", is_flag=True,
+              help="Every phone of one model, so that with --keep 'enqueue tune --phones 2' "
+                   "finds two phones of one model (by default they cycle through four models).")
+def demo(phones: int, n: int, data_dir: Path | None, keep: bool, no_model: bool,
+         same_model: bool) -> None:
     """Run GEMM and a small ONNX model on virtual phones through farmd, then stop everything."""
     stdout: TextIO = sys.stdout
     console = Console(file=stdout, width=None if stdout.isatty() else 140, highlight=False)
     with _sigterm_as_ctrl_c():
-        result = run_demo(phones, n, data_dir, console=console, keep=keep, model=not no_model)
+        result = run_demo(phones, n, data_dir, console=console, keep=keep, model=not no_model,
+                          same_model=same_model)
     if not result.ok:
         raise click.exceptions.Exit(1)

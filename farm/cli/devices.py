@@ -7,6 +7,9 @@ outside farm (a person's own tracker session), who reserved it until when
 refreshes it), and the farmd host that runs it. A phone whose host stopped
 heartbeating (``hosts.dead_after_s``) shows as ``unreachable``: its row keeps
 the dead host's last word (``state`` in ``--json``), and ``unreachable`` is true.
+An offline or unreachable phone is not probed: its health shows as ``unknown``
+and its readings as stale, with their age (``readings`` column, ``stale`` and
+``readings_age_s`` in ``--json``). Such phones are hidden unless ``--all``.
 
 Drain is a flag apart from the phone's state: a drained phone finishes its
 attempt and then gets no work until undrained. Release takes a phone out of
@@ -17,14 +20,16 @@ afresh before it takes work (LAVA resets health to Unknown for the same reason).
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from datetime import datetime
 from typing import Any
 
 import click
 
-from farm.cli.output import Column, echo_json, plain, print_table
+from farm.cli.output import Column, echo_json, note, plain, print_table
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
-from farm.queue.hosts import UNREACHABLE, shown_state
-from farm.queue.models import DeviceState
+from farm.clock import SystemClock
+from farm.queue.hosts import UNREACHABLE, readings_stale, shown_state, stale_health_reason
+from farm.queue.models import DeviceHealth, DeviceState
 from farm.queue.records import DeviceRecord
 from farm.queue.reservations import ReservationView
 from farm.queue.waiting import utc_text
@@ -38,7 +43,7 @@ _COLUMNS = [
     Column("abi"), Column("sdk", justify="right"), Column("soc"), Column("gpu"),
     Column("attempt_id", "attempt", "right"), Column("held_outside", "held by"),
     Column("reserved", "reserved"),
-    Column("last_seen", "last seen"),
+    Column("readings"), Column("last_seen", "last seen"),
 ]
 
 #: Readings of the latest health sample that ``farmctl devices`` shows.
@@ -54,7 +59,7 @@ def _latest(record: DeviceRecord) -> dict[str, Any] | None:
 
 def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None,
                reservation: ReservationView | None = None, *,
-               dead_hosts: Collection[str] = ()) -> dict[str, Any]:
+               dead_hosts: Collection[str] = (), now: datetime | None = None) -> dict[str, Any]:
     """One phone as ``farmctl devices`` shows it, the same in the table and in ``--json``.
 
     Args:
@@ -63,6 +68,7 @@ def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None,
         reservation: its reservation in force (:meth:`Store.reservations`), None if none.
         dead_hosts: the farmd hosts not heartbeating (``Store.dead_host_ids``):
             their phones show as ``unreachable``.
+        now: for the readings' age; the system clock's by default.
 
     Returns:
         The record's fields, plus ``shown_state`` (``draining`` for a busy drained
@@ -74,6 +80,9 @@ def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None,
         ``reserved_until`` its reservation (``ready (reserved)`` in the table).
         ``host`` is the farmd host that runs it and ``unreachable`` whether that
         host is dead (``shown_state`` then starts with ``unreachable``).
+        ``stale`` says the phone is offline or unreachable: ``health`` is then
+        ``unknown`` (``health_reason`` keeps the last judgement); ``readings_age_s``
+        is the age of the readings (s) and ``readings`` says it for people.
     """
     unreachable = shown_state(record, dead_hosts) == UNREACHABLE
     busy_drained = record.state is DeviceState.BUSY and record.drained
@@ -87,6 +96,11 @@ def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None,
     if reservation is not None:
         shown += " (reserved)"
     latest = latest or {}
+    stale = readings_stale(record, dead_hosts)
+    sampled_at = latest.get("at")
+    age_s = None
+    if isinstance(sampled_at, datetime):
+        age_s = max(0.0, ((now or SystemClock().now()) - sampled_at).total_seconds())
     return {
         "reserved": None if reservation is None else (
             f"{reservation.owner} until {utc_text(reservation.expires_at)}"),
@@ -97,27 +111,55 @@ def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None,
         "unreachable": unreachable,
         # The queue's DeviceRecord carries the reason once it reads devices.health_reason.
         "health_reason": getattr(record, "health_reason", ""),
+        **({"health": DeviceHealth.UNKNOWN.value, "health_reason": stale_health_reason(record)}
+           if stale else {}),
         **{name: latest.get(name) for name in _READINGS},
-        "sampled_at": plain(latest.get("at")),
+        "sampled_at": plain(sampled_at),
+        "stale": stale,
+        "readings_age_s": age_s,
+        "readings": _age_text(age_s, stale),
         **{fact: record.facts.get(fact) for fact in ("abi", "sdk", "soc", "gpu")},
     }
 
 
+def _age_text(age_s: float | None, stale: bool) -> str:
+    """``8 s ago``, ``stale, 3 h ago``: how old a phone's readings are."""
+    if age_s is None:
+        return "none"
+    for unit, unit_s in (("d", 86400), ("h", 3600), ("min", 60)):
+        if age_s >= unit_s:
+            text = f"{age_s / unit_s:.0f} {unit} ago"
+            break
+    else:
+        text = f"{age_s:.0f} s ago"
+    return f"stale, {text}" if stale else text
+
+
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--all", "show_all", is_flag=True,
+              help="Also list offline and unreachable devices (hidden by default).")
 @pass_state
-def devices(state: CliState, as_json: bool) -> None:
+def devices(state: CliState, as_json: bool, show_all: bool) -> None:
     """List phones: state, health and why, battery %, battery °C, thermal status, facts."""
     queue = state.queue
     reserved = {v.serial: v for v in queue.reservations()}
     dead = queue.dead_hosts()
-    rows = [device_row(r, _latest(r), reserved.get(r.serial), dead_hosts=dead)
+    now = SystemClock().now()
+    rows = [device_row(r, _latest(r), reserved.get(r.serial), dead_hosts=dead, now=now)
             for r in queue.devices()]
+    hidden = 0 if show_all else sum(1 for row in rows if row["stale"])
+    if hidden:
+        rows = [row for row in rows if not row["stale"]]
     if as_json:
         echo_json(rows)
-        return
-    print_table(rows, _COLUMNS, "phones")
-    warn_if_no_farmd(state, "states shown may be stale")
+    else:
+        print_table(rows, _COLUMNS, "phones")
+    if hidden:
+        note(f"{hidden} offline or unreachable device{'s' if hidden != 1 else ''} hidden "
+             "(--all shows them)")
+    if not as_json:
+        warn_if_no_farmd(state, "states shown may be stale")
 
 
 @click.command()

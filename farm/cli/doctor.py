@@ -129,8 +129,17 @@ def check_adb(settings: Settings) -> tuple[list[Check], dict[str, str]]:
 # --- tracker -------------------------------------------------------------------------
 
 
-def check_tracker(settings: Settings, states: Mapping[str, str]) -> list[Check]:
-    """The tracker answers from this host, and each attached phone is registered at it."""
+def check_tracker(settings: Settings, states: Mapping[str, str],
+                  wanted: Mapping[str, str] | None = None) -> list[Check]:
+    """The tracker answers from this host, and each attached phone is registered at it.
+
+    Args:
+        settings: farm's settings.
+        states: ``{serial: adb state}`` of the attached transports.
+        wanted: ``{serial: key}`` a phone should serve now when that is not its
+            own key (a tuning job's phones serve the job's key while it runs,
+            :func:`farm.fleet.keys.job_key`); from :func:`check_database`.
+    """
     from farm.tvm.tracker import summary
 
     host, port = settings.tracker.host, settings.tracker.port
@@ -147,15 +156,24 @@ def check_tracker(settings: Settings, states: Mapping[str, str]) -> list[Check]:
     for serial, state in states.items():
         if state != "device":
             continue
-        key = phone_key(settings.tracker.key, serial)
+        key = (wanted or {}).get(serial) or phone_key(settings.tracker.key, serial)
+        why = "" if key == phone_key(settings.tracker.key, serial) else " (its job's key)"
         if key in keys:
-            checks.append(Check(f"registered {serial}", Status.OK, f"as {key}"))
+            checks.append(Check(f"registered {serial}", Status.OK, f"as {key}{why}"))
         else:
-            checks.append(Check(
-                f"registered {serial}", Status.FAIL, f"no server under key {key}",
-                "see 'farmctl devices' for its state; if the phone cannot reach the tracker "
-                "port, use tracker.network = \"usb-only\""))
+            checks.append(Check(f"registered {serial}", Status.FAIL,
+                                f"no server under key {key}{why}", _registration_fix(settings)))
     return checks
+
+
+def _registration_fix(settings: Settings) -> str:
+    """What to do about a phone missing at the tracker, for this fleet's network mode."""
+    if settings.tracker.network == "usb-only":
+        return ("see 'farmctl devices' and 'farmctl logs' for the phone: farmd relaunches its app "
+                "and re-creates its adb reverse tunnel and relay; if it stays unregistered, "
+                "check that the app is running on the phone and 'adb reverse --list'")
+    return ("see 'farmctl devices' for its state; if the phone cannot reach the tracker "
+            f"port {settings.tracker.port} over the network, use tracker.network = \"usb-only\"")
 
 
 # --- host tools -------------------------------------------------------------------------
@@ -271,6 +289,8 @@ def _database_exists(url: str) -> bool:
 def check_database(settings: Settings) -> tuple[Check, dict[str, str] | None]:
     """The database opens and its schema is at the newest migration; the phones' ABIs.
 
+    (:func:`serving_keys` reads the keys phones should serve from the same database.)
+
     Nothing is created or migrated: the revision is read (:func:`farm.queue.db.revisions`)
     and the ``devices`` table is queried only when the schema is at the newest revision.
 
@@ -314,6 +334,41 @@ def check_database(settings: Settings) -> tuple[Check, dict[str, str] | None]:
     return Check("database", Status.OK, f"{shown}, schema at {head}"), abis
 
 
+def serving_keys(settings: Settings) -> dict[str, str]:
+    """``{serial: key}`` for phones that serve their job's key now, not their own.
+
+    A phone busy in an attempt of a kind that ``serves_job_key`` (tune) is
+    registered under ``<key>-job-<id>`` while it runs; doctor judged it against
+    its own key and failed a normal tune (issue 25). Empty when the database
+    cannot be read (:func:`check_database` says why).
+    """
+    import sqlalchemy as sa
+
+    from farm.fleet.keys import job_key
+    from farm.kinds import KINDS
+    from farm.queue import db
+    from farm.queue.models import Attempt, Device, DeviceState, Job
+
+    if not _database_exists(settings.database_url):
+        return {}
+    query = (sa.select(Device.serial, Job.id, Job.kind)
+             .join(Attempt, Attempt.id == Device.attempt_id)
+             .join(Job, Job.id == Attempt.job_id)
+             .where(Device.state == DeviceState.BUSY))
+    try:
+        engine = db.create_engine(settings.database_url)
+        try:
+            with engine.connect() as connection:
+                rows = connection.execute(query).all()
+        finally:
+            engine.dispose()
+    except (sa.exc.SQLAlchemyError, FarmError):
+        return {}
+    prefix = settings.tracker.key
+    return {serial: job_key(prefix, job_id) for serial, job_id, kind in rows
+            if kind in KINDS and KINDS[kind].serves_job_key}
+
+
 # --- all together ------------------------------------------------------------------------------
 
 
@@ -321,7 +376,7 @@ def run_checks(settings: Settings, *, farmd_running: bool,
                env: Mapping[str, str] | None = None) -> list[Check]:
     """Every check, in the order of the module doc."""
     checks, states = check_adb(settings)
-    checks += check_tracker(settings, states)
+    checks += check_tracker(settings, states, serving_keys(settings))
     checks += check_tools(env)
     database, abis = check_database(settings)
     checks.append(check_ndk(abis, env))

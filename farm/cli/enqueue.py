@@ -25,7 +25,7 @@ from typing import Any
 import click
 
 from farm.api.service import Submitted
-from farm.cli.output import echo_json
+from farm.cli.output import echo_json, note
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.controllers import kinds as controller_kinds
 from farm.errors import SpecError
@@ -170,8 +170,12 @@ def _submit(state: CliState, kind: Kind, params: dict[str, Any], common: dict[st
 
 def _said_each(done: Submitted, kind: Kind, as_json: bool) -> None:
     """Print a fan-out: its run id and each job's phone."""
+    if done.skipped:
+        count = len(done.skipped)
+        note(f"skipped {count} reserved phone{'s' if count != 1 else ''} (a reserved phone "
+             "takes no job until its reservation ends): " + "; ".join(done.skipped))
     if as_json:
-        echo_json({"run_id": done.run_id, "jobs": list(done.jobs)})
+        echo_json({"run_id": done.run_id, "jobs": list(done.jobs), "skipped": list(done.skipped)})
         return
     click.echo(f"run {done.run_id}: {len(done.jobs)} jobs queued ({kind.name}, one per phone)")
     for job in done.jobs:

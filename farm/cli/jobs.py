@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -19,15 +21,17 @@ from rich.progress import (
 
 from farm.cli.output import Column, echo_json, plain, print_table, to_json
 from farm.cli.params import JOB_ID, LIMIT, Seconds
-from farm.cli.results import RESULT_COLUMNS, result_row
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.errors import FarmError
 from farm.jobs.tune_progress import TuneCounters
 from farm.queue.models import JobState
 from farm.queue.records import AttemptView, JobView, ResultView
 
-__all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "WaitTimedOut", "cancel", "job", "jobs", "logs_",
-           "wait"]
+if TYPE_CHECKING:
+    from farm.runner.wake import JobWaiter
+
+__all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "RESULT_COLUMNS", "WaitTimedOut", "cancel", "job",
+           "jobs", "logs_", "result_row", "wait"]
 
 #: ``farmctl wait``: the job ended failed or cancelled.
 EXIT_FAILED = FarmError.exit_code
@@ -39,6 +43,25 @@ WAIT_MAX_S = 30 * 24 * 3600.0
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
 
+def result_row(view: ResultView) -> dict[str, Any]:
+    """One line of the results table: the result's ids and headline figures."""
+    summary = view.summary
+    return {
+        "id": view.id, "job_id": view.job_id, "attempt_id": view.attempt_id,
+        "kind": summary.get("kind"), "mean_s": summary.get("mean_s"),
+        "gflops": summary.get("gflops") or summary.get("tuned_gflops"),
+        "speedup": summary.get("speedup"), "samples": len(view.samples), "unit": view.unit,
+        "created_at": view.created_at,
+    }
+
+
+RESULT_COLUMNS = [
+    Column("id", "result", "right"), Column("job_id", "job", "right"),
+    Column("attempt_id", "attempt", "right"),
+    Column("kind"), Column("mean_s", justify="right"), Column("gflops", justify="right"),
+    Column("speedup", justify="right"), Column("samples", justify="right"),
+    Column("created_at", "created"),
+]
 def _job_row(view: JobView) -> dict[str, Any]:
     row: dict[str, Any] = plain(view)
     row["attempts"] = f"{view.attempts_made}/{view.attempts_max}"
@@ -215,7 +238,28 @@ class WaitTimedOut(FarmError):
               show_default=True, help="Seconds between checks.")
 @pass_state
 def wait(state: CliState, job_id: int, timeout_s: float | None, poll_s: float) -> None:
-    """Wait until a job ends; the exit code says how it ended (see below)."""
+    """Wait until a job ends; the exit code says how it ended (see below).
+
+    On a farm host it sleeps on the wake farmd uses (farm.runner.wake.JobWaiter):
+    the attempt's end wakes it at once; ``--poll`` is only the safety net.
+    """
+    with contextlib.ExitStack() as stack:
+        waiter = None
+        if state.server is None:
+            from farm.runner.wake import JobWaiter
+
+            waiter = stack.enter_context(JobWaiter(Path(state.settings.data_dir),
+                                                   state.settings.database_url))
+        view = _wait_for(state, job_id, timeout_s, poll_s, waiter)
+    if view.state is not JobState.SUCCEEDED:
+        raise FarmError(f"job {job_id} {view.state.value}: {view.error or 'no reason recorded'}")
+    result = next(iter(state.queue.results(job_id)), None)
+    click.echo(f"job {job_id} succeeded" + (f": {_figures(result)}" if result else ""))
+
+
+def _wait_for(state: CliState, job_id: int, timeout_s: float | None, poll_s: float,
+              waiter: JobWaiter | None) -> JobView:
+    """The job's view once it ended; WaitTimedOut after ``timeout_s``."""
     view = _get_job(state, job_id)
     if not view.state.ended:
         warn_if_no_farmd(state, "the job will not progress until farmd starts")
@@ -227,19 +271,23 @@ def wait(state: CliState, job_id: int, timeout_s: float | None, poll_s: float) -
                   disable=not console.is_terminal) as progress:
         task = progress.add_task(_describe(view), total=None)
         while not view.state.ended:
-            if timeout_s is not None and time.monotonic() - start_s >= timeout_s:
+            left_s = None if timeout_s is None else timeout_s - (time.monotonic() - start_s)
+            if left_s is not None and left_s <= 0:
                 raise WaitTimedOut(f"job {job_id} still {view.state.value} after {timeout_s:g} s")
-            time.sleep(poll_s)
+            sleep_s = poll_s if left_s is None else min(poll_s, left_s)
+            if waiter is not None:
+                waiter.wait(sleep_s)
+            else:
+                time.sleep(sleep_s)
             view = _get_job(state, job_id)
+            if view.state.ended:
+                break
             # A tuning job's bar counts measured trials; other jobs show a spinner.
             tuning = _tuning(state, job_id)
             progress.update(task, description=_describe(view),
                             total=tuning.trials_asked if tuning and tuning.tasks else None,
                             completed=tuning.trials_measured if tuning else 0)
-    if view.state is not JobState.SUCCEEDED:
-        raise FarmError(f"job {job_id} {view.state.value}: {view.error or 'no reason recorded'}")
-    result = next(iter(state.queue.results(job_id)), None)
-    click.echo(f"job {job_id} succeeded" + (f": {_figures(result)}" if result else ""))
+    return view
 
 
 def _describe(view: JobView) -> str:

@@ -11,26 +11,82 @@ Every command's help shows the defaults and marks required options
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
-from farm import logs, privacy
-from farm.cli import db, demo, devices, doctor, enqueue, export, jobs, reserve, results, token
-from farm.cli.compare import compare
-from farm.cli.hosts import hosts
+from farm import __version__, privacy
 from farm.cli.params import CONTEXT_SETTINGS
-from farm.cli.state import CliState
-from farm.config import ENV_SERVER, ENV_TOKEN
+from farm.envvars import ENV_SERVER, ENV_TOKEN
 from farm.errors import FarmError
 
-__all__ = ["cli", "main"]
+__all__ = ["COMMANDS", "cli", "main"]
+
+#: Every farmctl command: its module and attribute, and its one-line help for
+#: ``farmctl --help``. A command's module is imported only when that command
+#: runs (or its own ``--help`` is asked), so ``farmctl --version`` and ``jobs``
+#: do not pay for scipy, TVM or the export code (issue 25: 2-4 s a call, before).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "enqueue": ("farm.cli.enqueue:enqueue", "Queue a job (gemm, model, tune, ...)."),
+    "jobs": ("farm.cli.jobs:jobs", "List jobs, newest first."),
+    "job": ("farm.cli.jobs:job", "Show one job: spec, attempts, result."),
+    "cancel": ("farm.cli.jobs:cancel", "Cancel a queued or running job."),
+    "results": ("farm.cli.results:results", "Show results: per phone spread, or raw samples."),
+    "logs": ("farm.cli.jobs:logs_", "Device and job events, oldest first."),
+    "wait": ("farm.cli.jobs:wait", "Wait until a job ends; the exit code says how it ended."),
+    "devices": ("farm.cli.devices:devices", "List the fleet's phones, boards and GPU hosts."),
+    "drain": ("farm.cli.devices:drain", "Stop giving a phone new jobs (a running job finishes)."),
+    "undrain": ("farm.cli.devices:undrain", "Give a drained phone jobs again."),
+    "release": ("farm.cli.devices:release", "Take a phone out of quarantine."),
+    "reserve": ("farm.cli.reserve:reserve", "Take a phone out of scheduling for a person."),
+    "unreserve": ("farm.cli.reserve:unreserve", "End a reservation."),
+    "reservations": ("farm.cli.reserve:reservations", "List reservations."),
+    "demo": ("farm.cli.demo:demo", "Run the main job on virtual phones, then a table and a PNG."),
+    "doctor": ("farm.cli.doctor:doctor", "Check adb, phones, tracker, tools and the database."),
+    "export": ("farm.cli.export:export", "Write a tuned model's bundle, usable without farm."),
+    "db": ("farm.cli.db:db", "The queue database's schema: show its revision, or upgrade it."),
+    "compare": ("farm.cli.compare:compare", "Compare two jobs or runs per phone."),
+    "hosts": ("farm.cli.hosts:hosts", "The farmd hosts sharing this database."),
+    "token": ("farm.cli.token:token", "The HTTP API's tokens: create, list, revoke."),
+}
 
 
 class FarmGroup(click.Group):
-    """A click group that turns FarmError into ``Error: ...`` and its exit code."""
+    """farmctl's group: lazy subcommands, and FarmError as ``Error: ...`` with its exit code.
+
+    The subcommands are :data:`COMMANDS`, imported on first use (click's
+    "Defining the lazy group" recipe, docs/complex.md "Lazily Loading Subcommands").
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command's name, without importing any."""
+        return sorted(set(COMMANDS) | set(super().list_commands(ctx)))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command ``cmd_name``, its module imported now; None for an unknown name."""
+        added = super().get_command(ctx, cmd_name)  # cli.add_command still works
+        entry = COMMANDS.get(cmd_name)
+        if added is not None or entry is None:
+            return added
+        module_name, _, attribute = entry[0].partition(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{entry[0]} is not a click command")
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands section of ``--help`` from :data:`COMMANDS`' one-liners (no imports)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            added = self.commands.get(name)
+            if added is not None and added.hidden:
+                continue
+            rows.append((name, added.get_short_help_str() if added else COMMANDS[name][1]))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> object:
         """Run the subcommand, mapping FarmError at this one boundary."""
@@ -45,6 +101,7 @@ class FarmGroup(click.Group):
              epilog="Exit codes: 0 success; 1 a failure (of the job, a phone, a service); "
                     "2 a usage error or wrong input. 'farmctl wait' adds 124 for --timeout; "
                     "'farmctl compare' 3 when a phone is slower.")
+@click.version_option(__version__, prog_name="farmctl", message="%(prog)s %(version)s")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
               envvar="FARM_CONFIG",
               help="farm's TOML config (default: $FARM_CONFIG, then /etc/farm/farm.toml).")
@@ -60,21 +117,13 @@ class FarmGroup(click.Group):
 def cli(ctx: click.Context, config_path: Path | None, log_level: str, server: str | None,
         token: str | None) -> None:
     """Queue benchmark and tuning jobs on the phone farm and read their results."""
+    from farm import logs
+    from farm.cli.state import CliState
+
     logs.configure(level=log_level, stream=sys.stderr)
     state = CliState(config_path, server or None, token or None)
     ctx.obj = state
     ctx.call_on_close(state.close)
-
-
-cli.add_command(enqueue.enqueue)
-for command in (jobs.jobs, jobs.job, jobs.cancel, results.results, jobs.logs_, jobs.wait,
-                devices.devices, devices.drain, devices.undrain, devices.release,
-                reserve.reserve, reserve.unreserve, reserve.reservations,
-                demo.demo, doctor.doctor, export.export, db.db):
-    cli.add_command(command)
-cli.add_command(compare)
-cli.add_command(hosts)
-cli.add_command(token.token)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

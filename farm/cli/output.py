@@ -4,6 +4,12 @@ Every listing takes ``--json``; JSON output is one document on stdout (a list
 for listings) with datetimes as ISO 8601 strings and enums as their values, so
 ``farmctl jobs --json | jq`` works. Messages for people go to stderr, never
 into the data on stdout.
+
+Tables are drawn with rich on a terminal only. Off a terminal (a pipe, a file,
+a test) :func:`print_table` writes tab-separated lines, a header first, and
+never shortens a cell: rich folded or cut columns to fit its width, so a piped
+``farmctl devices`` printed serials as ``127.0.0....`` that could not be
+pasted into ``drain`` or ``reserve`` (issue 25).
 """
 
 from __future__ import annotations
@@ -91,17 +97,34 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _console() -> Console:
+def _stdout_is_tty() -> bool:
     stream = sys.stdout  # click's CliRunner swaps it too; get_text_stream is deprecated
-    is_tty = hasattr(stream, "isatty") and stream.isatty()
-    return Console(file=stream, width=None if is_tty else PIPE_WIDTH, highlight=False)
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def _console() -> Console:
+    is_tty = _stdout_is_tty()
+    return Console(file=sys.stdout, width=None if is_tty else PIPE_WIDTH, highlight=False)
+
+
+def _tsv_cell(value: Any) -> str:
+    """A cell on one line without tabs, whole."""
+    return " ".join(_cell(value).split()) if value is not None else ""
 
 
 def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column],
                 title: str | None = None) -> None:
-    """Print a rich table of ``rows`` on stdout (``-`` on stderr when empty)."""
+    """Print ``rows`` on stdout: a rich table on a terminal, tab-separated lines elsewhere.
+
+    ``no <title>`` goes to stderr when there are no rows.
+    """
     if not rows:
         note(f"no {title or 'rows'}")
+        return
+    if not _stdout_is_tty():
+        lines = ["\t".join(c.header for c in columns)]
+        lines += ["\t".join(_tsv_cell(row.get(c.key)) for c in columns) for row in rows]
+        click.echo("\n".join(lines))
         return
     table = Table(title=title, title_justify="left")
     for column in columns:

@@ -13,7 +13,7 @@ import math
 
 import click
 
-from farm.queue.models import DB_INT_MAX
+from farm.queue.limits import DB_INT_MAX
 
 __all__ = ["CONTEXT_SETTINGS", "DB_INT_MAX", "JOB_ID", "LIMIT", "Seconds"]
 

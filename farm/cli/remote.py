@@ -242,7 +242,7 @@ class RemoteService:
         body = self._call("POST", "/jobs", json={"spec": raw, "each": each,
                                                  "wait_for_device": wait_for_device})
         out: SubmittedOut = self._read(SubmittedOut, body)
-        return Submitted(tuple(out.jobs), out.run_id)
+        return Submitted(tuple(out.jobs), out.run_id, tuple(out.skipped))
 
     def cancel(self, job_id: int) -> JobView:
         """Cancel a job: the token's owner's own, or any with an operator token."""

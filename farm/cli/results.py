@@ -23,36 +23,16 @@ from farm.cli.output import Column, echo_json, note, print_table, to_csv
 from farm.cli.params import JOB_ID, LIMIT
 from farm.cli.state import CliState, pass_state
 from farm.errors import UserFault
-from farm.queue.records import ResultView
 from farm.report import thermal_label
 from farm.results.plots import write_history_plot, write_spread_plot
 from farm.results.rows import SAMPLE_FIELDS, SampleRow
 from farm.results.spreads import PhoneSpread, by_workload, noise_label, phone_spreads
 
-__all__ = ["RESULT_COLUMNS", "result_row", "results"]
+__all__ = ["results"]
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
 
-def result_row(view: ResultView) -> dict[str, Any]:
-    """One line of the results table: the result's ids and headline figures."""
-    summary = view.summary
-    return {
-        "id": view.id, "job_id": view.job_id, "attempt_id": view.attempt_id,
-        "kind": summary.get("kind"), "mean_s": summary.get("mean_s"),
-        "gflops": summary.get("gflops") or summary.get("tuned_gflops"),
-        "speedup": summary.get("speedup"), "samples": len(view.samples), "unit": view.unit,
-        "created_at": view.created_at,
-    }
-
-
-RESULT_COLUMNS = [
-    Column("id", "result", "right"), Column("job_id", "job", "right"),
-    Column("attempt_id", "attempt", "right"),
-    Column("kind"), Column("mean_s", justify="right"), Column("gflops", justify="right"),
-    Column("speedup", justify="right"), Column("samples", justify="right"),
-    Column("created_at", "created"),
-]
 _SPREAD_COLUMNS = [
     Column("job_id", "job", "right"), Column("run_id", "run"), Column("serial", "phone"),
     Column("workload"), Column("n", justify="right"),

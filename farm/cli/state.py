@@ -14,6 +14,7 @@ export...) read :attr:`CliState.store`, which refuses under ``--server``.
 
 from __future__ import annotations
 
+import getpass
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,7 +32,15 @@ if TYPE_CHECKING:
     from farm.api.service import Queue
     from farm.cli.remote import RemoteService
 
-__all__ = ["CliState", "pass_state", "warn_if_no_farmd"]
+__all__ = ["CliState", "login_name", "pass_state", "warn_if_no_farmd"]
+
+
+def login_name() -> str | None:
+    """The local user's login name (jobs queued here carry it as owner); None if unknown."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry and no $USER (a container)
+        return None
 
 
 @dataclass
@@ -99,7 +108,8 @@ class CliState:
 
                 data_dir = Path(self.settings.data_dir)
                 self._queue = FarmService(self.store, self.settings, SystemClock(),
-                                          wake=lambda: send_wake(data_dir))
+                                          wake=lambda: send_wake(data_dir),
+                                          local_owner=login_name())
         return self._queue
 
     def farmd(self) -> FarmdStatus:

@@ -66,8 +66,10 @@ log = structlog.get_logger(__name__)
 #: observation: each lost race means another writer moved the phone just now.
 SETTLE_TRIES = 3
 #: How long :meth:`FleetManager.close` waits for running tasks; they stop at
-#: their next wait, or when their adb call's own deadline ends.
-CLOSE_DEADLINE_S = 15.0
+#: their next wait, or when their adb call's own deadline ends. Short: farmd
+#: must be gone within about 10 s of SIGTERM (issue 25), and a task left
+#: behind is a daemon thread that ends with the process.
+CLOSE_DEADLINE_S = 5.0
 #: A sweep waits this long for its phones: each phone's adb probe has its own
 #: deadline (``farm.health.probes.PROBE_TIMEOUT_S``), well within it.
 SWEEP_WAIT_S = 60.0
@@ -219,6 +221,14 @@ class FleetManager:
     def closing(self) -> bool:
         """Whether the manager is closing (tasks stop at their next wait)."""
         return self._closing.is_set()
+
+    def stop_intake(self) -> None:
+        """Start no provisioning or recovery from now on (farmd stops); :meth:`close` follows.
+
+        Tasks already running stop at their next wait. farmd calls this first
+        on SIGTERM, so a phone plugged in while it stops is left for the next farmd.
+        """
+        self._closing.set()
 
     def start_task(self, label: str, fn: Callable[[], None]) -> None:
         """Run ``fn()`` on a thread of its own, joined (bounded) at :meth:`close`."""

@@ -27,24 +27,30 @@ A daemon tick is::
 and once at farmd start, before any claim: ``store.reclaim(settings.host_id, reason, now)``.
 """
 
-from farm.queue.db import default_url
-from farm.queue.models import AttemptState, DeviceHealth, DeviceState, JobState
-from farm.queue.records import (
-    AttemptView,
-    Claim,
-    Decision,
-    DeviceRecord,
-    EventRecord,
-    Failure,
-    JobView,
-    Outcome,
-    ResultView,
-    SnapshotData,
-    TuningData,
-)
-from farm.queue.scheduler import Assignment, DeviceView, QueuedJob, QueueSnapshot, plan
-from farm.queue.spec import JobSpec, parse_spec
-from farm.queue.store import Store
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from farm.queue.db import default_url
+    from farm.queue.models import AttemptState, DeviceHealth, DeviceState, JobState
+    from farm.queue.records import (
+        AttemptView,
+        Claim,
+        Decision,
+        DeviceRecord,
+        EventRecord,
+        Failure,
+        JobView,
+        Outcome,
+        ResultView,
+        SnapshotData,
+        TuningData,
+    )
+    from farm.queue.scheduler import Assignment, DeviceView, QueuedJob, QueueSnapshot, plan
+    from farm.queue.spec import JobSpec, parse_spec
+    from farm.queue.store import Store
 
 __all__ = [
     "Assignment",
@@ -72,3 +78,41 @@ __all__ = [
     "parse_spec",
     "plan",
 ]
+
+#: Where each name lives: imported on first use (PEP 562), so that importing
+#: one module of the package (``farm.queue.models``) does not load the store, the
+#: scheduler and alembic with it (farmctl's start, issue 25).
+_SOURCES = {
+    "Assignment": "farm.queue.scheduler",
+    "AttemptState": "farm.queue.models",
+    "AttemptView": "farm.queue.records",
+    "Claim": "farm.queue.records",
+    "Decision": "farm.queue.records",
+    "DeviceHealth": "farm.queue.models",
+    "DeviceRecord": "farm.queue.records",
+    "DeviceState": "farm.queue.models",
+    "DeviceView": "farm.queue.scheduler",
+    "EventRecord": "farm.queue.records",
+    "Failure": "farm.queue.records",
+    "JobSpec": "farm.queue.spec",
+    "JobState": "farm.queue.models",
+    "JobView": "farm.queue.records",
+    "Outcome": "farm.queue.records",
+    "QueueSnapshot": "farm.queue.scheduler",
+    "QueuedJob": "farm.queue.scheduler",
+    "ResultView": "farm.queue.records",
+    "SnapshotData": "farm.queue.records",
+    "Store": "farm.queue.store",
+    "TuningData": "farm.queue.records",
+    "default_url": "farm.queue.db",
+    "parse_spec": "farm.queue.spec",
+    "plan": "farm.queue.scheduler",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """``name`` from its module, imported now (PEP 562)."""
+    module = _SOURCES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -25,16 +25,13 @@ migrates.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 import structlog
-from alembic import command
-from alembic.config import Config
-from alembic.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.exc import SQLAlchemyError
 
 from farm.clock import SystemClock
@@ -42,10 +39,13 @@ from farm.config import HostSettings, default_database_url
 from farm.errors import StoreError
 from farm.queue import upgrade_guard
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 log = structlog.get_logger(__name__)
 
-__all__ = ["JOBS_CHANNEL", "MIGRATION_LOCK_KEY", "create_engine", "default_url", "head_revision",
-           "migrate", "require_head", "revisions"]
+__all__ = ["JOBS_CHANNEL", "MIGRATION_LOCK_KEY", "alembic_head_revision", "create_engine",
+           "default_url", "head_revision", "migrate", "require_head", "revisions"]
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 #: PostgreSQL channel an enqueue NOTIFYs in its transaction (farm.runner.wake listens).
@@ -116,6 +116,8 @@ def _configure_sqlite(engine: sa.Engine) -> None:
 
 def _alembic_config() -> Config:
     """Alembic settings for our migrations folder (no alembic.ini, see migrations/env.py)."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(_MIGRATIONS))
     return config
@@ -131,11 +133,62 @@ def revisions(connection: sa.Connection) -> tuple[str | None, str]:
     Raises:
         sqlalchemy.exc.SQLAlchemyError: the database cannot be read.
     """
-    return MigrationContext.configure(connection).get_current_revision(), head_revision()
+    return _stored_revision(connection), head_revision()
+
+
+def _stored_revision(connection: sa.Connection) -> str | None:
+    """The revision in ``alembic_version``, read with one SELECT (alembic loads only if odd).
+
+    Alembic's ``MigrationContext`` reads the same row; importing alembic costs
+    every farmctl command about 0.1 s, so the one-row case is read here.
+    """
+    if not sa.inspect(connection).has_table("alembic_version"):
+        return None
+    rows = connection.execute(sa.text("SELECT version_num FROM alembic_version")).all()
+    if len(rows) == 1:
+        return str(rows[0][0])
+    from alembic.migration import MigrationContext  # several heads: alembic's own rules
+
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+#: ``revision = "0004"`` and ``down_revision = "0003"`` (or None) in a migration file.
+_REVISION_LINE = re.compile(r'^(down_revision|revision)\s*(?::[^=]*)?=\s*(?:"([^"]*)"|None)',
+                            re.MULTILINE)
 
 
 def head_revision() -> str:
-    """The newest schema revision this farm's migrations make, e.g. ``"0004"``."""
+    """The newest schema revision this farm's migrations make, e.g. ``"0004"``.
+
+    Read from the migration files' ``revision``/``down_revision`` lines: the
+    one revision no file revises. When that is not exactly one (a branch, a
+    file written another way) alembic's ``ScriptDirectory`` decides; a unit
+    test checks that both agree on the shipped migrations.
+    """
+    head = _head_from_files()
+    if head is not None:
+        return head
+    return alembic_head_revision()
+
+
+def _head_from_files() -> str | None:
+    made: set[str] = set()
+    revised: set[str] = set()
+    for path in (_MIGRATIONS / "versions").glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        fields = {m.group(1): m.group(2) for m in _REVISION_LINE.finditer(text)}
+        if fields.get("revision"):
+            made.add(fields["revision"])
+            if fields.get("down_revision"):
+                revised.add(str(fields["down_revision"]))
+    heads = made - revised
+    return heads.pop() if len(heads) == 1 else None
+
+
+def alembic_head_revision() -> str:
+    """The head revision as alembic's ``ScriptDirectory`` computes it (slower: imports alembic)."""
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
     if head is None:  # a broken install, not a database fault
         raise RuntimeError(f"no migration in {_MIGRATIONS}")
@@ -176,6 +229,8 @@ def migrate(engine: sa.Engine, *, dead_after_s: float = HOST_DEAD_AFTER_S) -> st
                                    {"key": MIGRATION_LOCK_KEY})
             current, head = revisions(connection)
             if current != head:
+                from alembic import command
+
                 config = _alembic_config()
                 why = upgrade_guard.refusal(connection, ScriptDirectory.from_config(config),
                                             current, head, SystemClock().now(), dead_after_s)
@@ -214,6 +269,8 @@ def require_head(engine: sa.Engine) -> None:
 
 
 def _is_known(revision: str) -> bool:
+    from alembic.script import ScriptDirectory
+
     try:
         return ScriptDirectory.from_config(_alembic_config()).get_revision(revision) is not None
     except Exception:  # noqa: BLE001 - alembic raises several kinds for an unknown id

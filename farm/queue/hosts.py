@@ -44,7 +44,8 @@ from farm.queue.models import Device, DeviceEvent, DeviceState, Host
 from farm.queue.ops import TransactionOps
 from farm.queue.records import DeviceRecord
 
-__all__ = ["UNREACHABLE", "HostOps", "HostRecord", "dead_hosts", "shown_state"]
+__all__ = ["UNREACHABLE", "HostOps", "HostRecord", "dead_hosts", "readings_stale", "shown_state",
+           "stale_health_reason"]
 
 #: What ``farmctl devices`` and the metrics show for a device of a dead host.
 UNREACHABLE = "unreachable"
@@ -104,6 +105,24 @@ def shown_state(device: DeviceRecord, dead: Collection[str]) -> str:
     stays in the row, and comes back into view when the host beats again.
     """
     return UNREACHABLE if device.host is not None and device.host in dead else device.state.value
+
+
+def readings_stale(device: DeviceRecord, dead: Collection[str]) -> bool:
+    """Whether ``device``'s health and latest readings are out of date, not current.
+
+    True when it is ``offline`` (gone from adb: nobody probes it) or its host is
+    in ``dead`` (nobody that could probe it is alive): its health is then shown
+    as ``unknown`` and its battery and thermal readings as stale with their age,
+    never as the last "good" and battery % of hours ago (issue 25).
+    """
+    return device.state is DeviceState.OFFLINE or shown_state(device, dead) == UNREACHABLE
+
+
+def stale_health_reason(record: DeviceRecord) -> str:
+    """Why a stale phone's health is unknown, keeping what was last judged."""
+    why = "offline" if record.state is DeviceState.OFFLINE else "its host is unreachable"
+    last = record.health.value + (f": {record.health_reason}" if record.health_reason else "")
+    return f"not probed: {why}; last {last}"
 
 
 class HostOps(TransactionOps):

@@ -33,6 +33,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from farm.queue.tolerant import TolerantEnum
+from farm.queue.limits import DB_INT_MAX
 
 __all__ = [
     "DB_INT_MAX",
@@ -58,10 +59,6 @@ __all__ = [
     "UtcDateTime",
 ]
 
-#: The largest value of the queue's integer columns (ids): PostgreSQL's
-#: ``integer`` is 4 bytes, -2147483648 to +2147483647 (PostgreSQL docs, "Numeric
-#: Types"); SQLite's 8-byte integers hold more, so the smaller range is the bound.
-DB_INT_MAX = 2**31 - 1
 
 
 class DeviceState(str, Enum):

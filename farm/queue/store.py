@@ -124,6 +124,16 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
         except SQLAlchemyError as exc:
             raise StoreError(f"database error: {exc}") from exc
 
+    def _notify_jobs(self, session: Session) -> None:
+        """On PostgreSQL, ``NOTIFY farm_jobs`` at this transaction's commit.
+
+        Delivered to every listening farmd (a job to start, phones freed) and
+        ``farmctl wait`` (a job may have ended), on any host (farm.runner.wake);
+        a rolled-back transaction sends nothing (PostgreSQL docs, "NOTIFY").
+        """
+        if self._engine.dialect.name == "postgresql":
+            session.execute(text(f"NOTIFY {JOBS_CHANNEL}"))
+
     # --- jobs -------------------------------------------------------------------
 
     def enqueue(self, spec: JobSpec | Mapping[str, Any], now: datetime, *,
@@ -149,9 +159,7 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
         with self._tx() as session:
             session.add(job)
             session.flush()
-            if self._engine.dialect.name == "postgresql":
-                # Delivered at commit to every listening farmd (farm.runner.wake).
-                session.execute(text(f"NOTIFY {JOBS_CHANNEL}"))
+            self._notify_jobs(session)
             return job.id
 
     def enqueue_run(
@@ -245,6 +253,7 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
             True if the job was cancelled now; False if it is unknown or had ended.
         """
         with self._tx() as session:
+            self._notify_jobs(session)
             return endings.cancel(session, job_id, now)
 
     # --- scheduling ----------------------------------------------------------------
@@ -389,6 +398,7 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
         """
         try:
             with self._tx() as session:
+                self._notify_jobs(session)
                 return lifecycle.finish(session, attempt_id, outcome, now)
         except IntegrityError:
             return False  # results.job_id is unique: another attempt won
@@ -405,6 +415,7 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
         """
         failure = error if isinstance(error, Failure) else Failure.from_error(error)
         with self._tx() as session:
+            self._notify_jobs(session)
             return lifecycle.fail(session, attempt_id, failure, now)
 
     def record_snapshot(self, attempt_id: int, snapshot: SnapshotData) -> None:

@@ -20,9 +20,15 @@ A TVM crash (segfaults happen) kills only the child; the dispatcher sees a
 signal and no outcome and retries the job on another phone.
 """
 
-from farm.runner.dispatcher import Dispatcher, TickReport
-from farm.runner.outcome import ChildOutcome, read_outcome, write_outcome
-from farm.runner.pidfile import FarmdStatus, farmd_status, remove_pidfile, write_pidfile
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from farm.runner.dispatcher import Dispatcher, TickReport
+    from farm.runner.outcome import ChildOutcome, read_outcome, write_outcome
+    from farm.runner.pidfile import FarmdStatus, farmd_status, remove_pidfile, write_pidfile
 
 __all__ = [
     "ChildOutcome",
@@ -35,3 +41,25 @@ __all__ = [
     "write_outcome",
     "write_pidfile",
 ]
+
+#: Where each name lives: imported on first use (PEP 562), so that importing
+#: ``farm.runner.wake`` or ``pidfile`` (farmctl) does not load the dispatcher.
+_SOURCES = {
+    "ChildOutcome": "farm.runner.outcome",
+    "Dispatcher": "farm.runner.dispatcher",
+    "FarmdStatus": "farm.runner.pidfile",
+    "TickReport": "farm.runner.dispatcher",
+    "farmd_status": "farm.runner.pidfile",
+    "read_outcome": "farm.runner.outcome",
+    "remove_pidfile": "farm.runner.pidfile",
+    "write_outcome": "farm.runner.outcome",
+    "write_pidfile": "farm.runner.pidfile",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """``name`` from its module, imported now (PEP 562)."""
+    module = _SOURCES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -51,6 +51,7 @@ from farm.queue.scheduler import plan
 from farm.queue.store import Store
 from farm.runner.outcome import read_outcome
 from farm.runner.pidfile import record_child
+from farm.runner.wake import wake_waiters
 from farm.runner.warm import WarmChild, ZygoteError, ZygoteKeeper
 
 __all__ = ["ChildCommand", "Dispatcher", "RunningChild", "TickReport", "child_args",
@@ -211,6 +212,9 @@ class Dispatcher:
         self._time_out(now, report)
         self._heartbeat(now, report)
         report.reaped = [a.id for a in self.store.reap(now)]  # the store logs lease_expired
+        if report.ended or report.timed_out or report.stopped or report.reaped:
+            # A job may have ended without its child's wake (a crash, a timeout).
+            wake_waiters(Path(self.settings.data_dir))
         if not self.stopping:
             self._start_new(now, report)
             self._keep_zygote()

@@ -11,6 +11,12 @@ and two ticks never run at once. What wakes it::
     attempt child exits (the dispatcher watches each child)       ──> TickLoop.wake
     phone moved to ready (FleetManager.on_ready)                   ──> TickLoop.wake
 
+``farmctl wait`` wakes the same way when its job may have ended
+(:class:`JobWaiter`): each waiter binds a socket in ``<data_dir>/waiters/``,
+which :func:`send_wake` (the attempt child's last act, farmctl's enqueue) also
+reaches, and on PostgreSQL it listens to ``farm_jobs``, which the store
+NOTIFYs when a job is queued, finished, failed or cancelled.
+
 A lost wake costs at most one tick interval: the listeners are an
 optimisation, never the only way a job starts. PostgreSQL delivers a NOTIFY
 only after its transaction commits, to every farmd listening, on any host
@@ -22,6 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
+import secrets
 import socket
 import threading
 from collections.abc import Callable
@@ -32,11 +40,14 @@ import structlog
 from farm import backoff
 from farm.queue.db import JOBS_CHANNEL
 
-__all__ = ["WAKE_SOCKET", "PgWake", "SocketWake", "TickLoop", "send_wake", "wake_path"]
+__all__ = ["WAITERS_DIR", "WAKE_SOCKET", "JobWaiter", "PgWake", "SocketWake", "TickLoop",
+           "send_wake", "wake_path", "wake_waiters"]
 
 log = structlog.get_logger(__name__)
 
 WAKE_SOCKET = "farmd.wake"
+#: Folder of the data folder where each ``farmctl wait`` binds its socket.
+WAITERS_DIR = "waiters"
 #: How long a listener blocks before it looks whether it should stop.
 _POLL_S = 1.0
 #: Longest path a unix socket address holds (``sun_path``, 108 bytes on Linux, unix(7)).
@@ -49,21 +60,121 @@ def wake_path(data_dir: Path) -> Path:
 
 
 def send_wake(data_dir: Path) -> bool:
-    """Tell a farmd of ``data_dir`` that a job was queued; never blocks or raises.
+    """Tell a farmd of ``data_dir``, and every ``farmctl wait``, that the queue changed.
+
+    Never blocks or raises. A waiter's socket nobody holds any more (its
+    farmctl was killed) is removed.
 
     Returns:
         True if a farmd's socket took the datagram; False if none listens
         (farmd not running: it finds the job at its start) or its buffer is full
         (a wake is already pending, which is as good).
     """
-    path = wake_path(data_dir)
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         sock.setblocking(False)
         try:
-            sock.sendto(b"w", str(path))
+            sock.sendto(b"w", str(wake_path(data_dir)))
         except OSError:
+            delivered = False
+        else:
+            delivered = True
+    wake_waiters(data_dir)
+    return delivered
+
+
+def wake_waiters(data_dir: Path) -> None:
+    """Wake every ``farmctl wait`` of ``data_dir`` (:class:`JobWaiter`); never blocks or raises.
+
+    A waiter's socket nobody holds any more (its farmctl was killed) is removed.
+    """
+    folder = Path(data_dir).expanduser() / WAITERS_DIR
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock, contextlib.suppress(OSError):
+        sock.setblocking(False)
+        for waiter in folder.glob("*.wake"):
+            try:
+                sock.sendto(b"w", str(waiter))
+            except ConnectionRefusedError:
+                waiter.unlink(missing_ok=True)  # its farmctl is gone
+            except OSError:
+                continue  # full: a wake is pending there already
+
+
+class JobWaiter:
+    """What ``farmctl wait`` sleeps on: woken when a job may have ended, else after a timeout.
+
+    Bind it before reading the job's state, so an end between the read and the
+    sleep still wakes it. Wakes are hints: the caller reads the job again
+    after each :meth:`wait`, woken or timed out, so a lost wake costs one
+    timeout at most, and a waiter that cannot bind its socket (a read-only
+    data folder, a path too long) just sleeps the timeout, as polling did.
+
+    Args:
+        data_dir: the data folder farmd and the attempt children use.
+        database_url: the queue's URL; a PostgreSQL one is also LISTENed on
+            (jobs of other hosts end there).
+    """
+
+    def __init__(self, data_dir: Path, database_url: str | None = None) -> None:
+        self._sock: socket.socket | None = None
+        self.path: Path | None = None
+        folder = Path(data_dir).expanduser() / WAITERS_DIR
+        path = folder / f"{os.getpid()}-{secrets.token_hex(4)}.wake"
+        try:
+            if len(str(path).encode()) > _SUN_PATH_MAX:
+                raise OSError(errno.ENAMETOOLONG, "too long for a unix socket address", str(path))
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            try:
+                sock.bind(str(path))
+            except OSError:
+                sock.close()
+                raise
+        except OSError as exc:
+            log.debug("job_waiter_polls", reason=str(exc))
+        else:
+            self._sock, self.path = sock, path
+        self._pg: PgWake | None = None
+        if self._sock is not None and database_url and database_url.startswith("postgresql"):
+            self._pg = PgWake(database_url, self._poke)
+
+    def _poke(self) -> None:
+        if self.path is not None:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock, \
+                    contextlib.suppress(OSError):
+                sock.setblocking(False)
+                sock.sendto(b"w", str(self.path))
+
+    def wait(self, timeout_s: float) -> bool:
+        """Sleep until a wake or ``timeout_s``; True if woken (pending wakes are drained)."""
+        if self._sock is None:
+            threading.Event().wait(timeout_s)
             return False
-    return True
+        self._sock.settimeout(timeout_s)
+        try:
+            self._sock.recv(64)
+        except TimeoutError:
+            return False
+        self._sock.setblocking(False)
+        with contextlib.suppress(OSError):
+            while self._sock.recv(64):
+                pass
+        return True
+
+    def close(self) -> None:
+        """Stop listening and remove the socket; does not wait for the PostgreSQL listener."""
+        if self._pg is not None:
+            self._pg.close(wait=False)
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> JobWaiter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 class TickLoop:
@@ -215,7 +326,13 @@ class PgWake:
                 log.warning("job_listener_failed", reason=str(exc), retry_in_s=wait_s)
                 self._closed.wait(wait_s)
 
-    def close(self) -> None:
-        """Stop listening (within about a second) and close the connection."""
+    def close(self, *, wait: bool = True) -> None:
+        """Stop listening (within about a second) and close the connection.
+
+        Args:
+            wait: join the listener; a farmctl about to exit does not (the
+                thread is a daemon and its connection closes with the process).
+        """
         self._closed.set()
-        self._thread.join(_POLL_S * 5)
+        if wait:
+            self._thread.join(_POLL_S * 5)

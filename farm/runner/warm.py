@@ -47,7 +47,9 @@ __all__ = ["FORK_REPLY_S", "WarmChild", "Zygote", "ZygoteError", "ZygoteKeeper"]
 log = structlog.get_logger(__name__)
 
 FORK_REPLY_S = 10.0  # a fork answers in milliseconds; this is for a stuck zygote
-CLOSE_WAIT_S = 5.0
+#: How long the zygote may take to exit once its socket closes, before its group
+#: is killed: it exits at once; farmd's whole stop must fit in about 10 s.
+CLOSE_WAIT_S = 2.0
 _RECV_BYTES = 65536
 _LOST_CODE = -signal.SIGKILL
 

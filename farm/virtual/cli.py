@@ -4,9 +4,10 @@
 once it is attached to the adb server, and on SIGINT/SIGTERM detaches every
 phone and ends every process the phones started, then exits 0.
 
-``farm-phones fault SERIAL KIND`` reaches the running ``serve`` over a small
-control channel: a JSON-lines TCP listener on 127.0.0.1 whose port ``serve``
-writes to ``<data-dir>/control.json``. One request line
+``farm-phones fault SERIAL KIND`` reaches the running ``serve`` (or the phones
+of ``farmd --virtual-phones``) over a small control channel: a JSON-lines TCP
+listener on 127.0.0.1 whose port ``serve`` (farmd) writes to
+``<data-dir>/control.json``. One request line
 ``{"serial": ..., "fault": ..., "to_c": ..., "to_pct": ..., "factor": ..., "on": ...}``
 gets one reply line ``{"ok": true}`` or ``{"ok": false, "error": "..."}``.
 """
@@ -31,7 +32,7 @@ from farm import logs
 from farm.adb.server import DEFAULT_ADB_PORT
 from farm.config import load_config
 from farm.errors import FarmError
-from farm.virtual.fleet import Fleet
+from farm.virtual.fleet import Fleet, FleetError
 
 DEFAULT_DATA_DIR = Path.home() / ".local" / "state" / "farm" / "phones"
 CONTROL_FILE = "control.json"
@@ -99,6 +100,53 @@ async def _serve_control(fleet: Fleet) -> asyncio.Server:
     return await asyncio.start_server(handle, "127.0.0.1", 0)
 
 
+def start_control(fleet: Fleet, data_dir: Path) -> Callable[[], None]:
+    """Serve ``farm-phones fault`` for a started ``fleet``; returns what stops it.
+
+    Writes ``<data_dir>/control.json`` (the listener's port and this process's
+    pid), as ``serve`` does; ``farmd --virtual-phones`` calls it for its own
+    phones, so the fault recipes work on the fleet a newcomer starts first.
+    """
+    control = fleet.run(lambda: _serve_control(fleet))
+    control_file = data_dir / CONTROL_FILE
+    data_dir.mkdir(parents=True, exist_ok=True)
+    control_file.write_text(json.dumps({"port": control.sockets[0].getsockname()[1],
+                                        "pid": os.getpid()}))
+
+    def stop() -> None:
+        with contextlib.suppress(FileNotFoundError):
+            control_file.unlink()
+        # The server belongs to the fleet's loop: close it there, not from this thread.
+        with contextlib.suppress(FleetError, TimeoutError):
+            fleet.call(control.close)
+
+    return stop
+
+
+def _served(control_file: Path) -> bool:
+    """Whether ``control_file`` exists and its process is alive (not left by a killed one)."""
+    try:
+        os.kill(int(json.loads(control_file.read_text())["pid"]), 0)
+    except (OSError, ValueError, KeyError):
+        return False
+    return True
+
+
+def control_dirs(data_dir: Path | None) -> list[Path]:
+    """Where ``farm-phones fault`` looks for ``control.json``, in order.
+
+    ``--data-dir`` if given; else ``serve``'s default folder, then the phones
+    folder of the farmd that farm's config names (``<data_dir>/phones``,
+    where ``farmd --virtual-phones`` keeps its phones).
+    """
+    if data_dir is not None:
+        return [data_dir]
+    found = [DEFAULT_DATA_DIR]
+    with contextlib.suppress(FarmError):
+        found.append(Path(load_config().data_dir).expanduser() / "phones")
+    return found
+
+
 @click.group()
 def main() -> None:
     """Virtual Android phones that the real adb server accepts as devices."""
@@ -116,8 +164,12 @@ def main() -> None:
               show_default=True, help="The adb server's port.")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=DEFAULT_DATA_DIR,
               show_default=True, help="Phones' storage and the control file.")
+@click.option("--same-model", is_flag=True,
+              help="Every phone of one model (tuning over several phones needs phones of one "
+                   "model; by default the phones cycle through four models).")
 def serve(
-    count: int, base_port: int | None, network: str | None, adb_port: int, data_dir: Path
+    count: int, base_port: int | None, network: str | None, adb_port: int, data_dir: Path,
+    same_model: bool,
 ) -> None:
     """Run COUNT phones in the foreground until SIGINT or SIGTERM."""
     if network is None:
@@ -131,13 +183,12 @@ def serve(
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    fleet = Fleet(count, network=network, adb_port=adb_port, data_dir=data_dir, base_port=base_port)  # type: ignore[arg-type]
-    control_file = data_dir / CONTROL_FILE
+    fleet = Fleet(count, network=network, adb_port=adb_port, data_dir=data_dir,  # type: ignore[arg-type]
+                  base_port=base_port, same_model=same_model)
+    stop_control: Callable[[], None] | None = None
     try:
         fleet.start()
-        control = fleet.run(lambda: _serve_control(fleet))
-        control_port = control.sockets[0].getsockname()[1]
-        control_file.write_text(json.dumps({"port": control_port, "pid": os.getpid()}))
+        stop_control = start_control(fleet, data_dir)
         for phone in fleet.phones:
             spec = phone.spec
             line = {"serial": phone.serial, "model": spec.model, "network": spec.network}
@@ -145,11 +196,9 @@ def serve(
         sys.stdout.flush()
         while not stop.wait(0.5):
             pass
-        # The server belongs to the fleet's loop: close it there, not from this thread.
-        fleet.call(control.close)
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            control_file.unlink()
+        if stop_control is not None:
+            stop_control()
         fleet.stop()
 
 
@@ -161,8 +210,9 @@ def serve(
 @click.option("--factor", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
               help="throttle: fraction of its speed the phone runs at; 1 removes the throttle.")
 @click.option("--off", is_flag=True, help="hang-shell/unauthorized: clear the fault instead.")
-@click.option("--data-dir", type=click.Path(path_type=Path), default=DEFAULT_DATA_DIR,
-              show_default=True)
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None,
+              help=f"The phones' folder [default: {DEFAULT_DATA_DIR} (farm-phones serve's), "
+                   "then <data_dir>/phones of farm's config (farmd --virtual-phones)].")
 def fault(
     serial: str,
     kind: str,
@@ -170,14 +220,17 @@ def fault(
     to_pct: float | None,
     factor: float | None,
     off: bool,
-    data_dir: Path,
+    data_dir: Path | None,
 ) -> None:
-    """Inject fault KIND into phone SERIAL of the running `farm-phones serve`."""
-    control_file = data_dir / CONTROL_FILE
+    """Inject fault KIND into phone SERIAL (of `farm-phones serve` or `farmd --virtual-phones`)."""
+    tried = [folder / CONTROL_FILE for folder in control_dirs(data_dir)]
+    control_file = next((path for path in tried if _served(path)), tried[0])
     try:
         port = int(json.loads(control_file.read_text())["port"])
     except (OSError, ValueError, KeyError) as exc:
-        raise click.ClickException(f"no running farm-phones serve ({control_file}: {exc})") from exc
+        raise click.ClickException(
+            "no running farm-phones serve or farmd --virtual-phones "
+            f"({', '.join(str(p) for p in tried)}: {exc})") from exc
     request = {
         "serial": serial, "fault": kind, "to_c": to_c, "to_pct": to_pct, "factor": factor,
         "on": not off,

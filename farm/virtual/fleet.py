@@ -78,6 +78,7 @@ class Fleet:
         reboot_away_s: how long a reboot keeps a phone away (default: each spec's
             ``boot_time_s``).
         attach: run ``adb connect`` for every phone at start.
+        same_model: every phone of one model (:func:`profiles`); ignored with ``specs``.
     """
 
     def __init__(
@@ -91,8 +92,10 @@ class Fleet:
         specs: Sequence[PhoneSpec] | None = None,
         reboot_away_s: float | None = None,
         attach: bool = True,
+        same_model: bool = False,
     ) -> None:
-        self.specs = list(specs) if specs is not None else profiles(count, network)
+        self.specs = (list(specs) if specs is not None
+                      else profiles(count, network, same_model=same_model))
         self.adb_port = adb_port
         self.data_dir = Path(data_dir)
         self.base_port = base_port

@@ -19,7 +19,7 @@ from farm.api.auth import CallerDep
 from farm.api.bounds import JobIdPath, TextQuery
 from farm.api.context import ApiContext, context
 from farm.errors import UserFault
-from farm.web import views
+from farm.web import device_view, views
 
 __all__ = ["router"]
 
@@ -60,3 +60,19 @@ def history(ctx: ContextDep, _who: CallerDep, workload: TextQuery = None) -> dic
         return views.history_view(ctx.store, ctx.settings, workload or None)
     except UserFault as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+
+
+@router.get("/devices/{serial}/readings")
+def readings(serial: str, ctx: ContextDep, _who: CallerDep) -> list[dict[str, Any]]:
+    """A device's stored health samples, oldest first (its page's chart)."""
+    if ctx.store.get_device(serial) is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no device {serial!r}")
+    return device_view.readings_view(ctx.store, serial)
+
+
+@router.get("/devices/{serial}/log")
+def device_log(serial: str, ctx: ContextDep, _who: CallerDep) -> dict[str, Any]:
+    """The tail of a phone's logcat (``{"source", "lines", "error"}``)."""
+    if ctx.store.get_device(serial) is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no device {serial!r}")
+    return device_view.log_view(ctx.store, ctx.settings, serial)

@@ -1,4 +1,6 @@
-"""The dashboard's pages: ``/`` fleet, ``/queue``, ``/jobs/{id}``, ``/compare``, ``/history``.
+"""The dashboard's pages: fleet, device, queue, job, compare and history.
+
+``/``, ``/devices/{serial}``, ``/queue``, ``/jobs/{id}``, ``/compare``, ``/history``.
 
 Each page is an HTML shell whose script (``/static/<page>.js``) polls the JSON
 routes named in the body's ``data-sources`` (name -> URL) every ``data-poll-ms``
@@ -13,7 +15,7 @@ POST routes with the same cookie.
 from __future__ import annotations
 
 from typing import Annotated
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
@@ -53,6 +55,16 @@ def fleet(request: Request, ctx: ContextDep, who: PageCaller) -> Response:
     """Every phone and board: state, health, battery, temperatures, job, incidents."""
     return _page(request, ctx, who, "fleet", {"devices": "/api/v1/devices",
                                               "incidents": "/api/v1/dashboard/incidents"})
+
+
+@router.get("/devices/{serial}")
+def device(request: Request, ctx: ContextDep, who: PageCaller, serial: str) -> Response:
+    """One device: state, health, facts, readings over time, events, the tail of its log."""
+    quoted = quote(serial, safe="")
+    return _page(request, ctx, who, "device", {
+        "device": f"/api/v1/devices/{quoted}",
+        "readings": f"/api/v1/dashboard/devices/{quoted}/readings",
+        "log": f"/api/v1/dashboard/devices/{quoted}/log"}, serial=serial)
 
 
 @router.get("/queue")

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+from click.testing import CliRunner
 from rich.console import Console
 
 from farm.cli.demo import run_demo
@@ -21,6 +22,7 @@ from farm.daemon import Farmd
 from farm.netaddr import free_port
 from farm.procs import process_alive
 from farm.queue.models import DeviceState, JobState
+from farm.virtual.cli import main as phones_cli
 from farm.virtual.testing import adb_server
 
 pytestmark = pytest.mark.fleet
@@ -79,7 +81,10 @@ class TestDemo:
 
 class TestFarmdMetrics:
     def test_endpoint_answers_with_the_phone_and_job_series(self, tmp_path: Path) -> None:
-        """While farmd runs, /metrics serves farm_up, phones and jobs per state, job durations."""
+        """While farmd runs, /metrics serves farm_up, phones and jobs per state, job durations.
+
+        Its virtual phones also take ``farm-phones fault`` (they had no control.json).
+        """
         with adb_server() as server:
             metrics_port = free_port()
             settings = Settings.model_validate({
@@ -107,8 +112,14 @@ class TestFarmdMetrics:
                 assert farmd.api_server is not None  # farmd serves the API too
                 ping = httpx.get(f"{farmd.api_server.url}/api/v1/ping", timeout=10)
                 assert ping.json()["ok"] is True
+                faulted = CliRunner().invoke(phones_cli, [
+                    "fault", serial, "throttle", "--factor", "1",
+                    "--data-dir", str(tmp_path / "phones")])
+                assert faulted.exit_code == 0, faulted.output
+                assert f"throttle {serial}: ok" in faulted.output
             finally:
                 farmd.stop()
+        assert not (tmp_path / "phones" / "control.json").exists()
         assert "farm_up 1.0" in body
         assert 'farm_phones{state="ready"} 1.0' in body
         assert 'farm_jobs{state="succeeded"} 1.0' in body

@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from farm.cli.doctor import Status, run_checks
 from farm.cli.main import cli
 from farm.clock import wait_until
-from farm.fleet.keys import phone_key
-from farm.tvm.tracker import TrackerProcess
+from farm.fleet.keys import job_key, phone_key
+from farm.queue.models import JobState
+from farm.tvm.tracker import TrackerProcess, summary
 from farm.virtual.fleet import Fleet
 from farm.virtual.testing import AdbServerHandle, free_port
 
@@ -79,3 +81,23 @@ class TestDoctor:
         assert checks["adb server"]["status"] == "fail"
         assert "start-server" in checks["adb server"]["fix"]
         assert checks["database"]["status"] == "warn"
+
+
+class TestDoctorDuringATune:
+    @pytest.mark.slow
+    def test_passes_while_a_tune_holds_two_phones(self, start_farmd) -> None:  # type: ignore[no-untyped-def]
+        """Phones serving their tuning job's key are registered as they should be: no failure."""
+        farm = start_farmd(2, same_model=True)
+        tracker = farm.farmd.settings.tracker
+        job_id = farm.enqueue({"kind": "tune", "attempts": 1, "params": {
+            "gemm": {"n": 64, "number": 2, "repeat": 3}, "trials": 4, "trials_per_batch": 2,
+            "phones": 2}})
+        key = job_key(tracker.key, job_id)
+        assert wait_until(lambda: len(summary(tracker.host, tracker.port).servers_for(key)) == 2,
+                          300), "both phones serve the job's key"
+        checks = run_checks(farm.farmd.settings, farmd_running=True)
+        assert farm.store.get_job(job_id).state is JobState.RUNNING  # the tune held them throughout
+        assert [c for c in checks if c.status is Status.FAIL] == []
+        registered = {c.name: c.detail for c in checks if c.name.startswith("registered ")}
+        assert registered == {f"registered {s}": f"as {key} (its job's key)" for s in farm.serials}
+        farm.store.cancel(job_id, farm.farmd.clock.now())  # its end is another test's business

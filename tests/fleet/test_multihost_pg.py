@@ -111,7 +111,7 @@ def serials_ready(store: Store, host: str) -> list[str]:
 
 def farmctl_devices(config: Path) -> dict[str, dict[str, object]]:
     """``farmctl devices --json`` with ``config``, by serial."""
-    result = CliRunner().invoke(cli, ["--config", str(config), "devices", "--json"],
+    result = CliRunner().invoke(cli, ["--config", str(config), "devices", "--json", "--all"],
                                 env={"FARM_CONFIG": None})
     assert result.exit_code == 0, result.output
     return {row["serial"]: row for row in json.loads(result.stdout)}

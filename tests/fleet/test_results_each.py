@@ -66,7 +66,7 @@ class TestEach:
 
         plot = tmp_path / "run.png"
         table = farmctl(config, "results", "--run", run_id, "--plot", str(plot)).stdout
-        assert all(sum(f" {s} " in line for line in table.splitlines()) == 1
-                   for s in farm.serials)  # one line per phone
+        assert all(sum(s in line.split("\t") for line in table.splitlines()) == 1
+                   for s in farm.serials)  # one line per phone (piped: tab-separated, whole)
         data = plot.read_bytes()
         assert data[:8] == PNG_MAGIC and len(data) > 10_000

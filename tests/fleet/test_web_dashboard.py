@@ -12,11 +12,12 @@ from __future__ import annotations
 import contextlib
 import http.server
 import threading
+import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import httpx
 import pytest
@@ -242,6 +243,52 @@ def press(browser: Any, serial: str, action: str) -> bool:
     return True
 
 
+def filter_and_group(browser: Any, serials: list[str]) -> None:
+    """The fleet page's filter keeps the matching phone only; grouping by model heads one group."""
+    box = css(browser, "#filter")[0]
+    box.send_keys(serials[1])
+    wait(browser, lambda b: [r.get_attribute("data-serial")
+                             for r in css(b, "#fleet tbody tr[data-serial]")] == [serials[1]],
+         "only the filtered phone")
+    box.clear()
+    box.send_keys(" ")  # clear() sends no input event
+    wait(browser, lambda b: len(css(b, "#fleet tbody tr[data-serial]")) == len(serials),
+         "every phone again")
+    browser.execute_script(
+        "const s = document.getElementById('group-by'); s.value = 'model';"
+        "s.dispatchEvent(new Event('change'));")
+    groups = wait(browser, lambda b: css(b, "#fleet tbody tr.group"), "a model group")
+    assert len(groups) == 1 and f"({len(serials)})" in groups[0].text  # one model, both phones
+    browser.execute_script(
+        "const s = document.getElementById('group-by'); s.value = '';"
+        "s.dispatchEvent(new Event('change'));")
+
+
+def check_speedups(browser: Any, job_id: int, serials: list[str]) -> None:
+    """A finished tune's page shows each phone's tuned/untuned speed-up and the export command."""
+    cells = wait(browser, lambda b: {r.get_attribute("data-serial"): r.find_element(
+        "css selector", ".speedup").text for r in css(b, "#speedups tr[data-serial]")},
+        "the speed-up per phone")
+    assert sorted(cells) == sorted(serials), cells
+    assert all(re.fullmatch(r"\D\d+\.\d\d", text) for text in cells.values()), cells
+    assert f"farmctl export {job_id}" in css(browser, "#export")[0].text
+
+
+def device_page(browser: Any, base: str, serial: str, event_state: str) -> None:
+    """The device page, reached from its fleet row: readings over time, events, logcat's tail."""
+    link = css(browser, f'tr[data-serial="{serial}"] td.serial a')[0].get_attribute("href")
+    assert link == f"{base}/devices/{quote(serial, safe='')}", link
+    browser.get(link)
+    wait(browser, lambda b: css(b, "#device-facts dd"), "the device page")
+    assert serial in css(browser, "h1")[0].text
+    wait(browser, lambda b: int(css(b, "#readings-chart")[0].get_attribute("data-points")) >= 1,
+         "readings over time")
+    wait(browser, lambda b: any(event_state in r.text for r in css(b, "#events tbody tr")),
+         "the crash's event")
+    wait(browser, lambda b: css(b, "#log")[0].text.strip(), "the tail of its logcat")
+    assert "logcat" in css(browser, "#log-source")[0].text
+
+
 def chart_points(browser: Any) -> int:
     """Trials drawn in the job page's tuning chart (Chart.js's own data, 0 before it exists)."""
     return int(browser.execute_script(
@@ -266,6 +313,7 @@ class TestLiveFleet:
                 wait(browser, lambda b, row=row: css(b, row), f"{serial} shown ready")
             assert css(browser, 'button[data-action="drain"]'), "operators get the drain button"
             shoot("fleet")
+            filter_and_group(browser, farm.serials)
 
             # A crash of the TVM RPC app shows on the page: the phone's incidents change.
             crashed = farm.serials[0]
@@ -280,6 +328,10 @@ class TestLiveFleet:
             wait(browser, lambda b: any(e.to_state in incidents_text(b, crashed) for e in new),
                  "the new event on the page")
             shoot("fleet-after-crash")
+            farm.farmd.manager.sweep()  # what the health interval runs: a reading for the chart
+            device_page(browser, base, crashed, new[-1].to_state)
+            shoot("device")
+            browser.get(f"{base}/")
             browser.set_window_size(390, 844)  # a phone's screen: rows become cards
             shoot("fleet-phone-screen")
             browser.set_window_size(1280, 900)
@@ -291,9 +343,10 @@ class TestLiveFleet:
             # A tuning job: the queue shows it, its page's chart grows while it runs.
             job_id = farm.enqueue(tune_spec())
             browser.get(f"{base}/queue")
-            wait(browser, lambda b: css(b, f'#running tr[data-job="{job_id}"], '
-                                           f'#queued tr[data-job="{job_id}"]'),
-                 f"job {job_id} on the queue page")
+            what = wait(browser, lambda b: [c.text for c in css(
+                b, f'#running tr[data-job="{job_id}"] .c-what, #queued tr[data-job="{job_id}"] '
+                   '.c-what')], f"job {job_id} on the queue page")
+            assert "tune gemm n=64" in what[0], what  # the queue names the workload
             shoot("queue")
             browser.get(f"{base}/jobs/{job_id}")
             first = wait(browser, chart_points, "the first trials in the chart", TUNE_DEADLINE_S)
@@ -306,21 +359,28 @@ class TestLiveFleet:
             wait(browser, lambda b: len(css(b, "#phones tbody tr:not(.empty)")) >= 2
                  and not css(b, "#phones-section[hidden]"), "results per phone")
             assert chart_points(browser) >= TRIALS
+            check_speedups(browser, job_id, farm.serials)
             shoot("job-finished")
             browser.get(f"{base}/queue")
             wait(browser, lambda b: css(b, f'#ended tr[data-job="{job_id}"]'), "the job ended")
 
-            # The comparison (the job with itself: no phone is slower) and the history.
-            browser.get(f"{base}/compare?a={job_id}&b={job_id}")
-            verdict = wait(browser, lambda b: css(b, "#verdict")[0].text, "the verdict")
-            assert "no phone is slower in B" in verdict
-            assert len(css(browser, "#comparison tr[data-serial]")) == 2
-            shoot("compare")
-            workload = next(iter(views_workloads(store, farm.farmd.settings)))
-            browser.get(f"{base}/history?" + urlencode({"workload": workload}))
-            wait(browser, lambda b: len(css(b, "#history tbody tr:not(.empty)")) >= 2,
-                 "the workload's history")
-            shoot("history")
+            compare_and_history(browser, base, job_id,
+                                views_workloads(store, farm.farmd.settings), shoot)
+
+
+def compare_and_history(browser: Any, base: str, job_id: int, workloads: list[str],
+                        shoot: Callable[[str], Path]) -> None:
+    """The comparison (the job with itself: no phone is slower) and the history."""
+    browser.get(f"{base}/compare?a={job_id}&b={job_id}")
+    verdict = wait(browser, lambda b: css(b, "#verdict")[0].text, "the verdict")
+    assert "no phone is slower in B" in verdict
+    assert len(css(browser, "#comparison tr[data-serial]")) == 2
+    wait(browser, lambda b: css(b, f'#refs option[value="{job_id}"]'), "the job in the lists")
+    shoot("compare")
+    browser.get(f"{base}/history?" + urlencode({"workload": workloads[0]}))
+    wait(browser, lambda b: len(css(b, "#history tbody tr:not(.empty)")) >= 2,
+         "the workload's history")
+    shoot("history")
 
 
 def views_workloads(store: Store, settings: Settings) -> list[str]:

@@ -56,7 +56,7 @@ def get_results(svc: ServiceDep, job_id: JobIdPath) -> ResultsOut:
 def submit(svc: ServiceDep, body: SubmitIn) -> SubmittedOut:
     """Queue a job spec (validated as ``farmctl enqueue`` does); its owner is the caller."""
     done = svc.submit(body.spec, wait_for_device=body.wait_for_device, each=body.each)
-    return SubmittedOut(jobs=list(done.jobs), run_id=done.run_id)
+    return SubmittedOut(jobs=list(done.jobs), run_id=done.run_id, skipped=list(done.skipped))
 
 
 @router.post("/{job_id}/cancel")

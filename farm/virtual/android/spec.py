@@ -281,14 +281,18 @@ MOTO_EDGE_20 = PhoneSpec(
 _PROFILES = (PIXEL_8, GALAXY_A52, MTK_TABLET, MOTO_EDGE_20)
 
 
-def profiles(n: int, network: NetworkMode = "usb-only") -> list[PhoneSpec]:
+def profiles(n: int, network: NetworkMode = "usb-only", *,
+             same_model: bool = False) -> list[PhoneSpec]:
     """``n`` phone specs cycling through the built-in models.
 
     Args:
         n: how many phones.
         network: the network mode every phone gets.
+        same_model: every phone of the first model (a Pixel 8), as a tuning
+            job over several phones needs (it measures on phones of one model).
 
     Returns:
         Specs with ``serial_port`` 0 (the fleet assigns ports) and the given network.
     """
-    return [dataclasses.replace(_PROFILES[i % len(_PROFILES)], network=network) for i in range(n)]
+    models = _PROFILES[:1] if same_model else _PROFILES
+    return [dataclasses.replace(models[i % len(models)], network=network) for i in range(n)]

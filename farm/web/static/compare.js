@@ -51,5 +51,22 @@
               p.noisy ? fmt.badge(`noisy: ${p.noisy}`, "noisy") : ""]})), "no phone");
   }
 
+  /** Offer the recent succeeded jobs and runs in A's and B's lists, so nobody types ids. */
+  async function offerRefs() {
+    const jobs = await farm.getJSON("/api/v1/jobs?state=succeeded&limit=200");
+    const options = [];
+    const runs = new Set();
+    for (const {job: j, workload} of jobs) {
+      if (j.run_id && !runs.has(j.run_id)) {
+        runs.add(j.run_id);
+        options.push(el("option", {value: j.run_id}, `run ${j.run_id} · ${workload || j.kind}`));
+      }
+      options.push(el("option", {value: String(j.id)},
+                      `job ${j.id} · ${workload || j.kind} · ${fmt.clock(j.finished_at)}`));
+    }
+    document.getElementById("refs").replaceChildren(...options);
+  }
+
+  offerRefs().catch((error) => farm.status(`cannot list jobs: ${error.message}`, true));
   farm.poll(render);
 })();

@@ -56,13 +56,15 @@
     const device = [d.kind && d.kind !== "android" ? d.kind : "", facts.model, facts.soc, facts.abi,
                     d.host ? `@${d.host}` : ""].filter(Boolean).join(" · ");
     const cells = [
-      el("td", {class: "serial"}, el("strong", {}, d.serial)),
+      el("td", {class: "serial"},
+         el("a", {href: `/devices/${encodeURIComponent(d.serial)}`}, el("strong", {}, d.serial))),
       el("td", {class: "c-state"},
          fmt.badge(shownState(d), d.unreachable ? "unreachable" : d.state),
          d.held_outside ? el("span", {class: "reason"}, d.held_outside) : ""),
       el("td", {class: "c-health"}, fmt.badge(d.health),
          d.health_reason ? el("span", {class: "reason"}, d.health_reason) : ""),
-      el("td", {class: "num"}, d.battery_pct === null ? "" : `${fmt.num(d.battery_pct, 0)} %`),
+      el("td", {class: "num"}, d.battery_pct === null ? "" : `${fmt.num(d.battery_pct, 0)} %`,
+         d.stale && d.sampled_at ? el("span", {class: "reason stale"}, "stale, ", fmt.clock(d.sampled_at)) : ""),
       el("td", {class: "num"}, fmt.num(d.battery_temp_c, 1)),
       el("td", {}, fmt.thermal(d.thermal_status)),
       el("td", {}, device),
@@ -74,8 +76,66 @@
     return {tr: el("tr", {"data-serial": d.serial, "data-state": d.state}), cells};
   }
 
-  function render({devices, incidents: events}) {
-    farm.fillTable(table, devices.map((d) => row(d, events[d.serial])), "no phones known yet");
+  /** What a device is grouped and filtered by: state, model, SoC, host, owner (its reservation's). */
+  function fields(d) {
+    const facts = d.facts || {};
+    return {state: d.unreachable ? "unreachable" : d.state, model: facts.model || "",
+            soc: facts.soc || "", host: d.host || "",
+            owner: (d.reservation && d.reservation.owner) || ""};
+  }
+
+  const controls = {
+    text: document.getElementById("filter"),
+    state: document.getElementById("state-filter"),
+    group: document.getElementById("group-by"),
+    offline: document.getElementById("show-offline"),
+  };
+  let last = null;
+
+  function shown(d) {
+    const f = fields(d);
+    if (!controls.offline.checked && d.stale) return false;
+    if (controls.state.value && f.state !== controls.state.value) return false;
+    const words = controls.text.value.trim().toLowerCase().split(/\s+/).filter(Boolean);
+    const text = [d.serial, shownState(d), f.model, f.soc, f.host, f.owner, d.kind]
+      .join(" ").toLowerCase();
+    return words.every((w) => text.includes(w));
+  }
+
+  function stateOptions(devices) {
+    const states = [...new Set(devices.map((d) => fields(d).state))].sort();
+    const have = [...controls.state.options].map((o) => o.value);
+    for (const s of states) if (!have.includes(s)) controls.state.append(el("option", {value: s}, s));
+  }
+
+  function render(data) {
+    last = data;
+    const {devices, incidents: events} = data;
+    stateOptions(devices);
+    const visible = devices.filter(shown);
+    const by = controls.group.value;
+    const rows = [];
+    const columns = table.querySelectorAll("thead th").length;
+    if (by) {
+      const groups = new Map();
+      for (const d of visible) {
+        const key = fields(d)[by] || "(none)";
+        if (!groups.has(key)) groups.set(key, []);
+        groups.get(key).push(d);
+      }
+      for (const key of [...groups.keys()].sort()) {
+        const members = groups.get(key);
+        rows.push({tr: el("tr", {class: "group", "data-group": key}),
+                   cells: [el("td", {colspan: columns}, `${by} ${key} (${members.length})`)]});
+        for (const d of members) rows.push(row(d, events[d.serial]));
+      }
+    } else {
+      for (const d of visible) rows.push(row(d, events[d.serial]));
+    }
+    farm.fillTable(table, rows, devices.length ? "no device matches the filter" : "no phones known yet");
+    const hidden = devices.filter((d) => d.stale).length;
+    document.getElementById("hidden-count").textContent =
+      hidden && !controls.offline.checked ? `(${hidden} hidden)` : "";
     const counts = {};
     for (const d of devices) counts[d.state] = (counts[d.state] || 0) + 1;
     document.getElementById("summary").textContent =
@@ -83,5 +143,9 @@
       Object.entries(counts).map(([state, n]) => `${n} ${state}`).join(", ");
   }
 
+  for (const control of Object.values(controls)) {
+    control.addEventListener("input", () => last && render(last));
+    control.addEventListener("change", () => last && render(last));
+  }
   refresh = farm.poll(render);
 })();

@@ -99,9 +99,30 @@
       fmt.num(p.battery_temp_c, 1), fmt.thermal(p.thermal_status), noise(p)]));
   }
 
+  /** A finished tune's speed-up per phone (its result's per_serial), and how to export it. */
+  function speedups(data) {
+    const section = document.getElementById("speedup-section");
+    const summary = (data.result && data.result.summary) || {};
+    const perSerial = summary.per_serial || {};
+    const serials = Object.keys(perSerial).sort();
+    if (data.job.kind !== "tune" || !serials.length) { section.hidden = true; return; }
+    section.hidden = false;
+    farm.fillTable(document.getElementById("speedups"), serials.map((serial) => {
+      const f = perSerial[serial];
+      return {tr: el("tr", {"data-serial": serial}), cells: [
+        serial, el("td", {class: "num speedup"}, f.speedup ? `×${fmt.num(f.speedup, 2)}` : ""),
+        fmt.amount(f.tuned_median_s, "s"), fmt.num(f.tuned_gflops, 2)]};
+    }));
+    const exportCommand = `farmctl export ${data.job.id} --out job-${data.job.id}-bundle`;
+    document.getElementById("export").replaceChildren(
+      "Export the tuned bundle (library, MetaSchedule database, manifest, README) on the farm host: ",
+      el("code", {}, exportCommand));
+  }
+
   function render({job: data, results, trials}) {
     facts(data);
     tuning(data.tuning, trials);
+    speedups(data);
     phones(results.spreads);
     farm.fillTable(document.getElementById("attempts"), data.attempts.map((a) => [
       a.id, a.serials.join(", "), a.host || "", fmt.badge(a.state), fmt.time(a.started_at),

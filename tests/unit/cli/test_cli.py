@@ -5,14 +5,16 @@ from __future__ import annotations
 import csv
 import io
 import json
+import threading
 from datetime import UTC, datetime
 
 from device_states import put_state
 
-from farm.clock import SystemClock
+from farm.clock import SystemClock, wait_until
 from farm.errors import SessionError
 from farm.queue import DeviceState, Outcome, Store
 from farm.queue.scheduler import Assignment
+from farm.runner.wake import WAITERS_DIR, send_wake
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -120,6 +122,24 @@ class TestJobControl:
         store.fail_attempt(claim.attempt.id, SessionError("R1", "app crashed"), NOW)
         result = farmctl("wait", str(job_id))
         assert result.exit_code == 1 and "app crashed" in result.stderr
+
+    def test_wait_wakes_when_the_job_ends(self, farmctl, store: Store, config) -> None:
+        """wait sleeps on farmd's wake, not its poll: an hour's --poll still returns at the end."""
+        job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
+        data_dir = config.parent / "data"
+
+        def finish_when_waited() -> None:
+            # The waiter's socket appears before it reads the job (farm.runner.wake.JobWaiter).
+            wait_until(lambda: any((data_dir / WAITERS_DIR).glob("*.wake")), 20.0)
+            store.cancel(job_id, NOW)
+            send_wake(data_dir)  # what the attempt child does as it exits
+
+        ender = threading.Thread(target=finish_when_waited)
+        ender.start()
+        result = farmctl("wait", str(job_id), "--poll", "3600", "--timeout", "30")
+        ender.join()
+        assert result.exit_code == 1 and "cancelled" in result.stderr
+        assert not list((data_dir / WAITERS_DIR).glob("*.wake"))  # removed on the way out
 
     def test_wait_gives_up_after_timeout(self, farmctl, store: Store) -> None:
         """wait --timeout on a job that never runs exits 124 saying it is still queued."""

@@ -61,3 +61,27 @@ class TestDevices:
         """The table shows health, battery, temperature and draining."""
         out = farmctl(config, "devices").stdout
         assert "draining" in out and "bad" in out and "31.5" in out and "81" in out
+
+    def test_piped_table_keeps_every_cell_whole(self, config: Path, store: Store) -> None:
+        """Off a terminal the table is tab-separated: a long serial is printed whole, once."""
+        serial = "127.0.0.1:40123-a-serial-as-long-as-emulators-and-boards-make-them"
+        store.upsert_device(serial, NOW, {"abi": "x86_64", "soc": "a-long-soc-name-" * 4})
+        lines = farmctl(config, "devices").stdout.splitlines()
+        assert lines[0].split("\t")[:3] == ["serial", "host", "state"]
+        assert [line.split("\t")[0] for line in lines[1:]] == [serial, "R1", "R2"]
+
+    def test_offline_phone_is_hidden_then_shown_stale_with_health_unknown(
+            self, config: Path, store: Store) -> None:
+        """An offline phone is hidden and counted; --all shows health unknown, readings stale."""
+        store.move_device("R1", DeviceState.OFFLINE, "unplugged", NOW,
+                          expect_state=DeviceState.READY)
+        listed = farmctl(config, "devices", "--json")
+        assert [r["serial"] for r in json.loads(listed.stdout)] == ["R2"]
+        assert "1 offline or unreachable device hidden (--all shows them)" in listed.stderr
+        rows = {r["serial"]: r for r in json.loads(
+            farmctl(config, "devices", "--json", "--all").stdout)}
+        r1 = rows["R1"]
+        assert (r1["health"], r1["stale"], r1["battery_pct"]) == ("unknown", True, 81)
+        assert r1["health_reason"] == "not probed: offline; last bad: battery_pct 5 < 20"
+        assert r1["readings_age_s"] > 3600 and r1["readings"].startswith("stale, ")
+        assert (rows["R2"]["stale"], rows["R2"]["readings"]) == (False, "none")

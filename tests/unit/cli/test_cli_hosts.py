@@ -29,7 +29,7 @@ class TestDevicesOfDeadHosts:
     def test_dead_hosts_phone_is_unreachable(self, farmctl, store: Store) -> None:
         """devices --json names each phone's host and marks the dead host's unreachable."""
         _hosts(store)
-        result = farmctl("devices", "--json")
+        result = farmctl("devices", "--json", "--all")
         assert result.exit_code == 0, result.output
         rows = {r["serial"]: r for r in json.loads(result.stdout)}
         assert (rows["D"]["host"], rows["D"]["unreachable"]) == ("dead", True)
@@ -41,9 +41,21 @@ class TestDevicesOfDeadHosts:
     def test_table_shows_unreachable(self, farmctl, store: Store) -> None:
         """The table's state column says unreachable for the dead host's phone."""
         _hosts(store)
-        result = farmctl("devices")
+        result = farmctl("devices", "--all")
         assert result.exit_code == 0, result.output
         assert "unreachable" in result.stdout
+
+    def test_unreachable_phone_is_hidden_by_default_and_its_health_unknown(
+            self, farmctl, store: Store) -> None:
+        """Without --all the dead host's phone is hidden and counted; with it, health is unknown."""
+        _hosts(store)
+        result = farmctl("devices", "--json")
+        assert [r["serial"] for r in json.loads(result.stdout)] == ["L"]
+        assert "1 offline or unreachable device hidden (--all shows them)" in result.stderr
+        rows = {r["serial"]: r for r in json.loads(farmctl("devices", "--json", "--all").stdout)}
+        assert (rows["D"]["health"], rows["D"]["stale"]) == ("unknown", True)
+        assert rows["D"]["health_reason"].startswith("not probed: its host is unreachable")
+        assert (rows["L"]["stale"], rows["L"]["health"]) == (False, "unknown")  # never judged
 
 
 class TestEachSkipsDeadHosts:

@@ -71,8 +71,8 @@ class TestSpreadTable:
         """The table has one line per job and phone; only the noisy phone is marked."""
         measured(store, {"A": STEADY, "B": NOISY})
         lines = farmctl("results").stdout.splitlines()
-        a_line = next(line for line in lines if " A " in line)
-        b_line = next(line for line in lines if " B " in line)
+        a_line = next(line for line in lines if "A" in line.split("\t"))  # piped: tab-separated
+        b_line = next(line for line in lines if "B" in line.split("\t"))
         assert "10.000 ms" in a_line and "noisy" not in a_line
         assert "noisy" in b_line and "re-run" not in b_line
 
@@ -108,7 +108,8 @@ class TestPlots:
         path = tmp_path / "history.png"
         result = farmctl("results", "--history", "gemm n=64 float32", "--plot", str(path))
         assert result.exit_code == 0, result.output
-        assert result.stdout.count(" A ") == 3  # the n=128 job is another workload
+        rows = [line.split("\t") for line in result.stdout.splitlines()]  # piped: tab-separated
+        assert sum("A" in row for row in rows) == 3  # the n=128 job is another workload
         data = path.read_bytes()
         assert data[:8] == PNG_MAGIC and len(data) > 10_000
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from device_states import put_state
 
@@ -47,6 +47,27 @@ class TestEach:
         assert result.exit_code == 2
         assert result.stderr.startswith("Error: --each: no phone to run on now: 0 phones match")
         assert store.list_jobs() == []
+
+    def test_reserved_phone_is_skipped_and_said(self, farmctl, store: Store) -> None:
+        """A phone reserved by a person gets no job; farmctl says how many it skipped and why."""
+        _phones(store, A=DeviceState.READY, B=DeviceState.READY)
+        store.reserve("B", "alice", datetime.now(UTC) + timedelta(hours=1), datetime.now(UTC))
+        result = farmctl("enqueue", "gemm", "--n", "64", "--each", "--json")
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.stdout)
+        assert [j["spec"]["devices"]["serials"][0] for j in data["jobs"]] == ["A"]
+        assert data["skipped"][0].startswith("B: reserved by alice until ")
+        assert "skipped 1 reserved phone (" in result.stderr and "B: reserved by alice" in (
+            result.stderr)
+
+    def test_jobs_queued_from_the_cli_carry_the_login_name(self, farmctl, store: Store,
+                                                           monkeypatch) -> None:
+        """A job queued by farmctl on the farm host belongs to the local user."""
+        monkeypatch.setenv("USER", "dana")
+        monkeypatch.setenv("LOGNAME", "dana")
+        _phones(store, A=DeviceState.READY)
+        assert farmctl("enqueue", "gemm", "--n", "64").exit_code == 0
+        assert [j.owner for j in store.list_jobs()] == ["dana"]
 
     def test_drained_phone_gets_no_job(self, farmctl, store: Store) -> None:
         """A drained phone is not in service: with only it, --each refuses."""

@@ -11,7 +11,13 @@ from alembic.migration import MigrationContext
 
 from farm.errors import StoreError
 from farm.queue import Store, default_url
-from farm.queue.db import create_engine, migrate
+from farm.queue.db import (
+    alembic_head_revision,
+    create_engine,
+    head_revision,
+    migrate,
+    revisions,
+)
 from farm.queue.models import Base
 
 
@@ -25,6 +31,21 @@ class TestMigrations:
         with engine.connect() as connection:
             context = MigrationContext.configure(connection, opts={"compare_type": True})
             assert compare_metadata(context, Base.metadata) == []
+        engine.dispose()
+
+    def test_head_from_files_is_alembics(self) -> None:
+        """The head read from the migration files (farmctl's fast path) is alembic's head."""
+        assert head_revision() == alembic_head_revision()
+
+    def test_current_revision_without_alembic_is_alembics(self, store_url: str) -> None:
+        """The stored revision read with one SELECT is what alembic's MigrationContext reads."""
+        engine = create_engine(store_url)
+        with engine.connect() as connection:
+            assert revisions(connection)[0] is None
+        migrate(engine)
+        with engine.connect() as connection:
+            assert revisions(connection)[0] == (
+                MigrationContext.configure(connection).get_current_revision())
         engine.dispose()
 
     def test_migrate_twice_is_harmless(self, store_url: str) -> None:
