@@ -19,7 +19,7 @@ from rich.progress import (
 
 from farm.cli.output import Column, echo_json, plain, print_table, to_json
 from farm.cli.params import JOB_ID, LIMIT, Seconds
-from farm.cli.results import RESULT_COLUMNS, result_row
+from farm.cli.results import LOAD_COLUMNS, RESULT_COLUMNS, load_rows, result_row
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.errors import FarmError
 from farm.jobs.tune_progress import TuneCounters
@@ -119,6 +119,8 @@ def job(state: CliState, job_id: int, as_json: bool) -> None:
         _print_progress(progress)
     if result is not None:
         print_table([result_row(result)], RESULT_COLUMNS, "result")
+        if loads := load_rows(result):
+            print_table(loads, LOAD_COLUMNS, "library load and first run")
 
 
 def _tuning(state: CliState, job_id: int) -> TuneCounters | None:

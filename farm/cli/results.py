@@ -29,7 +29,7 @@ from farm.results.plots import write_history_plot, write_spread_plot
 from farm.results.rows import SAMPLE_FIELDS, SampleRow
 from farm.results.spreads import PhoneSpread, by_workload, noise_label, phone_spreads
 
-__all__ = ["RESULT_COLUMNS", "result_row", "results"]
+__all__ = ["LOAD_COLUMNS", "RESULT_COLUMNS", "load_rows", "result_row", "results"]
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
@@ -46,6 +46,24 @@ def result_row(view: ResultView) -> dict[str, Any]:
     }
 
 
+def load_rows(view: ResultView) -> list[dict[str, Any]]:
+    """Per phone of a model result: load time and first run (each phone's last run).
+
+    Empty for results without them (other kinds, results stored before they were kept).
+    """
+    runs = view.summary.get("runs")
+    last: dict[str, dict[str, Any]] = {}
+    for run in runs if isinstance(runs, list) else []:
+        if isinstance(run, dict) and isinstance(run.get("load_s"), (int, float)):
+            last[str(run.get("serial"))] = run
+    return [{"serial": serial, "load": _amount(run["load_s"], "s"),
+             "first_run": (_amount(run["first_run_s"], "s")
+                           if isinstance(run.get("first_run_s"), (int, float)) else None)}
+            for serial, run in last.items()]
+
+
+LOAD_COLUMNS = [Column("serial", "phone"), Column("load", justify="right"),
+                Column("first_run", "first run", "right")]
 RESULT_COLUMNS = [
     Column("id", "result", "right"), Column("job_id", "job", "right"),
     Column("attempt_id", "attempt", "right"),
@@ -86,6 +104,13 @@ def _spread_row(figure: PhoneSpread) -> dict[str, Any]:
         "battery_temp_c": None if figure.battery_temp_c is None else f"{figure.battery_temp_c:.1f}",
         "thermal": thermal_label(figure.thermal_status), "noise": noise_label(figure),
     }
+
+
+def _print_loads(state: CliState, job_id: int | None) -> None:
+    """The job's library load and first run per phone, when its result has them."""
+    for view in [] if job_id is None else state.queue.results(job_id):
+        if rows := load_rows(view):
+            print_table(rows, LOAD_COLUMNS, "library load and first run")
 
 
 def _rows(state: CliState, job_id: int | None, run_id: str | None, workload: str | None,
@@ -137,6 +162,7 @@ def results(ctx: click.Context, state: CliState, job_id: int | None, run_id: str
         if workload is not None:
             figures = by_workload(figures, workload)
         print_table([_spread_row(f) for f in figures], _SPREAD_COLUMNS, "results per phone")
+        _print_loads(state, job_id)
     if plot_path is not None:
         if figures is None:
             figures = phone_spreads(rows, state.settings.results.max_cv)

@@ -201,7 +201,8 @@ def run(ctx: RunContext, spec: ModelJob) -> Outcome:
     measured = measure(
         ctx, spec.repetitions, params.device,
         lambda tracker, target, _rep: run_model(params, target, tracker, ctx.cache),
-        lambda result: {"model_sha256": result.model_sha256},
+        lambda result: {"model_sha256": result.model_sha256, "load_s": result.load_s,
+                        "first_run_s": result.first_run_s},
     )
     summary = summary_of_runs("model", measured)
     summary.update(model=p.shown_name, target=p.target, tuned=p.tuned)
