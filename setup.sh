@@ -32,6 +32,8 @@ done
 [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
 # Debian's aarch64 cross compiler links kernels for ARM boards (the cross-compile test uses it).
 command -v aarch64-linux-gnu-g++ >/dev/null 2>&1 || need_apt+=(g++-aarch64-linux-gnu)
+# CMake builds the C++ example of `farmctl export` bundles (the export test builds it).
+command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 # Debian and Ubuntu ship `python3 -m venv` without ensurepip unless python3-venv is installed.
 "$PYTHON" -c 'import ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -40,7 +42,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
     apksigner zipalign aapt android-framework-res systemd python3-venv openssh-server \
-    g++-aarch64-linux-gnu chromium chromium-driver >/dev/null
+    g++-aarch64-linux-gnu cmake chromium chromium-driver >/dev/null
 fi
 
 # A venv whose interpreter is gone (python upgraded or removed) is made again.

@@ -30,8 +30,8 @@ from farm.queue.records import AttemptView, JobView, ResultView
 if TYPE_CHECKING:
     from farm.runner.wake import JobWaiter
 
-__all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "RESULT_COLUMNS", "WaitTimedOut", "cancel", "job",
-           "jobs", "logs_", "result_row", "wait"]
+__all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "LOAD_COLUMNS", "RESULT_COLUMNS", "WaitTimedOut",
+           "cancel", "job", "jobs", "load_rows", "logs_", "result_row", "wait"]
 
 #: ``farmctl wait``: the job ended failed or cancelled.
 EXIT_FAILED = FarmError.exit_code
@@ -55,6 +55,24 @@ def result_row(view: ResultView) -> dict[str, Any]:
     }
 
 
+def load_rows(view: ResultView) -> list[dict[str, Any]]:
+    """Per phone of a model result: load time and first run (each phone's last run).
+
+    Empty for results without them (other kinds, results stored before they were kept).
+    """
+    runs = view.summary.get("runs")
+    last: dict[str, dict[str, Any]] = {}
+    for run in runs if isinstance(runs, list) else []:
+        if isinstance(run, dict) and isinstance(run.get("load_s"), (int, float)):
+            last[str(run.get("serial"))] = run
+    return [{"serial": serial, "load": f"{run['load_s'] * 1e3:.3f} ms",
+             "first_run": (f"{run['first_run_s'] * 1e3:.3f} ms"
+                           if isinstance(run.get("first_run_s"), (int, float)) else None)}
+            for serial, run in last.items()]
+
+
+LOAD_COLUMNS = [Column("serial", "phone"), Column("load", justify="right"),
+                Column("first_run", "first run", "right")]
 RESULT_COLUMNS = [
     Column("id", "result", "right"), Column("job_id", "job", "right"),
     Column("attempt_id", "attempt", "right"),
@@ -142,6 +160,8 @@ def job(state: CliState, job_id: int, as_json: bool) -> None:
         _print_progress(progress)
     if result is not None:
         print_table([result_row(result)], RESULT_COLUMNS, "result")
+        if loads := load_rows(result):
+            print_table(loads, LOAD_COLUMNS, "library load and first run")
 
 
 def _tuning(state: CliState, job_id: int) -> TuneCounters | None:

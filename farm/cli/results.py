@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from farm.cli.compare import show_regressions
+from farm.cli.jobs import LOAD_COLUMNS, load_rows
 from farm.cli.output import Column, echo_json, note, print_table, to_csv
 from farm.cli.params import JOB_ID, LIMIT
 from farm.cli.state import CliState, pass_state
@@ -66,6 +67,13 @@ def _spread_row(figure: PhoneSpread) -> dict[str, Any]:
         "battery_temp_c": None if figure.battery_temp_c is None else f"{figure.battery_temp_c:.1f}",
         "thermal": thermal_label(figure.thermal_status), "noise": noise_label(figure),
     }
+
+
+def _print_loads(state: CliState, job_id: int | None) -> None:
+    """The job's library load and first run per phone, when its result has them."""
+    for view in [] if job_id is None else state.queue.results(job_id):
+        if rows := load_rows(view):
+            print_table(rows, LOAD_COLUMNS, "library load and first run")
 
 
 def _rows(state: CliState, job_id: int | None, run_id: str | None, workload: str | None,
@@ -117,6 +125,7 @@ def results(ctx: click.Context, state: CliState, job_id: int | None, run_id: str
         if workload is not None:
             figures = by_workload(figures, workload)
         print_table([_spread_row(f) for f in figures], _SPREAD_COLUMNS, "results per phone")
+        _print_loads(state, job_id)
     if plot_path is not None:
         if figures is None:
             figures = phone_spreads(rows, state.settings.results.max_cv)

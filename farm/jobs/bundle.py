@@ -9,7 +9,10 @@
     <out>/model.onnx            the model that was tuned
     <out>/manifest.json         model sha256, inputs, target, TVM version, phones
                                 and latencies measured
-    <out>/README.md             loading it in Python and in C++
+    <out>/README.md             loading it in Python and in C++, on the host and
+                                on an Android phone
+    <out>/CMakeLists.txt, main.cc, android-arm64-v8a.cmake, inputs/, expected/
+                                the C++ example (:mod:`farm.jobs.bundle_cpp`)
 
 The bundle is written to a temporary folder beside ``out`` and renamed into
 place, so ``out`` is either absent (or the empty folder it was) or complete.
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.errors import SpecError
+from farm.jobs.bundle_cpp import write_checks, write_project
 from farm.jobs.cache import CompileCache
 from farm.jobs.model import build_model, load_model, tvm_version
 from farm.jobs.params import DeviceKind, ModelParams
@@ -144,6 +148,8 @@ def write_bundle(tuned: TunedModel, out: Path, cache: CompileCache) -> Path:
         shutil.copyfile(tuned.model_path, staging / MODEL)
         export_records(tuned.work_dir, staging / DATABASE)
         content = manifest(tuned, inputs)
+        content.update(write_checks(staging, tuned.model_path, inputs))
+        write_project(staging, content["device"])
         (staging / MANIFEST).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
         (staging / "README.md").write_text(readme(content), encoding="utf-8")
         os.replace(staging, out)  # over an empty folder, too (rename(2))
@@ -165,6 +171,7 @@ def readme(content: Mapping[str, Any]) -> str:
         model=content["model"], sha256=content["model_sha256"], job=content["tune_job"],
         tvm=content["tvm_version"], library=LIBRARY, database=DATABASE, device=device,
         shape=tuple(first["shape"]), dtype=first["dtype"], init_args=init_args,
+        tvm_tag=content["tvm_version"].split(".post")[0].split(".dev")[0],
     )
 
 
@@ -197,10 +204,13 @@ database = ms.database.JSONDatabase(work_dir="{database}")
 
 ## C++
 
-```cpp
-#include <tvm/ffi/extra/module.h>
-#include <tvm/runtime/device_api.h>
+`main.cc` is a complete program: it loads `{library}` with the TVM runtime's
+Relax VM, reads the inputs from `inputs/*.npy` (in the model's input order, see
+`manifest.json`), runs `main`, checks every output against `expected/*.npy`
+(onnxruntime's outputs on the same inputs) and prints the load time and the
+median latency. Its core is these calls:
 
+```cpp
 tvm::ffi::Module lib = tvm::ffi::Module::LoadFromFile("{library}");
 // The Relax VM: load the executable, then initialise it per device (device type,
 // device id, allocator: 2 = pooled), as python/tvm/runtime/vm.py does.
@@ -209,6 +219,75 @@ vm->GetFunction("vm_initialization").value()({init_args});
 tvm::ffi::Function main = vm->GetFunction("main").value();
 // auto output = main(input);  // input: a tvm::runtime::Tensor of shape {shape}, {dtype}
 ```
+
+### On this computer, against the `apache-tvm` wheel
+
+The wheel ships the runtime (`tvm/lib/libtvm_runtime.so`, `tvm_ffi/lib/libtvm_ffi.so`)
+and the headers (`tvm/include`, `tvm_ffi/include`). This runs on the host only
+when the library was built for it (phones that run host code); a library for an
+Android phone needs the phone (below).
+
+```sh
+TVM_ROOT=$(python -c "import os, tvm; print(os.path.dirname(tvm.__file__))")
+TVM_FFI_ROOT=$(python -c "import os, tvm_ffi; print(os.path.dirname(tvm_ffi.__file__))")
+cmake -S . -B build -DTVM_ROOT=$TVM_ROOT -DTVM_FFI_ROOT=$TVM_FFI_ROOT
+cmake --build build
+./build/run_model .
+```
+
+or with the compiler alone:
+
+```sh
+g++ -std=c++17 -O2 main.cc -o run_model -DFARM_DEVICE='"{device}"' \\
+  -I$TVM_ROOT/include -I$TVM_FFI_ROOT/include -L$TVM_ROOT/lib -L$TVM_FFI_ROOT/lib \\
+  -ltvm_runtime -ltvm_ffi -ldl -pthread -Wl,-rpath,$TVM_ROOT/lib:$TVM_FFI_ROOT/lib
+./run_model .
+```
+
+### On an Android phone (arm64-v8a)
+
+The wheel's runtime is for the host; the phone needs `libtvm_runtime.so` and
+`libtvm_ffi.so` built from TVM's source with the Android NDK (r23 or newer), at
+the version that compiled the library (TVM {tvm}; the runtime and the library
+must match). Build the runtime target only, without LLVM:
+
+```sh
+git clone --recursive --branch v{tvm_tag} https://github.com/apache/tvm
+export ANDROID_NDK=$HOME/Android/Sdk/ndk/<version>
+cmake -S tvm -B tvm/build-android \\
+  -DCMAKE_TOOLCHAIN_FILE=$ANDROID_NDK/build/cmake/android.toolchain.cmake \\
+  -DANDROID_ABI=arm64-v8a -DANDROID_PLATFORM=android-28 -DANDROID_STL=c++_shared \\
+  -DCMAKE_BUILD_TYPE=Release -DUSE_LLVM=OFF -DUSE_LIBBACKTRACE=OFF \\
+  -DTVM_FFI_USE_LIBBACKTRACE=OFF
+cmake --build tvm/build-android --target tvm_runtime -j
+```
+
+A library for the phone's GPU needs its API in the runtime: add `-DUSE_OPENCL=ON`
+(with the OpenCL headers and the phone's `libOpenCL.so` to link against) or
+`-DUSE_VULKAN=ON`, and run `run_model --device opencl` (or `vulkan`).
+
+`libtvm_runtime.so` lands in `tvm/build-android/`, `libtvm_ffi.so` in
+`tvm/build-android/lib/` (tvm-ffi is the `3rdparty/tvm-ffi` submodule, hence
+`--recursive`). Then build `run_model` with the toolchain file shipped here
+(it sets `arm64-v8a`, API level 28 and the shared C++ runtime, the same STL as
+the TVM runtime above: exceptions cross the libraries) and push everything:
+
+```sh
+cmake -S . -B build-android -DCMAKE_TOOLCHAIN_FILE=android-arm64-v8a.cmake \\
+  -DTVM_ROOT=$PWD/tvm -DTVM_RUNTIME_LIB_DIR=$PWD/tvm/build-android \\
+  -DTVM_FFI_LIB_DIR=$PWD/tvm/build-android/lib
+cmake --build build-android
+STL=$ANDROID_NDK/toolchains/llvm/prebuilt/linux-x86_64/sysroot/usr/lib/aarch64-linux-android
+adb shell mkdir -p /data/local/tmp/model/inputs /data/local/tmp/model/expected
+adb push build-android/run_model {library} tvm/build-android/libtvm_runtime.so \\
+  tvm/build-android/lib/libtvm_ffi.so $STL/libc++_shared.so /data/local/tmp/model/
+adb push inputs/. /data/local/tmp/model/inputs/
+adb push expected/. /data/local/tmp/model/expected/
+adb shell "cd /data/local/tmp/model && LD_LIBRARY_PATH=. ./run_model ."
+```
+
+In an app, the same calls run from JNI with the three libraries packaged in
+`jniLibs/arm64-v8a/`.
 
 In TVM releases before the FFI split (0.20 and older) the same calls are
 `tvm::runtime::Module::LoadFromFile` and `tvm::runtime::PackedFunc`.

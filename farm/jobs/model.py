@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import structlog
 
+from farm.clock import SystemClock
 from farm.errors import CompileError, SessionError, SpecError
 from farm.jobs.cache import CacheKey, CompileCache
 from farm.jobs.ndk import Linker, linker_for
@@ -31,8 +32,9 @@ from farm.jobs.params import DeviceKind, ModelParams, TrackerParams
 from farm.jobs.session import (
     ThreadPoolApplied,
     apply_thread_pool,
+    load,
     open_session,
-    upload_and_load,
+    upload,
 )
 from farm.jobs.targets import runtime_device_name
 from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE, repair_work_dir
@@ -80,6 +82,10 @@ class ModelResult:
         warmup: the warm-up runs thrown away before ``samples_s``; None when
             not warmed up (as :class:`farm.jobs.gemm.GemmResult`).
         ci_pct: width of the 95% CI of the samples' median, % of it, or None.
+        load_s: seconds to load the uploaded library on the phone and set up its
+            Relax VM, as the host saw it (one RPC round trip included).
+        first_run_s: seconds of the first inference, cold caches and first
+            allocations included (what an app's first call costs), as the host saw it.
     """
 
     model: str
@@ -95,6 +101,8 @@ class ModelResult:
     imported: str | None = None
     warmup: WarmUp | None = None
     ci_pct: float | None = None
+    load_s: float | None = None
+    first_run_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the result."""
@@ -389,12 +397,21 @@ def run_model(
     threads = None
     if params.device is DeviceKind.CPU:
         threads = apply_thread_pool(remote, params.threads, tracker)
-    module = upload_and_load(remote, library, f"model-{library.parent.name[:16]}.so", tracker)
+    clock = SystemClock()
+    remote_name = f"model-{library.parent.name[:16]}.so"
+    upload(remote, library, remote_name, tracker)
+    start_s = clock.monotonic()
+    module = load(remote, remote_name, tracker)
     try:
         dev = remote.device(runtime_device_name(target), 0)
         vm = relax.VirtualMachine(module, dev)
+        load_s = clock.monotonic() - start_s
         args = [tvm.runtime.tensor(feeds[i.name], dev) for i in inputs]
-        outputs = _flatten(vm["main"](*args))
+        start_s = clock.monotonic()
+        returned = vm["main"](*args)
+        dev.sync()
+        first_run_s = clock.monotonic() - start_s
+        outputs = _flatten(returned)
         vm.set_input("main", *args)
         timing = params.timing
 
@@ -441,4 +458,6 @@ def run_model(
         imported=imported,
         warmup=warmup,
         ci_pct=ci_pct,
+        load_s=load_s,
+        first_run_s=first_run_s,
     )

@@ -135,8 +135,29 @@ def upload_and_load(
         SessionError: the upload or the load failed (session dropped, or the
             phone's linker refused the library).
     """
+    upload(remote, library, remote_name, tracker)
+    return load(remote, remote_name, tracker)
+
+
+def upload(remote: RPCSession, library: Path, remote_name: str, tracker: TrackerParams) -> None:
+    """Upload a ``.so`` into the session's folder (the first half of :func:`upload_and_load`).
+
+    Raises:
+        SessionError: the upload failed.
+    """
     try:
         remote.upload(str(library), remote_name)
+    except (RuntimeError, OSError) as exc:
+        raise SessionError(_phone(tracker), f"cannot load {remote_name}: {exc}") from exc
+
+
+def load(remote: RPCSession, remote_name: str, tracker: TrackerParams) -> Any:
+    """Load an uploaded ``.so`` on the phone (the second half of :func:`upload_and_load`).
+
+    Raises:
+        SessionError: the session dropped or the phone's linker refused the library.
+    """
+    try:
         return remote.load_module(remote_name)
     except (RuntimeError, OSError) as exc:
         raise SessionError(_phone(tracker), f"cannot load {remote_name}: {exc}") from exc

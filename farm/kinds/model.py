@@ -217,7 +217,8 @@ def run(ctx: RunContext, spec: ModelJob) -> Outcome:
         ctx, spec.repetitions, params.device,
         lambda tracker, target, _rep: run_model(params, target, tracker, ctx.cache,
                                                 sampling=SamplingRule.of(ctx.settings.results)),
-        lambda result: {"model_sha256": result.model_sha256, "imported": result.imported},
+        lambda result: {"model_sha256": result.model_sha256, "imported": result.imported,
+                        "load_s": result.load_s, "first_run_s": result.first_run_s},
     )
     summary = summary_of_runs("model", measured)
     imported = next((r["imported"] for r in measured.runs if r.get("imported")), None)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 from tuned_jobs import model_tune_job
 
@@ -42,24 +44,34 @@ _LOADER = textwrap.dedent("""
 """)
 
 
+@pytest.fixture(scope="module")
+def bundle(tuned_cnn: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``farmctl export`` of a finished tune of the small CNN for the host (R1 runs host code)."""
+    model_path, database_dir = tuned_cnn
+    root = tmp_path_factory.mktemp("export")
+    data_dir = root / "data"
+    config = root / "farm.toml"
+    config.write_text(f'data_dir = "{data_dir}"\n')
+    url = f"sqlite:///{data_dir / 'farm.db'}"
+    data_dir.mkdir()
+    facts = DeviceFacts(abi="x86_64", host_runtime=True, num_cores=2)
+    with Store(url) as store:
+        job_id = model_tune_job(store, url, data_dir, model_path, database_dir,
+                                target_for(facts))
+    out = root / "bundle"
+    result = CliRunner().invoke(cli, ["--config", str(config), "export", str(job_id),
+                                      "--out", str(out)], env={"FARM_CONFIG": None})
+    assert result.exit_code == 0, result.output
+    return out
+
+
 class TestExport:
     def test_bundle_runs_without_farm_and_matches_onnxruntime(
-        self, tuned_cnn: tuple[Path, Path], host_facts: DeviceFacts, tmp_path: Path
+        self, bundle: Path, tuned_cnn: tuple[Path, Path], tmp_path: Path
     ) -> None:
         """The exported library gives onnxruntime's output and its database loads, farm absent."""
-        model_path, database_dir = tuned_cnn
-        data_dir = tmp_path / "data"
-        config = tmp_path / "farm.toml"
-        config.write_text(f'data_dir = "{data_dir}"\n')
-        url = f"sqlite:///{data_dir / 'farm.db'}"
-        data_dir.mkdir()
-        with Store(url) as store:
-            job_id = model_tune_job(store, url, data_dir, model_path, database_dir,
-                                    target_for(host_facts))
-        out = tmp_path / "bundle"
-        result = CliRunner().invoke(cli, ["--config", str(config), "export", str(job_id),
-                                          "--out", str(out)], env={"FARM_CONFIG": None})
-        assert result.exit_code == 0, result.output
+        model_path, _ = tuned_cnn
+        out = bundle
         manifest = json.loads((out / "manifest.json").read_text())
         assert manifest["inputs"] == [{"name": "x", "shape": [1, 3, 16, 16], "dtype": "float32"}]
         assert manifest["phones"][0]["serial"] == "R1"
@@ -80,3 +92,44 @@ class TestExport:
         assert report == {"records": 7, "farm": False}
         (expected,) = reference_outputs(model_path, feeds)
         np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, rtol=1e-4, atol=1e-5)
+
+    def test_cpp_example_builds_against_the_wheel_and_matches(
+        self, bundle: Path, tuned_cnn: tuple[Path, Path], tmp_path: Path
+    ) -> None:
+        """The bundle's CMake project, built as its README says, gives the shipped outputs."""
+        import tvm
+        import tvm_ffi
+
+        model_path, _ = tuned_cnn
+        manifest = json.loads((bundle / "manifest.json").read_text())
+        assert manifest["input_files"] == {"x": "inputs/0.npy"}
+        assert manifest["expected_outputs"] == ["expected/0.npy"]
+        (expected,) = reference_outputs(model_path, {"x": np.load(bundle / "inputs/0.npy")})
+        np.testing.assert_array_equal(np.load(bundle / "expected/0.npy"), expected)
+        readme = (bundle / "README.md").read_text()
+        assert "cmake -S . -B build -DTVM_ROOT=$TVM_ROOT" in readme
+        assert "android-arm64-v8a.cmake" in readme
+
+        build = tmp_path / "build"
+        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+        for argv in (
+            ["cmake", "-S", str(bundle), "-B", str(build),
+             f"-DTVM_ROOT={Path(tvm.__file__).parent}",
+             f"-DTVM_FFI_ROOT={Path(tvm_ffi.__file__).parent}"],
+            ["cmake", "--build", str(build)],
+            [str(build / "run_model"), str(bundle), "--repeat", "3"],
+        ):
+            proc = subprocess.run(argv, env=env, capture_output=True, text=True,
+                                  timeout=600, check=False)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "output 0: matches" in proc.stdout
+        assert "latency: median" in proc.stdout
+
+        # The check can fail: a wrong expected output makes run_model exit 1.
+        wrong = tmp_path / "wrong"
+        shutil.copytree(bundle, wrong)
+        np.save(wrong / "expected/0.npy", expected + 1.0)
+        proc = subprocess.run([str(build / "run_model"), str(wrong), "--repeat", "1"], env=env,
+                              capture_output=True, text=True, timeout=600, check=False)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "output 0: DIFFERS" in proc.stdout

@@ -25,6 +25,9 @@ class TestRunModel:
         assert len(result.samples_s) == 3
         assert result.mean_s > 0
         assert [(i.name, i.shape) for i in result.inputs] == [("x", (1, 3, 16, 16))]
+        # Load and first run are timed apart from the samples (a cold first call is no sample).
+        assert result.load_s is not None and 0 < result.load_s < 60
+        assert result.first_run_s is not None and 0 < result.first_run_s < 60
 
     def test_a_file_that_is_not_onnx_is_refused_with_the_field(
         self, tracker: TrackerParams, host_facts: DeviceFacts, tmp_path: Path

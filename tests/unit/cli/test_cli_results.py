@@ -137,3 +137,28 @@ class TestErrors:
         (tmp_path / "file").write_text("")
         result = farmctl("results", "--plot", str(tmp_path / "file" / "x.png"))
         assert result.exit_code == 2 and result.stderr.startswith("Error: cannot write the plot")
+
+
+class TestLoadTimes:
+    def test_a_model_result_shows_load_and_first_run_per_phone(
+        self, farmctl, store: Store
+    ) -> None:
+        """A model job's runs carry load_s and first_run_s: results --job and job show them."""
+        store.upsert_device("A", NOW, {"abi": "arm64-v8a"})
+        put_state(store, "A", DeviceState.READY, "test", NOW)
+        job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
+        [claim] = store.claim([Assignment(job_id, ("A",), 60.0)], NOW)
+        runs = [{"serial": "A", "load_s": 0.25, "first_run_s": 0.0125},
+                {"serial": "A", "load_s": 0.5, "first_run_s": 0.025}]  # the last run counts
+        assert store.finish(claim.attempt.id, Outcome({"kind": "model", "runs": runs}, STEADY,
+                                                      "s", ("A",) * 4), NOW)
+        for argv in (("results", "--job", str(job_id)), ("job", str(job_id))):
+            out = farmctl(*argv).stdout
+            assert "library load and first run" in out, argv
+            line = next(line for line in out.splitlines() if "500.000 ms" in line)
+            assert "25.000 ms" in line and "250.000 ms" not in out
+
+    def test_results_without_load_times_show_no_load_table(self, farmctl, store: Store) -> None:
+        """A gemm result has no load table."""
+        [job_id] = measured(store, {"A": STEADY})
+        assert "library load" not in farmctl("results", "--job", str(job_id)).stdout

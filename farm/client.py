@@ -1,0 +1,192 @@
+"""``farm.client``: the farm from Python, over its HTTP API.
+
+::
+
+    from farm.client import Farm
+
+    farm = Farm("http://127.0.0.1:9465", token="farm_...")
+    job = farm.submit_model("small_cnn.onnx", {"x": (1, 3, 16, 16)}, devices={"soc": "SM8150"})
+    result = job.wait(timeout_s=600).result()
+    print(result.summary["per_serial"])
+
+It is a thin layer over :class:`farm.cli.remote.RemoteService`, the client
+``farmctl --server`` uses, so there is one implementation of the wire: model
+files are uploaded as blobs, specs are checked by the server, and errors are
+the classes the server raised, with its one-line messages:
+
+- :class:`~farm.errors.SpecError` (a :class:`~farm.errors.UserFault`): the spec
+  or a file is refused, naming the field;
+- :class:`~farm.api.errors.Unauthorized`, :class:`~farm.api.errors.Forbidden`: the token;
+- :class:`~farm.errors.InfraFault`: the server cannot be reached;
+- :class:`JobFailed`: a waited-for job failed or was cancelled;
+- :class:`~farm.cli.jobs.WaitTimedOut` (as ``farmctl wait --timeout``): :meth:`Job.wait`
+  past its timeout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from farm.cli.jobs import WaitTimedOut
+from farm.cli.remote import RemoteService
+from farm.clock import SystemClock, wait_until
+from farm.errors import FarmError
+from farm.kinds.model import KIND as MODEL_KIND
+from farm.kinds.tune import KIND as TUNE_KIND
+from farm.queue.models import JobState
+from farm.queue.records import DeviceRecord, JobView, ResultView
+
+__all__ = ["Farm", "Job", "JobFailed"]
+
+#: Seconds between two looks at a waited-for job (one GET each).
+POLL_S = 1.0
+
+
+class JobFailed(FarmError):
+    """A waited-for job ended failed or cancelled; the message carries the server's reason."""
+
+
+class Job:
+    """A job on the farm, as :meth:`Farm.submit_model` or :meth:`Farm.job` return it.
+
+    Attributes:
+        id: the job's id (``farmctl job ID``).
+    """
+
+    def __init__(self, farm: Farm, job_id: int) -> None:
+        self.id = job_id
+        self._farm = farm
+
+    def __repr__(self) -> str:
+        return f"Job({self.id})"
+
+    def view(self) -> JobView:
+        """The job as the server sees it now (state, attempts made, error)."""
+        return self._farm.service.job(self.id)
+
+    def wait(self, timeout_s: float | None = None) -> Job:
+        """Wait until the job ends; returns itself once it succeeded.
+
+        Args:
+            timeout_s: give up after this many seconds; None waits as long as it takes.
+
+        Raises:
+            JobFailed: the job failed or was cancelled.
+            WaitTimedOut: it had not ended after ``timeout_s``.
+        """
+        views: list[JobView] = []
+
+        def ended() -> bool:
+            views.append(self.view())
+            return views[-1].state.ended
+
+        deadline_s = float("inf") if timeout_s is None else timeout_s
+        if not wait_until(ended, deadline_s, interval_s=POLL_S, clock=self._farm.clock):
+            raise WaitTimedOut(f"job {self.id} still {views[-1].state.value} "
+                               f"after {timeout_s:g} s")
+        view = views[-1]
+        if view.state is not JobState.SUCCEEDED:
+            raise JobFailed(f"job {self.id} {view.state.value}: "
+                            f"{view.error or 'no reason recorded'}")
+        return self
+
+    def result(self) -> ResultView:
+        """The job's result: ``summary`` (per phone in ``per_serial`` and ``runs``) and samples.
+
+        Raises:
+            JobFailed: the job has no result (not finished, or it failed).
+        """
+        found = self._farm.service.results(self.id)
+        if not found:
+            raise JobFailed(f"job {self.id} has no result yet ({self.view().state.value})")
+        return found[0]
+
+
+class Farm:
+    """A farm server, reached with a token.
+
+    Args:
+        url: the API's base URL, e.g. ``http://127.0.0.1:9465``.
+        token: the caller's token (``farmctl token create``).
+    """
+
+    def __init__(self, url: str, token: str | None) -> None:
+        self.service = RemoteService(url, token)
+        self.clock = SystemClock()
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        self.service.close()
+
+    def __enter__(self) -> Farm:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def devices(self) -> list[DeviceRecord]:
+        """Every device of the farm, with its state, facts and latest health."""
+        return self.service.devices()
+
+    def job(self, job_id: int) -> Job:
+        """A job already submitted, by id."""
+        return Job(self, job_id)
+
+    def submit_model(
+        self, path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None, *,
+        devices: Mapping[str, Any] | None = None, target: str = "cpu",
+        tuned: int | None = None, repetitions: int | None = None,
+    ) -> Job:
+        """Time an ONNX model on a device and check it against onnxruntime (``enqueue model``).
+
+        Args:
+            path: the ONNX file on this machine; it is uploaded.
+            input_shapes: input name -> shape; None for the model's own.
+            devices: the device selection (``serials``, ``soc``, ``abi``, ``count``...).
+            target: ``cpu``, ``opencl`` or ``cuda``.
+            tuned: a finished tune job of this model whose records are applied.
+            repetitions: measured runs per device; None for the server's default.
+
+        Raises:
+            SpecError: the file or the spec is refused (the server's one line).
+        """
+        params: dict[str, Any] = {"path": str(path), "target": target, "tuned": tuned,
+                                  "input_shapes": _shapes(input_shapes)}
+        return self._submit(MODEL_KIND.name, params, MODEL_KIND.input_files, devices,
+                            repetitions)
+
+    def submit_tune(
+        self, path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None, *,
+        trials: int | None = None, devices: Mapping[str, Any] | None = None,
+        target: str = "cpu",
+    ) -> Job:
+        """Tune an ONNX model with MetaSchedule on the devices (``enqueue tune --model``).
+
+        Raises:
+            SpecError: the file or the spec is refused (the server's one line).
+        """
+        params: dict[str, Any] = {
+            "model": {"path": str(path), "input_shapes": _shapes(input_shapes),
+                      "target": target},
+        }
+        if trials is not None:
+            params["trials"] = trials
+        return self._submit(TUNE_KIND.name, params, TUNE_KIND.input_files, devices, None)
+
+    def _submit(self, kind: str, params: dict[str, Any], files: Sequence[str],
+                devices: Mapping[str, Any] | None, repetitions: int | None) -> Job:
+        raw: dict[str, Any] = {"kind": kind,
+                               "params": {k: v for k, v in params.items() if v is not None}}
+        if devices is not None:
+            raw["devices"] = dict(devices)
+        if repetitions is not None:
+            raw["repetitions"] = repetitions
+        submitted = self.service.submit(self.service.store_models(raw, files))
+        return Job(self, submitted.jobs[0].id)
+
+
+def _shapes(shapes: Mapping[str, Sequence[int]] | None) -> dict[str, list[int]] | None:
+    return None if shapes is None else {name: [int(d) for d in dims]
+                                        for name, dims in shapes.items()}

@@ -1,0 +1,86 @@
+"""``farm.client``: the Python client against a real ApiServer (HTTP on loopback), no mocks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from api_helpers import T0
+from device_states import put_state
+
+from farm.api.context import ApiContext
+from farm.api.errors import Unauthorized
+from farm.api.server import ApiServer
+from farm.cli.jobs import WaitTimedOut
+from farm.client import Farm, JobFailed
+from farm.clock import FakeClock
+from farm.config import Settings
+from farm.demo_model import write_small_cnn
+from farm.errors import SpecError
+from farm.queue import DeviceState, Outcome, Store
+from farm.queue.scheduler import Assignment
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Farm, Store]]:
+    """A client with carol's token for an ApiServer over a fresh database with one ready phone."""
+    store = Store(f"sqlite:///{tmp_path / 'farm.db'}")
+    store.upsert_device("phone-1", T0, {"abi": "arm64-v8a", "soc": "SM8150", "sdk": 30})
+    put_state(store, "phone-1", DeviceState.READY, "test", T0)
+    settings = Settings(data_dir=tmp_path / "server", database_url=store.url)
+    api = ApiServer(ApiContext(store, settings, FakeClock(T0)), "127.0.0.1", 0)
+    api.start()
+    farm = Farm(api.url, store.create_token("carol", T0))
+    try:
+        yield farm, store
+    finally:
+        farm.close()
+        api.stop()
+        store.close()
+
+
+class TestClient:
+    def test_submit_a_model_wait_and_read_the_result(
+        self, served: tuple[Farm, Store], tmp_path: Path
+    ) -> None:
+        """The model is uploaded as a blob, the job is carol's, and wait() returns its result."""
+        farm, store = served
+        assert [d.serial for d in farm.devices()] == ["phone-1"]
+        model = write_small_cnn(tmp_path / "small_cnn.onnx")
+        job = farm.submit_model(model, {"x": (1, 3, 16, 16)}, devices={"serials": ["phone-1"]})
+        stored = store.get_job(job.id)
+        assert stored is not None and stored.owner == "carol"
+        assert stored.spec["params"]["name"] == "small_cnn.onnx"
+        assert stored.spec["params"]["input_shapes"] == {"x": [1, 3, 16, 16]}
+        assert stored.spec["params"]["path"] is None  # the server holds the bytes, not a path
+        assert len(stored.spec["params"]["sha256"]) == 64
+        with pytest.raises(WaitTimedOut, match=f"job {job.id} still queued"):
+            job.wait(timeout_s=0.05)
+
+        [claim] = store.claim([Assignment(job.id, ("phone-1",), 60.0)], T0)
+        summary = {"kind": "model", "runs": [{"serial": "phone-1", "load_s": 0.2}]}
+        assert store.finish(claim.attempt.id, Outcome(summary, (0.01, 0.02), "s",
+                                                      ("phone-1", "phone-1")), T0)
+        result = job.wait(timeout_s=30).result()
+        assert result.summary["runs"][0]["load_s"] == 0.2
+        assert result.samples == (0.01, 0.02)
+
+    def test_errors_are_typed_with_the_servers_line(
+        self, served: tuple[Farm, Store], tmp_path: Path
+    ) -> None:
+        """A file that is no ONNX model is a SpecError naming it; a cancelled job a JobFailed."""
+        farm, _ = served
+        bad = tmp_path / "notes.onnx"
+        bad.write_text("not a model")
+        with pytest.raises(SpecError, match=r"notes\.onnx") as caught:
+            farm.submit_model(bad)
+        assert caught.value.field == "params.path" and "\n" not in str(caught.value)
+        job = farm.submit_model(write_small_cnn(tmp_path / "m.onnx"))
+        farm.service.cancel(job.id)
+        with pytest.raises(JobFailed, match=f"job {job.id} cancelled"):
+            job.wait(timeout_s=30)
+        with pytest.raises(JobFailed, match="no result"):
+            job.result()
+        with pytest.raises(Unauthorized):
+            Farm(farm.service.url, "farm_not-a-token").devices()
