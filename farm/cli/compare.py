@@ -85,9 +85,9 @@ def compare(ctx: click.Context, state: CliState, a: str, b: str, threshold: floa
     model and input shapes compare: a model job (untuned), one run with
     --tuned N, a tune --model job N (tuned) and N:untuned (that tune job's own
     untuned timings). Only phones in both are compared (Mann-Whitney U test,
-    bootstrap CI); the others are listed as only in A or only in B. A verdict is slower, faster, no change
-    (the CI lies inside the threshold) or undecided, with the reason; noisy
-    samples are flagged with theirs.
+    bootstrap CI); the others are listed as only in A or only in B. A verdict
+    is slower, faster, no change (the CI lies inside the threshold) or
+    undecided, with the reason; noisy samples are flagged with theirs.
     """
     settings = state.settings.results
     report = compare_refs(

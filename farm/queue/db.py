@@ -37,7 +37,6 @@ from sqlalchemy.exc import SQLAlchemyError
 from farm.clock import SystemClock
 from farm.config import HostSettings, default_database_url
 from farm.errors import StoreError
-from farm.queue import upgrade_guard
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -230,6 +229,9 @@ def migrate(engine: sa.Engine, *, dead_after_s: float = HOST_DEAD_AFTER_S) -> st
             current, head = revisions(connection)
             if current != head:
                 from alembic import command
+                from alembic.script import ScriptDirectory
+
+                from farm.queue import upgrade_guard
 
                 config = _alembic_config()
                 why = upgrade_guard.refusal(connection, ScriptDirectory.from_config(config),

@@ -32,8 +32,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from farm.queue.tolerant import TolerantEnum
 from farm.queue.limits import DB_INT_MAX
+from farm.queue.tolerant import TolerantEnum
 
 __all__ = [
     "DB_INT_MAX",

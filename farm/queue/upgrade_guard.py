@@ -15,9 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from alembic.script import ScriptDirectory
+
+if TYPE_CHECKING:
+    from alembic.script import ScriptDirectory
 
 __all__ = ["BREAKING_FLAG", "LiveHost", "blocking", "breaking_revisions", "live_hosts",
            "refusal"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import http.server
-import threading
 import re
+import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
