@@ -12,6 +12,11 @@ APK, then through ``farmctl`` itself:
    (medians of the raw samples) and their ratio;
 3. ``farmctl export`` of the job, printing the bundle's files.
 
+While the job runs, the benchmark watches the job's work folder (MetaSchedule's
+records file), so it measures any farm version alike: the time from the
+enqueue to the first measured trial, and measured trials per phone-hour from
+the enqueue to the last measured trial.
+
 Everything runs on this host, so the virtual phones share its cores: the
 numbers compare schedules, not phones.
 
@@ -43,6 +48,7 @@ from farm.netaddr import free_port
 from farm.provision.standin import demo_apk
 from farm.queue.models import DeviceState, JobState
 from farm.results.stats import spread
+from farm.runner.execute import tune_work_dir
 from farm.virtual.android.spec import profiles
 from farm.virtual.fleet import Fleet
 from farm.virtual.testing import adb_server
@@ -74,6 +80,11 @@ def _farmctl(config: Path, *args: str) -> str:
 def _print_summary(summary: dict[str, Any], wall_s: float) -> None:
     print(f"tuned in {wall_s:.0f} s: {summary.get('trials_measured')} trials measured of "
           f"{summary.get('trials_requested')} asked ({summary.get('trials_failed', 0)} failed)")
+    if summary.get("trials_per_phone_hour") is not None:
+        limit = summary.get("limit_per_phone_hour")
+        print(f"  job: first trial {summary.get('first_trial_s'):.0f} s after the attempt's "
+              f"start, {summary['trials_per_phone_hour']:.0f} trials per phone-hour, "
+              f"limit {limit or 0:.0f} (stopped by {summary.get('stopped_by')})")
     for task in summary.get("tasks", []):
         best = task.get("best_s")
         best_text = f"{best * 1e6:9.1f} us" if isinstance(best, float) and best < 1e9 else "  -"
@@ -124,14 +135,27 @@ def main(argv: list[str] | None = None) -> int:
             "--trials-per-task", str(args.trials_per_task), "--max-tasks",
             str(args.max_tasks), "--phones", str(args.phones), "--json"))
         job_id = job["id"]
-        wait_until(lambda: store.get_job(job_id).state.ended, args.deadline_s,
-                   f"tune job {job_id}")
+        records = tune_work_dir(root / "data", job_id) / "database_tuning_record.json"
+        seen: list[tuple[float, int]] = []  # (s since the enqueue, records) at each change
+
+        def ended() -> bool:
+            count = len(records.read_bytes().splitlines()) if records.is_file() else 0
+            if count and (not seen or seen[-1][1] != count):
+                seen.append((time.monotonic() - started_s, count))
+            return store.get_job(job_id).state.ended
+
+        wait_until(ended, args.deadline_s, f"tune job {job_id}", interval_s=0.5)
         wall_s = time.monotonic() - started_s
         view = store.get_job(job_id)
         if view.state is not JobState.SUCCEEDED:
             sys.exit(f"tune job {job_id} {view.state.value}: {view.error}")
         print(f"small CNN (farm.demo_model) on {args.phones} virtual phones")
         _print_summary(dict(store.results(job_id)[0].summary), wall_s)
+        if seen:
+            first_s, (last_s, trials) = seen[0][0], seen[-1]
+            print(f"first measured trial {first_s:.0f} s after the enqueue; {trials} trials "
+                  f"by {last_s:.0f} s: {trials / (last_s / 3600) / args.phones:.0f} trials "
+                  "per phone-hour (enqueue to last trial)")
         out = root / "bundle"
         _farmctl(config, "export", str(job_id), "--out", str(out))
         files = ", ".join(f"{p.name} ({p.stat().st_size} B)" for p in sorted(out.iterdir())

@@ -223,7 +223,15 @@ class JobSettings(_Frozen):
 
     default_timeout_s: float = Field(600.0, gt=0)
     model_timeout_s: float = Field(1800.0, gt=0)
-    tune_timeout_s: float = Field(6 * 3600.0, gt=0)
+    #: One tune attempt's limit: a model's night of tuning (``tune_model_for_s``)
+    #: plus its final build and the timing on each phone.
+    tune_timeout_s: float = Field(10 * 3600.0, gt=0)
+    #: A tune job's budget when its spec gives none. A model is tuned for one
+    #: night: until ``tune_model_trials`` are measured or ``tune_model_for_s``
+    #: of tuning are spent, whichever comes first; a gemm for ``tune_gemm_trials``.
+    tune_model_trials: int = Field(1000, ge=1)
+    tune_model_for_s: float = Field(8 * 3600.0, gt=0)
+    tune_gemm_trials: int = Field(64, ge=1)
     default_attempts: int = Field(3, ge=1)
     thermal_wait_deadline_s: float = Field(900.0, gt=0)
     lease_s: float = Field(120.0, gt=0)

@@ -176,8 +176,16 @@ def _progress_json(counters: TuneCounters) -> dict[str, Any]:
 
 def _print_progress(counters: TuneCounters) -> None:
     eta = "" if counters.eta_s is None else f", about {counters.eta_s:.0f} s left"
-    click.echo(f"tuning: {counters.tasks_done}/{len(counters.tasks)} tasks done, "
+    phase = f" ({counters.phase})" if counters.phase and counters.phase != "tuning" else ""
+    click.echo(f"tuning{phase}: {counters.tasks_done}/{len(counters.tasks)} tasks done, "
                f"{counters.trials_measured}/{counters.trials_asked} trials measured{eta}")
+    if counters.trials_per_phone_hour is not None:
+        limit = ("" if counters.limit_per_phone_hour is None
+                 else f" (measurement-bound limit {counters.limit_per_phone_hour:.0f})")
+        first = ("" if counters.first_trial_s is None
+                 else f", first trial {counters.first_trial_s:.0f} s after the attempt's start")
+        click.echo(f"throughput: {counters.trials_per_phone_hour:.0f} measured trials per "
+                   f"phone-hour{limit}{first}")
     print_table([{"task": t.name, "trials": f"{t.trials_measured}/{t.trials_asked}",
                   "best_s": t.best_s} for t in counters.tasks],
                 [Column("task"), Column("trials", justify="right"),

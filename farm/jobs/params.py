@@ -202,9 +202,11 @@ class TuneParams:
         seed: search seed, for reproducible runs.
         timing: how each candidate and the final comparison are timed.
         model: the ONNX model whose tasks are tuned; None when tuning the GEMM.
-        trials_per_task: measured trials per task at most; None: ``trials``
-            shared evenly.
+        trials_per_task: measured trials per task at most; None: no cap
+            (``trials`` is shared by :func:`farm.jobs.tune_search.plan_trials`).
         max_tasks: tune only this many tasks, the heaviest first; None: all.
+        for_s: tuning seconds allowed over all attempts (a model's time budget);
+            None: only ``trials`` bounds the run.
     """
 
     gemm: GemmParams | None
@@ -220,3 +222,4 @@ class TuneParams:
     model: ModelParams | None = None
     trials_per_task: int | None = None
     max_tasks: int | None = None
+    for_s: float | None = None

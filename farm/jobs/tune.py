@@ -149,15 +149,29 @@ class SoExporter:
         return str(path)
 
 
-def cost_model() -> str:
-    """MetaSchedule's cost model: XGBoost when installed, else random."""
-    # The XGBoost cost model needs the optional xgboost package; without it a random
-    # model still explores (more slowly) instead of failing at the first update.
+def cost_model(trials: int | None = None) -> Any:
+    """MetaSchedule's cost model: XGBoost (a dependency), random if xgboost cannot load.
+
+    MetaSchedule's ``XGBModel`` predicts at random until it holds
+    ``num_warmup_samples`` measured trials (100 by default), which is a whole
+    small budget; given the run's ``trials``, it starts predicting after a
+    tenth of them (8 at least, 100 at most).
+
+    Args:
+        trials: the run's measured trials; None: MetaSchedule's default model.
+    """
+    # Without xgboost a random model still explores (more slowly) instead of
+    # failing at the first update.
     try:
         import xgboost  # noqa: F401
     except ImportError:
+        log.warning("tuning_cost_model_random", reason="xgboost is not installed")
         return "random"
-    return "xgb"
+    if trials is None:
+        return "xgb"
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.cost_model.XGBModel(num_warmup_samples=min(100, max(8, trials // 10)))
 
 
 # --- tuning -------------------------------------------------------------------------
@@ -196,21 +210,38 @@ def measure_callbacks(progress: TuneProgress, on_batch: Callable[[], None]) -> l
 
 
 def builder_and_runner(
-    params: TuneParams, tracker: TrackerParams, linker: Linker
+    params: TuneParams, tracker: TrackerParams, linker: Linker, *, warm: bool = False
 ) -> tuple[Any, Any]:
     """MetaSchedule's builder (host, ``.so`` per candidate) and runner (the tracker's key).
 
+    Args:
+        params: builder and timing settings, the work folder.
+        tracker: the tracker and the key the phones serve.
+        linker: links each candidate's ``.so``.
+        warm: one pool of build processes started now and kept for the whole
+            run (:func:`farm.jobs.tune_builder.warm_builder`), and each upload
+            timed into the work folder (:class:`farm.jobs.tune_rate.TimedUpload`);
+            False: MetaSchedule's ``LocalBuilder`` (a fresh pool per batch).
+
     Returns:
-        ``(LocalBuilder, RPCRunner)``.
+        ``(builder, RPCRunner)``.
     """
     from tvm.s_tir import meta_schedule as ms
 
-    builder = ms.builder.LocalBuilder(
-        max_workers=params.builder_workers,
-        timeout_sec=params.builder_timeout_s,
-        f_export=SoExporter(linker),
-        initializer=builder_initializer,
-    )
+    from farm.jobs.tune_builder import warm_builder
+    from farm.jobs.tune_rate import UPLOADS_FILE, TimedUpload
+
+    if warm:
+        builder = warm_builder(params.builder_workers, params.builder_timeout_s,
+                               SoExporter(linker), builder_initializer)
+    else:
+        builder = ms.builder.LocalBuilder(
+            max_workers=params.builder_workers,
+            timeout_sec=params.builder_timeout_s,
+            f_export=SoExporter(linker),
+            initializer=builder_initializer,
+        )
+    upload = TimedUpload(str(params.work_dir / UPLOADS_FILE)) if warm else None
     runner = ms.runner.RPCRunner(
         ms.runner.RPCConfig(
             tracker_host=tracker.host,
@@ -224,6 +255,7 @@ def builder_and_runner(
             min_repeat_ms=params.timing.min_repeat_ms,
         ),
         max_workers=params.runner_workers,
+        f_upload_module=upload,
     )
     return builder, runner
 
@@ -231,6 +263,7 @@ def builder_and_runner(
 def tune_in_rounds(
     params: TuneParams, asked: int, measured: Callable[[], int],
     tune_round: Callable[[int], None], progress: TuneProgress,
+    expired: Callable[[], bool] = lambda: False,
 ) -> int:
     """Run ``tune_round(remaining)`` until ``asked`` trials are measured or rounds run out.
 
@@ -244,12 +277,13 @@ def tune_in_rounds(
         measured: reads the trials measured so far from the (repaired) work folder.
         tune_round: one MetaSchedule run asking for that many trials.
         progress: counts the rounds.
+        expired: True once the time budget is spent: no further round starts.
 
     Returns:
         The rounds run.
     """
     done, rounds = measured(), 0
-    while done < asked and rounds < params.max_rounds:
+    while done < asked and rounds < params.max_rounds and not expired():
         log.info("tuning_round", round=rounds, measured=done, remaining=asked - done)
         tune_round(asked - done)
         rounds += 1

@@ -7,13 +7,24 @@ it applies a database), so the tasks extracted here are the workloads the
 tuned build looks up. Tasks are ranked heaviest first (FLOPs times the
 times they occur) and capped at ``max_tasks``.
 
-Each task is tuned on its own, in order, into the one work folder database
-(:mod:`farm.jobs.tune` describes the folder and the builder and runner set-up,
-shared with the GEMM tuning). Resuming is per task: a task's records are found
-by its workload's line in ``database_workload.json``, its measured trials are
-counted there, and MetaSchedule is asked only for the missing ones, in rounds
-(:func:`farm.jobs.tune.tune_in_rounds`) that make up for failed measurements.
-A task already complete costs nothing on resume.
+All tasks are tuned in one MetaSchedule run (``tune_tasks`` with the gradient
+task scheduler, XGBoost cost model) into the one work folder database
+(:mod:`farm.jobs.tune` describes the folder and the runner set-up, shared with
+the GEMM tuning). :mod:`farm.jobs.tune_search` plans each task's trials (one
+batch at least, the rest by its share of the model's FLOPs), sizes the
+evolutionary search to them, and wraps it so that a resumed run sends no
+trace already measured. Resuming counts each task's measured trials in the
+work folder (its records are found by its workload's line in
+``database_workload.json``) and asks MetaSchedule only for the missing ones,
+in rounds (:func:`farm.jobs.tune.tune_in_rounds`) that make up for failed
+measurements; a task already complete costs nothing. A time budget
+(``for_s``, tuning seconds over all attempts) stops the search: no batch is
+sent after it, the batches in flight are recorded, and the model is built
+with the records so far.
+
+The build processes start first, in the background
+(:mod:`farm.jobs.tune_builder`), and stay for the whole run; the progress file
+names the phase and lists the tasks as soon as they are extracted.
 
 At the end the model is compiled with the database applied, by the ``model``
 job's own build (:func:`farm.jobs.model.build_model` with ``database_dir``,
@@ -40,10 +51,17 @@ from farm.jobs.ndk import Linker, linker_for
 from farm.jobs.params import ModelParams, TrackerParams, TuneParams
 from farm.jobs.tune import builder_and_runner, cost_model, measure_callbacks, tune_in_rounds
 from farm.jobs.tune_progress import TaskProgress, TuneProgress
+from farm.jobs.tune_rate import limit_per_phone_hour, trials_per_phone_hour
 from farm.jobs.tune_records import best_record_s, count_trials, repair_work_dir, workload_index
+from farm.jobs.tune_search import (
+    FarmSearch,
+    measured_traces,
+    plan_trials,
+    search_settings,
+)
 
 __all__ = ["TUNED_LIBRARY", "ModelTask", "ModelTuneResult", "compile_tuned", "model_tasks",
-           "plan_trials", "tune_model"]
+           "tune_model"]
 
 log = structlog.get_logger(__name__)
 
@@ -102,6 +120,14 @@ class ModelTuneResult:
         tuned_library: ``<work_dir>/model_tuned.so``.
         work_dir: the work folder.
         target: the target dict.
+        stopped_by: ``"trials"`` (all asked were measured), ``"time"`` (the
+            time budget ran out) or ``"rounds"`` (``max_rounds`` ran out).
+        tuning_s: tuning seconds over all attempts.
+        first_trial_s: seconds from this attempt's start to its first measured
+            trial (None: it measured none).
+        trials_per_phone_hour: this attempt's measured trials per phone-hour.
+        limit_per_phone_hour: the measurement-bound limit
+            (:func:`farm.jobs.tune_rate.limit_per_phone_hour`).
     """
 
     model_sha256: str
@@ -114,6 +140,11 @@ class ModelTuneResult:
     tuned_library: str
     work_dir: str
     target: dict[str, Any]
+    stopped_by: str = "trials"
+    tuning_s: float = 0.0
+    first_trial_s: float | None = None
+    trials_per_phone_hour: float | None = None
+    limit_per_phone_hour: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (an unmeasured task's ``best_s`` is None)."""
@@ -163,28 +194,6 @@ def model_tasks(mod: Any, target: dict[str, Any]) -> list[ModelTask]:
     return sorted(tasks, key=lambda t: -t.flop * t.weight)
 
 
-def plan_trials(tasks: int, trials: int, trials_per_task: int | None) -> list[int]:
-    """Measured trials asked of each of ``tasks`` tasks, heaviest first.
-
-    ``trials`` is shared evenly (the heaviest get the remainder), each share
-    capped at ``trials_per_task``; a task left with 0 trials is not tuned.
-
-    >>> plan_trials(3, 8, None)
-    [3, 3, 2]
-    >>> plan_trials(3, 100, 4)
-    [4, 4, 4]
-    >>> plan_trials(3, 2, None)
-    [1, 1]
-    """
-    if tasks <= 0:
-        return []
-    base, extra = divmod(trials, tasks)
-    shares = [base + (i < extra) for i in range(tasks)]
-    if trials_per_task is not None:
-        shares = [min(s, trials_per_task) for s in shares]
-    return [s for s in shares if s > 0]
-
-
 def _drop_unnamed_ms_handlers() -> None:
     """Remove handlers without a name from MetaSchedule's logger.
 
@@ -203,88 +212,139 @@ def _drop_unnamed_ms_handlers() -> None:
             ms_logger.removeHandler(handler)
 
 
-def _tune_context(task: ModelTask, params: TuneParams) -> tuple[Any, float]:
-    from tvm.s_tir.meta_schedule.relax_integration import extracted_tasks_to_tune_contexts
-
-    _drop_unnamed_ms_handlers()
-    contexts, weights = extracted_tasks_to_tune_contexts(
-        [task.extracted], str(params.work_dir), seed=params.seed)
-    return contexts[0], weights[0]
-
-
 def _task_index(task: ModelTask, params: TuneParams) -> int:
-    """Commit the task's workload to the database (if new) and return its line."""
+    """Commit the task's workload to the database (if new) and return its line.
+
+    The workload is the module MetaSchedule tunes (``dispatched[0]``, what
+    ``extracted_tasks_to_tune_contexts`` gives its ``TuneContext``).
+    """
     from tvm.s_tir import meta_schedule as ms
 
-    context, _ = _tune_context(task, params)
     database = ms.database.JSONDatabase(work_dir=str(params.work_dir))
-    shash = str(database.commit_workload(context.mod).as_json()[0])
+    shash = str(database.commit_workload(task.extracted.dispatched[0]).as_json()[0])
     index = workload_index(params.work_dir, shash)
     if index is None:  # commit_workload writes the line before it returns
         raise CompileError(task.name, "its workload is missing from the tuning database")
     return index
 
 
-@dataclass
-class _Measurers:
-    """MetaSchedule's builder and runner, started at the first round and kept for every task.
+@dataclass(frozen=True)
+class _Planned:
+    """A task in this run: its workload line and its planned trials."""
 
-    A ``LocalBuilder`` starts its workers when created, each running
-    :func:`farm.jobs.tune.builder_initializer` (minutes on a loaded 2-core host),
-    so one pair serves all rounds of all tasks; a run with nothing left to
-    measure starts none.
+    task: ModelTask
+    index: int
+    trials: int
+
+
+def _contexts(planned: list[_Planned], caps: list[int], params: TuneParams,
+              expired: Callable[[], bool]) -> tuple[list[Any], list[float]]:
+    """MetaSchedule's ``TuneContext`` per task with a cap left, each with farm's search.
+
+    As ``extracted_tasks_to_tune_contexts`` (apache/tvm
+    ``python/tvm/s_tir/meta_schedule/relax_integration.py``) builds them, but
+    each task with its own :func:`farm.jobs.tune_search.FarmSearch` (its cap
+    and its recorded traces), which that function cannot give.
     """
+    from tvm.s_tir.meta_schedule import TuneContext
+    from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
+    from tvm.s_tir.meta_schedule.utils import fork_seed
 
-    params: TuneParams
-    tracker: TrackerParams
-    linker: Linker
-    pair: tuple[Any, Any] | None = None
+    _drop_unnamed_ms_handlers()
+    recorded = measured_traces(params.work_dir)
+    settings = search_settings(max(p.trials for p in planned))
+    live = [(p, cap) for p, cap in zip(planned, caps, strict=True) if cap > 0]
+    loggers = get_loggers_from_work_dir(str(params.work_dir), [p.task.name for p, _ in live])
+    contexts, weights = [], []
+    for (p, cap), logger, seed in zip(live, loggers, fork_seed(params.seed, n=len(live)),
+                                      strict=True):
+        strategy = FarmSearch(settings, recorded.get(p.index, set()), cap, expired)
+        contexts.append(TuneContext(
+            mod=p.task.extracted.dispatched[0], target=p.task.extracted.target,
+            space_generator="post-order-apply", search_strategy=strategy,
+            task_name=p.task.name, logger=logger, rand_state=seed, num_threads="physical",
+        ).clone())
+        weights.append(float(p.task.weight))
+    return contexts, weights
 
-    def get(self) -> tuple[Any, Any]:
-        """``(builder, runner)``, created on the first call."""
-        if self.pair is None:
-            self.pair = builder_and_runner(self.params, self.tracker, self.linker)
-        return self.pair
+
+def _import_tensor_intrin(progress: TuneProgress) -> None:
+    """Import what MetaSchedule's ``TuneContext`` imports first, saying so in the progress.
+
+    ``tvm.s_tir.tensor_intrin`` parses ~500 TVMScript functions, each calling
+    ``inspect.stack()``, which scans ``sys.modules`` per frame: 1 to 7 minutes
+    in a process that has loaded farm (or pytest) on the loaded 2-core CI host.
+    An attempt child forked from the zygote has it already
+    (:data:`farm.runner.zygote.PRELOAD`); a cold one shows this phase instead
+    of a silent first round.
+    """
+    import sys
+
+    if "tvm.s_tir.tensor_intrin" not in sys.modules:
+        progress.set_phase("importing TVM's tensor intrinsics")
+        import tvm.s_tir.tensor_intrin  # noqa: F401
+    progress.set_phase("tuning")
 
 
-def _tune_task_round(
-    task: ModelTask, params: TuneParams, measurers: _Measurers, trials: int,
-    progress: TuneProgress, on_batch: Callable[[], None],
-) -> None:
+def _measured(planned: list[_Planned], params: TuneParams) -> list[int]:
+    """Each task's measured trials in the work folder."""
+    return [count_trials(params.work_dir, p.index)[0] for p in planned]
+
+
+def _tune_all(planned: list[_Planned], batch: int, params: TuneParams, tracker: TrackerParams,
+              linker: Linker, progress: TuneProgress) -> str:
+    """Tune the planned tasks together until each has its trials or the budget is spent.
+
+    Returns:
+        Why it stopped: ``"trials"``, ``"time"`` or ``"rounds"``.
+    """
     from tvm.s_tir import meta_schedule as ms
 
-    builder, runner = measurers.get()
-    context, weight = _tune_context(task, params)
-    ms.tune_tasks(
-        tasks=[context], task_weights=[weight], work_dir=str(params.work_dir),
-        max_trials_global=trials, max_trials_per_task=trials,
-        num_trials_per_iter=min(params.trials_per_iter, trials),
-        builder=builder, runner=runner, cost_model=cost_model(),
-        measure_callbacks=measure_callbacks(progress, on_batch),
-    )
-
-
-def _tune_task(
-    task: ModelTask, index: int, trials: int, params: TuneParams, measurers: _Measurers,
-    progress: TuneProgress,
-) -> None:
-    """Tune one task until ``trials`` of its trials are measured (resuming its records)."""
+    measurers: list[tuple[Any, Any]] = []  # started by the first round: none if none runs
+    asked = sum(p.trials for p in planned)
+    start_s = progress.tuning_s()
+    start_measured = sum(min(m, p.trials) for m, p in zip(_measured(planned, params), planned,
+                                                          strict=True))
 
     def measured() -> int:
-        return count_trials(params.work_dir, index)[0]
+        return sum(min(m, p.trials) for m, p in zip(_measured(planned, params), planned,
+                                                    strict=True))
 
     def on_batch() -> None:
-        progress.update_task(task.name, measured(), best_record_s(params.work_dir, index))
+        counts = _measured(planned, params)
+        for p, count in zip(planned, counts, strict=True):
+            progress.update_task(p.task.name, count, best_record_s(params.work_dir, p.index))
+        done = sum(min(m, p.trials) for m, p in zip(counts, planned, strict=True))
+        progress.set_rate(
+            trials_per_phone_hour(done - start_measured, progress.tuning_s() - start_s,
+                                  params.runner_workers),
+            limit_per_phone_hour(params.work_dir, params.timing))
 
-    def tune_round(remaining: int) -> None:
-        _tune_task_round(task, params, measurers, remaining, progress, on_batch)
+    def tune_round(_remaining: int) -> None:
+        caps = [max(0, p.trials - m) for p, m in zip(planned, _measured(planned, params),
+                                                      strict=True)]
+        if not measurers:
+            measurers.append(builder_and_runner(params, tracker, linker, warm=True))
+        builder, runner = measurers[0]
+        contexts, weights = _contexts(planned, caps, params, progress.expired)
+        log.info("tuning_round_tasks", tasks=len(contexts), trials=sum(caps), batch=batch)
+        ms.tune_tasks(
+            tasks=contexts, task_weights=weights, work_dir=str(params.work_dir),
+            max_trials_global=sum(caps), max_trials_per_task=max(caps),
+            num_trials_per_iter=batch, builder=builder, runner=runner,
+            cost_model=cost_model(asked), measure_callbacks=measure_callbacks(progress, on_batch),
+            task_scheduler=ms.task_scheduler.GradientBased(seed=params.seed or -1),
+        )
 
-    log.info("tuning_task", task=task.name, trials=trials, measured=measured())
-    tune_in_rounds(params, trials, measured, tune_round, progress)
+    try:
+        tune_in_rounds(params, asked, measured, tune_round, progress, progress.expired)
+    finally:
+        for builder, _ in measurers:
+            builder.shutdown()
     on_batch()
-    if measured() == 0:
-        raise CompileError(task.name, f"no trial measured in {params.max_rounds} rounds")
-
+    if measured() >= asked:
+        return "trials"
+    return "time" if progress.expired() else "rounds"
 
 def compile_tuned(
     model: ModelParams, target: dict[str, Any], work_dir: Path, cache: CompileCache,
@@ -311,67 +371,79 @@ def tune_model(
     params: TuneParams, target: dict[str, Any], tracker: TrackerParams, cache: CompileCache,
     progress: TuneProgress | None = None,
 ) -> ModelTuneResult:
-    """Tune the model's heaviest tasks until each has its trials; compile it with the records.
+    """Tune the model's tasks together until each has its trials or time is up; compile it.
 
-    Reusing ``params.work_dir`` resumes task by task: trials already measured
-    count, only the missing ones are asked for.
+    Reusing ``params.work_dir`` resumes: trials already measured count, only
+    the missing ones are asked for, and no recorded trace is measured again.
 
     Args:
         params: ``model``, trial budget (``trials``, ``trials_per_task``,
-            ``max_tasks``), work folder, builder and timing settings.
+            ``max_tasks``), time budget ``for_s``, work folder, builder and
+            timing settings.
         target: target dict the phones serving ``tracker.key`` share.
         tracker: tracker address and the key only this job's phones serve.
         cache: the compile cache the tuned model is built into.
         progress: the work folder's counters; opened here when None.
 
     Returns:
-        The tasks' trials and ``model_tuned.so``.
+        The tasks' trials, the throughput, and ``model_tuned.so``.
 
     Raises:
         SpecError: a CPU target without ``num-cores``, an invalid model or shapes,
             or a model with no tunable task.
         ToolMissing: the NDK is needed and missing.
-        CompileError: the model cannot be imported or compiled, or a task got
-            no measured trial in ``max_rounds`` rounds.
+        CompileError: the model cannot be imported or compiled, or no trial
+            of it was measured.
     """
     model = _model_of(params)
     if target.get("kind") == "llvm" and not target.get("num-cores"):
         raise SpecError("device.num_cores", "tuning a CPU target needs the phone's core count")
     linker = linker_for(target)
-    mod, inputs = _import(model)
-    tasks = model_tasks(mod, target)[: params.max_tasks]
-    asked = plan_trials(len(tasks), params.trials, params.trials_per_task)
-    if not asked:
-        raise SpecError("params.model", f"{model.shown_name} has no tunable task")
-    tasks = tasks[: len(asked)]
     params.work_dir.mkdir(parents=True, exist_ok=True)
     repair_work_dir(params.work_dir)
     progress = progress or TuneProgress(params.work_dir)
     progress.add(attempts=1)
-    indexes = [_task_index(task, params) for task in tasks]
-    before = [min(count_trials(params.work_dir, i)[0], n) for i, n in zip(indexes, asked,
-                                                                          strict=True)]
-    progress.set_tasks([TaskProgress(t.name, i, n, b)
-                        for t, i, n, b in zip(tasks, indexes, asked, before, strict=True)])
-    measurers = _Measurers(params, tracker, linker)
-    for task, index, trials in zip(tasks, indexes, asked, strict=True):
-        _tune_task(task, index, trials, params, measurers, progress)
-    results = [TaskResult(t.name, i, n, count_trials(params.work_dir, i)[0],
-                          best_record_s(params.work_dir, i))
-               for t, i, n in zip(tasks, indexes, asked, strict=True)]
+    progress.set_phase("extracting tasks")
+    mod, inputs = _import(model)
+    tasks = model_tasks(mod, target)[: params.max_tasks]
+    plan, batch = plan_trials([t.flop * t.weight for t in tasks], params.trials,
+                              params.trials_per_iter, params.trials_per_task)
+    planned = [_Planned(t, _task_index(t, params), n)
+               for t, n in zip(tasks, plan, strict=True) if n > 0]
+    if not planned:
+        raise SpecError("params.model", f"{model.shown_name} has no tunable task")
+    before = [min(m, p.trials) for m, p in zip(_measured(planned, params), planned, strict=True)]
+    progress.set_tasks([TaskProgress(p.task.name, p.index, p.trials, b)
+                        for p, b in zip(planned, before, strict=True)], budget_s=params.for_s)
+    _import_tensor_intrin(progress)
+    stopped_by = _tune_all(planned, batch, params, tracker, linker, progress)
+    counts = _measured(planned, params)
+    if sum(counts) == 0:
+        raise CompileError(model.model_path.name,
+                           f"no trial measured ({stopped_by} ran out first)")
+    results = [TaskResult(p.task.name, p.index, p.trials, m,
+                          best_record_s(params.work_dir, p.index))
+               for p, m in zip(planned, counts, strict=True)]
+    progress.set_phase("compiling")
     library = compile_tuned(model, target, params.work_dir, cache, linker)
-    failed = sum(count_trials(params.work_dir, i)[1] for i in indexes)
-    log.info("tuning_finished", tasks=len(tasks), measured=sum(r.trials_measured for r in results),
-             failed=failed)
+    failed = sum(count_trials(params.work_dir, p.index)[1] for p in planned)
+    counters = progress.counters
+    log.info("tuning_finished", tasks=len(planned), measured=sum(counts), failed=failed,
+             stopped_by=stopped_by, trials_per_phone_hour=counters.trials_per_phone_hour)
     return ModelTuneResult(
         model_sha256=hashlib.sha256(model.model_path.read_bytes()).hexdigest(),
         inputs=inputs,
         tasks=results,
-        trials_requested=sum(asked),
+        trials_requested=sum(p.trials for p in planned),
         trials_measured_before=sum(before),
-        trials_measured=sum(r.trials_measured for r in results),
+        trials_measured=sum(min(m, p.trials) for m, p in zip(counts, planned, strict=True)),
         trials_failed=failed,
         tuned_library=str(library),
         work_dir=str(params.work_dir),
         target=target,
+        stopped_by=stopped_by,
+        tuning_s=counters.tuning_s,
+        first_trial_s=counters.first_trial_s,
+        trials_per_phone_hour=counters.trials_per_phone_hour,
+        limit_per_phone_hour=counters.limit_per_phone_hour,
     )

@@ -7,13 +7,21 @@ and MetaSchedule's database in it; the counters live beside it::
         {"attempts": 2, "rounds": 3, "batches": 5, "app_relaunches": ["serial", ...],
          "tasks": [{"name": "fused_conv2d_add_relu", "workload_index": 0,
                     "trials_asked": 4, "trials_measured": 2, "best_s": 1.2e-05}, ...],
-         "eta_s": 42.0}
+         "eta_s": 42.0, "phase": "tuning", "tuning_s": 310.0, "first_trial_s": 48.0,
+         "trials_per_phone_hour": 410.0, "limit_per_phone_hour": 1900.0}
 
 ``tasks`` lists the tuning tasks in tuning order (a GEMM job has one task), each
 with the trials asked and measured so far and the best measured candidate's
 mean run time (``best_s``, null until one is measured). ``eta_s`` estimates the
-seconds left from this attempt's rate: trials measured per second since it
-started, applied to the trials still asked (null before a first measured trial).
+seconds left (:func:`estimate_eta_s`): the trials still asked at this attempt's
+measured rate, at most the time budget left (null before a first measured
+trial). ``phase`` says what the attempt does now (``extracting tasks``,
+``tuning``, ``compiling``), so a job is never a silent ``0/0 tasks``;
+``tuning_s`` is the tuning time spent over all attempts (what a time budget
+counts); ``first_trial_s`` is the seconds from this attempt's start to its
+first measured trial; ``trials_per_phone_hour`` is this attempt's measured
+trials per phone-hour and ``limit_per_phone_hour`` the most that its phones
+could measure, were they never idle (:func:`farm.jobs.tune_rate.limit_per_phone_hour`).
 
 Each change is written at once (``farm.privacy.write_private``: atomic, 0600), so a
 farmd or child killed with -9 loses at most the change it was making; the file
@@ -35,7 +43,8 @@ import structlog
 from farm.clock import Clock, SystemClock
 from farm.privacy import write_private
 
-__all__ = ["PROGRESS_FILE", "TaskProgress", "TuneCounters", "TuneProgress", "read_counters"]
+__all__ = ["PROGRESS_FILE", "TaskProgress", "TuneCounters", "TuneProgress", "estimate_eta_s",
+           "read_counters"]
 
 log = structlog.get_logger(__name__)
 
@@ -89,6 +98,13 @@ class TuneCounters:
             in order.
         tasks: the tuning tasks, in tuning order (empty before tuning starts).
         eta_s: estimated seconds left, None while unknown.
+        phase: what the attempt does now ("" before it starts).
+        tuning_s: seconds spent tuning over all attempts.
+        first_trial_s: seconds from this attempt's start to its first measured
+            trial; None before it.
+        trials_per_phone_hour: this attempt's measured trials per phone-hour.
+        limit_per_phone_hour: measured trials per phone-hour were the phones
+            never idle (run times plus uploads of the trials measured).
     """
 
     attempts: int = 0
@@ -97,6 +113,11 @@ class TuneCounters:
     app_relaunches: tuple[str, ...] = ()
     tasks: tuple[TaskProgress, ...] = ()
     eta_s: float | None = None
+    phase: str = ""
+    tuning_s: float = 0.0
+    first_trial_s: float | None = None
+    trials_per_phone_hour: float | None = None
+    limit_per_phone_hour: float | None = None
 
     @property
     def trials_asked(self) -> int:
@@ -139,10 +160,56 @@ class TuneCounters:
             relaunches, list) else ()
         tasks = record.get("tasks")
         parsed = [TaskProgress.from_dict(t) for t in tasks] if isinstance(tasks, list) else []
-        eta = record.get("eta_s")
-        eta_s = float(eta) if isinstance(eta, int | float) and eta >= 0 else None
+
+        def seconds(name: str) -> float | None:
+            value = record.get(name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                return None
+            return float(value)
+
+        phase = record.get("phase")
         return cls(count("attempts"), count("rounds"), count("batches"), serials,
-                   tuple(t for t in parsed if t is not None), eta_s)
+                   tuple(t for t in parsed if t is not None), seconds("eta_s"),
+                   phase if isinstance(phase, str) else "", seconds("tuning_s") or 0.0,
+                   seconds("first_trial_s"), seconds("trials_per_phone_hour"),
+                   seconds("limit_per_phone_hour"))
+
+
+def estimate_eta_s(trials_left: int, measured_s: list[tuple[float, int]],
+                   budget_left_s: float | None = None) -> float | None:
+    """Seconds until ``trials_left`` more trials are measured, at most the budget left.
+
+    The rate is taken from the first measured batch on, when there are two
+    or more: the start of an attempt (imports, task extraction, the builder's
+    warm-up, the first search) is paid once and would make the rate of a long
+    run look slower than it is. With one point only, the rate counts from the
+    start.
+
+    Args:
+        trials_left: trials still asked.
+        measured_s: ``(seconds since the attempt's start, trials measured in it)``
+            at the start (``(0, 0)``) and after each measured batch, in order.
+        budget_left_s: seconds left of the time budget; None: no time budget.
+
+    Returns:
+        The estimate, or None before a first trial is measured (and no budget).
+
+    >>> estimate_eta_s(10, [(0.0, 0), (60.0, 2), (70.0, 4)])
+    50.0
+    >>> estimate_eta_s(10, [(0.0, 0), (60.0, 2), (70.0, 4)], budget_left_s=20.0)
+    20.0
+    """
+    if trials_left <= 0:
+        return 0.0
+    measured = [(t, n) for t, n in measured_s if n > 0]
+    first = measured[0] if len(measured) >= 2 else (measured_s[0] if measured_s else None)
+    last = measured[-1] if measured else None
+    eta: float | None = None
+    if first is not None and last is not None and last[1] > first[1] and last[0] > first[0]:
+        eta = trials_left * (last[0] - first[0]) / (last[1] - first[1])
+    if budget_left_s is not None:
+        eta = max(0.0, budget_left_s) if eta is None else min(eta, max(0.0, budget_left_s))
+    return eta
 
 
 def read_counters(work_dir: Path) -> TuneCounters | None:
@@ -161,6 +228,8 @@ def read_counters(work_dir: Path) -> TuneCounters | None:
 class TuneProgress:
     """The counters of one work folder, persisted on every change (thread-safe).
 
+    Opening it starts the attempt's clock (``first_trial_s`` counts from here).
+
     Args:
         work_dir: the tuning work folder (created if missing).
         clock: measures this attempt's rate of measured trials for ``eta_s``.
@@ -170,9 +239,14 @@ class TuneProgress:
         self.path = Path(work_dir) / PROGRESS_FILE
         self._lock = threading.Lock()
         self._clock = clock or SystemClock()
+        self._opened_s = self._clock.monotonic()
         self._counters = self._load()
-        # The rate is this attempt's: trials measured since (start_s, measured).
+        # This attempt's tuning: its start, the trials measured then, and
+        # (seconds since its start, trials measured since) after each batch.
         self._rate_from: tuple[float, int] | None = None
+        self._points: list[tuple[float, int]] = []
+        self._tuning_before_s = self._counters.tuning_s
+        self._budget_s: float | None = None
 
     @property
     def counters(self) -> TuneCounters:
@@ -193,33 +267,76 @@ class TuneProgress:
             c = self._counters
             self._store(replace(c, app_relaunches=(*c.app_relaunches, serial)))
 
-    def set_tasks(self, tasks: list[TaskProgress]) -> None:
-        """Start this attempt's tuning of ``tasks``: replace the task list, restart the rate."""
+    def set_phase(self, phase: str) -> None:
+        """Say what the attempt does now, e.g. ``"extracting tasks"``."""
         with self._lock:
-            self._rate_from = (self._clock.monotonic(), sum(
-                min(t.trials_measured, t.trials_asked) for t in tasks))
-            self._store(replace(self._counters, tasks=tuple(tasks), eta_s=None))
+            self._store(replace(self._counters, phase=phase))
+
+    def set_rate(self, trials_per_phone_hour: float | None,
+                 limit_per_phone_hour: float | None) -> None:
+        """Record this attempt's throughput and its measurement-bound limit."""
+        with self._lock:
+            self._store(replace(self._counters, trials_per_phone_hour=trials_per_phone_hour,
+                                limit_per_phone_hour=limit_per_phone_hour))
+
+    def set_tasks(self, tasks: list[TaskProgress], budget_s: float | None = None) -> None:
+        """Start this attempt's tuning of ``tasks``: replace the task list, restart the rate.
+
+        Args:
+            tasks: the tasks with their trials asked and measured so far.
+            budget_s: tuning seconds allowed over all attempts; None: no limit.
+        """
+        with self._lock:
+            now = self._clock.monotonic()
+            self._rate_from = (now, sum(min(t.trials_measured, t.trials_asked) for t in tasks))
+            self._points = [(0.0, 0)]
+            self._budget_s = budget_s
+            counters = replace(self._counters, tasks=tuple(tasks), phase="tuning",
+                               first_trial_s=None, trials_per_phone_hour=None,
+                               limit_per_phone_hour=None)
+            self._store(replace(counters, eta_s=self._eta_s(counters, now)))
+
+    def tuning_s(self) -> float:
+        """Seconds spent tuning over all attempts, this one's so far included."""
+        with self._lock:
+            return self._tuning_s(self._clock.monotonic())
+
+    def expired(self) -> bool:
+        """Whether the time budget given to :meth:`set_tasks` is spent."""
+        return self._budget_s is not None and self.tuning_s() >= self._budget_s
 
     def update_task(self, name: str, trials_measured: int, best_s: float) -> None:
         """Record a task's measured trials and best run time (inf: none), and the new ETA."""
         with self._lock:
+            now = self._clock.monotonic()
             c = self._counters
             tasks = tuple(
                 replace(t, trials_measured=trials_measured,
                         best_s=best_s if 0 < best_s < float("inf") else None)
                 if t.name == name else t for t in c.tasks)
             updated = replace(c, tasks=tasks)
-            self._store(replace(updated, eta_s=self._eta_s(updated)))
+            if self._rate_from is not None:
+                done = updated.trials_measured - self._rate_from[1]
+                if done > self._points[-1][1]:
+                    self._points.append((now - self._rate_from[0], done))
+                if done > 0 and updated.first_trial_s is None:
+                    updated = replace(updated, first_trial_s=now - self._opened_s)
+            updated = replace(updated, tuning_s=self._tuning_s(now))
+            self._store(replace(updated, eta_s=self._eta_s(updated, now)))
 
-    def _eta_s(self, counters: TuneCounters) -> float | None:
+    def _tuning_s(self, now: float) -> float:
+        if self._rate_from is None:
+            return self._tuning_before_s
+        return self._tuning_before_s + now - self._rate_from[0]
+
+    def _eta_s(self, counters: TuneCounters, now: float) -> float | None:
         if self._rate_from is None:
             return None
-        start_s, start_measured = self._rate_from
-        done = counters.trials_measured - start_measured
-        elapsed_s = self._clock.monotonic() - start_s
-        if done <= 0 or elapsed_s <= 0:
+        left_s = None if self._budget_s is None else self._budget_s - self._tuning_s(now)
+        points = self._points if self._points[-1][1] > 0 else []
+        if not points and left_s is None:
             return None
-        return (counters.trials_asked - counters.trials_measured) * elapsed_s / done
+        return estimate_eta_s(counters.trials_asked - counters.trials_measured, points, left_s)
 
     def _store(self, counters: TuneCounters) -> TuneCounters:
         self.path.parent.mkdir(parents=True, exist_ok=True)

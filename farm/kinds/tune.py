@@ -3,8 +3,9 @@
 A tuning job's phones serve the job's tracker key for its whole run, app crashes
 healed, and go back to their own keys after it (:mod:`farm.runner.tune_phones`).
 Its retries reuse one work folder (:func:`farm.runner.execute.tune_work_dir`),
-so tuning resumes where the last attempt stopped. A model is tuned task by task
-(:mod:`farm.jobs.tune_model`); at the end each phone times it untuned and tuned.
+so tuning resumes where the last attempt stopped. A model's tasks are tuned
+together in one run (:mod:`farm.jobs.tune_model`); at the end each phone times
+it untuned and tuned.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import click
 from pydantic import Field, model_validator
 
+from farm.cli.params import Seconds
 from farm.errors import SpecError
 from farm.kinds.base import EnqueueCommand, Kind, default_of
 from farm.kinds.gemm import GEMM_FLAGS, GEMM_OPTIONS, GemmParams, gemm_params
@@ -41,6 +43,9 @@ MAX_TRIALS = 100_000
 #: Tasks per tuned model at most (a large detector has a few hundred).
 MAX_TASKS = 10_000
 
+#: A model's time budget at most: a week.
+MAX_FOR_S = 7 * 24 * 3600.0
+
 
 class TunedModel(ModelParams):
     """An ONNX model to tune: the model job's fields, and the processor that runs it."""
@@ -52,25 +57,32 @@ class TuneParams(Strict):
     """MetaSchedule tuning of exactly one workload: ``gemm``, or ``model``'s tasks.
 
     ``trials_per_task`` and ``max_tasks`` cap a model's work: ``trials`` is
-    shared evenly over its ``max_tasks`` heaviest tasks, at most
-    ``trials_per_task`` each (:func:`farm.jobs.tune_model.plan_trials`).
+    shared over its ``max_tasks`` heaviest tasks by their share of the model's
+    FLOPs, one batch each at least, at most ``trials_per_task`` each
+    (:func:`farm.jobs.tune_search.plan_trials`). ``for_s`` bounds a model's
+    tuning by time as well (seconds over all attempts). Unset, ``trials`` and
+    ``for_s`` come from the config (``[jobs]`` ``tune_model_trials``,
+    ``tune_model_for_s``, ``tune_gemm_trials``).
     """
 
     gemm: GemmParams | None = None
     model: TunedModel | None = None
-    trials: int = Field(default=64, ge=1, le=MAX_TRIALS)
+    trials: int | None = Field(default=None, ge=1, le=MAX_TRIALS)
     trials_per_batch: int = Field(default=16, ge=1, le=MAX_TRIALS)
     phones: int = Field(default=1, ge=1, le=MAX_PHONES)  # phones measuring candidates in parallel
     trials_per_task: int | None = Field(default=None, ge=1, le=MAX_TRIALS)
     max_tasks: int | None = Field(default=None, ge=1, le=MAX_TASKS)
+    for_s: float | None = Field(default=None, gt=0, le=MAX_FOR_S)
 
     @model_validator(mode="after")
     def _one_workload(self) -> TuneParams:
         if (self.gemm is None) == (self.model is None):
             raise FieldError("gemm", "give exactly one workload: gemm or model")
-        for name in ("trials_per_task", "max_tasks"):
+        for name in ("trials_per_task", "max_tasks", "for_s"):
             if self.model is None and getattr(self, name) is not None:
                 raise FieldError(name, "applies to tuning a model only")
+        if self.trials is None:
+            return self
         if "trials_per_batch" not in self.model_fields_set:
             object.__setattr__(self, "trials_per_batch", min(self.trials_per_batch, self.trials))
         elif self.trials_per_batch > self.trials:
@@ -157,7 +169,8 @@ def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
     key = job_key(ctx.settings.tracker.key, ctx.job.id)
     work_dir = tune_work_dir(ctx.settings.data_dir, ctx.job.id)
     params = jp.TuneParams(
-        gemm=gemm, trials=spec.params.trials, work_dir=work_dir,
+        gemm=gemm, trials=spec.params.trials or ctx.settings.jobs.tune_gemm_trials,
+        work_dir=work_dir,
         trials_per_iter=spec.params.trials_per_batch, runner_workers=len(serials),
     )
     progress = TuneProgress(work_dir)  # counters across this job's attempts
@@ -220,7 +233,7 @@ def check(spec: TuneJob, store: Store, _data_dir: Path) -> None:
 
 
 _FLAGS = {"trials": "--trials", "trials_per_batch": "--trials-per-batch", "phones": "--phones",
-          "trials_per_task": "--trials-per-task", "max_tasks": "--max-tasks"}
+          "trials_per_task": "--trials-per-task", "max_tasks": "--max-tasks", "for_s": "--for"}
 _MODEL_FLAGS = {"path": "--model", "input_shapes": "--input-shape", "target": "--target"}
 
 
@@ -254,11 +267,16 @@ KIND = Kind(
             click.option("--input-shape", "input_shapes", multiple=True,
                          help="NAME=D1,D2,... of the model (repeatable).  "
                               "[default: the model's own]"),
-            click.option("--trials", type=int, help="Measured trials wanted in total. "
-                         f"{default_of(TuneParams, 'trials')}"),
+            click.option("--trials", type=int, help="Measured trials wanted in total.  "
+                         "[default: the config's jobs.tune_model_trials (1000) for a model, "
+                         "jobs.tune_gemm_trials (64) for a gemm]"),
+            click.option("--for", "for_s", type=Seconds(1.0, MAX_FOR_S),
+                         help="A model's tuning time at most, e.g. 8h (whichever of --trials "
+                              "and --for runs out first).  "
+                              "[default: the config's jobs.tune_model_for_s (8h)]"),
             click.option("--trials-per-task", type=int,
                          help="A model's measured trials per task at most.  "
-                              "[default: trials shared evenly]"),
+                              "[default: trials shared by the tasks' FLOPs]"),
             click.option("--max-tasks", type=int,
                          help="Tune only the model's heaviest tasks, this many.  [default: all]"),
             click.option("--trials-per-batch", type=int,

@@ -34,9 +34,11 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     Returns:
         The outcome: summary (``target``, ``model_sha256``, ``input_shapes``,
         ``tasks``, ``phones``, ``runs`` with each phone's ``untuned_s`` and
-        ``tuned_s`` medians), the tuned samples with their serials, the
-        snapshots of every gate, and every tuning record labelled by its task;
-        ``imported`` says when the model was imported simplified.
+        ``tuned_s`` medians; ``stopped_by``, ``first_trial_s``,
+        ``trials_per_phone_hour`` and its ``limit_per_phone_hour``), the
+        tuned samples with their serials, the snapshots of every gate, and
+        every tuning record labelled by its task; ``imported`` says when the
+        model was imported simplified.
 
     Raises:
         SpecError, CompileError, ToolMissing: the model cannot be tuned or built.
@@ -61,9 +63,10 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     target = shared_target({s: phone_target(s, ctx, plain.device) for s in serials})
     work_dir = tune_work_dir(ctx.settings.data_dir, ctx.job.id)
     params = jp.TuneParams(
-        gemm=None, model=plain, trials=spec.trials, work_dir=work_dir,
-        trials_per_iter=spec.trials_per_batch, runner_workers=len(serials),
+        gemm=None, model=plain, trials=spec.trials or ctx.settings.jobs.tune_model_trials,
+        work_dir=work_dir, trials_per_iter=spec.trials_per_batch, runner_workers=len(serials),
         trials_per_task=spec.trials_per_task, max_tasks=spec.max_tasks,
+        for_s=ctx.settings.jobs.tune_model_for_s if spec.for_s is None else spec.for_s,
     )
     progress = TuneProgress(work_dir)  # counters across this job's attempts
     key = job_key(ctx.settings.tracker.key, ctx.job.id)
@@ -101,7 +104,8 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
         app_relaunches=list(counters.app_relaunches), runs=runs, imported=imported,
     )
     summary["tasks"] = [{"name": t["name"], "trials": t["trials"], "best_s": t["best_s"],
-                         "trials_measured": t["trials_measured"]} for t in summary["tasks"]]
+                         "trials_measured": t["trials_measured"],
+                         "workload_index": t["workload_index"]} for t in summary["tasks"]]
     labels = {t.workload_index: f"tune model {shown} {t.name}" for t in result.tasks}
     stem = f"tune model {shown}"
     return Outcome(summary, tuned_samples, "s", tuned_serials, snapshots,

@@ -61,8 +61,12 @@ from farm.procs import set_parent_death_signal, signal_group
 __all__ = ["PRELOAD", "ForkRequest", "main"]
 
 #: What a cold child imports before it runs a job; an optional one missing is skipped.
+#: ``tvm.s_tir.tensor_intrin`` is what MetaSchedule's ``TuneContext`` imports first:
+#: its TVMScript parser calls ``inspect.stack()`` for each of ~500 functions, each
+#: scanning ``sys.modules``, so it comes early, while few modules are loaded (62 s
+#: in a fresh process, 128 s or more after the job code on the loaded 2-core CI host).
 PRELOAD = (
-    "numpy", "tvm", "tvm.te", "tvm.rpc", "tvm.s_tir", "tvm.relax",
+    "numpy", "tvm", "tvm.s_tir.tensor_intrin", "tvm.te", "tvm.rpc", "tvm.s_tir", "tvm.relax",
     "farm.runner.child", "farm.runner.execute", "farm.runner.gating", "farm.kinds",
     "farm.jobs.gemm", "farm.jobs.model", "farm.jobs.tune", "farm.queue.store",
     "farm.health.probes", "farm.adb", "farm.logs",

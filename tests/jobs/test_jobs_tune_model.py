@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.model import load_model, random_inputs, reference_outputs, relax_module
 from farm.jobs.params import DeviceFacts, ModelParams, TimingParams, TrackerParams, TuneParams
 from farm.jobs.targets import target_for
-from farm.jobs.tune_model import TUNED_LIBRARY, model_tasks, plan_trials, tune_model
+from farm.jobs.tune_model import TUNED_LIBRARY, model_tasks, tune_model
 from farm.jobs.tune_progress import TuneProgress
 from farm.jobs.tune_records import RECORDS_FILE, count_trials
 
@@ -36,12 +37,27 @@ class TestTasks:
         costs = [t.flop * t.weight for t in tasks]
         assert costs == sorted(costs, reverse=True)
 
-    def test_trials_are_shared_evenly_and_capped(self) -> None:
-        """The heaviest tasks get the remainder; the cap per task applies; empty shares go."""
-        assert plan_trials(2, 8, None) == [4, 4]
-        assert plan_trials(3, 7, 2) == [2, 2, 2]
-        assert plan_trials(4, 2, None) == [1, 1]
-        assert plan_trials(0, 8, None) == []
+
+class TestXgboost:
+    def test_metaschedule_xgb_model_trains_with_the_installed_xgboost(self) -> None:
+        """MetaSchedule's XGBModel fits on a few measured trials and ranks unseen ones by
+        their true score: the cost model tuning uses is XGBoost, not the random fallback."""
+        from tvm.s_tir import meta_schedule as ms
+
+        from farm.jobs.tune import cost_model
+
+        model = cost_model(40)
+        model.early_stopping_rounds = 5  # the fit, not its length, is what is checked
+        assert isinstance(model, ms.cost_model.XGBModel)
+        assert model.num_warmup_samples == 8
+        rng = np.random.default_rng(0)
+        # 24 candidates of 4 feature rows each; the score grows with feature 0.
+        xs = [rng.random((4, 8)).astype("float32") for _ in range(24)]
+        ys = np.array([float(x[:, 0].sum()) for x in xs]) / 4
+        model._train(xs=xs[:20], ys=ys[:20])
+        assert model.booster is not None
+        predicted = model._predict(xs=xs[20:])
+        assert np.corrcoef(predicted, ys[20:])[0, 1] > 0.5
 
 
 @pytest.mark.slow
@@ -49,34 +65,52 @@ class TestTuneModel:
     def test_tuning_measures_each_task_resumes_and_matches_onnxruntime(
         self, small_cnn: Path, tracker: TrackerParams, host_facts: DeviceFacts, tmp_path: Path
     ) -> None:
-        """Two tasks get their trials measured on the cluster, each once; a second run on the
-        folder measures nothing again; the tuned library gives onnxruntime's output."""
+        """Two tasks tuned together get their trials measured on the cluster; a resumed run
+        with a larger budget measures only new traces, keeping the records; a run with
+        nothing left measures nothing; the tuned library gives onnxruntime's output."""
         work_dir = tmp_path / "tune"
         params = TuneParams(
-            gemm=None, model=ModelParams(model_path=small_cnn), trials=4, max_tasks=2,
+            gemm=None, model=ModelParams(model_path=small_cnn), trials=2, max_tasks=2,
             work_dir=work_dir, trials_per_iter=2, runner_workers=2, seed=1,
             timing=TimingParams(number=2, repeat=1, min_repeat_ms=5),
         )
         target = target_for(host_facts)
         cache = CompileCache(tmp_path / "cache")
-        result = tune_model(params, target, tracker, cache)
+        first = tune_model(params, target, tracker, cache)
+        assert [t.trials_measured for t in first.tasks] == [1, 1]
+        assert first.first_trial_s is not None and first.trials_per_phone_hour is not None
+        assert first.limit_per_phone_hour is not None
+        records = (work_dir / RECORDS_FILE).read_bytes()
 
+        more = replace(params, trials=4)
+        result = tune_model(more, target, tracker, cache)
+        assert result.trials_measured_before == 2
         assert [t.trials for t in result.tasks] == [2, 2]
         assert [t.trials_measured for t in result.tasks] == [2, 2]
         assert all(0 < t.best_s < 1 for t in result.tasks)
         assert len({t.workload_index for t in result.tasks}) == 2
         assert result.trials_measured == result.trials_requested == 4
+        assert (work_dir / RECORDS_FILE).read_bytes().startswith(records)
         measured = traces(work_dir)
-        assert len(set(measured)) == len(measured)
+        assert len(set(measured)) == len(measured) == 4, "a recorded trial was measured again"
         counters = TuneProgress(work_dir).counters
         assert (counters.trials_asked, counters.trials_measured, counters.tasks_done) == (4, 4, 2)
         assert [t.name for t in counters.tasks] == [t.name for t in result.tasks]
 
         records = (work_dir / RECORDS_FILE).read_bytes()
-        again = tune_model(params, target, tracker, cache)
+        again = tune_model(more, target, tracker, cache)
         assert again.trials_measured_before == 4
         assert (work_dir / RECORDS_FILE).read_bytes() == records
         assert count_trials(work_dir)[0] == 4
+
+        # 1000 trials asked with 2 s of a time budget left: the run stops at the deadline,
+        # keeping the records it had, and builds the model with them.
+        spent = TuneProgress(work_dir).counters.tuning_s
+        timed = tune_model(replace(more, trials=1000, for_s=spent + 2.0), target, tracker, cache)
+        assert timed.stopped_by == "time"
+        assert 4 <= timed.trials_measured < timed.trials_requested == 1000
+        assert timed.tuning_s >= spent + 2.0
+        assert (work_dir / RECORDS_FILE).read_bytes().startswith(records)
 
         import tvm
         from tvm import relax

@@ -8,7 +8,13 @@ import threading
 from pathlib import Path
 
 from farm.clock import FakeClock
-from farm.jobs.tune_progress import PROGRESS_FILE, TaskProgress, TuneCounters, TuneProgress
+from farm.jobs.tune_progress import (
+    PROGRESS_FILE,
+    TaskProgress,
+    TuneCounters,
+    TuneProgress,
+    estimate_eta_s,
+)
 
 
 class TestTuneProgress:
@@ -30,7 +36,9 @@ class TestTuneProgress:
         TuneProgress(tmp_path).add(batches=1)
         record = json.loads((tmp_path / PROGRESS_FILE).read_text())
         assert record == {"attempts": 0, "rounds": 0, "batches": 1, "app_relaunches": [],
-                          "tasks": [], "eta_s": None}
+                          "tasks": [], "eta_s": None, "phase": "", "tuning_s": 0.0,
+                          "first_trial_s": None, "trials_per_phone_hour": None,
+                          "limit_per_phone_hour": None}
 
     def test_file_is_private(self, tmp_path: Path) -> None:
         """The counters file is readable by its owner only (0600)."""
@@ -95,3 +103,56 @@ class TestTaskProgress:
             {"name": "dense", "workload_index": 1, "trials_asked": 4, "trials_measured": 1,
              "best_s": 1e-3}]}))
         assert TuneProgress(tmp_path).counters.tasks == (TaskProgress("dense", 1, 4, 1, 1e-3),)
+
+
+class TestEta:
+    def test_eta_is_within_a_fifth_after_the_first_tenth(self, tmp_path: Path) -> None:
+        """A run whose start costs 90 s and then measures 2 trials every 10 s: after a tenth of
+        its 100 trials the ETA is within 20% of the time it really has left (the start is
+        paid once and does not slow the estimate)."""
+        clock = FakeClock()
+        progress = TuneProgress(tmp_path, clock)
+        progress.set_tasks([TaskProgress("conv", 0, 100, 0)])
+        clock.advance(90)
+        measured = 0
+        while measured < 10:
+            measured += 2
+            progress.update_task("conv", measured, 1e-3)
+            clock.advance(10)
+        eta = progress.counters.eta_s
+        assert eta is not None
+        truth = (100 - measured) / 2 * 10
+        assert abs(eta - truth) <= 0.2 * truth, (eta, truth)
+
+    def test_eta_and_budget(self) -> None:
+        """The ETA is the trials left at the rate from the first batch on, at most the time
+        budget left; unknown before a trial or with no budget."""
+        assert estimate_eta_s(10, [(0.0, 0), (60.0, 2), (70.0, 4)]) == 50.0
+        assert estimate_eta_s(10, [(0.0, 0), (30.0, 2)]) == 150.0
+        assert estimate_eta_s(10, [(0.0, 0), (60.0, 2), (70.0, 4)], budget_left_s=20.0) == 20.0
+        assert estimate_eta_s(10, [(0.0, 0)]) is None
+        assert estimate_eta_s(10, [(0.0, 0)], budget_left_s=5.0) == 5.0
+        assert estimate_eta_s(0, [(0.0, 0)]) == 0.0
+
+    def test_time_budget_counts_tuning_time_over_attempts(self, tmp_path: Path) -> None:
+        """A budget of 100 s is spent by 60 s in one attempt and 40 s in the next, not by the
+        time between them; the phase and the first trial's time are kept."""
+        clock = FakeClock()
+        first = TuneProgress(tmp_path, clock)
+        first.set_phase("extracting tasks")
+        assert TuneProgress(tmp_path).counters.phase == "extracting tasks"
+        clock.advance(5)
+        first.set_tasks([TaskProgress("conv", 0, 10, 0)], budget_s=100.0)
+        clock.advance(55)
+        first.update_task("conv", 1, 1e-3)
+        assert not first.expired()
+        assert first.counters.first_trial_s == 60.0
+        clock.advance(1000)  # farmd down between attempts
+        second = TuneProgress(tmp_path, clock)
+        assert second.counters.tuning_s == 55.0
+        second.set_tasks([TaskProgress("conv", 0, 10, 1)], budget_s=100.0)
+        clock.advance(44)
+        assert not second.expired()
+        clock.advance(1)
+        assert second.expired()
+        assert second.counters.eta_s is not None and second.counters.eta_s <= 45.0

@@ -1,0 +1,89 @@
+"""A MetaSchedule builder whose worker processes stay warm for the whole tuning run.
+
+MetaSchedule's ``LocalBuilder`` starts a fresh process pool for every batch
+(apache/tvm ``python/tvm/s_tir/meta_schedule/builder/local_builder.py``: "we
+restart the PopenPool everytime because of a known memory leak") and one more
+for a sanity check when it is created. Each worker first imports
+``tvm.s_tir.tensor_intrin`` (:func:`farm.jobs.tune.builder_initializer`),
+which took 62 s on the loaded 2-core CI host: a minute per batch before
+anything is built. :class:`WarmBuilder` keeps one pool, starts its workers
+(the imports) at once, in the background, while the search proposes the first
+candidates, and recycles a worker after ``max_uses`` builds, which bounds the
+leak LocalBuilder restarts for. Each build runs LocalBuilder's own worker
+function, so candidates are built and exported exactly as LocalBuilder does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["warm_builder"]
+
+
+def _ready() -> bool:
+    """A no-op run in each worker at start, so that its initializer runs now."""
+    return True
+
+
+def _builder_class() -> type:
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
+    from tvm.s_tir.meta_schedule.builder.local_builder import _serialize_params, _worker_func
+    from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
+
+    @derived_object
+    class _WarmBuilder(PyBuilder):
+        def __init__(self, workers: int, timeout_s: float, f_export: Callable[[Any], str],
+                     initializer: Callable[[], None], max_uses: int) -> None:
+            super().__init__()
+            self.f_export = f_export
+            self.timeout_s = timeout_s
+            self.pool = PopenPoolExecutor(max_workers=workers, timeout=timeout_s,
+                                          initializer=initializer,
+                                          maximum_process_uses=max_uses)
+            for _ in range(workers):
+                self.pool.submit(_ready)
+
+        def build(self, build_inputs: list[Any]) -> list[Any]:
+            args = [(None, self.f_export, b.mod, b.target, _serialize_params(b.params))
+                    for b in build_inputs]
+            results = []
+            for done in self.pool.map_with_error_catching(lambda x: _worker_func(*x), args):
+                if done.status == StatusKind.COMPLETE:
+                    results.append(BuilderResult(done.value, None))
+                elif done.status == StatusKind.TIMEOUT:
+                    results.append(BuilderResult(
+                        None, f"WarmBuilder: timeout, killed after {self.timeout_s} s"))
+                else:
+                    results.append(BuilderResult(None, f"WarmBuilder: {done.value}"))
+            return results
+
+        def shutdown(self) -> None:
+            """End the worker processes."""
+            self.pool.shutdown(wait=False)
+
+    return _WarmBuilder
+
+
+_CLASS: list[type] = []
+
+
+def warm_builder(workers: int, timeout_s: float, f_export: Callable[[Any], str],
+                 initializer: Callable[[], None], max_uses: int = 64) -> Any:
+    """A MetaSchedule ``Builder`` with ``workers`` processes, started now.
+
+    Args:
+        workers: build processes.
+        timeout_s: one build's limit (the first build of a worker includes
+            its initializer).
+        f_export: writes a built module to a ``.so`` and returns its path.
+        initializer: run once in each worker when it starts.
+        max_uses: builds before a worker is replaced by a fresh one.
+
+    Returns:
+        The builder; call its ``shutdown()`` when tuning ends.
+    """
+    if not _CLASS:
+        _CLASS.append(_builder_class())
+    return _CLASS[0](workers, timeout_s, f_export, initializer, max_uses)

@@ -1,0 +1,109 @@
+"""Tuning throughput: measured trials per phone-hour, and the most the phones could measure.
+
+A phone measuring candidates is busy for each trial's upload (the ``.so``
+sent and loaded) and its timed runs; everything else (the search on the host,
+the builds, waiting for the next batch) leaves it idle. The
+measurement-bound limit is what the phones would measure were they never idle::
+
+    limit per phone-hour = 3600 / (mean timed run seconds + mean upload seconds)
+
+A trial's timed run seconds come from its record: MetaSchedule's evaluator
+runs ``repeat`` times ``number`` calls, each repeat lasting at least
+``min_repeat_ms`` (it raises ``number`` until it does), and records each
+repeat's mean call. Uploads are timed where they happen, in MetaSchedule's
+runner processes, by :class:`TimedUpload`, which appends one line per upload
+to ``<work_dir>/farm_uploads.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from farm.jobs.params import TimingParams
+from farm.jobs.tune_records import FAILED_RUN_S, RECORDS_FILE
+
+__all__ = ["UPLOADS_FILE", "TimedUpload", "limit_per_phone_hour", "trial_busy_s",
+           "trials_per_phone_hour"]
+
+UPLOADS_FILE = "farm_uploads.jsonl"
+
+
+@dataclass(frozen=True)
+class TimedUpload:
+    """MetaSchedule ``f_upload_module`` that times each upload (picklable, runs in its workers).
+
+    Attributes:
+        log_path: the JSON-lines file an upload's seconds are appended to.
+    """
+
+    log_path: str
+
+    def __call__(self, session: Any, local_path: str, remote_path: str) -> Any:
+        """Upload and load ``local_path`` as MetaSchedule's default does; log the seconds."""
+        start = time.monotonic()
+        session.upload(local_path, remote_path)
+        module = session.load_module(remote_path)
+        with open(self.log_path, "a", encoding="utf-8") as log:
+            log.write(json.dumps({"upload_s": time.monotonic() - start}) + "\n")
+        return module
+
+
+def trial_busy_s(run_secs: list[float], timing: TimingParams) -> float:
+    """Seconds a phone spends timing one trial: ``repeat`` repeats of ``min_repeat_ms`` at least.
+
+    >>> trial_busy_s([0.001, 0.001], TimingParams(number=3, repeat=2, min_repeat_ms=0))
+    0.006
+    """
+    floor_s = timing.min_repeat_ms / 1000.0
+    return sum(max(s * timing.number, floor_s) for s in run_secs)
+
+
+def _upload_s(work_dir: Path) -> list[float]:
+    path = work_dir / UPLOADS_FILE
+    if not path.is_file():
+        return []
+    seconds = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            seconds.append(float(json.loads(line)["upload_s"]))
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut by a kill
+    return seconds
+
+
+def limit_per_phone_hour(work_dir: Path, timing: TimingParams) -> float | None:
+    """Measured trials per phone-hour were the phones never idle (None before any trial).
+
+    Args:
+        work_dir: the work folder (records and upload times).
+        timing: how each candidate was timed.
+    """
+    path = work_dir / RECORDS_FILE
+    busy = []
+    for line in path.read_bytes().splitlines() if path.is_file() else []:
+        try:
+            run_secs = [float(s) for s in json.loads(line)[1][1] or []]
+        except (ValueError, IndexError, TypeError):
+            continue
+        if run_secs and all(s < FAILED_RUN_S for s in run_secs):
+            busy.append(trial_busy_s(run_secs, timing))
+    if not busy:
+        return None
+    uploads = _upload_s(work_dir)
+    per_trial_s = sum(busy) / len(busy) + (sum(uploads) / len(uploads) if uploads else 0.0)
+    return 3600.0 / per_trial_s if per_trial_s > 0 else None
+
+
+def trials_per_phone_hour(trials: int, elapsed_s: float, phones: int) -> float | None:
+    """Measured trials per phone-hour (None before any time passed).
+
+    >>> trials_per_phone_hour(10, 1800.0, 2)
+    10.0
+    """
+    if elapsed_s <= 0 or phones <= 0:
+        return None
+    return trials / (elapsed_s / 3600.0) / phones

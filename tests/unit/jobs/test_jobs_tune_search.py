@@ -1,0 +1,77 @@
+"""How a model's tuning budget is spent: the plan of trials per task, search sizes, XGBoost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from farm.jobs.params import TimingParams
+from farm.jobs.tune_rate import UPLOADS_FILE, limit_per_phone_hour, trial_busy_s
+from farm.jobs.tune_records import RECORDS_FILE
+from farm.jobs.tune_search import measured_traces, plan_trials, search_settings, trace_key
+
+
+class TestPlan:
+    def test_heavier_task_gets_more_trials(self) -> None:
+        """A task with 3x the FLOPs gets about 3x the trials beyond the first batch."""
+        plan, batch = plan_trials([3e6, 1e6], 100, 8)
+        assert batch == 8
+        assert sum(plan) == 100
+        assert plan[0] > plan[1] >= 8
+        assert plan == [8 + 63, 8 + 21]
+
+    def test_every_task_gets_its_first_batch(self) -> None:
+        """A task of negligible cost still gets one batch; the batch shrinks to fit them all."""
+        plan, batch = plan_trials([1e9, 1.0, 0.0], 30, 16)
+        assert batch == 10 and plan == [10, 10, 10]
+        plan, batch = plan_trials([1e9, 1.0, 0.0], 100, 16)
+        assert batch == 16 and min(plan) == 16 and sum(plan) == 100
+
+    def test_tiny_budget_keeps_the_heaviest_tasks(self) -> None:
+        """2 trials over 4 tasks: one trial each to the two heaviest, none to the rest."""
+        assert plan_trials([4.0, 3.0, 2.0, 1.0], 2, 8) == ([1, 1, 0, 0], 1)
+
+    def test_cap_per_task_and_no_cost_known(self) -> None:
+        """``trials_per_task`` caps every share; tasks without FLOPs share evenly."""
+        plan, _ = plan_trials([10.0, 1.0], 100, 4, trials_per_task=20)
+        assert plan == [20, 20]
+        assert plan_trials([0.0, 0.0], 10, 2) == ([5, 5], 2)
+        assert plan_trials([], 10, 2) == ([], 2)
+
+
+class TestSearchSettings:
+    def test_population_grows_with_the_budget(self) -> None:
+        """Small budgets get a small population; 512 trials or more get MetaSchedule's own."""
+        small, mid, large = search_settings(4), search_settings(100), search_settings(2000)
+        assert small.population_size == 64 and small.genetic_num_iters == 2
+        assert small.population_size < mid.population_size < large.population_size == 512
+        assert (large.init_measured_ratio, large.genetic_num_iters) == (0.2, 4)
+
+
+def record_line(index: int, trace: list[object], run_secs: list[float]) -> str:
+    return json.dumps([index, [trace, run_secs, {"kind": "llvm"}, []]])
+
+
+class TestRecorded:
+    def test_measured_traces_per_workload_skip_failed(self, tmp_path: Path) -> None:
+        """Measured traces are keyed per workload; a failed measurement is not recorded as
+        measured (it may be tried again)."""
+        lines = [record_line(0, [["A", [1]]], [1e-3]), record_line(0, [["B", [2]]], [1e10]),
+                 record_line(1, [["A", [1]]], [2e-3])]
+        (tmp_path / RECORDS_FILE).write_text("\n".join(lines) + "\n")
+        traces = measured_traces(tmp_path)
+        assert traces == {0: {trace_key([["A", [1]]])}, 1: {trace_key([["A", [1]]])}}
+
+
+class TestRate:
+    def test_limit_is_run_time_plus_upload(self, tmp_path: Path) -> None:
+        """Each trial keeps a phone busy for its timed repeats and its upload: 2 repeats of
+        at least 5 ms and 0.99 s of upload make 1 s, 3600 trials per phone-hour."""
+        timing = TimingParams(number=2, repeat=2, min_repeat_ms=5)
+        assert trial_busy_s([1e-3, 1e-3], timing) == 0.01
+        lines = [record_line(0, [], [1e-3, 1e-3]), record_line(0, [], [1e10])]
+        (tmp_path / RECORDS_FILE).write_text("\n".join(lines) + "\n")
+        assert limit_per_phone_hour(tmp_path, timing) == 360000.0
+        (tmp_path / UPLOADS_FILE).write_text('{"upload_s": 0.99}\n{"upload_s": 0.9')
+        assert limit_per_phone_hour(tmp_path, timing) == 3600.0
+
