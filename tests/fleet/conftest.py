@@ -7,6 +7,8 @@
   stopped (its phones' processes ended) after the test.
 * ``start_farmd``: ``start_farmd(phones, same_model=False, **jobs)`` runs an
   in-process farmd with that many ready usb-only phones (:class:`RunningFarmd`).
+* ``signed_apk``, ``demo_apk_path``: the stand-in APK signed with a test key, and
+  farmd's demo APK; each built once per session (per xdist worker), read only.
 """
 
 from __future__ import annotations
@@ -182,16 +184,27 @@ def farmd_settings(data_dir: Path, adb_port: int, apk: Path, **sections: Any) ->
     })
 
 
+@pytest.fixture(scope="session")
+def demo_apk_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """farmd's demo APK (the stand-in, signed with a demo key), built once per session.
+
+    Building it runs aapt, zipalign and apksigner (a JVM): about 1.5 s on 2 cores,
+    which every farmd test paid when each built its own. Tests only read it.
+    """
+    return demo_apk(tmp_path_factory.mktemp("demo-apk"))
+
+
 @pytest.fixture
-def hermetic_settings(adb_server: AdbServerHandle, tmp_path: Path) -> Callable[..., Settings]:
+def hermetic_settings(
+    adb_server: AdbServerHandle, tmp_path: Path, demo_apk_path: Path
+) -> Callable[..., Settings]:
     """Factory: ``hermetic_settings(**sections)`` -> :func:`farmd_settings` for this test.
 
-    Data folder ``tmp_path / "farm"``, the test's adb server, the demo APK built
-    under ``tmp_path / "apk"``; ``sections`` as in :func:`farmd_settings`.
+    Data folder ``tmp_path / "farm"``, the test's adb server, the session's demo
+    APK (:func:`demo_apk_path`); ``sections`` as in :func:`farmd_settings`.
     """
     def make(**sections: Any) -> Settings:
-        return farmd_settings(tmp_path / "farm", adb_server.port, demo_apk(tmp_path / "apk"),
-                              **sections)
+        return farmd_settings(tmp_path / "farm", adb_server.port, demo_apk_path, **sections)
 
     return make
 
