@@ -103,7 +103,6 @@ def _plan(sch: Any, block: Any, lanes: int) -> _Plan | None:
             return _Plan(spatial, reduce, None, 1, None, 1)
         if regions and v_var in regions[-1]:
             contiguous_reads.append(set().union(*regions))
-    factor = vector_factor(extent(sch, loops[vector]) or 1, lanes)
     tile = None
     for i in reversed(spatial):
         if i == vector or (extent(sch, loops[i]) or 1) < 2:
@@ -113,6 +112,7 @@ def _plan(sch: Any, block: Any, lanes: int) -> _Plan | None:
             break
     tile_factor = 1 if tile is None else largest_divisor(extent(sch, loops[tile]) or 1,
                                                          MAX_TILE_ROWS)
+    factor = vector_factor(extent(sch, loops[vector]) or 1, lanes, tiled=tile_factor > 1)
     return _Plan(spatial, reduce, vector, factor, tile if tile_factor > 1 else None, tile_factor)
 
 
@@ -176,9 +176,9 @@ def _split(sch: Any, main: Any, plan: _Plan) -> tuple[list[Any], list[Any]]:
 def _tile(sch: Any, main: Any, plan: _Plan, lanes: int) -> None:
     _inline_producers(sch, main)
     local = sch.cache_write(main, 0, "local") if plan.vector is not None else None
-    outer, inner = _split(sch, main, plan)
     loops = sch.get_loops(main)
-    reduce = [loops[i] for i in plan.reduce]
+    reduce = [loops[i] for i in plan.reduce]  # before _split renumbers the loops
+    outer, inner = _split(sch, main, plan)
     sch.reorder(*outer, *reduce, *inner)
     fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
     sch.parallel(fused)
