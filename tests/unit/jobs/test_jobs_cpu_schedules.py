@@ -136,8 +136,9 @@ def test_softmax_goes_to_dlight_reduction() -> None:
 
 
 def test_vector_factor() -> None:
-    """Two or one registers where they divide the loop, else a divisor or the whole loop."""
+    """Two or one registers where they divide the loop, else the whole loop or a divisor."""
     assert vector_factor(112, 16) == 16
     assert vector_factor(64, 16) == 32
+    assert vector_factor(28, 16) == 28
     assert vector_factor(7, 16) == 7
-    assert vector_factor(1000, 16) == 8
+    assert vector_factor(1000, 16) == 25
