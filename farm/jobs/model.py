@@ -26,6 +26,7 @@ import structlog
 from farm.clock import SystemClock
 from farm.errors import CompileError, SessionError, SpecError
 from farm.jobs.cache import CacheKey, CompileCache
+from farm.jobs.cpu_schedules import CPU_SCHEDULES_VERSION
 from farm.jobs.ndk import Linker, linker_for
 from farm.jobs.onnx_import import IMPORT_NOTE_FILE, import_relax
 from farm.jobs.params import DeviceKind, ModelParams, TrackerParams
@@ -236,10 +237,19 @@ def database_digest(database_dir: Path) -> str:
 
 
 def _compile(mod: Any, target_obj: Any, device: DeviceKind, database_dir: Path | None) -> Any:
-    """Relax module -> executable: the tuned schedules of ``database_dir`` applied, or defaults."""
+    """Relax module -> executable: the tuned schedules of ``database_dir`` applied, or defaults.
+
+    CPU builds go through :func:`farm.jobs.cpu_schedules.build.compile_cpu` (tuning
+    records first, farm's default CPU schedules for the rest), with or without a database.
+    """
     import tvm
     from tvm import relax
 
+    if device is DeviceKind.CPU:
+        # Tuning records first, farm's default CPU schedules for every other function.
+        from farm.jobs.cpu_schedules.build import compile_cpu
+
+        return compile_cpu(mod, target_obj, database_dir)
     if database_dir is not None:
         from tvm.s_tir import meta_schedule as ms
 
@@ -248,19 +258,18 @@ def _compile(mod: Any, target_obj: Any, device: DeviceKind, database_dir: Path |
         # lacks with dlight on GPUs, and builds.
         database = ms.database.JSONDatabase(work_dir=str(database_dir), allow_missing=False)
         return ms.relax_integration.compile_relax(database, mod, target_obj, params=None)
-    if device is not DeviceKind.CPU:
-        # GPU kernels need thread bindings; dlight's default GPU schedules add them.
-        from tvm.s_tir import dlight
+    # GPU kernels need thread bindings; dlight's default GPU schedules add them.
+    from tvm.s_tir import dlight
 
-        mod = relax.get_pipeline("zero")(mod)
-        with target_obj:
-            mod = dlight.ApplyDefaultSchedule(
-                dlight.gpu.Matmul(),
-                dlight.gpu.GEMV(),
-                dlight.gpu.Reduction(),
-                dlight.gpu.GeneralReduction(),
-                dlight.gpu.Fallback(),
-            )(mod)
+    mod = relax.get_pipeline("zero")(mod)
+    with target_obj:
+        mod = dlight.ApplyDefaultSchedule(
+            dlight.gpu.Matmul(),
+            dlight.gpu.GEMV(),
+            dlight.gpu.Reduction(),
+            dlight.gpu.GeneralReduction(),
+            dlight.gpu.Fallback(),
+        )(mod)
     return tvm.compile(mod, target=target_obj)
 
 
@@ -292,8 +301,12 @@ def build_model(
     digest = _sha256(params.model_path)
     database_dir = params.database_dir
     schedule = f"relax default {params.device.value}"
+    if params.device is DeviceKind.CPU:
+        schedule = f"farm cpu defaults {CPU_SCHEDULES_VERSION}"
     if database_dir is not None:
         schedule = f"metaschedule database sha256={database_digest(database_dir)}"
+        if params.device is DeviceKind.CPU:
+            schedule += f" + farm cpu defaults {CPU_SCHEDULES_VERSION}"
 
     def build(out: Path) -> None:
         import tvm

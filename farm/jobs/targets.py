@@ -27,6 +27,7 @@ the ABI: a real x86_64 Android emulator or Chromebook runs bionic, and a glibc
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from farm.device.facts import gpu_limits_from
@@ -99,10 +100,41 @@ def cpu_target(facts: DeviceFacts) -> dict[str, Any]:
             target["mattr"] = mattr
     elif facts.cpu_features:
         target["mattr"] = list(facts.cpu_features)
+    elif host_features := host_vector_features():
+        target["mattr"] = host_features
     if facts.num_cores > 0:
         # MetaSchedule's CPU rules read num-cores to size parallel loops.
         target["num-cores"] = facts.num_cores
     return target
+
+
+#: /proc/cpuinfo flag -> LLVM feature, for the x86 vector extensions LLVM does not assume
+#: without ``-mcpu`` (its default x86-64 CPU has SSE2 only).
+_X86_VECTOR_FLAGS = {
+    "sse4_2": "+sse4.2", "avx": "+avx", "avx2": "+avx2", "fma": "+fma", "f16c": "+f16c",
+    "avx512f": "+avx512f", "avx512bw": "+avx512bw", "avx512dq": "+avx512dq",
+    "avx512vl": "+avx512vl", "avx512cd": "+avx512cd",
+}
+
+
+def host_vector_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> list[str]:
+    """The host's x86 vector extensions as LLVM ``mattr`` entries (empty elsewhere).
+
+    A phone that runs host code (a virtual phone) runs on this CPU; without
+    them LLVM compiles for the baseline x86-64 (SSE2, 4 floats a vector) while
+    onnxruntime, timed beside it, picks AVX2 or AVX-512 at run time. Read from
+    ``/proc/cpuinfo`` rather than from LLVM so that asking for a target needs
+    no TVM import.
+    """
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return []
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags = set(line.partition(":")[2].split())
+            return [feature for flag, feature in _X86_VECTOR_FLAGS.items() if flag in flags]
+    return []
 
 
 def opencl_device(gpu: str) -> str | None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import tvm
 
 from farm.errors import PhoneFault, SpecError
 from farm.jobs.params import DeviceFacts, DeviceKind
 from farm.jobs.targets import (
+    host_vector_features,
     needs_ndk,
     opencl_device,
     runtime_device_name,
@@ -181,3 +184,18 @@ class TestSharedTarget:
         assert "host.num-cores: 9 on PIXEL, 8 on SAMSUNG" in message
         assert "max_threads_per_block: 1024 on PIXEL, unset on SAMSUNG" in message
         assert "mtriple" not in message
+
+
+class TestHostVectorFeatures:
+    def test_x86_flags_become_llvm_features(self, tmp_path: Path) -> None:
+        """AVX2 and FMA in /proc/cpuinfo become +avx2 and +fma (LLVM's x86-64 lacks them)."""
+        cpuinfo = tmp_path / "cpuinfo"
+        cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n")
+        assert host_vector_features(cpuinfo) == ["+avx", "+avx2", "+fma"]
+
+    def test_no_flags_line_gives_none(self, tmp_path: Path) -> None:
+        """An aarch64 host's cpuinfo (Features, no flags) adds nothing; NEON is its baseline."""
+        cpuinfo = tmp_path / "cpuinfo"
+        cpuinfo.write_text("processor\t: 0\nFeatures\t: fp asimd\n")
+        assert host_vector_features(cpuinfo) == []
+        assert host_vector_features(tmp_path / "missing") == []

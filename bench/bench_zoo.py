@@ -1,0 +1,240 @@
+"""The zoo on one virtual phone against onnxruntime on the same core: untuned, tuned, ratios.
+
+For each zoo model (:mod:`farm.zoo`) in one run, on one virtual phone's RPC
+process (:func:`farm.virtual.testing.rpc_app`, real-time priority where the
+host allows it) pinned to one core, with TVM's thread pool at 1 thread:
+
+- onnxruntime, 1 intra-op thread, in this process pinned to the same core
+  (and given the same priority while it is timed);
+- the ``model`` job's build and measurement (:func:`farm.jobs.model.run_model`):
+  the untuned latency (farm's default CPU schedules);
+- for the models in ``--tune`` (default: the first one), the ``tune`` job's
+  code path (:func:`farm.jobs.tune_model.tune_model`) with ``--trials``
+  measured trials, then ``run_model`` with its database: the tuned latency,
+  the time to the first measured trial, measured trials per phone-hour and
+  their share of the measurement-bound limit (3600 s over the mean time the
+  phone spent running one candidate, ``number`` x ``repeat`` x its mean run
+  time; uploads not counted).
+
+Latencies are medians of ``--samples`` samples; the ratios divide by
+onnxruntime's median. Prints one table (Markdown) and the host load.
+
+Reproduce::
+
+    python bench/bench_zoo.py --trials 16 --tune mobilenet_v3_small
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from farm.jobs.cache import CompileCache
+from farm.jobs.model import ModelInput, random_inputs, run_model
+from farm.jobs.params import (
+    DeviceFacts,
+    ModelParams,
+    ThreadPoolParams,
+    TimingParams,
+    TrackerParams,
+    TuneParams,
+)
+from farm.jobs.targets import target_for
+from farm.jobs.tune_model import tune_model
+from farm.jobs.tune_progress import TuneProgress
+from farm.jobs.tune_records import RECORDS_FILE
+from farm.virtual.testing import rpc_app
+from farm.virtual.throttle import QUIET_RT_PRIORITY, realtime
+from farm.zoo import MODELS, write_model
+
+#: The core the phone's process and onnxruntime share.
+CORE = 0
+
+
+@dataclass
+class Row:
+    """One model's figures (seconds; None where not measured)."""
+
+    model: str
+    shape: tuple[int, ...]
+    ort_s: float
+    untuned_s: float
+    tuned_s: float | None = None
+    trials: int | None = None
+    first_trial_s: float | None = None
+    trials_per_hour: float | None = None
+    limit_per_hour: float | None = None
+
+
+class _FirstTrial(TuneProgress):
+    """Tune progress that notes when the first trial was measured."""
+
+    def __init__(self, work_dir: Path) -> None:
+        super().__init__(work_dir)
+        self.started = time.monotonic()
+        self.first_s: float | None = None
+
+    def update_task(self, name: str, trials_measured: int, best_s: float) -> None:
+        if self.first_s is None and trials_measured > 0:
+            self.first_s = time.monotonic() - self.started
+        super().update_task(name, trials_measured, best_s)
+
+
+@contextlib.contextmanager
+def _pinned_realtime() -> Iterator[None]:
+    """This process on :data:`CORE` and, where allowed, real-time, like the phone's process."""
+    affinity = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {CORE})
+    favoured = realtime(os.getpid(), QUIET_RT_PRIORITY)
+    try:
+        yield
+    finally:
+        if favoured:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        os.sched_setaffinity(0, affinity)
+
+
+def ort_samples(path: Path, inputs: list[ModelInput], seed: int, samples: int,
+                min_repeat_s: float) -> list[float]:
+    """onnxruntime, 1 thread, on :data:`CORE`: ``samples`` means of at least ``min_repeat_s``."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(str(path), options,
+                                           providers=["CPUExecutionProvider"])
+    feeds = random_inputs(inputs, seed)
+    out: list[float] = []
+    with _pinned_realtime():
+        for _ in range(3):
+            session.run(None, feeds)
+        for _ in range(samples):
+            runs, start = 0, time.perf_counter()
+            while time.perf_counter() - start < min_repeat_s:
+                session.run(None, feeds)
+                runs += 1
+            out.append((time.perf_counter() - start) / runs)
+    return out
+
+
+def _limit_per_hour(work_dir: Path, timing: TimingParams) -> float | None:
+    """3600 s over the mean phone time of one measured candidate (number x repeat x mean)."""
+    costs = []
+    for line in (work_dir / RECORDS_FILE).read_text().splitlines():
+        with contextlib.suppress(ValueError, IndexError, TypeError):
+            secs = [float(s) for s in json.loads(line)[1][1]]
+            if secs and all(s < 1e9 for s in secs):
+                costs.append(timing.number * len(secs) * statistics.mean(secs))
+    return 3600.0 / statistics.mean(costs) if costs else None
+
+
+def _tune(path: Path, model: ModelParams, trials: int,
+          root: Path, target: dict[str, Any], tracker: TrackerParams,
+          cache: CompileCache) -> tuple[float, int, float | None, float, float | None]:
+    """Tune, then time the tuned build: (tuned_s, measured, first_s, per_hour, limit)."""
+    from dataclasses import replace
+
+    work_dir = root / f"tune-{path.stem}"
+    params = TuneParams(gemm=None, model=model, trials=trials, work_dir=work_dir,
+                        trials_per_iter=min(8, trials), seed=0)
+    progress = _FirstTrial(work_dir)
+    start = time.monotonic()
+    result = tune_model(params, target, tracker, cache, progress)
+    tuning_s = time.monotonic() - start
+    tuned = run_model(replace(model, database_dir=work_dir), target, tracker, cache)
+    per_hour = result.trials_measured / tuning_s * 3600.0
+    return (statistics.median(tuned.samples_s), result.trials_measured, progress.first_s,
+            per_hour, _limit_per_hour(work_dir, params.timing))
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1e3:.2f}"
+
+
+def print_table(rows: list[Row], trials: int) -> None:
+    """The Markdown table of the module doc."""
+    print("| model | input | ORT 1 thread ms | untuned ms | untuned/ORT | tuned ms "
+          f"(--trials {trials}) | tuned/ORT | first trial s | trials/phone-hour | of limit |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        tuned_ratio = "-" if r.tuned_s is None else f"{r.tuned_s / r.ort_s:.2f}"
+        first = "-" if r.first_trial_s is None else f"{r.first_trial_s:.0f}"
+        per_hour = "-" if r.trials_per_hour is None else f"{r.trials_per_hour:.0f}"
+        share = ("-" if r.trials_per_hour is None or not r.limit_per_hour
+                 else f"{r.trials_per_hour / r.limit_per_hour * 100:.1f}%")
+        tuned = _ms(r.tuned_s) if r.trials is None else f"{_ms(r.tuned_s)} ({r.trials} measured)"
+        print(f"| {r.model} | {list(r.shape)} | {_ms(r.ort_s)} | {_ms(r.untuned_s)} | "
+              f"{r.untuned_s / r.ort_s:.2f} | {tuned} | {tuned_ratio} | {first} | "
+              f"{per_hour} | {share} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print its table; return the exit code."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--tune", nargs="*", default=[next(iter(MODELS))], choices=list(MODELS),
+                        help="models also tuned (none: --tune with no name)")
+    parser.add_argument("--trials", type=int, default=16, help="measured trials per tuned model")
+    parser.add_argument("--samples", type=int, default=7, help="latency samples per figure")
+    parser.add_argument("--small", action="store_true", help="the zoo's small variants")
+    args = parser.parse_args(argv)
+
+    from farm import logs
+
+    logs.configure(json=True, level="warning", stream=sys.stderr)
+    timing = TimingParams(number=3, repeat=args.samples, min_repeat_ms=100)
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="farm-bench-zoo-") as tmp:
+        root = Path(tmp)
+        cache = CompileCache(root / "cache")
+        with rpc_app(root, key="bench-zoo", quiet=True) as app:
+            os.sched_setaffinity(app.process.pid, {CORE})  # its session processes inherit it
+            tracker = TrackerParams(app.tracker_host, app.tracker_port, app.key,
+                                    session_timeout_s=3600, serial="virtual")
+            # The virtual phone's target as the model job gets it (host CPU, its vector
+            # extensions), one core.
+            target = target_for(DeviceFacts(abi="x86_64", host_runtime=True, num_cores=1))
+            for name in args.models:
+                zoo = MODELS[name]
+                path = write_model(zoo, root / "zoo", args.small)
+                shapes = zoo.input_shapes(args.small)
+                # float32 sums in another order: ResNet-18's outputs reach ~100, so
+                # the job's default atol 1e-5 is below their rounding.
+                model = ModelParams(path, shapes, rtol=1e-3, atol=1e-3, timing=timing,
+                                    threads=ThreadPoolParams(affinity_mode=0, num_threads=1))
+                untuned = run_model(model, target, tracker, cache)
+                ort = ort_samples(path, untuned.inputs, model.seed, args.samples, 0.1)
+                row = Row(name, shapes["x"], statistics.median(ort),
+                          statistics.median(untuned.samples_s))
+                if name in args.tune:
+                    (row.tuned_s, row.trials, row.first_trial_s, row.trials_per_hour,
+                     row.limit_per_hour) = _tune(path, model, args.trials, root,
+                                                 target, tracker, cache)
+                rows.append(row)
+                print(f"{name}: ORT {_ms(row.ort_s)} ms, untuned {_ms(row.untuned_s)} ms, "
+                      f"tuned {_ms(row.tuned_s)} ms", file=sys.stderr, flush=True)
+            favoured = app.favoured
+    load = os.getloadavg()
+    print(f"host: {os.cpu_count()} cores, load average {load[0]:.1f} {load[1]:.1f} "
+          f"{load[2]:.1f}; phone process and onnxruntime on core {CORE}, 1 thread each, "
+          f"{'real-time priority' if favoured else 'normal priority (no CAP_SYS_NICE)'}")
+    print_table(rows, args.trials)
+    print("reproduce: python bench/bench_zoo.py " + shlex.join(sys.argv[1:] if argv is None
+                                                              else argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

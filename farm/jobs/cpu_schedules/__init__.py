@@ -1,0 +1,52 @@
+"""Default CPU schedules for the untuned build, in dlight's rule form.
+
+:func:`apply_default_schedules` runs after a MetaSchedule database has been
+applied, so tuning records take precedence: dlight skips functions marked
+``tirx.is_scheduled``, which ``MetaScheduleApplyDatabase`` sets on every
+function it replaced.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from farm.jobs.cpu_schedules.rules import Injective, ParallelFallback, TiledReduction
+
+__all__ = ["CPU_SCHEDULES_VERSION", "Injective", "ParallelFallback", "TiledReduction",
+           "apply_default_schedules", "default_rules"]
+
+#: Joins the compile cache key of CPU builds: bump it when a rule changes what it emits,
+#: so libraries built by older rules are not reused.
+CPU_SCHEDULES_VERSION = "1"
+
+
+def default_rules() -> list[Any]:
+    """The rules in the order they are tried; the first that applies schedules a function.
+
+    farm's :class:`TiledReduction` goes before ``dlight.cpu.Reduction``, which
+    would otherwise claim a convolution with its epilogue (it takes any mix of
+    reduction and injective blocks) and leave the multiply-accumulate loop
+    scalar; ``Reduction`` keeps softmax and layer norm, which have several
+    reduction blocks. ``GEMV`` is not used: for batch-1 dense layers the tiled
+    rule's vector over output columns is as fast and its check is simpler.
+    """
+    from tvm.s_tir import dlight
+
+    return [TiledReduction(), Injective(), dlight.cpu.Reduction(), ParallelFallback()]
+
+
+def apply_default_schedules(mod: Any, target: Any) -> Any:
+    """``mod`` with every PrimFunc not yet scheduled given farm's default CPU schedule.
+
+    Args:
+        mod: a fused Relax module (after ``FuseTIR``, and after
+            ``MetaScheduleApplyDatabase`` where there is a database).
+        target: the ``tvm.target.Target`` of the build.
+
+    Returns:
+        The module, scheduled functions marked ``tirx.is_scheduled``.
+    """
+    from tvm.s_tir import dlight
+
+    with target:
+        return dlight.ApplyDefaultSchedule(*default_rules())(mod)

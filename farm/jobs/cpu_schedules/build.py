@@ -1,0 +1,89 @@
+"""The CPU build of a Relax model: tuning records first, farm's default schedules for the rest.
+
+The same passes as MetaSchedule's ``compile_relax`` (apache/tvm
+``python/tvm/s_tir/meta_schedule/relax_integration.py``): library dispatch,
+legalize, fuse (the preparation ``extract_tasks`` uses, so database keys
+match), ``MetaScheduleApplyDatabase`` when there is a database, then, where
+``compile_relax`` schedules only GPU functions, farm's default CPU schedules
+(:func:`farm.jobs.cpu_schedules.apply_default_schedules`) on every function the
+database did not replace, then the CPU backend's lowering and finalizing
+passes. The ``model`` job and the tune job's untuned and tuned figures all
+come from this one function.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from farm.jobs.cpu_schedules import apply_default_schedules
+
+__all__ = ["compile_cpu", "scheduled_module"]
+
+
+def scheduled_module(mod: Any, target: Any, database: Any | None = None) -> Any:
+    """``mod`` fused, tuned functions from ``database`` applied, the rest scheduled by farm.
+
+    Args:
+        mod: a Relax module (:func:`farm.jobs.model.relax_module`).
+        target: a ``tvm.target.Target`` of kind ``llvm``.
+        database: a MetaSchedule database, or None for the untuned build.
+
+    Returns:
+        The fused module with every PrimFunc scheduled, not yet lowered.
+    """
+    import tvm
+    from tvm import relax
+    from tvm.relax.transform import MetaScheduleApplyDatabase
+
+    fuse = tvm.transform.Sequential([
+        *relax.pipeline.library_dispatch_passes(target),
+        relax.transform.LegalizeOps(),
+        relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FoldConstant(),
+        relax.transform.FuseOps(),
+        relax.transform.FuseTIR(),
+    ])
+    with target, tvm.transform.PassContext(opt_level=3):
+        mod = fuse(mod)
+        if database is not None:
+            with database:
+                mod = MetaScheduleApplyDatabase()(mod)
+    return apply_default_schedules(mod, target)
+
+
+def compile_cpu(mod: Any, target: Any, database_dir: Path | None) -> Any:
+    """Relax module -> VM executable for a CPU target.
+
+    Args:
+        mod: a Relax module.
+        target: a ``tvm.target.Target`` of kind ``llvm``.
+        database_dir: a MetaSchedule ``JSONDatabase`` folder, or None.
+
+    Returns:
+        ``relax.VMExecutable``.
+    """
+    import tvm
+    from tvm import relax
+    from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline
+
+    database = None
+    if database_dir is not None:
+        from tvm.s_tir import meta_schedule as ms
+
+        database = ms.database.JSONDatabase(work_dir=str(database_dir), allow_missing=False)
+
+    @tvm.transform.module_pass(opt_level=3)
+    def pipeline(mod: Any, _ctx: Any) -> Any:
+        mod = scheduled_module(mod, target, database)
+        lower = tvm.transform.Sequential([
+            # relax.pipeline.dataflow_lower_passes does not find these for CPU targets in
+            # 0.27 (cpu_generic does not re-export them); compile_relax falls back alike.
+            *cpu_pipeline.dataflow_lower_passes(target),
+            *cpu_pipeline.finalize_passes(target),
+        ])
+        with target:
+            return lower(mod)
+
+    with target, tvm.transform.PassContext(opt_level=3):
+        return relax.build(mod, target=target, relax_pipeline=pipeline)

