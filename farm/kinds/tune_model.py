@@ -53,6 +53,7 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     from farm.kinds.model import model_file, model_params
     from farm.kinds.tune import _tuning_records
     from farm.queue.records import Outcome
+    from farm.results.sampling import SamplingRule
     from farm.runner.execute import phone_target, tracker_params, tune_work_dir
     from farm.runner.tune_phones import serving_job_key
 
@@ -78,12 +79,15 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     tuned_samples: list[float] = []
     tuned_serials: list[str] = []
     imported: str | None = None
+    # The untuned and tuned figures are sampled as a model job's are (warm-up,
+    # then until the median is known), so `compare N:untuned N` can decide.
+    sampling = SamplingRule.of(ctx.settings.results)
     for serial in serials:
         timed = {}
         for name, database_dir in (("untuned", None), ("tuned", work_dir)):
             snapshots.append(ctx.gate(serial))
             timed[name] = run_model(replace(plain, database_dir=database_dir), target,
-                                    tracker_params(ctx, serial), ctx.cache)
+                                    tracker_params(ctx, serial), ctx.cache, sampling=sampling)
         untuned_s, tuned_s = timed["untuned"].samples_s, timed["tuned"].samples_s
         runs.append({
             "serial": serial,

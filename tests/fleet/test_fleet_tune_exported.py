@@ -87,9 +87,14 @@ def test_exported_model_tunes_through_a_crash_and_compares_per_phone(
     config.write_text(f'data_dir = "{running.data_dir}"\n')  # type: ignore[attr-defined]
     compared = CliRunner().invoke(cli, ["--config", str(config), "compare", f"{job_id}:untuned",
                                         str(job_id), "--json"], env={"FARM_CONFIG": None})
-    assert compared.exit_code in (0, 3), compared.output
+    # 0: none slower, 3: one slower, 4: one undecided (its reason given: a loaded
+    # host can leave the samples too spread to decide; the tune job samples both
+    # builds as a model job does, so it is not for want of samples).
+    assert compared.exit_code in (0, 3, 4), compared.output
     report = json.loads(compared.stdout)
     assert (report["a"]["build"], report["b"]["build"]) == ("untuned", f"tuned by job {job_id}")
     verdicts = {p["serial"]: p["verdict"] for p in report["phones"]}
     assert sorted(verdicts) == sorted(serials)
-    assert all(not v.startswith("only in") for v in verdicts.values()), verdicts
+    assert all(v in ("slower", "faster", "no change", "undecided")
+               for v in verdicts.values()), verdicts
+    assert all(p["reason"] for p in report["phones"] if p["verdict"] == "undecided"), report
