@@ -12,6 +12,7 @@ different workloads); 1 anything else farm reports.
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +100,12 @@ def compare(ctx: click.Context, state: CliState, a: str, b: str, threshold: floa
     if as_json:
         echo_json(data)
     else:
-        print_table([_table_row(p) for p in data["phones"]], _COLUMNS,
-                    f"{report.b.shown} vs {report.a.shown} ({report.a.workload})")
+        title = f"{report.b.shown} vs {report.a.shown} ({report.a.workload})"
+        if not sys.stdout.isatty():
+            # Piped, the table is tab-separated lines with no title: one comment
+            # line first keeps which side is which build (untuned, tuned by job N).
+            click.echo(f"# {title}")
+        print_table([_table_row(p) for p in data["phones"]], _COLUMNS, title)
     if plot_path is not None:
         plot_report(report, plot_path)
         note(f"plot written to {plot_path}")

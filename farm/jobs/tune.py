@@ -293,6 +293,25 @@ def tune_in_rounds(
     return rounds
 
 
+def drop_unnamed_ms_handlers() -> None:
+    """Remove handlers without a name from MetaSchedule's logger.
+
+    TVM's ``create_loggers`` (tvm/s_tir/meta_schedule/logging.py) lists that
+    logger's handlers by name in a ``dictConfig`` and fails (``None.format``)
+    on one without a name. One is left behind after a ``tune_tir`` has run
+    in the same process (seen running a model tuning, then a GEMM tuning,
+    and the other way round, in one test process); an attempt child tunes
+    once, so only a process that tunes twice meets it. Every tuning entry
+    point calls this before MetaSchedule makes its loggers.
+    """
+    import logging
+
+    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    for handler in list(ms_logger.handlers):
+        if handler.get_name() is None:
+            ms_logger.removeHandler(handler)
+
+
 def _tune_round(
     params: TuneParams, target: dict[str, Any], tracker: TrackerParams, linker: Linker,
     trials: int, progress: TuneProgress, on_batch: Callable[[], None],
@@ -303,6 +322,7 @@ def _tune_round(
     builder, runner = builder_and_runner(params, tracker, linker)
     gemm = _gemm_of(params)
     mod = gemm_module(gemm.n, gemm.dtype, name=FUNC_NAME)
+    drop_unnamed_ms_handlers()
     ms.tune_tir(
         mod,
         tvm.target.Target(target),

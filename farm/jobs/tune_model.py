@@ -49,7 +49,13 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.model import ModelInput, build_model, load_model, relax_module, tunable_module
 from farm.jobs.ndk import Linker, linker_for
 from farm.jobs.params import ModelParams, TrackerParams, TuneParams
-from farm.jobs.tune import builder_and_runner, cost_model, measure_callbacks, tune_in_rounds
+from farm.jobs.tune import (
+    builder_and_runner,
+    cost_model,
+    drop_unnamed_ms_handlers,
+    measure_callbacks,
+    tune_in_rounds,
+)
 from farm.jobs.tune_progress import TaskProgress, TuneProgress
 from farm.jobs.tune_rate import limit_per_phone_hour, trials_per_phone_hour
 from farm.jobs.tune_records import best_record_s, count_trials, repair_work_dir, workload_index
@@ -194,24 +200,6 @@ def model_tasks(mod: Any, target: dict[str, Any]) -> list[ModelTask]:
     return sorted(tasks, key=lambda t: -t.flop * t.weight)
 
 
-def _drop_unnamed_ms_handlers() -> None:
-    """Remove handlers without a name from MetaSchedule's logger.
-
-    TVM's ``create_loggers`` (tvm/s_tir/meta_schedule/logging.py) lists that
-    logger's handlers by name in a ``dictConfig`` and fails (``None.format``)
-    on one without a name. One is left behind after a ``tune_tir`` has run
-    in the same process (seen running the GEMM tuning, then a model tuning,
-    in one test process); an attempt child tunes once, so only a process
-    that tunes twice meets it.
-    """
-    import logging
-
-    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
-    for handler in list(ms_logger.handlers):
-        if handler.get_name() is None:
-            ms_logger.removeHandler(handler)
-
-
 def _task_index(task: ModelTask, params: TuneParams) -> int:
     """Commit the task's workload to the database (if new) and return its line.
 
@@ -250,7 +238,7 @@ def _contexts(planned: list[_Planned], caps: list[int], params: TuneParams,
     from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
     from tvm.s_tir.meta_schedule.utils import fork_seed
 
-    _drop_unnamed_ms_handlers()
+    drop_unnamed_ms_handlers()
     recorded = measured_traces(params.work_dir)
     settings = search_settings(max(p.trials for p in planned))
     live = [(p, cap) for p, cap in zip(planned, caps, strict=True) if cap > 0]
