@@ -202,11 +202,19 @@ def _batch_counter(progress: TuneProgress, on_batch: Callable[[], None]) -> Any:
 
 
 def measure_callbacks(progress: TuneProgress, on_batch: Callable[[], None]) -> list[Any]:
-    """MetaSchedule's default measure callbacks, then farm's batch counter."""
+    """MetaSchedule's default measure callbacks, farm's batch counter right after ``AddToDatabase``.
+
+    The counter is saved as soon as the batch's records are, before
+    ``UpdateCostModel`` retrains XGBoost (seconds on a busy host): a farmd
+    killed in between would otherwise keep the records but lose the batch.
+    """
     from tvm.s_tir import meta_schedule as ms
 
-    return [*ms.measure_callback.MeasureCallback.create("default"),
-            _batch_counter(progress, on_batch)]
+    callbacks = list(ms.measure_callback.MeasureCallback.create("default"))
+    after = next((i + 1 for i, c in enumerate(callbacks)
+                  if isinstance(c, ms.measure_callback.AddToDatabase)), len(callbacks))
+    callbacks.insert(after, _batch_counter(progress, on_batch))
+    return callbacks
 
 
 def builder_and_runner(

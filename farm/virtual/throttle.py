@@ -29,10 +29,13 @@ import os
 import signal
 import sys
 
-#: One stop-and-run cycle. Short enough that a ~10 ms kernel spans a few
-#: cycles and sees a smooth slowdown, long enough that the two signals per
-#: cycle cost nothing measurable.
-PERIOD_MS = 5.0
+#: One stop-and-run cycle. Short enough that a default GEMM 256 sample (10 runs
+#: of ~0.3 ms once virtual phones' targets name the host's AVX-512) spans a few
+#: cycles and sees a smooth slowdown, not a lucky window between stops (at 5 ms
+#: a 0.95 knob left such samples untouched); long enough that the two signals
+#: per cycle cost nothing measurable. The throttler runs SCHED_FIFO and sleeps
+#: with time.sleep, so a 50 us stop (0.95) is kept to within a few us.
+PERIOD_MS = 1.0
 #: How long a throttler may take to answer a speed (its start-up included, on a busy host).
 ANSWER_TIMEOUT_S = 30.0
 #: How long a throttler may take to continue its group and exit at end of input.

@@ -99,7 +99,10 @@ class TestWarmChildren:
         """A forked child past timeout_s is killed with its whole process group (JobTimeout)."""
         farm = make_farm(1)
         dispatcher = warm_dispatcher(farm)
-        job_id = farm.store.enqueue({**TINY_GEMM, "timeout_s": 0.5}, SystemClock().now())
+        # Not the tiny GEMM: a warm child compiles and times that within 0.5 s once
+        # its timing has no time floor, and then the job succeeds before its timeout.
+        slow = {"kind": "gemm", "params": {"n": 256, "number": 100, "repeat": 50}}
+        job_id = farm.store.enqueue({**slow, "timeout_s": 0.5}, SystemClock().now())
         farm.run_until(dispatcher, lambda: bool(dispatcher.children), "child started")
         [child] = dispatcher.children.values()
         assert isinstance(child.process, WarmChild)
