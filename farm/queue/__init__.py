@@ -29,8 +29,9 @@ and once at farmd start, before any claim: ``store.reclaim(settings.host_id, rea
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from farm.lazy import lazy_names
 
 if TYPE_CHECKING:
     from farm.queue.db import default_url
@@ -110,9 +111,4 @@ _SOURCES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """``name`` from its module, imported now (PEP 562)."""
-    module = _SOURCES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names(__name__, _SOURCES)

@@ -22,8 +22,9 @@ signal and no outcome and retries the job on another phone.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from farm.lazy import lazy_names
 
 if TYPE_CHECKING:
     from farm.runner.dispatcher import Dispatcher, TickReport
@@ -57,9 +58,4 @@ _SOURCES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """``name`` from its module, imported now (PEP 562)."""
-    module = _SOURCES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names(__name__, _SOURCES)
