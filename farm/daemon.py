@@ -32,6 +32,7 @@ import contextlib
 import functools
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -96,6 +97,7 @@ class Farmd:
         self.fleet: Fleet | None = None  # virtual phones, when asked for
         self.metrics_server: MetricsServer | None = None
         self.api_server: ApiServer | None = None
+        self._api_socket: socket.socket | None = None  # bound at start, served by api_server
         self.tick_loop: TickLoop | None = None
         self.pool: Pool | None = None  # the pool key's offers, when pool.key is set
         self._tracker_failures = 0  # restarts failed in a row (watch_services)
@@ -125,6 +127,15 @@ class Farmd:
         self._stops.append(lambda: remove_pidfile(self.data_dir))
         self.store = Store(s.database_url, auto_migrate=s.database.auto_migrate)
         self._stops.append(self.store.close)
+        if s.api.enabled:  # bound now, served last: its port is not taken meanwhile
+            from farm.api.server import listen
+
+            self._api_socket = listen(s.api.host, s.api.port)
+            self._stops.append(self._api_socket.close)
+        if s.metrics.enabled:  # early too, for the same reason; its collectors only read
+            self.metrics_server = start_metrics_server(self.metrics, s.metrics.host,
+                                                       s.metrics.port)
+            self._stops.append(self.metrics_server.stop)
         self._register_host()
         self._reclaim()
         self.adb_server = AdbServer(port=s.adb.port, binary=s.adb.binary)
@@ -153,10 +164,6 @@ class Farmd:
             on_exit=self.wake_dispatcher if s.jobs.wake_on_events else None)
         self._stops.append(self._drain)
         self._schedule()
-        if s.metrics.enabled:
-            self.metrics_server = start_metrics_server(self.metrics, s.metrics.host,
-                                                       s.metrics.port)
-            self._stops.append(self.metrics_server.stop)
         if s.api.enabled:  # last started, so the first stopped: no request meets a closed part
             self._start_api()
         self.notifier.ready("farmd ready")
@@ -313,7 +320,7 @@ class Farmd:
         s = self.settings
         self.api_server = ApiServer(
             ApiContext(self.store, s, self.clock, wake=self.wake_dispatcher), s.api.host,
-            s.api.port)
+            s.api.port, sock=self._api_socket)
         self.api_server.start()
         self._stops.append(self.api_server.stop)
 

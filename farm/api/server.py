@@ -8,6 +8,7 @@ scheduler) on threads; uvicorn's ``Server`` is made to be driven this way
 
 from __future__ import annotations
 
+import socket
 import threading
 
 import structlog
@@ -18,21 +19,45 @@ from farm.api.context import ApiContext
 from farm.clock import wait_until
 from farm.errors import InfraFault
 
-__all__ = ["ApiServer"]
+__all__ = ["ApiServer", "listen"]
 
 log = structlog.get_logger(__name__)
 
 _START_DEADLINE_S = 20.0
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port`` for :class:`ApiServer` (0 picks a free port).
+
+    farmd binds it first thing, before its tracker and phones take ports of
+    their own, so a port chosen free a moment before is still free; uvicorn's
+    own bind came seconds later, and once another process had taken the port
+    in between it answered only with its exit code ("3"). IPv6 for a host
+    with a colon (``::``). ``SO_REUSEADDR`` is set (``socket.create_server``).
+
+    Raises:
+        InfraFault: the port cannot be bound (taken, not an address of this host).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=128)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise InfraFault(f"the API could not listen on {host}:{port}: {reason}") from exc
+
+
 class ApiServer:
-    """The API on ``host:port`` until :meth:`stop`.
+    """The API on ``host:port``, or on ``sock`` bound by :func:`listen`, until :meth:`stop`.
 
     Raises (from :meth:`start`):
         InfraFault: the port cannot be bound, or the server did not start in time.
     """
 
-    def __init__(self, ctx: ApiContext, host: str, port: int) -> None:
+    def __init__(self, ctx: ApiContext, host: str, port: int,
+                 sock: socket.socket | None = None) -> None:
+        self._sock = sock
+        if sock is not None:
+            port = sock.getsockname()[1]
         self.host, self.port = host, port
         config = uvicorn.Config(create_app(ctx), host=host, port=port, log_config=None,
                                 access_log=False, lifespan="off")
@@ -42,7 +67,7 @@ class ApiServer:
 
     def _run(self) -> None:
         try:
-            self._server.run()
+            self._server.run(sockets=None if self._sock is None else [self._sock])
         except BaseException as exc:  # noqa: BLE001 - uvicorn exits (SystemExit) on a failed bind
             self._error = exc
 
@@ -68,3 +93,5 @@ class ApiServer:
         """Stop serving and wait for the thread."""
         self._server.should_exit = True
         self._thread.join(timeout=10)
+        if self._sock is not None:
+            self._sock.close()
