@@ -33,7 +33,8 @@ def _run_each(farm: Any) -> str:
     """One GEMM 256 per phone under one run id, waited for; returns the run id.
 
     Each sample times 25 runs (about 25 ms): far longer than the throttle's
-    5 ms duty cycle, so every sample sees the slowdown, not a lucky window.
+    1 ms duty cycle (farm.virtual.throttle.PERIOD_MS), so every sample sees the
+    slowdown, not a lucky window.
     """
     specs = [{"kind": "gemm", "params": {"n": 256, "number": 25, "repeat": 20},
               "devices": {"serials": [serial]}} for serial in farm.serials]
@@ -47,7 +48,13 @@ def _run_each(farm: Any) -> str:
 
 class TestCompareThrottled:
     def test_a_throttled_phone_is_slower(self, start_farmd: Any) -> None:
-        """Throttled to 0.5: that phone's median time ratio is well above 1 and it is slower."""
+        """Throttled to 0.5: that phone's median time ratio is well above 1 and it is slower.
+
+        Well above: beyond twice the 5% threshold. Not near 2: on a CI host whose
+        2 cores run another test's phones and builds, the unthrottled run is slowed
+        too, and CFS hands a stopped group's time back after (farm.virtual.throttle):
+        a half-speed phone measured 1.21 there (CI 1.18-1.45).
+        """
         farm = start_farmd(1)
         throttled = farm.serials[0]
         before = _run_each(farm)
@@ -60,5 +67,5 @@ class TestCompareThrottled:
         phones = {p.serial: p for p in report.phones}
         assert set(phones) == set(farm.serials)
         slow = phones[throttled].comparison
-        assert slow is not None and slow.ratio > 1.3, slow
+        assert slow is not None and slow.ratio > 1.1, slow
         assert throttled in report.slower and report.regressed
