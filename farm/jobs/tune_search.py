@@ -133,22 +133,34 @@ def search_settings(trials_per_task: int) -> SearchSettings:
 
 
 def _plain(value: Any) -> Any:
-    """A TVM object inside ``Trace.as_json`` as JSON writes it (``IntImm`` as its number)."""
+    """``value`` (a trace's JSON, with TVM objects inside) as the records file holds it.
+
+    TVM objects become what its JSON writer writes (``IntImm`` its number,
+    ``Array`` a list), and booleans become 0 and 1: a live trace gives
+    ``Split``'s flags as ``true``/``false``, the records file as ``1``/``0``,
+    and a resumed run took the same trace for a new one and measured it again.
+    """
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float, str)) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
     if hasattr(value, "value"):
-        return value.value
+        return _plain(value.value)
     try:
-        return list(value)
+        return [_plain(v) for v in value]
     except TypeError:
         return str(value)
 
 
 def trace_key(trace_json: Any) -> str:
-    """A trace's identity: its JSON (MetaSchedule's ``Trace.as_json``), keys sorted.
+    """A trace's identity: its JSON (MetaSchedule's ``Trace.as_json``), plain, keys sorted.
 
     The same for a trace read back from the records file and for a candidate's
     ``sch.trace.as_json(remove_postproc=False)`` (what ``AddToDatabase`` writes).
     """
-    return json.dumps(trace_json, sort_keys=True, default=_plain)
+    return json.dumps(_plain(trace_json), sort_keys=True)
 
 
 def measured_traces(work_dir: Path) -> dict[int, set[str]]:

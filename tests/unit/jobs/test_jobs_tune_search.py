@@ -62,6 +62,31 @@ class TestRecorded:
         traces = measured_traces(tmp_path)
         assert traces == {0: {trace_key([["A", [1]]])}, 1: {trace_key([["A", [1]]])}}
 
+    def test_a_live_trace_has_the_key_of_its_line_in_the_records_file(self,
+                                                                      tmp_path: Path) -> None:
+        """A candidate's trace (Split's flags as booleans) and the same trace read back from
+        MetaSchedule's records file (flags as 0/1) have one key, so a resume skips it."""
+        from tvm import te
+        from tvm.s_tir import Schedule
+        from tvm.s_tir import meta_schedule as ms
+
+        a = te.placeholder((64,), name="a")
+        b = te.compute((64,), lambda i: a[i] * 2.0, name="b")
+        mod = te.create_prim_func([a, b])
+        sch = Schedule(mod)
+        (loop,) = sch.get_loops(sch.get_sblock("b"))
+        sch.split(loop, sch.sample_perfect_tile(loop, n=2))
+        database = ms.database.JSONDatabase(work_dir=str(tmp_path))
+        workload = database.commit_workload(sch.mod)
+        database.commit_tuning_record(ms.database.TuningRecord(
+            sch.trace, workload, [1e-3], None, None))
+        [line] = (tmp_path / RECORDS_FILE).read_text().splitlines()
+        live = sch.trace.as_json(remove_postproc=False)
+        split = next(inst for inst in live[0] if str(inst[0]) == "Split")
+        assert any(isinstance(flag, bool) for flag in split[2])  # the file writes 0/1
+        assert trace_key(live) == trace_key(json.loads(line)[1][0])
+        assert measured_traces(tmp_path) == {0: {trace_key(live)}}
+
 
 class TestRate:
     def test_limit_is_run_time_plus_upload(self, tmp_path: Path) -> None:
