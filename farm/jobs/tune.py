@@ -18,7 +18,8 @@ further rounds, up to ``max_rounds``, until the requested number is measured.
 
 Builds run in MetaSchedule's ``LocalBuilder`` worker processes. On a 2-core host
 its 30 s default timeout fails every build, because each worker first imports
-``tvm.s_tir.tensor_intrin`` (tens of seconds); farm gives it a long timeout and
+``tvm.s_tir.tensor_intrin`` (tens of seconds, a few through
+:func:`farm.jobs.tvmscript.import_light`); farm gives it a long timeout and
 an ``initializer`` doing those imports once per worker (apache/tvm
 ``python/tvm/s_tir/meta_schedule/builder/local_builder.py`` documents registering
 functions "via initializer"). Candidates are exported as ``.so`` (NDK-linked for
@@ -132,8 +133,11 @@ class Comparison:
 
 def builder_initializer() -> None:
     """Run once in each LocalBuilder worker: the slow imports, before any build's timeout."""
-    import tvm.s_tir.tensor_intrin
     import tvm.support.ndk  # noqa: F401
+
+    from farm.jobs.tvmscript import import_light
+
+    import_light()
 
 
 @dataclass(frozen=True)

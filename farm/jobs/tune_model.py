@@ -259,18 +259,20 @@ def _contexts(planned: list[_Planned], caps: list[int], params: TuneParams,
 def _import_tensor_intrin(progress: TuneProgress) -> None:
     """Import what MetaSchedule's ``TuneContext`` imports first, saying so in the progress.
 
-    ``tvm.s_tir.tensor_intrin`` parses ~500 TVMScript functions, each calling
-    ``inspect.stack()``, which scans ``sys.modules`` per frame: 1 to 7 minutes
-    in a process that has loaded farm (or pytest) on the loaded 2-core CI host.
-    An attempt child forked from the zygote has it already
-    (:data:`farm.runner.zygote.PRELOAD`); a cold one shows this phase instead
-    of a silent first round.
+    ``tvm.s_tir.tensor_intrin`` parses ~500 TVMScript functions; imported
+    plainly it took 1 to 7 minutes in a process that has loaded farm (or
+    pytest) on the loaded 2-core CI host, a few seconds through
+    :func:`farm.jobs.tvmscript.import_light`. An attempt child forked from the
+    zygote has it already (:data:`farm.runner.zygote.PRELOAD`); a cold one
+    shows this phase instead of a silent first round.
     """
     import sys
 
-    if "tvm.s_tir.tensor_intrin" not in sys.modules:
+    from farm.jobs.tvmscript import TENSOR_INTRIN, import_light
+
+    if TENSOR_INTRIN not in sys.modules:
         progress.set_phase("importing TVM's tensor intrinsics")
-        import tvm.s_tir.tensor_intrin  # noqa: F401
+        import_light(TENSOR_INTRIN)
     progress.set_phase("tuning")
 
 
