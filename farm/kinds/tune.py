@@ -27,6 +27,9 @@ from farm.kinds.model import ModelParams, parse_input_shape, shown_name
 from farm.queue.capabilities import workload_needs
 from farm.queue.spec import MAX_PHONES, FieldError, JobBase, Strict
 
+#: The device kind that can tune (farm.controllers.base.ANDROID; kinds sit below controllers).
+ANDROID = "android"
+
 if TYPE_CHECKING:
     from farm.queue.capabilities import Requirements
     from farm.queue.records import Outcome, TuningData
@@ -95,6 +98,23 @@ class TuneJob(JobBase):
 
     kind: Literal["tune"]
     params: TuneParams
+
+    @model_validator(mode="after")
+    def _android_only(self) -> TuneJob:
+        """Tune jobs run on Android phones: no ``--kind`` means ``android``, another is refused.
+
+        The attempt re-keys its phones to the job's tracker key through adb
+        (:mod:`farm.runner.tune_phones`); planned onto a board or a GPU host it
+        failed there with an adb error.
+        """
+        if self.devices.kind is None:
+            devices = self.devices.model_copy(update={"kind": ANDROID})
+            object.__setattr__(self, "devices", devices)
+        elif self.devices.kind != ANDROID:
+            raise FieldError("devices.kind", f"tune runs on Android phones only, not "
+                             f"{self.devices.kind!r}: its phones serve the job's tracker key "
+                             "through adb")
+        return self
 
     @model_validator(mode="after")
     def _count_is_phones(self) -> TuneJob:

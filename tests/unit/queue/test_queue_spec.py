@@ -95,6 +95,11 @@ BAD_SPECS = [
         {"kind": "tune", "params": {"gemm": {"n": 64}, "phones": 2}, "devices": {"count": 3}},
         "devices.count",
     ),
+    (
+        "tune on a board",
+        {"kind": "tune", "params": {"gemm": {"n": 64}}, "devices": {"kind": "board"}},
+        "devices.kind",
+    ),
     ("count zero", {**gemm(), "devices": {"count": 0}}, "devices.count"),
     ("count above serials", {**gemm(), "devices": {"serials": ["a"], "count": 2}}, "devices.count"),
     ("serials empty", {**gemm(), "devices": {"serials": []}}, "devices.serials"),
@@ -166,6 +171,7 @@ class TestParseSpec:
         assert isinstance(spec, TuneJob)
         assert spec.phones_needed == 3
         assert spec.params.trials_per_batch == 4
+        assert spec.devices.kind == "android"  # never planned onto a board or a GPU host
 
     def test_not_before_naive_is_utc(self) -> None:
         """A naive not_before is read as UTC, an aware one converted to UTC."""
