@@ -22,6 +22,7 @@ from farm.cli.compare import show_regressions
 from farm.cli.jobs import LOAD_COLUMNS, load_rows
 from farm.cli.output import Column, echo_json, note, print_table, to_csv
 from farm.cli.params import JOB_ID, LIMIT
+from farm.cli.profile_table import print_profiles
 from farm.cli.state import CliState, pass_state
 from farm.errors import UserFault
 from farm.report import thermal_label
@@ -74,6 +75,7 @@ def _print_loads(state: CliState, job_id: int | None) -> None:
     for view in [] if job_id is None else state.queue.results(job_id):
         if rows := load_rows(view):
             print_table(rows, LOAD_COLUMNS, "library load and first run")
+        print_profiles(view)  # model --profile: the heaviest kernels per phone
 
 
 def _rows(state: CliState, job_id: int | None, run_id: str | None, workload: str | None,

@@ -163,6 +163,7 @@ class ModelParams:
             folder) whose best schedules are applied; ``None`` compiles untuned.
         name: the user's file name (``model_path`` may be the store's
             ``<sha256>.onnx``); errors and results name this.
+        profile: also time each kernel of the model (:mod:`farm.jobs.profile`).
     """
 
     model_path: Path
@@ -175,6 +176,7 @@ class ModelParams:
     threads: ThreadPoolParams = field(default_factory=ThreadPoolParams)
     database_dir: Path | None = None
     name: str | None = None
+    profile: bool = False
 
     @property
     def shown_name(self) -> str:

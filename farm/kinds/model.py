@@ -112,6 +112,7 @@ class ModelBenchParams(ModelParams):
 
     target: Literal["cpu", "opencl", "cuda"] = "cpu"
     tuned: int | None = Field(default=None, ge=1)  # a finished tune job of this model
+    profile: bool = False  # also time each kernel on the phone (farm.jobs.profile)
 
 
 class ModelJob(JobBase):
@@ -143,7 +144,7 @@ def model_file(p: ModelParams, store: BlobOps | None, data_dir: Path,
 
 
 def model_params(p: ModelParams, model_path: Path, device: str = "cpu",
-                 database_dir: Path | None = None) -> jp.ModelParams:
+                 database_dir: Path | None = None, profile: bool = False) -> jp.ModelParams:
     """The jobs' plain parameters of a validated model spec.
 
     Args:
@@ -151,6 +152,7 @@ def model_params(p: ModelParams, model_path: Path, device: str = "cpu",
         model_path: its file on this host (:func:`model_file`).
         device: ``"cpu"``, ``"opencl"`` or ``"cuda"``.
         database_dir: a tuning work folder whose records are applied.
+        profile: also time each kernel (:mod:`farm.jobs.profile`).
     """
     from farm.jobs import params as jp
 
@@ -159,7 +161,7 @@ def model_params(p: ModelParams, model_path: Path, device: str = "cpu",
         model_path=model_path, input_shapes=shapes, device=jp.DeviceKind(device),
         rtol=p.tolerance.rtol, atol=p.tolerance.atol,
         timing=jp.TimingParams(number=p.number, repeat=p.repeat), database_dir=database_dir,
-        name=p.shown_name,
+        name=p.shown_name, profile=profile,
     )
 
 
@@ -212,13 +214,14 @@ def run(ctx: RunContext, spec: ModelJob) -> Outcome:
     p = spec.params
     database_dir = None if p.tuned is None else tune_work_dir(ctx.settings.data_dir, p.tuned)
     path = model_file(p, ctx.store, Path(ctx.settings.data_dir))
-    params = model_params(p, path, p.target, database_dir)
+    params = model_params(p, path, p.target, database_dir, p.profile)
     measured = measure(
         ctx, spec.repetitions, params.device,
         lambda tracker, target, _rep: run_model(params, target, tracker, ctx.cache,
                                                 sampling=SamplingRule.of(ctx.settings.results)),
         lambda result: {"model_sha256": result.model_sha256, "imported": result.imported,
-                        "load_s": result.load_s, "first_run_s": result.first_run_s},
+                        "load_s": result.load_s, "first_run_s": result.first_run_s,
+                        "profile": result.profile.to_dict() if result.profile else None},
     )
     summary = summary_of_runs("model", measured)
     imported = next((r["imported"] for r in measured.runs if r.get("imported")), None)
@@ -267,7 +270,8 @@ def _params(values: dict[str, Any]) -> dict[str, Any]:
     tolerance = {k: values[k] for k in ("rtol", "atol") if values[k] is not None}
     return {"path": values["path"], "input_shapes": parse_input_shape(values["input_shapes"]),
             "tolerance": tolerance or None, "number": values["number"], "repeat": values["repeat"],
-            "target": values["target"], "tuned": values["tuned"]}
+            "target": values["target"], "tuned": values["tuned"],
+            "profile": values["profile"] or None}
 
 
 KIND = Kind(
@@ -291,12 +295,16 @@ KIND = Kind(
             click.option("--tuned", type=int,
                          help="A finished `tune --model` job of this model whose tuning "
                               "records are applied.  [default: untuned]"),
+            click.option("--profile", is_flag=True,
+                         help="Also time each kernel of the model on the phone; "
+                              "`farmctl results --job N` lists the heaviest."),
             *TIMING_OPTIONS,
         ],
         params=_params,
         check=check_model,
         flags={"params.path": "--model", "params.input_shapes": "--input-shape",
                "params.target": "--target", "params.tuned": "--tuned",
+               "params.profile": "--profile",
                "params.tolerance.rtol": "--rtol", "params.tolerance.atol": "--atol",
                **{f"params.{name}": flag for name, flag in TIMING_FLAGS.items()}},
     ),

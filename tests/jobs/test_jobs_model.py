@@ -29,6 +29,25 @@ class TestRunModel:
         assert result.load_s is not None and 0 < result.load_s < 60
         assert result.first_run_s is not None and 0 < result.first_run_s < 60
 
+    def test_profile_lists_each_kernel_and_they_add_up_to_the_model(
+        self, small_cnn: Path, tracker: TrackerParams, host_facts: DeviceFacts, tmp_path: Path
+    ) -> None:
+        """profile=True times every fused kernel on the phone; their sum is near the model time."""
+        params = ModelParams(small_cnn, timing=TimingParams(number=3, repeat=3, min_repeat_ms=5),
+                             profile=True)
+        result = run_model(params, target_for(host_facts), tracker, CompileCache(tmp_path / "c"))
+        profile = result.profile
+        assert profile is not None and not profile.missing
+        names = [k.name for k in profile.kernels]
+        # small_cnn's two 3x3 convolutions over 16x16 maps are its heaviest work.
+        assert names[0].startswith("fused_conv2d"), names
+        assert {"max_pool2d", "avg_pool2d"} <= set(names)
+        assert [k.total_ms for k in profile.kernels] == sorted(
+            (k.total_ms for k in profile.kernels), reverse=True)
+        assert sum(k.share_pct for k in profile.kernels) == pytest.approx(100)
+        # The VM adds allocations and calls, and a loaded host adds noise: a wide but real band.
+        assert 0.3 < profile.ratio < 3, profile
+
     def test_a_file_that_is_not_onnx_is_refused_with_the_field(
         self, tracker: TrackerParams, host_facts: DeviceFacts, tmp_path: Path
     ) -> None:

@@ -162,3 +162,29 @@ class TestLoadTimes:
         """A gemm result has no load table."""
         [job_id] = measured(store, {"A": STEADY})
         assert "library load" not in farmctl("results", "--job", str(job_id)).stdout
+
+
+class TestKernelProfile:
+    def test_a_profiled_model_result_lists_its_heaviest_kernels_per_phone(
+        self, farmctl, store: Store
+    ) -> None:
+        """results --job prints each phone's last profile, heaviest first, with the sum's ratio."""
+        store.upsert_device("A", NOW, {"abi": "arm64-v8a"})
+        put_state(store, "A", DeviceState.READY, "test", NOW)
+        job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
+        [claim] = store.claim([Assignment(job_id, ("A",), 60.0)], NOW)
+        kernels = [{"name": "fused_conv2d_add_relu", "calls": 2, "per_call_ms": 0.02,
+                    "total_ms": 0.04, "share_pct": 80.0},
+                   {"name": "max_pool2d", "calls": 1, "per_call_ms": 0.01, "total_ms": 0.01,
+                    "share_pct": 20.0}]
+        profile = {"kernels": kernels, "kernels_ms": 0.05, "model_ms": 0.0625, "ratio": 0.8,
+                   "missing": []}
+        runs = [{"serial": "A", "profile": {**profile, "kernels": kernels[1:]}},
+                {"serial": "A", "profile": profile}]  # the last run counts
+        assert store.finish(claim.attempt.id, Outcome({"kind": "model", "runs": runs}, STEADY,
+                                                      "s", ("A",) * 4), NOW)
+        out = farmctl("results", "--job", str(job_id)).stdout
+        assert "kernels on A: sum 0.0500 ms of the model's 0.0625 ms (80%)" in out
+        rows = [line.split("\t") for line in out.splitlines() if line.startswith(("fused", "max"))]
+        assert rows == [["fused_conv2d_add_relu", "2", "0.0200 ms", "0.0400 ms", "80.0"],
+                        ["max_pool2d", "1", "0.0100 ms", "0.0100 ms", "20.0"]]
