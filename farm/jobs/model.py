@@ -16,7 +16,7 @@ apache/tvm ``docs/how_to/tutorials/cross_compilation_and_rpc.py``).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +90,8 @@ class ModelResult:
             allocations included (what an app's first call costs), as the host saw it.
         profile: per-kernel times on the phone (:mod:`farm.jobs.profile`) when
             ``ModelParams.profile`` asked for them, else None.
+        outputs: the phone's outputs, in the graph's order, when the user gave
+            the inputs (``ModelParams.inputs``), else None.
     """
 
     model: str
@@ -108,6 +110,7 @@ class ModelResult:
     load_s: float | None = None
     first_run_s: float | None = None
     profile: KernelProfile | None = None
+    outputs: list[np.ndarray] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the result."""
@@ -412,7 +415,9 @@ def run_model(
     linker = linker_for(target)
     library, inputs = build_model(params, target, cache, linker)
     imported = import_note(library)
-    feeds = random_inputs(inputs, params.seed)
+    # The user's own inputs (checked at enqueue, farm.jobs.model_io), else seeded random ones.
+    feeds = dict(params.inputs) if params.inputs is not None else random_inputs(inputs,
+                                                                                params.seed)
     expected = reference_outputs(params.model_path, feeds)  # the original, never simplified
     remote = open_session(tracker)
     phone = tracker.serial or f"key:{tracker.key}"
@@ -485,6 +490,7 @@ def run_model(
         load_s=load_s,
         first_run_s=first_run_s,
         profile=profile,
+        outputs=outputs if params.inputs is not None else None,
     )
 
 

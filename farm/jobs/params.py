@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 
 class DeviceKind(str, Enum):
@@ -164,6 +165,8 @@ class ModelParams:
         name: the user's file name (``model_path`` may be the store's
             ``<sha256>.onnx``); errors and results name this.
         profile: also time each kernel of the model (:mod:`farm.jobs.profile`).
+        inputs: the user's inputs, ONNX input name -> array of the model's shape
+            and dtype (:func:`farm.jobs.model_io.read_inputs`); None: seeded random.
     """
 
     model_path: Path
@@ -177,6 +180,7 @@ class ModelParams:
     database_dir: Path | None = None
     name: str | None = None
     profile: bool = False
+    inputs: Mapping[str, Any] | None = None
 
     @property
     def shown_name(self) -> str:

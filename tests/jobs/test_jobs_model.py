@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from farm.errors import SpecError
 from farm.jobs.cache import CompileCache
-from farm.jobs.model import build_model, load_model, relax_module, run_model, tunable_module
+from farm.jobs.model import (
+    build_model,
+    load_model,
+    reference_outputs,
+    relax_module,
+    run_model,
+    tunable_module,
+)
 from farm.jobs.params import DeviceFacts, ModelParams, TimingParams, TrackerParams
 from farm.jobs.targets import target_for
 from farm.jobs.tune_records import RECORDS_FILE
@@ -32,10 +40,17 @@ class TestRunModel:
     def test_profile_lists_each_kernel_and_they_add_up_to_the_model(
         self, small_cnn: Path, tracker: TrackerParams, host_facts: DeviceFacts, tmp_path: Path
     ) -> None:
-        """profile=True times every fused kernel on the phone; their sum is near the model time."""
+        """profile=True times every fused kernel on the phone; their sum is near the model time.
+
+        The user's inputs are fed as given and the phone's outputs come back.
+        """
+        x = np.linspace(-1, 1, 3 * 16 * 16, dtype="float32").reshape(1, 3, 16, 16)
         params = ModelParams(small_cnn, timing=TimingParams(number=3, repeat=3, min_repeat_ms=5),
-                             profile=True)
+                             profile=True, inputs={"x": x})
         result = run_model(params, target_for(host_facts), tracker, CompileCache(tmp_path / "c"))
+        [want] = reference_outputs(small_cnn, {"x": x})
+        assert result.outputs is not None and len(result.outputs) == 1
+        np.testing.assert_allclose(result.outputs[0], want, rtol=1e-4, atol=1e-5)
         profile = result.profile
         assert profile is not None and not profile.missing
         names = [k.name for k in profile.kernels]
