@@ -22,6 +22,7 @@ from farm.cli.compare import show_regressions
 from farm.cli.jobs import LOAD_COLUMNS, load_rows
 from farm.cli.output import Column, echo_json, note, print_table, to_csv
 from farm.cli.params import JOB_ID, LIMIT
+from farm.cli.profile_table import print_profiles, write_job_outputs
 from farm.cli.state import CliState, pass_state
 from farm.errors import UserFault
 from farm.report import thermal_label
@@ -74,6 +75,7 @@ def _print_loads(state: CliState, job_id: int | None) -> None:
     for view in [] if job_id is None else state.queue.results(job_id):
         if rows := load_rows(view):
             print_table(rows, LOAD_COLUMNS, "library load and first run")
+        print_profiles(view)  # model --profile: the heaviest kernels per phone
 
 
 def _rows(state: CliState, job_id: int | None, run_id: str | None, workload: str | None,
@@ -99,13 +101,20 @@ def _rows(state: CliState, job_id: int | None, run_id: str | None, workload: str
 @click.option("--regressions", "list_regressions", is_flag=True,
               help="List instead the phones the regression watch found slower than their "
                    "schedule's baseline, newest first.")
+@click.option("--outputs", "outputs_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="With --job of a model job given --inputs: write each phone's outputs "
+                   "as DIR/<serial>/output_<i>.npy.")
 @_JSON
 @pass_state
 @click.pass_context
 def results(ctx: click.Context, state: CliState, job_id: int | None, run_id: str | None,
             workload: str | None, fmt: str, plot_path: Path | None, limit: int,
-            list_regressions: bool, as_json: bool) -> None:
+            list_regressions: bool, as_json: bool, outputs_dir: Path | None) -> None:
     """Results per phone: raw samples, spread, noise and plots."""
+    if outputs_dir is not None:
+        if job_id is None:
+            raise click.UsageError("--outputs needs --job")
+        write_job_outputs(state.queue, job_id, outputs_dir)
     if list_regressions:
         show_regressions(state, limit=limit, as_json=as_json or fmt == "json")
         return
@@ -129,11 +138,20 @@ def results(ctx: click.Context, state: CliState, job_id: int | None, run_id: str
     if plot_path is not None:
         if figures is None:
             figures = phone_spreads(rows, state.settings.results.max_cv)
-        try:
-            if workload is not None:
-                write_history_plot(by_workload(figures, workload), plot_path, workload)
-            else:
-                write_spread_plot(figures, plot_path)
-        except OSError as exc:
-            raise UserFault(f"cannot write the plot {plot_path}: {exc.strerror or exc}") from None
-        note(f"plot written to {plot_path}")
+        _plot(figures, workload, plot_path)
+
+
+def _plot(figures: list[PhoneSpread], workload: str | None, plot_path: Path) -> None:
+    """``--plot``: the per-phone figures, or with ``--history`` one workload's medians over time.
+
+    Raises:
+        UserFault: the file cannot be written.
+    """
+    try:
+        if workload is not None:
+            write_history_plot(by_workload(figures, workload), plot_path, workload)
+        else:
+            write_spread_plot(figures, plot_path)
+    except OSError as exc:
+        raise UserFault(f"cannot write the plot {plot_path}: {exc.strerror or exc}") from None
+    note(f"plot written to {plot_path}")

@@ -16,7 +16,7 @@ apache/tvm ``docs/how_to/tutorials/cross_compilation_and_rpc.py``).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from farm.jobs.cpu_schedules import CPU_SCHEDULES_VERSION
 from farm.jobs.ndk import Linker, linker_for
 from farm.jobs.onnx_import import IMPORT_NOTE_FILE, import_relax
 from farm.jobs.params import DeviceKind, ModelParams, TrackerParams
+from farm.jobs.profile import KERNELS_FILE, KernelProfile, kernel_calls, profile_kernels
 from farm.jobs.session import (
     ThreadPoolApplied,
     apply_thread_pool,
@@ -87,6 +88,10 @@ class ModelResult:
             Relax VM, as the host saw it (one RPC round trip included).
         first_run_s: seconds of the first inference, cold caches and first
             allocations included (what an app's first call costs), as the host saw it.
+        profile: per-kernel times on the phone (:mod:`farm.jobs.profile`) when
+            ``ModelParams.profile`` asked for them, else None.
+        outputs: the phone's outputs, in the graph's order, when the user gave
+            the inputs (``ModelParams.inputs``), else None.
     """
 
     model: str
@@ -104,6 +109,8 @@ class ModelResult:
     ci_pct: float | None = None
     load_s: float | None = None
     first_run_s: float | None = None
+    profile: KernelProfile | None = None
+    outputs: list[np.ndarray] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the result."""
@@ -307,6 +314,8 @@ def build_model(
         schedule = f"metaschedule database sha256={database_digest(database_dir)}"
         if params.device is DeviceKind.CPU:
             schedule += f" + farm cpu defaults {CPU_SCHEDULES_VERSION}"
+    if params.profile:  # its own entry: older entries lack the kernel library
+        schedule += " + kernel library"
 
     def build(out: Path) -> None:
         import tvm
@@ -319,6 +328,9 @@ def build_model(
             target_obj = tvm.target.Target(target)
             executable = _compile(imported.mod, target_obj, params.device, database_dir)
             executable.export_library(str(out), fcompile=linker)
+            if params.profile:  # the kernels alone, for time_evaluator (farm.jobs.profile)
+                executable.mod.imports[0].export_library(str(out.parent / KERNELS_FILE),
+                                                         fcompile=linker)
         except (RuntimeError, ValueError, TypeError, KeyError, NotImplementedError) as exc:
             # TVM's errors derive from these builtins; the frontend raises the last two
             # for unsupported operators.
@@ -403,7 +415,9 @@ def run_model(
     linker = linker_for(target)
     library, inputs = build_model(params, target, cache, linker)
     imported = import_note(library)
-    feeds = random_inputs(inputs, params.seed)
+    # The user's own inputs (checked at enqueue, farm.jobs.model_io), else seeded random ones.
+    feeds = dict(params.inputs) if params.inputs is not None else random_inputs(inputs,
+                                                                                params.seed)
     expected = reference_outputs(params.model_path, feeds)  # the original, never simplified
     remote = open_session(tracker)
     phone = tracker.serial or f"key:{tracker.key}"
@@ -439,6 +453,8 @@ def run_model(
         else:
             sampled = take_samples(time, sampling, at_least=timing.repeat)
             samples_s, warmup, ci_pct = sampled.samples_s, sampled.warmup, sampled.ci_pct
+        profile = (_profile(params, target, remote, library, dev, inputs,
+                            float(np.mean(samples_s)), tracker) if params.profile else None)
     except (RuntimeError, OSError) as exc:
         raise SessionError(phone, f"model run failed: {exc}") from exc
     if len(outputs) != len(expected):
@@ -473,4 +489,20 @@ def run_model(
         ci_pct=ci_pct,
         load_s=load_s,
         first_run_s=first_run_s,
+        profile=profile,
+        outputs=outputs if params.inputs is not None else None,
     )
+
+
+def _profile(params: ModelParams, target: dict[str, Any], remote: Any, library: Path, dev: Any,
+             inputs: list[ModelInput], model_s: float, tracker: TrackerParams) -> KernelProfile:
+    """Time the model's kernels one by one on the phone (:mod:`farm.jobs.profile`)."""
+    import tvm
+
+    model, _ = load_model(params.model_path, params.input_shapes, params.shown_name)
+    mod = relax_module(model, inputs, params.shown_name)
+    fused = tunable_module(mod, tvm.target.Target(target))
+    remote_name = f"kernels-{library.parent.name[:16]}.so"
+    upload(remote, library.parent / KERNELS_FILE, remote_name, tracker)
+    kernels = load(remote, remote_name, tracker)
+    return profile_kernels(kernels, dev, kernel_calls(fused), params.timing, model_s)

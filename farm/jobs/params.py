@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 
 class DeviceKind(str, Enum):
@@ -163,6 +164,9 @@ class ModelParams:
             folder) whose best schedules are applied; ``None`` compiles untuned.
         name: the user's file name (``model_path`` may be the store's
             ``<sha256>.onnx``); errors and results name this.
+        profile: also time each kernel of the model (:mod:`farm.jobs.profile`).
+        inputs: the user's inputs, ONNX input name -> array of the model's shape
+            and dtype (:func:`farm.jobs.model_io.read_inputs`); None: seeded random.
     """
 
     model_path: Path
@@ -175,6 +179,8 @@ class ModelParams:
     threads: ThreadPoolParams = field(default_factory=ThreadPoolParams)
     database_dir: Path | None = None
     name: str | None = None
+    profile: bool = False
+    inputs: Mapping[str, Any] | None = None
 
     @property
     def shown_name(self) -> str:

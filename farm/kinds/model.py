@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -21,6 +22,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from farm.errors import SpecError
 from farm.kinds.base import EnqueueCommand, Kind, default_of
 from farm.kinds.gemm import MAX_NUMBER, MAX_REPEAT, TIMING_FLAGS, TIMING_OPTIONS
+from farm.kinds.model_inputs import InputsBlob, check_inputs
 from farm.queue.capabilities import workload_needs
 from farm.queue.spec import JobBase, Strict, Text
 
@@ -112,6 +114,8 @@ class ModelBenchParams(ModelParams):
 
     target: Literal["cpu", "opencl", "cuda"] = "cpu"
     tuned: int | None = Field(default=None, ge=1)  # a finished tune job of this model
+    profile: bool = False  # also time each kernel on the phone (farm.jobs.profile)
+    inputs: InputsBlob | None = None  # the user's .npz (farm.kinds.model_inputs)
 
 
 class ModelJob(JobBase):
@@ -143,7 +147,7 @@ def model_file(p: ModelParams, store: BlobOps | None, data_dir: Path,
 
 
 def model_params(p: ModelParams, model_path: Path, device: str = "cpu",
-                 database_dir: Path | None = None) -> jp.ModelParams:
+                 database_dir: Path | None = None, profile: bool = False) -> jp.ModelParams:
     """The jobs' plain parameters of a validated model spec.
 
     Args:
@@ -151,6 +155,7 @@ def model_params(p: ModelParams, model_path: Path, device: str = "cpu",
         model_path: its file on this host (:func:`model_file`).
         device: ``"cpu"``, ``"opencl"`` or ``"cuda"``.
         database_dir: a tuning work folder whose records are applied.
+        profile: also time each kernel (:mod:`farm.jobs.profile`).
     """
     from farm.jobs import params as jp
 
@@ -159,7 +164,7 @@ def model_params(p: ModelParams, model_path: Path, device: str = "cpu",
         model_path=model_path, input_shapes=shapes, device=jp.DeviceKind(device),
         rtol=p.tolerance.rtol, atol=p.tolerance.atol,
         timing=jp.TimingParams(number=p.number, repeat=p.repeat), database_dir=database_dir,
-        name=p.shown_name,
+        name=p.shown_name, profile=profile,
     )
 
 
@@ -200,11 +205,13 @@ def check_model(spec: ModelJob, store: Store, data_dir: Path) -> None:
 
     check_spec_shapes(spec.params, store, "params.input_shapes")
     check_tuned(spec, store, data_dir)
+    check_inputs(spec.params, spec.params.inputs, store)
 
 
 def run(ctx: RunContext, spec: ModelJob) -> Outcome:
     """Time the model ``repetitions`` times on each phone, every sample kept with its serial."""
     from farm.jobs.model import run_model
+    from farm.kinds.model_inputs import read_feeds
     from farm.results.sampling import SamplingRule
     from farm.runner.execute import tune_work_dir
     from farm.runner.measure import measure, summary_of_runs
@@ -212,18 +219,32 @@ def run(ctx: RunContext, spec: ModelJob) -> Outcome:
     p = spec.params
     database_dir = None if p.tuned is None else tune_work_dir(ctx.settings.data_dir, p.tuned)
     path = model_file(p, ctx.store, Path(ctx.settings.data_dir))
-    params = model_params(p, path, p.target, database_dir)
+    params = model_params(p, path, p.target, database_dir, p.profile)
+    if p.inputs is not None:
+        params = replace(params, inputs=read_feeds(p, p.inputs, path, ctx.store))
     measured = measure(
         ctx, spec.repetitions, params.device,
         lambda tracker, target, _rep: run_model(params, target, tracker, ctx.cache,
                                                 sampling=SamplingRule.of(ctx.settings.results)),
         lambda result: {"model_sha256": result.model_sha256, "imported": result.imported,
-                        "load_s": result.load_s, "first_run_s": result.first_run_s},
+                        "load_s": result.load_s, "first_run_s": result.first_run_s,
+                        "profile": result.profile.to_dict() if result.profile else None,
+                        "outputs_sha256": _stored_outputs(ctx, result.outputs)},
     )
     summary = summary_of_runs("model", measured)
     imported = next((r["imported"] for r in measured.runs if r.get("imported")), None)
     summary.update(model=p.shown_name, target=p.target, tuned=p.tuned, imported=imported)
     return measured.outcome(summary)
+
+
+def _stored_outputs(ctx: RunContext, outputs: list[Any] | None) -> str | None:
+    """The phone's outputs on the user's inputs as a blob (``.npz``); None without them."""
+    from farm.clock import SystemClock
+    from farm.jobs.model_io import outputs_npz
+
+    if outputs is None or ctx.store is None:
+        return None
+    return ctx.store.put_blob(outputs_npz(outputs), SystemClock().now())
 
 
 def workload(spec: Mapping[str, Any]) -> str:
@@ -267,7 +288,8 @@ def _params(values: dict[str, Any]) -> dict[str, Any]:
     tolerance = {k: values[k] for k in ("rtol", "atol") if values[k] is not None}
     return {"path": values["path"], "input_shapes": parse_input_shape(values["input_shapes"]),
             "tolerance": tolerance or None, "number": values["number"], "repeat": values["repeat"],
-            "target": values["target"], "tuned": values["tuned"]}
+            "target": values["target"], "tuned": values["tuned"],
+            "profile": values["profile"] or None, "inputs": values["inputs"]}
 
 
 KIND = Kind(
@@ -291,12 +313,19 @@ KIND = Kind(
             click.option("--tuned", type=int,
                          help="A finished `tune --model` job of this model whose tuning "
                               "records are applied.  [default: untuned]"),
+            click.option("--inputs", help="A numpy .npz of the model's inputs, by input name, "
+                                           "instead of random ones; the outputs are kept "
+                                           "(`farmctl results --job N --outputs DIR`)."),
+            click.option("--profile", is_flag=True,
+                         help="Also time each kernel of the model on the phone; "
+                              "`farmctl results --job N` lists the heaviest."),
             *TIMING_OPTIONS,
         ],
         params=_params,
         check=check_model,
         flags={"params.path": "--model", "params.input_shapes": "--input-shape",
                "params.target": "--target", "params.tuned": "--tuned",
+               "params.profile": "--profile", "params.inputs": "--inputs",
                "params.tolerance.rtol": "--rtol", "params.tolerance.atol": "--atol",
                **{f"params.{name}": flag for name, flag in TIMING_FLAGS.items()}},
     ),

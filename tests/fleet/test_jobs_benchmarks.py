@@ -10,6 +10,7 @@ servers, so every number here was measured through adb tunnels and the tracker.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,10 @@ import numpy as np
 import pytest
 
 from farm.demo_model import write_small_cnn
+from farm.jobs.model import reference_outputs
+from farm.jobs.model_io import write_outputs
+from farm.jobs.model_store import store_spec_models
+from farm.kinds.model_inputs import store_inputs
 from farm.queue.models import JobState
 
 pytestmark = pytest.mark.fleet
@@ -62,12 +67,23 @@ class TestGemmAndCompileOnce:
 
 class TestModelJob:
     def test_small_cnn_matches_onnxruntime(self, start_farmd, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-        """A small CNN built now runs on the phone and its output matches onnxruntime's."""
+        """A small CNN built now runs on the phone and its output matches onnxruntime's.
+
+        Enqueued as ``model --profile --inputs inputs.npz`` does: the profile lists the
+        heaviest kernel first with kernels summing near the model's time, and the
+        phone's outputs on the user's inputs are kept, equal to onnxruntime's.
+        """
         farm = start_farmd(1)
         model = write_small_cnn(tmp_path / "small_cnn.onnx")
-        job_id = farm.enqueue({"kind": "model",
-                               "params": {"path": str(model), "number": 2, "repeat": 3,
-                                          "tolerance": {"rtol": 1e-4, "atol": 1e-4}}})
+        x = np.linspace(-1, 1, 3 * 16 * 16, dtype="float32").reshape(1, 3, 16, 16)
+        np.savez(tmp_path / "inputs.npz", x=x)
+        raw = {"kind": "model",
+               "params": {"path": str(model), "number": 2, "repeat": 3,
+                          "tolerance": {"rtol": 1e-4, "atol": 1e-4},
+                          "profile": True, "inputs": str(tmp_path / "inputs.npz")}}
+        now = datetime.now(UTC)  # stored as farmctl enqueue stores them: blobs, not paths
+        job_id = farm.enqueue(store_spec_models(store_inputs(raw, farm.store, now),
+                                                ["params.path"], farm.store, now))
         farm.wait_finished([job_id])
         view = farm.store.get_job(job_id)
         assert view.state is JobState.SUCCEEDED, view.error  # type: ignore[union-attr]
@@ -78,3 +94,11 @@ class TestModelJob:
         assert run["samples"] >= 3 and all(s > 0 for s in result.samples)
         assert run["max_abs_err"] < 1e-3
         assert result.summary["model"] == "small_cnn.onnx"
+        profile = run["profile"]
+        names = [k["name"] for k in profile["kernels"]]
+        # small_cnn's 3x3 convolutions over 16x16 maps are its heaviest work.
+        assert names[0].startswith("fused_conv2d"), names
+        assert not profile["missing"] and 0.3 < profile["ratio"] < 3, profile
+        written = write_outputs(farm.store.get_blob(run["outputs_sha256"]), tmp_path / "out")
+        [want] = reference_outputs(model, {"x": x})
+        np.testing.assert_allclose(np.load(written[0]), want, rtol=1e-4, atol=1e-4)

@@ -162,3 +162,64 @@ class TestLoadTimes:
         """A gemm result has no load table."""
         [job_id] = measured(store, {"A": STEADY})
         assert "library load" not in farmctl("results", "--job", str(job_id)).stdout
+
+
+class TestKernelProfile:
+    def test_a_profiled_model_result_lists_its_heaviest_kernels_per_phone(
+        self, farmctl, store: Store
+    ) -> None:
+        """results --job prints each phone's last profile, heaviest first, with the sum's ratio."""
+        store.upsert_device("A", NOW, {"abi": "arm64-v8a"})
+        put_state(store, "A", DeviceState.READY, "test", NOW)
+        job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
+        [claim] = store.claim([Assignment(job_id, ("A",), 60.0)], NOW)
+        kernels = [{"name": "fused_conv2d_add_relu", "calls": 2, "per_call_ms": 0.02,
+                    "total_ms": 0.04, "share_pct": 80.0},
+                   {"name": "max_pool2d", "calls": 1, "per_call_ms": 0.01, "total_ms": 0.01,
+                    "share_pct": 20.0}]
+        profile = {"kernels": kernels, "kernels_ms": 0.05, "model_ms": 0.0625, "ratio": 0.8,
+                   "missing": []}
+        runs = [{"serial": "A", "profile": {**profile, "kernels": kernels[1:]}},
+                {"serial": "A", "profile": profile}]  # the last run counts
+        assert store.finish(claim.attempt.id, Outcome({"kind": "model", "runs": runs}, STEADY,
+                                                      "s", ("A",) * 4), NOW)
+        out = farmctl("results", "--job", str(job_id)).stdout
+        assert "kernels on A: sum 0.0500 ms of the model's 0.0625 ms (80%)" in out
+        rows = [line.split("\t") for line in out.splitlines() if line.startswith(("fused", "max"))]
+        assert rows == [["fused_conv2d_add_relu", "2", "0.0200 ms", "0.0400 ms", "80.0"],
+                        ["max_pool2d", "1", "0.0100 ms", "0.0100 ms", "20.0"]]
+
+
+class TestOutputs:
+    def _model_result(self, store: Store, runs: list[dict[str, object]]) -> int:
+        store.upsert_device("A", NOW, {"abi": "arm64-v8a"})
+        put_state(store, "A", DeviceState.READY, "test", NOW)
+        job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
+        [claim] = store.claim([Assignment(job_id, ("A",), 60.0)], NOW)
+        assert store.finish(claim.attempt.id, Outcome({"kind": "model", "runs": runs}, STEADY,
+                                                      "s", ("A",) * 4), NOW)
+        return job_id
+
+    def test_outputs_are_written_per_phone_as_npy(
+        self, farmctl, store: Store, tmp_path: Path
+    ) -> None:
+        """results --job N --outputs DIR writes the phone's last kept outputs, one .npy each."""
+        import numpy as np
+
+        from farm.jobs.model_io import outputs_npz
+
+        want = np.arange(10, dtype="float32").reshape(1, 10)
+        sha = store.put_blob(outputs_npz([want]), NOW)
+        job_id = self._model_result(store, [{"serial": "A", "outputs_sha256": sha}])
+        result = farmctl("results", "--job", str(job_id), "--outputs", str(tmp_path / "out"))
+        assert result.exit_code == 0, result.output
+        np.testing.assert_array_equal(np.load(tmp_path / "out" / "A" / "output_0.npy"), want)
+
+    def test_a_job_without_outputs_is_one_line(self, farmctl, store: Store, tmp_path: Path) -> None:
+        """A job run on random inputs kept no outputs: one line says so, nothing is written."""
+        job_id = self._model_result(store, [{"serial": "A"}])
+        result = farmctl("results", "--job", str(job_id), "--outputs", str(tmp_path / "out"))
+        assert result.exit_code != 0
+        assert result.stderr == (f"Error: job {job_id} kept no outputs: only a model job "
+                                 "given --inputs does\n")
+        assert not (tmp_path / "out").exists()

@@ -10,6 +10,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, event, given, settings
@@ -27,6 +28,17 @@ from farm.runner.pidfile import write_pidfile
 #: A real ONNX file for flags that need a valid model; removed when the interpreter exits.
 _MODEL_DIR = tempfile.TemporaryDirectory(prefix="farm-enqueue-test-")
 _MODEL = str(write_small_cnn(Path(_MODEL_DIR.name) / "small_cnn.onnx"))
+
+
+def _npz(name: str, **arrays: np.ndarray) -> str:
+    """An ``.npz`` of ``arrays`` beside the model; its path."""
+    path = Path(_MODEL_DIR.name) / name
+    np.savez(path, **arrays)  # type: ignore[arg-type]
+    return str(path)
+
+
+#: small_cnn takes x: float32[1, 3, 16, 16].
+_INPUTS = _npz("inputs.npz", x=np.ones((1, 3, 16, 16), "float32"))
 
 
 def _config(folder: Path) -> Path:
@@ -106,6 +118,15 @@ class TestEnqueue:
             (["model", "--model", _MODEL, "--rtol", "inf"], "--rtol: "),
             (["model", "--model", __file__], "--model: not an ONNX model: test_enqueue.py: "),
             (["model", "--model", _MODEL, "--tuned", "7"], "--tuned: no job 7"),
+            (["model", "--model", _MODEL, "--inputs", _npz("s.npz", x=np.ones((1, 3, 8, 8), "f4"))],
+             "--inputs: s.npz: input 'x' has shape (1, 3, 8, 8), the model takes (1, 3, 16, 16)"),
+            (["model", "--model", _MODEL, "--inputs", _npz("d.npz", x=np.ones((1, 3, 16, 16)))],
+             "--inputs: d.npz: input 'x' is float64, the model takes float32"),
+            (["model", "--model", _MODEL, "--inputs", _npz("n.npz", y=np.ones(2, "f4"))],
+             "--inputs: n.npz has ['y'], which the model does not take (its inputs: ['x'])"),
+            (["model", "--model", _MODEL, "--inputs", _MODEL],
+             "--inputs: small_cnn.onnx is not a numpy .npz archive"),
+            (["model", "--model", _MODEL, "--inputs", "/no/such.npz"], "--inputs: cannot read"),
             (["tune"], "--n is required"),
             (["tune", "--n", "64", "--trials", "99999999999999"], "--trials: "),
             (["tune", "--n", "64", "--trials", "4", "--trials-per-batch", "8"],
@@ -124,6 +145,14 @@ class TestEnqueue:
         assert result.stderr.startswith(f"Error: {message}"), result.stderr
         assert result.stderr.count("\n") == 1
         assert store.list_jobs() == []
+
+    def test_inputs_are_stored_as_a_blob_the_spec_names(self, farmctl, store: Store) -> None:
+        """--inputs FILE.npz that fits the model: the spec names its blob and file, no path."""
+        result = farmctl("enqueue", "model", "--model", _MODEL, "--inputs", _INPUTS, "--json")
+        assert result.exit_code == 0, result.output
+        inputs = json.loads(result.stdout)["spec"]["params"]["inputs"]
+        assert inputs["name"] == "inputs.npz"
+        assert store.get_blob(inputs["sha256"]) == Path(_INPUTS).read_bytes()
 
     def test_json_prints_the_stored_job(self, farmctl) -> None:
         """--json prints the job as stored, defaults filled in."""

@@ -1,0 +1,62 @@
+"""Per-kernel profile of a model against a local TVM RPC server (``model --profile``'s path).
+
+Starts a tracker and one RPC server on loopback (standing in for a phone), runs
+``farm.jobs.model.run_model`` with ``profile=True`` and prints the kernels,
+heaviest first, and their sum against the whole model's time.
+
+Reproduce::
+
+    python bench/bench_profile.py                 # farm's small CNN
+    python bench/bench_profile.py --model m.onnx --number 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+from farm.demo_model import write_small_cnn
+from farm.jobs.cache import CompileCache
+from farm.jobs.local_cluster import LocalCluster
+from farm.jobs.model import run_model
+from farm.jobs.params import DeviceFacts, ModelParams, TimingParams, TrackerParams
+from farm.jobs.targets import target_for
+
+KEY = "bench-profile"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the profile once and print it."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, help="ONNX file [default: farm's small CNN]")
+    parser.add_argument("--number", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as folder:
+        model = args.model or write_small_cnn(Path(folder) / "small_cnn.onnx")
+        cluster = LocalCluster()
+        try:
+            cluster.start_tracker()
+            cluster.add_servers(KEY, count=1)
+            tracker = TrackerParams(cluster.host, cluster.port, KEY, 300, "local-rpc")
+            facts = DeviceFacts(abi="x86_64", host_runtime=True, num_cores=os.cpu_count() or 1)
+            params = ModelParams(model, profile=True,
+                                 timing=TimingParams(args.number, args.repeat, 100))
+            result = run_model(params, target_for(facts), tracker,
+                               CompileCache(Path(folder) / "cache"))
+        finally:
+            cluster.close()
+    profile = result.profile
+    assert profile is not None
+    print(f"model {model.name}: {profile.model_ms:.4f} ms per inference; kernels sum "
+          f"{profile.kernels_ms:.4f} ms ({100 * profile.ratio:.0f}%)")
+    print(f"{'kernel':32} {'calls':>5} {'ms/call':>9} {'% of kernels':>12}")
+    for k in profile.kernels:
+        print(f"{k.name:32} {k.calls:5d} {k.per_call_ms:9.4f} {k.share_pct:12.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

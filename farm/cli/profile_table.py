@@ -1,0 +1,102 @@
+"""What a model result holds beyond its samples: kernel profiles, and outputs on the user's inputs.
+
+A ``model --profile`` job's runs carry ``profile`` (:class:`farm.jobs.profile.KernelProfile`
+as a dict); each phone's last run with one is shown, the heaviest kernels first.
+A ``model --inputs`` job's runs name their outputs' blob (``outputs_sha256``);
+:func:`write_job_outputs` writes each phone's last as ``.npy`` files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from farm.cli.output import Column, note, print_table
+from farm.errors import UserFault
+from farm.queue.records import ResultView
+
+__all__ = ["PROFILE_COLUMNS", "print_profiles", "profile_rows", "write_job_outputs"]
+
+#: Kernels listed per phone; the sum line still counts every kernel.
+TOP_KERNELS = 10
+
+PROFILE_COLUMNS = [Column("kernel"), Column("calls", justify="right"),
+                   Column("per_call", "per call", "right"), Column("total", justify="right"),
+                   Column("share", "% of kernels", "right")]
+
+
+def last_profiles(view: ResultView) -> dict[str, dict[str, Any]]:
+    """Serial -> the profile of that phone's last run that has one."""
+    runs = view.summary.get("runs")
+    last: dict[str, dict[str, Any]] = {}
+    for run in runs if isinstance(runs, list) else []:
+        if isinstance(run, dict) and isinstance(run.get("profile"), dict):
+            last[str(run.get("serial"))] = run["profile"]
+    return last
+
+
+def profile_rows(profile: dict[str, Any]) -> list[dict[str, Any]]:
+    """The heaviest :data:`TOP_KERNELS` kernels of one profile as table rows."""
+    return [{"kernel": k["name"], "calls": k["calls"], "per_call": f"{k['per_call_ms']:.4f} ms",
+             "total": f"{k['total_ms']:.4f} ms", "share": f"{k['share_pct']:.1f}"}
+            for k in profile.get("kernels", [])[:TOP_KERNELS]]
+
+
+def print_profiles(view: ResultView) -> None:
+    """Per phone: the kernels' sum against the whole model's time, then its table."""
+    for serial, profile in last_profiles(view).items():
+        line = (f"kernels on {serial}: sum {profile['kernels_ms']:.4f} ms of the model's "
+                 f"{profile['model_ms']:.4f} ms ({100 * profile['ratio']:.0f}%)")
+        if profile.get("missing"):
+            line += f"; not in the kernel library: {', '.join(profile['missing'])}"
+        click.echo(line)
+        print_table(profile_rows(profile), PROFILE_COLUMNS, f"kernels on {serial}")
+
+
+def _last_outputs(view: ResultView) -> dict[str, str]:
+    """Serial -> the outputs blob of that phone's last run that has one."""
+    runs = view.summary.get("runs")
+    return {str(run.get("serial")): str(run["outputs_sha256"])
+            for run in (runs if isinstance(runs, list) else [])
+            if isinstance(run, dict) and isinstance(run.get("outputs_sha256"), str)}
+
+
+def write_job_outputs(queue: Any, job_id: int, folder: Path) -> list[Path]:
+    """Write each phone's outputs of job ``job_id`` as ``<folder>/<serial>/output_<i>.npy``.
+
+    Args:
+        queue: the local farm (:class:`farm.api.service.FarmService`).
+        job_id: a finished ``model --inputs`` job.
+        folder: where to write; made if missing.
+
+    Returns:
+        The files written.
+
+    Raises:
+        UserFault: the farm is remote, the job kept no outputs, or the folder
+            cannot be written.
+    """
+    from farm.api.service import FarmService
+    from farm.jobs.model_io import write_outputs
+
+    if not isinstance(queue, FarmService):
+        raise UserFault("--outputs: not yet served by a remote farm (--server): "
+                        "run it on the farm's host")
+    stored = {serial: sha for view in queue.results(job_id)
+              for serial, sha in _last_outputs(view).items()}
+    if not stored:
+        raise UserFault(f"job {job_id} kept no outputs: only a model job given --inputs does")
+    written: list[Path] = []
+    try:
+        for serial, sha256 in stored.items():
+            data = queue.store.get_blob(sha256)
+            if data is None:
+                raise UserFault(f"job {job_id}: the outputs of {serial} are no longer stored")
+            written += write_outputs(data, folder / serial)
+    except OSError as exc:
+        raise UserFault(f"cannot write the outputs into {folder}: "
+                        f"{exc.strerror or exc}") from None
+    note(f"{len(written)} output files written under {folder}")
+    return written

@@ -1,0 +1,91 @@
+"""The user's own model inputs (``.npz``) and the outputs a phone gave for them.
+
+Inputs come as a numpy ``.npz`` archive whose array names are the ONNX graph's
+input names (``np.savez("inputs.npz", x=array)``); every input must be given, with
+the model's shape and dtype, and nothing else. The outputs are kept as an
+``.npz`` too, named ``output_0``, ``output_1``... in the graph's output order (the
+Relax VM returns a tuple, not names), and written out as one ``.npy`` each.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from farm.errors import SpecError
+
+if TYPE_CHECKING:
+    from farm.jobs.model import ModelInput
+
+__all__ = ["outputs_npz", "read_inputs", "write_outputs"]
+
+
+def read_inputs(data: bytes, name: str, inputs: list[ModelInput],
+                field: str = "params.inputs") -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` checked against the model's inputs.
+
+    Args:
+        data: the archive's bytes.
+        name: the user's file name, for errors.
+        inputs: the model's resolved inputs (:func:`farm.jobs.model.load_model`).
+        field: the spec field naming the file, for errors.
+
+    Returns:
+        Input name -> array, e.g. ``{"x": float32[1, 3, 16, 16]}``.
+
+    Raises:
+        SpecError: not an ``.npz``; an input missing, unknown, or of another
+            shape or dtype than the model's (naming the file and the input).
+    """
+    try:
+        # allow_pickle=False: an archive of object arrays could run code on load.
+        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise SpecError(field, f"{name} is not a numpy .npz archive: {exc}") from None
+    wanted = {item.name: item for item in inputs}
+    if unknown := sorted(set(arrays) - set(wanted)):
+        raise SpecError(field, f"{name} has {unknown}, which the model does not take "
+                               f"(its inputs: {sorted(wanted)})")
+    if missing := sorted(set(wanted) - set(arrays)):
+        raise SpecError(field, f"{name} lacks the model's input {missing}")
+    for key, array in arrays.items():
+        item = wanted[key]
+        if tuple(array.shape) != item.shape:
+            raise SpecError(field, f"{name}: input {key!r} has shape {tuple(array.shape)}, "
+                                   f"the model takes {item.shape}")
+        if str(array.dtype) != item.dtype:
+            raise SpecError(field, f"{name}: input {key!r} is {array.dtype}, "
+                                   f"the model takes {item.dtype}")
+    return arrays
+
+
+def outputs_npz(outputs: list[np.ndarray]) -> bytes:
+    """The outputs as an ``.npz`` archive: ``output_0``, ``output_1``..."""
+    buffer = io.BytesIO()
+    named: dict[str, Any] = {f"output_{i}": array for i, array in enumerate(outputs)}
+    np.savez(buffer, allow_pickle=False, **named)
+    return buffer.getvalue()
+
+
+def write_outputs(data: bytes, folder: Path) -> list[Path]:
+    """Write each array of an outputs archive as ``<folder>/<name>.npy``.
+
+    Returns:
+        The files written, in the archive's order.
+
+    Raises:
+        OSError: the folder cannot be made or written.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+        for key in archive.files:
+            path = folder / f"{key}.npy"
+            np.save(path, archive[key], allow_pickle=False)
+            written.append(path)
+    return written

@@ -1,0 +1,107 @@
+"""``enqueue model --inputs FILE.npz``: the user's inputs stored with the job, its outputs kept.
+
+At enqueue the archive's bytes become a blob (:meth:`farm.queue.blobs.BlobOps.put_blob`)
+and the spec names it (``params.inputs = {"sha256", "name"}``), as a model file is
+(:mod:`farm.jobs.model_store`): a job never reads a path on the user's machine. The
+arrays are checked against the model's inputs at enqueue
+(:func:`farm.jobs.model_io.read_inputs`), so a wrong name, shape or dtype is refused
+with the file's and the input's names before anything is queued. The attempt
+feeds them to the phone and to onnxruntime, and stores each phone's outputs as a
+blob named in its run (``outputs_sha256``); ``farmctl results --job N --outputs
+DIR`` writes them as ``.npy`` files.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from farm.errors import SpecError
+from farm.queue.spec import Strict, Text
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from farm.kinds.model import ModelParams
+    from farm.queue.blobs import BlobOps
+
+__all__ = ["FIELD", "InputsBlob", "check_inputs", "read_feeds", "store_inputs"]
+
+#: The spec field of the inputs (``--inputs``).
+FIELD = "params.inputs"
+
+
+class InputsBlob(Strict):
+    """A stored ``.npz`` of inputs: its blob and the user's file name."""
+
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    name: Text
+
+
+def store_inputs(raw: Mapping[str, Any], store: BlobOps, now: datetime) -> dict[str, Any]:
+    """A raw spec whose ``params.inputs`` path is stored as a blob and named by it.
+
+    Args:
+        raw: the spec as built from flags; ``params.inputs`` a path, or absent.
+        store: the queue.
+        now: when stored.
+
+    Raises:
+        SpecError: the file is missing or unreadable (``params.inputs``).
+    """
+    params = raw.get("params")
+    if not isinstance(params, Mapping) or not isinstance(params.get("inputs"), str):
+        return dict(raw)
+    path = Path(params["inputs"]).expanduser()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SpecError(FIELD, f"cannot read {params['inputs']!r}: "
+                               f"{exc.strerror or exc}") from None
+    sha256 = store.put_blob(data, now)
+    return {**raw, "params": {**params, "inputs": {"sha256": sha256, "name": path.name}}}
+
+
+def read_feeds(p: ModelParams, inputs: InputsBlob, model_path: Path, store: BlobOps | None
+               ) -> dict[str, np.ndarray]:
+    """The stored inputs, checked against the model at ``model_path``.
+
+    Raises:
+        SpecError: the blob is not stored, or does not fit the model (naming the
+            file and the input, :func:`farm.jobs.model_io.read_inputs`).
+    """
+    from farm.jobs.model import load_model
+    from farm.jobs.model_io import read_inputs
+
+    data = None if store is None else store.get_blob(inputs.sha256)
+    if data is None:
+        raise SpecError(FIELD, f"inputs {inputs.name} are not stored in the database")
+    shapes = None if p.input_shapes is None else {k: tuple(v) for k, v in p.input_shapes.items()}
+    _, model_inputs = load_model(model_path, shapes, p.shown_name)
+    return read_inputs(data, inputs.name, model_inputs, FIELD)
+
+
+def check_inputs(p: ModelParams, inputs: InputsBlob | None, store: BlobOps | None) -> None:
+    """At enqueue: the stored inputs fit the stored model (a no-op without inputs).
+
+    Raises:
+        SpecError: see :func:`read_feeds`; the model is not stored.
+    """
+    if inputs is None:
+        return
+    if p.sha256 is None:
+        read_feeds(p, inputs, Path(str(p.path)), store)
+        return
+    model = None if store is None else store.get_blob(p.sha256)
+    if model is None:
+        raise SpecError("params.sha256", f"model {p.shown_name} is not stored in the database")
+    # load_model reads a file; the blob goes to a private temporary one, not the cache.
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.onnx"
+        path.write_bytes(model)
+        read_feeds(p, inputs, path, store)
