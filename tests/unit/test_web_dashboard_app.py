@@ -128,6 +128,13 @@ class TestStatic:
             assert farm.client.get(f"/static/{name}").status_code == 200, name
         assert "Chart.js v4" in farm.client.get("/static/chart.umd.js").text[:200]
 
+    def test_favicon_is_served_without_a_token(self, farm: Farm) -> None:
+        """``/favicon.ico``, which browsers ask for by themselves, is the icon, not a 404 or 401."""
+        response = farm.client.get("/favicon.ico", follow_redirects=False)
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("image/svg+xml")
+        assert response.text.lstrip().startswith("<svg")
+
 
 class TestViews:
     def test_fleet_lists_each_phone_with_its_incidents(self, farm: Farm) -> None:
