@@ -9,15 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from farm.cli.output import Column, echo_json, plain, print_table, to_json
 from farm.cli.params import JOB_ID, LIMIT, Seconds
@@ -291,6 +282,16 @@ def _wait_for(state: CliState, job_id: int, timeout_s: float | None, poll_s: flo
     view = _get_job(state, job_id)
     if not view.state.ended:
         warn_if_no_farmd(state, "the job will not progress until farmd starts")
+    from rich.console import Console  # for wait's bar only: the listings do not load it
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     start_s = time.monotonic()
     columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                MofNCompleteColumn(), TimeElapsedColumn()]

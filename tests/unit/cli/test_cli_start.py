@@ -17,9 +17,11 @@ import click
 
 from farm.cli.main import COMMANDS, FarmGroup, cli
 
-#: Modules no listing or ``--version``/``--help`` may load: each costs 0.1-1 s.
+#: Modules no listing or ``--version``/``--help`` may load: each costs 0.1-1 s
+#: (rich: tens of ms, for a terminal's tables and ``wait``'s bar only; structlog:
+#: 0.15 s, loaded by a listing only when it logs, farm.logs.get_logger).
 HEAVY = ("scipy", "numpy", "alembic", "matplotlib", "tvm", "onnx", "onnxruntime", "fastapi",
-         "httpx", "adbutils", "paramiko")
+         "httpx", "adbutils", "paramiko", "rich", "structlog")
 
 _PROBE = """
 import json, sys
