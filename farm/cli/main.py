@@ -55,8 +55,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 #: Commands whose path logs only through :func:`farm.logs.get_logger`, so their
 #: logging is configured at the first event: they never import structlog
-#: (0.15 s of CPU) unless they log (tests/unit/cli/test_cli_start.py).
-LAZY_LOGGING = frozenset({"jobs", "devices"})
+#: (0.15 s of CPU) unless they log (tests/unit/cli/test_cli_start.py). ``wait``
+#: runs beside the attempt it waits for, on the same cores.
+LAZY_LOGGING = frozenset({"jobs", "devices", "wait"})
 
 
 class FarmGroup(click.Group):
