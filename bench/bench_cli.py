@@ -11,7 +11,8 @@ One virtual phone, provisioned by farmd (in-process, :func:`farm.cli.demo.demo_f
 * **start**: wall time of ``farmctl --version``, ``farmctl jobs`` and ``farmctl
   devices`` as a user runs them (the console script, a new process each time,
   on farmd's database), median of ``--starts`` (goal < 0.3 s on an idle host);
-  with ``--before``, another tree's farmctl alternately, on the same load.
+  with ``--before``, another tree's farmctl alternately, on the same load. Their
+  CPU seconds too: on a busy host the wall time is mostly waiting for a core.
 * **enqueue && wait**: ``farmctl enqueue gemm --n N`` then ``farmctl wait ID``,
   two processes as a shell would run them, from the first one's start to the
   second one's exit; against the same GEMM by a hand-written tracker script
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -58,6 +60,12 @@ SCRIPT_TIMING = ["--number", "10", "--samples", "3"]
 SCRIPT_SAMPLING: dict[str, Any] = {"results": {
     "min_samples": 3, "max_samples": 3, "min_measure_s": 0.0, "warmup_min_s": 0.0,
     "warmup_max_s": 0.001}}  # one warm-up sample: the first timing after an upload
+
+
+def child_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's ended children so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def timed(argv: list[str]) -> tuple[float, str]:
@@ -129,18 +137,23 @@ def main() -> int:
                 timed([farmctl, "--config", str(config), *command])
         for command in (["--version"], ["jobs"], ["devices"]):
             times: dict[str, list[float]] = {label: [] for label in trees}
+            cpu: dict[str, list[float]] = {label: [] for label in trees}
             for _ in range(args.starts):
                 for label, farmctl in trees.items():  # alternating: the same load for both
+                    before_s = child_cpu_s()
                     times[label].append(timed([farmctl, "--config", str(config), *command])[0])
+                    cpu[label].append(child_cpu_s() - before_s)
             for label, taken in times.items():
                 name = f"{label}farmctl {' '.join(command)}"
                 starts[name] = statistics.median(taken)
                 print(f"{name}: median {starts[name]:.3f} s, min {min(taken):.3f} s, "
-                      f"max {max(taken):.3f} s", flush=True)
+                      f"max {max(taken):.3f} s; CPU median {statistics.median(cpu[label]):.3f} s",
+                      flush=True)
         key = farmd.manager.runtime(serial).key
         host, port = farmd.tracker_addr
         farm_s, script_s = [], []
-        for run in range(args.runs + 1):  # run 0 warms farm's compile cache and the page cache
+        # run 0 warms farm's compile cache and the page cache; --runs 0 times the starts only
+        for run in range(args.runs + 1 if args.runs else 0):
             try:
                 parts = enqueue_and_wait(config, args.n, store, timing)
                 cli_s = parts["total"]
@@ -159,11 +172,13 @@ def main() -> int:
             if run:
                 farm_s.append(cli_s)
                 script_s.append(hand_s)
-    f, s = statistics.median(farm_s), statistics.median(script_s)
     print(f"\nfarmctl start, median of {args.starts}: "
           + ", ".join(f"{k} {v:.3f} s" for k, v in starts.items()) + " (goal < 0.3 s, idle host)")
-    print(f"GEMM {args.n} on one virtual phone, median of {args.runs}: farmctl enqueue && wait "
-          f"{f:.2f} s, hand-written tracker script {s:.2f} s, ratio {f / s:.2f} (goal <= 1.1)")
+    if farm_s:
+        f, s = statistics.median(farm_s), statistics.median(script_s)
+        print(f"GEMM {args.n} on one virtual phone, median of {args.runs}: farmctl enqueue && "
+              f"wait {f:.2f} s, hand-written tracker script {s:.2f} s, ratio {f / s:.2f} "
+              "(goal <= 1.1)")
     print(f"reproduce: python bench/bench_cli.py --n {args.n} --runs {args.runs} "
           f"--starts {args.starts}" + (" --farm-sampling" if args.farm_sampling else "")
           + (f" --before {args.before}" if args.before else ""))
