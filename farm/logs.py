@@ -10,8 +10,8 @@ journald keeps; on a TTY events are rendered by ``ConsoleRenderer``.
 Importing structlog costs about 0.15 s of CPU (it imports asyncio and rich's
 tracebacks), as much as farmctl's listings may take in all (issue 25). So
 the modules on their path take their logger from :func:`get_logger`, which
-imports structlog at the first event, and ``farmctl jobs``/``devices`` call
-:func:`configure_on_first_use`: a listing that logs nothing never loads it.
+imports structlog at the first event, and ``farmctl jobs``, ``devices`` and
+``wait`` call :func:`configure_on_first_use`: a call that logs nothing never loads it.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ def configure_on_first_use(
     """:func:`configure`, now if structlog is loaded, else at the first :func:`get_logger` event.
 
     Only for a process whose every logging module uses :func:`get_logger`
-    (``farmctl jobs`` and ``devices``; tests/unit/cli/test_cli_start.py checks
-    that they never load structlog): a module that imported structlog itself
+    (``farmctl jobs``, ``devices`` and ``wait``; tests/unit/cli/test_cli_start.py
+    checks that they never load structlog): a module that imported structlog itself
     and logged before the first such event would log unconfigured.
 
     Raises:
