@@ -35,10 +35,10 @@ from farm.errors import FarmError
 __all__ = ["PUBLIC_PATHS", "create_app"]
 
 #: The only paths served without a token: liveness and the dashboard's login,
-#: logout and static files (farm/web). Every other route refuses a request
+#: logout, static files and icon (farm/web). Every other route refuses a request
 #: without a valid token: 401, or a page's redirect to the login
 #: (tests/unit/api/test_api_auth.py checks each route of the app).
-PUBLIC_PATHS = frozenset({"/api/v1/ping", "/login", "/logout", "/static"})
+PUBLIC_PATHS = frozenset({"/api/v1/ping", "/login", "/logout", "/static", "/favicon.ico"})
 
 
 def _farm_error(_request: Request, exc: FarmError) -> JSONResponse:

@@ -8,13 +8,12 @@ one that has not succeeded, an ``--out`` that exists and is not empty.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 import click
 
 from farm.cli.state import CliState, pass_state
-from farm.jobs.bundle import TunedModel, write_bundle
+from farm.jobs.bundle import write_bundle
 from farm.jobs.cache import CompileCache
 from farm.kinds.tuned import finished_tune
 from farm.runner.execute import COMPILE_CACHE_DIR
@@ -31,18 +30,6 @@ def export(state: CliState, job_id: int, out: Path) -> None:
     """Write a finished model-tuning job's library, database and manifest to --out."""
     data_dir = Path(state.settings.data_dir)
     tune = finished_tune(state.store, data_dir, job_id, field="JOB_ID")
-    model = tune.job.spec["params"]["model"]
-    shapes = model.get("input_shapes")
-    tuned = TunedModel(
-        job_id=job_id,
-        model_path=tune.model_file(state.store, data_dir),
-        model_sha256=tune.model_sha256,
-        model_name=tune.model_name,
-        input_shapes=({k: tuple(v) for k, v in shapes.items()}
-                      if isinstance(shapes, Mapping) else None),
-        target=tune.target,
-        work_dir=tune.work_dir,
-        summary=tune.summary,
-    )
-    write_bundle(tuned, out.expanduser(), CompileCache(data_dir / COMPILE_CACHE_DIR))
+    write_bundle(tune.bundle_input(state.store, data_dir), out.expanduser(),
+                 CompileCache(data_dir / COMPILE_CACHE_DIR))
     click.echo(f"job {job_id} exported to {out}")

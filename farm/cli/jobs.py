@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from farm.cli.output import Column, echo_json, plain, print_table, to_json
 from farm.cli.params import JOB_ID, LIMIT, Seconds
@@ -291,13 +284,8 @@ def _wait_for(state: CliState, job_id: int, timeout_s: float | None, poll_s: flo
     view = _get_job(state, job_id)
     if not view.state.ended:
         warn_if_no_farmd(state, "the job will not progress until farmd starts")
-    start_s = time.monotonic()
-    columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-               MofNCompleteColumn(), TimeElapsedColumn()]
-    console = Console(stderr=True)  # progress is for people: stderr, and only on a terminal
-    with Progress(*columns, transient=True, console=console,
-                  disable=not console.is_terminal) as progress:
-        task = progress.add_task(_describe(view), total=None)
+    with _progress_bar(_describe(view)) as show:
+        start_s = time.monotonic()
         while not view.state.ended:
             left_s = None if timeout_s is None else timeout_s - (time.monotonic() - start_s)
             if left_s is not None and left_s <= 0:
@@ -310,12 +298,41 @@ def _wait_for(state: CliState, job_id: int, timeout_s: float | None, poll_s: flo
             view = _get_job(state, job_id)
             if view.state.ended:
                 break
-            # A tuning job's bar counts measured trials; other jobs show a spinner.
-            tuning = _tuning(state, job_id)
-            progress.update(task, description=_describe(view),
-                            total=tuning.trials_asked if tuning and tuning.tasks else None,
-                            completed=tuning.trials_measured if tuning else 0)
+            if show is not None:  # a tuning job's bar counts measured trials; others spin
+                tuning = _tuning(state, job_id)
+                show(_describe(view), tuning.trials_asked if tuning and tuning.tasks else None,
+                     tuning.trials_measured if tuning else 0)
     return view
+
+
+@contextlib.contextmanager
+def _progress_bar(description: str) -> Iterator[Callable[[str, int | None, int], None] | None]:
+    """``wait``'s bar on stderr, for people: ``update(description, total, completed)``.
+
+    None when stderr is not a terminal (a script, a log): then rich is not even
+    imported, and ``wait`` does not read the tuning counters it would show.
+    """
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+               MofNCompleteColumn(), TimeElapsedColumn()]
+    console = Console(stderr=True)
+    with Progress(*columns, transient=True, console=console,
+                  disable=not console.is_terminal) as progress:
+        task = progress.add_task(description, total=None)
+        yield lambda shown, total, completed: progress.update(
+            task, description=shown, total=total, completed=completed)
 
 
 def _describe(view: JobView) -> str:

@@ -23,11 +23,12 @@ from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["Column", "echo_json", "note", "plain", "print_table", "to_csv", "to_json"]
 
@@ -103,6 +104,8 @@ def _stdout_is_tty() -> bool:
 
 
 def _console() -> Console:
+    from rich.console import Console  # for a terminal only: a pipe never loads rich
+
     is_tty = _stdout_is_tty()
     return Console(file=sys.stdout, width=None if is_tty else PIPE_WIDTH, highlight=False)
 
@@ -126,6 +129,8 @@ def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column],
         lines += ["\t".join(_tsv_cell(row.get(c.key)) for c in columns) for row in rows]
         click.echo("\n".join(lines))
         return
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column.header, justify=column.justify)  # type: ignore[arg-type]

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
+from farm import logs
 
-log = structlog.get_logger(__name__)
+log = logs.get_logger(__name__)
 
 LIBRARY_NAME = "lib.so"
 

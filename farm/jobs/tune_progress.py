@@ -38,15 +38,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import structlog
-
+from farm import logs
 from farm.clock import Clock, SystemClock
 from farm.privacy import write_private
 
 __all__ = ["PROGRESS_FILE", "TaskProgress", "TuneCounters", "TuneProgress", "estimate_eta_s",
            "read_counters"]
 
-log = structlog.get_logger(__name__)
+log = logs.get_logger(__name__)
 
 PROGRESS_FILE = "farm_progress.json"
 

@@ -20,6 +20,7 @@ from farm.jobs.tune_records import RECORDS_FILE
 from farm.queue.models import JobState
 
 if TYPE_CHECKING:
+    from farm.jobs.bundle import TunedModel
     from farm.queue.records import JobView
     from farm.queue.store import Store
 
@@ -66,6 +67,28 @@ class FinishedTune:
         if model.get("sha256"):
             return materialise(store, str(model["sha256"]), data_dir, "params.model.sha256")
         return Path(str(model.get("path", "")))
+
+    def bundle_input(self, store: Store, data_dir: Path) -> TunedModel:
+        """What :func:`farm.jobs.bundle.write_bundle` exports of this job (farmctl, the dashboard).
+
+        Raises:
+            SpecError, StoreError: as :meth:`model_file`.
+        """
+        from farm.jobs.bundle import TunedModel
+
+        model = self.job.spec["params"]["model"]
+        shapes = model.get("input_shapes")
+        return TunedModel(
+            job_id=self.job.id,
+            model_path=self.model_file(store, data_dir),
+            model_sha256=self.model_sha256,
+            model_name=self.model_name,
+            input_shapes=({k: tuple(v) for k, v in shapes.items()}
+                          if isinstance(shapes, Mapping) else None),
+            target=self.target,
+            work_dir=self.work_dir,
+            summary=self.summary,
+        )
 
     @property
     def target(self) -> dict[str, Any]:

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-import structlog
 from sqlalchemy.exc import SQLAlchemyError
 
+from farm import logs
 from farm.clock import SystemClock
 from farm.config import HostSettings, default_database_url
 from farm.errors import StoreError
@@ -41,7 +41,7 @@ from farm.errors import StoreError
 if TYPE_CHECKING:
     from alembic.config import Config
 
-log = structlog.get_logger(__name__)
+log = logs.get_logger(__name__)
 
 __all__ = ["JOBS_CHANNEL", "MIGRATION_LOCK_KEY", "alembic_head_revision", "create_engine",
            "default_url", "head_revision", "migrate", "require_head", "revisions"]

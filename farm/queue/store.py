@@ -24,11 +24,11 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Self
 
-import structlog
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from farm import logs
 from farm.errors import FarmError, StoreError
 from farm.queue import endings, head, lifecycle, transitions
 from farm.queue.blobs import BlobOps
@@ -65,7 +65,7 @@ from farm.results.regressions import RegressionOps
 
 __all__ = ["Store"]
 
-log = structlog.get_logger(__name__)
+log = logs.get_logger(__name__)
 
 
 class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps):

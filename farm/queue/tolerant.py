@@ -17,12 +17,13 @@ from enum import Enum
 from typing import Any
 
 import sqlalchemy as sa
-import structlog
 from sqlalchemy.types import TypeDecorator
+
+from farm import logs
 
 __all__ = ["TolerantEnum"]
 
-log = structlog.get_logger(__name__)
+log = logs.get_logger(__name__)
 
 #: (enum name, value) pairs already logged by this process.
 _LOGGED: set[tuple[str, str]] = set()

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import structlog
 
+from farm import logs
 from farm.clock import wait_until
 from farm.errors import InfraFault
 from farm.privacy import write_private
@@ -37,7 +37,7 @@ __all__ = [
     "record_child", "remove_pidfile", "write_pidfile",
 ]
 
-log = structlog.get_logger(__name__)
+log = logs.get_logger(__name__)
 
 PIDFILE_NAME = "farmd.json"
 GROUP_GONE_DEADLINE_S = 10.0

@@ -35,15 +35,13 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import structlog
-
-from farm import backoff
+from farm import backoff, logs
 from farm.queue.db import JOBS_CHANNEL
 
 __all__ = ["WAITERS_DIR", "WAKE_SOCKET", "JobWaiter", "PgWake", "SocketWake", "TickLoop",
            "send_wake", "wake_path", "wake_waiters"]
 
-log = structlog.get_logger(__name__)
+log = logs.get_logger(__name__)
 
 WAKE_SOCKET = "farmd.wake"
 #: Folder of the data folder where each ``farmctl wait`` binds its socket.

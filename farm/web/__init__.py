@@ -10,6 +10,7 @@ nothing is built at run time. :func:`install` adds all of it to the app.
 from __future__ import annotations
 
 from fastapi import FastAPI
+from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from farm.web import data, login, pages
@@ -25,3 +26,12 @@ def install(app: FastAPI) -> None:
     app.include_router(data.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> FileResponse:
+        """The dashboard's icon, served without a token (issue 25).
+
+        Browsers ask for ``/favicon.ico`` by themselves on pages without a
+        ``<link rel=icon>`` (the API's JSON, an error page); it was a 404.
+        """
+        return FileResponse(STATIC_DIR / "favicon.svg", media_type="image/svg+xml")

@@ -10,16 +10,19 @@ one-line message; the page shows it.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, status
+from fastapi.responses import FileResponse
+from starlette.background import BackgroundTask
 
 from farm.api.auth import CallerDep
 from farm.api.bounds import JobIdPath, TextQuery
 from farm.api.context import ApiContext, context
-from farm.errors import UserFault
-from farm.web import device_view, views
+from farm.errors import SpecError, UserFault
+from farm.web import device_view, export_view, views
 
 __all__ = ["router"]
 
@@ -40,6 +43,25 @@ def trials(job_id: JobIdPath, ctx: ContextDep, _who: CallerDep) -> dict[str, lis
     if ctx.store.get_job(job_id) is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job_id}")
     return views.trials_view(Path(ctx.settings.data_dir), job_id)
+
+
+@router.get("/jobs/{job_id}/export")
+def export_state(job_id: JobIdPath, ctx: ContextDep, _who: CallerDep) -> dict[str, Any]:
+    """``{"available": bool, "reason": str}``: whether the job's bundle can be downloaded."""
+    state = export_view.export_state(ctx.store, Path(ctx.settings.data_dir), job_id)
+    return {"available": state.available, "reason": state.reason}
+
+
+@router.get("/jobs/{job_id}/export.zip")
+def export_zip(job_id: JobIdPath, ctx: ContextDep, _who: CallerDep) -> FileResponse:
+    """The job's bundle (``farmctl export``) as a zip; 404 with the reason when there is none."""
+    try:
+        archive = export_view.write_export_zip(ctx.store, Path(ctx.settings.data_dir), job_id)
+    except SpecError as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, exc.reason) from None
+    return FileResponse(archive, media_type="application/zip", filename=archive.name,
+                        background=BackgroundTask(shutil.rmtree, archive.parent,
+                                                  ignore_errors=True))
 
 
 @router.get("/compare")

@@ -83,7 +83,8 @@ def job(request: Request, ctx: ContextDep, who: PageCaller, job_id: int) -> Resp
     """One job: spec, attempts, live tuning chart, results per phone."""
     return _page(request, ctx, who, "job", {
         "job": f"/api/v1/jobs/{job_id}", "results": f"/api/v1/jobs/{job_id}/results",
-        "trials": f"/api/v1/dashboard/jobs/{job_id}/trials"}, job_id=job_id)
+        "trials": f"/api/v1/dashboard/jobs/{job_id}/trials",
+        "export": f"/api/v1/dashboard/jobs/{job_id}/export"}, job_id=job_id)
 
 
 @router.get("/compare")

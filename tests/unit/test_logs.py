@@ -2,6 +2,8 @@
 
 import io
 import json
+import subprocess
+import sys
 
 import pytest
 import structlog
@@ -93,3 +95,33 @@ class TestConfigure:
                 "log_level": "info",
             }
         ]
+
+
+_FIRST_USE = """
+import sys
+from farm import logs
+log = logs.get_logger("farm.probe")
+logs.configure_on_first_use(json=True, level="warning", stream=sys.stderr)
+print("structlog" in sys.modules)
+log.info("not_shown")
+log.warning("first_event", serial="emulator-5554")
+"""
+
+
+class TestConfigureOnFirstUse:
+    def test_structlog_loads_and_is_configured_at_the_first_event(self):
+        """Nothing loads structlog before a logger is used; the first event is configured."""
+        done = subprocess.run([sys.executable, "-c", _FIRST_USE], capture_output=True,
+                              text=True, timeout=60, check=True)
+        assert done.stdout.strip() == "False"
+        (line,) = done.stderr.splitlines()  # info is below the level: only the warning
+        event = json.loads(line)
+        assert (event["event"], event["serial"], event["level"]) == (
+            "first_event", "emulator-5554", "warning")
+
+    def test_loaded_structlog_is_configured_at_once(self):
+        """With structlog already imported (farmd, tests) it is configured on the call."""
+        out = io.StringIO()
+        logs.configure_on_first_use(json=True, stream=out)
+        structlog.get_logger().info("direct")
+        assert json.loads(out.getvalue())["event"] == "direct"

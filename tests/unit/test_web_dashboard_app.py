@@ -3,7 +3,9 @@ tests/fleet/test_web_dashboard.py for the real one)."""
 
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -11,13 +13,17 @@ from pathlib import Path
 import pytest
 from device_states import put_state
 from fastapi.testclient import TestClient
+from tuned_jobs import model_tune_job
 
 from farm.api.app import create_app
 from farm.api.context import ApiContext
 from farm.clock import FakeClock
 from farm.config import Settings
+from farm.demo_model import write_small_cnn
 from farm.errors import UserFault
-from farm.jobs.tune_records import RECORDS_FILE, trial_run_s
+from farm.jobs.bundle import LIBRARY, MANIFEST, MODEL
+from farm.jobs.tune_model import TUNED_LIBRARY
+from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE, trial_run_s
 from farm.queue import DeviceState, Store
 from farm.runner.execute import tune_work_dir
 from farm.web import views
@@ -128,6 +134,13 @@ class TestStatic:
             assert farm.client.get(f"/static/{name}").status_code == 200, name
         assert "Chart.js v4" in farm.client.get("/static/chart.umd.js").text[:200]
 
+    def test_favicon_is_served_without_a_token(self, farm: Farm) -> None:
+        """``/favicon.ico``, which browsers ask for by themselves, is the icon, not a 404 or 401."""
+        response = farm.client.get("/favicon.ico", follow_redirects=False)
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("image/svg+xml")
+        assert response.text.lstrip().startswith("<svg")
+
 
 class TestViews:
     def test_fleet_lists_each_phone_with_its_incidents(self, farm: Farm) -> None:
@@ -182,6 +195,34 @@ class TestViews:
         answer = farm.client.get("/api/v1/dashboard/jobs/99/trials")
         assert answer.status_code == 404
         assert "no job 99" in answer.text
+
+    def test_a_tunes_bundle_downloads_once_its_library_exists(self, farm: Farm,
+                                                              tmp_path: Path) -> None:
+        """The export is offered only with the job's tuned library; the zip is farmctl export's."""
+        model = write_small_cnn(tmp_path / "small_cnn.onnx")
+        records = tmp_path / "db"
+        records.mkdir()
+        (records / WORKLOADS_FILE).write_text("")
+        (records / RECORDS_FILE).write_text("")
+        data_dir = Path(farm.settings.data_dir)
+        job_id = model_tune_job(farm.store, farm.settings.database_url, data_dir, model, records,
+                                {"kind": "llvm", "mtriple": "x86_64-linux-gnu"})
+        farm.log_in(farm.token)
+        state = farm.client.get(f"/api/v1/dashboard/jobs/{job_id}/export").json()
+        assert state["available"] is False and TUNED_LIBRARY in state["reason"]
+        answer = farm.client.get(f"/api/v1/dashboard/jobs/{job_id}/export.zip")
+        assert answer.status_code == 404 and f"farmctl export {job_id}" in answer.text
+        (tune_work_dir(data_dir, job_id) / TUNED_LIBRARY).write_bytes(b"\x7fELF library")
+        state = farm.client.get(f"/api/v1/dashboard/jobs/{job_id}/export").json()
+        assert state == {"available": True, "reason": ""}
+        answer = farm.client.get(f"/api/v1/dashboard/jobs/{job_id}/export.zip")
+        assert answer.status_code == 200
+        assert f"job-{job_id}-bundle.zip" in answer.headers["content-disposition"]
+        with zipfile.ZipFile(io.BytesIO(answer.content)) as bundle:
+            names = set(bundle.namelist())
+            assert {f"job-{job_id}-bundle/{name}" for name in (LIBRARY, MODEL, MANIFEST)} <= names
+            assert bundle.read(f"job-{job_id}-bundle/{LIBRARY}") == b"\x7fELF library"
+        assert farm.client.get("/api/v1/dashboard/jobs/99/export").json()["available"] is False
 
     def test_compare_of_unknown_jobs_is_400(self, farm: Farm) -> None:
         """A wrong side of a comparison is a 400 with farmctl compare's message."""

@@ -1,6 +1,7 @@
 /* A job's page: facts, attempts, the live tuning chart, results per phone with spread.
  * The job from the API's /api/v1/jobs/ID, its spread per phone from /api/v1/jobs/ID/results,
- * the chart's trials from /api/v1/dashboard/jobs/ID/trials. */
+ * the chart's trials from /api/v1/dashboard/jobs/ID/trials, whether its bundle can be
+ * downloaded from /api/v1/dashboard/jobs/ID/export. */
 "use strict";
 
 (() => {
@@ -99,8 +100,8 @@
       fmt.num(p.battery_temp_c, 1), fmt.thermal(p.thermal_status), noise(p)]));
   }
 
-  /** A finished tune's speed-up per phone (its result's per_serial), and how to export it. */
-  function speedups(data) {
+  /** A finished tune's speed-up per phone (its result's per_serial), and its export. */
+  function speedups(data, exported) {
     const section = document.getElementById("speedup-section");
     const summary = (data.result && data.result.summary) || {};
     const perSerial = summary.per_serial || {};
@@ -114,15 +115,23 @@
         fmt.amount(f.tuned_median_s, "s"), fmt.num(f.tuned_gflops, 2)]};
     }));
     const exportCommand = `farmctl export ${data.job.id} --out job-${data.job.id}-bundle`;
-    document.getElementById("export").replaceChildren(
-      "Export the tuned bundle (library, MetaSchedule database, manifest, README) on the farm host: ",
-      el("code", {}, exportCommand));
+    const download = exported.available
+      ? [el("a", {href: `/api/v1/dashboard/jobs/${data.job.id}/export.zip`, download: "",
+                  id: "export-download"}, `job-${data.job.id}-bundle.zip`), ", or on the farm host: "]
+      : ["on the farm host: "];
+    const shown = document.getElementById("export");
+    if (shown.dataset.available !== String(exported.available)) {  // a link kept across polls
+      shown.dataset.available = String(exported.available);
+      shown.replaceChildren(
+        "Export the tuned bundle (library, MetaSchedule database, manifest, README): ",
+        ...download, el("code", {}, exportCommand));
+    }
   }
 
-  function render({job: data, results, trials}) {
+  function render({job: data, results, trials, export: exported}) {
     facts(data);
     tuning(data.tuning, trials);
-    speedups(data);
+    speedups(data, exported);
     phones(results.spreads);
     farm.fillTable(document.getElementById("attempts"), data.attempts.map((a) => [
       a.id, a.serials.join(", "), a.host || "", fmt.badge(a.state), fmt.time(a.started_at),

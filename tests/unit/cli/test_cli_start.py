@@ -17,9 +17,11 @@ import click
 
 from farm.cli.main import COMMANDS, FarmGroup, cli
 
-#: Modules no listing or ``--version``/``--help`` may load: each costs 0.1-1 s.
+#: Modules no listing or ``--version``/``--help`` may load: each costs 0.1-1 s
+#: (rich: tens of ms, for a terminal's tables and ``wait``'s bar only; structlog:
+#: 0.15 s, loaded by a listing only when it logs, farm.logs.get_logger).
 HEAVY = ("scipy", "numpy", "alembic", "matplotlib", "tvm", "onnx", "onnxruntime", "fastapi",
-         "httpx", "adbutils", "paramiko")
+         "httpx", "adbutils", "paramiko", "rich", "structlog")
 
 _PROBE = """
 import json, sys
@@ -46,17 +48,18 @@ def _loaded_after(argvs: list[list[str]]) -> dict[str, list[str]]:
 
 class TestStart:
     def test_version_help_and_listings_load_no_heavy_module(self, tmp_path: Path) -> None:
-        """--version, --help, jobs and devices answer without scipy, numpy, alembic, TVM, ..."""
+        """--version, --help, jobs, devices and wait answer without scipy, numpy, TVM, ..."""
         config = tmp_path / "farm.toml"
         config.write_text(f'data_dir = "{tmp_path / "data"}"\n')
         # The first open migrates the new database (alembic); a user's second call does not.
-        subprocess.run([sys.executable, "-m", "farm.cli.main", "--config", str(config), "jobs"],
-                       capture_output=True, timeout=60, check=True)
+        subprocess.run([sys.executable, "-m", "farm.cli.main", "--config", str(config), "enqueue",
+                        "gemm", "--n", "64"], capture_output=True, timeout=60, check=True)
+        waiting = ["--config", str(config), "wait", "1", "--timeout", "0.01"]  # exits 124
         loaded = _loaded_after([["--version"], ["--help"],
                                 ["--config", str(config), "jobs"],
-                                ["--config", str(config), "devices"]])
+                                ["--config", str(config), "devices"], waiting])
         assert loaded == {"--version": [], "--help": [], f"--config {config} jobs": [],
-                          f"--config {config} devices": []}
+                          f"--config {config} devices": [], " ".join(waiting): []}
 
     def test_every_lazy_command_loads_under_its_name(self) -> None:
         """Each entry of COMMANDS names a click command of that name, with help of its own."""
