@@ -5,7 +5,8 @@ long-lived pieces, runs periodic jobs on an APScheduler ``BackgroundScheduler``
 and stops everything in order on SIGTERM::
 
     adb server ──track──> FleetManager ──provision/heal──> phones
-    tracker (supervised)      │ sweep every health.interval_s
+    tracker (supervised)      │ sweep every health.interval_s, hand sessions every
+                              │   health.held_interval_s (farm.fleet.held)
     Dispatcher.tick() on a wake (enqueue, child exit, phone ready) or every
         jobs.tick_interval_s: claim -> child process per attempt (farm.runner.wake)
     metrics, systemd watchdog, recurring jobs (cron), retention, regression watch,
@@ -239,6 +240,8 @@ class Farmd:
         common = {"coalesce": True, "max_instances": 1}
         add(self._guarded(self.manager.sweep), "interval", seconds=s.health.interval_s,
             id="health_sweep", **common)
+        add(self._guarded(self.manager.watch_held), "interval",
+            seconds=s.health.held_interval_s, id="held_watch", **common)
         add(self._guarded(self.host_heartbeat), "interval", seconds=s.hosts.heartbeat_s,
             id="host_heartbeat", **common)
         add(self._guarded(self.watch_services), "interval", seconds=WATCH_INTERVAL_S,

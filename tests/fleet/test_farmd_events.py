@@ -36,6 +36,8 @@ STARTED_WITHIN_S = 15.0
 READY_DEADLINE_S = 150.0
 JOB_DEADLINE_S = 240.0
 TINY_GEMM = ["--n", "16", "--number", "1", "--samples", "3"]
+#: Under the default 30 s sweep: only the held watch can see a hand session this soon.
+HELD_WITHIN_S = 20.0
 
 HAND_SCRIPT = textwrap.dedent("""
     import sys
@@ -125,8 +127,15 @@ class TestHandSession:
     def test_job_waits_for_a_hand_session_then_runs(
         self, event_farmd: Callable[..., Farmd]
     ) -> None:
-        """A person's own session holds the phone: shown held outside, the job waits, then runs."""
-        farmd = event_farmd(health_interval_s=1.0)
+        """A person's own session holds the phone: shown held outside, the job waits, then runs.
+
+        At the default 30 s health sweep: the held watch (``health.held_interval_s``)
+        sees the session long before a sweep could (the sweep needs two sightings,
+        30 s apart), so a job queued meanwhile is not sent onto the phone (issue 26).
+        """
+        farmd = event_farmd()
+        assert farmd.settings.health.interval_s == Settings().health.interval_s
+        assert farmd.settings.health.held_interval_s == Settings().health.held_interval_s
         serial = farmd.store.list_devices()[0].serial
         key = farmd.manager.runtime(serial).key
         host, port = farmd.tracker_addr
@@ -140,7 +149,7 @@ class TestHandSession:
                 record = farmd.store.get_device(serial)
                 return None if record is None else record.held_outside
 
-            reason = wait_until(held, 60.0, "the phone shown held outside farm")
+            reason = wait_until(held, HELD_WITHIN_S, "the phone shown held outside farm")
             assert reason is not None
             assert reason.startswith("held outside farm by a session from 127.0.0.1:")
             shown = farmctl(farmd, "devices", "--json")
@@ -149,16 +158,17 @@ class TestHandSession:
             job_id = job_id_of(farmctl(farmd, "enqueue", "gemm", *TINY_GEMM))
             reasons = wait_reasons(farmd.store.snapshot(), datetime.now(UTC))
             assert reasons[job_id] == f"the only match is {reason}"
-            # Several sweeps later it still waits: no attempt burnt, the phone still healthy.
+            # A sweep later it still waits: no attempt burnt, the phone still healthy.
             sweeps = farmd.manager._sweeps
-            wait_until(lambda: farmd.manager._sweeps >= sweeps + 3, 60.0, "three more sweeps")
+            wait_until(lambda: farmd.manager._sweeps >= sweeps + 1,
+                       farmd.settings.health.interval_s * 2, "one more sweep")
             assert farmd.store.attempts(job_id) == []
             record = farmd.store.get_device(serial)
             assert record is not None and record.state is DeviceState.READY
         finally:
             hand.communicate(timeout=60)  # closes stdin: the session ends
         wait_until(lambda: farmd.store.get_device(serial).held_outside is None,  # type: ignore[union-attr]
-                   60.0, "the hold cleared")
+                   HELD_WITHIN_S, "the hold cleared")
         job = wait_finished(farmd, job_id)
         assert job.state is JobState.SUCCEEDED
         assert len(farmd.store.attempts(job_id)) == 1
