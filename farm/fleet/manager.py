@@ -566,12 +566,33 @@ class FleetManager:
         """
         self.android.note_crash(serial)
 
-    def relaunch_all(self, reason: str) -> None:
-        """Relaunch the app on every ready, cooling or unhealthy phone (e.g. a new tracker)."""
+    def relaunch_all(self, reason: str,
+                     on_done: Callable[[str], None] | None = None) -> set[str]:
+        """Relaunch the app on every ready, cooling or unhealthy phone (e.g. a new tracker).
+
+        Args:
+            reason: logged with each relaunch.
+            on_done: called with the serial when a relaunch ended, registered or
+                not (the phone is then unhealthy), on that relaunch's thread.
+
+        Returns:
+            The serials whose relaunch started (a phone a slow task owns is left to it).
+        """
+        started: set[str] = set()
         for device in self._own_devices():
             if device.state in RECOVERABLE and device.kind in self.controllers:
                 log.info("app_relaunch", serial=device.serial, reason=reason)
-                self.submit(device.serial, self._relaunch)
+
+                def relaunch(serial: str) -> None:
+                    try:
+                        self._relaunch(serial)
+                    finally:
+                        if on_done is not None:
+                            on_done(serial)
+
+                if self.submit(device.serial, relaunch):
+                    started.add(device.serial)
+        return started
 
     def _relaunch(self, serial: str) -> None:
         try:
