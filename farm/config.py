@@ -168,9 +168,15 @@ class HealthSettings(_Frozen):
     ``watch_app_events``: follow each ready phone's ``logcat -b events`` and
     restart the app as soon as it dies (``am_proc_died``/``am_crash``) instead
     of at the next sweep; false leaves app deaths to the sweep.
+    ``held_interval_s``: how often farmd reads the tracker's summary between
+    sweeps to see a person's own session on a phone (:mod:`farm.fleet.held`):
+    one small tracker request, so a hand session is seen as held outside
+    within about two of these, before a job is sent onto the phone (at the
+    sweep's 30 s it took up to a minute and jobs went there meanwhile, issue 26).
     """
 
     interval_s: float = Field(30.0, gt=0)
+    held_interval_s: float = Field(1.0, gt=0)
     probe_every_sweeps: int = Field(4, ge=0)
     probe_timeout_s: float = Field(20.0, gt=0)
     watch_app_events: bool = True

@@ -5,7 +5,8 @@ long-lived pieces, runs periodic jobs on an APScheduler ``BackgroundScheduler``
 and stops everything in order on SIGTERM::
 
     adb server ──track──> FleetManager ──provision/heal──> phones
-    tracker (supervised)      │ sweep every health.interval_s
+    tracker (supervised)      │ sweep every health.interval_s, hand sessions every
+                              │   health.held_interval_s (farm.fleet.held)
     Dispatcher.tick() on a wake (enqueue, child exit, phone ready) or every
         jobs.tick_interval_s: claim -> child process per attempt (farm.runner.wake)
     metrics, systemd watchdog, recurring jobs (cron), retention, regression watch,
@@ -63,6 +64,7 @@ from farm.runner.execute import COMPILE_CACHE_DIR
 from farm.runner.pidfile import adopt_predecessor, record_child, remove_pidfile, write_pidfile
 from farm.runner.wake import PgWake, SocketWake, TickLoop
 from farm.schedules import install_schedules, validate_schedules
+from farm.supervise.outage import TrackerGate
 from farm.supervise.systemd import SystemdNotifier
 from farm.tvm.tracker import TrackerProcess, ping
 
@@ -102,6 +104,10 @@ class Farmd:
         self.pool: Pool | None = None  # the pool key's offers, when pool.key is set
         self._tracker_failures = 0  # restarts failed in a row (watch_services)
         self._tracker_retry_s = 0.0  # monotonic time of the next restart try
+        # No claims while farmd's own tracker is down or its phones register again.
+        self.tracker_gate: TrackerGate | None = None if settings.tracker.external else TrackerGate(
+            self._tracker_alive, f"{settings.tracker.host}:{settings.tracker.port}",
+            on_open=self.wake_dispatcher)
         # Ended attempts observed in the job-duration histogram, by end time;
         # those that ended before this farmd started are not its to observe.
         self._observed_since = self.clock.now()
@@ -161,7 +167,8 @@ class Farmd:
             self._start_virtual_phones(self.virtual_phones)
         self.dispatcher = Dispatcher(
             self.store, s, self.clock,
-            on_exit=self.wake_dispatcher if s.jobs.wake_on_events else None)
+            on_exit=self.wake_dispatcher if s.jobs.wake_on_events else None,
+            gate=self.tracker_gate)
         self._stops.append(self._drain)
         self._schedule()
         if s.api.enabled:  # last started, so the first stopped: no request meets a closed part
@@ -212,6 +219,10 @@ class Farmd:
         self._stops.append(lambda: self.tracker and self.tracker.stop())
         self._launch_tracker()
 
+    def _tracker_alive(self) -> bool:
+        tracker = self.tracker
+        return tracker is not None and tracker.alive()
+
     def _launch_tracker(self) -> None:
         """Start farmd's tracker and note it in ``farmd.json``; raises TrackerUnreachable."""
         self.tracker = TrackerProcess.start(*self.tracker_addr,
@@ -246,6 +257,8 @@ class Farmd:
         common = {"coalesce": True, "max_instances": 1}
         add(self._guarded(self.manager.sweep), "interval", seconds=s.health.interval_s,
             id="health_sweep", **common)
+        add(self._guarded(self.manager.watch_held), "interval",
+            seconds=s.health.held_interval_s, id="held_watch", **common)
         add(self._guarded(self.host_heartbeat), "interval", seconds=s.hosts.heartbeat_s,
             id="host_heartbeat", **common)
         add(self._guarded(self.watch_services), "interval", seconds=WATCH_INTERVAL_S,
@@ -381,8 +394,12 @@ class Farmd:
         self._tracker_failures = 0
         log.info("tracker_restarted", tracker_port=self.tracker_addr[1])
         # The stock app re-registers only after a 300 s accept timeout:
-        # relaunch every app so the new tracker knows the fleet now.
-        self.manager.relaunch_all("tracker restarted")
+        # relaunch every app so the new tracker knows the fleet now; no job is
+        # claimed until they registered (farm.supervise.outage).
+        if self.tracker_gate is not None:
+            self.tracker_gate.relaunch(
+                lambda done: self.manager.relaunch_all("tracker restarted", on_done=done))
+        self.wake_dispatcher()
 
     def _reconnect_tcp_phones(self) -> None:
         wanted = list(self.settings.adb.connect)

@@ -413,8 +413,15 @@ class FleetManager:
         found = self.tracker_summary(max_age_s)
         return None if found is None else {s.key for s in found.servers}
 
-    def tracker_summary(self, max_age_s: float = 0.0) -> TrackerSummary | None:
-        """The tracker's summary, or None if it does not answer (see :meth:`registered_keys`)."""
+    def tracker_summary(self, max_age_s: float = 0.0,
+                        quiet: bool = False) -> TrackerSummary | None:
+        """The tracker's summary, or None if it does not answer (see :meth:`registered_keys`).
+
+        Args:
+            max_age_s: an answer at most this old may be reused.
+            quiet: log a failed answer at debug level (a poll every second
+                would repeat the sweep's warning through a whole outage).
+        """
         with self._keys_lock:
             at, found = self._summary
             if at is not None and self.clock.monotonic() - at <= max_age_s:
@@ -422,7 +429,7 @@ class FleetManager:
             try:
                 found = summary(*self.options.tracker, timeout_s=5)
             except FarmError as exc:
-                log.warning("tracker_summary_failed", reason=str(exc))
+                (log.debug if quiet else log.warning)("tracker_summary_failed", reason=str(exc))
                 found = None
             self._summary = (self.clock.monotonic(), found)
             return found
@@ -450,6 +457,21 @@ class FleetManager:
                                  f"{self.options.registration_deadline_s:g} s")
 
     # -- health --------------------------------------------------------------------------
+
+    def watch_held(self) -> set[str]:
+        """Judge hand sessions between sweeps from one tracker summary; returns the held serials.
+
+        farmd calls it every ``health.held_interval_s`` (1 s): a person's own
+        session on a phone is then seen before a job is sent there, and its end
+        frees the phone at once (:class:`~farm.fleet.held.HeldWatch`).
+        """
+        devices = [d for d in self._own_devices() if d.kind in self.controllers]
+        if not any(d.state is DeviceState.READY or d.held_outside is not None
+                   for d in devices):
+            return set()  # only a ready phone can be held: no tracker request
+        found = self.tracker_summary(quiet=True)
+        return self.held.update(devices, {d.serial: self.runtime(d.serial).key for d in devices},
+                                found, lambda serial: self.runtime(serial).probing)
 
     def sweep(self) -> int:
         """Probe every watched phone in parallel and act on the verdicts; returns how many.
@@ -544,12 +566,33 @@ class FleetManager:
         """
         self.android.note_crash(serial)
 
-    def relaunch_all(self, reason: str) -> None:
-        """Relaunch the app on every ready, cooling or unhealthy phone (e.g. a new tracker)."""
+    def relaunch_all(self, reason: str,
+                     on_done: Callable[[str], None] | None = None) -> set[str]:
+        """Relaunch the app on every ready, cooling or unhealthy phone (e.g. a new tracker).
+
+        Args:
+            reason: logged with each relaunch.
+            on_done: called with the serial when a relaunch ended, registered or
+                not (the phone is then unhealthy), on that relaunch's thread.
+
+        Returns:
+            The serials whose relaunch started (a phone a slow task owns is left to it).
+        """
+        started: set[str] = set()
         for device in self._own_devices():
             if device.state in RECOVERABLE and device.kind in self.controllers:
                 log.info("app_relaunch", serial=device.serial, reason=reason)
-                self.submit(device.serial, self._relaunch)
+
+                def relaunch(serial: str) -> None:
+                    try:
+                        self._relaunch(serial)
+                    finally:
+                        if on_done is not None:
+                            on_done(serial)
+
+                if self.submit(device.serial, relaunch):
+                    started.add(device.serial)
+        return started
 
     def _relaunch(self, serial: str) -> None:
         try:

@@ -121,6 +121,8 @@ class TickReport:
             or ``"crash:<decision>"``).
         timed_out: attempts killed for running past their timeout.
         stopped: attempts killed because the store said stop (cancelled or reaped).
+        held_back: why this tick claimed nothing new (the dispatcher's ``gate``),
+            or None.
     """
 
     reaped: list[int] = field(default_factory=list)
@@ -128,6 +130,7 @@ class TickReport:
     ended: dict[int, str] = field(default_factory=dict)
     timed_out: list[int] = field(default_factory=list)
     stopped: list[int] = field(default_factory=list)
+    held_back: str | None = None
 
 
 def _watch_exit(process: subprocess.Popen[bytes], on_exit: Callable[[], None]) -> None:
@@ -155,6 +158,10 @@ class Dispatcher:
         on_exit: called (on a watcher thread) as soon as a cold child exits, so
             farmd ticks at once to collect it and give its phones new work
             (:class:`farm.runner.wake.TickLoop`); None: found at the next tick.
+        gate: asked before each tick's claims; a reason (e.g. the tracker is
+            down) makes the tick claim nothing, so no attempt is spent on an
+            outage; None (or no gate): claim as usual. Running attempts are
+            not touched.
 
     Attributes:
         warm: fork children from the zygote when it is ready; a bench may
@@ -172,8 +179,11 @@ class Dispatcher:
         command: ChildCommand = child_command,
         runs_dir: Path | None = None,
         on_exit: Callable[[], None] | None = None,
+        gate: Callable[[], str | None] | None = None,
     ) -> None:
         self.store = store
+        self.gate = gate
+        self._held_back: str | None = None
         self.settings = settings
         self.clock = clock
         self.command = command
@@ -216,10 +226,23 @@ class Dispatcher:
             # A job may have ended without its child's wake (a crash, a timeout).
             wake_waiters(Path(self.settings.data_dir))
         if not self.stopping:
-            self._start_new(now, report)
+            report.held_back = self._held_back_now()
+            if report.held_back is None:
+                self._start_new(now, report)
             self._keep_zygote()
         self._ticks += 1
         return report
+
+    def _held_back_now(self) -> str | None:
+        """The gate's reason to claim nothing now; logged when it changes."""
+        reason = self.gate() if self.gate is not None else None
+        if reason != self._held_back:
+            if reason is None:
+                log.info("dispatch_resumed", was=self._held_back)
+            else:
+                log.warning("dispatch_held_back", reason=reason)
+            self._held_back = reason
+        return reason
 
     def _collect(self, now: datetime, report: TickReport) -> None:
         for attempt_id, child in list(self.children.items()):

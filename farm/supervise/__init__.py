@@ -2,6 +2,7 @@
 
 ``ladder.py`` decides (``next_step(history, now, policy)``); the daemon applies.
 ``systemd.py`` tells systemd the daemon is ready, alive and stopping.
+``outage.py`` holds the dispatcher's claims while farmd's tracker is down or rejoined.
 """
 
 from farm.supervise.ladder import (

@@ -33,8 +33,9 @@ class _Relaunches:
     def __init__(self) -> None:
         self.reasons: list[str] = []
 
-    def relaunch_all(self, reason: str) -> None:
+    def relaunch_all(self, reason: str, on_done: object = None) -> set[str]:
         self.reasons.append(reason)
+        return set()
 
 
 def test_stop_runs_every_step_when_systemd_notify_fails(tmp_path: Path) -> None:
