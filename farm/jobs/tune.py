@@ -131,9 +131,17 @@ class Comparison:
 
 
 def builder_initializer() -> None:
-    """Run once in each LocalBuilder worker: the slow imports, before any build's timeout."""
-    import tvm.s_tir.tensor_intrin
+    """Run once in each LocalBuilder worker: the slow imports, before any build's timeout.
+
+    MetaSchedule's ``default_build`` imports ``tvm.s_tir.tensor_intrin``:
+    done here first, through :func:`farm.jobs.tensor_intrin.import_tensor_intrin`
+    (seconds instead of tens of seconds of CPU per worker).
+    """
     import tvm.support.ndk  # noqa: F401
+
+    from farm.jobs.tensor_intrin import import_tensor_intrin
+
+    import_tensor_intrin()
 
 
 @dataclass(frozen=True)
@@ -327,6 +335,9 @@ def _tune_round(
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
+    from farm.jobs.tensor_intrin import import_tensor_intrin
+
+    import_tensor_intrin()  # before MetaSchedule's TuneContext imports it the slow way
     builder, runner = builder_and_runner(params, tracker, linker)
     gemm = _gemm_of(params)
     mod = gemm_module(gemm.n, gemm.dtype, name=FUNC_NAME)

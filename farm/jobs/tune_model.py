@@ -261,16 +261,19 @@ def _import_tensor_intrin(progress: TuneProgress) -> None:
 
     ``tvm.s_tir.tensor_intrin`` parses ~500 TVMScript functions, each calling
     ``inspect.stack()``, which scans ``sys.modules`` per frame: 1 to 7 minutes
-    in a process that has loaded farm (or pytest) on the loaded 2-core CI host.
+    in a process that has loaded farm (or pytest) on the loaded 2-core CI host,
+    seconds through :func:`farm.jobs.tensor_intrin.import_tensor_intrin`.
     An attempt child forked from the zygote has it already
     (:data:`farm.runner.zygote.PRELOAD`); a cold one shows this phase instead
     of a silent first round.
     """
     import sys
 
+    from farm.jobs.tensor_intrin import import_tensor_intrin
+
     if "tvm.s_tir.tensor_intrin" not in sys.modules:
         progress.set_phase("importing TVM's tensor intrinsics")
-        import tvm.s_tir.tensor_intrin  # noqa: F401
+        import_tensor_intrin()
     progress.set_phase("tuning")
 
 

@@ -64,7 +64,8 @@ __all__ = ["PRELOAD", "ForkRequest", "main"]
 #: ``tvm.s_tir.tensor_intrin`` is what MetaSchedule's ``TuneContext`` imports first:
 #: its TVMScript parser calls ``inspect.stack()`` for each of ~500 functions, each
 #: scanning ``sys.modules``, so it comes early, while few modules are loaded (62 s
-#: in a fresh process, 128 s or more after the job code on the loaded 2-core CI host).
+#: in a fresh process, 128 s or more after the job code on the loaded 2-core CI host),
+#: and through :func:`farm.jobs.tensor_intrin.import_tensor_intrin` (seconds).
 PRELOAD = (
     "numpy", "tvm", "tvm.s_tir.tensor_intrin", "tvm.te", "tvm.rpc", "tvm.s_tir", "tvm.relax",
     "farm.runner.child", "farm.runner.execute", "farm.runner.gating", "farm.kinds",
@@ -104,9 +105,14 @@ def preload(modules: Sequence[str] = PRELOAD) -> None:
     ``gc.freeze`` keeps the collector from touching the imported objects in
     the children, so their pages stay shared with the zygote (copy-on-write).
     """
+    from farm.jobs.tensor_intrin import import_tensor_intrin
+
     for name in modules:
         with contextlib.suppress(ImportError):
-            importlib.import_module(name)
+            if name == "tvm.s_tir.tensor_intrin":
+                import_tensor_intrin()  # seconds, not a minute (farm.jobs.tensor_intrin)
+            else:
+                importlib.import_module(name)
     gc.freeze()
 
 
