@@ -10,8 +10,9 @@ frame's source file and, for a frame without one on disk (every
 ``inspect.getmodule``, which copies and walks ``sys.modules``. Importing
 ``tvm.s_tir.tensor_intrin`` parses ~500 functions, ~15,000 frames: 18 s of
 CPU in a fresh process on this project's 2-core host, minutes in one that has
-loaded farm and pytest. :func:`light_frames` hands the parser frames without
-that lookup (same frames, no source lines): 3.5 s of CPU.
+loaded farm and pytest. :func:`light_frames` hands the parser the same frames
+and lines without that look-up: 2.4 to 3.5 s of CPU
+(``bench/bench_tensor_intrin.py``).
 
 Why not fix it upstream or avoid the import: MetaSchedule's ``TuneContext``
 and LocalBuilder workers need the module, and farm runs the wheel as shipped.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import linecache
 import sys
 import threading
 from collections.abc import Iterator
@@ -36,24 +38,32 @@ _patch_lock = threading.Lock()
 
 
 def _outer_frames(frame: FrameType | None, context: int = 1) -> list[inspect.FrameInfo]:
-    """``inspect.getouterframes`` without source lookups: ``code_context`` and ``index`` None."""
-    del context  # no source lines are read
+    """``inspect.getouterframes`` without the module look-ups.
+
+    Each frame with its file, line, function and (for ``context`` above 0)
+    its own source line from ``linecache``, as TVM's parser reads them
+    (``utils.is_defined_in_class`` checks that one line for ``@`` and
+    ``class``); ``code_context`` is None where there is no source (a frozen
+    module, ``<string>``).
+    """
     infos = []
     while frame is not None:
-        infos.append(inspect.FrameInfo(frame, frame.f_code.co_filename, frame.f_lineno,
-                                       frame.f_code.co_name, None, None))
+        code = frame.f_code
+        line = linecache.getline(code.co_filename, frame.f_lineno) if context > 0 else ""
+        infos.append(inspect.FrameInfo(frame, code.co_filename, frame.f_lineno, code.co_name,
+                                       [line] if line else None, 0 if line else None))
         frame = frame.f_back
     return infos
 
 
 def _stack(context: int = 1) -> list[inspect.FrameInfo]:
-    """``inspect.stack`` without source lookups (its caller's frame first)."""
+    """``inspect.stack`` without the module look-ups (its caller's frame first)."""
     return _outer_frames(sys._getframe(1), context)
 
 
 @contextlib.contextmanager
 def light_frames() -> Iterator[None]:
-    """Within the block, ``inspect.stack``/``getouterframes`` give frames without source lines.
+    """Within the block, ``inspect.stack``/``getouterframes`` skip the module look-ups.
 
     Process-wide while it lasts (the standard library's functions are
     swapped and put back): use it around an import, not around a thread's

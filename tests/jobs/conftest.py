@@ -59,13 +59,18 @@ def tuned_cnn(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     Each task's record is the first schedule of MetaSchedule's own design space
     for the host target (multi-level tiling, parallel, vectorize, unroll), with a
     made-up run time: a tuning run without the hours of measuring. Built once per
-    session: importing MetaSchedule's tensor intrinsics takes a minute on 2 cores.
+    session. ``TuneContext`` imports MetaSchedule's tensor intrinsics: imported
+    first the fast way (farm.jobs.tvmscript), seconds instead of minutes
+    inside pytest on 2 cores.
     """
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
     from farm.jobs.model import load_model, relax_module, tunable_module
     from farm.jobs.targets import target_for
+    from farm.jobs.tvmscript import import_light
+
+    import_light()
 
     root = tmp_path_factory.mktemp("tuned_cnn")
     model_path = write_small_cnn(root / "small_cnn.onnx")

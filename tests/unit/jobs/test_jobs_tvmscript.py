@@ -15,14 +15,33 @@ def _caller_frame_seen() -> object:
     return inspect.stack()[1].frame
 
 
+def _both() -> tuple[list[inspect.FrameInfo], list[inspect.FrameInfo]]:
+    def light() -> list[inspect.FrameInfo]:
+        with light_frames():
+            return inspect.stack()[1:]  # from the caller's frame, as the next call
+
+    return inspect.stack(), light()  # one line: both see the same caller line
+
+
 class TestLightFrames:
-    def test_frames_are_the_callers_without_source_lines(self) -> None:
+    def test_gives_the_frames_lines_and_source_line_that_inspect_stack_gives(self) -> None:
+        """TVM reads each frame, its code and the one line of code_context: all equal."""
+        slow, fast = _both()
+        assert len(fast) == len(slow)
+        for mine, theirs in zip(fast, slow, strict=True):
+            assert mine.frame is theirs.frame
+            assert (mine.filename, mine.lineno, mine.function) == (
+                theirs.filename, theirs.lineno, theirs.function)
+            assert mine.code_context == theirs.code_context
+            assert mine.index == theirs.index
+
+    def test_frames_start_at_the_caller(self) -> None:
         with light_frames():
             here = sys._getframe()
             assert _caller_frame_seen() is here
-            outer = inspect.getouterframes(here)
+            outer = inspect.getouterframes(here, 0)
             assert outer[0].frame is here and outer[0].code_context is None
-            assert outer[0].function == "test_frames_are_the_callers_without_source_lines"
+            assert outer[0].function == "test_frames_start_at_the_caller"
 
     def test_the_standard_functions_are_put_back_after_an_error(self) -> None:
         saved = inspect.stack, inspect.getouterframes

@@ -31,10 +31,15 @@ def start_ready(log_path: Path) -> Zygote:
     return zygote
 
 
-@pytest.fixture
-def zygote(tmp_path: Path) -> Iterator[Zygote]:
-    """A ready zygote, closed after the test."""
-    started = start_ready(tmp_path / "zygote.log")
+@pytest.fixture(scope="module")
+def zygote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Zygote]:
+    """A ready zygote shared by the tests that only fork from it, closed after the module.
+
+    Each start imports TVM (7-15 s on the loaded 2-core host); these tests
+    crash or kill only their own children, which the zygote outlives by design
+    (the tests that kill or close a zygote start their own).
+    """
+    started = start_ready(tmp_path_factory.mktemp("zygote") / "zygote.log")
     yield started
     started.close()
 
