@@ -331,6 +331,9 @@ def _tune_round(
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
+    from farm.jobs.tvmscript import import_light
+
+    import_light()  # what tune_tir's TuneContext imports first, in seconds
     builder, runner = builder_and_runner(params, tracker, linker)
     gemm = _gemm_of(params)
     mod = gemm_module(gemm.n, gemm.dtype, name=FUNC_NAME)
