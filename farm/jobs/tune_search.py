@@ -142,13 +142,28 @@ def _plain(value: Any) -> Any:
         return str(value)
 
 
+def _ints(value: Any) -> Any:
+    """``value`` with every bool as 0 or 1, in lists and dicts too."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, list):
+        return [_ints(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _ints(v) for k, v in value.items()}
+    return value
+
+
 def trace_key(trace_json: Any) -> str:
     """A trace's identity: its JSON (MetaSchedule's ``Trace.as_json``), keys sorted.
 
     The same for a trace read back from the records file and for a candidate's
     ``sch.trace.as_json(remove_postproc=False)`` (what ``AddToDatabase`` writes).
+    Booleans count as 0 and 1: a candidate's ``Split`` has the attributes
+    ``[true, false]`` where the records file, as TVM 0.27 writes it, has
+    ``[1, 0]``.
     """
-    return json.dumps(trace_json, sort_keys=True, default=_plain)
+    plain = json.loads(json.dumps(trace_json, default=_plain))
+    return json.dumps(_ints(plain), sort_keys=True)
 
 
 def measured_traces(work_dir: Path) -> dict[int, set[str]]:
