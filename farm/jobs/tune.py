@@ -131,9 +131,16 @@ class Comparison:
 
 
 def builder_initializer() -> None:
-    """Run once in each LocalBuilder worker: the slow imports, before any build's timeout."""
-    import tvm.s_tir.tensor_intrin
+    """Run once in each LocalBuilder worker: the slow imports, before any build's timeout.
+
+    ``tvm.s_tir.tensor_intrin`` (which MetaSchedule's default build imports) goes
+    through :func:`farm.jobs.tune_intrin.import_tensor_intrin`: seconds, not a minute.
+    """
     import tvm.support.ndk  # noqa: F401
+
+    from farm.jobs.tune_intrin import import_tensor_intrin
+
+    import_tensor_intrin()
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ from farm.jobs.tune import (
     measure_callbacks,
     tune_in_rounds,
 )
+from farm.jobs.tune_intrin import import_tensor_intrin
 from farm.jobs.tune_progress import TaskProgress, TuneProgress
 from farm.jobs.tune_rate import limit_per_phone_hour, trials_per_phone_hour
 from farm.jobs.tune_records import best_record_s, count_trials, repair_work_dir, workload_index
@@ -259,18 +260,17 @@ def _contexts(planned: list[_Planned], caps: list[int], params: TuneParams,
 def _import_tensor_intrin(progress: TuneProgress) -> None:
     """Import what MetaSchedule's ``TuneContext`` imports first, saying so in the progress.
 
-    ``tvm.s_tir.tensor_intrin`` parses ~500 TVMScript functions, each calling
-    ``inspect.stack()``, which scans ``sys.modules`` per frame: 1 to 7 minutes
-    in a process that has loaded farm (or pytest) on the loaded 2-core CI host.
-    An attempt child forked from the zygote has it already
-    (:data:`farm.runner.zygote.PRELOAD`); a cold one shows this phase instead
-    of a silent first round.
+    ``tvm.s_tir.tensor_intrin`` parses ~250 TVMScript functions, seconds with
+    :func:`farm.jobs.tune_intrin.import_tensor_intrin` (minutes without, in a
+    process that has loaded farm on the loaded 2-core host). An attempt child
+    forked from the zygote has it already (:data:`farm.runner.zygote.PRELOAD`);
+    a cold one shows this phase instead of a silent first round.
     """
     import sys
 
     if "tvm.s_tir.tensor_intrin" not in sys.modules:
         progress.set_phase("importing TVM's tensor intrinsics")
-        import tvm.s_tir.tensor_intrin  # noqa: F401
+        import_tensor_intrin()
     progress.set_phase("tuning")
 
 

@@ -63,8 +63,9 @@ __all__ = ["PRELOAD", "ForkRequest", "main"]
 #: What a cold child imports before it runs a job; an optional one missing is skipped.
 #: ``tvm.s_tir.tensor_intrin`` is what MetaSchedule's ``TuneContext`` imports first:
 #: its TVMScript parser calls ``inspect.stack()`` for each of ~500 functions, each
-#: scanning ``sys.modules``, so it comes early, while few modules are loaded (62 s
-#: in a fresh process, 128 s or more after the job code on the loaded 2-core CI host).
+#: scanning ``sys.modules`` (62 s in a fresh process, 128 s or more after the job code
+#: on the loaded 2-core CI host), so it is imported with
+#: :func:`farm.jobs.tune_intrin.fast_inspect_stack` (8 to 13 s), early.
 PRELOAD = (
     "numpy", "tvm", "tvm.s_tir.tensor_intrin", "tvm.te", "tvm.rpc", "tvm.s_tir", "tvm.relax",
     "farm.runner.child", "farm.runner.execute", "farm.runner.gating", "farm.kinds",
@@ -104,9 +105,12 @@ def preload(modules: Sequence[str] = PRELOAD) -> None:
     ``gc.freeze`` keeps the collector from touching the imported objects in
     the children, so their pages stay shared with the zygote (copy-on-write).
     """
-    for name in modules:
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
+    from farm.jobs.tune_intrin import fast_inspect_stack
+
+    with fast_inspect_stack():  # tvm.s_tir.tensor_intrin: seconds instead of minutes
+        for name in modules:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
     gc.freeze()
 
 
