@@ -140,7 +140,7 @@ def _limit_per_hour(work_dir: Path, timing: TimingParams) -> float | None:
     return 3600.0 / statistics.mean(costs) if costs else None
 
 
-def _tune(path: Path, model: ModelParams, trials: int,
+def _tune(path: Path, model: ModelParams, trials: int, for_s: float | None,
           root: Path, target: dict[str, Any], tracker: TrackerParams,
           cache: CompileCache) -> tuple[float, int, float | None, float, float | None]:
     """Tune, then time the tuned build: (tuned_s, measured, first_s, per_hour, limit)."""
@@ -148,7 +148,7 @@ def _tune(path: Path, model: ModelParams, trials: int,
 
     work_dir = root / f"tune-{path.stem}"
     params = TuneParams(gemm=None, model=model, trials=trials, work_dir=work_dir,
-                        trials_per_iter=min(8, trials), seed=0)
+                        trials_per_iter=min(8, trials), seed=0, for_s=for_s)
     progress = _FirstTrial(work_dir)
     start = time.monotonic()
     result = tune_model(params, target, tracker, cache, progress)
@@ -163,10 +163,10 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1e3:.2f}"
 
 
-def print_table(rows: list[Row], trials: int) -> None:
-    """The Markdown table of the module doc."""
+def print_table(rows: list[Row], budget: str) -> None:
+    """The Markdown table of the module doc; ``budget`` names the tuning budget."""
     print("| model | input | ORT 1 thread ms | untuned ms | untuned/ORT | tuned ms "
-          f"(--trials {trials}) | tuned/ORT | first trial s | trials/phone-hour | of limit |")
+          f"({budget}) | tuned/ORT | first trial s | trials/phone-hour | of limit |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         tuned_ratio = "-" if r.tuned_s is None else f"{r.tuned_s / r.ort_s:.2f}"
@@ -187,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tune", nargs="*", default=[next(iter(MODELS))], choices=list(MODELS),
                         help="models also tuned (none: --tune with no name)")
     parser.add_argument("--trials", type=int, default=16, help="measured trials per tuned model")
+    parser.add_argument("--for-s", type=float, default=None,
+                        help="tuning seconds per tuned model (stops before --trials if shorter)")
     parser.add_argument("--samples", type=int, default=7, help="latency samples per figure")
     parser.add_argument("--small", action="store_true", help="the zoo's small variants")
     args = parser.parse_args(argv)
@@ -220,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                           statistics.median(untuned.samples_s))
                 if name in args.tune:
                     (row.tuned_s, row.trials, row.first_trial_s, row.trials_per_hour,
-                     row.limit_per_hour) = _tune(path, model, args.trials, root,
+                     row.limit_per_hour) = _tune(path, model, args.trials, args.for_s, root,
                                                  target, tracker, cache)
                 rows.append(row)
                 print(f"{name}: ORT {_ms(row.ort_s)} ms, untuned {_ms(row.untuned_s)} ms, "
@@ -230,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"host: {os.cpu_count()} cores, load average {load[0]:.1f} {load[1]:.1f} "
           f"{load[2]:.1f}; phone process and onnxruntime on core {CORE}, 1 thread each, "
           f"{'real-time priority' if favoured else 'normal priority (no CAP_SYS_NICE)'}")
-    print_table(rows, args.trials)
+    budget = f"--trials {args.trials}" + ("" if args.for_s is None else f", --for-s {args.for_s:g}")
+    print_table(rows, budget)
     print("reproduce: python bench/bench_zoo.py " + shlex.join(sys.argv[1:] if argv is None
                                                               else argv))
     return 0

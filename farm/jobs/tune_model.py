@@ -7,6 +7,13 @@ it applies a database), so the tasks extracted here are the workloads the
 tuned build looks up. Tasks are ranked heaviest first (FLOPs times the
 times they occur) and capped at ``max_tasks``.
 
+Each round first measures the default schedule of every task that has
+trials left and no such record yet (:mod:`farm.jobs.tune_baseline`): one of
+the task's trials, recorded like any candidate, so that the tuned build
+applies a tuning record only where it beat farm's default schedule on the
+job's phones, and the job has its first measured trials before MetaSchedule's
+search has proposed any.
+
 All tasks are tuned in one MetaSchedule run (``tune_tasks`` with the gradient
 task scheduler, XGBoost cost model) into the one work folder database
 (:mod:`farm.jobs.tune` describes the folder and the runner set-up, shared with
@@ -56,6 +63,7 @@ from farm.jobs.tune import (
     measure_callbacks,
     tune_in_rounds,
 )
+from farm.jobs.tune_baseline import BaselineTask, measure_baselines, missing_baselines
 from farm.jobs.tune_progress import TaskProgress, TuneProgress
 from farm.jobs.tune_rate import limit_per_phone_hour, trials_per_phone_hour
 from farm.jobs.tune_records import best_record_s, count_trials, repair_work_dir, workload_index
@@ -276,6 +284,23 @@ def _import_tensor_intrin(progress: TuneProgress) -> None:
     progress.set_phase("tuning")
 
 
+def _measure_baselines(planned: list[_Planned], params: TuneParams, builder: Any, runner: Any,
+                       progress: TuneProgress, on_batch: Callable[[], None]) -> None:
+    """Measure the default schedule of each CPU task with trials left and none measured yet.
+
+    The baseline is one of the task's trials (:mod:`farm.jobs.tune_baseline`).
+    """
+    left = [p for p, m in zip(planned, _measured(planned, params), strict=True)
+            if m < p.trials and str(p.task.extracted.target.kind.name) == "llvm"]
+    tasks = missing_baselines([BaselineTask(p.task.name, p.index, p.task.extracted.dispatched[0],
+                                            p.task.extracted.target) for p in left],
+                              params.work_dir)
+    if tasks:
+        progress.set_phase("measuring the default schedules")
+        measure_baselines(tasks, builder, runner, params.work_dir, params.builder_workers,
+                          progress.expired, on_batch)
+
+
 def _measured(planned: list[_Planned], params: TuneParams) -> list[int]:
     """Each task's measured trials in the work folder."""
     return [count_trials(params.work_dir, p.index)[0] for p in planned]
@@ -311,11 +336,15 @@ def _tune_all(planned: list[_Planned], batch: int, params: TuneParams, tracker: 
             limit_per_phone_hour(params.work_dir, params.timing))
 
     def tune_round(_remaining: int) -> None:
-        caps = [max(0, p.trials - m) for p, m in zip(planned, _measured(planned, params),
-                                                      strict=True)]
         if not measurers:
             measurers.append(builder_and_runner(params, tracker, linker, warm=True))
         builder, runner = measurers[0]
+        _measure_baselines(planned, params, builder, runner, progress, on_batch)
+        caps = [max(0, p.trials - m) for p, m in zip(planned, _measured(planned, params),
+                                                      strict=True)]
+        if not any(caps) or progress.expired():
+            return
+        _import_tensor_intrin(progress)
         contexts, weights = _contexts(planned, caps, params, progress.expired)
         log.info("tuning_round_tasks", tasks=len(contexts), trials=sum(caps), batch=batch)
         ms.tune_tasks(
@@ -344,7 +373,9 @@ def compile_tuned(
 
     Built as the ``model`` job builds it (:func:`farm.jobs.model.build_model` with
     ``database_dir``: same linker, same compile cache entry), then copied into
-    the work folder. Tasks without a record keep TVM's default schedules.
+    the work folder. Each task gets its best record, which is its default
+    schedule unless a searched candidate measured faster (the baselines); tasks
+    without a record keep farm's default CPU schedules.
 
     Raises:
         CompileError: TVM could not compile or link it.
@@ -405,7 +436,6 @@ def tune_model(
     before = [min(m, p.trials) for m, p in zip(_measured(planned, params), planned, strict=True)]
     progress.set_tasks([TaskProgress(p.task.name, p.index, p.trials, b)
                         for p, b in zip(planned, before, strict=True)], budget_s=params.for_s)
-    _import_tensor_intrin(progress)
     stopped_by = _tune_all(planned, batch, params, tracker, linker, progress)
     counts = _measured(planned, params)
     if sum(counts) == 0:

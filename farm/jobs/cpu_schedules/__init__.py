@@ -13,7 +13,7 @@ from typing import Any
 from farm.jobs.cpu_schedules.rules import Injective, ParallelFallback, TiledReduction
 
 __all__ = ["CPU_SCHEDULES_VERSION", "Injective", "ParallelFallback", "TiledReduction",
-           "apply_default_schedules", "default_rules"]
+           "apply_default_schedules", "default_rules", "default_schedule"]
 
 #: Joins the compile cache key of CPU builds: bump it when a rule changes what it emits,
 #: so libraries built by older rules are not reused.
@@ -33,6 +33,33 @@ def default_rules() -> list[Any]:
     from tvm.s_tir import dlight
 
     return [TiledReduction(), Injective(), dlight.cpu.Reduction(), ParallelFallback()]
+
+
+def default_schedule(func: Any, target: Any) -> Any:
+    """farm's default schedule of one PrimFunc, as :func:`apply_default_schedules` gives it.
+
+    The first of :func:`default_rules` that applies schedules it, as dlight's
+    ``ApplyDefaultSchedule`` picks (apache/tvm ``python/tvm/s_tir/dlight/base/
+    transform.py``); its trace replays the schedule on the same function,
+    which is how a tuning job records it as a candidate
+    (:mod:`farm.jobs.tune_baseline`).
+
+    Args:
+        func: a ``tirx.PrimFunc``, e.g. a tuning task's ``main``.
+        target: the ``tvm.target.Target`` of the build.
+
+    Returns:
+        A traced ``tvm.s_tir.Schedule`` of ``func``; with no trace step where
+        no rule applies (the function stays as legalization wrote it).
+    """
+    from tvm import s_tir
+
+    with target:
+        for rule in default_rules():
+            space = rule.apply(func, target, False)
+            if space is not None:
+                return space[0] if isinstance(space, list) else space
+    return s_tir.Schedule(func)
 
 
 def apply_default_schedules(mod: Any, target: Any) -> Any:

@@ -87,6 +87,17 @@ class TestRecorded:
         assert trace_key(live) == trace_key(json.loads(line)[1][0])
         assert measured_traces(tmp_path) == {0: {trace_key(live)}}
 
+    def test_a_candidates_booleans_match_the_records_integers(self, tmp_path: Path) -> None:
+        """A candidate's trace says ``Split`` attributes as booleans, the records file as 0 and
+        1: the same trace has one key, so a resumed run does not measure it again."""
+        split = [["Split", ["l1", "None", 8], [True, False], ["l2", "l3"]]]
+        (tmp_path / RECORDS_FILE).write_text(record_line(0, [[["Split", ["l1", "None", 8],
+                                                               [1, 0], ["l2", "l3"]]], []],
+                                                         [1e-3]) + "\n")
+        assert measured_traces(tmp_path) == {0: {trace_key([split, []])}}
+        assert trace_key([split, []]) != trace_key([[["Split", ["l1", "None", 8], [0, 0],
+                                                      ["l2", "l3"]]], []])
+
 
 class TestRate:
     def test_limit_is_run_time_plus_upload(self, tmp_path: Path) -> None:
