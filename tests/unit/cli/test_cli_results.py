@@ -139,19 +139,24 @@ class TestErrors:
         assert result.exit_code == 2 and result.stderr.startswith("Error: cannot write the plot")
 
 
+def model_result(store: Store, runs: list[dict[str, object]]) -> int:
+    """A finished model job on phone A whose summary has ``runs`` (the last counts); its id."""
+    store.upsert_device("A", NOW, {"abi": "arm64-v8a"})
+    put_state(store, "A", DeviceState.READY, "test", NOW)
+    job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
+    [claim] = store.claim([Assignment(job_id, ("A",), 60.0)], NOW)
+    assert store.finish(claim.attempt.id, Outcome({"kind": "model", "runs": runs}, STEADY,
+                                                  "s", ("A",) * 4), NOW)
+    return job_id
+
+
 class TestLoadTimes:
     def test_a_model_result_shows_load_and_first_run_per_phone(
         self, farmctl, store: Store
     ) -> None:
         """A model job's runs carry load_s and first_run_s: results --job and job show them."""
-        store.upsert_device("A", NOW, {"abi": "arm64-v8a"})
-        put_state(store, "A", DeviceState.READY, "test", NOW)
-        job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
-        [claim] = store.claim([Assignment(job_id, ("A",), 60.0)], NOW)
-        runs = [{"serial": "A", "load_s": 0.25, "first_run_s": 0.0125},
-                {"serial": "A", "load_s": 0.5, "first_run_s": 0.025}]  # the last run counts
-        assert store.finish(claim.attempt.id, Outcome({"kind": "model", "runs": runs}, STEADY,
-                                                      "s", ("A",) * 4), NOW)
+        job_id = model_result(store, [{"serial": "A", "load_s": 0.25, "first_run_s": 0.0125},
+                                      {"serial": "A", "load_s": 0.5, "first_run_s": 0.025}])
         for argv in (("results", "--job", str(job_id)), ("job", str(job_id))):
             out = farmctl(*argv).stdout
             assert "phone\tload\tfirst run" in out, argv  # piped: the table's header, no title
@@ -169,20 +174,15 @@ class TestKernelProfile:
         self, farmctl, store: Store
     ) -> None:
         """results --job prints each phone's last profile, heaviest first, with the sum's ratio."""
-        store.upsert_device("A", NOW, {"abi": "arm64-v8a"})
-        put_state(store, "A", DeviceState.READY, "test", NOW)
-        job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
-        [claim] = store.claim([Assignment(job_id, ("A",), 60.0)], NOW)
         kernels = [{"name": "fused_conv2d_add_relu", "calls": 2, "per_call_ms": 0.02,
                     "total_ms": 0.04, "share_pct": 80.0},
                    {"name": "max_pool2d", "calls": 1, "per_call_ms": 0.01, "total_ms": 0.01,
                     "share_pct": 20.0}]
         profile = {"kernels": kernels, "kernels_ms": 0.05, "model_ms": 0.0625, "ratio": 0.8,
                    "missing": []}
-        runs = [{"serial": "A", "profile": {**profile, "kernels": kernels[1:]}},
-                {"serial": "A", "profile": profile}]  # the last run counts
-        assert store.finish(claim.attempt.id, Outcome({"kind": "model", "runs": runs}, STEADY,
-                                                      "s", ("A",) * 4), NOW)
+        job_id = model_result(store, [{"serial": "A", "profile": {**profile,
+                                                                  "kernels": kernels[1:]}},
+                                      {"serial": "A", "profile": profile}])
         out = farmctl("results", "--job", str(job_id)).stdout
         assert "kernels on A: sum 0.0500 ms of the model's 0.0625 ms (80%)" in out
         rows = [line.split("\t") for line in out.splitlines() if line.startswith(("fused", "max"))]
@@ -191,15 +191,6 @@ class TestKernelProfile:
 
 
 class TestOutputs:
-    def _model_result(self, store: Store, runs: list[dict[str, object]]) -> int:
-        store.upsert_device("A", NOW, {"abi": "arm64-v8a"})
-        put_state(store, "A", DeviceState.READY, "test", NOW)
-        job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
-        [claim] = store.claim([Assignment(job_id, ("A",), 60.0)], NOW)
-        assert store.finish(claim.attempt.id, Outcome({"kind": "model", "runs": runs}, STEADY,
-                                                      "s", ("A",) * 4), NOW)
-        return job_id
-
     def test_outputs_are_written_per_phone_as_npy(
         self, farmctl, store: Store, tmp_path: Path
     ) -> None:
@@ -210,14 +201,14 @@ class TestOutputs:
 
         want = np.arange(10, dtype="float32").reshape(1, 10)
         sha = store.put_blob(outputs_npz([want]), NOW)
-        job_id = self._model_result(store, [{"serial": "A", "outputs_sha256": sha}])
+        job_id = model_result(store, [{"serial": "A", "outputs_sha256": sha}])
         result = farmctl("results", "--job", str(job_id), "--outputs", str(tmp_path / "out"))
         assert result.exit_code == 0, result.output
         np.testing.assert_array_equal(np.load(tmp_path / "out" / "A" / "output_0.npy"), want)
 
     def test_a_job_without_outputs_is_one_line(self, farmctl, store: Store, tmp_path: Path) -> None:
         """A job run on random inputs kept no outputs: one line says so, nothing is written."""
-        job_id = self._model_result(store, [{"serial": "A"}])
+        job_id = model_result(store, [{"serial": "A"}])
         result = farmctl("results", "--job", str(job_id), "--outputs", str(tmp_path / "out"))
         assert result.exit_code != 0
         assert result.stderr == (f"Error: job {job_id} kept no outputs: only a model job "
