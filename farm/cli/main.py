@@ -49,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("farm.cli.export:export", "Write a tuned model's bundle, usable without farm."),
     "db": ("farm.cli.db:db", "The queue database's schema: show its revision, or upgrade it."),
     "compare": ("farm.cli.compare:compare", "Compare two jobs or runs per phone."),
+    "profile": ("farm.cli.profile:profile", "A profiled model job's heaviest kernels per phone."),
     "hosts": ("farm.cli.hosts:hosts", "The farmd hosts sharing this database."),
     "token": ("farm.cli.token:token", "The HTTP API's tokens: create, list, revoke."),
 }

@@ -17,7 +17,8 @@ from farm.cli.output import Column, note, print_table
 from farm.errors import UserFault
 from farm.queue.records import ResultView
 
-__all__ = ["PROFILE_COLUMNS", "print_profiles", "profile_rows", "write_job_outputs"]
+__all__ = ["PROFILE_COLUMNS", "last_profiles", "print_profiles", "profile_rows",
+           "write_job_outputs"]
 
 #: Kernels listed per phone; the sum line still counts every kernel.
 TOP_KERNELS = 10

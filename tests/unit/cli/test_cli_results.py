@@ -189,6 +189,26 @@ class TestKernelProfile:
         assert rows == [["fused_conv2d_add_relu", "2", "0.0200 ms", "0.0400 ms", "80.0"],
                         ["max_pool2d", "1", "0.0100 ms", "0.0100 ms", "20.0"]]
 
+    def test_farmctl_profile_prints_the_same_tables_and_json(self, farmctl, store: Store) -> None:
+        """farmctl profile JOB: the phone's kernels heaviest first; --json its whole profile; a
+        job without one is one line naming it."""
+        kernels = [{"name": "fused_conv2d_add_relu", "calls": 2, "per_call_ms": 0.02,
+                    "total_ms": 0.04, "share_pct": 80.0},
+                   {"name": "max_pool2d", "calls": 1, "per_call_ms": 0.01, "total_ms": 0.01,
+                    "share_pct": 20.0}]
+        profile = {"kernels": kernels, "kernels_ms": 0.05, "model_ms": 0.0625, "ratio": 0.8,
+                   "missing": []}
+        job_id = model_result(store, [{"serial": "A", "profile": profile}])
+        out = farmctl("profile", str(job_id)).stdout
+        assert out.index("fused_conv2d_add_relu") < out.index("max_pool2d")
+        assert "sum 0.0500 ms of the model's 0.0625 ms (80%)" in out
+        shown = json.loads(farmctl("profile", str(job_id), "--json").stdout)
+        assert shown == {"job_id": job_id, "phones": {"A": profile}}
+        plain = model_result(store, [{"serial": "A"}])
+        result = farmctl("profile", str(plain))
+        assert result.exit_code != 0
+        assert f"job {plain} has no kernel profile" in result.stderr
+
 
 class TestOutputs:
     def test_outputs_are_written_per_phone_as_npy(
