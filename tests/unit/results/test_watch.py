@@ -120,7 +120,8 @@ class TestFarmd:
 
         from farm.daemon import Farmd
 
-        idle = type("Idle", (), {"tick": lambda self: None, "sweep": lambda self: None})()
+        idle = type("Idle", (), {"tick": lambda self: None, "sweep": lambda self: None,
+                                 "watch_held": lambda self: None})()
         farmd = Farmd(Settings.model_validate({"data_dir": str(tmp_path),
                                                "results": {"watch_interval_s": 123}}))
         farmd.store, farmd.dispatcher, farmd.manager = store, idle, idle  # type: ignore[assignment]
