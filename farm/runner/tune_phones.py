@@ -52,7 +52,8 @@ log = structlog.get_logger(__name__)
 MONITOR_INTERVAL_S = 3.0
 REGISTER_DEADLINE_S = 90.0
 #: A relaunched app registers about 5 s later (MainActivity's
-#: HANDLER_RESTART_DELAY); it is not relaunched again before this much time.
+#: HANDLER_RESTART_DELAY); it is not relaunched again before this much time,
+#: unless every app has registered since (then a vanished one crashed).
 RELAUNCH_GRACE_S = 20.0
 SUMMARY_TIMEOUT_S = 5.0
 _POLL_S = 0.5
@@ -161,6 +162,8 @@ class JobPhones:
             FarmError: the tracker or adb failed (the monitor logs and retries).
         """
         if self.listed(self.key) >= len(self.phones):
+            for phone in self.phones:  # all registered: no launch is still starting
+                phone.launched_s = 0.0
             return []
         now_s = time.monotonic()
         relaunched = []

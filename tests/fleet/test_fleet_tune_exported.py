@@ -4,12 +4,10 @@ through an app crash, then its untuned and tuned builds compared per phone (issu
 
 TVM's ONNX frontend refuses the model as exported (tests/exported_models.py); farm
 imports it simplified with its input shapes fixed and says so. Two virtual phones of
-one model tune it with a tiny budget; phone 0's app crashes as soon as both phones
-serve the job's key (once the first trials were measured, the 4 trials could all be
-measured before the crash reached the tuning: it then tested nothing). Every trial
-asked is measured once (counted in the records), and ``farmctl compare JOB:untuned
-JOB`` gives a verdict on each phone. The faults come through the phone (the app's
-process is killed), never by patching.
+one model tune it with a tiny budget; phone 0's app crashes once the first trials are
+measured. Every trial asked is measured once (counted in the records), and
+``farmctl compare JOB:untuned JOB`` gives a verdict on each phone. The faults come
+through the phone (the app's process is killed), never by patching.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 from exported_models import write_computed_reshape
 from test_fleet_tune_model import measured_pairs
-from test_jobs_tuning import complete_records
+from test_jobs_tuning import complete_records, measured_in
 
 from farm.cli.main import cli
 from farm.clock import wait_until
@@ -38,7 +36,11 @@ from farm.tvm.tracker import summary
 pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.timeout(2700)]
 
 TASKS = 2
-TRIALS_PER_TASK = 2
+#: Enough batches (of 2) that phone 0's crash, sent once the first trial is
+#: measured, lands while the tuning still needs the phone: with 2 per task all
+#: 4 were measured before the crash reached it, and the test checked nothing (on
+#: a quiet host 12 trials of this model take 7 s).
+TRIALS_PER_TASK = 8
 #: Each wait's limit. At load 18 on 2 cores the first trial came 15 minutes in; on a
 #: quiet host the whole test takes a few minutes (a wait ends when its condition holds).
 DEADLINE_S = 1200.0
@@ -55,6 +57,7 @@ def test_exported_model_tunes_through_a_crash_and_compares_per_phone(
         "model": {"path": str(model), "input_shapes": {"images": [1, 3, 8, 8]},
                   "number": 2, "repeat": 6},
         "trials": TASKS * TRIALS_PER_TASK, "max_tasks": TASKS, "trials_per_batch": 2,
+        "trials_per_task": TRIALS_PER_TASK,
         "phones": 2}}
     now = datetime.now(UTC)
     job_id = store.enqueue(store_spec_models(raw, ("params.model.path",), store, now), now)
@@ -67,6 +70,9 @@ def test_exported_model_tunes_through_a_crash_and_compares_per_phone(
         return 0
 
     wait_until(lambda: serving() == 2, DEADLINE_S, "both phones serving the job")
+    # The records file is read every 20 ms: the crash follows the first trial at once.
+    wait_until(lambda: measured_in(complete_records(work_dir)) >= 1, DEADLINE_S,
+               "the first trial measured", interval_s=0.02)
     serials = running.serials  # type: ignore[attr-defined]
     running.fleet.crash_app(serials[0])  # type: ignore[attr-defined]
     running.wait_finished([job_id], DEADLINE_S)  # type: ignore[attr-defined]
