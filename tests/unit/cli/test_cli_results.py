@@ -169,20 +169,23 @@ class TestLoadTimes:
         assert "library load" not in farmctl("results", "--job", str(job_id)).stdout
 
 
+#: A model --profile run's profile: two kernels, heaviest first (farm.jobs.profile).
+KERNELS = [{"name": "fused_conv2d_add_relu", "calls": 2, "per_call_ms": 0.02, "total_ms": 0.04,
+            "share_pct": 80.0},
+           {"name": "max_pool2d", "calls": 1, "per_call_ms": 0.01, "total_ms": 0.01,
+            "share_pct": 20.0}]
+PROFILE = {"kernels": KERNELS, "kernels_ms": 0.05, "model_ms": 0.0625, "ratio": 0.8,
+           "missing": []}
+
+
 class TestKernelProfile:
     def test_a_profiled_model_result_lists_its_heaviest_kernels_per_phone(
         self, farmctl, store: Store
     ) -> None:
         """results --job prints each phone's last profile, heaviest first, with the sum's ratio."""
-        kernels = [{"name": "fused_conv2d_add_relu", "calls": 2, "per_call_ms": 0.02,
-                    "total_ms": 0.04, "share_pct": 80.0},
-                   {"name": "max_pool2d", "calls": 1, "per_call_ms": 0.01, "total_ms": 0.01,
-                    "share_pct": 20.0}]
-        profile = {"kernels": kernels, "kernels_ms": 0.05, "model_ms": 0.0625, "ratio": 0.8,
-                   "missing": []}
-        job_id = model_result(store, [{"serial": "A", "profile": {**profile,
-                                                                  "kernels": kernels[1:]}},
-                                      {"serial": "A", "profile": profile}])
+        job_id = model_result(store, [{"serial": "A", "profile": {**PROFILE,
+                                                                  "kernels": KERNELS[1:]}},
+                                      {"serial": "A", "profile": PROFILE}])
         out = farmctl("results", "--job", str(job_id)).stdout
         assert "kernels on A: sum 0.0500 ms of the model's 0.0625 ms (80%)" in out
         rows = [line.split("\t") for line in out.splitlines() if line.startswith(("fused", "max"))]
@@ -192,18 +195,12 @@ class TestKernelProfile:
     def test_farmctl_profile_prints_the_same_tables_and_json(self, farmctl, store: Store) -> None:
         """farmctl profile JOB: the phone's kernels heaviest first; --json its whole profile; a
         job without one is one line naming it."""
-        kernels = [{"name": "fused_conv2d_add_relu", "calls": 2, "per_call_ms": 0.02,
-                    "total_ms": 0.04, "share_pct": 80.0},
-                   {"name": "max_pool2d", "calls": 1, "per_call_ms": 0.01, "total_ms": 0.01,
-                    "share_pct": 20.0}]
-        profile = {"kernels": kernels, "kernels_ms": 0.05, "model_ms": 0.0625, "ratio": 0.8,
-                   "missing": []}
-        job_id = model_result(store, [{"serial": "A", "profile": profile}])
+        job_id = model_result(store, [{"serial": "A", "profile": PROFILE}])
         out = farmctl("profile", str(job_id)).stdout
         assert out.index("fused_conv2d_add_relu") < out.index("max_pool2d")
         assert "sum 0.0500 ms of the model's 0.0625 ms (80%)" in out
         shown = json.loads(farmctl("profile", str(job_id), "--json").stdout)
-        assert shown == {"job_id": job_id, "phones": {"A": profile}}
+        assert shown == {"job_id": job_id, "phones": {"A": PROFILE}}
         plain = model_result(store, [{"serial": "A"}])
         result = farmctl("profile", str(plain))
         assert result.exit_code != 0
