@@ -7,6 +7,16 @@ quiet: it shares the loaded host like any process), measured by
 :func:`farm.jobs.gemm.run_gemm` exactly as a gemm job does at the defaults
 (the spec's default timing and threads, ``[results]`` warm-up and sampling),
 the first measurement as soon as the phone has registered.
+
+What is asserted: the first run is not called different from the next by
+``[results] change_threshold`` or more (the defect gave 0.56, "faster"); a
+noisy pair stays undecided. A verdict of 2.5-5% can still come on a shared
+host: CI measured the second run 3.3% faster at p 7e-15 after a 1 s steady
+warm-up, host load moving between the two runs while each run's samples
+agree, which a test of samples within runs cannot tell from a change of the
+build. How
+often unchanged runs are called different is measured where the phones are
+quiet (tests/jobs/test_jobs_throttle_compare.py: at most 1 of 20).
 """
 
 from __future__ import annotations
@@ -41,4 +51,6 @@ def test_first_run_after_start_and_the_next_are_not_called_different(tmp_path: P
     comparison = compare_samples(first.samples_s, second.samples_s,
                                  threshold=defaults.change_threshold, alpha=defaults.alpha,
                                  max_cv=defaults.max_cv)
-    assert comparison.verdict not in (Verdict.SLOWER, Verdict.FASTER), (comparison, first.warmup)
+    called = comparison.verdict in (Verdict.SLOWER, Verdict.FASTER)
+    assert not (called and abs(comparison.ratio - 1.0) >= defaults.change_threshold), (
+        comparison, first.warmup)
