@@ -76,9 +76,9 @@ class TestModelJob:
         its output on the user's inputs matches onnxruntime's.
 
         Submitted with an ``.npz`` of inputs and ``profile=True`` (``enqueue model --profile
-        --inputs``): the client waits, reads the result, the profile (heaviest kernel first,
-        kernels summing near the model's time) and the phone's outputs, which equal
-        onnxruntime's on the same inputs.
+        --inputs``): the client waits, reads the result (with the peak memory of the app's
+        process), the profile (heaviest kernel first, kernels summing near the model's time)
+        and the phone's outputs, which equal onnxruntime's on the same inputs.
         """
         farm = start_farmd(1, api=True)
         model = write_small_cnn(tmp_path / "small_cnn.onnx")
@@ -98,6 +98,9 @@ class TestModelJob:
         assert run["samples"] >= 3 and all(s > 0 for s in result.samples)
         assert run["max_abs_err"] < 1e-3
         assert result.summary["model"] == "small_cnn.onnx"
+        # Read through adb from the phone's /proc while the session ran: the session's
+        # process holds Python and the TVM runtime, tens of MiB at least.
+        assert isinstance(run["peak_memory_kb"], int) and run["peak_memory_kb"] > 20 * 1024, run
         names = [k["name"] for k in profile["kernels"]]
         # small_cnn's 3x3 convolutions over 16x16 maps are its heaviest work.
         assert names[0].startswith("fused_conv2d"), names
