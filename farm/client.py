@@ -5,9 +5,10 @@
     from farm.client import Farm
 
     farm = Farm("http://127.0.0.1:9465", token="farm_...")
-    job = farm.submit_model("small_cnn.onnx", {"x": (1, 3, 16, 16)}, devices={"soc": "SM8150"})
+    job = farm.submit_model("small_cnn.onnx", inputs={"x": x}, profile=True,
+                            devices={"soc": "SM8150"})
     result = job.wait(timeout_s=600).result()
-    print(result.summary["per_serial"])
+    print(result.summary["per_serial"], job.profile(), job.outputs())
 
 It is a thin layer over :class:`farm.cli.remote.RemoteService`, the client
 ``farmctl --server`` uses, so there is one implementation of the wire: model
@@ -20,23 +21,33 @@ the classes the server raised, with its one-line messages:
 - :class:`~farm.errors.InfraFault`: the server cannot be reached;
 - :class:`JobFailed`: a waited-for job failed or was cancelled;
 - :class:`~farm.cli.jobs.WaitTimedOut` (as ``farmctl wait --timeout``): :meth:`Job.wait`
-  past its timeout.
+  past its timeout;
+- :class:`~farm.api.errors.NotFound`: :meth:`Job.outputs` of a job that kept none.
+
+A job given ``inputs`` keeps each phone's outputs on them (:meth:`Job.outputs`,
+``GET /api/v1/jobs/{id}/outputs/{serial}``); one given ``profile=True`` times
+each kernel on each phone (:meth:`Job.profile`, read from the result).
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from farm.cli.jobs import WaitTimedOut
+from farm.cli.profile_table import last_profiles
 from farm.cli.remote import RemoteService
 from farm.clock import SystemClock, wait_until
-from farm.errors import FarmError
+from farm.errors import FarmError, UserFault
 from farm.kinds.model import KIND as MODEL_KIND
 from farm.kinds.tune import KIND as TUNE_KIND
 from farm.queue.models import JobState
 from farm.queue.records import DeviceRecord, JobView, ResultView
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["Farm", "Job", "JobFailed"]
 
@@ -103,6 +114,37 @@ class Job:
             raise JobFailed(f"job {self.id} has no result yet ({self.view().state.value})")
         return found[0]
 
+    def profile(self) -> dict[str, dict[str, Any]]:
+        """Serial -> the kernel profile of each phone (``farmctl profile JOB --json``'s phones).
+
+        Each profile has ``kernels`` (heaviest first: ``name``, ``calls``,
+        ``per_call_ms``, ``total_ms``, ``share_pct``), ``kernels_ms``, ``model_ms``
+        and ``ratio`` (:class:`farm.jobs.profile.KernelProfile`).
+
+        Raises:
+            JobFailed: the job has no result yet.
+            UserFault: it was not submitted with ``profile=True``.
+        """
+        profiles = last_profiles(self.result())
+        if not profiles:
+            raise UserFault(f"job {self.id} has no kernel profile: only a finished model job "
+                            "submitted with profile=True has one")
+        return profiles
+
+    def outputs(self) -> dict[str, dict[str, np.ndarray]]:
+        """Serial -> the outputs each phone gave for the job's ``inputs``, by name.
+
+        Names are ``output_0``, ``output_1``... in the graph's output order
+        (:mod:`farm.jobs.model_io`).
+
+        Raises:
+            NotFound: no such job, or it kept no outputs (not finished, or no ``inputs``).
+        """
+        from farm.jobs.model_io import load_npz
+
+        return {serial: load_npz(data, f"the outputs of {serial}")
+                for serial, data in self._farm.service.outputs(self.id).items()}
+
 
 class Farm:
     """A farm server, reached with a token.
@@ -138,22 +180,36 @@ class Farm:
         self, path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None, *,
         devices: Mapping[str, Any] | None = None, target: str = "cpu",
         tuned: int | None = None, repetitions: int | None = None,
+        inputs: str | Path | Mapping[str, np.ndarray] | None = None, profile: bool = False,
+        number: int | None = None, repeat: int | None = None,
     ) -> Job:
         """Time an ONNX model on a device and check it against onnxruntime (``enqueue model``).
 
         Args:
             path: the ONNX file on this machine; it is uploaded.
             input_shapes: input name -> shape; None for the model's own.
+            inputs: the model's inputs (``--inputs``): an ``.npz`` file, or input
+                name -> array; uploaded, fed to the phone and to onnxruntime, and
+                the phone's outputs kept (:meth:`Job.outputs`). None: random inputs.
+            profile: also time each kernel on the phone (:meth:`Job.profile`).
+            number: runs per sample (``--number``); None for the spec's default.
+            repeat: samples per measurement (``--repeat``); None for the spec's default.
             devices: the device selection (``serials``, ``soc``, ``abi``, ``count``...).
             target: ``cpu``, ``opencl`` or ``cuda``.
             tuned: a finished tune job of this model whose records are applied.
             repetitions: measured runs per device; None for the server's default.
 
         Raises:
-            SpecError: the file or the spec is refused (the server's one line).
+            SpecError: a file, the inputs or the spec is refused (the server's one line).
         """
         params: dict[str, Any] = {"path": str(path), "target": target, "tuned": tuned,
-                                  "input_shapes": _shapes(input_shapes)}
+                                  "input_shapes": _shapes(input_shapes),
+                                  "profile": profile or None, "number": number,
+                                  "repeat": repeat}
+        if isinstance(inputs, Mapping):
+            params["inputs"] = self.service.upload_inputs(_npz(inputs), "inputs.npz").model_dump()
+        elif inputs is not None:
+            params["inputs"] = str(inputs)
         return self._submit(MODEL_KIND.name, params, MODEL_KIND.input_files, devices,
                             repetitions)
 
@@ -183,8 +239,18 @@ class Farm:
             raw["devices"] = dict(devices)
         if repetitions is not None:
             raw["repetitions"] = repetitions
-        submitted = self.service.submit(self.service.store_models(raw, files))
+        raw = self.service.store_inputs(self.service.store_models(raw, files))
+        submitted = self.service.submit(raw)
         return Job(self, submitted.jobs[0].id)
+
+
+def _npz(arrays: Mapping[str, np.ndarray]) -> bytes:
+    """``arrays`` as the bytes of an ``.npz`` (``np.savez``)."""
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.savez(buffer, allow_pickle=False, **{name: np.asarray(a) for name, a in arrays.items()})
+    return buffer.getvalue()
 
 
 def _shapes(shapes: Mapping[str, Sequence[int]] | None) -> dict[str, list[int]] | None:

@@ -30,6 +30,7 @@ from farm.errors import UserFault
 from farm.jobs.model_store import StoredModel, put_model, store_spec_models
 from farm.jobs.tune_progress import TuneCounters, read_counters
 from farm.kinds import KINDS
+from farm.kinds.model_inputs import InputsBlob, outputs_by_serial, put_inputs, store_inputs
 from farm.queue.hosts import HostRecord
 from farm.queue.models import AttemptState, DeviceState, JobState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
@@ -93,6 +94,12 @@ class Queue(Protocol):
 
     def store_models(self, raw: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
         """:meth:`FarmService.store_models`."""
+
+    def store_inputs(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """:meth:`FarmService.store_inputs`."""
+
+    def outputs(self, job_id: int) -> dict[str, bytes]:
+        """:meth:`FarmService.outputs`."""
 
     def submit(self, raw: dict[str, Any], *, wait_for_device: bool = False,
                each: bool = False) -> Submitted:
@@ -295,6 +302,64 @@ class FarmService(ReservationMethods):
             StoreError: the database refused the write.
         """
         return put_model(self.store, data, name, self.clock.now(), field="model")
+
+    def store_inputs(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """A raw spec whose ``params.inputs`` ``.npz`` (on this host) is stored as a blob.
+
+        See :func:`farm.kinds.model_inputs.store_inputs`.
+
+        Raises:
+            SpecError: the file is missing, unreadable or no ``.npz`` archive.
+        """
+        return store_inputs(raw, self.upload_inputs)
+
+    def upload_inputs(self, data: bytes | Path, name: str) -> InputsBlob:
+        """Check uploaded bytes as an ``.npz`` archive and store them as a blob.
+
+        ``POST /api/v1/blobs?type=inputs``; a spec names the blob in ``params.inputs``.
+
+        Raises:
+            SpecError: ``data`` is no ``.npz`` archive (field ``params.inputs``).
+            StoreError: the database refused the write.
+        """
+        return put_inputs(self.store, data, name, self.clock.now())
+
+    def outputs(self, job_id: int) -> dict[str, bytes]:
+        """Serial -> the ``.npz`` of outputs each phone gave for a ``model --inputs`` job.
+
+        Raises:
+            NotFound: no such job, or it kept no outputs (not finished, or run
+                on random inputs), or they are no longer stored.
+        """
+        kept = self._kept_outputs(job_id)
+        if not kept:
+            raise NotFound(f"job {job_id} kept no outputs: only a model job given --inputs does")
+        return {serial: self._outputs_blob(job_id, serial, kept) for serial in kept}
+
+    def output(self, job_id: int, serial: str) -> bytes:
+        """The ``.npz`` of outputs one phone gave for a ``model --inputs`` job.
+
+        Raises:
+            NotFound: see :meth:`outputs`; or ``serial`` kept none.
+        """
+        return self._outputs_blob(job_id, serial, self._kept_outputs(job_id))
+
+    def _outputs_blob(self, job_id: int, serial: str, kept: Mapping[str, str]) -> bytes:
+        """The outputs ``serial`` kept (``kept``: :meth:`_kept_outputs`), read from the store."""
+        if serial not in kept:
+            raise NotFound(f"job {job_id} kept no outputs of {serial!r} (phones that did: "
+                           f"{', '.join(sorted(kept)) or 'none'}; only a model job given "
+                           "--inputs keeps them)")
+        data = self.store.get_blob(kept[serial])
+        if data is None:
+            raise NotFound(f"job {job_id}: the outputs of {serial} are no longer stored")
+        return data
+
+    def _kept_outputs(self, job_id: int) -> dict[str, str]:
+        """Serial -> outputs blob of job ``job_id`` (NotFound: no such job)."""
+        self.job(job_id)
+        return {serial: sha256 for view in self.results(job_id)
+                for serial, sha256 in outputs_by_serial(view).items()}
 
     def submit(self, raw: dict[str, Any], *, wait_for_device: bool = False,
                each: bool = False) -> Submitted:

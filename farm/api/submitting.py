@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from farm.errors import SpecError, UserFault
 from farm.kinds import KINDS
+from farm.kinds.model_inputs import FIELD as INPUTS_FIELD
 from farm.queue.records import DeviceRecord, JobView
 from farm.queue.scheduler import DeviceView
 from farm.queue.spec import JobSpec, parse_spec
@@ -45,6 +46,10 @@ def submit_spec(svc: FarmService, raw: dict[str, Any], *, wait_for_device: bool,
     named = KINDS.get(str(raw.get("kind")))
     if svc.caller is not None and named is not None:  # before validation reads the path
         _no_server_paths(raw, named.input_files)
+        if isinstance(_at(raw, INPUTS_FIELD), str):
+            raise SpecError(INPUTS_FIELD, "a path on the server is refused: upload the .npz "
+                                          "(POST /api/v1/blobs?type=inputs, farmctl --server "
+                                          "enqueue does)")
         _uploaded(svc, raw, named.input_files)
     spec = parse_spec(raw)
     kind = KINDS[spec.kind]

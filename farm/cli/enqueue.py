@@ -24,14 +24,13 @@ from typing import Any
 
 import click
 
-from farm.api.service import FarmService, Submitted
+from farm.api.service import Submitted
 from farm.cli.output import echo_json, note
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.controllers import kinds as controller_kinds
 from farm.errors import SpecError
 from farm.kinds import KINDS, Kind
 from farm.kinds.base import ClickDecorator, default_of
-from farm.kinds.model_inputs import store_inputs
 from farm.queue.spec import (
     MAX_ATTEMPTS,
     MAX_PHONES,
@@ -152,7 +151,7 @@ def _submit(state: CliState, kind: Kind, params: dict[str, Any], common: dict[st
         raw["devices"] = devices
     queue = state.queue
     try:
-        raw = _stored_inputs(queue, raw)
+        raw = queue.store_inputs(raw)  # --inputs FILE.npz: a blob too (uploaded with --server)
         # The model files go into the database first: the spec names the blobs.
         done = queue.submit(queue.store_models(raw, kind.input_files),
                             wait_for_device=wait_for_device, each=each)
@@ -168,21 +167,6 @@ def _submit(state: CliState, kind: Kind, params: dict[str, Any], common: dict[st
     else:
         click.echo(f"job {job.id} queued ({kind.name})")
     warn_if_no_farmd(state, f"job {job.id} waits in the queue until farmd starts")
-
-
-def _stored_inputs(queue: Any, raw: dict[str, Any]) -> dict[str, Any]:
-    """``--inputs FILE.npz`` stored as a blob (:mod:`farm.kinds.model_inputs`); local farms only.
-
-    Raises:
-        SpecError: the file cannot be read, or the farm is remote (``--server``).
-    """
-    params = raw.get("params")
-    if not isinstance(params, Mapping) or not isinstance(params.get("inputs"), str):
-        return raw
-    if not isinstance(queue, FarmService):
-        raise SpecError("params.inputs", "not yet taken by a remote farm (--server): "
-                                         "enqueue on the farm's host")
-    return store_inputs(raw, queue.store, queue.clock.now())
 
 
 def _said_each(done: Submitted, kind: Kind, as_json: bool) -> None:

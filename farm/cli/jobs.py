@@ -49,7 +49,7 @@ def result_row(view: ResultView) -> dict[str, Any]:
 
 
 def load_rows(view: ResultView) -> list[dict[str, Any]]:
-    """Per phone of a model result: load time and first run (each phone's last run).
+    """Per phone of a model result: load time, first run, peak memory (each phone's last run).
 
     Empty for results without them (other kinds, results stored before they were kept).
     """
@@ -60,12 +60,15 @@ def load_rows(view: ResultView) -> list[dict[str, Any]]:
             last[str(run.get("serial"))] = run
     return [{"serial": serial, "load": f"{run['load_s'] * 1e3:.3f} ms",
              "first_run": (f"{run['first_run_s'] * 1e3:.3f} ms"
-                           if isinstance(run.get("first_run_s"), (int, float)) else None)}
+                           if isinstance(run.get("first_run_s"), (int, float)) else None),
+             "peak_memory": (f"{run['peak_memory_kb'] / 1024:.1f} MiB"
+                             if isinstance(run.get("peak_memory_kb"), int) else None)}
             for serial, run in last.items()]
 
 
 LOAD_COLUMNS = [Column("serial", "phone"), Column("load", justify="right"),
-                Column("first_run", "first run", "right")]
+                Column("first_run", "first run", "right"),
+                Column("peak_memory", "peak memory", "right")]
 RESULT_COLUMNS = [
     Column("id", "result", "right"), Column("job_id", "job", "right"),
     Column("attempt_id", "attempt", "right"),
@@ -154,7 +157,7 @@ def job(state: CliState, job_id: int, as_json: bool) -> None:
     if result is not None:
         print_table([result_row(result)], RESULT_COLUMNS, "result")
         if loads := load_rows(result):
-            print_table(loads, LOAD_COLUMNS, "library load and first run")
+            print_table(loads, LOAD_COLUMNS, "library load, first run and peak memory")
 
 
 def _tuning(state: CliState, job_id: int) -> TuneCounters | None:

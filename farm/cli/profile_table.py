@@ -9,13 +9,16 @@ A ``model --inputs`` job's runs name their outputs' blob (``outputs_sha256``);
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from farm.cli.output import Column, note, print_table
 from farm.errors import UserFault
 from farm.queue.records import ResultView
+
+if TYPE_CHECKING:
+    from farm.api.service import Queue
 
 __all__ = ["PROFILE_COLUMNS", "last_profiles", "print_profiles", "profile_rows",
            "write_job_outputs"]
@@ -56,19 +59,11 @@ def print_profiles(view: ResultView) -> None:
         print_table(profile_rows(profile), PROFILE_COLUMNS, f"kernels on {serial}")
 
 
-def _last_outputs(view: ResultView) -> dict[str, str]:
-    """Serial -> the outputs blob of that phone's last run that has one."""
-    runs = view.summary.get("runs")
-    return {str(run.get("serial")): str(run["outputs_sha256"])
-            for run in (runs if isinstance(runs, list) else [])
-            if isinstance(run, dict) and isinstance(run.get("outputs_sha256"), str)}
-
-
-def write_job_outputs(queue: Any, job_id: int, folder: Path) -> list[Path]:
+def write_job_outputs(queue: Queue, job_id: int, folder: Path) -> list[Path]:
     """Write each phone's outputs of job ``job_id`` as ``<folder>/<serial>/output_<i>.npy``.
 
     Args:
-        queue: the local farm (:class:`farm.api.service.FarmService`).
+        queue: the farm (:class:`farm.api.service.Queue`: local, or ``--server``'s).
         job_id: a finished ``model --inputs`` job.
         folder: where to write; made if missing.
 
@@ -76,25 +71,14 @@ def write_job_outputs(queue: Any, job_id: int, folder: Path) -> list[Path]:
         The files written.
 
     Raises:
-        UserFault: the farm is remote, the job kept no outputs, or the folder
-            cannot be written.
+        NotFound: no such job, or it kept no outputs.
+        UserFault: the folder cannot be written.
     """
-    from farm.api.service import FarmService
     from farm.jobs.model_io import write_outputs
 
-    if not isinstance(queue, FarmService):
-        raise UserFault("--outputs: not yet served by a remote farm (--server): "
-                        "run it on the farm's host")
-    stored = {serial: sha for view in queue.results(job_id)
-              for serial, sha in _last_outputs(view).items()}
-    if not stored:
-        raise UserFault(f"job {job_id} kept no outputs: only a model job given --inputs does")
     written: list[Path] = []
     try:
-        for serial, sha256 in stored.items():
-            data = queue.store.get_blob(sha256)
-            if data is None:
-                raise UserFault(f"job {job_id}: the outputs of {serial} are no longer stored")
+        for serial, data in queue.outputs(job_id).items():
             written += write_outputs(data, folder / serial)
     except OSError as exc:
         raise UserFault(f"cannot write the outputs into {folder}: "

@@ -24,12 +24,13 @@ from urllib.parse import quote
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from farm.api.errors import Unauthorized, error_of
+from farm.api.errors import NotFound, Unauthorized, error_of
 from farm.api.schemas import DeviceOut, HostOut, JobDetailOut, JobOut, SubmittedOut, record_of
 from farm.api.service import Submitted
 from farm.errors import InfraFault, SpecError, UserFault
 from farm.jobs.model_store import spec_with_blob
 from farm.jobs.tune_progress import TuneCounters
+from farm.kinds.model_inputs import InputsBlob, outputs_by_serial, store_inputs
 from farm.queue.hosts import HostRecord
 from farm.queue.models import JobState
 from farm.queue.records import AttemptView, DeviceRecord, JobView, ResultView
@@ -87,11 +88,30 @@ class RemoteService:
             InfraFault: the server cannot be reached, or answers no JSON.
             FarmError: the class the server's status stands for, with its message.
         """
+        response = self._send(method, path, **kwargs)
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if body is None:
+            raise InfraFault(f"the farm server {self.url} answered {method} {path} "
+                             f"with no JSON (is it farm's API?)")
+        return body
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One request; the response, once its status says it succeeded.
+
+        Raises:
+            InfraFault: the server cannot be reached.
+            FarmError: the class the server's status stands for, with its message.
+        """
         try:
             response = self._http.request(method, f"/api/v1{path}", **kwargs)
         except httpx.HTTPError as exc:
             reason = str(exc) or type(exc).__name__
             raise InfraFault(f"cannot reach the farm server {self.url}: {reason}") from None
+        if not response.is_error:
+            return response
         try:
             body = response.json()
         except ValueError:
@@ -100,12 +120,7 @@ class RemoteService:
             message = body.get("error") if isinstance(body, dict) else None
             raise Unauthorized(f"the server {self.url} refused the token: "
                                f"{message or 'unauthorized'} (set FARM_TOKEN or --token)")
-        if response.is_error:
-            raise error_of(response.status_code, body)
-        if body is None:
-            raise InfraFault(f"the farm server {self.url} answered {method} {path} "
-                             f"with no JSON (is it farm's API?)")
-        return body
+        raise error_of(response.status_code, body)
 
     def _read(self, kind: type[T] | Any, data: Any) -> Any:
         try:
@@ -235,6 +250,45 @@ class RemoteService:
                 raise SpecError(field, exc.reason) from None
             out = spec_with_blob(out, field, str(body["sha256"]), path.name)
         return out
+
+    def store_inputs(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """A raw spec whose ``params.inputs`` ``.npz`` (on this machine) is uploaded.
+
+        The file goes to ``POST /api/v1/blobs?type=inputs``; the spec then names
+        the blob (``{"sha256", "name"}``, :mod:`farm.kinds.model_inputs`).
+
+        Raises:
+            SpecError: the file is missing or unreadable, or the server found it
+                no ``.npz`` archive (``params.inputs``).
+        """
+        return store_inputs(raw, self.upload_inputs)
+
+    def upload_inputs(self, data: bytes, name: str) -> InputsBlob:
+        """Upload an ``.npz`` of inputs (``POST /api/v1/blobs?type=inputs``); its blob.
+
+        Raises:
+            SpecError: the server found it no ``.npz`` archive (``params.inputs``).
+        """
+        body = self._call("POST", "/blobs", params={"name": name, "type": "inputs"},
+                          content=data, headers={"Content-Type": "application/octet-stream"})
+        blob: InputsBlob = self._read(InputsBlob, {"sha256": body.get("sha256"), "name": name})
+        return blob
+
+    def outputs(self, job_id: int) -> dict[str, bytes]:
+        """Serial -> the ``.npz`` each phone gave for a ``model --inputs`` job.
+
+        The job's result names the phones (``GET /api/v1/jobs/{id}``); each
+        archive is ``GET /api/v1/jobs/{id}/outputs/{serial}``.
+
+        Raises:
+            NotFound: no such job, or it kept no outputs.
+        """
+        self.job(job_id)  # the newest result, not one read before the job ended
+        kept = {serial for view in self.results(job_id) for serial in outputs_by_serial(view)}
+        if not kept:
+            raise NotFound(f"job {job_id} kept no outputs: only a model job given --inputs does")
+        return {serial: self._send("GET", f"/jobs/{job_id}/outputs/{_path(serial)}").content
+                for serial in sorted(kept)}
 
     def submit(self, raw: dict[str, Any], *, wait_for_device: bool = False,
                each: bool = False) -> Submitted:

@@ -71,10 +71,10 @@ def _spread_row(figure: PhoneSpread) -> dict[str, Any]:
 
 
 def _print_loads(state: CliState, job_id: int | None) -> None:
-    """The job's library load and first run per phone, when its result has them."""
+    """The job's library load, first run and peak memory per phone, when its result has them."""
     for view in [] if job_id is None else state.queue.results(job_id):
         if rows := load_rows(view):
-            print_table(rows, LOAD_COLUMNS, "library load and first run")
+            print_table(rows, LOAD_COLUMNS, "library load, first run and peak memory")
         print_profiles(view)  # model --profile: the heaviest kernels per phone
 
 

@@ -57,6 +57,8 @@ REBOOT_TIMEOUT_S = 30.0
 STAYON_TIMEOUT_S = 15.0
 #: ``adb devices -l``: answered by the local adb server.
 DEVICES_TIMEOUT_S = 10.0
+#: ``pidof`` and ``cat /proc/PID/status`` of the app, while a model job's session is open.
+APP_MEMORY_TIMEOUT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -330,6 +332,34 @@ class AndroidController:
 
         sample, _ = read_health(self.adb, serial, at)
         return replace(sample, fatal_exception_seen=False)
+
+    def app_peak_memory_kb(self, serial: str) -> int | None:
+        """``VmHWM`` of the app's ``:RPCProcess`` (``/proc/PID/status``), KiB; None if not running.
+
+        The stock app serves a session on a thread of that process (apache/tvm
+        ``apps/android_rpc``, ``RPCProcessor.java``), so its high-water mark is
+        the peak resident memory since the app started, this session's included.
+        The shell user may read it: Android mounts ``/proc`` with
+        ``hidepid=2,gid=readproc`` and ``shell`` is in ``readproc``.
+
+        Raises:
+            PhoneFault: adb failed, or the status had no ``VmHWM``.
+        """
+        from farm.device.processes import parse_pidof, parse_vm_hwm_kb
+        from farm.provision.launch import RPC_PROCESS
+
+        found = self.adb.shell(serial, ["pidof", RPC_PROCESS], timeout_s=APP_MEMORY_TIMEOUT_S)
+        try:
+            pids = parse_pidof(found.out) if found.exit_code == 0 else []
+            if not pids:
+                return None
+            status = self.adb.shell(serial, ["cat", f"/proc/{pids[0]}/status"],
+                                    timeout_s=APP_MEMORY_TIMEOUT_S)
+            if status.exit_code != 0:  # it ended between the two calls
+                return None
+            return parse_vm_hwm_kb(status.out)
+        except ValueError as exc:
+            raise PhoneFault(serial, f"cannot read the app's memory: {exc}") from None
 
     def tracker_key(self, serial: str) -> str:
         """``<tracker.key>-<serial>`` with unsafe characters as ``-`` (:func:`phone_key`)."""

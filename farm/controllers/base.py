@@ -14,6 +14,9 @@ The final API (stable; boards and GPU hosts implement it)::
         def gating_reading(self, serial, at) -> ThermalReading
         def tracker_key(self, serial) -> str
 
+    class AppMemoryReader(Protocol):                       # optional: kinds that can read it
+        def app_peak_memory_kb(self, serial) -> int | None   # peak RSS of the RPC session's process
+
     register(kind_name, factory)     # factory(ControllerContext) -> DeviceController
     controller_for(kind, context)    # a new controller of that kind
     controllers_for(context, skip)   # one of every registered kind but those skipped
@@ -72,6 +75,7 @@ __all__ = [
     "BOARD",
     "GPU",
     "PROXY",
+    "AppMemoryReader",
     "ControllerContext",
     "ControllerFactory",
     "DeviceController",
@@ -291,6 +295,26 @@ class DeviceController(Protocol):
 
     def tracker_key(self, serial: str) -> str:
         """The tracker key the device's RPC server registers under (letters, digits, ``-``)."""
+        ...
+
+
+@runtime_checkable
+class AppMemoryReader(Protocol):
+    """A controller that can read the memory of the process serving a device's RPC session.
+
+    Optional, apart from :class:`DeviceController`: a kind without the reading
+    does not implement it, and a model result then keeps no peak memory.
+    """
+
+    def app_peak_memory_kb(self, serial: str) -> int | None:
+        """Peak resident memory (KiB) of the process running the device's RPC session.
+
+        Read while the session is open, after the model ran. None when no such
+        process runs (the server is between sessions or gone).
+
+        Raises:
+            PhoneFault: the device did not answer, or answered no reading.
+        """
         ...
 
 

@@ -1,4 +1,4 @@
-"""Parse ``pidof`` and toybox ``ps -A``.
+r"""Parse ``pidof``, toybox ``ps -A`` and ``/proc/PID/status``.
 
 ``pidof`` (``landley/toybox`` ``toys/lsb/pidof.c``) prints matching PIDs on one
 line separated by spaces, or nothing (exit 1) when none runs.
@@ -8,6 +8,11 @@ line separated by spaces, or nothing (exit 1) when none runs.
 with trailing spaces, rows are not. Widths grow with long cells (a long WCHAN
 pushes later columns right), so rows are split on whitespace. Kernel threads
 are ``[name]``.
+
+``/proc/PID/status`` (Linux ``fs/proc/task_mmu.c`` ``task_mem``) has one
+``Key:\tvalue`` per line; the memory lines read ``VmHWM:\t   12345 kB``, the
+value right-aligned in 8 columns. ``VmHWM`` is the process's peak resident set
+("high water mark") since it started; ``VmRSS`` the resident set now.
 """
 
 from __future__ import annotations
@@ -78,3 +83,19 @@ def parse_ps_a(output: str | bytes) -> list[Process]:
             raise ValueError(f"ps -A: cannot read row {line!r}")
         processes.append(Process(cells[0], int(cells[1]), int(cells[2]), cells[8], cells[7]))
     return processes
+
+
+def parse_vm_hwm_kb(output: str | bytes) -> int:
+    """The peak resident set (``VmHWM``) of a ``cat /proc/PID/status``, in KiB.
+
+    Raises:
+        ValueError: no ``VmHWM:`` line with a ``kB`` value (a kernel thread has none).
+    """
+    for line in as_text(output).splitlines():
+        key, _, value = line.partition(":")
+        if key == "VmHWM":
+            number, _, unit = value.strip().partition(" ")
+            if number.isdigit() and unit == "kB":
+                return int(number)
+            break
+    raise ValueError(f"/proc/PID/status: no VmHWM in {excerpt(as_text(output))!r}")

@@ -16,6 +16,7 @@ apache/tvm ``docs/how_to/tutorials/cross_compilation_and_rpc.py``).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,9 @@ class ModelResult:
             ``ModelParams.profile`` asked for them, else None.
         outputs: the phone's outputs, in the graph's order, when the user gave
             the inputs (``ModelParams.inputs``), else None.
+        peak_memory_kb: peak resident memory (KiB) of the process that ran the
+            session, read after the timed runs while it was open; None where
+            the device kind has no such reading.
     """
 
     model: str
@@ -111,6 +115,7 @@ class ModelResult:
     first_run_s: float | None = None
     profile: KernelProfile | None = None
     outputs: list[np.ndarray] | None = field(default=None, repr=False)
+    peak_memory_kb: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the result."""
@@ -388,7 +393,7 @@ def _flatten(value: Any) -> list[np.ndarray]:
 
 def run_model(
     params: ModelParams, target: dict[str, Any], tracker: TrackerParams, cache: CompileCache,
-    *, sampling: SamplingRule | None = None,
+    *, sampling: SamplingRule | None = None, peak_memory: Callable[[], int | None] | None = None,
 ) -> ModelResult:
     """Build (or reuse), upload, check and time the model on the phone serving ``tracker.key``.
 
@@ -400,6 +405,10 @@ def run_model(
         sampling: warm up, then sample until the median is known, at least
             ``params.timing.repeat`` (:func:`farm.results.sampling.take_samples`);
             None takes exactly ``repeat``, unwarmed.
+        peak_memory: reads the peak resident memory (KiB) of the process serving
+            the session (:class:`farm.runner.app_memory.AppMemory` bound to the
+            phone); called after the timed runs, before the session closes (a
+            server that forks per session keeps that peak only in its child).
 
     Returns:
         The result with every raw sample.
@@ -453,6 +462,7 @@ def run_model(
         else:
             sampled = take_samples(time, sampling, at_least=timing.repeat)
             samples_s, warmup, ci_pct = sampled.samples_s, sampled.warmup, sampled.ci_pct
+        peak_memory_kb = peak_memory() if peak_memory is not None else None
         profile = (_profile(params, target, remote, library, dev, inputs,
                             float(np.mean(samples_s)), tracker) if params.profile else None)
     except (RuntimeError, OSError) as exc:
@@ -491,6 +501,7 @@ def run_model(
         first_run_s=first_run_s,
         profile=profile,
         outputs=outputs if params.inputs is not None else None,
+        peak_memory_kb=peak_memory_kb,
     )
 
 

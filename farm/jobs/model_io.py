@@ -21,7 +21,38 @@ from farm.errors import SpecError
 if TYPE_CHECKING:
     from farm.jobs.model import ModelInput
 
-__all__ = ["outputs_npz", "read_inputs", "write_outputs"]
+__all__ = ["load_npz", "outputs_npz", "read_inputs", "write_outputs"]
+
+
+def load_npz(data: bytes | Path, name: str, field: str = "params.inputs") -> dict[str, np.ndarray]:
+    """The arrays of a numpy ``.npz`` archive, by name.
+
+    Args:
+        data: the archive's bytes, or a file holding them.
+        name: the user's file name, for errors.
+        field: the spec field naming the file, for errors.
+
+    Raises:
+        SpecError: ``data`` is no ``.npz`` archive, or holds object arrays.
+    """
+    if isinstance(data, Path):
+        with data.open("rb") as handle:
+            head = handle.read(2)
+    else:
+        head = data[:2]
+    if head != b"PK":  # np.load would take a .npy or unpickle instead: an .npz is a zip
+        raise SpecError(field, f"{name} is not a numpy .npz archive (np.savez writes one)")
+    try:
+        # allow_pickle=False: an archive of object arrays could run code on load.
+        with np.load(data if isinstance(data, Path) else io.BytesIO(data),
+                     allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise SpecError(field, f"{name} is not a numpy .npz archive: {exc}") from None
+    for key, array in arrays.items():
+        if not isinstance(array, np.ndarray):  # np.load gives a non-.npy member's raw bytes
+            raise SpecError(field, f"{name}: {key!r} is no numpy array")
+    return arrays
 
 
 def read_inputs(data: bytes, name: str, inputs: list[ModelInput],
@@ -41,12 +72,7 @@ def read_inputs(data: bytes, name: str, inputs: list[ModelInput],
         SpecError: not an ``.npz``; an input missing, unknown, or of another
             shape or dtype than the model's (naming the file and the input).
     """
-    try:
-        # allow_pickle=False: an archive of object arrays could run code on load.
-        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise SpecError(field, f"{name} is not a numpy .npz archive: {exc}") from None
+    arrays = load_npz(data, name, field)
     wanted = {item.name: item for item in inputs}
     if unknown := sorted(set(arrays) - set(wanted)):
         raise SpecError(field, f"{name} has {unknown}, which the model does not take "

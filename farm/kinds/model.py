@@ -224,10 +224,12 @@ def run(ctx: RunContext, spec: ModelJob) -> Outcome:
         params = replace(params, inputs=read_feeds(p, p.inputs, path, ctx.store))
     measured = measure(
         ctx, spec.repetitions, params.device,
-        lambda tracker, target, _rep: run_model(params, target, tracker, ctx.cache,
-                                                sampling=SamplingRule.of(ctx.settings.results)),
+        lambda tracker, target, _rep: run_model(
+            params, target, tracker, ctx.cache, sampling=SamplingRule.of(ctx.settings.results),
+            peak_memory=lambda: ctx.app_memory(tracker.serial) if tracker.serial else None),
         lambda result: {"model_sha256": result.model_sha256, "imported": result.imported,
                         "load_s": result.load_s, "first_run_s": result.first_run_s,
+                        "peak_memory_kb": result.peak_memory_kb,
                         "profile": result.profile.to_dict() if result.profile else None,
                         "outputs_sha256": _stored_outputs(ctx, result.outputs)},
     )

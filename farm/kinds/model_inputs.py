@@ -9,12 +9,17 @@ with the file's and the input's names before anything is queued. The attempt
 feeds them to the phone and to onnxruntime, and stores each phone's outputs as a
 blob named in its run (``outputs_sha256``); ``farmctl results --job N --outputs
 DIR`` writes them as ``.npy`` files.
+
+Through the HTTP API the archive is uploaded (``POST /api/v1/blobs?type=inputs``,
+checked by :func:`put_inputs`) and the spec names the blob; the outputs come back
+per phone (``GET /api/v1/jobs/{id}/outputs/{serial}``, the blobs
+:func:`outputs_by_serial` names).
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,8 +34,10 @@ if TYPE_CHECKING:
 
     from farm.kinds.model import ModelParams
     from farm.queue.blobs import BlobOps
+    from farm.queue.records import ResultView
 
-__all__ = ["FIELD", "InputsBlob", "check_inputs", "read_feeds", "store_inputs"]
+__all__ = ["FIELD", "InputsBlob", "check_inputs", "outputs_by_serial", "put_inputs", "read_feeds",
+           "store_inputs"]
 
 #: The spec field of the inputs (``--inputs``).
 FIELD = "params.inputs"
@@ -43,16 +50,46 @@ class InputsBlob(Strict):
     name: Text
 
 
-def store_inputs(raw: Mapping[str, Any], store: BlobOps, now: datetime) -> dict[str, Any]:
+def put_inputs(store: BlobOps, data: bytes | Path, name: str, now: datetime) -> InputsBlob:
+    """Check that ``data`` is a numpy ``.npz`` archive and store it as a blob.
+
+    Whether its arrays fit the model is checked when a spec names it (:func:`check_inputs`).
+
+    Args:
+        store: the queue.
+        data: the archive's bytes, or a file holding them (an upload spooled to disk).
+        name: the user's file name (shown in errors, never opened).
+        now: when stored.
+
+    Raises:
+        SpecError: ``data`` is no ``.npz`` archive (``params.inputs``).
+        StoreError: the database refused the write.
+    """
+    from farm.jobs.model_io import load_npz
+
+    load_npz(data, name, FIELD)
+    return InputsBlob(sha256=store.put_blob(data, now), name=name)
+
+
+def outputs_by_serial(view: ResultView) -> dict[str, str]:
+    """Serial -> the outputs blob of that phone's last run that kept outputs."""
+    runs = view.summary.get("runs")
+    return {str(run.get("serial")): str(run["outputs_sha256"])
+            for run in (runs if isinstance(runs, list) else [])
+            if isinstance(run, dict) and isinstance(run.get("outputs_sha256"), str)}
+
+
+def store_inputs(raw: Mapping[str, Any], put: Callable[[bytes, str], InputsBlob]
+                 ) -> dict[str, Any]:
     """A raw spec whose ``params.inputs`` path is stored as a blob and named by it.
 
     Args:
         raw: the spec as built from flags; ``params.inputs`` a path, or absent.
-        store: the queue.
-        now: when stored.
+        put: stores the file's bytes under its name: :func:`put_inputs` on a local
+            farm, an upload to a remote one.
 
     Raises:
-        SpecError: the file is missing or unreadable (``params.inputs``).
+        SpecError: the file is missing, unreadable or no .npz archive (``params.inputs``).
     """
     params = raw.get("params")
     if not isinstance(params, Mapping) or not isinstance(params.get("inputs"), str):
@@ -63,8 +100,8 @@ def store_inputs(raw: Mapping[str, Any], store: BlobOps, now: datetime) -> dict[
     except OSError as exc:
         raise SpecError(FIELD, f"cannot read {params['inputs']!r}: "
                                f"{exc.strerror or exc}") from None
-    sha256 = store.put_blob(data, now)
-    return {**raw, "params": {**params, "inputs": {"sha256": sha256, "name": path.name}}}
+    stored = put(data, path.name)
+    return {**raw, "params": {**params, "inputs": stored.model_dump()}}
 
 
 def read_feeds(p: ModelParams, inputs: InputsBlob, model_path: Path, store: BlobOps | None

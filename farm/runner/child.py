@@ -35,19 +35,22 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from farm.clock import Clock, SystemClock
 from farm.config import Settings, load_config
 from farm.errors import FarmError, Retry, StoreError
-from farm.queue.records import Decision, Failure, SnapshotData
+from farm.queue.records import Decision, Failure
 from farm.queue.store import Store
 from farm.runner.outcome import ChildOutcome, write_outcome
 from farm.runner.wake import send_wake
+
+if TYPE_CHECKING:
+    from farm.runner.gating import ControllerGate
 
 __all__ = ["main", "run_attempt"]
 
@@ -73,7 +76,7 @@ def _watch_parent(parent_pid: int) -> None:
 
 def _gate_for(
     settings: Settings, facts: dict[str, dict[str, Any]], kinds: dict[str, str], clock: Clock
-) -> Callable[[str], SnapshotData]:
+) -> ControllerGate:
     """A gate reading each device through its kind's controller (``gating_reading``)."""
     from farm.health.verdict import Limits
     from farm.runner.gating import ControllerGate
@@ -96,6 +99,7 @@ def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,
         The process exit code: 0 success, 1 a failure reported to the store,
         3 the attempt is no longer running (nothing done).
     """
+    from farm.runner.app_memory import AppMemory
     from farm.runner.execute import RunContext, execute
 
     clock = clock or SystemClock()
@@ -122,9 +126,9 @@ def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,
         kinds = {s: d.kind for s, d in devices.items()}
         with structlog.contextvars.bound_contextvars(job_id=job_id, attempt=attempt_id):
             try:
-                outcome = execute(RunContext(settings, job, attempt, facts,
-                                             _gate_for(settings, facts, kinds, clock), store,
-                                             kinds))
+                gate = _gate_for(settings, facts, kinds, clock)
+                outcome = execute(RunContext(settings, job, attempt, facts, gate, store, kinds,
+                                             app_memory=AppMemory(gate.controller)))
             except Exception as exc:  # noqa: BLE001 - every failure is reported, classified
                 return _report_failure(store, attempt_id, run_dir, Failure.from_error(exc), clock)
             try:

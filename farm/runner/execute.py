@@ -59,6 +59,9 @@ class RunContext:
             host's cache.
         kinds: each device's kind (:mod:`farm.controllers`), by serial;
             ``android`` where not given.
+        app_memory: the peak resident memory (KiB) of the process serving a
+            device's RPC session, read while it is open
+            (:class:`farm.runner.app_memory.AppMemory`); None where unknown.
     """
 
     settings: Settings
@@ -68,6 +71,7 @@ class RunContext:
     gate: Callable[[str], SnapshotData]
     store: BlobOps | None = None
     kinds: Mapping[str, str] = field(default_factory=dict)
+    app_memory: Callable[[str], int | None] = field(default=lambda _serial: None)
 
     @property
     def cache(self) -> CompileCache:

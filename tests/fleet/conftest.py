@@ -213,19 +213,22 @@ def hermetic_settings(
 def start_farmd(
     adb_server: AdbServerHandle, tmp_path: Path, hermetic_settings: Callable[..., Settings]
 ) -> Iterator[Callable[..., RunningFarmd]]:
-    """Factory: ``start_farmd(phones, same_model=False)`` -> farmd with ready phones.
+    """Factory: ``start_farmd(phones, same_model=False, api=False)`` -> farmd with ready phones.
 
     The phones are plugged into farmd's adb server the way USB phones are; with
     ``same_model`` they are all the first built-in model, so they share one
-    compile target. Every farmd and phone is stopped after the test.
+    compile target; with ``api`` farmd serves its HTTP API on a free loopback
+    port (``farmd.api_server.url``). Every farmd and phone is stopped after the test.
     """
     with contextlib.ExitStack() as stack:
-        def start(phones: int, *, same_model: bool = False, **jobs: float) -> RunningFarmd:
+        def start(phones: int, *, same_model: bool = False, api: bool = False,
+                  **jobs: float) -> RunningFarmd:
             specs = profiles(1 if same_model else phones, "usb-only")
             specs = [specs[i % len(specs)] for i in range(phones)]
             fleet = stack.enter_context(
                 Fleet(phones, specs=specs, adb_port=adb_server.port, data_dir=tmp_path / "phones"))
-            farmd = Farmd(hermetic_settings(jobs=jobs))
+            served = {"api": {"port": free_port()}} if api else {}
+            farmd = Farmd(hermetic_settings(jobs=jobs, **served))
             stack.callback(farmd.stop)
             farmd.start()
             running = RunningFarmd(farmd, fleet)

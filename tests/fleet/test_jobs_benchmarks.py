@@ -3,7 +3,8 @@
 farmd runs in-process as ``farmctl demo`` builds it (private adb server, its
 own tracker, the signed stand-in APK); N usb-only virtual phones are plugged
 into its adb server and provisioned to ``ready`` by its fleet manager with no
-other action. The test enqueues specs in farmd's store and reads the result rows.
+other action. The GEMM test enqueues specs in farmd's store and reads the result
+rows; the model test is a user of ``farm.client`` against farmd's HTTP API.
 The jobs run in farmd's child processes against the phones' real TVM RPC
 servers, so every number here was measured through adb tunnels and the tracker.
 """
@@ -15,16 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnxruntime
 import pytest
 
+from farm.client import Farm
 from farm.demo_model import write_small_cnn
-from farm.jobs.model import reference_outputs
-from farm.jobs.model_io import write_outputs
-from farm.jobs.model_store import store_spec_models
-from farm.kinds.model_inputs import store_inputs
 from farm.queue.models import JobState
 
 pytestmark = pytest.mark.fleet
+
+#: Seconds a job may take here (the fleet fixtures' JOB_DEADLINE_S).
+JOB_DEADLINE_S = 240.0
+
 
 def gemm_spec(serial: str, n: int = 96, repeat: int = 4) -> dict[str, Any]:
     """A CPU GEMM pinned to one phone."""
@@ -66,39 +69,43 @@ class TestGemmAndCompileOnce:
 
 
 class TestModelJob:
-    def test_small_cnn_matches_onnxruntime(self, start_farmd, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-        """A small CNN built now runs on the phone and its output matches onnxruntime's.
+    def test_small_cnn_through_the_client_matches_onnxruntime(  # type: ignore[no-untyped-def]
+        self, start_farmd, tmp_path: Path
+    ) -> None:
+        """A small CNN submitted with ``farm.client`` to farmd's HTTP API runs on the phone and
+        its output on the user's inputs matches onnxruntime's.
 
-        Enqueued as ``model --profile --inputs inputs.npz`` does: the profile lists the
-        heaviest kernel first with kernels summing near the model's time, and the
-        phone's outputs on the user's inputs are kept, equal to onnxruntime's.
+        Submitted with an ``.npz`` of inputs and ``profile=True`` (``enqueue model --profile
+        --inputs``): the client waits, reads the result (with the peak memory of the app's
+        process), the profile (heaviest kernel first, kernels summing near the model's time)
+        and the phone's outputs, which equal onnxruntime's on the same inputs.
         """
-        farm = start_farmd(1)
+        farm = start_farmd(1, api=True)
         model = write_small_cnn(tmp_path / "small_cnn.onnx")
         x = np.linspace(-1, 1, 3 * 16 * 16, dtype="float32").reshape(1, 3, 16, 16)
         np.savez(tmp_path / "inputs.npz", x=x)
-        raw = {"kind": "model",
-               "params": {"path": str(model), "number": 2, "repeat": 3,
-                          "tolerance": {"rtol": 1e-4, "atol": 1e-4},
-                          "profile": True, "inputs": str(tmp_path / "inputs.npz")}}
-        now = datetime.now(UTC)  # stored as farmctl enqueue stores them: blobs, not paths
-        job_id = farm.enqueue(store_spec_models(store_inputs(raw, farm.store, now),
-                                                ["params.path"], farm.store, now))
-        farm.wait_finished([job_id])
-        view = farm.store.get_job(job_id)
-        assert view.state is JobState.SUCCEEDED, view.error  # type: ignore[union-attr]
-        [result] = farm.store.results(job_id)
+        token = farm.store.create_token("alice", datetime.now(UTC))
+        with Farm(farm.farmd.api_server.url, token) as client:
+            job = client.submit_model(model, inputs=tmp_path / "inputs.npz", profile=True,
+                                      number=2, repeat=3)
+            result = job.wait(timeout_s=JOB_DEADLINE_S).result()
+            [(serial, profile)] = job.profile().items()
+            outputs = job.outputs()
+        assert serial == farm.serials[0] and list(outputs) == [serial]
         run = result.summary["runs"][-1]
         # Every sample the runs took is stored (a noisy phone's re-run too), at least ``repeat``.
         assert len(result.samples) == sum(r["samples"] for r in result.summary["runs"])
         assert run["samples"] >= 3 and all(s > 0 for s in result.samples)
         assert run["max_abs_err"] < 1e-3
         assert result.summary["model"] == "small_cnn.onnx"
-        profile = run["profile"]
+        # Read through adb from the phone's /proc while the session ran: the session's
+        # process holds Python and the TVM runtime, tens of MiB at least.
+        assert isinstance(run["peak_memory_kb"], int) and run["peak_memory_kb"] > 20 * 1024, run
         names = [k["name"] for k in profile["kernels"]]
         # small_cnn's 3x3 convolutions over 16x16 maps are its heaviest work.
         assert names[0].startswith("fused_conv2d"), names
         assert not profile["missing"] and 0.3 < profile["ratio"] < 3, profile
-        written = write_outputs(farm.store.get_blob(run["outputs_sha256"]), tmp_path / "out")
-        [want] = reference_outputs(model, {"x": x})
-        np.testing.assert_allclose(np.load(written[0]), want, rtol=1e-4, atol=1e-4)
+        session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        [want] = session.run(None, {"x": x})
+        assert list(outputs[serial]) == ["output_0"]
+        np.testing.assert_allclose(outputs[serial]["output_0"], want, rtol=1e-4, atol=1e-4)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Query, Response, status
 
-from farm.api.bounds import JobIdPath, TextQuery
+from farm.api.bounds import JobIdPath, SerialPath, TextQuery
 from farm.api.routes import ServiceDep
 from farm.api.schemas import (
     JobDetailOut,
@@ -50,6 +50,17 @@ def get_results(svc: ServiceDep, job_id: JobIdPath) -> ResultsOut:
     """Per phone spread of the job's result, and its raw samples (``farmctl results``)."""
     rows = svc.sample_rows(job_id=job_id)
     return ResultsOut(spreads=phone_spreads(rows, svc.settings.results.max_cv), samples=rows)
+
+
+@router.get("/{job_id}/outputs/{serial:path}", response_class=Response,
+            responses={200: {"content": {"application/octet-stream": {}}}})
+def get_outputs(svc: ServiceDep, job_id: JobIdPath, serial: SerialPath) -> Response:
+    """The outputs a phone gave for a ``model`` job's user inputs: an ``.npz`` (``output_0``...).
+
+    The job's result names the phones that kept some (``runs[].outputs_sha256``);
+    404 for any other phone, job or a job run on random inputs.
+    """
+    return Response(svc.output(job_id, serial), media_type="application/octet-stream")
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 from farm.virtual.android import commands as _commands  # noqa: F401  (registers commands)
 from farm.virtual.android.logbuf import LogBuffer
 from farm.virtual.android.physics import Physics
-from farm.virtual.android.processes import ProcessTable
+from farm.virtual.android.processes import ProcessTable, render_status
 from farm.virtual.android.props import build_props
 from farm.virtual.android.shell import Shell
 from farm.virtual.android.spec import PhoneSpec
@@ -27,6 +28,9 @@ from farm.virtual.android.storage import ROOT_ENTRIES, Storage, normalize
 from farm.virtual.android.sysfiles import virtual_dirs, virtual_files
 from farm.virtual.contracts import PhoneNet, ShellIO
 from farm.virtual.throttle import check_speed
+
+#: ``/proc/PID/status``, rendered per process of the table (:func:`render_status`).
+_PROC_STATUS = re.compile(r"/proc/(\d+)/status")
 
 
 class AndroidPhone:
@@ -218,6 +222,11 @@ class AndroidPhone:
             return self._vfiles[path]().encode()
         if path in self._vdirs:
             raise IsADirectoryError(path)
+        if (status := _PROC_STATUS.fullmatch(path)) is not None:
+            proc = self.processes.procs.get(int(status[1]))
+            if proc is None:
+                raise FileNotFoundError(path)
+            return render_status(proc).encode()
         host = self.storage.check(path, write=False, app=app)
         if host.is_dir():
             raise IsADirectoryError(path)

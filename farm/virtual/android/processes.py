@@ -1,15 +1,28 @@
-"""The phone's process table, as ``ps -A`` and ``pidof`` see it.
+"""The phone's process table, as ``ps -A``, ``pidof`` and ``/proc/PID/status`` see it.
 
 ``ps -A`` is toybox's default layout (fixture ``ps_-A__mtk_tb8168_android13_as_root.txt``):
 the header ends with NAME padded to its column (trailing spaces), data rows do
 not; numeric columns are right-aligned and a cell that overflows its width is
 taken out of the next column's width (toybox ``ps.c`` ``show_ps``). As the shell
 user on a user build WCHAN and ADDR read ``0``.
+
+``/proc/PID/status`` (:func:`render_status`) has the lines Linux's
+``fs/proc/array.c`` and ``task_mmu.c`` print that farm reads, values right-aligned
+in 8 columns before `` kB``. A process mirroring a host process (the RPC app's
+``:RPCProcess``, :meth:`ProcessTable.spawn` with ``pid``) reports real memory:
+``VmHWM``/``VmRSS`` of the host process doing its work, which is its newest
+forked child while a session runs (``farm.virtual.rpc_server_main`` serves each
+session in a fork, as ``tvm.rpc.server`` does; the stock app serves it on a
+thread of the process itself, so the phone's figure is that process's).
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
 
 PS_HEADER = (
     "USER           PID  PPID     VSZ    RSS WCHAN            ADDR S NAME                       \n"
@@ -46,6 +59,7 @@ class Process:
     vsz_kb: int
     rss_kb: int
     state: str = "S"
+    host: bool = False  # the pid is a real host process: its memory is read from the host
 
 
 class ProcessTable:
@@ -71,7 +85,7 @@ class ProcessTable:
             self.last_pid += 1
             pid = self.last_pid
         ppid = next((p.pid for p in self.procs.values() if p.name == ppid_name), 1)
-        proc = Process(pid, ppid, user, name, 14_600_000, 120_000)
+        proc = Process(pid, ppid, user, name, 14_600_000, 120_000, host=pid is not None)
         self.procs[pid] = proc
         return proc
 
@@ -87,6 +101,40 @@ class ProcessTable:
         """Allocate a pid for a short-lived command (``ps`` itself, a shell)."""
         self.last_pid += 1
         return self.last_pid
+
+
+def render_status(proc: Process) -> str:
+    """``/proc/PID/status`` of ``proc`` (the lines farm reads; see the module docstring)."""
+    hwm_kb, rss_kb = (proc.rss_kb, proc.rss_kb) if not proc.host else _host_memory_kb(proc.pid)
+    return (f"Name:\t{proc.name[:15]}\nState:\t{proc.state} (sleeping)\nTgid:\t{proc.pid}\n"
+            f"Pid:\t{proc.pid}\nPPid:\t{proc.ppid}\nVmPeak:\t{proc.vsz_kb:8d} kB\n"
+            f"VmSize:\t{proc.vsz_kb:8d} kB\nVmHWM:\t{hwm_kb:8d} kB\nVmRSS:\t{rss_kb:8d} kB\n"
+            "Threads:\t1\n")
+
+
+def _host_memory_kb(pid: int) -> tuple[int, int]:
+    """(``VmHWM``, ``VmRSS``) in KiB of the host process doing ``pid``'s work.
+
+    That is its newest forked child (same command line: a session) while one
+    runs, else ``pid`` itself; (0, 0) once it is gone.
+    """
+    worker = pid
+    with contextlib.suppress(psutil.Error):
+        parent = psutil.Process(pid)
+        forks = [c for c in parent.children() if c.cmdline() == parent.cmdline()]
+        if forks:
+            worker = max(forks, key=lambda c: c.create_time()).pid
+    try:
+        lines = Path(f"/proc/{worker}/status").read_text().splitlines()
+    except OSError:
+        return 0, 0
+    values = dict(line.split(":", 1) for line in lines if ":" in line)
+
+    def kb(key: str) -> int:
+        number = values.get(key, "0 kB").split()[0]
+        return int(number) if number.isdigit() else 0
+
+    return kb("VmHWM"), kb("VmRSS")
 
 
 def render_ps(rows: list[Process]) -> str:

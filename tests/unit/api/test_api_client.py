@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from api_helpers import T0
 from device_states import put_state
 
 from farm.api.context import ApiContext
-from farm.api.errors import Unauthorized
+from farm.api.errors import NotFound, Unauthorized
 from farm.api.server import ApiServer
 from farm.cli.jobs import WaitTimedOut
 from farm.client import Farm, JobFailed
@@ -18,6 +19,7 @@ from farm.clock import FakeClock
 from farm.config import Settings
 from farm.demo_model import write_small_cnn
 from farm.errors import SpecError
+from farm.jobs.model_io import outputs_npz
 from farm.queue import DeviceState, Outcome, Store
 from farm.queue.scheduler import Assignment
 
@@ -84,3 +86,45 @@ class TestClient:
             job.result()
         with pytest.raises(Unauthorized):
             Farm(farm.service.url, "farm_not-a-token").devices()
+
+    def test_inputs_go_up_and_outputs_and_profile_come_back(
+        self, served: tuple[Farm, Store], tmp_path: Path
+    ) -> None:
+        """Inputs as arrays are uploaded as an .npz the job names; a bad archive, a wrong input,
+        a server path and another phone's outputs are each one typed line; a finished job's
+        outputs and profile are read back per phone."""
+        farm, store = served
+        model = write_small_cnn(tmp_path / "small_cnn.onnx")
+        bad = tmp_path / "mine.npz"
+        bad.write_bytes(b"no archive")
+        with pytest.raises(SpecError, match=r"mine\.npz is not a numpy \.npz archive") as caught:
+            farm.submit_model(model, inputs=bad)
+        assert caught.value.field == "params.inputs"
+        with pytest.raises(SpecError, match=r"inputs\.npz has \['y'\], which the model"):
+            farm.submit_model(model, inputs={"y": np.zeros((1, 3, 16, 16), "float32")})
+        raw = farm.service.store_models({"kind": "model", "params": {
+            "path": str(model), "inputs": str(bad)}}, ["params.path"])
+        with pytest.raises(SpecError, match="a path on the server is refused"):
+            farm.service.submit(raw)
+
+        x = np.ones((1, 3, 16, 16), "float32")
+        job = farm.submit_model(model, inputs={"x": x}, profile=True,
+                                devices={"serials": ["phone-1"]})
+        params = store.get_job(job.id).spec["params"]  # type: ignore[union-attr]
+        assert params["inputs"]["name"] == "inputs.npz" and params["profile"] is True
+        with pytest.raises(NotFound, match=f"job {job.id} kept no outputs"):
+            job.outputs()
+        want = np.arange(10, dtype="float32").reshape(1, 10)
+        profile = {"kernels": [{"name": "fused_conv2d", "total_ms": 1.0}], "ratio": 1.0}
+        run = {"serial": "phone-1", "outputs_sha256": store.put_blob(outputs_npz([want]), T0),
+               "profile": profile}
+        [claim] = store.claim([Assignment(job.id, ("phone-1",), 60.0)], T0)
+        assert store.finish(claim.attempt.id, Outcome({"kind": "model", "runs": [run]}, (0.01,),
+                                                      "s", ("phone-1",)), T0)
+        job.wait(timeout_s=30)
+        assert job.profile() == {"phone-1": profile}
+        [(serial, arrays)] = job.outputs().items()
+        assert serial == "phone-1" and list(arrays) == ["output_0"]
+        np.testing.assert_array_equal(arrays["output_0"], want)
+        with pytest.raises(NotFound, match="kept no outputs of 'phone-2'"):
+            farm.service._send("GET", f"/jobs/{job.id}/outputs/phone-2")

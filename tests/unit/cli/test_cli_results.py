@@ -151,17 +151,22 @@ def model_result(store: Store, runs: list[dict[str, object]]) -> int:
 
 
 class TestLoadTimes:
-    def test_a_model_result_shows_load_and_first_run_per_phone(
+    def test_a_model_result_shows_load_first_run_and_peak_memory_per_phone(
         self, farmctl, store: Store
     ) -> None:
-        """A model job's runs carry load_s and first_run_s: results --job and job show them."""
-        job_id = model_result(store, [{"serial": "A", "load_s": 0.25, "first_run_s": 0.0125},
-                                      {"serial": "A", "load_s": 0.5, "first_run_s": 0.025}])
+        """A model job's runs carry load_s, first_run_s and peak_memory_kb: results --job and
+        job show them, of each phone's last run."""
+        job_id = model_result(store, [{"serial": "A", "load_s": 0.25, "first_run_s": 0.0125,
+                                       "peak_memory_kb": 1024},
+                                      {"serial": "A", "load_s": 0.5, "first_run_s": 0.025,
+                                       "peak_memory_kb": 204800}])
         for argv in (("results", "--job", str(job_id)), ("job", str(job_id))):
             out = farmctl(*argv).stdout
-            assert "phone\tload\tfirst run" in out, argv  # piped: the table's header, no title
+            # piped: the table's header, no title
+            assert "phone\tload\tfirst run\tpeak memory" in out, argv
             line = next(line for line in out.splitlines() if "500.000 ms" in line)
             assert "25.000 ms" in line and "250.000 ms" not in out
+            assert "200.0 MiB" in line and "1.0 MiB" not in out
 
     def test_results_without_load_times_show_no_load_table(self, farmctl, store: Store) -> None:
         """A gemm result has no load table."""

@@ -1,8 +1,10 @@
 """Tests for farm.device.processes."""
 
+from pathlib import Path
+
 import pytest
 
-from farm.device.processes import Process, parse_pidof, parse_ps_a
+from farm.device.processes import Process, parse_pidof, parse_ps_a, parse_vm_hwm_kb
 
 
 class TestParsePidof:
@@ -46,3 +48,16 @@ class TestParsePsA:
         header = "USER           PID  PPID     VSZ    RSS WCHAN            ADDR S NAME\n"
         with pytest.raises(ValueError, match="root 1 0"):
             parse_ps_a(header + "root 1 0\n")
+
+
+class TestParseVmHwm:
+    def test_this_kernels_status(self):
+        """The peak resident set of a real ``/proc/self/status``, in KiB."""
+        text = Path("/proc/self/status").read_text()
+        [line] = [line for line in text.splitlines() if line.startswith("VmHWM:")]
+        assert parse_vm_hwm_kb(text) == int(line.split()[1]) > 0
+
+    def test_a_kernel_thread_has_none(self):
+        """A status without memory lines (a kernel thread's) raises, naming what it read."""
+        with pytest.raises(ValueError, match="no VmHWM"):
+            parse_vm_hwm_kb("Name:\tkthreadd\nState:\tS (sleeping)\n")

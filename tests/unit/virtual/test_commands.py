@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from farm.device.processes import parse_vm_hwm_kb
 from farm.virtual.android.cmd_dumpsys import render_battery, render_df
 from farm.virtual.android.processes import PS_HEADER
 from farm.virtual.android.props import render_getprop
@@ -75,6 +81,28 @@ class TestSystemCommands:
         """pidof of a missing process prints nothing and exits 1."""
         assert sh(phone, "pidof no.such.process") == (1, "", "")
         assert sh(phone, "pidof system_server")[1] == "832\n"
+
+    def test_proc_status_of_the_rpc_process_reads_its_forked_session(self, phone) -> None:
+        """``cat /proc/PID/status`` of a process mirroring a host one gives the real VmHWM of
+        the fork doing its work (it touched 64 MiB), not the idle parent's own."""
+        script = ("import os, sys, time\n"
+                  "if os.fork() == 0:\n"
+                  "    held = b'x' * (64 << 20)\n"
+                  "    print('ready', flush=True)\n"
+                  "time.sleep(60)\n")
+        host = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                                start_new_session=True)
+        try:
+            assert host.stdout is not None and host.stdout.readline() == b"ready\n"
+            phone.processes.spawn("u0_a86", "org.apache.tvm.tvmrpc:RPCProcess", pid=host.pid)
+            code, out, _ = sh(phone, f"cat /proc/{host.pid}/status")
+            own = parse_vm_hwm_kb(Path(f"/proc/{host.pid}/status").read_text())
+        finally:
+            os.killpg(host.pid, signal.SIGKILL)
+            host.wait(timeout=10)
+        assert code == 0 and f"Pid:\t{host.pid}\n" in out
+        assert parse_vm_hwm_kb(out) >= 64 * 1024 > own
+        assert sh(phone, "cat /proc/99999/status")[0] == 1  # no such process on the phone
 
     def test_thermal_zone_temps_rise_with_load(self, phone, clock) -> None:
         """Temperatures rise under load over time and status follows thresholds."""
