@@ -164,11 +164,13 @@ class ListingServer:
         """The answer to one request line: ``{"rows": ...}`` or ``{"refused": why}``."""
         from pydantic import ValidationError
 
+        from farm import logs
         from farm.api import listings
         from farm.api.service import FarmService
         from farm.config import Settings
         from farm.errors import FarmError
 
+        name = None
         try:
             request = json.loads(line)
             name = request["listing"]
@@ -182,6 +184,10 @@ class ListingServer:
             return {"rows": builder(queue, **request["args"])}
         except (ValueError, KeyError, TypeError, ValidationError, FarmError) as exc:
             return {"refused": f"{type(exc).__name__}: {exc}"}
+        except Exception:  # a bug: farmd keeps serving; farmctl reads the database
+            log = logs.get_logger(__name__)
+            log.exception("listing_failed", listing=name)
+            return {"refused": "farmd failed to list: see its log"}
 
     def close(self) -> None:
         """Stop serving and remove the socket."""

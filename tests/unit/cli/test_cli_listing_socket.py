@@ -105,6 +105,11 @@ class TestListingSocket:
                                                    "as_json": True}) is None
         assert ask_farmd(data_dir, "jobs", {"data_dir": str(data_dir), "adb": {"port": -1}},
                          {"states": [], "limit": 10, "as_json": True}) is None
+        for garbage in (b"not json\n", b'{"listing": "jobs"}\n', b'["devices"]\n'):
+            assert "refused" in farmd_listing.answer(garbage)
+        rows, hidden = ask_farmd(data_dir, "devices", {"data_dir": str(data_dir)},
+                                 {"show_all": True})  # still serving
+        assert ([row["serial"] for row in rows], hidden) == (["R1", "R2", "R3", "R4"], 0)
 
     def test_answered_listings_load_neither_sqlalchemy_nor_pydantic(
             self, config: Path, farmd_listing: ListingServer) -> None:
