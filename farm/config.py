@@ -50,20 +50,18 @@ error that names the key instead of a setting silently left at its default.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from farm.envvars import ENV_NOT_SETTINGS, ENV_PATH, ENV_PREFIX
+from farm.config_source import DEFAULT_PATH, config_data
+from farm.envvars import ENV_PATH, ENV_PREFIX  # noqa: F401 (read here by the tests)
 from farm.errors import ConfigError
 
-DEFAULT_PATH = Path("/etc/farm/farm.toml")
 DATABASE_NAME = "farm.db"
 
 
@@ -710,55 +708,6 @@ class Settings(_Frozen):
         return {**data, "virtual": {**virtual, "network": network}}
 
 
-def _env_overrides(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Turn ``FARM_A__B=v`` variables into ``{"a": {"b": v}}`` and remember their names."""
-    tree: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    for name, raw in env.items():
-        if not name.startswith(ENV_PREFIX) or name in ENV_NOT_SETTINGS:
-            continue
-        path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
-        if not all(path):
-            raise ConfigError(name, "empty key segment in the variable name")
-        value: Any = raw
-        if raw.lstrip().startswith(("[", "{")):
-            try:
-                value = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(".".join(path), f"${name} is not valid JSON: {exc.msg}") from None
-        node = tree
-        for part in path[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ConfigError(".".join(path), f"${name} conflicts with another variable")
-            node = child
-        node[path[-1]] = value
-        sources[".".join(path)] = name
-    return tree, sources
-
-
-def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError:
-        raise ConfigError(str(path), "config file not found") from None
-    except OSError as exc:
-        raise ConfigError(str(path), f"cannot read config file: {exc.strerror}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(str(path), f"not valid TOML: {exc}") from None
-
-
 def _prefixes(key: str) -> list[str]:
     """``"a.b.c"`` -> ``["a.b.c", "a.b", "a"]``."""
     parts = key.split(".")
@@ -783,18 +732,9 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
             (e.g. ``health.battery_temp_max_c``) and the reason says which
             environment variable set it, if one did.
     """
-    environ = os.environ if env is None else env
-    if path is None and environ.get(ENV_PATH):
-        path = environ[ENV_PATH]
-    if path is not None:
-        data = _read_toml(Path(path))
-    elif DEFAULT_PATH.is_file():
-        data = _read_toml(DEFAULT_PATH)
-    else:
-        data = {}
-    overrides, sources = _env_overrides(environ)
+    data, sources = config_data(path, os.environ if env is None else env, DEFAULT_PATH)
     try:
-        return Settings.model_validate(_merge(data, overrides))
+        return Settings.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
         key = ".".join(str(part) for part in error["loc"]) or "config"

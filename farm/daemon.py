@@ -48,6 +48,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from farm import backoff, logs, privacy
 from farm.adb import Adb, AdbServer, DeviceTracker
 from farm.aio import LoopThread
+from farm.api.local import ListingServer
 from farm.cli.params import CONTEXT_SETTINGS
 from farm.clock import Clock, SystemClock
 from farm.config import Settings, load_config
@@ -133,6 +134,7 @@ class Farmd:
         self._stops.append(lambda: remove_pidfile(self.data_dir))
         self.store = Store(s.database_url, auto_migrate=s.database.auto_migrate)
         self._stops.append(self.store.close)
+        self._start_listing()
         if s.api.enabled:  # bound now, served last: its port is not taken meanwhile
             from farm.api.server import listen
 
@@ -301,6 +303,15 @@ class Farmd:
         """Offer newly idle phones under the pool key and withdraw busy ones."""
         if self.pool is not None:
             self.metrics.pool_phones.set(len(self.pool.sync()))
+
+    def _start_listing(self) -> None:
+        """Answer ``farmctl jobs`` and ``devices`` on the data folder's socket (farm.api.local)."""
+        try:
+            listing = ListingServer(self.data_dir, self.store, self.settings, self.clock)
+        except OSError as exc:  # farmctl reads the database itself, only slower
+            log.warning("listing_socket_unavailable", path=str(self.data_dir), reason=str(exc))
+        else:
+            self._stops.append(listing.close)
 
     def _start_dispatching(self) -> None:
         """Tick the dispatcher on its own thread, and listen for wakes if configured.

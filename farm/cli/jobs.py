@@ -16,11 +16,11 @@ from farm.cli.output import Column, echo_json, plain, print_table, to_json
 from farm.cli.params import JOB_ID, LIMIT, Seconds
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.errors import FarmError
-from farm.jobs.tune_progress import TuneCounters
-from farm.queue.models import JobState
-from farm.queue.records import AttemptView, JobView, ResultView
+from farm.queue.states import JobState
 
 if TYPE_CHECKING:
+    from farm.jobs.tune_progress import TuneCounters
+    from farm.queue.records import AttemptView, JobView, ResultView
     from farm.runner.wake import JobWaiter
 
 __all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "LOAD_COLUMNS", "RESULT_COLUMNS", "WaitTimedOut",
@@ -76,15 +76,6 @@ RESULT_COLUMNS = [
     Column("speedup", justify="right"), Column("samples", justify="right"),
     Column("created_at", "created"),
 ]
-def _job_row(view: JobView) -> dict[str, Any]:
-    row: dict[str, Any] = plain(view)
-    row["attempts"] = f"{view.attempts_made}/{view.attempts_max}"
-    row["state"] = view.state
-    row["submitted_at"] = view.submitted_at
-    row["finished_at"] = view.finished_at
-    return row
-
-
 _JOB_COLUMNS = [
     Column("id", "job", "right"), Column("kind"), Column("state"),
     Column("priority", "prio", "right"),
@@ -110,14 +101,13 @@ def _get_job(state: CliState, job_id: int) -> JobView:
 @pass_state
 def jobs(state: CliState, states: tuple[str, ...], limit: int, as_json: bool) -> None:
     """List jobs, newest first."""
-    views = state.queue.jobs([JobState(s) for s in states] or None, limit)
-    waiting = _waiting(state, views)
+    rows = state.listing("jobs", {"states": list(states), "limit": limit, "as_json": as_json})
     if as_json:
-        echo_json([{**plain(v), "waiting": waiting.get(v.id)} for v in views])
+        echo_json(rows)
         return
-    rows = [{**_job_row(v), "waiting": waiting.get(v.id)} for v in views]
     print_table(rows, _JOB_COLUMNS, "jobs")
-    warn_if_no_farmd(state)
+    if not state.listed_by_farmd:
+        warn_if_no_farmd(state)
 
 
 def _attempt_row(view: AttemptView) -> dict[str, Any]:
@@ -147,7 +137,9 @@ def job(state: CliState, job_id: int, as_json: bool) -> None:
         echo_json({"job": view, "waiting": waiting, "attempts": attempts, "result": result,
                    "tuning": None if progress is None else _progress_json(progress)})
         return
-    print_table([{**_job_row(view), "waiting": waiting}], _JOB_COLUMNS, f"job {job_id}")
+    from farm.api.listings import job_row
+
+    print_table([{**job_row(view), "waiting": waiting}], _JOB_COLUMNS, f"job {job_id}")
     click.echo(f"spec: {to_json(view.spec)}")
     if waiting is not None:
         click.echo(f"waiting: {waiting}")

@@ -33,6 +33,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from farm.queue.limits import DB_INT_MAX
+from farm.queue.states import AttemptState, DeviceHealth, DeviceState, JobState
 from farm.queue.tolerant import TolerantEnum
 
 __all__ = [
@@ -59,61 +60,6 @@ __all__ = [
     "UtcDateTime",
 ]
 
-
-
-class DeviceState(str, Enum):
-    """What a phone is doing.
-
-    Draining is not a state but the ``drained`` flag: a drained phone goes on
-    doing what it does (``busy`` finishes its attempt) and then takes no work;
-    ``farmctl devices`` shows a busy drained phone as ``draining``.
-    """
-
-    DISCOVERED = "discovered"  # seen by adb, not yet set up
-    PROVISIONING = "provisioning"  # installing or starting the TVM RPC app
-    READY = "ready"  # idle, healthy, cool: may take work
-    BUSY = "busy"  # running an attempt
-    COOLING = "cooling"  # too hot to measure; waits
-    UNHEALTHY = "unhealthy"  # a probe failed; the recovery ladder acts
-    QUARANTINED = "quarantined"  # recovery gave up; a person must release it
-    OFFLINE = "offline"  # gone from adb
-    # Never written: how a row reads whose state a newer farm sharing the database
-    # wrote and this one does not know (farm/queue/tolerant.py). Not in service,
-    # never free: this host neither schedules nor touches the device.
-    UNKNOWN = "unknown"
-
-
-class DeviceHealth(str, Enum):
-    """Whether a phone's results can be trusted (LAVA ``Device.HEALTH_*``)."""
-
-    UNKNOWN = "unknown"
-    GOOD = "good"
-    BAD = "bad"
-
-
-class JobState(str, Enum):
-    """Where a job is in its life (rq ``JobStatus``)."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def ended(self) -> bool:
-        """Whether the job is over (succeeded, failed or cancelled): nothing runs it again."""
-        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
-
-
-class AttemptState(str, Enum):
-    """How one try of a job on one set of phones went."""
-
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    ABANDONED = "abandoned"  # its lease ran out: farmd died or stopped heartbeating
-    CANCELLED = "cancelled"
 
 
 def _enum(cls: type[Enum]) -> sa.Enum:

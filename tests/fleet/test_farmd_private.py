@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from farm.adb.server import AdbServer
+from farm.api.local import LISTING_SOCKET
 from farm.clock import wait_until
 from farm.netaddr import free_port
 from farm.runner.pidfile import PIDFILE_NAME
@@ -104,7 +105,7 @@ class TestFarmdPrivacy:
         wait_until(lambda: _started(data_dir, pid), START_DEADLINE_S, "farmd wrote its files")
         assert _mode(data_dir) == 0o700
         assert _mode(data_dir / "runs") & 0o077 == 0
-        for name in (PIDFILE_NAME, "farm.db", "runs/settings.json", "tracker.log"):
+        for name in (PIDFILE_NAME, "farm.db", "runs/settings.json", "tracker.log", LISTING_SOCKET):
             assert _mode(data_dir / name) & 0o077 == 0, f"{name} is {oct(_mode(data_dir / name))}"
 
         server_pid = wait_until(lambda: _listener_pid(adb_port), START_DEADLINE_S,
