@@ -1,0 +1,73 @@
+"""The fleet's tuning records in the database (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from farm.queue import Store
+from farm.queue.tuning import FleetRecord, record_key
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+TARGET = json.dumps({"keys": ["cpu"], "kind": "llvm", "num-cores": 4}, sort_keys=True)
+OTHER_TARGET = json.dumps({"keys": ["cpu"], "kind": "llvm", "num-cores": 8}, sort_keys=True)
+WORKLOADS = {"111": "bW9kdWxlIDE=", "222": "bW9kdWxlIDI="}
+
+
+def record(shash: str, trace: int, run_s: float | None, *, model: str = "Pixel 7",
+           target: str = TARGET) -> FleetRecord:
+    """A record of workload ``shash`` whose trace is ``[[trace], []]``; None: failed."""
+    secs = [1e10] if run_s is None else [run_s, run_s]
+    body: list[Any] = [[[trace], []], secs, json.loads(target), []]
+    return FleetRecord(shash, target, model, body, run_s,
+                       record_key(shash, target, model, str(trace)), f"task {shash}")
+
+
+class TestKeep:
+    def test_a_record_is_kept_once_whoever_stores_it_again(self, store: Store) -> None:
+        """Storing the same records again (a seeded job, a second import) adds none;
+        a new trace of the same workload is added."""
+        first = [record("111", 1, 0.002), record("111", 2, 0.001), record("222", 3, None)]
+        assert store.keep_tuning_records(WORKLOADS, first, None, None, T0) == 3
+        assert store.keep_tuning_records(WORKLOADS, first, None, None, T0) == 0
+        assert store.keep_tuning_records(WORKLOADS, [first[0], record("111", 4, 0.003)],
+                                         None, None, T0) == 1
+        workloads, records = store.fleet_database()
+        assert workloads == {"111": WORKLOADS["111"]}  # 222 has no measured record
+        assert [r[0][0][0] for _, r in records] == [1, 2, 4]  # measured only, in order stored
+
+    def test_the_same_trace_on_another_model_is_another_record(self, store: Store) -> None:
+        """Records are per device model: the same trace on another phone model is kept too."""
+        kept = store.keep_tuning_records(
+            WORKLOADS, [record("111", 1, 0.002), record("111", 1, 0.005, model="Galaxy S23")],
+            None, None, T0)
+        assert kept == 2
+
+
+class TestBest:
+    def test_best_records_fastest_first_of_one_model_and_target(self, store: Store) -> None:
+        """The fleet serves each workload's fastest measured records, at most as many as asked,
+        only those of the asked device model and target; failed ones never."""
+        store.keep_tuning_records(WORKLOADS, [
+            record("111", 1, 0.003), record("111", 2, 0.001), record("111", 3, 0.002),
+            record("111", 4, None), record("111", 5, 0.0001, model="Galaxy S23"),
+            record("111", 6, 0.0001, target=OTHER_TARGET), record("222", 7, 0.004),
+        ], None, None, T0)
+        best = store.best_tuning_records({"111": 2, "222": 5, "333": 5}, TARGET, "Pixel 7")
+        assert [r[0][0][0] for r in best["111"]] == [2, 3]
+        assert [r[0][0][0] for r in best["222"]] == [7]
+        assert "333" not in best
+        assert best["111"][0][1] == [0.001, 0.001]  # the record JSON as MetaSchedule wrote it
+
+    def test_summaries_count_trials_and_failures_per_model(self, store: Store) -> None:
+        """One summary per workload, target and device model: best latency, measured, failed."""
+        store.keep_tuning_records(WORKLOADS, [
+            record("111", 1, 0.003), record("111", 2, 0.001), record("111", 3, None),
+            record("111", 4, 0.002, model="Galaxy S23"),
+        ], None, None, T0)
+        rows = store.tuning_record_summaries()
+        assert [(r.device_model, r.shash, r.best_s, r.trials, r.failed) for r in rows] == [
+            ("Galaxy S23", "111", 0.002, 1, 0), ("Pixel 7", "111", 0.001, 2, 1)]
+        assert rows[1].label == "task 111"
+        assert [r.device_model for r in store.tuning_record_summaries("Pixel 7")] == ["Pixel 7"]
