@@ -7,20 +7,52 @@ afterwards each phone, back on its own key and thermally gated, times the model
 compiled without and with the tuning database (:func:`farm.jobs.model.run_model`),
 each output checked against onnxruntime. The tuned samples are the job's raw
 samples, each with the serial that produced it.
+
+The tuning starts from the fleet's best records for the phones' model
+(:mod:`farm.kinds.tune_fleet`), and every record of the work folder is kept
+in the fleet's records when the attempt ends, succeeded or not.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from farm.jobs.tune_seed import BestRecords
     from farm.kinds.tune import TunedModel, TuneParams
     from farm.queue.records import Outcome
     from farm.runner.execute import RunContext
 
 __all__ = ["run_model_tuning"]
+
+
+@contextmanager
+def _fleet_records(ctx: RunContext, work_dir: Path, shown: str,
+                   labels: dict[int, str]) -> Iterator[BestRecords | None]:
+    """The fleet's best records for the phones' model; the work folder's kept on the way out.
+
+    Kept whether or not the tuning ends well: its measured records are the
+    fleet's either way. ``labels`` names each workload index's task once known.
+    Without a store (a run outside farmd), neither.
+    """
+    from farm.clock import SystemClock
+    from farm.kinds.tune_fleet import best_records, device_model_of, keep_work_dir
+
+    if ctx.store is None:
+        yield None
+        return
+    device_model = device_model_of(ctx.facts.get(ctx.attempt.serials[0], {}))
+    try:
+        yield best_records(ctx.store, device_model)
+    finally:
+        keep_work_dir(ctx.store, work_dir, device_model, ctx.job.id, ctx.attempt.id,
+                      lambda index: labels.get(index, f"tune model {shown}"),
+                      SystemClock().now())
 
 
 def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Outcome:
@@ -72,9 +104,12 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     progress = TuneProgress(work_dir)  # counters across this job's attempts
     key = job_key(ctx.settings.tracker.key, ctx.job.id)
     snapshots = [ctx.gate(serial) for serial in serials]
-    with serving_job_key(ctx.settings, serials, ctx.job.id, on_relaunch=progress.add_relaunch):
+    labels: dict[int, str] = {}
+    with _fleet_records(ctx, work_dir, shown, labels) as fleet, serving_job_key(
+            ctx.settings, serials, ctx.job.id, on_relaunch=progress.add_relaunch):
         result = tune_model(params, target, tracker_params(ctx, serials[0], key), ctx.cache,
-                            progress)
+                            progress, fleet)
+        labels.update({t.workload_index: f"tune model {shown} {t.name}" for t in result.tasks})
     runs: list[dict[str, Any]] = []
     tuned_samples: list[float] = []
     tuned_serials: list[str] = []
@@ -110,7 +145,6 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     summary["tasks"] = [{"name": t["name"], "trials": t["trials"], "best_s": t["best_s"],
                          "trials_measured": t["trials_measured"],
                          "workload_index": t["workload_index"]} for t in summary["tasks"]]
-    labels = {t.workload_index: f"tune model {shown} {t.name}" for t in result.tasks}
-    stem = f"tune model {shown}"
-    return Outcome(summary, tuned_samples, "s", tuned_serials, snapshots,
-                   _tuning_records(work_dir, lambda index: labels.get(index, stem), target))
+    stored = () if ctx.store is not None else _tuning_records(
+        work_dir, lambda index: labels.get(index, f"tune model {shown}"), target)
+    return Outcome(summary, tuned_samples, "s", tuned_serials, snapshots, stored)
