@@ -77,16 +77,11 @@ def list_(state: CliState, device_model: str | None, as_json: bool) -> None:
 @pass_state
 def export(state: CliState, out_dir: Path, device_model: str | None) -> None:
     """Write the measured records as a MetaSchedule JSON database folder."""
-    from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE
+    from farm.jobs.tune_seed import write_database
 
     workloads, kept = state.store.fleet_database(device_model)
-    order = {shash: index for index, shash in enumerate(workloads)}
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / WORKLOADS_FILE).write_text(
-            "".join(json.dumps([s, m]) + "\n" for s, m in workloads.items()), encoding="utf-8")
-        (out_dir / RECORDS_FILE).write_text(
-            "".join(json.dumps([order[s], r]) + "\n" for s, r in kept), encoding="utf-8")
+        write_database(out_dir, workloads, kept)
     except OSError as exc:
         raise UserFault(f"cannot write {out_dir}: {exc.strerror or exc}") from exc
     note(f"{len(kept)} records of {len(workloads)} workloads written to {out_dir}")

@@ -28,7 +28,8 @@ from farm.errors import SpecError
 from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE, repair_work_dir
 from farm.jobs.tune_search import measured_traces, plain_json, trace_key
 
-__all__ = ["BestRecords", "WorkDirDatabase", "read_database", "seed_work_dir", "target_key"]
+__all__ = ["BestRecords", "WorkDirDatabase", "read_database", "seed_work_dir", "target_key",
+           "write_database"]
 
 #: The fleet's best records: ``(target_key, {shash: most wanted})`` ->
 #: ``{shash: [record JSON, fastest first]}``, a record JSON being
@@ -112,6 +113,27 @@ def read_database(folder: Path) -> WorkDirDatabase:
                                 f"but {workloads_path.name} has {len(workloads)}")
             records.append((row[0], row[1]))
     return WorkDirDatabase(workloads, records)
+
+
+def write_database(folder: Path, workloads: Mapping[str, str],
+                   records: Sequence[tuple[str, Sequence[Any]]]) -> None:
+    """Write a MetaSchedule JSON database folder (``JSONDatabase(work_dir=folder)`` loads it).
+
+    Args:
+        folder: created if missing; its two files are replaced.
+        workloads: each workload module (base64 JSON) by shash, in the order to write.
+        records: ``(shash, [trace, run_secs, target, args_info])`` each, its
+            workload among ``workloads``.
+
+    Raises:
+        OSError: the folder cannot be written.
+    """
+    order = {shash: index for index, shash in enumerate(workloads)}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / WORKLOADS_FILE).write_text(
+        "".join(json.dumps([s, m]) + "\n" for s, m in workloads.items()), encoding="utf-8")
+    (folder / RECORDS_FILE).write_text(
+        "".join(json.dumps([order[s], list(r)]) + "\n" for s, r in records), encoding="utf-8")
 
 
 def seed_work_dir(work_dir: Path, seeds: Mapping[int, Sequence[Sequence[Any]]],

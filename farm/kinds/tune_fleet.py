@@ -13,7 +13,8 @@ way (:func:`fleet_records`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,8 +24,10 @@ import structlog
 if TYPE_CHECKING:
     from farm.jobs.tune_seed import BestRecords, WorkDirDatabase
     from farm.queue.tuning import FleetRecord, TuningRecordOps
+    from farm.runner.execute import RunContext
 
-__all__ = ["best_records", "device_model_of", "fleet_records", "keep_work_dir"]
+__all__ = ["attempt_records", "best_records", "device_model_of", "fleet_records",
+           "keep_work_dir"]
 
 log = structlog.get_logger(__name__)
 
@@ -40,6 +43,33 @@ def device_model_of(facts: Mapping[str, Any]) -> str:
     holds for the others.
     """
     return str(facts.get("model") or facts.get("soc") or UNKNOWN_MODEL)
+
+
+@contextmanager
+def attempt_records(ctx: RunContext, work_dir: Path, labels: Mapping[int, str],
+                    stem: str) -> Iterator[BestRecords | None]:
+    """The fleet's best records for the attempt's phones' model; the work folder's kept at the end.
+
+    Kept whether or not the tuning ends well: its measured records are the
+    fleet's either way. Without a store (a run outside farmd), neither.
+
+    Args:
+        ctx: the attempt; its first phone's facts give the device model.
+        work_dir: the job's tuning work folder.
+        labels: each workload index's label, read at the end (filled in by the caller).
+        stem: the label of an index ``labels`` lacks, e.g. ``"tune model m.onnx"``.
+    """
+    from farm.clock import SystemClock
+
+    if ctx.store is None:
+        yield None
+        return
+    device_model = device_model_of(ctx.facts.get(ctx.attempt.serials[0], {}))
+    try:
+        yield best_records(ctx.store, device_model)
+    finally:
+        keep_work_dir(ctx.store, work_dir, device_model, ctx.job.id, ctx.attempt.id,
+                      lambda index: labels.get(index, stem), SystemClock().now())
 
 
 def best_records(store: TuningRecordOps, device_model: str) -> BestRecords:

@@ -16,43 +16,15 @@ in the fleet's records when the attempt ends, succeeded or not.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from farm.jobs.tune_seed import BestRecords
     from farm.kinds.tune import TunedModel, TuneParams
     from farm.queue.records import Outcome
     from farm.runner.execute import RunContext
 
 __all__ = ["run_model_tuning"]
-
-
-@contextmanager
-def _fleet_records(ctx: RunContext, work_dir: Path, shown: str,
-                   labels: dict[int, str]) -> Iterator[BestRecords | None]:
-    """The fleet's best records for the phones' model; the work folder's kept on the way out.
-
-    Kept whether or not the tuning ends well: its measured records are the
-    fleet's either way. ``labels`` names each workload index's task once known.
-    Without a store (a run outside farmd), neither.
-    """
-    from farm.clock import SystemClock
-    from farm.kinds.tune_fleet import best_records, device_model_of, keep_work_dir
-
-    if ctx.store is None:
-        yield None
-        return
-    device_model = device_model_of(ctx.facts.get(ctx.attempt.serials[0], {}))
-    try:
-        yield best_records(ctx.store, device_model)
-    finally:
-        keep_work_dir(ctx.store, work_dir, device_model, ctx.job.id, ctx.attempt.id,
-                      lambda index: labels.get(index, f"tune model {shown}"),
-                      SystemClock().now())
 
 
 def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Outcome:
@@ -84,6 +56,7 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     from farm.jobs.tune_progress import TuneProgress
     from farm.kinds.model import model_file, model_params
     from farm.kinds.tune import _tuning_records
+    from farm.kinds.tune_fleet import attempt_records
     from farm.queue.records import Outcome
     from farm.results.sampling import SamplingRule
     from farm.runner.execute import phone_target, tracker_params, tune_work_dir
@@ -105,7 +78,7 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     key = job_key(ctx.settings.tracker.key, ctx.job.id)
     snapshots = [ctx.gate(serial) for serial in serials]
     labels: dict[int, str] = {}
-    with _fleet_records(ctx, work_dir, shown, labels) as fleet, serving_job_key(
+    with attempt_records(ctx, work_dir, labels, f"tune model {shown}") as fleet, serving_job_key(
             ctx.settings, serials, ctx.job.id, on_relaunch=progress.add_relaunch):
         result = tune_model(params, target, tracker_params(ctx, serials[0], key), ctx.cache,
                             progress, fleet)

@@ -17,6 +17,7 @@ from farm.jobs.targets import target_for
 from farm.jobs.tune_model import ModelTuneResult, tune_model
 from farm.jobs.tune_progress import TuneProgress
 from farm.jobs.tune_records import RECORDS_FILE
+from farm.jobs.tune_seed import write_database
 from farm.kinds.tune_fleet import best_records, keep_work_dir
 from farm.queue import Store
 
@@ -108,3 +109,9 @@ class TestFleetRecords:
             assert len({json.dumps(r[1][0]) for r in records}) == len(records) == 3
             # kept once each: 2 of the first tune, 1 more of the shared task, 1 pointwise
             assert sum(s.trials for s in store.tuning_record_summaries(MODEL)) == 4
+            write_database(tmp_path / "export", *store.fleet_database(MODEL))
+
+        from tvm.s_tir import meta_schedule as ms
+
+        exported = ms.database.JSONDatabase(work_dir=str(tmp_path / "export"))
+        assert len(exported.get_all_tuning_records()) == 4  # farmctl records export loads

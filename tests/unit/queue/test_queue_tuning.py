@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from farm.queue import Store
+import pytest
+from queue_helpers import ARM64, add_ready, gemm_spec
+
+from farm.config import Settings
+from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE
+from farm.kinds.tune_fleet import attempt_records
+from farm.queue import Assignment, Store
+from farm.queue.records import SnapshotData
 from farm.queue.tuning import FleetRecord, record_key
+from farm.runner.execute import RunContext
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TARGET = json.dumps({"keys": ["cpu"], "kind": "llvm", "num-cores": 4}, sort_keys=True)
@@ -71,3 +80,38 @@ class TestBest:
             ("Galaxy S23", "111", 0.002, 1, 0), ("Pixel 7", "111", 0.001, 2, 1)]
         assert rows[1].label == "task 111"
         assert [r.device_model for r in store.tuning_record_summaries("Pixel 7")] == ["Pixel 7"]
+
+
+class TestAttempt:
+    def test_an_attempt_gets_its_models_best_and_keeps_its_work_folder(
+        self, store: Store, tmp_path: Path
+    ) -> None:
+        """A tune attempt is served the best records of its phones' model (another model's
+        faster one is not), and every record of its work folder is kept under that model and
+        its job when it ends, even by an error."""
+        store.keep_tuning_records(WORKLOADS, [record("111", 1, 0.002),
+                                              record("111", 2, 0.0001, model="Galaxy S23")],
+                                  None, None, T0)
+        add_ready(store, "P1", facts={**ARM64, "model": "Pixel 7"})
+        job_id = store.enqueue(gemm_spec(), T0)
+        (claim,) = store.claim([Assignment(job_id, ("P1",), 60.0)], T0)
+        ctx = RunContext(Settings(), claim.job, claim.attempt, {"P1": {"model": "Pixel 7"}},
+                         lambda serial: SnapshotData(serial, T0), store)
+        (tmp_path / WORKLOADS_FILE).write_text('["111", "bW9kdWxlIDE="]\n')
+        (tmp_path / RECORDS_FILE).write_text(
+            json.dumps([0, [[[9], []], [0.003], json.loads(TARGET), []]]) + "\n")
+        served = []
+
+        def tune() -> None:
+            with attempt_records(ctx, tmp_path, {0: "task a"}, "stem") as fleet:
+                assert fleet is not None
+                served.extend(r[0] for r in fleet(TARGET, {"111": 5})["111"])
+                raise RuntimeError("the tuning failed")
+
+        with pytest.raises(RuntimeError):
+            tune()
+        assert served == [[[1], []]]
+        [kept] = store.tuning_records(job_id)
+        assert (kept.workload, kept.record["record"][0]) == ("task a", [[9], []])
+        assert {(s.device_model, s.trials) for s in store.tuning_record_summaries()} == {
+            ("Pixel 7", 2), ("Galaxy S23", 1)}
