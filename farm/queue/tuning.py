@@ -33,6 +33,10 @@ from farm.queue.ops import TransactionOps
 
 __all__ = ["FleetRecord", "FleetRecordSummary", "TuningRecordOps", "record_key"]
 
+#: Records written per statement: 11 values a row stays under SQLite's 32766
+#: bound parameters (``SQLITE_MAX_VARIABLE_NUMBER`` since 3.32).
+_CHUNK = 1000
+
 
 def record_key(shash: str, target: str, device_model: str, trace: str) -> str:
     """A record's identity: hex SHA-256 of its workload, target, device model and trace key.
@@ -132,24 +136,30 @@ class TuningRecordOps(TransactionOps):
             ]).on_conflict_do_nothing(index_elements=[TuningWorkload.shash]))
             ids = dict(session.execute(select(TuningWorkload.shash, TuningWorkload.id)
                                        .where(TuningWorkload.shash.in_(needed))).all())
-            keys = [r.key for r in records]
-            known = set(session.scalars(select(TuningRecord.record_key)
-                                        .where(TuningRecord.record_key.in_(keys))))
-            rows, seen = [], set(known)
-            for r in records:
-                if r.key in seen:
-                    continue
-                seen.add(r.key)
-                rows.append({
-                    "job_id": job_id, "attempt_id": attempt_id, "workload": r.label,
-                    "target": r.target, "created_at": now, "workload_id": ids[r.shash],
-                    "device_model": r.device_model, "run_s": r.run_s, "record_key": r.key,
-                    "record": {"workload_index": r.workload_index, "record": r.record},
-                })
-            if rows:  # a racing host may have stored some since: those are skipped
-                session.execute(insert(TuningRecord).values(rows).on_conflict_do_nothing(
-                    index_elements=[TuningRecord.record_key]))
-        return len(rows)
+            seen: set[str] = set()
+            added = 0
+            for start in range(0, len(records), _CHUNK):
+                chunk = records[start:start + _CHUNK]
+                seen |= set(session.scalars(select(TuningRecord.record_key).where(
+                    TuningRecord.record_key.in_([r.key for r in chunk]))))
+                rows = []
+                for r in chunk:
+                    if r.key in seen:
+                        continue
+                    seen.add(r.key)
+                    rows.append({
+                        "job_id": job_id, "attempt_id": attempt_id, "workload": r.label,
+                        "target": r.target, "created_at": now, "workload_id": ids[r.shash],
+                        "device_model": r.device_model, "run_s": r.run_s, "record_key": r.key,
+                        "record": {"workload_index": r.workload_index, "record": r.record},
+                    })
+                if rows:  # a racing host may have stored some since: those are skipped
+                    done = session.execute(insert(TuningRecord).values(rows)
+                                           .on_conflict_do_nothing(
+                                               index_elements=[TuningRecord.record_key]))
+                    count = getattr(done, "rowcount", -1)
+                    added += count if count >= 0 else len(rows)
+        return added
 
     def best_tuning_records(
         self, limits: Mapping[str, int], target: str, device_model: str

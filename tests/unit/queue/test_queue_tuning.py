@@ -13,7 +13,7 @@ from queue_helpers import ARM64, add_ready, gemm_spec
 from farm.config import Settings
 from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE
 from farm.kinds.tune_fleet import attempt_records
-from farm.queue import Assignment, Store
+from farm.queue import Assignment, Store, tuning
 from farm.queue.records import SnapshotData
 from farm.queue.tuning import FleetRecord, record_key
 from farm.runner.execute import RunContext
@@ -52,6 +52,16 @@ class TestKeep:
             WORKLOADS, [record("111", 1, 0.002), record("111", 1, 0.005, model="Galaxy S23")],
             None, None, T0)
         assert kept == 2
+
+
+    def test_records_are_written_in_chunks_each_once(self, store: Store,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+        """Many records go in statements of a few (SQLite's bound-parameter limit), a record
+        repeated in a later chunk still kept once."""
+        monkeypatch.setattr(tuning, "_CHUNK", 2)
+        many = [record("111", i, 0.001 * (i + 1)) for i in range(5)] + [record("111", 0, 0.001)]
+        assert store.keep_tuning_records(WORKLOADS, many, None, None, T0) == 5
+        assert len(store.fleet_database()[1]) == 5
 
 
 class TestBest:
