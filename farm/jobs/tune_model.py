@@ -29,6 +29,12 @@ measurements; a task already complete costs nothing. A time budget
 sent after it, the batches in flight are recorded, and the model is built
 with the records so far.
 
+Given the fleet's best records (``fleet``, :mod:`farm.jobs.tune_seed`), each
+task short of its trials first gets its workload's best records from earlier
+tunings on the same target and device model, which count as measured: a task
+whose stored records reach its trials measures nothing, and a task another
+model shared starts from that model's best.
+
 The build processes start first, in the background
 (:mod:`farm.jobs.tune_builder`), and stay for the whole run; the progress file
 names the phase and lists the tasks as soon as they are extracted.
@@ -235,7 +241,7 @@ class _Planned:
     task: ModelTask
     index: int
     trials: int
-    shash: str = ""
+    shash: str
 
 
 def _contexts(planned: list[_Planned], caps: list[int], params: TuneParams,
