@@ -10,7 +10,10 @@ APK, then through ``farmctl`` itself:
 2. waits for it and prints the wall time, the trials measured of asked, each
    task's best time, and per phone the untuned and tuned end-to-end latency
    (medians of the raw samples) and their ratio;
-3. ``farmctl export`` of the job, printing the bundle's files.
+3. ``farmctl export`` of the job, printing the bundle's files;
+4. with ``--again``, the same ``enqueue tune`` once more: it starts from the
+   fleet's tuning records of the first (same phone model), and its wall time,
+   tuning time and the trials it measured itself are printed.
 
 While the job runs, the benchmark watches the job's work folder (MetaSchedule's
 records file), so it measures any farm version alike: the time from the
@@ -98,6 +101,42 @@ def _print_summary(summary: dict[str, Any], wall_s: float) -> None:
               f"({len(run['tuned_samples_s'])} samples each)")
 
 
+def _tune(config: Path, store: Any, data_dir: Path, model: Path,
+          args: argparse.Namespace) -> tuple[int, float, list[tuple[float, int]]]:
+    """Enqueue the tune through farmctl and wait for it: job id, wall seconds, record counts."""
+    started_s = time.monotonic()
+    job = json.loads(_farmctl(
+        config, "enqueue", "tune", "--model", str(model), "--trials", str(args.trials),
+        "--trials-per-task", str(args.trials_per_task), "--max-tasks",
+        str(args.max_tasks), "--phones", str(args.phones), "--json"))
+    job_id = job["id"]
+    records = tune_work_dir(data_dir, job_id) / "database_tuning_record.json"
+    seen: list[tuple[float, int]] = []  # (s since the enqueue, records) at each change
+
+    def ended() -> bool:
+        count = len(records.read_bytes().splitlines()) if records.is_file() else 0
+        if count and (not seen or seen[-1][1] != count):
+            seen.append((time.monotonic() - started_s, count))
+        return store.get_job(job_id).state.ended
+
+    wait_until(ended, args.deadline_s, f"tune job {job_id}", interval_s=0.5)
+    view = store.get_job(job_id)
+    if view.state is not JobState.SUCCEEDED:
+        sys.exit(f"tune job {job_id} {view.state.value}: {view.error}")
+    return job_id, time.monotonic() - started_s, seen
+
+
+def _print_again(store: Any, data_dir: Path, job_id: int, wall_s: float) -> None:
+    """The second tuning's figures: time, records it got from the fleet, trials it measured."""
+    summary = dict(store.results(job_id)[0].summary)
+    lines = (tune_work_dir(data_dir, job_id) / "database_tuning_record.json").read_bytes()
+    seeded = summary["trials_from_fleet"]
+    print(f"again (job {job_id}, from the fleet's records): {wall_s:.0f} s from the enqueue "
+          f"to its end, {summary['tuning_s']:.1f} s of tuning; {seeded} records from the "
+          f"fleet, {len(lines.splitlines()) - seeded} trials measured "
+          f"({summary['trials_measured']} of {summary['trials_requested']} counted)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its figures; return the exit code."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -106,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials-per-task", type=int, default=4, help="trials per task at most")
     parser.add_argument("--max-tasks", type=int, default=4, help="heaviest tasks tuned")
     parser.add_argument("--deadline-s", type=float, default=3600.0, help="for the tuning job")
+    parser.add_argument("--again", action="store_true",
+                        help="tune the same model a second time, from the fleet's records")
     args = parser.parse_args(argv)
 
     from farm import logs
@@ -129,26 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         wait_until(lambda: all(store.get_device(s).state is DeviceState.READY for s in serials),
                    READY_DEADLINE_S, "phones ready")
         model = write_small_cnn(root / "small_cnn.onnx")
-        started_s = time.monotonic()
-        job = json.loads(_farmctl(
-            config, "enqueue", "tune", "--model", str(model), "--trials", str(args.trials),
-            "--trials-per-task", str(args.trials_per_task), "--max-tasks",
-            str(args.max_tasks), "--phones", str(args.phones), "--json"))
-        job_id = job["id"]
-        records = tune_work_dir(root / "data", job_id) / "database_tuning_record.json"
-        seen: list[tuple[float, int]] = []  # (s since the enqueue, records) at each change
 
-        def ended() -> bool:
-            count = len(records.read_bytes().splitlines()) if records.is_file() else 0
-            if count and (not seen or seen[-1][1] != count):
-                seen.append((time.monotonic() - started_s, count))
-            return store.get_job(job_id).state.ended
-
-        wait_until(ended, args.deadline_s, f"tune job {job_id}", interval_s=0.5)
-        wall_s = time.monotonic() - started_s
-        view = store.get_job(job_id)
-        if view.state is not JobState.SUCCEEDED:
-            sys.exit(f"tune job {job_id} {view.state.value}: {view.error}")
+        job_id, wall_s, seen = _tune(config, store, root / "data", model, args)
         print(f"small CNN (farm.demo_model) on {args.phones} virtual phones")
         _print_summary(dict(store.results(job_id)[0].summary), wall_s)
         if seen:
@@ -156,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"first measured trial {first_s:.0f} s after the enqueue; {trials} trials "
                   f"by {last_s:.0f} s: {trials / (last_s / 3600) / args.phones:.0f} trials "
                   "per phone-hour (enqueue to last trial)")
+        if args.again:
+            again_id, again_s, _ = _tune(config, store, root / "data", model, args)
+            _print_again(store, root / "data", again_id, again_s)
         out = root / "bundle"
         _farmctl(config, "export", str(job_id), "--out", str(out))
         files = ", ".join(f"{p.name} ({p.stat().st_size} B)" for p in sorted(out.iterdir())

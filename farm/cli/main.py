@@ -51,6 +51,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("farm.cli.compare:compare", "Compare two jobs or runs per phone."),
     "profile": ("farm.cli.profile:profile", "A profiled model job's heaviest kernels per phone."),
     "hosts": ("farm.cli.hosts:hosts", "The farmd hosts sharing this database."),
+    "records": ("farm.cli.records:records", "The fleet's tuning records: list, export, import."),
     "token": ("farm.cli.token:token", "The HTTP API's tokens: create, list, revoke."),
 }
 

@@ -29,6 +29,12 @@ measurements; a task already complete costs nothing. A time budget
 sent after it, the batches in flight are recorded, and the model is built
 with the records so far.
 
+Given the fleet's best records (``fleet``, :mod:`farm.jobs.tune_seed`), each
+task short of its trials first gets its workload's best records from earlier
+tunings on the same target and device model, which count as measured: a task
+whose stored records reach its trials measures nothing, and a task another
+model shared starts from that model's best.
+
 The build processes start first, in the background
 (:mod:`farm.jobs.tune_builder`), and stay for the whole run; the progress file
 names the phase and lists the tasks as soon as they are extracted.
@@ -73,6 +79,7 @@ from farm.jobs.tune_search import (
     plan_trials,
     search_settings,
 )
+from farm.jobs.tune_seed import BestRecords, seed_work_dir, target_key
 
 __all__ = ["TUNED_LIBRARY", "ModelTask", "ModelTuneResult", "compile_tuned", "model_tasks",
            "tune_model"]
@@ -142,6 +149,8 @@ class ModelTuneResult:
         trials_per_phone_hour: this attempt's measured trials per phone-hour.
         limit_per_phone_hour: the measurement-bound limit
             (:func:`farm.jobs.tune_rate.limit_per_phone_hour`).
+        trials_from_fleet: records this attempt seeded from the fleet's
+            (counted in ``trials_measured_before``).
     """
 
     model_sha256: str
@@ -159,6 +168,7 @@ class ModelTuneResult:
     first_trial_s: float | None = None
     trials_per_phone_hour: float | None = None
     limit_per_phone_hour: float | None = None
+    trials_from_fleet: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (an unmeasured task's ``best_s`` is None)."""
@@ -208,8 +218,8 @@ def model_tasks(mod: Any, target: dict[str, Any]) -> list[ModelTask]:
     return sorted(tasks, key=lambda t: -t.flop * t.weight)
 
 
-def _task_index(task: ModelTask, params: TuneParams) -> int:
-    """Commit the task's workload to the database (if new) and return its line.
+def _task_workload(task: ModelTask, params: TuneParams) -> tuple[int, str]:
+    """Commit the task's workload to the database (if new); return its line and structural hash.
 
     The workload is the module MetaSchedule tunes (``dispatched[0]``, what
     ``extracted_tasks_to_tune_contexts`` gives its ``TuneContext``).
@@ -221,16 +231,17 @@ def _task_index(task: ModelTask, params: TuneParams) -> int:
     index = workload_index(params.work_dir, shash)
     if index is None:  # commit_workload writes the line before it returns
         raise CompileError(task.name, "its workload is missing from the tuning database")
-    return index
+    return index, shash
 
 
 @dataclass(frozen=True)
 class _Planned:
-    """A task in this run: its workload line and its planned trials."""
+    """A task in this run: its workload line, its planned trials and its workload's hash."""
 
     task: ModelTask
     index: int
     trials: int
+    shash: str
 
 
 def _contexts(planned: list[_Planned], caps: list[int], params: TuneParams,
@@ -299,6 +310,30 @@ def _measure_baselines(planned: list[_Planned], params: TuneParams, builder: Any
         progress.set_phase("measuring the default schedules")
         measure_baselines(tasks, builder, runner, params.work_dir, params.builder_workers,
                           progress.expired, on_batch)
+
+
+def _seed_from_fleet(planned: list[_Planned], params: TuneParams, target: dict[str, Any],
+                     fleet: BestRecords) -> int:
+    """Seed each task short of its trials with the fleet's best records.
+
+    The records come through ``fleet`` and are appended by
+    :func:`farm.jobs.tune_seed.seed_work_dir`; they count as measured trials.
+
+    Returns:
+        Records seeded.
+    """
+    import tvm
+
+    short = [(p, p.trials - m) for p, m in zip(planned, _measured(planned, params), strict=True)
+             if m < p.trials]
+    if not short:
+        return 0
+    found = fleet(target_key(tvm.target.Target(target).export()),
+                  {p.shash: p.trials for p, _ in short})
+    seeded = seed_work_dir(params.work_dir, {p.index: found.get(p.shash, ()) for p, _ in short},
+                           {p.index: left for p, left in short})
+    log.info("tuning_seeded_from_fleet", records=seeded, tasks=len(short))
+    return seeded
 
 
 def _measured(planned: list[_Planned], params: TuneParams) -> list[int]:
@@ -390,12 +425,14 @@ def compile_tuned(
 
 def tune_model(
     params: TuneParams, target: dict[str, Any], tracker: TrackerParams, cache: CompileCache,
-    progress: TuneProgress | None = None,
+    progress: TuneProgress | None = None, fleet: BestRecords | None = None,
 ) -> ModelTuneResult:
     """Tune the model's tasks together until each has its trials or time is up; compile it.
 
     Reusing ``params.work_dir`` resumes: trials already measured count, only
     the missing ones are asked for, and no recorded trace is measured again.
+    With ``fleet``, each task short of its trials first gets the fleet's best
+    records of its workload (:mod:`farm.jobs.tune_seed`), which count as measured.
 
     Args:
         params: ``model``, trial budget (``trials``, ``trials_per_task``,
@@ -405,6 +442,8 @@ def tune_model(
         tracker: tracker address and the key only this job's phones serve.
         cache: the compile cache the tuned model is built into.
         progress: the work folder's counters; opened here when None.
+        fleet: the fleet's best records on this target and device model; None:
+            start from the work folder alone.
 
     Returns:
         The tasks' trials, the throughput, and ``model_tuned.so``.
@@ -429,10 +468,14 @@ def tune_model(
     tasks = model_tasks(mod, target)[: params.max_tasks]
     plan, batch = plan_trials([t.flop * t.weight for t in tasks], params.trials,
                               params.trials_per_iter, params.trials_per_task)
-    planned = [_Planned(t, _task_index(t, params), n)
-               for t, n in zip(tasks, plan, strict=True) if n > 0]
+    planned = []
+    for t, n in zip(tasks, plan, strict=True):
+        if n > 0:
+            index, shash = _task_workload(t, params)
+            planned.append(_Planned(t, index, n, shash))
     if not planned:
         raise SpecError("params.model", f"{model.shown_name} has no tunable task")
+    seeded = 0 if fleet is None else _seed_from_fleet(planned, params, target, fleet)
     before = [min(m, p.trials) for m, p in zip(_measured(planned, params), planned, strict=True)]
     progress.set_tasks([TaskProgress(p.task.name, p.index, p.trials, b)
                         for p, b in zip(planned, before, strict=True)], budget_s=params.for_s)
@@ -466,4 +509,5 @@ def tune_model(
         first_trial_s=counters.first_trial_s,
         trials_per_phone_hour=counters.trials_per_phone_hour,
         limit_per_phone_hour=counters.limit_per_phone_hour,
+        trials_from_fleet=seeded,
     )

@@ -33,8 +33,8 @@ import structlog
 
 from farm.jobs.tune_records import FAILED_RUN_S, RECORDS_FILE
 
-__all__ = ["FarmSearch", "SearchSettings", "measured_traces", "plan_trials", "search_settings",
-           "trace_key"]
+__all__ = ["FarmSearch", "SearchSettings", "measured_traces", "plain_json", "plan_trials",
+           "search_settings", "trace_key"]
 
 log = structlog.get_logger(__name__)
 
@@ -132,24 +132,25 @@ def search_settings(trials_per_task: int) -> SearchSettings:
     return SearchSettings(population, 0.3, max(16, population // 4), rounds)
 
 
-def _plain(value: Any) -> Any:
-    """``value`` (a trace's JSON, with TVM objects inside) as the records file holds it.
+def plain_json(value: Any) -> Any:
+    """``value`` (a trace's or target's JSON, with TVM objects inside) as the records file has it.
 
     TVM objects become what its JSON writer writes (``IntImm`` its number,
-    ``Array`` a list), and booleans become 0 and 1: a live trace gives
-    ``Split``'s flags as ``true``/``false``, the records file as ``1``/``0``,
-    and a resumed run took the same trace for a new one and measured it again.
+    ``Array`` a list, ``Map`` a dict: ``Target.export()`` is one), and booleans
+    become 0 and 1: a live trace gives ``Split``'s flags as ``true``/``false``,
+    the records file as ``1``/``0``, and a resumed run took the same trace for a
+    new one and measured it again.
     """
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, (int, float, str)) or value is None:
         return value
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {str(k): plain_json(v) for k, v in value.items()}
     if hasattr(value, "value"):
-        return _plain(value.value)
+        return plain_json(value.value)
     try:
-        return [_plain(v) for v in value]
+        return [plain_json(v) for v in value]
     except TypeError:
         return str(value)
 
@@ -160,7 +161,7 @@ def trace_key(trace_json: Any) -> str:
     The same for a trace read back from the records file and for a candidate's
     ``sch.trace.as_json(remove_postproc=False)`` (what ``AddToDatabase`` writes).
     """
-    return json.dumps(_plain(trace_json), sort_keys=True)
+    return json.dumps(plain_json(trace_json), sort_keys=True)
 
 
 def measured_traces(work_dir: Path) -> dict[int, set[str]]:

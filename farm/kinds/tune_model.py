@@ -7,6 +7,10 @@ afterwards each phone, back on its own key and thermally gated, times the model
 compiled without and with the tuning database (:func:`farm.jobs.model.run_model`),
 each output checked against onnxruntime. The tuned samples are the job's raw
 samples, each with the serial that produced it.
+
+The tuning starts from the fleet's best records for the phones' model
+(:mod:`farm.kinds.tune_fleet`), and every record of the work folder is kept
+in the fleet's records when the attempt ends, succeeded or not.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     from farm.jobs.tune_progress import TuneProgress
     from farm.kinds.model import model_file, model_params
     from farm.kinds.tune import _tuning_records
+    from farm.kinds.tune_fleet import attempt_records
     from farm.queue.records import Outcome
     from farm.results.sampling import SamplingRule
     from farm.runner.execute import phone_target, tracker_params, tune_work_dir
@@ -72,9 +77,12 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     progress = TuneProgress(work_dir)  # counters across this job's attempts
     key = job_key(ctx.settings.tracker.key, ctx.job.id)
     snapshots = [ctx.gate(serial) for serial in serials]
-    with serving_job_key(ctx.settings, serials, ctx.job.id, on_relaunch=progress.add_relaunch):
+    labels: dict[int, str] = {}
+    with attempt_records(ctx, work_dir, labels, f"tune model {shown}") as fleet, serving_job_key(
+            ctx.settings, serials, ctx.job.id, on_relaunch=progress.add_relaunch):
         result = tune_model(params, target, tracker_params(ctx, serials[0], key), ctx.cache,
-                            progress)
+                            progress, fleet)
+        labels.update({t.workload_index: f"tune model {shown} {t.name}" for t in result.tasks})
     runs: list[dict[str, Any]] = []
     tuned_samples: list[float] = []
     tuned_serials: list[str] = []
@@ -110,7 +118,6 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     summary["tasks"] = [{"name": t["name"], "trials": t["trials"], "best_s": t["best_s"],
                          "trials_measured": t["trials_measured"],
                          "workload_index": t["workload_index"]} for t in summary["tasks"]]
-    labels = {t.workload_index: f"tune model {shown} {t.name}" for t in result.tasks}
-    stem = f"tune model {shown}"
-    return Outcome(summary, tuned_samples, "s", tuned_serials, snapshots,
-                   _tuning_records(work_dir, lambda index: labels.get(index, stem), target))
+    stored = () if ctx.store is not None else _tuning_records(
+        work_dir, lambda index: labels.get(index, f"tune model {shown}"), target)
+    return Outcome(summary, tuned_samples, "s", tuned_serials, snapshots, stored)

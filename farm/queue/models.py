@@ -10,7 +10,7 @@ the same reason)::
     Device ──< PhoneHold >── Attempt  one row per phone a running attempt holds
     Job ──< Attempt ──< DeviceSnapshot   the phone's state when a number was taken
         └── Result (one per job) ──< Sample   every raw timing, in seconds
-        └──< TuningRecord
+        └──< TuningRecord >── TuningWorkload   the fleet's tuning records
     Device ──< Reservation          a person's hold on a phone, until it expires
     ApiToken                        the HTTP API's tokens, hashed
     Blob                            job inputs (model files) by SHA-256
@@ -57,6 +57,7 @@ __all__ = [
     "Result",
     "Sample",
     "TuningRecord",
+    "TuningWorkload",
     "UtcDateTime",
 ]
 
@@ -323,18 +324,43 @@ class Regression(Base):
     created_at: Mapped[datetime]
 
 
-class TuningRecord(Base):
-    """One MetaSchedule tuning record (JSON) produced by a tune job."""
+class TuningWorkload(Base):
+    """A MetaSchedule workload (a line of its ``database_workload.json``) the fleet tuned."""
 
-    __tablename__ = "tuning_records"
+    __tablename__ = "tuning_workloads"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    job_id: Mapped[int] = mapped_column(sa.ForeignKey("jobs.id"), index=True)
-    attempt_id: Mapped[int] = mapped_column(sa.ForeignKey("attempts.id"))
-    workload: Mapped[str] = mapped_column(sa.Text)
+    shash: Mapped[str] = mapped_column(sa.String(32), unique=True)  # MetaSchedule's structural hash
+    module: Mapped[str] = mapped_column(sa.Text)  # its JSON form, base64, as the file holds it
+    created_at: Mapped[datetime]
+
+
+class TuningRecord(Base):
+    """One MetaSchedule tuning record (JSON) a tune job measured, or one imported.
+
+    Rows with a ``workload_id`` are the fleet's records (:mod:`farm.queue.tuning`):
+    one per trace, workload, target and device model (``record_key``), served
+    best ``run_s`` first to later tunings of the same device model.
+    """
+
+    __tablename__ = "tuning_records"
+    __table_args__ = (
+        sa.Index("ix_tuning_records_best", "workload_id", "device_model", "run_s"),
+        sa.Index("ux_tuning_records_record_key", "record_key", unique=True),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int | None] = mapped_column(sa.ForeignKey("jobs.id"), index=True)
+    attempt_id: Mapped[int | None] = mapped_column(sa.ForeignKey("attempts.id"))
+    workload: Mapped[str] = mapped_column(sa.Text)  # a label, e.g. "tune model m.onnx fused_..."
     target: Mapped[str] = mapped_column(sa.Text)
     record: Mapped[dict[str, Any]]
     created_at: Mapped[datetime]
+    workload_id: Mapped[int | None] = mapped_column(
+        sa.ForeignKey("tuning_workloads.id", name="fk_tuning_records_workload_id"))
+    device_model: Mapped[str | None] = mapped_column(sa.String(128))
+    run_s: Mapped[float | None]  # mean of the record's run times; None: the measurement failed
+    record_key: Mapped[str | None] = mapped_column(sa.String(64))
 
 
 class Reservation(Base):

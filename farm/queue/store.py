@@ -61,6 +61,7 @@ from farm.queue.reservations import ReservationOps, active_reservations
 from farm.queue.scheduler import AGING_STEP_S, Assignment, DeviceView, QueueSnapshot
 from farm.queue.spec import JobSpec, parse_spec
 from farm.queue.tokens import TokenOps
+from farm.queue.tuning import TuningRecordOps
 from farm.results.regressions import RegressionOps
 
 __all__ = ["Store"]
@@ -68,7 +69,8 @@ __all__ = ["Store"]
 log = logs.get_logger(__name__)
 
 
-class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps):
+class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps,
+            TuningRecordOps):
     """The queue database; migrated to the newest schema when opened.
 
     Args:

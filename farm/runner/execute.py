@@ -27,7 +27,7 @@ from farm.queue.spec import parse_spec
 
 if TYPE_CHECKING:
     from farm.controllers.base import DeviceController
-    from farm.queue.blobs import BlobOps
+    from farm.queue.store import Store
 
 __all__ = [
     "RunContext",
@@ -55,8 +55,9 @@ class RunContext:
         gate: waits until a phone is cool and returns its snapshot; called
             before every measured run.
         store: the queue, for the job's inputs (model blobs,
-            :func:`farm.jobs.model_store.materialise`); None reads only this
-            host's cache.
+            :func:`farm.jobs.model_store.materialise`) and the fleet's tuning
+            records (:mod:`farm.kinds.tune_fleet`); None reads only this
+            host's cache and tunes without the fleet's records.
         kinds: each device's kind (:mod:`farm.controllers`), by serial;
             ``android`` where not given.
         app_memory: the peak resident memory (KiB) of the process serving a
@@ -69,7 +70,7 @@ class RunContext:
     attempt: AttemptView
     facts: Mapping[str, Mapping[str, Any]]
     gate: Callable[[str], SnapshotData]
-    store: BlobOps | None = None
+    store: Store | None = None
     kinds: Mapping[str, str] = field(default_factory=dict)
     app_memory: Callable[[str], int | None] = field(default=lambda _serial: None)
 

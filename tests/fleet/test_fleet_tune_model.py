@@ -95,6 +95,11 @@ def check_outcome(store: Store, job_id: int, work_dir: Path, kept: bytes,
     assert all(run["untuned_s"] > 0 and run["tuned_s"] > 0 for run in runs.values())
     assert (work_dir / "model_tuned.so").is_file()
     assert len(store.tuning_records(job_id)) == len(records.splitlines())
+    # ... and they are the fleet's, under the phones' model, each measured one counted once
+    [model] = {str(d.facts["model"]) for s in serials if (d := store.get_device(s))}
+    fleet = store.tuning_record_summaries()
+    assert {s.device_model for s in fleet} == {model}
+    assert sum(s.trials for s in fleet) == len(pairs)
 
 
 class TestModelTuningThroughFaults:

@@ -1,0 +1,136 @@
+"""A tune attempt's link to the fleet's tuning records: where they are read and kept.
+
+The work folder side is :mod:`farm.jobs.tune_seed` (no queue there), the
+database side :mod:`farm.queue.tuning`; this module joins them for a tune
+attempt, which holds the store (:attr:`farm.runner.execute.RunContext.store`):
+:func:`best_records` serves the fleet's best of one device model to
+:func:`farm.jobs.tune_model.tune_model`, and :func:`keep_work_dir` stores every
+record of the work folder when the attempt ends, succeeded or not (a record
+kept already, seeded from the fleet or stored by an earlier attempt, is not
+stored again). ``farmctl records import`` keeps an exported database the same
+way (:func:`fleet_records`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+if TYPE_CHECKING:
+    from farm.jobs.tune_seed import BestRecords, WorkDirDatabase
+    from farm.queue.tuning import FleetRecord, TuningRecordOps
+    from farm.runner.execute import RunContext
+
+__all__ = ["attempt_records", "best_records", "device_model_of", "fleet_records",
+           "keep_work_dir"]
+
+log = structlog.get_logger(__name__)
+
+#: The device model of a device whose model and SoC were never read.
+UNKNOWN_MODEL = "unknown"
+
+
+def device_model_of(facts: Mapping[str, Any]) -> str:
+    """The device model its records are kept under: its ``model`` fact, else its ``soc``.
+
+    Phones of one model share SoC, clocks and cooling
+    (:func:`farm.queue.capabilities.group_key`), so a record measured on one
+    holds for the others.
+    """
+    return str(facts.get("model") or facts.get("soc") or UNKNOWN_MODEL)
+
+
+@contextmanager
+def attempt_records(ctx: RunContext, work_dir: Path, labels: Mapping[int, str],
+                    stem: str) -> Iterator[BestRecords | None]:
+    """The fleet's best records for the attempt's phones' model; the work folder's kept at the end.
+
+    Kept whether or not the tuning ends well: its measured records are the
+    fleet's either way. Without a store (a run outside farmd), neither.
+
+    Args:
+        ctx: the attempt; its first phone's facts give the device model.
+        work_dir: the job's tuning work folder.
+        labels: each workload index's label, read at the end (filled in by the caller).
+        stem: the label of an index ``labels`` lacks, e.g. ``"tune model m.onnx"``.
+    """
+    from farm.clock import SystemClock
+
+    if ctx.store is None:
+        yield None
+        return
+    device_model = device_model_of(ctx.facts.get(ctx.attempt.serials[0], {}))
+    try:
+        yield best_records(ctx.store, device_model)
+    finally:
+        keep_work_dir(ctx.store, work_dir, device_model, ctx.job.id, ctx.attempt.id,
+                      lambda index: labels.get(index, stem), SystemClock().now())
+
+
+def best_records(store: TuningRecordOps, device_model: str) -> BestRecords:
+    """The fleet's best records of ``device_model``, served as ``tune_model`` asks for them."""
+
+    def best(target: str, limits: Mapping[str, int]) -> Mapping[str, Sequence[Sequence[Any]]]:
+        return store.best_tuning_records(limits, target, device_model)
+
+    return best
+
+
+def fleet_records(database: WorkDirDatabase, device_model: str,
+                  label: Callable[[int], str] = lambda _index: "") -> list[FleetRecord]:
+    """Each record of a database folder as the fleet keeps it.
+
+    Args:
+        database: the folder's workloads and records (:func:`farm.jobs.tune_seed.read_database`).
+        device_model: the device model they were measured on.
+        label: a workload index -> what it tuned.
+    """
+    import numpy as np
+
+    from farm.jobs.tune_records import FAILED_RUN_S
+    from farm.jobs.tune_search import trace_key
+    from farm.jobs.tune_seed import target_key
+    from farm.queue.tuning import FleetRecord, record_key
+
+    kept = []
+    for index, record in database.records:
+        shash = database.workloads[index][0]
+        target = target_key(record[2])
+        secs = [float(s) for s in record[1] or ()]
+        run_s = float(np.mean(secs)) if secs and all(s < FAILED_RUN_S for s in secs) else None
+        kept.append(FleetRecord(shash, target, device_model, list(record), run_s,
+                                record_key(shash, target, device_model, trace_key(record[0])),
+                                label(index), index))
+    return kept
+
+
+def keep_work_dir(store: TuningRecordOps, work_dir: Path, device_model: str,
+                  job_id: int | None, attempt_id: int | None, label: Callable[[int], str],
+                  now: datetime) -> int:
+    """Store every record of a work folder not stored yet; return how many were new.
+
+    Called when an attempt ends, also by one that failed: a store that refuses
+    the write, or a work folder that cannot be read, is logged, not raised
+    (it would hide the attempt's own error); the records stay in the work
+    folder, and the job's next attempt keeps them.
+    """
+    from farm.errors import SpecError, StoreError
+    from farm.jobs.tune_records import repair_work_dir
+    from farm.jobs.tune_seed import read_database
+
+    try:
+        repair_work_dir(work_dir)
+        database = read_database(work_dir)
+        kept = store.keep_tuning_records(dict(database.workloads),
+                                         fleet_records(database, device_model, label),
+                                         job_id, attempt_id, now)
+    except (SpecError, StoreError, OSError) as exc:
+        log.warning("tuning_records_not_kept", work_dir=str(work_dir), reason=str(exc))
+        return 0
+    log.info("tuning_records_kept", records=kept, device_model=device_model)
+    return kept
