@@ -108,6 +108,8 @@ class Farmd:
         # No claims while farmd's own tracker is down or its phones register again.
         self.tracker_gate: TrackerGate | None = None if settings.tracker.external else TrackerGate(
             self._tracker_alive, f"{settings.tracker.host}:{settings.tracker.port}",
+            # a lambda: the manager is made in start()
+            listed=lambda: self.manager.registered_keys(),  # noqa: PLW0108
             on_open=self.wake_dispatcher)
         # Ended attempts observed in the job-duration histogram, by end time;
         # those that ended before this farmd started are not its to observe.
@@ -385,12 +387,16 @@ class Farmd:
         if self.settings.tracker.external or self.clock.monotonic() < self._tracker_retry_s:
             return
         if self.tracker is not None and self.tracker.alive() and ping(*self.tracker_addr):
+            if self.tracker_gate is not None and self.tracker_gate.waiting:
+                self.wake_dispatcher()  # the gate opens once the new tracker lists the phones
             return
         if self._tracker_failures == 0:
             log.warning("tracker_down", tracker_port=self.tracker_addr[1])
         if self.tracker is not None:
             self.tracker.stop()
             self.tracker = None
+        if self.tracker_gate is not None:  # closed until the relaunches below are known
+            self.tracker_gate.restarting()
         try:
             self._launch_tracker()
         except FarmError as exc:
@@ -406,7 +412,7 @@ class Farmd:
         log.info("tracker_restarted", tracker_port=self.tracker_addr[1])
         # The stock app re-registers only after a 300 s accept timeout:
         # relaunch every app so the new tracker knows the fleet now; no job is
-        # claimed until they registered (farm.supervise.outage).
+        # claimed until the new tracker lists them (farm.supervise.outage).
         if self.tracker_gate is not None:
             self.tracker_gate.relaunch(
                 lambda done: self.manager.relaunch_all("tracker restarted", on_done=done))

@@ -14,6 +14,11 @@ such children through :func:`spawn`, whose one thread lives as long as farmd.
 ``preexec_fn`` (which the subprocess documentation calls unsafe in a threaded
 program, and farmd is one); the window before it is set is closed by checking
 the parent pid right after.
+
+A program that cannot call it (the native ``adb nodaemon server``, a farmd a
+test starts) runs through :func:`tied_to_parent`: a Python shim sets the signal
+and then becomes the program (``os.execvp``), which keeps it (prctl(2): the
+setting survives ``execve`` of a binary that is not set-user-ID).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import ctypes.util
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Sequence
 from types import FrameType
 from typing import Any
@@ -32,7 +38,7 @@ from typing import Any
 import psutil
 
 __all__ = ["end_group_with_parent", "group_alive", "set_parent_death_signal", "signal_group",
-           "spawn"]
+           "spawn", "tied_to_parent"]
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -91,6 +97,36 @@ def end_group_with_parent(parent_pid: int) -> None:
     set_parent_death_signal(signal.SIGTERM)
     if os.getppid() != parent_pid:
         _kill_own_group(signal.SIGTERM, None)
+
+
+#: The shim :func:`tied_to_parent` runs: ``python -c SHIM PARENT_PID SIGNUM PROGRAM ARGS...``.
+_TIED_SHIM = "import sys; from farm.procs import _exec_tied; _exec_tied(sys.argv[1:])"
+
+
+def tied_to_parent(argv: Sequence[str], signum: int = signal.SIGKILL) -> list[str]:
+    """``argv`` behind a shim that asks for ``signum`` when this process dies, then execs it.
+
+    Start the result with :func:`spawn`: the signal follows the forking thread,
+    and spawn's thread lives as long as this process. The pid the caller gets
+    is the program's own (the shim execs, it does not fork).
+
+    Args:
+        argv: the program and its arguments (looked up on ``PATH`` as ``execvp`` does).
+        signum: the signal the program gets when this process dies.
+
+    Returns:
+        The argv to start instead.
+    """
+    return [sys.executable, "-c", _TIED_SHIM, str(os.getpid()), str(int(signum)), *argv]
+
+
+def _exec_tied(args: Sequence[str]) -> None:
+    """The shim's body: ``PARENT_PID SIGNUM PROGRAM ARGS...`` (see :func:`tied_to_parent`)."""
+    parent_pid, signum, *argv = args
+    set_parent_death_signal(int(signum))
+    if os.getppid() != int(parent_pid):  # the parent died before the signal was set
+        os._exit(1)
+    os.execvp(argv[0], argv)  # noqa: S606 - an argv list, no shell, by design
 
 
 def spawn(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:

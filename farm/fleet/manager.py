@@ -35,7 +35,7 @@ from farm.controllers.android import AndroidController
 from farm.errors import FarmError, PhoneFault, UserFault
 from farm.fleet import lifecycle
 from farm.fleet.app_watch import AppWatch
-from farm.fleet.held import HeldWatch
+from farm.fleet.held import HeldWatch, session_peer
 from farm.fleet.history import HISTORY_EVENTS, events_to_history, reason_of
 from farm.fleet.keys import phone_key
 from farm.fleet.lifecycle import Move
@@ -52,7 +52,7 @@ from farm.queue.records import DeviceRecord
 from farm.queue.store import Store
 from farm.supervise.ladder import Event, Failure, incident_open
 from farm.tvm.probe import read_gpu_limits
-from farm.tvm.tracker import TrackerSummary, summary
+from farm.tvm.tracker import ServerInfo, TrackerSummary, summary
 
 if TYPE_CHECKING:
     from farm.adb import Adb
@@ -113,6 +113,7 @@ class FleetManager:
         self._closing = threading.Event()
         self._keys_lock = threading.Lock()
         self._summary: tuple[float | None, TrackerSummary | None] = (None, None)
+        self._last_servers: dict[str, ServerInfo] = {}  # key -> last address a tracker gave
         self.phones: dict[str, PhoneRuntime] = {}
         self._sweeps = 0
         self.recoverer = Recoverer(self)
@@ -234,23 +235,41 @@ class FleetManager:
         """Run ``fn()`` on a thread of its own, joined (bounded) at :meth:`close`."""
         self._tasks.start(label, fn)
 
-    def submit(self, serial: str, task: Callable[[str], None]) -> bool:
-        """Run ``task(serial)`` on its own thread unless a slow task runs for the phone."""
+    def submit(self, serial: str, task: Callable[[str], None], *, after: bool = False) -> bool:
+        """Run ``task(serial)`` on its own thread unless a slow task runs for the phone.
+
+        Args:
+            serial: the phone.
+            task: the work.
+            after: if a slow task runs for the phone, run ``task`` on its thread
+                once it ended (replacing one queued so before) instead of not at all.
+
+        Returns:
+            Whether ``task`` will run.
+        """
         phone = self.runtime(serial)
         with self._lock:
-            if phone.busy_task or self._closing.is_set():
+            if self._closing.is_set():
                 return False
+            if phone.busy_task:
+                if after:
+                    phone.after_task = task
+                return after
             phone.busy_task = True
 
         def run() -> None:
-            try:
-                task(serial)
-            except _Closing:
-                pass  # farmd stops: no verdict on the phone
-            except Exception:  # a bug: keep the manager alive, say where
-                log.exception("fleet_task_crashed", serial=serial, task=task.__name__)
-            finally:
-                phone.busy_task = False
+            current: Callable[[str], None] | None = task
+            while current is not None:
+                try:
+                    current(serial)
+                except _Closing:
+                    pass  # farmd stops: no verdict on the phone
+                except Exception:  # a bug: keep the manager alive, say where
+                    log.exception("fleet_task_crashed", serial=serial, task=current.__name__)
+                with self._lock:
+                    current, phone.after_task = phone.after_task, None
+                    if current is None:
+                        phone.busy_task = False
 
         self._tasks.start(f"{task.__name__}-{serial}", run)
         return True
@@ -431,6 +450,8 @@ class FleetManager:
             except FarmError as exc:
                 (log.debug if quiet else log.warning)("tracker_summary_failed", reason=str(exc))
                 found = None
+            else:  # kept across a tracker restart: where a session may still run
+                self._last_servers.update({server.key: server for server in found.servers})
             self._summary = (self.clock.monotonic(), found)
             return found
 
@@ -566,35 +587,64 @@ class FleetManager:
         """
         self.android.note_crash(serial)
 
-    def relaunch_all(self, reason: str,
-                     on_done: Callable[[str], None] | None = None) -> set[str]:
-        """Relaunch the app on every ready, cooling or unhealthy phone (e.g. a new tracker).
+    def relaunch_all(self, reason: str, on_done: Callable[[str, bool], None] | None = None,
+                     ) -> dict[str, str]:
+        """Relaunch the app on every phone a new tracker must learn (e.g. farmd restarted it).
+
+        Those are the ready, cooling and unhealthy phones, and the busy ones
+        whose app serves no session now: a job claimed just before the old
+        tracker died has not asked for its session yet, and its app, still
+        registered only with the dead tracker, would leave that request
+        unanswered (``no server of key ... within 60 s``, a lost try). A busy
+        phone in a session keeps it; its app registers again when the session
+        ends, as it does after every session. A phone a slow task runs for
+        (provisioning, recovery) is relaunched once that task ended.
 
         Args:
             reason: logged with each relaunch.
-            on_done: called with the serial when a relaunch ended, registered or
-                not (the phone is then unhealthy), on that relaunch's thread.
+            on_done: called with the serial and whether the app registered when
+                a relaunch ended (not registered: the phone is then unhealthy,
+                unless busy), on that relaunch's thread.
 
         Returns:
-            The serials whose relaunch started (a phone a slow task owns is left to it).
+            Serial -> tracker key of each relaunch started or queued.
         """
-        started: set[str] = set()
+        started: dict[str, str] = {}
         for device in self._own_devices():
-            if device.state in RECOVERABLE and device.kind in self.controllers:
-                log.info("app_relaunch", serial=device.serial, reason=reason)
+            if device.kind not in self.controllers:
+                continue
+            if device.state is DeviceState.BUSY:
+                if self._in_session(device.serial):
+                    continue
+            elif device.state not in RECOVERABLE:
+                continue
+            log.info("app_relaunch", serial=device.serial, reason=reason,
+                     state=device.state.value)
 
-                def relaunch(serial: str) -> None:
-                    try:
-                        self._relaunch(serial)
-                    finally:
-                        if on_done is not None:
-                            on_done(serial)
+            def relaunch(serial: str) -> None:
+                registered = False
+                try:
+                    registered = self._relaunch(serial)
+                finally:
+                    if on_done is not None:
+                        on_done(serial, registered)
 
-                if self.submit(device.serial, relaunch):
-                    started.add(device.serial)
+            if self.submit(device.serial, relaunch, after=True):
+                started[device.serial] = self.runtime(device.serial).key
         return started
 
-    def _relaunch(self, serial: str) -> None:
+    def _in_session(self, serial: str) -> bool:
+        """Whether a client on this host holds a session with the phone's app now.
+
+        Read from this host's TCP table against the address the tracker last
+        handed out for the phone (:func:`farm.fleet.held.session_peer`); an
+        address never seen counts as no session.
+        """
+        server = self._last_servers.get(self.runtime(serial).key)
+        return server is not None and session_peer(server) is not None
+
+    def _relaunch(self, serial: str) -> bool:
+        """Relaunch the app and wait for its registration; False (phone unhealthy) if it failed."""
         try:
             self.launch(serial)
         except FarmError as exc:
@@ -602,6 +652,8 @@ class FleetManager:
             self.record(serial, Failure(self.clock.now(), reason))
             self.settle(serial, lambda r: Move(DeviceState.UNHEALTHY, reason)
                         if r.state in RECOVERABLE else None)
+            return False
+        return True
 
     def close(self) -> None:
         """Stop taking work, wait (bounded) for running tasks, close every tunnel."""

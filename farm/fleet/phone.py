@@ -8,6 +8,7 @@ logcat showed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from farm.provision.launch import Method
@@ -32,6 +33,8 @@ class PhoneRuntime:
         blocked: why provisioning cannot succeed until a person acts (a corrupt
             APK, a signature clash); the ladder leaves such a phone alone.
         busy_task: a provisioning or recovery task is running for it.
+        after_task: a task to run on the same thread once the running one ends
+            (a relaunch for a new tracker that found the phone busy with one).
         probing: a session probe is running for it (one at a time).
     """
 
@@ -44,4 +47,5 @@ class PhoneRuntime:
     crashes_seen: int | None = None
     blocked: str | None = None
     busy_task: bool = False
+    after_task: Callable[[str], None] | None = None
     probing: bool = False

@@ -28,7 +28,7 @@ from farm.adb.server import bundled_adb
 from farm.aio import LoopThread
 from farm.clock import wait_until
 from farm.netaddr import free_port
-from farm.procs import signal_group
+from farm.procs import signal_group, spawn, tied_to_parent
 from farm.virtual.contracts import NetworkMode
 from farm.virtual.fleet import Fleet
 from farm.virtual.rpc_process import RpcProcess
@@ -94,6 +94,8 @@ def adb_server(port: int | None = None) -> Iterator[AdbServerHandle]:
     The server runs in the foreground (``adb nodaemon server``) in its own
     session, so this process knows its pid and can be sure it ended; at exit
     ``adb kill-server`` asks it to stop, then the group is killed if it lingers.
+    If this process dies first (even by SIGKILL), the server gets SIGKILL
+    (:func:`farm.procs.tied_to_parent`).
 
     Args:
         port: the server's port; None picks a free one.
@@ -117,14 +119,14 @@ def adb_server(port: int | None = None) -> Iterator[AdbServerHandle]:
         }
         env.pop("ADB_VENDOR_KEYS", None)
         argv = [str(bundled_adb()), "-P", str(port), "nodaemon", "server"]
-        process = subprocess.Popen(
-            argv,
+        # Tied to this process: a test worker killed with SIGKILL leaves no server.
+        process = spawn(
+            tied_to_parent(argv),
             env=env,
             cwd=home,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            start_new_session=True,
         )
         handle = AdbServerHandle(port=port, home=home, process=process)
         try:

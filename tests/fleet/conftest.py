@@ -32,7 +32,7 @@ from farm.clock import wait_until
 from farm.config import Settings
 from farm.daemon import Farmd
 from farm.netaddr import free_port
-from farm.procs import signal_group
+from farm.procs import signal_group, spawn, tied_to_parent
 from farm.provision.standin import demo_apk
 from farm.queue.models import DeviceState
 from farm.queue.store import Store
@@ -243,17 +243,17 @@ def farmd_process() -> Iterator[Callable[[Path, Path], subprocess.Popen[bytes]]]
     """Start ``farmd --config CONFIG`` as a real process, logging JSON lines to a file.
 
     Each runs in its own process group; after the test, every farmd started and
-    every process group under it is killed.
+    every process group under it is killed, and a killed test worker (SIGKILL)
+    takes its farmd with it (:func:`farm.procs.tied_to_parent`).
     """
     started: list[subprocess.Popen[bytes]] = []
 
     def start(config: Path, log_path: Path) -> subprocess.Popen[bytes]:
         with log_path.open("ab") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-c", "from farm.daemon import main; main()", "--config",
-                 str(config), "--json-logs"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
+            process = spawn(
+                tied_to_parent([sys.executable, "-c", "from farm.daemon import main; main()",
+                                "--config", str(config), "--json-logs"]),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         started.append(process)
         return process
 

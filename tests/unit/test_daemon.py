@@ -33,9 +33,9 @@ class _Relaunches:
     def __init__(self) -> None:
         self.reasons: list[str] = []
 
-    def relaunch_all(self, reason: str, on_done: object = None) -> set[str]:
+    def relaunch_all(self, reason: str, on_done: object = None) -> dict[str, str]:
         self.reasons.append(reason)
-        return set()
+        return {}
 
 
 def test_stop_runs_every_step_when_systemd_notify_fails(tmp_path: Path) -> None:
