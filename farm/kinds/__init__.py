@@ -12,7 +12,7 @@
 Adding a kind is one module declaring its :class:`~farm.kinds.base.Kind` and
 one line in :data:`KINDS`. Everything that depends on a kind goes through this
 table: :func:`farm.queue.spec.parse_spec` (validation), the dispatcher's
-leases (:class:`LeaseByKind`), :func:`farm.runner.execute.execute` (the
+leases (:class:`LeaseByKind`), :func:`farm.kinds.run.execute` (the
 runner), ``farmctl enqueue`` (the commands) and :mod:`farm.report` (labels).
 
 A kind this farm does not know (a row written by a newer farmd into a shared

@@ -96,7 +96,7 @@ def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,
         The process exit code: 0 success, 1 a failure reported to the store,
         3 the attempt is no longer running (nothing done).
     """
-    from farm.runner.execute import RunContext, execute
+    from farm.kinds.run import RunContext, execute
 
     clock = clock or SystemClock()
     try:

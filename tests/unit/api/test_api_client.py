@@ -11,7 +11,6 @@ from device_states import put_state
 
 from farm.api.context import ApiContext
 from farm.api.errors import Unauthorized
-from farm.api.server import ApiServer
 from farm.cli.jobs import WaitTimedOut
 from farm.client import Farm, JobFailed
 from farm.clock import FakeClock
@@ -20,6 +19,7 @@ from farm.demo_model import write_small_cnn
 from farm.errors import SpecError
 from farm.queue import DeviceState, Outcome, Store
 from farm.queue.scheduler import Assignment
+from farm.serve.server import ApiServer
 
 
 @pytest.fixture
