@@ -85,6 +85,8 @@ class CliState:
             name = command.command_path if command is not None else "this command"
             raise UserFault(f"{name} works on a farm host's database, not through --server")
         if self._store is None:
+            import farm.kinds  # noqa: F401 - installs the job kinds the queue reads specs by
+
             self._store = Store(self.settings.database_url,
                                 auto_migrate=self.settings.database.auto_migrate)
         return self._store

@@ -3,6 +3,7 @@
 ::
 
     spec.py         parse_spec(dict) -> JobSpec, or SpecError naming the field
+    catalog.py      the job kinds as the queue sees them, installed by farm.kinds
     models.py       the tables (SQLAlchemy 2 ORM); migrations/ holds their history
     db.py           engine settings per backend, migrate()
     scheduler.py    plan(snapshot, now) -> [Assignment]: pure
