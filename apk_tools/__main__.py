@@ -30,7 +30,7 @@ from apk_tools.prepare import prepare
 from apk_tools.sign import sign
 from apk_tools.standin import build_standin_apk
 from apk_tools.verify import verify
-from farm.cli.params import CONTEXT_SETTINGS
+from farm.click_types import CONTEXT_SETTINGS
 from farm.errors import ApkError, FarmError, SpecError
 
 _PATH = click.Path(path_type=Path)

@@ -6,11 +6,11 @@ loads GEMM N through one session (:func:`farm.jobs.gemm.load_gemm`) and
 
 1. takes ``--samples`` samples of ``--number`` runs each in one
    ``time_evaluator`` call and prints their spread (median, IQR, CV, bootstrap
-   95% CI of the median, :func:`farm.results.stats.spread`); the goal for a
+   95% CI of the median, :func:`farm.stats.spread`); the goal for a
    quiet phone is a CV under 3%;
 2. takes ``--samples`` samples at full speed and as many with the throttle knob
    at ``--factor``, alternating one by one so both see the same host, and prints
-   :func:`farm.results.stats.compare_samples` of them: the measured ratio
+   :func:`farm.stats.compare_samples` of them: the measured ratio
    against the expected ``1 / factor``.
 
 "Quiet" means the RPC process gets priority over the host's other work where
@@ -43,7 +43,7 @@ from farm.jobs.params import (
     TrackerParams,
 )
 from farm.jobs.targets import target_for
-from farm.results.stats import compare_samples, spread
+from farm.stats import compare_samples, spread
 from farm.virtual.testing import rpc_app
 
 

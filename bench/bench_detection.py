@@ -5,9 +5,9 @@ quiet by default), loads GEMM N through one session and takes whole
 measurements as a gemm job does at the defaults: the spec's default timing
 (``--number``, ``--samples``, ``--min-repeat-ms`` of :class:`farm.kinds.gemm.GemmParams`),
 then ``[results]``'s warm-up and sampling rule
-(:func:`farm.results.sampling.take_samples`). Each try is two measurements one
+(:func:`farm.sampling.take_samples`). Each try is two measurements one
 after the other, as two jobs would be: at full speed, then with the throttle
-knob at the factor; :func:`farm.results.stats.compare_samples` judges them at
+knob at the factor; :func:`farm.stats.compare_samples` judges them at
 the default threshold and alpha. Printed per factor (0.97, 0.95, 0.90, and 1.0
 for false alarms): how often the verdict is ``slower`` (the detection rate;
 for 1.0 the false-alarm rate), the other verdicts, the median ratio, and the
@@ -52,8 +52,8 @@ from farm.jobs.params import DeviceFacts, GemmParams, ThreadPoolParams, TrackerP
 from farm.jobs.targets import target_for
 from farm.kinds.gemm import GemmParams as GemmSpec
 from farm.kinds.gemm import gemm_params
-from farm.results.sampling import SamplingRule, take_samples
-from farm.results.stats import Comparison, compare_samples
+from farm.sampling import SamplingRule, take_samples
+from farm.stats import Comparison, compare_samples
 from farm.virtual.testing import RpcApp, rpc_app
 
 FACTORS = (0.97, 0.95, 0.90, 1.0)

@@ -11,12 +11,34 @@ import concurrent.futures
 import contextlib
 import threading
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
-
-if TYPE_CHECKING:
-    from farm.virtual.contracts import StreamReaderLike, StreamWriterLike
+from typing import Protocol, TypeVar
 
 T = TypeVar("T")
+
+
+class StreamReaderLike(Protocol):
+    """The reading half of a stream pair (``asyncio.StreamReader`` fits)."""
+
+    async def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (all until EOF when -1); ``b""`` at EOF."""
+        ...
+
+
+class StreamWriterLike(Protocol):
+    """The writing half of a stream pair (``asyncio.StreamWriter`` fits)."""
+
+    def write(self, data: bytes) -> None:
+        """Queue ``data`` for sending."""
+        ...
+
+    async def drain(self) -> None:
+        """Wait until the queue is below the flow-control limit."""
+        ...
+
+    def close(self) -> None:
+        """Close the stream; queued data is still sent."""
+        ...
+
 
 CHUNK_BYTES = 65536
 """Most bytes :func:`pump` moves per read."""

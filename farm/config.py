@@ -114,7 +114,7 @@ class TrackerSettings(_Frozen):
         phone_host: the address phones use to reach this host in lan mode
             (``10.0.2.2`` for the virtual fleet); None means ``host``.
         key: the prefix of the tracker keys phones register under
-            (``<key>-<serial>``, see :mod:`farm.fleet.keys`).
+            (``<key>-<serial>``, see :mod:`farm.tvm.keys`).
         network: how phones reach the tracker. ``usb-only`` (default): through
             ``adb reverse`` and a relay per phone, which works on any network
             and with several phones per host; ``lan``: directly at
@@ -339,7 +339,7 @@ class ResultSettings(_Frozen):
         warmup_max_s: warm-up stops here even if the timing is not steady, seconds.
         warmup_steady_pct: warm-up ends when the median of the last 3 samples is
             within this % of the median of the 3 before
-            (:mod:`farm.results.sampling`).
+            (:mod:`farm.sampling`).
         watch_interval_s: how often farmd's regression watch looks for newly
             finished jobs of schedules with a baseline, seconds.
         watch_lookback_s: the regression watch compares finished jobs this

@@ -49,19 +49,19 @@ from farm import backoff, logs, privacy
 from farm.adb import Adb, AdbServer, DeviceTracker
 from farm.aio import LoopThread
 from farm.api.local import ListingServer
-from farm.cli.params import CONTEXT_SETTINGS
+from farm.click_types import CONTEXT_SETTINGS
 from farm.clock import Clock, SystemClock
 from farm.config import Settings, load_config
 from farm.controllers import ANDROID, ControllerContext, controllers_for
 from farm.errors import FarmError
 from farm.fleet.manager import FleetManager, FleetOptions
+from farm.kinds.run import COMPILE_CACHE_DIR
 from farm.metrics import FarmMetrics, start_metrics_server
 from farm.queue.hosts import shown_state
 from farm.queue.store import Store
 from farm.results.watch import RegressionWatch
 from farm.retention import RetentionReport, apply_retention
 from farm.runner.dispatcher import Dispatcher
-from farm.runner.execute import COMPILE_CACHE_DIR
 from farm.runner.pidfile import adopt_predecessor, record_child, remove_pidfile, write_pidfile
 from farm.runner.wake import PgWake, SocketWake, TickLoop
 from farm.schedules import install_schedules, validate_schedules
@@ -70,9 +70,9 @@ from farm.supervise.systemd import SystemdNotifier
 from farm.tvm.tracker import TrackerProcess, ping
 
 if TYPE_CHECKING:
-    from farm.api.server import ApiServer
     from farm.fleet.pool import Pool
     from farm.metrics import MetricsServer
+    from farm.serve.server import ApiServer
     from farm.tvm.relay import Offer
     from farm.virtual.fleet import Fleet
 
@@ -138,7 +138,7 @@ class Farmd:
         self._stops.append(self.store.close)
         self._start_listing()
         if s.api.enabled:  # bound now, served last: its port is not taken meanwhile
-            from farm.api.server import listen
+            from farm.serve.server import listen
 
             self._api_socket = listen(s.api.host, s.api.port)
             self._stops.append(self._api_socket.close)
@@ -341,7 +341,7 @@ class Farmd:
 
     def _start_api(self) -> None:
         from farm.api.context import ApiContext  # FastAPI and uvicorn load only when served
-        from farm.api.server import ApiServer
+        from farm.serve.server import ApiServer
 
         s = self.settings
         self.api_server = ApiServer(

@@ -8,7 +8,7 @@ how warm it was at that moment; a figure without that context cannot be
 compared with the next one.
 
 Pairing rule: within the attempt that produced the result, the i-th snapshot of
-a phone belongs to the i-th run of that phone (``farm.runner.execute`` gates,
+a phone belongs to the i-th run of that phone (``farm.kinds.run`` gates,
 then runs, in that order). Snapshots of failed earlier attempts are ignored.
 
 The plot is drawn with matplotlib's object API on the Agg canvas (no pyplot
@@ -127,7 +127,7 @@ def rows_from(
             by_serial[snapshot.serial].append(snapshot)
     seen: dict[str, int] = defaultdict(int)
     runs = list(result.summary.get("runs") or ())
-    # A noisy phone's re-run replaces its first measurement (farm.runner.measure).
+    # A noisy phone's re-run replaces its first measurement (farm.kinds.measure).
     rerun = {str(run.get("serial", "-")) for run in runs if run.get("rerun")}
     rows = []
     for run in runs:

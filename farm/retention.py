@@ -23,7 +23,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from farm.jobs.cache import LIBRARY_NAME
+from farm.queue.thinning import health_ids_to_drop
 
 if TYPE_CHECKING:
     from farm.config import RetentionSettings
@@ -51,38 +52,6 @@ __all__ = [
 
 _DAY_S = 86400.0
 _MB = 1024 * 1024
-
-
-def health_ids_to_drop(
-    rows: Iterable[tuple[int, str, datetime]], bucket_s: float
-) -> Iterator[int]:
-    """Ids of health samples to delete so one per phone per time bucket is left.
-
-    Args:
-        rows: ``(id, serial, at)`` of the samples to thin, grouped by serial and
-            sorted by ``at``, then id within it (as the index ``(serial, at)``
-            reads them), so that only the current bucket is held: a year of
-            samples streams through.
-        bucket_s: bucket width, seconds; buckets are aligned to the Unix epoch.
-
-    Yields:
-        Every id but the last (the latest sample) of each (serial, bucket).
-
-    Raises:
-        ValueError: ``bucket_s`` is not above 0, or the rows are not sorted.
-    """
-    if bucket_s <= 0:
-        raise ValueError(f"bucket_s must be above 0, got {bucket_s:g}")
-    previous: tuple[str, datetime, int] | None = None
-    previous_bucket: tuple[str, int] | None = None
-    for row_id, serial, at in rows:
-        # Serials only need to be grouped: the database's collation orders them its own way.
-        if previous is not None and serial == previous[0] and (at, row_id) < previous[1:]:
-            raise ValueError("health rows must be sorted by serial, at, id")
-        bucket = (serial, int(at.timestamp() // bucket_s))
-        if previous is not None and bucket == previous_bucket:
-            yield previous[2]  # a later sample of the same bucket follows: drop this one
-        previous, previous_bucket = (serial, at, row_id), bucket
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+import farm.kinds  # noqa: F401 - installs the job kinds the queue reads specs by
 from farm.adb import Adb, AdbServer, DeviceTracker
 from farm.aio import LoopThread
 from farm.clock import SystemClock, wait_until

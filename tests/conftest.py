@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
+import farm.kinds  # noqa: F401 - installs the job kinds the queue reads specs by (farm.queue.catalog)
 from farm.config import ENV_PATH, ENV_PREFIX
 
 

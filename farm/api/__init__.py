@@ -2,6 +2,8 @@
 
 * :mod:`farm.api.auth`: who a request comes from (a token, from the
   ``Authorization: Bearer`` header or the dashboard's cookie).
-* :mod:`farm.api.app`: the application: ``/api/v1/...`` routes and the pages.
-* :mod:`farm.api.server`: uvicorn on a thread of farmd.
+
+The application that serves these routes beside the dashboard's pages
+(:mod:`farm.web`), and its uvicorn thread, are :mod:`farm.serve`: the pages use
+this package's auth and context, so the assembly sits above both.
 """

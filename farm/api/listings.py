@@ -12,8 +12,8 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from farm.cli.output import plain
 from farm.clock import SystemClock
+from farm.jsonable import plain
 from farm.queue.hosts import UNREACHABLE, readings_stale, shown_state, stale_health_reason
 from farm.queue.records import DeviceRecord, JobView
 from farm.queue.reservations import ReservationView

@@ -20,8 +20,8 @@ import click
 
 from farm.cli.output import Column, echo_json, note, print_table
 from farm.cli.state import CliState, pass_state
+from farm.queue.regressions import RegressionView
 from farm.results.compare import EXIT_REGRESSED, EXIT_UNDECIDED, compare_refs, plot_report
-from farm.results.regressions import RegressionView
 
 __all__ = ["Fraction", "compare", "regression_rows", "show_regressions"]
 

@@ -42,7 +42,7 @@ from farm.cli.output import _console, echo_json
 from farm.cli.state import CliState, pass_state
 from farm.config import Settings
 from farm.errors import FarmError
-from farm.fleet.keys import phone_key
+from farm.tvm.keys import phone_key
 
 __all__ = ["Check", "Status", "doctor", "run_checks"]
 
@@ -138,7 +138,7 @@ def check_tracker(settings: Settings, states: Mapping[str, str],
         states: ``{serial: adb state}`` of the attached transports.
         wanted: ``{serial: key}`` a phone should serve now when that is not its
             own key (a tuning job's phones serve the job's key while it runs,
-            :func:`farm.fleet.keys.job_key`); from :func:`check_database`.
+            :func:`farm.tvm.keys.job_key`); from :func:`check_database`.
     """
     from farm.tvm.tracker import summary
 
@@ -344,10 +344,10 @@ def serving_keys(settings: Settings) -> dict[str, str]:
     """
     import sqlalchemy as sa
 
-    from farm.fleet.keys import job_key
     from farm.kinds import KINDS
     from farm.queue import db
     from farm.queue.models import Attempt, Device, DeviceState, Job
+    from farm.tvm.keys import job_key
 
     if not _database_exists(settings.database_url):
         return {}

@@ -15,8 +15,8 @@ import click
 from farm.cli.state import CliState, pass_state
 from farm.jobs.bundle import write_bundle
 from farm.jobs.cache import CompileCache
+from farm.kinds.run import COMPILE_CACHE_DIR
 from farm.kinds.tuned import finished_tune
-from farm.runner.execute import COMPILE_CACHE_DIR
 
 __all__ = ["export"]
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from farm.cli.output import Column, echo_json, plain, print_table, to_json
-from farm.cli.params import JOB_ID, LIMIT, Seconds
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
+from farm.click_types import JOB_ID, LIMIT, Seconds
 from farm.errors import FarmError
 from farm.queue.states import JobState
 

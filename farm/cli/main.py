@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from farm import __version__, privacy
-from farm.cli.params import CONTEXT_SETTINGS
+from farm.click_types import CONTEXT_SETTINGS
 from farm.envvars import ENV_SERVER, ENV_TOKEN
 from farm.errors import FarmError
 

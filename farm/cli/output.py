@@ -19,13 +19,13 @@ import io
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from enum import Enum
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+
+from farm.jsonable import plain  # kept here for farmctl's commands, which import it from here
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -35,23 +35,6 @@ __all__ = ["Column", "echo_json", "note", "plain", "print_table", "to_csv", "to_
 #: Width for tables when stdout is not a terminal (pipes, tests): wide enough
 #: that columns are not folded into unreadable slivers.
 PIPE_WIDTH = 160
-
-
-def plain(value: Any) -> Any:
-    """``value`` as JSON types: datetimes to ISO strings, enums to values, dataclasses to dicts."""
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, Path):
-        return str(value)
-    if is_dataclass(value) and not isinstance(value, type):
-        return plain(asdict(value))
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [plain(v) for v in value]
-    return value
 
 
 def to_json(data: Any) -> str:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import click
 
 from farm.cli.output import echo_json
-from farm.cli.params import JOB_ID
 from farm.cli.profile_table import last_profiles, print_profiles
 from farm.cli.state import CliState, pass_state
+from farm.click_types import JOB_ID
 from farm.errors import UserFault
 
 __all__ = ["profile"]

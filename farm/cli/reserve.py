@@ -22,8 +22,8 @@ from typing import Any
 import click
 
 from farm.cli.output import Column, echo_json, plain, print_table
-from farm.cli.params import Seconds
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
+from farm.click_types import Seconds
 from farm.errors import SpecError, UserFault
 from farm.queue.reservations import ReservationView
 from farm.queue.spec import DeviceSelection

@@ -21,9 +21,9 @@ import click
 from farm.cli.compare import show_regressions
 from farm.cli.jobs import LOAD_COLUMNS, load_rows
 from farm.cli.output import Column, echo_json, note, print_table, to_csv
-from farm.cli.params import JOB_ID, LIMIT
 from farm.cli.profile_table import print_profiles, write_job_outputs
 from farm.cli.state import CliState, pass_state
+from farm.click_types import JOB_ID, LIMIT
 from farm.errors import UserFault
 from farm.report import thermal_label
 from farm.results.plots import write_history_plot, write_spread_plot

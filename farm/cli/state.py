@@ -87,6 +87,7 @@ class CliState:
             name = command.command_path if command is not None else "this command"
             raise UserFault(f"{name} works on a farm host's database, not through --server")
         if self._store is None:
+            import farm.kinds  # noqa: F401 - installs the job kinds the queue reads specs by
             from farm.queue.store import Store  # SQLAlchemy: not for a listing farmd answers
 
             self._store = Store(self.settings.database_url,

@@ -35,14 +35,14 @@ from farm.controllers.base import (
     TargetSpec,
     ThermalReading,
 )
+from farm.controllers.phone import PhoneRuntime
 from farm.errors import ConfigError, FarmError, PhoneFault, SpecError
-from farm.fleet.keys import phone_key
-from farm.fleet.phone import PhoneRuntime
+from farm.tvm.keys import phone_key
 
 if TYPE_CHECKING:
     from farm.adb import Adb
     from farm.aio import LoopThread
-    from farm.fleet.options import FleetOptions
+    from farm.controllers.options import FleetOptions
 
 __all__ = ["KIND", "AndroidController", "NdkFcompile"]
 
@@ -121,7 +121,7 @@ class AndroidController:
         Raises:
             ConfigError: no settings were given.
         """
-        from farm.fleet.options import FleetOptions
+        from farm.controllers.options import FleetOptions
 
         settings = context.require_settings(cls.kind)
         adb_settings = settings.adb

@@ -34,7 +34,7 @@ Where controllers are made, and what a factory may count on:
   with no services, for :meth:`~DeviceController.gating_reading` (once per
   attempt and kind, :class:`farm.runner.gating.ControllerGate`) and
   :meth:`~DeviceController.compile_target` (a fresh controller per call,
-  :func:`farm.runner.execute.phone_target`).
+  :func:`farm.kinds.run.phone_target`).
 
 So a factory must be cheap and open no connection: connect on first use.
 

@@ -24,7 +24,7 @@ argv list from :mod:`farm.boards.commands`:
   ``reboot_allowed``; the ladder climbs past the Android-only rungs and
   quarantines after the last one (:mod:`farm.supervise.ladder`);
 * targets: ``llvm`` for the board's ``uname -m`` with its cross compiler
-  (:mod:`farm.boards.targets`).
+  (:mod:`farm.jobs.board_targets`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from typing import Any
 import structlog
 
 from farm.boards import commands
-from farm.boards.targets import board_linker, board_target
 from farm.config import BoardSettings, Settings
 from farm.controllers.base import (
     BOARD,
@@ -54,6 +53,7 @@ from farm.device.storage import parse_df_k
 from farm.device.thermal import parse_thermal_zones
 from farm.errors import FarmError, PhoneFault, SpecError, ToolMissing
 from farm.health.sample import ADB_STATE_DEVICE
+from farm.jobs.board_targets import board_linker, board_target
 from farm.netaddr import is_loopback
 from farm.ssh import SshClient, SshError
 

@@ -32,15 +32,14 @@ import structlog
 from farm.clock import Clock
 from farm.controllers import ANDROID, DeviceController
 from farm.controllers.android import AndroidController
+from farm.controllers.options import FleetOptions
+from farm.controllers.phone import PhoneRuntime
 from farm.errors import FarmError, PhoneFault, UserFault
 from farm.fleet import lifecycle
 from farm.fleet.app_watch import AppWatch
 from farm.fleet.held import HeldWatch, session_peer
 from farm.fleet.history import HISTORY_EVENTS, events_to_history, reason_of
-from farm.fleet.keys import phone_key
 from farm.fleet.lifecycle import Move
-from farm.fleet.options import FleetOptions
-from farm.fleet.phone import PhoneRuntime
 from farm.fleet.probing import Prober
 from farm.fleet.recovery import RECOVERABLE, Recoverer
 from farm.fleet.workers import SweepPool, TaskThreads
@@ -51,6 +50,7 @@ from farm.queue.models import DeviceHealth, DeviceState
 from farm.queue.records import DeviceRecord
 from farm.queue.store import Store
 from farm.supervise.ladder import Event, Failure, incident_open
+from farm.tvm.keys import phone_key
 from farm.tvm.probe import read_gpu_limits
 from farm.tvm.tracker import ServerInfo, TrackerSummary, summary
 

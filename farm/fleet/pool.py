@@ -2,7 +2,7 @@
 
 A script written for the stock workflow asks the tracker for one shared key
 (``tvm.rpc.connect_tracker(host, port).request("android")``); farm's phones
-register under their own keys (``<tracker.key>-<serial>``, :mod:`farm.fleet.keys`).
+register under their own keys (``<tracker.key>-<serial>``, :mod:`farm.tvm.keys`).
 :class:`Pool` offers every idle phone under the configured ``pool.key`` as
 well (and under each ``pool.keys`` entry whose selection it matches, e.g. a key
 per ABI or SoC), and takes it back while a job holds it, a person reserved it,

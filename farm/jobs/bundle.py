@@ -37,7 +37,7 @@ from farm.jobs.params import DeviceKind, ModelParams
 from farm.jobs.targets import runtime_device_name
 from farm.jobs.tune_model import TUNED_LIBRARY
 from farm.jobs.tune_records import count_trials, export_records
-from farm.results.stats import spread
+from farm.stats import spread
 
 __all__ = ["LIBRARY", "MANIFEST", "TunedModel", "write_bundle"]
 

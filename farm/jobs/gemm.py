@@ -43,7 +43,7 @@ from farm.jobs.session import (
 )
 from farm.jobs.targets import runtime_device_name, work_group_limit
 from farm.jobs.tvm_errors import reason_of
-from farm.results.sampling import SamplingRule, WarmUp, take_samples
+from farm.sampling import SamplingRule, WarmUp, take_samples
 
 log = structlog.get_logger(__name__)
 
@@ -77,7 +77,7 @@ class GemmResult:
         threads: thread pool settings in force (None for GPU runs).
         library: the cached ``.so`` that ran.
         warmup: the warm-up runs thrown away before ``samples_s``
-            (:func:`farm.results.sampling.warm_up`); None when not warmed up.
+            (:func:`farm.sampling.warm_up`); None when not warmed up.
         ci_pct: width of the 95% CI of the samples' median, % of it; None when
             the samples were a fixed number.
     """
@@ -407,7 +407,7 @@ def run_gemm(
         cache: the compile cache.
         seed: seed of the random inputs.
         sampling: warm up, then take samples until the median is known
-            (:func:`farm.results.sampling.take_samples`, at least
+            (:func:`farm.sampling.take_samples`, at least
             ``params.timing.repeat``); None takes exactly ``repeat``, unwarmed.
 
     Returns:

@@ -42,7 +42,7 @@ from farm.jobs.session import (
 from farm.jobs.targets import runtime_device_name
 from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE, repair_work_dir
 from farm.jobs.tvm_errors import reason_of
-from farm.results.sampling import SamplingRule, WarmUp, take_samples
+from farm.sampling import SamplingRule, WarmUp, take_samples
 
 log = structlog.get_logger(__name__)
 
@@ -403,7 +403,7 @@ def run_model(
         tracker: where to get the RPC session.
         cache: the compile cache.
         sampling: warm up, then sample until the median is known, at least
-            ``params.timing.repeat`` (:func:`farm.results.sampling.take_samples`);
+            ``params.timing.repeat`` (:func:`farm.sampling.take_samples`);
             None takes exactly ``repeat``, unwarmed.
         peak_memory: reads the peak resident memory (KiB) of the process serving
             the session (:class:`farm.runner.app_memory.AppMemory` bound to the

@@ -29,17 +29,32 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from farm.errors import SpecError
 from farm.privacy import private_dir, write_private
-from farm.queue.blobs import BlobOps
 
 __all__ = ["MODELS_DIR", "StoredModel", "check_onnx", "materialise", "model_digest", "put_model",
            "spec_with_blob", "store_model", "store_spec_models"]
 
 #: The cache's folder under the data folder.
 MODELS_DIR = "models"
+
+
+class BlobOps(Protocol):
+    """The blobs as this module uses them; :class:`farm.queue.store.Store` is one.
+
+    A protocol, not the queue's class: the jobs sit below the queue
+    (docs/architecture.md, "Floors"), so they name only what they call.
+    """
+
+    def put_blob(self, data: bytes | Path, now: datetime) -> str:
+        """Store ``data`` once by its SHA-256 and return that digest (hex)."""
+        ...
+
+    def get_blob(self, sha256: str) -> bytes | None:
+        """The bytes of blob ``sha256``; None if there is none."""
+        ...
 
 
 @dataclass(frozen=True)

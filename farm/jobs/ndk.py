@@ -117,7 +117,7 @@ def linker_for(
     Returns:
         The linker to pass as ``fcompile``.
 
-    A ``*-linux-gnu`` target (a Linux board, :mod:`farm.boards.targets`) is
+    A ``*-linux-gnu`` target (a Linux board, :mod:`farm.jobs.board_targets`) is
     linked by Debian's cross compiler of its triple (``aarch64-linux-gnu-g++``).
 
     Raises:
@@ -127,7 +127,7 @@ def linker_for(
     env = os.environ if env is None else env
     if not needs_ndk(dict(target)) and host_of(dict(target)).get("mtriple"):
         # A glibc Linux board of another machine: its Debian cross compiler.
-        from farm.boards.targets import board_linker
+        from farm.jobs.board_targets import board_linker
 
         return board_linker(host_of(dict(target)), None)
     if not needs_ndk(dict(target)):

@@ -1,6 +1,6 @@
 """A tuning job's counters, kept in its work folder so they add up across attempts.
 
-A job's attempts share one work folder (:func:`farm.runner.execute.tune_work_dir`)
+A job's attempts share one work folder (:func:`farm.kinds.run.tune_work_dir`)
 and MetaSchedule's database in it; the counters live beside it::
 
     <work_dir>/farm_progress.json
@@ -26,7 +26,7 @@ could measure, were they never idle (:func:`farm.jobs.tune_rate.limit_per_phone_
 Each change is written at once (``farm.privacy.write_private``: atomic, 0600), so a
 farmd or child killed with -9 loses at most the change it was making; the file
 is private (0600) like the rest of the data folder. The monitor thread of
-:mod:`farm.runner.tune_phones` and the tuning thread both update it, so every
+:mod:`farm.kinds.tune_phones` and the tuning thread both update it, so every
 update holds one lock.
 """
 

@@ -11,8 +11,9 @@
 
 Adding a kind is one module declaring its :class:`~farm.kinds.base.Kind` and
 one line in :data:`KINDS`. Everything that depends on a kind goes through this
-table: :func:`farm.queue.spec.parse_spec` (validation), the dispatcher's
-leases (:class:`LeaseByKind`), :func:`farm.runner.execute.execute` (the
+table: :func:`farm.queue.spec.parse_spec` (validation, through
+:mod:`farm.queue.catalog`, where importing this package installs the table), the dispatcher's
+leases (:class:`LeaseByKind`), :func:`farm.kinds.run.execute` (the
 runner), ``farmctl enqueue`` (the commands) and :mod:`farm.report` (labels).
 
 A kind this farm does not know (a row written by a newer farmd into a shared
@@ -27,9 +28,9 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 
 from farm.config import JobSettings
-from farm.errors import SpecError
 from farm.kinds import gemm, model, tune
 from farm.kinds.base import EnqueueCommand, Kind
+from farm.queue import catalog
 
 __all__ = ["KINDS", "EnqueueCommand", "Kind", "LeaseByKind", "kind_of"]
 
@@ -39,6 +40,9 @@ KINDS: Mapping[str, Kind] = MappingProxyType({k.name: k for k in (
     model.KIND,
     tune.KIND,
 )})
+# The queue validates specs and reads their needs through this table; the kinds sit
+# above the queue, so they hand it down rather than the queue importing them.
+catalog.install(KINDS)
 
 
 def kind_of(name: str) -> Kind:
@@ -47,9 +51,7 @@ def kind_of(name: str) -> Kind:
     Raises:
         SpecError: no such kind (field ``kind``).
     """
-    if name not in KINDS:
-        shown = repr(name) if len(name) <= 80 else repr(name[:77]) + "..."
-        raise SpecError("kind", f"unknown job kind {shown}; this farm knows {', '.join(KINDS)}")
+    catalog.entry(name)  # the one check and message for a kind this farm does not know
     return KINDS[name]
 
 

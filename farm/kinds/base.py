@@ -17,11 +17,11 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from farm.config import JobSettings
+    from farm.kinds.run import RunContext
     from farm.queue.capabilities import Requirements
     from farm.queue.records import Outcome
     from farm.queue.spec import JobBase
     from farm.queue.store import Store
-    from farm.runner.execute import RunContext
 
 __all__ = ["ClickDecorator", "EnqueueCommand", "Kind", "default_of"]
 
@@ -84,7 +84,7 @@ class Kind:
             blob) and ``name`` (the file's name), so a job never reads the user's
             path and any host sharing the database can run it.
         serves_job_key: while an attempt runs, its phones' apps serve the
-            job's tracker key (``<key>-job-<id>``, :func:`farm.fleet.keys.job_key`)
+            job's tracker key (``<key>-job-<id>``, :func:`farm.tvm.keys.job_key`)
             instead of their own, so only the job reaches them (tune); what
             ``farmctl doctor`` expects each phone to be registered under.
     """

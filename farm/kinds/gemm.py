@@ -18,8 +18,8 @@ from farm.queue.spec import FieldError, JobBase, Strict
 
 if TYPE_CHECKING:
     from farm.jobs import params as jp
+    from farm.kinds.run import RunContext
     from farm.queue.records import Outcome
-    from farm.runner.execute import RunContext
 
 __all__ = [
     "DEFAULT_CPU_BN_MAX",
@@ -130,8 +130,8 @@ def gemm_params(p: GemmParams) -> jp.GemmParams:
 def run(ctx: RunContext, spec: GemmJob) -> Outcome:
     """Time the gemm ``repetitions`` times on each phone; GFLOPS per phone, never pooled."""
     from farm.jobs.gemm import gemm_flop, run_gemm
-    from farm.results.sampling import SamplingRule
-    from farm.runner.measure import measure, summary_of_runs
+    from farm.kinds.measure import measure, summary_of_runs
+    from farm.sampling import SamplingRule
 
     params = gemm_params(spec.params)
     sampling = SamplingRule.of(ctx.settings.results)

@@ -28,10 +28,10 @@ from farm.queue.spec import JobBase, Strict, Text
 
 if TYPE_CHECKING:
     from farm.jobs import params as jp
+    from farm.kinds.run import RunContext
     from farm.queue.blobs import BlobOps
     from farm.queue.records import Outcome
     from farm.queue.store import Store
-    from farm.runner.execute import RunContext
 
 __all__ = ["KIND", "ModelBenchParams", "ModelJob", "ModelParams", "Tolerance", "model_file",
            "model_params", "parse_input_shape", "shown_name"]
@@ -211,10 +211,10 @@ def check_model(spec: ModelJob, store: Store, data_dir: Path) -> None:
 def run(ctx: RunContext, spec: ModelJob) -> Outcome:
     """Time the model ``repetitions`` times on each phone, every sample kept with its serial."""
     from farm.jobs.model import run_model
+    from farm.kinds.measure import measure, summary_of_runs
     from farm.kinds.model_inputs import read_feeds
-    from farm.results.sampling import SamplingRule
-    from farm.runner.execute import tune_work_dir
-    from farm.runner.measure import measure, summary_of_runs
+    from farm.kinds.run import tune_work_dir
+    from farm.sampling import SamplingRule
 
     p = spec.params
     database_dir = None if p.tuned is None else tune_work_dir(ctx.settings.data_dir, p.tuned)

@@ -1,8 +1,8 @@
 """The ``tune`` kind: MetaSchedule tuning of a gemm, or of an ONNX model, across the job's phones.
 
 A tuning job's phones serve the job's tracker key for its whole run, app crashes
-healed, and go back to their own keys after it (:mod:`farm.runner.tune_phones`).
-Its retries reuse one work folder (:func:`farm.runner.execute.tune_work_dir`),
+healed, and go back to their own keys after it (:mod:`farm.kinds.tune_phones`).
+Its retries reuse one work folder (:func:`farm.kinds.run.tune_work_dir`),
 so tuning resumes where the last attempt stopped. A model's tasks are tuned
 together in one run (:mod:`farm.jobs.tune_model`); at the end each phone times
 it untuned and tuned.
@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import click
 from pydantic import Field, model_validator
 
-from farm.cli.params import Seconds
+from farm.click_types import Seconds
+from farm.controllers.base import ANDROID  # the device kind that can tune
 from farm.errors import SpecError
 from farm.kinds.base import EnqueueCommand, Kind, default_of
 from farm.kinds.gemm import GEMM_FLAGS, GEMM_OPTIONS, GemmParams, gemm_params
@@ -27,14 +28,11 @@ from farm.kinds.model import ModelParams, parse_input_shape, shown_name
 from farm.queue.capabilities import workload_needs
 from farm.queue.spec import MAX_PHONES, FieldError, JobBase, Strict
 
-#: The device kind that can tune (farm.controllers.base.ANDROID; kinds sit below controllers).
-ANDROID = "android"
-
 if TYPE_CHECKING:
+    from farm.kinds.run import RunContext
     from farm.queue.capabilities import Requirements
     from farm.queue.records import Outcome, TuningData
     from farm.queue.store import Store
-    from farm.runner.execute import RunContext
 
 __all__ = ["KIND", "MAX_TASKS", "MAX_TRIALS", "TuneJob", "TuneParams", "TunedModel"]
 
@@ -104,7 +102,7 @@ class TuneJob(JobBase):
         """Tune jobs run on Android phones: no ``--kind`` means ``android``, another is refused.
 
         The attempt re-keys its phones to the job's tracker key through adb
-        (:mod:`farm.runner.tune_phones`); planned onto a board or a GPU host it
+        (:mod:`farm.kinds.tune_phones`); planned onto a board or a GPU host it
         failed there with an adb error.
         """
         if self.devices.kind is None:
@@ -170,14 +168,14 @@ def run(ctx: RunContext, spec: TuneJob) -> Outcome:
 def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
     import statistics
 
-    from farm.fleet.keys import job_key
     from farm.jobs import params as jp
     from farm.jobs.targets import shared_target
     from farm.jobs.tune import compare_tuned, gemm_label, tune_gemm
     from farm.jobs.tune_progress import TuneProgress
+    from farm.kinds.run import phone_target, tracker_params, tune_work_dir
+    from farm.kinds.tune_phones import serving_job_key
     from farm.queue.records import Outcome
-    from farm.runner.execute import phone_target, tracker_params, tune_work_dir
-    from farm.runner.tune_phones import serving_job_key
+    from farm.tvm.keys import job_key
 
     if spec.params.gemm is None:  # run() sends a model elsewhere: unreachable
         raise SpecError("params.gemm", "tuning needs a GEMM workload")
@@ -185,7 +183,7 @@ def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
     serials = list(ctx.attempt.serials)
     target = shared_target({serial: phone_target(serial, ctx, gemm.device) for serial in serials})
     # The job's key, which only its phones serve while the job runs
-    # (farm.fleet.keys); farm.runner.tune_phones moves the apps to it and back.
+    # (farm.tvm.keys); farm.kinds.tune_phones moves the apps to it and back.
     key = job_key(ctx.settings.tracker.key, ctx.job.id)
     work_dir = tune_work_dir(ctx.settings.data_dir, ctx.job.id)
     params = jp.TuneParams(
@@ -272,7 +270,7 @@ KIND = Kind(
     name="tune",
     spec=TuneJob,
     run=run,
-    serves_job_key=True,  # farm.runner.tune_phones.serving_job_key, above
+    serves_job_key=True,  # farm.kinds.tune_phones.serving_job_key, above
     # Tuning saturates the host's cores compiling candidates, which can delay
     # heartbeats, so its lease is longer than a timed run's.
     lease_s=lambda jobs: jobs.tune_lease_s,

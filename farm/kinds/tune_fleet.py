@@ -2,7 +2,7 @@
 
 The work folder side is :mod:`farm.jobs.tune_seed` (no queue there), the
 database side :mod:`farm.queue.tuning`; this module joins them for a tune
-attempt, which holds the store (:attr:`farm.runner.execute.RunContext.store`):
+attempt, which holds the store (:attr:`farm.kinds.run.RunContext.store`):
 :func:`best_records` serves the fleet's best of one device model to
 :func:`farm.jobs.tune_model.tune_model`, and :func:`keep_work_dir` stores every
 record of the work folder when the attempt ends, succeeded or not (a record
@@ -23,8 +23,8 @@ import structlog
 
 if TYPE_CHECKING:
     from farm.jobs.tune_seed import BestRecords, WorkDirDatabase
+    from farm.kinds.run import RunContext
     from farm.queue.tuning import FleetRecord, TuningRecordOps
-    from farm.runner.execute import RunContext
 
 __all__ = ["attempt_records", "best_records", "device_model_of", "fleet_records",
            "keep_work_dir"]

@@ -2,7 +2,7 @@
 
 Not a kind of its own: :func:`farm.kinds.tune.run` sends a spec with
 ``params.model`` here. The tuning runs with the job's phones serving the job's
-tracker key (:func:`farm.runner.tune_phones.serving_job_key`), like the GEMM's;
+tracker key (:func:`farm.kinds.tune_phones.serving_job_key`), like the GEMM's;
 afterwards each phone, back on its own key and thermally gated, times the model
 compiled without and with the tuning database (:func:`farm.jobs.model.run_model`),
 each output checked against onnxruntime. The tuned samples are the job's raw
@@ -20,9 +20,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from farm.kinds.run import RunContext
     from farm.kinds.tune import TunedModel, TuneParams
     from farm.queue.records import Outcome
-    from farm.runner.execute import RunContext
 
 __all__ = ["run_model_tuning"]
 
@@ -48,19 +48,19 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
         SpecError, CompileError, ToolMissing: the model cannot be tuned or built.
         PhoneFault, SessionError, TrackerUnreachable: a phone or session failed.
     """
-    from farm.fleet.keys import job_key
     from farm.jobs import params as jp
     from farm.jobs.model import run_model
     from farm.jobs.targets import shared_target
     from farm.jobs.tune_model import tune_model
     from farm.jobs.tune_progress import TuneProgress
     from farm.kinds.model import model_file, model_params
+    from farm.kinds.run import phone_target, tracker_params, tune_work_dir
     from farm.kinds.tune import _tuning_records
     from farm.kinds.tune_fleet import attempt_records
+    from farm.kinds.tune_phones import serving_job_key
     from farm.queue.records import Outcome
-    from farm.results.sampling import SamplingRule
-    from farm.runner.execute import phone_target, tracker_params, tune_work_dir
-    from farm.runner.tune_phones import serving_job_key
+    from farm.sampling import SamplingRule
+    from farm.tvm.keys import job_key
 
     path = model_file(model, ctx.store, ctx.settings.data_dir, "params.model.sha256")
     plain = replace(model_params(model, path), device=jp.DeviceKind(model.target))

@@ -3,6 +3,7 @@
 ::
 
     spec.py         parse_spec(dict) -> JobSpec, or SpecError naming the field
+    catalog.py      the job kinds as the queue sees them, installed by farm.kinds
     models.py       the tables (SQLAlchemy 2 ORM); migrations/ holds their history
     db.py           engine settings per backend, migrate()
     scheduler.py    plan(snapshot, now) -> [Assignment]: pure
@@ -14,6 +15,8 @@
     endings.py      cancel and reclaim, and when a cancelled attempt's phones are freed
     devices.py      Store's device half: states, health, drain, health samples
     reservations.py Store's reservations: reserve, unreserve, expire (ReservationView)
+    regressions.py  Store's regressions: one row per phone the regression watch flags
+    thinning.py     which health samples to delete, one per phone per bucket kept
     transitions.py  idempotent device transitions that write event rows
     records.py      the frozen values Store takes and returns
 

@@ -66,16 +66,16 @@ def requirements(kind: str, spec: Mapping[str, Any]) -> Requirements:
     not know (a newer farmd's row) needs nothing here: its child fails it.
 
     Args:
-        kind: the job kind, a key of :data:`farm.kinds.KINDS`.
+        kind: the job kind, a key of :data:`farm.kinds.KINDS` (:mod:`farm.queue.catalog`).
         spec: the stored spec.
 
     Returns:
         The requirements; equal specs give equal (hashable) values.
     """
-    from farm.kinds import KINDS  # the registry imports the queue's spec models
+    from farm.queue.catalog import declared  # the catalog's types import this module
 
-    declared = KINDS.get(kind)
-    return ANY_PHONE if declared is None else declared.needs(spec)
+    found = declared(kind)
+    return ANY_PHONE if found is None else found.needs(spec)
 
 
 def workload_needs(workload: object, *, alike: bool = False) -> Requirements:

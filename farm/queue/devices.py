@@ -16,6 +16,7 @@ from farm.queue import transitions
 from farm.queue.models import Device, DeviceEvent, DeviceHealth, DeviceState, HealthSample
 from farm.queue.ops import TransactionOps
 from farm.queue.records import DeviceRecord, EventRecord
+from farm.queue.thinning import health_ids_to_drop
 
 __all__ = ["DeviceOps", "of_host"]
 
@@ -299,13 +300,11 @@ class DeviceOps(TransactionOps):
     def downsample_health(self, before: datetime, bucket_s: float) -> int:
         """Thin health samples older than ``before`` to one per phone per ``bucket_s``.
 
-        The latest sample of each bucket is kept (:func:`farm.retention.health_ids_to_drop`).
+        The latest sample of each bucket is kept (:func:`farm.queue.thinning.health_ids_to_drop`).
 
         Returns:
             How many samples were deleted.
         """
-        from farm.retention import health_ids_to_drop
-
         query = (
             select(HealthSample.id, HealthSample.serial, HealthSample.at)
             .where(HealthSample.at < before)

@@ -1,6 +1,6 @@
 """Bounds of the queue's columns, apart from the tables so that farmctl's options can use them.
 
-``farm.cli.params`` bounds every id a user types by :data:`DB_INT_MAX` when its
+``farm.click_types`` bounds every id a user types by :data:`DB_INT_MAX` when its
 options are declared; importing :mod:`farm.queue.models` for that would load
 SQLAlchemy's ORM before farmctl parses its arguments.
 """

@@ -1,4 +1,4 @@
-"""The base of Store's mixins (:mod:`farm.queue.devices`, :mod:`farm.results.regressions`)."""
+"""The base of Store's mixins (:mod:`farm.queue.devices`, :mod:`farm.queue.regressions`)."""
 
 from __future__ import annotations
 

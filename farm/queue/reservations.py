@@ -2,7 +2,7 @@
 
 A reservation takes one device out of scheduling for one owner until it
 expires; the owner reaches the phone through the tracker under the phone's own
-key (:func:`farm.fleet.keys.phone_key`) with ``connect_tracker(host,
+key (:func:`farm.tvm.keys.phone_key`) with ``connect_tracker(host,
 port).request(key)``. Its life::
 
     reserve ──> active (ended_at NULL, expires_at > now) ──unreserve──> ended ("unreserved")
@@ -33,13 +33,13 @@ from sqlalchemy.orm import Session
 
 from farm.config import TrackerSettings
 from farm.errors import ReservationError
-from farm.fleet.keys import phone_key
 from farm.queue import transitions
 from farm.queue.models import Device, DeviceEvent, DeviceState, Host, Reservation
 from farm.queue.ops import TransactionOps
 from farm.queue.scheduler import DeviceView, matches
 from farm.queue.spec import DeviceSelection
 from farm.queue.waiting import selection_words, utc_text
+from farm.tvm.keys import phone_key
 
 __all__ = ["ReservationOps", "ReservationView", "active_reservations"]
 

@@ -3,7 +3,8 @@
 A spec is a plain mapping (from ``farmctl enqueue``, the config's recurring jobs
 or a test) checked by :func:`parse_spec` into the pydantic model of its
 ``kind``; the kinds, their models and everything else about them are listed in
-one table, :data:`farm.kinds.KINDS`::
+one table, :data:`farm.kinds.KINDS`, which the queue reads through
+:mod:`farm.queue.catalog` (the kinds sit above the queue)::
 
     {"kind": "gemm", "params": {"n": 1024, "dtype": "float32", "bn": 32, "target": "cpu"},
      "devices": {"abi": "arm64-v8a", "count": 1}, "priority": 5, "attempts": 3}
@@ -45,7 +46,7 @@ from farm.config import JobSettings
 from farm.errors import SpecError
 
 if TYPE_CHECKING:
-    from farm.kinds.base import Kind
+    from farm.queue.catalog import KindEntry
 
 __all__ = [
     "MAX_ATTEMPTS",
@@ -189,9 +190,9 @@ class JobBase(Strict):
 
     def timeout_for(self, jobs: JobSettings) -> float:
         """The time limit of one attempt in seconds: ``timeout_s``, else the kind's default."""
-        from farm.kinds import kind_of  # the registry imports this module's models
+        from farm.queue.catalog import entry  # the catalog's types import this module
 
-        return self.timeout_s if self.timeout_s is not None else kind_of(self.kind).timeout_s(jobs)
+        return self.timeout_s if self.timeout_s is not None else entry(self.kind).timeout_s(jobs)
 
     @property
     def effective_timeout_s(self) -> float:
@@ -234,19 +235,19 @@ def parse_spec(raw: Mapping[str, Any]) -> JobSpec:
         raise SpecError("spec", f"cannot be read: {exc}") from exc
 
 
-def _kind(name: object) -> Kind:
+def _kind(name: object) -> KindEntry:
     """The registry's entry for ``name``.
 
     Raises:
         SpecError: ``kind`` is missing, not a string, or not a kind this farm knows.
     """
-    from farm.kinds import kind_of  # the registry imports this module's models
+    from farm.queue.catalog import entry  # the catalog's types import this module
 
     if name is None:
         raise SpecError("kind", "Field required")
     if not isinstance(name, str):
         raise SpecError("kind", f"must be a string naming a job kind, not {type(name).__name__}")
-    return kind_of(name)
+    return entry(name)
 
 
 def _spec_error(exc: ValidationError) -> SpecError:

@@ -57,12 +57,12 @@ from farm.queue.records import (
     SnapshotData,
     TuningData,
 )
+from farm.queue.regressions import RegressionOps
 from farm.queue.reservations import ReservationOps, active_reservations
 from farm.queue.scheduler import AGING_STEP_S, Assignment, DeviceView, QueueSnapshot
 from farm.queue.spec import JobSpec, parse_spec
 from farm.queue.tokens import TokenOps
 from farm.queue.tuning import TuningRecordOps
-from farm.results.regressions import RegressionOps
 
 __all__ = ["Store"]
 

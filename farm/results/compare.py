@@ -3,7 +3,7 @@
 A and B are each a job id (``12``) or the run id of an ``enqueue --each``
 fan-out (``r-1a2b3c4d5e6f``, one job per phone). Each side becomes the raw
 timings of every phone it ran on (:class:`Side`); the phones present on both
-sides are compared with :func:`farm.results.stats.compare_samples` (median
+sides are compared with :func:`farm.stats.compare_samples` (median
 ratio B/A with its bootstrap 95% CI, Mann-Whitney U p-value, verdict against
 the threshold and alpha); phones on one side only are listed as such.
 
@@ -42,7 +42,7 @@ from farm.queue.store import Store
 from farm.results.builds import Build, build_of, split_ref, untuned_timings
 from farm.results.rows import SampleRow, latest_repetition, sample_rows
 from farm.results.spreads import noise_reasons, thermal_change
-from farm.results.stats import Comparison, Verdict, compare_samples, spread
+from farm.stats import Comparison, Verdict, compare_samples, spread
 
 __all__ = [
     "EXIT_REGRESSED",
@@ -312,7 +312,7 @@ def compare_sides(a: Side, b: Side, *, threshold: float, alpha: float,
         alpha: the p-value a change must be below.
         max_cv: a side's samples with a CV above this are flagged noisy, and
             with a robust CV above it cannot be called slower or faster
-            (:func:`~farm.results.stats.compare_samples`); None flags only
+            (:func:`~farm.stats.compare_samples`); None flags only
             thermal changes.
 
     Raises:

@@ -9,7 +9,7 @@ without that context cannot be set beside the next one. Samples of different
 phones are never pooled here: callers group by ``serial``.
 
 Pairing rule: within the attempt that produced the result, a phone's measured
-runs are its last snapshots, one each (``farm.runner.measure`` gates, then
+runs are its last snapshots, one each (``farm.kinds.measure`` gates, then
 runs; a tune job also gates before tuning, which measures nothing kept), as
 many as the summary's ``runs`` of that phone; every run of a job yields the
 same number of samples, so a phone's samples split evenly over those snapshots

@@ -3,7 +3,7 @@
 :func:`phone_spreads` groups flat sample rows (:mod:`farm.results.rows`) by job
 and serial, keeps each phone's last measurement (a noisy phone's re-run
 replaces the first, :func:`~farm.results.rows.latest_repetition`) and computes
-its spread with :func:`farm.results.stats.spread` (median, IQR, CV, bootstrap
+its spread with :func:`farm.stats.spread` (median, IQR, CV, bootstrap
 95% CI of the median). Samples of two phones never meet in one figure.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from farm.results.rows import SampleRow, latest_repetition
-from farm.results.stats import Spread, spread
+from farm.stats import Spread, spread
 
 __all__ = ["PhoneSpread", "by_workload", "noise_label", "noise_reasons", "phone_spreads",
            "thermal_change"]

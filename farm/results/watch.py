@@ -12,9 +12,9 @@ A ``[[schedules]]`` entry may name a baseline (:class:`farm.config.Schedule`):
 farmd calls :meth:`RegressionWatch.check` periodically (``[results]
 watch_interval_s``). It looks at succeeded jobs of the watched specs that
 finished in the last ``watch_lookback_s`` and have no verdict yet, compares
-each phone with :func:`farm.results.stats.compare_samples` (same threshold
+each phone with :func:`farm.stats.compare_samples` (same threshold
 and alpha as ``farmctl compare``), writes one ``regressions`` row per phone
-(once per job, :meth:`~farm.results.regressions.RegressionOps.record_regressions`),
+(once per job, :meth:`~farm.queue.regressions.RegressionOps.record_regressions`),
 and only after that commit logs ``regression_found`` and counts
 ``farm_regressions_total{serial,workload}`` for each slower phone. A phone
 whose samples cannot decide (too few to reach alpha, or a CI too wide to rule
@@ -42,12 +42,12 @@ from farm.config import Settings
 from farm.errors import UserFault
 from farm.metrics import FarmMetrics
 from farm.queue.records import JobView
+from farm.queue.regressions import RegressionView
 from farm.queue.store import Store
 from farm.results.compare import Side, by_phone, load_side, side_of
-from farm.results.regressions import RegressionView
 from farm.results.rows import sample_rows
-from farm.results.stats import Verdict, compare_samples
 from farm.schedules import validate_schedules
+from farm.stats import Verdict, compare_samples
 
 __all__ = ["PREVIOUS_LOOKBACK_JOBS", "RegressionWatch", "Watched"]
 

@@ -8,10 +8,8 @@
     zygote.py       python -m farm.runner.zygote: TVM and the job code imported
                     once; forks each attempt's child (a warm start)
     warm.py         farmd's side of the zygote: start, fork, exit codes
-    execute.py      a claimed job spec -> farm.jobs call -> Outcome
+    (the claimed spec -> its kind's run -> Outcome is farm.kinds.run)
     gating.py       thermal gating before every measured run
-    tune_phones.py  a tuning job's phones serve its job key; crashed apps are
-                    relaunched under it mid-run, own keys restored after
     outcome.py      the file a child leaves so its parent can tell a clean
                     failure from a crash
     pidfile.py      <data_dir>/farmd.json: whether a farmd is running

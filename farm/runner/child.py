@@ -99,8 +99,8 @@ def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,
         The process exit code: 0 success, 1 a failure reported to the store,
         3 the attempt is no longer running (nothing done).
     """
+    from farm.kinds.run import RunContext, execute
     from farm.runner.app_memory import AppMemory
-    from farm.runner.execute import RunContext, execute
 
     clock = clock or SystemClock()
     try:

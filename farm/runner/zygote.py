@@ -67,7 +67,7 @@ __all__ = ["PRELOAD", "ForkRequest", "main"]
 #: process otherwise, 128 s or more after the job code on the loaded 2-core CI host).
 PRELOAD = (
     "numpy", "tvm", "tvm.s_tir.tensor_intrin", "tvm.te", "tvm.rpc", "tvm.s_tir", "tvm.relax",
-    "farm.runner.child", "farm.runner.execute", "farm.runner.gating", "farm.kinds",
+    "farm.runner.child", "farm.kinds.run", "farm.runner.gating", "farm.kinds",
     "farm.jobs.gemm", "farm.jobs.model", "farm.jobs.tune", "farm.queue.store",
     "farm.health.probes", "farm.adb", "farm.logs",
 )

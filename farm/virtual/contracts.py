@@ -12,37 +12,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Literal, Protocol
 
+from farm.aio import StreamReaderLike, StreamWriterLike
+
 NetworkMode = Literal["lan", "usb-only"]
 
 # Opens a stream from the phone to the host through the adb transport, the way
 # adbd does for ``adb reverse`` (it sends OPEN("tcp:PORT") to the adb server).
 # Returns (reader, writer) of an asyncio stream pair; raises ConnectionRefusedError
 # if the host side refuses (CLSE without OKAY).
-HostOpener = Callable[[str], Awaitable[tuple["StreamReaderLike", "StreamWriterLike"]]]
-
-
-class StreamReaderLike(Protocol):
-    """The reading half of a stream pair (``asyncio.StreamReader`` fits)."""
-
-    async def read(self, n: int = -1) -> bytes:
-        """Up to ``n`` bytes (all until EOF when -1); ``b""`` at EOF."""
-        ...
-
-
-class StreamWriterLike(Protocol):
-    """The writing half of a stream pair (``asyncio.StreamWriter`` fits)."""
-
-    def write(self, data: bytes) -> None:
-        """Queue ``data`` for sending."""
-        ...
-
-    async def drain(self) -> None:
-        """Wait until the queue is below the flow-control limit."""
-        ...
-
-    def close(self) -> None:
-        """Close the stream; queued data is still sent."""
-        ...
+HostOpener = Callable[[str], Awaitable[tuple[StreamReaderLike, StreamWriterLike]]]
 
 
 class ShellIO(Protocol):

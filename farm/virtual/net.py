@@ -33,9 +33,9 @@ import asyncio
 import contextlib
 from dataclasses import dataclass
 
-from farm.aio import splice
+from farm.aio import StreamReaderLike, StreamWriterLike, splice
 from farm.netaddr import is_loopback
-from farm.virtual.contracts import HostOpener, NetworkMode, StreamReaderLike, StreamWriterLike
+from farm.virtual.contracts import HostOpener, NetworkMode
 
 EMULATOR_HOST_ALIAS = "10.0.2.2"
 

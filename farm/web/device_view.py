@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from farm.cli.output import plain
 from farm.config import Settings
 from farm.controllers.base import ANDROID
 from farm.errors import FarmError
+from farm.jsonable import plain
 from farm.queue.store import Store
 
 __all__ = ["LOG_LINES", "LOG_TIMEOUT_S", "READINGS", "log_view", "readings_view"]

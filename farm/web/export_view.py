@@ -68,7 +68,7 @@ def write_export_zip(store: Store, data_dir: Path, job_id: int) -> Path:
     """
     from farm.jobs.bundle import write_bundle
     from farm.jobs.cache import CompileCache
-    from farm.runner.execute import COMPILE_CACHE_DIR
+    from farm.kinds.run import COMPILE_CACHE_DIR
 
     tune = _exportable(store, data_dir, job_id)
     folder = Path(tempfile.mkdtemp(prefix=f"farm-export-{job_id}-"))

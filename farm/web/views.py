@@ -14,15 +14,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from farm.cli.output import plain
 from farm.config import Settings
 from farm.errors import UserFault
 from farm.jobs.tune_records import trial_run_s
+from farm.jsonable import plain
+from farm.kinds.run import tune_work_dir
 from farm.queue.store import Store
 from farm.results.compare import compare_refs
 from farm.results.rows import sample_rows
 from farm.results.spreads import PhoneSpread, by_workload, noise_label, phone_spreads
-from farm.runner.execute import tune_work_dir
 
 __all__ = ["compare_view", "history_view", "incidents_view", "trials_view"]
 

@@ -18,9 +18,9 @@ import httpx
 import psutil
 
 from farm.api.context import ApiContext
-from farm.api.server import ApiServer
 from farm.config import Settings
 from farm.queue.store import Store
+from farm.serve.server import ApiServer
 
 UPLOADS = 10
 UPLOAD_BYTES = 200 * 1024 * 1024

@@ -21,10 +21,10 @@ from device_states import put_state
 from farm.clock import SystemClock, wait_until
 from farm.config import Settings
 from farm.errors import StoreError
-from farm.fleet.keys import phone_key
 from farm.jobs.local_cluster import LocalCluster
 from farm.queue import DeviceState, JobState, Store
 from farm.runner import Dispatcher
+from farm.tvm.keys import phone_key
 from farm.virtual.testing import AdbServerHandle
 
 pytestmark = pytest.mark.fleet

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from farm.cli.doctor import Status, run_checks
 from farm.cli.main import cli
 from farm.clock import wait_until
-from farm.fleet.keys import job_key, phone_key
 from farm.queue.models import JobState
+from farm.tvm.keys import job_key, phone_key
 from farm.tvm.tracker import TrackerProcess, summary
 from farm.virtual.fleet import Fleet
 from farm.virtual.testing import AdbServerHandle, free_port

@@ -24,13 +24,13 @@ import pytest
 import sqlalchemy as sa
 
 from farm.clock import wait_until
-from farm.fleet.keys import job_key, phone_key
 from farm.jobs.tune_records import FAILED_RUN_S, RECORDS_FILE
+from farm.kinds.run import tune_work_dir
 from farm.procs import process_alive, signal_group
 from farm.provision.standin import demo_apk
 from farm.queue.models import AttemptState, DeviceState, JobState, Sample
 from farm.queue.store import Store
-from farm.runner.execute import tune_work_dir
+from farm.tvm.keys import job_key, phone_key
 from farm.tvm.tracker import TrackerProcess, summary
 from farm.virtual.android.spec import profiles
 from farm.virtual.fleet import Fleet

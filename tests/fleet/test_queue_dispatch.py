@@ -1,7 +1,7 @@
 """The dispatcher with real children: virtual phones for health, a real TVM RPC server per phone.
 
 Each phone's RPC server is a real ``python -m tvm.exec.rpc_server`` registered
-with a real local tracker under the phone's key (``farm.fleet.keys.phone_key``),
+with a real local tracker under the phone's key (``farm.tvm.keys.phone_key``),
 started in its own process group by ``farm.jobs.local_cluster.LocalCluster``;
 thermal gating reads the virtual phones through the real adb server.
 
@@ -29,12 +29,12 @@ from device_states import put_state
 
 from farm.clock import SystemClock, wait_until
 from farm.config import Settings
-from farm.fleet.keys import phone_key
 from farm.jobs.local_cluster import LocalCluster
 from farm.procs import group_alive, signal_group
 from farm.queue import AttemptState, DeviceState, JobState, Store
 from farm.queue.waiting import wait_reasons
 from farm.runner import Dispatcher
+from farm.tvm.keys import phone_key
 from farm.virtual.fleet import Fleet
 from farm.virtual.testing import AdbServerHandle
 

@@ -17,14 +17,14 @@ import sqlalchemy as sa
 from device_states import put_state
 from fastapi.testclient import TestClient
 
-from farm.api.app import create_app
 from farm.api.context import ApiContext
 from farm.clock import SystemClock, wait_until
 from farm.config import Settings
-from farm.fleet.keys import phone_key
 from farm.jobs.local_cluster import LocalCluster
 from farm.queue import DeviceState, JobState, Store
 from farm.runner import Dispatcher
+from farm.serve.app import create_app
+from farm.tvm.keys import phone_key
 from farm.virtual.testing import AdbServerHandle
 
 pytestmark = pytest.mark.fleet

@@ -24,10 +24,10 @@ import pytest
 from device_states import put_state
 
 from farm.api.context import ApiContext
-from farm.api.server import ApiServer
 from farm.config import Settings
 from farm.queue.models import DeviceState, JobState
 from farm.queue.store import Store
+from farm.serve.server import ApiServer
 from farm.web.testing import browser_missing, headless_chromium
 
 pytestmark = [pytest.mark.fleet, pytest.mark.skipif(browser_missing() is not None,

@@ -29,8 +29,8 @@ from farm.jobs.gemm import run_gemm
 from farm.jobs.params import DeviceFacts, TrackerParams
 from farm.jobs.targets import target_for
 from farm.kinds.gemm import GemmParams, gemm_params
-from farm.results.sampling import SamplingRule
-from farm.results.stats import Verdict, compare_samples
+from farm.sampling import SamplingRule
+from farm.stats import Verdict, compare_samples
 from farm.virtual.testing import rpc_app
 
 

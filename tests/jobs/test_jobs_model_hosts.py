@@ -16,15 +16,15 @@ from pathlib import Path
 from device_states import put_state
 
 from farm.config import Settings
-from farm.fleet.keys import phone_key
 from farm.jobs.local_cluster import LocalCluster
 from farm.jobs.model_store import MODELS_DIR, store_spec_models
 from farm.kinds import kind_of
+from farm.kinds.run import RunContext, execute
 from farm.queue import DeviceState, Store
 from farm.queue.records import SnapshotData
 from farm.queue.scheduler import Assignment
 from farm.queue.spec import parse_spec
-from farm.runner.execute import RunContext, execute
+from farm.tvm.keys import phone_key
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 SERIAL = "R1"

@@ -11,7 +11,7 @@ at a time, more than the 10% the knob must show.
 the phone's timings at the gemm spec's default timing are recorded once,
 at full speed, 0.95 and 0.9 in turn sample by sample (so all three see the
 same host), and each try is a whole default measurement (warm-up, then
-:func:`farm.results.sampling.take_samples` to the ``[results]`` rule) drawn
+:func:`farm.sampling.take_samples` to the ``[results]`` rule) drawn
 from those recordings, judged with the default threshold and alpha. Whole
 measurements taken one after the other on this shared host see its other
 work shift the speed by 3-5% for seconds in about one pair of ten, which is
@@ -45,9 +45,9 @@ from farm.jobs.params import (
 from farm.jobs.targets import target_for
 from farm.kinds.gemm import GemmParams as GemmSpec
 from farm.queue import Store
-from farm.results.sampling import SamplingRule, take_samples
-from farm.results.stats import Comparison, Verdict, compare_samples
 from farm.results.watch import RegressionWatch
+from farm.sampling import SamplingRule, take_samples
+from farm.stats import Comparison, Verdict, compare_samples
 from farm.virtual.testing import RpcApp, rpc_app
 
 #: Samples per side of one comparison.

@@ -15,7 +15,6 @@ from device_states import put_state
 from fastapi.testclient import TestClient
 from tuned_jobs import model_tune_job
 
-from farm.api.app import create_app
 from farm.api.context import ApiContext
 from farm.clock import FakeClock
 from farm.config import Settings
@@ -24,8 +23,9 @@ from farm.errors import UserFault
 from farm.jobs.bundle import LIBRARY, MANIFEST, MODEL
 from farm.jobs.tune_model import TUNED_LIBRARY
 from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE, trial_run_s
+from farm.kinds.run import tune_work_dir
 from farm.queue import DeviceState, Store
-from farm.runner.execute import tune_work_dir
+from farm.serve.app import create_app
 from farm.web import views
 from farm.web.login import safe_next
 

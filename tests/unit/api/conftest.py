@@ -9,11 +9,11 @@ import pytest
 from api_helpers import T0, Api
 from fastapi.testclient import TestClient
 
-from farm.api.app import create_app
 from farm.api.context import ApiContext
 from farm.clock import FakeClock
 from farm.config import Settings
 from farm.queue import Store
+from farm.serve.app import create_app
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from typing import Any, cast
 import pytest
 from api_helpers import T0, Api, flat_routes
 
-from farm.api.app import PUBLIC_PATHS, create_app
+from farm.serve.app import PUBLIC_PATHS, create_app
 
 
 def _routes() -> list[tuple[str, str]]:

@@ -12,11 +12,11 @@ from api_helpers import Api
 from exported_models import write_computed_reshape
 from fastapi.testclient import TestClient
 
-from farm.api.app import create_app
 from farm.api.context import ApiContext
 from farm.api.uploads import UPLOADS_DIR, UploadSlots
 from farm.config import Settings
 from farm.demo_model import write_small_cnn
+from farm.serve.app import create_app
 
 
 def _upload(api: Api, data: bytes, name: str = "m.onnx") -> object:

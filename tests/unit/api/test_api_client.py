@@ -12,7 +12,6 @@ from device_states import put_state
 
 from farm.api.context import ApiContext
 from farm.api.errors import NotFound, Unauthorized
-from farm.api.server import ApiServer
 from farm.cli.jobs import WaitTimedOut
 from farm.client import Farm, JobFailed
 from farm.clock import FakeClock
@@ -22,6 +21,7 @@ from farm.errors import SpecError
 from farm.jobs.model_io import outputs_npz
 from farm.queue import DeviceState, Outcome, Store
 from farm.queue.scheduler import Assignment
+from farm.serve.server import ApiServer
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from farm.api.app import create_app
 from farm.queue.models import DB_INT_MAX
+from farm.serve.app import create_app
 
 
 def _routes() -> list[tuple[str, str, tuple[str, ...]]]:

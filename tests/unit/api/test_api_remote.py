@@ -16,13 +16,13 @@ from device_states import put_state
 
 from farm.api.context import ApiContext
 from farm.api.errors import Forbidden
-from farm.api.server import ApiServer
 from farm.cli.remote import RemoteService
 from farm.clock import FakeClock
 from farm.config import Settings
 from farm.demo_model import write_small_cnn
 from farm.netaddr import free_port
 from farm.queue import DeviceState, Store
+from farm.serve.server import ApiServer
 
 FACTS = {"abi": "arm64-v8a", "soc": "SM8150", "sdk": 30}
 

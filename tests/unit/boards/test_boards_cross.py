@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from farm.boards.targets import board_linker, board_target
+from farm.jobs.board_targets import board_linker, board_target
 from farm.jobs.cache import CompileCache
 from farm.jobs.gemm import build_gemm
 from farm.jobs.params import GemmParams

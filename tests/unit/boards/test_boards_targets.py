@@ -1,11 +1,11 @@
-"""Tests for farm.boards.targets: uname -m to LLVM triple, and the cross linker."""
+"""Tests for farm.jobs.board_targets: uname -m to LLVM triple, and the cross linker."""
 
 from __future__ import annotations
 
 import pytest
 
-from farm.boards.targets import board_linker, board_target, triple_for
 from farm.errors import SpecError, ToolMissing
+from farm.jobs.board_targets import board_linker, board_target, triple_for
 
 
 def _which(*installed: str):

@@ -9,8 +9,8 @@ import pytest
 from stored_results import NOW, finished_job, timings
 
 from farm.queue import Store
+from farm.queue.regressions import RegressionView
 from farm.results.compare import EXIT_REGRESSED, EXIT_UNDECIDED
-from farm.results.regressions import RegressionView
 
 
 @pytest.fixture

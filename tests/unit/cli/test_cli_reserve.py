@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from click.testing import Result
 
-from farm.cli.params import Seconds
+from farm.click_types import Seconds
 from farm.queue import DeviceState, Store
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)

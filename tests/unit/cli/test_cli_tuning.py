@@ -11,8 +11,8 @@ from click.testing import Result
 
 from farm.demo_model import write_small_cnn
 from farm.jobs.tune_progress import TaskProgress, TuneProgress
+from farm.kinds.run import tune_work_dir
 from farm.queue import Store
-from farm.runner.execute import tune_work_dir
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from farm.cli.jobs import EXIT_FAILED, EXIT_TIMEOUT
 from farm.cli.main import cli
-from farm.cli.params import DB_INT_MAX, Seconds
+from farm.click_types import DB_INT_MAX, Seconds
 from farm.daemon import main as farmd_main
 from farm.queue import Store
 

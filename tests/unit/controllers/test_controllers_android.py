@@ -10,12 +10,12 @@ import pytest
 from farm.config import Settings
 from farm.controllers import ControllerContext, DeviceController, controller_for
 from farm.controllers.android import AndroidController, NdkFcompile
+from farm.controllers.options import FleetOptions
 from farm.device.facts import facts_from
 from farm.errors import ConfigError, SpecError
-from farm.fleet.keys import phone_key
-from farm.fleet.options import FleetOptions
 from farm.jobs.targets import needs_ndk
 from farm.provision.facts import facts_record
+from farm.tvm.keys import phone_key
 from farm.virtual.android.props import HOST_RUNTIME_PROP, build_props
 from farm.virtual.android.spec import profiles
 

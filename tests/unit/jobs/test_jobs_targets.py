@@ -18,7 +18,7 @@ from farm.jobs.targets import (
     target_for,
     work_group_limit,
 )
-from farm.runner.execute import device_facts
+from farm.kinds.run import device_facts
 
 
 class TestTargetFor:

@@ -24,6 +24,7 @@ CHILD = textwrap.dedent(
     """
     import os, signal, sys
     from datetime import datetime, timezone
+    import farm.kinds  # the job kinds the queue reads specs by, as farmd's dispatcher imports them
     from farm.queue import Store, plan, Outcome
     from farm.queue import lifecycle
 

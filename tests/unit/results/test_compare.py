@@ -17,7 +17,7 @@ from farm.results.compare import (
     load_side,
 )
 from farm.results.rows import SampleRow
-from farm.results.stats import Verdict
+from farm.stats import Verdict
 
 LIMITS = {"threshold": 0.05, "alpha": 0.01}
 

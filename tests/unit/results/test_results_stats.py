@@ -1,11 +1,11 @@
-"""farm.results.stats: spread of one result, verdicts between two."""
+"""farm.stats: spread of one result, verdicts between two."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from farm.results.stats import (
+from farm.stats import (
     Verdict,
     compare_samples,
     least_p_value,

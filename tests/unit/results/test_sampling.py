@@ -1,4 +1,4 @@
-"""farm.results.sampling: warm-up until steady, then samples until the median is known."""
+"""farm.sampling: warm-up until steady, then samples until the median is known."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 
 from farm.clock import FakeClock
 from farm.config import ResultSettings
-from farm.results.sampling import SamplingRule, take_samples, warm_up
+from farm.sampling import SamplingRule, take_samples, warm_up
 
 RULE = SamplingRule.of(ResultSettings())
 

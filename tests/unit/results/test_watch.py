@@ -139,7 +139,7 @@ class TestRecordOnce:
         """Two stores writing one job's verdicts at the same moment: one wins, rows written once."""
         import threading
 
-        from farm.results.regressions import RegressionView
+        from farm.queue.regressions import RegressionView
 
         with Store(store_url) as setup:
             base = finished_job(setup, "P1", timings(1), now=NOW)

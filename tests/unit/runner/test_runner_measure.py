@@ -2,7 +2,7 @@
 
 The runs here are plain functions returning fixed timings (what a phone's
 ``time_evaluator`` returns); the gate returns a snapshot. No phone is needed to
-judge what :func:`farm.runner.measure.measure` does with the numbers.
+judge what :func:`farm.kinds.measure.measure` does with the numbers.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 
 from farm.config import ResultSettings, Settings
 from farm.jobs import params as jp
+from farm.kinds.measure import measure, summary_of_runs
+from farm.kinds.run import RunContext
 from farm.queue.models import AttemptState, JobState
 from farm.queue.records import AttemptView, JobView, SnapshotData
-from farm.runner.execute import RunContext
-from farm.runner.measure import measure, summary_of_runs
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 STEADY = [0.010, 0.0101, 0.0099]

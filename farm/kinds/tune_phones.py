@@ -4,7 +4,7 @@ MetaSchedule's ``RPCRunner`` asks the tracker for *one* key and measures each
 candidate on whichever server of that key is free, so every phone allocated to
 a tuning job must serve the same key, and only they may (TVM's tracker matches
 keys exactly: apache/tvm ``python/tvm/rpc/tracker.py``). The job key is
-:func:`farm.fleet.keys.job_key`. :func:`serving_job_key` does three things
+:func:`farm.tvm.keys.job_key`. :func:`serving_job_key` does three things
 around the tuning::
 
     before   relaunch each phone's app under the job key and wait until the
@@ -40,9 +40,9 @@ import structlog
 from farm.adb import Adb, AdbServer
 from farm.config import Settings
 from farm.errors import FarmError, PhoneFault
-from farm.fleet.keys import job_key, phone_key
 from farm.provision.app_target import app_target, detect_method
 from farm.provision.launch import RPC_PROCESS, Method, launch_app
+from farm.tvm.keys import job_key, phone_key
 from farm.tvm.tracker import summary
 
 __all__ = ["JobPhones", "serving_job_key"]

@@ -23,7 +23,7 @@ Two rules, both bounded, both in ``[results]`` (:class:`farm.config.ResultSettin
   need, its "early stopping" criterion bounding a percentile's confidence),
   applied to the median farm compares. ``min_samples`` is above what a
   Mann-Whitney test needs to reach ``alpha`` at all
-  (:func:`farm.results.stats.samples_for_alpha`: 5 a side for 0.01).
+  (:func:`farm.stats.samples_for_alpha`: 5 a side for 0.01).
 
 Both take callables that time the kernel, so they are pure of RPC and tested
 with recorded timings; :func:`farm.jobs.gemm.run_gemm` and

@@ -31,7 +31,7 @@ class RegressionView:
     ``ratio`` is the job's median timing over the baseline's (above 1: slower),
     ``ci_low``/``ci_high`` its bootstrap 95% interval, ``p_value`` the
     Mann-Whitney U test's; ``verdict`` is ``slower``, ``faster``, ``no change`` or
-    ``undecided`` (:func:`farm.results.stats.compare_samples`).
+    ``undecided`` (:func:`farm.stats.compare_samples`).
     """
 
     id: int

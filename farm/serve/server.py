@@ -14,10 +14,10 @@ import threading
 import structlog
 import uvicorn
 
-from farm.api.app import create_app
 from farm.api.context import ApiContext
 from farm.clock import wait_until
 from farm.errors import InfraFault
+from farm.serve.app import create_app
 
 __all__ = ["ApiServer", "listen"]
 

@@ -3,7 +3,7 @@
 :func:`execute` validates the stored spec and calls its kind's ``run``; each
 kind maps its spec to the jobs' plain parameters (``farm.jobs.params``) in its
 own module. The helpers here serve every kind (benchmark kinds' measured runs
-are in :mod:`farm.runner.measure`): :func:`tracker_params` and
+are in :mod:`farm.kinds.measure`): :func:`tracker_params` and
 :func:`phone_target` say where a phone's session comes from and what it
 compiles for.
  They must share one

@@ -58,7 +58,7 @@ def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
 
 
 def create_app(ctx: ApiContext) -> FastAPI:
-    """The FastAPI application over ``ctx`` (served by :class:`farm.api.server.ApiServer`)."""
+    """The FastAPI application over ``ctx`` (served by :class:`farm.serve.server.ApiServer`)."""
     app = FastAPI(title="farm", version="1", docs_url=None, redoc_url=None,
                   openapi_url=None, swagger_ui_oauth2_redirect_url=None)
     app.state.farm = ctx

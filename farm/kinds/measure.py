@@ -3,7 +3,7 @@
 :func:`measure` runs ``repetitions`` measured runs on each phone of the
 attempt, each after thermal gating (``RunContext.gate``), and keeps every raw
 sample with its serial. A phone whose samples are noisy (coefficient of
-variation above ``[results] max_cv``, judged by :func:`farm.results.stats.spread`)
+variation above ``[results] max_cv``, judged by :func:`farm.stats.spread`)
 is measured once more when ``[results] rerun_noisy`` is on; the re-run's
 samples are kept beside the first ones with repetition 1, and the summary says
 which phones were noisy, re-run, and still noisy after it.
@@ -23,9 +23,9 @@ from typing import Any
 import structlog
 
 from farm.jobs import params as jp
+from farm.kinds.run import RunContext, phone_target, tracker_params
 from farm.queue.records import Outcome, SnapshotData
-from farm.results.stats import spread
-from farm.runner.execute import RunContext, phone_target, tracker_params
+from farm.stats import spread
 
 __all__ = ["Measured", "measure", "summary_of_runs"]
 
@@ -33,7 +33,7 @@ log = structlog.get_logger(__name__)
 
 #: run_one(tracker, target, run index) -> a result with ``samples_s``,
 #: ``mean_s``, ``max_abs_err``, ``threads``, ``target``, and optionally
-#: ``warmup`` (:class:`farm.results.sampling.WarmUp`) and ``ci_pct``.
+#: ``warmup`` (:class:`farm.sampling.WarmUp`) and ``ci_pct``.
 RunOne = Callable[[jp.TrackerParams, dict[str, Any], int], Any]
 
 
