@@ -58,7 +58,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from farm.config_source import DEFAULT_PATH, config_data
+from farm.config_source import DEFAULT_DATA_DIR, DEFAULT_PATH, config_data
 from farm.envvars import ENV_PATH, ENV_PREFIX  # noqa: F401 (read here by the tests)
 from farm.errors import ConfigError
 
@@ -635,7 +635,7 @@ class Settings(_Frozen):
             database must have different host ids.
     """
 
-    data_dir: Path = Field(Path("~/.local/share/farm"), validate_default=True)
+    data_dir: Path = Field(Path(DEFAULT_DATA_DIR), validate_default=True)
     host_id: str = Field(default_factory=socket.gethostname, min_length=1, max_length=128)
     database_url: str = ""
     database: DatabaseSettings = DatabaseSettings()

@@ -19,10 +19,15 @@ from typing import Any
 from farm.envvars import ENV_NOT_SETTINGS, ENV_PATH, ENV_PREFIX
 from farm.errors import ConfigError
 
-__all__ = ["DEFAULT_PATH", "config_data"]
+__all__ = ["DEFAULT_DATA_DIR", "DEFAULT_PATH", "config_data"]
 
 #: The config file read when neither ``--config`` nor ``$FARM_CONFIG`` names one.
 DEFAULT_PATH = Path("/etc/farm/farm.toml")
+
+#: ``data_dir`` when neither the file nor ``FARM_DATA_DIR`` sets it (the field's
+#: default in :class:`farm.config.Settings`; here so that farmctl's listings find
+#: a farmd on the defaults without pydantic).
+DEFAULT_DATA_DIR = "~/.local/share/farm"
 
 
 def config_data(path: str | Path | None, env: Mapping[str, str],

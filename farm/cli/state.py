@@ -141,14 +141,15 @@ class CliState:
         """
         if self.server is None:
             from farm.api.local import ask_farmd
-            from farm.config_source import config_data
+            from farm.config_source import DEFAULT_DATA_DIR, config_data
 
             try:
                 data, _ = config_data(self.config_path, os.environ)
             except ConfigError:
                 data = {}  # load_config below says what is wrong
-            if isinstance(data.get("data_dir"), str):
-                answer = ask_farmd(Path(data["data_dir"]), name, data, args)
+            data_dir = data.get("data_dir", DEFAULT_DATA_DIR)
+            if isinstance(data_dir, str):
+                answer = ask_farmd(Path(data_dir).expanduser(), name, data, args)
                 if answer is not None:
                     self.listed_by_farmd = True
                     return answer
