@@ -25,7 +25,9 @@ def fuse_passes(target: Any) -> Any:
     """The passes from a Relax model to the fused TIR functions that are tuned and scheduled.
 
     MetaSchedule's ``compile_relax`` preparation ("same preparation as
-    extract_tasks, so database keys match"): library dispatch, legalize, fuse.
+    extract_tasks, so database keys match"): library dispatch, legalize, fuse;
+    CPU targets legalize some operators farm's way
+    (:mod:`farm.jobs.cpu_schedules.legalize`).
     For CPU (``llvm``) targets, ``FastMathTransform`` first replaces ``exp``,
     ``erf``, ``tanh`` and softmax by TOPI's polynomial forms (``fast_exp``,
     ``fast_erf``: float32 rational approximations, errors of a few ulp,
@@ -43,11 +45,13 @@ def fuse_passes(target: Any) -> Any:
     import tvm
     from tvm import relax
 
+    from farm.jobs.cpu_schedules.legalize import cpu_legalize_map
+
     cpu = str(target.kind.name) == "llvm"
     return tvm.transform.Sequential([
         *([relax.transform.FastMathTransform()] if cpu else []),
         *relax.pipeline.library_dispatch_passes(target),
-        relax.transform.LegalizeOps(),
+        relax.transform.LegalizeOps(cpu_legalize_map() if cpu else None),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
         relax.transform.FuseOps(),
