@@ -55,3 +55,56 @@ def test_conv_transpose_and_sigmoid_match_numpy(kernel: int, stride: int, paddin
     got = vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(w)).numpy()
     want = 1.0 / (1.0 + np.exp(-_conv_transpose_ref(x, w, stride, padding)))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def _conv_ref(x: np.ndarray, w: np.ndarray, stride: int, pad: tuple[int, int, int, int],
+              groups: int) -> np.ndarray:
+    """conv2d NCHW/OIHW by its definition (cross-correlation), per group."""
+    top, left, bottom, right = pad
+    xp = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    o, ipg, kh, kw = w.shape
+    oh = (xp.shape[2] - kh) // stride + 1
+    ow = (xp.shape[3] - kw) // stride + 1
+    out = np.zeros((x.shape[0], o, oh, ow), "float32")
+    opg = o // groups
+    for g in range(groups):
+        xs = xp[:, g * ipg:(g + 1) * ipg]
+        for ky in range(kh):
+            for kx in range(kw):
+                patch = xs[:, :, ky:ky + stride * oh:stride, kx:kx + stride * ow:stride]
+                out[:, g * opg:(g + 1) * opg] += np.einsum(
+                    "nchw,oc->nohw", patch, w[g * opg:(g + 1) * opg, :, ky, kx])
+    return out
+
+
+@pytest.mark.parametrize(("channels", "out", "groups", "stride", "pad", "constant", "blocked"), [
+    (3, 16, 1, 2, (1, 1, 1, 1), True, True),     # a stem: 3 input channels, one block
+    (16, 8, 1, 1, (1, 0, 2, 1), False, True),    # uneven padding, weight not a constant
+    (8, 8, 8, 2, (1, 1, 1, 1), True, True),      # depthwise, stride 2
+    (6, 6, 6, 1, (0, 0, 0, 0), True, False),     # 6 channels: no block of 8, TVM's own form
+])
+def test_conv2d_in_channel_blocks_matches_numpy(channels: int, out: int, groups: int, stride: int,
+                                                pad: tuple[int, int, int, int], constant: bool,
+                                                blocked: bool) -> None:
+    """conv2d runs on NCHWc blocks where the channels allow; every form matches numpy."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, channels, 9, 11)).astype("float32")
+    w = rng.standard_normal((out, channels // groups, 3, 3)).astype("float32")
+    bb = relax.BlockBuilder()
+    xv = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    wv = relax.Var("w", relax.TensorType(w.shape, "float32"))
+    params = [xv] if constant else [xv, wv]
+    with bb.function("main", params):
+        with bb.dataflow():
+            weight = relax.const(w) if constant else wv
+            y = bb.emit_output(relax.op.nn.conv2d(xv, weight, strides=stride, padding=pad,
+                                                  groups=groups))
+        bb.emit_func_output(y)
+    mod = bb.get()
+    with TARGET:
+        text = str(scheduled_module(mod, TARGET).script())
+    assert ("nchwc" in text) is blocked
+    vm = relax.VirtualMachine(compile_cpu(mod, TARGET, None), tvm.cpu())
+    args = [tvm.runtime.tensor(x)] + ([] if constant else [tvm.runtime.tensor(w)])
+    got = vm["main"](*args).numpy()
+    np.testing.assert_allclose(got, _conv_ref(x, w, stride, pad, groups), rtol=1e-4, atol=1e-4)
