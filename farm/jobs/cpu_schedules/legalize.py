@@ -17,10 +17,12 @@ cover goes to TVM's own legalization.
 - ``nn.conv2d`` (NCHW, float32, one group or depthwise) whose output
   channels split into blocks of a vector (a power of two, at most the
   target's lanes, at least 8 or the lanes): in channel blocks, as
-  onnxruntime's MLAS runs it (NCHWc). The input is copied into blocks with
-  its padding (a kernel of its own), the weight is packed once (the model's
-  weights are constants: packed here with numpy, as ``OIHW{i}i{o}o``), and
-  the convolution's output channels of a block are the innermost axis, so
+  onnxruntime's MLAS runs it (NCHWc). The weight is packed once (the model's
+  weights are constants: packed here with numpy, as ``OIHW{o}o``), the
+  input is read as it is (NCHW; a depthwise conv's input is first copied
+  into channel blocks with its padding, a kernel of its own, so that each
+  tap reads a vector of channels), and the convolution's output channels of
+  a block are the innermost axis, so
   :class:`farm.jobs.cpu_schedules.TiledReduction` vectorizes over channels
   and tiles the output row, whatever the image width (in NCHW it vectorized
   over the width: 10 lanes of 16 for 40 or 20 pixels, 4 for ResNet's last
@@ -108,7 +110,7 @@ class _Conv:
     kw: int
     depthwise: bool
     ob: int  # output channels per block
-    ib: int  # input channels per block
+    ib: int  # input channels per block of the input's copy (depthwise only)
     strides: tuple[int, int]
     dilation: tuple[int, int]
     padding: tuple[int, int, int, int]  # top, left, bottom, right
@@ -125,9 +127,8 @@ class _Conv:
         """(reshape of the OIHW weight, permutation) to its packed layout."""
         if self.depthwise:  # [O/ob, kh, kw, ob]
             return (self.o // self.ob, self.ob, self.kh, self.kw), (0, 2, 3, 1)
-        # [O/ob, C/ib, kh, kw, ib, ob]
-        return ((self.o // self.ob, self.ob, self.c // self.ib, self.ib, self.kh, self.kw),
-                (0, 2, 4, 5, 3, 1))
+        # [O/ob, C, kh, kw, ob]
+        return (self.o // self.ob, self.ob, self.c, self.kh, self.kw), (0, 2, 3, 4, 1)
 
 
 def _conv_of(call: Any) -> _Conv | None:
@@ -151,7 +152,7 @@ def _conv_of(call: Any) -> _Conv | None:
     ob = _block(o, lanes, min(lanes, 8))
     if ob is None:
         return None
-    ib = ob if depthwise else (_block(c, lanes, 4) or c)
+    ib = ob if depthwise else 1
     top, left, bottom, right = (int(v) for v in attrs.padding)
     sy, sx = (int(v) for v in attrs.strides)
     dy, dx = (int(v) for v in attrs.dilation)
@@ -178,7 +179,7 @@ def _pack_data(conv: _Conv) -> Any:
 
 def _blocked_conv(conv: _Conv) -> Any:
     """TE: the conv on blocks, [N, O/ob, OH, OW, ob], unpacked to NCHW as its epilogue."""
-    from tvm import te
+    from tvm import te, topi
 
     oh, ow = conv.out_hw
     (sy, sx), (dy, dx) = conv.strides, conv.dilation
@@ -194,13 +195,18 @@ def _blocked_conv(conv: _Conv) -> Any:
                     * weight[oo, ry, rx, oi], axis=[ry, rx]),
                 name="depthwise_conv2d_nchwc")
         else:
-            ro = te.reduce_axis((0, conv.c // conv.ib), name="ro")
-            ri = te.reduce_axis((0, conv.ib), name="ri")
+            # The NCHW input, padded in a nest of this kernel: the register tile takes one
+            # input value at a time (a broadcast), so a copy into channel blocks would be
+            # a kernel of its own for nothing.
+            top, left, bottom, right = conv.padding
+            padded = packed if not any(conv.padding) else topi.nn.pad(
+                packed, (0, 0, top, left), (0, 0, bottom, right), name="conv2d_pad")
+            rc = te.reduce_axis((0, conv.c), name="rc")
             blocks = te.compute(
                 (conv.n, conv.o // conv.ob, oh, ow, conv.ob),
                 lambda b, oo, y, x, oi: te.sum(
-                    packed[b, ro, y * sy + ry * dy, x * sx + rx * dx, ri]
-                    * weight[oo, ro, ry, rx, ri, oi], axis=[ro, ry, rx, ri]),
+                    padded[b, rc, y * sy + ry * dy, x * sx + rx * dx]
+                    * weight[oo, rc, ry, rx, oi], axis=[rc, ry, rx]),
                 name="conv2d_nchwc")
         return te.compute((conv.n, conv.o, oh, ow),
                           lambda b, oc, y, x: blocks[b, oc // conv.ob, y, x, oc % conv.ob],
@@ -219,7 +225,9 @@ def _conv2d(bb: Any, call: Any) -> Any:
     conv = _conv_of(call)
     if conv is None:
         return _nn_conv2d(bb, call)
-    packed = bb.emit_te(_pack_data(conv), call.args[0], primfunc_name_hint="conv2d_pack_data")
+    packed = call.args[0]
+    if conv.depthwise:  # a vector of channels per tap: the input copied into channel blocks
+        packed = bb.emit_te(_pack_data(conv), packed, primfunc_name_hint="conv2d_pack_data")
     shape, axes = conv.weight_order
     if isinstance(call.args[1], tvm.ir.expr.Constant):
         # Packed here: FoldConstant would build and run a kernel per weight (3x the build).
