@@ -205,8 +205,10 @@ def tunable_module(mod: Any, target: Any) -> Any:
 
     These are the passes ``tvm.s_tir.meta_schedule.relax_integration.compile_relax``
     runs before ``MetaScheduleApplyDatabase`` (apache/tvm, its comment: "same
-    preparation as extract_tasks, so database keys match"); tasks extracted from
-    this module are the ones :func:`build_model` finds in a database.
+    preparation as extract_tasks, so database keys match"), for CPU targets
+    with farm's additions (:func:`farm.jobs.cpu_schedules.build.fuse_passes`,
+    the CPU build's own); tasks extracted from this module are the ones
+    :func:`build_model` finds in a database.
 
     Args:
         mod: a Relax module from :func:`relax_module`.
@@ -215,21 +217,10 @@ def tunable_module(mod: Any, target: Any) -> Any:
     Returns:
         The fused module; pass it to ``relax_integration.extract_tasks``.
     """
-    import tvm
-    from tvm import relax
+    from farm.jobs.cpu_schedules.build import fuse_passes
 
-    passes = tvm.transform.Sequential(
-        [
-            *relax.pipeline.library_dispatch_passes(target),
-            relax.transform.LegalizeOps(),
-            relax.transform.AnnotateTIROpPattern(),
-            relax.transform.FoldConstant(),
-            relax.transform.FuseOps(),
-            relax.transform.FuseTIR(),
-        ]
-    )
     with target:
-        return passes(mod)
+        return fuse_passes(target)(mod)
 
 
 def database_digest(database_dir: Path) -> str:

@@ -18,7 +18,45 @@ from typing import Any
 
 from farm.jobs.cpu_schedules import apply_default_schedules
 
-__all__ = ["compile_cpu", "scheduled_module"]
+__all__ = ["compile_cpu", "fuse_passes", "scheduled_module"]
+
+
+def fuse_passes(target: Any) -> Any:
+    """The passes from a Relax model to the fused TIR functions that are tuned and scheduled.
+
+    MetaSchedule's ``compile_relax`` preparation ("same preparation as
+    extract_tasks, so database keys match"): library dispatch, legalize, fuse;
+    CPU targets legalize some operators farm's way
+    (:mod:`farm.jobs.cpu_schedules.legalize`).
+    For CPU (``llvm``) targets, ``FastMathTransform`` first replaces ``exp``,
+    ``erf``, ``tanh`` and softmax by TOPI's polynomial forms (``fast_exp``,
+    ``fast_erf``: float32 rational approximations, errors of a few ulp,
+    TOPI ``math.py``), as onnxruntime's MLAS does: LLVM has no vector form of
+    ``erff``/``expf`` and calls libm once per element, which made the GELU
+    epilogue of the zoo's encoder 2.6 of its 3.6 ms matmul (AVX-512, 1 core).
+    GPU targets keep TVM's own passes (``compile_relax`` applies their database).
+
+    Args:
+        target: a ``tvm.target.Target``.
+
+    Returns:
+        A ``tvm.transform.Sequential``; run it under the target and ``opt_level=3``.
+    """
+    import tvm
+    from tvm import relax
+
+    from farm.jobs.cpu_schedules.legalize import cpu_legalize_map
+
+    cpu = str(target.kind.name) == "llvm"
+    return tvm.transform.Sequential([
+        *([relax.transform.FastMathTransform()] if cpu else []),
+        *relax.pipeline.library_dispatch_passes(target),
+        relax.transform.LegalizeOps(cpu_legalize_map() if cpu else None),
+        relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FoldConstant(),
+        relax.transform.FuseOps(),
+        relax.transform.FuseTIR(),
+    ])
 
 
 def scheduled_module(mod: Any, target: Any, database: Any | None = None) -> Any:
@@ -33,19 +71,10 @@ def scheduled_module(mod: Any, target: Any, database: Any | None = None) -> Any:
         The fused module with every PrimFunc scheduled, not yet lowered.
     """
     import tvm
-    from tvm import relax
     from tvm.relax.transform import MetaScheduleApplyDatabase
 
-    fuse = tvm.transform.Sequential([
-        *relax.pipeline.library_dispatch_passes(target),
-        relax.transform.LegalizeOps(),
-        relax.transform.AnnotateTIROpPattern(),
-        relax.transform.FoldConstant(),
-        relax.transform.FuseOps(),
-        relax.transform.FuseTIR(),
-    ])
     with target, tvm.transform.PassContext(opt_level=3):
-        mod = fuse(mod)
+        mod = fuse_passes(target)(mod)
         if database is not None:
             with database:
                 mod = MetaScheduleApplyDatabase()(mod)

@@ -1,0 +1,110 @@
+"""farm's CPU legalizations (transposed conv as 1x1 conv + shuffle, sigmoid) keep the numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+
+from farm.jobs.cpu_schedules.build import compile_cpu, scheduled_module
+
+TARGET = tvm.target.Target({"kind": "llvm"})
+
+
+def _conv_transpose_ref(x: np.ndarray, w: np.ndarray, stride: int, padding: int) -> np.ndarray:
+    """Transposed conv by its definition: each input pixel scatters its kernel-weighted block."""
+    n, _, h, wd = x.shape
+    _, o, kh, kw = w.shape
+    full = np.zeros((n, o, (h - 1) * stride + kh, (wd - 1) * stride + kw), "float32")
+    for y in range(h):
+        for xx in range(wd):
+            block = np.einsum("nc,cokl->nokl", x[:, :, y, xx], w)
+            full[:, :, y * stride:y * stride + kh, xx * stride:xx * stride + kw] += block
+    return full[:, :, padding:full.shape[2] - padding, padding:full.shape[3] - padding]
+
+
+def _module(kernel: int, stride: int, padding: int) -> tvm.IRModule:
+    """``sigmoid(conv2d_transpose(x, w))`` as a Relax module."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 4, 5, 6), "float32"))
+    w = relax.Var("w", relax.TensorType((4, 3, kernel, kernel), "float32"))
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d_transpose(x, w, strides=stride, padding=padding))
+            z = bb.emit_output(relax.op.sigmoid(y))
+        bb.emit_func_output(z)
+    return bb.get()
+
+
+@pytest.mark.parametrize(("kernel", "stride", "padding", "shuffled"),
+                         [(2, 2, 0, True), (3, 2, 1, False)])
+def test_conv_transpose_and_sigmoid_match_numpy(kernel: int, stride: int, padding: int,
+                                                shuffled: bool) -> None:
+    """kernel == stride takes the shuffle form; others TVM's own; both match numpy."""
+    mod = _module(kernel, stride, padding)
+    fused = scheduled_module(mod, TARGET)
+    names = [str(gv.name_hint) for gv in fused.functions]
+    text = "\n".join(str(fused[n].script()) for n in names if n != "main")
+    assert ("conv2d_transpose_blocks" in text) is shuffled
+    assert "T.exp(" not in text  # sigmoid through TOPI's fast_exp, not libm's expf
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 4, 5, 6)).astype("float32")
+    w = rng.standard_normal((4, 3, kernel, kernel)).astype("float32")
+    vm = relax.VirtualMachine(compile_cpu(mod, TARGET, None), tvm.cpu())
+    got = vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(w)).numpy()
+    want = 1.0 / (1.0 + np.exp(-_conv_transpose_ref(x, w, stride, padding)))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def _conv_ref(x: np.ndarray, w: np.ndarray, stride: int, pad: tuple[int, int, int, int],
+              groups: int) -> np.ndarray:
+    """conv2d NCHW/OIHW by its definition (cross-correlation), per group."""
+    top, left, bottom, right = pad
+    xp = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    o, ipg, kh, kw = w.shape
+    oh = (xp.shape[2] - kh) // stride + 1
+    ow = (xp.shape[3] - kw) // stride + 1
+    out = np.zeros((x.shape[0], o, oh, ow), "float32")
+    opg = o // groups
+    for g in range(groups):
+        xs = xp[:, g * ipg:(g + 1) * ipg]
+        for ky in range(kh):
+            for kx in range(kw):
+                patch = xs[:, :, ky:ky + stride * oh:stride, kx:kx + stride * ow:stride]
+                out[:, g * opg:(g + 1) * opg] += np.einsum(
+                    "nchw,oc->nohw", patch, w[g * opg:(g + 1) * opg, :, ky, kx])
+    return out
+
+
+@pytest.mark.parametrize(("channels", "out", "groups", "stride", "pad", "constant", "blocked"), [
+    (3, 16, 1, 2, (1, 1, 1, 1), True, True),     # a stem: 3 input channels, one block
+    (16, 8, 1, 1, (1, 0, 2, 1), False, True),    # uneven padding, weight not a constant
+    (8, 8, 8, 2, (1, 1, 1, 1), True, True),      # depthwise, stride 2
+    (6, 6, 6, 1, (0, 0, 0, 0), True, False),     # 6 channels: no block of 8, TVM's own form
+])
+def test_conv2d_in_channel_blocks_matches_numpy(channels: int, out: int, groups: int, stride: int,
+                                                pad: tuple[int, int, int, int], constant: bool,
+                                                blocked: bool) -> None:
+    """conv2d runs on NCHWc blocks where the channels allow; every form matches numpy."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, channels, 9, 11)).astype("float32")
+    w = rng.standard_normal((out, channels // groups, 3, 3)).astype("float32")
+    bb = relax.BlockBuilder()
+    xv = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    wv = relax.Var("w", relax.TensorType(w.shape, "float32"))
+    params = [xv] if constant else [xv, wv]
+    with bb.function("main", params):
+        with bb.dataflow():
+            weight = relax.const(w) if constant else wv
+            y = bb.emit_output(relax.op.nn.conv2d(xv, weight, strides=stride, padding=pad,
+                                                  groups=groups))
+        bb.emit_func_output(y)
+    mod = bb.get()
+    with TARGET:
+        text = str(scheduled_module(mod, TARGET).script())
+    assert ("nchwc" in text) is blocked
+    vm = relax.VirtualMachine(compile_cpu(mod, TARGET, None), tvm.cpu())
+    args = [tvm.runtime.tensor(x)] + ([] if constant else [tvm.runtime.tensor(w)])
+    got = vm["main"](*args).numpy()
+    np.testing.assert_allclose(got, _conv_ref(x, w, stride, pad, groups), rtol=1e-4, atol=1e-4)
