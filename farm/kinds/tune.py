@@ -1,7 +1,8 @@
 """The ``tune`` kind: MetaSchedule tuning of a gemm, or of an ONNX model, across the job's phones.
 
 A tuning job's phones serve the job's tracker key for its whole run, app crashes
-healed, and go back to their own keys after it (:mod:`farm.runner.tune_phones`).
+healed, and go back to their own keys after it: the attempt asks and farmd's
+fleet serves (:mod:`farm.runner.serve_keys`, :mod:`farm.fleet.serving`).
 Its retries reuse one work folder (:func:`farm.runner.execute.tune_work_dir`),
 so tuning resumes where the last attempt stopped. A model's tasks are tuned
 together in one run (:mod:`farm.jobs.tune_model`); at the end each phone times
@@ -103,9 +104,9 @@ class TuneJob(JobBase):
     def _android_only(self) -> TuneJob:
         """Tune jobs run on Android phones: no ``--kind`` means ``android``, another is refused.
 
-        The attempt re-keys its phones to the job's tracker key through adb
-        (:mod:`farm.runner.tune_phones`); planned onto a board or a GPU host it
-        failed there with an adb error.
+        Every controller serves a job's key (farmd's fleet re-keys the devices,
+        :mod:`farm.fleet.serving`), but tuning is shown only on phones so far:
+        a board's or a GPU host's tuning is not tested yet.
         """
         if self.devices.kind is None:
             devices = self.devices.model_copy(update={"kind": ANDROID})
@@ -113,7 +114,7 @@ class TuneJob(JobBase):
         elif self.devices.kind != ANDROID:
             raise FieldError("devices.kind", f"tune runs on Android phones only, not "
                              f"{self.devices.kind!r}: its phones serve the job's tracker key "
-                             "through adb")
+                             "(tuning on other kinds is not shown to work yet)")
         return self
 
     @model_validator(mode="after")
@@ -170,23 +171,19 @@ def run(ctx: RunContext, spec: TuneJob) -> Outcome:
 def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
     import statistics
 
-    from farm.fleet.keys import job_key
     from farm.jobs import params as jp
     from farm.jobs.targets import shared_target
     from farm.jobs.tune import compare_tuned, gemm_label, tune_gemm
     from farm.jobs.tune_progress import TuneProgress
     from farm.queue.records import Outcome
     from farm.runner.execute import phone_target, tracker_params, tune_work_dir
-    from farm.runner.tune_phones import serving_job_key
+    from farm.runner.serve_keys import serving_job_key
 
     if spec.params.gemm is None:  # run() sends a model elsewhere: unreachable
         raise SpecError("params.gemm", "tuning needs a GEMM workload")
     gemm = gemm_params(spec.params.gemm)
     serials = list(ctx.attempt.serials)
     target = shared_target({serial: phone_target(serial, ctx, gemm.device) for serial in serials})
-    # The job's key, which only its phones serve while the job runs
-    # (farm.fleet.keys); farm.runner.tune_phones moves the apps to it and back.
-    key = job_key(ctx.settings.tracker.key, ctx.job.id)
     work_dir = tune_work_dir(ctx.settings.data_dir, ctx.job.id)
     params = jp.TuneParams(
         gemm=gemm, trials=spec.params.trials or ctx.settings.jobs.tune_gemm_trials,
@@ -195,7 +192,8 @@ def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
     )
     progress = TuneProgress(work_dir)  # counters across this job's attempts
     snapshots = [ctx.gate(serial) for serial in serials]
-    with serving_job_key(ctx.settings, serials, ctx.job.id, on_relaunch=progress.add_relaunch):
+    # The job's key, which only its phones serve while the job runs (farm.fleet.keys).
+    with serving_job_key(ctx, serials, on_relaunch=progress.add_relaunch) as key:
         result = tune_gemm(params, target, tracker_params(ctx, serials[0], key), progress)
     comparisons = []
     for serial in serials:
@@ -272,7 +270,7 @@ KIND = Kind(
     name="tune",
     spec=TuneJob,
     run=run,
-    serves_job_key=True,  # farm.runner.tune_phones.serving_job_key, above
+    serves_job_key=True,  # farm.runner.serve_keys.serving_job_key, above
     # Tuning saturates the host's cores compiling candidates, which can delay
     # heartbeats, so its lease is longer than a timed run's.
     lease_s=lambda jobs: jobs.tune_lease_s,

@@ -2,7 +2,7 @@
 
 Not a kind of its own: :func:`farm.kinds.tune.run` sends a spec with
 ``params.model`` here. The tuning runs with the job's phones serving the job's
-tracker key (:func:`farm.runner.tune_phones.serving_job_key`), like the GEMM's;
+tracker key (:func:`farm.runner.serve_keys.serving_job_key`), like the GEMM's;
 afterwards each phone, back on its own key and thermally gated, times the model
 compiled without and with the tuning database (:func:`farm.jobs.model.run_model`),
 each output checked against onnxruntime. The tuned samples are the job's raw
@@ -44,7 +44,6 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
         SpecError, CompileError, ToolMissing: the model cannot be tuned or built.
         PhoneFault, SessionError, TrackerUnreachable: a phone or session failed.
     """
-    from farm.fleet.keys import job_key
     from farm.jobs import params as jp
     from farm.jobs.model import run_model
     from farm.jobs.targets import shared_target
@@ -55,7 +54,7 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     from farm.queue.records import Outcome
     from farm.results.sampling import SamplingRule
     from farm.runner.execute import phone_target, tracker_params, tune_work_dir
-    from farm.runner.tune_phones import serving_job_key
+    from farm.runner.serve_keys import serving_job_key
 
     path = model_file(model, ctx.store, ctx.settings.data_dir, "params.model.sha256")
     plain = replace(model_params(model, path), device=jp.DeviceKind(model.target))
@@ -70,9 +69,8 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
         for_s=ctx.settings.jobs.tune_model_for_s if spec.for_s is None else spec.for_s,
     )
     progress = TuneProgress(work_dir)  # counters across this job's attempts
-    key = job_key(ctx.settings.tracker.key, ctx.job.id)
     snapshots = [ctx.gate(serial) for serial in serials]
-    with serving_job_key(ctx.settings, serials, ctx.job.id, on_relaunch=progress.add_relaunch):
+    with serving_job_key(ctx, serials, on_relaunch=progress.add_relaunch) as key:
         result = tune_model(params, target, tracker_params(ctx, serials[0], key), ctx.cache,
                             progress)
     runs: list[dict[str, Any]] = []

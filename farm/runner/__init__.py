@@ -10,8 +10,8 @@
     warm.py         farmd's side of the zygote: start, fork, exit codes
     execute.py      a claimed job spec -> farm.jobs call -> Outcome
     gating.py       thermal gating before every measured run
-    tune_phones.py  a tuning job's phones serve its job key; crashed apps are
-                    relaunched under it mid-run, own keys restored after
+    serve_keys.py   a tuning attempt asks farmd to serve its job key on its
+                    devices (desired state) and waits until they do
     outcome.py      the file a child leaves so its parent can tell a clean
                     failure from a crash
     pidfile.py      <data_dir>/farmd.json: whether a farmd is running

@@ -27,7 +27,7 @@ from farm.queue.spec import parse_spec
 
 if TYPE_CHECKING:
     from farm.controllers.base import DeviceController
-    from farm.queue.blobs import BlobOps
+    from farm.queue.store import Store
 
 __all__ = [
     "RunContext",
@@ -55,8 +55,8 @@ class RunContext:
         gate: waits until a phone is cool and returns its snapshot; called
             before every measured run.
         store: the queue, for the job's inputs (model blobs,
-            :func:`farm.jobs.model_store.materialise`); None reads only this
-            host's cache.
+            :func:`farm.jobs.model_store.materialise`) and the keys its devices
+            serve (:mod:`farm.runner.serve_keys`); None reads only this host's cache.
         kinds: each device's kind (:mod:`farm.controllers`), by serial;
             ``android`` where not given.
     """
@@ -66,7 +66,7 @@ class RunContext:
     attempt: AttemptView
     facts: Mapping[str, Mapping[str, Any]]
     gate: Callable[[str], SnapshotData]
-    store: BlobOps | None = None
+    store: Store | None = None
     kinds: Mapping[str, str] = field(default_factory=dict)
 
     @property
