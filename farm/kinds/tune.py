@@ -28,8 +28,12 @@ from farm.kinds.model import ModelParams, parse_input_shape, shown_name
 from farm.queue.capabilities import workload_needs
 from farm.queue.spec import MAX_PHONES, FieldError, JobBase, Strict
 
-#: The device kind that can tune (farm.controllers.base.ANDROID; kinds sit below controllers).
+#: The device kind a tune runs on when its spec names none (farm.controllers.base.ANDROID;
+#: kinds sit below controllers).
 ANDROID = "android"
+#: The kinds whose controllers serve a job's key (farm.controllers: android, board, gpu);
+#: a device behind the RPC proxy serves only the key it registered.
+TUNABLE_KINDS = ("android", "board", "gpu")
 
 if TYPE_CHECKING:
     from farm.queue.capabilities import Requirements
@@ -101,20 +105,21 @@ class TuneJob(JobBase):
     params: TuneParams
 
     @model_validator(mode="after")
-    def _android_only(self) -> TuneJob:
-        """Tune jobs run on Android phones: no ``--kind`` means ``android``, another is refused.
+    def _kind_serves_keys(self) -> TuneJob:
+        """No ``--kind`` means ``android``; a kind that cannot serve the job's key is refused.
 
-        Every controller serves a job's key (farmd's fleet re-keys the devices,
-        :mod:`farm.fleet.serving`), but tuning is shown only on phones so far:
-        a board's or a GPU host's tuning is not tested yet.
+        farmd's fleet serves the job's key on the held devices through their
+        controllers (:mod:`farm.fleet.serving`): phones, boards and GPU hosts.
+        Without a kind a mixed fleet could plan a tune onto devices of
+        different kinds, whose candidates MetaSchedule must not mix.
         """
         if self.devices.kind is None:
             devices = self.devices.model_copy(update={"kind": ANDROID})
             object.__setattr__(self, "devices", devices)
-        elif self.devices.kind != ANDROID:
-            raise FieldError("devices.kind", f"tune runs on Android phones only, not "
-                             f"{self.devices.kind!r}: its phones serve the job's tracker key "
-                             "(tuning on other kinds is not shown to work yet)")
+        elif self.devices.kind not in TUNABLE_KINDS:
+            raise FieldError("devices.kind", f"tune runs on {', '.join(TUNABLE_KINDS)} "
+                             f"devices, not {self.devices.kind!r}: only their servers "
+                             "can serve the job's tracker key")
         return self
 
     @model_validator(mode="after")
