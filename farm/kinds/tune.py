@@ -275,7 +275,6 @@ KIND = Kind(
     name="tune",
     spec=TuneJob,
     run=run,
-    serves_job_key=True,  # farm.runner.serve_keys.serving_job_key, above
     # Tuning saturates the host's cores compiling candidates, which can delay
     # heartbeats, so its lease is longer than a timed run's.
     lease_s=lambda jobs: jobs.tune_lease_s,
