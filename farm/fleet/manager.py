@@ -294,6 +294,9 @@ class FleetManager:
         if state is DeviceState.OFFLINE:
             self.app_watch.stop(serial)
             self._drop_tunnel(serial)
+            # It serves nothing now: a job key left here would count it among the
+            # servers its job's other devices wait for (Serving.registered).
+            self.runtime(serial).key = self.serving.own_key(serial)
         elif state is DeviceState.DISCOVERED and state_seen == lifecycle.ADB_DEVICE:
             self.submit(serial, self.provision)
 

@@ -88,3 +88,16 @@ class TestReconcile:
         assert manager.serving.reconcile(store.list_devices()) == [SERIAL]  # back to its own
         record = store.get_device(SERIAL)
         assert record is not None and manager.serving.desired(record) == own
+
+    def test_a_device_gone_offline_counts_for_no_job_key(
+        self, store: Store, clock: FakeClock, make_manager: MakeManager
+    ) -> None:
+        """Unplugged mid-tune, it serves nothing: its job's other devices do not wait for it."""
+        manager = make_manager(store, clock)
+        attempt_id = held_phone(store, clock)
+        key = job_key(manager.options.key_prefix, 7)
+        assert store.set_serve_key(SERIAL, key, clock.now(), expect_attempt=attempt_id)
+        manager.runtime(SERIAL).key = key
+        assert manager.serving.sharing(key) == 1
+        manager.on_device_state(SERIAL, "offline", "android")
+        assert manager.serving.sharing(key) == 0
