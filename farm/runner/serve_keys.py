@@ -124,23 +124,37 @@ def serving_job_key(ctx: RunContext, serials: Sequence[str],
         raise PhoneFault(",".join(serials), "tuning needs the queue to ask farmd for the job key")
     key = job_key(ctx.settings.tracker.key, ctx.job.id)
     since = datetime.now(UTC)
-    ok = False
+
+    def give_back() -> None:
+        with contextlib.suppress(FarmError):  # a lost hold: the store cleared it already
+            _ask(store, ctx, serials, None)
+
     try:
         _ask(store, ctx, serials, key)
         _wait_listed(ctx, key, len(serials), serials)
         log.info("tuning_devices_serving", tracker_key=key, serials=list(serials))
         yield key
-        ok = True
-    finally:
-        with contextlib.suppress(FarmError):  # a lost hold: the store cleared it already
-            _ask(store, ctx, serials, None)
-        relaunches = {serial: _recoveries(store, serial, since) for serial in serials}
-        if on_relaunch is not None:
-            for serial, count in relaunches.items():
-                for _ in range(count):
-                    on_relaunch(serial)
-        log.info("tuning_devices_released_key", tracker_key=key, relaunches=relaunches)
-    if ok:  # each device is timed under its own key next
+    except BaseException:
+        give_back()
+        _count_relaunches(store, serials, since, on_relaunch)
+        raise
+    give_back()
+    try:  # each device is timed under its own key next
         for serial in serials:
             own = device_controller(ctx, serial).tracker_key(serial)
             _wait_listed(ctx, own, 1, [serial])
+    finally:
+        # Counted once every device serves its own key again: farmd serves it only
+        # after a recovery still running when tuning ended wrote its outcome.
+        _count_relaunches(store, serials, since, on_relaunch)
+
+
+def _count_relaunches(store: Store, serials: Sequence[str], since: datetime,
+                      on_relaunch: Callable[[str], None] | None) -> None:
+    """Call ``on_relaunch(serial)`` once per recovery step farmd took on it since ``since``."""
+    relaunches = {serial: _recoveries(store, serial, since) for serial in serials}
+    if on_relaunch is not None:
+        for serial, count in relaunches.items():
+            for _ in range(count):
+                on_relaunch(serial)
+    log.info("tuning_devices_released_key", relaunches=relaunches)
