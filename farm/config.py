@@ -240,6 +240,10 @@ class JobSettings(_Frozen):
     thermal_wait_deadline_s: float = Field(900.0, gt=0)
     lease_s: float = Field(120.0, gt=0)
     tune_lease_s: float = Field(3600.0, gt=0)
+    #: How long a tune attempt waits for farmd to serve the job's key on all its
+    #: devices, or their own keys again afterwards (farm.kinds.serve_keys):
+    #: a launch's registration deadline and a recovery step's, with room.
+    serve_deadline_s: float = Field(180.0, gt=0)
     #: The dispatcher's safety-net tick (s): farmd also ticks at once on a wake.
     tick_interval_s: float = Field(2.0, gt=0)
     #: Tick on events (an enqueue, an attempt's child exiting, a phone ready);

@@ -335,26 +335,21 @@ def check_database(settings: Settings) -> tuple[Check, dict[str, str] | None]:
 
 
 def serving_keys(settings: Settings) -> dict[str, str]:
-    """``{serial: key}`` for phones that serve their job's key now, not their own.
+    """``{serial: key}`` for devices whose hold asks them to serve a key not their own.
 
-    A phone busy in an attempt of a kind that ``serves_job_key`` (tune) is
-    registered under ``<key>-job-<id>`` while it runs; doctor judged it against
-    its own key and failed a normal tune (issue 25). Empty when the database
-    cannot be read (:func:`check_database` says why).
+    A tuning attempt asks its devices to serve ``<key>-job-<id>`` while it tunes
+    (``devices.serve_key``, :mod:`farm.fleet.serving`); doctor judged such a
+    phone against its own key and failed a normal tune (issue 25). Empty when
+    the database cannot be read (:func:`check_database` says why).
     """
     import sqlalchemy as sa
 
-    from farm.kinds import KINDS
     from farm.queue import db
-    from farm.queue.models import Attempt, Device, DeviceState, Job
-    from farm.tvm.keys import job_key
+    from farm.queue.models import Device
 
     if not _database_exists(settings.database_url):
         return {}
-    query = (sa.select(Device.serial, Job.id, Job.kind)
-             .join(Attempt, Attempt.id == Device.attempt_id)
-             .join(Job, Job.id == Attempt.job_id)
-             .where(Device.state == DeviceState.BUSY))
+    query = sa.select(Device.serial, Device.serve_key).where(Device.serve_key.is_not(None))
     try:
         engine = db.create_engine(settings.database_url)
         try:
@@ -364,9 +359,7 @@ def serving_keys(settings: Settings) -> dict[str, str]:
             engine.dispose()
     except (sa.exc.SQLAlchemyError, FarmError):
         return {}
-    prefix = settings.tracker.key
-    return {serial: job_key(prefix, job_id) for serial, job_id, kind in rows
-            if kind in KINDS and KINDS[kind].serves_job_key}
+    return {serial: key for serial, key in rows if key is not None}
 
 
 # --- all together ------------------------------------------------------------------------------

@@ -252,6 +252,15 @@ class AndroidController:
             phone.method = detect_method(self.adb, serial)
         launch_app(self.adb, serial, target, phone.method)
 
+    def serve(self, serial: str, key: str) -> None:
+        """Launch the app toward the tracker under ``key``; later launches keep it.
+
+        Raises:
+            PhoneFault: adb, a tunnel or the launch failed.
+        """
+        self.runtime(serial).key = key
+        self.start_server(serial)
+
     def stop_server(self, serial: str) -> None:
         """Force-stop the app and close its tunnels; failures are logged, never raised."""
         from farm.provision.launch import stop_app

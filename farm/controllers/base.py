@@ -7,7 +7,8 @@ The final API (stable; boards and GPU hosts implement it)::
         def discover(self) -> list[Discovered]             # Discovered(serial, state)
         def facts(self, serial) -> dict[str, Any]          # JSON stored as devices.facts
         def read_health(self, serial, at, *, registered=None) -> HealthReading
-        def start_server(self, serial) -> None             # RPC server -> tracker, own key
+        def start_server(self, serial) -> None             # RPC server -> tracker, its key
+        def serve(self, serial, key) -> None               # the same under ``key`` from now on
         def stop_server(self, serial) -> None              # never raises
         def recovery_steps(self, serial) -> list[RecoveryStep]   # mildest first
         def compile_target(self, facts, device="cpu") -> TargetSpec
@@ -260,6 +261,21 @@ class DeviceController(Protocol):
         Raises:
             PhoneFault: the server could not be started.
             UserFault: a person must act (no RPC APK, no TVM runtime on a board).
+        """
+        ...
+
+    def serve(self, serial: str, key: str) -> None:
+        """(Re)start the device's RPC server under ``key``, and under it at every later start.
+
+        What the device's hold asks it to serve (a tuning job's key, or its own
+        :meth:`tracker_key` again); farmd's fleet calls it when the desired key
+        and the served one differ (:meth:`farm.fleet.manager.FleetManager.reconcile`).
+        The recovery rungs restart the server under the key last served.
+
+        Raises:
+            PhoneFault: the server could not be started, or this kind cannot
+                serve another key (a proxied device serves the key it registered).
+            UserFault: as :meth:`start_server`.
         """
         ...
 

@@ -179,6 +179,7 @@ class BoardController:
         self.tracker_local = tracker_local or (tracker_host, tracker_port)
         self._lock = threading.Lock()
         self._clients: dict[str, SshClient] = {}
+        self._keys: dict[str, str] = {}  # serial -> the key served, where not its own
         self._unreachable: dict[str, str | None] = {}  # the last reason discover logged
 
     @classmethod
@@ -298,14 +299,24 @@ class BoardController:
             tracker, custom_addr = f"127.0.0.1:{port}", board.host
         else:
             tracker, custom_addr = f"{address}:{self.tracker_port}", None
-        server = commands.server_argv(board, tracker, board_tracker_key(board), custom_addr)
+        key = self._keys.get(serial) or board_tracker_key(board)
+        server = commands.server_argv(board, tracker, key, custom_addr)
         result = self.ssh(serial).run(commands.start_server_argv(board, server))
         pid = result.stdout.decode(errors="replace").strip()
         if not pid.isdigit():
             raise PhoneFault(serial, f"the RPC server did not start (no pid in "
                                      f"{board.work_dir}/{commands.PIDFILE})")
-        log.info("board_server_started", serial=serial, pid=int(pid), tracker=tracker,
-                 key=board_tracker_key(board))
+        log.info("board_server_started", serial=serial, pid=int(pid), tracker=tracker, key=key)
+
+    def serve(self, serial: str, key: str) -> None:
+        """Restart the board's RPC server under ``key``; later starts keep it.
+
+        Raises:
+            ToolMissing, PhoneFault: as :meth:`start_server`.
+        """
+        with self._lock:
+            self._keys[serial] = key
+        self.start_server(serial)
 
     def stop_server(self, serial: str) -> None:
         """Kill the server's process group on the board; failures are logged, never raised."""

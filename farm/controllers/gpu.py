@@ -98,6 +98,7 @@ class GpuController:
         self.log_dir = log_dir
         self._lock = threading.Lock()
         self._servers: dict[str, subprocess.Popen[bytes]] = {}
+        self._keys: dict[str, str] = {}  # serial -> the key served, where not its own
 
     @classmethod
     def from_context(cls, context: ControllerContext) -> GpuController:
@@ -216,8 +217,9 @@ class GpuController:
         self.stop_server(serial)
         tracker = self.settings.tracker
         host = self.gpu.server_host
+        key = self._keys.get(serial) or self.tracker_key(serial)
         argv = server_argv(tracker_host=tracker.host, tracker_port=tracker.port,
-                           key=self.tracker_key(serial), host=host, port=free_port(host),
+                           key=key, host=host, port=free_port(host),
                            parent_pid=os.getpid())
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": reading.uuid}
         output: Any = subprocess.DEVNULL
@@ -234,7 +236,17 @@ class GpuController:
                 output.close()
         with self._lock:
             self._servers[serial] = proc
-        log.info("gpu_server_started", serial=serial, key=self.tracker_key(serial), pid=proc.pid)
+        log.info("gpu_server_started", serial=serial, key=key, pid=proc.pid)
+
+    def serve(self, serial: str, key: str) -> None:
+        """Restart the GPU's RPC server under ``key``; later starts keep it.
+
+        Raises:
+            PhoneFault: as :meth:`start_server`.
+        """
+        with self._lock:
+            self._keys[serial] = key
+        self.start_server(serial)
 
     def stop_server(self, serial: str) -> None:
         """SIGTERM the server's process group, SIGKILL it after a grace; never raises."""

@@ -140,6 +140,17 @@ class ProxyController:
             raise PhoneFault(serial, "not connected to farm's RPC proxy; the device must "
                                      "connect by itself (farm cannot start its server)")
 
+    def serve(self, serial: str, key: str) -> None:
+        """Only the key the device registered: farm cannot re-key a server it does not run.
+
+        Raises:
+            PhoneFault: ``key`` is not the device's own, or it is not connected.
+        """
+        if key != self.tracker_key(serial):
+            raise PhoneFault(serial, f"a device behind the RPC proxy serves only its own key, "
+                                     f"not {key!r}")
+        self.start_server(serial)
+
     def stop_server(self, serial: str) -> None:
         """Nothing to stop: the device's server is its own."""
 

@@ -39,7 +39,7 @@ from farm.controllers import ANDROID
 from farm.device.eventlog import DEATH_TAGS, AppDeath, parse_app_death
 from farm.errors import FarmError, PhoneFault
 from farm.fleet.lifecycle import WATCHED, Move
-from farm.fleet.recovery import RECOVERABLE
+from farm.fleet.recovery import healable
 from farm.provision.launch import PACKAGE
 from farm.queue.models import DeviceState
 from farm.supervise.ladder import Failure, incident_open
@@ -210,7 +210,9 @@ class AppWatch:
         """Start recovery for a phone whose app just died, unless it is not farm's to heal now.
 
         A busy phone is left alone (its attempt fails by itself and the phone is
-        released); so is one being provisioned, offline or quarantined. Else the
+        released) unless its hold asks it to serve a key (a tuning attempt waits
+        for it: :func:`~farm.fleet.recovery.healable`); so is one being
+        provisioned, offline or quarantined. Else the
         death opens an incident in the ladder's history (unless one is open),
         takes the phone out of ready, and the ladder's next step runs at once on
         the phone's task thread (its backoff still applies).
@@ -222,7 +224,7 @@ class AppWatch:
         if self.m.runtime(serial).blocked is not None:
             return
         record = self.m.store.get_device(serial)
-        if record is None or record.state not in RECOVERABLE:
+        if record is None or not healable(record):
             log.info("app_death_left", serial=serial, state=record and record.state.value)
             return
         now = self.m.clock.now()
@@ -244,9 +246,9 @@ class AppWatch:
         """
         key = self.m.runtime(serial).key
 
-        def unlisted() -> bool:
-            keys = self.m.registered_keys()
-            return keys is not None and key not in keys
+        def unlisted() -> bool:  # a shared (job) key: fewer servers than devices serving it
+            found = self.m.tracker_summary(quiet=True)
+            return found is not None and len(found.servers_for(key)) < self.m.serving.sharing(key)
 
         if not wait_until(unlisted, UNLIST_DEADLINE_S, interval_s=UNLIST_POLL_S):
             log.warning("dead_app_still_listed", serial=serial, tracker_key=key,

@@ -41,7 +41,8 @@ from farm.fleet.held import HeldWatch, session_peer
 from farm.fleet.history import HISTORY_EVENTS, events_to_history, reason_of
 from farm.fleet.lifecycle import Move
 from farm.fleet.probing import Prober
-from farm.fleet.recovery import RECOVERABLE, Recoverer
+from farm.fleet.recovery import RECOVERABLE, Recoverer, healable
+from farm.fleet.serving import Serving
 from farm.fleet.workers import SweepPool, TaskThreads
 from farm.health.sample import HealthSample
 from farm.health.verdict import app_down, app_failure_reasons, cool_enough, verdict
@@ -117,6 +118,7 @@ class FleetManager:
         self.phones: dict[str, PhoneRuntime] = {}
         self._sweeps = 0
         self.recoverer = Recoverer(self)
+        self.serving = Serving(self)
         self.prober = Prober(self)
         self.held = HeldWatch(store, clock, on_free=self._phone_freed)
         self.app_watch = AppWatch(self)
@@ -125,6 +127,11 @@ class FleetManager:
         self.on_ready: Callable[[], None] | None = None
 
     # -- bookkeeping ---------------------------------------------------------------
+
+    @property
+    def phones_lock(self) -> threading.Lock:
+        """Guards :attr:`phones` (read it under this lock from another thread)."""
+        return self._lock
 
     def runtime(self, serial: str, kind: str | None = None) -> PhoneRuntime:
         """The device's in-memory state, created on first use.
@@ -306,6 +313,9 @@ class FleetManager:
         if state is DeviceState.OFFLINE:
             self.app_watch.stop(serial)
             self._drop_tunnel(serial)
+            # It serves nothing now: a job key left here would count it among the
+            # servers its job's other devices wait for (Serving.registered).
+            self.runtime(serial).key = self.serving.own_key(serial)
         elif state is DeviceState.DISCOVERED and state_seen == lifecycle.ADB_DEVICE:
             self.submit(serial, self.provision)
 
@@ -411,12 +421,19 @@ class FleetManager:
             self.app_watch.ensure(serial)
 
     def launch(self, serial: str) -> None:
-        """(Re)start the device's RPC server toward the tracker and wait for its registration.
+        """(Re)start the device's RPC server under its desired key and wait for its registration.
+
+        The desired key is the one its hold asks for, else its own
+        (:class:`~farm.fleet.serving.Serving`).
 
         Raises:
             PhoneFault: a step failed, or the server did not register in time.
         """
-        self.controller(serial).start_server(serial)
+        record = self.store.get_device(serial)
+        phone = self.runtime(serial)
+        if record is not None:
+            phone.key = self.serving.desired(record)
+        self.controller(serial).serve(serial, phone.key)
         self.wait_registered(serial)
 
     def registered_keys(self, max_age_s: float = 0.0) -> set[str] | None:
@@ -460,7 +477,10 @@ class FleetManager:
             self.on_ready()
 
     def wait_registered(self, serial: str) -> None:
-        """Block until the phone's key is at the tracker.
+        """Block until the phone's key is at the tracker, then record it as the key it serves.
+
+        A key several devices serve (a job's) counts one server per device
+        (:meth:`~farm.fleet.serving.Serving.registered`).
 
         Raises:
             PhoneFault: not within ``registration_deadline_s``.
@@ -468,9 +488,10 @@ class FleetManager:
         key = self.runtime(serial).key
         deadline = self.clock.monotonic() + self.options.registration_deadline_s
         while self.clock.monotonic() < deadline:
-            keys = self.registered_keys(max_age_s=REGISTRATION_POLL_S)
-            if keys is not None and key in keys:
+            found = self.tracker_summary(max_age_s=REGISTRATION_POLL_S, quiet=True)
+            if self.serving.registered(serial, found):
                 log.info("app_registered", serial=serial, tracker_key=key)
+                self.store.set_serving_key(serial, key)
                 return
             if self._closing.wait(REGISTRATION_POLL_S):
                 raise _Closing(serial)
@@ -487,6 +508,7 @@ class FleetManager:
         frees the phone at once (:class:`~farm.fleet.held.HeldWatch`).
         """
         devices = [d for d in self._own_devices() if d.kind in self.controllers]
+        self.serving.reconcile(devices)
         if not any(d.state is DeviceState.READY or d.held_outside is not None
                    for d in devices):
             return set()  # only a ready phone can be held: no tracker request
@@ -507,6 +529,7 @@ class FleetManager:
         for device in devices:
             if device.state is DeviceState.DISCOVERED:
                 self.submit(device.serial, self.provision)
+        self.serving.reconcile(devices)
         watched = [d.serial for d in devices
                    if d.state in lifecycle.WATCHED or d.state is DeviceState.BUSY]
         for serial in watched:
@@ -565,6 +588,16 @@ class FleetManager:
         """
         phone = self.runtime(serial)
         if phone.busy_task:
+            return
+        record = self.store.get_device(serial)
+        if record is not None and record.state is DeviceState.BUSY:
+            # Only a hold that asks for a key is the ladder's (healable): a plain
+            # attempt's session would die with a restart of its server.
+            if healable(record) and app_down(sample) and phone.blocked is None:
+                if not incident_open(self.history(serial), sample.at):
+                    self.record(serial, Failure(sample.at,
+                                                "; ".join(app_failure_reasons(sample))))
+                self.submit(serial, self.recoverer.recover)
             return
         judged = verdict(sample, self.options.limits)
         cool = cool_enough(sample, self.options.limits)

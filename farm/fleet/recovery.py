@@ -19,12 +19,13 @@ import structlog
 from farm.errors import FarmError, PhoneFault
 from farm.fleet.lifecycle import Move
 from farm.queue.models import DeviceHealth, DeviceState
+from farm.queue.records import DeviceRecord
 from farm.supervise.ladder import Recovery, Step, Wait, next_step
 
 if TYPE_CHECKING:
     from farm.fleet.manager import FleetManager
 
-__all__ = ["RECOVERABLE", "Recoverer"]
+__all__ = ["RECOVERABLE", "Recoverer", "healable"]
 
 log = structlog.get_logger(__name__)
 
@@ -32,6 +33,18 @@ log = structlog.get_logger(__name__)
 #: the sweep: restarting the app would kill the job's session), nor a phone that
 #: left adb, is being set up, or is quarantined.
 RECOVERABLE = frozenset({DeviceState.READY, DeviceState.COOLING, DeviceState.UNHEALTHY})
+
+
+def healable(record: DeviceRecord) -> bool:
+    """Whether the ladder may act on the device now: recoverable, or held and asked for a key.
+
+    A device whose hold asks it to serve a key (``serve_key``: a tuning
+    attempt's) is healed while busy: its attempt waits for the key at the
+    tracker and resumes, so a crash there is an ordinary incident
+    (:mod:`farm.fleet.serving`). Any other busy device is left to its attempt.
+    """
+    return record.state in RECOVERABLE or (
+        record.state is DeviceState.BUSY and record.serve_key is not None)
 
 
 class Recoverer:
@@ -53,7 +66,7 @@ class Recoverer:
             self._quarantine(serial, len(history))
             return
         record = self.m.store.get_device(serial)
-        if record is None or record.state not in RECOVERABLE:
+        if record is None or not healable(record):
             log.info("recovery_skipped", serial=serial, step=step.value,
                      state=record and record.state.value)
             return

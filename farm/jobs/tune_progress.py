@@ -25,9 +25,9 @@ could measure, were they never idle (:func:`farm.jobs.tune_rate.limit_per_phone_
 
 Each change is written at once (``farm.privacy.write_private``: atomic, 0600), so a
 farmd or child killed with -9 loses at most the change it was making; the file
-is private (0600) like the rest of the data folder. The monitor thread of
-:mod:`farm.kinds.tune_phones` and the tuning thread both update it, so every
-update holds one lock.
+is private (0600) like the rest of the data folder. The attempt (counting
+farmd's recoveries of its devices, :mod:`farm.kinds.serve_keys`) and the
+tuning thread both update it, so every update holds one lock.
 """
 
 from __future__ import annotations
@@ -93,8 +93,8 @@ class TuneCounters:
         rounds: MetaSchedule ``tune_tir`` runs; one round measures one or more batches.
         batches: measured batches (MetaSchedule iterations of up to
             ``trials_per_batch`` candidates each).
-        app_relaunches: the serial of each phone relaunched after its app crashed,
-            in order.
+        app_relaunches: the serial of each phone farmd recovered (a recovery
+            step that brought its server back) while it served the job's key.
         tasks: the tuning tasks, in tuning order (empty before tuning starts).
         eta_s: estimated seconds left, None while unknown.
         phase: what the attempt does now ("" before it starts).

@@ -83,10 +83,6 @@ class Kind:
             validation and replaces the field by its siblings ``sha256`` (the
             blob) and ``name`` (the file's name), so a job never reads the user's
             path and any host sharing the database can run it.
-        serves_job_key: while an attempt runs, its phones' apps serve the
-            job's tracker key (``<key>-job-<id>``, :func:`farm.tvm.keys.job_key`)
-            instead of their own, so only the job reaches them (tune); what
-            ``farmctl doctor`` expects each phone to be registered under.
     """
 
     name: str
@@ -99,7 +95,6 @@ class Kind:
     needs: Callable[[Mapping[str, Any]], Requirements]
     fan_out: bool = False
     input_files: tuple[str, ...] = ()
-    serves_job_key: bool = False
 
 
 def default_of(model: type[BaseModel], name: str) -> str:

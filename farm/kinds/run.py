@@ -55,9 +55,10 @@ class RunContext:
         gate: waits until a phone is cool and returns its snapshot; called
             before every measured run.
         store: the queue, for the job's inputs (model blobs,
-            :func:`farm.jobs.model_store.materialise`) and the fleet's tuning
-            records (:mod:`farm.kinds.tune_fleet`); None reads only this
-            host's cache and tunes without the fleet's records.
+            :func:`farm.jobs.model_store.materialise`), the fleet's tuning
+            records (:mod:`farm.kinds.tune_fleet`) and the keys its devices
+            serve (:mod:`farm.kinds.serve_keys`); None reads only this host's
+            cache and tunes without the fleet's records.
         kinds: each device's kind (:mod:`farm.controllers`), by serial;
             ``android`` where not given.
         app_memory: the peak resident memory (KiB) of the process serving a

@@ -1,7 +1,8 @@
 """The ``tune`` kind: MetaSchedule tuning of a gemm, or of an ONNX model, across the job's phones.
 
 A tuning job's phones serve the job's tracker key for its whole run, app crashes
-healed, and go back to their own keys after it (:mod:`farm.kinds.tune_phones`).
+healed, and go back to their own keys after it: the attempt asks and farmd's
+fleet serves (:mod:`farm.kinds.serve_keys`, :mod:`farm.fleet.serving`).
 Its retries reuse one work folder (:func:`farm.kinds.run.tune_work_dir`),
 so tuning resumes where the last attempt stopped. A model's tasks are tuned
 together in one run (:mod:`farm.jobs.tune_model`); at the end each phone times
@@ -19,7 +20,7 @@ import click
 from pydantic import Field, model_validator
 
 from farm.click_types import Seconds
-from farm.controllers.base import ANDROID  # the device kind that can tune
+from farm.controllers.base import ANDROID, BOARD, GPU
 from farm.errors import SpecError
 from farm.kinds.base import EnqueueCommand, Kind, default_of
 from farm.kinds.gemm import GEMM_FLAGS, GEMM_OPTIONS, GemmParams, gemm_params
@@ -27,6 +28,11 @@ from farm.kinds.gemm import workload as gemm_workload
 from farm.kinds.model import ModelParams, parse_input_shape, shown_name
 from farm.queue.capabilities import workload_needs
 from farm.queue.spec import MAX_PHONES, FieldError, JobBase, Strict
+
+#: The kinds whose controllers serve a job's key (farm.controllers): android
+#: (no kind means android), board, gpu; a device behind the RPC proxy serves only
+#: the key it registered.
+TUNABLE_KINDS = (ANDROID, BOARD, GPU)
 
 if TYPE_CHECKING:
     from farm.kinds.run import RunContext
@@ -98,20 +104,21 @@ class TuneJob(JobBase):
     params: TuneParams
 
     @model_validator(mode="after")
-    def _android_only(self) -> TuneJob:
-        """Tune jobs run on Android phones: no ``--kind`` means ``android``, another is refused.
+    def _kind_serves_keys(self) -> TuneJob:
+        """No ``--kind`` means ``android``; a kind that cannot serve the job's key is refused.
 
-        The attempt re-keys its phones to the job's tracker key through adb
-        (:mod:`farm.kinds.tune_phones`); planned onto a board or a GPU host it
-        failed there with an adb error.
+        farmd's fleet serves the job's key on the held devices through their
+        controllers (:mod:`farm.fleet.serving`): phones, boards and GPU hosts.
+        Without a kind a mixed fleet could plan a tune onto devices of
+        different kinds, whose candidates MetaSchedule must not mix.
         """
         if self.devices.kind is None:
             devices = self.devices.model_copy(update={"kind": ANDROID})
             object.__setattr__(self, "devices", devices)
-        elif self.devices.kind != ANDROID:
-            raise FieldError("devices.kind", f"tune runs on Android phones only, not "
-                             f"{self.devices.kind!r}: its phones serve the job's tracker key "
-                             "through adb")
+        elif self.devices.kind not in TUNABLE_KINDS:
+            raise FieldError("devices.kind", f"tune runs on {', '.join(TUNABLE_KINDS)} "
+                             f"devices, not {self.devices.kind!r}: only their servers "
+                             "can serve the job's tracker key")
         return self
 
     @model_validator(mode="after")
@@ -173,18 +180,14 @@ def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
     from farm.jobs.tune import compare_tuned, gemm_label, tune_gemm
     from farm.jobs.tune_progress import TuneProgress
     from farm.kinds.run import phone_target, tracker_params, tune_work_dir
-    from farm.kinds.tune_phones import serving_job_key
+    from farm.kinds.serve_keys import serving_job_key
     from farm.queue.records import Outcome
-    from farm.tvm.keys import job_key
 
     if spec.params.gemm is None:  # run() sends a model elsewhere: unreachable
         raise SpecError("params.gemm", "tuning needs a GEMM workload")
     gemm = gemm_params(spec.params.gemm)
     serials = list(ctx.attempt.serials)
     target = shared_target({serial: phone_target(serial, ctx, gemm.device) for serial in serials})
-    # The job's key, which only its phones serve while the job runs
-    # (farm.tvm.keys); farm.kinds.tune_phones moves the apps to it and back.
-    key = job_key(ctx.settings.tracker.key, ctx.job.id)
     work_dir = tune_work_dir(ctx.settings.data_dir, ctx.job.id)
     params = jp.TuneParams(
         gemm=gemm, trials=spec.params.trials or ctx.settings.jobs.tune_gemm_trials,
@@ -193,7 +196,8 @@ def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
     )
     progress = TuneProgress(work_dir)  # counters across this job's attempts
     snapshots = [ctx.gate(serial) for serial in serials]
-    with serving_job_key(ctx.settings, serials, ctx.job.id, on_relaunch=progress.add_relaunch):
+    # The job's key, which only its phones serve while the job runs (farm.tvm.keys).
+    with serving_job_key(ctx, serials, on_relaunch=progress.add_relaunch) as key:
         result = tune_gemm(params, target, tracker_params(ctx, serials[0], key), progress)
     comparisons = []
     for serial in serials:
@@ -270,7 +274,6 @@ KIND = Kind(
     name="tune",
     spec=TuneJob,
     run=run,
-    serves_job_key=True,  # farm.kinds.tune_phones.serving_job_key, above
     # Tuning saturates the host's cores compiling candidates, which can delay
     # heartbeats, so its lease is longer than a timed run's.
     lease_s=lambda jobs: jobs.tune_lease_s,

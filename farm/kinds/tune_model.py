@@ -2,7 +2,7 @@
 
 Not a kind of its own: :func:`farm.kinds.tune.run` sends a spec with
 ``params.model`` here. The tuning runs with the job's phones serving the job's
-tracker key (:func:`farm.kinds.tune_phones.serving_job_key`), like the GEMM's;
+tracker key (:func:`farm.kinds.serve_keys.serving_job_key`), like the GEMM's;
 afterwards each phone, back on its own key and thermally gated, times the model
 compiled without and with the tuning database (:func:`farm.jobs.model.run_model`),
 each output checked against onnxruntime. The tuned samples are the job's raw
@@ -55,12 +55,11 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     from farm.jobs.tune_progress import TuneProgress
     from farm.kinds.model import model_file, model_params
     from farm.kinds.run import phone_target, tracker_params, tune_work_dir
+    from farm.kinds.serve_keys import serving_job_key
     from farm.kinds.tune import _tuning_records
     from farm.kinds.tune_fleet import attempt_records
-    from farm.kinds.tune_phones import serving_job_key
     from farm.queue.records import Outcome
     from farm.sampling import SamplingRule
-    from farm.tvm.keys import job_key
 
     path = model_file(model, ctx.store, ctx.settings.data_dir, "params.model.sha256")
     plain = replace(model_params(model, path), device=jp.DeviceKind(model.target))
@@ -75,11 +74,10 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
         for_s=ctx.settings.jobs.tune_model_for_s if spec.for_s is None else spec.for_s,
     )
     progress = TuneProgress(work_dir)  # counters across this job's attempts
-    key = job_key(ctx.settings.tracker.key, ctx.job.id)
     snapshots = [ctx.gate(serial) for serial in serials]
     labels: dict[int, str] = {}
     with attempt_records(ctx, work_dir, labels, f"tune model {shown}") as fleet, serving_job_key(
-            ctx.settings, serials, ctx.job.id, on_relaunch=progress.add_relaunch):
+            ctx, serials, on_relaunch=progress.add_relaunch) as key:
         result = tune_model(params, target, tracker_params(ctx, serials[0], key), ctx.cache,
                             progress, fleet)
         labels.update({t.workload_index: f"tune model {shown} {t.name}" for t in result.tasks})

@@ -189,6 +189,52 @@ class DeviceOps(TransactionOps):
                              held_outside=reason, was=expect_held)
             return True
 
+    def set_serve_key(self, serial: str, key: str | None, now: datetime, *,
+                      expect_attempt: int) -> bool:
+        """Compare-and-set the key the device must serve (desired state) for its hold.
+
+        Set only while attempt ``expect_attempt`` holds the device (busy with
+        that ``attempt_id``): an attempt that lost its phones (released,
+        reclaimed) changes nothing. farmd's fleet serves the key
+        (:meth:`farm.fleet.manager.FleetManager.reconcile`); the key returns to
+        None (the device's own) when the device leaves ``busy``.
+
+        Args:
+            serial: the device.
+            key: the tracker key, e.g. ``android-job-42``; None: its own key.
+            now: when (the event row's time).
+            expect_attempt: the attempt that holds the device.
+
+        Returns:
+            True if the device is to serve ``key`` now (set now or already).
+        """
+        with self._tx() as session:
+            device = session.scalars(
+                select(Device).where(Device.serial == serial).with_for_update()
+            ).one_or_none()
+            if device is None or device.attempt_id != expect_attempt:
+                return False
+            if device.state is not DeviceState.BUSY:
+                return False
+            if device.serve_key == key:
+                return True
+            state = device.state.value
+            session.add(DeviceEvent(
+                serial=serial, at=now, from_state=state, to_state=state,
+                reason=f"serve {key or 'own key'} (attempt {expect_attempt})",
+            ))
+            transitions.note(session, "serve_key_changed", serial=serial, serve_key=key,
+                             was=device.serve_key, attempt=expect_attempt)
+            device.serve_key = key
+            return True
+
+    def set_serving_key(self, serial: str, key: str | None) -> None:
+        """Record the key farmd (re)started the device's RPC server under (observed state)."""
+        with self._tx() as session:
+            device = session.get(Device, serial)
+            if device is not None and device.serving_key != key:
+                device.serving_key = key
+
     def add_device_event(self, serial: str, reason: str, now: datetime) -> bool:
         """Write an event row that changes nothing, e.g. a recovery step (fleet's history).
 

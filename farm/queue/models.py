@@ -164,6 +164,11 @@ class Device(Base):
     # Why a session farm did not open holds this phone (a person's own
     # ``request(key)`` seen in the tracker's summary), or None; jobs wait.
     held_outside: Mapped[str | None] = mapped_column(sa.Text, default=None)
+    # Desired state: the tracker key the device's hold asks it to serve (a
+    # tuning job's key); None: its own key. Cleared when it leaves busy.
+    serve_key: Mapped[str | None] = mapped_column(sa.String(128), default=None)
+    # Observed state: the key farmd last started the device's RPC server under.
+    serving_key: Mapped[str | None] = mapped_column(sa.String(128), default=None)
 
 
 class DeviceEvent(Base):

@@ -162,6 +162,9 @@ class DeviceRecord:
         host: the farmd host that owns the device (its adb server sees it,
             :mod:`farm.queue.hosts`); None if no host claimed it yet.
         kind: the device kind (:mod:`farm.controllers`): ``android``, ``board``, ``gpu``.
+        serve_key: the tracker key its hold asks it to serve (desired); None:
+            its own key.
+        serving_key: the key farmd last started its RPC server under (observed).
     """
 
     serial: str
@@ -180,6 +183,8 @@ class DeviceRecord:
     held_outside: str | None = None
     host: str | None = None
     kind: str = "android"
+    serve_key: str | None = None
+    serving_key: str | None = None
 
     @classmethod
     def of(cls, device: Device, sample: HealthSample | None = None) -> DeviceRecord:
@@ -201,6 +206,8 @@ class DeviceRecord:
             device.held_outside,
             device.host,
             device.kind or "android",
+            device.serve_key,
+            device.serving_key,
         )
 
 

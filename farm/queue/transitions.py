@@ -104,6 +104,9 @@ def set_state(
     if to_state is not DeviceState.BUSY and device.attempt_id is not None:
         device.attempt_id = None
         changed.append("attempt_id")
+    if to_state is not DeviceState.BUSY and device.serve_key is not None:
+        device.serve_key = None  # the hold ended: the device serves its own key again
+        changed.append("serve_key")
     return changed
 
 

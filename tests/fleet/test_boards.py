@@ -362,6 +362,14 @@ class TestFarmdBoards:
         assert view.state is JobState.SUCCEEDED, view.error
         [result] = farm.store.results(view.id)
         assert result.summary["runs"][-1]["max_abs_err"] < 1e-3  # against onnxruntime
+        # A tune: farmd serves the job's key on the board, then its own key for the timing.
+        view = farm.run({"kind": "tune", "devices": {"kind": "board"},
+                         "params": {"gemm": {"n": 32, "number": 1, "repeat": 2}, "trials": 2,
+                                    "trials_per_batch": 2, "phones": 1}})
+        assert view.state is JobState.SUCCEEDED, view.error
+        [result] = farm.store.results(view.id)
+        assert result.summary["trials_measured"] >= 2
+        assert list(result.summary["per_serial"]) in ([n] for n in names)
         killed = farm.boards[0]
         old_pid = killed.server_pid()
         assert killed.kill_server()

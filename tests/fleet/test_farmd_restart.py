@@ -157,8 +157,9 @@ class TestFarmdKilledMidTuning:
             assert logged.count("attempts_reclaimed") == 1
             assert "tracker_down" not in logged
             assert "tracker_restart_failed" not in logged
-            # Provisioning launches each app once; a relaunch storm is many per phone.
+            # farmd launches each app three times: provisioning, the job's key, its own
+            # key again for the timing (farm.fleet.serving); a relaunch storm is many.
             assert logged.count("app_relaunch") == 0
-            assert logged.count("app_launching") <= 2 * PHONES
+            assert logged.count("app_launching") <= 3 * PHONES
             print(f"resumed {resumed_after_s:.1f} s after the restart; "  # noqa: T201 - for -s
                   f"app launches: {logged.count('app_launching')}")

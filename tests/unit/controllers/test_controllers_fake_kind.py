@@ -65,6 +65,7 @@ class HostBoard:
         self.temp_c: dict[str, float] = {}
         self.servers: dict[str, subprocess.Popen[bytes]] = {}
         self.starts: list[str] = []
+        self.keys: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def discover(self) -> list[Discovered]:
@@ -87,11 +88,16 @@ class HostBoard:
         own = free_port()
         argv = [sys.executable, "-m", "tvm.exec.rpc_server", "--host", "127.0.0.1",
                 "--port", str(own), "--port-end", str(own + 1),
-                "--tracker", f"{host}:{port}", "--key", self.tracker_key(serial)]
+                "--tracker", f"{host}:{port}",
+                "--key", self.keys.get(serial) or self.tracker_key(serial)]
         with self._lock:
             self.servers[serial] = spawn(argv, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             self.starts.append(serial)
+
+    def serve(self, serial: str, key: str) -> None:
+        self.keys[serial] = key
+        self.start_server(serial)
 
     def stop_server(self, serial: str) -> None:
         with self._lock:

@@ -96,8 +96,8 @@ BAD_SPECS = [
         "devices.count",
     ),
     (
-        "tune on a board",
-        {"kind": "tune", "params": {"gemm": {"n": 64}}, "devices": {"kind": "board"}},
+        "tune behind the proxy",
+        {"kind": "tune", "params": {"gemm": {"n": 64}}, "devices": {"kind": "proxy"}},
         "devices.kind",
     ),
     ("count zero", {**gemm(), "devices": {"count": 0}}, "devices.count"),

@@ -1,0 +1,140 @@
+"""Desired and observed tracker keys: each device serves what its hold asks (reconcile).
+
+As Kubernetes controllers do, the fleet compares two records and acts on the
+difference, never on a sequence of commands:
+
+- desired: ``devices.serve_key``, the key the device's hold asks it to serve.
+  A tuning attempt sets its job's key on each device it holds
+  (:meth:`farm.queue.store.Store.set_serve_key`, a compare-and-set on the hold)
+  and sets None (the device's own key) again before it times each phone; the
+  store clears it whenever the device leaves ``busy``, so a hold that ends in
+  any way (released, reclaimed after a farmd crash) asks for the own key again.
+- observed: the key farmd last started the device's server under
+  (:attr:`farm.controllers.phone.PhoneRuntime.key`, also written to
+  ``devices.serving_key`` once the server registered).
+
+:meth:`Serving.reconcile` runs on every sweep and on every tracker look between
+sweeps (``health.held_interval_s``, 1 s) and serves the desired key through the
+device's controller (:meth:`~farm.controllers.base.DeviceController.serve`) on
+the device's task thread. A server that dies while its hold asks for a key is
+an ordinary incident for the recovery ladder (:func:`farm.fleet.recovery.healable`):
+the app watch and the sweep see it, and the ladder's rung restarts it under
+the key it serves.
+
+Several devices serve one job key; TVM's tracker lists one server entry per
+registered server (apache/tvm ``python/tvm/rpc/tracker.py``, ``server_info``),
+so "registered" for a shared key means "as many servers listed under it as
+devices of this host serve it" (:meth:`Serving.registered`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import structlog
+
+from farm.errors import FarmError
+from farm.fleet.lifecycle import WATCHED, Move
+from farm.queue.models import DeviceState
+from farm.queue.records import DeviceRecord
+from farm.supervise.ladder import Failure, incident_open
+
+if TYPE_CHECKING:
+    from farm.fleet.manager import FleetManager
+    from farm.tvm.tracker import TrackerSummary
+
+__all__ = ["SERVED", "Serving"]
+
+log = structlog.get_logger(__name__)
+
+#: States in which a device serves a key farmd keeps it serving.
+SERVED = WATCHED | {DeviceState.BUSY}
+#: States a failed serve takes out of the dispatcher's reach, as an app death does.
+_TAKE_OUT = frozenset({DeviceState.READY, DeviceState.COOLING})
+
+
+class Serving:
+    """Serves each device's desired key; see the module docstring."""
+
+    def __init__(self, manager: FleetManager) -> None:
+        self.m = manager
+
+    def own_key(self, serial: str) -> str:
+        """The key the device serves when no hold asks for another (its controller's)."""
+        phone = self.m.runtime(serial)
+        controller = self.m.controllers.get(phone.kind)
+        return controller.tracker_key(serial) if controller is not None else phone.key
+
+    def desired(self, record: DeviceRecord) -> str:
+        """The key ``record``'s hold asks for, else the device's own."""
+        return record.serve_key or self.own_key(record.serial)
+
+    def reconcile(self, devices: Iterable[DeviceRecord]) -> list[str]:
+        """Start serving the desired key on each device that serves another one.
+
+        Args:
+            devices: this host's devices as just read from the store.
+
+        Returns:
+            The serials whose serve task started now.
+        """
+        started = []
+        for record in devices:
+            if record.state not in SERVED or record.kind not in self.m.controllers:
+                continue
+            phone = self.m.runtime(record.serial)
+            if phone.busy_task or phone.blocked is not None:
+                continue  # a provisioning or a recovery runs: it ends on the key it read
+            if phone.key != self.desired(record) and self.m.submit(record.serial, self.serve):
+                started.append(record.serial)
+        return started
+
+    def serve(self, serial: str) -> None:
+        """(Task) serve the device's desired key, read again now; a failure is an incident.
+
+        A server that does not come up under the key opens an incident (unless
+        one is open) and the ladder's next step runs at once, under that key.
+        """
+        record = self.m.store.get_device(serial)
+        if record is None or record.state not in SERVED:
+            return
+        key = self.desired(record)
+        phone = self.m.runtime(serial)
+        if phone.key == key:
+            return
+        log.info("device_serve", serial=serial, tracker_key=key, was=phone.key,
+                 state=record.state.value)
+        phone.key = key  # from now on its rungs restart it under this key
+        try:
+            self.m.controller(serial).serve(serial, key)
+            self.m.wait_registered(serial)
+        except FarmError as exc:
+            reason = f"serving {key} failed: {exc}"
+            log.warning("device_serve_failed", serial=serial, tracker_key=key, reason=str(exc))
+            now = self.m.clock.now()
+            if not incident_open(self.m.history(serial), now):
+                self.m.record(serial, Failure(now, reason))
+            self.m.settle(serial, lambda r: Move(DeviceState.UNHEALTHY, reason)
+                          if r.state in _TAKE_OUT else None)
+            self.m.recoverer.recover(serial)
+
+    def sharing(self, key: str) -> int:
+        """How many of this host's devices serve ``key`` now (a job's key: its devices here)."""
+        with self.m.phones_lock:
+            return sum(1 for phone in self.m.phones.values() if phone.key == key)
+
+    def registered(self, serial: str, found: TrackerSummary | None) -> bool:
+        """Whether ``serial``'s server is listed: one server per device of this host on its key.
+
+        With a shared key the tracker cannot say which device a server is, so a
+        device that came back counts when the listed servers cover every device
+        of the key but those that are being healed themselves.
+        """
+        if found is None:
+            return False
+        key = self.m.runtime(serial).key
+        with self.m.phones_lock:
+            others = sum(1 for s, phone in self.m.phones.items()
+                         if s != serial and phone.key == key and not phone.busy_task)
+        return len(found.servers_for(key)) >= 1 + others
