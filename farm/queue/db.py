@@ -218,8 +218,9 @@ def migrate(engine: sa.Engine, *, dead_after_s: float = HOST_DEAD_AFTER_S) -> st
         for ``farmctl db upgrade`` to report.
 
     Raises:
-        StoreError: the database refused the migration, or live older hosts
-            could not read it.
+        StoreError: the database refused the migration, live older hosts
+            could not read it, or a newer farm migrated it past this farm's
+            head (before, alembic's traceback for the unknown revision).
     """
     try:
         with _ALEMBIC_LOCK, engine.begin() as connection:
@@ -227,6 +228,8 @@ def migrate(engine: sa.Engine, *, dead_after_s: float = HOST_DEAD_AFTER_S) -> st
                 connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"),
                                    {"key": MIGRATION_LOCK_KEY})
             current, head = revisions(connection)
+            if current is not None and current != head and not _is_known(current):
+                raise StoreError(_newer(engine, current, head))
             if current != head:
                 from alembic import command
                 from alembic.script import ScriptDirectory
@@ -263,11 +266,16 @@ def require_head(engine: sa.Engine) -> None:
     if current == head:
         return
     if current is not None and not _is_known(current):
-        raise StoreError(f"{_shown(engine)} is at revision {current}, newer than this farm's "
-                         f"{head}: upgrade farm on this host")
+        raise StoreError(_newer(engine, current, head))
     found = f"at revision {current}" if current else "never migrated"
     raise StoreError(f"{_shown(engine)} is {found}, newest is {head} and "
                      "database.auto_migrate is off: run 'farmctl db upgrade'")
+
+
+def _newer(engine: sa.Engine, current: str, head: str) -> str:
+    """The error for a database a newer farm migrated past this farm's ``head``."""
+    return (f"{_shown(engine)} is at revision {current}, newer than this farm's {head}: "
+            "upgrade farm on this host")
 
 
 def _is_known(revision: str) -> bool:

@@ -6,6 +6,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
@@ -53,6 +54,17 @@ class TestMigrations:
         Store(store_url).close()
         with Store(store_url) as again:
             assert again.list_jobs() == []
+
+    def test_a_database_a_newer_farm_migrated_is_one_line(self, store_url: str) -> None:
+        """A revision this farm's files lack: a StoreError naming both revisions, no traceback."""
+        engine = create_engine(store_url)
+        migrate(engine)
+        with engine.begin() as connection:
+            connection.execute(sa.text("UPDATE alembic_version SET version_num = '0999'"))
+        with pytest.raises(StoreError, match=r"revision 0999, newer than this farm's 0\d+: "
+                                             r"upgrade farm on this host"):
+            migrate(engine)
+        engine.dispose()
 
 
 class TestSqliteSettings:
