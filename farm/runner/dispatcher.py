@@ -65,6 +65,14 @@ CHILD_LOG = "child.log"
 ZYGOTE_LOG = "zygote.log"
 KILL_WAIT_S = 10.0
 
+#: Device kinds whose attempts always start cold, never forked from the zygote.
+#: The zygote has imported TVM, whose CUDA runtime is then in the process: a
+#: forked child's first CUDA call fails with ``cudaErrorInitializationError``
+#: (seen on an H100 through farmd: a tune measured its 32 trials in fresh
+#: builder processes, then its attempt child failed to compile the tuned GEMM;
+#: TVM's forking ``rpc_server`` fails alike, hence ``--no-fork``, docs/benchmarks.md).
+COLD_KINDS = frozenset({"gpu"})
+
 #: Builds a child's argv from its claim, its run folder and the settings file.
 ChildCommand = Callable[[Claim, Path, Path], Sequence[str]]
 
@@ -357,7 +365,8 @@ class Dispatcher:
         run_dir.mkdir(parents=True)
         log_path = run_dir / CHILD_LOG
         process: subprocess.Popen[bytes] | WarmChild | None = None
-        zygote = self.zygotes.ready_zygote() if self.warm and self.zygotes else None
+        zygote = (self.zygotes.ready_zygote()
+                  if self.warm and self.zygotes and not self._starts_cold(claim) else None)
         if zygote is not None:
             try:
                 process = zygote.fork(child_args(claim, run_dir, self._settings_path), run_dir,
@@ -390,6 +399,11 @@ class Dispatcher:
         if self.on_exit is not None and isinstance(process, subprocess.Popen):
             threading.Thread(target=_watch_exit, args=(process, self.on_exit),
                              name=f"farm-child-{claim.attempt.id}", daemon=True).start()
+
+    def _starts_cold(self, claim: Claim) -> bool:
+        """Whether ``claim`` holds a device of a kind in :data:`COLD_KINDS`."""
+        devices = (self.store.get_device(serial) for serial in claim.attempt.serials)
+        return any(d is not None and d.kind in COLD_KINDS for d in devices)
 
     def _start_cold(self, claim: Claim, run_dir: Path, log_path: Path) -> subprocess.Popen[bytes]:
         """Start the child as a new Python process (raises OSError)."""

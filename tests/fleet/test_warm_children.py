@@ -113,6 +113,21 @@ class TestWarmChildren:
         assert attempt.error_kind == "JobTimeout"
         dispatcher.close()
 
+    def test_an_attempt_holding_a_gpu_host_starts_cold(self, make_farm: MakeFarm) -> None:
+        """With the zygote ready, a claim on a device of kind gpu gets a new Python: CUDA fails
+        in a fork of a process that loaded TVM (the dispatcher's COLD_KINDS)."""
+        farm = make_farm(1)
+        dispatcher = warm_dispatcher(farm)
+        [serial] = farm.serials
+        farm.store.upsert_device(serial, SystemClock().now(), kind="gpu")
+        job_id = farm.store.enqueue(TINY_GEMM, SystemClock().now())
+        farm.run_until(dispatcher, lambda: bool(dispatcher.children), "child started")
+        [child] = dispatcher.children.values()
+        assert isinstance(child.process, subprocess.Popen)
+        farm.run_until(dispatcher, lambda: ended(farm.store, job_id) and not dispatcher.children,
+                       "job ends")
+        dispatcher.close()
+
     def test_switched_off_children_start_cold(self, make_farm: MakeFarm) -> None:
         """With [jobs] warm_children = false no zygote starts and the child is a new Python."""
         farm = make_farm(1, warm_children=False)
