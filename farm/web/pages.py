@@ -84,7 +84,8 @@ def job(request: Request, ctx: ContextDep, who: PageCaller, job_id: int) -> Resp
     """One job: spec, attempts, live tuning chart, results per phone, kernel profile chart.
 
     A profiled model job's chart (:mod:`farm.web.profile_chart`) is drawn when
-    the page is opened: the profile is fixed once the job has finished.
+    the page is opened: the profile is fixed once the job has finished (a page
+    open while a profiled job succeeds reloads itself once: ``job.js``).
     """
     return _page(request, ctx, who, "job", {
         "job": f"/api/v1/jobs/{job_id}", "results": f"/api/v1/jobs/{job_id}/results",

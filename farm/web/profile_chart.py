@@ -5,7 +5,8 @@ A ``model --profile`` job's result holds each phone's kernel profile
 :data:`~farm.results.profiles.TOP_KERNELS` heaviest of each as an inline SVG bar
 chart, laid out here and drawn by the ``job.html`` template (no script, no
 chart library: the profile is fixed once the job has finished, so the page
-renders it when it is opened).
+renders it when it is opened; ``job.js`` reloads a page that was open while
+the job succeeded, once).
 """
 
 from __future__ import annotations
