@@ -9,6 +9,7 @@
                             devices={"soc": "SM8150"})
     result = job.wait(timeout_s=600).result()
     print(result.summary["per_serial"], job.profile(), job.outputs())
+    farm.submit_tune("small_cnn.onnx", trials=64).wait().export("bundle")
 
 It is a thin layer over :class:`farm.cli.remote.RemoteService`, the client
 ``farmctl --server`` uses, so there is one implementation of the wire: model
@@ -22,29 +23,33 @@ the classes the server raised, with its one-line messages:
 - :class:`JobFailed`: a waited-for job failed or was cancelled;
 - :class:`~farm.cli.jobs.WaitTimedOut` (as ``farmctl wait --timeout``): :meth:`Job.wait`
   past its timeout;
-- :class:`~farm.api.errors.NotFound`: :meth:`Job.outputs` of a job that kept none.
+- :class:`~farm.api.errors.NotFound`: :meth:`Job.outputs` of a job that kept none,
+  :meth:`Job.export` of a job with no bundle to download.
 
 A job given ``inputs`` keeps each phone's outputs on them (:meth:`Job.outputs`,
 ``GET /api/v1/jobs/{id}/outputs/{serial}``); one given ``profile=True`` times
-each kernel on each phone (:meth:`Job.profile`, read from the result).
+each kernel on each phone (:meth:`Job.profile`, read from the result). A
+finished tune of a model is exported as ``farmctl export`` writes it
+(:meth:`Job.export`, the dashboard's download of the bundle).
 """
 
 from __future__ import annotations
 
 import io
+import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from farm.cli.jobs import WaitTimedOut
-from farm.cli.profile_table import last_profiles
 from farm.cli.remote import RemoteService
 from farm.clock import SystemClock, wait_until
-from farm.errors import FarmError, UserFault
+from farm.errors import FarmError, InfraFault, SpecError, UserFault
 from farm.kinds.model import KIND as MODEL_KIND
 from farm.kinds.tune import KIND as TUNE_KIND
 from farm.queue.models import JobState
 from farm.queue.records import DeviceRecord, JobView, ResultView
+from farm.results.profiles import last_profiles
 
 if TYPE_CHECKING:
     import numpy as np
@@ -144,6 +149,31 @@ class Job:
 
         return {serial: load_npz(data, f"the outputs of {serial}")
                 for serial, data in self._farm.service.outputs(self.id).items()}
+
+    def export(self, out: str | Path) -> Path:
+        """Write this finished model tune's bundle into ``out``, as ``farmctl export`` does.
+
+        The library, MetaSchedule database, model, inputs and expected outputs,
+        manifest, README and C++ example (:mod:`farm.jobs.bundle`), downloaded
+        as the dashboard's zip and unpacked.
+
+        Args:
+            out: a folder that does not exist or is empty.
+
+        Returns:
+            ``out``.
+
+        Raises:
+            SpecError: ``out`` exists and is not an empty folder, or cannot be written.
+            NotFound: the job is no finished tune of a model, or it left no compiled
+                library to download (the server's one line says which).
+            InfraFault: the server's answer is not a bundle.
+        """
+        folder = Path(out).expanduser()
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+            raise SpecError("out", f"{folder} exists and is not an empty folder")
+        _unpack(self._farm.service.bundle(self.id), f"job-{self.id}-bundle/", folder)
+        return folder
 
 
 class Farm:
@@ -251,6 +281,37 @@ def _npz(arrays: Mapping[str, np.ndarray]) -> bytes:
     buffer = io.BytesIO()
     np.savez(buffer, allow_pickle=False, **{name: np.asarray(a) for name, a in arrays.items()})
     return buffer.getvalue()
+
+
+def _unpack(data: bytes, top: str, folder: Path) -> None:
+    """Write the files of zip ``data`` under its folder ``top`` into ``folder``.
+
+    Raises:
+        InfraFault: ``data`` is no zip, or a member lies outside ``top`` (or
+            climbs out of it with ``..``).
+        SpecError: ``folder`` cannot be written (field ``out``).
+    """
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        raise InfraFault("the farm server's bundle is not a zip archive") from None
+    with archive:
+        members: list[tuple[zipfile.ZipInfo, Path]] = []
+        for member in archive.infolist():  # all checked before anything is written
+            relative = Path(member.filename[len(top):])
+            if (not member.filename.startswith(top) or relative.is_absolute()
+                    or ".." in relative.parts):
+                raise InfraFault(f"the farm server's bundle holds {member.filename!r}, "
+                                 f"outside {top}")
+            if not member.is_dir() and relative.parts:
+                members.append((member, relative))
+        try:
+            for member, relative in members:
+                (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+                (folder / relative).write_bytes(archive.read(member))
+        except OSError as exc:
+            raise SpecError("out", f"cannot write the bundle into {folder}: "
+                                   f"{exc.strerror or exc}") from None
 
 
 def _shapes(shapes: Mapping[str, Sequence[int]] | None) -> dict[str, list[int]] | None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from farm.cli.compare_kernels import kernels_by_phone, print_kernel_changes
 from farm.cli.output import Column, echo_json, note, print_table
 from farm.cli.state import CliState, pass_state
 from farm.queue.regressions import RegressionView
@@ -75,11 +76,15 @@ def _table_row(phone: dict[str, Any]) -> dict[str, Any]:
               help="p-value a change must be below [default: results.alpha]")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also draw each phone's ratio with its 95% CI to this PNG.")
+@click.option("--operators", is_flag=True,
+              help="Require the kernel table: A and B must be model jobs enqueued with "
+                   "--profile on a phone in common (shown anyway when they are).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @pass_state
 @click.pass_context
 def compare(ctx: click.Context, state: CliState, a: str, b: str, threshold: float | None,
-            alpha: float | None, plot_path: Path | None, as_json: bool) -> None:
+            alpha: float | None, plot_path: Path | None, operators: bool,
+            as_json: bool) -> None:
     """Compare B with A per phone: median time ratio B/A, its 95% CI, p-value, verdict.
 
     A and B are job ids or run ids (r-..., from enqueue --each). Builds of one
@@ -89,6 +94,10 @@ def compare(ctx: click.Context, state: CliState, a: str, b: str, threshold: floa
     bootstrap CI); the others are listed as only in A or only in B. A verdict
     is slower, faster, no change (the CI lies inside the threshold) or
     undecided, with the reason; noisy samples are flagged with theirs.
+
+    When A and B are profiled model jobs (``enqueue model --profile``), a
+    table per phone follows: each kernel's time in A and B, B/A and the
+    change, largest absolute change first (``operators`` in ``--json``).
     """
     settings = state.settings.results
     report = compare_refs(
@@ -97,8 +106,9 @@ def compare(ctx: click.Context, state: CliState, a: str, b: str, threshold: floa
         alpha=settings.alpha if alpha is None else alpha, max_cv=settings.max_cv,
     )
     data = report.to_json()
+    by_phone = kernels_by_phone(state.store, a, b, required=operators)
     if as_json:
-        echo_json(data)
+        echo_json({**data, "operators": by_phone} if by_phone else data)
     else:
         title = f"{report.b.shown} vs {report.a.shown} ({report.a.workload})"
         if not sys.stdout.isatty():
@@ -106,6 +116,7 @@ def compare(ctx: click.Context, state: CliState, a: str, b: str, threshold: floa
             # line first keeps which side is which build (untuned, tuned by job N).
             click.echo(f"# {title}")
         print_table([_table_row(p) for p in data["phones"]], _COLUMNS, title)
+        print_kernel_changes(by_phone)
     if plot_path is not None:
         plot_report(report, plot_path)
         note(f"plot written to {plot_path}")

@@ -11,10 +11,11 @@ from __future__ import annotations
 import click
 
 from farm.cli.output import echo_json
-from farm.cli.profile_table import last_profiles, print_profiles
+from farm.cli.profile_table import print_profiles
 from farm.cli.state import CliState, pass_state
 from farm.click_types import JOB_ID
 from farm.errors import UserFault
+from farm.results.profiles import last_profiles
 
 __all__ = ["profile"]
 

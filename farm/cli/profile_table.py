@@ -16,29 +16,17 @@ import click
 from farm.cli.output import Column, note, print_table
 from farm.errors import UserFault
 from farm.queue.records import ResultView
+from farm.results.profiles import TOP_KERNELS, last_profiles
 
 if TYPE_CHECKING:
     from farm.api.service import Queue
 
-__all__ = ["PROFILE_COLUMNS", "last_profiles", "print_profiles", "profile_rows",
+__all__ = ["PROFILE_COLUMNS", "print_profiles", "profile_rows",
            "write_job_outputs"]
-
-#: Kernels listed per phone; the sum line still counts every kernel.
-TOP_KERNELS = 10
 
 PROFILE_COLUMNS = [Column("kernel"), Column("calls", justify="right"),
                    Column("per_call", "per call", "right"), Column("total", justify="right"),
                    Column("share", "% of kernels", "right")]
-
-
-def last_profiles(view: ResultView) -> dict[str, dict[str, Any]]:
-    """Serial -> the profile of that phone's last run that has one."""
-    runs = view.summary.get("runs")
-    last: dict[str, dict[str, Any]] = {}
-    for run in runs if isinstance(runs, list) else []:
-        if isinstance(run, dict) and isinstance(run.get("profile"), dict):
-            last[str(run.get("serial"))] = run["profile"]
-    return last
 
 
 def profile_rows(profile: dict[str, Any]) -> list[dict[str, Any]]:

@@ -38,11 +38,15 @@ from farm.queue.reservations import ReservationView
 from farm.queue.spec import DeviceSelection
 from farm.results.rows import SampleRow
 
-__all__ = ["TIMEOUT_S", "RemoteService"]
+__all__ = ["BUNDLE_TIMEOUT_S", "TIMEOUT_S", "RemoteService"]
 
 #: Seconds to wait for the server's answer (connect, read); an enqueue checks
 #: the spec against the queue, which is quick.
 TIMEOUT_S = 30.0
+#: Seconds to wait for a job's bundle: the server zips the library and model and
+#: runs onnxruntime once for the expected outputs (never compiles: see
+#: :mod:`farm.web.export_view`).
+BUNDLE_TIMEOUT_S = 300.0
 
 T = TypeVar("T")
 
@@ -289,6 +293,18 @@ class RemoteService:
             raise NotFound(f"job {job_id} kept no outputs: only a model job given --inputs does")
         return {serial: self._send("GET", f"/jobs/{job_id}/outputs/{_path(serial)}").content
                 for serial in sorted(kept)}
+
+    def bundle(self, job_id: int) -> bytes:
+        """A finished model tune's bundle (``farmctl export``'s folder) as zip bytes.
+
+        ``GET /api/v1/dashboard/jobs/{id}/export.zip``, the dashboard's download.
+
+        Raises:
+            NotFound: no such job, not a finished tune of a model, or it left no
+                compiled library to download (the server's one line says which).
+        """
+        return self._send("GET", f"/dashboard/jobs/{job_id}/export.zip",
+                          timeout=BUNDLE_TIMEOUT_S).content
 
     def submit(self, raw: dict[str, Any], *, wait_for_device: bool = False,
                each: bool = False) -> Submitted:

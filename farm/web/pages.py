@@ -25,6 +25,7 @@ from farm.api.context import ApiContext, context
 from farm.queue.models import JobState
 from farm.queue.tokens import Caller
 from farm.web.login import page_caller
+from farm.web.profile_chart import BAR_H_PX, LABEL_W_PX, PLOT_W_PX, profile_charts
 from farm.web.render import render
 
 __all__ = ["ENDED", "QUEUE_LIMIT", "router"]
@@ -80,11 +81,18 @@ def queue(request: Request, ctx: ContextDep, who: PageCaller) -> Response:
 
 @router.get("/jobs/{job_id}")
 def job(request: Request, ctx: ContextDep, who: PageCaller, job_id: int) -> Response:
-    """One job: spec, attempts, live tuning chart, results per phone."""
+    """One job: spec, attempts, live tuning chart, results per phone, kernel profile chart.
+
+    A profiled model job's chart (:mod:`farm.web.profile_chart`) is drawn when
+    the page is opened: the profile is fixed once the job has finished (a page
+    open while a profiled job succeeds reloads itself once: ``job.js``).
+    """
     return _page(request, ctx, who, "job", {
         "job": f"/api/v1/jobs/{job_id}", "results": f"/api/v1/jobs/{job_id}/results",
         "trials": f"/api/v1/dashboard/jobs/{job_id}/trials",
-        "export": f"/api/v1/dashboard/jobs/{job_id}/export"}, job_id=job_id)
+        "export": f"/api/v1/dashboard/jobs/{job_id}/export"}, job_id=job_id,
+        profiles=profile_charts(ctx.store, job_id), label_w=LABEL_W_PX, plot_w=PLOT_W_PX,
+        bar_h=BAR_H_PX)
 
 
 @router.get("/compare")

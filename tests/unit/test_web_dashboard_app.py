@@ -24,7 +24,8 @@ from farm.jobs.bundle import LIBRARY, MANIFEST, MODEL
 from farm.jobs.tune_model import TUNED_LIBRARY
 from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE, trial_run_s
 from farm.kinds.run import tune_work_dir
-from farm.queue import DeviceState, Store
+from farm.queue import DeviceState, Outcome, Store
+from farm.queue.scheduler import Assignment
 from farm.serve.app import create_app
 from farm.web import views
 from farm.web.login import safe_next
@@ -223,6 +224,32 @@ class TestViews:
             assert {f"job-{job_id}-bundle/{name}" for name in (LIBRARY, MODEL, MANIFEST)} <= names
             assert bundle.read(f"job-{job_id}-bundle/{LIBRARY}") == b"\x7fELF library"
         assert farm.client.get("/api/v1/dashboard/jobs/99/export").json()["available"] is False
+
+    def test_a_profiled_jobs_page_charts_each_phones_heaviest_kernels(self, farm: Farm) -> None:
+        """The job page draws each phone's kernels as SVG bars, heaviest first and longest, even
+        from a profile stored out of order; a job without a profile has no chart."""
+        kernels = [{"name": "mean", "total_ms": 0.1, "share_pct": 10.0},
+                   {"name": "fused_conv2d_add_relu", "total_ms": 0.8, "share_pct": 80.0},
+                   {"name": "matmul", "total_ms": 0.1, "share_pct": 10.0}]
+        profile = {"kernels": kernels, "kernels_ms": 1.0, "model_ms": 1.25, "ratio": 0.8}
+        job_id = farm.store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0)
+        plain = farm.store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0)
+        for serial in ("P1", "P2"):
+            put_state(farm.store, serial, DeviceState.READY, "test", T0)
+        [claim] = farm.store.claim([Assignment(job_id, ("P1", "P2"), 60.0)], T0)
+        runs = [{"serial": s, "profile": profile} for s in ("P1", "P2")]
+        farm.store.finish(claim.attempt.id, Outcome({"kind": "model", "runs": runs},
+                                                    [1e-3, 1e-3], "s", ("P1", "P2")), T0)
+        farm.log_in(farm.token)
+        page = farm.client.get(f"/jobs/{job_id}").text
+        charts = page.split('<figure class="profile" data-serial="')[1:]
+        assert [c.split('"', 1)[0] for c in charts] == ["P1", "P2"]
+        for chart in charts:
+            bars = [bar.split('"', 1)[0] for bar in chart.split('data-kernel="')[1:]]
+            assert bars == ["fused_conv2d_add_relu", "mean", "matmul"]
+            widths = [float(w.split('"', 1)[0]) for w in chart.split('width="')[2:]]
+            assert widths[0] > 7 * widths[1] and "0.8000 ms (80.0%)" in chart
+        assert "profile-section" not in farm.client.get(f"/jobs/{plain}").text
 
     def test_compare_of_unknown_jobs_is_400(self, farm: Farm) -> None:
         """A wrong side of a comparison is a 400 with farmctl compare's message."""

@@ -128,7 +128,19 @@
     }
   }
 
+  /** The profile chart is drawn by the server when the page opens (farm/web/profile_chart.py):
+   * once a profiled job has succeeded while the page was open, open it again, once per job. */
+  function profileReady(j) {
+    const profiled = j.spec && j.spec.params && j.spec.params.profile;
+    const key = `farm-profile-reload-${j.id}`;
+    if (j.state !== "succeeded" || !profiled || document.getElementById("profile-section")
+        || sessionStorage.getItem(key)) return;
+    sessionStorage.setItem(key, "1");
+    location.reload();
+  }
+
   function render({job: data, results, trials, export: exported}) {
+    profileReady(data.job);
     facts(data);
     tuning(data.tuning, trials);
     speedups(data, exported);

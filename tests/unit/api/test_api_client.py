@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,11 +15,11 @@ from device_states import put_state
 from farm.api.context import ApiContext
 from farm.api.errors import NotFound, Unauthorized
 from farm.cli.jobs import WaitTimedOut
-from farm.client import Farm, JobFailed
+from farm.client import Farm, JobFailed, _unpack
 from farm.clock import FakeClock
 from farm.config import Settings
 from farm.demo_model import write_small_cnn
-from farm.errors import SpecError
+from farm.errors import InfraFault, SpecError
 from farm.jobs.model_io import outputs_npz
 from farm.queue import DeviceState, Outcome, Store
 from farm.queue.scheduler import Assignment
@@ -128,3 +130,27 @@ class TestClient:
         np.testing.assert_array_equal(arrays["output_0"], want)
         with pytest.raises(NotFound, match="kept no outputs of 'phone-2'"):
             farm.service._send("GET", f"/jobs/{job.id}/outputs/phone-2")
+
+    def test_export_refuses_a_full_folder_a_job_that_is_no_tune_and_a_bad_zip(
+        self, served: tuple[Farm, Store], tmp_path: Path
+    ) -> None:
+        """Job.export: a non-empty folder is refused before any request; a job with no bundle is
+        the server's one line; a zip member outside the bundle's folder is refused unwritten."""
+        farm, store = served
+        job = farm.job(store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0))
+        full = tmp_path / "full"
+        full.mkdir()
+        (full / "mine.txt").write_text("keep")
+        with pytest.raises(SpecError, match="full exists and is not an empty folder"):
+            job.export(full)
+        with pytest.raises(NotFound, match=f"job {job.id} is a gemm job, not a tune of a model"):
+            job.export(tmp_path / "bundle")
+        archive = io.BytesIO()
+        with zipfile.ZipFile(archive, "w") as bundle:
+            bundle.writestr("job-1-bundle/manifest.json", "{}")
+            bundle.writestr("job-1-bundle/../escaped.txt", "no")
+        with pytest.raises(InfraFault, match=r"escaped\.txt"):
+            _unpack(archive.getvalue(), "job-1-bundle/", tmp_path / "out")
+        assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "out").exists()
+        with pytest.raises(InfraFault, match="not a zip"):
+            _unpack(b"html", "job-1-bundle/", tmp_path / "out")

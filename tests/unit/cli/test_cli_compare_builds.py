@@ -93,3 +93,43 @@ class TestBuilds:
         assert result.exit_code == 2
         assert "only a tune --model job has its own untuned timings" in result.stderr
         assert farmctl("compare", f"{builds['tune']}:best", "1").exit_code == 2
+
+
+def _profiled(store: Store, median_s: float, seed: int, kernels_ms: Mapping[str, float],
+              *, tuned: int | None = None) -> int:
+    """A model --profile job on P1 whose profile holds ``kernels_ms``, heaviest first."""
+    kernels = [{"name": n, "calls": 1, "per_call_ms": ms, "total_ms": ms, "share_pct": 0.0}
+               for n, ms in sorted(kernels_ms.items(), key=lambda kv: -kv[1])]
+    profile = {"kernels": kernels, "kernels_ms": sum(kernels_ms.values()),
+               "model_ms": median_s * 1e3, "ratio": 1.0, "missing": []}
+    params = {"sha256": SHA, "name": "m.onnx", "input_shapes": SHAPES, "tuned": tuned}
+    return _finish(store, {"kind": "model", "params": params},
+                   {"kind": "model", "runs": [{"serial": "P1", "profile": profile}]},
+                   timings(seed, median_s=median_s))
+
+
+class TestKernelChanges:
+    def test_profiled_builds_show_the_kernels_that_changed_most(self, farmctl,
+                                                                store: Store) -> None:
+        """Two profiled model jobs: the table lists the conv that got 4 ms faster first."""
+        a = _profiled(store, 0.01, 1, {"fused_conv2d": 8.0, "mean": 1.5, "matmul": 0.5})
+        b = _profiled(store, 0.005, 2, {"fused_conv2d": 4.0, "mean": 0.5, "matmul": 0.5})
+        result = farmctl("compare", str(a), str(b), "--json")
+        assert result.exit_code == 0, result.output
+        [conv, mean, matmul] = json.loads(result.stdout)["operators"]["P1"]
+        assert (conv["name"], conv["a_ms"], conv["b_ms"], conv["ratio"]) == (
+            "fused_conv2d", 8.0, 4.0, 0.5)
+        assert (mean["name"], mean["change_ms"], matmul["change_ms"]) == ("mean", -1.0, 0.0)
+        table = farmctl("compare", str(a), str(b), "--operators").stdout
+        lines = [line for line in table.splitlines() if line.startswith(("fused", "mean"))]
+        assert lines[0].split("\t")[:5] == ["fused_conv2d", "8.0000", "4.0000", "0.500",
+                                            "-4.0000"]
+
+    def test_operators_without_profiles_is_one_line(self, farmctl,
+                                                    builds: dict[str, int]) -> None:
+        """--operators of jobs with no profile: exit 2 naming both; without it, no table."""
+        a, b = str(builds["untuned"]), str(builds["tuned"])
+        result = farmctl("compare", a, b, "--operators")
+        assert result.exit_code == 2
+        assert f"{a} and {b} are not" in result.stderr and result.stderr.count("\n") == 1
+        assert "operators" not in json.loads(farmctl("compare", a, b, "--json").stdout)
