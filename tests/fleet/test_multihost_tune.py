@@ -167,4 +167,7 @@ class TestTuneResumesOnAnotherHost:
             # The tuned build was made once, by the retry: the killed host never built it.
             assert (work_dir / "model_tuned.so").is_file()
             assert not (tune_work_dir(tmp_path / killed, job_id) / "model_tuned.so").exists()
+            children = [c for h in HOSTS for c in (tmp_path / h / "runs").glob("*/child.log")]
+            built = [e for c in children for e in log_events(c, "tuning_finished")]
+            assert [e["attempt"] for e in built] == [last.id]
             assert {d.host for s in summary["phones"] if (d := store.get_device(s))} == {other}
