@@ -33,7 +33,10 @@ Given the fleet's best records (``fleet``, :mod:`farm.jobs.tune_seed`), each
 task short of its trials first gets its workload's best records from earlier
 tunings on the same target and device model, which count as measured: a task
 whose stored records reach its trials measures nothing, and a task another
-model shared starts from that model's best.
+model shared starts from that model's best. Given a ``checkpoint``, the
+records measured so far are handed on after every batch (farmd keeps them in
+the fleet's database), so an attempt retried on another host, with an empty
+work folder, starts from them and measures none of them again.
 
 The build processes start first, in the background
 (:mod:`farm.jobs.tune_builder`), and stay for the whole run; the progress file
@@ -50,7 +53,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -81,13 +84,18 @@ from farm.jobs.tune_search import (
 )
 from farm.jobs.tune_seed import BestRecords, seed_work_dir, target_key
 
-__all__ = ["TUNED_LIBRARY", "ModelTask", "ModelTuneResult", "compile_tuned", "model_tasks",
-           "tune_model"]
+__all__ = ["TUNED_LIBRARY", "Checkpoint", "ModelTask", "ModelTuneResult", "compile_tuned",
+           "model_tasks", "tune_model"]
 
 log = structlog.get_logger(__name__)
 
 #: The tuned model's library in the work folder (``farmctl export`` copies it).
 TUNED_LIBRARY = "model_tuned.so"
+
+
+#: Called after each measured batch with each task's name by its workload
+#: index; it may read the work folder's records, complete up to that batch.
+Checkpoint = Callable[[Mapping[int, str]], None]
 
 
 @dataclass(frozen=True)
@@ -342,8 +350,11 @@ def _measured(planned: list[_Planned], params: TuneParams) -> list[int]:
 
 
 def _tune_all(planned: list[_Planned], batch: int, params: TuneParams, tracker: TrackerParams,
-              linker: Linker, progress: TuneProgress) -> str:
+              linker: Linker, progress: TuneProgress, checkpoint: Checkpoint | None) -> str:
     """Tune the planned tasks together until each has its trials or the budget is spent.
+
+    ``checkpoint`` (if any) is called after each measured batch, with each
+    task's name by its workload index.
 
     Returns:
         Why it stopped: ``"trials"``, ``"time"`` or ``"rounds"``.
@@ -361,6 +372,8 @@ def _tune_all(planned: list[_Planned], batch: int, params: TuneParams, tracker: 
                                                     strict=True))
 
     def on_batch() -> None:
+        if checkpoint is not None:
+            checkpoint({p.index: p.task.name for p in planned})
         counts = _measured(planned, params)
         for p, count in zip(planned, counts, strict=True):
             progress.update_task(p.task.name, count, best_record_s(params.work_dir, p.index))
@@ -426,6 +439,7 @@ def compile_tuned(
 def tune_model(
     params: TuneParams, target: dict[str, Any], tracker: TrackerParams, cache: CompileCache,
     progress: TuneProgress | None = None, fleet: BestRecords | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> ModelTuneResult:
     """Tune the model's tasks together until each has its trials or time is up; compile it.
 
@@ -444,6 +458,10 @@ def tune_model(
         progress: the work folder's counters; opened here when None.
         fleet: the fleet's best records on this target and device model; None:
             start from the work folder alone.
+        checkpoint: called after every measured batch with each task's name by
+            its workload index, to keep the records measured so far elsewhere
+            (the fleet's database: :class:`farm.kinds.tune_fleet.RecordCheckpoint`);
+            None: they stay in the work folder alone.
 
     Returns:
         The tasks' trials, the throughput, and ``model_tuned.so``.
@@ -479,7 +497,7 @@ def tune_model(
     before = [min(m, p.trials) for m, p in zip(_measured(planned, params), planned, strict=True)]
     progress.set_tasks([TaskProgress(p.task.name, p.index, p.trials, b)
                         for p, b in zip(planned, before, strict=True)], budget_s=params.for_s)
-    stopped_by = _tune_all(planned, batch, params, tracker, linker, progress)
+    stopped_by = _tune_all(planned, batch, params, tracker, linker, progress, checkpoint)
     counts = _measured(planned, params)
     if sum(counts) == 0:
         raise CompileError(model.model_path.name,

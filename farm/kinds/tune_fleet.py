@@ -9,12 +9,19 @@ record of the work folder when the attempt ends, succeeded or not (a record
 kept already, seeded from the fleet or stored by an earlier attempt, is not
 stored again). ``farmctl records import`` keeps an exported database the same
 way (:func:`fleet_records`).
+
+:class:`RecordCheckpoint` keeps the records as they are measured, after every
+batch: a farmd killed with -9 mid-task runs no ``finally``, and its host's
+work folder may be gone with the host, but the records it measured are in the
+database already, so the job's retry on any host starts from them
+(:func:`best_records`) and measures none of them again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,8 +33,8 @@ if TYPE_CHECKING:
     from farm.kinds.run import RunContext
     from farm.queue.tuning import FleetRecord, TuningRecordOps
 
-__all__ = ["attempt_records", "best_records", "device_model_of", "fleet_records",
-           "keep_work_dir"]
+__all__ = ["RecordCheckpoint", "attempt_records", "best_records", "device_model_of",
+           "fleet_records", "keep_work_dir", "record_checkpoint"]
 
 log = structlog.get_logger(__name__)
 
@@ -134,3 +141,61 @@ def keep_work_dir(store: TuningRecordOps, work_dir: Path, device_model: str,
         return 0
     log.info("tuning_records_kept", records=kept, device_model=device_model)
     return kept
+
+
+class RecordCheckpoint:
+    """Keeps the records a work folder gained since the last call in the fleet's records.
+
+    A :data:`farm.jobs.tune_model.Checkpoint`: ``tune_model`` calls it after
+    every measured batch. MetaSchedule only appends record lines, so the lines
+    past those kept already are the new ones; a seeded record is among them
+    and skipped by its key. A store that refuses the write is logged and the
+    lines are tried again at the next batch (and by :func:`keep_work_dir` at
+    the attempt's end): a checkpoint never stops the tuning.
+
+    Args:
+        store, work_dir, device_model, job_id, attempt_id: as :func:`keep_work_dir`'s.
+        stem: each record's label begins with it, e.g. ``"tune model m.onnx"``.
+    """
+
+    def __init__(self, store: TuningRecordOps, work_dir: Path, device_model: str,
+                 job_id: int | None, attempt_id: int | None, stem: str) -> None:
+        self.store, self.work_dir, self.device_model = store, work_dir, device_model
+        self.job_id, self.attempt_id, self.stem = job_id, attempt_id, stem
+        #: Record lines of the work folder kept so far (or found kept).
+        self.lines_kept = 0
+
+    def __call__(self, names: Mapping[int, str]) -> None:
+        """Keep the new record lines, each labelled ``"<stem> <task name>"``.
+
+        Args:
+            names: each task's name by its workload index.
+        """
+        from farm.clock import SystemClock
+        from farm.errors import SpecError, StoreError
+        from farm.jobs.tune_seed import read_database
+
+        try:
+            database = read_database(self.work_dir)
+            new = replace(database, records=database.records[self.lines_kept:])
+            records = fleet_records(new, self.device_model,
+                                    lambda i: f"{self.stem} {names[i]}" if i in names
+                                    else self.stem)
+            kept = self.store.keep_tuning_records(dict(database.workloads), records,
+                                                  self.job_id, self.attempt_id,
+                                                  SystemClock().now())
+        except (SpecError, StoreError, OSError) as exc:
+            log.warning("tuning_checkpoint_not_kept", work_dir=str(self.work_dir),
+                        reason=str(exc))
+            return
+        self.lines_kept = len(database.records)
+        log.info("tuning_checkpoint_kept", records=kept, lines=self.lines_kept)
+
+
+def record_checkpoint(ctx: RunContext, work_dir: Path, stem: str) -> RecordCheckpoint | None:
+    """The attempt's checkpoint into the fleet's records; None without a store."""
+    if ctx.store is None:
+        return None
+    return RecordCheckpoint(ctx.store, work_dir,
+                            device_model_of(ctx.facts.get(ctx.attempt.serials[0], {})),
+                            ctx.job.id, ctx.attempt.id, stem)

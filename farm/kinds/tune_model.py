@@ -9,8 +9,9 @@ each output checked against onnxruntime. The tuned samples are the job's raw
 samples, each with the serial that produced it.
 
 The tuning starts from the fleet's best records for the phones' model
-(:mod:`farm.kinds.tune_fleet`), and every record of the work folder is kept
-in the fleet's records when the attempt ends, succeeded or not.
+(:mod:`farm.kinds.tune_fleet`); every record is kept in the fleet's records
+after the batch that measured it, and the whole work folder again when the
+attempt ends, succeeded or not, so a retry on another host resumes from them.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     from farm.kinds.run import phone_target, tracker_params, tune_work_dir
     from farm.kinds.serve_keys import serving_job_key
     from farm.kinds.tune import _tuning_records
-    from farm.kinds.tune_fleet import attempt_records
+    from farm.kinds.tune_fleet import attempt_records, record_checkpoint
     from farm.queue.records import Outcome
     from farm.sampling import SamplingRule
 
@@ -79,7 +80,8 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     with attempt_records(ctx, work_dir, labels, f"tune model {shown}") as fleet, serving_job_key(
             ctx, serials, on_relaunch=progress.add_relaunch) as key:
         result = tune_model(params, target, tracker_params(ctx, serials[0], key), ctx.cache,
-                            progress, fleet)
+                            progress, fleet,
+                            record_checkpoint(ctx, work_dir, f"tune model {shown}"))
         labels.update({t.workload_index: f"tune model {shown} {t.name}" for t in result.tasks})
     runs: list[dict[str, Any]] = []
     tuned_samples: list[float] = []

@@ -242,11 +242,16 @@ class SnapshotData:
 
 @dataclass(frozen=True)
 class TuningData:
-    """One MetaSchedule tuning record (its JSON form) and what it tuned."""
+    """One MetaSchedule tuning record (its JSON form) and what it tuned.
+
+    ``attempt_id`` is the attempt that measured it, as read back from the
+    store (None in an outcome: the attempt storing it is known there).
+    """
 
     workload: str
     target: str
     record: Mapping[str, Any]
+    attempt_id: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

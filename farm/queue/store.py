@@ -482,7 +482,8 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
         query = select(TuningRecord).where(TuningRecord.job_id == job_id).order_by(TuningRecord.id)
         with self._tx() as session:
             return [
-                TuningData(t.workload, t.target, dict(t.record)) for t in session.scalars(query)
+                TuningData(t.workload, t.target, dict(t.record), t.attempt_id)
+                for t in session.scalars(query)
             ]
 
     def count_results(self, job_id: int) -> int:

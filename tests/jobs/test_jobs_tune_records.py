@@ -88,6 +88,9 @@ class TestFleetRecords:
             assert second.trials_from_fleet == second.trials_measured_before == 2
             assert second.stopped_by == "trials"
             assert TuneProgress(tmp_path / "second").counters.rounds == 0, "a round ran"
+            # The "under a minute of tuning time": with no round, the tuning phase
+            # is the seeding and the counting alone.
+            assert second.tuning_s < 60.0, second.tuning_s
             assert {json.dumps(r[1][0]) for r in lines(tmp_path / "second")} == stored
             assert [t.best_s for t in second.tasks] == [t.best_s for t in first.tasks]
             assert Path(second.tuned_library).is_file()

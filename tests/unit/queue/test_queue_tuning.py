@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,9 @@ from queue_helpers import ARM64, add_ready, gemm_spec
 
 from farm.config import Settings
 from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE
+from farm.jobs.tune_search import trace_key
 from farm.kinds.run import RunContext
-from farm.kinds.tune_fleet import attempt_records
+from farm.kinds.tune_fleet import RecordCheckpoint, attempt_records
 from farm.queue import Assignment, Store, tuning
 from farm.queue.records import SnapshotData
 from farm.queue.tuning import FleetRecord, record_key
@@ -125,3 +127,41 @@ class TestAttempt:
         assert (kept.workload, kept.record["record"][0]) == ("task a", [[9], []])
         assert {(s.device_model, s.trials) for s in store.tuning_record_summaries()} == {
             ("Pixel 7", 2), ("Galaxy S23", 1)}
+
+    def test_a_checkpoint_keeps_each_batchs_new_records_as_they_are_measured(
+        self, store: Store, tmp_path: Path
+    ) -> None:
+        """After each batch only the lines past those kept are stored, under the job and its
+        attempt and labelled by task; a record seeded from the fleet is not stored again;
+        a folder that cannot be read is logged, and its lines are kept at the next batch."""
+        add_ready(store, "P1", facts={**ARM64, "model": "Pixel 7"})
+        job_id = store.enqueue(gemm_spec(), T0)
+        (claim,) = store.claim([Assignment(job_id, ("P1",), 60.0)], T0)
+        seeded = replace(record("111", 1, 0.002),
+                         key=record_key("111", TARGET, "Pixel 7", trace_key([[1], []])))
+        store.keep_tuning_records(WORKLOADS, [seeded], None, None, T0)
+        checkpoint = RecordCheckpoint(store, tmp_path, "Pixel 7", job_id, claim.attempt.id,
+                                      "tune model m.onnx")
+        (tmp_path / WORKLOADS_FILE).write_text('["111", "bW9kdWxlIDE="]\n')
+        lines = tmp_path / RECORDS_FILE
+
+        def append(trace: int) -> None:
+            with lines.open("a") as out:
+                out.write(json.dumps([0, [[[trace], []], [0.003], json.loads(TARGET), []]]) + "\n")
+
+        append(1)  # the seeded record
+        append(2)
+        checkpoint({0: "conv"})
+        assert [r.record["record"][0] for r in store.tuning_records(job_id)] == [[[2], []]]
+        assert checkpoint.lines_kept == 2
+        with lines.open("a") as out:
+            out.write("[0, not json]\n")
+        checkpoint({0: "conv"})
+        assert checkpoint.lines_kept == 2
+        lines.write_text("".join(lines.read_text().splitlines(keepends=True)[:2]))
+        append(3)
+        checkpoint({0: "conv"})
+        kept = store.tuning_records(job_id)
+        assert [(r.workload, r.attempt_id, r.record["record"][0]) for r in kept] == [
+            ("tune model m.onnx conv", claim.attempt.id, [[2], []]),
+            ("tune model m.onnx conv", claim.attempt.id, [[3], []])]
