@@ -109,8 +109,7 @@ class Farmd:
         self.tracker_gate: TrackerGate | None = None if settings.tracker.external else TrackerGate(
             self._tracker_alive, f"{settings.tracker.host}:{settings.tracker.port}",
             # a lambda: the manager is made in start()
-            listed=lambda: self.manager.registered_keys(),  # noqa: PLW0108
-            on_open=self.wake_dispatcher)
+            unjoined=lambda: self.manager.unjoined())  # noqa: PLW0108
         # Ended attempts observed in the job-duration histogram, by end time;
         # those that ended before this farmd started are not its to observe.
         self._observed_since = self.clock.now()
@@ -377,12 +376,12 @@ class Farmd:
         self._watch_tracker()
 
     def _watch_tracker(self) -> None:
-        """Restart a dead tracker; relaunch the apps only once a new one serves.
+        """Restart a dead tracker; the fleet serves the devices again only once a new one serves.
 
         A restart that fails (the port is taken, say) is logged once per try
         and retried after farm's backoff with the recovery ladder's base and cap
         (``[supervise]``: the tracker is a service like a phone's app, not a
-        job), so a tracker that cannot bind costs no app relaunches.
+        job), so a tracker that cannot bind costs no server restarts.
         """
         if self.settings.tracker.external or self.clock.monotonic() < self._tracker_retry_s:
             return
@@ -410,12 +409,12 @@ class Farmd:
             return
         self._tracker_failures = 0
         log.info("tracker_restarted", tracker_port=self.tracker_addr[1])
-        # The stock app re-registers only after a 300 s accept timeout:
-        # relaunch every app so the new tracker knows the fleet now; no job is
-        # claimed until the new tracker lists them (farm.supervise.outage).
+        # The stock app re-registers only after a 300 s accept timeout: the
+        # fleet serves every device again (its one reconcile loop); no job is
+        # claimed until the new tracker knows them (farm.supervise.outage).
+        self.manager.tracker_restarted()
         if self.tracker_gate is not None:
-            self.tracker_gate.relaunch(
-                lambda done: self.manager.relaunch_all("tracker restarted", on_done=done))
+            self.tracker_gate.rejoining()
         self.wake_dispatcher()
 
     def _reconnect_tcp_phones(self) -> None:

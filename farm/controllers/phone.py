@@ -8,7 +8,6 @@ logcat showed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from farm.provision.launch import Method
@@ -33,9 +32,12 @@ class PhoneRuntime:
         blocked: why provisioning cannot succeed until a person acts (a corrupt
             APK, a signature clash); the ladder leaves such a phone alone.
         busy_task: a provisioning or recovery task is running for it.
-        after_task: a task to run on the same thread once the running one ends
-            (a relaunch for a new tracker that found the phone busy with one).
         probing: a session probe is running for it (one at a time).
+        served_generation: the generation of farmd's tracker
+            (:attr:`farm.fleet.manager.FleetManager.tracker_generation`) its
+            server was last started toward; an older one means a tracker that
+            died since, and the fleet serves it again (:mod:`farm.fleet.serving`).
+        registered_generation: the tracker generation its server last registered with.
     """
 
     serial: str
@@ -47,5 +49,6 @@ class PhoneRuntime:
     crashes_seen: int | None = None
     blocked: str | None = None
     busy_task: bool = False
-    after_task: Callable[[str], None] | None = None
     probing: bool = False
+    served_generation: int = 0
+    registered_generation: int = 0

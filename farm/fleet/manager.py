@@ -41,8 +41,8 @@ from farm.fleet.held import HeldWatch, session_peer
 from farm.fleet.history import HISTORY_EVENTS, events_to_history, reason_of
 from farm.fleet.lifecycle import Move
 from farm.fleet.probing import Prober
-from farm.fleet.recovery import RECOVERABLE, Recoverer, healable
-from farm.fleet.serving import Serving
+from farm.fleet.recovery import Recoverer, healable
+from farm.fleet.serving import SERVED, Serving
 from farm.fleet.workers import SweepPool, TaskThreads
 from farm.health.sample import HealthSample
 from farm.health.verdict import app_down, app_failure_reasons, cool_enough, verdict
@@ -115,6 +115,8 @@ class FleetManager:
         self._keys_lock = threading.Lock()
         self._summary: tuple[float | None, TrackerSummary | None] = (None, None)
         self._last_servers: dict[str, ServerInfo] = {}  # key -> last address a tracker gave
+        #: Bumped by each restart of farmd's tracker (:meth:`tracker_restarted`).
+        self.tracker_generation = 0
         self.phones: dict[str, PhoneRuntime] = {}
         self._sweeps = 0
         self.recoverer = Recoverer(self)
@@ -242,41 +244,28 @@ class FleetManager:
         """Run ``fn()`` on a thread of its own, joined (bounded) at :meth:`close`."""
         self._tasks.start(label, fn)
 
-    def submit(self, serial: str, task: Callable[[str], None], *, after: bool = False) -> bool:
+    def submit(self, serial: str, task: Callable[[str], None]) -> bool:
         """Run ``task(serial)`` on its own thread unless a slow task runs for the phone.
-
-        Args:
-            serial: the phone.
-            task: the work.
-            after: if a slow task runs for the phone, run ``task`` on its thread
-                once it ended (replacing one queued so before) instead of not at all.
 
         Returns:
             Whether ``task`` will run.
         """
         phone = self.runtime(serial)
         with self._lock:
-            if self._closing.is_set():
+            if self._closing.is_set() or phone.busy_task:
                 return False
-            if phone.busy_task:
-                if after:
-                    phone.after_task = task
-                return after
             phone.busy_task = True
 
         def run() -> None:
-            current: Callable[[str], None] | None = task
-            while current is not None:
-                try:
-                    current(serial)
-                except _Closing:
-                    pass  # farmd stops: no verdict on the phone
-                except Exception:  # a bug: keep the manager alive, say where
-                    log.exception("fleet_task_crashed", serial=serial, task=current.__name__)
+            try:
+                task(serial)
+            except _Closing:
+                pass  # farmd stops: no verdict on the phone
+            except Exception:  # a bug: keep the manager alive, say where
+                log.exception("fleet_task_crashed", serial=serial, task=task.__name__)
+            finally:
                 with self._lock:
-                    current, phone.after_task = phone.after_task, None
-                    if current is None:
-                        phone.busy_task = False
+                    phone.busy_task = False
 
         self._tasks.start(f"{task.__name__}-{serial}", run)
         return True
@@ -433,11 +422,13 @@ class FleetManager:
         phone = self.runtime(serial)
         if record is not None:
             phone.key = self.serving.desired(record)
+        phone.served_generation = self.tracker_generation
         self.controller(serial).serve(serial, phone.key)
         self.wait_registered(serial)
 
-    def registered_keys(self, max_age_s: float = 0.0) -> set[str] | None:
-        """Keys the tracker lists, or None if it does not answer.
+    def tracker_summary(self, max_age_s: float = 0.0,
+                        quiet: bool = False) -> TrackerSummary | None:
+        """The tracker's summary, or None if it does not answer.
 
         Args:
             max_age_s: an answer at most this old may be reused. Every phone
@@ -445,16 +436,6 @@ class FleetManager:
                 answer keeps the tracker (one Python thread) at a couple of
                 requests a second however many phones provision at once: 64
                 phones asking on their own timed it out and farmd restarted it.
-        """
-        found = self.tracker_summary(max_age_s)
-        return None if found is None else {s.key for s in found.servers}
-
-    def tracker_summary(self, max_age_s: float = 0.0,
-                        quiet: bool = False) -> TrackerSummary | None:
-        """The tracker's summary, or None if it does not answer (see :meth:`registered_keys`).
-
-        Args:
-            max_age_s: an answer at most this old may be reused.
             quiet: log a failed answer at debug level (a poll every second
                 would repeat the sweep's warning through a whole outage).
         """
@@ -485,12 +466,15 @@ class FleetManager:
         Raises:
             PhoneFault: not within ``registration_deadline_s``.
         """
-        key = self.runtime(serial).key
+        phone = self.runtime(serial)
+        key = phone.key
         deadline = self.clock.monotonic() + self.options.registration_deadline_s
         while self.clock.monotonic() < deadline:
+            generation = self.tracker_generation  # of the tracker the summary below comes from
             found = self.tracker_summary(max_age_s=REGISTRATION_POLL_S, quiet=True)
             if self.serving.registered(serial, found):
                 log.info("app_registered", serial=serial, tracker_key=key)
+                phone.registered_generation = generation
                 self.store.set_serving_key(serial, key)
                 return
             if self._closing.wait(REGISTRATION_POLL_S):
@@ -620,53 +604,56 @@ class FleetManager:
         """
         self.android.note_crash(serial)
 
-    def relaunch_all(self, reason: str, on_done: Callable[[str, bool], None] | None = None,
-                     ) -> dict[str, str]:
-        """Relaunch the app on every phone a new tracker must learn (e.g. farmd restarted it).
+    def tracker_restarted(self) -> list[str]:
+        """A new tracker serves: every server's registration is stale; serve them again.
 
-        Those are the ready, cooling and unhealthy phones, and the busy ones
-        whose app serves no session now: a job claimed just before the old
-        tracker died has not asked for its session yet, and its app, still
-        registered only with the dead tracker, would leave that request
-        unanswered (``no server of key ... within 60 s``, a lost try). A busy
-        phone in a session keeps it; its app registers again when the session
-        ends, as it does after every session. A phone a slow task runs for
-        (provisioning, recovery) is relaunched once that task ended.
-
-        Args:
-            reason: logged with each relaunch.
-            on_done: called with the serial and whether the app registered when
-                a relaunch ended (not registered: the phone is then unhealthy,
-                unless busy), on that relaunch's thread.
+        The stock app registers again only after a 300 s accept timeout, so
+        each device's server must be started again toward the new tracker. The
+        fleet has one owner of that, as of every other serve: this bumps
+        :attr:`tracker_generation` (every device's observed state is then
+        stale, ``devices.serving_key`` cleared) and :meth:`Serving.reconcile
+        <farm.fleet.serving.Serving.reconcile>` serves each device again on its
+        own task thread, now and at every later pass for a device whose task
+        was busy (a provisioning or a recovery: it serves once that ended).
+        A busy device whose client holds a session keeps it
+        (:meth:`~farm.fleet.serving.Serving.serve`).
 
         Returns:
-            Serial -> tracker key of each relaunch started or queued.
+            The serials whose serve task started now.
         """
-        started: dict[str, str] = {}
+        with self._keys_lock:  # an answer of the dead tracker says nothing of the new one
+            self.tracker_generation += 1
+            self._summary = (None, None)
+        devices = [d for d in self._own_devices() if d.kind in self.controllers]
+        for device in devices:
+            if device.serving_key is not None:
+                self.store.set_serving_key(device.serial, None)
+        log.info("tracker_generation", tracker_generation=self.tracker_generation,
+                 devices=len(devices))
+        return self.serving.reconcile(devices)
+
+    def unjoined(self) -> int:
+        """How many of this host's devices the new tracker does not know yet, or soon won't.
+
+        Those whose server was started toward an older tracker (the fleet
+        serves them next) and those whose serve toward this one runs now; a
+        device whose serve failed (unhealthy, no job goes there) or that a
+        person must fix (``blocked``) is not counted, so one broken phone does
+        not hold the farm (:class:`farm.supervise.outage.TrackerGate`).
+        """
+        generation = self.tracker_generation
+        left = 0
         for device in self._own_devices():
-            if device.kind not in self.controllers:
+            if device.kind not in self.controllers or device.state not in SERVED:
                 continue
-            if device.state is DeviceState.BUSY:
-                if self._in_session(device.serial):
-                    continue
-            elif device.state not in RECOVERABLE:
-                continue
-            log.info("app_relaunch", serial=device.serial, reason=reason,
-                     state=device.state.value)
+            phone = self.runtime(device.serial)
+            if phone.blocked is None and (
+                    phone.served_generation < generation
+                    or (phone.busy_task and phone.registered_generation < generation)):
+                left += 1
+        return left
 
-            def relaunch(serial: str) -> None:
-                registered = False
-                try:
-                    registered = self._relaunch(serial)
-                finally:
-                    if on_done is not None:
-                        on_done(serial, registered)
-
-            if self.submit(device.serial, relaunch, after=True):
-                started[device.serial] = self.runtime(device.serial).key
-        return started
-
-    def _in_session(self, serial: str) -> bool:
+    def in_session(self, serial: str) -> bool:
         """Whether a client on this host holds a session with the phone's app now.
 
         Read from this host's TCP table against the address the tracker last
@@ -675,18 +662,6 @@ class FleetManager:
         """
         server = self._last_servers.get(self.runtime(serial).key)
         return server is not None and session_peer(server) is not None
-
-    def _relaunch(self, serial: str) -> bool:
-        """Relaunch the app and wait for its registration; False (phone unhealthy) if it failed."""
-        try:
-            self.launch(serial)
-        except FarmError as exc:
-            reason = f"relaunch failed: {exc}"
-            self.record(serial, Failure(self.clock.now(), reason))
-            self.settle(serial, lambda r: Move(DeviceState.UNHEALTHY, reason)
-                        if r.state in RECOVERABLE else None)
-            return False
-        return True
 
     def close(self) -> None:
         """Stop taking work, wait (bounded) for running tasks, close every tunnel."""

@@ -108,6 +108,7 @@ class Recoverer:
         rung = next((r for r in controller.recovery_steps(serial) if r.name == step.value), None)
         if rung is None:
             raise PhoneFault(serial, f"a {controller.kind} device has no {step.value} step")
+        self.m.runtime(serial).served_generation = self.m.tracker_generation
         rung.run()
         if not rung.comes_back_alone:
             # A reboot leaves the transport; discovery sees it come back and provisions it.

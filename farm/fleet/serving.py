@@ -11,7 +11,14 @@ difference, never on a sequence of commands:
   any way (released, reclaimed after a farmd crash) asks for the own key again.
 - observed: the key farmd last started the device's server under
   (:attr:`farm.controllers.phone.PhoneRuntime.key`, also written to
-  ``devices.serving_key`` once the server registered).
+  ``devices.serving_key`` once the server registered), and the generation of
+  farmd's tracker it was started toward (``served_generation``). A restart of
+  farmd's tracker makes every device's observed state stale
+  (:meth:`farm.fleet.manager.FleetManager.tracker_restarted`): the servers
+  registered with the dead tracker, and the stock app registers again only
+  after a 300 s accept timeout. Reconcile is then the one owner of starting
+  them again, as of any other serve: two owners (a relaunch of its own beside
+  reconcile) could each restart one phone's server.
 
 :meth:`Serving.reconcile` runs on every sweep and on every tracker look between
 sweeps (``health.held_interval_s``, 1 s) and serves the desired key through the
@@ -86,7 +93,9 @@ class Serving:
             phone = self.m.runtime(record.serial)
             if phone.busy_task or phone.blocked is not None:
                 continue  # a provisioning or a recovery runs: it ends on the key it read
-            if phone.key != self.desired(record) and self.m.submit(record.serial, self.serve):
+            stale = (phone.key != self.desired(record)
+                     or phone.served_generation < self.m.tracker_generation)
+            if stale and self.m.submit(record.serial, self.serve):
                 started.append(record.serial)
         return started
 
@@ -95,17 +104,29 @@ class Serving:
 
         A server that does not come up under the key opens an incident (unless
         one is open) and the ladder's next step runs at once, under that key.
+        A busy device that already serves the key and whose client holds a
+        session now (only a new tracker made it stale) keeps its server: the
+        stock app registers again with the tracker at its address when the
+        session ends, as after every session, and a restart would cut the
+        job's session (``link lost``, a lost try).
         """
         record = self.m.store.get_device(serial)
         if record is None or record.state not in SERVED:
             return
         key = self.desired(record)
         phone = self.m.runtime(serial)
+        generation = self.m.tracker_generation
         if phone.key == key:
-            return
+            if phone.served_generation >= generation:
+                return
+            if record.state is DeviceState.BUSY and self.m.in_session(serial):
+                log.info("device_serve_kept_session", serial=serial, tracker_key=key)
+                phone.served_generation = phone.registered_generation = generation
+                return
         log.info("device_serve", serial=serial, tracker_key=key, was=phone.key,
-                 state=record.state.value)
+                 state=record.state.value, tracker_generation=generation)
         phone.key = key  # from now on its rungs restart it under this key
+        phone.served_generation = generation
         try:
             self.m.controller(serial).serve(serial, key)
             self.m.wait_registered(serial)
@@ -118,6 +139,9 @@ class Serving:
             self.m.settle(serial, lambda r: Move(DeviceState.UNHEALTHY, reason)
                           if r.state in _TAKE_OUT else None)
             self.m.recoverer.recover(serial)
+            return
+        if self.m.on_ready is not None:  # a gate may wait for this phone (farm.supervise.outage)
+            self.m.on_ready()
 
     def sharing(self, key: str) -> int:
         """How many of this host's devices serve ``key`` now (a job's key: its devices here)."""

@@ -8,7 +8,9 @@ starts within seconds was started by a wake, not by the tick.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -17,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from click.testing import CliRunner
 
@@ -24,7 +27,7 @@ from farm.cli.main import cli
 from farm.clock import wait_until
 from farm.config import Settings
 from farm.daemon import Farmd
-from farm.queue.models import DeviceState, JobState
+from farm.queue.models import AttemptState, DeviceState, JobState
 from farm.queue.waiting import wait_reasons
 from farm.virtual.android.spec import profiles
 from farm.virtual.fleet import Fleet
@@ -176,3 +179,37 @@ class TestHandSession:
         job = wait_finished(farmd, job_id)
         assert job.state is JobState.SUCCEEDED
         assert len(farmd.store.attempts(job_id)) == 1
+
+
+class TestTrackerOutage:
+    def test_a_killed_tracker_costs_a_queued_job_no_try(
+        self, event_farmd: Callable[..., Farmd]
+    ) -> None:
+        """The tracker dies with the phone ready and a one-try job queued: farmd restarts it,
+        its fleet serves the app again (once: reconcile is the one owner of that restart),
+        claims nothing until the new tracker knows it, and the job succeeds with its one
+        attempt, started after the restart (before the gate, the job went onto the phone at
+        once and failed with ``no server of key ... within 60 s``: the app did not know the
+        new tracker)."""
+        farmd = event_farmd()
+        assert farmd.tracker is not None
+        serves: list[str] = []
+        serve = farmd.manager.android.serve
+
+        def counted(serial: str, key: str) -> None:
+            serves.append(serial)
+            serve(serial, key)
+
+        farmd.manager.android.serve = counted  # type: ignore[method-assign]
+        old_pid = farmd.tracker.pid
+        os.killpg(old_pid, signal.SIGKILL)
+        job_id = job_id_of(farmctl(farmd, "enqueue", "gemm", "--attempts", "1", *TINY_GEMM))
+        new = wait_until(lambda: (t := farmd.tracker) is not None and t.pid != old_pid and t,
+                         READY_DEADLINE_S, "a new tracker")
+        restarted_at = datetime.fromtimestamp(psutil.Process(new.pid).create_time(), UTC)
+        job = wait_finished(farmd, job_id)
+        assert job.state is JobState.SUCCEEDED, job.error
+        attempts = farmd.store.attempts(job_id)
+        assert [a.state for a in attempts] == [AttemptState.SUCCEEDED]
+        assert attempts[0].started_at > restarted_at, "claimed while the tracker was down"
+        assert len(serves) == 1, f"the app was started {len(serves)} times for the new tracker"

@@ -4,7 +4,8 @@ Each farmd is a real process with its own data folder, adb server, tracker,
 metrics port and two virtual phones (``--virtual-phones 2``, which die with
 it, as a host's USB phones go with the host). Jobs are everyone's, phones their
 host's: unpinned GEMM jobs run on both hosts' phones, a job pinned to a phone
-runs on the host that owns it, and after ``kill -9`` of one farmd mid-job its
+runs on the host that owns it, and after ``kill -9`` of one host (its farmd and
+everything it started, frozen first so that a job is surely mid-run) its
 attempts' short leases run out, the other host's reap requeues them, and every
 job still ends with exactly one result, while the dead host's phones show as
 ``unreachable`` in ``farmctl devices --json``.
@@ -25,12 +26,14 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psutil
 import pytest
 from click.testing import CliRunner
 
 from farm.cli.main import cli
 from farm.clock import wait_until
 from farm.netaddr import free_port
+from farm.procs import spawn, tied_to_parent
 from farm.queue.models import AttemptState, DeviceState, JobState
 from farm.queue.store import Store
 from farm.testing import fresh_postgres_database
@@ -75,13 +78,17 @@ def write_config(path: Path, *, host_id: str, data_dir: Path, database_url: str,
 def start_farmd(
     config: Path, log_path: Path, stack: contextlib.ExitStack
 ) -> subprocess.Popen[bytes]:
-    """``farmd --config CONFIG --virtual-phones 2``, own session; its group is killed after."""
+    """``farmd --config CONFIG --virtual-phones 2``, own session; its group is killed after.
+
+    Tied to this process (:func:`farm.procs.tied_to_parent`), as the
+    ``farmd_process`` fixture's: a killed test worker takes it along.
+    """
     with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-c", "from farm.daemon import main; main()",
-             "--config", str(config), "--virtual-phones", str(PHONES), "--json-logs"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
+        process = spawn(
+            tied_to_parent([sys.executable, "-c", "from farm.daemon import main; main()",
+                            "--config", str(config), "--virtual-phones", str(PHONES),
+                            "--json-logs"]),
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
 
     def end() -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -90,6 +97,25 @@ def start_farmd(
 
     stack.callback(end)
     return process
+
+
+def freeze(pid: int) -> list[psutil.Process]:
+    """SIGSTOP the process and every descendant (it first, so it starts no new one); them all.
+
+    A job seen running on a host killed just after could end in between (a GEMM
+    takes about a second), and a child whose farmd died still runs up to the
+    0.5 s it takes to notice (:mod:`farm.runner.child`): frozen, the host's
+    attempts stay as the store shows them until the kill.
+    """
+    root = psutil.Process(pid)
+    root.suspend()
+    frozen = {pid: root}
+    while fresh := [p for p in root.children(recursive=True) if p.pid not in frozen]:
+        for process in fresh:
+            with contextlib.suppress(psutil.Error):
+                process.suspend()
+            frozen[process.pid] = process
+    return list(frozen.values())
 
 
 def log_events(path: Path, event: str) -> list[dict[str, object]]:
@@ -158,7 +184,7 @@ class TestTwoHostsOneQueue:
                 [attempt] = store.attempts(job_id)
                 assert (attempt.host, attempt.serials) == (host, (phones[host][0],))
 
-            # kill -9 host-b's farmd while it runs a job: its phones and children die with it.
+            # kill -9 host-b (its farmd, phones and children) while it runs a job.
             now = datetime.now(UTC)
             second = [store.enqueue(GEMM, now) for _ in range(2 * PHONES)]
 
@@ -166,8 +192,17 @@ class TestTwoHostsOneQueue:
                 return any(a.host == "host-b" and a.state is AttemptState.RUNNING
                            for j in second for a in store.attempts(j))
 
-            wait_until(b_running, JOBS_DEADLINE_S, "host-b runs a job")
-            os.kill(farmds["host-b"].pid, signal.SIGKILL)
+            while True:  # freeze host-b whole, then kill it only if a job is mid-run
+                wait_until(b_running, JOBS_DEADLINE_S, "host-b runs a job")
+                frozen = freeze(farmds["host-b"].pid)
+                if b_running():
+                    break
+                for process in frozen:  # its job ended in between: go on and wait again
+                    with contextlib.suppress(psutil.Error):
+                        process.resume()
+            for process in frozen:  # the host dies: nothing of it runs on to end the job
+                with contextlib.suppress(psutil.Error):
+                    process.send_signal(signal.SIGKILL)
             farmds["host-b"].wait(timeout=30)
 
             wait_until(lambda: all(store.get_job(j).state.ended for j in second),  # type: ignore[union-attr]

@@ -28,14 +28,17 @@ class _BrokenNotifier:
 
 
 class _Relaunches:
-    """Stands in for the fleet manager: counts app relaunches."""
+    """Stands in for the fleet manager: counts the tracker restarts it was told of."""
 
     def __init__(self) -> None:
         self.reasons: list[str] = []
 
-    def relaunch_all(self, reason: str, on_done: object = None) -> dict[str, str]:
-        self.reasons.append(reason)
-        return {}
+    def tracker_restarted(self) -> list[str]:
+        self.reasons.append("tracker restarted")
+        return []
+
+    def unjoined(self) -> int:
+        return 0
 
 
 def test_stop_runs_every_step_when_systemd_notify_fails(tmp_path: Path) -> None:

@@ -17,7 +17,9 @@ read (see :mod:`farm.virtual.android.sysfiles`).
 
 from __future__ import annotations
 
+import os
 import posixpath
+import stat
 from pathlib import Path
 
 # Aliases of the primary external storage, as on Android 11+ (/sdcard is a
@@ -119,9 +121,23 @@ class Storage:
         return max(0, total_kb * 1024 - used)
 
     def used_bytes(self) -> int:
-        """Bytes stored by the phone's files (apps, tmp, sdcard)."""
+        """Bytes stored by the phone's files (apps, tmp, sdcard).
+
+        The app makes and removes a folder per RPC session meanwhile
+        (``cache/rpc-session-*``): a folder or file gone during the walk counts
+        as gone. ``Path.rglob`` raised ``FileNotFoundError`` there, which ended
+        the whole ``df`` (and the health reading's shell with it) without
+        output: the host read ``link lost`` and a job's thermal gate failed,
+        costing it a try (seen in ``TestTrackerOutage``'s noisy rerun, which
+        reads the phone while the first session's folder goes).
+        """
         total = 0
-        for path in self.root.rglob("*"):
-            if path.is_file():
-                total += path.stat().st_size
+        for folder, _, files in os.walk(self.root):  # a folder that vanished is skipped
+            for name in files:
+                try:
+                    info = os.stat(os.path.join(folder, name))
+                except OSError:  # removed since the folder was listed
+                    continue
+                if stat.S_ISREG(info.st_mode):
+                    total += info.st_size
         return total

@@ -131,15 +131,16 @@ class TestClaimBetweenReadAndWrite:
         assert racer.running() == [attempt_id]
         assert manager.history(racer.serial) == []  # no quarantine recorded either
 
-    def test_failed_relaunch_does_not_overwrite_a_claim(
+    def test_failed_serve_does_not_overwrite_a_claim(
         self, store: Store, clock: FakeClock, make_manager: MakeManager
     ) -> None:
-        """A relaunch that failed does not mark unhealthy a phone claimed meanwhile."""
+        """A failed serve for a new tracker does not mark unhealthy a phone claimed meanwhile."""
         manager = make_manager(store, clock)
-        manager.launch = failing_launch  # type: ignore[method-assign]
+        manager.android.serve = lambda serial, key: failing_launch(serial)  # type: ignore[method-assign]
         racer = Racer(store, clock, ready_phone(store, clock))
+        manager.tracker_generation += 1  # its server registered with a tracker that died
         claimed = racer.race_once(manager, racer.claim)
-        manager._relaunch(racer.serial)
+        manager.serving.serve(racer.serial)
         [attempt_id] = claimed
         racer.check()
         assert racer.running() == [attempt_id]
@@ -166,7 +167,7 @@ class TestClaimBetweenReadAndWrite:
         assert move is None and record is not None and record.state is DeviceState.UNHEALTHY
 
 
-_DECISIONS = ["hot", "cool", "low_battery", "quarantine", "relaunch_failed"]
+_DECISIONS = ["hot", "cool", "low_battery", "quarantine", "serve_failed"]
 _READINGS: dict[str, dict[str, Any]] = {
     "hot": {"battery_temp_c": 45.0}, "cool": {}, "low_battery": {"battery_pct": 5}}
 
@@ -184,7 +185,7 @@ class TestInterleavings:
         exactly while one attempt runs on it, with that attempt's id."""
         clock = FakeClock()
         manager = make_manager(store, clock)
-        manager.launch = failing_launch  # type: ignore[method-assign]
+        manager.android.serve = lambda serial, key: failing_launch(serial)  # type: ignore[method-assign]
         racer = Racer(store, clock, ready_phone(store, clock))
         acts: dict[str, Callable[[], object]] = {
             "claim": racer.claim, "finish": racer.finish, "none": lambda: None}
@@ -193,8 +194,9 @@ class TestInterleavings:
             racer.race_once(manager, acts[act])
             if decision == "quarantine":
                 manager.recoverer._quarantine(racer.serial, 5)
-            elif decision == "relaunch_failed":
-                manager._relaunch(racer.serial)
+            elif decision == "serve_failed":
+                manager.tracker_generation += 1  # a tracker restart made its server stale
+                manager.serving.serve(racer.serial)
             else:
                 manager.judge(racer.serial, sample(racer.serial, clock, **_READINGS[decision]))
             racer.check()
