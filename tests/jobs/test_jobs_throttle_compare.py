@@ -8,7 +8,8 @@ host: a 2-core host shared with other work changes speed by 40% for seconds
 at a time, more than the 10% the knob must show.
 
 :class:`TestDefaultsDecide` counts the issue's rates at the statistics layer:
-the phone's timings at the gemm spec's default timing are recorded once,
+the phone's timings at the gemm spec's default timing are recorded once
+(again, up to :data:`RECORDINGS` times, while a burst of host work spreads them),
 at full speed, 0.95 and 0.9 in turn sample by sample (so all three see the
 same host), and each try is a whole default measurement (warm-up, then
 :func:`farm.sampling.take_samples` to the ``[results]`` rule) drawn
@@ -139,10 +140,15 @@ DEFAULT_TIMING = TimingParams(_SPEC.number, _SPEC.repeat, _SPEC.min_repeat_ms)
 #: Samples recorded at each speed.
 RECORDED = 150
 SPEEDS = (1.0, 0.95, 0.9)
+#: Recordings the module may take until one is quiet (each ~3-5 s).
+RECORDINGS = 3
 
 
-@pytest.fixture(scope="module")
-def recorded(bench: Bench) -> dict[float, np.ndarray]:
+def _spreads(recording: dict[float, np.ndarray]) -> str:
+    return ", ".join(f"{speed:g}: {robust_cv(values):.1%}" for speed, values in recording.items())
+
+
+def _record(bench: Bench) -> dict[float, np.ndarray]:
     """speed -> RECORDED samples (s) at the default timing, the speeds taken in turn."""
     one = replace(DEFAULT_TIMING, repeat=1)
     samples: dict[float, list[float]] = {speed: [] for speed in SPEEDS}
@@ -156,26 +162,55 @@ def recorded(bench: Bench) -> dict[float, np.ndarray]:
     return {speed: np.asarray(values) for speed, values in samples.items()}
 
 
+@dataclass
+class Recorded:
+    """The recording the tests draw from, and the robust CVs of the noisy ones before it."""
+
+    samples: dict[float, np.ndarray]
+    noisy: list[str]
+
+    @property
+    def quiet(self) -> bool:
+        return max(robust_cv(values) for values in self.samples.values()) <= DEFAULTS.max_cv
+
+
 @pytest.fixture(scope="module")
-def quiet(recorded: dict[float, np.ndarray]) -> dict[float, np.ndarray]:
-    """``recorded``, if every speed's samples spread no wider than ``[results] max_cv``.
+def recorded(bench: Bench) -> Recorded:
+    """The first of up to RECORDINGS recordings quiet at every speed (``max_cv``), else the last.
+
+    A burst of the host's other work (another test file, a compile) spreads a
+    recording for the seconds it lasts; the next one, a few seconds on, is
+    mostly past it (measured on the 2-core VM at load 12-14, with 5 people's
+    work on it: 4 of 10 recordings had a speed over 5%, in runs of 1-2).
+    """
+    noisy: list[str] = []
+    for _ in range(RECORDINGS):
+        recording = Recorded(_record(bench), noisy)
+        if recording.quiet:
+            break
+        noisy.append(_spreads(recording.samples))
+    return recording
+
+
+@pytest.fixture(scope="module")
+def quiet(recorded: Recorded) -> dict[float, np.ndarray]:
+    """``recorded``'s samples, if every speed spreads no wider than ``[results] max_cv``.
 
     The rates of detection are a quiet phone's (the issue's "on quiet virtual
     phones"): a host that spreads even the favoured process's samples wider
     than max_cv makes every comparison "undecided (noisy)" by design, which
-    says nothing of the statistics under test. The throttled speeds spread
-    more than full speed (the virtual throttle stops and continues the process
-    every 1 ms; a real phone's clock slows evenly). Measured on this project's
-    2-core VM, where these tests passed in earlier runs: robust CV 4.7% at full
-    speed, 6.6% at 0.95 and 5.3% at 0.9; 0-1 of 10 tries decided, the rest
-    "noisy".
+    says nothing of the statistics under test. The skip names each
+    recording's robust CV by speed. Measured on this project's 2-core VM
+    with the accounted throttle (farm/virtual/throttle_main.py): 1.2-3.5% at
+    full speed, 1.5-4.0% at 0.95, 2.8-4.6% at 0.9 at load 12-14, but for
+    bursts of the host's other work; none of 3 recordings in a row quiet is
+    rare (docs/benchmarks.md).
     """
-    spreads = {speed: robust_cv(values) for speed, values in recorded.items()}
-    if max(spreads.values()) > DEFAULTS.max_cv:
-        shown = ", ".join(f"{speed:g}: {cv:.1%}" for speed, cv in spreads.items())
-        pytest.skip(f"the phone is not quiet on this host (robust CV by speed {shown} > "
-                    f"max_cv {DEFAULTS.max_cv:.0%})")
-    return recorded
+    if not recorded.quiet:
+        pytest.skip(f"the phone is not quiet on this host: robust CV by speed of "
+                    f"{RECORDINGS} recordings {'; '.join(recorded.noisy)} > max_cv "
+                    f"{DEFAULTS.max_cv:.0%}")
+    return recorded.samples
 
 
 def _measure(pool: np.ndarray, seed: int) -> list[float]:
@@ -205,18 +240,18 @@ class TestDefaultsDecide:
                  for i in range(10)]
         assert sum(c.verdict is Verdict.SLOWER for c in tries) >= 9, tries
 
-    def test_unchanged_runs_are_slower_in_at_most_1_of_20(
-            self, recorded: dict[float, np.ndarray]) -> None:
+    def test_unchanged_runs_are_slower_in_at_most_1_of_20(self, recorded: Recorded) -> None:
         """Two measurements at full speed: SLOWER in at most 1 of 20 tries, FASTER too."""
-        tries = [_judge(_measure(recorded[1.0], 100 + 2 * i), _measure(recorded[1.0], 101 + 2 * i))
+        full = recorded.samples[1.0]
+        tries = [_judge(_measure(full, 100 + 2 * i), _measure(full, 101 + 2 * i))
                  for i in range(20)]
         assert sum(c.verdict is Verdict.SLOWER for c in tries) <= 1, tries
         assert sum(c.verdict is Verdict.FASTER for c in tries) <= 1, tries
 
-    def test_the_defaults_take_enough_samples_to_reach_alpha(
-            self, recorded: dict[float, np.ndarray]) -> None:
+    def test_the_defaults_take_enough_samples_to_reach_alpha(self, recorded: Recorded) -> None:
         """Every default measurement has at least min_samples, and no more than the cap."""
-        counts = [len(_measure(recorded[speed], seed)) for seed, speed in enumerate(SPEEDS)]
+        counts = [len(_measure(recorded.samples[speed], seed))
+                  for seed, speed in enumerate(SPEEDS)]
         assert min(counts) >= DEFAULTS.min_samples and max(counts) <= DEFAULTS.max_samples
 
     def test_three_against_three_is_undecided(self, bench: Bench) -> None:
