@@ -53,7 +53,7 @@ from farm.jobs.targets import target_for
 from farm.kinds.gemm import GemmParams as GemmSpec
 from farm.kinds.gemm import gemm_params
 from farm.sampling import SamplingRule, take_samples
-from farm.stats import Comparison, compare_samples
+from farm.stats import Comparison, compare_samples, robust_cv
 from farm.virtual.testing import RpcApp, rpc_app
 
 FACTORS = (0.97, 0.95, 0.90, 1.0)
@@ -151,6 +151,11 @@ def main(argv: list[str] | None = None) -> int:
                     f"samples per comparison p50 {percentile(samples, 50):.0f}")
             if args.drawn:
                 pools = _record(app, gemm, spec, args.drawn)
+                lines.append("recorded, robust CV by speed: " + ", ".join(
+                    f"{speed:g} {robust_cv(pool):.1%}" for speed, pool in pools.items())
+                    + f" (max_cv {defaults.max_cv:.0%}); time ratio to full speed: " + ", ".join(
+                    f"{speed:g} {np.median(pool) / np.median(pools[1.0]):.3f}"
+                    for speed, pool in pools.items() if speed != 1.0))
                 for factor in FACTORS:
                     tries = [compare_samples(_drawn(pools[1.0], rule, spec, 2 * i),
                                              _drawn(pools[factor], rule, spec, 2 * i + 1),

@@ -8,7 +8,8 @@ host: a 2-core host shared with other work changes speed by 40% for seconds
 at a time, more than the 10% the knob must show.
 
 :class:`TestDefaultsDecide` counts the issue's rates at the statistics layer:
-the phone's timings at the gemm spec's default timing are recorded once,
+the phone's timings at the gemm spec's default timing are recorded once
+(again, up to :data:`RECORDINGS` times, while a burst of host work spreads them),
 at full speed, 0.95 and 0.9 in turn sample by sample (so all three see the
 same host), and each try is a whole default measurement (warm-up, then
 :func:`farm.sampling.take_samples` to the ``[results]`` rule) drawn
@@ -139,10 +140,22 @@ DEFAULT_TIMING = TimingParams(_SPEC.number, _SPEC.repeat, _SPEC.min_repeat_ms)
 #: Samples recorded at each speed.
 RECORDED = 150
 SPEEDS = (1.0, 0.95, 0.9)
+#: Recordings the module may take until one is quiet (each ~3-5 s).
+RECORDINGS = 3
+#: A recording is quiet when every speed's robust CV is within this. Each try
+#: judges 60 draws a side with ``max_cv``, and a side drawn from a recording
+#: at robust CV c spreads past max_cv 5% in 0.02% of draws at c = 3%, 1.5% at
+#: 3.5%, 7% at 4% and 24% at 4.5% (simulated, t-distributed recordings): at
+#: 3% a miss of the 9 of 10 is the statistics', not the noise check's (two
+#: runs of three at load 15-18 failed it with recordings admitted at 5%).
+QUIET_CV = 0.6 * DEFAULTS.max_cv
 
 
-@pytest.fixture(scope="module")
-def recorded(bench: Bench) -> dict[float, np.ndarray]:
+def _spreads(recording: dict[float, np.ndarray]) -> str:
+    return ", ".join(f"{speed:g}: {robust_cv(values):.1%}" for speed, values in recording.items())
+
+
+def _record(bench: Bench) -> dict[float, np.ndarray]:
     """speed -> RECORDED samples (s) at the default timing, the speeds taken in turn."""
     one = replace(DEFAULT_TIMING, repeat=1)
     samples: dict[float, list[float]] = {speed: [] for speed in SPEEDS}
@@ -156,26 +169,45 @@ def recorded(bench: Bench) -> dict[float, np.ndarray]:
     return {speed: np.asarray(values) for speed, values in samples.items()}
 
 
-@pytest.fixture(scope="module")
-def quiet(recorded: dict[float, np.ndarray]) -> dict[float, np.ndarray]:
-    """``recorded``, if every speed's samples spread no wider than ``[results] max_cv``.
+def _quiet(recording: dict[float, np.ndarray], speeds: tuple[float, ...]) -> bool:
+    return max(robust_cv(recording[speed]) for speed in speeds) <= QUIET_CV
 
-    The rates of detection are a quiet phone's (the issue's "on quiet virtual
-    phones"): a host that spreads even the favoured process's samples wider
-    than max_cv makes every comparison "undecided (noisy)" by design, which
-    says nothing of the statistics under test. The throttled speeds spread
-    more than full speed (the virtual throttle stops and continues the process
-    every 1 ms; a real phone's clock slows evenly). Measured on this project's
-    2-core VM, where these tests passed in earlier runs: robust CV 4.7% at full
-    speed, 6.6% at 0.95 and 5.3% at 0.9; 0-1 of 10 tries decided, the rest
-    "noisy".
+
+@dataclass
+class Recorded:
+    """The recordings taken: the last is quiet at every speed, or there were RECORDINGS."""
+
+    recordings: list[dict[float, np.ndarray]]
+
+    @property
+    def samples(self) -> dict[float, np.ndarray]:
+        """The last recording, quiet or not (for the tests that judge any spread)."""
+        return self.recordings[-1]
+
+    def quiet_samples(self, *speeds: float) -> dict[float, np.ndarray]:
+        """The first recording quiet at ``speeds``; else the test skips, naming the CVs."""
+        for recording in self.recordings:
+            if _quiet(recording, speeds):
+                return recording
+        shown = "; ".join(_spreads(recording) for recording in self.recordings)
+        pytest.skip(f"the phone is not quiet on this host: robust CV by speed of "
+                    f"{len(self.recordings)} recordings {shown}; speeds {speeds} must be "
+                    f"within {QUIET_CV:.0%}")
+
+
+@pytest.fixture(scope="module")
+def recorded(bench: Bench) -> Recorded:
+    """Up to RECORDINGS recordings, until one is quiet at every speed (QUIET_CV).
+
+    A burst of the host's other work (another test file, a compile) spreads a
+    recording for the seconds it lasts; the next one, a few seconds on, is
+    mostly past it (measured on the 2-core VM at load 12-14, with 5 people's
+    work on it: 4 of 10 recordings had a speed over 5%, in runs of 1-2).
     """
-    spreads = {speed: robust_cv(values) for speed, values in recorded.items()}
-    if max(spreads.values()) > DEFAULTS.max_cv:
-        shown = ", ".join(f"{speed:g}: {cv:.1%}" for speed, cv in spreads.items())
-        pytest.skip(f"the phone is not quiet on this host (robust CV by speed {shown} > "
-                    f"max_cv {DEFAULTS.max_cv:.0%})")
-    return recorded
+    recordings = [_record(bench)]
+    while not _quiet(recordings[-1], SPEEDS) and len(recordings) < RECORDINGS:
+        recordings.append(_record(bench))
+    return Recorded(recordings)
 
 
 def _measure(pool: np.ndarray, seed: int) -> list[float]:
@@ -198,25 +230,31 @@ def _judge(a: list[float], b: list[float]) -> Comparison:
 
 
 class TestDefaultsDecide:
-    def test_a_five_percent_slowdown_is_slower_in_9_of_10(
-            self, quiet: dict[float, np.ndarray]) -> None:
-        """A measurement at 0.95 against one at full speed: SLOWER in at least 9 of 10 tries."""
+    def test_a_five_percent_slowdown_is_slower_in_9_of_10(self, recorded: Recorded) -> None:
+        """A measurement at 0.95 against one at full speed: SLOWER in at least 9 of 10 tries.
+
+        On a quiet phone (the issue's words): where the host spread the
+        recordings wider than :data:`QUIET_CV` every comparison is "undecided
+        (noisy)" by design, which says nothing of the statistics under test,
+        and the test skips, naming the robust CV of each recording by speed.
+        """
+        quiet = recorded.quiet_samples(1.0, 0.95)
         tries = [_judge(_measure(quiet[1.0], 2 * i), _measure(quiet[0.95], 2 * i + 1))
                  for i in range(10)]
-        assert sum(c.verdict is Verdict.SLOWER for c in tries) >= 9, tries
+        assert sum(c.verdict is Verdict.SLOWER for c in tries) >= 9, (_spreads(quiet), tries)
 
-    def test_unchanged_runs_are_slower_in_at_most_1_of_20(
-            self, recorded: dict[float, np.ndarray]) -> None:
+    def test_unchanged_runs_are_slower_in_at_most_1_of_20(self, recorded: Recorded) -> None:
         """Two measurements at full speed: SLOWER in at most 1 of 20 tries, FASTER too."""
-        tries = [_judge(_measure(recorded[1.0], 100 + 2 * i), _measure(recorded[1.0], 101 + 2 * i))
+        full = recorded.samples[1.0]
+        tries = [_judge(_measure(full, 100 + 2 * i), _measure(full, 101 + 2 * i))
                  for i in range(20)]
         assert sum(c.verdict is Verdict.SLOWER for c in tries) <= 1, tries
         assert sum(c.verdict is Verdict.FASTER for c in tries) <= 1, tries
 
-    def test_the_defaults_take_enough_samples_to_reach_alpha(
-            self, recorded: dict[float, np.ndarray]) -> None:
+    def test_the_defaults_take_enough_samples_to_reach_alpha(self, recorded: Recorded) -> None:
         """Every default measurement has at least min_samples, and no more than the cap."""
-        counts = [len(_measure(recorded[speed], seed)) for seed, speed in enumerate(SPEEDS)]
+        counts = [len(_measure(recorded.samples[speed], seed))
+                  for seed, speed in enumerate(SPEEDS)]
         assert min(counts) >= DEFAULTS.min_samples and max(counts) <= DEFAULTS.max_samples
 
     def test_three_against_three_is_undecided(self, bench: Bench) -> None:
@@ -232,8 +270,9 @@ class TestDefaultsDecide:
         assert comparison.verdict is Verdict.UNDECIDED and "cannot reach alpha" in comparison.reason
 
     def test_the_watch_flags_a_ten_percent_slowdown_between_two_scheduled_runs(
-            self, quiet: dict[float, np.ndarray], tmp_path: Path) -> None:
+            self, recorded: Recorded, tmp_path: Path) -> None:
         """Two nightly runs at the defaults, the second at 0.9: the watch writes a slower row."""
+        quiet = recorded.quiet_samples(1.0, 0.9)
         spec = {"kind": "gemm", "params": {"n": 64}, "devices": {"serials": ["P1"]}}
         settings = Settings(schedules=(Schedule(cron="0 1 * * *", spec=spec, name="nightly",
                                                 baseline="previous"),))

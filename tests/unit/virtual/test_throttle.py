@@ -23,6 +23,7 @@ from farm.virtual.fleet import Fleet
 from farm.virtual.net import Net
 from farm.virtual.rpc_process import RpcProcess
 from farm.virtual.throttle import QUIET_RT_PRIORITY, Throttle, favour, realtime
+from farm.virtual.throttle_main import _Account
 
 #: A busy loop in its own process group (what a kernel looks like to the scheduler).
 SPIN = "while True:\n    pass\n"
@@ -132,6 +133,36 @@ class TestThrottle:
         """A speed must be in (0, 1]."""
         with pytest.raises(ValueError, match=r"\(0, 1\]"):
             asyncio.run(Throttle(os.getpid()).set_speed(factor))
+
+
+class TestStopAccount:
+    """The throttler's stop lengths (pure: times are passed in)."""
+
+    @staticmethod
+    def account(speed: float) -> _Account:
+        account = _Account(speed, period_s=1e-3)
+        account.start = 0.0
+        return account
+
+    def test_a_stop_that_ran_long_is_taken_back_from_the_next(self) -> None:
+        """0.9 at 1 ms: 0.1 ms owed a period; 0.05 ms too long is 0.05 ms less next time."""
+        account = self.account(0.9)
+        assert account.owed_s(0.9e-3) == pytest.approx(0.1e-3)
+        account.served(0.15e-3, resumed=1.05e-3)
+        assert account.next_stop == pytest.approx(1.95e-3)
+        assert account.owed_s(1.95e-3) == pytest.approx(0.05e-3)
+
+    def test_a_stop_cut_short_is_made_up(self) -> None:
+        """A stop that served 0.02 of 0.1 ms owes the 0.08 ms besides the next 0.1 ms."""
+        account = self.account(0.9)
+        account.served(0.02e-3, resumed=0.92e-3)
+        assert account.owed_s(1.82e-3) == pytest.approx(0.18e-3)
+
+    def test_a_long_debt_is_forgiven_not_repaid_at_once(self) -> None:
+        """A throttler held off for a second owes one period's stop, not 100 ms."""
+        account = self.account(0.9)
+        assert account.owed_s(1.0) == pytest.approx(0.1e-3)
+        assert account.start == 1.0
 
 
 class TestPhoneSpeed:
