@@ -186,6 +186,9 @@ class HealthSettings(_Frozen):
     require_screen_on: bool = True
     cool_margin_c: float = Field(2.0, ge=0)
     require_plugged: bool = False
+    #: Thresholds of declared readings with no setting of their own, by name
+    #: (``[health.reading_limits] load_1m = 4.0``; :mod:`farm.health.readings`).
+    reading_limits: dict[str, float] = Field(default_factory=dict)
 
 
 class SuperviseSettings(_Frozen):

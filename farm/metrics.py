@@ -9,6 +9,7 @@ The series (prometheus-client; names follow Prometheus' naming practice of a
     farm_jobs{state}                           jobs per state (queued, running, ...)
     farm_phone_battery_temp_celsius{serial}    latest battery temperature, °C
     farm_phone_thermal_status{serial}          latest PowerManager thermal status, 0..6
+    farm_device_reading{serial,kind,name}      latest value of each declared reading
     farm_recoveries_total{serial,step}         recovery-ladder steps applied
     farm_job_duration_seconds{kind}            histogram of attempt durations
     farm_regressions_total{serial,workload}    phones the regression watch found slower
@@ -60,6 +61,13 @@ class FarmMetrics:
             "farm_phone_thermal_status",
             "Latest Android thermal status (PowerManager.THERMAL_STATUS_*, 0..6).",
             ["serial"],
+            registry=self.registry,
+        )
+        self.reading = Gauge(
+            "farm_device_reading",
+            "Latest value of each reading a device's kind declares (farm.health.readings), "
+            "in the unit its name ends with.",
+            ["serial", "kind", "name"],
             registry=self.registry,
         )
         self.recoveries = Counter(
@@ -117,11 +125,15 @@ class FarmMetrics:
         self._set_counts(self.jobs, self._job_states, counts)
 
     def observe_health(self, sample: HealthSample) -> None:
-        """Publish a phone's temperatures from a health sample; unknown readings are kept."""
-        if sample.battery_temp_c is not None:
-            self.battery_temp_c.labels(serial=sample.serial).set(sample.battery_temp_c)
-        if sample.thermal_status is not None:
-            self.thermal_status.labels(serial=sample.serial).set(sample.thermal_status)
+        """Publish a device's readings from a health sample; unknown readings are kept."""
+        for name, value in sample.readings.items():
+            if value is not None:
+                self.reading.labels(serial=sample.serial, kind=sample.kind, name=name).set(value)
+        battery_temp_c, status = sample.value("battery_temp_c"), sample.value("thermal_status")
+        if battery_temp_c is not None:
+            self.battery_temp_c.labels(serial=sample.serial).set(battery_temp_c)
+        if status is not None:
+            self.thermal_status.labels(serial=sample.serial).set(status)
 
     def count_recovery(self, serial: str, step: str) -> None:
         """Count one recovery step applied to a phone (``step`` as in ``farm.supervise.Step``)."""

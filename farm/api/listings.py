@@ -13,6 +13,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from farm.clock import SystemClock
+from farm.health.readings import declared
+from farm.health.readings import shown as shown_readings
 from farm.jsonable import plain
 from farm.queue.hosts import UNREACHABLE, readings_stale, shown_state, stale_health_reason
 from farm.queue.records import DeviceRecord, JobView
@@ -73,15 +75,35 @@ def device_listing(queue: Queue, *, show_all: bool,
     return rows, hidden
 
 
-#: Readings of the latest health sample that ``farmctl devices`` shows.
-_READINGS = ("battery_pct", "battery_temp_c", "thermal_status")
+#: A phone's readings that keep a key of their own in a row (scripts read them
+#: since before readings were declared per kind); every reading is in ``values``.
+_PHONE_KEYS = ("battery_pct", "battery_temp_c", "thermal_status")
 
 
 def _latest(record: DeviceRecord) -> dict[str, Any] | None:
     """The readings of the record's latest health sample, as ``device_row`` takes them."""
     if record.sampled_at is None:
         return None
-    return {"at": record.sampled_at, **{name: getattr(record, name) for name in _READINGS}}
+    return {"at": record.sampled_at, "readings": dict(record.readings)}
+
+
+def readings_text(kind: str, values: Mapping[str, Any], *, gating_only: bool = False) -> str:
+    """A sample's readings for people: ``battery_pct 81 %, battery_temp_c 31.5 °C, ...``.
+
+    Args:
+        kind: the device's kind (its declaration gives order and units).
+        values: the readings by name.
+        gating_only: only the readings that can keep a job off the device (the
+            table's column), and names this farm does not declare.
+    """
+    known = {reading.name for reading in declared(kind).readings}
+    parts = []
+    for row in shown_readings(kind, values):
+        if gating_only and row["name"] in known and not row["gates"]:
+            continue
+        unit = f" {row['unit']}" if row["unit"] else ""
+        parts.append(f"{row['name']} {row['value']:g}{unit}")
+    return ", ".join(parts)
 
 
 def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None,
@@ -100,8 +122,12 @@ def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None,
     Returns:
         The record's fields, plus ``shown_state`` (``draining`` for a busy drained
         phone: it finishes its attempt, then takes no work), ``health_reason``,
-        the latest ``battery_pct`` (0..100), ``battery_temp_c`` (°C) and
-        ``thermal_status`` (PowerManager 0..6), and ``sampled_at``; ``held_outside``
+        ``values``: the latest sample's readings as the device's kind declares
+        them (``[{"name", "value", "unit", "description"}]``,
+        :func:`farm.health.readings.shown`), ``now`` the gating ones as text
+        (``battery_temp_c 31.5 °C, ...``), a phone's ``battery_pct`` (0..100),
+        ``battery_temp_c`` (°C) and ``thermal_status`` (PowerManager 0..6) also
+        under their own names, and ``sampled_at``; ``held_outside``
         says who holds a phone outside farm (``ready (held outside)`` in the table);
         ``reserved`` (``alice until 2026-11-24T09:00Z``), ``reserved_by`` and
         ``reserved_until`` its reservation (``ready (reserved)`` in the table).
@@ -123,6 +149,7 @@ def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None,
     if reservation is not None:
         shown += " (reserved)"
     latest = latest or {}
+    values = latest.get("readings") or {}
     stale = readings_stale(record, dead_hosts)
     sampled_at = latest.get("at")
     age_s = None
@@ -140,7 +167,9 @@ def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None,
         "health_reason": getattr(record, "health_reason", ""),
         **({"health": DeviceHealth.UNKNOWN.value, "health_reason": stale_health_reason(record)}
            if stale else {}),
-        **{name: latest.get(name) for name in _READINGS},
+        **{name: values.get(name) for name in _PHONE_KEYS},
+        "values": shown_readings(record.kind, values),
+        "now": readings_text(record.kind, values, gating_only=True),
         "sampled_at": plain(sampled_at),
         "stale": stale,
         "readings_age_s": age_s,

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from farm.health.readings import shown
 from farm.jobs.tune_progress import TuneCounters
 from farm.kinds import KINDS
 from farm.queue.hosts import HostRecord, readings_stale, stale_health_reason
@@ -37,6 +38,11 @@ class ErrorOut(BaseModel):
     reason: str | None = None
 
 
+#: A phone's readings that keep a field of their own (API clients read them
+#: since before readings were declared per kind); every reading is in ``readings``.
+_PHONE_KEYS = ("battery_pct", "battery_temp_c", "thermal_status")
+
+
 class DeviceOut(BaseModel):
     """One phone as ``GET /api/v1/devices`` lists it.
 
@@ -46,7 +52,11 @@ class DeviceOut(BaseModel):
     attempt it runs; ``reservation`` is its active reservation, if any.
     ``stale``: the phone is offline or unreachable, so ``health`` is ``unknown``
     (the last judgement stays in ``health_reason``) and the readings are its
-    last ones, taken at ``sampled_at``.
+    last ones, taken at ``sampled_at``. ``readings`` are the latest sample's
+    readings by name as the device's kind declares them, ``values`` the same
+    with units (``[{"name", "value", "unit", "description"}]``); a phone's
+    ``battery_pct``, ``battery_temp_c`` and ``thermal_status`` are also under
+    their own names.
     """
 
     serial: str
@@ -59,6 +69,8 @@ class DeviceOut(BaseModel):
     unreachable: bool = False
     kind: str = "android"
     facts: dict[str, Any] = Field(default_factory=dict)
+    readings: dict[str, float] = Field(default_factory=dict)
+    values: list[dict[str, Any]] = Field(default_factory=list)
     battery_pct: float | None = None
     battery_temp_c: float | None = None
     thermal_status: int | None = None
@@ -83,6 +95,9 @@ def device_out(record: DeviceRecord, job_id: int | None = None,
     """A store record as its JSON shape."""
     data = asdict(record)
     data["facts"] = dict(record.facts)
+    data["readings"] = dict(record.readings)
+    data["values"] = shown(record.kind, record.readings)
+    data.update({name: record.readings.get(name) for name in _PHONE_KEYS})
     stale = readings_stale(record, dead_hosts)
     if stale:
         data["health_reason"] = stale_health_reason(record)

@@ -1,7 +1,10 @@
 """``farmctl devices | drain SERIAL | undrain SERIAL | release SERIAL``.
 
 ``devices`` shows each phone's state and health (``good``/``bad`` with the
-reason, LAVA's axis), its latest battery and thermal readings, who holds it
+reason, LAVA's axis), its latest readings that can keep a job off it, as its
+kind declares them with units (``readings now``: ``battery_pct 81 %,
+battery_temp_c 31.5 °C, ...``; every reading is in ``values`` of ``--json``,
+:mod:`farm.health.kind_readings`), who holds it
 outside farm (a person's own tracker session), who reserved it until when
 (``farmctl reserve``) and when farmd last saw it (every health sweep
 refreshes it), and the farmd host that runs it. A phone whose host stopped
@@ -28,8 +31,7 @@ __all__ = ["devices", "drain", "release", "undrain"]
 
 _COLUMNS = [
     Column("serial"), Column("host"), Column("shown_state", "state"), Column("health"),
-    Column("health_reason", "why"), Column("battery_pct", "batt %", "right"),
-    Column("battery_temp_c", "batt °C", "right"), Column("thermal_status", "thermal", "right"),
+    Column("health_reason", "why"), Column("now", "readings now"),
     Column("abi"), Column("sdk", justify="right"), Column("soc"), Column("gpu"),
     Column("attempt_id", "attempt", "right"), Column("held_outside", "held by"),
     Column("reserved", "reserved"),
@@ -43,7 +45,7 @@ _COLUMNS = [
               help="Also list offline and unreachable devices (hidden by default).")
 @pass_state
 def devices(state: CliState, as_json: bool, show_all: bool) -> None:
-    """List phones: state, health and why, battery %, battery °C, thermal status, facts."""
+    """List devices: state, health and why, the readings their kind declares, facts."""
     rows, hidden = state.listing("devices", {"show_all": show_all})
     if as_json:
         echo_json(rows)

@@ -107,17 +107,17 @@ GPU = "gpu"
 #: The kind of a device that connects out to farm's RPC proxy (:mod:`farm.controllers.proxy`).
 PROXY = "proxy"
 
-#: One health reading of one device: the fields of :class:`~farm.health.sample.HealthSample`.
-#: A kind fills what it can read and leaves the rest None (a board has no
-#: battery; a GPU host no screen). ``adb_state`` holds the kind's transport
-#: state (``"device"`` = reachable and ready, as adb says it); ``app_running``
-#: whether the kind's RPC server process runs.
+#: One health reading of one device: a :class:`~farm.health.sample.HealthSample`
+#: with ``kind`` set and the readings its kind declares
+#: (:mod:`farm.health.kind_readings`); None where not read. ``adb_state`` holds
+#: the kind's transport state (``"device"`` = reachable and ready, as adb says
+#: it); ``app_running`` whether the kind's RPC server process runs.
 HealthReading = HealthSample
 
 #: What thermal gating waits on before a measured run: a reading judged by
-#: :func:`farm.health.verdict.cool_enough` (``thermal_status``,
-#: ``battery_temp_c``, ``max_zone_temp_c``; None = not known, never holds back).
-#: A kind may read fewer fields here than for a full health sweep.
+#: :func:`farm.health.verdict.cool_enough` (the kind's declared cooling limits;
+#: None = not known, never holds back). A kind may read fewer readings here
+#: than for a full health sweep.
 ThermalReading = HealthSample
 
 

@@ -18,8 +18,8 @@ argv list from :mod:`farm.boards.commands`:
   with a pidfile in its work folder and stopped by killing that process group;
 * health: the thermal zones under the board's ``sysfs_root``, the server's
   process group, ``df -k`` of the work folder, ``/proc/loadavg`` and
-  ``/proc/meminfo`` (logged as ``board_health``; :class:`HealthSample` has no
-  load or memory fields), in one round trip;
+  ``/proc/meminfo`` in one round trip, as the readings
+  :data:`~farm.health.kind_readings.BOARD_READINGS` declares;
 * recovery: restart the server (``restart_app``), then ``reboot`` only where
   ``reboot_allowed``; the ladder climbs past the Android-only rungs and
   quarantines after the last one (:mod:`farm.supervise.ladder`);
@@ -52,6 +52,8 @@ from farm.device.cpu import parse_proc_cpuinfo, parse_proc_meminfo
 from farm.device.storage import parse_df_k
 from farm.device.thermal import parse_thermal_zones
 from farm.errors import FarmError, PhoneFault, SpecError, ToolMissing
+from farm.health.kind_readings import BoardRaw
+from farm.health.readings import declared
 from farm.health.sample import ADB_STATE_DEVICE
 from farm.jobs.board_targets import board_linker, board_target
 from farm.netaddr import is_loopback
@@ -67,7 +69,6 @@ KIND = BOARD
 OFFLINE = "offline"
 #: Importing TVM on a small ARM board takes seconds.
 RUNTIME_CHECK_TIMEOUT_S = 120.0
-_KIB_PER_MIB = 1024
 
 
 def board_tracker_key(board: BoardSettings) -> str:
@@ -123,30 +124,27 @@ def reading_from_output(serial: str, at: datetime, output: bytes | str, *,
                         registered: bool | None = None) -> HealthReading:
     """A health reading from :func:`farm.boards.commands.health_argv`'s output.
 
-    Fills ``max_zone_temp_c`` (hottest temperature zone; None without zones),
-    ``free_storage_mb`` (``df -k`` of the work folder, MiB), ``app_running`` (the
-    server's process group is alive); logs ``board_health`` with ``load_1m``
-    and ``mem_available_mb``, which :class:`HealthSample` has no fields for.
+    The readings are those :data:`~farm.health.kind_readings.BOARD_READINGS`
+    declares (hottest zone, load, available memory, free space in the work
+    folder); ``app_running``: the server's process group is alive.
 
     Raises:
         PhoneFault: the output is cut short or unreadable.
     """
     try:
         types, temps, loadavg, meminfo, df, server = commands.sections(output, 6)
-        zones = parse_thermal_zones(types, temps)
-        rows = parse_df_k(df)
-        memory = parse_proc_meminfo(meminfo)
-        load_1m = float(loadavg.split()[0])
+        raw = BoardRaw(
+            zone_temps_c=[zone.temp_c for zone in parse_thermal_zones(types, temps)],
+            load=[float(part) for part in loadavg.split()[:3]],
+            meminfo_kb=parse_proc_meminfo(meminfo), filesystems=parse_df_k(df),
+        )
+        if not raw.load:
+            raise ValueError("empty /proc/loadavg")
     except (ValueError, IndexError) as exc:
         raise PhoneFault(serial, f"unreadable board health: {exc}") from exc
-    log.debug("board_health", serial=serial, load_1m=load_1m,
-              mem_available_mb=memory.get("MemAvailable", 0) // _KIB_PER_MIB)
-    return HealthReading(
-        serial=serial, at=at, adb_state=ADB_STATE_DEVICE,
-        max_zone_temp_c=max((zone.temp_c for zone in zones), default=None),
-        free_storage_mb=rows[-1].available_kb / _KIB_PER_MIB if rows else None,
-        app_running=server.strip() == "running", registered=registered,
-    )
+    return HealthReading(serial, at, ADB_STATE_DEVICE, kind=KIND,
+                         readings=declared(KIND).read(raw),
+                         app_running=server.strip() == "running", registered=registered)
 
 
 def _first_block_value(cpuinfo_text: str, key: str) -> str:
@@ -385,8 +383,9 @@ class BoardController:
             zones = parse_thermal_zones(types, temps)
         except ValueError as exc:
             raise PhoneFault(serial, f"unreadable board thermal zones: {exc}") from exc
-        return ThermalReading(serial=serial, at=at, adb_state=ADB_STATE_DEVICE,
-                              max_zone_temp_c=max((z.temp_c for z in zones), default=None))
+        raw = BoardRaw(zone_temps_c=[zone.temp_c for zone in zones])
+        return ThermalReading(serial, at, ADB_STATE_DEVICE, kind=KIND,
+                              readings=declared(KIND).read(raw))
 
     def tracker_key(self, serial: str) -> str:
         """The board's tracker key (:func:`board_tracker_key`)."""

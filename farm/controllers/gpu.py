@@ -3,8 +3,9 @@
 * discovery and facts: NVML (:mod:`farm.gpu.nvml`): one device per GPU named in
   ``[gpu] gpus`` (all when empty), serial = its NVML UUID in lower case
   (``gpu-5c3f6d1e-...``), unique across hosts;
-* health and thermal gating: NVML's temperature and clock event ("throttle")
-  reasons, judged by :func:`thermal_status` against ``[gpu] temp_max_c``;
+* health and thermal gating: NVML's temperature (gated by ``[gpu] temp_max_c``),
+  heat clock event ("throttle") reasons, clocks, memory and power, as the
+  readings :data:`~farm.health.kind_readings.GPU_READINGS` declares;
 * the RPC server: ``tvm.exec.rpc_server --no-fork`` under farm's wrapper
   (:mod:`farm.gpu.server`, why ``--no-fork`` is there), one per GPU, with
   ``CUDA_VISIBLE_DEVICES`` set to the GPU's UUID, in its own process group that
@@ -45,21 +46,18 @@ from farm.controllers.base import (
 from farm.errors import PhoneFault, SpecError
 from farm.gpu.nvml import GpuReading, NvmlReader, PynvmlReader, parse
 from farm.gpu.server import server_argv
+from farm.health.readings import declared
 from farm.health.sample import ADB_STATE_DEVICE
 from farm.netaddr import free_port
 from farm.procs import group_alive, signal_group, spawn
 
-__all__ = ["KIND", "GpuController", "thermal_status"]
+__all__ = ["KIND", "GpuController"]
 
 log = structlog.get_logger(__name__)
 
 KIND = GPU
 #: A GPU NVML no longer lists (fallen off the bus, driver reloaded): adb's word.
 ABSENT = "absent"
-#: ``thermal_status`` of a GPU that is too hot or slowed for heat: Android's
-#: ``THERMAL_STATUS_SEVERE`` (AOSP ``PowerManager``), so the phones' verdict and
-#: gate (``thermal_status_max``, 0 by default) judge GPUs unchanged.
-HOT_STATUS = 3
 #: How long a stopped server's group gets after SIGTERM before SIGKILL.
 STOP_GRACE_S = 5.0
 #: CUDA limits every GPU since compute capability 2.0 has (CUDA C Programming
@@ -67,17 +65,6 @@ STOP_GRACE_S = 5.0
 #: warp size and the static shared memory per block.
 CUDA_LIMITS: dict[str, int] = {"max_threads_per_block": 1024, "warp_size": 32,
                                "max_shared_memory_per_block": 48 * 1024}
-
-
-def thermal_status(reading: GpuReading, temp_max_c: float) -> int:
-    """0 when the GPU may run measured work, :data:`HOT_STATUS` when it is hot; pure.
-
-    Hot: its temperature is above ``temp_max_c``, or NVML reports a clock event
-    reason that comes from heat or power supply (:data:`farm.gpu.nvml.HEAT_REASONS`).
-    An unknown temperature with no such reason counts as cool (as the phones' gate).
-    """
-    too_warm = reading.temp_c is not None and reading.temp_c > temp_max_c
-    return HOT_STATUS if too_warm or reading.heat_reasons else 0
 
 
 class GpuController:
@@ -179,28 +166,23 @@ class GpuController:
 
     def read_health(self, serial: str, at: datetime, *,
                     registered: bool | None = None) -> HealthReading:
-        """The GPU's reading: present or ``absent``, heat as ``thermal_status``, server alive."""
+        """The GPU's readings (present or ``absent``) and whether its server runs."""
         sample = self.gating_reading(serial, at)
         with self._lock:
             server = self._servers.get(serial)
         running = server is not None and server.poll() is None
-        return HealthReading(serial=serial, at=at, adb_state=sample.adb_state,
-                             thermal_status=sample.thermal_status, app_running=running,
-                             registered=registered)
+        return HealthReading(serial, at, sample.adb_state, kind=KIND, readings=sample.readings,
+                             app_running=running, registered=registered)
 
     def gating_reading(self, serial: str, at: datetime) -> ThermalReading:
-        """NVML's temperature and throttle reasons judged by :func:`thermal_status`.
+        """NVML's reading of the GPU as :data:`~farm.health.kind_readings.GPU_READINGS` declares.
 
         Never raises for a vanished GPU: it reads ``adb_state="absent"``.
         """
         reading = self._reading(serial)
         if reading is None:
-            return ThermalReading(serial=serial, at=at, adb_state=ABSENT)
-        status = thermal_status(reading, self.gpu.temp_max_c)
-        if status:
-            log.info("gpu_hot", serial=serial, temp_c=reading.temp_c,
-                     temp_max_c=self.gpu.temp_max_c, reasons=list(reading.heat_reasons))
-        return ThermalReading(serial=serial, at=at, thermal_status=status)
+            return ThermalReading(serial, at, ABSENT, kind=KIND)
+        return ThermalReading(serial, at, kind=KIND, readings=declared(KIND).read(reading))
 
     def start_server(self, serial: str) -> None:
         """(Re)start the GPU's ``rpc_server --no-fork`` pointed at the tracker.

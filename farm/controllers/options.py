@@ -84,7 +84,7 @@ class FleetOptions:
             device_tracker_port=t.device_port or t.port,
             apk=Path(path).expanduser() if path is not None else None,
             clash=ClashPolicy(settings.apk.on_signature_clash),
-            limits=Limits.from_settings(settings.health),
+            limits=Limits.of(settings),
             ladder=LadderPolicy.from_settings(settings.supervise),
             registration_deadline_s=settings.supervise.registration_deadline_s,
             probe_every_sweeps=settings.health.probe_every_sweeps,

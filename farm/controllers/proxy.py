@@ -121,13 +121,13 @@ class ProxyController:
                     registered: bool | None = None) -> HealthReading:
         """Present while the proxy lists its key; the rest is unknown (None)."""
         sample = self.gating_reading(serial, at)
-        return HealthReading(serial=serial, at=at, adb_state=sample.adb_state,
+        return HealthReading(serial=serial, at=at, adb_state=sample.adb_state, kind=KIND,
                              registered=registered)
 
     def gating_reading(self, serial: str, at: datetime) -> ThermalReading:
         """No thermal reading reaches farm through the proxy: nothing holds the device back."""
         listed = self.tracker_key(serial) in self.keys()
-        return ThermalReading(serial=serial, at=at,
+        return ThermalReading(serial=serial, at=at, kind=KIND,
                               adb_state=ADB_STATE_DEVICE if listed else "absent")
 
     def start_server(self, serial: str) -> None:

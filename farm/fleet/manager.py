@@ -555,11 +555,9 @@ class FleetManager:
         if self.metrics is not None:
             self.metrics.observe_health(sample)
         self.store.record_health(serial, now, {
-            "battery_pct": sample.battery_pct, "battery_temp_c": sample.battery_temp_c,
-            "thermal_status": sample.thermal_status, "max_zone_temp_c": sample.max_zone_temp_c,
-            "free_storage_mb": sample.free_storage_mb, "screen_on": sample.screen_on,
-            "app_running": sample.app_running, "registered": sample.registered,
-        })
+            "screen_on": sample.screen_on, "app_running": sample.app_running,
+            "registered": sample.registered,
+        }, sample.readings)
         self.judge(serial, sample)
         if probe and sample.app_running and sample.registered:
             self.prober.start(serial, sample)

@@ -1,5 +1,8 @@
 """Read one phone's health through adb into a :class:`HealthSample`.
 
+The readings are those :data:`~farm.health.kind_readings.ANDROID_READINGS`
+declares, read from the parsed sections.
+
 One shell call per sweep: a constant script prints each reading after a marker
 line, so a sweep costs one adb round trip per phone however many readings it
 takes. Each section is parsed by ``farm.device``; a section that fails to
@@ -21,9 +24,11 @@ from farm.device.battery import Plugged, parse_dumpsys_battery
 from farm.device.logcat import find_fatal_exceptions
 from farm.device.power import parse_dumpsys_power
 from farm.device.processes import parse_pidof
-from farm.device.storage import free_bytes_for, parse_df_k
+from farm.device.storage import parse_df_k
 from farm.device.thermal import parse_dumpsys_thermalservice
-from farm.health.sample import HealthSample
+from farm.health.kind_readings import AndroidRaw
+from farm.health.readings import declared
+from farm.health.sample import ANDROID, HealthSample
 from farm.provision.launch import PACKAGE, RPC_PROCESS
 
 log = structlog.get_logger(__name__)
@@ -74,16 +79,9 @@ def sample_from_sections(
 
     battery = parse("battery", parse_dumpsys_battery)
     if battery is not None:
-        values.update(battery_pct=round(battery.level_pct), battery_temp_c=battery.temp_c,
-                      plugged=battery.plugged is not Plugged.NONE)
-    thermal = parse("thermal", parse_dumpsys_thermalservice)
-    if thermal is not None:
-        values["thermal_status"] = thermal.thermal_status
-        temps = [t.value_c for t in thermal.temperatures if t.is_temperature]
-        values["max_zone_temp_c"] = max(temps) if temps else None
-    filesystems = parse("df", parse_df_k)
-    if filesystems:
-        values["free_storage_mb"] = free_bytes_for(filesystems, "/data") / 2**20
+        values["plugged"] = battery.plugged is not Plugged.NONE
+    raw = AndroidRaw(battery, parse("thermal", parse_dumpsys_thermalservice),
+                     parse("df", parse_df_k))
     power = parse("power", parse_dumpsys_power)
     if power is not None:
         values["screen_on"] = power.screen_on
@@ -94,7 +92,7 @@ def sample_from_sections(
     count = crashes_seen if crashes is None else len(crashes)
     new_crash = crashes_seen is not None and count is not None and count > crashes_seen
     sample = HealthSample(
-        serial=serial, at=at, registered=registered,
+        serial, at, registered=registered, readings=declared(ANDROID).read(raw),
         fatal_exception_seen=new_crash, **values,  # type: ignore[arg-type]
     )
     return sample, count

@@ -1,5 +1,8 @@
 """Judge a :class:`~farm.health.sample.HealthSample` against :class:`Limits`, purely.
 
+Every reading the sample's kind declares with a :class:`~farm.health.readings.Limit`
+is judged against its threshold; the verdict names no reading itself.
+
 A verdict names a :class:`Condition` and its reasons; the fleet turns it into a
 state transition and a health (``good``/``bad``, LAVA's axis, kept apart from
 the state) and logs the reason, e.g. ``ready -> cooling (battery_temp_c 41.2 > 35)``.
@@ -12,12 +15,16 @@ A reading that is ``None`` (the probe could not get it) is skipped, never guesse
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import Enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from farm.config import HealthSettings
+from farm.health.readings import Condition, Limit, declared, resolve_setting
 from farm.health.sample import ADB_STATE_DEVICE, HealthSample
+
+__all__ = ["Condition", "Limits", "Verdict", "app_down", "app_failure_reasons",
+           "cool_enough", "verdict"]
 
 #: The config's ``[health]`` defaults: the one place they are written.
 _DEFAULTS = HealthSettings.model_validate({})
@@ -31,21 +38,6 @@ THERMAL_STATUS_SEVERE = 3  # severe throttling, UX largely impacted
 THERMAL_STATUS_CRITICAL = 4  # platform has done everything to reduce power
 THERMAL_STATUS_EMERGENCY = 5  # key components shutting down
 THERMAL_STATUS_SHUTDOWN = 6  # needs shutdown immediately
-
-
-class Condition(str, Enum):
-    """What one sample says about a phone, worst last (the order :func:`verdict` ranks by).
-
-    Not the phone's health: :class:`farm.queue.models.DeviceHealth` (``good``,
-    ``bad``, ``unknown``, LAVA's axis) is stored per phone and derived from
-    conditions by :func:`farm.fleet.lifecycle.health_of`; a condition decides the
-    phone's next state (``cooling`` only needs time, ``unhealthy`` needs fixing).
-    """
-
-    GOOD = "good"
-    COOLING = "cooling"
-    UNHEALTHY = "unhealthy"
-    OFFLINE = "offline"
 
 
 @dataclass(frozen=True)
@@ -82,6 +74,8 @@ class Limits:
             still catches a draining phone.
         require_screen_on: whether a dark screen is unhealthy (a phone that dozes
             throttles and may drop its app); farm keeps screens awake while plugged.
+        farm_settings: where other declared limits' thresholds are read: farm's
+            settings (:meth:`of`), or ``{"health": <[health]>}``.
     """
 
     battery_temp_max_c: float = _DEFAULTS.battery_temp_max_c
@@ -92,6 +86,34 @@ class Limits:
     storage_min_free_mb: float = _DEFAULTS.storage_min_free_mb
     require_plugged: bool = _DEFAULTS.require_plugged
     require_screen_on: bool = _DEFAULTS.require_screen_on
+    farm_settings: Any = field(default=None, compare=False)
+
+    def threshold(self, limit: Limit) -> float | None:
+        """The threshold of a declared limit; None disables it.
+
+        A ``health.<field>`` setting that is a field here is read here (tests
+        set those by hand); any other setting path is read from farm's settings
+        (:meth:`of`), or, without them, from the ``[health]`` defaults.
+        """
+        if limit.setting is None:
+            return limit.value
+        section, _, name = limit.setting.partition(".")
+        if section == "health" and name in _FIELDS:
+            value = getattr(self, name)
+            return None if value is None else float(value)
+        root = self.farm_settings if self.farm_settings is not None else _DEFAULT_ROOT
+        return resolve_setting(root, limit.setting)
+
+    @classmethod
+    def of(cls, settings: Any, **overrides: Any) -> Limits:
+        """Limits from all of farm's settings: ``[health]`` and every kind's own section.
+
+        Args:
+            settings: farm's :class:`~farm.config.Settings` (a declared limit may
+                name ``gpu.temp_max_c`` or ``health.reading_limits.<name>``).
+            **overrides: as :meth:`from_settings`.
+        """
+        return cls.from_settings(settings.health, farm_settings=settings, **overrides)
 
     @classmethod
     def from_settings(cls, settings: HealthSettings, **overrides: Any) -> Limits:
@@ -111,8 +133,13 @@ class Limits:
             "storage_min_free_mb": settings.storage_min_free_mb,
             "require_plugged": settings.require_plugged,
             "require_screen_on": settings.require_screen_on,
+            "farm_settings": {"health": settings},
         }
         return cls(**{**fields, **overrides})
+
+
+_FIELDS = frozenset(name for name in Limits.__dataclass_fields__ if name != "farm_settings")
+_DEFAULT_ROOT: Mapping[str, Any] = {"health": _DEFAULTS}
 
 
 @dataclass(frozen=True)
@@ -168,30 +195,36 @@ def app_down(sample: HealthSample) -> bool:
     return bool(app_failure_reasons(sample))
 
 
-def _heat_reasons(sample: HealthSample, limits: Limits, margin_c: float) -> list[str]:
-    """Temperature limits broken, with temperature limits lowered by ``margin_c``."""
+def _limit_reasons(sample: HealthSample, limits: Limits, condition: Condition,
+                   margin_c: float = 0.0) -> list[str]:
+    """The declared limits of ``condition`` the sample breaks, in declaration order.
+
+    Temperature limits (``Limit.margin``) are lowered by ``margin_c``.
+    """
     reasons = []
-    battery_max_c = limits.battery_temp_max_c - margin_c
-    if sample.battery_temp_c is not None and sample.battery_temp_c > battery_max_c:
-        reasons.append(f"battery_temp_c {_num(sample.battery_temp_c)} > {_num(battery_max_c)}")
-    if sample.thermal_status is not None and sample.thermal_status > limits.thermal_status_max:
-        reasons.append(f"thermal_status {sample.thermal_status} > {limits.thermal_status_max}")
-    if limits.zone_temp_max_c is not None and sample.max_zone_temp_c is not None:
-        zone_max_c = limits.zone_temp_max_c - margin_c
-        if sample.max_zone_temp_c > zone_max_c:
-            reasons.append(f"max_zone_temp_c {_num(sample.max_zone_temp_c)} > {_num(zone_max_c)}")
+    for reading in declared(sample.kind).readings:
+        limit = reading.limit
+        value = sample.value(reading.name)
+        if limit is None or limit.condition is not condition or value is None:
+            continue
+        threshold = limits.threshold(limit)
+        if threshold is None:
+            continue
+        if limit.margin:
+            threshold -= margin_c
+        if limit.broken(value, threshold):
+            reasons.append(f"{reading.name} {_num(value)} {limit.op} {_num(threshold)}")
     return reasons
 
 
+def _heat_reasons(sample: HealthSample, limits: Limits, margin_c: float) -> list[str]:
+    """Cooling limits broken, with temperature limits lowered by ``margin_c``."""
+    return _limit_reasons(sample, limits, Condition.COOLING, margin_c)
+
+
 def _phone_reasons(sample: HealthSample, limits: Limits) -> list[str]:
-    """Limits broken by the phone itself (power, storage, screen)."""
-    reasons = []
-    if sample.battery_pct is not None and sample.battery_pct < limits.battery_min_pct:
-        reasons.append(f"battery_pct {sample.battery_pct} < {_num(limits.battery_min_pct)}")
-    if sample.free_storage_mb is not None and sample.free_storage_mb < limits.storage_min_free_mb:
-        reasons.append(
-            f"free_storage_mb {_num(sample.free_storage_mb)} < {_num(limits.storage_min_free_mb)}"
-        )
+    """Limits broken by the device itself (its unhealthy readings, power, screen)."""
+    reasons = _limit_reasons(sample, limits, Condition.UNHEALTHY)
     if limits.require_plugged and sample.plugged is False:
         reasons.append("plugged false")
     if limits.require_screen_on and sample.screen_on is False:

@@ -13,7 +13,15 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, delete, or_, select
 
 from farm.queue import transitions
-from farm.queue.models import Device, DeviceEvent, DeviceHealth, DeviceState, HealthSample
+from farm.queue.models import (
+    LEGACY_READINGS,
+    Device,
+    DeviceEvent,
+    DeviceHealth,
+    DeviceState,
+    HealthSample,
+    readings_of,
+)
 from farm.queue.ops import TransactionOps
 from farm.queue.records import DeviceRecord, EventRecord
 from farm.queue.thinning import health_ids_to_drop
@@ -22,9 +30,8 @@ __all__ = ["DeviceOps", "of_host"]
 
 _DELETE_BATCH = 500  # ids per DELETE ... IN (...): under SQLite's bound-parameter limit
 
-_HEALTH_COLUMNS = frozenset(
-    c.name for c in HealthSample.__table__.columns if c.name not in ("id", "serial", "at")
-)
+#: The status columns of a sample (not readings: no kind declares them).
+_STATUS_COLUMNS = ("screen_on", "app_running", "registered")
 
 
 def of_host(host: str) -> ColumnElement[bool]:
@@ -324,24 +331,33 @@ class DeviceOps(TransactionOps):
         with self._tx() as session:
             return [EventRecord.of(e) for e in session.scalars(query)]
 
-    def record_health(self, serial: str, at: datetime, values: Mapping[str, Any]) -> None:
+    def record_health(self, serial: str, at: datetime, values: Mapping[str, Any],
+                      readings: Mapping[str, float | None] | None = None) -> None:
         """Store one health probe.
 
         Args:
-            serial: the phone probed.
+            serial: the device probed.
             at: when.
-            values: any of ``battery_pct``, ``battery_temp_c``, ``thermal_status``,
-                ``max_zone_temp_c``, ``free_storage_mb``, ``screen_on``,
-                ``app_running``, ``registered``; missing ones are stored as NULL.
+            values: any of ``screen_on``, ``app_running``, ``registered`` (the
+                device's status), and readings of a phone by name
+                (``battery_pct``, ...); missing ones are stored as NULL.
+            readings: the readings the device's kind declares, by name (any
+                name: the store keeps what the kind declares); None values are
+                not stored.
 
         Raises:
-            ValueError: a key is not a health sample column (a bug in the caller).
+            ValueError: a key of ``values`` is neither a status nor a phone's
+                reading (a bug in the caller).
         """
-        unknown = set(values) - _HEALTH_COLUMNS
+        unknown = set(values) - set(_STATUS_COLUMNS) - set(LEGACY_READINGS)
         if unknown:
             raise ValueError(f"unknown health sample fields: {sorted(unknown)}")
+        merged = {**{k: v for k, v in values.items() if k in LEGACY_READINGS}, **(readings or {})}
+        stored = {name: value for name, value in merged.items() if value is not None}
+        columns = {k: v for k, v in values.items() if k in _STATUS_COLUMNS}
+        columns.update({name: stored[name] for name in LEGACY_READINGS if name in stored})
         with self._tx() as session:
-            session.add(HealthSample(serial=serial, at=at, **dict(values)))
+            session.add(HealthSample(serial=serial, at=at, readings=stored, **columns))
 
     def downsample_health(self, before: datetime, bucket_s: float) -> int:
         """Thin health samples older than ``before`` to one per phone per ``bucket_s``.
@@ -366,7 +382,12 @@ class DeviceOps(TransactionOps):
         return len(drop)
 
     def health_samples(self, serial: str, limit: int = 100) -> list[dict[str, Any]]:
-        """A phone's latest health probes, newest first, as dicts of column values."""
+        """A device's latest health probes, newest first.
+
+        Returns:
+            One dict per sample: ``at``, the status columns, ``readings``
+            (``{name: value}``) and each reading again under its own name.
+        """
         query = (
             select(HealthSample)
             .where(HealthSample.serial == serial)
@@ -374,7 +395,9 @@ class DeviceOps(TransactionOps):
             .limit(limit)
         )
         with self._tx() as session:
-            return [
-                {c: getattr(h, c) for c in ("at", *sorted(_HEALTH_COLUMNS))}
-                for h in session.scalars(query)
-            ]
+            rows = []
+            for sample in session.scalars(query):
+                readings = readings_of(sample)
+                rows.append({"at": sample.at, **{c: getattr(sample, c) for c in _STATUS_COLUMNS},
+                             **readings, "readings": readings})
+            return rows

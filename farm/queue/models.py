@@ -38,6 +38,7 @@ from farm.queue.tolerant import TolerantEnum
 
 __all__ = [
     "DB_INT_MAX",
+    "LEGACY_READINGS",
     "ApiToken",
     "Attempt",
     "AttemptState",
@@ -59,6 +60,7 @@ __all__ = [
     "TuningRecord",
     "TuningWorkload",
     "UtcDateTime",
+    "readings_of",
 ]
 
 
@@ -186,7 +188,13 @@ class DeviceEvent(Base):
 
 
 class HealthSample(Base):
-    """One health probe of a phone; None where the probe could not read a value."""
+    """One health probe of a device; None where the probe could not read a value.
+
+    ``readings`` holds the readings the device's kind declares, by name
+    (:mod:`farm.health.readings`). The per-reading columns before it are a
+    phone's readings, still written for hosts before migration 0009 and read
+    where ``readings`` is NULL (a row such a host wrote).
+    """
 
     __tablename__ = "health_samples"
     __table_args__ = (sa.Index("ix_health_samples_serial_at", "serial", "at"),)
@@ -202,6 +210,22 @@ class HealthSample(Base):
     screen_on: Mapped[bool | None]
     app_running: Mapped[bool | None]
     registered: Mapped[bool | None]  # the RPC app is registered with the tracker
+    readings: Mapped[dict[str, Any] | None]  # {name: value} as the kind declares them
+
+
+#: A phone's readings that still have a column each (migration 0009 keeps them
+#: for hosts that predate ``health_samples.readings``): written beside the JSON,
+#: read where a row has no JSON.
+LEGACY_READINGS = ("battery_pct", "battery_temp_c", "thermal_status", "max_zone_temp_c",
+                   "free_storage_mb")
+
+
+def readings_of(sample: HealthSample) -> dict[str, float]:
+    """A stored sample's readings: its JSON, or a pre-0009 host's per-reading columns."""
+    if sample.readings is not None:
+        return {name: value for name, value in sample.readings.items() if value is not None}
+    return {name: value for name in LEGACY_READINGS
+            if (value := getattr(sample, name)) is not None}
 
 
 class Job(Base):

@@ -23,6 +23,7 @@ from farm.queue.models import (
     HealthSample,
     Job,
     JobState,
+    readings_of,
 )
 
 __all__ = [
@@ -151,12 +152,10 @@ class DeviceRecord:
 
     Attributes:
         health_reason: why ``health`` says what it says, e.g. ``"probe: app not running"``.
-        battery_pct: battery level in percent, from the latest health sample.
-        battery_temp_c: battery temperature in °C, from the latest health sample.
-        thermal_status: Android ``PowerManager.THERMAL_STATUS_*`` (0 none .. 6
-            shutdown), from the latest health sample.
-        sampled_at: when the latest health sample was taken; None (with the
-            three above) if the phone has none or the reader did not ask.
+        readings: the latest health sample's readings by name, as the device's
+            kind declares them (:mod:`farm.health.readings`); empty with no sample.
+        sampled_at: when the latest health sample was taken; None if the
+            device has none or the reader did not ask.
         held_outside: why a session farm did not open holds the phone, e.g.
             ``"held outside farm by a session from 127.0.0.1:40112"``; None if none does.
         host: the farmd host that owns the device (its adb server sees it,
@@ -176,9 +175,7 @@ class DeviceRecord:
     last_seen: datetime | None
     state_changed_at: datetime | None
     health_reason: str = ""
-    battery_pct: float | None = None
-    battery_temp_c: float | None = None
-    thermal_status: int | None = None
+    readings: Mapping[str, float] = field(default_factory=dict)
     sampled_at: datetime | None = None
     held_outside: str | None = None
     host: str | None = None
@@ -199,9 +196,7 @@ class DeviceRecord:
             device.last_seen,
             device.state_changed_at,
             device.health_reason or "",
-            None if sample is None else sample.battery_pct,
-            None if sample is None else sample.battery_temp_c,
-            None if sample is None else sample.thermal_status,
+            {} if sample is None else readings_of(sample),
             None if sample is None else sample.at,
             device.held_outside,
             device.host,

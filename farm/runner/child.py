@@ -81,7 +81,7 @@ def _gate_for(
     from farm.health.verdict import Limits
     from farm.runner.gating import ControllerGate
 
-    return ControllerGate(settings, Limits.from_settings(settings.health), clock, facts, kinds)
+    return ControllerGate(settings, Limits.of(settings), clock, facts, kinds)
 
 
 def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,

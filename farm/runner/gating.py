@@ -1,8 +1,9 @@
 """Thermal gating: wait until a phone is cool before every measured run.
 
-A run starts only when the phone's thermal status is at most
+A run starts only when no cooling limit the device's kind declares is broken
+(:mod:`farm.health.kind_readings`): for a phone, its thermal status at most
 ``health.thermal_status_max`` (0, ``PowerManager.THERMAL_STATUS_NONE``) and its
-battery is at or under ``health.battery_temp_max_c`` (35 °C by default). The
+battery at or under ``health.battery_temp_max_c`` (35 °C by default). The
 check is :func:`farm.health.verdict.cool_enough` with no hysteresis margin: the
 margin keeps the fleet's state machine from flapping, while the gate only asks
 "may I measure now?". How long the gate waited is stored with the phone's
@@ -45,19 +46,20 @@ def gate_limits(limits: Limits) -> Limits:
 def snapshot_of(
     sample: HealthSample, facts: Mapping[str, Any], thermal_wait_s: float
 ) -> SnapshotData:
-    """The phone's state just before a measured run, as the store keeps it."""
+    """The device's state just before a measured run, as the store keeps it.
+
+    ``battery`` holds the ``battery_*`` readings and ``plugged``; ``thermal``
+    every other reading the device's kind declares (``thermal_status``,
+    ``max_zone_temp_c``, a GPU's ``gpu_temp_c``, ...): results read both.
+    """
+    battery = {name: value for name, value in sample.readings.items()
+               if name.startswith("battery_")}
+    thermal = {name: value for name, value in sample.readings.items() if name not in battery}
     return SnapshotData(
         serial=sample.serial,
         at=sample.at,
-        battery={
-            "battery_pct": sample.battery_pct,
-            "battery_temp_c": sample.battery_temp_c,
-            "plugged": sample.plugged,
-        },
-        thermal={
-            "thermal_status": sample.thermal_status,
-            "max_zone_temp_c": sample.max_zone_temp_c,
-        },
+        battery={**battery, "plugged": sample.plugged},
+        thermal=thermal,
         facts=dict(facts),
         thermal_wait_s=thermal_wait_s,
     )

@@ -184,7 +184,7 @@ class TestBoardFaults:
         limits = replace(Limits(), zone_temp_max_c=70.0)
         board.heat(85.0)
         hot = controller.gating_reading(board.name, datetime.now(UTC))
-        assert hot.max_zone_temp_c == pytest.approx(85.0)
+        assert hot.value("max_zone_temp_c") == pytest.approx(85.0)
         assert verdict(hot, limits).condition is Condition.COOLING
         board.cool()
         cool = controller.gating_reading(board.name, datetime.now(UTC))

@@ -45,17 +45,18 @@ class TestSampleFromSections:
             "crash": fixture("logcat_crash_fatal_exception__calnotify_emulator.txt"),
         }
         sample, crashes = sample_from_sections("s1", AT, sections)
-        assert sample.thermal_status == 2
+        assert sample.value("thermal_status") == 2
         assert sample.screen_on is False
         assert sample.app_running is False
-        assert sample.free_storage_mb is not None and sample.free_storage_mb > 0
-        assert sample.battery_temp_c is not None and 0 < sample.battery_temp_c < 60
+        free_mb, battery_c = sample.value("free_storage_mb"), sample.value("battery_temp_c")
+        assert free_mb is not None and free_mb > 0
+        assert battery_c is not None and 0 < battery_c < 60
         assert crashes == 0  # that crash is another package's
 
     def test_unreadable_section_is_none(self) -> None:
         """A section that does not parse leaves its fields unknown, not guessed."""
         sample, _ = sample_from_sections("s1", AT, {"battery": "garbage\n", "app": "4242\n"})
-        assert sample.battery_pct is None and sample.battery_temp_c is None
+        assert sample.value("battery_pct") is None and sample.value("battery_temp_c") is None
         assert sample.app_running is True
 
     def test_app_section_missing_or_unreadable_is_unknown(self) -> None:

@@ -114,6 +114,13 @@ const farm = (() => {
       const names = ["none", "light", "moderate", "severe", "critical", "emergency", "shutdown"];
       return status === null || status === undefined ? "" : `${status} ${names[status] || ""}`;
     },
+    /** Readings as their kind declares them ([{name, value, unit, description}]), one per line. */
+    readings(values) {
+      const shown = (v) => v.name === "thermal_status" ? fmt.thermal(v.value)
+        : Number.isInteger(v.value) ? String(v.value) : Number(v.value).toFixed(1);
+      return values.map((v) => el("span", {class: "reading", title: v.description || v.name},
+        `${v.name} ${shown(v)}${v.unit ? " " + v.unit : ""} `));
+    },
     jobLink(id) { return id === null || id === undefined ? "" : el("a", {href: `/jobs/${id}`}, `#${id}`); },
   };
 

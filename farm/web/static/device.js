@@ -21,34 +21,46 @@
     document.getElementById("device-state").replaceChildren(fmt.badge(d.state));
   }
 
-  function readings(list) {
+  /** Every reading name in the samples, the device's declared order (its latest values) first. */
+  function names(list, d) {
+    const seen = (d.values || []).map((v) => v.name);
+    for (const r of list) for (const name of Object.keys(r.readings || {})) {
+      if (!seen.includes(name)) seen.push(name);
+    }
+    return seen;
+  }
+
+  function readings(list, d) {
+    const units = Object.fromEntries((d.values || []).map((v) => [v.name, v.unit]));
+    const shown = names(list, d);
+    const label = (name) => units[name] ? `${name} (${units[name]})` : name;
     const labels = list.map((r) => fmt.clock(r.at));
-    const temps = list.map((r) => r.battery_temp_c);
-    const levels = list.map((r) => r.battery_pct);
+    const datasets = shown.map((name, i) => ({
+      label: label(name), data: list.map((r) => (r.readings || {})[name] ?? null),
+      borderColor: farm.palette[i % farm.palette.length],
+      backgroundColor: farm.palette[i % farm.palette.length],
+    }));
     if (!chart) {
-      chart = farm.chart("readings-chart", {
-        type: "line",
-        data: {labels, datasets: [
-          {label: "battery °C", data: temps, borderColor: farm.palette[1], backgroundColor: farm.palette[1]},
-          {label: "battery %", data: levels, borderColor: farm.palette[0], backgroundColor: farm.palette[0]},
-        ]},
-        options: {spanGaps: true},
-      });
+      chart = farm.chart("readings-chart", {type: "line", data: {labels, datasets},
+                                            options: {spanGaps: true}});
     } else {
       chart.data.labels = labels;
-      chart.data.datasets[0].data = temps;
-      chart.data.datasets[1].data = levels;
+      chart.data.datasets = datasets;
       chart.update();
     }
     document.getElementById("readings-chart").dataset.points = String(list.length);
-    farm.fillTable(document.getElementById("readings"), [...list].reverse().slice(0, 20).map((r) => [
-      fmt.time(r.at), fmt.num(r.battery_pct, 0), fmt.num(r.battery_temp_c, 1),
-      fmt.thermal(r.thermal_status)]), "no reading yet");
+    const table = document.getElementById("readings");
+    table.tHead.rows[0].replaceChildren(el("th", {}, "at"), ...shown.map((n) => el("th", {}, label(n))));
+    farm.fillTable(table, [...list].reverse().slice(0, 20).map((r) => [
+      fmt.time(r.at), ...shown.map((name) => {
+        const value = (r.readings || {})[name];
+        return name === "thermal_status" ? fmt.thermal(value) : fmt.num(value, 1);
+      })]), "no reading yet");
   }
 
   function render({device: d, readings: list, log}) {
     facts(d);
-    readings(list);
+    readings(list, d);
     farm.fillTable(document.getElementById("events"), (d.events || []).map((e) => [
       fmt.time(e.at), `${e.from_state || "-"} → ${e.to_state}`, e.reason || ""]), "no event");
     document.getElementById("log-source").textContent =

@@ -66,8 +66,8 @@ class TestReadingFromOutput:
         sample = reading_from_output(
             "vb", AT, board_fixture("health__debian12_x86_64_container_no_zones.txt"),
             registered=True)
-        assert sample.max_zone_temp_c is None
-        assert sample.free_storage_mb == pytest.approx(80203300 / 1024)
+        assert sample.value("max_zone_temp_c") is None
+        assert sample.value("free_storage_mb") == pytest.approx(80203300 / 1024)
         assert sample.app_running is False
         assert sample.registered is True
         assert sample.adb_state == "device"
@@ -81,7 +81,7 @@ class TestReadingFromOutput:
         output = _join(types, temps, "0.52 0.58 0.59 1/200 1234",
                        android_fixture("proc_meminfo__mtk_tb8168_android13.txt"), df, "running")
         sample = reading_from_output("rock", AT, output)
-        assert sample.max_zone_temp_c is not None and sample.max_zone_temp_c > 20
+        assert sample.value("max_zone_temp_c") is not None and sample.value("max_zone_temp_c") > 20
         assert sample.app_running is True
-        assert sample.free_storage_mb == pytest.approx(20358000 / 1024)
+        assert sample.value("free_storage_mb") == pytest.approx(20358000 / 1024)
         assert sample.registered is None

@@ -25,10 +25,12 @@ import pytest
 from farm.clock import wait_until
 from farm.config import GpuSettings, Settings, TrackerSettings
 from farm.controllers import GPU, ControllerContext, DeviceController, controller_for
-from farm.controllers.gpu import HOT_STATUS, GpuController, thermal_status
+from farm.controllers.gpu import GpuController
 from farm.errors import PhoneFault, SpecError
 from farm.gpu.nvml import RecordedReader, parse
 from farm.gpu.server import server_argv
+from farm.health.sample import HealthSample
+from farm.health.verdict import Condition, Limits, verdict
 from farm.procs import group_alive, signal_group
 from farm.tvm.tracker import TrackerProcess, summary
 
@@ -130,28 +132,42 @@ class TestTarget:
             ctrl.compile_target(ctrl.facts(SERIAL), "opencl")
 
 
+def condition(ctrl: GpuController, reading: HealthSample) -> Condition:
+    """The verdict on a GPU's reading under the controller's own settings (no app checks)."""
+    return verdict(reading, Limits.of(ctrl.settings)).condition
+
+
 class TestThermalGating:
     def test_idle_and_loaded_h100_are_cool(self) -> None:
         """Both recordings pass the gate: 33 °C idle, 47 °C under load, no heat reason."""
         for name in ("h100_idle.json", "h100_load.json"):
-            readings = json.loads((FIXTURES / name).read_text())["readings"]
-            assert thermal_status(parse(readings[-1])[0], 83.0) == 0
+            raw = json.loads((FIXTURES / name).read_text())["readings"][-1]
+            ctrl = GpuController(Settings(gpu=GpuSettings(enabled=True, temp_max_c=83.0)),
+                                 RecordedReader([raw]))
+            serial = parse(raw)[0].uuid.lower()
+            assert condition(ctrl, ctrl.gating_reading(serial, NOW)) is Condition.GOOD
 
     def test_above_the_temperature_limit_is_hot(self) -> None:
-        """A GPU above [gpu] temp_max_c reads thermal status SEVERE, so the gate waits."""
-        reading = controller(temp_max_c=30.0).gating_reading(SERIAL, NOW)
-        assert reading.thermal_status == HOT_STATUS
+        """A GPU above [gpu] temp_max_c breaks its gpu_temp_c limit, so the gate waits."""
+        ctrl = controller(temp_max_c=30.0)
+        reading = ctrl.gating_reading(SERIAL, NOW)
+        assert reading.value("gpu_temp_c") == 33
+        assert verdict(reading, Limits.of(ctrl.settings)).reasons == ("gpu_temp_c 33 > 30",)
 
     @pytest.mark.parametrize("bit", [0x8, 0x20, 0x40, 0x80])
     def test_heat_and_power_brake_reasons_are_hot(self, bit: int) -> None:
         """Slowdowns for heat or a power brake hold the GPU back whatever its temperature."""
-        reading = controller(with_gpu(clock_event_reasons=bit)).gating_reading(SERIAL, NOW)
-        assert reading.thermal_status == HOT_STATUS
+        ctrl = controller(with_gpu(clock_event_reasons=bit))
+        reading = ctrl.gating_reading(SERIAL, NOW)
+        assert reading.value("heat_reasons") == 1
+        assert condition(ctrl, reading) is Condition.COOLING
 
     def test_running_at_the_power_cap_is_not_heat(self) -> None:
         """sw_power_cap is a busy GPU's normal state: it does not hold the GPU back."""
-        reading = controller(with_gpu(clock_event_reasons=0x4)).gating_reading(SERIAL, NOW)
-        assert reading.thermal_status == 0
+        ctrl = controller(with_gpu(clock_event_reasons=0x4))
+        reading = ctrl.gating_reading(SERIAL, NOW)
+        assert reading.value("heat_reasons") == 0
+        assert condition(ctrl, reading) is Condition.GOOD
 
     def test_vanished_gpu_reads_absent(self) -> None:
         """A GPU NVML no longer lists reads adb_state absent (the verdict: offline)."""
@@ -161,7 +177,8 @@ class TestThermalGating:
         """read_health reports the server not running before start_server."""
         sample = controller().read_health(SERIAL, NOW, registered=False)
         assert sample.app_running is False and sample.registered is False
-        assert sample.thermal_status == 0 and sample.at == NOW
+        assert sample.at == NOW and sample.kind == "gpu"
+        assert sample.value("gpu_temp_c") == 33 and sample.value("memory_used_mb") is not None
 
 
 @pytest.fixture

@@ -49,6 +49,27 @@ class TestMigrations:
                 MigrationContext.configure(connection).get_current_revision())
         engine.dispose()
 
+    def test_readings_of_older_rows_are_carried_into_the_json(self, store_url: str) -> None:
+        """0009 copies each sample's per-reading columns into readings, leaving NULLs out."""
+        from alembic import command
+
+        from farm.queue.db import _alembic_config
+
+        engine = create_engine(store_url)
+        config = _alembic_config()
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "0007")
+            connection.execute(sa.text(
+                "INSERT INTO health_samples (serial, at, battery_pct, thermal_status, screen_on) "
+                "VALUES ('p1', '2026-11-26 18:00:00', 81.0, 1, true)"))
+        migrate(engine)
+        with Store(store_url) as store:
+            (sample,) = store.health_samples("p1")
+        engine.dispose()
+        assert sample["readings"] == {"battery_pct": 81.0, "thermal_status": 1}
+        assert sample["screen_on"] is True
+
     def test_migrate_twice_is_harmless(self, store_url: str) -> None:
         """Opening the store again (farmd, then farmctl) finds the schema current."""
         Store(store_url).close()

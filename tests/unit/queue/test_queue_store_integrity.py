@@ -300,8 +300,8 @@ class TestHealthAxis:
         checked.record_health("a", T0, {"battery_pct": 90.0, "battery_temp_c": 30.0})
         checked.record_health("b", T0, {"battery_pct": 50.0})
         a, b, c = checked.list_devices()
-        assert (a.battery_pct, a.battery_temp_c, a.thermal_status, a.sampled_at) == (
-            80.0, 33.5, 1, later)
-        assert (b.battery_pct, b.battery_temp_c, b.sampled_at) == (50.0, None, T0)
-        assert (c.serial, c.battery_pct, c.sampled_at) == ("c", None, None)
+        assert (dict(a.readings), a.sampled_at) == (
+            {"battery_pct": 80.0, "battery_temp_c": 33.5, "thermal_status": 1}, later)
+        assert (dict(b.readings), b.sampled_at) == ({"battery_pct": 50.0}, T0)
+        assert (c.serial, dict(c.readings), c.sampled_at) == ("c", {}, None)
         assert checked.get_device("a") == a

@@ -1,0 +1,203 @@
+"""Readings a device kind declares: name, unit, and what gates a job on it.
+
+A kind's health sweep yields ``{name: value}`` (a number; None where the probe
+could not read it). What each name means, its unit and whether it keeps a job
+off the device is written once per kind, as a :class:`Declared` set of
+:class:`Reading` values registered with :func:`declare` (Android's, boards' and
+GPUs' are in :mod:`farm.health.kind_readings`). Everything else reads the
+declaration:
+
+- the verdict (:func:`farm.health.verdict.verdict`) judges every reading that
+  has a :class:`Limit` against its threshold from the config;
+- the store keeps the values as one JSON column (``health_samples.readings``);
+- ``farmctl devices``/``device``, the API and the dashboard show the readings
+  the kind declares, with units (:func:`shown`).
+
+So a new reading is one :class:`Reading` in its kind's declaration. A stored
+name this farm does not declare (a row a newer farm wrote) is still shown, by
+name and without a unit: farm's names carry their unit (``_c``, ``_pct``, ``_mb``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Generic, Literal, TypeVar
+
+__all__ = [
+    "Condition",
+    "Declared",
+    "Limit",
+    "Reading",
+    "ReadingValues",
+    "declare",
+    "declared",
+    "resolve_setting",
+    "shown",
+]
+
+#: One sample's readings by name; None where the probe could not read one.
+ReadingValues = Mapping[str, float | None]
+
+_Raw = TypeVar("_Raw")
+
+
+class Condition(str, Enum):
+    """What one sample says about a device, worst last (the order the verdict ranks by).
+
+    Not the device's health: :class:`farm.queue.models.DeviceHealth` (``good``,
+    ``bad``, ``unknown``, LAVA's axis) is stored per device and derived from
+    conditions by :func:`farm.fleet.lifecycle.health_of`; a condition decides the
+    device's next state (``cooling`` only needs time, ``unhealthy`` needs fixing).
+    """
+
+    GOOD = "good"
+    COOLING = "cooling"
+    UNHEALTHY = "unhealthy"
+    OFFLINE = "offline"
+
+
+@dataclass(frozen=True)
+class Limit:
+    """When a reading keeps a job off its device.
+
+    Attributes:
+        bound: ``"max"``: a value above the threshold breaks the limit;
+            ``"min"``: a value below it does.
+        condition: what a broken limit means: ``COOLING`` (the device only
+            needs time; thermal gating waits it out) or ``UNHEALTHY``.
+        setting: where the threshold is configured, a dotted path into farm's
+            settings: ``"health.battery_temp_max_c"``, ``"gpu.temp_max_c"``,
+            ``"health.reading_limits.load_1m"`` (a ``[health.reading_limits]``
+            entry: a reading's threshold with no setting of its own). A setting
+            that is None or absent disables the limit.
+        value: a fixed threshold where ``setting`` is None (a definition, not a
+            preference: "any heat throttle reason" is a maximum of 0).
+        margin: whether the hysteresis margin (``health.cool_margin_c``) lowers
+            the threshold when a cooling device asks to come back; for
+            temperatures in °C.
+    """
+
+    bound: Literal["max", "min"]
+    condition: Condition
+    setting: str | None = None
+    value: float | None = None
+    margin: bool = False
+
+    def broken(self, value: float, threshold: float) -> bool:
+        """Whether ``value`` breaks this limit at ``threshold``."""
+        return value > threshold if self.bound == "max" else value < threshold
+
+    @property
+    def op(self) -> str:
+        """The comparison a broken limit shows in a reason: ``>`` or ``<``."""
+        return ">" if self.bound == "max" else "<"
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One reading a kind declares.
+
+    Attributes:
+        name: its key in samples, storage and the API, with its unit in the
+            name (``battery_temp_c``, ``free_storage_mb``).
+        unit: the unit as shown (``"°C"``, ``"%"``, ``"MiB"``; ``""`` for a count
+            or a level).
+        description: one line for people (the CLI's ``device`` view, the
+            dashboard's tooltip), with the source of the value.
+        read: takes the kind's parsed probe output (the kind's raw type) to
+            the value; None where the probe could not read it.
+        limit: when it keeps a job off the device; None: shown, never gating.
+    """
+
+    name: str
+    unit: str
+    description: str
+    read: Callable[[Any], float | None]
+    limit: Limit | None = None
+
+
+@dataclass(frozen=True)
+class Declared(Generic[_Raw]):
+    """The readings of one device kind, in the order they are shown.
+
+    Attributes:
+        kind: the ``devices.kind`` value (``android``, ``board``, ``gpu``).
+        readings: its readings; names unique.
+    """
+
+    kind: str
+    readings: tuple[Reading, ...]
+
+    def __post_init__(self) -> None:
+        names = [reading.name for reading in self.readings]
+        if len(set(names)) != len(names):
+            raise ValueError(f"the {self.kind} readings name one reading twice: {names}")
+
+    def read(self, raw: _Raw) -> dict[str, float | None]:
+        """Every declared reading's value from the kind's parsed probe output."""
+        return {reading.name: reading.read(raw) for reading in self.readings}
+
+    def get(self, name: str) -> Reading | None:
+        """The declared reading called ``name``, or None."""
+        return next((r for r in self.readings if r.name == name), None)
+
+    def plus(self, *more: Reading) -> Declared[_Raw]:
+        """These readings and ``more`` (a kind's declaration with one more reading)."""
+        return Declared(self.kind, (*self.readings, *more))
+
+
+_REGISTRY: dict[str, Declared[Any]] = {}
+
+
+def declare(readings: Declared[Any]) -> Declared[Any]:
+    """Register (or replace) the readings of a kind; returns what it replaced, or an empty set."""
+    before = _REGISTRY.get(readings.kind, Declared(readings.kind, ()))
+    _REGISTRY[readings.kind] = readings
+    return before
+
+
+def declared(kind: str) -> Declared[Any]:
+    """The readings of ``kind``; an empty set for a kind that declares none (``proxy``)."""
+    from farm.health import kind_readings  # noqa: F401  (registers the built-in kinds)
+
+    return _REGISTRY.get(kind) or Declared(kind, ())
+
+
+def resolve_setting(root: Any, path: str) -> float | None:
+    """The number a dotted settings path names under ``root``; None where absent or unset.
+
+    Args:
+        root: farm's settings (pydantic models; tables are dicts).
+        path: e.g. ``"gpu.temp_max_c"`` or ``"health.reading_limits.load_1m"``.
+    """
+    value: Any = root
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else getattr(value, part, None)
+        if value is None:
+            return None
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def shown(kind: str, values: ReadingValues) -> list[dict[str, Any]]:
+    """The readings of one sample as people see them: the kind's order, then unknown names.
+
+    Args:
+        kind: the device's kind.
+        values: the stored readings (``health_samples.readings``).
+
+    Returns:
+        ``[{"name", "value", "unit", "description", "gates"}]``: each declared
+        reading that has a value (``gates``: it has a limit that can keep a job
+        off the device), then each stored name the kind does not declare here
+        (a newer farm's), with unit ``""``.
+    """
+    readings = declared(kind)
+    rows = [{"name": r.name, "value": values[r.name], "unit": r.unit,
+             "description": r.description, "gates": r.limit is not None}
+            for r in readings.readings if values.get(r.name) is not None]
+    known = {r.name for r in readings.readings}
+    rows += [{"name": name, "value": value, "unit": "", "description": "", "gates": False}
+             for name, value in sorted(values.items()) if name not in known and value is not None]
+    return rows
