@@ -21,6 +21,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 from starlette.responses import Response
 
+from farm.api.bounds import JobIdPath
 from farm.api.context import ApiContext, context
 from farm.queue.models import JobState
 from farm.queue.tokens import Caller
@@ -80,7 +81,7 @@ def queue(request: Request, ctx: ContextDep, who: PageCaller) -> Response:
 
 
 @router.get("/jobs/{job_id}")
-def job(request: Request, ctx: ContextDep, who: PageCaller, job_id: int) -> Response:
+def job(request: Request, ctx: ContextDep, who: PageCaller, job_id: JobIdPath) -> Response:
     """One job: spec, attempts, live tuning chart, results per phone, kernel profile chart.
 
     A profiled model job's chart (:mod:`farm.web.profile_chart`) is drawn when
