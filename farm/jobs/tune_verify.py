@@ -42,7 +42,8 @@ __all__ = ["CHECKED_FILE", "Verdict", "drop_picks", "pick_wins", "verify_picks"]
 
 log = structlog.get_logger(__name__)
 
-#: The check's verdicts, and a digest of the records and tasks it saw, in ``picked``.
+#: The check, in ``picked``: a digest of the records and tasks it saw, and per task
+#: (workload line) the digest of its pick's trace and the verdict.
 CHECKED_FILE = "checked.json"
 
 
@@ -137,7 +138,9 @@ def verify_picks(tasks: list[BaselineTask], builder: Any, runner: Any, work_dir:
     """Measure each task's pick against its default again; write ``<work_dir>/picked``.
 
     Tasks whose best record is their default schedule, or that have no
-    record, are not measured: the default applies to them.
+    record, are not measured: the default applies to them. A task whose
+    best record was checked by an earlier call (a resumed job) keeps that
+    verdict; nothing is measured when the records are those of the last check.
 
     Args:
         tasks: the CPU tasks of the tuning run.
@@ -147,49 +150,57 @@ def verify_picks(tasks: list[BaselineTask], builder: Any, runner: Any, work_dir:
         rounds: measurements of each schedule, alternating which goes first.
 
     Returns:
-        One verdict per task measured.
+        One verdict per task whose best record is not its default schedule.
     """
     from tvm.s_tir import meta_schedule as ms
 
     digest = hashlib.sha256((work_dir / RECORDS_FILE).read_bytes()
                             + repr(sorted(t.index for t in tasks)).encode()).hexdigest()
-    checked = _checked(work_dir, digest)
-    if checked is not None:  # no record since the last check (a resumed run with none left)
-        return checked
+    checked = _checked(work_dir)
+    if checked.get("records_sha256") == digest:  # no record since (a resumed run, none left)
+        return [Verdict(**c["verdict"]) for c in checked["tasks"].values()]
     database = ms.database.JSONDatabase(work_dir=str(work_dir))
-    pairs: list[tuple[BaselineTask, Any, Any]] = []
-    records: list[Any] = []
+    picks: list[tuple[BaselineTask, Any, str]] = []  # (task, best record, its trace's digest)
     for task in tasks:
         best = database.get_top_k(database.commit_workload(task.workload), 1)
         if not best or not all(float(s) < FAILED_RUN_S for s in best[0].run_secs):
             continue
-        default = baseline_candidate(task.workload, task.target)
-        if (trace_key(best[0].trace.as_json(remove_postproc=False))
-                == trace_key(default.sch.trace.as_json(remove_postproc=False))):
-            continue
-        pairs.append((task, default, _record_candidate(best[0], task.workload)))
-        records.append(best[0])
-    measured = _measure(pairs, builder, runner, rounds) if pairs else []
-    verdicts = [Verdict(t.name, d, p, pick_wins(d, p))
-                for (t, _, _), (d, p) in zip(pairs, measured, strict=True)]
-    _write_picked(work_dir, [(t, r) for (t, _, _), r, v in zip(pairs, records, verdicts,
-                                                                strict=True) if v.used],
-                  {"records_sha256": digest, "verdicts": [asdict(v) for v in verdicts]})
-    log.info("tuning_picks_verified", tasks=len(tasks), measured=len(verdicts),
-             used=sum(v.used for v in verdicts))
+        key = trace_key(best[0].trace.as_json(remove_postproc=False))
+        if key != _default_key(task):
+            picks.append((task, best[0], hashlib.sha256(key.encode()).hexdigest()))
+    # A task whose pick was checked before keeps its verdict: only new picks are measured.
+    known = {t.index: Verdict(**c["verdict"]) for t, _, pick in picks
+             if (c := checked["tasks"].get(str(t.index))) and c["pick"] == pick}
+    new = [(t, baseline_candidate(t.workload, t.target), _record_candidate(r, t.workload))
+           for t, r, _ in picks if t.index not in known]
+    measured = _measure(new, builder, runner, rounds) if new else []
+    known.update({t.index: Verdict(t.name, d, p, pick_wins(d, p))
+                  for (t, _, _), (d, p) in zip(new, measured, strict=True)})
+    verdicts = [known[t.index] for t, _, _ in picks]
+    _write_picked(work_dir, [(t, r) for (t, r, _), v in zip(picks, verdicts, strict=True)
+                             if v.used],
+                  {"records_sha256": digest,
+                   "tasks": {str(t.index): {"pick": pick, "verdict": asdict(v)}
+                             for (t, _, pick), v in zip(picks, verdicts, strict=True)}})
+    log.info("tuning_picks_verified", tasks=len(tasks), checked=len(verdicts),
+             measured=len(new), used=sum(v.used for v in verdicts))
     return verdicts
 
 
-def _checked(work_dir: Path, digest: str) -> list[Verdict] | None:
-    """The verdicts of the last check if the work folder's records are unchanged since."""
-    path = work_dir / PICKED_DIR / CHECKED_FILE
+def _default_key(task: BaselineTask) -> str:
+    return trace_key(baseline_candidate(task.workload, task.target).sch.trace.as_json(
+        remove_postproc=False))
+
+
+def _checked(work_dir: Path) -> dict[str, Any]:
+    """The last check: the digest it saw and, per task, its pick's digest and verdict."""
     try:
-        checked = json.loads(path.read_text())
-        if checked["records_sha256"] != digest:
-            return None
-        return [Verdict(**v) for v in checked["verdicts"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+        checked = json.loads((work_dir / PICKED_DIR / CHECKED_FILE).read_text())
+        if isinstance(checked, dict) and isinstance(checked.get("tasks"), dict):
+            return checked
+    except (OSError, ValueError):
+        pass
+    return {"tasks": {}}
 
 
 def _write_picked(work_dir: Path, kept: list[tuple[BaselineTask, Any]],

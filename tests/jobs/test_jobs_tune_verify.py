@@ -40,7 +40,7 @@ class TestVerifyPicks:
     ) -> None:
         """A matmul's unscheduled loops recorded as measured at 0.1 us (the winner's curse)
         are the database's best record; measured again against farm's vectorized default
-        they lose, so the tuned build applies no record for the task."""
+        they lose, so the tuned build applies no record for the task; checked once."""
         import tvm
         from tvm import s_tir
         from tvm.s_tir import meta_schedule as ms
@@ -72,6 +72,9 @@ class TestVerifyPicks:
         assert not verdict.used
         assert (work_dir / PICKED_DIR).is_dir()
         assert applied_database(work_dir) is None  # the tuned build is the untuned one
+        # Checked once: a resumed job with the same pick measures nothing (no builder).
+        assert verify_picks([BaselineTask("matmul", 0, workload, target_obj)], None, None,
+                            work_dir, rounds=3) == [verdict]
         # The work folder keeps its record: the check only chose what the build applies.
         assert ms.database.JSONDatabase(work_dir=str(work_dir)).get_top_k(
             database.commit_workload(workload), 1)[0].run_secs[0].value == pytest.approx(1e-7)
