@@ -145,7 +145,7 @@ def _limit_per_hour(work_dir: Path, timing: TimingParams) -> float | None:
     return 3600.0 / statistics.mean(costs) if costs else None
 
 
-def _tune(row: Row, path: Path, model: ModelParams, trials: int, for_s: float | None,
+def _tune(row: Row, path: Path, model: ModelParams, budget: argparse.Namespace,
           root: Path, target: dict[str, Any], tracker: TrackerParams,
           cache: CompileCache) -> None:
     """Tune, then time the untuned and the tuned build back to back; fill ``row``.
@@ -161,8 +161,9 @@ def _tune(row: Row, path: Path, model: ModelParams, trials: int, for_s: float | 
     from farm.jobs.tune_model import keep_untuned
 
     work_dir = root / f"tune-{path.stem}"
-    params = TuneParams(gemm=None, model=model, trials=trials, work_dir=work_dir,
-                        trials_per_iter=min(8, trials), seed=0, for_s=for_s)
+    params = TuneParams(gemm=None, model=model, trials=budget.trials, work_dir=work_dir,
+                        trials_per_iter=min(8, budget.trials), seed=0, for_s=budget.for_s,
+                        builder_workers=budget.builder_workers)
     progress = _FirstTrial(work_dir)
     start = time.monotonic()
     result = tune_model(params, target, tracker, cache, progress)
@@ -214,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=16, help="measured trials per tuned model")
     parser.add_argument("--for-s", type=float, default=None,
                         help="tuning seconds per tuned model (stops before --trials if shorter)")
+    parser.add_argument("--builder-workers", type=int, default=1,
+                        help="build processes while tuning (more on a host with idle cores)")
     parser.add_argument("--samples", type=int, default=7, help="latency samples per figure")
     parser.add_argument("--small", action="store_true", help="the zoo's small variants")
     args = parser.parse_args(argv)
@@ -246,8 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                 row = Row(name, shapes["x"], statistics.median(ort),
                           statistics.median(untuned.samples_s))
                 if name in args.tune:
-                    _tune(row, path, model, args.trials, args.for_s, root, target, tracker,
-                          cache)
+                    _tune(row, path, model, args, root, target, tracker, cache)
                 rows.append(row)
                 print(f"{name}: ORT {_ms(row.ort_s)} ms, untuned {_ms(row.untuned_s)} ms, "
                       f"tuned {_ms(row.tuned_s)} ms", file=sys.stderr, flush=True)
