@@ -370,7 +370,7 @@ def _tune_all(planned: list[_Planned], batch: int, params: TuneParams, tracker: 
     """
     from tvm.s_tir import meta_schedule as ms
 
-    measurers: list[tuple[Any, Any]] = []  # started by the first round: none if none runs
+    measurers: list[tuple[Any, Any]] = []  # started when first needed: none if nothing is measured
     asked = sum(p.trials for p in planned)
     start_s = progress.tuning_s()
     start_measured = sum(min(m, p.trials) for m, p in zip(_measured(planned, params), planned,
@@ -390,10 +390,13 @@ def _tune_all(planned: list[_Planned], batch: int, params: TuneParams, tracker: 
                                   params.runner_workers),
             limit_per_phone_hour(params.work_dir, params.timing))
 
-    def tune_round(_remaining: int) -> None:
+    def started() -> tuple[Any, Any]:
         if not measurers:
             measurers.append(builder_and_runner(params, tracker, linker, warm=True))
-        builder, runner = measurers[0]
+        return measurers[0]
+
+    def tune_round(_remaining: int) -> None:
+        builder, runner = started()
         _measure_baselines(planned, params, builder, runner, progress, on_batch)
         caps = [max(0, p.trials - m) for p, m in zip(planned, _measured(planned, params),
                                                       strict=True)]
@@ -413,10 +416,8 @@ def _tune_all(planned: list[_Planned], batch: int, params: TuneParams, tracker: 
     try:
         tune_in_rounds(params, asked, measured, tune_round, progress, progress.expired)
         if verdicts is not None:
-            if not measurers:
-                measurers.append(builder_and_runner(params, tracker, linker, warm=True))
             progress.set_phase("checking each task's pick against its default schedule")
-            verdicts += verify_picks(_baseline_tasks(planned), *measurers[0], params.work_dir,
+            verdicts += verify_picks(_baseline_tasks(planned), started, params.work_dir,
                                      params.verify_rounds)
     finally:
         for builder, _ in measurers:

@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -133,8 +134,8 @@ def _measure(pairs: list[tuple[BaselineTask, Any, Any]], builder: Any, runner: A
             for k in range(len(pairs))]
 
 
-def verify_picks(tasks: list[BaselineTask], builder: Any, runner: Any, work_dir: Path,
-                 rounds: int) -> list[Verdict]:
+def verify_picks(tasks: list[BaselineTask], measurers: Callable[[], tuple[Any, Any]],
+                 work_dir: Path, rounds: int) -> list[Verdict]:
     """Measure each task's pick against its default again; write ``<work_dir>/picked``.
 
     Tasks whose best record is their default schedule, or that have no
@@ -144,8 +145,8 @@ def verify_picks(tasks: list[BaselineTask], builder: Any, runner: Any, work_dir:
 
     Args:
         tasks: the CPU tasks of the tuning run.
-        builder: MetaSchedule builder (the tuning run's).
-        runner: MetaSchedule runner (the tuning run's, the job's phones).
+        measurers: gives MetaSchedule's builder and runner (the tuning run's,
+            the job's phones); called only when there is a pick to measure.
         work_dir: the work folder (its database is read, not changed).
         rounds: measurements of each schedule, alternating which goes first.
 
@@ -173,7 +174,7 @@ def verify_picks(tasks: list[BaselineTask], builder: Any, runner: Any, work_dir:
              if (c := checked["tasks"].get(str(t.index))) and c["pick"] == pick}
     new = [(t, baseline_candidate(t.workload, t.target), _record_candidate(r, t.workload))
            for t, r, _ in picks if t.index not in known]
-    measured = _measure(new, builder, runner, rounds) if new else []
+    measured = _measure(new, *measurers(), rounds) if new else []
     known.update({t.index: Verdict(t.name, d, p, pick_wins(d, p))
                   for (t, _, _), (d, p) in zip(new, measured, strict=True)})
     verdicts = [known[t.index] for t, _, _ in picks]

@@ -64,7 +64,7 @@ class TestVerifyPicks:
         builder, runner = builder_and_runner(params, tracker, linker_for(target), warm=True)
         try:
             [verdict] = verify_picks([BaselineTask("matmul", 0, workload, target_obj)],
-                                     builder, runner, work_dir, rounds=3)
+                                     lambda: (builder, runner), work_dir, rounds=3)
         finally:
             builder.shutdown()
         assert len(verdict.default_s) == len(verdict.picked_s) == 3
@@ -72,8 +72,11 @@ class TestVerifyPicks:
         assert not verdict.used
         assert (work_dir / PICKED_DIR).is_dir()
         assert applied_database(work_dir) is None  # the tuned build is the untuned one
-        # Checked once: a resumed job with the same pick measures nothing (no builder).
-        assert verify_picks([BaselineTask("matmul", 0, workload, target_obj)], None, None,
+        # Checked once: a resumed job with the same pick measures nothing (starts no builder).
+        def no_measurers() -> tuple[object, object]:
+            raise AssertionError("a pick already checked was measured again")
+
+        assert verify_picks([BaselineTask("matmul", 0, workload, target_obj)], no_measurers,
                             work_dir, rounds=3) == [verdict]
         # The work folder keeps its record: the check only chose what the build applies.
         assert ms.database.JSONDatabase(work_dir=str(work_dir)).get_top_k(
