@@ -10,7 +10,10 @@ host allows it) pinned to one core, with TVM's thread pool at 1 thread:
   the untuned latency (farm's default CPU schedules);
 - for the models in ``--tune`` (default: the first one), the ``tune`` job's
   code path (:func:`farm.jobs.tune_model.tune_model`) with ``--trials``
-  measured trials, then ``run_model`` with its database: the tuned latency,
+  measured trials (each task's pick checked against its default schedule:
+  "k/n picks used"), then ``run_model`` untuned and with its database, back to
+  back: the tuned latency (the untuned one, "untuned kept", where the tuned
+  build was not faster, as the tune job reports it),
   the time to the first measured trial, measured trials per phone-hour and
   their share of the measurement-bound limit (3600 s over the mean time the
   phone spent running one candidate, ``number`` x ``repeat`` x its mean run
@@ -75,6 +78,8 @@ class Row:
     first_trial_s: float | None = None
     trials_per_hour: float | None = None
     limit_per_hour: float | None = None
+    picks: str = ""
+    untuned_best: bool = False
 
 
 class _FirstTrial(TuneProgress):
@@ -140,23 +145,41 @@ def _limit_per_hour(work_dir: Path, timing: TimingParams) -> float | None:
     return 3600.0 / statistics.mean(costs) if costs else None
 
 
-def _tune(path: Path, model: ModelParams, trials: int, for_s: float | None,
+def _tune(row: Row, path: Path, model: ModelParams, budget: argparse.Namespace,
           root: Path, target: dict[str, Any], tracker: TrackerParams,
-          cache: CompileCache) -> tuple[float, int, float | None, float, float | None]:
-    """Tune, then time the tuned build: (tuned_s, measured, first_s, per_hour, limit)."""
+          cache: CompileCache) -> None:
+    """Tune, then time the untuned and the tuned build back to back; fill ``row``.
+
+    As the tune job does (:func:`farm.kinds.tune_model.run_model_tuning`):
+    where the tuned build is not faster than the untuned one timed right
+    before it, the untuned build is the best (``keep_untuned``) and the row's
+    tuned figure is the untuned one, marked so.
+    """
     from dataclasses import replace
 
+    from farm.jobs.ndk import linker_for
+    from farm.jobs.tune_model import keep_untuned
+
     work_dir = root / f"tune-{path.stem}"
-    params = TuneParams(gemm=None, model=model, trials=trials, work_dir=work_dir,
-                        trials_per_iter=min(8, trials), seed=0, for_s=for_s)
+    params = TuneParams(gemm=None, model=model, trials=budget.trials, work_dir=work_dir,
+                        trials_per_iter=min(8, budget.trials), seed=0, for_s=budget.for_s,
+                        builder_workers=budget.builder_workers)
     progress = _FirstTrial(work_dir)
     start = time.monotonic()
     result = tune_model(params, target, tracker, cache, progress)
     tuning_s = time.monotonic() - start
-    tuned = run_model(replace(model, database_dir=work_dir), target, tracker, cache)
-    per_hour = result.trials_measured / tuning_s * 3600.0
-    return (statistics.median(tuned.samples_s), result.trials_measured, progress.first_s,
-            per_hour, _limit_per_hour(work_dir, params.timing))
+    untuned_s = statistics.median(run_model(model, target, tracker, cache).samples_s)
+    tuned_s = statistics.median(run_model(replace(model, database_dir=work_dir), target,
+                                          tracker, cache).samples_s)
+    row.untuned_best = tuned_s >= untuned_s
+    if row.untuned_best:
+        keep_untuned(model, target, work_dir, cache, linker_for(target))
+    row.tuned_s = min(tuned_s, untuned_s)
+    row.trials = result.trials_measured
+    row.first_trial_s = progress.first_s
+    row.trials_per_hour = result.trials_measured / tuning_s * 3600.0
+    row.limit_per_hour = _limit_per_hour(work_dir, params.timing)
+    row.picks = f"{result.picks_used}/{result.picks_checked}"
 
 
 def _ms(value: float | None) -> str:
@@ -174,7 +197,10 @@ def print_table(rows: list[Row], budget: str) -> None:
         per_hour = "-" if r.trials_per_hour is None else f"{r.trials_per_hour:.0f}"
         share = ("-" if r.trials_per_hour is None or not r.limit_per_hour
                  else f"{r.trials_per_hour / r.limit_per_hour * 100:.1f}%")
-        tuned = _ms(r.tuned_s) if r.trials is None else f"{_ms(r.tuned_s)} ({r.trials} measured)"
+        tuned = _ms(r.tuned_s)
+        if r.trials is not None:
+            kept = ", untuned kept" if r.untuned_best else ""
+            tuned = f"{tuned} ({r.trials} measured, {r.picks} picks used{kept})"
         print(f"| {r.model} | {list(r.shape)} | {_ms(r.ort_s)} | {_ms(r.untuned_s)} | "
               f"{r.untuned_s / r.ort_s:.2f} | {tuned} | {tuned_ratio} | {first} | "
               f"{per_hour} | {share} |")
@@ -189,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=16, help="measured trials per tuned model")
     parser.add_argument("--for-s", type=float, default=None,
                         help="tuning seconds per tuned model (stops before --trials if shorter)")
+    parser.add_argument("--builder-workers", type=int, default=1,
+                        help="build processes while tuning (more on a host with idle cores)")
     parser.add_argument("--samples", type=int, default=7, help="latency samples per figure")
     parser.add_argument("--small", action="store_true", help="the zoo's small variants")
     args = parser.parse_args(argv)
@@ -221,9 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                 row = Row(name, shapes["x"], statistics.median(ort),
                           statistics.median(untuned.samples_s))
                 if name in args.tune:
-                    (row.tuned_s, row.trials, row.first_trial_s, row.trials_per_hour,
-                     row.limit_per_hour) = _tune(path, model, args.trials, args.for_s, root,
-                                                 target, tracker, cache)
+                    _tune(row, path, model, args, root, target, tracker, cache)
                 rows.append(row)
                 print(f"{name}: ORT {_ms(row.ort_s)} ms, untuned {_ms(row.untuned_s)} ms, "
                       f"tuned {_ms(row.tuned_s)} ms", file=sys.stderr, flush=True)

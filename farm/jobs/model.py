@@ -40,7 +40,7 @@ from farm.jobs.session import (
     upload,
 )
 from farm.jobs.targets import runtime_device_name
-from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE, repair_work_dir
+from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE, applied_database, repair_work_dir
 from farm.jobs.tvm_errors import reason_of
 from farm.sampling import SamplingRule, WarmUp, take_samples
 
@@ -283,6 +283,8 @@ def build_model(
 
     With ``params.database_dir`` the best schedule of every task found in that
     MetaSchedule database is applied; tasks it lacks keep the default schedule.
+    A tune job's work folder gives only the records its check kept
+    (:func:`farm.jobs.tune_records.applied_database`).
 
     Args:
         params: the model file, input shapes and tuning database.
@@ -303,6 +305,10 @@ def build_model(
     model, inputs = load_model(params.model_path, params.input_shapes, name)
     digest = _sha256(params.model_path)
     database_dir = params.database_dir
+    if database_dir is not None:
+        database_digest(database_dir)  # a folder with no record at all is the user's error
+        # The records that beat the default schedules when checked (tune_verify).
+        database_dir = applied_database(database_dir)
     schedule = f"relax default {params.device.value}"
     if params.device is DeviceKind.CPU:
         schedule = f"farm cpu defaults {CPU_SCHEDULES_VERSION}"

@@ -213,6 +213,9 @@ class TuneParams:
         max_tasks: tune only this many tasks, the heaviest first; None: all.
         for_s: tuning seconds allowed over all attempts (a model's time budget);
             None: only ``trials`` bounds the run.
+        verify_rounds: measurements of each task's pick and of its default
+            schedule, interleaved, before the tuned build
+            (:mod:`farm.jobs.tune_verify`).
     """
 
     gemm: GemmParams | None
@@ -229,3 +232,4 @@ class TuneParams:
     trials_per_task: int | None = None
     max_tasks: int | None = None
     for_s: float | None = None
+    verify_rounds: int = 3

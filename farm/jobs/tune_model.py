@@ -45,7 +45,12 @@ names the phase and lists the tasks as soon as they are extracted.
 At the end the model is compiled with the database applied, by the ``model``
 job's own build (:func:`farm.jobs.model.build_model` with ``database_dir``,
 linked for the phones, NDK for real ones), and copied to
-``<work_dir>/model_tuned.so``.
+``<work_dir>/model_tuned.so``. Before that, on CPU targets, each task whose
+best record is a searched candidate has it measured again against its
+default schedule, interleaved, and the record is applied only where it is
+faster by more than the measurements' spread (:mod:`farm.jobs.tune_verify`):
+the least of a few noisy measurements is often a candidate that was measured
+fast once.
 """
 
 from __future__ import annotations
@@ -83,8 +88,10 @@ from farm.jobs.tune_search import (
     search_settings,
 )
 from farm.jobs.tune_seed import BestRecords, seed_work_dir, target_key
+from farm.jobs.tune_verify import Verdict, drop_picks, verify_picks
 
 __all__ = ["TUNED_LIBRARY", "Checkpoint", "ModelTask", "ModelTuneResult", "compile_tuned",
+           "keep_untuned",
            "model_tasks", "tune_model"]
 
 log = structlog.get_logger(__name__)
@@ -159,6 +166,11 @@ class ModelTuneResult:
             (:func:`farm.jobs.tune_rate.limit_per_phone_hour`).
         trials_from_fleet: records this attempt seeded from the fleet's
             (counted in ``trials_measured_before``).
+        picks_checked: tasks whose best record (not their default schedule)
+            was measured again against the default (:mod:`farm.jobs.tune_verify`);
+            None: not checked (GPU targets).
+        picks_used: of those, the records faster by more than the spread,
+            which the tuned build applies; the other tasks keep the default.
     """
 
     model_sha256: str
@@ -177,6 +189,8 @@ class ModelTuneResult:
     trials_per_phone_hour: float | None = None
     limit_per_phone_hour: float | None = None
     trials_from_fleet: int = 0
+    picks_checked: int | None = None
+    picks_used: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (an unmeasured task's ``best_s`` is None)."""
@@ -311,9 +325,7 @@ def _measure_baselines(planned: list[_Planned], params: TuneParams, builder: Any
     """
     left = [p for p, m in zip(planned, _measured(planned, params), strict=True)
             if m < p.trials and str(p.task.extracted.target.kind.name) == "llvm"]
-    tasks = missing_baselines([BaselineTask(p.task.name, p.index, p.task.extracted.dispatched[0],
-                                            p.task.extracted.target) for p in left],
-                              params.work_dir)
+    tasks = missing_baselines(_baseline_tasks(left), params.work_dir)
     if tasks:
         progress.set_phase("measuring the default schedules")
         measure_baselines(tasks, builder, runner, params.work_dir, params.builder_workers,
@@ -349,19 +361,28 @@ def _measured(planned: list[_Planned], params: TuneParams) -> list[int]:
     return [count_trials(params.work_dir, p.index)[0] for p in planned]
 
 
+def _baseline_tasks(planned: list[_Planned]) -> list[BaselineTask]:
+    return [BaselineTask(p.task.name, p.index, p.task.extracted.dispatched[0],
+                         p.task.extracted.target) for p in planned]
+
+
 def _tune_all(planned: list[_Planned], batch: int, params: TuneParams, tracker: TrackerParams,
-              linker: Linker, progress: TuneProgress, checkpoint: Checkpoint | None) -> str:
+              linker: Linker, progress: TuneProgress, checkpoint: Checkpoint | None,
+              verdicts: list[Verdict] | None) -> str:
     """Tune the planned tasks together until each has its trials or the budget is spent.
 
     ``checkpoint`` (if any) is called after each measured batch, with each
-    task's name by its workload index.
+    task's name by its workload index. Then, given a list in ``verdicts`` (CPU
+    targets), each task's pick is measured again against its default schedule
+    (:mod:`farm.jobs.tune_verify`, after the time budget too) and the verdicts
+    appended.
 
     Returns:
         Why it stopped: ``"trials"``, ``"time"`` or ``"rounds"``.
     """
     from tvm.s_tir import meta_schedule as ms
 
-    measurers: list[tuple[Any, Any]] = []  # started by the first round: none if none runs
+    measurers: list[tuple[Any, Any]] = []  # started when first needed: none if nothing is measured
     asked = sum(p.trials for p in planned)
     start_s = progress.tuning_s()
     start_measured = sum(min(m, p.trials) for m, p in zip(_measured(planned, params), planned,
@@ -383,10 +404,13 @@ def _tune_all(planned: list[_Planned], batch: int, params: TuneParams, tracker: 
                                   params.runner_workers),
             limit_per_phone_hour(params.work_dir, params.timing))
 
-    def tune_round(_remaining: int) -> None:
+    def started() -> tuple[Any, Any]:
         if not measurers:
             measurers.append(builder_and_runner(params, tracker, linker, warm=True))
-        builder, runner = measurers[0]
+        return measurers[0]
+
+    def tune_round(_remaining: int) -> None:
+        builder, runner = started()
         _measure_baselines(planned, params, builder, runner, progress, on_batch)
         caps = [max(0, p.trials - m) for p, m in zip(planned, _measured(planned, params),
                                                       strict=True)]
@@ -405,6 +429,10 @@ def _tune_all(planned: list[_Planned], batch: int, params: TuneParams, tracker: 
 
     try:
         tune_in_rounds(params, asked, measured, tune_round, progress, progress.expired)
+        if verdicts is not None:
+            progress.set_phase("checking each task's pick against its default schedule")
+            verdicts += verify_picks(_baseline_tasks(planned), started, params.work_dir,
+                                     params.verify_rounds)
     finally:
         for builder, _ in measurers:
             builder.shutdown()
@@ -412,6 +440,7 @@ def _tune_all(planned: list[_Planned], batch: int, params: TuneParams, tracker: 
     if measured() >= asked:
         return "trials"
     return "time" if progress.expired() else "rounds"
+
 
 def compile_tuned(
     model: ModelParams, target: dict[str, Any], work_dir: Path, cache: CompileCache,
@@ -421,9 +450,10 @@ def compile_tuned(
 
     Built as the ``model`` job builds it (:func:`farm.jobs.model.build_model` with
     ``database_dir``: same linker, same compile cache entry), then copied into
-    the work folder. Each task gets its best record, which is its default
-    schedule unless a searched candidate measured faster (the baselines); tasks
-    without a record keep farm's default CPU schedules.
+    the work folder. On CPU targets a task gets its best record only where
+    that record beat the default schedule when measured again
+    (:mod:`farm.jobs.tune_verify`, ``<work_dir>/picked``); every other task
+    keeps farm's default CPU schedule.
 
     Raises:
         CompileError: TVM could not compile or link it.
@@ -434,6 +464,28 @@ def compile_tuned(
     shutil.copyfile(library, tmp)
     os.replace(tmp, out)
     return out
+
+
+def keep_untuned(
+    model: ModelParams, target: dict[str, Any], work_dir: Path, cache: CompileCache,
+    linker: Linker,
+) -> Path:
+    """The untuned build as the job's best: for a tuned model not faster as a whole.
+
+    Each kept record beat its task's default schedule alone, yet the model
+    can still lose (caches shared between kernels, noise in the check): the
+    job then reports the untuned build as its best. Every build "tuned by"
+    ``work_dir`` (``model_tuned.so``, ``farmctl export``, ``--tuned``) is then
+    the untuned one (:func:`farm.jobs.tune_verify.drop_picks`).
+
+    Returns:
+        ``<work_dir>/model_tuned.so``, now the untuned build.
+
+    Raises:
+        CompileError: TVM could not compile or link it.
+    """
+    drop_picks(work_dir)
+    return compile_tuned(model, target, work_dir, cache, linker)
 
 
 def tune_model(
@@ -497,7 +549,9 @@ def tune_model(
     before = [min(m, p.trials) for m, p in zip(_measured(planned, params), planned, strict=True)]
     progress.set_tasks([TaskProgress(p.task.name, p.index, p.trials, b)
                         for p, b in zip(planned, before, strict=True)], budget_s=params.for_s)
-    stopped_by = _tune_all(planned, batch, params, tracker, linker, progress, checkpoint)
+    verdicts: list[Verdict] | None = [] if target.get("kind") == "llvm" else None
+    stopped_by = _tune_all(planned, batch, params, tracker, linker, progress, checkpoint,
+                           verdicts)
     counts = _measured(planned, params)
     if sum(counts) == 0:
         raise CompileError(model.model_path.name,
@@ -528,4 +582,6 @@ def tune_model(
         trials_per_phone_hour=counters.trials_per_phone_hour,
         limit_per_phone_hour=counters.limit_per_phone_hour,
         trials_from_fleet=seeded,
+        picks_checked=None if verdicts is None else len(verdicts),
+        picks_used=None if verdicts is None else sum(v.used for v in verdicts),
     )

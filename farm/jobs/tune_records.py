@@ -4,6 +4,8 @@
 
     <work_dir>/database_workload.json       one line per workload
     <work_dir>/database_tuning_record.json  one line per measured candidate
+    <work_dir>/picked/                      the records the tuned build applies
+                                            (:mod:`farm.jobs.tune_verify`)
 
 Checkpointing is MetaSchedule's: each measured candidate is appended as one
 line. A process killed mid-write leaves a half-written last line, which
@@ -26,6 +28,9 @@ log = structlog.get_logger(__name__)
 
 WORKLOADS_FILE = "database_workload.json"
 RECORDS_FILE = "database_tuning_record.json"
+#: The database of the records that beat farm's default schedules when measured
+#: again (:mod:`farm.jobs.tune_verify`), in the work folder.
+PICKED_DIR = "picked"
 
 #: MetaSchedule's ``AddToDatabase`` callback stores failed runs with this cost
 #: (1e10 s); anything at or above it is a failed measurement.
@@ -151,6 +156,21 @@ def export_records(work_dir: Path, out_path: Path) -> Path:
         if src.is_file():
             shutil.copyfile(src, out_path / name)
     return out_path
+
+
+def applied_database(work_dir: Path) -> Path | None:
+    """The database a build "tuned by ``work_dir``" applies.
+
+    ``<work_dir>/picked`` where the job checked its picks
+    (:func:`farm.jobs.tune_verify.verify_picks`); None when it holds no record
+    (no pick beat farm's default schedules: the tuned build is the untuned
+    one); the work folder itself where no check was written (GPU targets,
+    work folders of older farms).
+    """
+    picked = work_dir / PICKED_DIR
+    if not (picked / RECORDS_FILE).is_file():
+        return work_dir
+    return picked if (picked / RECORDS_FILE).stat().st_size else None
 
 
 def best_record_s(work_dir: Path, workload_index: int | None = None) -> float:

@@ -6,7 +6,10 @@ tracker key (:func:`farm.kinds.serve_keys.serving_job_key`), like the GEMM's;
 afterwards each phone, back on its own key and thermally gated, times the model
 compiled without and with the tuning database (:func:`farm.jobs.model.run_model`),
 each output checked against onnxruntime. The tuned samples are the job's raw
-samples, each with the serial that produced it.
+samples, each with the serial that produced it. Where the tuned build is not
+faster than the untuned one (the phones' median speedup), the job reports the
+untuned build as its best and its library becomes the untuned build
+(:func:`farm.jobs.tune_model.keep_untuned`).
 
 The tuning starts from the fleet's best records for the phones' model
 (:mod:`farm.kinds.tune_fleet`); every record is kept in the fleet's records
@@ -39,7 +42,10 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     Returns:
         The outcome: summary (``target``, ``model_sha256``, ``input_shapes``,
         ``tasks``, ``phones``, ``runs`` with each phone's ``untuned_s`` and
-        ``tuned_s`` medians; ``stopped_by``, ``first_trial_s``,
+        ``tuned_s`` medians; ``speedup`` (the phones' median), ``best_build``
+        (``"untuned"`` where the tuned build was not faster: the job's
+        library is then the untuned build) and ``best_note``; ``picks_checked``
+        and ``picks_used``; ``stopped_by``, ``first_trial_s``,
         ``trials_per_phone_hour`` and its ``limit_per_phone_hour``), the
         tuned samples with their serials, the snapshots of every gate, and
         every tuning record labelled by its task; ``imported`` says when the
@@ -107,9 +113,21 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
         tuned_samples += tuned_s
         tuned_serials += [serial] * len(tuned_s)
         imported = timed["untuned"].imported  # the simplification note, if any
+    speedup = statistics.median(r["speedup"] for r in runs)
+    best_build = "tuned" if speedup > 1.0 else "untuned"
+    if best_build == "untuned":
+        from farm.jobs.ndk import linker_for
+        from farm.jobs.tune_model import keep_untuned
+
+        keep_untuned(plain, target, work_dir, ctx.cache, linker_for(target))
     counters = progress.counters
     summary = result.to_dict()
     summary.update(
+        speedup=speedup, best_build=best_build,
+        best_note=(f"tuned {speedup:.2f}x untuned: the tuned build is the best"
+                   if best_build == "tuned" else
+                   f"tuned {speedup:.2f}x untuned, not faster: the untuned build is the best "
+                   "(the job's library and export are the untuned build)"),
         kind="tune", model=shown, phones=serials,
         input_shapes={i.name: list(i.shape) for i in result.inputs},
         attempts=counters.attempts, rounds=counters.rounds, batches=counters.batches,
