@@ -336,6 +336,14 @@ class Dispatcher:
         assignments = plan(head, now, seed=self._ticks, lease_s_by_kind=self.lease_s_by_kind)
         if not assignments:
             return
+        # The gate again, now that the queue is read: the tick's first look may
+        # predate a tracker's death and a job queued right after it (seen in a
+        # full run: claimed 2 s before the new tracker started). A job this read
+        # found was queued after anything that happened before its queueing, so
+        # this look sees an outage that came first.
+        if (reason := self._held_back_now()) is not None:
+            report.held_back = reason
+            return
         for claim in self.store.claim(assignments, now, host=self.settings.host_id):
             self._spawn(claim, now)
             report.started.append(claim.attempt.id)

@@ -77,3 +77,20 @@ class TestDispatcherGate:
         assert report.held_back is None and len(report.started) == 1
         for child in dispatcher.children.values():
             child.process.wait()
+
+    def test_an_outage_between_the_ticks_first_look_and_its_queue_read_claims_nothing(
+        self, store: Store, tmp_path: Path
+    ) -> None:
+        """The gate is asked again once the queue is read: open at the tick's start, closed by
+        the time the queued job is seen, the job stays queued (a full run claimed one 2 s
+        before the new tracker started)."""
+        store.upsert_device("p1", T0, {"abi": "arm64-v8a", "sdk": 30})
+        put_state(store, "p1", DeviceState.READY, "provisioned", T0)
+        job_id = store.enqueue({"kind": "gemm", "params": {"n": 16}}, T0)
+        answers = iter([None, "the tracker is down"])
+        dispatcher = Dispatcher(store, Settings(data_dir=tmp_path), FakeClock(T0),
+                                command=lambda *_: [sys.executable, "-c", "pass"],
+                                gate=lambda: next(answers))
+        report = dispatcher.tick(T0)
+        assert report.held_back == "the tracker is down" and report.started == []
+        assert store.attempts(job_id) == []
