@@ -126,21 +126,42 @@ def keep_work_dir(store: TuningRecordOps, work_dir: Path, device_model: str,
     (it would hide the attempt's own error); the records stay in the work
     folder, and the job's next attempt keeps them.
     """
-    from farm.errors import SpecError, StoreError
     from farm.jobs.tune_records import repair_work_dir
-    from farm.jobs.tune_seed import read_database
 
     try:
         repair_work_dir(work_dir)
+    except OSError as exc:
+        log.warning("tuning_records_not_kept", work_dir=str(work_dir), reason=str(exc))
+        return 0
+    done = _keep_lines(store, work_dir, device_model, job_id, attempt_id, label, now, 0)
+    if done is None:
+        return 0
+    log.info("tuning_records_kept", records=done[0], device_model=device_model)
+    return done[0]
+
+
+def _keep_lines(store: TuningRecordOps, work_dir: Path, device_model: str,
+                job_id: int | None, attempt_id: int | None, label: Callable[[int], str],
+                now: datetime, first_line: int) -> tuple[int, int] | None:
+    """Store the work folder's record lines from ``first_line`` on; a kept one is skipped.
+
+    Returns:
+        ``(records new to the store, record lines in the work folder)``; None
+        when the folder cannot be read or the store refuses the write (logged).
+    """
+    from farm.errors import SpecError, StoreError
+    from farm.jobs.tune_seed import read_database
+
+    try:
         database = read_database(work_dir)
+        new = replace(database, records=database.records[first_line:])
         kept = store.keep_tuning_records(dict(database.workloads),
-                                         fleet_records(database, device_model, label),
+                                         fleet_records(new, device_model, label),
                                          job_id, attempt_id, now)
     except (SpecError, StoreError, OSError) as exc:
         log.warning("tuning_records_not_kept", work_dir=str(work_dir), reason=str(exc))
-        return 0
-    log.info("tuning_records_kept", records=kept, device_model=device_model)
-    return kept
+        return None
+    return kept, len(database.records)
 
 
 class RecordCheckpoint:
@@ -172,23 +193,14 @@ class RecordCheckpoint:
             names: each task's name by its workload index.
         """
         from farm.clock import SystemClock
-        from farm.errors import SpecError, StoreError
-        from farm.jobs.tune_seed import read_database
 
-        try:
-            database = read_database(self.work_dir)
-            new = replace(database, records=database.records[self.lines_kept:])
-            records = fleet_records(new, self.device_model,
-                                    lambda i: f"{self.stem} {names[i]}" if i in names
-                                    else self.stem)
-            kept = self.store.keep_tuning_records(dict(database.workloads), records,
-                                                  self.job_id, self.attempt_id,
-                                                  SystemClock().now())
-        except (SpecError, StoreError, OSError) as exc:
-            log.warning("tuning_checkpoint_not_kept", work_dir=str(self.work_dir),
-                        reason=str(exc))
-            return
-        self.lines_kept = len(database.records)
+        done = _keep_lines(self.store, self.work_dir, self.device_model, self.job_id,
+                           self.attempt_id,
+                           lambda i: f"{self.stem} {names[i]}" if i in names else self.stem,
+                           SystemClock().now(), self.lines_kept)
+        if done is None:
+            return  # tried again at the next batch, and by keep_work_dir at the end
+        kept, self.lines_kept = done
         log.info("tuning_checkpoint_kept", records=kept, lines=self.lines_kept)
 
 
