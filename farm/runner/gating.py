@@ -80,7 +80,7 @@ def wait_until_cool(
     Args:
         read: takes one health sample of the phone (e.g. ``read_health`` bound
             to a serial); may raise PhoneFault.
-        limits: the health limits (``Limits.from_settings(settings.health)``);
+        limits: the health limits (``Limits.of(settings)``);
             their hysteresis margin is ignored (see :func:`gate_limits`).
         clock: measures the wait (monotonic seconds).
         deadline_s: give up after this many seconds of waiting.
