@@ -61,7 +61,8 @@ from farm.virtual.testing import rpc_app
 from farm.virtual.throttle import QUIET_RT_PRIORITY, realtime
 from farm.zoo import MODELS, write_model
 
-#: The core the phone's process and onnxruntime share.
+#: The core the phone's process and onnxruntime share, unless ``--core`` names another
+#: (several benches side by side on a many-core host, each on its own core).
 CORE = 0
 
 
@@ -97,10 +98,10 @@ class _FirstTrial(TuneProgress):
 
 
 @contextlib.contextmanager
-def _pinned_realtime() -> Iterator[None]:
-    """This process on :data:`CORE` and, where allowed, real-time, like the phone's process."""
+def _pinned_realtime(core: int) -> Iterator[None]:
+    """This process on ``core`` and, where allowed, real-time, like the phone's process."""
     affinity = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {CORE})
+    os.sched_setaffinity(0, {core})
     favoured = realtime(os.getpid(), QUIET_RT_PRIORITY)
     try:
         yield
@@ -111,8 +112,8 @@ def _pinned_realtime() -> Iterator[None]:
 
 
 def ort_samples(path: Path, inputs: list[ModelInput], seed: int, samples: int,
-                min_repeat_s: float) -> list[float]:
-    """onnxruntime, 1 thread, on :data:`CORE`: ``samples`` means of at least ``min_repeat_s``."""
+                min_repeat_s: float, core: int = CORE) -> list[float]:
+    """onnxruntime, 1 thread, on ``core``: ``samples`` means of at least ``min_repeat_s``."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
@@ -122,7 +123,7 @@ def ort_samples(path: Path, inputs: list[ModelInput], seed: int, samples: int,
                                            providers=["CPUExecutionProvider"])
     feeds = random_inputs(inputs, seed)
     out: list[float] = []
-    with _pinned_realtime():
+    with _pinned_realtime(core):
         for _ in range(3):
             session.run(None, feeds)
         for _ in range(samples):
@@ -162,8 +163,8 @@ def _tune(row: Row, path: Path, model: ModelParams, budget: argparse.Namespace,
 
     work_dir = root / f"tune-{path.stem}"
     params = TuneParams(gemm=None, model=model, trials=budget.trials, work_dir=work_dir,
-                        trials_per_iter=min(8, budget.trials), seed=0, for_s=budget.for_s,
-                        builder_workers=budget.builder_workers)
+                        trials_per_iter=min(budget.trials_per_iter, budget.trials), seed=0,
+                        for_s=budget.for_s, builder_workers=budget.builder_workers)
     progress = _FirstTrial(work_dir)
     start = time.monotonic()
     result = tune_model(params, target, tracker, cache, progress)
@@ -217,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="tuning seconds per tuned model (stops before --trials if shorter)")
     parser.add_argument("--builder-workers", type=int, default=1,
                         help="build processes while tuning (more on a host with idle cores)")
+    parser.add_argument("--trials-per-iter", type=int, default=8,
+                        help="candidates measured per search round (more keep more builders busy)")
+    parser.add_argument("--core", type=int, default=CORE,
+                        help="the core the phone's process and onnxruntime share")
     parser.add_argument("--samples", type=int, default=7, help="latency samples per figure")
     parser.add_argument("--small", action="store_true", help="the zoo's small variants")
     args = parser.parse_args(argv)
@@ -230,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tmp)
         cache = CompileCache(root / "cache")
         with rpc_app(root, key="bench-zoo", quiet=True) as app:
-            os.sched_setaffinity(app.process.pid, {CORE})  # its session processes inherit it
+            os.sched_setaffinity(app.process.pid, {args.core})  # its session processes inherit it
             tracker = TrackerParams(app.tracker_host, app.tracker_port, app.key,
                                     session_timeout_s=3600, serial="virtual")
             # The virtual phone's target as the model job gets it (host CPU, its vector
@@ -245,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
                 model = ModelParams(path, shapes, rtol=1e-3, atol=1e-3, timing=timing,
                                     threads=ThreadPoolParams(affinity_mode=0, num_threads=1))
                 untuned = run_model(model, target, tracker, cache)
-                ort = ort_samples(path, untuned.inputs, model.seed, args.samples, 0.1)
+                ort = ort_samples(path, untuned.inputs, model.seed, args.samples, 0.1, args.core)
                 row = Row(name, shapes["x"], statistics.median(ort),
                           statistics.median(untuned.samples_s))
                 if name in args.tune:
@@ -256,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             favoured = app.favoured
     load = os.getloadavg()
     print(f"host: {os.cpu_count()} cores, load average {load[0]:.1f} {load[1]:.1f} "
-          f"{load[2]:.1f}; phone process and onnxruntime on core {CORE}, 1 thread each, "
+          f"{load[2]:.1f}; phone process and onnxruntime on core {args.core}, 1 thread each, "
           f"{'real-time priority' if favoured else 'normal priority (no CAP_SYS_NICE)'}")
     budget = f"--trials {args.trials}" + ("" if args.for_s is None else f", --for-s {args.for_s:g}")
     print_table(rows, budget)
