@@ -117,6 +117,35 @@ def apply_thread_pool(
     return ThreadPoolApplied(threads.affinity_mode, threads.num_threads, num_threads)
 
 
+@dataclass(frozen=True)
+class ThreadPoolSession:
+    """MetaSchedule ``f_create_session`` that sets the phone's thread pool as the timings do.
+
+    Every candidate is timed in a session of its own (the RPC server forks one
+    per session), which starts with the runtime's default pool: one thread per
+    core the process may run on. The job's own timings (:func:`apply_thread_pool`)
+    run with the job's ``threads``; unless candidates are timed the same way, the
+    search ranks schedules for another thread count than the one the job reports.
+    Measured on a 64-core host with the phone's process on one core: a default
+    pool of 64 threads on that core timed ResNet-18's convolutions 30x slower than
+    one thread, in multiples of the 4 ms scheduler tick, and no searched candidate
+    survived the pick check. Picklable: MetaSchedule's runner workers call it.
+
+    Attributes:
+        affinity_mode: ``ThreadPoolParams.affinity_mode``.
+        num_threads: ``ThreadPoolParams.num_threads``.
+    """
+
+    affinity_mode: int
+    num_threads: int
+
+    def __call__(self, rpc_config: Any) -> Any:
+        """Connect as MetaSchedule's default does, then configure the pool (CPU only matters)."""
+        session = rpc_config.connect_server()
+        session.get_function("runtime.config_threadpool")(self.affinity_mode, self.num_threads)
+        return session
+
+
 def upload_and_load(
     remote: RPCSession, library: Path, remote_name: str, tracker: TrackerParams
 ) -> Any:

@@ -44,6 +44,7 @@ from farm.jobs.ndk import Linker, linker_for
 from farm.jobs.params import GemmParams, TrackerParams, TuneParams
 from farm.jobs.session import (
     ThreadPoolApplied,
+    ThreadPoolSession,
     apply_thread_pool,
     open_session,
     upload_and_load,
@@ -226,6 +227,9 @@ def builder_and_runner(
 ) -> tuple[Any, Any]:
     """MetaSchedule's builder (host, ``.so`` per candidate) and runner (the tracker's key).
 
+    Candidates are timed with the job's thread pool settings
+    (:class:`farm.jobs.session.ThreadPoolSession`), as its untuned and tuned timings are.
+
     Args:
         params: builder and timing settings, the work folder.
         tracker: the tracker and the key the phones serve.
@@ -254,6 +258,9 @@ def builder_and_runner(
             initializer=builder_initializer,
         )
     upload = TimedUpload(str(params.work_dir / UPLOADS_FILE)) if warm else None
+    workload = params.model if params.model is not None else params.gemm
+    threads = None if workload is None else ThreadPoolSession(
+        workload.threads.affinity_mode, workload.threads.num_threads)
     runner = ms.runner.RPCRunner(
         ms.runner.RPCConfig(
             tracker_host=tracker.host,
@@ -267,6 +274,7 @@ def builder_and_runner(
             min_repeat_ms=params.timing.min_repeat_ms,
         ),
         max_workers=params.runner_workers,
+        f_create_session=threads,
         f_upload_module=upload,
     )
     return builder, runner
