@@ -136,6 +136,7 @@ def tune_model(
         trials_per_phone_hour=counters.trials_per_phone_hour,
         limit_per_phone_hour=counters.limit_per_phone_hour,
         trials_from_fleet=seeded,
-        picks_checked=None if verdicts is None else len(verdicts),
+        picks_checked=None if verdicts is None else sum(v.checked for v in verdicts),
         picks_used=None if verdicts is None else sum(v.used for v in verdicts),
+        picks_unchecked=None if verdicts is None else sum(not v.checked for v in verdicts),
     )

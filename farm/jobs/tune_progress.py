@@ -17,8 +17,10 @@ seconds left (:func:`estimate_eta_s`): the trials still asked at this attempt's
 measured rate, at most the time budget left (null before a first measured
 trial). ``phase`` says what the attempt does now (``extracting tasks``,
 ``tuning``, ``compiling``), so a job is never a silent ``0/0 tasks``;
-``tuning_s`` is the tuning time spent over all attempts (what a time budget
-counts); ``first_trial_s`` is the seconds from this attempt's start to its
+``tuning_s`` is the tuning time spent over all attempts, each counted from
+its start (opening its :class:`TuneProgress`: imports, task extraction and
+the first builds count), which is what a time budget counts;
+``first_trial_s`` is the seconds from this attempt's start to its
 first measured trial; ``trials_per_phone_hour`` is this attempt's measured
 trials per phone-hour and ``limit_per_phone_hour`` the most that its phones
 could measure, were they never idle (:func:`farm.jobs.tune_rate.limit_per_phone_hour`).
@@ -246,6 +248,10 @@ class TuneProgress:
         self._points: list[tuple[float, int]] = []
         self._tuning_before_s = self._counters.tuning_s
         self._budget_s: float | None = None
+        # When this attempt's last batch ended (its tuning's start before one did)
+        # and how long that batch took: a batch is sent only if one fits the budget.
+        self._batch_mark_s: float | None = None
+        self._last_batch_s: float | None = None
 
     @property
     def counters(self) -> TuneCounters:
@@ -257,6 +263,10 @@ class TuneProgress:
         """Add to the counters and persist them; return the new counters."""
         with self._lock:
             c = self._counters
+            if batches and self._batch_mark_s is not None:
+                now = self._clock.monotonic()
+                self._last_batch_s = now - self._batch_mark_s
+                self._batch_mark_s = now
             return self._store(replace(c, attempts=c.attempts + attempts, rounds=c.rounds + rounds,
                                        batches=c.batches + batches))
 
@@ -290,6 +300,7 @@ class TuneProgress:
             self._rate_from = (now, sum(min(t.trials_measured, t.trials_asked) for t in tasks))
             self._points = [(0.0, 0)]
             self._budget_s = budget_s
+            self._batch_mark_s = now
             counters = replace(self._counters, tasks=tuple(tasks), phase="tuning",
                                first_trial_s=None, trials_per_phone_hour=None,
                                limit_per_phone_hour=None)
@@ -300,9 +311,33 @@ class TuneProgress:
         with self._lock:
             return self._tuning_s(self._clock.monotonic())
 
-    def expired(self) -> bool:
-        """Whether the time budget given to :meth:`set_tasks` is spent."""
-        return self._budget_s is not None and self.tuning_s() >= self._budget_s
+    @property
+    def last_batch_s(self) -> float | None:
+        """Seconds this attempt's last measured batch took; None before its first.
+
+        Counted from the previous batch's end (the first, from the tuning's start).
+        """
+        with self._lock:
+            return self._last_batch_s
+
+    def budget_left_s(self) -> float | None:
+        """Seconds left of the :meth:`set_tasks` budget (negative: overrun); None: no budget."""
+        if self._budget_s is None:
+            return None
+        return self._budget_s - self.tuning_s()
+
+    def expired(self, reserve_s: float = 0.0) -> bool:
+        """Whether no further batch fits the time budget given to :meth:`set_tasks`.
+
+        A batch is sent only while more time is left than the last batch took
+        (plus ``reserve_s``, kept for what follows the search), so a run ends
+        within its budget and not one batch past it.
+
+        Args:
+            reserve_s: seconds kept back for later work (the picks' check).
+        """
+        left_s = self.budget_left_s()
+        return left_s is not None and left_s <= (self.last_batch_s or 0.0) + reserve_s
 
     def update_task(self, name: str, trials_measured: int, best_s: float) -> None:
         """Record a task's measured trials and best run time (inf: none), and the new ETA."""
@@ -324,9 +359,7 @@ class TuneProgress:
             self._store(replace(updated, eta_s=self._eta_s(updated, now)))
 
     def _tuning_s(self, now: float) -> float:
-        if self._rate_from is None:
-            return self._tuning_before_s
-        return self._tuning_before_s + now - self._rate_from[0]
+        return self._tuning_before_s + now - self._opened_s
 
     def _eta_s(self, counters: TuneCounters, now: float) -> float | None:
         if self._rate_from is None:

@@ -80,6 +80,9 @@ class ModelTuneResult:
             None: not checked (GPU targets).
         picks_used: of those, the records faster by more than the spread,
             which the tuned build applies; the other tasks keep the default.
+        picks_unchecked: tasks whose best record was not checked because the
+            time budget was spent (they keep their default schedule; a resumed
+            job checks them); None: not checked (GPU targets).
     """
 
     model_sha256: str
@@ -100,6 +103,7 @@ class ModelTuneResult:
     trials_from_fleet: int = 0
     picks_checked: int | None = None
     picks_used: int | None = None
+    picks_unchecked: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (an unmeasured task's ``best_s`` is None)."""

@@ -18,9 +18,14 @@ work folder (its records are found by its workload's line in
 ``database_workload.json``) and asks MetaSchedule only for the missing ones,
 in rounds (:func:`farm.jobs.tune.tune_in_rounds`) that make up for failed
 measurements; a task already complete costs nothing. A time budget
-(``for_s``, tuning seconds over all attempts) stops the search: no batch is
-sent after it, the batches in flight are recorded, and the model is built
-with the records so far.
+(``for_s``, tuning seconds over all attempts, each from its start:
+:meth:`farm.jobs.tune_progress.TuneProgress.expired`) stops the search: no
+batch is sent once less time is left than the last batch took plus the
+shortest check of the picks (:func:`check_reserve_s`), the batch in flight is
+recorded, and the model is built with the records so far. The check then
+runs as many rounds as the time left holds (:func:`check_rounds`), none if
+it holds fewer than :data:`MIN_CHECK_ROUNDS`: the picks it cannot check keep
+their default schedule, and the result counts them.
 
 Given the fleet's best records (:func:`seed_from_fleet`,
 :mod:`farm.jobs.tune_seed`), each task short of its trials first gets its
@@ -59,7 +64,8 @@ from farm.jobs.tune_seed import BestRecords, seed_work_dir, target_key
 from farm.jobs.tune_tasks import Planned
 from farm.jobs.tune_verify import Verdict, verify_picks
 
-__all__ = ["Checkpoint", "measured", "seed_from_fleet", "tune_all"]
+__all__ = ["MIN_CHECK_ROUNDS", "Checkpoint", "check_reserve_s", "check_rounds", "measured",
+           "seed_from_fleet", "tune_all"]
 
 log = structlog.get_logger(__name__)
 
@@ -67,6 +73,59 @@ log = structlog.get_logger(__name__)
 #: Called after each measured batch with each task's name by its workload
 #: index; it may read the work folder's records, complete up to that batch.
 Checkpoint = Callable[[Mapping[int, str]], None]
+
+
+#: The fewest rounds of the picks' check that judge a spread (one round has none).
+MIN_CHECK_ROUNDS = 2
+
+
+def check_reserve_s(tasks: int, rounds: int, batch_s: float | None, batch: int) -> float:
+    """Seconds the picks' check takes, estimated from the last batch.
+
+    Each task's pick and default are measured ``rounds`` times; one
+    measurement is taken to cost what one trial of the last batch cost (its
+    build included, so the estimate errs long).
+
+    Args:
+        tasks: the CPU tasks whose picks may be checked.
+        rounds: measurements of each schedule.
+        batch_s: seconds the last batch took; None: none measured yet (0 s).
+        batch: trials in a batch.
+
+    >>> check_reserve_s(3, 2, 8.0, 4)
+    24.0
+    """
+    return 2 * tasks * rounds * (batch_s or 0.0) / max(batch, 1)
+
+
+def check_rounds(left_s: float | None, tasks: int, rounds: int, batch_s: float | None,
+                 batch: int) -> int:
+    """The rounds of the picks' check that the time budget left holds.
+
+    Args:
+        left_s: seconds of the budget left; None: no time budget.
+        tasks: the CPU tasks whose picks may be checked.
+        rounds: the rounds asked (``verify_rounds``).
+        batch_s: seconds the last batch took; None: none measured yet.
+        batch: trials in a batch.
+
+    Returns:
+        ``rounds`` with time to spare; fewer, down to :data:`MIN_CHECK_ROUNDS`,
+        when less is left; 0 (no check) when the budget is spent.
+
+    >>> check_rounds(None, 3, 3, 8.0, 4), check_rounds(30.0, 3, 3, 8.0, 4)
+    (3, 2)
+    >>> check_rounds(0.0, 3, 3, 8.0, 4), check_rounds(10.0, 3, 3, 8.0, 4)
+    (0, 0)
+    """
+    if left_s is None:
+        return rounds
+    if left_s <= 0:
+        return 0
+    one_s = check_reserve_s(tasks, 1, batch_s, batch)
+    fits = rounds if one_s <= 0 else int(left_s // one_s)
+    fits = min(rounds, fits)
+    return fits if fits >= min(MIN_CHECK_ROUNDS, rounds) else 0
 
 
 def _contexts(planned: list[Planned], caps: list[int], params: TuneParams,
@@ -121,7 +180,8 @@ def _import_tensor_intrin(progress: TuneProgress) -> None:
 
 
 def _measure_baselines(planned: list[Planned], params: TuneParams, builder: Any, runner: Any,
-                       progress: TuneProgress, on_batch: Callable[[], None]) -> None:
+                       progress: TuneProgress, expired: Callable[[], bool],
+                       on_batch: Callable[[], None]) -> None:
     """Measure the default schedule of each CPU task with trials left and none measured yet.
 
     The baseline is one of the task's trials (:mod:`farm.jobs.tune_baseline`).
@@ -132,7 +192,7 @@ def _measure_baselines(planned: list[Planned], params: TuneParams, builder: Any,
     if tasks:
         progress.set_phase("measuring the default schedules")
         measure_baselines(tasks, builder, runner, params.work_dir, params.builder_workers,
-                          progress.expired, on_batch)
+                          expired, on_batch)
 
 
 def seed_from_fleet(planned: list[Planned], params: TuneParams, target: dict[str, Any],
@@ -177,8 +237,8 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
     ``checkpoint`` (if any) is called after each measured batch, with each
     task's name by its workload index. Then, given a list in ``verdicts`` (CPU
     targets), each task's pick is measured again against its default schedule
-    (:mod:`farm.jobs.tune_verify`, after the time budget too) and the verdicts
-    appended.
+    (:mod:`farm.jobs.tune_verify`, in the rounds the time budget left holds:
+    :func:`check_rounds`) and the verdicts appended.
 
     Returns:
         Why it stopped: ``"trials"``, ``"time"`` or ``"rounds"``.
@@ -212,15 +272,24 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
             measurers.append(builder_and_runner(params, tracker, linker, warm=True))
         return measurers[0]
 
+    def reserve_s() -> float:  # the shortest check of the picks, kept from the search
+        if verdicts is None:
+            return 0.0
+        return check_reserve_s(len(planned), min(MIN_CHECK_ROUNDS, params.verify_rounds),
+                               progress.last_batch_s, batch)
+
+    def expired() -> bool:
+        return progress.expired(reserve_s())
+
     def tune_round(_remaining: int) -> None:
         builder, runner = started()
-        _measure_baselines(planned, params, builder, runner, progress, on_batch)
+        _measure_baselines(planned, params, builder, runner, progress, expired, on_batch)
         caps = [max(0, p.trials - m) for p, m in zip(planned, measured(planned, params),
                                                       strict=True)]
-        if not any(caps) or progress.expired():
+        if not any(caps) or expired():
             return
         _import_tensor_intrin(progress)
-        contexts, weights = _contexts(planned, caps, params, progress.expired)
+        contexts, weights = _contexts(planned, caps, params, expired)
         log.info("tuning_round_tasks", tasks=len(contexts), trials=sum(caps), batch=batch)
         ms.tune_tasks(
             tasks=contexts, task_weights=weights, work_dir=str(params.work_dir),
@@ -231,15 +300,17 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
         )
 
     try:
-        tune_in_rounds(params, asked, done_trials, tune_round, progress, progress.expired)
+        tune_in_rounds(params, asked, done_trials, tune_round, progress, expired)
         if verdicts is not None:
-            progress.set_phase("checking each task's pick against its default schedule")
-            verdicts += verify_picks(_baseline_tasks(planned), started, params.work_dir,
-                                     params.verify_rounds)
+            rounds = check_rounds(progress.budget_left_s(), len(planned), params.verify_rounds,
+                                  progress.last_batch_s, batch)
+            progress.set_phase("checking each task's pick against its default schedule"
+                               if rounds else "time budget spent: no pick measured again")
+            verdicts += verify_picks(_baseline_tasks(planned), started, params.work_dir, rounds)
     finally:
         for builder, _ in measurers:
             builder.shutdown()
     on_batch()
     if done_trials() >= asked:
         return "trials"
-    return "time" if progress.expired() else "rounds"
+    return "time" if expired() else "rounds"

@@ -135,8 +135,9 @@ class TestEta:
         assert estimate_eta_s(0, [(0.0, 0)]) == 0.0
 
     def test_time_budget_counts_tuning_time_over_attempts(self, tmp_path: Path) -> None:
-        """A budget of 100 s is spent by 60 s in one attempt and 40 s in the next, not by the
-        time between them; the phase and the first trial's time are kept."""
+        """A budget of 100 s is spent by 60 s in one attempt and 40 s in the next, each counted
+        from its start (its task extraction included), not by the time between them; the
+        phase and the first trial's time are kept."""
         clock = FakeClock()
         first = TuneProgress(tmp_path, clock)
         first.set_phase("extracting tasks")
@@ -147,12 +148,37 @@ class TestEta:
         first.update_task("conv", 1, 1e-3)
         assert not first.expired()
         assert first.counters.first_trial_s == 60.0
+        assert first.counters.tuning_s == 60.0
         clock.advance(1000)  # farmd down between attempts
         second = TuneProgress(tmp_path, clock)
-        assert second.counters.tuning_s == 55.0
+        assert second.counters.tuning_s == 60.0
+        clock.advance(10)  # the second attempt's extraction counts too
         second.set_tasks([TaskProgress("conv", 0, 10, 1)], budget_s=100.0)
-        clock.advance(44)
+        assert second.budget_left_s() == 30.0
+        clock.advance(29)
         assert not second.expired()
         clock.advance(1)
         assert second.expired()
-        assert second.counters.eta_s is not None and second.counters.eta_s <= 45.0
+        assert second.counters.eta_s is not None and second.counters.eta_s <= 30.0
+
+    def test_no_batch_is_sent_when_less_is_left_than_the_last_batch_took(
+        self, tmp_path: Path
+    ) -> None:
+        """With 100 s of budget and batches of 30 s, the search stops at 80 s (20 s left, less
+        than a batch), not at 100 s with a batch in flight; a reserve for the picks' check
+        stops it earlier still."""
+        clock = FakeClock()
+        progress = TuneProgress(tmp_path, clock)
+        progress.set_tasks([TaskProgress("conv", 0, 100, 0)], budget_s=100.0)
+        assert progress.last_batch_s is None
+        clock.advance(20)
+        progress.add(batches=1)
+        clock.advance(30)
+        progress.add(batches=1)
+        assert progress.last_batch_s == 30.0
+        assert not progress.expired()
+        assert progress.expired(reserve_s=25.0)
+        clock.advance(19)
+        assert not progress.expired()
+        clock.advance(1)
+        assert progress.expired()
