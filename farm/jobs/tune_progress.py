@@ -213,17 +213,31 @@ def estimate_eta_s(trials_left: int, measured_s: list[tuple[float, int]],
     return eta
 
 
-def read_counters(work_dir: Path) -> TuneCounters | None:
+def read_counters(work_dir: Path, clock: Clock | None = None) -> TuneCounters | None:
     """The counters of a work folder for display; reads only, never creates anything.
+
+    ``eta_s`` is as of the file's last write: the counters change at each
+    measured batch, and a batch can take minutes (a large search on a loaded
+    host), so the time since that write is taken off (never below 0 s): what
+    ``farmctl job`` and the API show counts down between writes.
+
+    Args:
+        work_dir: the tuning work folder.
+        clock: gives the time now (:meth:`farm.clock.Clock.now`), to age ``eta_s``.
 
     Returns:
         None when it has none (not a tuning job, or not started yet).
     """
     path = Path(work_dir) / PROGRESS_FILE
     try:
-        return TuneCounters.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        counters = TuneCounters.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        written_s = path.stat().st_mtime
     except (OSError, ValueError):
         return None
+    if counters.eta_s is None:
+        return counters
+    age_s = max(0.0, (clock or SystemClock()).now().timestamp() - written_s)
+    return replace(counters, eta_s=max(0.0, counters.eta_s - age_s))
 
 
 class TuneProgress:
@@ -248,10 +262,10 @@ class TuneProgress:
         self._points: list[tuple[float, int]] = []
         self._tuning_before_s = self._counters.tuning_s
         self._budget_s: float | None = None
-        # When this attempt's last batch ended (its tuning's start before one did)
-        # and how long that batch took: a batch is sent only if one fits the budget.
-        self._batch_mark_s: float | None = None
-        self._last_batch_s: float | None = None
+        # This attempt's batches: when each task's batch in flight was sent, and how
+        # long each batch took from being sent (its search included) to its results.
+        self._sent_s: dict[str, float] = {}
+        self._batch_s: list[float] = []
 
     @property
     def counters(self) -> TuneCounters:
@@ -263,10 +277,6 @@ class TuneProgress:
         """Add to the counters and persist them; return the new counters."""
         with self._lock:
             c = self._counters
-            if batches and self._batch_mark_s is not None:
-                now = self._clock.monotonic()
-                self._last_batch_s = now - self._batch_mark_s
-                self._batch_mark_s = now
             return self._store(replace(c, attempts=c.attempts + attempts, rounds=c.rounds + rounds,
                                        batches=c.batches + batches))
 
@@ -300,7 +310,6 @@ class TuneProgress:
             self._rate_from = (now, sum(min(t.trials_measured, t.trials_asked) for t in tasks))
             self._points = [(0.0, 0)]
             self._budget_s = budget_s
-            self._batch_mark_s = now
             counters = replace(self._counters, tasks=tuple(tasks), phase="tuning",
                                first_trial_s=None, trials_per_phone_hour=None,
                                limit_per_phone_hour=None)
@@ -311,14 +320,30 @@ class TuneProgress:
         with self._lock:
             return self._tuning_s(self._clock.monotonic())
 
+    def batch_sent(self, task: str) -> None:
+        """A batch of ``task`` starts: its search for candidates begins."""
+        with self._lock:
+            self._sent_s[task] = self._clock.monotonic()
+
+    def batch_joined(self, task: str) -> None:
+        """The results of ``task``'s batch in flight are in: note how long it took."""
+        with self._lock:
+            sent_s = self._sent_s.pop(task, None)
+            if sent_s is not None:
+                self._batch_s.append(self._clock.monotonic() - sent_s)
+
     @property
     def last_batch_s(self) -> float | None:
-        """Seconds this attempt's last measured batch took; None before its first.
+        """Seconds a batch takes now: the longest of this attempt's last 4; None before one.
 
-        Counted from the previous batch's end (the first, from the tuning's start).
+        Each from its search's start to its results (:meth:`batch_sent`,
+        :meth:`batch_joined`): MetaSchedule's task scheduler searches for one
+        task while another's batch runs, so the time between two batches'
+        ends can be a fraction of a batch. The longest of the last few,
+        since the search slows as the records grow and as the host is loaded.
         """
         with self._lock:
-            return self._last_batch_s
+            return max(self._batch_s[-4:], default=None)
 
     def budget_left_s(self) -> float | None:
         """Seconds left of the :meth:`set_tasks` budget (negative: overrun); None: no budget."""

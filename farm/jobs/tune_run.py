@@ -42,6 +42,7 @@ again against its default schedule (:mod:`farm.jobs.tune_verify`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -64,8 +65,8 @@ from farm.jobs.tune_seed import BestRecords, seed_work_dir, target_key
 from farm.jobs.tune_tasks import Planned
 from farm.jobs.tune_verify import Verdict, verify_picks
 
-__all__ = ["MIN_CHECK_ROUNDS", "Checkpoint", "check_reserve_s", "check_rounds", "measured",
-           "seed_from_fleet", "tune_all"]
+__all__ = ["MIN_CHECK_ROUNDS", "STARTING_PHASE", "Checkpoint", "check_reserve_s", "check_rounds",
+           "measured", "seed_from_fleet", "tune_all"]
 
 log = structlog.get_logger(__name__)
 
@@ -77,6 +78,9 @@ Checkpoint = Callable[[Mapping[int, str]], None]
 
 #: The fewest rounds of the picks' check that judge a spread (one round has none).
 MIN_CHECK_ROUNDS = 2
+
+#: The phase while the builders' pool and the runner start (once an attempt, when first needed).
+STARTING_PHASE = "starting the builders and the runner"
 
 
 def check_reserve_s(tasks: int, rounds: int, batch_s: float | None, batch: int) -> float:
@@ -128,7 +132,22 @@ def check_rounds(left_s: float | None, tasks: int, rounds: int, batch_s: float |
     return fits if fits >= min(MIN_CHECK_ROUNDS, rounds) else 0
 
 
+@dataclass(frozen=True)
+class _TaskTimer:
+    """A task's batches timed into the progress (a :class:`farm.jobs.tune_search.BatchTimer`)."""
+
+    progress: TuneProgress
+    task: str
+
+    def sent(self) -> None:
+        self.progress.batch_sent(self.task)
+
+    def joined(self) -> None:
+        self.progress.batch_joined(self.task)
+
+
 def _contexts(planned: list[Planned], caps: list[int], params: TuneParams,
+              progress: TuneProgress,
               expired: Callable[[], bool]) -> tuple[list[Any], list[float]]:
     """MetaSchedule's ``TuneContext`` per task with a cap left, each with farm's search.
 
@@ -149,7 +168,8 @@ def _contexts(planned: list[Planned], caps: list[int], params: TuneParams,
     contexts, weights = [], []
     for (p, cap), logger, seed in zip(live, loggers, fork_seed(params.seed, n=len(live)),
                                       strict=True):
-        strategy = FarmSearch(settings, recorded.get(p.index, set()), cap, expired)
+        strategy = FarmSearch(settings, recorded.get(p.index, set()), cap, expired,
+                              _TaskTimer(progress, p.task.name))
         contexts.append(TuneContext(
             mod=p.task.extracted.dispatched[0], target=p.task.extracted.target,
             space_generator="post-order-apply", search_strategy=strategy,
@@ -268,8 +288,11 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
             limit_per_phone_hour(params.work_dir, params.timing))
 
     def started() -> tuple[Any, Any]:
-        if not measurers:
+        if not measurers:  # a pool of build processes: seconds, a minute on a loaded host
+            phase = progress.counters.phase
+            progress.set_phase(STARTING_PHASE)
             measurers.append(builder_and_runner(params, tracker, linker, warm=True))
+            progress.set_phase(phase)
         return measurers[0]
 
     def reserve_s() -> float:  # the shortest check of the picks, kept from the search
@@ -282,6 +305,8 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
         return progress.expired(reserve_s())
 
     def tune_round(_remaining: int) -> None:
+        if expired():  # nothing is started once the budget is spent, the builders neither
+            return
         builder, runner = started()
         _measure_baselines(planned, params, builder, runner, progress, expired, on_batch)
         caps = [max(0, p.trials - m) for p, m in zip(planned, measured(planned, params),
@@ -289,7 +314,7 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
         if not any(caps) or expired():
             return
         _import_tensor_intrin(progress)
-        contexts, weights = _contexts(planned, caps, params, expired)
+        contexts, weights = _contexts(planned, caps, params, progress, expired)
         log.info("tuning_round_tasks", tasks=len(contexts), trials=sum(caps), batch=batch)
         ms.tune_tasks(
             tasks=contexts, task_weights=weights, work_dir=str(params.work_dir),

@@ -180,7 +180,9 @@ def verify_picks(tasks: list[BaselineTask], measurers: Callable[[], tuple[Any, A
              if (c := checked["tasks"].get(str(t.index))) and c["pick"] == pick}
     new = [(t, baseline_candidate(t.workload, t.target), _record_candidate(r, t.workload))
            for t, r, _ in picks if t.index not in known]
-    measured = _measure(new, *measurers(), rounds) if new and rounds > 0 else []
+    if rounds <= 0:  # the time budget is spent: the new picks stay unchecked
+        new = []
+    measured = _measure(new, *measurers(), rounds) if new else []
     known.update({t.index: Verdict(t.name, d, p, pick_wins(d, p))
                   for (t, _, _), (d, p) in zip(new, measured, strict=True)})
     verdicts = [known.get(t.index) or Verdict(t.name, [], [], used=False, checked=False)
