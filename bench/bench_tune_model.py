@@ -18,7 +18,11 @@ APK, then through ``farmctl`` itself:
 While the job runs, the benchmark watches the job's work folder (MetaSchedule's
 records file), so it measures any farm version alike: the time from the
 enqueue to the first measured trial, and measured trials per phone-hour from
-the enqueue to the last measured trial.
+the enqueue to the last measured trial. It also reads the job's progress
+(``farm_progress.json``, what ``farmctl job`` and the API show) at each change:
+with ``--for``, it prints the ETA shown once a tenth of the tuning had passed
+against the time the tuning really had left then (issue 21: within 20%), and
+the tuning's end against its time budget.
 
 Everything runs on this host, so the virtual phones share its cores: the
 numbers compare schedules, not phones.
@@ -26,6 +30,8 @@ numbers compare schedules, not phones.
 Reproduce::
 
     python bench/bench_tune_model.py --phones 2 --trials 16 --trials-per-task 4 --max-tasks 4
+    python bench/bench_tune_model.py --phones 1 --trials 2000 --trials-per-task 500 \
+        --max-tasks 4 --for 240
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from farm.clock import wait_until
 from farm.config import Settings
 from farm.daemon import Farmd
 from farm.demo_model import write_small_cnn
+from farm.jobs.tune_progress import read_counters
 from farm.kinds.run import tune_work_dir
 from farm.netaddr import free_port
 from farm.provision.standin import demo_apk
@@ -101,29 +108,66 @@ def _print_summary(summary: dict[str, Any], wall_s: float) -> None:
               f"({len(run['tuned_samples_s'])} samples each)")
 
 
-def _tune(config: Path, store: Any, data_dir: Path, model: Path,
-          args: argparse.Namespace) -> tuple[int, float, list[tuple[float, int]]]:
-    """Enqueue the tune through farmctl and wait for it: job id, wall seconds, record counts."""
+#: (seconds since the enqueue, phase, ETA in seconds or None) at each change of the progress.
+Shown = list[tuple[float, str, float | None]]
+
+
+def _tune(config: Path, store: Any, data_dir: Path, model: Path, args: argparse.Namespace,
+          shown: Shown | None = None) -> tuple[int, float, list[tuple[float, int]]]:
+    """Enqueue the tune through farmctl and wait for it: job id, wall seconds, record counts.
+
+    ``shown`` (if given) gets the job's progress at each change.
+    """
     started_s = time.monotonic()
+    budget = [] if args.for_s is None else ["--for", str(args.for_s)]
     job = json.loads(_farmctl(
         config, "enqueue", "tune", "--model", str(model), "--trials", str(args.trials),
         "--trials-per-task", str(args.trials_per_task), "--max-tasks",
-        str(args.max_tasks), "--phones", str(args.phones), "--json"))
+        str(args.max_tasks), "--phones", str(args.phones), *budget, "--json"))
     job_id = job["id"]
-    records = tune_work_dir(data_dir, job_id) / "database_tuning_record.json"
+    work_dir = tune_work_dir(data_dir, job_id)
+    records = work_dir / "database_tuning_record.json"
     seen: list[tuple[float, int]] = []  # (s since the enqueue, records) at each change
 
     def ended() -> bool:
         count = len(records.read_bytes().splitlines()) if records.is_file() else 0
         if count and (not seen or seen[-1][1] != count):
             seen.append((time.monotonic() - started_s, count))
+        counters = read_counters(work_dir) if shown is not None else None
+        if shown is not None and counters is not None and (
+                not shown or shown[-1][1:] != (counters.phase, counters.eta_s)):
+            shown.append((time.monotonic() - started_s, counters.phase, counters.eta_s))
         return store.get_job(job_id).state.ended
 
-    wait_until(ended, args.deadline_s, f"tune job {job_id}", interval_s=0.5)
+    wait_until(ended, args.deadline_s, f"tune job {job_id}", interval_s=0.25)
     view = store.get_job(job_id)
     if view.state is not JobState.SUCCEEDED:
         sys.exit(f"tune job {job_id} {view.state.value}: {view.error}")
     return job_id, time.monotonic() - started_s, seen
+
+
+def _print_eta(shown: Shown, tuning_s: float | None, for_s: float | None) -> None:
+    """The ETA shown once a tenth of the tuning had passed, against the time it had left.
+
+    The tuning runs from the first progress seen (the attempt's start, within
+    the poll's 0.25 s) to the phase after it (``compiling``).
+    """
+    start_s = shown[0][0] if shown else 0.0
+    end_s = next((t for t, phase, _ in shown if phase == "compiling"), None)
+    if end_s is None:
+        print("ETA: the tuning's end was not seen")
+        return
+    tenth_s = start_s + (end_s - start_s) / 10
+    at = next(((t, eta) for t, _, eta in shown if t >= tenth_s and eta is not None), None)
+    if at is None:
+        print("ETA: none shown after the first tenth")
+        return
+    left_s = end_s - at[0]
+    error_pct = 100 * (at[1] - left_s) / left_s if left_s > 0 else float("nan")
+    budget = "" if for_s is None else f" of a {for_s:.0f} s budget"
+    print(f"ETA at {at[0] - start_s:.0f} s of {end_s - start_s:.0f} s of tuning{budget}: "
+          f"{at[1]:.0f} s shown, {left_s:.0f} s really left ({error_pct:+.0f}%); "
+          f"tuning_s {tuning_s or 0:.1f}")
 
 
 def _print_again(store: Any, data_dir: Path, job_id: int, wall_s: float) -> None:
@@ -144,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=16, help="tuning trials in total")
     parser.add_argument("--trials-per-task", type=int, default=4, help="trials per task at most")
     parser.add_argument("--max-tasks", type=int, default=4, help="heaviest tasks tuned")
+    parser.add_argument("--for", dest="for_s", type=float, default=None,
+                        help="the tuning's time budget, seconds (farmctl enqueue tune --for)")
     parser.add_argument("--deadline-s", type=float, default=3600.0, help="for the tuning job")
     parser.add_argument("--again", action="store_true",
                         help="tune the same model a second time, from the fleet's records")
@@ -171,9 +217,12 @@ def main(argv: list[str] | None = None) -> int:
                    READY_DEADLINE_S, "phones ready")
         model = write_small_cnn(root / "small_cnn.onnx")
 
-        job_id, wall_s, seen = _tune(config, store, root / "data", model, args)
+        shown: Shown = []
+        job_id, wall_s, seen = _tune(config, store, root / "data", model, args, shown)
         print(f"small CNN (farm.demo_model) on {args.phones} virtual phones")
-        _print_summary(dict(store.results(job_id)[0].summary), wall_s)
+        summary = dict(store.results(job_id)[0].summary)
+        _print_summary(summary, wall_s)
+        _print_eta(shown, summary.get("tuning_s"), args.for_s)
         if seen:
             first_s, (last_s, trials) = seen[0][0], seen[-1]
             print(f"first measured trial {first_s:.0f} s after the enqueue; {trials} trials "

@@ -15,6 +15,9 @@ runs it in a child process, so a crash inside TVM cannot take farmd down::
     model_store.py    store_model(src, data_dir) -> StoredModel: models by SHA-256
     tune.py           tune_gemm(params, target, tracker) -> TuneResult, export_records
     tune_model.py     tune_model(params, target, tracker, cache) -> ModelTuneResult
+    tune_tasks.py     a model's tasks, ranked, planned, committed to the work folder
+    tune_run.py       the search over a model's tasks in rounds, the picks re-checked
+    tune_result.py    ModelTuneResult and the tuned build (model_tuned.so)
     tune_progress.py  per-task trials, best times, ETA and counters in the work folder
     bundle.py         write_bundle(tuned, out, cache): a tuned model for deployment
     local_cluster.py  a loopback tracker + RPC servers for tests and bench

@@ -15,6 +15,7 @@ function, so candidates are built and exported exactly as LocalBuilder does.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -60,8 +61,15 @@ def _builder_class() -> type:
             return results
 
         def shutdown(self) -> None:
-            """End the worker processes."""
-            self.pool.shutdown(wait=False)
+            """End the worker processes, on a thread of its own: the caller does not wait.
+
+            TVM's ``PopenWorker.kill`` closes the pipe a worker still starting
+            (``_ready``, its initializer importing TVM) is read through, and
+            that close waits for the read: a tuning whose time budget ran out
+            as the pool started waited 28 s (a loaded 2-core host) to end.
+            """
+            threading.Thread(target=self.pool.shutdown, kwargs={"wait": False},
+                             name="builder-shutdown", daemon=True).start()
 
     return _WarmBuilder
 

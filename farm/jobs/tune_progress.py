@@ -17,8 +17,10 @@ seconds left (:func:`estimate_eta_s`): the trials still asked at this attempt's
 measured rate, at most the time budget left (null before a first measured
 trial). ``phase`` says what the attempt does now (``extracting tasks``,
 ``tuning``, ``compiling``), so a job is never a silent ``0/0 tasks``;
-``tuning_s`` is the tuning time spent over all attempts (what a time budget
-counts); ``first_trial_s`` is the seconds from this attempt's start to its
+``tuning_s`` is the tuning time spent over all attempts, each counted from
+its start (opening its :class:`TuneProgress`: imports, task extraction and
+the first builds count), which is what a time budget counts;
+``first_trial_s`` is the seconds from this attempt's start to its
 first measured trial; ``trials_per_phone_hour`` is this attempt's measured
 trials per phone-hour and ``limit_per_phone_hour`` the most that its phones
 could measure, were they never idle (:func:`farm.jobs.tune_rate.limit_per_phone_hour`).
@@ -211,17 +213,31 @@ def estimate_eta_s(trials_left: int, measured_s: list[tuple[float, int]],
     return eta
 
 
-def read_counters(work_dir: Path) -> TuneCounters | None:
+def read_counters(work_dir: Path, clock: Clock | None = None) -> TuneCounters | None:
     """The counters of a work folder for display; reads only, never creates anything.
+
+    ``eta_s`` is as of the file's last write: the counters change at each
+    measured batch, and a batch can take minutes (a large search on a loaded
+    host), so the time since that write is taken off (never below 0 s): what
+    ``farmctl job`` and the API show counts down between writes.
+
+    Args:
+        work_dir: the tuning work folder.
+        clock: gives the time now (:meth:`farm.clock.Clock.now`), to age ``eta_s``.
 
     Returns:
         None when it has none (not a tuning job, or not started yet).
     """
     path = Path(work_dir) / PROGRESS_FILE
     try:
-        return TuneCounters.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        counters = TuneCounters.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        written_s = path.stat().st_mtime
     except (OSError, ValueError):
         return None
+    if counters.eta_s is None:
+        return counters
+    age_s = max(0.0, (clock or SystemClock()).now().timestamp() - written_s)
+    return replace(counters, eta_s=max(0.0, counters.eta_s - age_s))
 
 
 class TuneProgress:
@@ -246,6 +262,10 @@ class TuneProgress:
         self._points: list[tuple[float, int]] = []
         self._tuning_before_s = self._counters.tuning_s
         self._budget_s: float | None = None
+        # This attempt's batches: when each task's batch in flight was sent, and how
+        # long each batch took from being sent (its search included) to its results.
+        self._sent_s: dict[str, float] = {}
+        self._batch_s: list[float] = []
 
     @property
     def counters(self) -> TuneCounters:
@@ -300,9 +320,49 @@ class TuneProgress:
         with self._lock:
             return self._tuning_s(self._clock.monotonic())
 
-    def expired(self) -> bool:
-        """Whether the time budget given to :meth:`set_tasks` is spent."""
-        return self._budget_s is not None and self.tuning_s() >= self._budget_s
+    def batch_sent(self, task: str) -> None:
+        """A batch of ``task`` starts: its search for candidates begins."""
+        with self._lock:
+            self._sent_s[task] = self._clock.monotonic()
+
+    def batch_joined(self, task: str) -> None:
+        """The results of ``task``'s batch in flight are in: note how long it took."""
+        with self._lock:
+            sent_s = self._sent_s.pop(task, None)
+            if sent_s is not None:
+                self._batch_s.append(self._clock.monotonic() - sent_s)
+
+    @property
+    def last_batch_s(self) -> float | None:
+        """Seconds a batch takes now: the longest of this attempt's last 4; None before one.
+
+        Each from its search's start to its results (:meth:`batch_sent`,
+        :meth:`batch_joined`): MetaSchedule's task scheduler searches for one
+        task while another's batch runs, so the time between two batches'
+        ends can be a fraction of a batch. The longest of the last few,
+        since the search slows as the records grow and as the host is loaded.
+        """
+        with self._lock:
+            return max(self._batch_s[-4:], default=None)
+
+    def budget_left_s(self) -> float | None:
+        """Seconds left of the :meth:`set_tasks` budget (negative: overrun); None: no budget."""
+        if self._budget_s is None:
+            return None
+        return self._budget_s - self.tuning_s()
+
+    def expired(self, reserve_s: float = 0.0) -> bool:
+        """Whether no further batch fits the time budget given to :meth:`set_tasks`.
+
+        A batch is sent only while more time is left than the last batch took
+        (plus ``reserve_s``, kept for what follows the search), so a run ends
+        within its budget and not one batch past it.
+
+        Args:
+            reserve_s: seconds kept back for later work (the picks' check).
+        """
+        left_s = self.budget_left_s()
+        return left_s is not None and left_s <= (self.last_batch_s or 0.0) + reserve_s
 
     def update_task(self, name: str, trials_measured: int, best_s: float) -> None:
         """Record a task's measured trials and best run time (inf: none), and the new ETA."""
@@ -324,9 +384,7 @@ class TuneProgress:
             self._store(replace(updated, eta_s=self._eta_s(updated, now)))
 
     def _tuning_s(self, now: float) -> float:
-        if self._rate_from is None:
-            return self._tuning_before_s
-        return self._tuning_before_s + now - self._rate_from[0]
+        return self._tuning_before_s + now - self._opened_s
 
     def _eta_s(self, counters: TuneCounters, now: float) -> float | None:
         if self._rate_from is None:

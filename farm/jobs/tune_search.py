@@ -27,14 +27,14 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
 from farm.jobs.tune_records import FAILED_RUN_S, RECORDS_FILE
 
-__all__ = ["FarmSearch", "SearchSettings", "measured_traces", "plain_json", "plan_trials",
-           "search_settings", "trace_key"]
+__all__ = ["BatchTimer", "FarmSearch", "SearchSettings", "measured_traces", "plain_json",
+           "plan_trials", "search_settings", "trace_key"]
 
 log = structlog.get_logger(__name__)
 
@@ -193,11 +193,12 @@ def _farm_search_class() -> type:
         """MetaSchedule's search, minus recorded traces, up to a cap, until a deadline."""
 
         def __init__(self, inner: Any, recorded: frozenset[str], cap: int,
-                     expired: Callable[[], bool]) -> None:
+                     expired: Callable[[], bool], timer: BatchTimer | None) -> None:
             self.inner = inner
             self.recorded = recorded
             self.cap = cap
             self.expired = expired
+            self.timer = timer
             self.sent = 0
 
         def _initialize_with_tune_context(self, context: Any) -> None:
@@ -216,6 +217,8 @@ def _farm_search_class() -> type:
             for _ in range(_REFILLS):
                 if self.sent >= self.cap or self.expired():
                     return None
+                if self.timer is not None:
+                    self.timer.sent()
                 candidates = self.inner.generate_measure_candidates()
                 if candidates is None:
                     return None
@@ -229,10 +232,13 @@ def _farm_search_class() -> type:
             return None
 
         def notify_runner_results(self, measure_candidates: Any, results: Any) -> None:
+            if self.timer is not None:
+                self.timer.joined()
             self.inner.notify_runner_results(measure_candidates, results)
 
         def clone(self) -> Any:
-            return _FarmSearch(self.inner.clone(), self.recorded, self.cap, self.expired)
+            return _FarmSearch(self.inner.clone(), self.recorded, self.cap, self.expired,
+                               self.timer)
 
     return _FarmSearch
 
@@ -240,8 +246,18 @@ def _farm_search_class() -> type:
 _CLASS: list[type] = []
 
 
+class BatchTimer(Protocol):
+    """Told when a task's batch starts (its search) and when its results are in."""
+
+    def sent(self) -> None:
+        """The search for the task's next batch starts."""
+
+    def joined(self) -> None:
+        """The results of the task's batch in flight are in."""
+
+
 def FarmSearch(settings: SearchSettings, recorded: set[str], cap: int,  # noqa: N802
-               expired: Callable[[], bool]) -> Any:
+               expired: Callable[[], bool], timer: BatchTimer | None = None) -> Any:
     """farm's search strategy for one task (a MetaSchedule ``SearchStrategy``).
 
     MetaSchedule's ``EvolutionarySearch`` with ``settings``, wrapped: a
@@ -257,6 +273,8 @@ def FarmSearch(settings: SearchSettings, recorded: set[str], cap: int,  # noqa: 
         recorded: trace keys (:func:`trace_key`) measured in earlier runs.
         cap: candidates this run may send for the task.
         expired: True once no more candidates may be sent.
+        timer: told when each batch's search starts and its results are in
+            (:meth:`farm.jobs.tune_progress.TuneProgress.batch_sent`).
     """
     from tvm.s_tir import meta_schedule as ms
 
@@ -268,4 +286,4 @@ def FarmSearch(settings: SearchSettings, recorded: set[str], cap: int,  # noqa: 
         init_min_unmeasured=settings.init_min_unmeasured,
         genetic_num_iters=settings.genetic_num_iters,
     )
-    return _CLASS[0](inner, frozenset(recorded), cap, expired)
+    return _CLASS[0](inner, frozenset(recorded), cap, expired, timer)

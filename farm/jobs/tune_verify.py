@@ -58,12 +58,15 @@ class Verdict:
             (inf: the measurement failed).
         picked_s: the best record's, per round, seconds.
         used: the record replaces the default in the tuned build.
+        checked: False: the pick was not measured again (the tuning's time
+            budget was spent), so the default schedule stays.
     """
 
     name: str
     default_s: list[float]
     picked_s: list[float]
     used: bool
+    checked: bool = True
 
 
 def pick_wins(default_s: list[float], picked_s: list[float]) -> bool:
@@ -148,7 +151,10 @@ def verify_picks(tasks: list[BaselineTask], measurers: Callable[[], tuple[Any, A
         measurers: gives MetaSchedule's builder and runner (the tuning run's,
             the job's phones); called only when there is a pick to measure.
         work_dir: the work folder (its database is read, not changed).
-        rounds: measurements of each schedule, alternating which goes first.
+        rounds: measurements of each schedule, alternating which goes first;
+            0: no new pick is measured (the time budget is spent): each keeps
+            its default schedule, with an unchecked verdict, and a later call
+            checks it.
 
     Returns:
         One verdict per task whose best record is not its default schedule.
@@ -174,17 +180,22 @@ def verify_picks(tasks: list[BaselineTask], measurers: Callable[[], tuple[Any, A
              if (c := checked["tasks"].get(str(t.index))) and c["pick"] == pick}
     new = [(t, baseline_candidate(t.workload, t.target), _record_candidate(r, t.workload))
            for t, r, _ in picks if t.index not in known]
+    if rounds <= 0:  # the time budget is spent: the new picks stay unchecked
+        new = []
     measured = _measure(new, *measurers(), rounds) if new else []
     known.update({t.index: Verdict(t.name, d, p, pick_wins(d, p))
                   for (t, _, _), (d, p) in zip(new, measured, strict=True)})
-    verdicts = [known[t.index] for t, _, _ in picks]
+    verdicts = [known.get(t.index) or Verdict(t.name, [], [], used=False, checked=False)
+                for t, _, _ in picks]
     _write_picked(work_dir, [(t, r) for (t, r, _), v in zip(picks, verdicts, strict=True)
                              if v.used],
-                  {"records_sha256": digest,
+                  {"records_sha256": digest if all(v.checked for v in verdicts) else "",
                    "tasks": {str(t.index): {"pick": pick, "verdict": asdict(v)}
-                             for (t, _, pick), v in zip(picks, verdicts, strict=True)}})
-    log.info("tuning_picks_verified", tasks=len(tasks), checked=len(verdicts),
-             measured=len(new), used=sum(v.used for v in verdicts))
+                             for (t, _, pick), v in zip(picks, verdicts, strict=True)
+                             if v.checked}})
+    log.info("tuning_picks_verified", tasks=len(tasks), checked=sum(v.checked for v in verdicts),
+             unchecked=sum(not v.checked for v in verdicts), measured=len(measured),
+             used=sum(v.used for v in verdicts))
     return verdicts
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,14 +15,41 @@ from farm.jobs.model import load_model, random_inputs, reference_outputs, relax_
 from farm.jobs.params import DeviceFacts, ModelParams, TimingParams, TrackerParams, TuneParams
 from farm.jobs.targets import target_for
 from farm.jobs.tune_model import TUNED_LIBRARY, model_tasks, tune_model
-from farm.jobs.tune_progress import TuneProgress
+from farm.jobs.tune_progress import TaskProgress, TuneProgress
 from farm.jobs.tune_records import RECORDS_FILE, count_trials
+from farm.jobs.tune_run import STARTING_PHASE, check_reserve_s
 
 
 def traces(work_dir: Path) -> list[tuple[int, str]]:
     """(workload index, trace) of every record in the work folder."""
     lines = (work_dir / RECORDS_FILE).read_text().splitlines()
     return [(record[0], json.dumps(record[1][0])) for record in map(json.loads, lines)]
+
+
+class PhaseTimes(TuneProgress):
+    """The work folder's progress, noting when each phase began (seconds since opening)."""
+
+    def __init__(self, work_dir: Path) -> None:
+        super().__init__(work_dir)
+        self.opened_s = time.monotonic()
+        self.at_s: dict[str, float] = {}
+        self.phases: list[tuple[str, float]] = []  # each phase set, in order, with when
+
+    def set_phase(self, phase: str) -> None:
+        """Note the phase's start, then record it."""
+        self.at_s.setdefault(phase, time.monotonic() - self.opened_s)
+        self.phases.append((phase, time.monotonic() - self.opened_s))
+        super().set_phase(phase)
+
+    def spans(self, phase: str) -> list[tuple[float, float]]:
+        """When each time ``phase`` began and when the next phase did, seconds since opening."""
+        return [(at_s, next(t for _, t in self.phases[i + 1:]))
+                for i, (p, at_s) in enumerate(self.phases) if p == phase]
+
+    def set_tasks(self, tasks: list[TaskProgress], budget_s: float | None = None) -> None:
+        """Note the tuning's start (the tasks are extracted), then record it."""
+        self.at_s.setdefault("tuning", time.monotonic() - self.opened_s)
+        super().set_tasks(tasks, budget_s)
 
 
 class TestTasks:
@@ -103,13 +131,28 @@ class TestTuneModel:
         assert (work_dir / RECORDS_FILE).read_bytes() == records
         assert count_trials(work_dir)[0] == 4
 
-        # 1000 trials asked with 2 s of a time budget left: the run stops at the deadline,
-        # keeping the records it had, and builds the model with them.
+        # 1000 trials asked with 2 s of a time budget left: the budget counts from the
+        # attempt's start (extraction included), no step begins once it is spent, no batch
+        # is sent that would end past it, and the picks' check fits what is left: tuning
+        # ends within the budget plus one batch and the builders' start if begun within it
+        # (plus 2 s for the estimates' error: a loaded host). The records it had
+        # are kept and the model is built with them.
         spent = TuneProgress(work_dir).counters.tuning_s
-        timed = tune_model(replace(more, trials=1000, for_s=spent + 2.0), target, tracker, cache)
+        progress = PhaseTimes(work_dir)
+        timed = tune_model(replace(more, trials=1000, for_s=spent + 2.0), target, tracker, cache,
+                           progress)
         assert timed.stopped_by == "time"
         assert 4 <= timed.trials_measured < timed.trials_requested == 1000
-        assert timed.tuning_s >= spent + 2.0
+        tuning_end_s = progress.at_s["compiling"]
+        assert timed.tuning_s - spent == pytest.approx(tuning_end_s, abs=0.5), progress.at_s
+        assert all(at_s <= max(2.0, progress.at_s["tuning"]) + 0.5
+                   for at_s, _ in progress.spans(STARTING_PHASE)), progress.phases
+        assert tuning_end_s <= max(2.0, progress.at_s["tuning"]) + (progress.last_batch_s or 0) + (
+            sum(end - at for at, end in progress.spans(STARTING_PHASE))) + 2, progress.phases
+        # It stopped for time: less was left than a batch and the shortest check would take.
+        batch_s = progress.last_batch_s or 0.0
+        assert timed.tuning_s - spent >= 2.0 - batch_s - check_reserve_s(2, 2, batch_s, 2)
+        assert timed.picks_checked is not None and timed.picks_unchecked is not None
         assert (work_dir / RECORDS_FILE).read_bytes().startswith(records)
 
         import tvm

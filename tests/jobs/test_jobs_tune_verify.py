@@ -40,7 +40,8 @@ class TestVerifyPicks:
     ) -> None:
         """A matmul's unscheduled loops recorded as measured at 0.1 us (the winner's curse)
         are the database's best record; measured again against farm's vectorized default
-        they lose, so the tuned build applies no record for the task; checked once."""
+        they lose, so the tuned build applies no record for the task; checked once. With no
+        round left of the time budget, the pick is neither measured nor applied."""
         import tvm
         from tvm import s_tir
         from tvm.s_tir import meta_schedule as ms
@@ -59,6 +60,15 @@ class TestVerifyPicks:
         database.commit_tuning_record(ms.database.TuningRecord(
             bare.trace, database.commit_workload(workload), [1e-7], target_obj,
             ms.arg_info.ArgInfo.from_entry_func(bare.mod, remove_preproc=True)))
+        def no_measurers() -> tuple[object, object]:
+            raise AssertionError("a pick was measured with no round to measure")
+
+        # With the time budget spent (0 rounds) the pick is not measured and not applied;
+        # the next check measures it.
+        [unchecked] = verify_picks([BaselineTask("matmul", 0, workload, target_obj)],
+                                   no_measurers, work_dir, rounds=0)
+        assert (unchecked.checked, unchecked.used) == (False, False)
+        assert applied_database(work_dir) is None
         params = TuneParams(gemm=None, trials=1, work_dir=work_dir,
                             timing=TimingParams(number=2, repeat=2, min_repeat_ms=5))
         builder, runner = builder_and_runner(params, tracker, linker_for(target), warm=True)
@@ -72,10 +82,8 @@ class TestVerifyPicks:
         assert not verdict.used
         assert (work_dir / PICKED_DIR).is_dir()
         assert applied_database(work_dir) is None  # the tuned build is the untuned one
+        assert verdict.checked
         # Checked once: a resumed job with the same pick measures nothing (starts no builder).
-        def no_measurers() -> tuple[object, object]:
-            raise AssertionError("a pick already checked was measured again")
-
         assert verify_picks([BaselineTask("matmul", 0, workload, target_obj)], no_measurers,
                             work_dir, rounds=3) == [verdict]
         # The work folder keeps its record: the check only chose what the build applies.

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import pytest
 
 from farm.clock import FakeClock
 from farm.jobs.tune_progress import (
@@ -14,6 +18,7 @@ from farm.jobs.tune_progress import (
     TuneCounters,
     TuneProgress,
     estimate_eta_s,
+    read_counters,
 )
 
 
@@ -135,8 +140,9 @@ class TestEta:
         assert estimate_eta_s(0, [(0.0, 0)]) == 0.0
 
     def test_time_budget_counts_tuning_time_over_attempts(self, tmp_path: Path) -> None:
-        """A budget of 100 s is spent by 60 s in one attempt and 40 s in the next, not by the
-        time between them; the phase and the first trial's time are kept."""
+        """A budget of 100 s is spent by 60 s in one attempt and 40 s in the next, each counted
+        from its start (its task extraction included), not by the time between them; the
+        phase and the first trial's time are kept."""
         clock = FakeClock()
         first = TuneProgress(tmp_path, clock)
         first.set_phase("extracting tasks")
@@ -147,12 +153,54 @@ class TestEta:
         first.update_task("conv", 1, 1e-3)
         assert not first.expired()
         assert first.counters.first_trial_s == 60.0
+        assert first.counters.tuning_s == 60.0
         clock.advance(1000)  # farmd down between attempts
         second = TuneProgress(tmp_path, clock)
-        assert second.counters.tuning_s == 55.0
+        assert second.counters.tuning_s == 60.0
+        clock.advance(10)  # the second attempt's extraction counts too
         second.set_tasks([TaskProgress("conv", 0, 10, 1)], budget_s=100.0)
-        clock.advance(44)
+        assert second.budget_left_s() == 30.0
+        clock.advance(29)
         assert not second.expired()
         clock.advance(1)
         assert second.expired()
-        assert second.counters.eta_s is not None and second.counters.eta_s <= 45.0
+        assert second.counters.eta_s is not None and second.counters.eta_s <= 30.0
+
+    def test_shown_eta_counts_down_between_writes(self, tmp_path: Path) -> None:
+        """An ETA of 90 s written at t is shown as 60 s at t + 30 s (a batch in flight writes
+        nothing for minutes) and 0 s once past, never negative."""
+        progress = TuneProgress(tmp_path)
+        progress.set_tasks([TaskProgress("conv", 0, 100, 0)], budget_s=90.0)
+        written = datetime(2026, 1, 1, tzinfo=UTC)
+        os.utime(tmp_path / PROGRESS_FILE, (written.timestamp(), written.timestamp()))
+        eta_s = progress.counters.eta_s
+        assert eta_s is not None and 89.0 < eta_s <= 90.0
+        later = read_counters(tmp_path, FakeClock(written + timedelta(seconds=30)))
+        assert later is not None and later.eta_s == pytest.approx(eta_s - 30)
+        past = read_counters(tmp_path, FakeClock(written + timedelta(seconds=600)))
+        assert past is not None and past.eta_s == 0.0
+
+    def test_no_batch_is_sent_when_less_is_left_than_a_batch_takes(self, tmp_path: Path) -> None:
+        """With 100 s of budget and batches of 30 s (from their search to their results, while
+        another task's batch overlaps), the search stops at 80 s (20 s left, less than a
+        batch), not at 100 s with a batch in flight; a reserve for the picks' check stops it
+        earlier still."""
+        clock = FakeClock()
+        progress = TuneProgress(tmp_path, clock)
+        progress.set_tasks([TaskProgress("conv", 0, 100, 0), TaskProgress("dense", 1, 100, 0)],
+                           budget_s=100.0)
+        assert progress.last_batch_s is None
+        progress.batch_sent("conv")
+        clock.advance(20)
+        progress.batch_sent("dense")
+        clock.advance(10)
+        progress.batch_joined("conv")
+        clock.advance(20)
+        progress.batch_joined("dense")  # 30 s each; 20 s between their ends
+        assert progress.last_batch_s == 30.0
+        assert not progress.expired()
+        assert progress.expired(reserve_s=25.0)
+        clock.advance(19)
+        assert not progress.expired()
+        clock.advance(1)
+        assert progress.expired()

@@ -1,0 +1,341 @@
+"""The search of a model's planned tasks: one MetaSchedule run over them all, in rounds.
+
+Each round first measures the default schedule of every task that has
+trials left and no such record yet (:mod:`farm.jobs.tune_baseline`): one of
+the task's trials, recorded like any candidate, so that the tuned build
+applies a tuning record only where it beat farm's default schedule on the
+job's phones, and the job has its first measured trials before MetaSchedule's
+search has proposed any.
+
+All tasks are tuned in one MetaSchedule run (``tune_tasks`` with the gradient
+task scheduler, XGBoost cost model) into the one work folder database
+(:mod:`farm.jobs.tune` describes the folder and the runner set-up, shared with
+the GEMM tuning). :mod:`farm.jobs.tune_search` plans each task's trials (one
+batch at least, the rest by its share of the model's FLOPs), sizes the
+evolutionary search to them, and wraps it so that a resumed run sends no
+trace already measured. Resuming counts each task's measured trials in the
+work folder (its records are found by its workload's line in
+``database_workload.json``) and asks MetaSchedule only for the missing ones,
+in rounds (:func:`farm.jobs.tune.tune_in_rounds`) that make up for failed
+measurements; a task already complete costs nothing. A time budget
+(``for_s``, tuning seconds over all attempts, each from its start:
+:meth:`farm.jobs.tune_progress.TuneProgress.expired`) stops the search: no
+batch is sent once less time is left than the last batch took plus the
+shortest check of the picks (:func:`check_reserve_s`), the batch in flight is
+recorded, and the model is built with the records so far. The check then
+runs as many rounds as the time left holds (:func:`check_rounds`), none if
+it holds fewer than :data:`MIN_CHECK_ROUNDS`: the picks it cannot check keep
+their default schedule, and the result counts them.
+
+Given the fleet's best records (:func:`seed_from_fleet`,
+:mod:`farm.jobs.tune_seed`), each task short of its trials first gets its
+workload's best records from earlier tunings on the same target and device
+model, which count as measured. Given a ``checkpoint``, the records measured
+so far are handed on after every batch.
+
+The build processes start first, in the background
+(:mod:`farm.jobs.tune_builder`), and stay for the whole run. On CPU targets,
+each task whose best record is a searched candidate then has it measured
+again against its default schedule (:mod:`farm.jobs.tune_verify`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from farm.jobs.ndk import Linker
+from farm.jobs.params import TrackerParams, TuneParams
+from farm.jobs.tune import (
+    builder_and_runner,
+    cost_model,
+    drop_unnamed_ms_handlers,
+    measure_callbacks,
+    tune_in_rounds,
+)
+from farm.jobs.tune_baseline import BaselineTask, measure_baselines, missing_baselines
+from farm.jobs.tune_progress import TuneProgress
+from farm.jobs.tune_rate import limit_per_phone_hour, trials_per_phone_hour
+from farm.jobs.tune_records import best_record_s, count_trials
+from farm.jobs.tune_search import FarmSearch, measured_traces, search_settings
+from farm.jobs.tune_seed import BestRecords, seed_work_dir, target_key
+from farm.jobs.tune_tasks import Planned
+from farm.jobs.tune_verify import Verdict, verify_picks
+
+__all__ = ["MIN_CHECK_ROUNDS", "STARTING_PHASE", "Checkpoint", "check_reserve_s", "check_rounds",
+           "measured", "seed_from_fleet", "tune_all"]
+
+log = structlog.get_logger(__name__)
+
+
+#: Called after each measured batch with each task's name by its workload
+#: index; it may read the work folder's records, complete up to that batch.
+Checkpoint = Callable[[Mapping[int, str]], None]
+
+
+#: The fewest rounds of the picks' check that judge a spread (one round has none).
+MIN_CHECK_ROUNDS = 2
+
+#: The phase while the builders' pool and the runner start (once an attempt, when first needed).
+STARTING_PHASE = "starting the builders and the runner"
+
+
+def check_reserve_s(tasks: int, rounds: int, batch_s: float | None, batch: int) -> float:
+    """Seconds the picks' check takes, estimated from the last batch.
+
+    Each task's pick and default are measured ``rounds`` times; one
+    measurement is taken to cost what one trial of the last batch cost (its
+    build included, so the estimate errs long).
+
+    Args:
+        tasks: the CPU tasks whose picks may be checked.
+        rounds: measurements of each schedule.
+        batch_s: seconds the last batch took; None: none measured yet (0 s).
+        batch: trials in a batch.
+
+    >>> check_reserve_s(3, 2, 8.0, 4)
+    24.0
+    """
+    return 2 * tasks * rounds * (batch_s or 0.0) / max(batch, 1)
+
+
+def check_rounds(left_s: float | None, tasks: int, rounds: int, batch_s: float | None,
+                 batch: int) -> int:
+    """The rounds of the picks' check that the time budget left holds.
+
+    Args:
+        left_s: seconds of the budget left; None: no time budget.
+        tasks: the CPU tasks whose picks may be checked.
+        rounds: the rounds asked (``verify_rounds``).
+        batch_s: seconds the last batch took; None: none measured yet.
+        batch: trials in a batch.
+
+    Returns:
+        ``rounds`` with time to spare; fewer, down to :data:`MIN_CHECK_ROUNDS`,
+        when less is left; 0 (no check) when the budget is spent.
+
+    >>> check_rounds(None, 3, 3, 8.0, 4), check_rounds(30.0, 3, 3, 8.0, 4)
+    (3, 2)
+    >>> check_rounds(0.0, 3, 3, 8.0, 4), check_rounds(10.0, 3, 3, 8.0, 4)
+    (0, 0)
+    """
+    if left_s is None:
+        return rounds
+    if left_s <= 0:
+        return 0
+    one_s = check_reserve_s(tasks, 1, batch_s, batch)
+    fits = rounds if one_s <= 0 else int(left_s // one_s)
+    fits = min(rounds, fits)
+    return fits if fits >= min(MIN_CHECK_ROUNDS, rounds) else 0
+
+
+@dataclass(frozen=True)
+class _TaskTimer:
+    """A task's batches timed into the progress (a :class:`farm.jobs.tune_search.BatchTimer`)."""
+
+    progress: TuneProgress
+    task: str
+
+    def sent(self) -> None:
+        self.progress.batch_sent(self.task)
+
+    def joined(self) -> None:
+        self.progress.batch_joined(self.task)
+
+
+def _contexts(planned: list[Planned], caps: list[int], params: TuneParams,
+              progress: TuneProgress,
+              expired: Callable[[], bool]) -> tuple[list[Any], list[float]]:
+    """MetaSchedule's ``TuneContext`` per task with a cap left, each with farm's search.
+
+    As ``extracted_tasks_to_tune_contexts`` (apache/tvm
+    ``python/tvm/s_tir/meta_schedule/relax_integration.py``) builds them, but
+    each task with its own :func:`farm.jobs.tune_search.FarmSearch` (its cap
+    and its recorded traces), which that function cannot give.
+    """
+    from tvm.s_tir.meta_schedule import TuneContext
+    from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
+    from tvm.s_tir.meta_schedule.utils import fork_seed
+
+    drop_unnamed_ms_handlers()
+    recorded = measured_traces(params.work_dir)
+    settings = search_settings(max(p.trials for p in planned))
+    live = [(p, cap) for p, cap in zip(planned, caps, strict=True) if cap > 0]
+    loggers = get_loggers_from_work_dir(str(params.work_dir), [p.task.name for p, _ in live])
+    contexts, weights = [], []
+    for (p, cap), logger, seed in zip(live, loggers, fork_seed(params.seed, n=len(live)),
+                                      strict=True):
+        strategy = FarmSearch(settings, recorded.get(p.index, set()), cap, expired,
+                              _TaskTimer(progress, p.task.name))
+        contexts.append(TuneContext(
+            mod=p.task.extracted.dispatched[0], target=p.task.extracted.target,
+            space_generator="post-order-apply", search_strategy=strategy,
+            task_name=p.task.name, logger=logger, rand_state=seed, num_threads="physical",
+        ).clone())
+        weights.append(float(p.task.weight))
+    return contexts, weights
+
+
+def _import_tensor_intrin(progress: TuneProgress) -> None:
+    """Import what MetaSchedule's ``TuneContext`` imports first, saying so in the progress.
+
+    ``tvm.s_tir.tensor_intrin`` parses ~500 TVMScript functions; imported
+    plainly it took 1 to 7 minutes in a process that has loaded farm (or
+    pytest) on the loaded 2-core CI host, a few seconds through
+    :func:`farm.jobs.tvmscript.import_light`. An attempt child forked from the
+    zygote has it already (:data:`farm.runner.zygote.PRELOAD`); a cold one
+    shows this phase instead of a silent first round.
+    """
+    import sys
+
+    from farm.jobs.tvmscript import TENSOR_INTRIN, import_light
+
+    if TENSOR_INTRIN not in sys.modules:
+        progress.set_phase("importing TVM's tensor intrinsics")
+        import_light(TENSOR_INTRIN)
+    progress.set_phase("tuning")
+
+
+def _measure_baselines(planned: list[Planned], params: TuneParams, builder: Any, runner: Any,
+                       progress: TuneProgress, expired: Callable[[], bool],
+                       on_batch: Callable[[], None]) -> None:
+    """Measure the default schedule of each CPU task with trials left and none measured yet.
+
+    The baseline is one of the task's trials (:mod:`farm.jobs.tune_baseline`).
+    """
+    left = [p for p, m in zip(planned, measured(planned, params), strict=True)
+            if m < p.trials and str(p.task.extracted.target.kind.name) == "llvm"]
+    tasks = missing_baselines(_baseline_tasks(left), params.work_dir)
+    if tasks:
+        progress.set_phase("measuring the default schedules")
+        measure_baselines(tasks, builder, runner, params.work_dir, params.builder_workers,
+                          expired, on_batch)
+
+
+def seed_from_fleet(planned: list[Planned], params: TuneParams, target: dict[str, Any],
+                    fleet: BestRecords) -> int:
+    """Seed each task short of its trials with the fleet's best records.
+
+    The records come through ``fleet`` and are appended by
+    :func:`farm.jobs.tune_seed.seed_work_dir`; they count as measured trials.
+
+    Returns:
+        Records seeded.
+    """
+    import tvm
+
+    short = [(p, p.trials - m) for p, m in zip(planned, measured(planned, params), strict=True)
+             if m < p.trials]
+    if not short:
+        return 0
+    found = fleet(target_key(tvm.target.Target(target).export()),
+                  {p.shash: p.trials for p, _ in short})
+    seeded = seed_work_dir(params.work_dir, {p.index: found.get(p.shash, ()) for p, _ in short},
+                           {p.index: left for p, left in short})
+    log.info("tuning_seeded_from_fleet", records=seeded, tasks=len(short))
+    return seeded
+
+
+def measured(planned: list[Planned], params: TuneParams) -> list[int]:
+    """Each task's measured trials in the work folder."""
+    return [count_trials(params.work_dir, p.index)[0] for p in planned]
+
+
+def _baseline_tasks(planned: list[Planned]) -> list[BaselineTask]:
+    return [BaselineTask(p.task.name, p.index, p.task.extracted.dispatched[0],
+                         p.task.extracted.target) for p in planned]
+
+
+def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: TrackerParams,
+             linker: Linker, progress: TuneProgress, checkpoint: Checkpoint | None,
+             verdicts: list[Verdict] | None) -> str:
+    """Tune the planned tasks together until each has its trials or the budget is spent.
+
+    ``checkpoint`` (if any) is called after each measured batch, with each
+    task's name by its workload index. Then, given a list in ``verdicts`` (CPU
+    targets), each task's pick is measured again against its default schedule
+    (:mod:`farm.jobs.tune_verify`, in the rounds the time budget left holds:
+    :func:`check_rounds`) and the verdicts appended.
+
+    Returns:
+        Why it stopped: ``"trials"``, ``"time"`` or ``"rounds"``.
+    """
+    from tvm.s_tir import meta_schedule as ms
+
+    measurers: list[tuple[Any, Any]] = []  # started when first needed: none if nothing is measured
+    asked = sum(p.trials for p in planned)
+    start_s = progress.tuning_s()
+    start_measured = sum(min(m, p.trials) for m, p in zip(measured(planned, params), planned,
+                                                          strict=True))
+
+    def done_trials() -> int:
+        return sum(min(m, p.trials) for m, p in zip(measured(planned, params), planned,
+                                                    strict=True))
+
+    def on_batch() -> None:
+        if checkpoint is not None:
+            checkpoint({p.index: p.task.name for p in planned})
+        counts = measured(planned, params)
+        for p, count in zip(planned, counts, strict=True):
+            progress.update_task(p.task.name, count, best_record_s(params.work_dir, p.index))
+        done = sum(min(m, p.trials) for m, p in zip(counts, planned, strict=True))
+        progress.set_rate(
+            trials_per_phone_hour(done - start_measured, progress.tuning_s() - start_s,
+                                  params.runner_workers),
+            limit_per_phone_hour(params.work_dir, params.timing))
+
+    def started() -> tuple[Any, Any]:
+        if not measurers:  # a pool of build processes: seconds, a minute on a loaded host
+            phase = progress.counters.phase
+            progress.set_phase(STARTING_PHASE)
+            measurers.append(builder_and_runner(params, tracker, linker, warm=True))
+            progress.set_phase(phase)
+        return measurers[0]
+
+    def reserve_s() -> float:  # the shortest check of the picks, kept from the search
+        if verdicts is None:
+            return 0.0
+        return check_reserve_s(len(planned), min(MIN_CHECK_ROUNDS, params.verify_rounds),
+                               progress.last_batch_s, batch)
+
+    def expired() -> bool:
+        return progress.expired(reserve_s())
+
+    def tune_round(_remaining: int) -> None:
+        if expired():  # nothing is started once the budget is spent, the builders neither
+            return
+        builder, runner = started()
+        _measure_baselines(planned, params, builder, runner, progress, expired, on_batch)
+        caps = [max(0, p.trials - m) for p, m in zip(planned, measured(planned, params),
+                                                      strict=True)]
+        if not any(caps) or expired():
+            return
+        _import_tensor_intrin(progress)
+        contexts, weights = _contexts(planned, caps, params, progress, expired)
+        log.info("tuning_round_tasks", tasks=len(contexts), trials=sum(caps), batch=batch)
+        ms.tune_tasks(
+            tasks=contexts, task_weights=weights, work_dir=str(params.work_dir),
+            max_trials_global=sum(caps), max_trials_per_task=max(caps),
+            num_trials_per_iter=batch, builder=builder, runner=runner,
+            cost_model=cost_model(asked), measure_callbacks=measure_callbacks(progress, on_batch),
+            task_scheduler=ms.task_scheduler.GradientBased(seed=params.seed or -1),
+        )
+
+    try:
+        tune_in_rounds(params, asked, done_trials, tune_round, progress, expired)
+        if verdicts is not None:
+            rounds = check_rounds(progress.budget_left_s(), len(planned), params.verify_rounds,
+                                  progress.last_batch_s, batch)
+            progress.set_phase("checking each task's pick against its default schedule"
+                               if rounds else "time budget spent: no pick measured again")
+            verdicts += verify_picks(_baseline_tasks(planned), started, params.work_dir, rounds)
+    finally:
+        for builder, _ in measurers:
+            builder.shutdown()
+    on_batch()
+    if done_trials() >= asked:
+        return "trials"
+    return "time" if expired() else "rounds"

@@ -1,0 +1,138 @@
+"""An ONNX model's tunable tasks: extracted, ranked, and committed to the work folder.
+
+The model goes ONNX -> Relax -> fused TIR functions exactly as the ``model``
+job compiles it (:func:`farm.jobs.model.relax_module`,
+:func:`farm.jobs.model.tunable_module`: the passes ``compile_relax`` runs before
+it applies a database), so the tasks extracted here are the workloads the
+tuned build looks up. Tasks are ranked heaviest first (FLOPs times the
+times they occur); :func:`plan_tasks` caps them at ``max_tasks``, plans each
+one's trials (:func:`farm.jobs.tune_search.plan_trials`) and commits the
+workload of each task with trials to the work folder's database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from farm.errors import CompileError, SpecError
+from farm.jobs.model import ModelInput, load_model, relax_module, tunable_module
+from farm.jobs.params import ModelParams, TuneParams
+from farm.jobs.tune_records import workload_index
+from farm.jobs.tune_search import plan_trials
+
+__all__ = ["ModelTask", "Planned", "import_model", "model_of", "model_tasks", "plan_tasks"]
+
+
+@dataclass(frozen=True)
+class ModelTask:
+    """One tunable task of a model.
+
+    Attributes:
+        name: MetaSchedule's task name, e.g. ``"fused_conv2d_add_relu"``.
+        weight: how many times the model calls it.
+        flop: floating point operations of one call (``estimate_tir_flops``).
+        extracted: MetaSchedule's ``ExtractedTask``.
+    """
+
+    name: str
+    weight: int
+    flop: float
+    extracted: Any
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A task in this run: its workload line, its planned trials and its workload's hash."""
+
+    task: ModelTask
+    index: int
+    trials: int
+    shash: str
+
+
+def model_of(params: TuneParams) -> ModelParams:
+    """The tuning's model.
+
+    Raises:
+        SpecError: the parameters name no model.
+    """
+    if params.model is None:
+        raise SpecError("params.model", "tuning a model needs a model")
+    return params.model
+
+
+def import_model(model: ModelParams) -> tuple[Any, list[ModelInput]]:
+    """The model as a Relax ``IRModule`` and its inputs (:func:`farm.jobs.model.relax_module`).
+
+    Raises:
+        SpecError: the file or the shapes are invalid.
+        CompileError: the frontend cannot import the model, even simplified.
+    """
+    onnx_model, inputs = load_model(model.model_path, model.input_shapes, model.shown_name)
+    return relax_module(onnx_model, inputs, model.shown_name), inputs
+
+
+def model_tasks(mod: Any, target: dict[str, Any]) -> list[ModelTask]:
+    """The model's tunable tasks, heaviest (FLOPs x weight) first.
+
+    Args:
+        mod: the model's Relax module (:func:`farm.jobs.model.relax_module`).
+        target: the target dict.
+
+    Returns:
+        Every task; ties keep MetaSchedule's order.
+    """
+    import tvm
+    from tvm.s_tir.analysis import estimate_tir_flops
+    from tvm.s_tir.meta_schedule.relax_integration import extract_tasks
+
+    target_obj = tvm.target.Target(target)
+    with tvm.transform.PassContext(opt_level=3):
+        fused = tunable_module(mod, target_obj)
+    tasks = [ModelTask(str(t.task_name), int(t.weight), float(estimate_tir_flops(t.dispatched[0])),
+                       t) for t in extract_tasks(fused, target_obj)]
+    return sorted(tasks, key=lambda t: -t.flop * t.weight)
+
+
+def _task_workload(task: ModelTask, params: TuneParams) -> tuple[int, str]:
+    """Commit the task's workload to the database (if new); return its line and structural hash.
+
+    The workload is the module MetaSchedule tunes (``dispatched[0]``, what
+    ``extracted_tasks_to_tune_contexts`` gives its ``TuneContext``).
+    """
+    from tvm.s_tir import meta_schedule as ms
+
+    database = ms.database.JSONDatabase(work_dir=str(params.work_dir))
+    shash = str(database.commit_workload(task.extracted.dispatched[0]).as_json()[0])
+    index = workload_index(params.work_dir, shash)
+    if index is None:  # commit_workload writes the line before it returns
+        raise CompileError(task.name, "its workload is missing from the tuning database")
+    return index, shash
+
+
+def plan_tasks(mod: Any, target: dict[str, Any], params: TuneParams) -> tuple[list[Planned], int]:
+    """The heaviest ``max_tasks`` tasks with trials planned, and the batch size.
+
+    Args:
+        mod: the model's Relax module.
+        target: the target dict.
+        params: ``trials``, ``trials_per_iter``, ``trials_per_task``,
+            ``max_tasks`` and the work folder.
+
+    Returns:
+        Each task with trials, its workload committed to the work folder's
+        database, and the trials per batch (``num_trials_per_iter``).
+
+    Raises:
+        CompileError: a task's workload is missing from the database once committed.
+    """
+    tasks = model_tasks(mod, target)[: params.max_tasks]
+    plan, batch = plan_trials([t.flop * t.weight for t in tasks], params.trials,
+                              params.trials_per_iter, params.trials_per_task)
+    planned = []
+    for t, n in zip(tasks, plan, strict=True):
+        if n > 0:
+            index, shash = _task_workload(t, params)
+            planned.append(Planned(t, index, n, shash))
+    return planned, batch
