@@ -204,6 +204,23 @@ class TaskWorkOps(TransactionOps):
             row.updated_at = now
         return True
 
+    def close_task_work(self, job_id: int, attempt_id: int, now: datetime) -> int:
+        """Mark the rows ``attempt_id`` holds done: it stopped tuning them (time or rounds out).
+
+        Returns:
+            Rows closed.
+
+        Raises:
+            StoreError: the database refused the write.
+        """
+        with self._tx() as session:
+            done = session.execute(
+                update(TuneTaskWork).where(TuneTaskWork.job_id == job_id,
+                                           TuneTaskWork.attempt_id == attempt_id,
+                                           TuneTaskWork.state != DONE)
+                .values(state=DONE, updated_at=now).execution_options(synchronize_session=False))
+            return max(0, getattr(done, "rowcount", 0))
+
     def task_work(self, job_id: int) -> list[TaskWork]:
         """The job's task rows in tuning order (empty: none written).
 

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import pytest
 from queue_helpers import ARM64, add_ready, gemm_spec
 
+from farm.clock import FakeClock
+from farm.jobs.tune_progress import TaskProgress
+from farm.jobs.tune_records import WORKLOADS_FILE
+from farm.kinds.tune_work import BUILD_PHASE, BuildHeld, TaskWorkProgress, build_made, job_progress
 from farm.queue import Assignment, Store
 from farm.queue.models import Attempt
 from farm.queue.states import AttemptState
@@ -97,7 +103,8 @@ class TestBuild:
         store.claim_task_work(job_id, helper, "b", T0)
         store.report_task_work(job_id, first, "111", 2, 0.001, T0)
         assert store.claim_tune_build(job_id, first, "a", T0) is BuildClaim.TASKS_LEFT
-        store.report_task_work(job_id, helper, "222", 2, 0.001, T0)
+        assert store.close_task_work(job_id, first, T0) == 0  # its row is done already
+        assert store.close_task_work(job_id, helper, T0) == 1  # its time budget ran out
         assert store.claim_tune_build(job_id, helper, "b", T0) is BuildClaim.BUILD
         assert store.claim_tune_build(job_id, first, "a", T0) is BuildClaim.HELD
         assert store.claim_tune_build(job_id, helper, "b", T0) is BuildClaim.BUILD
@@ -124,3 +131,51 @@ class TestBuild:
         assert store.claim_tune_build(job_id, helper, "b", T0) is BuildClaim.BUILD
         assert not store.finish_tune_build(job_id, first, T0)
         assert store.finish_tune_build(job_id, helper, T0)
+
+
+def work_dir_with(tmp_path: Path, name: str, *shashes: str) -> Path:
+    """A work folder whose ``database_workload.json`` holds ``shashes``, one a line."""
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / WORKLOADS_FILE).write_text("".join(f'["{s}", "bW9k"]\n' for s in shashes))
+    return folder
+
+
+class TestAttemptProgress:
+    def test_the_attempt_s_tasks_and_trials_reach_the_rows_and_any_host_reads_them(
+            self, store: Store, tmp_path: Path) -> None:
+        """set_tasks writes and claims the rows; each batch's trials go to them; a host
+        without the work folder reads the tasks from the database."""
+        job_id, first, _ = two_attempts(store)
+        progress = TaskWorkProgress(work_dir_with(tmp_path, "a", "111", "222"), store, job_id,
+                                    first, "a", FakeClock(T0))
+        progress.set_tasks([TaskProgress("conv", 1, 2, 1), TaskProgress("dense", 0, 2, 0)])
+        progress.update_task("dense", 1, 0.004)
+        other_host = job_progress(store, job_id, tmp_path / "absent")
+        assert other_host is not None
+        assert [(t.name, t.workload_index, t.trials_asked, t.trials_measured, t.best_s)
+                for t in other_host.tasks] == [("conv", -1, 2, 1, None),
+                                               ("dense", -1, 2, 1, 0.004)]
+        assert {r.shash: r.attempt_id for r in store.task_work(job_id)} == {
+            "222": first, "111": first}
+        assert job_progress(store, job_id + 1, tmp_path / "absent") is None
+
+    def test_only_one_attempt_builds(self, store: Store, tmp_path: Path) -> None:
+        """The compiling phase closes the attempt's rows and claims the build; another live
+        attempt of the job reaching it raises BuildHeld instead of building again."""
+        job_id, first, helper = two_attempts(store)
+        mine = TaskWorkProgress(work_dir_with(tmp_path, "a", "111"), store, job_id, first, "a",
+                                FakeClock(T0))
+        mine.set_tasks([TaskProgress("conv", 0, 2, 0)])
+        mine.set_phase(BUILD_PHASE)  # stopped by time: its row is closed, the build is its
+        assert mine.counters.phase == BUILD_PHASE
+        theirs = TaskWorkProgress(work_dir_with(tmp_path, "b", "111"), store, job_id, helper,
+                                  "b", FakeClock(T0))
+        theirs.set_tasks([TaskProgress("conv", 0, 2, 0)])
+        assert theirs.claimed == []  # the row is done
+        with pytest.raises(BuildHeld, match="held"):
+            theirs.set_phase(BUILD_PHASE)
+        with build_made(mine):
+            pass
+        with pytest.raises(BuildHeld, match="built"):
+            theirs.set_phase(BUILD_PHASE)
