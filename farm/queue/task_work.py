@@ -231,6 +231,16 @@ class TaskWorkOps(TransactionOps):
             return [_of(r) for r in session.scalars(select(TuneTaskWork).where(
                 TuneTaskWork.job_id == job_id).order_by(TuneTaskWork.position))]
 
+    def tune_build(self, job_id: int) -> tuple[int, str | None, datetime | None] | None:
+        """The job's build row: ``(attempt_id, host, built_at)``; None before one claimed it.
+
+        Raises:
+            StoreError: the database cannot be read.
+        """
+        with self._tx() as session:
+            build = session.get(TuneBuild, job_id)
+            return None if build is None else (build.attempt_id, build.host, build.built_at)
+
     def claim_tune_build(self, job_id: int, attempt_id: int, host: str | None,
                          now: datetime) -> BuildClaim:
         """Claim the job's one tuned build for ``attempt_id`` once every task row is done.

@@ -109,7 +109,9 @@ class TestBuild:
         assert store.claim_tune_build(job_id, first, "a", T0) is BuildClaim.HELD
         assert store.claim_tune_build(job_id, helper, "b", T0) is BuildClaim.BUILD
         assert not store.finish_tune_build(job_id, first, T0)
+        assert store.tune_build(job_id) == (helper, "b", None)
         assert store.finish_tune_build(job_id, helper, T0)
+        assert store.tune_build(job_id) == (helper, "b", T0)
         assert store.claim_tune_build(job_id, first, "a", T0) is BuildClaim.BUILT
         assert store.claim_tune_build(job_id, helper, "b", T0) is BuildClaim.BUILT
         gone = T0 + timedelta(seconds=LEASE_S + 1)  # helper's library went with its host
