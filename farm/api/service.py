@@ -28,10 +28,11 @@ from farm.clock import Clock
 from farm.config import Settings
 from farm.errors import UserFault
 from farm.jobs.model_store import StoredModel, put_model, store_spec_models
-from farm.jobs.tune_progress import TuneCounters, read_counters
+from farm.jobs.tune_progress import TuneCounters
 from farm.kinds import KINDS
 from farm.kinds.model_inputs import InputsBlob, outputs_by_serial, put_inputs, store_inputs
 from farm.kinds.run import tune_work_dir
+from farm.kinds.tune_work import job_progress
 from farm.queue.hosts import HostRecord
 from farm.queue.models import AttemptState, DeviceState, JobState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
@@ -254,8 +255,11 @@ class FarmService(ReservationMethods):
                             job_ids={v.id for v in jobs}, dead_hosts=self.dead_hosts())
 
     def tuning(self, job_id: int) -> TuneCounters | None:
-        """A tuning job's progress, from its work folder on this host (None for other jobs)."""
-        return read_counters(tune_work_dir(self.settings.data_dir, job_id))
+        """A tuning job's progress: tasks from the database, counters from this host's folder.
+
+        None for other jobs (:func:`farm.kinds.tune_work.job_progress`).
+        """
+        return job_progress(self.store, job_id, tune_work_dir(self.settings.data_dir, job_id))
 
     def sample_rows(self, *, job_id: int | None = None, run_id: str | None = None,
                     workload: str | None = None, limit: int = 1000) -> list[SampleRow]:

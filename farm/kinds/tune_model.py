@@ -15,6 +15,9 @@ The tuning starts from the fleet's best records for the phones' model
 (:mod:`farm.kinds.tune_fleet`); every record is kept in the fleet's records
 after the batch that measured it, and the whole work folder again when the
 attempt ends, succeeded or not, so a retry on another host resumes from them.
+Its tasks are rows in the database (:mod:`farm.kinds.tune_work`): claimed by
+the attempt, their trials reported after every batch, and the tuned build
+claimed once per job.
 """
 
 from __future__ import annotations
@@ -59,12 +62,12 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     from farm.jobs.model import run_model
     from farm.jobs.targets import shared_target
     from farm.jobs.tune_model import tune_model
-    from farm.jobs.tune_progress import TuneProgress
     from farm.kinds.model import model_file, model_params
     from farm.kinds.run import phone_target, tracker_params, tune_work_dir
     from farm.kinds.serve_keys import serving_job_key
     from farm.kinds.tune import _tuning_records
     from farm.kinds.tune_fleet import attempt_records, record_checkpoint
+    from farm.kinds.tune_work import attempt_progress, build_made
     from farm.queue.records import Outcome
     from farm.sampling import SamplingRule
 
@@ -80,11 +83,11 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
         trials_per_task=spec.trials_per_task, max_tasks=spec.max_tasks,
         for_s=ctx.settings.jobs.tune_model_for_s if spec.for_s is None else spec.for_s,
     )
-    progress = TuneProgress(work_dir)  # counters across this job's attempts
+    progress = attempt_progress(ctx, work_dir)  # counters across attempts; the job's task rows
     snapshots = [ctx.gate(serial) for serial in serials]
     labels: dict[int, str] = {}
     with attempt_records(ctx, work_dir, labels, f"tune model {shown}") as fleet, serving_job_key(
-            ctx, serials, on_relaunch=progress.add_relaunch) as key:
+            ctx, serials, on_relaunch=progress.add_relaunch) as key, build_made(progress):
         result = tune_model(params, target, tracker_params(ctx, serials[0], key), ctx.cache,
                             progress, fleet,
                             record_checkpoint(ctx, work_dir, f"tune model {shown}"))

@@ -392,6 +392,48 @@ class TuningRecord(Base):
     record_key: Mapped[str | None] = mapped_column(sa.String(64))
 
 
+class TuneTaskWork(Base):
+    """One task of a model tune job: its trials budget and which attempt tunes it.
+
+    One row per job and workload (``shash``); :mod:`farm.queue.task_work`
+    says who may claim it. ``attempt_id`` is the attempt that claimed it last:
+    its lease is the task's lease (a row whose attempt no longer runs is
+    claimable again).
+    """
+
+    __tablename__ = "tune_task_work"
+    __table_args__ = (sa.UniqueConstraint("job_id", "shash", name="ux_tune_task_work_job_shash"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(sa.ForeignKey("jobs.id"), index=True)
+    shash: Mapped[str] = mapped_column(sa.String(32))  # MetaSchedule's structural hash
+    task: Mapped[str] = mapped_column(sa.String(255))  # MetaSchedule's task name
+    position: Mapped[int]  # the task's place in tuning order (heaviest first)
+    trials: Mapped[int]  # measured trials asked
+    trials_measured: Mapped[int] = mapped_column(default=0)
+    best_s: Mapped[float | None] = mapped_column(default=None)
+    state: Mapped[str] = mapped_column(sa.String(16), default="queued")  # queued|tuning|done
+    attempt_id: Mapped[int | None] = mapped_column(sa.ForeignKey("attempts.id"), default=None)
+    host: Mapped[str | None] = mapped_column(sa.String(128), default=None)
+    updated_at: Mapped[datetime]
+
+
+class TuneBuild(Base):
+    """The one build of a model tune job's tuned library: whoever holds this row builds.
+
+    ``job_id`` is the primary key, so two hosts can never both hold it;
+    ``built_at`` is set once the build is made.
+    """
+
+    __tablename__ = "tune_builds"
+
+    job_id: Mapped[int] = mapped_column(sa.ForeignKey("jobs.id"), primary_key=True)
+    attempt_id: Mapped[int] = mapped_column(sa.ForeignKey("attempts.id"))
+    host: Mapped[str | None] = mapped_column(sa.String(128), default=None)
+    claimed_at: Mapped[datetime]
+    built_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
 class Reservation(Base):
     """A device taken out of scheduling for a person until ``expires_at``.
 

@@ -61,6 +61,7 @@ from farm.queue.regressions import RegressionOps
 from farm.queue.reservations import ReservationOps, active_reservations
 from farm.queue.scheduler import AGING_STEP_S, Assignment, DeviceView, QueueSnapshot
 from farm.queue.spec import JobSpec, parse_spec
+from farm.queue.task_work import TaskWorkOps
 from farm.queue.tokens import TokenOps
 from farm.queue.tuning import TuningRecordOps
 
@@ -70,7 +71,7 @@ log = logs.get_logger(__name__)
 
 
 class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps,
-            TuningRecordOps):
+            TuningRecordOps, TaskWorkOps):
     """The queue database; migrated to the newest schema when opened.
 
     Args:

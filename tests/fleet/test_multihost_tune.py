@@ -1,5 +1,6 @@
 """A model's tuning resumed on another farmd host after kill -9, from the database's records
-(issue 23's first "Must show", the part that landed: see the issue's notes for task work).
+(issue 23's first "Must show", the part that landed: one attempt tunes a job's tasks, so
+the two hosts do not yet tune one model at the same time).
 
 Two farmd share one PostgreSQL database, each with two virtual phones of one model
 (``[virtual] same_model``, one model on both hosts). A tune job of the small CNN's two
@@ -9,7 +10,9 @@ are done, its farmd is killed with -9, its phones and its attempt's processes wi
 Its lease runs out, the other host's reap requeues the job, and the retry, on the other
 host with an empty work folder, starts from the killed attempt's records: each is counted
 against its task's trials and none is measured again; the tuned build is made once, by
-the retry.
+the retry. The job's task work rows (:mod:`farm.queue.task_work`) follow: held by the
+killed attempt at the kill, claimed by the retry once its lease ran out, done at the end,
+and the job's one build row is the retry's.
 
 Needs ``TEST_POSTGRES_URL``; makes a fresh database and drops it.
 """
@@ -139,6 +142,11 @@ class TestTuneResumesOnAnotherHost:
             by_killed = store.tuning_records(job_id)
             assert 1 <= len(by_killed) < TRIALS, "farmd was not killed mid-task"
             assert {r.attempt_id for r in by_killed} == {first.id}
+            # Its tasks were task work rows the killed attempt held, not all done.
+            rows = store.task_work(job_id)
+            assert len(rows) == 2 and {(r.attempt_id, r.host) for r in rows} == {
+                (first.id, killed)}, rows
+            assert any(r.state == "tuning" for r in rows), rows
 
             wait_until(lambda: store.get_job(job_id).state.ended,  # type: ignore[union-attr]
                        DEADLINE_S, "the tune job ended on the other host")
@@ -170,4 +178,11 @@ class TestTuneResumesOnAnotherHost:
             children = [c for h in HOSTS for c in (tmp_path / h / "runs").glob("*/child.log")]
             built = [e for c in children for e in log_events(c, "tuning_finished")]
             assert [e["attempt"] for e in built] == [last.id]
+            # The retry claimed the killed attempt's task rows, finished them, and held the
+            # job's one build row; progress read from the database shows them done.
+            rows = store.task_work(job_id)
+            assert [(r.attempt_id, r.host, r.state, r.trials_measured) for r in rows] == [
+                (last.id, other, "done", TRIALS_PER_TASK)] * 2, rows
+            build = store.tune_build(job_id)
+            assert build is not None and build[:2] == (last.id, other) and build[2] is not None
             assert {d.host for s in summary["phones"] if (d := store.get_device(s))} == {other}

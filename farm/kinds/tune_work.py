@@ -1,0 +1,214 @@
+"""A model tune attempt's task work in the database: its tasks' rows, their progress, its build.
+
+:class:`TaskWorkProgress` is the attempt's :class:`farm.jobs.tune_progress.TuneProgress`
+(``tune_model`` knows nothing of the queue) that also keeps the job's task
+rows (:mod:`farm.queue.task_work`):
+
+* when ``tune_model`` lists the tasks (``set_tasks``) it writes a row per
+  task workload, once per job, and claims the rows no live attempt holds;
+  the trials found measured (resumed, or seeded from the fleet's records)
+  are reported at once;
+* after every measured batch (``update_task``) each task's trials and best
+  run time go to its row, so the API, the dashboard and ``farmctl job`` read
+  them on any host (:func:`job_progress`);
+* when ``tune_model`` starts its build (its ``"compiling"`` phase) the rows
+  it still holds are closed (a time budget that ran out stops them too) and
+  the job's one build is claimed: an attempt that cannot hold it raises
+  :class:`BuildHeld` rather than build a second library.
+
+A store that refuses a progress write is logged, not raised: the tuning goes
+on (the work folder and the fleet's records hold what it measured). The build
+claim is never skipped: a refused claim raises.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+
+from farm.clock import Clock
+from farm.errors import InfraFault, StoreError
+from farm.jobs.tune_progress import TaskProgress, TuneCounters, TuneProgress, read_counters
+from farm.jobs.tune_records import WORKLOADS_FILE
+
+if TYPE_CHECKING:
+    from farm.kinds.run import RunContext
+    from farm.queue.store import Store
+    from farm.queue.task_work import TaskWork
+
+__all__ = ["BUILD_PHASE", "BuildHeld", "TaskWorkProgress", "attempt_progress", "build_made",
+           "job_progress", "tasks_from_rows"]
+
+log = structlog.get_logger(__name__)
+
+#: The phase ``tune_model`` names as it starts its tuned build
+#: (:func:`farm.jobs.tune_model.tune_model`).
+BUILD_PHASE = "compiling"
+
+
+class BuildHeld(InfraFault):
+    """Another live attempt of the job holds its tuned build, or tunes a task still."""
+
+
+def _workload_hashes(work_dir: Path) -> list[str]:
+    """Each line's structural hash of the work folder's ``database_workload.json``."""
+    path = work_dir / WORKLOADS_FILE
+    lines = path.read_bytes().splitlines() if path.is_file() else []
+    return [str(json.loads(line)[0]) for line in lines if line.strip()]
+
+
+def tasks_from_rows(rows: Sequence[TaskWork], local: Sequence[TaskProgress]) -> tuple[
+        TaskProgress, ...]:
+    """A job's task progress from its task rows (any host's), in tuning order.
+
+    Args:
+        rows: the job's rows (:meth:`farm.queue.store.Store.task_work`).
+        local: this host's work folder's tasks, for their workload lines
+            (-1 for a task this host never tuned).
+    """
+    index = {t.name: t.workload_index for t in local}
+    return tuple(TaskProgress(r.task, index.get(r.task, -1), r.trials, r.trials_measured,
+                              r.best_s) for r in rows)
+
+
+class TaskWorkProgress(TuneProgress):
+    """The work folder's counters, and the job's task rows in the database.
+
+    Args:
+        work_dir: the tuning work folder.
+        store: the queue.
+        job_id: the tune job.
+        attempt_id: this attempt (it claims the rows and the build).
+        host: this farmd's host id.
+        clock: as :class:`farm.jobs.tune_progress.TuneProgress`'s; also stamps the rows.
+    """
+
+    def __init__(self, work_dir: Path, store: Store, job_id: int, attempt_id: int,
+                 host: str | None, clock: Clock | None = None) -> None:
+        super().__init__(work_dir, clock)
+        self.store, self.job_id, self.attempt_id, self.host = store, job_id, attempt_id, host
+        self._shash: dict[str, str] = {}
+        #: The task names this attempt claimed.
+        self.claimed: list[str] = []
+
+    def set_tasks(self, tasks: list[TaskProgress], budget_s: float | None = None) -> None:
+        """Start tuning ``tasks``: write their rows (once per job), claim them, report them."""
+        from farm.queue.task_work import TaskWork
+
+        super().set_tasks(tasks, budget_s)
+        hashes = _workload_hashes(self.path.parent)
+        self._shash = {t.name: hashes[t.workload_index] for t in tasks
+                       if 0 <= t.workload_index < len(hashes)}
+        now = self._clock.now()
+        try:
+            self.store.add_task_work(self.job_id, [
+                TaskWork(self._shash[t.name], t.name, t.trials_asked)
+                for t in tasks if t.name in self._shash], now)
+            claimed = self.store.claim_task_work(self.job_id, self.attempt_id, self.host, now)
+        except StoreError as exc:
+            log.warning("task_work_not_claimed", job_id=self.job_id, reason=str(exc))
+            return
+        self.claimed = [c.task for c in claimed]
+        log.info("task_work_claimed", job_id=self.job_id, attempt_id=self.attempt_id,
+                 tasks=self.claimed)
+        for t in tasks:
+            self._report(t.name, t.trials_measured, t.best_s)
+
+    def update_task(self, name: str, trials_measured: int, best_s: float) -> None:
+        """Record a task's trials in the work folder and in its row."""
+        super().update_task(name, trials_measured, best_s)
+        self._report(name, trials_measured, best_s)
+
+    def set_phase(self, phase: str) -> None:
+        """Say what the attempt does now; at :data:`BUILD_PHASE`, claim the job's one build.
+
+        Raises:
+            BuildHeld: another live attempt holds the build, or tunes a task still.
+            StoreError: the database refused the claim.
+        """
+        if phase == BUILD_PHASE:
+            self._claim_build()
+        super().set_phase(phase)
+
+    def finish_build(self) -> None:
+        """Mark the job's build made (logged, not raised, when the store refuses it)."""
+        try:
+            made = self.store.finish_tune_build(self.job_id, self.attempt_id, self._clock.now())
+        except StoreError as exc:
+            log.warning("tune_build_not_marked", job_id=self.job_id, reason=str(exc))
+            return
+        log.info("tune_build_made", job_id=self.job_id, attempt_id=self.attempt_id, marked=made)
+
+    def _claim_build(self) -> None:
+        from farm.queue.task_work import BuildClaim
+
+        now = self._clock.now()
+        self.store.close_task_work(self.job_id, self.attempt_id, now)
+        claim = self.store.claim_tune_build(self.job_id, self.attempt_id, self.host, now)
+        log.info("tune_build_claim", job_id=self.job_id, attempt_id=self.attempt_id,
+                 claim=claim.value)
+        if claim is not BuildClaim.BUILD:
+            raise BuildHeld(f"job {self.job_id}'s tuned build: {claim.value} "
+                            "(another attempt of the job holds it or tunes a task)")
+
+    def _report(self, name: str, trials_measured: int, best_s: float | None) -> None:
+        shash = self._shash.get(name)
+        if shash is None or name not in self.claimed:
+            return
+        try:
+            held = self.store.report_task_work(self.job_id, self.attempt_id, shash,
+                                               trials_measured, best_s, self._clock.now())
+        except StoreError as exc:
+            log.warning("task_work_not_reported", job_id=self.job_id, task=name, reason=str(exc))
+            return
+        if not held:
+            log.warning("task_work_lost", job_id=self.job_id, task=name,
+                        attempt_id=self.attempt_id)
+
+
+def attempt_progress(ctx: RunContext, work_dir: Path) -> TuneProgress:
+    """The attempt's progress; with a store, the job's task rows too (:class:`TaskWorkProgress`)."""
+    if ctx.store is None:
+        return TuneProgress(work_dir)
+    return TaskWorkProgress(work_dir, ctx.store, ctx.job.id, ctx.attempt.id,
+                            ctx.settings.host_id)
+
+
+@contextmanager
+def build_made(progress: TuneProgress) -> Iterator[None]:
+    """Around ``tune_model``: once it returns (its tuned build made), mark the job's build made."""
+    yield
+    if isinstance(progress, TaskWorkProgress):
+        progress.finish_build()
+
+
+def job_progress(store: Store, job_id: int, work_dir: Path) -> TuneCounters | None:
+    """A tuning job's progress: its tasks from the database, the rest from this host's folder.
+
+    The task rows hold every host's trials, so a job tuned (or resumed) on
+    another host shows its tasks here too; the counters kept in the work
+    folder (attempts, phase, rate) are this host's alone, empty without one.
+
+    Args:
+        store: the queue.
+        job_id: the job.
+        work_dir: its tuning work folder on this host (:func:`farm.kinds.run.tune_work_dir`).
+
+    Returns:
+        None for a job with neither task rows nor a work folder (not a tuning job).
+
+    Raises:
+        StoreError: the database cannot be read.
+    """
+    local = read_counters(work_dir)
+    rows = store.task_work(job_id)
+    if not rows:
+        return local
+    base = local or TuneCounters()
+    return replace(base, tasks=tasks_from_rows(rows, base.tasks))
