@@ -173,7 +173,7 @@ class Farmd:
         self.dispatcher = Dispatcher(
             self.store, s, self.clock,
             on_exit=self.wake_dispatcher if s.jobs.wake_on_events else None,
-            gate=self.tracker_gate)
+            gate=self.claim_gate)
         self._stops.append(self._drain)
         self._schedule()
         if s.api.enabled:  # last started, so the first stopped: no request meets a closed part
@@ -181,6 +181,21 @@ class Farmd:
         self.notifier.ready("farmd ready")
         log.info("farmd_started", host=s.host_id, data_dir=str(self.data_dir),
                  adb_port=s.adb.port, tracker_port=self.tracker_addr[1], network=s.tracker.network)
+
+    def claim_gate(self) -> str | None:
+        """Why the dispatcher may claim nothing now, or None.
+
+        Farmd's tracker down or being rejoined (:class:`TrackerGate`), or a
+        ready device between keys: handed back while its server still serves a
+        tuning job's key (:meth:`farm.fleet.serving.Serving.between_keys`).
+        """
+        if self.tracker_gate is not None and (reason := self.tracker_gate()) is not None:
+            return reason
+        devices = self.store.list_devices(host=self.manager.options.host_id)
+        if moving := self.manager.serving.between_keys(devices):
+            return (f"{len(moving)} device(s) handed back, not yet serving their own "
+                    f"tracker key: {', '.join(moving)}")
+        return None
 
     @property
     def tracker_addr(self) -> tuple[str, int]:
