@@ -96,6 +96,7 @@ class Farmd:
         self.metrics = FarmMetrics()
         self.stopped = threading.Event()
         self._stops: list[Callable[[], object]] = []
+        self._owns_adb_server = False  # it started the adb server, so it ends it (stop)
         self.tracker: TrackerProcess | None = None
         self.fleet: Fleet | None = None  # virtual phones, when asked for
         self.metrics_server: MetricsServer | None = None
@@ -148,7 +149,8 @@ class Farmd:
         self._register_host()
         self._reclaim()
         self.adb_server = AdbServer(port=s.adb.port, binary=s.adb.binary)
-        self.adb_server.ensure_running()
+        self._owns_adb_server = self.adb_server.ensure_running()
+        self._stops.append(self._stop_adb_server)
         self.adb = Adb(self.adb_server)
         self._start_tracker()
         self.loop = LoopThread()
@@ -171,7 +173,7 @@ class Farmd:
         self.dispatcher = Dispatcher(
             self.store, s, self.clock,
             on_exit=self.wake_dispatcher if s.jobs.wake_on_events else None,
-            gate=self.tracker_gate)
+            gate=self.claim_gate)
         self._stops.append(self._drain)
         self._schedule()
         if s.api.enabled:  # last started, so the first stopped: no request meets a closed part
@@ -179,6 +181,21 @@ class Farmd:
         self.notifier.ready("farmd ready")
         log.info("farmd_started", host=s.host_id, data_dir=str(self.data_dir),
                  adb_port=s.adb.port, tracker_port=self.tracker_addr[1], network=s.tracker.network)
+
+    def claim_gate(self) -> str | None:
+        """Why the dispatcher may claim nothing now, or None.
+
+        Farmd's tracker down or being rejoined (:class:`TrackerGate`), or a
+        ready device between keys: handed back while its server still serves a
+        tuning job's key (:meth:`farm.fleet.serving.Serving.between_keys`).
+        """
+        if self.tracker_gate is not None and (reason := self.tracker_gate()) is not None:
+            return reason
+        devices = self.store.list_devices(host=self.manager.options.host_id)
+        if moving := self.manager.serving.between_keys(devices):
+            return (f"{len(moving)} device(s) handed back, not yet serving their own "
+                    f"tracker key: {', '.join(moving)}")
+        return None
 
     @property
     def tracker_addr(self) -> tuple[str, int]:
@@ -370,7 +387,8 @@ class Farmd:
         """Restart a dead adb server or tracker, then bring every phone back."""
         if not self.adb_server.alive():
             log.warning("adb_server_down", adb_port=self.adb_server.port)
-            self.adb_server.ensure_running()
+            if self.adb_server.ensure_running():
+                self._owns_adb_server = True
             log.info("adb_server_restarted", adb_port=self.adb_server.port)
         self._reconnect_tcp_phones()
         self._watch_tracker()
@@ -493,6 +511,16 @@ class Farmd:
         manager = getattr(self, "manager", None)
         if manager is not None:
             manager.stop_intake()
+
+    def _stop_adb_server(self) -> None:
+        """End the adb server if this farmd started it (``adb start-server`` daemonizes it).
+
+        A server that was already serving the port when farmd started is
+        someone else's (a person's ``adb``, another tool) and is left running.
+        """
+        if self._owns_adb_server:
+            self.adb_server.kill()
+            log.info("adb_server_stopped", adb_port=self.adb_server.port)
 
     def stop(self) -> None:
         """Stop taking work, drain, then stop every part in reverse order."""

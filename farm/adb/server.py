@@ -64,14 +64,18 @@ class AdbServer:
         except OSError:
             return False
 
-    def ensure_running(self) -> None:
+    def ensure_running(self) -> bool:
         """Start the server if it is not running (``adb start-server``).
+
+        Returns:
+            True if this call started it (the caller owns it and ends it with
+            :meth:`kill`), False if one was already serving the port.
 
         Raises:
             AdbServerDown: it did not come up within START_TIMEOUT_S.
         """
         if self.alive():
-            return
+            return False
         try:
             proc = subprocess.run(
                 self.argv("start-server"),
@@ -85,6 +89,7 @@ class AdbServer:
             raise AdbServerDown(self.port, "start-server timed out") from exc
         if proc.returncode != 0 or not self.alive():
             raise AdbServerDown(self.port, (proc.stderr or proc.stdout).strip())
+        return True
 
     def version(self) -> int:
         """The server's protocol version (41 for platform-tools 1.0.41).

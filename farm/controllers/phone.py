@@ -38,6 +38,8 @@ class PhoneRuntime:
             server was last started toward; an older one means a tracker that
             died since, and the fleet serves it again (:mod:`farm.fleet.serving`).
         registered_generation: the tracker generation its server last registered with.
+        moving_key: a serve task is moving its server to ``key`` now
+            (:meth:`farm.fleet.serving.Serving.serve`).
     """
 
     serial: str
@@ -52,3 +54,4 @@ class PhoneRuntime:
     probing: bool = False
     served_generation: int = 0
     registered_generation: int = 0
+    moving_key: bool = False

@@ -28,6 +28,14 @@ an ordinary incident for the recovery ladder (:func:`farm.fleet.recovery.healabl
 the app watch and the sweep see it, and the ladder's rung restarts it under
 the key it serves.
 
+A device handed back ``ready`` before its server is back on its own key (a
+tuning attempt that failed asks for the own key and ends without waiting) is
+claimable while reconcile restarts it: the next job's attempt would meet the
+restart (its checks or session lost: a try spent on a restart farmd made). So
+the dispatcher waits while such a device is between keys
+(:meth:`Serving.between_keys`, the outage gate's ``unjoined`` pattern): the job
+stays queued, and reconcile stays the one owner of the restart.
+
 Several devices serve one job key; TVM's tracker lists one server entry per
 registered server (apache/tvm ``python/tvm/rpc/tracker.py``, ``server_info``),
 so "registered" for a shared key means "as many servers listed under it as
@@ -99,6 +107,25 @@ class Serving:
                 started.append(record.serial)
         return started
 
+    def between_keys(self, devices: Iterable[DeviceRecord]) -> list[str]:
+        """The ready devices whose server is not yet on the key they must serve, or moving to it.
+
+        A device a person must fix (``blocked``) is not counted, nor one whose
+        serve failed (it is ``unhealthy`` then), so one broken device does not
+        hold the farm.
+
+        Args:
+            devices: this host's devices as just read from the store.
+        """
+        waiting = []
+        for record in devices:
+            if record.state is not DeviceState.READY or record.kind not in self.m.controllers:
+                continue
+            phone = self.m.runtime(record.serial)
+            if phone.blocked is None and (phone.moving_key or phone.key != self.desired(record)):
+                waiting.append(record.serial)
+        return waiting
+
     def serve(self, serial: str) -> None:
         """(Task) serve the device's desired key, read again now; a failure is an incident.
 
@@ -127,10 +154,12 @@ class Serving:
                  state=record.state.value, tracker_generation=generation)
         phone.key = key  # from now on its rungs restart it under this key
         phone.served_generation = generation
+        phone.moving_key = True
         try:
             self.m.controller(serial).serve(serial, key)
             self.m.wait_registered(serial)
         except FarmError as exc:
+            phone.moving_key = False
             reason = f"serving {key} failed: {exc}"
             log.warning("device_serve_failed", serial=serial, tracker_key=key, reason=str(exc))
             now = self.m.clock.now()
@@ -140,6 +169,8 @@ class Serving:
                           if r.state in _TAKE_OUT else None)
             self.m.recoverer.recover(serial)
             return
+        finally:
+            phone.moving_key = False
         if self.m.on_ready is not None:  # a gate may wait for this phone (farm.supervise.outage)
             self.m.on_ready()
 

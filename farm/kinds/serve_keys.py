@@ -4,7 +4,8 @@ MetaSchedule's ``RPCRunner`` asks the tracker for *one* key and measures each
 candidate on whichever server of that key is free, so every device of a
 tuning attempt must serve the same key, and only they may (TVM's tracker
 matches keys exactly: apache/tvm ``python/tvm/rpc/tracker.py``). The key is
-:func:`farm.tvm.keys.job_key`.
+:func:`farm.tvm.keys.job_key`, prefixed by the devices' kind (``android-job-42``,
+``gpu-job-42``).
 
 The attempt never touches a device: it records what each held device must
 serve (``devices.serve_key``, :meth:`farm.queue.store.Store.set_serve_key`, a
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from farm.errors import FarmError, PhoneFault
-from farm.tvm.keys import job_key
+from farm.tvm.keys import PHONE_KIND, job_key
 from farm.tvm.tracker import summary
 
 if TYPE_CHECKING:
@@ -122,7 +123,8 @@ def serving_job_key(ctx: RunContext, serials: Sequence[str],
     store = ctx.store
     if store is None:
         raise PhoneFault(",".join(serials), "tuning needs the queue to ask farmd for the job key")
-    key = job_key(ctx.settings.tracker.key, ctx.job.id)
+    kind = "-".join(sorted({ctx.kinds.get(serial, PHONE_KIND) for serial in serials}))
+    key = job_key(ctx.settings.tracker.key, ctx.job.id, kind)
     since = datetime.now(UTC)
 
     def give_back() -> None:

@@ -24,6 +24,24 @@ def phone_key(prefix: str, serial: str) -> str:
     return f"{prefix}-{_UNSAFE.sub('-', serial).strip('-')}"
 
 
-def job_key(prefix: str, job_id: int) -> str:
-    """The key a job's phones serve while a tuning job runs, e.g. ``android-job-42``."""
-    return f"{prefix}-job-{job_id}"
+#: The device kind (``farm.controllers.ANDROID``) whose job keys start with ``tracker.key``.
+PHONE_KIND = "android"
+
+
+def job_key(prefix: str, job_id: int, kind: str = PHONE_KIND) -> str:
+    """The key a job's devices serve while a tuning job runs, e.g. ``android-job-42``.
+
+    The prefix says the devices' kind: phones keep ``prefix`` (``tracker.key``,
+    ``android`` by default: ``android-job-42`` as always, so a key stored on a
+    phone's hold before an upgrade is still the one its job asks for); other
+    kinds use the kind's name (``gpu-job-42``, ``board-job-42``), since
+    ``tracker.key`` names phones only.
+
+    Args:
+        prefix: ``tracker.key``, the prefix phones register under.
+        job_id: the tuning job's id.
+        kind: the kind of the job's devices (``farm.controllers``); kinds joined
+            by ``-`` (sorted) when one job holds several.
+    """
+    head = prefix if kind == PHONE_KIND else kind
+    return f"{head}-job-{job_id}"

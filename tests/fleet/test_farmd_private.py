@@ -43,8 +43,8 @@ def _listener_pid(port: int) -> int | None:
 def farmd(tmp_path: Path) -> Iterator[tuple[Path, int, int]]:
     """A real farmd process (no phones) under umask 022; yields (data_dir, pid, adb_port).
 
-    farmd starts its adb server with ``adb start-server``, which outlives it by
-    design: the test ends that server itself.
+    farmd starts its adb server with ``adb start-server`` (a daemon, not its
+    child) and ends it when it stops; the fixture ends it too, in case a test failed.
     """
     data_dir = tmp_path / "data"
     data_dir.mkdir(mode=0o755)  # as an older farm left it
@@ -99,8 +99,8 @@ class TestFarmdPrivacy:
     def test_files_are_private_and_adb_listens_on_loopback_only(
         self, farmd: tuple[Path, int, int]
     ) -> None:
-        """Data folder 0700, its files 0600, and the adb server it started has no listener
-        beyond loopback (no mDNS on 0.0.0.0:5353)."""
+        """Data folder 0700, its files 0600, the adb server it started has no listener
+        beyond loopback (no mDNS on 0.0.0.0:5353) and ends with farmd on SIGTERM."""
         data_dir, pid, adb_port = farmd
         wait_until(lambda: _started(data_dir, pid), START_DEADLINE_S, "farmd wrote its files")
         assert _mode(data_dir) == 0o700
@@ -116,3 +116,10 @@ class TestFarmdPrivacy:
         assert bound, "the adb server listens somewhere"
         outside = [b for b in bound if not ipaddress.ip_address(b[1]).is_loopback]
         assert outside == [], f"adb server listens beyond loopback: {outside}"
+
+        # Stopped by ``timeout`` or systemd (SIGTERM), farmd ends the server it started:
+        # ``adb start-server`` daemonizes it, so farmd's process group going does not.
+        server = psutil.Process(int(server_pid))  # type: ignore[arg-type]
+        os.kill(pid, signal.SIGTERM)
+        gone, _ = psutil.wait_procs([server], timeout=STOP_DEADLINE_S)
+        assert gone, f"adb server {server.pid} on port {adb_port} outlived farmd"

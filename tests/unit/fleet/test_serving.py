@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from farm.clock import FakeClock
+from farm.errors import JobTimeout
 from farm.fleet.manager import FleetManager
 from farm.fleet.recovery import healable
 from farm.queue import DeviceState, Outcome, Store
@@ -88,6 +89,31 @@ class TestReconcile:
         assert manager.serving.reconcile(store.list_devices()) == [SERIAL]  # back to its own
         record = store.get_device(SERIAL)
         assert record is not None and manager.serving.desired(record) == own
+
+    def test_a_device_handed_back_on_the_job_key_is_waited_for_until_served(
+        self, store: Store, clock: FakeClock, make_manager: MakeManager
+    ) -> None:
+        """A tune that failed hands its phone back ready while it still serves the job key:
+        the dispatcher waits (between_keys) until reconcile's serve put it on its own key."""
+        manager = make_manager(store, clock)
+        started = started_tasks(manager)
+        own = phone_key(manager.options.key_prefix, SERIAL)
+        attempt_id = held_phone(store, clock)
+        assert manager.serving.between_keys(store.list_devices()) == []  # busy: not claimable
+        key = job_key(manager.options.key_prefix, 7)
+        assert store.set_serve_key(SERIAL, key, clock.now(), expect_attempt=attempt_id)
+        manager.runtime(SERIAL).key = key  # farmd served the job key
+        store.fail_attempt(attempt_id, JobTimeout(attempt_id, 60), clock.now())
+        assert store.get_device(SERIAL).state is DeviceState.READY  # type: ignore[union-attr]
+        assert manager.serving.between_keys(store.list_devices()) == [SERIAL]
+
+        assert manager.serving.reconcile(store.list_devices()) == [SERIAL]
+        assert started == [(SERIAL, "serve")]
+        phone = manager.runtime(SERIAL)
+        phone.key, phone.moving_key = own, True  # the serve task restarts it now
+        assert manager.serving.between_keys(store.list_devices()) == [SERIAL]
+        phone.moving_key = False  # registered under its own key
+        assert manager.serving.between_keys(store.list_devices()) == []
 
     def test_a_device_gone_offline_counts_for_no_job_key(
         self, store: Store, clock: FakeClock, make_manager: MakeManager

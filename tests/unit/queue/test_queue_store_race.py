@@ -33,6 +33,7 @@ from hypothesis.stateful import (
 from queue_helpers import ARM64, T0, gemm_spec, plan, write_ready_unchecked
 from queue_integrity import Checker
 
+from farm.clock import wait_until
 from farm.errors import CompileError, JobTimeout, SessionError
 from farm.queue import Assignment, Claim, DeviceRecord, DeviceState, Outcome, Store
 from farm.queue.db import create_engine
@@ -186,28 +187,41 @@ class TestInterleavings:
 class Writers:
     """The writers of the thread race; what the farmds run where is shared under one lock."""
 
-    def __init__(self, store_url: str, phones: tuple[str, ...], rounds: int) -> None:
+    def __init__(self, store_url: str, phones: tuple[str, ...], claims: int) -> None:
         self.store_url = store_url
         self.phones = phones
-        self.rounds = rounds
+        self.claims = claims
         self.lock = threading.Lock()
         self.in_use: dict[str, int] = {}  # serial -> the attempt a farmd runs on it
         self.broken: list[str] = []
         self.claimed: list[int] = []  # job ids, in the order their attempts started
-        self.done = threading.Event()
+        self.enough = threading.Event()  # the farmds stop ticking
+        self.done = threading.Event()  # the fleet and the canceller stop
         self.failures: list[BaseException] = []
 
-    def run(self) -> None:
-        """Two farmds until their rounds are done, a fleet and a canceller meanwhile."""
+    def run(self, deadline_s: float) -> None:
+        """Two farmds until they made ``claims`` claims, a fleet and a canceller meanwhile.
+
+        The farmds tick until the count is reached (or ``deadline_s`` passed),
+        not a fixed number of times: how many ticks find a phone ready depends
+        on how the threads are scheduled, which a loaded machine changes (40
+        ticks each made from 6 to 44 claims).
+        """
         farmds = [self.thread(self.farmd, host) for host in HOSTS]
         others = [self.thread(self.fleet), self.thread(self.canceller)]
         for thread in farmds + others:
             thread.start()
+        wait_until(lambda: self.failures or self.claimed_count() >= self.claims, deadline_s)
+        self.enough.set()
         for thread in farmds:
             thread.join(timeout=300)
         self.done.set()
         for thread in others:
             thread.join(timeout=60)
+
+    def claimed_count(self) -> int:
+        with self.lock:
+            return len(self.claimed)
 
     def thread(self, target: Callable[..., None], *args: str) -> threading.Thread:
         def run() -> None:
@@ -221,7 +235,9 @@ class Writers:
         rng = random.Random(host)  # noqa: S311 - seeded: a repeatable race, no secret
         mine: list[Claim] = []
         with Store(self.store_url) as own:
-            for tick in range(self.rounds):
+            tick = 0
+            while not self.enough.is_set():
+                tick += 1
                 for claim in own.claim(plan(own.snapshot(), T0, seed=tick), T0, host=host):
                     with self.lock:
                         self.claimed.append(claim.job.id)
@@ -279,7 +295,8 @@ class TestThreads:
     """Writers on their own connections, at once."""
 
     PHONES = tuple(f"t{i}" for i in range(6))
-    ROUNDS = 40
+    CLAIMS = 30  # enough claims to have raced: 40 fixed ticks made 11 to 44 here
+    DEADLINE_S = 120.0
 
     def test_concurrent_claims_and_fleet_writes(self, store_url: str) -> None:
         """Two farmd, a fleet and a canceller at once: no phone is ever claimed twice."""
@@ -290,12 +307,13 @@ class TestThreads:
                                   expect_state=DeviceState.DISCOVERED)
             for i in range(120):
                 setup.enqueue(gemm_spec(devices={"count": 1 + i % 2}), T0)
-        writers = Writers(store_url, self.PHONES, self.ROUNDS)
-        writers.run()
+        writers = Writers(store_url, self.PHONES, self.CLAIMS)
+        writers.run(self.DEADLINE_S)
         assert writers.failures == [], writers.failures
         assert writers.broken == [], writers.broken
         claims = len(writers.claimed)
-        assert claims >= 10, f"only {claims} claims: too few to have raced anything"
+        assert claims >= self.CLAIMS, (
+            f"only {claims} claims in {self.DEADLINE_S:.0f} s: too few to have raced anything")
         checker = Checker(store_url)
         try:
             assert checker.violations() == []
