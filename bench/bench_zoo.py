@@ -25,6 +25,7 @@ onnxruntime's median. Prints one table (Markdown) and the host load.
 Reproduce::
 
     python bench/bench_zoo.py --trials 16 --tune mobilenet_v3_small
+    python bench/bench_zoo.py --tune --core 5   # untuned only, on core 5 (benches side by side)
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ from farm.virtual.testing import rpc_app
 from farm.virtual.throttle import QUIET_RT_PRIORITY, realtime
 from farm.zoo import MODELS, write_model
 
-#: The core the phone's process and onnxruntime share.
-CORE = 0
+#: The core the phone's process and onnxruntime share unless ``--core`` names another.
+DEFAULT_CORE = 0
 
 
 @dataclass
@@ -97,10 +98,10 @@ class _FirstTrial(TuneProgress):
 
 
 @contextlib.contextmanager
-def _pinned_realtime() -> Iterator[None]:
-    """This process on :data:`CORE` and, where allowed, real-time, like the phone's process."""
+def _pinned_realtime(core: int) -> Iterator[None]:
+    """This process on ``core`` and, where allowed, real-time, like the phone's process."""
     affinity = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {CORE})
+    os.sched_setaffinity(0, {core})
     favoured = realtime(os.getpid(), QUIET_RT_PRIORITY)
     try:
         yield
@@ -111,8 +112,8 @@ def _pinned_realtime() -> Iterator[None]:
 
 
 def ort_samples(path: Path, inputs: list[ModelInput], seed: int, samples: int,
-                min_repeat_s: float) -> list[float]:
-    """onnxruntime, 1 thread, on :data:`CORE`: ``samples`` means of at least ``min_repeat_s``."""
+                min_repeat_s: float, core: int = DEFAULT_CORE) -> list[float]:
+    """onnxruntime, 1 thread, on ``core``: ``samples`` means of at least ``min_repeat_s``."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
@@ -122,7 +123,7 @@ def ort_samples(path: Path, inputs: list[ModelInput], seed: int, samples: int,
                                            providers=["CPUExecutionProvider"])
     feeds = random_inputs(inputs, seed)
     out: list[float] = []
-    with _pinned_realtime():
+    with _pinned_realtime(core):
         for _ in range(3):
             session.run(None, feeds)
         for _ in range(samples):
@@ -219,7 +220,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="build processes while tuning (more on a host with idle cores)")
     parser.add_argument("--samples", type=int, default=7, help="latency samples per figure")
     parser.add_argument("--small", action="store_true", help="the zoo's small variants")
+    parser.add_argument("--core", type=int, default=DEFAULT_CORE,
+                        help="the core the phone process and onnxruntime share (several benches "
+                             "side by side on a many-core host: one core each)")
     args = parser.parse_args(argv)
+    if args.core not in os.sched_getaffinity(0):
+        parser.error(f"--core {args.core}: not one of this process's cores "
+                     f"{sorted(os.sched_getaffinity(0))}")
 
     from farm import logs
 
@@ -230,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tmp)
         cache = CompileCache(root / "cache")
         with rpc_app(root, key="bench-zoo", quiet=True) as app:
-            os.sched_setaffinity(app.process.pid, {CORE})  # its session processes inherit it
+            os.sched_setaffinity(app.process.pid, {args.core})  # its session processes inherit it
             tracker = TrackerParams(app.tracker_host, app.tracker_port, app.key,
                                     session_timeout_s=3600, serial="virtual")
             # The virtual phone's target as the model job gets it (host CPU, its vector
@@ -245,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                 model = ModelParams(path, shapes, rtol=1e-3, atol=1e-3, timing=timing,
                                     threads=ThreadPoolParams(affinity_mode=0, num_threads=1))
                 untuned = run_model(model, target, tracker, cache)
-                ort = ort_samples(path, untuned.inputs, model.seed, args.samples, 0.1)
+                ort = ort_samples(path, untuned.inputs, model.seed, args.samples, 0.1, args.core)
                 row = Row(name, shapes["x"], statistics.median(ort),
                           statistics.median(untuned.samples_s))
                 if name in args.tune:
@@ -256,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             favoured = app.favoured
     load = os.getloadavg()
     print(f"host: {os.cpu_count()} cores, load average {load[0]:.1f} {load[1]:.1f} "
-          f"{load[2]:.1f}; phone process and onnxruntime on core {CORE}, 1 thread each, "
+          f"{load[2]:.1f}; phone process and onnxruntime on core {args.core}, 1 thread each, "
           f"{'real-time priority' if favoured else 'normal priority (no CAP_SYS_NICE)'}")
     budget = f"--trials {args.trials}" + ("" if args.for_s is None else f", --for-s {args.for_s:g}")
     print_table(rows, budget)
