@@ -29,7 +29,11 @@ cover goes to TVM's own legalization.
   4x4 layers); the conv's epilogue writes NCHW back from the register tile,
   so the graph around it is unchanged. Same run, 1 thread, pinned, host load
   10: ResNet-18 1.31x -> 0.96x onnxruntime, MobileNetV2 1.21x -> 0.97x,
-  MobileNetV3-small 2.37x -> 1.89x.
+  MobileNetV3-small 2.37x -> 1.89x. Output channels that give blocks short
+  of the lanes (72 of 16 lanes: blocks of 8) or none (60) are padded with
+  zero filters to whole vectors where that uses more of each vector
+  (:func:`_padded_block`; not for depthwise convs, whose input copy would
+  need padded channels too, nor computed weights).
 - ``sigmoid``: ``1 / (1 + fast_exp(-x))`` (TOPI's polynomial ``fast_exp``),
   which ``FastMathTransform`` does not cover; TVM's form calls libm's ``expf``
   per element.
