@@ -8,6 +8,7 @@ Reproduce::
 
     python bench/bench_profile.py                 # farm's small CNN
     python bench/bench_profile.py --model m.onnx --number 10
+    python bench/bench_profile.py --model det_head.onnx --shape x=1,3,160,160 --threads 1
 """
 
 from __future__ import annotations
@@ -21,7 +22,13 @@ from farm.demo_model import write_small_cnn
 from farm.jobs.cache import CompileCache
 from farm.jobs.local_cluster import LocalCluster
 from farm.jobs.model import run_model
-from farm.jobs.params import DeviceFacts, ModelParams, TimingParams, TrackerParams
+from farm.jobs.params import (
+    DeviceFacts,
+    ModelParams,
+    ThreadPoolParams,
+    TimingParams,
+    TrackerParams,
+)
 from farm.jobs.targets import target_for
 
 KEY = "bench-profile"
@@ -33,7 +40,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", type=Path, help="ONNX file [default: farm's small CNN]")
     parser.add_argument("--number", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--shape", action="append", default=[], metavar="NAME=D,D,...",
+                        help="an input's shape (symbolic dimensions need one), repeatable")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="TVM thread pool threads, no core preference [default: the "
+                             "runtime's, the host's cores]")
     args = parser.parse_args(argv)
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in args.shape:
+        name, _, dims = spec.partition("=")
+        try:
+            shapes[name] = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            parser.error(f"--shape {spec}: expected NAME=D,D,... with integer dimensions")
+    cores = args.threads or os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as folder:
         model = args.model or write_small_cnn(Path(folder) / "small_cnn.onnx")
         cluster = LocalCluster()
@@ -41,9 +61,11 @@ def main(argv: list[str] | None = None) -> int:
             cluster.start_tracker()
             cluster.add_servers(KEY, count=1)
             tracker = TrackerParams(cluster.host, cluster.port, KEY, 300, "local-rpc")
-            facts = DeviceFacts(abi="x86_64", host_runtime=True, num_cores=os.cpu_count() or 1)
-            params = ModelParams(model, profile=True,
-                                 timing=TimingParams(args.number, args.repeat, 100))
+            facts = DeviceFacts(abi="x86_64", host_runtime=True, num_cores=cores)
+            params = ModelParams(model, shapes or None, profile=True,
+                                 timing=TimingParams(args.number, args.repeat, 100),
+                                 threads=ThreadPoolParams() if args.threads is None else
+                                 ThreadPoolParams(affinity_mode=0, num_threads=args.threads))
             result = run_model(params, target_for(facts), tracker,
                                CompileCache(Path(folder) / "cache"))
         finally:

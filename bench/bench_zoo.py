@@ -25,6 +25,7 @@ onnxruntime's median. Prints one table (Markdown) and the host load.
 Reproduce::
 
     python bench/bench_zoo.py --trials 16 --tune mobilenet_v3_small
+    python bench/bench_zoo.py --tune --core 5   # untuned only, on core 5 (benches side by side)
 """
 
 from __future__ import annotations
@@ -61,9 +62,8 @@ from farm.virtual.testing import rpc_app
 from farm.virtual.throttle import QUIET_RT_PRIORITY, realtime
 from farm.zoo import MODELS, write_model
 
-#: The core the phone's process and onnxruntime share, unless ``--core`` names another
-#: (several benches side by side on a many-core host, each on its own core).
-CORE = 0
+#: The core the phone's process and onnxruntime share unless ``--core`` names another.
+DEFAULT_CORE = 0
 
 
 @dataclass
@@ -112,7 +112,7 @@ def _pinned_realtime(core: int) -> Iterator[None]:
 
 
 def ort_samples(path: Path, inputs: list[ModelInput], seed: int, samples: int,
-                min_repeat_s: float, core: int = CORE) -> list[float]:
+                min_repeat_s: float, core: int = DEFAULT_CORE) -> list[float]:
     """onnxruntime, 1 thread, on ``core``: ``samples`` means of at least ``min_repeat_s``."""
     import onnxruntime
 
@@ -220,11 +220,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="build processes while tuning (more on a host with idle cores)")
     parser.add_argument("--trials-per-iter", type=int, default=8,
                         help="candidates measured per search round (more keep more builders busy)")
-    parser.add_argument("--core", type=int, default=CORE,
-                        help="the core the phone's process and onnxruntime share")
     parser.add_argument("--samples", type=int, default=7, help="latency samples per figure")
     parser.add_argument("--small", action="store_true", help="the zoo's small variants")
+    parser.add_argument("--core", type=int, default=DEFAULT_CORE,
+                        help="the core the phone process and onnxruntime share (several benches "
+                             "side by side on a many-core host: one core each)")
     args = parser.parse_args(argv)
+    if not 0 <= args.core < (os.cpu_count() or 1):
+        # Not this process's affinity: the bench may run under taskset on other cores
+        # (its builders) while the phone and onnxruntime take --core.
+        parser.error(f"--core {args.core}: this host has cores 0-{(os.cpu_count() or 1) - 1}")
 
     from farm import logs
 
