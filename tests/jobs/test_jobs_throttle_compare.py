@@ -22,6 +22,7 @@ way and reports the rates it gets.
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -185,14 +186,14 @@ class Recorded:
         return self.recordings[-1]
 
     def quiet_samples(self, *speeds: float) -> dict[float, np.ndarray]:
-        """The first recording quiet at ``speeds``; else the test skips, naming the CVs."""
+        """The first recording quiet at ``speeds``; else the test skips, naming the CVs and load."""
         for recording in self.recordings:
             if _quiet(recording, speeds):
                 return recording
         shown = "; ".join(_spreads(recording) for recording in self.recordings)
-        pytest.skip(f"the phone is not quiet on this host: robust CV by speed of "
-                    f"{len(self.recordings)} recordings {shown}; speeds {speeds} must be "
-                    f"within {QUIET_CV:.0%}")
+        pytest.skip(f"the phone is not quiet on this host (load {os.getloadavg()[0]:.1f}): "
+                    f"robust CV by speed of {len(self.recordings)} recordings {shown}; "
+                    f"speeds {speeds} must be within {QUIET_CV:.0%}")
 
 
 @pytest.fixture(scope="module")
