@@ -32,7 +32,6 @@ from farm.jobs.tune_progress import TuneCounters
 from farm.kinds import KINDS
 from farm.kinds.model_inputs import InputsBlob, outputs_by_serial, put_inputs, store_inputs
 from farm.kinds.run import tune_work_dir
-from farm.kinds.tune_work import job_progress
 from farm.queue.hosts import HostRecord
 from farm.queue.models import AttemptState, DeviceState, JobState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
@@ -259,6 +258,10 @@ class FarmService(ReservationMethods):
 
         None for other jobs (:func:`farm.kinds.tune_work.job_progress`).
         """
+        # Imported here: the attempt side of task work brings numpy and structlog, which
+        # farmctl's listings (through this service, without farmd) must not load.
+        from farm.kinds.tune_work import job_progress
+
         return job_progress(self.store, job_id, tune_work_dir(self.settings.data_dir, job_id))
 
     def sample_rows(self, *, job_id: int | None = None, run_id: str | None = None,
