@@ -210,8 +210,8 @@ class TestEta:
         """400 trials asked with 240 s of budget: the first 8 s measure 80 trials (the default
         schedules, small populations), a rate that would end all 400 in 100 s; then a batch of
         4 takes 16 s, so the budget ends first. At a tenth (24 s) the ETA is the budget's end
-        less half the stop margin, within 20% of the time really left (a run stopped mid-way in
-        its margin), not the trials at the rate since the first batch."""
+        less the stop margin (a batch and the check's reserve), within 20% of the time really
+        left, not the trials at the rate since the first batch."""
         clock = FakeClock()
         progress = TuneProgress(tmp_path, clock)
         progress.set_tasks([TaskProgress("conv", 0, 400, 0)], budget_s=240.0)
@@ -220,11 +220,13 @@ class TestEta:
             clock.advance(1)
             progress.batch_joined("conv")
             progress.update_task("conv", measured, 1e-3)
+        progress.batch_sent("conv")
         clock.advance(16)
+        progress.batch_joined("conv")
         assert not progress.expired(reserve_s=20.0)
         progress.update_task("conv", 84, 1e-3)
         eta = progress.counters.eta_s
-        truth = 240.0 - 24.0 - (16.0 + 20.0) / 2  # the search stops mid-way in its margin
+        truth = 240.0 - 24.0 - 16.0 - 20.0  # the search stops once a batch and the check fit
         assert eta is not None and abs(eta - truth) <= 0.2 * truth, (eta, truth)
         assert estimate_eta_s(356, [(0.0, 0), (10.0, 40)], 216.0) == 216.0  # not 89 s
 
@@ -233,7 +235,7 @@ class TestEta:
         recent rate they would end inside it; the picks' check is added either way."""
         points = [(0.0, 0), (10.0, 10), (20.0, 20)]  # 1 s per trial
         assert estimate_eta_s(30, points, 100.0, reserve_s=5.0) == 35.0  # 95 s at 1/3 the rate
-        assert estimate_eta_s(40, points, 100.0, reserve_s=5.0) == 97.5  # 125 s: the budget
+        assert estimate_eta_s(40, points, 100.0, reserve_s=5.0) == 95.0  # 125 s: the budget
         assert estimate_eta_s(0, points, 100.0, reserve_s=5.0) == 5.0  # only the check is left
 
     def test_rate_is_that_of_the_recent_batches(self, tmp_path: Path) -> None:
