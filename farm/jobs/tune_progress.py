@@ -13,10 +13,11 @@ and MetaSchedule's database in it; the counters live beside it::
 ``tasks`` lists the tuning tasks in tuning order (a GEMM job has one task), each
 with the trials asked and measured so far and the best measured candidate's
 mean run time (``best_s``, null until one is measured). ``eta_s`` estimates the
-seconds left (:func:`estimate_eta_s`): the trials still asked at this attempt's
-measured rate, at most the time budget left (null before a first measured
-trial). ``phase`` says what the attempt does now (``extracting tasks``,
-``tuning``, ``compiling``), so a job is never a silent ``0/0 tasks``;
+seconds left, the picks' check included (:func:`farm.jobs.tune_eta.estimate_eta_s`:
+the budget's end unless the trials left at the recent batches' rate clearly
+end first; null without a budget before a first measured trial). ``phase``
+says what the attempt does now (``extracting tasks``, ``tuning``,
+``compiling``), so a job is never a silent ``0/0 tasks``;
 ``tuning_s`` is the tuning time spent over all attempts, each counted from
 its start (opening its :class:`TuneProgress`: imports, task extraction and
 the first builds count), which is what a time budget counts;
@@ -42,10 +43,10 @@ from typing import Any
 
 from farm import logs
 from farm.clock import Clock, SystemClock
+from farm.jobs.tune_eta import RECENT_BATCHES, estimate_eta_s
 from farm.privacy import write_private
 
-__all__ = ["PROGRESS_FILE", "TaskProgress", "TuneCounters", "TuneProgress", "estimate_eta_s",
-           "read_counters"]
+__all__ = ["PROGRESS_FILE", "TaskProgress", "TuneCounters", "TuneProgress", "read_counters"]
 
 log = logs.get_logger(__name__)
 
@@ -176,43 +177,6 @@ class TuneCounters:
                    seconds("limit_per_phone_hour"))
 
 
-def estimate_eta_s(trials_left: int, measured_s: list[tuple[float, int]],
-                   budget_left_s: float | None = None) -> float | None:
-    """Seconds until ``trials_left`` more trials are measured, at most the budget left.
-
-    The rate is taken from the first measured batch on, when there are two
-    or more: the start of an attempt (imports, task extraction, the builder's
-    warm-up, the first search) is paid once and would make the rate of a long
-    run look slower than it is. With one point only, the rate counts from the
-    start.
-
-    Args:
-        trials_left: trials still asked.
-        measured_s: ``(seconds since the attempt's start, trials measured in it)``
-            at the start (``(0, 0)``) and after each measured batch, in order.
-        budget_left_s: seconds left of the time budget; None: no time budget.
-
-    Returns:
-        The estimate, or None before a first trial is measured (and no budget).
-
-    >>> estimate_eta_s(10, [(0.0, 0), (60.0, 2), (70.0, 4)])
-    50.0
-    >>> estimate_eta_s(10, [(0.0, 0), (60.0, 2), (70.0, 4)], budget_left_s=20.0)
-    20.0
-    """
-    if trials_left <= 0:
-        return 0.0
-    measured = [(t, n) for t, n in measured_s if n > 0]
-    first = measured[0] if len(measured) >= 2 else (measured_s[0] if measured_s else None)
-    last = measured[-1] if measured else None
-    eta: float | None = None
-    if first is not None and last is not None and last[1] > first[1] and last[0] > first[0]:
-        eta = trials_left * (last[0] - first[0]) / (last[1] - first[1])
-    if budget_left_s is not None:
-        eta = max(0.0, budget_left_s) if eta is None else min(eta, max(0.0, budget_left_s))
-    return eta
-
-
 def read_counters(work_dir: Path, clock: Clock | None = None) -> TuneCounters | None:
     """The counters of a work folder for display; reads only, never creates anything.
 
@@ -266,6 +230,8 @@ class TuneProgress:
         # long each batch took from being sent (its search included) to its results.
         self._sent_s: dict[str, float] = {}
         self._batch_s: list[float] = []
+        # The seconds last kept back for the picks' check (:meth:`expired`), for the ETA.
+        self._reserve_s = 0.0
 
     @property
     def counters(self) -> TuneCounters:
@@ -343,7 +309,7 @@ class TuneProgress:
         since the search slows as the records grow and as the host is loaded.
         """
         with self._lock:
-            return max(self._batch_s[-4:], default=None)
+            return max(self._batch_s[-RECENT_BATCHES:], default=None)
 
     def budget_left_s(self) -> float | None:
         """Seconds left of the :meth:`set_tasks` budget (negative: overrun); None: no budget."""
@@ -361,6 +327,7 @@ class TuneProgress:
         Args:
             reserve_s: seconds kept back for later work (the picks' check).
         """
+        self._reserve_s = reserve_s
         left_s = self.budget_left_s()
         return left_s is not None and left_s <= (self.last_batch_s or 0.0) + reserve_s
 
@@ -393,7 +360,9 @@ class TuneProgress:
         points = self._points if self._points[-1][1] > 0 else []
         if not points and left_s is None:
             return None
-        return estimate_eta_s(counters.trials_asked - counters.trials_measured, points, left_s)
+        return estimate_eta_s(counters.trials_asked - counters.trials_measured, points, left_s,
+                              reserve_s=self._reserve_s,
+                              batch_s=max(self._batch_s[-RECENT_BATCHES:], default=None))
 
     def _store(self, counters: TuneCounters) -> TuneCounters:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from farm.clock import FakeClock
+from farm.jobs.tune_eta import estimate_eta_s
 from farm.jobs.tune_progress import (
     PROGRESS_FILE,
     TaskProgress,
     TuneCounters,
     TuneProgress,
-    estimate_eta_s,
     read_counters,
 )
 
@@ -204,3 +204,52 @@ class TestEta:
         assert not progress.expired()
         clock.advance(1)
         assert progress.expired()
+
+    def test_budget_eta_is_the_budget_end_though_the_first_batches_are_fast(
+            self, tmp_path: Path) -> None:
+        """400 trials asked with 240 s of budget: the first 8 s measure 80 trials (the default
+        schedules, small populations), a rate that would end all 400 in 100 s; then a batch of
+        4 takes 16 s, so the budget ends first. At a tenth (24 s) the ETA is the budget's end
+        less the stop margin (a batch and the check's reserve), within 20% of the time really
+        left, not the trials at the rate since the first batch."""
+        clock = FakeClock()
+        progress = TuneProgress(tmp_path, clock)
+        progress.set_tasks([TaskProgress("conv", 0, 400, 0)], budget_s=240.0)
+        for measured in range(10, 90, 10):
+            progress.batch_sent("conv")
+            clock.advance(1)
+            progress.batch_joined("conv")
+            progress.update_task("conv", measured, 1e-3)
+        progress.batch_sent("conv")
+        clock.advance(16)
+        progress.batch_joined("conv")
+        assert not progress.expired(reserve_s=20.0)
+        progress.update_task("conv", 84, 1e-3)
+        eta = progress.counters.eta_s
+        truth = 240.0 - 24.0 - 16.0 - 20.0  # the search stops once a batch and the check fit
+        assert eta is not None and abs(eta - truth) <= 0.2 * truth, (eta, truth)
+        assert estimate_eta_s(356, [(0.0, 0), (10.0, 40)], 216.0) == 216.0  # not 89 s
+
+    def test_trials_decide_only_when_they_clearly_end_first(self) -> None:
+        """With a budget, the trials left decide the ETA only when even at a third of their
+        recent rate they would end inside it; the picks' check is added either way."""
+        points = [(0.0, 0), (10.0, 10), (20.0, 20)]  # 1 s per trial
+        assert estimate_eta_s(30, points, 100.0, reserve_s=5.0) == 35.0  # 95 s at 1/3 the rate
+        assert estimate_eta_s(40, points, 100.0, reserve_s=5.0) == 95.0  # 125 s: the budget
+        assert estimate_eta_s(0, points, 100.0, reserve_s=5.0) == 5.0  # only the check is left
+
+    def test_rate_is_that_of_the_recent_batches(self, tmp_path: Path) -> None:
+        """Without a budget: 8 batches of 2 trials, the first 4 in 5 s each and the last 4 in
+        20 s each: 10 s per trial now, not the 5 s per trial since the first batch; the
+        reserve last kept back for the picks' check is added."""
+        clock = FakeClock()
+        progress = TuneProgress(tmp_path, clock)
+        progress.set_tasks([TaskProgress("conv", 0, 100, 0)])
+        measured = 0
+        for batch_s in (5, 5, 5, 5, 20, 20, 20, 20):
+            clock.advance(batch_s)
+            measured += 2
+            if measured == 16:
+                assert not progress.expired(reserve_s=30.0)
+            progress.update_task("conv", measured, 1e-3)
+        assert progress.counters.eta_s == 84 * 10.0 + 30.0
