@@ -154,10 +154,16 @@ class TestTuningThroughAppCrashes:
         assert len(farm.store.tuning_records(job_id)) == len(
             complete_records(work_dir).splitlines()
         )
-        # Afterwards every phone serves its own key again and is ready for work.
-        listed = {s.key for s in summary(tracker.host, tracker.port).servers}
-        assert {phone_key(tracker.key, s) for s in farm.serials} <= listed
-        assert key not in listed
+        # Afterwards every phone serves its own key again and is ready for work: reconcile
+        # moves each back once the job has ended (its relaunch and registration take
+        # seconds), so the check waits for it rather than reading the tracker once.
+        own = {phone_key(tracker.key, s) for s in farm.serials}
+        def serving_own() -> set[str]:
+            listed = {s.key for s in summary(tracker.host, tracker.port).servers}
+            return listed if own <= listed else set()
+
+        listed = wait_until(serving_own, 60, "every phone serving its own key again after the tune")
+        assert listed is not None and key not in listed
         farm.wait_ready(60)
 
 
