@@ -1,8 +1,11 @@
 """A TVM tracker and RPC servers on loopback, for the jobs' tests and ``bench/``.
 
-Each process gets its own process group (``start_new_session=True``) because
+Each process gets its own process group (:func:`farm.procs.spawn`) because
 ``tvm.exec.rpc_server`` leaves ``popen_worker`` children behind; :meth:`close`
-kills the whole group. Readiness is waited for by polling the tracker's summary
+kills the whole group. Each is also tied to this process
+(:func:`farm.procs.tied_to_parent`), so a test run killed with -9 leaves no
+tracker or server behind (two servers and a tracker outlived such a run by an
+hour). Readiness is waited for by polling the tracker's summary
 with a deadline, never by sleeping a fixed time.
 
 This is not farm's tracker supervision (``farm/tvm``): it is a disposable stand-in
@@ -19,7 +22,7 @@ from dataclasses import dataclass, field
 from farm.clock import wait_until
 from farm.errors import TrackerUnreachable
 from farm.netaddr import free_port
-from farm.procs import signal_group
+from farm.procs import signal_group, spawn, tied_to_parent
 
 
 @dataclass
@@ -44,7 +47,7 @@ class LocalCluster:
             TrackerUnreachable: it did not come up within ``deadline_s``.
         """
         self.port = free_port()
-        self.tracker = subprocess.Popen(
+        self.tracker = spawn(tied_to_parent(
             [
                 sys.executable,
                 "-m",
@@ -55,8 +58,7 @@ class LocalCluster:
                 str(self.port),
                 "--port-end",
                 str(self.port + 1),
-            ],
-            start_new_session=True,
+            ]),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -93,7 +95,7 @@ class LocalCluster:
         for _ in range(count):
             port = free_port()
             procs.append(
-                subprocess.Popen(
+                spawn(tied_to_parent(
                     [
                         sys.executable,
                         "-m",
@@ -108,8 +110,7 @@ class LocalCluster:
                         f"{self.host}:{self.port}",
                         "--key",
                         key,
-                    ],
-                    start_new_session=True,
+                    ]),
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
