@@ -119,21 +119,25 @@ def count_trials(work_dir: Path, workload_index: int | None = None) -> tuple[int
     return measured, failed
 
 
-def workload_index(work_dir: Path, shash: str) -> int | None:
-    """The line (from 0) of ``database_workload.json`` holding the workload hashed ``shash``.
+def workload_hashes(work_dir: Path) -> list[str]:
+    """Each line's structural hash in ``database_workload.json``, by line ("" for a blank one).
 
     A workload line is ``[shash, module]`` (MetaSchedule's ``Workload.as_json``);
-    a record names its workload by this line number.
+    a record names its workload by this line number, so the list's index is that number.
+    """
+    path = work_dir / WORKLOADS_FILE
+    lines = path.read_bytes().splitlines() if path.is_file() else []
+    return [str(json.loads(line)[0]) if line.strip() else "" for line in lines]
+
+
+def workload_index(work_dir: Path, shash: str) -> int | None:
+    """The line (from 0) of ``database_workload.json`` holding the workload hashed ``shash``.
 
     Returns:
         The index, or None when the workload is not in the file.
     """
-    path = work_dir / WORKLOADS_FILE
-    lines = path.read_bytes().splitlines() if path.is_file() else []
-    for index, line in enumerate(lines):
-        if line.strip() and str(json.loads(line)[0]) == shash:
-            return index
-    return None
+    hashes = workload_hashes(work_dir)
+    return hashes.index(shash) if shash and shash in hashes else None
 
 
 def export_records(work_dir: Path, out_path: Path) -> Path:

@@ -23,7 +23,6 @@ claim is never skipped: a refused claim raises.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -35,7 +34,7 @@ import structlog
 from farm.clock import Clock
 from farm.errors import InfraFault, StoreError
 from farm.jobs.tune_progress import TaskProgress, TuneCounters, TuneProgress, read_counters
-from farm.jobs.tune_records import WORKLOADS_FILE
+from farm.jobs.tune_records import workload_hashes
 
 if TYPE_CHECKING:
     from farm.kinds.run import RunContext
@@ -54,13 +53,6 @@ BUILD_PHASE = "compiling"
 
 class BuildHeld(InfraFault):
     """Another live attempt of the job holds its tuned build, or tunes a task still."""
-
-
-def _workload_hashes(work_dir: Path) -> list[str]:
-    """Each line's structural hash of the work folder's ``database_workload.json``."""
-    path = work_dir / WORKLOADS_FILE
-    lines = path.read_bytes().splitlines() if path.is_file() else []
-    return [str(json.loads(line)[0]) for line in lines if line.strip()]
 
 
 def tasks_from_rows(rows: Sequence[TaskWork], local: Sequence[TaskProgress]) -> tuple[
@@ -102,7 +94,7 @@ class TaskWorkProgress(TuneProgress):
         from farm.queue.task_work import TaskWork
 
         super().set_tasks(tasks, budget_s)
-        hashes = _workload_hashes(self.path.parent)
+        hashes = workload_hashes(self.path.parent)
         self._shash = {t.name: hashes[t.workload_index] for t in tasks
                        if 0 <= t.workload_index < len(hashes)}
         now = self._clock.now()
