@@ -61,3 +61,9 @@ def test_the_runner_times_candidates_with_the_model_jobs_threads(tmp_path: Path)
     params = TuneParams(gemm=None, model=model, trials=1, work_dir=tmp_path)
     _, runner = builder_and_runner(params, TrackerParams("127.0.0.1", 9, "k"), linker=None)  # type: ignore[arg-type]
     assert runner.f_create_session == ThreadPoolSession(affinity_mode=1, num_threads=2)
+    # At the defaults a user gets (big cores, one thread per core), candidates run so too.
+    defaults = TuneParams(gemm=None, model=ModelParams(tmp_path / "m.onnx", {}), trials=1,
+                          work_dir=tmp_path)
+    _, runner = builder_and_runner(defaults, TrackerParams("127.0.0.1", 9, "k"), linker=None)  # type: ignore[arg-type]
+    assert runner.f_create_session == ThreadPoolSession(ThreadPoolParams().affinity_mode,
+                                                        ThreadPoolParams().num_threads)
