@@ -11,9 +11,12 @@ host allows it) pinned to one core, with TVM's thread pool at 1 thread:
 - for the models in ``--tune`` (default: the first one), the ``tune`` job's
   code path (:func:`farm.jobs.tune_model.tune_model`) with ``--trials``
   measured trials (each task's pick checked against its default schedule:
-  "k/n picks used"), then ``run_model`` untuned and with its database, back to
-  back: the tuned latency (the untuned one, "untuned kept", where the tuned
-  build was not faster, as the tune job reports it),
+  "k/n picks used"), then onnxruntime, ``run_model`` untuned and
+  ``run_model`` with its database timed again in ``--rounds`` interleaved
+  rounds once the builders are gone, so all three figures see the same host
+  (on a shared host its load moves by tens of percent between the start of a
+  run and its end): the tuned latency (the untuned one, "untuned kept", where
+  the tuned build was not faster, as the tune job reports it),
   the time to the first measured trial, measured trials per phone-hour and
   their share of the measurement-bound limit (3600 s over the mean time the
   phone spent running one candidate, ``number`` x ``repeat`` x its mean run
@@ -169,9 +172,17 @@ def _tune(row: Row, path: Path, model: ModelParams, budget: argparse.Namespace,
     start = time.monotonic()
     result = tune_model(params, target, tracker, cache, progress)
     tuning_s = time.monotonic() - start
-    untuned_s = statistics.median(run_model(model, target, tracker, cache).samples_s)
-    tuned_s = statistics.median(run_model(replace(model, database_dir=work_dir), target,
-                                          tracker, cache).samples_s)
+    ort: list[float] = []
+    untuned: list[float] = []
+    tuned: list[float] = []
+    for _ in range(budget.rounds):  # interleaved: the three see the same host
+        plain = run_model(model, target, tracker, cache)
+        untuned += plain.samples_s
+        ort += ort_samples(path, plain.inputs, model.seed, budget.samples, 0.1, budget.core)
+        tuned += run_model(replace(model, database_dir=work_dir), target, tracker,
+                           cache).samples_s
+    row.ort_s, row.untuned_s = statistics.median(ort), statistics.median(untuned)
+    untuned_s, tuned_s = row.untuned_s, statistics.median(tuned)
     row.untuned_best = tuned_s >= untuned_s
     if row.untuned_best:
         keep_untuned(model, target, work_dir, cache, linker_for(target))
@@ -180,7 +191,8 @@ def _tune(row: Row, path: Path, model: ModelParams, budget: argparse.Namespace,
     row.first_trial_s = progress.first_s
     row.trials_per_hour = result.trials_measured / tuning_s * 3600.0
     row.limit_per_hour = _limit_per_hour(work_dir, params.timing)
-    row.picks = f"{result.picks_used}/{result.picks_checked}"
+    row.picks = f"{result.picks_used}/{result.picks_checked} picks used" + (
+        f", {result.picks_unchecked} unchecked" if result.picks_unchecked else "")
 
 
 def _ms(value: float | None) -> str:
@@ -201,7 +213,7 @@ def print_table(rows: list[Row], budget: str) -> None:
         tuned = _ms(r.tuned_s)
         if r.trials is not None:
             kept = ", untuned kept" if r.untuned_best else ""
-            tuned = f"{tuned} ({r.trials} measured, {r.picks} picks used{kept})"
+            tuned = f"{tuned} ({r.trials} measured, {r.picks}{kept})"
         print(f"| {r.model} | {list(r.shape)} | {_ms(r.ort_s)} | {_ms(r.untuned_s)} | "
               f"{r.untuned_s / r.ort_s:.2f} | {tuned} | {tuned_ratio} | {first} | "
               f"{per_hour} | {share} |")
@@ -221,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials-per-iter", type=int, default=8,
                         help="candidates measured per search round (more keep more builders busy)")
     parser.add_argument("--samples", type=int, default=7, help="latency samples per figure")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved rounds of onnxruntime, untuned and tuned after tuning")
     parser.add_argument("--small", action="store_true", help="the zoo's small variants")
     parser.add_argument("--core", type=int, default=DEFAULT_CORE,
                         help="the core the phone process and onnxruntime share (several benches "
