@@ -10,8 +10,8 @@ search has proposed any.
 All tasks are tuned in one MetaSchedule run (``tune_tasks`` with the gradient
 task scheduler, XGBoost cost model) into the one work folder database
 (:mod:`farm.jobs.tune` describes the folder and the runner set-up, shared with
-the GEMM tuning). :mod:`farm.jobs.tune_search` plans each task's trials (one
-batch at least, the rest by its share of the model's FLOPs), sizes the
+the GEMM tuning). :mod:`farm.jobs.tune_search` plans each task's trials (a
+small floor, the rest by its estimated share of the model's time), sizes the
 evolutionary search to them, and wraps it so that a resumed run sends no
 trace already measured. Resuming counts each task's measured trials in the
 work folder (its records are found by its workload's line in

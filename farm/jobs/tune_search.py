@@ -6,8 +6,9 @@ scheduler first gives every task one batch (round robin), then the task whose
 best time, times its weight, improves fastest; it stops at the global budget.
 farm adds three things MetaSchedule does not do:
 
-- a plan of trials per task (:func:`plan_trials`): one batch each as a floor,
-  the rest by the task's share of the model's FLOPs; each task's plan is its
+- a plan of trials per task (:func:`plan_trials`): a small floor each, the
+  rest by the task's estimated share of the model's time
+  (:attr:`farm.jobs.tune_tasks.ModelTask.cost`); each task's plan is its
   cap, so a heavy task gets more trials than a light one whatever the order;
 - evolutionary search sized to the budget (:func:`search_settings`):
   MetaSchedule's defaults (population 512, 4 genetic rounds) took 41 s to
@@ -42,19 +43,26 @@ log = structlog.get_logger(__name__)
 _REFILLS = 5
 
 
+#: At most one part in this of a model's trials goes to the floors every task gets.
+FLOOR_PART = 4
+
+
 def plan_trials(costs: list[float], trials: int, trials_per_iter: int,
                 trials_per_task: int | None = None) -> tuple[list[int], int]:
-    """Measured trials per task, by the task's share of the model's cost, one batch at least.
+    """Measured trials per task, by the task's share of the model's cost, a small floor each.
 
-    Each task first gets a floor of one batch (MetaSchedule's round robin gives
-    every task one before the gradient picks); the batch shrinks so that all
-    tasks get theirs when the budget is small, and when even one trial each
-    does not fit, only the heaviest tasks are kept. The rest of ``trials`` is
-    shared in proportion to ``costs`` (largest remainders first), each task
-    capped at ``trials_per_task``.
+    Each task first gets a floor: a batch where the budget holds it, but so
+    that the floors take at most a quarter of ``trials`` (:data:`FLOOR_PART`);
+    when even one trial each does not fit, only the heaviest tasks are kept.
+    The rest of ``trials`` is shared in proportion to ``costs`` (largest
+    remainders first), each task capped at ``trials_per_task``. A floor of a
+    whole batch for every task spent MobileNetV3-small's 1,000 trials on its
+    53 tasks' first rounds (18 each), so the gradient task scheduler never
+    got to move trials to the tasks that pay; a task of little cost keeps
+    farm's default schedule where its few trials do not beat it.
 
     Args:
-        costs: each task's cost (FLOPs x calls), heaviest first.
+        costs: each task's cost (its share of the model's time), heaviest first.
         trials: measured trials for the whole model.
         trials_per_iter: the batch size asked for.
         trials_per_task: a cap per task; None: no cap.
@@ -72,12 +80,12 @@ def plan_trials(costs: list[float], trials: int, trials_per_iter: int,
     if n == 0 or trials <= 0:
         return [0] * n, max(1, min(trials_per_iter, trials))
     cap = trials if trials_per_task is None else min(trials, trials_per_task)
-    batch = max(1, min(trials_per_iter, trials // n, cap))
-    kept = min(n, trials // batch)
-    plan = [batch if i < kept else 0 for i in range(n)]
-    left = trials - batch * kept
+    floor = max(1, min(trials_per_iter, cap, trials // (FLOOR_PART * n)))
+    kept = min(n, trials // floor)
+    plan = [floor if i < kept else 0 for i in range(n)]
+    left = trials - floor * kept
     weights = [max(c, 0.0) for c in costs[:kept]]
-    if sum(weights) <= 0:  # no FLOPs known (data movement only): share evenly
+    if sum(weights) <= 0:  # no cost known: share evenly
         weights = [1.0] * kept
     shares = [w / sum(weights) * left for w in weights]
     for i, share in enumerate(shares):
@@ -89,7 +97,7 @@ def plan_trials(costs: list[float], trials: int, trials_per_iter: int,
             if left > 0 and plan[i] < cap:
                 plan[i] += 1
                 left -= 1
-    return plan, batch
+    return plan, max(1, min(trials_per_iter, cap, max(plan)))
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,10 @@ The model goes ONNX -> Relax -> fused TIR functions exactly as the ``model``
 job compiles it (:func:`farm.jobs.model.relax_module`,
 :func:`farm.jobs.model.tunable_module`: the passes ``compile_relax`` runs before
 it applies a database), so the tasks extracted here are the workloads the
-tuned build looks up. Tasks are ranked heaviest first (FLOPs times the
-times they occur); :func:`plan_tasks` caps them at ``max_tasks``, plans each
-one's trials (:func:`farm.jobs.tune_search.plan_trials`) and commits the
-workload of each task with trials to the work folder's database.
+tuned build looks up. Tasks are ranked heaviest first by their estimated share
+of the model's time (:attr:`ModelTask.cost`); :func:`plan_tasks` caps them at
+``max_tasks``, plans each one's trials (:func:`farm.jobs.tune_search.plan_trials`)
+and commits the workload of each task with trials to the work folder's database.
 """
 
 from __future__ import annotations
@@ -21,7 +21,16 @@ from farm.jobs.params import ModelParams, TuneParams
 from farm.jobs.tune_records import workload_index
 from farm.jobs.tune_search import plan_trials
 
-__all__ = ["ModelTask", "Planned", "import_model", "model_of", "model_tasks", "plan_tasks"]
+__all__ = ["RIDGE_FLOP_PER_BYTE", "ModelTask", "Planned", "argument_bytes", "import_model",
+           "model_of", "model_tasks", "plan_tasks"]
+
+
+#: FLOPs one CPU core does in the time it moves one byte to or from memory: the
+#: ridge point of its roofline. Measured on the device tool's Xeon core with
+#: MobileNetV2's kernels (docs/benchmarks.md): its channel-block copies moved
+#: 12 GB/s and its best convolutions ran 30-70 GFLOPS, a ridge of 3-5; a phone's
+#: big core (about 20-40 GFLOPS fp32, 10-15 GB/s) is in the same range.
+RIDGE_FLOP_PER_BYTE = 4.0
 
 
 @dataclass(frozen=True)
@@ -33,12 +42,44 @@ class ModelTask:
         weight: how many times the model calls it.
         flop: floating point operations of one call (``estimate_tir_flops``).
         extracted: MetaSchedule's ``ExtractedTask``.
+        bytes: bytes of its arguments (inputs and outputs) one call reads or writes.
     """
 
     name: str
     weight: int
     flop: float
     extracted: Any
+    bytes: float = 0.0
+
+    @property
+    def cost(self) -> float:
+        """The model's time in this task, in FLOPs at the core's peak (a roofline estimate).
+
+        ``weight x max(flop, RIDGE_FLOP_PER_BYTE x bytes)``: a convolution is
+        bound by its FLOPs, a depthwise convolution, a copy into channel
+        blocks or a matrix-vector product by the bytes it moves. By FLOPs
+        alone MobileNetV2's seven channel-block copies (2.0 of its 16.4 ms on
+        the device tool's Xeon) counted as nothing and got one trial each.
+        """
+        return self.weight * max(self.flop, RIDGE_FLOP_PER_BYTE * self.bytes)
+
+
+def argument_bytes(mod: Any) -> float:
+    """Bytes of the arguments of ``mod``'s functions: what one call reads and writes at least.
+
+    Symbolic dimensions count as 1.
+    """
+    import tvm
+
+    total = 0.0
+    for func in mod.functions.values():
+        for param in getattr(func, "params", ()):
+            size = 1
+            for dim in getattr(param, "shape", ()):
+                if isinstance(dim, tvm.tirx.IntImm):
+                    size *= int(dim)
+            total += size * tvm.DataType(param.dtype).bits // 8
+    return total
 
 
 @dataclass(frozen=True)
@@ -74,7 +115,7 @@ def import_model(model: ModelParams) -> tuple[Any, list[ModelInput]]:
 
 
 def model_tasks(mod: Any, target: dict[str, Any]) -> list[ModelTask]:
-    """The model's tunable tasks, heaviest (FLOPs x weight) first.
+    """The model's tunable tasks, heaviest (:attr:`ModelTask.cost`) first.
 
     Args:
         mod: the model's Relax module (:func:`farm.jobs.model.relax_module`).
@@ -91,8 +132,8 @@ def model_tasks(mod: Any, target: dict[str, Any]) -> list[ModelTask]:
     with tvm.transform.PassContext(opt_level=3):
         fused = tunable_module(mod, target_obj)
     tasks = [ModelTask(str(t.task_name), int(t.weight), float(estimate_tir_flops(t.dispatched[0])),
-                       t) for t in extract_tasks(fused, target_obj)]
-    return sorted(tasks, key=lambda t: -t.flop * t.weight)
+                       t, argument_bytes(t.dispatched[0])) for t in extract_tasks(fused, target_obj)]
+    return sorted(tasks, key=lambda t: -t.cost)
 
 
 def _task_workload(task: ModelTask, params: TuneParams) -> tuple[int, str]:
@@ -128,7 +169,7 @@ def plan_tasks(mod: Any, target: dict[str, Any], params: TuneParams) -> tuple[li
         CompileError: a task's workload is missing from the database once committed.
     """
     tasks = model_tasks(mod, target)[: params.max_tasks]
-    plan, batch = plan_trials([t.flop * t.weight for t in tasks], params.trials,
+    plan, batch = plan_trials([t.cost for t in tasks], params.trials,
                               params.trials_per_iter, params.trials_per_task)
     planned = []
     for t, n in zip(tasks, plan, strict=True):

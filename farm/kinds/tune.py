@@ -64,8 +64,9 @@ class TuneParams(Strict):
     """MetaSchedule tuning of exactly one workload: ``gemm``, or ``model``'s tasks.
 
     ``trials_per_task`` and ``max_tasks`` cap a model's work: ``trials`` is
-    shared over its ``max_tasks`` heaviest tasks by their share of the model's
-    FLOPs, one batch each at least, at most ``trials_per_task`` each
+    shared over its ``max_tasks`` heaviest tasks by their estimated share of
+    the model's time (FLOPs or bytes moved, a roofline), a small floor each,
+    at most ``trials_per_task`` each
     (:func:`farm.jobs.tune_search.plan_trials`). ``for_s`` bounds a model's
     tuning by time as well (seconds over all attempts). Unset, ``trials`` and
     ``for_s`` come from the config (``[jobs]`` ``tune_model_trials``,

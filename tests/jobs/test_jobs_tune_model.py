@@ -62,7 +62,7 @@ class TestTasks:
         assert [i.name for i in inputs] == ["x"]
         assert len(tasks) >= 3
         assert all("conv2d" in t.name for t in tasks[:2])
-        costs = [t.flop * t.weight for t in tasks]
+        costs = [t.cost for t in tasks]
         assert costs == sorted(costs, reverse=True)
 
 

@@ -20,12 +20,26 @@ class TestPlan:
         assert plan[0] > plan[1] >= 8
         assert plan == [8 + 63, 8 + 21]
 
-    def test_every_task_gets_its_first_batch(self) -> None:
-        """A task of negligible cost still gets one batch; the batch shrinks to fit them all."""
+    def test_every_task_gets_a_floor_of_at_most_a_quarter_of_the_budget(self) -> None:
+        """A task of negligible cost still gets trials, a batch where a quarter of the budget
+        holds a batch each, fewer where it does not; the rest goes by cost."""
         plan, batch = plan_trials([1e9, 1.0, 0.0], 30, 16)
-        assert batch == 10 and plan == [10, 10, 10]
+        assert plan == [26, 2, 2] and batch == 16
         plan, batch = plan_trials([1e9, 1.0, 0.0], 100, 16)
-        assert batch == 16 and min(plan) == 16 and sum(plan) == 100
+        assert plan == [84, 8, 8] and batch == 16
+        plan, _ = plan_trials([1e9, 1.0, 0.0], 1000, 16)
+        assert plan[1:] == [16, 16]
+
+    def test_many_tasks_leave_most_trials_to_the_costly_ones(self) -> None:
+        """MobileNetV3-small's 53 tasks and 1,000 trials in batches of 32: the floors take a
+        fifth of the budget (a batch of 18 each took 954 trials), the rest goes by cost: a
+        task of 10x another's cost gets 10x its trials beyond the floor."""
+        costs = [10.0] * 3 + [1.0] * 50
+        plan, batch = plan_trials(costs, 1000, 32)
+        assert sum(plan) == 1000 and batch == 32
+        floor = 1000 // (4 * 53)
+        assert min(plan) >= floor == 4
+        assert abs((plan[0] - floor) - 10 * (plan[3] - floor)) <= 10, plan
 
     def test_tiny_budget_keeps_the_heaviest_tasks(self) -> None:
         """2 trials over 4 tasks: one trial each to the two heaviest, none to the rest."""
