@@ -765,7 +765,7 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         return Settings.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
-        key = ".".join(str(part) for part in error["loc"]) or "config"
+        key = ".".join(str(part) for part in error["loc"])
         reason = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             reason = "unknown setting"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -66,9 +67,9 @@ class TestPoolConfig:
         config.write_text(f'[pool]\nkey = "{key}"\n\n'
                           '[[boards]]\nname = "rk3588"\nhost = "10.0.0.5"\nuser = "farm"\n',
                           encoding="utf-8")
-        with pytest.raises(ConfigError, match=f"pool key '{key}' is reserved: {why}") as info:
+        with pytest.raises(ConfigError) as info:
             load_config(config, env={})
-        assert "\n" not in str(info.value).strip()
+        assert re.fullmatch(f"config: pool key '{key}' is reserved: {why}[^\n]*", str(info.value))
 
     def test_other_pool_keys_stay_allowed(self) -> None:
         """A key that only looks alike (no job id, not a device's) is still a pool key."""
