@@ -35,6 +35,14 @@ LIMIT = click.IntRange(1, DB_INT_MAX)
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
+def _shown(seconds: float) -> str:
+    """``seconds`` in the largest unit that holds it whole: 604800 -> ``7d``, 90 -> ``90s``."""
+    for unit, unit_s in sorted(_UNIT_S.items(), key=lambda item: -item[1]):
+        if seconds >= unit_s and float(seconds / unit_s).is_integer():
+            return f"{seconds / unit_s:g}{unit}"
+    return f"{seconds:g}s"
+
+
 class Seconds(click.ParamType[float]):
     """A finite duration in seconds within ``[min_s, max_s]``; refuses ``nan`` and ``inf``.
 
@@ -70,6 +78,6 @@ class Seconds(click.ParamType[float]):
         low = "<" if self.min_open else "<="
         too_low = seconds <= self.min_s if self.min_open else seconds < self.min_s
         if not math.isfinite(seconds) or too_low or seconds > self.max_s:
-            self.fail(f"{value} is not in the range {self.min_s:g}{low}x<={self.max_s:g} seconds",
-                      param, ctx)
+            self.fail(f"{value} is not in the range {_shown(self.min_s)}{low}x<="
+                      f"{_shown(self.max_s)}", param, ctx)
         return seconds

@@ -51,6 +51,7 @@ error that names the key instead of a setting silently left at its default.
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -63,6 +64,9 @@ from farm.envvars import ENV_PATH, ENV_PREFIX  # noqa: F401 (read here by the te
 from farm.errors import ConfigError
 
 DATABASE_NAME = "farm.db"
+#: A tuning job's tracker key, any kind or kinds (``farm.tvm.keys.job_key``, which
+#: config, on the same floor, may not import): reserved, never a pool key.
+_JOB_KEY = re.compile(r"[A-Za-z0-9-]+-job-[0-9]+")
 
 
 def default_database_url(data_dir: Path) -> str:
@@ -689,10 +693,27 @@ class Settings(_Frozen):
 
     @model_validator(mode="after")
     def _pool_key_apart(self) -> Settings:
+        """No pool key may be a key farm's own devices or jobs serve.
+
+        Phones serve ``<tracker.key>-<serial>``; a tuning job's devices
+        ``<kind>-job-<id>`` (``farm.tvm.keys.job_key``: ``gpu-job-3``,
+        ``board-job-3``, ``board-gpu-job-3`` for several kinds); a board
+        ``board-<name>`` or its ``tracker_key``; a GPU ``<gpu.key_prefix>-<8 hex
+        digits>``. An idle phone offered under such a key would answer a
+        request meant for a job's or another device's session.
+        """
+        boards = {board.tracker_key or f"board-{board.name}" for board in self.boards}
+        gpu = re.compile(rf"{re.escape(self.gpu.key_prefix)}-[0-9a-f]{{8}}")
         for key in [*self.pool.keys, *([self.pool.key] if self.pool.key else [])]:
             if key.startswith(f"{self.tracker.key}-"):
                 raise ValueError(f"pool key {key!r} must not start with {self.tracker.key!r}-: "
                                  "farm's own phone and job keys do")
+            if _JOB_KEY.fullmatch(key):
+                raise ValueError(f"pool key {key!r} is reserved: farm's tuning jobs serve "
+                                 "<kind>-job-<id> keys")
+            if key in boards or gpu.fullmatch(key):
+                raise ValueError(f"pool key {key!r} is reserved: a board or GPU of this farm "
+                                 "registers under it")
         return self
 
     @model_validator(mode="before")
@@ -744,7 +765,7 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         return Settings.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
-        key = ".".join(str(part) for part in error["loc"]) or "config"
+        key = ".".join(str(part) for part in error["loc"])
         reason = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             reason = "unknown setting"

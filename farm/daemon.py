@@ -25,6 +25,9 @@ first ends whatever its predecessor's ``farmd.json`` still names
 (:func:`farm.runner.pidfile.adopt_predecessor`), then reclaims the attempts its
 predecessor on this host left running (``Store.reclaim``) without charging their
 jobs a try, so they start again at once instead of after their leases.
+The adb server is the one exception: ``adb start-server`` daemonizes it, and
+phones stay connected through a farmd restart only if it keeps running; the new
+farmd owns it again (:mod:`farm.adb.owner`), so its stop ends it.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from farm import backoff, logs, privacy
 from farm.adb import Adb, AdbServer, DeviceTracker
+from farm.adb.owner import adopt_adb_server, forget_adb_server, record_adb_server
 from farm.aio import LoopThread
 from farm.api.local import ListingServer
 from farm.click_types import CONTEXT_SETTINGS
@@ -149,7 +153,11 @@ class Farmd:
         self._register_host()
         self._reclaim()
         self.adb_server = AdbServer(port=s.adb.port, binary=s.adb.binary)
-        self._owns_adb_server = self.adb_server.ensure_running()
+        # A server a killed farmd of this data folder started is ours again (farm.adb.owner).
+        adopted = adopt_adb_server(self.data_dir, self.adb_server)
+        self._owns_adb_server = self.adb_server.ensure_running() or adopted
+        if self._owns_adb_server:
+            record_adb_server(self.data_dir, self.adb_server)
         self._stops.append(self._stop_adb_server)
         self.adb = Adb(self.adb_server)
         self._start_tracker()
@@ -389,6 +397,7 @@ class Farmd:
             log.warning("adb_server_down", adb_port=self.adb_server.port)
             if self.adb_server.ensure_running():
                 self._owns_adb_server = True
+                record_adb_server(self.data_dir, self.adb_server)
             log.info("adb_server_restarted", adb_port=self.adb_server.port)
         self._reconnect_tcp_phones()
         self._watch_tracker()
@@ -516,10 +525,13 @@ class Farmd:
         """End the adb server if this farmd started it (``adb start-server`` daemonizes it).
 
         A server that was already serving the port when farmd started is
-        someone else's (a person's ``adb``, another tool) and is left running.
+        someone else's (a person's ``adb``, another tool) and is left running,
+        unless a killed farmd of this data folder had started it
+        (:func:`farm.adb.owner.adopt_adb_server`).
         """
         if self._owns_adb_server:
             self.adb_server.kill()
+            forget_adb_server(self.data_dir)
             log.info("adb_server_stopped", adb_port=self.adb_server.port)
 
     def stop(self) -> None:

@@ -79,7 +79,8 @@ class ConfigError(UserFault):
     def __init__(self, key: str, reason: str) -> None:
         self.key = key
         self.reason = reason
-        super().__init__(f"config {key}: {reason}")
+        # A rule across sections (a model validator) has no key of its own.
+        super().__init__(f"config {key}: {reason}" if key else f"config: {reason}")
 
 
 class ApkError(UserFault):

@@ -93,8 +93,11 @@ def reserve(state: CliState, serial: str | None, abi: str | None, soc: str | Non
     if seconds > limit_s:
         raise SpecError("--for", f"at most {limit_s:g} s (reservations.max_for_s)")
     picked = any(v is not None for v in (abi, soc, gpu, sdk_min))
-    if (serial is None) == (not picked):
-        raise UserFault("give a SERIAL or a selection (--abi/--soc/--gpu/--sdk-min), not both")
+    if serial is not None and picked:
+        raise UserFault(f"{serial}: give a SERIAL or a selection (--abi/--soc/--gpu/--sdk-min), "
+                        "not both")
+    if serial is None and not picked:
+        raise UserFault("give a SERIAL or a selection (--abi/--soc/--gpu/--sdk-min) to reserve")
     selection = None if serial is not None else DeviceSelection(abi=abi, soc=soc, gpu=gpu,
                                                                 sdk_min=sdk_min)
     # Through --server the token's owner reserves; --owner names owners locally.

@@ -97,6 +97,8 @@ def check_onnx(data: bytes | Path, name: str, field: str) -> None:
     import onnx
     from google.protobuf.message import Error as ProtobufError  # type: ignore[import-untyped]
 
+    if (data.stat().st_size if isinstance(data, Path) else len(data)) == 0:
+        raise SpecError(field, f"not an ONNX model: {name} is empty")
     try:
         onnx.checker.check_model(str(data) if isinstance(data, Path)
                                  else onnx.load_model_from_string(data))
@@ -145,6 +147,8 @@ def store_model(src: Path, store: BlobOps, now: datetime, field: str = "params.p
     """
     try:
         src = Path(src).expanduser()
+        if src.is_dir():
+            raise SpecError(field, f"{str(src)!r} is a folder, not an ONNX file")
         if not src.is_file():
             raise SpecError(field, f"no such file: {str(src)!r}")
         data = src.read_bytes()

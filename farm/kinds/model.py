@@ -266,11 +266,18 @@ def shown_name(model: Mapping[str, Any]) -> str:
     return f"{model.get('sha256') or '?'}.onnx"
 
 
-def parse_input_shape(values: tuple[str, ...]) -> dict[str, list[int]] | None:
+def parse_input_shape(values: tuple[str, ...], field: str = "params.input_shapes"
+                      ) -> dict[str, list[int]] | None:
     """``("data=1,3,224,224",)`` -> ``{"data": [1, 3, 224, 224]}``.
 
+    Args:
+        values: the ``--input-shape`` flags, in order.
+        field: the spec field they set, for errors (``params.model.input_shapes``
+            for a tune job).
+
     Raises:
-        SpecError: a value is not ``NAME=D1,D2,...`` with integer dimensions.
+        SpecError: a value is not ``NAME=D1,D2,...`` with integer dimensions,
+            or names an input a second time.
     """
     if not values:
         return None
@@ -280,9 +287,12 @@ def parse_input_shape(values: tuple[str, ...]) -> dict[str, list[int]] | None:
         try:
             if not sep or not name:
                 raise ValueError
-            shapes[name] = [int(d) for d in dims.split(",")]
+            dims_list = [int(d) for d in dims.split(",")]
         except ValueError:
-            raise SpecError("params.input_shapes", f"{value!r} is not NAME=D1,D2,...") from None
+            raise SpecError(field, f"{value!r} is not NAME=D1,D2,...") from None
+        if name in shapes:
+            raise SpecError(field, f"input {name!r} given twice")
+        shapes[name] = dims_list
     return shapes
 
 

@@ -261,15 +261,25 @@ _MODEL_FLAGS = {"path": "--model", "input_shapes": "--input-shape", "target": "-
 
 
 def _params(values: dict[str, Any]) -> dict[str, Any]:
-    """The flags -> ``params``: a model when ``--model`` is given, else the gemm."""
+    """The flags -> ``params``: a model when ``--model`` is given, else the gemm.
+
+    Raises:
+        SpecError: gemm flags given with ``--model`` (naming them), or a
+            malformed ``--input-shape``.
+    """
     common = {name: values[name] for name in _FLAGS}
     if values["path"] is None:
         return {"gemm": {name: values[name] for name in GEMM_FLAGS}, **common}
-    gemm = {name: values[name] for name in GEMM_FLAGS if name != "target"}
-    model = {"path": values["path"], "input_shapes": parse_input_shape(values["input_shapes"]),
+    if given := [flag for name, flag in GEMM_FLAGS.items()
+                 if name != "target" and values[name] is not None]:
+        # Two workloads: said in the words of the flags, not the spec's params.gemm.
+        raise SpecError("params.model.path",
+                        f"{' '.join(given)} set a gemm to tune: give them or --model, not both")
+    model = {"path": values["path"],
+             "input_shapes": parse_input_shape(values["input_shapes"],
+                                               "params.model.input_shapes"),
              "target": values["target"]}
-    # A gemm flag given with --model makes two workloads, which the spec refuses.
-    return {"model": model, **({"gemm": gemm} if any(gemm.values()) else {}), **common}
+    return {"model": model, **common}
 
 KIND = Kind(
     name="tune",

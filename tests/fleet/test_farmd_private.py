@@ -15,11 +15,12 @@ from pathlib import Path
 import psutil
 import pytest
 
+from farm.adb.owner import ADB_PIDFILE_NAME
 from farm.adb.server import AdbServer
 from farm.api.local import LISTING_SOCKET
 from farm.clock import wait_until
 from farm.netaddr import free_port
-from farm.runner.pidfile import PIDFILE_NAME
+from farm.runner.pidfile import PIDFILE_NAME, farmd_status
 
 pytestmark = pytest.mark.fleet
 
@@ -39,45 +40,53 @@ def _listener_pid(port: int) -> int | None:
     return None
 
 
-@pytest.fixture
-def farmd(tmp_path: Path) -> Iterator[tuple[Path, int, int]]:
-    """A real farmd process (no phones) under umask 022; yields (data_dir, pid, adb_port).
+class FarmdRuns:
+    """Real farmd processes (no phones) of one config, each under umask 022.
 
-    farmd starts its adb server with ``adb start-server`` (a daemon, not its
-    child) and ends it when it stops; the fixture ends it too, in case a test failed.
+    Attributes:
+        data_dir: their data folder.
+        adb_port: the port of the adb server farmd starts.
     """
-    data_dir = tmp_path / "data"
-    data_dir.mkdir(mode=0o755)  # as an older farm left it
-    data_dir.chmod(0o755)
-    adb_port = free_port()
-    config = tmp_path / "farm.toml"
-    config.write_text(
-        f'data_dir = "{data_dir}"\n[adb]\nport = {adb_port}\n'
-        f"[tracker]\nport = {free_port()}\n[metrics]\nenabled = false\n"
-        "[api]\nenabled = false\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FARM_")}
-    env.update(HOME=str(tmp_path / "home"), ADB_USB="0", ADB_EMU="0")
-    (tmp_path / "home").mkdir()
-    argv = [sys.executable, "-c", "from farm.daemon import main; main()", "--config", str(config)]
-    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True,
-                            preexec_fn=lambda: os.umask(0o022))  # noqa: PLW1509 (no threads yet)
-    adb = AdbServer(port=adb_port)
-    try:
-        yield data_dir, proc.pid, adb_port
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(STOP_DEADLINE_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
-        server_pid = _listener_pid(adb_port)
-        subprocess.run(adb.argv("kill-server"), env=env, capture_output=True, timeout=30,
-                       check=False)
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.data_dir = tmp_path / "data"
+        self.data_dir.mkdir(mode=0o755)  # as an older farm left it
+        self.data_dir.chmod(0o755)
+        self.adb_port = free_port()
+        self.config = tmp_path / "farm.toml"
+        self.config.write_text(
+            f'data_dir = "{self.data_dir}"\n[adb]\nport = {self.adb_port}\n'
+            f"[tracker]\nport = {free_port()}\n[metrics]\nenabled = false\n"
+            "[api]\nenabled = false\n")
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("FARM_")}
+        self.env.update(HOME=str(tmp_path / "home"), ADB_USB="0", ADB_EMU="0")
+        (tmp_path / "home").mkdir()
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> int:
+        """Start one farmd; returns its pid."""
+        argv = [sys.executable, "-c", "from farm.daemon import main; main()",
+                "--config", str(self.config)]
+        proc = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True,
+                                preexec_fn=lambda: os.umask(0o022))  # noqa: PLW1509 (no threads yet)
+        self.processes.append(proc)
+        return proc.pid
+
+    def close(self) -> None:
+        """End every farmd started and the adb server on the port, in case a test failed."""
+        for proc in self.processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(STOP_DEADLINE_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        server_pid = _listener_pid(self.adb_port)
+        subprocess.run(AdbServer(port=self.adb_port).argv("kill-server"), env=self.env,
+                       capture_output=True, timeout=30, check=False)
         if server_pid is not None:
             with contextlib.suppress(psutil.NoSuchProcess):
                 server = psutil.Process(server_pid)
@@ -86,9 +95,31 @@ def farmd(tmp_path: Path) -> Iterator[tuple[Path, int, int]]:
                     process.kill()
 
 
+@pytest.fixture
+def farmd_runs(tmp_path: Path) -> Iterator[FarmdRuns]:
+    """:class:`FarmdRuns` of this test, all ended after it."""
+    runs = FarmdRuns(tmp_path)
+    try:
+        yield runs
+    finally:
+        runs.close()
+
+
+@pytest.fixture
+def farmd(farmd_runs: FarmdRuns) -> tuple[Path, int, int]:
+    """A real farmd process (no phones) under umask 022; (data_dir, pid, adb_port).
+
+    farmd starts its adb server with ``adb start-server`` (a daemon, not its
+    child) and ends it when it stops; the fixture ends it too, in case a test failed.
+    """
+    return farmd_runs.data_dir, farmd_runs.start(), farmd_runs.adb_port
+
+
 def _started(data_dir: Path, pid: int) -> bool:
     if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
         raise AssertionError("farmd exited during start")
+    if farmd_status(data_dir).pid != pid:
+        return False  # farmd.json still names a killed predecessor
     return all((data_dir / name).is_file()
                for name in (PIDFILE_NAME, "farm.db", "runs/settings.json", "tracker.log"))
 
@@ -123,3 +154,28 @@ class TestFarmdPrivacy:
         os.kill(pid, signal.SIGTERM)
         gone, _ = psutil.wait_procs([server], timeout=STOP_DEADLINE_S)
         assert gone, f"adb server {server.pid} on port {adb_port} outlived farmd"
+
+
+class TestFarmdKilledAdbServer:
+    def test_next_farmd_owns_the_adb_server_a_killed_one_started(
+        self, farmd_runs: FarmdRuns
+    ) -> None:
+        """kill -9 of farmd leaves its adb server running (a daemon, phones stay connected);
+        the next farmd of the data folder owns it again, so its SIGTERM ends it."""
+        data_dir = farmd_runs.data_dir
+        first = farmd_runs.start()
+        wait_until(lambda: _started(data_dir, first), START_DEADLINE_S, "first farmd started")
+        server_pid = wait_until(lambda: _listener_pid(farmd_runs.adb_port), START_DEADLINE_S,
+                                "adb server listening")
+        assert (data_dir / ADB_PIDFILE_NAME).is_file()
+        os.kill(first, signal.SIGKILL)  # farmd alone, not its group
+        server = psutil.Process(int(server_pid))  # type: ignore[arg-type]
+        assert server.is_running()
+
+        second = farmd_runs.start()
+        wait_until(lambda: _started(data_dir, second), START_DEADLINE_S, "second farmd started")
+        assert _listener_pid(farmd_runs.adb_port) == server.pid  # reused, not started again
+        os.kill(second, signal.SIGTERM)
+        gone, _ = psutil.wait_procs([server], timeout=STOP_DEADLINE_S)
+        assert gone, f"adb server {server.pid} a killed farmd started outlived the next farmd"
+        assert not (data_dir / ADB_PIDFILE_NAME).exists()

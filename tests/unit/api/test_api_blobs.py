@@ -43,11 +43,15 @@ class TestUpload:
         assert queued.status_code == 201, queued.text
         assert queued.json()["jobs"][0]["owner"] == "alice"
 
-    def test_not_onnx_is_refused(self, api: Api) -> None:
-        """Bytes that are no ONNX model are a 400 naming the file; nothing is stored."""
-        response = _upload(api, b"not a model", "x.onnx")
+    @pytest.mark.parametrize(("body", "reason"), [
+        (b"not a model", "not an ONNX model: x.onnx: "),
+        (b"", "not an ONNX model: x.onnx is empty"),
+    ])
+    def test_not_onnx_is_refused(self, api: Api, body: bytes, reason: str) -> None:
+        """Bytes that are no ONNX model (none at all too) are a 400 naming the file."""
+        response = _upload(api, body, "x.onnx")
         assert response.status_code == 400  # type: ignore[attr-defined]
-        assert "not an ONNX model: x.onnx" in response.json()["error"]  # type: ignore[attr-defined]
+        assert reason in response.json()["error"]  # type: ignore[attr-defined]
 
     def test_unknown_blob_is_refused(self, api: Api) -> None:
         """A spec naming a sha256 nobody uploaded is refused at enqueue."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, cast
 from urllib.parse import quote
@@ -69,3 +70,44 @@ def test_hostile_values_never_answer_500(api: Api, method: str, template: str,
 
     check()
     assert ROUTES, "the routes were found"
+
+
+#: JSON a careless or hostile client posts: any shape, specs of every kind with junk params.
+_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
+              st.floats(), st.text(max_size=20),
+              st.sampled_from(["gemm", "model", "tune", "gpu", "\x00", "9999-12-31T23:59:59-05:00",
+                               "0" * 64, "a" * 300])),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["kind", "params", "n", "model", "gemm", "sha256", "name",
+                                         "devices", "serials", "count", "not_before", "for_s",
+                                         "input_shapes", "trials", "serial", "sdk_min", "x"]),
+                        inner, max_size=4)),
+    max_leaves=10)
+_BODIES = [
+    ("/api/v1/jobs", st.one_of(_JSON, st.fixed_dictionaries(
+        {"spec": st.fixed_dictionaries({"kind": st.sampled_from(["gemm", "model", "tune"]),
+                                        "params": _JSON}, optional={"devices": _JSON})},
+        optional={"each": _JSON, "wait_for_device": _JSON}))),
+    ("/api/v1/reservations", st.one_of(_JSON, st.fixed_dictionaries(
+        {"for_s": _JSON}, optional={"serial": _JSON, "abi": _JSON, "sdk_min": _JSON}))),
+]
+
+
+@pytest.mark.parametrize(("path", "bodies"), _BODIES, ids=[path for path, _ in _BODIES])
+def test_hostile_bodies_never_answer_500(api: Api, path: str, bodies: Any) -> None:
+    """Any JSON posted to the routes that take a body (NaN and 2**70 included) is refused
+    with a 4xx or stored, never a 500."""
+    client = TestClient(api.client.app, raise_server_exceptions=False)
+
+    @settings(max_examples=60, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(body=bodies, operator=st.booleans())
+    def check(body: Any, operator: bool) -> None:
+        headers = {**api.auth(api.operator if operator else api.alice),
+                   "content-type": "application/json"}
+        response = client.post(path, content=json.dumps(body), headers=headers)
+        assert response.status_code < 500, (path, body, response.text[:300])
+
+    check()

@@ -56,6 +56,22 @@ class TestReserve:
         result = farmctl("reserve", "R1", "--soc", "sm8150", "--owner", "a")
         assert result.exit_code == 2 and "not both" in result.stderr
 
+    def test_for_out_of_range_names_the_bounds_in_units(self, farmctl: Farmctl,
+                                                        phones: Store) -> None:
+        """--for past the type's bound shows the bounds as a user writes them (366d, not 3e+07)."""
+        result = farmctl("reserve", "R1", "--for", "400d", "--owner", "a")
+        assert result.exit_code == 2
+        assert "Error: Invalid value for '--for': 400d is not in the range 0s<x<=366d\n" \
+            in result.stderr
+
+    def test_neither_serial_nor_selection_is_refused_as_such(self, farmctl: Farmctl,
+                                                             phones: Store) -> None:
+        """No serial and no selection says what is missing (it said 'not both')."""
+        result = farmctl("reserve", "--for", "1h", "--owner", "a")
+        assert result.exit_code == 2
+        assert result.stderr == ("Error: give a SERIAL or a selection "
+                                 "(--abi/--soc/--gpu/--sdk-min) to reserve\n")
+
     def test_longer_than_the_limit_is_refused(self, farmctl: Farmctl, phones: Store) -> None:
         """--for beyond reservations.max_for_s is refused."""
         result = farmctl("reserve", "R1", "--for", "30d", "--owner", "a")

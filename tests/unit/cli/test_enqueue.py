@@ -37,6 +37,12 @@ def _npz(name: str, **arrays: np.ndarray) -> str:
     return str(path)
 
 
+#: An empty file and a folder, each named like a model.
+_EMPTY = Path(_MODEL_DIR.name) / "empty.onnx"
+_EMPTY.write_bytes(b"")
+_FOLDER = Path(_MODEL_DIR.name) / "folder.onnx"
+_FOLDER.mkdir()
+
 #: small_cnn takes x: float32[1, 3, 16, 16].
 _INPUTS = _npz("inputs.npz", x=np.ones((1, 3, 16, 16), "float32"))
 
@@ -127,6 +133,17 @@ class TestEnqueue:
             (["model", "--model", _MODEL, "--inputs", _MODEL],
              "--inputs: small_cnn.onnx is not a numpy .npz archive"),
             (["model", "--model", _MODEL, "--inputs", "/no/such.npz"], "--inputs: cannot read"),
+            (["model", "--model", str(_EMPTY)], "--model: not an ONNX model: empty.onnx is empty"),
+            (["tune", "--model", str(_EMPTY)], "--model: not an ONNX model: empty.onnx is empty"),
+            (["model", "--model", str(_FOLDER)], f"--model: {str(_FOLDER)!r} is a folder"),
+            (["model", "--model", _MODEL, "--input-shape", "x=1,3,16,16", "--input-shape",
+              "x=2,3,16,16"], "--input-shape: input 'x' given twice"),
+            (["tune", "--model", _MODEL, "--input-shape", "x=1,,3"],
+             "--input-shape: 'x=1,,3' is not NAME=D1,D2,..."),
+            (["tune", "--n", "64", "--model", _MODEL],
+             "--model: --n set a gemm to tune: give them or --model, not both"),
+            (["tune", "--n", "64", "--trials", "0"], "--trials: "),
+            (["tune", "--model", _MODEL, "--trials", "-3"], "--trials: "),
             (["tune"], "--n is required"),
             (["tune", "--n", "64", "--trials", "99999999999999"], "--trials: "),
             (["tune", "--n", "64", "--trials", "4", "--trials-per-batch", "8"],

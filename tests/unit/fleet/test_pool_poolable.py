@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +53,25 @@ class TestPoolConfig:
         """A pool key that could equal a phone or job key is a config error naming the rule."""
         with pytest.raises(ConfigError, match="must not start with"):
             load_config(None, env={"FARM_POOL__KEY": "android-job-1"})
+
+    @pytest.mark.parametrize(("key", "why"), [
+        ("gpu-job-3", "farm.s tuning jobs"), ("board-job-12", "farm.s tuning jobs"),
+        ("board-gpu-job-4", "farm.s tuning jobs"), ("board-rk3588", "a board or GPU"),
+        ("gpu-5c3f6d1e", "a board or GPU"),
+    ])
+    def test_pool_key_of_another_kinds_job_or_device_is_refused(
+        self, key: str, why: str, tmp_path: Path
+    ) -> None:
+        """Job keys of every kind, board and GPU device keys are reserved: one line naming it."""
+        config = tmp_path / "farm.toml"
+        config.write_text(f'[pool]\nkey = "{key}"\n\n'
+                          '[[boards]]\nname = "rk3588"\nhost = "10.0.0.5"\nuser = "farm"\n',
+                          encoding="utf-8")
+        with pytest.raises(ConfigError) as info:
+            load_config(config, env={})
+        assert re.fullmatch(f"config: pool key '{key}' is reserved: {why}[^\n]*", str(info.value))
+
+    def test_other_pool_keys_stay_allowed(self) -> None:
+        """A key that only looks alike (no job id, not a device's) is still a pool key."""
+        settings = Settings.model_validate({"pool": {"keys": {"gpu-fast": {}, "job-3x": {}}}})
+        assert set(settings.pool.keys) == {"gpu-fast", "job-3x"}
