@@ -237,6 +237,7 @@ class Dispatcher:
             report.held_back = self._held_back_now()
             if report.held_back is None:
                 self._start_new(now, report)
+            if report.held_back is None:  # _start_new's second look may hold back too
                 self._start_helpers(now, report)
             self._keep_zygote()
         self._ticks += 1
