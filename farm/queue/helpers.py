@@ -34,7 +34,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import exists, or_, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from farm.queue import transitions
@@ -134,20 +133,9 @@ def claim_helper(session: Session, job_id: int, host: str, lease_s: float,
     attempt = Attempt(job_id=job.id, serials=serials, state=AttemptState.RUNNING,
                       lease_s=lease_s, lease_expires_at=now + timedelta(seconds=lease_s),
                       heartbeat_at=now, started_at=now, host=host, helper=True)
-    try:
-        with session.begin_nested():
-            session.add(attempt)
-            session.flush()
-            transitions.hold(session, attempt.id, serials, now)
-    except IntegrityError:
-        transitions.note(session, "claim_refused", job_id=job.id, serials=serials,
-                         reason="a phone is still held by another attempt")
+    if not transitions.start_holding(session, attempt, devices,
+                                     f"job {job.id} helper attempt", now):
         return None
-    for device in devices:
-        transitions.set_state(session, device, DeviceState.BUSY,
-                              f"job {job.id} helper attempt {attempt.id}", now)
-        device.attempt_id = attempt.id
-    session.flush()
     transitions.note(session, "helper_attempt_started", job_id=job.id, attempt=attempt.id,
                      serials=serials, host=host, device_model=model)
     return Claim(JobView.of(job), AttemptView.of(attempt))

@@ -20,7 +20,6 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from sqlalchemy import exists, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from farm import backoff
@@ -125,23 +124,11 @@ def claim_one(
         started_at=now,
         host=host,
     )
-    try:
-        with session.begin_nested():
-            session.add(attempt)
-            session.flush()
-            transitions.hold(session, attempt.id, serials, now)
-    except IntegrityError:
-        transitions.note(session, "claim_refused", job_id=job.id, serials=serials,
-                         reason="a phone is still held by another attempt")
+    if not transitions.start_holding(session, attempt, devices, f"job {job.id} attempt", now):
         return None
     job.state = JobState.RUNNING
     job.attempts_made += 1
     job.retry_at = None
-    for device in devices:
-        transitions.set_state(
-            session, device, DeviceState.BUSY, f"job {job.id} attempt {attempt.id}", now
-        )
-        device.attempt_id = attempt.id
     session.flush()
     transitions.note(
         session,
