@@ -11,6 +11,11 @@ rows (:mod:`farm.queue.task_work`):
 * after every measured batch (``update_task``) each task's trials and best
   run time go to its row, so the API, the dashboard and ``farmctl job`` read
   them on any host (:func:`job_progress`);
+* ``tune_model`` tunes only the tasks whose rows the attempt holds
+  (``tasks_to_tune``): the job's main attempt claims about half of them when
+  another host may start a helper attempt (:mod:`farm.queue.helpers`), which
+  claims the rest; done with its own, the main attempt waits for the other
+  attempts' rows and takes over one whose holder stopped (``take_over``);
 * when ``tune_model`` starts its build (its ``"compiling"`` phase) the rows
   it still holds are closed (a time budget that ran out stops them too) and
   the job's one build is claimed: an attempt that cannot hold it raises
@@ -84,16 +89,23 @@ class TaskWorkProgress(TuneProgress):
         share: the job's main attempt claims only about half its tasks (the
             heaviest first), leaving the rest to a helper on another host that has
             idle phones of the model; False: it claims all.
-        poll_s: how often :meth:`take_over` reads the rows.
-        wait_s: how long :meth:`take_over` waits at most with no time budget.
+        poll_s: how often :meth:`take_over` reads the rows (None: ``jobs.tune_task_poll_s``).
+        wait_s: how long :meth:`take_over` waits at most with no time budget
+            (None: ``jobs.tune_lease_s``).
     """
 
     def __init__(self, work_dir: Path, store: Store, job_id: int, attempt_id: int,
                  host: str | None, clock: Clock | None = None, *, helper: bool = False,
-                 share: bool = False, poll_s: float = 5.0, wait_s: float = 3600.0) -> None:
+                 share: bool = False, poll_s: float | None = None,
+                 wait_s: float | None = None) -> None:
+        from farm.config import JobSettings
+
         super().__init__(work_dir, clock)
         self.store, self.job_id, self.attempt_id, self.host = store, job_id, attempt_id, host
-        self.helper, self.share, self.poll_s, self.wait_s = helper, share, poll_s, wait_s
+        self.helper, self.share = helper, share
+        defaults = JobSettings()
+        self.poll_s = defaults.tune_task_poll_s if poll_s is None else poll_s
+        self.wait_s = defaults.tune_lease_s if wait_s is None else wait_s
         self.builds = not helper
         self._shash: dict[str, str] = {}
         self._rows = False  # the rows were written and claimed: tune only those held
