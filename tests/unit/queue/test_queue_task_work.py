@@ -220,11 +220,13 @@ class TestTwoHostsShareTheTasks:
 
     def test_the_main_waits_for_a_live_helper_until_its_budget_is_spent(
             self, store: Store, tmp_path: Path) -> None:
-        """No budget left: one look, nothing taken; the row stays the live helper's. Once the
-        helper's task is done the main has nothing to take over and builds."""
+        """No budget left: one look, nothing taken; the row stays the live helper's and the
+        build refuses. Once the helper's task is done the main builds."""
         job_id, _, _, main, aid, _ = self.both(store, tmp_path, budget_s=0.0)
         assert main.take_over() == []
         assert [r.task for r in store.busy_task_work(job_id, main.attempt_id, T0)] == ["dense"]
+        with pytest.raises(BuildHeld, match="tasks left"):  # the job is tried again
+            main.set_phase(BUILD_PHASE)
         aid.update_task("dense", 2, 0.003)
         assert store.busy_task_work(job_id, main.attempt_id, T0) == []
         main.update_task("conv", 2, 0.002)
