@@ -100,6 +100,9 @@ def _print_summary(summary: dict[str, Any], wall_s: float) -> None:
         best_text = f"{best * 1e6:9.1f} us" if isinstance(best, float) and best < 1e9 else "  -"
         print(f"  task {task['name']:<32} {task['trials_measured']:>3}/{task['trials']:<3} "
               f"trials, best {best_text}")
+    print(f"  picks: {summary.get('picks_checked')} checked, {summary.get('picks_used')} used, "
+          f"{summary.get('picks_unchecked')} unchecked; best build: {summary.get('best_build')} "
+          f"({summary.get('best_note')})")
     for run in summary.get("runs", []):
         untuned_ms = spread(run["untuned_samples_s"]).median * 1e3
         tuned_ms = spread(run["tuned_samples_s"]).median * 1e3

@@ -235,8 +235,9 @@ def builder_and_runner(
         tracker: the tracker and the key the phones serve.
         linker: links each candidate's ``.so``.
         warm: one pool of build processes started now and kept for the whole
-            run (:func:`farm.jobs.tune_builder.warm_builder`), and each upload
-            timed into the work folder (:class:`farm.jobs.tune_rate.TimedUpload`);
+            run (:func:`farm.jobs.tune_builder.warm_builder`), and each session
+            and upload timed into the work folder (:class:`farm.jobs.tune_rate.TimedSession`,
+            :class:`farm.jobs.tune_rate.TimedUpload`);
             False: MetaSchedule's ``LocalBuilder`` (a fresh pool per batch).
 
     Returns:
@@ -245,7 +246,7 @@ def builder_and_runner(
     from tvm.s_tir import meta_schedule as ms
 
     from farm.jobs.tune_builder import warm_builder
-    from farm.jobs.tune_rate import UPLOADS_FILE, TimedUpload
+    from farm.jobs.tune_rate import UPLOADS_FILE, TimedSession, TimedUpload
 
     if warm:
         builder = warm_builder(params.builder_workers, params.builder_timeout_s,
@@ -261,6 +262,7 @@ def builder_and_runner(
     workload = params.model if params.model is not None else params.gemm
     threads = None if workload is None else ThreadPoolSession(
         workload.threads.affinity_mode, workload.threads.num_threads)
+    session = threads if not warm else TimedSession(str(params.work_dir / UPLOADS_FILE), threads)
     runner = ms.runner.RPCRunner(
         ms.runner.RPCConfig(
             tracker_host=tracker.host,
@@ -274,7 +276,7 @@ def builder_and_runner(
             min_repeat_ms=params.timing.min_repeat_ms,
         ),
         max_workers=params.runner_workers,
-        f_create_session=threads,
+        f_create_session=session,
         f_upload_module=upload,
     )
     return builder, runner

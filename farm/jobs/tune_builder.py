@@ -15,7 +15,9 @@ function, so candidates are built and exported exactly as LocalBuilder does.
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +41,10 @@ def _builder_class() -> type:
                      initializer: Callable[[], None], max_uses: int) -> None:
             super().__init__()
             self.f_export = f_export
+            self.workers = workers
+            #: Seconds per wave of ``workers`` candidates of the last build calls:
+            #: prices the picks' check (farm.jobs.tune_check_cost).
+            self.waves_s: list[float] = []
             self.timeout_s = timeout_s
             self.pool = PopenPoolExecutor(max_workers=workers, timeout=timeout_s,
                                           initializer=initializer,
@@ -47,6 +53,7 @@ def _builder_class() -> type:
                 self.pool.submit(_ready)
 
         def build(self, build_inputs: list[Any]) -> list[Any]:
+            started_s = time.monotonic()
             args = [(None, self.f_export, b.mod, b.target, _serialize_params(b.params))
                     for b in build_inputs]
             results = []
@@ -58,7 +65,19 @@ def _builder_class() -> type:
                         None, f"WarmBuilder: timeout, killed after {self.timeout_s} s"))
                 else:
                     results.append(BuilderResult(None, f"WarmBuilder: {done.value}"))
+            if build_inputs:  # one wave: as many candidates as processes, built at once
+                waves = math.ceil(len(build_inputs) / max(self.workers, 1))
+                self.waves_s = [*self.waves_s[-3:], (time.monotonic() - started_s) / waves]
             return results
+
+        @property
+        def wave_s(self) -> float | None:
+            """Seconds a wave of ``workers`` builds takes: the least of the last 4 calls'.
+
+            The first call waits for the processes' start (their imports, up to a
+            minute on a loaded host), which later waves do not pay.
+            """
+            return min(self.waves_s, default=None)
 
         def shutdown(self) -> None:
             """End the worker processes, on a thread of its own: the caller does not wait.

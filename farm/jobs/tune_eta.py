@@ -2,15 +2,15 @@
 
 A tuning run ends either when its trials are measured or when its time
 budget (``--for``) is spent, and then it checks its picks
-(:func:`farm.jobs.tune_run.check_reserve_s` is the time kept back for that).
+(:mod:`farm.jobs.tune_check_cost` prices the time kept back for that).
 Early in a run its measured rate is faster than later: the first round
 measures each task's default schedule, the first searches use small
 populations, and the XGBoost refits grow with the records. So:
 
 - the rate is that of the recent batches (:data:`RECENT_BATCHES`), never since
   the start;
-- with a time budget, the run is taken to end with the budget (less the
-  margin the search stops short by: :func:`budget_end_s`) unless the
+- with a time budget, the run is taken to end with the budget (less half
+  a batch, what it ends short by: :func:`budget_end_s`) unless the
   trials left at the recent rate end first by a wide margin
   (:data:`CLEAR_MARGIN`), since that rate will slow down;
 - without one, the trials left at the recent rate plus the picks' check.
@@ -59,25 +59,26 @@ def seconds_per_trial(measured_s: list[tuple[float, int]]) -> float | None:
     return (last[0] - first[0]) / (last[1] - first[1])
 
 
-def budget_end_s(budget_left_s: float, batch_s: float | None, reserve_s: float) -> float:
+def budget_end_s(budget_left_s: float, batch_s: float | None) -> float:
     """Seconds until a run with a time budget ends, its picks' check included.
 
-    The search sends no batch once less is left than a batch takes plus
-    the check's reserve (:meth:`farm.jobs.tune_progress.TuneProgress.expired`),
-    and what follows (the batch in flight, the check) is short against that
-    margin, since the reserve errs long: two ``--for 240`` runs of the small
-    CNN ended 62 s and 103 s before their budget (docs/benchmarks.md). So
-    the run is taken to end that margin before the budget's end. Never below 0 s.
+    The search sends no batch once less is left than a batch takes plus the
+    shortest check of the picks
+    (:meth:`farm.jobs.tune_progress.TuneProgress.expired`); the batch in
+    flight then ends and the check runs as many rounds as the rest holds
+    (:mod:`farm.jobs.tune_check_cost` prices them from this attempt's
+    measurements). What stays unused is less than a batch, and the stop falls
+    anywhere in the last batch's span, so the run is taken to end half a
+    batch before the budget's end. Never below 0 s.
 
     Args:
         budget_left_s: seconds of the budget left.
         batch_s: seconds a batch takes now; None: none measured yet.
-        reserve_s: seconds kept back for the picks' check.
 
-    >>> budget_end_s(200.0, 40.0, 20.0)
-    140.0
+    >>> budget_end_s(200.0, 40.0)
+    180.0
     """
-    return max(0.0, budget_left_s - (batch_s or 0.0) - reserve_s)
+    return max(0.0, budget_left_s - (batch_s or 0.0) / 2)
 
 
 def estimate_eta_s(trials_left: int, measured_s: list[tuple[float, int]],
@@ -97,8 +98,8 @@ def estimate_eta_s(trials_left: int, measured_s: list[tuple[float, int]],
 
     >>> estimate_eta_s(10, [(0.0, 0), (60.0, 2), (70.0, 4)], reserve_s=5.0)
     55.0
-    >>> estimate_eta_s(10, [(0.0, 0), (60.0, 2), (70.0, 4)], budget_left_s=100.0)
-    100.0
+    >>> estimate_eta_s(10, [(0.0, 0), (60.0, 2), (70.0, 4)], budget_left_s=100.0, batch_s=10.0)
+    95.0
     >>> estimate_eta_s(10, [(0.0, 0), (60.0, 2), (70.0, 4)], budget_left_s=200.0)
     50.0
     """
@@ -109,7 +110,7 @@ def estimate_eta_s(trials_left: int, measured_s: list[tuple[float, int]],
         trials_s = reserve_s
     if budget_left_s is None:
         return trials_s
-    end_s = budget_end_s(budget_left_s, batch_s, reserve_s)
+    end_s = budget_end_s(budget_left_s, batch_s)
     if trials_s is not None and (trials_s - reserve_s) * CLEAR_MARGIN + reserve_s <= end_s:
         return trials_s
     return min(end_s, trials_s) if trials_left <= 0 and trials_s is not None else end_s

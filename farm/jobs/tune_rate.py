@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,8 @@ from typing import Any
 from farm.jobs.params import TimingParams
 from farm.jobs.tune_records import FAILED_RUN_S, RECORDS_FILE
 
-__all__ = ["UPLOADS_FILE", "TimedUpload", "limit_per_phone_hour", "trial_busy_s",
-           "trials_per_phone_hour"]
+__all__ = ["UPLOADS_FILE", "TimedSession", "TimedUpload", "limit_per_phone_hour",
+           "run_overhead_s", "trial_busy_s", "trials_per_phone_hour"]
 
 UPLOADS_FILE = "farm_uploads.jsonl"
 
@@ -52,6 +53,33 @@ class TimedUpload:
         return module
 
 
+@dataclass(frozen=True)
+class TimedSession:
+    """MetaSchedule ``f_create_session`` that times each session's start (picklable).
+
+    A session per candidate (tracker request, connection, thread pool) is
+    overhead the picks' check pays per run as well
+    (:mod:`farm.jobs.tune_check_cost`); one line ``{"session_s": ...}`` per
+    session is appended to the uploads' log.
+
+    Attributes:
+        log_path: the JSON-lines file (:data:`UPLOADS_FILE`).
+        create: the session maker wrapped; None: MetaSchedule's default
+            (``rpc_config.connect_server()``).
+    """
+
+    log_path: str
+    create: Callable[[Any], Any] | None = None
+
+    def __call__(self, rpc_config: Any) -> Any:
+        """Open the session as ``create`` does; log the seconds it took."""
+        start = time.monotonic()
+        session = rpc_config.connect_server() if self.create is None else self.create(rpc_config)
+        with open(self.log_path, "a", encoding="utf-8") as log:
+            log.write(json.dumps({"session_s": time.monotonic() - start}) + "\n")
+        return session
+
+
 def trial_busy_s(run_secs: list[float], timing: TimingParams) -> float:
     """Seconds a phone spends timing one trial: ``repeat`` repeats of ``min_repeat_ms`` at least.
 
@@ -62,17 +90,35 @@ def trial_busy_s(run_secs: list[float], timing: TimingParams) -> float:
     return sum(max(s * timing.number, floor_s) for s in run_secs)
 
 
-def _upload_s(work_dir: Path) -> list[float]:
+def _upload_s(work_dir: Path, key: str = "upload_s") -> list[float]:
     path = work_dir / UPLOADS_FILE
     if not path.is_file():
         return []
     seconds = []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
-            seconds.append(float(json.loads(line)["upload_s"]))
+            seconds.append(float(json.loads(line)[key]))
         except (ValueError, KeyError, TypeError):
-            continue  # a line cut by a kill
+            continue  # a line cut by a kill, or one of the other key
     return seconds
+
+
+def run_overhead_s(work_dir: Path, recent: int = 32) -> float:
+    """Seconds a run on a phone costs beyond its timed repeats: a session and an upload.
+
+    The means of the last ``recent`` sessions' and uploads' seconds logged in
+    the work folder (:class:`TimedSession`, :class:`TimedUpload`); 0 s for
+    what none was logged of yet.
+
+    Args:
+        work_dir: the work folder.
+        recent: the last logged ones that count (the host's load changes).
+    """
+    total_s = 0.0
+    for key in ("session_s", "upload_s"):
+        seconds = _upload_s(work_dir, key)[-recent:]
+        total_s += sum(seconds) / len(seconds) if seconds else 0.0
+    return total_s
 
 
 def limit_per_phone_hour(work_dir: Path, timing: TimingParams) -> float | None:

@@ -119,6 +119,35 @@ def count_trials(work_dir: Path, workload_index: int | None = None) -> tuple[int
     return measured, failed
 
 
+def default_and_best_s(work_dir: Path) -> dict[int, tuple[list[float], list[float]]]:
+    """Per workload whose best record is not its first: the first's and the best's run times.
+
+    A task's first measured record is its default schedule
+    (:mod:`farm.jobs.tune_baseline` measures it before any search; records
+    seeded from the fleet come before it, so then the first is one of those).
+    These are the tasks the picks' check measures again
+    (:mod:`farm.jobs.tune_check_cost` prices it from their run times).
+
+    Args:
+        work_dir: the tuning work folder.
+
+    Returns:
+        ``{workload index: (first record's run_secs, best record's run_secs)}``.
+    """
+    first: dict[int, list[float]] = {}
+    best: dict[int, tuple[float, list[float]]] = {}
+    for line in _record_lines(work_dir, None):
+        record = json.loads(line)
+        secs = _run_secs(line)
+        if not _measured(secs):
+            continue
+        index, mean_s = int(record[0]), float(np.mean(secs))
+        first.setdefault(index, secs)
+        if index not in best or mean_s < best[index][0]:
+            best[index] = (mean_s, secs)
+    return {i: (first[i], best[i][1]) for i in first if best[i][1] is not first[i]}
+
+
 def workload_hashes(work_dir: Path) -> list[str]:
     """Each line's structural hash in ``database_workload.json``, by line ("" for a blank one).
 

@@ -21,9 +21,10 @@ measurements; a task already complete costs nothing. A time budget
 (``for_s``, tuning seconds over all attempts, each from its start:
 :meth:`farm.jobs.tune_progress.TuneProgress.expired`) stops the search: no
 batch is sent once less time is left than the last batch took plus the
-shortest check of the picks (:func:`check_reserve_s`), the batch in flight is
-recorded, and the model is built with the records so far. The check then
-runs as many rounds as the time left holds (:func:`check_rounds`), none if
+shortest check of the picks (:func:`check_price`, priced from this attempt's
+measurements), the batch in flight is recorded, and the model is built with
+the records so far. The check then runs as many rounds as the time left holds
+(:meth:`farm.jobs.tune_check_cost.CheckPrice.rounds_in`), none if
 it holds fewer than :data:`MIN_CHECK_ROUNDS`: the picks it cannot check keep
 their default schedule, and the result counts them.
 
@@ -57,16 +58,17 @@ from farm.jobs.tune import (
     tune_in_rounds,
 )
 from farm.jobs.tune_baseline import BaselineTask, measure_baselines, missing_baselines
+from farm.jobs.tune_check_cost import CheckPrice
 from farm.jobs.tune_progress import TuneProgress
-from farm.jobs.tune_rate import limit_per_phone_hour, trials_per_phone_hour
-from farm.jobs.tune_records import best_record_s, count_trials
+from farm.jobs.tune_rate import limit_per_phone_hour, run_overhead_s, trials_per_phone_hour
+from farm.jobs.tune_records import best_record_s, count_trials, default_and_best_s
 from farm.jobs.tune_search import FarmSearch, measured_traces, search_settings
 from farm.jobs.tune_seed import BestRecords, seed_work_dir, target_key
 from farm.jobs.tune_tasks import Planned
 from farm.jobs.tune_verify import Verdict, verify_picks
 
-__all__ = ["MIN_CHECK_ROUNDS", "STARTING_PHASE", "Checkpoint", "check_reserve_s", "check_rounds",
-           "measured", "seed_from_fleet", "tune_all"]
+__all__ = ["MIN_CHECK_ROUNDS", "STARTING_PHASE", "Checkpoint", "check_price", "measured",
+           "seed_from_fleet", "tune_all"]
 
 log = structlog.get_logger(__name__)
 
@@ -83,53 +85,19 @@ MIN_CHECK_ROUNDS = 2
 STARTING_PHASE = "starting the builders and the runner"
 
 
-def check_reserve_s(tasks: int, rounds: int, batch_s: float | None, batch: int) -> float:
-    """Seconds the picks' check takes, estimated from the last batch.
+def check_price(planned: list[Planned], params: TuneParams, builder: Any) -> CheckPrice:
+    """What the picks' check would cost now (:mod:`farm.jobs.tune_check_cost`).
 
-    Each task's pick and default are measured ``rounds`` times; one
-    measurement is taken to cost what one trial of the last batch cost (its
-    build included, so the estimate errs long).
-
-    Args:
-        tasks: the CPU tasks whose picks may be checked.
-        rounds: measurements of each schedule.
-        batch_s: seconds the last batch took; None: none measured yet (0 s).
-        batch: trials in a batch.
-
-    >>> check_reserve_s(3, 2, 8.0, 4)
-    24.0
+    Priced from the work folder: the tasks whose best record is not their
+    first (:func:`farm.jobs.tune_records.default_and_best_s`), their records'
+    run times, the sessions' and uploads' seconds logged in this attempt, and
+    the last build wave of ``builder`` (None: not started, 0 s).
     """
-    return 2 * tasks * rounds * (batch_s or 0.0) / max(batch, 1)
-
-
-def check_rounds(left_s: float | None, tasks: int, rounds: int, batch_s: float | None,
-                 batch: int) -> int:
-    """The rounds of the picks' check that the time budget left holds.
-
-    Args:
-        left_s: seconds of the budget left; None: no time budget.
-        tasks: the CPU tasks whose picks may be checked.
-        rounds: the rounds asked (``verify_rounds``).
-        batch_s: seconds the last batch took; None: none measured yet.
-        batch: trials in a batch.
-
-    Returns:
-        ``rounds`` with time to spare; fewer, down to :data:`MIN_CHECK_ROUNDS`,
-        when less is left; 0 (no check) when the budget is spent.
-
-    >>> check_rounds(None, 3, 3, 8.0, 4), check_rounds(30.0, 3, 3, 8.0, 4)
-    (3, 2)
-    >>> check_rounds(0.0, 3, 3, 8.0, 4), check_rounds(10.0, 3, 3, 8.0, 4)
-    (0, 0)
-    """
-    if left_s is None:
-        return rounds
-    if left_s <= 0:
-        return 0
-    one_s = check_reserve_s(tasks, 1, batch_s, batch)
-    fits = rounds if one_s <= 0 else int(left_s // one_s)
-    fits = min(rounds, fits)
-    return fits if fits >= min(MIN_CHECK_ROUNDS, rounds) else 0
+    indices = {p.index for p in planned}
+    pairs = {i: pair for i, pair in default_and_best_s(params.work_dir).items() if i in indices}
+    return CheckPrice.of(pairs, params.timing, run_overhead_s(params.work_dir),
+                         params.runner_workers, getattr(builder, "wave_s", None),
+                         params.builder_workers)
 
 
 @dataclass(frozen=True)
@@ -141,6 +109,9 @@ class _TaskTimer:
 
     def sent(self) -> None:
         self.progress.batch_sent(self.task)
+
+    def searched(self) -> None:
+        self.progress.batch_searched(self.task)
 
     def joined(self) -> None:
         self.progress.batch_joined(self.task)
@@ -258,7 +229,7 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
     task's name by its workload index. Then, given a list in ``verdicts`` (CPU
     targets), each task's pick is measured again against its default schedule
     (:mod:`farm.jobs.tune_verify`, in the rounds the time budget left holds:
-    :func:`check_rounds`) and the verdicts appended.
+    :func:`check_price`) and the verdicts appended.
 
     Returns:
         Why it stopped: ``"trials"``, ``"time"`` or ``"rounds"``.
@@ -275,7 +246,11 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
         return sum(min(m, p.trials) for m, p in zip(measured(planned, params), planned,
                                                     strict=True))
 
+    price = [CheckPrice(0.0, 0.0)]  # the check's, updated after each batch
+
     def on_batch() -> None:
+        if verdicts is not None:
+            price[0] = check_price(planned, params, measurers[0][0] if measurers else None)
         if checkpoint is not None:
             checkpoint({p.index: p.task.name for p in planned})
         counts = measured(planned, params)
@@ -296,10 +271,8 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
         return measurers[0]
 
     def reserve_s() -> float:  # the shortest check of the picks, kept from the search
-        if verdicts is None:
-            return 0.0
-        return check_reserve_s(len(planned), min(MIN_CHECK_ROUNDS, params.verify_rounds),
-                               progress.last_batch_s, batch)
+        return 0.0 if verdicts is None else price[0].cost_s(
+            min(MIN_CHECK_ROUNDS, params.verify_rounds))
 
     def expired() -> bool:
         return progress.expired(reserve_s())
@@ -327,11 +300,17 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
     try:
         tune_in_rounds(params, asked, done_trials, tune_round, progress, expired)
         if verdicts is not None:
-            rounds = check_rounds(progress.budget_left_s(), len(planned), params.verify_rounds,
-                                  progress.last_batch_s, batch)
+            price[0] = check_price(planned, params, measurers[0][0] if measurers else None)
+            rounds = price[0].rounds_in(progress.budget_left_s(), params.verify_rounds,
+                                        MIN_CHECK_ROUNDS)
             progress.set_phase("checking each task's pick against its default schedule"
                                if rounds else "time budget spent: no pick measured again")
+            check_from_s = progress.tuning_s()
             verdicts += verify_picks(_baseline_tasks(planned), started, params.work_dir, rounds)
+            log.info("tuning_picks_check_timed", rounds=rounds, build_s=price[0].build_s,
+                     round_s=price[0].round_s, priced_s=price[0].cost_s(rounds),
+                     took_s=progress.tuning_s() - check_from_s, batch_s=progress.last_batch_s,
+                     budget_left_s=progress.budget_left_s())
     finally:
         for builder, _ in measurers:
             builder.shutdown()

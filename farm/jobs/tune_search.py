@@ -228,6 +228,8 @@ def _farm_search_class() -> type:
                 if self.timer is not None:
                     self.timer.sent()
                 candidates = self.inner.generate_measure_candidates()
+                if self.timer is not None:
+                    self.timer.searched()
                 if candidates is None:
                     return None
                 fresh = [c for c in candidates if trace_key(
@@ -255,10 +257,13 @@ _CLASS: list[type] = []
 
 
 class BatchTimer(Protocol):
-    """Told when a task's batch starts (its search) and when its results are in."""
+    """Told when a task's batch starts (its search), its search ends, and its results are in."""
 
     def sent(self) -> None:
         """The search for the task's next batch starts."""
+
+    def searched(self) -> None:
+        """The search for the task's next batch has ended (its candidates go to be built)."""
 
     def joined(self) -> None:
         """The results of the task's batch in flight are in."""

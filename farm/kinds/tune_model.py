@@ -36,7 +36,34 @@ if TYPE_CHECKING:
     from farm.kinds.tune import TunedModel, TuneParams
     from farm.queue.records import Outcome
 
-__all__ = ["run_model_tuning"]
+__all__ = ["best_of", "run_model_tuning"]
+
+
+def best_of(speedup: float, *, same_build: bool) -> tuple[str, str]:
+    """The job's best build, ``"tuned"`` or ``"untuned"``, and the line that says why.
+
+    Where no tuning record beat farm's default schedule in the picks' check
+    (or none was checked), the tuned build applies no record: it is the very
+    library the untuned figure timed (``same_build``), and its own figure
+    differs only by the load between the two timings. Such a job ran the
+    small CNN's one library twice and reported "tuned 1.68x slower" (a load
+    rise between them; docs/benchmarks.md) or "tuned 1.03x untuned: the tuned
+    build is the best"; it is the untuned build, whatever the timings say.
+
+    Args:
+        speedup: the phones' median of untuned / tuned median time.
+        same_build: every phone timed one library as both.
+
+    >>> best_of(1.03, same_build=True)[0], best_of(1.2, same_build=False)[0]
+    ('untuned', 'tuned')
+    """
+    if same_build:
+        return "untuned", (f"no tuning record applied: the tuned build is the untuned build "
+                           f"(timed {speedup:.2f}x itself: the timings' noise)")
+    if speedup > 1.0:
+        return "tuned", f"tuned {speedup:.2f}x untuned: the tuned build is the best"
+    return "untuned", (f"tuned {speedup:.2f}x untuned, not faster: the untuned build is the best "
+                       "(the job's library and export are the untuned build)")
 
 
 def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Outcome:
@@ -120,22 +147,19 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
             "speedup": statistics.median(untuned_s) / statistics.median(tuned_s),
             "untuned_samples_s": untuned_s, "tuned_samples_s": tuned_s,
             "max_abs_err": timed["tuned"].max_abs_err,
+            "same_build": timed["tuned"].library == timed["untuned"].library,
         })
         tuned_samples += tuned_s
         tuned_serials += [serial] * len(tuned_s)
         imported = timed["untuned"].imported  # the simplification note, if any
     speedup = statistics.median(r["speedup"] for r in runs)
-    best_build = "tuned" if speedup > 1.0 else "untuned"
+    best_build, best_note = best_of(speedup, same_build=all(r["same_build"] for r in runs))
     if best_build == "untuned":
         _keep_untuned(plain, target, work_dir, ctx)
     counters = progress.counters
     summary = result.to_dict()
     summary.update(
-        speedup=speedup, best_build=best_build,
-        best_note=(f"tuned {speedup:.2f}x untuned: the tuned build is the best"
-                   if best_build == "tuned" else
-                   f"tuned {speedup:.2f}x untuned, not faster: the untuned build is the best "
-                   "(the job's library and export are the untuned build)"),
+        speedup=speedup, best_build=best_build, best_note=best_note,
         kind="tune", model=shown, phones=serials,
         input_shapes={i.name: list(i.shape) for i in result.inputs},
         attempts=counters.attempts, rounds=counters.rounds, batches=counters.batches,

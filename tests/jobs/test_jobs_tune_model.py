@@ -16,8 +16,10 @@ from farm.jobs.params import DeviceFacts, ModelParams, TimingParams, TrackerPara
 from farm.jobs.targets import target_for
 from farm.jobs.tune_model import TUNED_LIBRARY, model_tasks, tune_model
 from farm.jobs.tune_progress import TaskProgress, TuneProgress
-from farm.jobs.tune_records import RECORDS_FILE, count_trials
-from farm.jobs.tune_run import STARTING_PHASE, check_reserve_s
+from farm.jobs.tune_records import RECORDS_FILE, count_trials, default_and_best_s
+from farm.jobs.tune_check_cost import CheckPrice
+from farm.jobs.tune_rate import run_overhead_s
+from farm.jobs.tune_run import STARTING_PHASE
 
 
 def traces(work_dir: Path) -> list[tuple[int, str]]:
@@ -151,7 +153,9 @@ class TestTuneModel:
             sum(end - at for at, end in progress.spans(STARTING_PHASE))) + 2, progress.phases
         # It stopped for time: less was left than a batch and the shortest check would take.
         batch_s = progress.last_batch_s or 0.0
-        assert timed.tuning_s - spent >= 2.0 - batch_s - check_reserve_s(2, 2, batch_s, 2)
+        reserve_s = CheckPrice.of(default_and_best_s(work_dir), more.timing,  # a batch per wave:
+                                  run_overhead_s(work_dir), 1, batch_s, 1).cost_s(2)  # errs long
+        assert timed.tuning_s - spent >= 2.0 - batch_s - reserve_s
         assert timed.picks_checked is not None and timed.picks_unchecked is not None
         assert (work_dir / RECORDS_FILE).read_bytes().startswith(records)
 
