@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 import tvm
 from tvm import te, topi
 
@@ -32,11 +33,11 @@ def _depthwise() -> list[te.Tensor]:
     return [data, weight, topi.nn.depthwise_conv2d_nchw(data, weight, 2, 1, 1)]
 
 
-def _blocked(depthwise: bool) -> list[te.Tensor]:
-    """A conv in channel blocks as farm's legalization writes it, padding 1, NCHW out."""
+def _blocked(depthwise: bool, stride: int = 1) -> list[te.Tensor]:
+    """A 3x3 conv in channel blocks as farm's legalization writes it, padding 1, NCHW out."""
     channels, out = (32, 32) if depthwise else (3, 16)
     conv = _Conv(n=1, c=channels, h=9, w=10, o=out, kh=3, kw=3, depthwise=depthwise, ob=16,
-                 op=out, ib=16 if depthwise else 1, strides=(1, 1), dilation=(1, 1),
+                 op=out, ib=16 if depthwise else 1, strides=(stride, stride), dilation=(1, 1),
                  padding=(1, 1, 1, 1))
     data = te.placeholder((1, channels, 9, 10), name="data")
     shape, axes = conv.weight_order
@@ -108,6 +109,13 @@ class TestTiledReduction:
         script = _check(lambda: _blocked(depthwise=True), TiledReduction())
         assert script.count("T.parallel") == 1  # a copy of its own would be a second nest
         assert script.index("T.parallel") < script.index('T.sblock("conv2d_pack_data")')
+
+    @pytest.mark.parametrize(("stride", "per_tile"), [(2, True), (1, False)])
+    def test_padding_per_tile_where_windows_overlap_little(self, stride: int,
+                                                           per_tile: bool) -> None:
+        """A stride-2 3x3 conv pads per tile (each element 1.5 times); stride 1 (3 times) not."""
+        script = _check(lambda: _blocked(depthwise=False, stride=stride), TiledReduction())
+        assert (script.count("T.parallel") == 1) is per_tile
 
     def test_write_back_vectorized_along_the_row(self) -> None:
         """The NCHW write-back of a channel-block tile stores along the row, not across planes."""
