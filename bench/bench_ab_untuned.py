@@ -5,8 +5,9 @@ percent, well inside what a shared host's load moves it between two runs of
 ``bench/bench_zoo.py``. Here each commit's ``farm`` (``git archive`` into a
 temporary folder) builds the zoo's untuned libraries in a process of its own,
 then this process loads both and times onnxruntime, before and after in
-turn, ``--rounds`` times, on one pinned core with 1 thread each, so that
-every round sees the same load. Prints, per model, the medians and ranges,
+turn, ``--rounds`` times, on one pinned core with 1 thread each (real-time
+priority where the host allows it, as ``bench_zoo``'s phone process), so
+that every round sees the same load. Prints, per model, the medians and ranges,
 after/before (median and least), and each build's max abs error against
 onnxruntime.
 
@@ -25,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from farm.virtual.throttle import QUIET_RT_PRIORITY, realtime
 from farm.zoo import MODELS
 
 TAGS = ("before", "after")
@@ -119,11 +121,13 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run([sys.executable, __file__, "--build", str(dirs[tag]), "--models",
                             *args.models], check=True, env=env, cwd=src)
         os.sched_setaffinity(0, {args.core})
+        favoured = realtime(os.getpid(), QUIET_RT_PRIORITY)  # as bench_zoo's phone process
         import tvm
 
         tvm.get_global_func("runtime.config_threadpool")(0, 1)
         print(f"host: {os.cpu_count()} cores, load average "
-              f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; core {args.core}, 1 thread")
+              f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; core {args.core}, 1 thread"
+              f"{', real-time priority' if favoured else ''}")
         print("| model | ORT ms (range) | before ms (range) | after ms (range) "
               "| after/before (median; least) | max abs error vs ORT before / after |")
         print("|---|---|---|---|---|---|")
