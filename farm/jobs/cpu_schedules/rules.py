@@ -138,7 +138,7 @@ class TiledReduction(CPUScheduleRule):
         if plan is None:
             return None
         try:
-            _tile(sch, main, plan, lanes)
+            _tile(sch, main, plan, lanes, int(target.attrs.get("num-cores") or 1))
         except (s_tir.schedule.ScheduleError, RuntimeError):
             return None
         return sch
@@ -175,9 +175,9 @@ def _split(sch: Any, main: Any, plan: TilePlan) -> tuple[list[Any], list[Any]]:
     return outer, tile + vector
 
 
-def _tile(sch: Any, main: Any, plan: TilePlan, lanes: int) -> None:
+def _tile(sch: Any, main: Any, plan: TilePlan, lanes: int, cores: int) -> None:
     _inline_producers(sch, main)
-    blocked = blocked_producer(sch, main, plan)
+    blocked = blocked_producer(sch, main, plan, cores)
     local = sch.cache_write(main, 0, "local") if plan.vector is not None else None
     loops = sch.get_loops(main)
     reduce = [loops[i] for i in plan.reduce]  # before _split renumbers the loops

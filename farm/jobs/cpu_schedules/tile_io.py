@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 __all__ = ["MAX_PAD_RECOMPUTE", "blocked_producer", "pad_per_tile", "write_back"]
 
 
-def blocked_producer(sch: Any, main: Any, plan: TilePlan) -> tuple[Any, int] | None:
+def blocked_producer(sch: Any, main: Any, plan: TilePlan,
+                     cores: int = 1) -> tuple[Any, int] | None:
     """(producer, k): a padding block to compute per step of ``main``'s first k loops, or None.
 
     The first ``k`` spatial loops of ``main`` each index a dimension of the
@@ -27,7 +28,10 @@ def blocked_producer(sch: Any, main: Any, plan: TilePlan) -> tuple[Any, int] | N
     producer inside those loops writes each element once and the conv reads
     the block back from cache. None when there is no such producer, when k
     leaves no loop to run inside it, or when the k loops run fewer than 2
-    times (batch 1 of a conv over all input channels: the copy stays whole).
+    times (batch 1 of a conv over all input channels: the copy stays whole)
+    or fewer times than ``cores`` (the target's ``num-cores``): the k loops
+    are then the only parallel ones, and MobileNetV2's first depthwise conv
+    (2 blocks of 16 channels) would keep 2 of a phone's 8 cores busy.
     """
     stmt = sch.get(main)
     iv_vars = [iv.var for iv in stmt.iter_vars]
@@ -46,7 +50,7 @@ def blocked_producer(sch: Any, main: Any, plan: TilePlan) -> tuple[Any, int] | N
         runs = 1
         for i in plan.spatial[:k]:
             runs *= extent(sch, loops[i]) or 1
-        if 0 < k < len(plan.spatial) and runs >= 2:
+        if 0 < k < len(plan.spatial) and runs >= max(2, cores):
             return producer, k
     return None
 

@@ -110,6 +110,14 @@ class TestTiledReduction:
         assert script.count("T.parallel") == 1  # a copy of its own would be a second nest
         assert script.index("T.parallel") < script.index('T.sblock("conv2d_pack_data")')
 
+    def test_depthwise_copy_stays_whole_with_fewer_blocks_than_cores(self) -> None:
+        """2 channel blocks on a 4-core target: the blocks alone would leave 2 cores idle."""
+        func = te.create_prim_func(_blocked(depthwise=True))
+        target = tvm.target.Target({"kind": "llvm", "num-cores": 4})
+        sch = TiledReduction().apply(func, target, False)
+        assert sch is not None
+        assert str(sch.mod["main"].script()).count("T.parallel") == 2
+
     @pytest.mark.parametrize(("stride", "per_tile"), [(2, True), (1, False)])
     def test_padding_per_tile_where_windows_overlap_little(self, stride: int,
                                                            per_tile: bool) -> None:
