@@ -122,3 +122,20 @@ def has_condition(sch: Any, block: Any) -> bool:
     """
     text = str(sch.get(block).body)
     return "if_then_else" in text or "T.Select" in text
+
+
+def vars_of(expr: Any) -> set[Any]:
+    """The variables ``expr`` uses."""
+    from tvm.tirx.analysis import undefined_vars
+
+    return set(undefined_vars(expr))
+
+
+def vectorize_tail(sch: Any, block: Any, lanes: int) -> None:
+    """Vectorize the block's innermost loop if it is short enough to be one vector op."""
+    loops = sch.get_loops(block)
+    if len(loops) < 2:
+        return
+    n = extent(sch, loops[-1])
+    if n is not None and 2 <= n <= 2 * max(lanes, 16):
+        sch.vectorize(loops[-1])

@@ -37,9 +37,12 @@ from farm.jobs.cpu_schedules.common import (
     largest_divisor,
     schedule_spatial,
     try_inline,
+    vars_of,
     vector_factor,
     vector_lanes,
+    vectorize_tail,
 )
+from farm.jobs.cpu_schedules.tile_io import blocked_producer, pad_per_tile, write_back
 
 #: Most rows of a register tile of one vector register a row (half that for two).
 #: Measured with AVX-512 on a pinned core: 8 rows of 14 lanes ran a 1x1 conv on
@@ -47,14 +50,8 @@ from farm.jobs.cpu_schedules.common import (
 MAX_TILE_ROWS = 8
 
 
-def _vars_of(expr: Any) -> set[Any]:
-    from tvm.tirx.analysis import undefined_vars
-
-    return set(undefined_vars(expr))
-
-
 @dataclass(frozen=True)
-class _Plan:
+class TilePlan:
     """How :class:`TiledReduction` tiles the main block.
 
     Attributes:
@@ -74,7 +71,7 @@ class _Plan:
     tile_factor: int
 
 
-def _plan(sch: Any, block: Any, lanes: int) -> _Plan | None:
+def _plan(sch: Any, block: Any, lanes: int) -> TilePlan | None:
     """The tiling of a reduction block, or None if its loops are not as legalization writes them."""
     from tvm import tirx
 
@@ -88,21 +85,21 @@ def _plan(sch: Any, block: Any, lanes: int) -> _Plan | None:
     if not spatial or not reduce or max(spatial) > min(reduce) or len(stmt.writes) != 1:
         return None
     iv_vars = [iv.var for iv in stmt.iter_vars]
-    out_last = _vars_of(stmt.writes[0].region[-1].min)
+    out_last = vars_of(stmt.writes[0].region[-1].min)
     vector = None
     for i in reversed(spatial):
         if extent(sch, loops[i]) > 1 and iv_vars[i] in out_last:  # type: ignore[operator]
             vector = i
             break
     if vector is None:
-        return _Plan(spatial, reduce, None, 1, None, 1)
+        return TilePlan(spatial, reduce, None, 1, None, 1)
     v_var = iv_vars[vector]
     contiguous_reads = []
     for read in stmt.reads:
-        regions = [_vars_of(r.min) for r in read.region]
+        regions = [vars_of(r.min) for r in read.region]
         if any(v_var in used for used in regions[:-1]):
             # Vectorizing would gather across rows of this input: keep the loop scalar.
-            return _Plan(spatial, reduce, None, 1, None, 1)
+            return TilePlan(spatial, reduce, None, 1, None, 1)
         if regions and v_var in regions[-1]:
             contiguous_reads.append(set().union(*regions))
     tile = None
@@ -118,7 +115,7 @@ def _plan(sch: Any, block: Any, lanes: int) -> _Plan | None:
     tile_factor = 1 if tile is None else largest_divisor(extent(sch, loops[tile]) or 1, rows)
     if tile_factor == 1:
         factor = vector_factor(width, lanes)
-    return _Plan(spatial, reduce, vector, factor, tile if tile_factor > 1 else None, tile_factor)
+    return TilePlan(spatial, reduce, vector, factor, tile if tile_factor > 1 else None, tile_factor)
 
 
 class TiledReduction(CPUScheduleRule):
@@ -141,7 +138,7 @@ class TiledReduction(CPUScheduleRule):
         if plan is None:
             return None
         try:
-            _tile(sch, main, plan, lanes)
+            _tile(sch, main, plan, lanes, int(target.attrs.get("num-cores") or 1))
         except (s_tir.schedule.ScheduleError, RuntimeError):
             return None
         return sch
@@ -160,7 +157,7 @@ def _inline_producers(sch: Any, main: Any) -> None:
             try_inline(sch, producer)
 
 
-def _split(sch: Any, main: Any, plan: _Plan) -> tuple[list[Any], list[Any]]:
+def _split(sch: Any, main: Any, plan: TilePlan) -> tuple[list[Any], list[Any]]:
     """Split the vector and tile loops: ``(outer spatial loops, [tile, vector] inner loops)``."""
     loops = sch.get_loops(main)
     outer, tile, vector = [], [], []
@@ -178,19 +175,30 @@ def _split(sch: Any, main: Any, plan: _Plan) -> tuple[list[Any], list[Any]]:
     return outer, tile + vector
 
 
-def _tile(sch: Any, main: Any, plan: _Plan, lanes: int) -> None:
+def _tile(sch: Any, main: Any, plan: TilePlan, lanes: int, cores: int) -> None:
     _inline_producers(sch, main)
+    blocked = blocked_producer(sch, main, plan, cores)
     local = sch.cache_write(main, 0, "local") if plan.vector is not None else None
     loops = sch.get_loops(main)
     reduce = [loops[i] for i in plan.reduce]  # before _split renumbers the loops
     outer, inner = _split(sch, main, plan)
     sch.reorder(*outer, *reduce, *inner)
-    fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
-    sch.parallel(fused)
+    if blocked is None:
+        fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
+        sch.parallel(fused)
+        pad_per_tile(sch, main, plan, fused, lanes)
+    else:
+        producer, k = blocked
+        head = sch.fuse(*outer[:k]) if k > 1 else outer[0]
+        sch.parallel(head)
+        rest = outer[k:]
+        fused = sch.fuse(*rest) if len(rest) > 1 else rest[0]
+        sch.compute_at(producer, head, preserve_unit_loops=True)
+        vectorize_tail(sch, producer, lanes)
     if local is not None:
         sch.reverse_compute_at(local, fused, preserve_unit_loops=True)
         _fuse_epilogue(sch, local)
-        _vectorize_tail(sch, local, lanes)
+        write_back(sch, local, lanes)
     if plan.vector is not None:
         # Vectorize before decompose_reduction: the update block without its init
         # is no longer a reduction block, and TVM refuses to vectorize around it.
@@ -199,7 +207,7 @@ def _tile(sch: Any, main: Any, plan: _Plan, lanes: int) -> None:
             sch.unroll(inner[0])
     init = sch.decompose_reduction(main, reduce[0])
     if plan.vector is not None:
-        _vectorize_tail(sch, init, lanes)
+        vectorize_tail(sch, init, lanes)
     for block in sch.get_child_blocks(sch.get_sblock("root")):
         if not is_reduction(sch, block) and not _scheduled(sch, block):
             schedule_spatial(sch, block, lanes)
@@ -242,16 +250,6 @@ def _scheduled(sch: Any, block: Any) -> bool:
 
     loops = sch.get_loops(block)
     return bool(loops) and sch.get(loops[0]).kind == tirx.ForKind.PARALLEL
-
-
-def _vectorize_tail(sch: Any, block: Any, lanes: int) -> None:
-    """Vectorize the block's innermost loop if it is short enough to be one vector op."""
-    loops = sch.get_loops(block)
-    if len(loops) < 2:
-        return
-    n = extent(sch, loops[-1])
-    if n is not None and 2 <= n <= 2 * max(lanes, 16):
-        sch.vectorize(loops[-1])
 
 
 class Injective(CPUScheduleRule):

@@ -6,11 +6,13 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 import tvm
 from tvm import te, topi
 
 from farm.jobs.cpu_schedules import Injective, ParallelFallback, TiledReduction, default_rules
 from farm.jobs.cpu_schedules.common import vector_factor
+from farm.jobs.cpu_schedules.legalize import _blocked_conv, _Conv
 
 TARGET = tvm.target.Target({"kind": "llvm"})
 
@@ -29,6 +31,18 @@ def _depthwise() -> list[te.Tensor]:
     data = te.placeholder((1, 8, 12, 12), name="data")
     weight = te.placeholder((8, 1, 3, 3), name="weight")
     return [data, weight, topi.nn.depthwise_conv2d_nchw(data, weight, 2, 1, 1)]
+
+
+def _blocked(depthwise: bool, stride: int = 1) -> list[te.Tensor]:
+    """A 3x3 conv in channel blocks as farm's legalization writes it, padding 1, NCHW out."""
+    channels, out = (32, 32) if depthwise else (3, 16)
+    conv = _Conv(n=1, c=channels, h=9, w=10, o=out, kh=3, kw=3, depthwise=depthwise, ob=16,
+                 op=out, ib=16 if depthwise else 1, strides=(stride, stride), dilation=(1, 1),
+                 padding=(1, 1, 1, 1))
+    data = te.placeholder((1, channels, 9, 10), name="data")
+    shape, axes = conv.weight_order
+    weight = te.placeholder([shape[a] for a in axes], name="weight")
+    return [data, weight, _blocked_conv(conv)(data, weight)]
 
 
 def _matmul() -> list[te.Tensor]:
@@ -90,6 +104,45 @@ class TestTiledReduction:
         assert "T.parallel" in script
         assert "T.vectorized" in script
 
+    def test_depthwise_pads_each_channel_block_in_its_loop(self) -> None:
+        """The padded copy in channel blocks runs inside the conv's one parallel loop."""
+        script = _check(lambda: _blocked(depthwise=True), TiledReduction())
+        assert script.count("T.parallel") == 1  # a copy of its own would be a second nest
+        assert script.index("T.parallel") < script.index('T.sblock("conv2d_pack_data")')
+
+    def test_depthwise_copy_stays_whole_with_fewer_blocks_than_cores(self) -> None:
+        """2 channel blocks on a 4-core target: the blocks alone would leave 2 cores idle."""
+        func = te.create_prim_func(_blocked(depthwise=True))
+        target = tvm.target.Target({"kind": "llvm", "num-cores": 4})
+        sch = TiledReduction().apply(func, target, False)
+        assert sch is not None
+        assert str(sch.mod["main"].script()).count("T.parallel") == 2
+
+    @pytest.mark.parametrize(("stride", "per_tile"), [(2, True), (1, False)])
+    def test_padding_per_tile_where_windows_overlap_little(self, stride: int,
+                                                           per_tile: bool) -> None:
+        """A stride-2 3x3 conv pads per tile (each element 1.5 times); stride 1 (3 times) not."""
+        script = _check(lambda: _blocked(depthwise=False, stride=stride), TiledReduction())
+        assert (script.count("T.parallel") == 1) is per_tile
+
+    def test_write_back_vectorized_along_the_row(self) -> None:
+        """The NCHW write-back of a channel-block tile stores along the row, not across planes."""
+        from tvm import tirx
+        from tvm.s_tir.dlight.analysis.common_analysis import get_sblockrealize
+
+        tensors = _blocked(depthwise=False)
+        _check(lambda: tensors, TiledReduction())
+        sch = TiledReduction().apply(te.create_prim_func(tensors), TARGET, False)
+        write = sch.get_sblock("conv2d_nchwc_local")
+        innermost = sch.get(sch.get_loops(write)[-1])
+        assert innermost.kind == tirx.ForKind.VECTORIZED
+        block = sch.get(write)
+        last_index = block.writes[0].region[-1].min  # the output's contiguous axis
+        values = get_sblockrealize(sch, write).iter_values
+        row = [value for iv, value in zip(block.iter_vars, values, strict=True)
+               if _uses(last_index, iv.var)]
+        assert any(_uses(value, innermost.loop_var) for value in row)
+
     def test_matmul(self) -> None:
         """A matmul is vectorized over columns with a register tile of rows."""
         script = _check(_matmul, TiledReduction())
@@ -110,6 +163,12 @@ class TestTiledReduction:
     def test_elementwise_is_not_its_job(self) -> None:
         """Functions without a reduction are left to the next rule."""
         assert TiledReduction().apply(te.create_prim_func(_elementwise()), TARGET, False) is None
+
+
+def _uses(expr: Any, var: Any) -> bool:
+    from tvm.tirx.analysis import undefined_vars
+
+    return any(v.same_as(var) for v in undefined_vars(expr))
 
 
 def test_injective_inlines_and_vectorizes() -> None:

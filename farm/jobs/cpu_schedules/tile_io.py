@@ -1,0 +1,168 @@
+"""What a register tile reads and writes around it: padding computed per tile, the write-back.
+
+Helpers of :class:`farm.jobs.cpu_schedules.TiledReduction` (``rules.py``) for
+the blocks before and after its main reduction: a padded copy computed inside
+the tile's parallel loop where that computes each element few times, and the
+tile's write-back to the output vectorized along the output's contiguous axis.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from farm.jobs.cpu_schedules.common import extent, has_condition, vars_of, vectorize_tail
+
+if TYPE_CHECKING:
+    from farm.jobs.cpu_schedules.rules import TilePlan
+
+__all__ = ["MAX_PAD_RECOMPUTE", "blocked_producer", "pad_per_tile", "write_back"]
+
+
+def blocked_producer(sch: Any, main: Any, plan: TilePlan,
+                     cores: int = 1) -> tuple[Any, int] | None:
+    """(producer, k): a padding block to compute per step of ``main``'s first k loops, or None.
+
+    The first ``k`` spatial loops of ``main`` each index a dimension of the
+    producer's buffer directly (a depthwise conv's padded copy in channel
+    blocks, ``packed[n, c_block, y + ry, x + rx, c]``: k = 2), so computing the
+    producer inside those loops writes each element once and the conv reads
+    the block back from cache. None when there is no such producer, when k
+    leaves no loop to run inside it, or when the k loops run fewer than 2
+    times (batch 1 of a conv over all input channels: the copy stays whole)
+    or fewer times than ``cores`` (the target's ``num-cores``): the k loops
+    are then the only parallel ones, and MobileNetV2's first depthwise conv
+    (2 blocks of 16 channels) would keep 2 of a phone's 8 cores busy.
+    """
+    stmt = sch.get(main)
+    iv_vars = [iv.var for iv in stmt.iter_vars]
+    loops = sch.get_loops(main)
+    for producer in sch.get_producers(main):
+        if not has_condition(sch, producer):
+            continue
+        buffer = sch.get(producer).writes[0].source
+        reads = [r for r in stmt.reads if r.source.same_as(buffer)]
+        if len(reads) != 1:
+            continue
+        direct = [r.min for r in reads[0].region]
+        k = 0
+        while k < len(plan.spatial) and any(iv_vars[plan.spatial[k]].same_as(m) for m in direct):
+            k += 1
+        runs = 1
+        for i in plan.spatial[:k]:
+            runs *= extent(sch, loops[i]) or 1
+        if 0 < k < len(plan.spatial) and runs >= max(2, cores):
+            return producer, k
+    return None
+
+
+#: Most times a padding producer computed per tile may compute each element: more, and the
+#: copy costs more than the pass over memory it saves. Measured, 1 thread, AVX-512: 3x3
+#: stride-2 convs (1.5 here) ran 1.2-1.3x faster per tile (3 -> 16 on 224 x 224 0.35 ->
+#: 0.28 ms, 16 -> 16 on 80 x 80 0.137 -> 0.104 ms), stride-1 ones (3) 1.15-1.25x slower.
+MAX_PAD_RECOMPUTE = 1.5
+
+
+def pad_per_tile(sch: Any, main: Any, plan: TilePlan, fused: Any, lanes: int) -> None:
+    """Compute each padding producer of ``main`` per tile, inside its parallel loop.
+
+    Only where each padded element is computed at most :data:`MAX_PAD_RECOMPUTE`
+    times (:func:`_recompute`); the padded copy is then read back from cache
+    instead of a nest of its own writing the whole copy out first.
+    """
+    from tvm import s_tir
+
+    for producer in sch.get_producers(main):
+        if not has_condition(sch, producer) or _recompute(sch, main, producer, plan) > \
+                MAX_PAD_RECOMPUTE:
+            continue
+        try:
+            sch.compute_at(producer, fused, preserve_unit_loops=True)
+        except (s_tir.schedule.ScheduleError, RuntimeError):
+            continue
+        vectorize_tail(sch, producer, lanes)
+
+
+def _recompute(sch: Any, main: Any, producer: Any, plan: TilePlan) -> float:
+    """How many times a per-tile producer computes each element, by the windows of ``main``'s read.
+
+    Per dimension of the read indexed ``a * v + b * r`` by an outer spatial
+    variable ``v`` and a reduction variable ``r`` of extent ``e``, each step
+    of ``v`` reads ``b * (e - 1) + 1`` elements and moves ``a``: a 3-tap
+    window moved by stride 2 computes each element 1.5 times. Dimensions of
+    the vector and tile variables are not counted (a tile's window overlaps
+    its neighbour's only at its edges).
+    """
+    from tvm import tirx
+    from tvm.sym import Analyzer
+
+    stmt = sch.get(main)
+    buffer = sch.get(producer).writes[0].source
+    reads = [r for r in stmt.reads if r.source.same_as(buffer)]
+    if len(reads) != 1:
+        return float("inf")
+    iv = stmt.iter_vars
+    inner = {i for i in (plan.vector, plan.tile) if i is not None}
+
+    def at(expr: Any, var: Any | None) -> Any:
+        """``expr`` with every iteration variable 0 but ``var`` 1."""
+        analyzer = Analyzer()
+        for v in iv:
+            value = 1 if var is not None and v.var.same_as(var) else 0
+            analyzer.bind(v.var, tirx.const(value, str(v.dom.extent.ty)))
+        return analyzer.simplify(expr)
+
+    def coefficient(expr: Any, var: Any) -> int:
+        value = at(expr - at(expr, None), var)
+        return int(value.value) if isinstance(value, tirx.IntImm) else 0
+
+    factor = 1.0
+    for dim in reads[0].region:
+        used = vars_of(dim.min)
+        spatial = [i for i in plan.spatial if iv[i].var in used]
+        if len(spatial) != 1 or spatial[0] in inner:
+            continue
+        a = coefficient(dim.min, iv[spatial[0]].var)
+        window = 1
+        for i in plan.reduce:
+            if iv[i].var in used:
+                window += coefficient(dim.min, iv[i].var) * (int(iv[i].dom.extent) - 1)
+        if a > 0:
+            factor *= max(1.0, window / a)
+    return factor
+
+
+def write_back(sch: Any, local: Any, lanes: int) -> None:
+    """Vectorize the tile's write-back along the output's contiguous axis.
+
+    A conv in channel blocks accumulates ``[pixels, channels]`` with the
+    channels as the vector, but writes NCHW, where the channels are a plane
+    apart: vectorized over channels, the write-back is a scatter of one store
+    per element. Where another loop of the write-back indexes the output's
+    last (contiguous) axis, it goes innermost and is vectorized, and the
+    channel loop is unrolled, so LLVM transposes the tile in registers and
+    stores whole rows (a 1x1 conv 16 -> 96 channels on 112 x 112 pixels, 1
+    thread, AVX-512: see docs/benchmarks.md). Otherwise as
+    :func:`farm.jobs.cpu_schedules.common.vectorize_tail`.
+    """
+    from tvm import s_tir
+
+    stmt = sch.get(local)
+    loops = sch.get_loops(local)
+    n = len(stmt.iter_vars)
+    own = loops[-n:] if len(loops) >= n else []
+    last = vars_of(stmt.writes[0].region[-1].min)
+    rows = [i for i, iv in enumerate(stmt.iter_vars)
+            if iv.var in last and 2 <= (extent(sch, own[i]) or 0) <= 2 * lanes] if own else []
+    if not rows or rows[-1] == n - 1 or (extent(sch, own[-1]) or 0) > 2 * lanes:
+        vectorize_tail(sch, local, lanes)
+        return
+    j = rows[-1]
+    try:
+        sch.reorder(*[loop for i, loop in enumerate(own) if i != j], own[j])
+    except (s_tir.schedule.ScheduleError, RuntimeError):
+        # A predicated write-back (channels padded to whole vectors) has no affine
+        # binding to reorder under: it keeps the channel vector.
+        vectorize_tail(sch, local, lanes)
+        return
+    sch.unroll(own[-1])
+    sch.vectorize(own[j])
