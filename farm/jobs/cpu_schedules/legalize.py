@@ -34,8 +34,6 @@ cover goes to TVM's own legalization.
   zero filters to whole vectors where that uses more of each vector
   (:func:`_padded_block`; not for depthwise convs, whose input copy would
   need padded channels too, nor computed weights).
-  A 1x1 stride-1 conv on a row of :data:`POINTWISE_NCHW_MIN_WIDTH` pixels
-  or more keeps TVM's NCHW form (the row is the vector; see the constant).
 - ``sigmoid``: ``1 / (1 + fast_exp(-x))`` (TOPI's polynomial ``fast_exp``),
   which ``FastMathTransform`` does not cover; TVM's form calls libm's ``expf``
   per element.
@@ -46,16 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["POINTWISE_NCHW_MIN_WIDTH", "cpu_legalize_map"]
-
-#: Narrowest output row (pixels) at which a 1x1 stride-1 conv keeps TVM's NCHW form, which
-#: farm's schedule vectorizes over the row (whole vectors, contiguous stores) instead of the
-#: channel blocks, whose epilogue writes NCHW back a pixel's channels at a time (a store per
-#: element). Alone, 1 thread, AVX-512, host load 4-5, three rounds (ms, NCHWc / NCHW):
-#: 16->96 at 112x112 1.1-2.6 / 0.65-1.6; 96->24 at 56 0.24-0.67 / 0.19-0.64; 64->64 at 80
-#: 1.0-1.6 / 0.93-1.5; at 40 (128->64) channel blocks won (0.31-0.71 / 0.47-0.84) and at 28
-#: they were even. Not measured on NEON or AVX2.
-POINTWISE_NCHW_MIN_WIDTH = 56
+__all__ = ["cpu_legalize_map"]
 
 
 def _conv2d_transpose(bb: Any, call: Any) -> Any:
@@ -185,9 +174,6 @@ def _conv_of(call: Any) -> _Conv | None:
         return None
     target = _current_target()
     lanes = vector_lanes(target) if target is not None else 4
-    if (not depthwise and kh == kw == 1 and tuple(int(v) for v in attrs.strides) == (1, 1)
-            and w >= POINTWISE_NCHW_MIN_WIDTH):
-        return None
     ob = _block(o, lanes, min(lanes, 8))
     op = o
     if not depthwise and (ob is None or ob < lanes):

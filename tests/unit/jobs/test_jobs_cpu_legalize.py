@@ -1,4 +1,4 @@
-"""farm's CPU legalizations (transposed conv, channel blocks, sigmoid, GEMV) keep the numbers."""
+"""farm's CPU legalizations (transposed conv as 1x1 conv + shuffle, sigmoid) keep the numbers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import tvm
 from tvm import relax
 
 from farm.jobs.cpu_schedules.build import compile_cpu, scheduled_module
-from farm.jobs.cpu_schedules.legalize import POINTWISE_NCHW_MIN_WIDTH
 
 TARGET = tvm.target.Target({"kind": "llvm"})
 
@@ -141,29 +140,3 @@ def test_matmul_by_constant_weight_in_column_blocks_matches_numpy(
     vm = relax.VirtualMachine(compile_cpu(mod, TARGET, None), tvm.cpu())
     args = [tvm.runtime.tensor(x)] + ([] if constant else [tvm.runtime.tensor(w)])
     np.testing.assert_allclose(vm["main"](*args).numpy(), x @ w.T + b, rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.parametrize(("width", "stride", "blocked"), [
-    (POINTWISE_NCHW_MIN_WIDTH, 1, False),      # a wide row: NCHW, vectorized over the row
-    (POINTWISE_NCHW_MIN_WIDTH - 1, 1, True),   # narrower: channel blocks
-    (POINTWISE_NCHW_MIN_WIDTH, 2, True),       # strided 1x1 (a downsample): channel blocks
-])
-def test_pointwise_conv_on_a_wide_row_keeps_nchw_and_matches_numpy(width: int, stride: int,
-                                                                    blocked: bool) -> None:
-    """A 1x1 stride-1 conv on a row of POINTWISE_NCHW_MIN_WIDTH pixels or more keeps NCHW."""
-    rng = np.random.default_rng(3)
-    x = rng.standard_normal((1, 4, 2, width)).astype("float32")
-    w = rng.standard_normal((16, 4, 1, 1)).astype("float32")
-    bb = relax.BlockBuilder()
-    xv = relax.Var("x", relax.TensorType(x.shape, "float32"))
-    with bb.function("main", [xv]):
-        with bb.dataflow():
-            y = bb.emit_output(relax.op.nn.conv2d(xv, relax.const(w), strides=stride))
-        bb.emit_func_output(y)
-    mod = bb.get()
-    with TARGET:
-        text = str(scheduled_module(mod, TARGET).script())
-    assert ("nchwc" in text) is blocked
-    vm = relax.VirtualMachine(compile_cpu(mod, TARGET, None), tvm.cpu())
-    got = vm["main"](tvm.runtime.tensor(x)).numpy()
-    np.testing.assert_allclose(got, _conv_ref(x, w, stride, (0, 0, 0, 0), 1), rtol=1e-4, atol=1e-4)
