@@ -1,4 +1,4 @@
-"""farm's CPU legalizations (transposed conv as 1x1 conv + shuffle, sigmoid) keep the numbers."""
+"""farm's CPU legalizations (transposed conv, channel blocks, sigmoid, GEMV) keep the numbers."""
 
 from __future__ import annotations
 
