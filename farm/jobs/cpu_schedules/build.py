@@ -27,7 +27,8 @@ def fuse_passes(target: Any) -> Any:
     MetaSchedule's ``compile_relax`` preparation ("same preparation as
     extract_tasks, so database keys match"): library dispatch, legalize, fuse;
     CPU targets legalize some operators farm's way
-    (:mod:`farm.jobs.cpu_schedules.legalize`).
+    (:mod:`farm.jobs.cpu_schedules.legalize`,
+    :mod:`farm.jobs.cpu_schedules.legalize_dense`).
     For CPU (``llvm``) targets, ``FastMathTransform`` first replaces ``exp``,
     ``erf``, ``tanh`` and softmax by TOPI's polynomial forms (``fast_exp``,
     ``fast_erf``: float32 rational approximations, errors of a few ulp,
@@ -46,12 +47,14 @@ def fuse_passes(target: Any) -> Any:
     from tvm import relax
 
     from farm.jobs.cpu_schedules.legalize import cpu_legalize_map
+    from farm.jobs.cpu_schedules.legalize_dense import dense_legalize_map
 
     cpu = str(target.kind.name) == "llvm"
     return tvm.transform.Sequential([
         *([relax.transform.FastMathTransform()] if cpu else []),
         *relax.pipeline.library_dispatch_passes(target),
-        relax.transform.LegalizeOps(cpu_legalize_map() if cpu else None),
+        relax.transform.LegalizeOps({**cpu_legalize_map(), **dense_legalize_map()}
+                                    if cpu else None),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
         relax.transform.FuseOps(),

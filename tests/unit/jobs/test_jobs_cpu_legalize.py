@@ -1,4 +1,4 @@
-"""farm's CPU legalizations (transposed conv as 1x1 conv + shuffle, sigmoid) keep the numbers."""
+"""farm's CPU legalizations (transposed conv, channel blocks, sigmoid, GEMV) keep the numbers."""
 
 from __future__ import annotations
 
@@ -110,3 +110,33 @@ def test_conv2d_in_channel_blocks_matches_numpy(channels: int, out: int, groups:
     args = [tvm.runtime.tensor(x)] + ([] if constant else [tvm.runtime.tensor(w)])
     got = vm["main"](*args).numpy()
     np.testing.assert_allclose(got, _conv_ref(x, w, stride, pad, groups), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("shape", "columns", "constant", "packed"), [
+    ((1, 40), 20, True, True),         # a classifier: 20 columns padded to whole vectors
+    ((2, 3, 40), 32, True, True),      # leading dimensions, 6 rows
+    ((1, 40), 20, False, False),       # weight given at run time: TVM's own form
+    ((16, 40), 20, True, False),       # more rows than GEMV_MAX_ROWS: TVM's own form
+])
+def test_matmul_by_constant_weight_in_column_blocks_matches_numpy(
+        shape: tuple[int, ...], columns: int, constant: bool, packed: bool) -> None:
+    """``x @ W.T + b`` (ONNX Gemm, transB) packs a constant weight for few rows; all match numpy."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(shape).astype("float32")
+    w = rng.standard_normal((columns, shape[-1])).astype("float32")
+    b = rng.standard_normal(columns).astype("float32")
+    bb = relax.BlockBuilder()
+    xv = relax.Var("x", relax.TensorType(shape, "float32"))
+    wv = relax.Var("w", relax.TensorType(w.shape, "float32"))
+    with bb.function("main", [xv] if constant else [xv, wv]):
+        with bb.dataflow():
+            wt = bb.emit(relax.op.permute_dims(relax.const(w) if constant else wv, [1, 0]))
+            y = bb.emit_output(relax.op.add(relax.op.matmul(xv, wt), relax.const(b)))
+        bb.emit_func_output(y)
+    mod = bb.get()
+    with TARGET:
+        text = str(scheduled_module(mod, TARGET).script())
+    assert ("matmul_blocks" in text) is packed
+    vm = relax.VirtualMachine(compile_cpu(mod, TARGET, None), tvm.cpu())
+    args = [tvm.runtime.tensor(x)] + ([] if constant else [tvm.runtime.tensor(w)])
+    np.testing.assert_allclose(vm["main"](*args).numpy(), x @ w.T + b, rtol=1e-5, atol=1e-5)
