@@ -132,7 +132,8 @@ def model_tasks(mod: Any, target: dict[str, Any]) -> list[ModelTask]:
     with tvm.transform.PassContext(opt_level=3):
         fused = tunable_module(mod, target_obj)
     tasks = [ModelTask(str(t.task_name), int(t.weight), float(estimate_tir_flops(t.dispatched[0])),
-                       t, argument_bytes(t.dispatched[0])) for t in extract_tasks(fused, target_obj)]
+                       t, argument_bytes(t.dispatched[0]))
+             for t in extract_tasks(fused, target_obj)]
     return sorted(tasks, key=lambda t: -t.cost)
 
 

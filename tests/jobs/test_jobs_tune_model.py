@@ -14,11 +14,11 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.model import load_model, random_inputs, reference_outputs, relax_module
 from farm.jobs.params import DeviceFacts, ModelParams, TimingParams, TrackerParams, TuneParams
 from farm.jobs.targets import target_for
+from farm.jobs.tune_check_cost import CheckPrice
 from farm.jobs.tune_model import TUNED_LIBRARY, model_tasks, tune_model
 from farm.jobs.tune_progress import TaskProgress, TuneProgress
-from farm.jobs.tune_records import RECORDS_FILE, count_trials, default_and_best_s
-from farm.jobs.tune_check_cost import CheckPrice
 from farm.jobs.tune_rate import run_overhead_s
+from farm.jobs.tune_records import RECORDS_FILE, count_trials, default_and_best_s
 from farm.jobs.tune_run import STARTING_PHASE
 
 
@@ -108,8 +108,8 @@ class TestTuneModel:
         cache = CompileCache(tmp_path / "cache")
         first = tune_model(params, target, tracker, cache)
         assert [t.trials_measured for t in first.tasks] == [1, 1]
-        assert first.first_trial_s is not None and first.trials_per_phone_hour is not None
-        assert first.limit_per_phone_hour is not None
+        assert None not in (first.first_trial_s, first.trials_per_phone_hour,
+                            first.limit_per_phone_hour)
         records = (work_dir / RECORDS_FILE).read_bytes()
 
         more = replace(params, trials=4)

@@ -261,7 +261,7 @@ class TestEta:
         points = [(0.0, 0), (10.0, 10), (20.0, 20)]  # 1 s per trial
         assert estimate_eta_s(30, points, 100.0, reserve_s=5.0) == 35.0  # 95 s at 1/3 the rate
         assert estimate_eta_s(40, points, 100.0, reserve_s=5.0) == 100.0  # 125 s: the budget
-        assert estimate_eta_s(40, points, 100.0, reserve_s=5.0, batch_s=10.0) == 95.0  # less 1/2 batch
+        assert estimate_eta_s(40, points, 100.0, reserve_s=5.0, batch_s=10.0) == 95.0  # - batch/2
         assert estimate_eta_s(0, points, 100.0, reserve_s=5.0) == 5.0  # only the check is left
 
     def test_rate_is_that_of_the_recent_batches(self, tmp_path: Path) -> None:
