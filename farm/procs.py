@@ -27,18 +27,20 @@ import concurrent.futures
 import contextlib
 import ctypes
 import ctypes.util
+import json
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import psutil
 
-__all__ = ["end_group_with_parent", "group_alive", "set_parent_death_signal", "signal_group",
-           "spawn", "tied_to_parent"]
+__all__ = ["end_group_with_parent", "group_alive", "read_pid_record", "set_parent_death_signal",
+           "signal_group", "spawn", "tied_to_parent"]
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -151,3 +153,12 @@ def process_alive(process: psutil.Process) -> bool:
         return bool(process.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
+
+
+def read_pid_record(path: Path) -> dict[str, Any] | None:
+    """The JSON object a pid file holds (farmd's, the adb server's); None if unreadable."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None

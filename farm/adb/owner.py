@@ -21,13 +21,13 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Any
 
 import psutil
 
 from farm import logs
 from farm.adb.server import AdbServer
 from farm.privacy import write_private
+from farm.procs import read_pid_record
 
 __all__ = ["ADB_PIDFILE_NAME", "adopt_adb_server", "forget_adb_server", "listening_pid",
            "record_adb_server"]
@@ -86,7 +86,7 @@ def adopt_adb_server(data_dir: Path, server: AdbServer) -> bool:
         caller owns it (ends it at its stop). False otherwise; a recorded
         server on another port is ended, a stale record removed.
     """
-    record = _read(data_dir / ADB_PIDFILE_NAME)
+    record = read_pid_record(data_dir / ADB_PIDFILE_NAME)
     if record is None:
         forget_adb_server(data_dir)
         return False
@@ -108,14 +108,6 @@ def adopt_adb_server(data_dir: Path, server: AdbServer) -> bool:
     log.info("adb_server_ended", pid=pid, adb_port=port, reason="adb.port changed")
     forget_adb_server(data_dir)
     return False
-
-
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def _same_process(pid: object, create_time: object) -> psutil.Process | None:

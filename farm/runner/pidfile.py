@@ -30,7 +30,7 @@ from farm import logs
 from farm.clock import wait_until
 from farm.errors import InfraFault
 from farm.privacy import write_private
-from farm.procs import group_alive, signal_group
+from farm.procs import group_alive, read_pid_record, signal_group
 
 __all__ = [
     "PIDFILE_NAME", "FarmdRunning", "FarmdStatus", "adopt_predecessor", "farmd_status",
@@ -95,7 +95,7 @@ def record_child(data_dir: Path, name: str, pid: int) -> None:
     except psutil.Error:
         return  # it is gone already: nothing to end later
     with _RECORD_LOCK:
-        record = _read(data_dir / PIDFILE_NAME)
+        record = read_pid_record(data_dir / PIDFILE_NAME)
         if record is None or record.get("pid") != os.getpid():
             return
         children = record.get("children")
@@ -117,7 +117,7 @@ def adopt_predecessor(data_dir: Path, deadline_s: float = GROUP_GONE_DEADLINE_S)
         FarmdRunning: the farmd the file names is alive (and is not this process).
     """
     path = data_dir / PIDFILE_NAME
-    record = _read(path)
+    record = read_pid_record(path)
     if record is None:
         return []
     status = farmd_status(data_dir)
@@ -147,14 +147,6 @@ def remove_pidfile(data_dir: Path, pid: int | None = None) -> None:
             path.unlink()
     except (OSError, ValueError):
         pass
-
-
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def _write(data_dir: Path, record: dict[str, Any]) -> Path:
