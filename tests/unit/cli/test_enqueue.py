@@ -135,7 +135,10 @@ class TestEnqueue:
             (["model", "--model", _MODEL, "--inputs", "/no/such.npz"], "--inputs: cannot read"),
             (["model", "--model", str(_EMPTY)], "--model: not an ONNX model: empty.onnx is empty"),
             (["tune", "--model", str(_EMPTY)], "--model: not an ONNX model: empty.onnx is empty"),
-            (["model", "--model", str(_FOLDER)], f"--model: {str(_FOLDER)!r} is a folder"),
+            # An id of its own: the message holds a temporary path, and pytest-xdist's workers
+            # must collect the same test names.
+            pytest.param(["model", "--model", str(_FOLDER)],
+                         f"--model: {str(_FOLDER)!r} is a folder", id="model-folder"),
             (["model", "--model", _MODEL, "--input-shape", "x=1,3,16,16", "--input-shape",
               "x=2,3,16,16"], "--input-shape: input 'x' given twice"),
             (["tune", "--model", _MODEL, "--input-shape", "x=1,,3"],
