@@ -38,7 +38,7 @@ class TestEnqueueTuneModel:
         """A gemm flag with --model, or a task cap on a gemm, is a one-line usage error."""
         model = write_small_cnn(tmp_path / "cnn.onnx")
         both = farmctl("enqueue", "tune", "--model", str(model), "--n", "64")
-        assert both.exit_code == 2 and "exactly one workload" in both.stderr
+        assert both.exit_code == 2 and "--n set a gemm to tune" in both.stderr
         capped = farmctl("enqueue", "tune", "--n", "64", "--max-tasks", "2")
         assert capped.exit_code == 2 and "--max-tasks" in capped.stderr
         missing = farmctl("enqueue", "tune", "--model", str(tmp_path / "none.onnx"))
