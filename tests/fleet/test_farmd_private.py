@@ -62,17 +62,35 @@ class FarmdRuns:
         self.env.update(HOME=str(tmp_path / "home"), ADB_USB="0", ADB_EMU="0")
         (tmp_path / "home").mkdir()
         self.processes: list[subprocess.Popen[bytes]] = []
+        self.logs: dict[int, Path] = {}
+        self._tmp_path = tmp_path
 
     def start(self) -> int:
-        """Start one farmd; returns its pid."""
+        """Start one farmd; returns its pid. Its output goes to :meth:`log_tail`'s file."""
         argv = [sys.executable, "-c", "from farm.daemon import main; main()",
                 "--config", str(self.config)]
-        proc = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True,
-                                preexec_fn=lambda: os.umask(0o022))  # noqa: PLW1509 (no threads yet)
+        log_path = self._tmp_path / f"farmd-{len(self.processes)}.log"
+        with log_path.open("wb") as log_file:
+            proc = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL,
+                                    stdout=log_file, stderr=subprocess.STDOUT,
+                                    start_new_session=True,
+                                    preexec_fn=lambda: os.umask(0o022))  # noqa: PLW1509 (no threads yet)
         self.processes.append(proc)
+        self.logs[proc.pid] = log_path
         return proc.pid
+
+    def log_tail(self, pid: int, lines: int = 15) -> str:
+        """The last ``lines`` lines farmd ``pid`` printed (for a failure's message)."""
+        return "\n".join(self.logs[pid].read_text(errors="replace").splitlines()[-lines:])
+
+    def wait_started(self, pid: int, what: str) -> None:
+        """Wait until farmd ``pid`` wrote its files; fail at once, with its output, if it exited."""
+        try:
+            state = wait_until(lambda: _start_state(self.data_dir, pid), START_DEADLINE_S, what)
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}; farmd printed:\n{self.log_tail(pid)}") from exc
+        assert state == "started", f"{what}: farmd exited during start; it printed:\n" + \
+            self.log_tail(pid)
 
     def close(self) -> None:
         """End every farmd started and the adb server on the port, in case a test failed."""
@@ -106,34 +124,38 @@ def farmd_runs(tmp_path: Path) -> Iterator[FarmdRuns]:
 
 
 @pytest.fixture
-def farmd(farmd_runs: FarmdRuns) -> tuple[Path, int, int]:
-    """A real farmd process (no phones) under umask 022; (data_dir, pid, adb_port).
+def farmd(farmd_runs: FarmdRuns) -> tuple[FarmdRuns, int]:
+    """A real farmd process (no phones) under umask 022; (its runs, its pid).
 
     farmd starts its adb server with ``adb start-server`` (a daemon, not its
     child) and ends it when it stops; the fixture ends it too, in case a test failed.
     """
-    return farmd_runs.data_dir, farmd_runs.start(), farmd_runs.adb_port
+    return farmd_runs, farmd_runs.start()
 
 
-def _started(data_dir: Path, pid: int) -> bool:
+def _start_state(data_dir: Path, pid: int) -> str | None:
+    """"started" once farmd ``pid`` wrote its files, "exited" if it ended first, else None."""
     if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-        raise AssertionError("farmd exited during start")
+        return "exited"
     if farmd_status(data_dir).pid != pid:
-        return False  # farmd.json still names a killed predecessor
-    return all((data_dir / name).is_file()
-               for name in (PIDFILE_NAME, "farm.db", "runs/settings.json", "tracker.log"))
+        return None  # farmd.json still names a killed predecessor
+    if all((data_dir / name).is_file()
+           for name in (PIDFILE_NAME, "farm.db", "runs/settings.json", "tracker.log")):
+        return "started"
+    return None
 
 
 class TestFarmdPrivacy:
     """What farmd leaves on disk and on the network."""
 
     def test_files_are_private_and_adb_listens_on_loopback_only(
-        self, farmd: tuple[Path, int, int]
+        self, farmd: tuple[FarmdRuns, int]
     ) -> None:
         """Data folder 0700, its files 0600, the adb server it started has no listener
         beyond loopback (no mDNS on 0.0.0.0:5353) and ends with farmd on SIGTERM."""
-        data_dir, pid, adb_port = farmd
-        wait_until(lambda: _started(data_dir, pid), START_DEADLINE_S, "farmd wrote its files")
+        runs, pid = farmd
+        data_dir, adb_port = runs.data_dir, runs.adb_port
+        runs.wait_started(pid, "farmd wrote its files")
         assert _mode(data_dir) == 0o700
         assert _mode(data_dir / "runs") & 0o077 == 0
         for name in (PIDFILE_NAME, "farm.db", "runs/settings.json", "tracker.log", LISTING_SOCKET):
@@ -164,7 +186,7 @@ class TestFarmdKilledAdbServer:
         the next farmd of the data folder owns it again, so its SIGTERM ends it."""
         data_dir = farmd_runs.data_dir
         first = farmd_runs.start()
-        wait_until(lambda: _started(data_dir, first), START_DEADLINE_S, "first farmd started")
+        farmd_runs.wait_started(first, "first farmd started")
         server_pid = wait_until(lambda: _listener_pid(farmd_runs.adb_port), START_DEADLINE_S,
                                 "adb server listening")
         assert (data_dir / ADB_PIDFILE_NAME).is_file()
@@ -173,7 +195,7 @@ class TestFarmdKilledAdbServer:
         assert server.is_running()
 
         second = farmd_runs.start()
-        wait_until(lambda: _started(data_dir, second), START_DEADLINE_S, "second farmd started")
+        farmd_runs.wait_started(second, "second farmd started")
         assert _listener_pid(farmd_runs.adb_port) == server.pid  # reused, not started again
         os.kill(second, signal.SIGTERM)
         gone, _ = psutil.wait_procs([server], timeout=STOP_DEADLINE_S)
