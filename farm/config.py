@@ -247,6 +247,14 @@ class JobSettings(_Frozen):
     thermal_wait_deadline_s: float = Field(900.0, gt=0)
     lease_s: float = Field(120.0, gt=0)
     tune_lease_s: float = Field(3600.0, gt=0)
+    #: Whether this farmd's idle phones join another host's running model tune job
+    #: as a helper attempt, tuning the task rows its main attempt left
+    #: (farm.queue.helpers): phones of one model on several hosts tune one model.
+    tune_helpers: bool = True
+    #: How often a model tune attempt done with its own tasks asks the database
+    #: whether another host's attempt of the job still tunes one, or stopped and
+    #: left it to take over (farm.kinds.tune_work.TaskWorkProgress.take_over).
+    tune_task_poll_s: float = Field(5.0, gt=0)
     #: How long a tune attempt waits for farmd to serve the job's key on all its
     #: devices, or their own keys again afterwards (farm.kinds.serve_keys):
     #: a launch's registration deadline and a recovery step's, with room.

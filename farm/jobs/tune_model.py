@@ -39,7 +39,7 @@ from farm.jobs.tune_result import (
 )
 from farm.jobs.tune_run import Checkpoint, measured, seed_from_fleet, tune_all
 from farm.jobs.tune_seed import BestRecords
-from farm.jobs.tune_tasks import ModelTask, import_model, model_of, model_tasks, plan_tasks
+from farm.jobs.tune_tasks import ModelTask, Planned, import_model, model_of, model_tasks, plan_tasks
 from farm.jobs.tune_verify import Verdict
 
 __all__ = ["TUNED_LIBRARY", "Checkpoint", "ModelTask", "ModelTuneResult", "compile_tuned",
@@ -76,8 +76,14 @@ def tune_model(
             (the fleet's database: :class:`farm.kinds.tune_fleet.RecordCheckpoint`);
             None: they stay in the work folder alone.
 
+    With a ``progress`` that shares the job's tasks with other attempts
+    (:class:`farm.kinds.tune_work.TaskWorkProgress`), only the tasks this
+    attempt holds are tuned, then those it takes over from an attempt that
+    stopped; the build then starts from every attempt's records (``fleet``).
+    A helper attempt (``progress.builds`` false) returns without a build.
+
     Returns:
-        The tasks' trials, the throughput, and ``model_tuned.so``.
+        The tasks' trials, the throughput, and ``model_tuned.so`` (``""`` for a helper).
 
     Raises:
         SpecError: a CPU target without ``num-cores``, an invalid model or shapes,
@@ -104,8 +110,26 @@ def tune_model(
     progress.set_tasks([TaskProgress(p.task.name, p.index, p.trials, b)
                         for p, b in zip(planned, before, strict=True)], budget_s=params.for_s)
     verdicts: list[Verdict] | None = [] if target.get("kind") == "llvm" else None
-    stopped_by = tune_all(planned, batch, params, tracker, linker, progress, checkpoint,
-                          verdicts)
+    # The tasks this attempt holds; then those it takes over from another attempt (another
+    # host's) of the job that stopped, until no other attempt tunes one.
+    mine = progress.tasks_to_tune([p.task.name for p in planned])
+    shared = len(mine) < len(planned)  # another attempt held a task at the start
+    stopped_by = "trials"  # the other attempts tuned every task
+    while True:
+        if mine:
+            stopped_by = tune_all([p for p in planned if p.task.name in mine], batch, params,
+                                  tracker, linker, progress, checkpoint, verdicts)
+        mine = progress.take_over()
+        if not mine:
+            break
+        shared = True
+        if fleet is not None:  # what the stopped attempt checkpointed is not measured again
+            seeded += seed_from_fleet(planned, params, target, fleet)
+    if not progress.builds:  # a helper attempt: its tasks' records are the fleet's already
+        return _helper_result(model, inputs, planned, params, target, progress, stopped_by,
+                              seeded)
+    if shared and fleet is not None:  # the build uses every host's records of the job's tasks
+        seeded += seed_from_fleet(planned, params, target, fleet)
     counts = measured(planned, params)
     if sum(counts) == 0:
         raise CompileError(model.model_path.name,
@@ -140,3 +164,25 @@ def tune_model(
         picks_used=None if verdicts is None else sum(v.used for v in verdicts),
         picks_unchecked=None if verdicts is None else sum(not v.checked for v in verdicts),
     )
+
+
+def _helper_result(model: Any, inputs: Any, planned: list[Planned], params: TuneParams,
+                   target: dict[str, Any], progress: TuneProgress, stopped_by: str,
+                   seeded: int) -> ModelTuneResult:
+    """A helper attempt's result: the tasks' trials in its work folder, no library built."""
+    counts = measured(planned, params)
+    counters = progress.counters
+    log.info("tuning_helped", tasks=len(planned), measured=sum(counts), stopped_by=stopped_by)
+    return ModelTuneResult(
+        model_sha256=hashlib.sha256(model.model_path.read_bytes()).hexdigest(),
+        inputs=inputs, tasks=[TaskResult(p.task.name, p.index, p.trials, m,
+                                     best_record_s(params.work_dir, p.index))
+                          for p, m in zip(planned, counts, strict=True)],
+        trials_requested=sum(p.trials for p in planned), trials_measured_before=0,
+        trials_measured=sum(min(m, p.trials) for m, p in zip(counts, planned, strict=True)),
+        trials_failed=sum(count_trials(params.work_dir, p.index)[1] for p in planned),
+        tuned_library="", work_dir=str(params.work_dir), target=target, stopped_by=stopped_by,
+        tuning_s=counters.tuning_s, first_trial_s=counters.first_trial_s,
+        trials_per_phone_hour=counters.trials_per_phone_hour,
+        limit_per_phone_hour=counters.limit_per_phone_hour, trials_from_fleet=seeded,
+        picks_checked=None, picks_used=None, picks_unchecked=None)

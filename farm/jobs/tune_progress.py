@@ -289,6 +289,26 @@ class TuneProgress:
                                limit_per_phone_hour=None)
             self._store(replace(counters, eta_s=self._eta_s(counters, now)))
 
+    #: Whether this attempt makes the tuned build once its tasks are tuned; a
+    #: helper attempt of a job (farm.kinds.tune_work.TaskWorkProgress) does not.
+    builds = True
+
+    def tasks_to_tune(self, names: list[str]) -> list[str]:
+        """Of the :meth:`set_tasks` tasks ``names``, those this attempt tunes: all of them.
+
+        A progress that shares the job's tasks with other attempts on other
+        hosts (:class:`farm.kinds.tune_work.TaskWorkProgress`) answers those it holds.
+        """
+        return list(names)
+
+    def take_over(self) -> list[str]:
+        """Once this attempt's tasks are tuned: the tasks it must tune next (none here).
+
+        A progress that shares the job's tasks waits there for the other
+        attempts' tasks and answers those whose holder stopped.
+        """
+        return []
+
     def tuning_s(self) -> float:
         """Seconds spent tuning over all attempts, this one's so far included."""
         with self._lock:

@@ -17,7 +17,9 @@ after the batch that measured it, and the whole work folder again when the
 attempt ends, succeeded or not, so a retry on another host resumes from them.
 Its tasks are rows in the database (:mod:`farm.kinds.tune_work`): claimed by
 the attempt, their trials reported after every batch, and the tuned build
-claimed once per job.
+claimed once per job. A helper attempt of the job on another host
+(:mod:`farm.queue.helpers`) tunes the rows it claims and ends there: no build,
+no timing, and the store keeps no result of it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from farm.jobs import params as jp
     from farm.kinds.run import RunContext
     from farm.kinds.tune import TunedModel, TuneParams
     from farm.queue.records import Outcome
@@ -119,6 +124,9 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
                             progress, fleet,
                             record_checkpoint(ctx, work_dir, f"tune model {shown}"))
         labels.update({t.workload_index: f"tune model {shown} {t.name}" for t in result.tasks})
+    if not progress.builds:  # a helper attempt: its tasks' records are kept; no result
+        return Outcome({**result.to_dict(), "kind": "tune", "model": shown, "phones": serials,
+                        "helper": True}, [], "s", [], snapshots, ())
     runs: list[dict[str, Any]] = []
     tuned_samples: list[float] = []
     tuned_serials: list[str] = []
@@ -147,10 +155,7 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     speedup = statistics.median(r["speedup"] for r in runs)
     best_build, best_note = best_of(speedup, same_build=all(r["same_build"] for r in runs))
     if best_build == "untuned":
-        from farm.jobs.ndk import linker_for
-        from farm.jobs.tune_model import keep_untuned
-
-        keep_untuned(plain, target, work_dir, ctx.cache, linker_for(target))
+        _keep_untuned(plain, target, work_dir, ctx)
     counters = progress.counters
     summary = result.to_dict()
     summary.update(
@@ -166,3 +171,12 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     stored = () if ctx.store is not None else _tuning_records(
         work_dir, lambda index: labels.get(index, f"tune model {shown}"), target)
     return Outcome(summary, tuned_samples, "s", tuned_serials, snapshots, stored)
+
+
+def _keep_untuned(plain: jp.ModelParams, target: dict[str, Any], work_dir: Path,
+                  ctx: RunContext) -> None:
+    """Make the untuned build the job's library (:func:`farm.jobs.tune_model.keep_untuned`)."""
+    from farm.jobs.ndk import linker_for
+    from farm.jobs.tune_model import keep_untuned
+
+    keep_untuned(plain, target, work_dir, ctx.cache, linker_for(target))

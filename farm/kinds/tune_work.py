@@ -11,6 +11,11 @@ rows (:mod:`farm.queue.task_work`):
 * after every measured batch (``update_task``) each task's trials and best
   run time go to its row, so the API, the dashboard and ``farmctl job`` read
   them on any host (:func:`job_progress`);
+* ``tune_model`` tunes only the tasks whose rows the attempt holds
+  (``tasks_to_tune``): the job's main attempt claims about half of them when
+  another host may start a helper attempt (:mod:`farm.queue.helpers`), which
+  claims the rest; done with its own, the main attempt waits for the other
+  attempts' rows and takes over one whose holder stopped (``take_over``);
 * when ``tune_model`` starts its build (its ``"compiling"`` phase) the rows
   it still holds are closed (a time budget that ran out stops them too) and
   the job's one build is claimed: an attempt that cannot hold it raises
@@ -31,7 +36,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from farm.clock import Clock
+from farm.clock import Clock, wait_until
 from farm.errors import InfraFault, StoreError
 from farm.jobs.tune_progress import TaskProgress, TuneCounters, TuneProgress, read_counters
 from farm.jobs.tune_records import workload_hashes
@@ -79,13 +84,31 @@ class TaskWorkProgress(TuneProgress):
         attempt_id: this attempt (it claims the rows and the build).
         host: this farmd's host id.
         clock: as :class:`farm.jobs.tune_progress.TuneProgress`'s; also stamps the rows.
+        helper: a helper attempt (:mod:`farm.queue.helpers`): it claims every free
+            row, tunes them, takes over none it must wait for, and never builds.
+        share: the job's main attempt claims only about half its tasks (the
+            heaviest first), leaving the rest to a helper on another host that has
+            idle phones of the model; False: it claims all.
+        poll_s: how often :meth:`take_over` reads the rows (None: ``jobs.tune_task_poll_s``).
+        wait_s: how long :meth:`take_over` waits at most with no time budget
+            (None: ``jobs.tune_lease_s``).
     """
 
     def __init__(self, work_dir: Path, store: Store, job_id: int, attempt_id: int,
-                 host: str | None, clock: Clock | None = None) -> None:
+                 host: str | None, clock: Clock | None = None, *, helper: bool = False,
+                 share: bool = False, poll_s: float | None = None,
+                 wait_s: float | None = None) -> None:
+        from farm.config import JobSettings
+
         super().__init__(work_dir, clock)
         self.store, self.job_id, self.attempt_id, self.host = store, job_id, attempt_id, host
+        self.helper, self.share = helper, share
+        defaults = JobSettings()
+        self.poll_s = defaults.tune_task_poll_s if poll_s is None else poll_s
+        self.wait_s = defaults.tune_lease_s if wait_s is None else wait_s
+        self.builds = not helper
         self._shash: dict[str, str] = {}
+        self._rows = False  # the rows were written and claimed: tune only those held
         #: The task names this attempt claimed.
         self.claimed: list[str] = []
 
@@ -102,15 +125,60 @@ class TaskWorkProgress(TuneProgress):
             self.store.add_task_work(self.job_id, [
                 TaskWork(self._shash[t.name], t.name, t.trials_asked)
                 for t in tasks if t.name in self._shash], now)
-            claimed = self.store.claim_task_work(self.job_id, self.attempt_id, self.host, now)
+            limit = (len(tasks) + 1) // 2 if self.share and not self.helper else None
+            claimed = self.store.claim_task_work(self.job_id, self.attempt_id, self.host, now,
+                                                 limit=limit)
         except StoreError as exc:
             log.warning("task_work_not_claimed", job_id=self.job_id, reason=str(exc))
             return
-        self.claimed = [c.task for c in claimed]
+        self.claimed, self._rows = [c.task for c in claimed], True
         log.info("task_work_claimed", job_id=self.job_id, attempt_id=self.attempt_id,
                  tasks=self.claimed)
         for t in tasks:
             self._report(t.name, t.trials_measured, t.best_s)
+
+    def tasks_to_tune(self, names: list[str]) -> list[str]:
+        """Of ``names``, the tasks whose rows this attempt holds (all: no rows were written)."""
+        return [n for n in names if n in self.claimed] if self._rows else list(names)
+
+    def take_over(self) -> list[str]:
+        """Claim the rows no live attempt holds; the main attempt first waits for them.
+
+        The main attempt polls every ``poll_s`` for at most the time budget left
+        (:meth:`budget_left_s`) until no other live attempt tunes a task of the
+        job, or one of them stopped (a farmd killed with -9: its lease ran out)
+        and its row is claimed here. A wait that runs out leaves the build to
+        fail on the rows left (:class:`BuildHeld`): the job is tried again. A
+        helper claims what is free now and never waits.
+
+        Returns:
+            The tasks claimed now (this attempt tunes them next); empty once no
+            other attempt's task is left to take over.
+        """
+        if not self._rows:
+            return []
+
+        def settled() -> list[str] | bool:
+            now = self._clock.now()
+            try:
+                taken = [r.task for r in self.store.claim_task_work(
+                    self.job_id, self.attempt_id, self.host, now) if r.task not in self.claimed]
+                return taken or self.helper or not self.store.busy_task_work(
+                    self.job_id, self.attempt_id, now)
+            except StoreError as exc:
+                log.warning("task_work_not_read", job_id=self.job_id, reason=str(exc))
+                return self.helper
+
+        log.info("task_work_waiting", job_id=self.job_id, attempt_id=self.attempt_id)
+        left_s = self.budget_left_s()
+        found = wait_until(settled, self.wait_s if left_s is None else max(0.0, left_s),
+                           interval_s=self.poll_s, clock=self._clock)
+        taken = found if isinstance(found, list) else []
+        if taken:
+            self.claimed += taken
+            log.info("task_work_taken_over", job_id=self.job_id, attempt_id=self.attempt_id,
+                     tasks=taken)
+        return taken
 
     def update_task(self, name: str, trials_measured: int, best_s: float) -> None:
         """Record a task's trials in the work folder and in its row."""
@@ -165,18 +233,42 @@ class TaskWorkProgress(TuneProgress):
 
 
 def attempt_progress(ctx: RunContext, work_dir: Path) -> TuneProgress:
-    """The attempt's progress; with a store, the job's task rows too (:class:`TaskWorkProgress`)."""
+    """The attempt's progress; with a store, the job's task rows too (:class:`TaskWorkProgress`).
+
+    The job's main attempt shares its tasks (claims about half) when helpers
+    are on (``jobs.tune_helpers``) and another host has a ready phone of the
+    attempt's device model, which may start a helper (:mod:`farm.queue.helpers`).
+    """
     if ctx.store is None:
         return TuneProgress(work_dir)
+    jobs = ctx.settings.jobs
+    helper = ctx.attempt.helper
+    share = jobs.tune_helpers and not helper and _helper_may_come(ctx, ctx.store)
     return TaskWorkProgress(work_dir, ctx.store, ctx.job.id, ctx.attempt.id,
-                            ctx.settings.host_id)
+                            ctx.settings.host_id, helper=helper, share=share,
+                            poll_s=jobs.tune_task_poll_s, wait_s=jobs.tune_lease_s)
+
+
+def _helper_may_come(ctx: RunContext, store: Store) -> bool:
+    """Whether another host has a ready phone, in service, of the attempt's device model."""
+    from farm.kinds.tune_fleet import device_model_of
+    from farm.queue.states import DeviceState
+
+    model = device_model_of(ctx.facts.get(ctx.attempt.serials[0], {}))
+    try:
+        devices = store.list_devices()
+    except StoreError as exc:
+        log.warning("helpers_not_read", job_id=ctx.job.id, reason=str(exc))
+        return False
+    return any(d.host not in (None, ctx.settings.host_id) and d.state is DeviceState.READY
+               and not d.drained and device_model_of(d.facts) == model for d in devices)
 
 
 @contextmanager
 def build_made(progress: TuneProgress) -> Iterator[None]:
     """Around ``tune_model``: once it returns (its tuned build made), mark the job's build made."""
     yield
-    if isinstance(progress, TaskWorkProgress):
+    if isinstance(progress, TaskWorkProgress) and progress.builds:
         progress.finish_build()
 
 

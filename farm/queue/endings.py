@@ -56,6 +56,20 @@ def end_attempt(
     attempt.error = error
 
 
+def end_helper(session: Session, attempt: Attempt, state: AttemptState, now: datetime,
+               kind: str | None, error: str | None, to_state: DeviceState) -> None:
+    """End a helper attempt (:mod:`farm.queue.helpers`) and free its phones to ``to_state``.
+
+    Its job is left as it is: the main attempt makes the job's result, and
+    the helper's task rows are claimable again once it no longer runs.
+    """
+    end_attempt(attempt, state, now, kind, error)
+    transitions.release(session, attempt.id, attempt.serials, to_state,
+                        f"helper attempt {attempt.id} ended: {state.value}", now)
+    transitions.note(session, "helper_attempt_ended", job_id=attempt.job_id,
+                     attempt=attempt.id, state=state.value, error_kind=kind)
+
+
 def locked_attempt(session: Session, attempt_id: int) -> Attempt | None:
     """The attempt row, locked for update; None if there is no such id."""
     return session.scalars(
@@ -150,8 +164,11 @@ def requeue_uncounted(
     Returns:
         The attempt's job, locked.
     """
-    end_attempt(attempt, AttemptState.ABANDONED, now, error_kind, reason)
     job = locked_job(session, attempt.job_id)
+    if attempt.helper:  # a helper's end leaves its job alone (farm.queue.helpers)
+        end_helper(session, attempt, AttemptState.ABANDONED, now, error_kind, reason, to_state)
+        return job
+    end_attempt(attempt, AttemptState.ABANDONED, now, error_kind, reason)
     transitions.release(session, attempt.id, attempt.serials, to_state, release_reason, now)
     if job.state is JobState.RUNNING:
         job.state = JobState.QUEUED

@@ -20,13 +20,12 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from sqlalchemy import exists, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from farm import backoff
 from farm.errors import Retry
 from farm.queue import endings, transitions
-from farm.queue.endings import end_attempt, locked_attempt, locked_job
+from farm.queue.endings import end_attempt, end_helper, locked_attempt, locked_job
 from farm.queue.models import (
     Attempt,
     AttemptState,
@@ -111,6 +110,10 @@ def claim_one(
         return None
     if host is not None and any(d.host not in (None, host) for d in devices):
         return None  # another host's phone: only its owner runs it (farm.queue.hosts)
+    if host is not None and session.scalar(select(exists().where(
+            Attempt.job_id == job.id, Attempt.host == host,
+            Attempt.state == AttemptState.RUNNING))):
+        return None  # its helper runs here: one writer per host's work folder (farm.queue.helpers)
     attempt = Attempt(
         job_id=job.id,
         serials=serials,
@@ -121,23 +124,11 @@ def claim_one(
         started_at=now,
         host=host,
     )
-    try:
-        with session.begin_nested():
-            session.add(attempt)
-            session.flush()
-            transitions.hold(session, attempt.id, serials, now)
-    except IntegrityError:
-        transitions.note(session, "claim_refused", job_id=job.id, serials=serials,
-                         reason="a phone is still held by another attempt")
+    if not transitions.start_holding(session, attempt, devices, f"job {job.id} attempt", now):
         return None
     job.state = JobState.RUNNING
     job.attempts_made += 1
     job.retry_at = None
-    for device in devices:
-        transitions.set_state(
-            session, device, DeviceState.BUSY, f"job {job.id} attempt {attempt.id}", now
-        )
-        device.attempt_id = attempt.id
     session.flush()
     transitions.note(
         session,
@@ -167,6 +158,12 @@ def reap(session: Session, now: datetime) -> list[AttemptView]:
     )
     for attempt in expired:
         message = f"lease expired at {attempt.lease_expires_at.isoformat()} without a heartbeat"
+        if attempt.helper:  # its rows are claimable again; the job goes on
+            end_helper(session, attempt, AttemptState.ABANDONED, now, ABANDONED, message,
+                       DeviceState.UNHEALTHY)
+            transitions.note(session, "lease_expired", job_id=attempt.job_id,
+                             attempt=attempt.id, serials=list(attempt.serials), helper=True)
+            continue
         end_attempt(attempt, AttemptState.ABANDONED, now, ABANDONED, message)
         job = locked_job(session, attempt.job_id)
         transitions.release(
@@ -247,6 +244,9 @@ def finish(session: Session, attempt_id: int, outcome: Outcome, now: datetime) -
     if job.state is not JobState.RUNNING:
         _end_cancelled(session, attempt, now, None, "job cancelled before its result")
         return False
+    if attempt.helper:  # its tasks' rows and records are in the database; no result
+        end_helper(session, attempt, AttemptState.SUCCEEDED, now, None, None, DeviceState.READY)
+        return True
     if outcome.sample_serials and len(outcome.sample_serials) != len(outcome.samples):
         raise ValueError("sample_serials must be empty or as long as samples")
     if outcome.sample_repetitions and len(outcome.sample_repetitions) != len(outcome.samples):
@@ -323,6 +323,11 @@ def _fail(session: Session, attempt: Attempt | None, failure: Failure, now: date
     if job.state is not JobState.RUNNING:
         _end_cancelled(session, attempt, now, failure.error_kind, failure.message)
         return Decision.CANCELLED
+    if attempt.helper:  # the job goes on with its main attempt
+        transitions.release(session, attempt.id, blamed, DeviceState.UNHEALTHY, message, now)
+        end_helper(session, attempt, AttemptState.FAILED, now, failure.error_kind,
+                   failure.message, DeviceState.READY)
+        return Decision.HELPER_ENDED
     end_attempt(attempt, AttemptState.FAILED, now, failure.error_kind, failure.message)
     transitions.release(session, attempt.id, blamed, DeviceState.UNHEALTHY, message, now)
     transitions.release(

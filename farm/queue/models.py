@@ -278,6 +278,9 @@ class Attempt(Base):
     # restarts on the same host reclaims these at once instead of waiting out
     # their leases.
     host: Mapped[str | None] = mapped_column(sa.String(128), default=None)
+    # A helper attempt (farm.queue.helpers): it tunes a running job's free task
+    # rows on another host; its end never changes the job.
+    helper: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
 
 
 class PhoneHold(Base):

@@ -103,6 +103,7 @@ class AttemptView:
     error_kind: str | None
     error: str | None
     host: str | None = None  # the farmd host id that ran it (Settings.host_id)
+    helper: bool = False  # a helper attempt (farm.queue.helpers): task rows only, no result
 
     @classmethod
     def of(cls, attempt: Attempt) -> AttemptView:
@@ -120,6 +121,7 @@ class AttemptView:
             attempt.error_kind,
             attempt.error,
             attempt.host,
+            bool(attempt.helper),
         )
 
 
@@ -342,3 +344,4 @@ class Decision(str, Enum):
     FAILED = "failed"
     CANCELLED = "cancelled"  # the job was cancelled meanwhile; nothing to retry
     IGNORED = "ignored"  # the attempt had already ended (reaped, finished, reported)
+    HELPER_ENDED = "helper ended"  # a helper attempt failed; its job goes on (farm.queue.helpers)

@@ -34,6 +34,7 @@ from farm.queue import endings, head, lifecycle, transitions
 from farm.queue.blobs import BlobOps
 from farm.queue.db import JOBS_CHANNEL, create_engine, migrate, require_head
 from farm.queue.devices import DeviceOps, of_host
+from farm.queue.helpers import HelperOps
 from farm.queue.hosts import HostOps
 from farm.queue.models import (
     Attempt,
@@ -71,7 +72,7 @@ log = logs.get_logger(__name__)
 
 
 class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps,
-            TuningRecordOps, TaskWorkOps):
+            TuningRecordOps, TaskWorkOps, HelperOps):
     """The queue database; migrated to the newest schema when opened.
 
     Args:

@@ -204,6 +204,28 @@ class TaskWorkOps(TransactionOps):
             row.updated_at = now
         return True
 
+    def busy_task_work(self, job_id: int, attempt_id: int, now: datetime) -> list[TaskWork]:
+        """The job's rows another live attempt tunes now (not done), in tuning order.
+
+        What ``attempt_id`` waits for before the job's build: a row whose
+        holder stopped running (or whose lease ran out) is not busy but claimable.
+
+        Args:
+            job_id: the tune job.
+            attempt_id: the asking attempt (its own rows are never busy).
+            now: the time: a holder whose lease ran out before it is gone.
+
+        Raises:
+            StoreError: the database cannot be read.
+        """
+        with self._tx() as session:
+            return [_of(r) for r in session.scalars(
+                select(TuneTaskWork).join(Attempt, Attempt.id == TuneTaskWork.attempt_id)
+                .where(TuneTaskWork.job_id == job_id, TuneTaskWork.state != DONE,
+                       TuneTaskWork.attempt_id != attempt_id,
+                       Attempt.state == AttemptState.RUNNING, Attempt.lease_expires_at >= now)
+                .order_by(TuneTaskWork.position))]
+
     def close_task_work(self, job_id: int, attempt_id: int, now: datetime) -> int:
         """Mark the rows ``attempt_id`` holds done: it stopped tuning them (time or rounds out).
 

@@ -13,13 +13,21 @@ persisted for the same reason).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from farm.queue.models import Device, DeviceEvent, DeviceHealth, DeviceState, PhoneHold
+from farm.queue.models import (
+    Attempt,
+    Device,
+    DeviceEvent,
+    DeviceHealth,
+    DeviceState,
+    PhoneHold,
+)
 
 __all__ = [
     "get_or_create",
@@ -30,6 +38,7 @@ __all__ = [
     "set_drained",
     "set_health",
     "set_state",
+    "start_holding",
 ]
 
 _NOTES = "farm_log_notes"
@@ -175,6 +184,42 @@ def hold(session: Session, attempt_id: int, serials: Iterable[str], now: datetim
     """
     session.add_all(PhoneHold(serial=s, attempt_id=attempt_id, at=now) for s in serials)
     session.flush()
+
+
+def start_holding(session: Session, attempt: Attempt, devices: Sequence[Device],
+                  what: str, now: datetime) -> bool:
+    """Add a new running ``attempt`` holding ``devices``: their holds, busy, theirs.
+
+    The attempt and its holds are written under a savepoint: a phone still
+    held by another attempt makes the hold's primary key refuse, and only
+    this attempt is rolled back (noted ``claim_refused``).
+
+    Args:
+        session: the open transaction.
+        attempt: the new attempt row (its ``serials`` are ``devices``').
+        devices: the phones, locked by the caller.
+        what: each phone's busy transition reason but the attempt's id, e.g.
+            ``"job 3 attempt"`` (the reason then reads ``"job 3 attempt 7"``).
+        now: the time.
+
+    Returns:
+        False (nothing written) when a phone is held already.
+    """
+    serials = [d.serial for d in devices]
+    try:
+        with session.begin_nested():
+            session.add(attempt)
+            session.flush()
+            hold(session, attempt.id, serials, now)
+    except IntegrityError:
+        note(session, "claim_refused", job_id=attempt.job_id, serials=serials,
+             reason="a phone is still held by another attempt")
+        return False
+    for device in devices:
+        set_state(session, device, DeviceState.BUSY, f"{what} {attempt.id}", now)
+        device.attempt_id = attempt.id
+    session.flush()
+    return True
 
 
 def release(

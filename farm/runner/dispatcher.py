@@ -237,6 +237,8 @@ class Dispatcher:
             report.held_back = self._held_back_now()
             if report.held_back is None:
                 self._start_new(now, report)
+            if report.held_back is None:  # _start_new's second look may hold back too
+                self._start_helpers(now, report)
             self._keep_zygote()
         self._ticks += 1
         return report
@@ -345,6 +347,20 @@ class Dispatcher:
             report.held_back = reason
             return
         for claim in self.store.claim(assignments, now, host=self.settings.host_id):
+            self._spawn(claim, now)
+            report.started.append(claim.attempt.id)
+
+    def _start_helpers(self, now: datetime, report: TickReport) -> None:
+        """Start helper attempts of other hosts' running model tune jobs on idle phones.
+
+        After this tick's own claims: the queue's jobs come first. A helper
+        tunes the task rows the job's main attempt left (:mod:`farm.queue.helpers`).
+        """
+        lease_s = self.lease_s_by_kind.get("tune")
+        host = self.settings.host_id
+        if lease_s is None or host is None or not self.settings.jobs.tune_helpers:
+            return
+        for claim in self.store.claim_helpers(host, lease_s, now):
             self._spawn(claim, now)
             report.started.append(claim.attempt.id)
 

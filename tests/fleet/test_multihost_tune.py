@@ -1,18 +1,19 @@
-"""A model's tuning resumed on another farmd host after kill -9, from the database's records
-(issue 23's first "Must show", the part that landed: one attempt tunes a job's tasks, so
-the two hosts do not yet tune one model at the same time).
+"""Two farmd hosts tune one model together; one is killed with -9 mid-task and the other
+resumes its task from the database's records (issue 23's first "Must show").
 
 Two farmd share one PostgreSQL database, each with two virtual phones of one model
 (``[virtual] same_model``, one model on both hosts). A tune job of the small CNN's two
-tasks starts on one host; once that attempt has checkpointed a record into the database
-(:class:`farm.kinds.tune_fleet.RecordCheckpoint`, after every batch) and before its tasks
-are done, its farmd is killed with -9, its phones and its attempt's processes with it.
-Its lease runs out, the other host's reap requeues the job, and the retry, on the other
-host with an empty work folder, starts from the killed attempt's records: each is counted
-against its task's trials and none is measured again; the tuned build is made once, by
-the retry. The job's task work rows (:mod:`farm.queue.task_work`) follow: held by the
-killed attempt at the kill, claimed by the retry once its lease ran out, done at the end,
-and the job's one build row is the retry's.
+tasks starts on one host: its main attempt claims the heavier task's row (the other host
+has idle phones of the model, so it shares, :class:`farm.kinds.tune_work.TaskWorkProgress`),
+and the other host's farmd starts a helper attempt of the job on its phones
+(:mod:`farm.queue.helpers`) that claims the other row: two live attempts on two hosts hold
+the job's rows at once. Once the helper has checkpointed a record into the database
+(:class:`farm.kinds.tune_fleet.RecordCheckpoint`, after every batch) and before its task
+is done, its farmd is killed with -9, its phones and its processes with it. Its lease
+runs out; the main attempt, done with its own task, takes the helper's row over, seeds
+its work folder with the helper's records (each counted against the task's trials, none
+measured again) and tunes the rest; the job is neither retried nor failed by the
+helper's death, and the tuned build is made once, by the main attempt.
 
 Needs ``TEST_POSTGRES_URL``; makes a fresh database and drops it.
 """
@@ -47,13 +48,15 @@ from farm.demo_model import write_small_cnn
 from farm.kinds.run import tune_work_dir
 from farm.procs import process_alive
 from farm.queue.models import AttemptState, JobState
+from farm.queue.records import AttemptView
 from farm.queue.store import Store
 from farm.testing import fresh_postgres_database
 from farm.virtual.testing import adb_server
 
 pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.timeout(900)]
 
-#: The tune attempt's lease: the killed host's attempt is requeued this long after its death.
+#: The tune attempts' lease: the killed host's helper stops holding its row this long
+#: after its death.
 TUNE_LEASE_S = 20.0
 #: The untuned and tuned timings at the end: a few samples, no long warm-up (they are
 #: not what this test checks).
@@ -92,7 +95,7 @@ def start_hosts(pg_url: str, tmp_path: Path, stack: contextlib.ExitStack
                               data_dir=tmp_path / host, database_url=pg_url,
                               adb_port=server.port)
         text = config.read_text(encoding="utf-8").replace(
-            "[jobs]\n", f"[jobs]\ntune_lease_s = {TUNE_LEASE_S}\n")
+            "[jobs]\n", f"[jobs]\ntune_lease_s = {TUNE_LEASE_S}\ntune_task_poll_s = 1\n")
         config.write_text(f"{text}\n[virtual]\nsame_model = true\n\n{RESULTS}",
                           encoding="utf-8")
         logs[host] = tmp_path / f"{host}.log"
@@ -117,13 +120,13 @@ def kill_host(farmd: subprocess.Popen[bytes]) -> None:
                "the killed host's processes ended")
 
 
-class TestTuneResumesOnAnotherHost:
-    def test_a_killed_hosts_tuning_resumes_elsewhere_measuring_no_recorded_trial_again(
+class TestTwoHostsTuneOneModel:
+    def test_a_killed_helpers_task_resumes_on_the_other_host_measuring_no_trial_again(
         self, pg_url: str, tmp_path: Path
     ) -> None:
-        """kill -9 of the farmd tuning mid-task: the job's retry runs on the other host, seeds
-        its empty work folder with the killed attempt's checkpointed records, measures only
-        the trials left (no trace twice, each task exactly its trials), builds once."""
+        """Both hosts hold the job's task rows at once; kill -9 of the helper's farmd
+        mid-task: the main attempt takes its task over from its checkpointed records
+        (no trace measured twice, each task exactly its trials) and builds once."""
         model = write_small_cnn(tmp_path / "small_cnn.onnx")
         with contextlib.ExitStack() as stack:
             farmds, store = start_hosts(pg_url, tmp_path, stack)
@@ -132,38 +135,44 @@ class TestTuneResumesOnAnotherHost:
 
             job_id = store.enqueue(tune_spec(model), datetime.now(UTC))
 
-            def checkpointed() -> int:
-                return len(store.tuning_records(job_id))
+            def running(helper: bool) -> list[AttemptView]:
+                return [a for a in store.attempts(job_id)
+                        if a.helper is helper and a.state is AttemptState.RUNNING]
 
-            wait_until(lambda: checkpointed() >= 1, DEADLINE_S, "a trial checkpointed")
-            [first] = store.attempts(job_id)
-            killed = first.host
-            kill_host(farmds[killed])
-            by_killed = store.tuning_records(job_id)
-            assert 1 <= len(by_killed) < TRIALS, "farmd was not killed mid-task"
-            assert {r.attempt_id for r in by_killed} == {first.id}
-            # Its tasks were task work rows the killed attempt held, not all done.
-            rows = store.task_work(job_id)
-            assert len(rows) == 2 and {(r.attempt_id, r.host) for r in rows} == {
-                (first.id, killed)}, rows
-            assert any(r.state == "tuning" for r in rows), rows
+            def both_hold_rows() -> bool:
+                live = {(a.id, a.host) for a in running(False) + running(True)}
+                return len({(r.attempt_id, r.host) for r in store.task_work(job_id)} & live) == 2
+
+            wait_until(both_hold_rows, DEADLINE_S, "the main attempt and a helper hold rows")
+            [main], [helper] = running(False), running(True)
+            assert main.host != helper.host and helper.serials, (main, helper)
+
+            def helper_checkpointed() -> bool:
+                return any(r.attempt_id == helper.id for r in store.tuning_records(job_id))
+
+            wait_until(helper_checkpointed, DEADLINE_S, "a helper's trial checkpointed")
+            kill_host(farmds[str(helper.host)])
+            by_killed = [r for r in store.tuning_records(job_id) if r.attempt_id == helper.id]
+            [held] = [r for r in store.task_work(job_id) if r.attempt_id == helper.id]
+            assert held.state == "tuning" and held.trials_measured < TRIALS_PER_TASK, (
+                "the helper's farmd was not killed mid-task", held)
 
             wait_until(lambda: store.get_job(job_id).state.ended,  # type: ignore[union-attr]
-                       DEADLINE_S, "the tune job ended on the other host")
+                       DEADLINE_S, "the tune job ended on the main attempt's host")
             job = store.get_job(job_id)
             assert job is not None and job.state is JobState.SUCCEEDED, job
-            attempts = store.attempts(job_id)
-            assert attempts[0].state is AttemptState.ABANDONED
-            [last] = [a for a in attempts if a.state is AttemptState.SUCCEEDED]
-            other = next(h for h in HOSTS if h != killed)
-            assert last.host == other
+            # The helper's death neither retried nor failed the job: one main attempt did it.
+            assert {a.id: (a.state, a.helper) for a in store.attempts(job_id)} == {
+                main.id: (AttemptState.SUCCEEDED, False),
+                helper.id: (AttemptState.ABANDONED, True)}
+            assert job.attempts_made == 1
 
-            # The retry started from the killed attempt's records and measured none again.
+            # The main attempt started the helper's task from its records, measured none again.
             [result] = store.results(job_id)
             summary = result.summary
             measured_by_killed = sum(1 for r in by_killed if min(r.record["record"][1]) < 1e9)
             assert summary["trials_from_fleet"] == measured_by_killed
-            work_dir = tune_work_dir(tmp_path / other, job_id)
+            work_dir = tune_work_dir(tmp_path / str(main.host), job_id)
             pairs = measured_pairs(complete_records(work_dir))
             assert len(set(pairs)) == len(pairs), "a trial was measured twice"
             per_task = Counter(index for index, _ in pairs)
@@ -171,18 +180,18 @@ class TestTuneResumesOnAnotherHost:
                 TRIALS_PER_TASK] * 2
             kept = store.tuning_records(job_id)
             assert Counter(r.attempt_id for r in kept) == {
-                first.id: len(by_killed), last.id: len(kept) - len(by_killed)}
-            # The tuned build was made once, by the retry: the killed host never built it.
+                helper.id: len(by_killed), main.id: len(kept) - len(by_killed)}
+            # The tuned build was made once, by the main attempt; the helper never built.
             assert (work_dir / "model_tuned.so").is_file()
-            assert not (tune_work_dir(tmp_path / killed, job_id) / "model_tuned.so").exists()
+            killed_dir = tune_work_dir(tmp_path / str(helper.host), job_id)
+            assert not (killed_dir / "model_tuned.so").exists()
             children = [c for h in HOSTS for c in (tmp_path / h / "runs").glob("*/child.log")]
             built = [e for c in children for e in log_events(c, "tuning_finished")]
-            assert [e["attempt"] for e in built] == [last.id]
-            # The retry claimed the killed attempt's task rows, finished them, and held the
-            # job's one build row; progress read from the database shows them done.
+            assert [e["attempt"] for e in built] == [main.id]
+            # The main attempt holds both rows, done, and the job's one build row.
             rows = store.task_work(job_id)
             assert [(r.attempt_id, r.host, r.state, r.trials_measured) for r in rows] == [
-                (last.id, other, "done", TRIALS_PER_TASK)] * 2, rows
+                (main.id, main.host, "done", TRIALS_PER_TASK)] * 2, rows
             build = store.tune_build(job_id)
-            assert build is not None and build[:2] == (last.id, other) and build[2] is not None
-            assert {d.host for s in summary["phones"] if (d := store.get_device(s))} == {other}
+            assert build is not None and build[:2] == (main.id, main.host)
+            assert build[2] is not None

@@ -181,3 +181,54 @@ class TestAttemptProgress:
             pass
         with pytest.raises(BuildHeld, match="built"):
             theirs.set_phase(BUILD_PHASE)
+
+
+class TestTwoHostsShareTheTasks:
+    def both(self, store: Store, tmp_path: Path, budget_s: float = 600.0) -> tuple[
+            int, int, int, TaskWorkProgress, TaskWorkProgress, FakeClock]:
+        """The job's main attempt (sharing) and its helper, each past set_tasks."""
+        job_id, first, helper = two_attempts(store)
+        clock = FakeClock(T0)
+        tasks = [TaskProgress("conv", 0, 2, 0), TaskProgress("dense", 1, 2, 0)]
+        main = TaskWorkProgress(work_dir_with(tmp_path, "a", "111", "222"), store, job_id,
+                                first, "a", clock, share=True, poll_s=0.01)
+        main.set_tasks(tasks, budget_s=budget_s)
+        aid = TaskWorkProgress(work_dir_with(tmp_path, "b", "111", "222"), store, job_id,
+                               helper, "b", clock, helper=True, poll_s=0.01)
+        aid.set_tasks(tasks, budget_s=budget_s)
+        return job_id, first, helper, main, aid, clock
+
+    def test_the_main_claims_the_heaviest_half_and_the_helper_the_rest(
+            self, store: Store, tmp_path: Path) -> None:
+        """Each tunes only its rows; the helper takes over nothing and never builds."""
+        _, _, _, main, aid, _ = self.both(store, tmp_path)
+        assert main.tasks_to_tune(["conv", "dense"]) == ["conv"]
+        assert aid.tasks_to_tune(["conv", "dense"]) == ["dense"]
+        assert main.builds and not aid.builds
+        assert aid.take_over() == []
+
+    def test_the_main_takes_over_the_task_of_a_helper_that_stopped(
+            self, store: Store, tmp_path: Path) -> None:
+        """The helper's farmd killed with -9: once its lease ran out its row is the main's."""
+        job_id, first, _, main, _, clock = self.both(store, tmp_path)
+        clock.advance(LEASE_S + 1)
+        assert store.heartbeat(first, clock.now())
+        assert main.take_over() == ["dense"]
+        assert main.tasks_to_tune(["conv", "dense"]) == ["conv", "dense"]
+        assert {r.task: r.attempt_id for r in store.task_work(job_id)} == {
+            "conv": first, "dense": first}
+
+    def test_the_main_waits_for_a_live_helper_until_its_budget_is_spent(
+            self, store: Store, tmp_path: Path) -> None:
+        """No budget left: one look, nothing taken; the row stays the live helper's and the
+        build refuses. Once the helper's task is done the main builds."""
+        job_id, _, _, main, aid, _ = self.both(store, tmp_path, budget_s=0.0)
+        assert main.take_over() == []
+        assert [r.task for r in store.busy_task_work(job_id, main.attempt_id, T0)] == ["dense"]
+        with pytest.raises(BuildHeld, match="tasks left"):  # the job is tried again
+            main.set_phase(BUILD_PHASE)
+        aid.update_task("dense", 2, 0.003)
+        assert store.busy_task_work(job_id, main.attempt_id, T0) == []
+        main.update_task("conv", 2, 0.002)
+        main.set_phase(BUILD_PHASE)
+        assert store.tune_build(job_id) == (main.attempt_id, "a", None)

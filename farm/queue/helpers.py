@@ -1,0 +1,167 @@
+"""Helper attempts: another host's idle phones join a model tune job that is already running.
+
+A model tune job's tasks are rows any attempt of the job may claim
+(:mod:`farm.queue.task_work`). The job's own attempt (its "main" attempt,
+started by :func:`farm.queue.lifecycle.claim_one`) claims its share; while
+rows are left that no live attempt holds, a farmd on another host with ready
+phones of the same device model starts a *helper attempt* of the job
+(:meth:`HelperOps.claim_helpers`): an ``attempts`` row with ``helper`` set,
+its phones held like any attempt's (``phone_holds``, busy), on its own host
+and tracker. The helper tunes the rows it claims and ends; it stores no
+result, and its end, however it comes (success, failure, lease run out,
+farmd gone), never changes the job's state or attempt count
+(:mod:`farm.queue.lifecycle`, :mod:`farm.queue.endings`): the main attempt
+makes the one build and the job's result.
+
+Rules of a helper claim, checked in the claim's transaction:
+
+* the job runs, is a ``tune`` of a model (``params.model``), and has a task
+  row that is not done and that no live attempt holds;
+* no attempt of the job runs on this host already (a host's work folder of a
+  job, :func:`farm.kinds.run.tune_work_dir`, has one writer), and no other
+  host's helper does either: one main attempt and one helper per job, the
+  smallest split that lets two hosts tune one model at once;
+* its phones are this host's, ready, in service and of the device kind and
+  model of the main attempt's first phone (records are kept and seeded by
+  device model, :func:`farm.kinds.tune_fleet.device_model_of`): at most as
+  many as the job's ``params.phones``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import exists, or_, select
+from sqlalchemy.orm import Session
+
+from farm.queue import transitions
+from farm.queue.devices import of_host
+from farm.queue.models import (
+    Attempt,
+    AttemptState,
+    Device,
+    DeviceState,
+    Job,
+    JobState,
+    Reservation,
+    TuneTaskWork,
+)
+from farm.queue.ops import TransactionOps
+from farm.queue.records import AttemptView, Claim, JobView
+
+__all__ = ["HelperOps", "claim_helper", "device_model"]
+
+#: The kind whose model jobs take helpers.
+TUNE_KIND = "tune"
+#: A task row that is finished (:data:`farm.queue.task_work.DONE`).
+DONE = "done"
+
+
+def device_model(facts: Mapping[str, Any]) -> str | None:
+    """The device model a phone's records are kept under: its ``model`` fact, else its ``soc``.
+
+    The queue's copy of :func:`farm.kinds.tune_fleet.device_model_of` (the
+    queue never imports kinds): None where neither was read.
+    """
+    found = facts.get("model") or facts.get("soc")
+    return None if found is None else str(found)
+
+
+def _free_rows(job_id: int, now: datetime) -> Any:
+    """A row of the job that is not done and no live attempt holds (claimable)."""
+    holder = Attempt.__table__.alias("holder")
+    return exists().where(
+        TuneTaskWork.job_id == job_id, TuneTaskWork.state != DONE,
+        or_(TuneTaskWork.attempt_id.is_(None),
+            ~exists().where(holder.c.id == TuneTaskWork.attempt_id,
+                            holder.c.state == AttemptState.RUNNING,
+                            holder.c.lease_expires_at >= now)))
+
+
+def _wanted(session: Session, job: Job, host: str, now: datetime) -> tuple[str, str] | None:
+    """The device kind and model a helper of ``job`` on ``host`` needs; None: no helper fits."""
+    params = (job.spec or {}).get("params") or {}
+    if job.kind != TUNE_KIND or not params.get("model"):
+        return None
+    running = list(session.scalars(select(Attempt).where(
+        Attempt.job_id == job.id, Attempt.state == AttemptState.RUNNING).order_by(Attempt.id)))
+    mains = [a for a in running if not a.helper]
+    if not mains or any(a.helper or a.host == host for a in running):
+        return None  # no main to help, a helper runs already, or this host has the job
+    if not session.scalar(select(_free_rows(job.id, now))):
+        return None
+    first = session.get(Device, mains[0].serials[0])
+    model = None if first is None else device_model(first.facts or {})
+    return None if first is None or model is None else (first.kind, model)
+
+
+def claim_helper(session: Session, job_id: int, host: str, lease_s: float,
+                 now: datetime) -> Claim | None:
+    """Start a helper attempt of ``job_id`` on ``host``'s fitting ready phones, or return None.
+
+    Args:
+        session: the open transaction.
+        job_id: a running model tune job.
+        host: this farmd's host id (the helper's phones are its own).
+        lease_s: the helper's lease (the ``tune`` kind's).
+        now: the start time.
+
+    Returns:
+        The helper's claim (``attempt.helper`` set); None (nothing changed)
+        when the rules of the module's docstring refuse it.
+    """
+    job = session.scalars(select(Job).where(Job.id == job_id, Job.state == JobState.RUNNING)
+                          .with_for_update(skip_locked=True)).one_or_none()
+    if job is None or (wanted := _wanted(session, job, host, now)) is None:
+        return None
+    kind, model = wanted
+    phones = max(1, int(((job.spec or {}).get("params") or {}).get("phones") or 1))
+    candidates = session.scalars(
+        select(Device).where(
+            of_host(host), Device.state == DeviceState.READY, Device.drained.is_(False),
+            Device.held_outside.is_(None), Device.kind == kind,
+            Device.serial.not_in(list(job.excluded_serials or ())),
+            ~exists().where(Reservation.serial == Device.serial, Reservation.ended_at.is_(None),
+                            Reservation.expires_at > now))
+        .order_by(Device.serial).with_for_update(skip_locked=True))
+    devices = [d for d in candidates if device_model(d.facts or {}) == model][:phones]
+    if not devices:
+        return None
+    serials = [d.serial for d in devices]
+    attempt = Attempt(job_id=job.id, serials=serials, state=AttemptState.RUNNING,
+                      lease_s=lease_s, lease_expires_at=now + timedelta(seconds=lease_s),
+                      heartbeat_at=now, started_at=now, host=host, helper=True)
+    if not transitions.start_holding(session, attempt, devices,
+                                     f"job {job.id} helper attempt", now):
+        return None
+    transitions.note(session, "helper_attempt_started", job_id=job.id, attempt=attempt.id,
+                     serials=serials, host=host, device_model=model)
+    return Claim(JobView.of(job), AttemptView.of(attempt))
+
+
+class HelperOps(TransactionOps):
+    """Helper attempt claims; mixed into Store, which provides ``_tx()``."""
+
+    def claim_helpers(self, host: str, lease_s: float, now: datetime) -> list[Claim]:
+        """Start helper attempts on ``host`` for the running model tune jobs that want one.
+
+        Args:
+            host: this farmd's host id.
+            lease_s: each helper's lease (the ``tune`` kind's).
+            now: the start time.
+
+        Returns:
+            The helpers started (at most one per job; a phone goes to one of them).
+
+        Raises:
+            StoreError: the database refused the claim.
+        """
+        with self._tx() as session:
+            jobs = list(session.scalars(select(Job.id).where(
+                Job.state == JobState.RUNNING, Job.kind == TUNE_KIND,
+                exists().where(TuneTaskWork.job_id == Job.id, TuneTaskWork.state != DONE))
+                .order_by(Job.priority.desc(), Job.id)))
+            claims = [claim_helper(session, job_id, host, lease_s, now) for job_id in jobs]
+        return [c for c in claims if c is not None]
