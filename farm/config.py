@@ -255,6 +255,12 @@ class JobSettings(_Frozen):
     #: whether another host's attempt of the job still tunes one, or stopped and
     #: left it to take over (farm.kinds.tune_work.TaskWorkProgress.take_over).
     tune_task_poll_s: float = Field(5.0, gt=0)
+    #: How long a model tune job's main attempt that shares its tasks leaves the
+    #: rows no attempt has claimed yet to a helper, from its own claim (s): done
+    #: with its half before then, it waits (the other host's farmd starts the
+    #: helper on its next tick, and the helper lists the model's tasks before it
+    #: claims), then tunes what is still unclaimed itself.
+    tune_helper_wait_s: float = Field(300.0, ge=0)
     #: How long a tune attempt waits for farmd to serve the job's key on all its
     #: devices, or their own keys again afterwards (farm.kinds.serve_keys):
     #: a launch's registration deadline and a recovery step's, with room.

@@ -14,8 +14,10 @@ rows (:mod:`farm.queue.task_work`):
 * ``tune_model`` tunes only the tasks whose rows the attempt holds
   (``tasks_to_tune``): the job's main attempt claims about half of them when
   another host may start a helper attempt (:mod:`farm.queue.helpers`), which
-  claims the rest; done with its own, the main attempt waits for the other
-  attempts' rows and takes over one whose holder stopped (``take_over``);
+  claims the rest; done with its own, the main attempt leaves the rows no
+  attempt claimed yet to a helper for ``jobs.tune_helper_wait_s`` from its
+  own claim, then waits for the other attempts' rows and takes over one whose
+  holder stopped, or that no helper came for (``take_over``);
 * when ``tune_model`` starts its build (its ``"compiling"`` phase) the rows
   it still holds are closed (a time budget that ran out stops them too) and
   the job's one build is claimed: an attempt that cannot hold it raises
@@ -92,12 +94,14 @@ class TaskWorkProgress(TuneProgress):
         poll_s: how often :meth:`take_over` reads the rows (None: ``jobs.tune_task_poll_s``).
         wait_s: how long :meth:`take_over` waits at most with no time budget
             (None: ``jobs.tune_lease_s``).
+        helper_wait_s: how long a sharing main attempt leaves unclaimed rows to a
+            helper, from its claim (None: ``jobs.tune_helper_wait_s``).
     """
 
     def __init__(self, work_dir: Path, store: Store, job_id: int, attempt_id: int,
                  host: str | None, clock: Clock | None = None, *, helper: bool = False,
                  share: bool = False, poll_s: float | None = None,
-                 wait_s: float | None = None) -> None:
+                 wait_s: float | None = None, helper_wait_s: float | None = None) -> None:
         from farm.config import JobSettings
 
         super().__init__(work_dir, clock)
@@ -106,6 +110,9 @@ class TaskWorkProgress(TuneProgress):
         defaults = JobSettings()
         self.poll_s = defaults.tune_task_poll_s if poll_s is None else poll_s
         self.wait_s = defaults.tune_lease_s if wait_s is None else wait_s
+        self.helper_wait_s = (defaults.tune_helper_wait_s if helper_wait_s is None
+                              else helper_wait_s)
+        self._claimed_at_s: float | None = None  # monotonic, at set_tasks' claim
         self.builds = not helper
         self._shash: dict[str, str] = {}
         self._rows = False  # the rows were written and claimed: tune only those held
@@ -132,6 +139,7 @@ class TaskWorkProgress(TuneProgress):
             log.warning("task_work_not_claimed", job_id=self.job_id, reason=str(exc))
             return
         self.claimed, self._rows = [c.task for c in claimed], True
+        self._claimed_at_s = self._clock.monotonic()
         log.info("task_work_claimed", job_id=self.job_id, attempt_id=self.attempt_id,
                  tasks=self.claimed)
         for t in tasks:
@@ -144,7 +152,13 @@ class TaskWorkProgress(TuneProgress):
     def take_over(self) -> list[str]:
         """Claim the rows no live attempt holds; the main attempt first waits for them.
 
-        The main attempt polls every ``poll_s`` for at most the time budget left
+        A main attempt that shares its tasks first leaves the rows no attempt
+        claimed yet to a helper, until ``helper_wait_s`` after its own claim
+        (or the time budget left, if less) or until every row was claimed:
+        without this wait, done with its half before the other host's helper
+        started, it would take the helper's half itself.
+
+        Then the main attempt polls every ``poll_s`` for at most the time budget left
         (:meth:`budget_left_s`) until no other live attempt tunes a task of the
         job, or one of them stopped (a farmd killed with -9: its lease ran out)
         and its row is claimed here. A wait that runs out leaves the build to
@@ -171,6 +185,9 @@ class TaskWorkProgress(TuneProgress):
 
         log.info("task_work_waiting", job_id=self.job_id, attempt_id=self.attempt_id)
         left_s = self.budget_left_s()
+        if self.share and not self.helper:
+            self._wait_for_a_helper(left_s)
+            left_s = self.budget_left_s()
         found = wait_until(settled, self.wait_s if left_s is None else max(0.0, left_s),
                            interval_s=self.poll_s, clock=self._clock)
         taken = found if isinstance(found, list) else []
@@ -179,6 +196,28 @@ class TaskWorkProgress(TuneProgress):
             log.info("task_work_taken_over", job_id=self.job_id, attempt_id=self.attempt_id,
                      tasks=taken)
         return taken
+
+    def _wait_for_a_helper(self, left_s: float | None) -> None:
+        """Wait (at most ``helper_wait_s`` from the claim) until no row is left unclaimed."""
+        from farm.queue.task_work import DONE
+
+        since_s = self._clock.monotonic() - (self._claimed_at_s or 0.0)
+        wait_s = max(0.0, self.helper_wait_s - since_s)
+        if left_s is not None:
+            wait_s = min(wait_s, max(0.0, left_s))
+
+        def all_claimed() -> bool:
+            try:
+                return all(r.attempt_id is not None or r.state == DONE
+                           for r in self.store.task_work(self.job_id))
+            except StoreError as exc:
+                log.warning("task_work_not_read", job_id=self.job_id, reason=str(exc))
+                return False
+
+        if wait_s > 0 and not all_claimed():
+            log.info("task_work_left_to_a_helper", job_id=self.job_id,
+                     attempt_id=self.attempt_id, wait_s=round(wait_s, 1))
+            wait_until(all_claimed, wait_s, interval_s=self.poll_s, clock=self._clock)
 
     def update_task(self, name: str, trials_measured: int, best_s: float) -> None:
         """Record a task's trials in the work folder and in its row."""
@@ -246,7 +285,8 @@ def attempt_progress(ctx: RunContext, work_dir: Path) -> TuneProgress:
     share = jobs.tune_helpers and not helper and _helper_may_come(ctx, ctx.store)
     return TaskWorkProgress(work_dir, ctx.store, ctx.job.id, ctx.attempt.id,
                             ctx.settings.host_id, helper=helper, share=share,
-                            poll_s=jobs.tune_task_poll_s, wait_s=jobs.tune_lease_s)
+                            poll_s=jobs.tune_task_poll_s, wait_s=jobs.tune_lease_s,
+                            helper_wait_s=jobs.tune_helper_wait_s)
 
 
 def _helper_may_come(ctx: RunContext, store: Store) -> bool:

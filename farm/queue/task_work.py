@@ -43,7 +43,7 @@ from farm.queue.ops import TransactionOps
 from farm.queue.states import AttemptState
 from farm.queue.tuning import _insert
 
-__all__ = ["BuildClaim", "TaskWork", "TaskWorkOps"]
+__all__ = ["DONE", "BuildClaim", "TaskWork", "TaskWorkOps"]
 
 #: A task row's states.
 QUEUED, TUNING, DONE = "queued", "tuning", "done"

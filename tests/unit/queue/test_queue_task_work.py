@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from queue_helpers import ARM64, add_ready, gemm_spec
@@ -232,3 +234,81 @@ class TestTwoHostsShareTheTasks:
         main.update_task("conv", 2, 0.002)
         main.set_phase(BUILD_PHASE)
         assert store.tune_build(job_id) == (main.attempt_id, "a", None)
+
+
+class ScriptedClock(FakeClock):
+    """A fake clock whose every monotonic read moves both clocks 1 s on, running what is due.
+
+    So a wait on it passes in fake seconds, and a step of the other host (a helper's
+    claim, its report) happens at a known second of that wait.
+    """
+
+    def __init__(self, start: datetime) -> None:
+        super().__init__(start, monotonic_s=0.0)
+        self.actions: list[tuple[float, Callable[[], object]]] = []
+
+    def at(self, second: float, action: Callable[[], object]) -> None:
+        """Run ``action`` once the monotonic clock reads ``second`` or more."""
+        self.actions.append((second, action))
+
+    def monotonic(self) -> float:
+        reading = super().monotonic()
+        self.advance(1.0)
+        due = [a for a in self.actions if a[0] <= reading]
+        self.actions = [a for a in self.actions if a[0] > reading]
+        for _, action in due:
+            action()
+        return reading
+
+
+class TestTheMainLeavesRowsToAHelper:
+    """A sharing main attempt done with its half before a helper started (CI run18's race)."""
+
+    TASKS: ClassVar[list[TaskProgress]] = [TaskProgress("conv", 0, 2, 0),
+                                           TaskProgress("dense", 1, 2, 0)]
+
+    def main(self, store: Store, tmp_path: Path, clock: FakeClock) -> tuple[
+            int, int, TaskWorkProgress]:
+        job_id, first, helper = two_attempts(store)
+        main = TaskWorkProgress(work_dir_with(tmp_path, "a", "111", "222"), store, job_id,
+                                first, "a", clock, share=True, poll_s=0.01, helper_wait_s=30)
+        main.set_tasks(self.TASKS, budget_s=600.0)
+        assert main.claimed == ["conv"]
+        return job_id, helper, main
+
+    def test_a_helper_that_comes_late_still_gets_the_rest(
+            self, store: Store, tmp_path: Path) -> None:
+        """The helper claims at second 10 of the main's wait and finishes at 20: the main
+        takes nothing over, and the helper's row is the helper's."""
+        clock = ScriptedClock(T0)
+        job_id, helper, main = self.main(store, tmp_path, clock)
+        aid = TaskWorkProgress(work_dir_with(tmp_path, "b", "111", "222"), store, job_id,
+                               helper, "b", clock, helper=True, poll_s=0.01)
+        clock.at(10, lambda: aid.set_tasks(self.TASKS, budget_s=600.0))
+        clock.at(20, lambda: aid.update_task("dense", 2, 0.003))
+        assert main.take_over() == []
+        assert aid.claimed == ["dense"]
+        assert {r.task: (r.attempt_id, r.state) for r in store.task_work(job_id)} == {
+            "conv": (main.attempt_id, "tuning"), "dense": (helper, "done")}
+
+    def test_with_no_helper_the_main_tunes_the_rest_after_its_wait(
+            self, store: Store, tmp_path: Path) -> None:
+        """No helper within helper_wait_s of the main's claim: the main claims the row."""
+        clock = ScriptedClock(T0)
+        _, _, main = self.main(store, tmp_path, clock)
+        claimed_at_s = clock.monotonic()
+        assert main.take_over() == ["dense"]
+        assert clock.monotonic() - claimed_at_s >= 30
+        assert main.tasks_to_tune(["conv", "dense"]) == ["conv", "dense"]
+
+    def test_a_spent_time_budget_cuts_the_wait_short(
+            self, store: Store, tmp_path: Path) -> None:
+        """With no time left the main does not wait for a helper: it claims the rest."""
+        clock = ScriptedClock(T0)
+        job_id, first, _ = two_attempts(store)
+        main = TaskWorkProgress(work_dir_with(tmp_path, "a", "111", "222"), store, job_id,
+                                first, "a", clock, share=True, poll_s=0.01, helper_wait_s=30)
+        main.set_tasks(self.TASKS, budget_s=0.0)
+        started_s = clock.monotonic()
+        assert main.take_over() == ["dense"]
+        assert clock.monotonic() - started_s < 10
