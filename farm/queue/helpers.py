@@ -50,13 +50,12 @@ from farm.queue.models import (
 )
 from farm.queue.ops import TransactionOps
 from farm.queue.records import AttemptView, Claim, JobView
+from farm.queue.task_work import DONE
 
 __all__ = ["HelperOps", "claim_helper", "device_model"]
 
 #: The kind whose model jobs take helpers.
 TUNE_KIND = "tune"
-#: A task row that is finished (:data:`farm.queue.task_work.DONE`).
-DONE = "done"
 
 
 def device_model(facts: Mapping[str, Any]) -> str | None:
