@@ -10,18 +10,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from farm.jobs.cpu_schedules.row_reduction import RowReduction
 from farm.jobs.cpu_schedules.rules import Injective, ParallelFallback, TiledReduction
 
-__all__ = ["CPU_SCHEDULES_VERSION", "Injective", "ParallelFallback", "TiledReduction",
-           "apply_default_schedules", "default_rules", "default_schedule"]
+__all__ = ["CPU_SCHEDULES_VERSION", "Injective", "ParallelFallback", "RowReduction",
+           "TiledReduction", "apply_default_schedules", "default_rules", "default_schedule"]
 
 #: Joins the compile cache key of CPU builds: bump it when a rule changes what it emits,
 #: so libraries built by older rules are not reused.
-CPU_SCHEDULES_VERSION = "4"
+CPU_SCHEDULES_VERSION = "5"
 
 
 def default_rules() -> list[Any]:
     """The rules in the order they are tried; the first that applies schedules a function.
+
+    :class:`RowReduction` goes first: it takes only a reduction with no output
+    axis to vectorize (a global average pool), which :class:`TiledReduction`
+    would run as one scalar add after another.
 
     farm's :class:`TiledReduction` goes before ``dlight.cpu.Reduction``, which
     would otherwise claim a convolution with its epilogue (it takes any mix of
@@ -32,7 +37,8 @@ def default_rules() -> list[Any]:
     """
     from tvm.s_tir import dlight
 
-    return [TiledReduction(), Injective(), dlight.cpu.Reduction(), ParallelFallback()]
+    return [RowReduction(), TiledReduction(), Injective(), dlight.cpu.Reduction(),
+            ParallelFallback()]
 
 
 def default_schedule(func: Any, target: Any) -> Any:

@@ -143,6 +143,23 @@ class TestTiledReduction:
                if _uses(last_index, iv.var)]
         assert any(_uses(value, innermost.loop_var) for value in row)
 
+    def test_padded_channels_write_back_whole_rows(self) -> None:
+        """24 channels padded to 32: the predicated write-back stores rows, one per channel."""
+        from tvm import tirx
+
+        conv = _Conv(n=1, c=4, h=6, w=8, o=24, kh=1, kw=1, depthwise=False, ob=16, op=32, ib=1,
+                     strides=(1, 1), dilation=(1, 1), padding=(0, 0, 0, 0))
+        data = te.placeholder((1, 4, 6, 8), name="data")
+        shape, axes = conv.weight_order
+        weight = te.placeholder([shape[a] for a in axes], name="weight")
+        tensors = [data, weight, _blocked_conv(conv)(data, weight)]
+        _check(lambda: tensors, TiledReduction())
+        sch = TiledReduction().apply(te.create_prim_func(tensors), TARGET, False)
+        loops = [sch.get(loop) for loop in sch.get_loops(sch.get_sblock("conv2d_nchwc_local"))]
+        assert [loop.kind for loop in loops[-2:]] == [tirx.ForKind.VECTORIZED,
+                                                      tirx.ForKind.UNROLLED]
+        assert int(loops[-1].extent) == 16  # the channels of a block, a row store each
+
     def test_matmul(self) -> None:
         """A matmul is vectorized over columns with a register tile of rows."""
         script = _check(_matmul, TiledReduction())
