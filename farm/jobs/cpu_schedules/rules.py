@@ -157,22 +157,40 @@ def _inline_producers(sch: Any, main: Any) -> None:
             try_inline(sch, producer)
 
 
-def _split(sch: Any, main: Any, plan: TilePlan) -> tuple[list[Any], list[Any]]:
-    """Split the vector and tile loops: ``(outer spatial loops, [tile, vector] inner loops)``."""
+def _split(sch: Any, main: Any, plan: TilePlan, lanes: int) -> tuple[list[Any], list[Any]]:
+    """Split the vector and tile loops: ``(outer spatial loops, [tile, vector] inner loops)``.
+
+    Each split's factors are a ``sample_perfect_tile`` whose decision is the
+    plan's, so the schedule is the plan's, and its trace is one MetaSchedule's
+    ``MutateTileSize`` can change: the default schedule is measured as a
+    task's first trial (:mod:`farm.jobs.tune_baseline`), and the evolutionary
+    search draws its population partly from the measured best, so it also
+    searches the default's tile sizes (vector width up to two registers, tile
+    rows up to :data:`MAX_TILE_ROWS`) beside its own design space.
+    """
     loops = sch.get_loops(main)
     outer, tile, vector = [], [], []
     for i in plan.spatial:
         if i == plan.vector:
-            o, v = sch.split(loops[i], factors=[None, plan.vector_factor])
+            o, v = _sampled_split(sch, loops[i], plan.vector_factor, max(2 * lanes,
+                                                                         plan.vector_factor))
             outer.append(o)
             vector.append(v)
         elif i == plan.tile:
-            o, t = sch.split(loops[i], factors=[None, plan.tile_factor])
+            o, t = _sampled_split(sch, loops[i], plan.tile_factor, MAX_TILE_ROWS)
             outer.append(o)
             tile.append(t)
         else:
             outer.append(loops[i])
     return outer, tile + vector
+
+
+def _sampled_split(sch: Any, loop: Any, factor: int, most: int) -> list[Any]:
+    """Split ``loop`` into ``[extent // factor, factor]`` through a sampled perfect tile."""
+    n = extent(sch, loop) or factor
+    factors = sch.sample_perfect_tile(loop, n=2, max_innermost_factor=most,
+                                      decision=[n // factor, factor])
+    return list(sch.split(loop, factors=factors))
 
 
 def _tile(sch: Any, main: Any, plan: TilePlan, lanes: int, cores: int) -> None:
@@ -181,7 +199,7 @@ def _tile(sch: Any, main: Any, plan: TilePlan, lanes: int, cores: int) -> None:
     local = sch.cache_write(main, 0, "local") if plan.vector is not None else None
     loops = sch.get_loops(main)
     reduce = [loops[i] for i in plan.reduce]  # before _split renumbers the loops
-    outer, inner = _split(sch, main, plan)
+    outer, inner = _split(sch, main, plan, lanes)
     sch.reorder(*outer, *reduce, *inner)
     if blocked is None:
         fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]

@@ -182,6 +182,43 @@ class TestTiledReduction:
         assert TiledReduction().apply(te.create_prim_func(_elementwise()), TARGET, False) is None
 
 
+def test_the_default_s_tile_sizes_are_open_to_the_search() -> None:
+    """The conv's vector and tile splits are sampled perfect tiles with the plan's decision:
+    MetaSchedule's MutateTileSize turns the default schedule (measured as a task's first
+    trial) into other tilings of it, and each replays to the same numbers."""
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule import _ffi_api
+
+    from farm.jobs.tvmscript import TENSOR_INTRIN, import_light
+
+    import_light(TENSOR_INTRIN)  # what TuneContext imports, in seconds rather than a minute
+    target = tvm.target.Target({"kind": "llvm", "num-cores": 2})
+    tensors = _conv(bias_relu=True)
+    func = te.create_prim_func(tensors)
+    sch = TiledReduction().apply(func, target, False)
+    samples = [i for i in sch.trace.insts if i.kind.name == "SamplePerfectTile"]
+    assert len(samples) == 2
+    mod = tvm.IRModule({"main": func})
+    mutator = ms.mutator.MutateTileSize()
+    mutator._initialize_with_tune_context(ms.TuneContext(mod=mod, target=target,
+                                                         task_name="conv"))
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal([int(d) for d in t.shape]).astype("float32") for t in tensors]
+    arrays[-1] = np.zeros_like(arrays[-1])
+    want = _run(func, [a.copy() for a in arrays])
+    tilings = set()
+    for seed in range(1, 9):  # a seed whose move cannot be made gives None
+        trace = _ffi_api.MutatorApply(mutator, sch.trace, seed)
+        if trace is None:
+            continue
+        mutant = tvm.s_tir.Schedule(mod)
+        trace.apply_to_schedule(mutant, remove_postproc=False)
+        tilings.add(str([[int(f) for f in trace.decisions[s]] for s in samples]))
+        np.testing.assert_allclose(_run(mutant.mod["main"], [a.copy() for a in arrays]), want,
+                                   rtol=1e-5, atol=1e-5)
+    assert len(tilings) > 1, tilings
+
+
 def _uses(expr: Any, var: Any) -> bool:
     from tvm.tirx.analysis import undefined_vars
 
