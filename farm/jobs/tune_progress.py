@@ -14,8 +14,9 @@ and MetaSchedule's database in it; the counters live beside it::
 with the trials asked and measured so far and the best measured candidate's
 mean run time (``best_s``, null until one is measured). ``eta_s`` estimates the
 seconds left, the picks' check included (:func:`farm.jobs.tune_eta.estimate_eta_s`:
-the budget's end unless the trials left at the recent batches' rate clearly
-end first; null without a budget before a first measured trial). ``phase``
+the budget's end unless the search left, priced per task from its measured
+searches and measurements, clearly ends first; null while that price is
+unknown and the budget may not be what ends the run). ``phase``
 says what the attempt does now (``extracting tasks``, ``tuning``,
 ``compiling``), so a job is never a silent ``0/0 tasks``;
 ``tuning_s`` is the tuning time spent over all attempts, each counted from
@@ -43,7 +44,13 @@ from typing import Any
 
 from farm import logs
 from farm.clock import Clock, SystemClock
-from farm.jobs.tune_eta import RECENT_BATCHES, estimate_eta_s
+from farm.jobs.tune_eta import (
+    RECENT_BATCHES,
+    TaskCost,
+    estimate_eta_s,
+    search_left_s,
+    seconds_per_trial,
+)
 from farm.privacy import write_private
 
 __all__ = ["PROGRESS_FILE", "TaskProgress", "TuneCounters", "TuneProgress", "read_counters"]
@@ -238,8 +245,16 @@ class TuneProgress:
         # (start, end): a batch's wait for other tasks' searches is not its own time.
         self._searched_s: dict[str, float] = {}
         self._searches: list[tuple[float, float]] = []
-        # The seconds last kept back for the picks' check (:meth:`expired`), for the ETA.
+        # The seconds last kept back for the picks' check (:meth:`expired`), and what the
+        # whole check costs (:meth:`set_check_s`; None: the reserve), for the ETA.
         self._reserve_s = 0.0
+        self._check_s: float | None = None
+        # Per task: its searches' seconds, its measured batches' (seconds, candidates),
+        # and its batch in flight's (search seconds, candidates); the largest batch sent.
+        self._task_search_s: dict[str, list[float]] = {}
+        self._task_measure: dict[str, list[tuple[float, int]]] = {}
+        self._in_flight: dict[str, tuple[float, int]] = {}
+        self._batch_n = 0
 
     @property
     def counters(self) -> TuneCounters:
@@ -299,14 +314,17 @@ class TuneProgress:
         with self._lock:
             self._sent_s[task] = self._clock.monotonic()
 
-    def batch_searched(self, task: str) -> None:
-        """The search for ``task``'s batch has ended: its candidates go to be built and run."""
+    def batch_searched(self, task: str, candidates: int = 0) -> None:
+        """The search for ``task``'s batch has ended: ``candidates`` go to be built and run."""
         with self._lock:
             sent_s = self._sent_s.get(task)
             if sent_s is not None:
                 now = self._clock.monotonic()
                 self._searched_s[task] = now
                 self._searches = [*self._searches[-_SEARCHES_KEPT:], (sent_s, now)]
+                self._task_search_s.setdefault(task, []).append(now - sent_s)
+                self._in_flight[task] = (now - sent_s, candidates)
+                self._batch_n = max(self._batch_n, candidates)
 
     def batch_joined(self, task: str) -> None:
         """The results of ``task``'s batch in flight are in: note how long it took.
@@ -328,6 +346,19 @@ class TuneProgress:
                     max(0.0, min(end, now) - max(start, searched_s))
                     for start, end in self._searches)
                 self._batch_s.append(now - sent_s - others_s)
+                search_s, candidates = self._in_flight.pop(task, (0.0, 0))
+                if candidates > 0:
+                    self._task_measure.setdefault(task, []).append(
+                        (max(0.0, now - sent_s - others_s - search_s), candidates))
+
+    def set_check_s(self, check_s: float) -> None:
+        """What the picks' check after the search costs (all its rounds), for the ETA.
+
+        Args:
+            check_s: seconds (:meth:`farm.jobs.tune_check_cost.CheckPrice.cost_s`).
+        """
+        with self._lock:
+            self._check_s = max(0.0, check_s)
 
     @property
     def last_batch_s(self) -> float | None:
@@ -388,12 +419,25 @@ class TuneProgress:
         if self._rate_from is None:
             return None
         left_s = None if self._budget_s is None else self._budget_s - self._tuning_s(now)
-        points = self._points if self._points[-1][1] > 0 else []
-        if not points and left_s is None:
-            return None
-        return estimate_eta_s(counters.trials_asked - counters.trials_measured, points, left_s,
-                              reserve_s=self._reserve_s,
-                              batch_s=max(self._batch_s[-RECENT_BATCHES:], default=None))
+        trials_left = counters.trials_asked - counters.trials_measured
+        default_s = seconds_per_trial(self._points)  # the default schedules' rate at first
+        costs = [self._task_cost(t) for t in counters.tasks]
+        return estimate_eta_s(
+            search_left_s(costs, self._batch_n, default_s), left_s,
+            check_s=self._reserve_s if self._check_s is None else self._check_s,
+            batch_s=max(self._batch_s[-RECENT_BATCHES:], default=None),
+            at_least_s=max(trials_left, 0) * (default_s or 0.0))
+
+    def _task_cost(self, task: TaskProgress) -> TaskCost:
+        """What ``task``'s search has left and what its recent batches cost (lock held)."""
+        searches = self._task_search_s.get(task.name, [])[-RECENT_BATCHES:]
+        measured = self._task_measure.get(task.name, [])[-RECENT_BATCHES:]
+        count = sum(n for _, n in measured)
+        return TaskCost(
+            max(task.trials_asked - task.trials_measured, 0),
+            self._in_flight.get(task.name, (0.0, 0))[1],
+            sum(searches) / len(searches) if searches else None,
+            sum(s for s, _ in measured) / count if count else None)
 
     def _store(self, counters: TuneCounters) -> TuneCounters:
         self.path.parent.mkdir(parents=True, exist_ok=True)

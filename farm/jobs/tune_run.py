@@ -110,8 +110,8 @@ class _TaskTimer:
     def sent(self) -> None:
         self.progress.batch_sent(self.task)
 
-    def searched(self) -> None:
-        self.progress.batch_searched(self.task)
+    def searched(self, candidates: int) -> None:
+        self.progress.batch_searched(self.task, candidates)
 
     def joined(self) -> None:
         self.progress.batch_joined(self.task)
@@ -251,6 +251,7 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
     def on_batch() -> None:
         if verdicts is not None:
             price[0] = check_price(planned, params, measurers[0][0] if measurers else None)
+            progress.set_check_s(price[0].cost_s(params.verify_rounds))  # for the ETA
         if checkpoint is not None:
             checkpoint({p.index: p.task.name for p in planned})
         counts = measured(planned, params)
