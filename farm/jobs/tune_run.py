@@ -267,7 +267,8 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
         if not measurers:  # a pool of build processes: seconds, a minute on a loaded host
             phase = progress.counters.phase
             progress.set_phase(STARTING_PHASE)
-            measurers.append(builder_and_runner(params, tracker, linker, warm=True))
+            measurers.append(builder_and_runner(params, tracker, linker, warm=True,
+                                                on_built=progress.batch_built))
             progress.set_phase(phase)
         return measurers[0]
 

@@ -242,6 +242,29 @@ class TestEta:
         progress.batch_joined("dense")  # its search 30 s, then 15 s to its results
         assert progress.last_batch_s == 45.0
 
+    def test_a_batch_does_not_count_the_other_tasks_builds(self, tmp_path: Path) -> None:
+        """MetaSchedule builds a batch in its scheduler's thread before it searches the next:
+        conv's batch (search 4 s, build 12 s) waits while dense searches (5 s) and builds
+        (9 s), then its results are in 2 s later: 18 s of its own, not 27 s (the small CNN's
+        first batch priced its trials at 1.8 s, its later ones took 0.6 s)."""
+        clock = FakeClock()
+        progress = TuneProgress(tmp_path, clock)
+        progress.set_tasks([TaskProgress("conv", 0, 100, 0), TaskProgress("dense", 1, 100, 0)])
+        progress.batch_built()  # a default schedule's build: no batch in flight
+        progress.batch_sent("conv")
+        clock.advance(4)
+        progress.batch_searched("conv", 8)
+        clock.advance(12)
+        progress.batch_built()
+        progress.batch_sent("dense")
+        clock.advance(5)
+        progress.batch_searched("dense", 8)
+        clock.advance(9)
+        progress.batch_built()
+        clock.advance(2)
+        progress.batch_joined("conv")
+        assert progress.last_batch_s == 18.0
+
     def test_budget_eta_is_the_budget_end_though_the_first_batches_are_fast(
             self, tmp_path: Path) -> None:
         """400 trials asked with 240 s of budget: the first 8 s measure 80 trials (the default
