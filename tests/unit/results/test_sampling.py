@@ -8,7 +8,7 @@ import numpy as np
 
 from farm.clock import FakeClock
 from farm.config import ResultSettings
-from farm.sampling import SamplingRule, take_samples, warm_up
+from farm.sampling import SamplingRule, interleaved_rounds, take_samples, warm_up
 
 RULE = SamplingRule.of(ResultSettings())
 
@@ -89,3 +89,20 @@ def test_a_fast_kernel_is_sampled_for_the_minimum_duration() -> None:
     sampled = take_samples(_phone(_steady(0.0001, 0.005, 6), clock), RULE, clock=clock)
     assert len(sampled.samples_s) == RULE.max_samples or sampled.seconds >= RULE.min_measure_s
     assert len(sampled.samples_s) > RULE.min_samples
+
+
+def test_interleaved_rounds_see_a_changing_load_alike() -> None:
+    """Two builds of the same 1 ms kernel on a host that slows 10% per timing: timed back to
+    back their medians differ by a third; in interleaved rounds (turning order) they agree."""
+    calls = [0]
+
+    def kernel() -> list[float]:
+        calls[0] += 1
+        return [1e-3 * (1 + 0.1 * (calls[0] - 1))]
+
+    blocks = {name: [kernel()[0] for _ in range(4)] for name in ("untuned", "tuned")}
+    assert np.median(blocks["tuned"]) / np.median(blocks["untuned"]) > 1.3
+    calls[0] = 0
+    rounds = interleaved_rounds({"untuned": kernel, "tuned": kernel}, 4)
+    assert [len(v) for v in rounds.values()] == [4, 4]
+    assert np.median(rounds["tuned"]) == np.median(rounds["untuned"])
