@@ -82,9 +82,9 @@ class SamplingRule:
         library loaded again), up to ``warmup_max_s`` as before.
 
         >>> rule = SamplingRule(10, 60, 4.0, 1.0, 1.0, 10.0, 5.0)
-        >>> rule.per_round(3)
-        SamplingRule(min_samples=4, max_samples=20, target_ci_pct=4.0, min_measure_s=0.333..., \
-warmup_min_s=0.333..., warmup_max_s=10.0, warmup_steady_pct=5.0)
+        >>> rule.per_round(2)
+        SamplingRule(min_samples=5, max_samples=30, target_ci_pct=4.0, min_measure_s=0.5, \
+warmup_min_s=0.5, warmup_max_s=10.0, warmup_steady_pct=5.0)
         """
         rounds = max(rounds, 1)
         least = max(2, -(-self.min_samples // rounds))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import numpy as np
+import pytest
 
 from farm.clock import FakeClock
 from farm.config import ResultSettings
@@ -106,3 +107,16 @@ def test_interleaved_rounds_see_a_changing_load_alike() -> None:
     rounds = interleaved_rounds({"untuned": kernel, "tuned": kernel}, 4)
     assert [len(v) for v in rounds.values()] == [4, 4]
     assert np.median(rounds["tuned"]) == np.median(rounds["untuned"])
+
+
+def test_a_rule_split_over_rounds_takes_about_one_measurement() -> None:
+    """Split over 3 rounds, the default rule's samples and least durations add up to about
+    one measurement's (each round at least 2 samples); its bounds stay as they are."""
+    per_round = RULE.per_round(3)
+    assert 3 * per_round.min_samples >= RULE.min_samples
+    assert per_round.min_samples < RULE.min_samples and per_round.min_samples >= 2
+    assert 3 * per_round.max_samples >= RULE.max_samples > per_round.max_samples
+    assert 3 * per_round.min_measure_s == pytest.approx(RULE.min_measure_s)
+    assert 3 * per_round.warmup_min_s == pytest.approx(RULE.warmup_min_s)
+    assert per_round.warmup_max_s == RULE.warmup_max_s
+    assert SamplingRule(2, 3, 4.0, 0, 0, 0.5, 5.0).per_round(3).min_samples == 2
