@@ -28,7 +28,6 @@ from pathlib import Path
 
 from _ort import ort_sample_s, ort_session
 
-from farm.sampling import interleaved_rounds
 from farm.virtual.throttle import QUIET_RT_PRIORITY, realtime
 from farm.zoo import MODELS
 
@@ -59,6 +58,8 @@ def time_model(name: str, dirs: dict[str, Path], rounds: int) -> str:
     import numpy as np
     import tvm
     from tvm import relax
+
+    from farm.sampling import interleaved_rounds  # here: a --build child imports an older farm
 
     shapes = MODELS[name].input_shapes()
     rng = np.random.default_rng(0)
