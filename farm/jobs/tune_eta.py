@@ -112,13 +112,14 @@ class TaskCost:
     measure_s: float | None = None
 
 
-def search_left_s(tasks: list[TaskCost], batch: int,
-                  default_measure_s: float | None = None) -> float | None:
+def search_left_s(tasks: list[TaskCost], batch: int, default_measure_s: float | None = None,
+                  *, gap_s: float = 0.0) -> float | None:
     """Seconds the search has left: each task's batches to send and trials to measure, priced.
 
     A task's batches left are its trials left not in flight, in batches of
     ``batch``; each costs its task's search (the tasks' mean where it has none
-    yet: the round robin searches every task once early on). Each trial left
+    yet: the round robin searches every task once early on) and the task
+    scheduler's gap between batches. Each trial left
     costs its task's measurement (the mean over the tasks measured so far,
     else ``default_measure_s``: the default schedules' rate, measured first).
 
@@ -126,6 +127,7 @@ def search_left_s(tasks: list[TaskCost], batch: int,
         tasks: every task of the run, finished ones included (0 trials left).
         batch: candidates per batch (the largest sent so far).
         default_measure_s: seconds per trial before a batch was measured; None: unknown.
+        gap_s: seconds between a batch's results and the next search (0: none seen).
 
     Returns:
         The seconds, or None before a first search has ended (or with nothing to
@@ -147,7 +149,7 @@ def search_left_s(tasks: list[TaskCost], batch: int,
     search_s = sum(searches) / len(searches)
     return sum(
         math.ceil(max(0, t.trials_left - t.in_flight) / max(batch, 1))
-        * (search_s if t.search_s is None else t.search_s)
+        * ((search_s if t.search_s is None else t.search_s) + gap_s)
         + t.trials_left * (measure_s if t.measure_s is None else t.measure_s)
         for t in left)
 

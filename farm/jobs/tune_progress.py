@@ -251,12 +251,17 @@ class TuneProgress:
         # whole check costs (:meth:`set_check_s`; None: the reserve), for the ETA.
         self._reserve_s = 0.0
         self._check_s: float | None = None
+        self._check_runs = 0
         # Per task: its searches' seconds, its measured batches' (seconds, candidates),
         # and its batch in flight's (search seconds, candidates); the largest batch sent.
         self._task_search_s: dict[str, list[float]] = {}
         self._task_measure: dict[str, list[tuple[float, int]]] = {}
         self._in_flight: dict[str, tuple[float, int]] = {}
         self._batch_n = 0
+        # When the last batch's results came in, and the scheduler's last gaps from
+        # results to the next search (the cost model's update, the checkpoint).
+        self._joined_at: float | None = None
+        self._gaps_s: list[float] = []
 
     @property
     def counters(self) -> TuneCounters:
@@ -312,9 +317,19 @@ class TuneProgress:
             return self._tuning_s(self._clock.monotonic())
 
     def batch_sent(self, task: str) -> None:
-        """A batch of ``task`` starts: its search for candidates begins."""
+        """A batch of ``task`` starts: its search for candidates begins.
+
+        The time since the last batch's results came in (if any) is the task
+        scheduler's gap between batches: MetaSchedule updates the cost model
+        and farm checkpoints the records after each batch, 1 to 7 s each on
+        the small CNN, which no batch's own time counts.
+        """
         with self._lock:
-            self._sent_s[task] = self._clock.monotonic()
+            now = self._clock.monotonic()
+            self._sent_s[task] = now
+            if self._joined_at is not None:
+                self._gaps_s = [*self._gaps_s[-RECENT_BATCHES + 1:], now - self._joined_at]
+                self._joined_at = None
 
     def batch_searched(self, task: str, candidates: int = 0) -> None:
         """The search for ``task``'s batch has ended: ``candidates`` go to be built and run."""
@@ -365,19 +380,28 @@ class TuneProgress:
                     max(0.0, min(end, now) - max(start, searched_s))
                     for start, end in self._searches)
                 self._batch_s.append(now - sent_s - others_s)
+                self._joined_at = now
                 search_s, candidates = self._in_flight.pop(task, (0.0, 0))
                 if candidates > 0:
                     self._task_measure.setdefault(task, []).append(
                         (max(0.0, now - sent_s - others_s - search_s), candidates))
 
-    def set_check_s(self, check_s: float) -> None:
+    def set_check_s(self, check_s: float, runs: int = 0) -> None:
         """What the picks' check after the search costs (all its rounds), for the ETA.
+
+        The ETA takes the more of ``check_s`` and ``runs`` at this attempt's
+        seconds per measured trial (each run of the check is a candidate's
+        session, upload and run, its build once): priced from the fastest
+        build wave and the logged sessions, a small CNN's check was priced
+        6.6 s and took 20.3 s.
 
         Args:
             check_s: seconds (:meth:`farm.jobs.tune_check_cost.CheckPrice.cost_s`).
+            runs: the check's runs, all rounds (0: none known).
         """
         with self._lock:
             self._check_s = max(0.0, check_s)
+            self._check_runs = max(0, runs)
 
     @property
     def last_batch_s(self) -> float | None:
@@ -441,9 +465,14 @@ class TuneProgress:
         trials_left = counters.trials_asked - counters.trials_measured
         default_s = seconds_per_trial(self._points)  # the default schedules' rate at first
         costs = [self._task_cost(t) for t in counters.tasks]
+        measures = [c.measure_s for c in costs if c.measure_s is not None]
+        check_s = self._reserve_s if self._check_s is None else max(
+            self._check_s, self._check_runs * sum(measures) / len(measures) if measures else 0.0)
         return estimate_eta_s(
-            search_left_s(costs, self._batch_n, default_s), left_s,
-            check_s=self._reserve_s if self._check_s is None else self._check_s,
+            search_left_s(costs, self._batch_n, default_s,
+                          gap_s=sum(self._gaps_s) / len(self._gaps_s) if self._gaps_s else 0.0),
+            left_s,
+            check_s=check_s,
             batch_s=max(self._batch_s[-RECENT_BATCHES:], default=None),
             at_least_s=max(trials_left, 0) * (default_s or 0.0))
 

@@ -326,6 +326,9 @@ class TestEta:
         progress.set_check_s(45.0)
         progress.update_task("conv", measured, 1e-3)
         assert progress.counters.eta_s == pytest.approx(84 * 10.0 + 45.0)
+        progress.set_check_s(45.0, runs=12)  # 12 runs at 6 s a trial: more than priced
+        progress.update_task("conv", measured, 1e-3)
+        assert progress.counters.eta_s == pytest.approx(84 * 10.0 + 72.0)
 
     def test_eta_prices_each_task_not_the_default_schedules_rate(self, tmp_path: Path) -> None:
         """No budget, 4 tasks of 30 trials (batches of 8): each task's default schedule is
@@ -363,3 +366,19 @@ class TestEta:
             if i >= 3:
                 assert abs(eta - left_s[i]) <= 0.2 * max(left_s[i], 1.0), (i, eta, left_s[i])
         assert measured == dict.fromkeys(per_trial_s, 30)
+
+    def test_eta_counts_the_gap_between_batches(self, tmp_path: Path) -> None:
+        """Each batch searches 2 s and measures 8 candidates in 4 s, then the task scheduler
+        takes 6 s (the cost model's update) before the next search: 12 s a batch, not 6 s."""
+        clock = FakeClock()
+        progress = TuneProgress(tmp_path, clock)
+        progress.set_tasks([TaskProgress("conv", 0, 80, 0)])
+        for measured in (8, 16, 24):
+            progress.batch_sent("conv")
+            clock.advance(2)
+            progress.batch_searched("conv", 8)
+            clock.advance(4)
+            progress.batch_joined("conv")
+            progress.update_task("conv", measured, 1e-3)
+            clock.advance(6)
+        assert progress.counters.eta_s == pytest.approx(7 * (2.0 + 6.0) + 56 * 0.5)  # 7 batches
