@@ -44,13 +44,8 @@ from typing import Any
 
 from farm import logs
 from farm.clock import Clock, SystemClock
-from farm.jobs.tune_eta import (
-    RECENT_BATCHES,
-    TaskCost,
-    estimate_eta_s,
-    search_left_s,
-    seconds_per_trial,
-)
+from farm.jobs.tune_batches import BatchTimes
+from farm.jobs.tune_eta import estimate_eta_s, search_left_s, seconds_per_trial
 from farm.privacy import write_private
 
 __all__ = ["PROGRESS_FILE", "TaskProgress", "TuneCounters", "TuneProgress", "read_counters"]
@@ -211,10 +206,6 @@ def read_counters(work_dir: Path, clock: Clock | None = None) -> TuneCounters | 
     return replace(counters, eta_s=max(0.0, counters.eta_s - age_s))
 
 
-#: The last searches kept to tell a batch's own time (more than tasks in a round rarely matter).
-_SEARCHES_KEPT = 256
-
-
 class TuneProgress:
     """The counters of one work folder, persisted on every change (thread-safe).
 
@@ -237,31 +228,13 @@ class TuneProgress:
         self._points: list[tuple[float, int]] = []
         self._tuning_before_s = self._counters.tuning_s
         self._budget_s: float | None = None
-        # This attempt's batches: when each task's batch in flight was sent, and how
-        # long each batch took from being sent (its search included) to its results.
-        self._sent_s: dict[str, float] = {}
-        self._batch_s: list[float] = []
-        # When each task's search (and build) in flight ended, and this attempt's last
-        # searches with their builds (start, end): a batch's wait for other tasks'
-        # searches and builds is not its own time; whose build runs now.
-        self._searched_s: dict[str, float] = {}
-        self._searches: list[tuple[float, float]] = []
-        self._building: str | None = None
-        # The seconds last kept back for the picks' check (:meth:`expired`), and what the
-        # whole check costs (:meth:`set_check_s`; None: the reserve), for the ETA.
+        # This attempt's batches (farm.jobs.tune_batches), and the seconds last kept back
+        # for the picks' check (:meth:`expired`) and what the whole check costs
+        # (:meth:`set_check_s`; None: the reserve), for the ETA.
+        self._batches = BatchTimes()
         self._reserve_s = 0.0
         self._check_s: float | None = None
         self._check_runs = 0
-        # Per task: its searches' seconds, its measured batches' (seconds, candidates),
-        # and its batch in flight's (search seconds, candidates); the largest batch sent.
-        self._task_search_s: dict[str, list[float]] = {}
-        self._task_measure: dict[str, list[tuple[float, int]]] = {}
-        self._in_flight: dict[str, tuple[float, int]] = {}
-        self._batch_n = 0
-        # When the last batch's results came in, and the scheduler's last gaps from
-        # results to the next search (the cost model's update, the checkpoint).
-        self._joined_at: float | None = None
-        self._gaps_s: list[float] = []
 
     @property
     def counters(self) -> TuneCounters:
@@ -317,74 +290,24 @@ class TuneProgress:
             return self._tuning_s(self._clock.monotonic())
 
     def batch_sent(self, task: str) -> None:
-        """A batch of ``task`` starts: its search for candidates begins.
-
-        The time since the last batch's results came in (if any) is the task
-        scheduler's gap between batches: MetaSchedule updates the cost model
-        and farm checkpoints the records after each batch, 1 to 7 s each on
-        the small CNN, which no batch's own time counts.
-        """
+        """A batch of ``task`` starts: its search begins (:meth:`BatchTimes.sent`)."""
         with self._lock:
-            now = self._clock.monotonic()
-            self._sent_s[task] = now
-            if self._joined_at is not None:
-                self._gaps_s = [*self._gaps_s[-RECENT_BATCHES + 1:], now - self._joined_at]
-                self._joined_at = None
+            self._batches.sent(task, self._clock.monotonic())
 
     def batch_searched(self, task: str, candidates: int = 0) -> None:
         """The search for ``task``'s batch has ended: ``candidates`` go to be built and run."""
         with self._lock:
-            sent_s = self._sent_s.get(task)
-            if sent_s is not None:
-                now = self._clock.monotonic()
-                self._searched_s[task] = now
-                self._searches = [*self._searches[-_SEARCHES_KEPT:], (sent_s, now)]
-                self._task_search_s.setdefault(task, []).append(now - sent_s)
-                self._in_flight[task] = (now - sent_s, candidates)
-                self._batch_n = max(self._batch_n, candidates)
-                self._building = task
+            self._batches.searched(task, candidates, self._clock.monotonic())
 
     def batch_built(self) -> None:
-        """The batch last searched is built (MetaSchedule builds it before the next search).
-
-        Its build, in the task scheduler's thread, is the batch's own time and
-        not that of a batch waiting for its results meanwhile: in the round
-        robin over the small CNN's 4 tasks, the first task's batch counted the
-        others' builds too and priced its trials at 1.8 s each, 0.6 s later on.
-        """
+        """The batch last searched is built (:meth:`BatchTimes.built`)."""
         with self._lock:
-            task, self._building = self._building, None
-            if task is not None and task in self._searched_s and self._searches:
-                now = self._clock.monotonic()
-                self._searched_s[task] = now
-                self._searches[-1] = (self._searches[-1][0], now)
+            self._batches.built(self._clock.monotonic())
 
     def batch_joined(self, task: str) -> None:
-        """The results of ``task``'s batch in flight are in: note how long it took.
-
-        Its own time: from its search's start to its results, less the other
-        tasks' searches (and builds, :meth:`batch_built`) after its own ended.
-        MetaSchedule's task scheduler searches one task at a time and joins a
-        batch only when it comes back to that task (after a round over the
-        others, at first), so the wait for their searches is not this batch's:
-        counted in, the first batch of the small CNN's 4 tasks took 160 s (its
-        own search and measurement about 40 s) and stopped a ``--for 240`` run
-        100 s early.
-        """
+        """The results of ``task``'s batch in flight are in (:meth:`BatchTimes.joined`)."""
         with self._lock:
-            sent_s = self._sent_s.pop(task, None)
-            searched_s = self._searched_s.pop(task, None)
-            if sent_s is not None:
-                now = self._clock.monotonic()
-                others_s = 0.0 if searched_s is None else sum(
-                    max(0.0, min(end, now) - max(start, searched_s))
-                    for start, end in self._searches)
-                self._batch_s.append(now - sent_s - others_s)
-                self._joined_at = now
-                search_s, candidates = self._in_flight.pop(task, (0.0, 0))
-                if candidates > 0:
-                    self._task_measure.setdefault(task, []).append(
-                        (max(0.0, now - sent_s - others_s - search_s), candidates))
+            self._batches.joined(task, self._clock.monotonic())
 
     def set_check_s(self, check_s: float, runs: int = 0) -> None:
         """What the picks' check after the search costs (all its rounds), for the ETA.
@@ -414,7 +337,7 @@ class TuneProgress:
         since the search slows as the records grow and as the host is loaded.
         """
         with self._lock:
-            return max(self._batch_s[-RECENT_BATCHES:], default=None)
+            return self._batches.last_batch_s
 
     def budget_left_s(self) -> float | None:
         """Seconds left of the :meth:`set_tasks` budget (negative: overrun); None: no budget."""
@@ -464,28 +387,15 @@ class TuneProgress:
         left_s = None if self._budget_s is None else self._budget_s - self._tuning_s(now)
         trials_left = counters.trials_asked - counters.trials_measured
         default_s = seconds_per_trial(self._points)  # the default schedules' rate at first
-        costs = [self._task_cost(t) for t in counters.tasks]
+        costs = [self._batches.task_cost(t.name, t.trials_asked - t.trials_measured)
+                 for t in counters.tasks]
         measures = [c.measure_s for c in costs if c.measure_s is not None]
         check_s = self._reserve_s if self._check_s is None else max(
             self._check_s, self._check_runs * sum(measures) / len(measures) if measures else 0.0)
         return estimate_eta_s(
-            search_left_s(costs, self._batch_n, default_s,
-                          gap_s=sum(self._gaps_s) / len(self._gaps_s) if self._gaps_s else 0.0),
-            left_s,
-            check_s=check_s,
-            batch_s=max(self._batch_s[-RECENT_BATCHES:], default=None),
+            search_left_s(costs, self._batches.batch_n, default_s, gap_s=self._batches.gap_s),
+            left_s, check_s=check_s, batch_s=self._batches.last_batch_s,
             at_least_s=max(trials_left, 0) * (default_s or 0.0))
-
-    def _task_cost(self, task: TaskProgress) -> TaskCost:
-        """What ``task``'s search has left and what its recent batches cost (lock held)."""
-        searches = self._task_search_s.get(task.name, [])[-RECENT_BATCHES:]
-        measured = self._task_measure.get(task.name, [])[-RECENT_BATCHES:]
-        count = sum(n for _, n in measured)
-        return TaskCost(
-            max(task.trials_asked - task.trials_measured, 0),
-            self._in_flight.get(task.name, (0.0, 0))[1],
-            sum(searches) / len(searches) if searches else None,
-            sum(s for s, _ in measured) / count if count else None)
 
     def _store(self, counters: TuneCounters) -> TuneCounters:
         self.path.parent.mkdir(parents=True, exist_ok=True)
