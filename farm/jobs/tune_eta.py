@@ -5,11 +5,12 @@ budget (``--for``) is spent, and then it checks its picks
 (:mod:`farm.jobs.tune_check_cost` prices that check). The search left is
 priced from what it costs, task by task (:func:`search_left_s`): each batch
 still to send costs its task's measured search (the evolutionary search
-and the cost model's ranking, :class:`TaskCost`), each trial left its
-task's measured build and run. A global rate of recent batches was -72% to
-+319% off without a budget (docs/benchmarks.md): early on it was the rate of
-the default schedules, measured one by one in under a second each before any
-search, later that of the last batches, smaller once tasks reached their cap.
+and the cost model's ranking, :class:`TaskCost`) and the task scheduler's
+gap between batches, each trial left its task's measured build and run. A
+global rate of recent batches was -72% to +319% off without a budget
+(docs/benchmarks.md): early on it was the rate of the default schedules,
+measured one by one in under a second each before any search, later that of
+the last batches, smaller once tasks reached their cap.
 So:
 
 - before a first search has ended, the search's cost is unknown: no ETA
