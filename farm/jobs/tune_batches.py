@@ -44,6 +44,8 @@ class BatchTimes:
         # When the last batch's results came in; the scheduler's last gaps.
         self._joined_at: float | None = None
         self._gaps_s: list[float] = []
+        # The last builds' seconds per candidate.
+        self._build_s: list[float] = []
 
     def sent(self, task: str, now: float) -> None:
         """A batch of ``task`` starts: its search begins.
@@ -80,6 +82,10 @@ class BatchTimes:
         """
         task, self._building = self._building, None
         if task is not None and task in self._searched_s and self._searches:
+            candidates = self._in_flight.get(task, (0.0, 0))[1]
+            if candidates > 0:
+                self._build_s = [*self._build_s[-RECENT_BATCHES + 1:],
+                                 (now - self._searched_s[task]) / candidates]
             self._searched_s[task] = now
             self._searches[-1] = (self._searches[-1][0], now)
 
@@ -109,6 +115,11 @@ class BatchTimes:
     def last_batch_s(self) -> float | None:
         """The longest own time of the last 4 batches (the search slows); None before one."""
         return max(self._batch_s[-RECENT_BATCHES:], default=None)
+
+    @property
+    def build_s(self) -> float:
+        """Seconds a candidate's build took in the last batches (0: none built yet)."""
+        return sum(self._build_s) / len(self._build_s) if self._build_s else 0.0
 
     @property
     def gap_s(self) -> float:

@@ -235,6 +235,7 @@ class TuneProgress:
         self._reserve_s = 0.0
         self._check_s: float | None = None
         self._check_runs = 0
+        self._check_builds = 0
 
     @property
     def counters(self) -> TuneCounters:
@@ -309,22 +310,25 @@ class TuneProgress:
         with self._lock:
             self._batches.joined(task, self._clock.monotonic())
 
-    def set_check_s(self, check_s: float, runs: int = 0) -> None:
+    def set_check_s(self, check_s: float, runs: int = 0, builds: int = 0) -> None:
         """What the picks' check after the search costs (all its rounds), for the ETA.
 
-        The ETA takes the more of ``check_s`` and ``runs`` at this attempt's
-        seconds per measured trial (each run of the check is a candidate's
-        session, upload and run, its build once): priced from the fastest
-        build wave and the logged sessions, a small CNN's check was priced
-        6.6 s and took 20.3 s.
+        The ETA takes the more of ``check_s`` and ``builds`` at this attempt's
+        seconds per candidate's build plus ``runs`` at its seconds per measured
+        trial (each run of the check is a candidate's session, upload and run):
+        priced from the fastest build wave and the logged sessions, a small
+        CNN's check was priced 6.6 s and took 20.3 s; by its runs alone, 14.3 s
+        for 26 s (its 8 builds took 9.3 s).
 
         Args:
             check_s: seconds (:meth:`farm.jobs.tune_check_cost.CheckPrice.cost_s`).
             runs: the check's runs, all rounds (0: none known).
+            builds: the candidates it builds (each pick and default once).
         """
         with self._lock:
             self._check_s = max(0.0, check_s)
             self._check_runs = max(0, runs)
+            self._check_builds = max(0, builds)
 
     @property
     def last_batch_s(self) -> float | None:
@@ -391,7 +395,8 @@ class TuneProgress:
                  for t in counters.tasks]
         measures = [c.measure_s for c in costs if c.measure_s is not None]
         check_s = self._reserve_s if self._check_s is None else max(
-            self._check_s, self._check_runs * sum(measures) / len(measures) if measures else 0.0)
+            self._check_s, self._check_builds * self._batches.build_s
+            + (self._check_runs * sum(measures) / len(measures) if measures else 0.0))
         return estimate_eta_s(
             search_left_s(costs, self._batches.batch_n, default_s, gap_s=self._batches.gap_s),
             left_s, check_s=check_s, batch_s=self._batches.last_batch_s,

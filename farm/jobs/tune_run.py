@@ -252,7 +252,8 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
         if verdicts is not None:
             price[0] = check_price(planned, params, measurers[0][0] if measurers else None)
             progress.set_check_s(price[0].cost_s(params.verify_rounds),  # for the ETA
-                                 runs=price[0].runs * params.verify_rounds)
+                                 runs=price[0].runs * params.verify_rounds,
+                                 builds=price[0].runs)
         if checkpoint is not None:
             checkpoint({p.index: p.task.name for p in planned})
         counts = measured(planned, params)

@@ -329,6 +329,9 @@ class TestEta:
         progress.set_check_s(45.0, runs=12)  # 12 runs at 6 s a trial: more than priced
         progress.update_task("conv", measured, 1e-3)
         assert progress.counters.eta_s == pytest.approx(84 * 10.0 + 72.0)
+        progress.set_check_s(45.0, runs=12, builds=4)  # no build timed: 0 s each
+        progress.update_task("conv", measured, 1e-3)
+        assert progress.counters.eta_s == pytest.approx(84 * 10.0 + 72.0)
 
     def test_eta_prices_each_task_not_the_default_schedules_rate(self, tmp_path: Path) -> None:
         """No budget, 4 tasks of 30 trials (batches of 8): each task's default schedule is
@@ -382,3 +385,21 @@ class TestEta:
             progress.update_task("conv", measured, 1e-3)
             clock.advance(6)
         assert progress.counters.eta_s == pytest.approx(7 * (2.0 + 6.0) + 56 * 0.5)  # 7 batches
+
+    def test_the_check_is_priced_from_its_builds_and_its_runs(self, tmp_path: Path) -> None:
+        """A batch of 8 searched in 2 s, built in 8 s, its results 4 s later: 1 s a build, 1.5 s
+        a measured candidate. The check's 2 builds and 6 runs then cost 2 + 9 s, more than the
+        5 s priced; with the search done, that is the ETA."""
+        clock = FakeClock()
+        progress = TuneProgress(tmp_path, clock)
+        progress.set_tasks([TaskProgress("conv", 0, 8, 0)])
+        progress.batch_sent("conv")
+        clock.advance(2)
+        progress.batch_searched("conv", 8)
+        clock.advance(8)
+        progress.batch_built()
+        clock.advance(4)
+        progress.batch_joined("conv")
+        progress.set_check_s(5.0, runs=6, builds=2)
+        progress.update_task("conv", 8, 1e-3)
+        assert progress.counters.eta_s == pytest.approx(2 * 1.0 + 6 * 1.5)
