@@ -23,8 +23,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
+
+from _ort import ort_sample_s, ort_session
 
 from farm.virtual.throttle import QUIET_RT_PRIORITY, realtime
 from farm.zoo import MODELS
@@ -54,17 +56,15 @@ def build(out_dir: Path, models: list[str]) -> None:
 def time_model(name: str, dirs: dict[str, Path], rounds: int) -> str:
     """One table row: onnxruntime and both builds timed in turn, ``rounds`` times."""
     import numpy as np
-    import onnxruntime as ort
     import tvm
     from tvm import relax
+
+    from farm.sampling import interleaved_rounds  # here: a --build child imports an older farm
 
     shapes = MODELS[name].input_shapes()
     rng = np.random.default_rng(0)
     feeds = {k: rng.standard_normal(v).astype("float32") for k, v in shapes.items()}
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(dirs["before"] / MODELS[name].file_name()), options,
-                                   providers=["CPUExecutionProvider"])
+    session = ort_session(dirs["before"] / MODELS[name].file_name())
     want = session.run(None, feeds)
     timers, errors = {}, {}
     for tag in TAGS:
@@ -76,15 +76,13 @@ def time_model(name: str, dirs: dict[str, Path], rounds: int) -> str:
         errors[tag] = max(float(np.max(np.abs(o.numpy() - w))) for o, w in zip(outs, want,
                                                                                strict=True))
         timers[tag] = (vm.time_evaluator("main", tvm.cpu(), number=10, repeat=1), args)
-    ms: dict[str, list[float]] = {"ort": [], **{tag: [] for tag in TAGS}}
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(10):
-            session.run(None, feeds)
-        ms["ort"].append((time.perf_counter() - start) / 10 * 1e3)
-        for tag in TAGS:
-            evaluator, args = timers[tag]
-            ms[tag].append(evaluator(*args).mean * 1e3)
+
+    def timer(tag: str) -> Callable[[], list[float]]:
+        evaluator, args = timers[tag]
+        return lambda: [evaluator(*args).mean * 1e3]
+
+    ms = interleaved_rounds({"ort": lambda: [ort_sample_s(session, feeds, runs=10) * 1e3],
+                             **{tag: timer(tag) for tag in TAGS}}, rounds)
     med = {k: float(np.median(v)) for k, v in ms.items()}
     span = {k: f"{min(v):.2f}-{max(v):.2f}" for k, v in ms.items()}
     return (f"| {name} | {med['ort']:.2f} ({span['ort']}) | {med['before']:.2f} ({span['before']}) "

@@ -10,10 +10,11 @@ build), the rule switched off through its constant in one of them:
   in column blocks (:data:`farm.jobs.cpu_schedules.legalize_dense.GEMV_MAX_ROWS`).
 
 Each build's output is checked against onnxruntime (max abs error). Then
-``--rounds`` rounds each time onnxruntime (median of 5 runs) and each build
-(mean of 5 runs) back to back, so a change in the host's load hits all of
-them alike; the table gives per build its median time and the median and
-range of its per-round ratio to onnxruntime. Not the virtual phone's RPC path
+``--rounds`` interleaved rounds (:func:`farm.sampling.interleaved_rounds`)
+each time onnxruntime and each build (mean of 5 runs; onnxruntime through
+``bench/_ort.py``), so a change in the host's load hits all of them alike;
+the table gives per build its median time and the median and range of its
+per-round ratio to onnxruntime. Not the virtual phone's RPC path
 (:mod:`bench.bench_zoo`): the same build, timed in this process.
 
 Reproduce::
@@ -27,15 +28,17 @@ import argparse
 import os
 import statistics
 import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _ort import ort_sample_s, ort_session
 
 from farm.jobs.cpu_schedules import legalize_dense
 from farm.jobs.params import DeviceFacts
 from farm.jobs.targets import target_for
+from farm.sampling import interleaved_rounds
 from farm.zoo import MODELS, write_model
 
 #: (label, GEMV_MAX_ROWS) per build; 0 switches the rule off.
@@ -67,7 +70,6 @@ def _builds(path: Path, shapes: dict[str, tuple[int, ...]], target: Any) -> dict
 
 def main(argv: list[str] | None = None) -> int:
     """Build, check and time each model; print one Markdown table."""
-    import onnxruntime
     import tvm
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -87,10 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             zoo = MODELS[name]
             path = write_model(zoo, Path(folder))
             builds = _builds(path, zoo.input_shapes(), target)
-            options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = options.inter_op_num_threads = 1
-            session = onnxruntime.InferenceSession(str(path), options,
-                                                   providers=["CPUExecutionProvider"])
+            session = ort_session(path)
             feeds = next(iter(builds.values()))[2]
             want = session.run(None, feeds)[0]
             errors = {}
@@ -98,20 +97,18 @@ def main(argv: list[str] | None = None) -> int:
                 got = vm["main"](*inputs)
                 got = got if hasattr(got, "numpy") else got[0]
                 errors[label] = float(np.max(np.abs(got.numpy() - want)))
-            timers = {label: vm.time_evaluator("main", tvm.cpu(), number=5, repeat=1)
-                      for label, (vm, _i, _f) in builds.items()}
-            ort_ms, times, ratios = [], {k: [] for k in builds}, {k: [] for k in builds}
-            for _ in range(args.rounds):
-                runs = []
-                for _run in range(5):
-                    start = time.perf_counter()
-                    session.run(None, feeds)
-                    runs.append(time.perf_counter() - start)
-                ort_ms.append(statistics.median(runs) * 1e3)
-                for label, (_vm, inputs, _f) in builds.items():
-                    ms = timers[label](*inputs).mean * 1e3
-                    times[label].append(ms)
-                    ratios[label].append(ms / ort_ms[-1])
+
+            def timer(vm: Any, inputs: list[Any]) -> Callable[[], list[float]]:
+                evaluator = vm.time_evaluator("main", tvm.cpu(), number=5, repeat=1)
+                return lambda: [evaluator(*inputs).mean * 1e3]
+
+            times = interleaved_rounds(
+                {"ort": lambda: [ort_sample_s(session, feeds, runs=5) * 1e3],  # noqa: B023
+                 **{label: timer(vm, inputs) for label, (vm, inputs, _f) in builds.items()}},
+                args.rounds)
+            ort_ms = times.pop("ort")
+            ratios = {k: [ms / o for ms, o in zip(v, ort_ms, strict=True)]
+                      for k, v in times.items()}
             print(f"| {name} | onnxruntime | {statistics.median(ort_ms):.2f} | | | |")
             for label in builds:
                 r = ratios[label]

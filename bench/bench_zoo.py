@@ -47,6 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _ort import ort_sample_s, ort_session
+
 from farm.jobs.cache import CompileCache
 from farm.jobs.model import ModelInput, random_inputs, run_model
 from farm.jobs.params import (
@@ -61,6 +63,7 @@ from farm.jobs.targets import target_for
 from farm.jobs.tune_model import tune_model
 from farm.jobs.tune_progress import TuneProgress
 from farm.jobs.tune_records import RECORDS_FILE
+from farm.sampling import interleaved_rounds
 from farm.virtual.testing import rpc_app
 from farm.virtual.throttle import QUIET_RT_PRIORITY, realtime
 from farm.zoo import MODELS, write_model
@@ -116,26 +119,12 @@ def _pinned_realtime(core: int) -> Iterator[None]:
 
 def ort_samples(path: Path, inputs: list[ModelInput], seed: int, samples: int,
                 min_repeat_s: float, core: int = DEFAULT_CORE) -> list[float]:
-    """onnxruntime, 1 thread, on ``core``: ``samples`` means of at least ``min_repeat_s``."""
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    session = onnxruntime.InferenceSession(str(path), options,
-                                           providers=["CPUExecutionProvider"])
+    """onnxruntime (:mod:`_ort`) on ``core``: 3 runs to warm up, then ``samples`` samples."""
+    session = ort_session(path)
     feeds = random_inputs(inputs, seed)
-    out: list[float] = []
     with _pinned_realtime(core):
-        for _ in range(3):
-            session.run(None, feeds)
-        for _ in range(samples):
-            runs, start = 0, time.perf_counter()
-            while time.perf_counter() - start < min_repeat_s:
-                session.run(None, feeds)
-                runs += 1
-            out.append((time.perf_counter() - start) / runs)
-    return out
+        ort_sample_s(session, feeds, runs=3)
+        return [ort_sample_s(session, feeds, min_repeat_s=min_repeat_s) for _ in range(samples)]
 
 
 def _limit_per_hour(work_dir: Path, timing: TimingParams) -> float | None:
@@ -172,17 +161,15 @@ def _tune(row: Row, path: Path, model: ModelParams, budget: argparse.Namespace,
     start = time.monotonic()
     result = tune_model(params, target, tracker, cache, progress)
     tuning_s = time.monotonic() - start
-    ort: list[float] = []
-    untuned: list[float] = []
-    tuned: list[float] = []
-    for _ in range(budget.rounds):  # interleaved: the three see the same host
-        plain = run_model(model, target, tracker, cache)
-        untuned += plain.samples_s
-        ort += ort_samples(path, plain.inputs, model.seed, budget.samples, 0.1, budget.core)
-        tuned += run_model(replace(model, database_dir=work_dir), target, tracker,
-                           cache).samples_s
-    row.ort_s, row.untuned_s = statistics.median(ort), statistics.median(untuned)
-    untuned_s, tuned_s = row.untuned_s, statistics.median(tuned)
+    timed = interleaved_rounds({  # the three see the same host
+        "untuned": lambda: run_model(model, target, tracker, cache).samples_s,
+        "ort": lambda: ort_samples(path, result.inputs, model.seed, budget.samples, 0.1,
+                                   budget.core),
+        "tuned": lambda: run_model(replace(model, database_dir=work_dir), target, tracker,
+                                   cache).samples_s,
+    }, budget.rounds)
+    row.ort_s, row.untuned_s = statistics.median(timed["ort"]), statistics.median(timed["untuned"])
+    untuned_s, tuned_s = row.untuned_s, statistics.median(timed["tuned"])
     row.untuned_best = tuned_s >= untuned_s
     if row.untuned_best:
         keep_untuned(model, target, work_dir, cache, linker_for(target))

@@ -243,6 +243,11 @@ class JobSettings(_Frozen):
     tune_model_trials: int = Field(1000, ge=1)
     tune_model_for_s: float = Field(8 * 3600.0, gt=0)
     tune_gemm_trials: int = Field(64, ge=1)
+    #: Interleaved rounds in which a tune job times each phone's untuned and tuned
+    #: builds after the tuning (farm.sampling.interleaved_rounds): each round times
+    #: both, its share of the ``[results]`` sampling each, so a load that changes
+    #: meanwhile hits both alike (back to back, one library timed 0.79x itself).
+    tune_timing_rounds: int = Field(2, ge=1, le=20)
     default_attempts: int = Field(3, ge=1)
     thermal_wait_deadline_s: float = Field(900.0, gt=0)
     lease_s: float = Field(120.0, gt=0)

@@ -25,7 +25,12 @@ Two rules, both bounded, both in ``[results]`` (:class:`farm.config.ResultSettin
   Mann-Whitney test needs to reach ``alpha`` at all
   (:func:`farm.stats.samples_for_alpha`: 5 a side for 0.01).
 
-Both take callables that time the kernel, so they are pure of RPC and tested
+Two or more builds compared on one host are timed in interleaved rounds
+(:func:`interleaved_rounds`): each once a round, so a change of the host's
+load between rounds hits them alike, where back to back it would bias their
+ratio.
+
+All take callables that time the kernel, so they are pure of RPC and tested
 with recorded timings; :func:`farm.jobs.gemm.run_gemm` and
 :func:`farm.jobs.model.run_model` hand them ``time_evaluator``.
 """
@@ -33,8 +38,8 @@ with recorded timings; :func:`farm.jobs.gemm.run_gemm` and
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
@@ -42,8 +47,8 @@ from scipy import stats
 from farm.clock import Clock, SystemClock
 from farm.config import ResultSettings
 
-__all__ = ["WARMUP_WINDOW", "Sampled", "SamplingRule", "WarmUp", "ci_pct", "take_samples",
-           "warm_up"]
+__all__ = ["WARMUP_WINDOW", "Sampled", "SamplingRule", "WarmUp", "ci_pct", "interleaved_rounds",
+           "take_samples", "warm_up"]
 
 #: Warm-up samples whose median is compared with the window before.
 WARMUP_WINDOW = 3
@@ -67,6 +72,26 @@ class SamplingRule:
         return cls(results.min_samples, results.max_samples, results.target_ci_pct,
                    results.min_measure_s, results.warmup_min_s, results.warmup_max_s,
                    results.warmup_steady_pct)
+
+    def per_round(self, rounds: int) -> SamplingRule:
+        """This rule's share for one of ``rounds`` interleaved rounds (:func:`interleaved_rounds`).
+
+        The samples (at least 2 a round) and the least durations are split over
+        the rounds, so that the rounds together take about what one measurement
+        by this rule takes; each round warms up again (a new session, the
+        library loaded again), up to ``warmup_max_s`` as before.
+
+        >>> rule = SamplingRule(10, 60, 4.0, 1.0, 1.0, 10.0, 5.0)
+        >>> rule.per_round(2)
+        SamplingRule(min_samples=5, max_samples=30, target_ci_pct=4.0, min_measure_s=0.5, \
+warmup_min_s=0.5, warmup_max_s=10.0, warmup_steady_pct=5.0)
+        """
+        rounds = max(rounds, 1)
+        least = max(2, -(-self.min_samples // rounds))
+        return replace(self, min_samples=least,
+                       max_samples=max(least, -(-self.max_samples // rounds)),
+                       min_measure_s=self.min_measure_s / rounds,
+                       warmup_min_s=self.warmup_min_s / rounds)
 
 
 @dataclass(frozen=True)
@@ -179,3 +204,34 @@ def take_samples(time_batch: Callable[[int], list[float]], rule: SamplingRule, *
         samples += time_batch(min(step, cap - len(samples)))
         width = ci_pct(samples)
     return Sampled(samples, warm, width, width <= rule.target_ci_pct, clock.monotonic() - start)
+
+
+def interleaved_rounds(timers: Mapping[str, Callable[[], Sequence[float]]],
+                       rounds: int) -> dict[str, list[float]]:
+    """Each timer once a round, ``rounds`` rounds; every name's samples from the same rounds.
+
+    The order turns round every other round (A B, B A, A B...), so that no
+    timer always runs right after the same one (a build's cache left warm,
+    a thermal step after the heavier one). Timed back to back instead, a
+    load that changes while the first is timed biases the ratio of the two;
+    ``bench/bench_zoo.py`` timed onnxruntime, untuned and tuned this way
+    since its first figures.
+
+    Args:
+        timers: name -> times it once, returning its samples (seconds each).
+        rounds: the rounds (0: no samples).
+
+    Returns:
+        name -> its samples, in the order taken.
+
+    >>> calls = []
+    >>> interleaved_rounds({"a": lambda: calls.append("a") or [1.0],
+    ...                     "b": lambda: calls.append("b") or [2.0]}, 3), calls
+    ({'a': [1.0, 1.0, 1.0], 'b': [2.0, 2.0, 2.0]}, ['a', 'b', 'b', 'a', 'a', 'b'])
+    """
+    names = list(timers)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for number in range(rounds):
+        for name in names if number % 2 == 0 else reversed(names):
+            samples[name] += [float(s) for s in timers[name]()]
+    return samples

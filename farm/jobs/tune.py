@@ -223,7 +223,8 @@ def measure_callbacks(progress: TuneProgress, on_batch: Callable[[], None]) -> l
 
 
 def builder_and_runner(
-    params: TuneParams, tracker: TrackerParams, linker: Linker, *, warm: bool = False
+    params: TuneParams, tracker: TrackerParams, linker: Linker, *, warm: bool = False,
+    on_built: Callable[[], None] | None = None,
 ) -> tuple[Any, Any]:
     """MetaSchedule's builder (host, ``.so`` per candidate) and runner (the tracker's key).
 
@@ -239,6 +240,7 @@ def builder_and_runner(
             and upload timed into the work folder (:class:`farm.jobs.tune_rate.TimedSession`,
             :class:`farm.jobs.tune_rate.TimedUpload`);
             False: MetaSchedule's ``LocalBuilder`` (a fresh pool per batch).
+        on_built: called after each build call of the warm builder (a batch built).
 
     Returns:
         ``(builder, RPCRunner)``.
@@ -250,7 +252,7 @@ def builder_and_runner(
 
     if warm:
         builder = warm_builder(params.builder_workers, params.builder_timeout_s,
-                               SoExporter(linker), builder_initializer)
+                               SoExporter(linker), builder_initializer, on_built=on_built)
     else:
         builder = ms.builder.LocalBuilder(
             max_workers=params.builder_workers,

@@ -38,9 +38,11 @@ def _builder_class() -> type:
     @derived_object
     class _WarmBuilder(PyBuilder):
         def __init__(self, workers: int, timeout_s: float, f_export: Callable[[Any], str],
-                     initializer: Callable[[], None], max_uses: int) -> None:
+                     initializer: Callable[[], None], max_uses: int,
+                     on_built: Callable[[], None] | None) -> None:
             super().__init__()
             self.f_export = f_export
+            self.on_built = on_built
             self.workers = workers
             #: Seconds per wave of ``workers`` candidates of the last build calls:
             #: prices the picks' check (farm.jobs.tune_check_cost).
@@ -68,6 +70,8 @@ def _builder_class() -> type:
             if build_inputs:  # one wave: as many candidates as processes, built at once
                 waves = math.ceil(len(build_inputs) / max(self.workers, 1))
                 self.waves_s = [*self.waves_s[-3:], (time.monotonic() - started_s) / waves]
+            if self.on_built is not None:
+                self.on_built()
             return results
 
         @property
@@ -97,7 +101,8 @@ _CLASS: list[type] = []
 
 
 def warm_builder(workers: int, timeout_s: float, f_export: Callable[[Any], str],
-                 initializer: Callable[[], None], max_uses: int = 64) -> Any:
+                 initializer: Callable[[], None], max_uses: int = 64,
+                 on_built: Callable[[], None] | None = None) -> Any:
     """A MetaSchedule ``Builder`` with ``workers`` processes, started now.
 
     Args:
@@ -107,10 +112,13 @@ def warm_builder(workers: int, timeout_s: float, f_export: Callable[[Any], str],
         f_export: writes a built module to a ``.so`` and returns its path.
         initializer: run once in each worker when it starts.
         max_uses: builds before a worker is replaced by a fresh one.
+        on_built: called after each call's builds are done, in the caller's
+            thread (MetaSchedule's task scheduler builds a batch before it
+            searches the next: :meth:`farm.jobs.tune_progress.TuneProgress.batch_built`).
 
     Returns:
         The builder; call its ``shutdown()`` when tuning ends.
     """
     if not _CLASS:
         _CLASS.append(_builder_class())
-    return _CLASS[0](workers, timeout_s, f_export, initializer, max_uses)
+    return _CLASS[0](workers, timeout_s, f_export, initializer, max_uses, on_built)

@@ -58,10 +58,12 @@ class CheckPrice:
     Attributes:
         build_s: seconds to build every pick and default once.
         round_s: seconds per round (:func:`round_s`).
+        runs: runs per round (each pick and default once).
     """
 
     build_s: float
     round_s: float
+    runs: int = 0
 
     @classmethod
     def of(cls, pairs: Mapping[int, tuple[list[float], list[float]]], timing: TimingParams,
@@ -80,12 +82,13 @@ class CheckPrice:
 
         >>> CheckPrice.of({0: ([0.01], [0.005]), 1: ([0.01], [0.005])},
         ...               TimingParams(number=2, repeat=1, min_repeat_ms=0), 1.0, 2, 3.0, 2)
-        CheckPrice(build_s=6.0, round_s=2.03)
+        CheckPrice(build_s=6.0, round_s=2.03, runs=4)
         """
         if not pairs:
             return cls(0.0, 0.0)
         waves = math.ceil(2 * len(pairs) / max(builders, 1))
-        return cls(waves * (build_wave_s or 0.0), round_s(pairs, timing, overhead_s, runners))
+        return cls(waves * (build_wave_s or 0.0), round_s(pairs, timing, overhead_s, runners),
+                   2 * len(pairs))
 
     def cost_s(self, rounds: int) -> float:
         """Seconds the check takes in ``rounds`` rounds (0: none, 0 s).

@@ -2,29 +2,39 @@
 
 A tuning run ends either when its trials are measured or when its time
 budget (``--for``) is spent, and then it checks its picks
-(:mod:`farm.jobs.tune_check_cost` prices the time kept back for that).
-Early in a run its measured rate is faster than later: the first round
-measures each task's default schedule, the first searches use small
-populations, and the XGBoost refits grow with the records. So:
+(:mod:`farm.jobs.tune_check_cost` prices that check). The search left is
+priced from what it costs, task by task (:func:`search_left_s`): each batch
+still to send costs its task's measured search (the evolutionary search
+and the cost model's ranking, :class:`TaskCost`) and the task scheduler's
+gap between batches, each trial left its task's measured build and run. A
+global rate of recent batches was -72% to +319% off without a budget
+(docs/benchmarks.md): early on it was the rate of the default schedules,
+measured one by one in under a second each before any search, later that of
+the last batches, smaller once tasks reached their cap.
+So:
 
-- the rate is that of the recent batches (:data:`RECENT_BATCHES`), never since
-  the start;
+- before a first search has ended, the search's cost is unknown: no ETA
+  without a budget (:func:`estimate_eta_s` gives None), the budget's end
+  with one once even the default schedules' rate cannot fit the trials left;
 - with a time budget, the run is taken to end with the budget (less half
-  a batch, what it ends short by: :func:`budget_end_s`) unless the
-  trials left at the recent rate end first by a wide margin
-  (:data:`CLEAR_MARGIN`), since that rate will slow down;
-- without one, the trials left at the recent rate plus the picks' check.
+  a batch, what it ends short by: :func:`budget_end_s`) unless the search
+  left ends first by a wide margin (:data:`CLEAR_MARGIN`);
+- without one, the search left plus the picks' check.
 """
 
 from __future__ import annotations
 
-__all__ = ["CLEAR_MARGIN", "RECENT_BATCHES", "budget_end_s", "estimate_eta_s", "seconds_per_trial"]
+import math
+from dataclasses import dataclass
+
+__all__ = ["CLEAR_MARGIN", "RECENT_BATCHES", "TaskCost", "budget_end_s", "estimate_eta_s",
+           "search_left_s", "seconds_per_trial"]
 
 #: Measured batches whose rate counts (the last ones): the rate slows as a run goes on.
 RECENT_BATCHES = 4
 
-#: The trials decide the ETA of a run with a time budget only when they would still end
-#: inside it at this many times the recent seconds per trial (the rate slows later on).
+#: The search left decides the ETA of a run with a time budget only when it would still end
+#: inside it at this many times its price (the search slows as the records grow).
 CLEAR_MARGIN = 3.0
 
 
@@ -81,36 +91,100 @@ def budget_end_s(budget_left_s: float, batch_s: float | None) -> float:
     return max(0.0, budget_left_s - (batch_s or 0.0) / 2)
 
 
-def estimate_eta_s(trials_left: int, measured_s: list[tuple[float, int]],
-                   budget_left_s: float | None = None, *, reserve_s: float = 0.0,
-                   batch_s: float | None = None) -> float | None:
-    """Seconds until the run ends: its trials measured or its budget spent, then the check.
+@dataclass(frozen=True)
+class TaskCost:
+    """What one task's search has left, and what it cost so far in this attempt.
+
+    Attributes:
+        trials_left: trials asked less trials measured (a batch in flight included).
+        in_flight: candidates of its batch sent and not yet measured (0: none).
+        search_s: seconds its recent searches took per batch (the evolutionary
+            search and the cost model's ranking, from the batch's start to its
+            candidates); None before one ended.
+        measure_s: seconds a candidate of its batches took from its search's end
+            to its result (build, upload and run, a batch's own time:
+            :meth:`farm.jobs.tune_progress.TuneProgress.batch_joined`); None
+            before a batch of it was measured.
+    """
+
+    trials_left: int
+    in_flight: int = 0
+    search_s: float | None = None
+    measure_s: float | None = None
+
+
+def search_left_s(tasks: list[TaskCost], batch: int, default_measure_s: float | None = None,
+                  *, gap_s: float = 0.0) -> float | None:
+    """Seconds the search has left: each task's batches to send and trials to measure, priced.
+
+    A task's batches left are its trials left not in flight, in batches of
+    ``batch``; each costs its task's search (the tasks' mean where it has none
+    yet: the round robin searches every task once early on) and the task
+    scheduler's gap between batches. Each trial left
+    costs its task's measurement (the mean over the tasks measured so far,
+    else ``default_measure_s``: the default schedules' rate, measured first).
 
     Args:
-        trials_left: trials still asked.
-        measured_s: as :func:`seconds_per_trial` takes it.
-        budget_left_s: seconds left of the time budget; None: no time budget.
-        reserve_s: seconds kept back for the picks' check (0: no check).
-        batch_s: seconds a batch takes now (the longest recent one); None: unknown.
+        tasks: every task of the run, finished ones included (0 trials left).
+        batch: candidates per batch (the largest sent so far).
+        default_measure_s: seconds per trial before a batch was measured; None: unknown.
+        gap_s: seconds between a batch's results and the next search (0: none seen).
 
     Returns:
-        The estimate, or None with no budget before a first trial is measured.
+        The seconds, or None before a first search has ended (or with nothing to
+        price a measurement by) while trials are left.
 
-    >>> estimate_eta_s(10, [(0.0, 0), (60.0, 2), (70.0, 4)], reserve_s=5.0)
-    55.0
-    >>> estimate_eta_s(10, [(0.0, 0), (60.0, 2), (70.0, 4)], budget_left_s=100.0, batch_s=10.0)
-    95.0
-    >>> estimate_eta_s(10, [(0.0, 0), (60.0, 2), (70.0, 4)], budget_left_s=200.0)
-    50.0
+    >>> search_left_s([TaskCost(16, 0, 4.0, 0.5), TaskCost(8)], 8)  # 2 x 4 + 8, then 4 + 4
+    24.0
+    >>> search_left_s([TaskCost(0)], 8), search_left_s([TaskCost(5)], 8) is None
+    (0.0, True)
     """
-    per_trial_s = seconds_per_trial(measured_s)
-    trials_s = (None if per_trial_s is None
-                else max(trials_left, 0) * per_trial_s + reserve_s)
-    if trials_left <= 0:
-        trials_s = reserve_s
+    left = [t for t in tasks if t.trials_left > 0]
+    if not left:
+        return 0.0
+    searches = [t.search_s for t in tasks if t.search_s is not None]
+    measures = [t.measure_s for t in tasks if t.measure_s is not None]
+    measure_s = sum(measures) / len(measures) if measures else default_measure_s
+    if not searches or measure_s is None:
+        return None
+    search_s = sum(searches) / len(searches)
+    return sum(
+        math.ceil(max(0, t.trials_left - t.in_flight) / max(batch, 1))
+        * ((search_s if t.search_s is None else t.search_s) + gap_s)
+        + t.trials_left * (measure_s if t.measure_s is None else t.measure_s)
+        for t in left)
+
+
+def estimate_eta_s(search_s: float | None, budget_left_s: float | None = None, *,
+                   check_s: float = 0.0, batch_s: float | None = None,
+                   at_least_s: float = 0.0) -> float | None:
+    """Seconds until the run ends: its search done or its budget spent, then the check.
+
+    Args:
+        search_s: seconds the search has left (:func:`search_left_s`); None: unknown.
+        budget_left_s: seconds left of the time budget; None: no time budget.
+        check_s: seconds the picks' check takes after the search (0: no check).
+        batch_s: seconds a batch takes now (the longest recent one); None: unknown.
+        at_least_s: seconds the search has left at the least (the trials left at
+            the default schedules' rate), to tell while ``search_s`` is unknown
+            whether the budget ends first anyway.
+
+    Returns:
+        The estimate, or None while the search's cost is unknown and the budget
+        (if any) may not be what ends the run.
+
+    >>> estimate_eta_s(50.0, check_s=5.0), estimate_eta_s(None) is None
+    (55.0, True)
+    >>> estimate_eta_s(50.0, 100.0, batch_s=10.0), estimate_eta_s(20.0, 100.0)
+    (95.0, 20.0)
+    >>> estimate_eta_s(None, 100.0, at_least_s=120.0), estimate_eta_s(None, 100.0) is None
+    (100.0, True)
+    """
     if budget_left_s is None:
-        return trials_s
+        return None if search_s is None else search_s + check_s
     end_s = budget_end_s(budget_left_s, batch_s)
-    if trials_s is not None and (trials_s - reserve_s) * CLEAR_MARGIN + reserve_s <= end_s:
-        return trials_s
-    return min(end_s, trials_s) if trials_left <= 0 and trials_s is not None else end_s
+    if search_s is not None and search_s * CLEAR_MARGIN + check_s <= end_s:
+        return search_s + check_s
+    if search_s is None and at_least_s + check_s < end_s:
+        return None
+    return min(end_s, check_s) if search_s == 0 else end_s

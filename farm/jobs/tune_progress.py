@@ -14,8 +14,9 @@ and MetaSchedule's database in it; the counters live beside it::
 with the trials asked and measured so far and the best measured candidate's
 mean run time (``best_s``, null until one is measured). ``eta_s`` estimates the
 seconds left, the picks' check included (:func:`farm.jobs.tune_eta.estimate_eta_s`:
-the budget's end unless the trials left at the recent batches' rate clearly
-end first; null without a budget before a first measured trial). ``phase``
+the budget's end unless the search left, priced per task from its measured
+searches and measurements, clearly ends first; null while that price is
+unknown and the budget may not be what ends the run). ``phase``
 says what the attempt does now (``extracting tasks``, ``tuning``,
 ``compiling``), so a job is never a silent ``0/0 tasks``;
 ``tuning_s`` is the tuning time spent over all attempts, each counted from
@@ -43,7 +44,8 @@ from typing import Any
 
 from farm import logs
 from farm.clock import Clock, SystemClock
-from farm.jobs.tune_eta import RECENT_BATCHES, estimate_eta_s
+from farm.jobs.tune_batches import BatchTimes
+from farm.jobs.tune_eta import estimate_eta_s, search_left_s, seconds_per_trial
 from farm.privacy import write_private
 
 __all__ = ["PROGRESS_FILE", "TaskProgress", "TuneCounters", "TuneProgress", "read_counters"]
@@ -204,10 +206,6 @@ def read_counters(work_dir: Path, clock: Clock | None = None) -> TuneCounters | 
     return replace(counters, eta_s=max(0.0, counters.eta_s - age_s))
 
 
-#: The last searches kept to tell a batch's own time (more than tasks in a round rarely matter).
-_SEARCHES_KEPT = 256
-
-
 class TuneProgress:
     """The counters of one work folder, persisted on every change (thread-safe).
 
@@ -230,16 +228,14 @@ class TuneProgress:
         self._points: list[tuple[float, int]] = []
         self._tuning_before_s = self._counters.tuning_s
         self._budget_s: float | None = None
-        # This attempt's batches: when each task's batch in flight was sent, and how
-        # long each batch took from being sent (its search included) to its results.
-        self._sent_s: dict[str, float] = {}
-        self._batch_s: list[float] = []
-        # When each task's search in flight ended, and this attempt's last searches
-        # (start, end): a batch's wait for other tasks' searches is not its own time.
-        self._searched_s: dict[str, float] = {}
-        self._searches: list[tuple[float, float]] = []
-        # The seconds last kept back for the picks' check (:meth:`expired`), for the ETA.
+        # This attempt's batches (farm.jobs.tune_batches), and the seconds last kept back
+        # for the picks' check (:meth:`expired`) and what the whole check costs
+        # (:meth:`set_check_s`; None: the reserve), for the ETA.
+        self._batches = BatchTimes()
         self._reserve_s = 0.0
+        self._check_s: float | None = None
+        self._check_runs = 0
+        self._check_builds = 0
 
     @property
     def counters(self) -> TuneCounters:
@@ -315,39 +311,44 @@ class TuneProgress:
             return self._tuning_s(self._clock.monotonic())
 
     def batch_sent(self, task: str) -> None:
-        """A batch of ``task`` starts: its search for candidates begins."""
+        """A batch of ``task`` starts: its search begins (:meth:`BatchTimes.sent`)."""
         with self._lock:
-            self._sent_s[task] = self._clock.monotonic()
+            self._batches.sent(task, self._clock.monotonic())
 
-    def batch_searched(self, task: str) -> None:
-        """The search for ``task``'s batch has ended: its candidates go to be built and run."""
+    def batch_searched(self, task: str, candidates: int = 0) -> None:
+        """The search for ``task``'s batch has ended: ``candidates`` go to be built and run."""
         with self._lock:
-            sent_s = self._sent_s.get(task)
-            if sent_s is not None:
-                now = self._clock.monotonic()
-                self._searched_s[task] = now
-                self._searches = [*self._searches[-_SEARCHES_KEPT:], (sent_s, now)]
+            self._batches.searched(task, candidates, self._clock.monotonic())
+
+    def batch_built(self) -> None:
+        """The batch last searched is built (:meth:`BatchTimes.built`)."""
+        with self._lock:
+            self._batches.built(self._clock.monotonic())
 
     def batch_joined(self, task: str) -> None:
-        """The results of ``task``'s batch in flight are in: note how long it took.
+        """The results of ``task``'s batch in flight are in (:meth:`BatchTimes.joined`)."""
+        with self._lock:
+            self._batches.joined(task, self._clock.monotonic())
 
-        Its own time: from its search's start to its results, less the other
-        tasks' searches after its own ended. MetaSchedule's task scheduler
-        searches one task at a time and joins a batch only when it comes back
-        to that task (after a round over the others, at first), so the wait
-        for their searches is not this batch's: counted in, the first batch
-        of the small CNN's 4 tasks took 160 s (its own search and measurement
-        about 40 s) and stopped a ``--for 240`` run 100 s early.
+    def set_check_s(self, check_s: float, runs: int = 0, builds: int = 0) -> None:
+        """What the picks' check after the search costs (all its rounds), for the ETA.
+
+        The ETA takes the more of ``check_s`` and ``builds`` at this attempt's
+        seconds per candidate's build plus ``runs`` at its seconds per measured
+        trial (each run of the check is a candidate's session, upload and run):
+        priced from the fastest build wave and the logged sessions, a small
+        CNN's check was priced 6.6 s and took 20.3 s; by its runs alone, 14.3 s
+        for 26 s (its 8 builds took 9.3 s).
+
+        Args:
+            check_s: seconds (:meth:`farm.jobs.tune_check_cost.CheckPrice.cost_s`).
+            runs: the check's runs, all rounds (0: none known).
+            builds: the candidates it builds (each pick and default once).
         """
         with self._lock:
-            sent_s = self._sent_s.pop(task, None)
-            searched_s = self._searched_s.pop(task, None)
-            if sent_s is not None:
-                now = self._clock.monotonic()
-                others_s = 0.0 if searched_s is None else sum(
-                    max(0.0, min(end, now) - max(start, searched_s))
-                    for start, end in self._searches)
-                self._batch_s.append(now - sent_s - others_s)
+            self._check_s = max(0.0, check_s)
+            self._check_runs = max(0, runs)
+            self._check_builds = max(0, builds)
 
     @property
     def last_batch_s(self) -> float | None:
@@ -360,7 +361,7 @@ class TuneProgress:
         since the search slows as the records grow and as the host is loaded.
         """
         with self._lock:
-            return max(self._batch_s[-RECENT_BATCHES:], default=None)
+            return self._batches.last_batch_s
 
     def budget_left_s(self) -> float | None:
         """Seconds left of the :meth:`set_tasks` budget (negative: overrun); None: no budget."""
@@ -408,12 +409,18 @@ class TuneProgress:
         if self._rate_from is None:
             return None
         left_s = None if self._budget_s is None else self._budget_s - self._tuning_s(now)
-        points = self._points if self._points[-1][1] > 0 else []
-        if not points and left_s is None:
-            return None
-        return estimate_eta_s(counters.trials_asked - counters.trials_measured, points, left_s,
-                              reserve_s=self._reserve_s,
-                              batch_s=max(self._batch_s[-RECENT_BATCHES:], default=None))
+        trials_left = counters.trials_asked - counters.trials_measured
+        default_s = seconds_per_trial(self._points)  # the default schedules' rate at first
+        costs = [self._batches.task_cost(t.name, t.trials_asked - t.trials_measured)
+                 for t in counters.tasks]
+        measures = [c.measure_s for c in costs if c.measure_s is not None]
+        check_s = self._reserve_s if self._check_s is None else max(
+            self._check_s, self._check_builds * self._batches.build_s
+            + (self._check_runs * sum(measures) / len(measures) if measures else 0.0))
+        return estimate_eta_s(
+            search_left_s(costs, self._batches.batch_n, default_s, gap_s=self._batches.gap_s),
+            left_s, check_s=check_s, batch_s=self._batches.last_batch_s,
+            at_least_s=max(trials_left, 0) * (default_s or 0.0))
 
     def _store(self, counters: TuneCounters) -> TuneCounters:
         self.path.parent.mkdir(parents=True, exist_ok=True)

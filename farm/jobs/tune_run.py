@@ -110,8 +110,8 @@ class _TaskTimer:
     def sent(self) -> None:
         self.progress.batch_sent(self.task)
 
-    def searched(self) -> None:
-        self.progress.batch_searched(self.task)
+    def searched(self, candidates: int) -> None:
+        self.progress.batch_searched(self.task, candidates)
 
     def joined(self) -> None:
         self.progress.batch_joined(self.task)
@@ -251,6 +251,9 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
     def on_batch() -> None:
         if verdicts is not None:
             price[0] = check_price(planned, params, measurers[0][0] if measurers else None)
+            progress.set_check_s(price[0].cost_s(params.verify_rounds),  # for the ETA
+                                 runs=price[0].runs * params.verify_rounds,
+                                 builds=price[0].runs)
         if checkpoint is not None:
             checkpoint({p.index: p.task.name for p in planned})
         counts = measured(planned, params)
@@ -266,7 +269,8 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
         if not measurers:  # a pool of build processes: seconds, a minute on a loaded host
             phase = progress.counters.phase
             progress.set_phase(STARTING_PHASE)
-            measurers.append(builder_and_runner(params, tracker, linker, warm=True))
+            measurers.append(builder_and_runner(params, tracker, linker, warm=True,
+                                                on_built=progress.batch_built))
             progress.set_phase(phase)
         return measurers[0]
 

@@ -228,13 +228,13 @@ def _farm_search_class() -> type:
                 if self.timer is not None:
                     self.timer.sent()
                 candidates = self.inner.generate_measure_candidates()
-                if self.timer is not None:
-                    self.timer.searched()
-                if candidates is None:
-                    return None
-                fresh = [c for c in candidates if trace_key(
+                fresh = [] if candidates is None else [c for c in candidates if trace_key(
                     c.sch.trace.as_json(remove_postproc=False)) not in self.recorded]
                 fresh = fresh[: self.cap - self.sent]
+                if self.timer is not None:
+                    self.timer.searched(len(fresh))
+                if candidates is None:
+                    return None
                 if fresh:
                     self.sent += len(fresh)
                     return fresh
@@ -262,8 +262,8 @@ class BatchTimer(Protocol):
     def sent(self) -> None:
         """The search for the task's next batch starts."""
 
-    def searched(self) -> None:
-        """The search for the task's next batch has ended (its candidates go to be built)."""
+    def searched(self, candidates: int) -> None:
+        """The search for the task's next batch has ended: ``candidates`` go to be built."""
 
     def joined(self) -> None:
         """The results of the task's batch in flight are in."""

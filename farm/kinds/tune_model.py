@@ -5,7 +5,9 @@ Not a kind of its own: :func:`farm.kinds.tune.run` sends a spec with
 tracker key (:func:`farm.kinds.serve_keys.serving_job_key`), like the GEMM's;
 afterwards each phone, back on its own key and thermally gated, times the model
 compiled without and with the tuning database (:func:`farm.jobs.model.run_model`),
-each output checked against onnxruntime. The tuned samples are the job's raw
+each output checked against onnxruntime, in ``jobs.tune_timing_rounds``
+interleaved rounds (:func:`farm.sampling.interleaved_rounds`), so both medians
+come from the same rounds. The tuned samples are the job's raw
 samples, each with the serial that produced it. Where the tuned build is not
 faster than the untuned one (the phones' median speedup), the job reports the
 untuned build as its best and its library becomes the untuned build
@@ -25,6 +27,7 @@ no timing, and the store keeps no result of it.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +69,41 @@ def best_of(speedup: float, *, same_build: bool) -> tuple[str, str]:
                        "(the job's library and export are the untuned build)")
 
 
+def _time_builds(
+    ctx: RunContext, serial: str, plain: Any, target: dict[str, Any], work_dir: Any,
+    snapshots: list[Any],
+) -> tuple[dict[str, Any], dict[str, list[float]]]:
+    """Time ``serial``'s untuned and tuned builds in interleaved rounds, each gated first.
+
+    Each round runs :func:`farm.jobs.model.run_model` on both, with its share of
+    the ``[results]`` sampling (:meth:`farm.sampling.SamplingRule.per_round`),
+    in ``jobs.tune_timing_rounds`` rounds (:func:`farm.sampling.interleaved_rounds`).
+
+    Returns:
+        The last :class:`farm.jobs.model.ModelResult` of each (``"untuned"``,
+        ``"tuned"``), and each one's samples of all rounds.
+    """
+    from farm.jobs.model import run_model
+    from farm.kinds.run import tracker_params
+    from farm.sampling import SamplingRule, interleaved_rounds
+
+    rounds = ctx.settings.jobs.tune_timing_rounds
+    sampling = SamplingRule.of(ctx.settings.results).per_round(rounds)
+    timed: dict[str, Any] = {}
+
+    def timer(name: str, database_dir: Any) -> Callable[[], list[float]]:
+        def once() -> list[float]:
+            snapshots.append(ctx.gate(serial))
+            timed[name] = run_model(replace(plain, database_dir=database_dir), target,
+                                    tracker_params(ctx, serial), ctx.cache, sampling=sampling)
+            return list(timed[name].samples_s)
+        return once
+
+    sampled = interleaved_rounds({"untuned": timer("untuned", None),
+                                  "tuned": timer("tuned", work_dir)}, rounds)
+    return timed, sampled
+
+
 def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Outcome:
     """Tune ``model`` on the attempt's phones (resuming earlier attempts), then time it.
 
@@ -91,7 +129,6 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
         PhoneFault, SessionError, TrackerUnreachable: a phone or session failed.
     """
     from farm.jobs import params as jp
-    from farm.jobs.model import run_model
     from farm.jobs.targets import shared_target
     from farm.jobs.tune_model import tune_model
     from farm.kinds.model import model_file, model_params
@@ -101,7 +138,6 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     from farm.kinds.tune_fleet import attempt_records, record_checkpoint
     from farm.kinds.tune_work import attempt_progress, build_made
     from farm.queue.records import Outcome
-    from farm.sampling import SamplingRule
 
     path = model_file(model, ctx.store, ctx.settings.data_dir, "params.model.sha256")
     plain = replace(model_params(model, path), device=jp.DeviceKind(model.target))
@@ -132,15 +168,11 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     tuned_serials: list[str] = []
     imported: str | None = None
     # The untuned and tuned figures are sampled as a model job's are (warm-up,
-    # then until the median is known), so `compare N:untuned N` can decide.
-    sampling = SamplingRule.of(ctx.settings.results)
+    # then until the median is known), so `compare N:untuned N` can decide; in
+    # interleaved rounds, each its share of the samples, so the load hits both alike.
     for serial in serials:
-        timed = {}
-        for name, database_dir in (("untuned", None), ("tuned", work_dir)):
-            snapshots.append(ctx.gate(serial))
-            timed[name] = run_model(replace(plain, database_dir=database_dir), target,
-                                    tracker_params(ctx, serial), ctx.cache, sampling=sampling)
-        untuned_s, tuned_s = timed["untuned"].samples_s, timed["tuned"].samples_s
+        timed, sampled = _time_builds(ctx, serial, plain, target, work_dir, snapshots)
+        untuned_s, tuned_s = sampled["untuned"], sampled["tuned"]
         runs.append({
             "serial": serial,
             "untuned_s": statistics.median(untuned_s), "tuned_s": statistics.median(tuned_s),

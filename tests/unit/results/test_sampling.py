@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import numpy as np
+import pytest
 
 from farm.clock import FakeClock
 from farm.config import ResultSettings
-from farm.sampling import SamplingRule, take_samples, warm_up
+from farm.sampling import SamplingRule, interleaved_rounds, take_samples, warm_up
 
 RULE = SamplingRule.of(ResultSettings())
 
@@ -89,3 +90,33 @@ def test_a_fast_kernel_is_sampled_for_the_minimum_duration() -> None:
     sampled = take_samples(_phone(_steady(0.0001, 0.005, 6), clock), RULE, clock=clock)
     assert len(sampled.samples_s) == RULE.max_samples or sampled.seconds >= RULE.min_measure_s
     assert len(sampled.samples_s) > RULE.min_samples
+
+
+def test_interleaved_rounds_see_a_changing_load_alike() -> None:
+    """Two builds of the same 1 ms kernel on a host that slows 10% per timing: timed back to
+    back their medians differ by a third; in interleaved rounds (turning order) they agree."""
+    calls = [0]
+
+    def kernel() -> list[float]:
+        calls[0] += 1
+        return [1e-3 * (1 + 0.1 * (calls[0] - 1))]
+
+    blocks = {name: [kernel()[0] for _ in range(4)] for name in ("untuned", "tuned")}
+    assert np.median(blocks["tuned"]) / np.median(blocks["untuned"]) > 1.3
+    calls[0] = 0
+    rounds = interleaved_rounds({"untuned": kernel, "tuned": kernel}, 4)
+    assert [len(v) for v in rounds.values()] == [4, 4]
+    assert np.median(rounds["tuned"]) == np.median(rounds["untuned"])
+
+
+def test_a_rule_split_over_rounds_takes_about_one_measurement() -> None:
+    """Split over 3 rounds, the default rule's samples and least durations add up to about
+    one measurement's (each round at least 2 samples); its bounds stay as they are."""
+    per_round = RULE.per_round(3)
+    assert 3 * per_round.min_samples >= RULE.min_samples
+    assert per_round.min_samples < RULE.min_samples and per_round.min_samples >= 2
+    assert 3 * per_round.max_samples >= RULE.max_samples > per_round.max_samples
+    assert 3 * per_round.min_measure_s == pytest.approx(RULE.min_measure_s)
+    assert 3 * per_round.warmup_min_s == pytest.approx(RULE.warmup_min_s)
+    assert per_round.warmup_max_s == RULE.warmup_max_s
+    assert SamplingRule(2, 3, 4.0, 0, 0, 0.5, 5.0).per_round(3).min_samples == 2

@@ -1,0 +1,137 @@
+"""What each batch of a tuning run cost, told by MetaSchedule's task scheduler as it goes.
+
+The task scheduler runs in one thread: for a task it searches a batch
+(``sent`` to ``searched``), builds it (to ``built``), sends it to the runner
+and goes on with the next task; it joins a batch's results (``joined``) only
+when it comes back to that task (after a round over all tasks, at first),
+then updates the cost model before the next search. So a batch's own time
+runs from its search's start to its results, less the other tasks' searches
+and builds meanwhile (:meth:`BatchTimes.joined`); the time from a batch's
+results to the next search is the scheduler's gap (:attr:`BatchTimes.gap_s`).
+:class:`farm.jobs.tune_progress.TuneProgress` keeps one :class:`BatchTimes`
+per attempt, under its lock, for the time budget's stop and the ETA
+(:func:`farm.jobs.tune_eta.search_left_s`).
+"""
+
+from __future__ import annotations
+
+from farm.jobs.tune_eta import RECENT_BATCHES, TaskCost
+
+__all__ = ["BatchTimes"]
+
+#: The last searches kept to tell a batch's own time (more than tasks in a round rarely matter).
+_SEARCHES_KEPT = 256
+
+
+class BatchTimes:
+    """One attempt's batches, each event given its time (monotonic seconds); not thread-safe."""
+
+    def __init__(self) -> None:
+        # When each task's batch in flight was sent; each joined batch's own seconds.
+        self._sent_s: dict[str, float] = {}
+        self._batch_s: list[float] = []
+        # When each task's search (and build) in flight ended, and the last searches
+        # with their builds (start, end); whose build runs now.
+        self._searched_s: dict[str, float] = {}
+        self._searches: list[tuple[float, float]] = []
+        self._building: str | None = None
+        # Per task: its searches' seconds, its measured batches' (seconds, candidates),
+        # and its batch in flight's (search seconds, candidates); the largest batch sent.
+        self._task_search_s: dict[str, list[float]] = {}
+        self._task_measure: dict[str, list[tuple[float, int]]] = {}
+        self._in_flight: dict[str, tuple[float, int]] = {}
+        self.batch_n = 0
+        # When the last batch's results came in; the scheduler's last gaps.
+        self._joined_at: float | None = None
+        self._gaps_s: list[float] = []
+        # The last builds' seconds per candidate.
+        self._build_s: list[float] = []
+
+    def sent(self, task: str, now: float) -> None:
+        """A batch of ``task`` starts: its search begins.
+
+        The time since the last batch's results came in (if any) is the task
+        scheduler's gap between batches: MetaSchedule updates the cost model
+        and farm checkpoints the records after each batch, 1 to 7 s each on
+        the small CNN, which no batch's own time counts.
+        """
+        self._sent_s[task] = now
+        if self._joined_at is not None:
+            self._gaps_s = [*self._gaps_s[-RECENT_BATCHES + 1:], now - self._joined_at]
+            self._joined_at = None
+
+    def searched(self, task: str, candidates: int, now: float) -> None:
+        """The search for ``task``'s batch has ended: ``candidates`` go to be built and run."""
+        sent_s = self._sent_s.get(task)
+        if sent_s is None:
+            return
+        self._searched_s[task] = now
+        self._searches = [*self._searches[-_SEARCHES_KEPT:], (sent_s, now)]
+        self._task_search_s.setdefault(task, []).append(now - sent_s)
+        self._in_flight[task] = (now - sent_s, candidates)
+        self.batch_n = max(self.batch_n, candidates)
+        self._building = task
+
+    def built(self, now: float) -> None:
+        """The batch last searched is built (MetaSchedule builds it before the next search).
+
+        Its build, in the task scheduler's thread, is the batch's own time and
+        not that of a batch waiting for its results meanwhile: in the round
+        robin over the small CNN's 4 tasks, the first task's batch counted the
+        others' builds too and priced its trials at 1.8 s each, 0.6 s later on.
+        """
+        task, self._building = self._building, None
+        if task is not None and task in self._searched_s and self._searches:
+            candidates = self._in_flight.get(task, (0.0, 0))[1]
+            if candidates > 0:
+                self._build_s = [*self._build_s[-RECENT_BATCHES + 1:],
+                                 (now - self._searched_s[task]) / candidates]
+            self._searched_s[task] = now
+            self._searches[-1] = (self._searches[-1][0], now)
+
+    def joined(self, task: str, now: float) -> None:
+        """The results of ``task``'s batch in flight are in: note how long it took.
+
+        Its own time: from its search's start to its results, less the other
+        tasks' searches (and builds, :meth:`built`) after its own ended. Counted
+        in, the first batch of the small CNN's 4 tasks took 160 s (its own
+        search and measurement about 40 s) and stopped a ``--for 240`` run
+        100 s early.
+        """
+        sent_s = self._sent_s.pop(task, None)
+        searched_s = self._searched_s.pop(task, None)
+        if sent_s is None:
+            return
+        others_s = 0.0 if searched_s is None else sum(
+            max(0.0, min(end, now) - max(start, searched_s)) for start, end in self._searches)
+        self._batch_s.append(now - sent_s - others_s)
+        self._joined_at = now
+        search_s, candidates = self._in_flight.pop(task, (0.0, 0))
+        if candidates > 0:
+            self._task_measure.setdefault(task, []).append(
+                (max(0.0, now - sent_s - others_s - search_s), candidates))
+
+    @property
+    def last_batch_s(self) -> float | None:
+        """The longest own time of the last 4 batches (the search slows); None before one."""
+        return max(self._batch_s[-RECENT_BATCHES:], default=None)
+
+    @property
+    def build_s(self) -> float:
+        """Seconds a candidate's build took in the last batches (0: none built yet)."""
+        return sum(self._build_s) / len(self._build_s) if self._build_s else 0.0
+
+    @property
+    def gap_s(self) -> float:
+        """The scheduler's mean recent gap from a batch's results to the next search (0: none)."""
+        return sum(self._gaps_s) / len(self._gaps_s) if self._gaps_s else 0.0
+
+    def task_cost(self, task: str, trials_left: int) -> TaskCost:
+        """What ``task``'s search has left and what its recent batches cost."""
+        searches = self._task_search_s.get(task, [])[-RECENT_BATCHES:]
+        measured = self._task_measure.get(task, [])[-RECENT_BATCHES:]
+        count = sum(n for _, n in measured)
+        return TaskCost(
+            max(trials_left, 0), self._in_flight.get(task, (0.0, 0))[1],
+            sum(searches) / len(searches) if searches else None,
+            sum(s for s, _ in measured) / count if count else None)
