@@ -28,29 +28,17 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from farm.queue.capabilities import device_model
+
 if TYPE_CHECKING:
     from farm.jobs.tune_seed import BestRecords, WorkDirDatabase
     from farm.kinds.run import RunContext
     from farm.queue.tuning import FleetRecord, TuningRecordOps
 
-__all__ = ["RecordCheckpoint", "attempt_records", "best_records", "device_model_of",
+__all__ = ["RecordCheckpoint", "attempt_records", "best_records",
            "fleet_records", "keep_work_dir", "record_checkpoint"]
 
 log = structlog.get_logger(__name__)
-
-#: The device model of a device whose model and SoC were never read.
-UNKNOWN_MODEL = "unknown"
-
-
-def device_model_of(facts: Mapping[str, Any]) -> str:
-    """The device model its records are kept under: its ``model`` fact, else its ``soc``.
-
-    Phones of one model share SoC, clocks and cooling
-    (:func:`farm.queue.capabilities.group_key`), so a record measured on one
-    holds for the others.
-    """
-    return str(facts.get("model") or facts.get("soc") or UNKNOWN_MODEL)
-
 
 @contextmanager
 def attempt_records(ctx: RunContext, work_dir: Path, labels: Mapping[int, str],
@@ -71,11 +59,11 @@ def attempt_records(ctx: RunContext, work_dir: Path, labels: Mapping[int, str],
     if ctx.store is None:
         yield None
         return
-    device_model = device_model_of(ctx.facts.get(ctx.attempt.serials[0], {}))
+    model = device_model(ctx.facts.get(ctx.attempt.serials[0], {}))
     try:
-        yield best_records(ctx.store, device_model)
+        yield best_records(ctx.store, model)
     finally:
-        keep_work_dir(ctx.store, work_dir, device_model, ctx.job.id, ctx.attempt.id,
+        keep_work_dir(ctx.store, work_dir, model, ctx.job.id, ctx.attempt.id,
                       lambda index: labels.get(index, stem), SystemClock().now())
 
 
@@ -209,5 +197,5 @@ def record_checkpoint(ctx: RunContext, work_dir: Path, stem: str) -> RecordCheck
     if ctx.store is None:
         return None
     return RecordCheckpoint(ctx.store, work_dir,
-                            device_model_of(ctx.facts.get(ctx.attempt.serials[0], {})),
+                            device_model(ctx.facts.get(ctx.attempt.serials[0], {})),
                             ctx.job.id, ctx.attempt.id, stem)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from farm.clock import Clock, wait_until
+from farm.clock import Clock, SystemClock, wait_until
 from farm.errors import InfraFault, StoreError
 from farm.jobs.tune_progress import TaskProgress, TuneCounters, TuneProgress, read_counters
 from farm.jobs.tune_records import workload_hashes
@@ -290,18 +290,12 @@ def attempt_progress(ctx: RunContext, work_dir: Path) -> TuneProgress:
 
 
 def _helper_may_come(ctx: RunContext, store: Store) -> bool:
-    """Whether another host has a ready phone, in service, of the attempt's device model."""
-    from farm.kinds.tune_fleet import device_model_of
-    from farm.queue.states import DeviceState
-
-    model = device_model_of(ctx.facts.get(ctx.attempt.serials[0], {}))
+    """Whether another host has a device a helper of the job could hold (False if unread)."""
     try:
-        devices = store.list_devices()
+        return store.helper_may_come(ctx.attempt.id, SystemClock().now())
     except StoreError as exc:
         log.warning("helpers_not_read", job_id=ctx.job.id, reason=str(exc))
         return False
-    return any(d.host not in (None, ctx.settings.host_id) and d.state is DeviceState.READY
-               and not d.drained and device_model_of(d.facts) == model for d in devices)
 
 
 @contextmanager

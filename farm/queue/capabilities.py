@@ -26,8 +26,8 @@ from typing import Any
 from farm.jobs.params import MAX_GPU_WORK_GROUP_THREADS
 
 __all__ = [
-    "ANY_PHONE", "CPU", "Requirements", "describe", "group_key", "requirements", "unmet",
-    "workload_needs",
+    "ANY_PHONE", "CPU", "UNKNOWN_MODEL", "Requirements", "describe", "device_model", "group_key",
+    "requirements", "unmet", "workload_needs",
 ]
 
 CPU = "cpu"
@@ -142,6 +142,20 @@ def group_key(facts: Mapping[str, Any]) -> tuple[str, str]:
     phones whose model was never read. Phones with neither fact form one kind.
     """
     return (str(facts.get("model") or "").lower(), str(facts.get("soc") or "").lower())
+
+
+#: The device model of a device with neither a ``model`` nor a ``soc`` fact.
+UNKNOWN_MODEL = "unknown"
+
+
+def device_model(facts: Mapping[str, Any]) -> str:
+    """The device model tuning records are kept under: its ``model`` fact, else its ``soc``.
+
+    Phones of one model share SoC, clocks and cooling (:func:`group_key`), so a
+    record measured on one holds for the others; a helper attempt's phones are
+    of its main attempt's device model (:mod:`farm.queue.helpers`).
+    """
+    return str(facts.get("model") or facts.get("soc") or UNKNOWN_MODEL)
 
 
 def describe(needs: Requirements) -> list[str]:

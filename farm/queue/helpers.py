@@ -23,20 +23,21 @@ Rules of a helper claim, checked in the claim's transaction:
   smallest split that lets two hosts tune one model at once;
 * its phones are this host's, ready, in service and of the device kind and
   model of the main attempt's first phone (records are kept and seeded by
-  device model, :func:`farm.kinds.tune_fleet.device_model_of`): at most as
+  device model, :func:`farm.queue.capabilities.device_model`): at most as
   many as the job's ``params.phones``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import exists, or_, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from farm.queue import transitions
+from farm.queue.capabilities import device_model
 from farm.queue.devices import of_host
 from farm.queue.models import (
     Attempt,
@@ -52,20 +53,10 @@ from farm.queue.ops import TransactionOps
 from farm.queue.records import AttemptView, Claim, JobView
 from farm.queue.task_work import DONE
 
-__all__ = ["HelperOps", "claim_helper", "device_model"]
+__all__ = ["HelperOps", "claim_helper"]
 
 #: The kind whose model jobs take helpers.
 TUNE_KIND = "tune"
-
-
-def device_model(facts: Mapping[str, Any]) -> str | None:
-    """The device model a phone's records are kept under: its ``model`` fact, else its ``soc``.
-
-    The queue's copy of :func:`farm.kinds.tune_fleet.device_model_of` (the
-    queue never imports kinds): None where neither was read.
-    """
-    found = facts.get("model") or facts.get("soc")
-    return None if found is None else str(found)
 
 
 def _free_rows(job_id: int, now: datetime) -> Any:
@@ -92,8 +83,25 @@ def _wanted(session: Session, job: Job, host: str, now: datetime) -> tuple[str, 
     if not session.scalar(select(_free_rows(job.id, now))):
         return None
     first = session.get(Device, mains[0].serials[0])
-    model = None if first is None else device_model(first.facts or {})
-    return None if first is None or model is None else (first.kind, model)
+    return None if first is None else (first.kind, device_model(first.facts or {}))
+
+
+def _fitting(session: Session, job: Job, kind: str, model: str, where: ColumnElement[bool],
+             now: datetime, *, lock: bool = False) -> list[Device]:
+    """The devices ``where`` selects that a helper of ``job`` may hold, by serial.
+
+    Ready, in service, not held outside farm nor reserved, not excluded by the
+    job, of the device ``kind`` and ``model`` of its main attempt's first phone.
+    """
+    query = select(Device).where(
+        where, Device.state == DeviceState.READY, Device.drained.is_(False),
+        Device.held_outside.is_(None), Device.kind == kind,
+        Device.serial.not_in(list(job.excluded_serials or ())),
+        ~exists().where(Reservation.serial == Device.serial, Reservation.ended_at.is_(None),
+                        Reservation.expires_at > now)).order_by(Device.serial)
+    if lock:
+        query = query.with_for_update(skip_locked=True)
+    return [d for d in session.scalars(query) if device_model(d.facts or {}) == model]
 
 
 def claim_helper(session: Session, job_id: int, host: str, lease_s: float,
@@ -115,17 +123,8 @@ def claim_helper(session: Session, job_id: int, host: str, lease_s: float,
                           .with_for_update(skip_locked=True)).one_or_none()
     if job is None or (wanted := _wanted(session, job, host, now)) is None:
         return None
-    kind, model = wanted
     phones = max(1, int(((job.spec or {}).get("params") or {}).get("phones") or 1))
-    candidates = session.scalars(
-        select(Device).where(
-            of_host(host), Device.state == DeviceState.READY, Device.drained.is_(False),
-            Device.held_outside.is_(None), Device.kind == kind,
-            Device.serial.not_in(list(job.excluded_serials or ())),
-            ~exists().where(Reservation.serial == Device.serial, Reservation.ended_at.is_(None),
-                            Reservation.expires_at > now))
-        .order_by(Device.serial).with_for_update(skip_locked=True))
-    devices = [d for d in candidates if device_model(d.facts or {}) == model][:phones]
+    devices = _fitting(session, job, *wanted, of_host(host), now, lock=True)[:phones]
     if not devices:
         return None
     serials = [d.serial for d in devices]
@@ -136,7 +135,7 @@ def claim_helper(session: Session, job_id: int, host: str, lease_s: float,
                                      f"job {job.id} helper attempt", now):
         return None
     transitions.note(session, "helper_attempt_started", job_id=job.id, attempt=attempt.id,
-                     serials=serials, host=host, device_model=model)
+                     serials=serials, host=host, device_model=wanted[1])
     return Claim(JobView.of(job), AttemptView.of(attempt))
 
 
@@ -164,3 +163,26 @@ class HelperOps(TransactionOps):
                 .order_by(Job.priority.desc(), Job.id)))
             claims = [claim_helper(session, job_id, host, lease_s, now) for job_id in jobs]
         return [c for c in claims if c is not None]
+
+    def helper_may_come(self, attempt_id: int, now: datetime) -> bool:
+        """Whether another host has a device a helper of ``attempt_id``'s job could hold now.
+
+        Asked by a model tune job's main attempt before it claims its task rows
+        (:class:`farm.kinds.tune_work.TaskWorkProgress`): with such a device it
+        leaves about half the rows to a helper. The devices are those
+        :func:`claim_helper` would take (the same filter), on any host but the
+        attempt's own.
+
+        Raises:
+            StoreError: the database cannot be read.
+        """
+        with self._tx() as session:
+            attempt = session.get(Attempt, attempt_id)
+            job = None if attempt is None else session.get(Job, attempt.job_id)
+            first = None if attempt is None or not attempt.serials else session.get(
+                Device, attempt.serials[0])
+            if attempt is None or job is None or first is None or attempt.host is None:
+                return False
+            elsewhere = Device.host.is_not(None) & (Device.host != attempt.host)
+            return bool(_fitting(session, job, first.kind, device_model(first.facts or {}),
+                                 elsewhere, now))

@@ -70,6 +70,24 @@ class TestClaimHelpers:
         assert store.claim_helpers("b", LEASE_S, T0) == []
 
 
+class TestHelperMayCome:
+    """What the main attempt asks before it leaves half its task rows to a helper."""
+
+    def test_only_another_hosts_device_a_helper_could_hold_counts(
+            self, store: Store, job: tuple[int, int]) -> None:
+        """P2 (host b, the main's model) counts; P3 (another model) and host a's own never
+        do; P2 drained, or reserved, counts no more: claim_helper would not take it."""
+        _, main = job
+        assert store.helper_may_come(main, T0)
+        store.set_drained("P2", True, "test", T0)
+        assert not store.helper_may_come(main, T0)
+        store.set_drained("P2", False, "test", T0)
+        assert store.helper_may_come(main, T0)
+        store.reserve("P2", "alice", T0 + timedelta(hours=1), T0)
+        assert not store.helper_may_come(main, T0)
+        assert not store.helper_may_come(main + 99, T0)  # an unknown attempt
+
+
 class TestHelperEnds:
     def helper(self, store: Store, job: tuple[int, int]) -> int:
         job_id, main = job
