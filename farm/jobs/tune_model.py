@@ -126,32 +126,44 @@ def tune_model(
         if fleet is not None:  # what the stopped attempt checkpointed is not measured again
             seeded += seed_from_fleet(planned, params, target, fleet)
     if not progress.builds:  # a helper attempt: its tasks' records are the fleet's already
-        return _helper_result(model, inputs, planned, params, target, progress, stopped_by,
-                              seeded)
+        counts = measured(planned, params)
+        log.info("tuning_helped", tasks=len(planned), measured=sum(counts), stopped_by=stopped_by)
+        return _result(model, inputs, planned, params, target, progress, counts,
+                       library="", stopped_by=stopped_by, seeded=seeded, before=0, verdicts=None)
     if shared and fleet is not None:  # the build uses every host's records of the job's tasks
         seeded += seed_from_fleet(planned, params, target, fleet)
     counts = measured(planned, params)
     if sum(counts) == 0:
         raise CompileError(model.model_path.name,
                            f"no trial measured ({stopped_by} ran out first)")
-    results = [TaskResult(p.task.name, p.index, p.trials, m,
-                          best_record_s(params.work_dir, p.index))
-               for p, m in zip(planned, counts, strict=True)]
     progress.set_phase("compiling")
     library = compile_tuned(model, target, params.work_dir, cache, linker)
-    failed = sum(count_trials(params.work_dir, p.index)[1] for p in planned)
+    result = _result(model, inputs, planned, params, target, progress, counts,
+                     library=str(library), stopped_by=stopped_by, seeded=seeded,
+                     before=sum(before), verdicts=verdicts)
+    log.info("tuning_finished", tasks=len(planned), measured=sum(counts),
+             failed=result.trials_failed, stopped_by=stopped_by,
+             trials_per_phone_hour=result.trials_per_phone_hour)
+    return result
+
+
+def _result(model: Any, inputs: Any, planned: list[Planned], params: TuneParams,
+            target: dict[str, Any], progress: TuneProgress, counts: list[int], *,
+            library: str, stopped_by: str, seeded: int, before: int,
+            verdicts: list[Verdict] | None) -> ModelTuneResult:
+    """The tuning's result from its work folder's records (``library`` "" for a helper)."""
     counters = progress.counters
-    log.info("tuning_finished", tasks=len(planned), measured=sum(counts), failed=failed,
-             stopped_by=stopped_by, trials_per_phone_hour=counters.trials_per_phone_hour)
     return ModelTuneResult(
         model_sha256=hashlib.sha256(model.model_path.read_bytes()).hexdigest(),
         inputs=inputs,
-        tasks=results,
+        tasks=[TaskResult(p.task.name, p.index, p.trials, m,
+                          best_record_s(params.work_dir, p.index))
+               for p, m in zip(planned, counts, strict=True)],
         trials_requested=sum(p.trials for p in planned),
-        trials_measured_before=sum(before),
+        trials_measured_before=before,
         trials_measured=sum(min(m, p.trials) for m, p in zip(counts, planned, strict=True)),
-        trials_failed=failed,
-        tuned_library=str(library),
+        trials_failed=sum(count_trials(params.work_dir, p.index)[1] for p in planned),
+        tuned_library=library,
         work_dir=str(params.work_dir),
         target=target,
         stopped_by=stopped_by,
@@ -164,25 +176,3 @@ def tune_model(
         picks_used=None if verdicts is None else sum(v.used for v in verdicts),
         picks_unchecked=None if verdicts is None else sum(not v.checked for v in verdicts),
     )
-
-
-def _helper_result(model: Any, inputs: Any, planned: list[Planned], params: TuneParams,
-                   target: dict[str, Any], progress: TuneProgress, stopped_by: str,
-                   seeded: int) -> ModelTuneResult:
-    """A helper attempt's result: the tasks' trials in its work folder, no library built."""
-    counts = measured(planned, params)
-    counters = progress.counters
-    log.info("tuning_helped", tasks=len(planned), measured=sum(counts), stopped_by=stopped_by)
-    return ModelTuneResult(
-        model_sha256=hashlib.sha256(model.model_path.read_bytes()).hexdigest(),
-        inputs=inputs, tasks=[TaskResult(p.task.name, p.index, p.trials, m,
-                                     best_record_s(params.work_dir, p.index))
-                          for p, m in zip(planned, counts, strict=True)],
-        trials_requested=sum(p.trials for p in planned), trials_measured_before=0,
-        trials_measured=sum(min(m, p.trials) for m, p in zip(counts, planned, strict=True)),
-        trials_failed=sum(count_trials(params.work_dir, p.index)[1] for p in planned),
-        tuned_library="", work_dir=str(params.work_dir), target=target, stopped_by=stopped_by,
-        tuning_s=counters.tuning_s, first_trial_s=counters.first_trial_s,
-        trials_per_phone_hour=counters.trials_per_phone_hour,
-        limit_per_phone_hour=counters.limit_per_phone_hour, trials_from_fleet=seeded,
-        picks_checked=None, picks_used=None, picks_unchecked=None)
