@@ -11,6 +11,7 @@ import pytest
 from queue_helpers import ARM64, add_ready, gemm_spec
 
 from farm.clock import FakeClock
+from farm.config import JobSettings
 from farm.jobs.tune_progress import TaskProgress
 from farm.jobs.tune_records import WORKLOADS_FILE
 from farm.kinds.tune_work import BUILD_PHASE, BuildHeld, TaskWorkProgress, build_made, job_progress
@@ -237,14 +238,15 @@ class TestTwoHostsShareTheTasks:
 
 
 class ScriptedClock(FakeClock):
-    """A fake clock whose every monotonic read moves both clocks 1 s on, running what is due.
+    """A fake clock whose every monotonic read moves both clocks ``step_s`` on, running what is due.
 
     So a wait on it passes in fake seconds, and a step of the other host (a helper's
     claim, its report) happens at a known second of that wait.
     """
 
-    def __init__(self, start: datetime) -> None:
+    def __init__(self, start: datetime, step_s: float = 1.0) -> None:
         super().__init__(start, monotonic_s=0.0)
+        self.step_s = step_s
         self.actions: list[tuple[float, Callable[[], object]]] = []
 
     def at(self, second: float, action: Callable[[], object]) -> None:
@@ -253,7 +255,7 @@ class ScriptedClock(FakeClock):
 
     def monotonic(self) -> float:
         reading = super().monotonic()
-        self.advance(1.0)
+        self.advance(self.step_s)
         due = [a for a in self.actions if a[0] <= reading]
         self.actions = [a for a in self.actions if a[0] > reading]
         for _, action in due:
@@ -270,8 +272,9 @@ class TestTheMainLeavesRowsToAHelper:
     def main(self, store: Store, tmp_path: Path, clock: FakeClock) -> tuple[
             int, int, TaskWorkProgress]:
         job_id, first, helper = two_attempts(store)
+        # The default wait a user gets (jobs.tune_helper_wait_s); polled fast, in fake seconds.
         main = TaskWorkProgress(work_dir_with(tmp_path, "a", "111", "222"), store, job_id,
-                                first, "a", clock, share=True, poll_s=0.01, helper_wait_s=30)
+                                first, "a", clock, share=True, poll_s=0.01)
         main.set_tasks(self.TASKS, budget_s=600.0)
         assert main.claimed == ["conv"]
         return job_id, helper, main
@@ -294,11 +297,11 @@ class TestTheMainLeavesRowsToAHelper:
     def test_with_no_helper_the_main_tunes_the_rest_after_its_wait(
             self, store: Store, tmp_path: Path) -> None:
         """No helper within helper_wait_s of the main's claim: the main claims the row."""
-        clock = ScriptedClock(T0)
+        clock = ScriptedClock(T0, step_s=10.0)
         _, _, main = self.main(store, tmp_path, clock)
         claimed_at_s = clock.monotonic()
         assert main.take_over() == ["dense"]
-        assert clock.monotonic() - claimed_at_s >= 30
+        assert clock.monotonic() - claimed_at_s >= JobSettings().tune_helper_wait_s >= 30
         assert main.tasks_to_tune(["conv", "dense"]) == ["conv", "dense"]
 
     def test_a_spent_time_budget_cuts_the_wait_short(
