@@ -275,8 +275,9 @@ def attempt_progress(ctx: RunContext, work_dir: Path) -> TuneProgress:
     """The attempt's progress; with a store, the job's task rows too (:class:`TaskWorkProgress`).
 
     The job's main attempt shares its tasks (claims about half) when helpers
-    are on (``jobs.tune_helpers``) and another host has a ready phone of the
-    attempt's device model, which may start a helper (:mod:`farm.queue.helpers`).
+    are on (``jobs.tune_helpers``) and another host has a device a helper of
+    the job could hold (``Store.helper_may_come``: the filter the helper's own
+    claim uses, :mod:`farm.queue.helpers`).
     """
     if ctx.store is None:
         return TuneProgress(work_dir)
