@@ -24,9 +24,11 @@ batch is sent once less time is left than the last batch took plus the
 shortest check of the picks (:func:`check_price`, priced from this attempt's
 measurements), the batch in flight is recorded, and the model is built with
 the records so far. The check then runs as many rounds as the time left holds
-(:meth:`farm.jobs.tune_check_cost.CheckPrice.rounds_in`), none if
-it holds fewer than :data:`MIN_CHECK_ROUNDS`: the picks it cannot check keep
-their default schedule, and the result counts them.
+(:meth:`farm.jobs.tune_check_cost.CheckPrice.rounds_in`); where it holds
+fewer than :data:`MIN_CHECK_ROUNDS` (a batch in flight ran past the share
+kept), those fewest rounds still run if they add at most
+:data:`CHECK_OVERRUN_PART` of the budget, else none: the picks it cannot
+check keep their default schedule, and the result counts them.
 
 Given the fleet's best records (:func:`seed_from_fleet`,
 :mod:`farm.jobs.tune_seed`), each task short of its trials first gets its
@@ -67,8 +69,8 @@ from farm.jobs.tune_seed import BestRecords, seed_work_dir, target_key
 from farm.jobs.tune_tasks import Planned
 from farm.jobs.tune_verify import Verdict, verify_picks
 
-__all__ = ["MIN_CHECK_ROUNDS", "STARTING_PHASE", "Checkpoint", "check_price", "measured",
-           "seed_from_fleet", "tune_all"]
+__all__ = ["CHECK_OVERRUN_PART", "MIN_CHECK_ROUNDS", "STARTING_PHASE", "Checkpoint",
+           "check_price", "measured", "seed_from_fleet", "tune_all"]
 
 log = structlog.get_logger(__name__)
 
@@ -80,6 +82,11 @@ Checkpoint = Callable[[Mapping[int, str]], None]
 
 #: The fewest rounds of the picks' check that judge a spread (one round has none).
 MIN_CHECK_ROUNDS = 2
+
+#: Part of the time budget (``for_s``) the check's fewest rounds may add past it when the
+#: search overran the share kept for them (:meth:`CheckPrice.rounds_in`): 24 minutes of
+#: an 8-hour night, 15 s of a 300 s run; without it the picks are dropped unchecked.
+CHECK_OVERRUN_PART = 0.05
 
 #: The phase while the builders' pool and the runner start (once an attempt, when first needed).
 STARTING_PHASE = "starting the builders and the runner"
@@ -306,7 +313,8 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
         if verdicts is not None:
             price[0] = check_price(planned, params, measurers[0][0] if measurers else None)
             rounds = price[0].rounds_in(progress.budget_left_s(), params.verify_rounds,
-                                        MIN_CHECK_ROUNDS)
+                                        MIN_CHECK_ROUNDS,
+                                        CHECK_OVERRUN_PART * (params.for_s or 0.0))
             progress.set_phase("checking each task's pick against its default schedule"
                                if rounds else "time budget spent: no pick measured again")
             check_from_s = progress.tuning_s()

@@ -12,7 +12,7 @@ from farm.jobs.params import TimingParams, TuneParams
 from farm.jobs.tune_check_cost import CheckPrice
 from farm.jobs.tune_rate import UPLOADS_FILE, run_overhead_s
 from farm.jobs.tune_records import RECORDS_FILE, default_and_best_s
-from farm.jobs.tune_run import MIN_CHECK_ROUNDS, check_price
+from farm.jobs.tune_run import CHECK_OVERRUN_PART, MIN_CHECK_ROUNDS, check_price
 
 TIMING = TimingParams(number=3, repeat=3, min_repeat_ms=20)
 
@@ -47,6 +47,19 @@ class TestCheckPrice:
         assert price.rounds_in(0.0, 3, MIN_CHECK_ROUNDS) == 0
         assert CheckPrice(0.0, 0.0).rounds_in(-5.0, 3, MIN_CHECK_ROUNDS) == 0
         assert CheckPrice(0.0, 0.0).rounds_in(1.0, 3, MIN_CHECK_ROUNDS) == 3  # nothing to price
+
+    def test_a_search_that_overran_still_gets_a_cheap_check(self) -> None:
+        """As seen: a 300 s run of MobileNetV3-small joined its last batches 50 s past the
+        budget and dropped its 2 picks' 2.9 s check. The fewest rounds run when they add at
+        most the allowed overrun (a part of the budget), whatever was overrun before."""
+        price = CheckPrice(build_s=1.4, round_s=0.8)
+        allowed = CHECK_OVERRUN_PART * 300.0
+        assert price.rounds_in(-50.0, 3, MIN_CHECK_ROUNDS) == 0  # without the allowance
+        assert price.rounds_in(-50.0, 3, MIN_CHECK_ROUNDS, allowed) == MIN_CHECK_ROUNDS
+        assert price.rounds_in(2.0, 3, MIN_CHECK_ROUNDS, allowed) == MIN_CHECK_ROUNDS
+        costly = CheckPrice(build_s=30.0, round_s=10.0)  # 50 s: more than 15 s past
+        assert costly.rounds_in(-50.0, 3, MIN_CHECK_ROUNDS, allowed) == 0
+        assert costly.rounds_in(40.0, 3, MIN_CHECK_ROUNDS, allowed) == MIN_CHECK_ROUNDS
 
 
 class TestPricedFromTheWorkFolder:
