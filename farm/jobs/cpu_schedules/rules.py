@@ -49,6 +49,11 @@ from farm.jobs.cpu_schedules.tile_io import blocked_producer, pad_per_tile, writ
 #: 28x28 in 0.058 ms, 4 rows in 0.081 ms; 8 rows of 2x16 lanes were no faster.
 MAX_TILE_ROWS = 8
 
+#: Most vectors of the tile's block loop (output channel blocks of a conv): the knob's range.
+#: onnxruntime's MLAS NCHWc conv kernel keeps up to 4 filter blocks of a row of outputs in
+#: registers (``onnxruntime/core/mlas/lib/x86_64/SconvKernelAvx512F.S``).
+MAX_TILE_BLOCKS = 4
+
 
 @dataclass(frozen=True)
 class TilePlan:
@@ -61,6 +66,10 @@ class TilePlan:
         vector_factor: its inner extent.
         tile: index of the register-tiled spatial loop, or None.
         tile_factor: its inner extent.
+        block: index of a spatial loop the vector's input reads and another input does not
+            (a conv's output channel blocks), split by a knob and unrolled inside the tile
+            (each value of the other input then serves ``block_factor`` vectors), or None.
+        block_factor: its inner extent (1 by default: the knob's default decision).
     """
 
     spatial: list[int]
@@ -69,6 +78,8 @@ class TilePlan:
     vector_factor: int
     tile: int | None
     tile_factor: int
+    block: int | None = None
+    block_factor: int = 1
 
 
 def _plan(sch: Any, block: Any, lanes: int) -> TilePlan | None:
@@ -115,7 +126,28 @@ def _plan(sch: Any, block: Any, lanes: int) -> TilePlan | None:
     tile_factor = 1 if tile is None else largest_divisor(extent(sch, loops[tile]) or 1, rows)
     if tile_factor == 1:
         factor = vector_factor(width, lanes)
-    return TilePlan(spatial, reduce, vector, factor, tile if tile_factor > 1 else None, tile_factor)
+        return TilePlan(spatial, reduce, vector, factor, None, 1)
+    return TilePlan(spatial, reduce, vector, factor, tile, tile_factor,
+                    _block_loop(sch, loops, stmt, (vector, tile), spatial, contiguous_reads))
+
+
+def _block_loop(sch: Any, loops: list[Any], stmt: Any, taken: tuple[int | None, ...],
+                spatial: list[int], contiguous_reads: list[set[Any]]) -> int | None:
+    """The loop of :attr:`TilePlan.block`: every vector input reads it, some other input not.
+
+    A conv in channel blocks: the output channel blocks (the weight's vector
+    depends on them, the input pixel broadcast to the tile does not).
+    """
+    iv_vars = [iv.var for iv in stmt.iter_vars]
+    others = [set().union(*[vars_of(r.min) for r in read.region]) for read in stmt.reads]
+    others = [used for used in others if used not in contiguous_reads]
+    for i in reversed(spatial):
+        if i in taken or (extent(sch, loops[i]) or 1) < 2:
+            continue
+        if all(iv_vars[i] in used for used in contiguous_reads) and \
+                any(iv_vars[i] not in used for used in others):
+            return i
+    return None
 
 
 class TiledReduction(CPUScheduleRule):
@@ -158,7 +190,7 @@ def _inline_producers(sch: Any, main: Any) -> None:
 
 
 def _split(sch: Any, main: Any, plan: TilePlan, lanes: int) -> tuple[list[Any], list[Any]]:
-    """Split the vector and tile loops: ``(outer spatial loops, [tile, vector] inner loops)``.
+    """Split the block, tile and vector loops: ``(outer spatial loops, [block, tile, vector])``.
 
     Each split's factors are a ``sample_perfect_tile`` whose decision is the
     plan's, so the schedule is the plan's, and its trace is one MetaSchedule's
@@ -166,10 +198,12 @@ def _split(sch: Any, main: Any, plan: TilePlan, lanes: int) -> tuple[list[Any], 
     task's first trial (:mod:`farm.jobs.tune_baseline`), and the evolutionary
     search draws its population partly from the measured best, so it also
     searches the default's tile sizes (vector width up to two registers, tile
-    rows up to :data:`MAX_TILE_ROWS`) beside its own design space.
+    rows up to :data:`MAX_TILE_ROWS`, channel blocks up to
+    :data:`MAX_TILE_BLOCKS`) beside its own design space. The block split's
+    default decision is 1 (a loop of one iteration, which lowering removes).
     """
     loops = sch.get_loops(main)
-    outer, tile, vector = [], [], []
+    outer, block, tile, vector = [], [], [], []
     for i in plan.spatial:
         if i == plan.vector:
             o, v = _sampled_split(sch, loops[i], plan.vector_factor, max(2 * lanes,
@@ -180,9 +214,13 @@ def _split(sch: Any, main: Any, plan: TilePlan, lanes: int) -> tuple[list[Any], 
             o, t = _sampled_split(sch, loops[i], plan.tile_factor, MAX_TILE_ROWS)
             outer.append(o)
             tile.append(t)
+        elif i == plan.block:
+            o, b = _sampled_split(sch, loops[i], plan.block_factor, MAX_TILE_BLOCKS)
+            outer.append(o)
+            block.append(b)
         else:
             outer.append(loops[i])
-    return outer, tile + vector
+    return outer, block + tile + vector
 
 
 def _sampled_split(sch: Any, loop: Any, factor: int, most: int) -> list[Any]:
@@ -221,8 +259,8 @@ def _tile(sch: Any, main: Any, plan: TilePlan, lanes: int, cores: int) -> None:
         # Vectorize before decompose_reduction: the update block without its init
         # is no longer a reduction block, and TVM refuses to vectorize around it.
         sch.vectorize(inner[-1])
-        if plan.tile is not None:
-            sch.unroll(inner[0])
+        for loop in inner[:-1]:  # the block and tile loops: one register each
+            sch.unroll(loop)
     init = sch.decompose_reduction(main, reduce[0])
     if plan.vector is not None:
         vectorize_tail(sch, init, lanes)
