@@ -57,8 +57,8 @@ def _variant(func: Any, target: Any, block: int, rows: int | None) -> Any | None
 
     plan_of = rules._plan
 
-    def plan(sch: Any, main: Any, lanes: int) -> Any:
-        found = plan_of(sch, main, lanes)
+    def plan(sch: Any, main: Any, lanes: int, registers: int) -> Any:
+        found = plan_of(sch, main, lanes, registers)
         if found is None or (found.block is None and block > 1):
             return None
         loops = sch.get_loops(main)

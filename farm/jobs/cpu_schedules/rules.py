@@ -40,6 +40,7 @@ from farm.jobs.cpu_schedules.common import (
     vars_of,
     vector_factor,
     vector_lanes,
+    vector_registers,
     vectorize_tail,
 )
 from farm.jobs.cpu_schedules.tile_io import blocked_producer, pad_per_tile, write_back
@@ -53,6 +54,13 @@ MAX_TILE_ROWS = 8
 #: onnxruntime's MLAS NCHWc conv kernel keeps up to 4 filter blocks of a row of outputs in
 #: registers (``onnxruntime/core/mlas/lib/x86_64/SconvKernelAvx512F.S``).
 MAX_TILE_BLOCKS = 4
+
+#: The default's accumulators (block vectors x tile rows) per vector register of the target:
+#: half of them. Measured with AVX-512 (32 registers) on a pinned core, each zoo conv alone
+#: (``bench/bench_tile_knobs.py``, docs/benchmarks.md): 2 blocks x 7 or 8 rows (14-16
+#: accumulators) ran 0.84-0.98x the one-block tile on all ten convs, 4 x 7 (28) 0.75-1.01x,
+#: 3 x 8 (24) 1.7x on MobileNetV2's 16 -> 96 conv.
+ACCUMULATORS_PER_REGISTER = 0.5
 
 
 @dataclass(frozen=True)
@@ -69,7 +77,9 @@ class TilePlan:
         block: index of a spatial loop the vector's input reads and another input does not
             (a conv's output channel blocks), split by a knob and unrolled inside the tile
             (each value of the other input then serves ``block_factor`` vectors), or None.
-        block_factor: its inner extent (1 by default: the knob's default decision).
+        block_factor: its inner extent, the knob's default decision: as many vectors as
+            keep the tile within :data:`ACCUMULATORS_PER_REGISTER` of the registers, up
+            to :data:`MAX_TILE_BLOCKS`.
     """
 
     spatial: list[int]
@@ -82,8 +92,12 @@ class TilePlan:
     block_factor: int = 1
 
 
-def _plan(sch: Any, block: Any, lanes: int) -> TilePlan | None:
-    """The tiling of a reduction block, or None if its loops are not as legalization writes them."""
+def _plan(sch: Any, block: Any, lanes: int, registers: int) -> TilePlan | None:
+    """The tiling of a reduction block, or None if its loops are not as legalization writes them.
+
+    ``registers``: the target's vector registers (:func:`farm.jobs.cpu_schedules.common.
+    vector_registers`), which bound the default's channel blocks.
+    """
     from tvm import tirx
 
     stmt = sch.get(block)
@@ -127,8 +141,14 @@ def _plan(sch: Any, block: Any, lanes: int) -> TilePlan | None:
     if tile_factor == 1:
         factor = vector_factor(width, lanes)
         return TilePlan(spatial, reduce, vector, factor, None, 1)
-    return TilePlan(spatial, reduce, vector, factor, tile, tile_factor,
-                    _block_loop(sch, loops, stmt, (vector, tile), spatial, contiguous_reads))
+    block_loop = _block_loop(sch, loops, stmt, (vector, tile), spatial, contiguous_reads)
+    blocks = 1
+    if block_loop is not None:
+        per_row = -(-factor // lanes)  # a vector of two registers' lanes takes two
+        most = int(registers * ACCUMULATORS_PER_REGISTER) // (tile_factor * per_row)
+        blocks = largest_divisor(extent(sch, loops[block_loop]) or 1,
+                                 max(1, min(MAX_TILE_BLOCKS, most)))
+    return TilePlan(spatial, reduce, vector, factor, tile, tile_factor, block_loop, blocks)
 
 
 def _block_loop(sch: Any, loops: list[Any], stmt: Any, taken: tuple[int | None, ...],
@@ -166,7 +186,7 @@ class TiledReduction(CPUScheduleRule):
             return None
         main = reductions[0]
         lanes = vector_lanes(target)
-        plan = _plan(sch, main, lanes)
+        plan = _plan(sch, main, lanes, vector_registers(target))
         if plan is None:
             return None
         try:
@@ -199,8 +219,7 @@ def _split(sch: Any, main: Any, plan: TilePlan, lanes: int) -> tuple[list[Any], 
     search draws its population partly from the measured best, so it also
     searches the default's tile sizes (vector width up to two registers, tile
     rows up to :data:`MAX_TILE_ROWS`, channel blocks up to
-    :data:`MAX_TILE_BLOCKS`) beside its own design space. The block split's
-    default decision is 1 (a loop of one iteration, which lowering removes).
+    :data:`MAX_TILE_BLOCKS`) beside its own design space.
     """
     loops = sch.get_loops(main)
     outer, block, tile, vector = [], [], [], []

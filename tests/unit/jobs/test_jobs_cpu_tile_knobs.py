@@ -62,8 +62,8 @@ def test_one_channel_block_is_the_schedule_without_the_knob(monkeypatch: pytest.
     plan_of = rules._plan
 
     def plan(block: int | None) -> Any:
-        def fixed(sch: Any, main: Any, lanes: int) -> Any:
-            found = plan_of(sch, main, lanes)
+        def fixed(sch: Any, main: Any, lanes: int, registers: int) -> Any:
+            found = plan_of(sch, main, lanes, registers)
             assert found is not None and found.block is not None
             return dataclasses.replace(found, block=block, block_factor=1)
         return fixed
@@ -95,3 +95,22 @@ def test_each_channel_block_count_replays_to_the_same_numbers(blocks: int) -> No
     arrays = _arrays(tensors)
     want = _run(func, [a.copy() for a in arrays])
     np.testing.assert_allclose(_run(sch.mod["main"], arrays), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("triple", "blocks"), [("aarch64-linux-android", 2),
+                                                ("armv7a-linux-androideabi", 1)])
+def test_the_default_channel_blocks_fill_half_the_registers(triple: str, blocks: int) -> None:
+    """A conv of 64 output channels in blocks of 16 on a row of 28, NEON (4 lanes): a tile of
+    4 pixels of 2 registers each, 2 channel blocks on AArch64 (16 of its 32 registers), 1 on
+    32-bit Arm (8 of 16)."""
+    conv = _Conv(n=1, c=8, h=28, w=28, o=64, kh=1, kw=1, depthwise=False, ob=16, op=64, ib=1,
+                 strides=(1, 1), dilation=(1, 1), padding=(0, 0, 0, 0))
+    data = te.placeholder((1, 8, 28, 28), name="data")
+    shape, axes = conv.weight_order
+    weight = te.placeholder([shape[a] for a in axes], name="weight")
+    target = tvm.target.Target({"kind": "llvm", "mtriple": triple, "mattr": ["+neon"],
+                                "num-cores": 1})
+    default = TiledReduction().apply(
+        te.create_prim_func([data, weight, _blocked_conv(conv)(data, weight)]), target, False)
+    assert [int(f) for f in default.trace.decisions[_block_sample(default)]] == [4 // blocks,
+                                                                                  blocks]
