@@ -141,22 +141,23 @@ def _plan(sch: Any, block: Any, lanes: int, registers: int) -> TilePlan | None:
     if tile_factor == 1:
         factor = vector_factor(width, lanes)
         return TilePlan(spatial, reduce, vector, factor, None, 1)
-    block_loop = _block_loop(sch, loops, stmt, (vector, tile), spatial, contiguous_reads)
-    blocks = 1
-    if block_loop is not None:
-        per_row = -(-factor // lanes)  # a vector of two registers' lanes takes two
-        most = int(registers * ACCUMULATORS_PER_REGISTER) // (tile_factor * per_row)
-        blocks = largest_divisor(extent(sch, loops[block_loop]) or 1,
-                                 max(1, min(MAX_TILE_BLOCKS, most)))
-    return TilePlan(spatial, reduce, vector, factor, tile, tile_factor, block_loop, blocks)
+    per_row = -(-factor // lanes)  # a vector of two registers' lanes takes two
+    room = int(registers * ACCUMULATORS_PER_REGISTER) // (tile_factor * per_row)
+    block, blocks = _block_loop(sch, loops, stmt, (vector, tile), spatial, contiguous_reads, room)
+    return TilePlan(spatial, reduce, vector, factor, tile, tile_factor, block, blocks)
 
 
 def _block_loop(sch: Any, loops: list[Any], stmt: Any, taken: tuple[int | None, ...],
-                spatial: list[int], contiguous_reads: list[set[Any]]) -> int | None:
-    """The loop of :attr:`TilePlan.block`: every vector input reads it, some other input not.
+                spatial: list[int], contiguous_reads: list[set[Any]],
+                room: int) -> tuple[int | None, int]:
+    """(:attr:`TilePlan.block`, its default factor), or (None, 1) where there is none.
 
-    A conv in channel blocks: the output channel blocks (the weight's vector
-    depends on them, the input pixel broadcast to the tile does not).
+    The block loop: every vector input reads it, some other input does not (a
+    conv in channel blocks: the output channel blocks, which the weight's
+    vector depends on and the input pixel broadcast to the tile does not). Its
+    default factor: the largest divisor of its extent up to ``room`` (the tile
+    rows' vectors that fit the default's share of the registers) and
+    :data:`MAX_TILE_BLOCKS`.
     """
     iv_vars = [iv.var for iv in stmt.iter_vars]
     others = [set().union(*[vars_of(r.min) for r in read.region]) for read in stmt.reads]
@@ -166,8 +167,9 @@ def _block_loop(sch: Any, loops: list[Any], stmt: Any, taken: tuple[int | None, 
             continue
         if all(iv_vars[i] in used for used in contiguous_reads) and \
                 any(iv_vars[i] not in used for used in others):
-            return i
-    return None
+            return i, largest_divisor(extent(sch, loops[i]) or 1,
+                                      max(1, min(MAX_TILE_BLOCKS, room)))
+    return None, 1
 
 
 class TiledReduction(CPUScheduleRule):
