@@ -32,16 +32,29 @@ CONVS = {
     "mobilenet_v2 16->96 1x1 @112": (16, 96, 112, 1, 1),
     "mobilenet_v2 32->192 1x1 @28": (32, 192, 28, 1, 1),
     "mobilenet_v2 192->64 1x1 @14": (192, 64, 14, 1, 1),
+    "mobilenet_v2 3->32 3x3 s2 @224": (3, 32, 224, 3, 2),
+    "mobilenet_v2 96->24 1x1 @56": (96, 24, 56, 1, 1),
+    "mobilenet_v2 144->32 1x1 @28": (144, 32, 28, 1, 1),
+    "mobilenet_v2 64->384 1x1 @14": (64, 384, 14, 1, 1),
+    "mobilenet_v2 384->96 1x1 @14": (384, 96, 14, 1, 1),
+    "mobilenet_v2 96->576 1x1 @14": (96, 576, 14, 1, 1),
+    "mobilenet_v2 576->160 1x1 @7": (576, 160, 7, 1, 1),
+    "mobilenet_v2 960->320 1x1 @7": (960, 320, 7, 1, 1),
+    "mobilenet_v2 320->1280 1x1 @7": (320, 1280, 7, 1, 1),
 }
 
 
 def _tensors(c: int, o: int, side: int, k: int, stride: int, lanes: int) -> list[Any]:
     from tvm import te, topi
 
-    from farm.jobs.cpu_schedules.legalize import _blocked_conv, _Conv
+    from farm.jobs.cpu_schedules.legalize import _block, _blocked_conv, _Conv, _padded_block
 
     pad = k // 2
-    conv = _Conv(n=1, c=c, h=side, w=side, o=o, kh=k, kw=k, depthwise=False, ob=lanes, op=o,
+    ob, op = _block(o, lanes, min(lanes, 8)), o
+    if ob is None or ob < lanes:
+        ob, op = _padded_block(o, lanes, ob)
+    assert ob is not None, "no channel blocks: the conv is not legalized in blocks"
+    conv = _Conv(n=1, c=c, h=side, w=side, o=o, kh=k, kw=k, depthwise=False, ob=ob, op=op,
                  ib=1, strides=(stride, stride), dilation=(1, 1), padding=(pad,) * 4)
     data = te.placeholder((1, c, side, side), name="data")
     shape, axes = conv.weight_order

@@ -34,19 +34,21 @@ def _arrays(tensors: list[te.Tensor]) -> list[np.ndarray]:
     return arrays
 
 
+def _library(func: Any) -> Any:
+    return tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
+                       target=TARGET)
+
+
 def _run(func: Any, arrays: list[np.ndarray]) -> np.ndarray:
-    lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
-                      target=TARGET)
+    """``func``'s output (its last argument) on ``arrays``."""
     tensors = [tvm.runtime.tensor(a) for a in arrays]
-    lib["main"](*tensors)
+    _library(func)["main"](*tensors)
     return tensors[-1].numpy()
 
 
 def _assembly(func: Any) -> str:
     """The machine code the build makes of ``func``, as text."""
-    lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
-                      target=TARGET)
-    return str(lib.mod.inspect_source("asm"))
+    return str(_library(func).mod.inspect_source("asm"))
 
 
 def _block_sample(sch: Any) -> Any:

@@ -44,12 +44,13 @@ def _candidates(workload: Any, target: Any) -> tuple[list[Any], list[Any]]:
     context = ms.TuneContext(
         mod=workload, target=target, space_generator=tune_space(target),
         search_strategy=ms.search_strategy.EvolutionarySearch(
-            population_size=16, init_measured_ratio=0.0, genetic_num_iters=1),
+            population_size=16, init_measured_ratio=0.0, init_min_unmeasured=16,
+            genetic_num_iters=1),
         task_name="conv", rand_state=3, num_threads=1)
     spaces = context.generate_design_space()
     context.pre_tuning(max_trials=8, num_trials_per_iter=8, design_spaces=spaces,
                        database=ms.database.MemoryDatabase(),
-                       cost_model=ms.cost_model.RandomModel())
+                       cost_model=ms.cost_model.RandomModel(seed=0))
     return spaces, list(context.generate_measure_candidates() or [])
 
 
