@@ -13,9 +13,12 @@ vectorized inner loops, a register tile of outputs per inner loop):
   The output's innermost axis is vectorized; a second output axis that one
   input does not depend on (output channels of a conv, rows of a matmul) is
   unrolled as a register tile, so each vector load of that input serves the
-  whole tile; the accumulators live in a local buffer that LLVM keeps in
-  registers; the outer output loops are fused into one parallel loop, and
-  the consumers run inline on each finished tile.
+  whole tile, and a few vectors of a third axis that the other input does
+  not depend on (a conv's output channel blocks) with it, so each value of
+  that input serves them all (:attr:`TilePlan.block`); the accumulators
+  live in a local buffer that LLVM keeps in registers; the outer output
+  loops are fused into one parallel loop, and the consumers run inline on
+  each finished tile.
 - :class:`Injective`: only spatial blocks (elementwise, transpose, resize).
 - :class:`ParallelFallback`: anything else, block by block.
 
