@@ -66,6 +66,7 @@ from farm.jobs.tune_rate import limit_per_phone_hour, run_overhead_s, trials_per
 from farm.jobs.tune_records import best_record_s, count_trials, default_and_best_s
 from farm.jobs.tune_search import FarmSearch, measured_traces, search_settings
 from farm.jobs.tune_seed import BestRecords, seed_work_dir, target_key
+from farm.jobs.tune_space import tune_space
 from farm.jobs.tune_tasks import Planned
 from farm.jobs.tune_verify import Verdict, verify_picks
 
@@ -150,7 +151,7 @@ def _contexts(planned: list[Planned], caps: list[int], params: TuneParams,
                               _TaskTimer(progress, p.task.name))
         contexts.append(TuneContext(
             mod=p.task.extracted.dispatched[0], target=p.task.extracted.target,
-            space_generator="post-order-apply", search_strategy=strategy,
+            space_generator=tune_space(p.task.extracted.target), search_strategy=strategy,
             task_name=p.task.name, logger=logger, rand_state=seed, num_threads="physical",
         ).clone())
         weights.append(float(p.task.weight))

@@ -25,6 +25,18 @@ def vector_lanes(target: Any, dtype_bits: int = 32) -> int:
     return max(bits // dtype_bits, 2)
 
 
+def vector_registers(target: Any) -> int:
+    """Vector registers of ``target``'s CPU: 32 with AVX-512 or on AArch64, else 16.
+
+    Intel's and Arm's manuals: AVX-512 adds ``zmm16``-``zmm31``; AArch64 has
+    ``v0``-``v31``; SSE/AVX2 on x86-64 and NEON on 32-bit Arm have 16.
+    """
+    triple = str(target.attrs.get("mtriple") or "")
+    if triple.startswith(("aarch64", "arm64")) or vector_lanes(target) >= 16:
+        return 32
+    return 16
+
+
 def extent(sch: Any, loop: Any) -> int | None:
     """The loop's constant trip count, or None if it is symbolic."""
     from tvm import tirx

@@ -13,9 +13,12 @@ vectorized inner loops, a register tile of outputs per inner loop):
   The output's innermost axis is vectorized; a second output axis that one
   input does not depend on (output channels of a conv, rows of a matmul) is
   unrolled as a register tile, so each vector load of that input serves the
-  whole tile; the accumulators live in a local buffer that LLVM keeps in
-  registers; the outer output loops are fused into one parallel loop, and
-  the consumers run inline on each finished tile.
+  whole tile, and a few vectors of a third axis that the other input does
+  not depend on (a conv's output channel blocks) with it, so each value of
+  that input serves them all (:attr:`TilePlan.block`); the accumulators
+  live in a local buffer that LLVM keeps in registers; the outer output
+  loops are fused into one parallel loop, and the consumers run inline on
+  each finished tile.
 - :class:`Injective`: only spatial blocks (elementwise, transpose, resize).
 - :class:`ParallelFallback`: anything else, block by block.
 
@@ -40,6 +43,7 @@ from farm.jobs.cpu_schedules.common import (
     vars_of,
     vector_factor,
     vector_lanes,
+    vector_registers,
     vectorize_tail,
 )
 from farm.jobs.cpu_schedules.tile_io import blocked_producer, pad_per_tile, write_back
@@ -48,6 +52,18 @@ from farm.jobs.cpu_schedules.tile_io import blocked_producer, pad_per_tile, writ
 #: Measured with AVX-512 on a pinned core: 8 rows of 14 lanes ran a 1x1 conv on
 #: 28x28 in 0.058 ms, 4 rows in 0.081 ms; 8 rows of 2x16 lanes were no faster.
 MAX_TILE_ROWS = 8
+
+#: Most vectors of the tile's block loop (output channel blocks of a conv): the knob's range.
+#: onnxruntime's MLAS NCHWc conv kernel keeps up to 4 filter blocks of a row of outputs in
+#: registers (``onnxruntime/core/mlas/lib/x86_64/SconvKernelAvx512F.S``).
+MAX_TILE_BLOCKS = 4
+
+#: The default's accumulators (block vectors x tile rows) per vector register of the target:
+#: half of them. Measured with AVX-512 (32 registers) on a pinned core, each zoo conv alone
+#: (``bench/bench_tile_knobs.py``, docs/benchmarks.md): 2 blocks x 7 or 8 rows (14-16
+#: accumulators) ran 0.84-0.98x the one-block tile on all ten convs, 4 x 7 (28) 0.75-1.01x,
+#: 3 x 8 (24) 1.7x on MobileNetV2's 16 -> 96 conv.
+ACCUMULATORS_PER_REGISTER = 0.5
 
 
 @dataclass(frozen=True)
@@ -61,6 +77,12 @@ class TilePlan:
         vector_factor: its inner extent.
         tile: index of the register-tiled spatial loop, or None.
         tile_factor: its inner extent.
+        block: index of a spatial loop the vector's input reads and another input does not
+            (a conv's output channel blocks), split by a knob and unrolled inside the tile
+            (each value of the other input then serves ``block_factor`` vectors), or None.
+        block_factor: its inner extent, the knob's default decision: as many vectors as
+            keep the tile within :data:`ACCUMULATORS_PER_REGISTER` of the registers, up
+            to :data:`MAX_TILE_BLOCKS`.
     """
 
     spatial: list[int]
@@ -69,10 +91,16 @@ class TilePlan:
     vector_factor: int
     tile: int | None
     tile_factor: int
+    block: int | None = None
+    block_factor: int = 1
 
 
-def _plan(sch: Any, block: Any, lanes: int) -> TilePlan | None:
-    """The tiling of a reduction block, or None if its loops are not as legalization writes them."""
+def _plan(sch: Any, block: Any, lanes: int, registers: int) -> TilePlan | None:
+    """The tiling of a reduction block, or None if its loops are not as legalization writes them.
+
+    ``registers``: the target's vector registers (:func:`farm.jobs.cpu_schedules.common.
+    vector_registers`), which bound the default's channel blocks.
+    """
     from tvm import tirx
 
     stmt = sch.get(block)
@@ -115,7 +143,36 @@ def _plan(sch: Any, block: Any, lanes: int) -> TilePlan | None:
     tile_factor = 1 if tile is None else largest_divisor(extent(sch, loops[tile]) or 1, rows)
     if tile_factor == 1:
         factor = vector_factor(width, lanes)
-    return TilePlan(spatial, reduce, vector, factor, tile if tile_factor > 1 else None, tile_factor)
+        return TilePlan(spatial, reduce, vector, factor, None, 1)
+    per_row = -(-factor // lanes)  # a vector of two registers' lanes takes two
+    room = int(registers * ACCUMULATORS_PER_REGISTER) // (tile_factor * per_row)
+    block, blocks = _block_loop(sch, loops, stmt, (vector, tile), spatial, contiguous_reads, room)
+    return TilePlan(spatial, reduce, vector, factor, tile, tile_factor, block, blocks)
+
+
+def _block_loop(sch: Any, loops: list[Any], stmt: Any, taken: tuple[int | None, ...],
+                spatial: list[int], contiguous_reads: list[set[Any]],
+                room: int) -> tuple[int | None, int]:
+    """(:attr:`TilePlan.block`, its default factor), or (None, 1) where there is none.
+
+    The block loop: every vector input reads it, some other input does not (a
+    conv in channel blocks: the output channel blocks, which the weight's
+    vector depends on and the input pixel broadcast to the tile does not). Its
+    default factor: the largest divisor of its extent up to ``room`` (the tile
+    rows' vectors that fit the default's share of the registers) and
+    :data:`MAX_TILE_BLOCKS`.
+    """
+    iv_vars = [iv.var for iv in stmt.iter_vars]
+    others = [set().union(*[vars_of(r.min) for r in read.region]) for read in stmt.reads]
+    others = [used for used in others if used not in contiguous_reads]
+    for i in reversed(spatial):
+        if i in taken or (extent(sch, loops[i]) or 1) < 2:
+            continue
+        if all(iv_vars[i] in used for used in contiguous_reads) and \
+                any(iv_vars[i] not in used for used in others):
+            return i, largest_divisor(extent(sch, loops[i]) or 1,
+                                      max(1, min(MAX_TILE_BLOCKS, room)))
+    return None, 1
 
 
 class TiledReduction(CPUScheduleRule):
@@ -134,7 +191,7 @@ class TiledReduction(CPUScheduleRule):
             return None
         main = reductions[0]
         lanes = vector_lanes(target)
-        plan = _plan(sch, main, lanes)
+        plan = _plan(sch, main, lanes, vector_registers(target))
         if plan is None:
             return None
         try:
@@ -158,7 +215,7 @@ def _inline_producers(sch: Any, main: Any) -> None:
 
 
 def _split(sch: Any, main: Any, plan: TilePlan, lanes: int) -> tuple[list[Any], list[Any]]:
-    """Split the vector and tile loops: ``(outer spatial loops, [tile, vector] inner loops)``.
+    """Split the block, tile and vector loops: ``(outer spatial loops, [block, tile, vector])``.
 
     Each split's factors are a ``sample_perfect_tile`` whose decision is the
     plan's, so the schedule is the plan's, and its trace is one MetaSchedule's
@@ -166,10 +223,11 @@ def _split(sch: Any, main: Any, plan: TilePlan, lanes: int) -> tuple[list[Any], 
     task's first trial (:mod:`farm.jobs.tune_baseline`), and the evolutionary
     search draws its population partly from the measured best, so it also
     searches the default's tile sizes (vector width up to two registers, tile
-    rows up to :data:`MAX_TILE_ROWS`) beside its own design space.
+    rows up to :data:`MAX_TILE_ROWS`, channel blocks up to
+    :data:`MAX_TILE_BLOCKS`) beside its own design space.
     """
     loops = sch.get_loops(main)
-    outer, tile, vector = [], [], []
+    outer, block, tile, vector = [], [], [], []
     for i in plan.spatial:
         if i == plan.vector:
             o, v = _sampled_split(sch, loops[i], plan.vector_factor, max(2 * lanes,
@@ -180,9 +238,13 @@ def _split(sch: Any, main: Any, plan: TilePlan, lanes: int) -> tuple[list[Any], 
             o, t = _sampled_split(sch, loops[i], plan.tile_factor, MAX_TILE_ROWS)
             outer.append(o)
             tile.append(t)
+        elif i == plan.block:
+            o, b = _sampled_split(sch, loops[i], plan.block_factor, MAX_TILE_BLOCKS)
+            outer.append(o)
+            block.append(b)
         else:
             outer.append(loops[i])
-    return outer, tile + vector
+    return outer, block + tile + vector
 
 
 def _sampled_split(sch: Any, loop: Any, factor: int, most: int) -> list[Any]:
@@ -221,8 +283,8 @@ def _tile(sch: Any, main: Any, plan: TilePlan, lanes: int, cores: int) -> None:
         # Vectorize before decompose_reduction: the update block without its init
         # is no longer a reduction block, and TVM refuses to vectorize around it.
         sch.vectorize(inner[-1])
-        if plan.tile is not None:
-            sch.unroll(inner[0])
+        for loop in inner[:-1]:  # the block and tile loops: one register each
+            sch.unroll(loop)
     init = sch.decompose_reduction(main, reduce[0])
     if plan.vector is not None:
         vectorize_tail(sch, init, lanes)

@@ -183,7 +183,8 @@ class TestTiledReduction:
 
 
 def test_the_default_s_tile_sizes_are_open_to_the_search() -> None:
-    """The conv's vector and tile splits are sampled perfect tiles with the plan's decision:
+    """The conv's vector, tile and block splits (x, output channels, rows of the image) are
+    sampled perfect tiles with the plan's decision:
     MetaSchedule's MutateTileSize turns the default schedule (measured as a task's first
     trial) into other tilings of it, and each replays to the same numbers."""
     from tvm.s_tir import meta_schedule as ms
@@ -197,7 +198,7 @@ def test_the_default_s_tile_sizes_are_open_to_the_search() -> None:
     func = te.create_prim_func(tensors)
     sch = TiledReduction().apply(func, target, False)
     samples = [i for i in sch.trace.insts if i.kind.name == "SamplePerfectTile"]
-    assert len(samples) == 2
+    assert len(samples) == 3
     mod = tvm.IRModule({"main": func})
     mutator = ms.mutator.MutateTileSize()
     mutator._initialize_with_tune_context(ms.TuneContext(mod=mod, target=target,

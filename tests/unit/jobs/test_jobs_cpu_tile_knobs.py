@@ -1,0 +1,118 @@
+"""The knobs of farm's conv register tile: the default decision and every sample it allows."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pytest
+import tvm
+from tvm import te, topi
+
+from farm.jobs.cpu_schedules import TiledReduction, rules
+from farm.jobs.cpu_schedules.legalize import _blocked_conv, _Conv
+
+TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 1})
+
+
+def _conv() -> list[te.Tensor]:
+    """A 3x3 conv in channel blocks (4 blocks of 8 output channels) with bias and ReLU."""
+    conv = _Conv(n=1, c=8, h=6, w=8, o=32, kh=3, kw=3, depthwise=False, ob=8, op=32, ib=1,
+                 strides=(1, 1), dilation=(1, 1), padding=(1, 1, 1, 1))
+    data = te.placeholder((1, 8, 6, 8), name="data")
+    shape, axes = conv.weight_order
+    weight = te.placeholder([shape[a] for a in axes], name="weight")
+    bias = te.placeholder((1, 32, 1, 1), name="bias")
+    return [data, weight, bias, topi.nn.relu(topi.add(_blocked_conv(conv)(data, weight), bias))]
+
+
+def _arrays(tensors: list[te.Tensor]) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal([int(d) for d in t.shape]).astype("float32") for t in tensors]
+    arrays[-1] = np.zeros_like(arrays[-1])
+    return arrays
+
+
+def _library(func: Any) -> Any:
+    return tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
+                       target=TARGET)
+
+
+def _run(func: Any, arrays: list[np.ndarray]) -> np.ndarray:
+    """``func``'s output (its last argument) on ``arrays``."""
+    tensors = [tvm.runtime.tensor(a) for a in arrays]
+    _library(func)["main"](*tensors)
+    return tensors[-1].numpy()
+
+
+def _assembly(func: Any) -> str:
+    """The machine code the build makes of ``func``, as text."""
+    return str(_library(func).mod.inspect_source("asm"))
+
+
+def _block_sample(sch: Any) -> Any:
+    """The trace's sample of the channel blocks (the first split of the plan's loops)."""
+    return next(i for i in sch.trace.insts if i.kind.name == "SamplePerfectTile")
+
+
+def test_one_channel_block_is_the_schedule_without_the_knob(monkeypatch: pytest.MonkeyPatch,
+                                                             ) -> None:
+    """A block decision of 1 compiles to exactly the machine code of the tile of one channel
+    vector the rule had before the knob (its extra loop of one iteration is lowered away)."""
+    func = te.create_prim_func(_conv())
+    plan_of = rules._plan
+
+    def plan(block: int | None) -> Any:
+        def fixed(sch: Any, main: Any, lanes: int, registers: int) -> Any:
+            found = plan_of(sch, main, lanes, registers)
+            assert found is not None and found.block is not None
+            return dataclasses.replace(found, block=block, block_factor=1)
+        return fixed
+
+    monkeypatch.setattr(rules, "_plan", plan(None))
+    without = TiledReduction().apply(func, TARGET, False)
+    monkeypatch.setattr(rules, "_plan", plan(1))
+    with_knob = TiledReduction().apply(func, TARGET, False)
+    assert len(with_knob.trace.insts) > len(without.trace.insts)
+    assert _assembly(with_knob.mod["main"]) == _assembly(without.mod["main"])
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 4])
+def test_each_channel_block_count_replays_to_the_same_numbers(blocks: int) -> None:
+    """The default's trace with its block decision set to 1, 2 or 4 channel vectors (as the
+    search samples it) replays, unrolls that many vectors in the tile, and keeps the numbers."""
+    tensors = _conv()
+    func = te.create_prim_func(tensors)
+    default = TiledReduction().apply(func, TARGET, False)
+    sample = _block_sample(default)
+    assert [int(f) for f in default.trace.decisions[sample]][1] <= rules.MAX_TILE_BLOCKS
+    trace = default.trace.with_decision(sample, [4 // blocks, blocks], remove_postproc=False)
+    sch = tvm.s_tir.Schedule(func)
+    trace.apply_to_schedule(sch, remove_postproc=False)
+    update = sch.get_sblock("conv2d_nchwc_update")
+    unrolled = [int(sch.get(loop).extent) for loop in sch.get_loops(update)
+                if sch.get(loop).kind == tvm.tirx.ForKind.UNROLLED]
+    assert unrolled[0] == blocks
+    arrays = _arrays(tensors)
+    want = _run(func, [a.copy() for a in arrays])
+    np.testing.assert_allclose(_run(sch.mod["main"], arrays), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("triple", "blocks"), [("aarch64-linux-android", 2),
+                                                ("armv7a-linux-androideabi", 1)])
+def test_the_default_channel_blocks_fill_half_the_registers(triple: str, blocks: int) -> None:
+    """A conv of 64 output channels in blocks of 16 on a row of 28, NEON (4 lanes): a tile of
+    4 pixels of 2 registers each, 2 channel blocks on AArch64 (16 of its 32 registers), 1 on
+    32-bit Arm (8 of 16)."""
+    conv = _Conv(n=1, c=8, h=28, w=28, o=64, kh=1, kw=1, depthwise=False, ob=16, op=64, ib=1,
+                 strides=(1, 1), dilation=(1, 1), padding=(0, 0, 0, 0))
+    data = te.placeholder((1, 8, 28, 28), name="data")
+    shape, axes = conv.weight_order
+    weight = te.placeholder([shape[a] for a in axes], name="weight")
+    target = tvm.target.Target({"kind": "llvm", "mtriple": triple, "mattr": ["+neon"],
+                                "num-cores": 1})
+    default = TiledReduction().apply(
+        te.create_prim_func([data, weight, _blocked_conv(conv)(data, weight)]), target, False)
+    assert [int(f) for f in default.trace.decisions[_block_sample(default)]] == [4 // blocks,
+                                                                                  blocks]
