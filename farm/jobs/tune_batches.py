@@ -166,10 +166,12 @@ class BatchTimes:
     def task_cost(self, task: str, trials_left: int) -> TaskCost:
         """What ``task``'s search has left and what its batches will cost.
 
-        Its recent searches and measurements after its first batch, or its
-        first at the run's :func:`growth`: in the round robin, searches ran
-        before the cost model had learnt, and a batch's runs hid behind the
-        other tasks' searches (a candidate's measurement was its build alone).
+        Its recent searches and measurements after its first batch; else its
+        first search at the run's :func:`growth` (in the round robin, searches
+        ran before the cost model had learnt) and the mean of the tasks' first
+        measurements (there a batch's runs hid behind the next tasks' searches,
+        a candidate costing its build alone, and the last task's absorbed them
+        all: the small CNN's matmul read 0.86 s a candidate, later 0.3 s).
         """
         searches = self._task_searches.get(task, [])
         measured = [s / n for s, n in self._task_measure.get(task, []) if n > 0]
@@ -177,8 +179,8 @@ class BatchTimes:
         if search_s is None and searches:
             search_s = searches[0] * growth(list(self._task_searches.values()))
         measure_s = later_s(measured)
-        if measure_s is None and measured:
-            measure_s = measured[0] * growth(
-                [[s / n for s, n in v if n > 0] for v in self._task_measure.values()])
+        if measure_s is None and measured:  # the round robin's batches, each task's first
+            firsts = [s / n for s, n in (v[0] for v in self._task_measure.values()) if n > 0]
+            measure_s = sum(firsts) / len(firsts)
         return TaskCost(max(trials_left, 0), self._in_flight.get(task, (0.0, 0))[1], search_s,
                         measure_s)

@@ -12,10 +12,11 @@ build and run. A global rate of recent batches was -72% to +319% off without
 a budget (docs/benchmarks.md): early on it was the rate of the default
 schedules, later that of the last batches, smaller once tasks reached their
 cap. A task's first batch (the round robin's) is not what its later ones
-cost: the cost model has not learnt yet, and its runs hide behind the other
-tasks' searches; the later ones cost :data:`FIRST_BATCH_GROWTH` times as
-much until the run shows its own ratio
-(:func:`farm.jobs.tune_batches.growth`). So:
+cost: the cost model has not learnt yet, so later searches take
+:data:`FIRST_BATCH_GROWTH` times as long until the run shows its own ratio
+(:func:`farm.jobs.tune_batches.growth`), and a batch's runs hide behind the
+next tasks' searches and pile up on the last task's, so a task's candidates
+cost the mean of the round robin's until its second batch. So:
 
 - before a first batch is built, the search's cost is unknown: no ETA
   without a budget (:func:`estimate_eta_s` gives None), the budget's end
@@ -39,11 +40,10 @@ __all__ = ["CLEAR_MARGIN", "FIRST_BATCH_GROWTH", "RECENT_BATCHES", "TaskCost",
 #: Measured batches whose rate counts (the last ones): the rate slows as a run goes on.
 RECENT_BATCHES = 4
 
-#: A task's later batches cost this many times its first, until a task of the run shows its
-#: own ratio (:meth:`farm.jobs.tune_batches.BatchTimes.task_cost`). In the round robin the cost
-#: model has not learnt yet, and each batch's runs hide behind the other tasks' searches; later
-#: searches took 1.3x to 2.2x (median 1.5x) the first on the small CNN's tasks, 300 trials on
-#: one virtual phone (docs/benchmarks.md, issue 21).
+#: A task's later searches take this many times its first, until a task of the run shows its
+#: own ratio (:meth:`farm.jobs.tune_batches.BatchTimes.task_cost`): in the round robin the cost
+#: model has not learnt yet. Later batches took 1.3x to 2.2x (median 1.5x) the first on the
+#: small CNN's tasks, 300 trials on one virtual phone (docs/benchmarks.md, issue 21).
 FIRST_BATCH_GROWTH = 1.5
 
 #: The search left decides the ETA of a run with a time budget only when it would still end
@@ -118,8 +118,9 @@ class TaskCost:
             None before one ended.
         measure_s: seconds a candidate of its batches costs from its search's
             end to its result (build, upload and run, a batch's own time:
-            :meth:`farm.jobs.tune_progress.TuneProgress.batch_joined`), priced
-            as ``search_s``; None before a batch of it was measured.
+            :meth:`farm.jobs.tune_progress.TuneProgress.batch_joined`): its
+            recent batches' after its first, or the mean of the tasks' first
+            batches'; None before a batch of it was measured.
     """
 
     trials_left: int
