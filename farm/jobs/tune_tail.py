@@ -12,11 +12,14 @@ left out.
 
 Priced from this attempt's measurements: the build as each task's kernel
 built one after another (a build process's seconds per candidate), each
-timing run as its samples at the seconds a candidate's run on the phone took
-(its session and upload: each sample is a call on the phone). Both are at the
-least what they cost (the model has kernels besides the tuned tasks, and the
-build links them), and once the tail runs :class:`farm.jobs.tune_progress.TuneProgress`
-prices the runs left from the runs done.
+timing run as its samples (the most a round takes, and the fewest of the
+warm-up), each lasting ``min_repeat_ms`` and a call on the phone more (priced
+at a candidate's session and upload in the tuning). The build is priced at
+the least (the model has kernels besides the tuned tasks, and the build links
+them: 8.4 s against 1.4 s priced on the small CNN), and the warm-up lasts until
+the timing is steady (up to ``warmup_max_s``, a loaded host's runs took 12 s
+against 8.4 s priced, an idle one's 4 s to 6 s); once the timing runs,
+:class:`Stages` prices the runs left at the runs done.
 """
 
 from __future__ import annotations
@@ -37,22 +40,31 @@ class TailPrice:
         runs: timing runs (each phone, each round, the untuned and the tuned build).
         samples: calls on the phone a timing run makes: its samples at most and
             the fewest of its warm-up (two windows of :data:`farm.sampling.WARMUP_WINDOW`).
+        sample_least_s: seconds a sample lasts at the least (``time_evaluator``'s
+            ``min_repeat_ms``: the small CNN's 0.05 ms runs are repeated for 100 ms).
     """
 
     builds: int = 0
     runs: int = 0
     samples: int = 0
+    sample_least_s: float = 0.0
 
     @classmethod
-    def of(cls, phones: int, rounds: int, rule: SamplingRule) -> TailPrice:
+    def of(cls, phones: int, rounds: int, rule: SamplingRule, min_repeat_s: float) -> TailPrice:
         """The tail of a model's tune job on ``phones`` phones, ``rounds`` timing rounds each.
 
-        >>> TailPrice.of(1, 2, SamplingRule(10, 60, 4.0, 1.0, 1.0, 10.0, 5.0))
-        TailPrice(builds=1, runs=4, samples=36)
+        Args:
+            phones: the job's phones (each times both builds, one after another).
+            rounds: ``jobs.tune_timing_rounds``.
+            rule: the ``[results]`` sampling rule.
+            min_repeat_s: the least seconds a timed repeat (a sample) lasts.
+
+        >>> TailPrice.of(1, 2, SamplingRule(10, 60, 4.0, 1.0, 1.0, 10.0, 5.0), 0.1)
+        TailPrice(builds=1, runs=4, samples=36, sample_least_s=0.1)
         """
         per_round = rule.per_round(rounds)
         return cls(1, max(phones, 0) * 2 * max(rounds, 1),
-                   per_round.max_samples + 2 * WARMUP_WINDOW)
+                   per_round.max_samples + 2 * WARMUP_WINDOW, max(0.0, min_repeat_s))
 
     def build_s(self, kernels: int, build_one_s: float) -> float:
         """Seconds the builds take: ``kernels`` built one after another, ``build_one_s`` each.
@@ -63,12 +75,12 @@ class TailPrice:
         return self.builds * kernels * build_one_s
 
     def run_s(self, sample_s: float) -> float:
-        """Seconds a timing run takes: its samples at ``sample_s`` each.
+        """Seconds a timing run takes: its samples, each its least and ``sample_s`` more.
 
-        >>> TailPrice(1, 4, 36).run_s(0.25)
+        >>> TailPrice(1, 4, 36, 0.1).run_s(0.15)
         9.0
         """
-        return self.samples * sample_s
+        return self.samples * (self.sample_least_s + sample_s)
 
 
 class Stages:

@@ -158,7 +158,8 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     progress = attempt_progress(ctx, work_dir)  # counters across attempts; the job's task rows
     if progress.builds:  # the ETA is of the job's result: the timing after the build too
         progress.set_tail(TailPrice.of(len(serials), ctx.settings.jobs.tune_timing_rounds,
-                                       SamplingRule.of(ctx.settings.results)))
+                                       SamplingRule.of(ctx.settings.results),
+                                       plain.timing.min_repeat_ms / 1e3))
     snapshots = [ctx.gate(serial) for serial in serials]
     labels: dict[int, str] = {}
     with attempt_records(ctx, work_dir, labels, f"tune model {shown}") as fleet, serving_job_key(

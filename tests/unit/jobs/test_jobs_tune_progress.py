@@ -464,13 +464,13 @@ class TestEtaOfTheJob:
     def test_the_eta_runs_to_the_jobs_result(self, tmp_path: Path) -> None:
         """After the search and the check, the job builds the tuned model (2 tasks' kernels
         at 0.5 s a build in one process) and times it on 1 phone in 2 rounds (4 runs of 36
-        calls at 0.25 s: 9 s each); each stage is priced as it starts and the timing runs
-        left at the runs done (12 s each here, not 9 s)."""
+        samples of 0.1 s at the least, each call 0.15 s more: 9 s each); each stage is priced
+        as it starts and the timing runs left at the runs done (12 s each here, not 9 s)."""
         clock = FakeClock()
         progress = TuneProgress(tmp_path, clock)
-        progress.set_tail(TailPrice(builds=1, runs=4, samples=36))
+        progress.set_tail(TailPrice(builds=1, runs=4, samples=36, sample_least_s=0.1))
         progress.set_tasks([TaskProgress("conv", 0, 9, 1), TaskProgress("dense", 1, 9, 9)])
-        progress.set_run_s(0.25, builders=2)
+        progress.set_run_s(0.15, builders=2)
         self._batch(progress, clock, "conv", 2.0, 8, 2.0, 4.0)  # 0.25 s a build, 0.75 a trial
         progress.set_check_s(3.0, runs=2, builds=2)  # 2 x 0.25 + 2 x 0.75: 2 s, priced 3 s
         progress.update_task("conv", 9, 1e-3)
