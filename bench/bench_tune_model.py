@@ -30,6 +30,7 @@ numbers compare schedules, not phones.
 Reproduce::
 
     python bench/bench_tune_model.py --phones 2 --trials 16 --trials-per-task 4 --max-tasks 4
+    python bench/bench_tune_model.py --phones 1 --trials 300 --trials-per-task 75 --max-tasks 4
     python bench/bench_tune_model.py --phones 1 --trials 2000 --trials-per-task 500 \
         --max-tasks 4 --for 240
 """
