@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from farm.clock import FakeClock
+from farm.jobs.tune_batches import BatchTimes
 from farm.jobs.tune_eta import estimate_eta_s
 from farm.jobs.tune_progress import (
     PROGRESS_FILE,
@@ -491,3 +492,21 @@ class TestEtaOfTheJob:
             clock.advance(12)
             progress.enter_stage("timing")
         assert progress.counters.eta_s == 0.0
+
+    def test_no_candidate_price_from_a_round_robin_not_yet_in(self) -> None:
+        """Two tasks' first batches searched (4 s), built (2 s) and sent to one phone: the
+        first's results come at once (its own time is its build alone: 0.25 s a candidate)
+        while the second's wait for every run, so neither is priced from the first; once
+        both are in, each first batch's candidates cost the two's mean (the second absorbed
+        the first's runs: 1.5 s a candidate)."""
+        batches = BatchTimes()
+        for i, task in enumerate(("conv", "dense")):
+            batches.sent(task, 6.0 * i)
+            batches.searched(task, 8, 6.0 * i + 4)
+            batches.built(6.0 * i + 6)
+        batches.joined("conv", 12.0)
+        assert batches.task_cost("conv", 32).measure_s is None
+        assert batches.task_cost("dense", 32).measure_s is None
+        batches.joined("dense", 22.0)
+        assert batches.task_cost("conv", 32).measure_s == pytest.approx((0.25 + 1.5) / 2)
+        assert batches.task_cost("dense", 32).measure_s == pytest.approx((0.25 + 1.5) / 2)
