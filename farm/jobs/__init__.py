@@ -19,7 +19,8 @@ runs it in a child process, so a crash inside TVM cannot take farmd down::
     tune_run.py       the search over a model's tasks in rounds, the picks re-checked
     tune_result.py    ModelTuneResult and the tuned build (model_tuned.so)
     tune_progress.py  per-task trials, best times, ETA and counters in the work folder
-    tune_eta.py       estimate_eta_s: the seconds left, from the recent rate and the budget
+    tune_eta.py       estimate_eta_s: the search's seconds left, per task, and the budget
+    tune_tail.py      TailPrice, Stages: the tuned build and timing after the check, priced
     tune_check_cost.py  CheckPrice: the picks' check priced from the attempt's measured runs
     bundle.py         write_bundle(tuned, out, cache): a tuned model for deployment
     local_cluster.py  a loopback tracker + RPC servers for tests and bench

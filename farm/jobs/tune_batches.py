@@ -15,12 +15,44 @@ per attempt, under its lock, for the time budget's stop and the ETA
 
 from __future__ import annotations
 
-from farm.jobs.tune_eta import RECENT_BATCHES, TaskCost
+import statistics
 
-__all__ = ["BatchTimes"]
+from farm.jobs.tune_eta import FIRST_BATCH_GROWTH, RECENT_BATCHES, TaskCost
+
+__all__ = ["BatchTimes", "growth", "later_s"]
 
 #: The last searches kept to tell a batch's own time (more than tasks in a round rarely matter).
 _SEARCHES_KEPT = 256
+
+
+def later_s(seconds: list[float]) -> float | None:
+    """The mean of the last :data:`RECENT_BATCHES` of ``seconds`` after the first; None: only one.
+
+    >>> later_s([4.0, 8.0, 6.0]), later_s([4.0]) is None
+    (7.0, True)
+    """
+    later = seconds[1:][-RECENT_BATCHES:]
+    return sum(later) / len(later) if later else None
+
+
+def growth(per_task: list[list[float]]) -> float:
+    """How many times its first batch's cost a task's later batches cost: the tasks' median.
+
+    Each task's ratio is :func:`later_s` over its first, and
+    :data:`farm.jobs.tune_eta.FIRST_BATCH_GROWTH` counts as one more task: the
+    first task past its first batch has one later search, whose seconds swing
+    2x with the host's load (taken alone, a 300-trial run's ETA went from -15%
+    to +45% at its quarter).
+
+    Args:
+        per_task: each task's costs (seconds) in order, its first batch's first.
+
+    >>> growth([[4.0, 8.0], [2.0, 2.0, 2.0], [5.0]]), growth([[5.0]]), growth([[2.0, 5.0]])
+    (1.5, 1.5, 2.0)
+    """
+    ratios = [later / costs[0] for costs in per_task
+              if costs and costs[0] > 0 and (later := later_s(costs)) is not None]
+    return statistics.median([FIRST_BATCH_GROWTH, *ratios])
 
 
 class BatchTimes:
@@ -35,12 +67,13 @@ class BatchTimes:
         self._searched_s: dict[str, float] = {}
         self._searches: list[tuple[float, float]] = []
         self._building: str | None = None
-        # Per task: its searches' seconds, its measured batches' (seconds, candidates),
-        # and its batch in flight's (search seconds, candidates); the largest batch sent.
-        self._task_search_s: dict[str, list[float]] = {}
+        # Per task: its measured batches' (seconds, candidates), and its batch in
+        # flight's (search seconds, candidates); the largest batch sent.
         self._task_measure: dict[str, list[tuple[float, int]]] = {}
         self._in_flight: dict[str, tuple[float, int]] = {}
         self.batch_n = 0
+        # Each task's searches' seconds.
+        self._task_searches: dict[str, list[float]] = {}
         # When the last batch's results came in; the scheduler's last gaps.
         self._joined_at: float | None = None
         self._gaps_s: list[float] = []
@@ -67,7 +100,7 @@ class BatchTimes:
             return
         self._searched_s[task] = now
         self._searches = [*self._searches[-_SEARCHES_KEPT:], (sent_s, now)]
-        self._task_search_s.setdefault(task, []).append(now - sent_s)
+        self._task_searches.setdefault(task, []).append(now - sent_s)
         self._in_flight[task] = (now - sent_s, candidates)
         self.batch_n = max(self.batch_n, candidates)
         self._building = task
@@ -126,12 +159,36 @@ class BatchTimes:
         """The scheduler's mean recent gap from a batch's results to the next search (0: none)."""
         return sum(self._gaps_s) / len(self._gaps_s) if self._gaps_s else 0.0
 
-    def task_cost(self, task: str, trials_left: int) -> TaskCost:
-        """What ``task``'s search has left and what its recent batches cost."""
-        searches = self._task_search_s.get(task, [])[-RECENT_BATCHES:]
-        measured = self._task_measure.get(task, [])[-RECENT_BATCHES:]
+    @property
+    def measure_s(self) -> float | None:
+        """Seconds a candidate took from its search's end to its result, the last batches'."""
+        measured = [(s, n) for v in self._task_measure.values() for s, n in v[-RECENT_BATCHES:]]
         count = sum(n for _, n in measured)
-        return TaskCost(
-            max(trials_left, 0), self._in_flight.get(task, (0.0, 0))[1],
-            sum(searches) / len(searches) if searches else None,
-            sum(s for s, _ in measured) / count if count else None)
+        return sum(s for s, _ in measured) / count if count else None
+
+    def task_cost(self, task: str, trials_left: int) -> TaskCost:
+        """What ``task``'s search has left and what its batches will cost.
+
+        Its recent searches and measurements after its first batch; else its
+        first search at the run's :func:`growth` (in the round robin, searches
+        ran before the cost model had learnt) and the mean of the tasks' first
+        measurements (there a batch's runs hid behind the next tasks' searches,
+        a candidate costing its build alone, and the last task's absorbed them
+        all: the small CNN's matmul read 0.86 s a candidate, later 0.3 s). Until
+        every task searched has its first batch's results, no measurement: the
+        runs of the round robin are paid by its end, and a candidate costs its
+        build and its run (:meth:`farm.jobs.tune_progress.TuneProgress.set_run_s`);
+        the mean of the first results in read -17% to -28% of a job's time left.
+        """
+        searches = self._task_searches.get(task, [])
+        measured = [s / n for s, n in self._task_measure.get(task, []) if n > 0]
+        search_s = later_s(searches)
+        if search_s is None and searches:
+            search_s = searches[0] * growth(list(self._task_searches.values()))
+        measure_s = later_s(measured)
+        in_round_robin = any(t not in self._task_measure for t in self._task_searches)
+        if measure_s is None and measured and not in_round_robin:  # each task's first batch
+            firsts = [s / n for s, n in (v[0] for v in self._task_measure.values()) if n > 0]
+            measure_s = sum(firsts) / len(firsts)
+        return TaskCost(max(trials_left, 0), self._in_flight.get(task, (0.0, 0))[1], search_s,
+                        measure_s)

@@ -1,25 +1,32 @@
-"""The seconds a tuning attempt has left: the arithmetic behind ``eta_s``.
+"""The seconds a tune job has left: the arithmetic behind ``eta_s``.
 
-A tuning run ends either when its trials are measured or when its time
-budget (``--for``) is spent, and then it checks its picks
-(:mod:`farm.jobs.tune_check_cost` prices that check). The search left is
-priced from what it costs, task by task (:func:`search_left_s`): each batch
-still to send costs its task's measured search (the evolutionary search
-and the cost model's ranking, :class:`TaskCost`) and the task scheduler's
-gap between batches, each trial left its task's measured build and run. A
-global rate of recent batches was -72% to +319% off without a budget
-(docs/benchmarks.md): early on it was the rate of the default schedules,
-measured one by one in under a second each before any search, later that of
-the last batches, smaller once tasks reached their cap.
-So:
+The ETA is that of the job's result, as its user waits for it: the search
+left, then the picks' check (:mod:`farm.jobs.tune_check_cost`), then the
+tuned build and its timing on each phone (:mod:`farm.jobs.tune_tail`). A
+tuning run's search ends either when its trials are measured or when its
+time budget (``--for``) is spent. The search left is priced task by task
+(:func:`search_left_s`): each batch still to send costs its task's search
+(the evolutionary search and the cost model's ranking, :class:`TaskCost`)
+and the task scheduler's gap between batches, each trial left its task's
+build and run. A global rate of recent batches was -72% to +319% off without
+a budget (docs/benchmarks.md): early on it was the rate of the default
+schedules, later that of the last batches, smaller once tasks reached their
+cap. A task's first batch (the round robin's) is not what its later ones
+cost: the cost model has not learnt yet, so later searches take
+:data:`FIRST_BATCH_GROWTH` times as long until the run shows its own ratio
+(:func:`farm.jobs.tune_batches.growth`), and a batch's runs hide behind the
+next tasks' searches and pile up on the last task's, so a task's candidates
+cost the mean of the round robin's until its second batch. So:
 
-- before a first search has ended, the search's cost is unknown: no ETA
+- before a first batch is built, the search's cost is unknown: no ETA
   without a budget (:func:`estimate_eta_s` gives None), the budget's end
   with one once even the default schedules' rate cannot fit the trials left;
-- with a time budget, the run is taken to end with the budget (less half
+- with a time budget, the search is taken to end with the budget (less half
   a batch, what it ends short by: :func:`budget_end_s`) unless the search
   left ends first by a wide margin (:data:`CLEAR_MARGIN`);
-- without one, the search left plus the picks' check.
+- without one, the search left plus the picks' check;
+- then the tuned build and the timing (:class:`farm.jobs.tune_progress.TuneProgress`
+  adds them).
 """
 
 from __future__ import annotations
@@ -27,11 +34,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["CLEAR_MARGIN", "RECENT_BATCHES", "TaskCost", "budget_end_s", "estimate_eta_s",
-           "search_left_s", "seconds_per_trial"]
+__all__ = ["CLEAR_MARGIN", "FIRST_BATCH_GROWTH", "RECENT_BATCHES", "TaskCost",
+           "budget_end_s", "estimate_eta_s", "search_left_s", "seconds_per_trial"]
 
 #: Measured batches whose rate counts (the last ones): the rate slows as a run goes on.
 RECENT_BATCHES = 4
+
+#: A task's later searches take this many times its first, until a task of the run shows its
+#: own ratio (:meth:`farm.jobs.tune_batches.BatchTimes.task_cost`): in the round robin the cost
+#: model has not learnt yet. Later batches took 1.3x to 2.2x (median 1.5x) the first on the
+#: small CNN's tasks, 300 trials on one virtual phone (docs/benchmarks.md, issue 21).
+FIRST_BATCH_GROWTH = 1.5
 
 #: The search left decides the ETA of a run with a time budget only when it would still end
 #: inside it at this many times its price (the search slows as the records grow).
@@ -93,18 +106,21 @@ def budget_end_s(budget_left_s: float, batch_s: float | None) -> float:
 
 @dataclass(frozen=True)
 class TaskCost:
-    """What one task's search has left, and what it cost so far in this attempt.
+    """What one task's search has left, and what its batches will cost.
 
     Attributes:
         trials_left: trials asked less trials measured (a batch in flight included).
         in_flight: candidates of its batch sent and not yet measured (0: none).
-        search_s: seconds its recent searches took per batch (the evolutionary
+        search_s: seconds a search of its batches costs (the evolutionary
             search and the cost model's ranking, from the batch's start to its
-            candidates); None before one ended.
-        measure_s: seconds a candidate of its batches took from its search's end
-            to its result (build, upload and run, a batch's own time:
-            :meth:`farm.jobs.tune_progress.TuneProgress.batch_joined`); None
-            before a batch of it was measured.
+            candidates): the mean of its recent searches after its first, or
+            its first at the run's growth (:class:`farm.jobs.tune_batches.BatchTimes`);
+            None before one ended.
+        measure_s: seconds a candidate of its batches costs from its search's
+            end to its result (build, upload and run, a batch's own time:
+            :meth:`farm.jobs.tune_progress.TuneProgress.batch_joined`): its
+            recent batches' after its first, or the mean of the tasks' first
+            batches'; None before a batch of it was measured.
     """
 
     trials_left: int
@@ -120,9 +136,9 @@ def search_left_s(tasks: list[TaskCost], batch: int, default_measure_s: float | 
     A task's batches left are its trials left not in flight, in batches of
     ``batch``; each costs its task's search (the tasks' mean where it has none
     yet: the round robin searches every task once early on) and the task
-    scheduler's gap between batches. Each trial left
-    costs its task's measurement (the mean over the tasks measured so far,
-    else ``default_measure_s``: the default schedules' rate, measured first).
+    scheduler's gap between batches. Each trial left costs its task's
+    measurement (the mean over the tasks measured so far, else
+    ``default_measure_s``).
 
     Args:
         tasks: every task of the run, finished ones included (0 trials left).

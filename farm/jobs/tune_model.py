@@ -136,6 +136,7 @@ def tune_model(
     if sum(counts) == 0:
         raise CompileError(model.model_path.name,
                            f"no trial measured ({stopped_by} ran out first)")
+    progress.enter_stage("build")
     progress.set_phase("compiling")
     library = compile_tuned(model, target, params.work_dir, cache, linker)
     result = _result(model, inputs, planned, params, target, progress, counts,

@@ -13,12 +13,15 @@ and MetaSchedule's database in it; the counters live beside it::
 ``tasks`` lists the tuning tasks in tuning order (a GEMM job has one task), each
 with the trials asked and measured so far and the best measured candidate's
 mean run time (``best_s``, null until one is measured). ``eta_s`` estimates the
-seconds left, the picks' check included (:func:`farm.jobs.tune_eta.estimate_eta_s`:
-the budget's end unless the search left, priced per task from its measured
+seconds until the job's result (:mod:`farm.jobs.tune_eta`): the search left
+(the budget's end unless the search left, priced per task from its measured
 searches and measurements, clearly ends first; null while that price is
-unknown and the budget may not be what ends the run). ``phase``
+unknown and the budget may not be what ends the run), the picks' check, the
+tuned build and the timing of the untuned and tuned builds
+(:mod:`farm.jobs.tune_tail`), each stage priced again as it starts
+(:meth:`TuneProgress.enter_stage`). ``phase``
 says what the attempt does now (``extracting tasks``, ``tuning``,
-``compiling``), so a job is never a silent ``0/0 tasks``;
+``compiling``, ``timing the untuned and tuned builds``), so a job is never a silent ``0/0 tasks``;
 ``tuning_s`` is the tuning time spent over all attempts, each counted from
 its start (opening its :class:`TuneProgress`: imports, task extraction and
 the first builds count), which is what a time budget counts;
@@ -46,6 +49,7 @@ from farm import logs
 from farm.clock import Clock, SystemClock
 from farm.jobs.tune_batches import BatchTimes
 from farm.jobs.tune_eta import estimate_eta_s, search_left_s, seconds_per_trial
+from farm.jobs.tune_tail import Stages, TailPrice
 from farm.privacy import write_private
 
 __all__ = ["PROGRESS_FILE", "TaskProgress", "TuneCounters", "TuneProgress", "read_counters"]
@@ -236,6 +240,8 @@ class TuneProgress:
         self._check_s: float | None = None
         self._check_runs = 0
         self._check_builds = 0
+        # The stage the job is in, and what follows the check, priced (farm.jobs.tune_tail).
+        self._stages = Stages()
 
     @property
     def counters(self) -> TuneCounters:
@@ -257,9 +263,28 @@ class TuneProgress:
             self._store(replace(c, app_relaunches=(*c.app_relaunches, serial)))
 
     def set_phase(self, phase: str) -> None:
-        """Say what the attempt does now, e.g. ``"extracting tasks"``."""
+        """Say what the attempt does now, e.g. ``"extracting tasks"``; the ETA as of now."""
         with self._lock:
-            self._store(replace(self._counters, phase=phase))
+            counters = replace(self._counters, phase=phase)
+            self._store(replace(counters, eta_s=self._eta_s(counters, self._clock.monotonic())))
+
+    def set_tail(self, tail: TailPrice) -> None:
+        """What the job does after the check until its result (none: a helper, a GEMM)."""
+        with self._lock:
+            self._stages.tail = tail
+
+    def set_run_s(self, run_s: float, builders: int = 1) -> None:
+        """This attempt's seconds per candidate's run on a phone, and its builder's processes.
+
+        Args:
+            run_s: seconds a run costs beyond its timed repeats (a session and an
+                upload: :func:`farm.jobs.tune_rate.run_overhead_s`), over the phones.
+            builders: the builder's processes (a candidate's build in one process
+                takes this many times a batch's build seconds per candidate).
+        """
+        with self._lock:
+            self._stages.run_s = max(0.0, run_s)
+            self._stages.builders = max(1, builders)
 
     def set_rate(self, trials_per_phone_hour: float | None,
                  limit_per_phone_hour: float | None) -> None:
@@ -316,14 +341,24 @@ class TuneProgress:
             self._batches.sent(task, self._clock.monotonic())
 
     def batch_searched(self, task: str, candidates: int = 0) -> None:
-        """The search for ``task``'s batch has ended: ``candidates`` go to be built and run."""
+        """The search for ``task``'s batch has ended: ``candidates`` go to be built and run.
+
+        The ETA is priced again here and at each build's end, not only at a
+        batch's results: the round robin searches and builds every task once
+        before its first results, 40 s of a 275 s job on the small CNN that
+        showed no ETA.
+        """
         with self._lock:
-            self._batches.searched(task, candidates, self._clock.monotonic())
+            now = self._clock.monotonic()
+            self._batches.searched(task, candidates, now)
+            self._store(replace(self._counters, eta_s=self._eta_s(self._counters, now)))
 
     def batch_built(self) -> None:
-        """The batch last searched is built (:meth:`BatchTimes.built`)."""
+        """The batch last searched is built (:meth:`BatchTimes.built`); the ETA again."""
         with self._lock:
-            self._batches.built(self._clock.monotonic())
+            now = self._clock.monotonic()
+            self._batches.built(now)
+            self._store(replace(self._counters, eta_s=self._eta_s(self._counters, now)))
 
     def batch_joined(self, task: str) -> None:
         """The results of ``task``'s batch in flight are in (:meth:`BatchTimes.joined`)."""
@@ -335,7 +370,8 @@ class TuneProgress:
 
         The ETA takes the more of ``check_s`` and ``builds`` at this attempt's
         seconds per candidate's build plus ``runs`` at its seconds per measured
-        trial (each run of the check is a candidate's session, upload and run):
+        trial less its build (each run of the check is a candidate's session,
+        upload and run):
         priced from the fastest build wave and the logged sessions, a small
         CNN's check was priced 6.6 s and took 20.3 s; by its runs alone, 14.3 s
         for 26 s (its 8 builds took 9.3 s).
@@ -405,22 +441,59 @@ class TuneProgress:
     def _tuning_s(self, now: float) -> float:
         return self._tuning_before_s + now - self._opened_s
 
+    def enter_stage(self, stage: str) -> None:
+        """The job goes on to ``stage``; the ETA priced again from it.
+
+        Args:
+            stage: one of :data:`farm.jobs.tune_tail.Stages.STAGES`: ``"search"``
+                (at the start, again when an attempt takes over another's
+                tasks), ``"check"`` (the search has ended), ``"build"`` or
+                ``"timing"``, entered again at the end of each timing run.
+        """
+        with self._lock:
+            now = self._clock.monotonic()
+            self._stages.enter(stage, now)
+            self._store(replace(self._counters, eta_s=self._eta_s(self._counters, now)))
+
+    def _check_s_now(self) -> float:
+        """The picks' check: its price, or its builds and runs at this attempt's seconds.
+
+        A run of the check costs what a measured candidate costs less its
+        build (:attr:`BatchTimes.measure_s` counts both); its builds are
+        priced apart. Priced at a whole candidate each, a 300-trial run's
+        24 runs and 8 builds were priced 16 s and took 10 s.
+        """
+        if self._check_s is None:
+            return self._reserve_s
+        build_s = self._batches.build_s
+        run_s = max(0.0, (self._batches.measure_s or 0.0) - build_s)
+        return max(self._check_s, self._check_builds * build_s + self._check_runs * run_s)
+
     def _eta_s(self, counters: TuneCounters, now: float) -> float | None:
         if self._rate_from is None:
             return None
+        costs = [self._batches.task_cost(t.name, t.trials_asked - t.trials_measured)
+                 for t in counters.tasks]
+        stages = self._stages
+        tail_s = stages.left_s(now, len(counters.tasks), self._batches.build_s,
+                               self._batches.measure_s)
+        if stages.stage in ("build", "timing"):
+            return tail_s
+        check_s = self._check_s_now()
+        if stages.stage == "check":
+            return max(0.0, check_s - stages.since_s(now)) + tail_s
         left_s = None if self._budget_s is None else self._budget_s - self._tuning_s(now)
         trials_left = counters.trials_asked - counters.trials_measured
         default_s = seconds_per_trial(self._points)  # the default schedules' rate at first
-        costs = [self._batches.task_cost(t.name, t.trials_asked - t.trials_measured)
-                 for t in counters.tasks]
-        measures = [c.measure_s for c in costs if c.measure_s is not None]
-        check_s = self._reserve_s if self._check_s is None else max(
-            self._check_s, self._check_builds * self._batches.build_s
-            + (self._check_runs * sum(measures) / len(measures) if measures else 0.0))
-        return estimate_eta_s(
-            search_left_s(costs, self._batches.batch_n, default_s, gap_s=self._batches.gap_s),
+        # Before a batch's results, a candidate costs its build and its run (the default
+        # schedules' rate is that of single builds in a cold builder: 1.3 s a trial against
+        # 0.4 s later on the small CNN); unknown before a batch was built.
+        first_s = self._batches.build_s + stages.run_s if self._batches.build_s > 0 else None
+        search_s = estimate_eta_s(
+            search_left_s(costs, self._batches.batch_n, first_s, gap_s=self._batches.gap_s),
             left_s, check_s=check_s, batch_s=self._batches.last_batch_s,
             at_least_s=max(trials_left, 0) * (default_s or 0.0))
+        return None if search_s is None else search_s + tail_s
 
     def _store(self, counters: TuneCounters) -> TuneCounters:
         self.path.parent.mkdir(parents=True, exist_ok=True)

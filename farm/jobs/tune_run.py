@@ -228,6 +228,23 @@ def _baseline_tasks(planned: list[Planned]) -> list[BaselineTask]:
                          p.task.extracted.target) for p in planned]
 
 
+def _check_picks(planned: list[Planned], params: TuneParams, progress: TuneProgress,
+                 started: Callable[[], tuple[Any, Any]], builder: Any) -> list[Verdict]:
+    """Measure each task's pick against its default again, the rounds the budget left holds."""
+    price = check_price(planned, params, builder)
+    rounds = price.rounds_in(progress.budget_left_s(), params.verify_rounds, MIN_CHECK_ROUNDS,
+                             CHECK_OVERRUN_PART * (params.for_s or 0.0))
+    progress.set_phase("checking each task's pick against its default schedule"
+                       if rounds else "time budget spent: no pick measured again")
+    check_from_s = progress.tuning_s()
+    verdicts = verify_picks(_baseline_tasks(planned), started, params.work_dir, rounds)
+    log.info("tuning_picks_check_timed", rounds=rounds, build_s=price.build_s,
+             round_s=price.round_s, priced_s=price.cost_s(rounds),
+             took_s=progress.tuning_s() - check_from_s, batch_s=progress.last_batch_s,
+             budget_left_s=progress.budget_left_s())
+    return verdicts
+
+
 def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: TrackerParams,
              linker: Linker, progress: TuneProgress, checkpoint: Checkpoint | None,
              verdicts: list[Verdict] | None) -> str:
@@ -257,6 +274,8 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
     price = [CheckPrice(0.0, 0.0)]  # the check's, updated after each batch
 
     def on_batch() -> None:
+        progress.set_run_s(run_overhead_s(params.work_dir) / max(params.runner_workers, 1),
+                           params.builder_workers)
         if verdicts is not None:
             price[0] = check_price(planned, params, measurers[0][0] if measurers else None)
             progress.set_check_s(price[0].cost_s(params.verify_rounds),  # for the ETA
@@ -310,20 +329,12 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
         )
 
     try:
+        progress.enter_stage("search")  # again when this attempt takes over another's tasks
         tune_in_rounds(params, asked, done_trials, tune_round, progress, expired)
+        progress.enter_stage("check")
         if verdicts is not None:
-            price[0] = check_price(planned, params, measurers[0][0] if measurers else None)
-            rounds = price[0].rounds_in(progress.budget_left_s(), params.verify_rounds,
-                                        MIN_CHECK_ROUNDS,
-                                        CHECK_OVERRUN_PART * (params.for_s or 0.0))
-            progress.set_phase("checking each task's pick against its default schedule"
-                               if rounds else "time budget spent: no pick measured again")
-            check_from_s = progress.tuning_s()
-            verdicts += verify_picks(_baseline_tasks(planned), started, params.work_dir, rounds)
-            log.info("tuning_picks_check_timed", rounds=rounds, build_s=price[0].build_s,
-                     round_s=price[0].round_s, priced_s=price[0].cost_s(rounds),
-                     took_s=progress.tuning_s() - check_from_s, batch_s=progress.last_batch_s,
-                     budget_left_s=progress.budget_left_s())
+            verdicts += _check_picks(planned, params, progress, started,
+                                     measurers[0][0] if measurers else None)
     finally:
         for builder, _ in measurers:
             builder.shutdown()

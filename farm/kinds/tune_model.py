@@ -71,13 +71,14 @@ def best_of(speedup: float, *, same_build: bool) -> tuple[str, str]:
 
 def _time_builds(
     ctx: RunContext, serial: str, plain: Any, target: dict[str, Any], work_dir: Any,
-    snapshots: list[Any],
+    snapshots: list[Any], on_run: Callable[[], None],
 ) -> tuple[dict[str, Any], dict[str, list[float]]]:
     """Time ``serial``'s untuned and tuned builds in interleaved rounds, each gated first.
 
     Each round runs :func:`farm.jobs.model.run_model` on both, with its share of
     the ``[results]`` sampling (:meth:`farm.sampling.SamplingRule.per_round`),
-    in ``jobs.tune_timing_rounds`` rounds (:func:`farm.sampling.interleaved_rounds`).
+    in ``jobs.tune_timing_rounds`` rounds (:func:`farm.sampling.interleaved_rounds`);
+    ``on_run`` is called after each run (the ETA prices the runs left from it).
 
     Returns:
         The last :class:`farm.jobs.model.ModelResult` of each (``"untuned"``,
@@ -96,6 +97,7 @@ def _time_builds(
             snapshots.append(ctx.gate(serial))
             timed[name] = run_model(replace(plain, database_dir=database_dir), target,
                                     tracker_params(ctx, serial), ctx.cache, sampling=sampling)
+            on_run()
             return list(timed[name].samples_s)
         return once
 
@@ -131,6 +133,7 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     from farm.jobs import params as jp
     from farm.jobs.targets import shared_target
     from farm.jobs.tune_model import tune_model
+    from farm.jobs.tune_tail import TailPrice
     from farm.kinds.model import model_file, model_params
     from farm.kinds.run import phone_target, tracker_params, tune_work_dir
     from farm.kinds.serve_keys import serving_job_key
@@ -138,6 +141,7 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     from farm.kinds.tune_fleet import attempt_records, record_checkpoint
     from farm.kinds.tune_work import attempt_progress, build_made
     from farm.queue.records import Outcome
+    from farm.sampling import SamplingRule
 
     path = model_file(model, ctx.store, ctx.settings.data_dir, "params.model.sha256")
     plain = replace(model_params(model, path), device=jp.DeviceKind(model.target))
@@ -152,6 +156,10 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
         for_s=ctx.settings.jobs.tune_model_for_s if spec.for_s is None else spec.for_s,
     )
     progress = attempt_progress(ctx, work_dir)  # counters across attempts; the job's task rows
+    if progress.builds:  # the ETA is of the job's result: the timing after the build too
+        progress.set_tail(TailPrice.of(len(serials), ctx.settings.jobs.tune_timing_rounds,
+                                       SamplingRule.of(ctx.settings.results),
+                                       plain.timing.min_repeat_ms / 1e3))
     snapshots = [ctx.gate(serial) for serial in serials]
     labels: dict[int, str] = {}
     with attempt_records(ctx, work_dir, labels, f"tune model {shown}") as fleet, serving_job_key(
@@ -170,8 +178,11 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     # The untuned and tuned figures are sampled as a model job's are (warm-up,
     # then until the median is known), so `compare N:untuned N` can decide; in
     # interleaved rounds, each its share of the samples, so the load hits both alike.
+    progress.set_phase("timing the untuned and tuned builds")
+    progress.enter_stage("timing")
     for serial in serials:
-        timed, sampled = _time_builds(ctx, serial, plain, target, work_dir, snapshots)
+        timed, sampled = _time_builds(ctx, serial, plain, target, work_dir, snapshots,
+                                      lambda: progress.enter_stage("timing"))
         untuned_s, tuned_s = sampled["untuned"], sampled["tuned"]
         runs.append({
             "serial": serial,
