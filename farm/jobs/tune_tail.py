@@ -25,8 +25,10 @@ against 8.4 s priced, an idle one's 4 s to 6 s); once the timing runs,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from farm.sampling import WARMUP_WINDOW, SamplingRule
+if TYPE_CHECKING:  # farm.sampling loads numpy and scipy: not on farmctl's listing path
+    from farm.sampling import SamplingRule
 
 __all__ = ["Stages", "TailPrice"]
 
@@ -59,9 +61,12 @@ class TailPrice:
             rule: the ``[results]`` sampling rule.
             min_repeat_s: the least seconds a timed repeat (a sample) lasts.
 
+        >>> from farm.sampling import SamplingRule
         >>> TailPrice.of(1, 2, SamplingRule(10, 60, 4.0, 1.0, 1.0, 10.0, 5.0), 0.1)
         TailPrice(builds=1, runs=4, samples=36, sample_least_s=0.1)
         """
+        from farm.sampling import WARMUP_WINDOW
+
         per_round = rule.per_round(rounds)
         return cls(1, max(phones, 0) * 2 * max(rounds, 1),
                    per_round.max_samples + 2 * WARMUP_WINDOW, max(0.0, min_repeat_s))
