@@ -1,13 +1,15 @@
-"""farm's default CPU build with and without its GEMV rule, against onnxruntime, interleaved.
+"""farm's default CPU build with and without its packed dense weights, against onnxruntime, interleaved.
 
 For each zoo model (:mod:`farm.zoo`), in one process pinned to one core, TVM
 at 1 thread and onnxruntime at 1 intra-op thread: three untuned builds
 (:func:`farm.jobs.cpu_schedules.build.compile_cpu`, the ``model`` job's
 build), the rule switched off through its constant in one of them:
 
-- ``before``: without the rule (``GEMV_MAX_ROWS = 0``);
-- ``gemv``: today's default, matmuls of a few rows by a constant weight packed
-  in column blocks (:data:`farm.jobs.cpu_schedules.legalize_dense.GEMV_MAX_ROWS`).
+- ``unpacked``: without the rule (``PACKED_MAX_ROWS = 0``);
+- ``gemv``: matmuls of at most 8 rows by a constant weight packed in column
+  blocks (the rule until 2026-11-27);
+- ``packed``: today's default, every matmul by a constant weight packed
+  (:data:`farm.jobs.cpu_schedules.legalize_dense.PACKED_MAX_ROWS`).
 
 Each build's output is checked against onnxruntime (max abs error). Then
 ``--rounds`` interleaved rounds (:func:`farm.sampling.interleaved_rounds`)
@@ -41,8 +43,8 @@ from farm.jobs.targets import target_for
 from farm.sampling import interleaved_rounds
 from farm.zoo import MODELS, write_model
 
-#: (label, GEMV_MAX_ROWS) per build; 0 switches the rule off.
-BUILDS = (("before", 0), ("gemv", legalize_dense.GEMV_MAX_ROWS))
+#: (label, PACKED_MAX_ROWS) per build; 0 switches the rule off.
+BUILDS = (("unpacked", 0), ("gemv", 8), ("packed", legalize_dense.PACKED_MAX_ROWS))
 
 
 def _builds(path: Path, shapes: dict[str, tuple[int, ...]], target: Any) -> dict[str, Any]:
@@ -56,15 +58,15 @@ def _builds(path: Path, shapes: dict[str, tuple[int, ...]], target: Any) -> dict
     model, inputs = load_model(path, shapes)
     mod = relax_module(model, inputs)
     feeds = random_inputs(inputs, 0)
-    saved = legalize_dense.GEMV_MAX_ROWS
+    saved = legalize_dense.PACKED_MAX_ROWS
     out = {}
     try:
         for label, rows in BUILDS:
-            legalize_dense.GEMV_MAX_ROWS = rows
+            legalize_dense.PACKED_MAX_ROWS = rows
             vm = relax.VirtualMachine(compile_cpu(mod, target, None), tvm.cpu())
             out[label] = (vm, [tvm.runtime.tensor(feeds[i.name]) for i in inputs], feeds)
     finally:
-        legalize_dense.GEMV_MAX_ROWS = saved
+        legalize_dense.PACKED_MAX_ROWS = saved
     return out
 
 

@@ -1,4 +1,4 @@
-"""farm's legalization of ``matmul`` by a constant weight for a few rows (GEMV), on CPU.
+"""farm's legalization of ``matmul`` by a constant weight (dense layers, GEMV and GEMM), on CPU.
 
 A classifier's ``[1, K] x [K, N]`` (ONNX ``Gemm`` with ``transB``, which TVM's
 frontend imports as ``matmul(x, permute_dims(W))``): TVM's legalization reads
@@ -13,20 +13,29 @@ vectors, ``N'``), by Relax ops on the weight that ``FoldConstant`` evaluates at
 build time, so each output vector reads its ``K x v`` block as one contiguous
 stream, as onnxruntime's MLAS packs ``B`` for its SGEMM. Only where the weight
 is computed from constants (packing a weight given at run time would be a
-kernel per inference) and the rows are few (:data:`GEMV_MAX_ROWS`).
+kernel per inference).
+
+With many rows (a transformer's ``[seq, dim] x [dim, 4 dim]``) the packed
+weight also gives farm's register tile a third axis: the column blocks are
+unrolled beside the tile's rows as a conv's output-channel blocks are
+(:class:`farm.jobs.cpu_schedules.TiledReduction`), 8 rows x 2 vectors of
+accumulators instead of 4 rows x 2 vectors reading a row of ``[K, N]``
+``N`` floats apart. The zoo encoder's ``128 x 256 x 1024`` matmul + GELU ran
+1.00 -> 0.65 ms, the whole untuned encoder 2.76 -> 2.32 ms (1.17x -> 0.99x
+onnxruntime; 1 thread, AVX-512, docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["GEMV_MAX_ROWS", "dense_legalize_map"]
+__all__ = ["PACKED_MAX_ROWS", "dense_legalize_map"]
 
 #: Most rows (product of the left operand's leading dimensions) of a matmul whose constant
-#: weight is packed in column blocks: a batch-1 classifier or a short sequence. With more
-#: rows farm's schedule tiles rows in registers and reads each weight vector once per tile,
-#: which the packing was not measured against.
-GEMV_MAX_ROWS = 8
+#: weight is packed; None: any. 0 switches the packing off (``bench/bench_cpu_defaults.py``
+#: compares builds through it). Until 2026-11-27 it was 8 (a classifier or a short
+#: sequence); the encoder's 128-row matmuls measured 0.65x their unpacked time.
+PACKED_MAX_ROWS: int | None = None
 
 
 def _from_constants(bb: Any, expr: Any, depth: int = 8) -> bool:
@@ -51,7 +60,7 @@ def _from_constants(bb: Any, expr: Any, depth: int = 8) -> bool:
 
 
 def _matmul(bb: Any, call: Any) -> Any:
-    """A few rows by a constant ``[K, N]`` weight packed in column blocks (see the module doc)."""
+    """Rows by a constant ``[K, N]`` weight packed in column blocks (see the module doc)."""
     import tvm
     from tvm import relax, te
     from tvm.relax.transform.legalize_ops.linear_algebra import _matmul as tvm_matmul
@@ -67,7 +76,7 @@ def _matmul(bb: Any, call: Any) -> Any:
     rows = 1
     for d in lhs[:-1]:
         rows *= d
-    if (len(lhs) < 2 or lhs[-1] != k or rows > GEMV_MAX_ROWS
+    if (len(lhs) < 2 or lhs[-1] != k or (PACKED_MAX_ROWS is not None and rows > PACKED_MAX_ROWS)
             or str(data.ty.dtype) != "float32" or str(weight.ty.dtype) != "float32"
             or not _from_constants(bb, weight)):
         return tvm_matmul(bb, call)

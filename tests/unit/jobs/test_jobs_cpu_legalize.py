@@ -116,11 +116,12 @@ def test_conv2d_in_channel_blocks_matches_numpy(channels: int, out: int, groups:
     ((1, 40), 20, True, True),         # a classifier: 20 columns padded to whole vectors
     ((2, 3, 40), 32, True, True),      # leading dimensions, 6 rows
     ((1, 40), 20, False, False),       # weight given at run time: TVM's own form
-    ((16, 40), 20, True, False),       # more rows than GEMV_MAX_ROWS: TVM's own form
+    ((16, 40), 20, True, True),        # 16 rows: packed as well (a transformer's dense layers)
+    ((2, 24, 40), 48, True, True),     # 48 rows by 3 whole vectors: the tile's column blocks
 ])
 def test_matmul_by_constant_weight_in_column_blocks_matches_numpy(
         shape: tuple[int, ...], columns: int, constant: bool, packed: bool) -> None:
-    """``x @ W.T + b`` (ONNX Gemm, transB) packs a constant weight for few rows; all match numpy."""
+    """``x @ W.T + b`` (ONNX Gemm, transB) packs a constant weight; all match numpy."""
     rng = np.random.default_rng(2)
     x = rng.standard_normal(shape).astype("float32")
     w = rng.standard_normal((columns, shape[-1])).astype("float32")
