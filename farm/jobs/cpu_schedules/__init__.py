@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from farm.jobs.cpu_schedules.row_norm import RowNorm
 from farm.jobs.cpu_schedules.row_reduction import RowReduction
 from farm.jobs.cpu_schedules.rules import Injective, ParallelFallback, TiledReduction
 
-__all__ = ["CPU_SCHEDULES_VERSION", "Injective", "ParallelFallback", "RowReduction",
+__all__ = ["CPU_SCHEDULES_VERSION", "Injective", "ParallelFallback", "RowNorm", "RowReduction",
            "TiledReduction", "apply_default_schedules", "default_rules", "default_schedule"]
 
 #: Joins the compile cache key of CPU builds: bump it when a rule changes what it emits,
@@ -31,13 +32,15 @@ def default_rules() -> list[Any]:
     farm's :class:`TiledReduction` goes before ``dlight.cpu.Reduction``, which
     would otherwise claim a convolution with its epilogue (it takes any mix of
     reduction and injective blocks) and leave the multiply-accumulate loop
-    scalar; ``Reduction`` keeps softmax and layer norm, which have several
-    reduction blocks. ``GEMV`` is not used: for batch-1 dense layers the tiled
+    scalar. :class:`RowNorm` takes softmax and layer norm (several reductions
+    over each row's last axis) before ``dlight.cpu.Reduction``, which runs each
+    reduction as scalar ops; ``Reduction`` keeps what ``RowNorm`` refuses (a row
+    that is not whole vectors long). ``GEMV`` is not used: for batch-1 dense layers the tiled
     rule's vector over output columns is as fast and its check is simpler.
     """
     from tvm.s_tir import dlight
 
-    return [RowReduction(), TiledReduction(), Injective(), dlight.cpu.Reduction(),
+    return [RowReduction(), TiledReduction(), Injective(), RowNorm(), dlight.cpu.Reduction(),
             ParallelFallback()]
 
 

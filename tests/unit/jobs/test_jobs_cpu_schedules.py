@@ -239,9 +239,10 @@ def test_fallback_parallelizes_any_reduction() -> None:
     assert "T.parallel" in _check(_mean, ParallelFallback())
 
 
-def test_softmax_goes_to_dlight_reduction() -> None:
-    """Softmax (several reductions) is scheduled by dlight.cpu.Reduction, after farm's rules."""
-    x = te.placeholder((4, 32), name="x")
+def test_softmax_of_rows_not_whole_vectors_goes_to_dlight_reduction() -> None:
+    """Softmax over rows of 30 (no whole vector of lanes): farm's RowNorm refuses it and
+    dlight.cpu.Reduction, after farm's rules, schedules it (test_jobs_cpu_row_norm.py)."""
+    x = te.placeholder((4, 30), name="x")
     func = te.create_prim_func([x, topi.nn.softmax(x)])
     used = next(r for r in default_rules() if r.apply(func, TARGET, False) is not None)
     assert type(used).__name__ == "Reduction"
