@@ -23,7 +23,13 @@ from typing import Any
 
 from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
 
-from farm.jobs.cpu_schedules.common import extent, is_reduction, vector_lanes, vectorize_tail
+from farm.jobs.cpu_schedules.common import (
+    extent,
+    is_reduction,
+    vars_of,
+    vector_lanes,
+    vectorize_tail,
+)
 
 __all__ = ["RowNorm"]
 
@@ -67,12 +73,21 @@ def _rows(sch: Any, blocks: list[Any]) -> int | None:
 
 
 def _row_reduction(sch: Any, block: Any, rows: int, lanes: int) -> bool:
-    """Whether ``block`` reduces one loop, after the rows, of whole vectors (at least one)."""
+    """Whether ``block`` reduces one loop, after the rows, of whole vectors (at least one),
+    reading each input along its last, contiguous axis (a vector of partials gathers nothing)."""
     loops = sch.get_loops(block)
     if len(loops) != rows + 1:
         return False
     n = extent(sch, loops[-1])
-    return n is not None and n % lanes == 0
+    if n is None or n % lanes:
+        return False
+    stmt = sch.get(block)
+    k = stmt.iter_vars[-1].var
+    for read in stmt.reads:
+        used = [vars_of(r.min) for r in read.region]
+        if any(k in dim for dim in used[:-1]):
+            return False
+    return True
 
 
 def _schedule(sch: Any, rows: int, lanes: int) -> Any:

@@ -78,3 +78,12 @@ def test_default_rules_give_norms_to_row_norm_and_leave_the_rest() -> None:
         picked = [next(type(r) for r in default_rules() if r.apply(f, TARGET, False) is not None)
                   for f in funcs]
     assert picked == [RowNorm, RowNorm, TiledReduction, dlight.cpu.Reduction]
+
+
+def test_row_norm_refuses_a_reduction_across_rows() -> None:
+    """Softmax over the middle axis reads its rows 16 floats apart: a vector of partials
+    would gather, so RowNorm leaves it."""
+    x = te.placeholder((2, 64, 16), name="x")
+    func = te.create_prim_func([x, topi.nn.softmax(x, axis=1)])
+    with TARGET:
+        assert RowNorm().apply(func, TARGET, False) is None
