@@ -48,7 +48,6 @@ __all__ = ["cpu_legalize_map"]
 
 
 def _conv2d_transpose(bb: Any, call: Any) -> Any:
-    from tvm import te
     from tvm.relax.transform.legalize_ops.nn import _nn_conv2d_transpose
 
     attrs = call.attrs
@@ -63,8 +62,28 @@ def _conv2d_transpose(bb: Any, call: Any) -> Any:
             or any(int(p) for p in attrs.padding) or any(int(p) for p in attrs.output_padding)
             or any(int(d) != 1 for d in attrs.dilation) or kernel != strides):
         return _nn_conv2d_transpose(bb, call)
+    o = int(weight_shape.values[1])
+    target = _current_target()
+    lanes = _lanes(target)
+    if _block(o, lanes, min(lanes, 8)) is None:
+        compute = _shuffled_planes(strides, str(call.ty.dtype))
+        return bb.call_te(compute, call.args[0], call.args[1],
+                          primfunc_name_hint="conv2d_transpose")
+    weight = _packed(bb, call.args[1], (0, 2, 3, 1))  # IOHW -> [I, kh, kw, O]
+    return bb.call_te(_shuffled_channels(strides, str(call.ty.dtype)), call.args[0], weight,
+                      primfunc_name_hint="conv2d_transpose")
+
+
+def _shuffled_planes(strides: list[int], out_dtype: str) -> Any:
+    """TE of a kernel == stride transposed conv: blocks ``[N, sh, sw, O, H, W]``, then shuffled.
+
+    The output channels are the register tile, the input row the vector; the
+    shuffle into place is a stride-``sw`` scatter. Kept where the output
+    channels give no vector (the detection head's last layer, 16 -> 1).
+    """
+    from tvm import te
+
     sh, sw = strides
-    out_dtype = call.ty.dtype
 
     def compute(data: Any, weight: Any) -> Any:
         n, c, h, w = data.shape
@@ -82,7 +101,43 @@ def _conv2d_transpose(bb: Any, call: Any) -> Any:
             lambda b, oc, y, x: blocks[b, y % sh, x % sw, oc, y // sh, x // sw],
             name="conv2d_transpose_shuffle")
 
-    return bb.call_te(compute, call.args[0], call.args[1], primfunc_name_hint="conv2d_transpose")
+    return compute
+
+
+def _shuffled_channels(strides: list[int], out_dtype: str) -> Any:
+    """TE of a kernel == stride transposed conv, channels last: ``[N, sh, H, W, sw, O]``.
+
+    The weight comes packed ``[I, kh, kw, O]``. :class:`farm.jobs.cpu_schedules.
+    TiledReduction` takes the output channels as the vector, input pixels of
+    the row as the tile and the ``sw`` column offsets as its channel blocks
+    (the weight's vector depends on them, the input pixel does not), so each
+    input value serves ``sw`` vectors. The tile's ``W x sw`` outputs of one
+    channel are then ``sw * W`` adjacent floats of an output row, which the
+    write-back (:func:`farm.jobs.cpu_schedules.tile_io.write_back`) stores as
+    one vector; in ``[N, sh, sw, O, H, W]`` each went ``sw`` floats apart.
+    det_head's 16 -> 16 on 40 x 40 (+ReLU), 1 thread, AVX-512: see
+    docs/benchmarks.md.
+    """
+    from tvm import te
+
+    sh, sw = strides
+
+    def compute(data: Any, weight: Any) -> Any:
+        n, c, h, w = data.shape
+        o = weight.shape[3]
+        i = te.reduce_axis((0, c), name="i")
+        blocks = te.compute(
+            (n, sh, h, w, sw, o),
+            lambda b, ky, y, x, kx, oc: te.sum(
+                data[b, i, y, x].astype(out_dtype) * weight[i, ky, kx, oc].astype(out_dtype),
+                axis=i),
+            name="conv2d_transpose_blocks")
+        return te.compute(
+            (n, o, h * sh, w * sw),
+            lambda b, oc, y, x: blocks[b, y % sh, y // sh, x // sw, x % sw, oc],
+            name="conv2d_transpose_shuffle")
+
+    return compute
 
 
 def _block(channels: int, lanes: int, smallest: int) -> int | None:
@@ -158,8 +213,6 @@ class _Conv:
 
 def _conv_of(call: Any) -> _Conv | None:
     """The conv's plan, or None where TVM's own legalization is kept."""
-    from farm.jobs.cpu_schedules.common import vector_lanes
-
     attrs = call.attrs
     try:
         n, c, h, w = (int(d) for d in call.args[0].ty.shape.values)
@@ -172,8 +225,7 @@ def _conv_of(call: Any) -> _Conv | None:
             or attrs.out_layout != "NCHW" or (groups != 1 and not depthwise)
             or str(call.args[0].ty.dtype) != "float32"):
         return None
-    target = _current_target()
-    lanes = vector_lanes(target) if target is not None else 4
+    lanes = _lanes(_current_target())
     ob = _block(o, lanes, min(lanes, 8))
     op = o
     if not depthwise and (ob is None or ob < lanes):
@@ -260,19 +312,43 @@ def _conv2d(bb: Any, call: Any) -> Any:
     if conv is None:
         return _nn_conv2d(bb, call)
     shape, axes = conv.weight_order
-    if isinstance(call.args[1], tvm.ir.expr.Constant):
-        # Packed here: FoldConstant would build and run a kernel per weight (3x the build).
-        array = call.args[1].value.numpy()
-        if conv.op > conv.o:  # zero filters to whole vector blocks; never unpacked
-            array = np.concatenate([array, np.zeros((conv.op - conv.o, *array.shape[1:]),
-                                                    array.dtype)])
-        array = array.reshape(shape).transpose(axes)
-        weight = relax.const(np.ascontiguousarray(array))
-    elif conv.op > conv.o:  # a computed weight: padding it is not worth a kernel
-        return _nn_conv2d(bb, call)
+    if conv.op > conv.o:
+        if not isinstance(call.args[1], tvm.ir.expr.Constant):
+            return _nn_conv2d(bb, call)  # a computed weight: padding it is not worth a kernel
+        array = call.args[1].value.numpy()  # zero filters to whole vector blocks; never unpacked
+        array = np.concatenate([array, np.zeros((conv.op - conv.o, *array.shape[1:]),
+                                                array.dtype)])
+        weight = _packed(bb, relax.const(array), axes, shape)
     else:
-        weight = bb.emit(relax.op.permute_dims(relax.op.reshape(call.args[1], shape), axes))
+        weight = _packed(bb, call.args[1], axes, shape)
     return bb.call_te(_blocked_conv(conv), call.args[0], weight, primfunc_name_hint="conv2d")
+
+
+def _packed(bb: Any, weight: Any, axes: tuple[int, ...],
+            shape: tuple[int, ...] | None = None) -> Any:
+    """``weight`` reshaped to ``shape`` (if given) and transposed by ``axes``.
+
+    A constant is packed here with numpy (``FoldConstant`` would build and run
+    a kernel per weight: 3x the build); a computed weight by Relax ops.
+    """
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    if isinstance(weight, tvm.ir.expr.Constant):
+        array = weight.value.numpy()
+        array = array.reshape(shape) if shape is not None else array
+        return relax.const(np.ascontiguousarray(array.transpose(axes)))
+    if shape is not None:
+        weight = relax.op.reshape(weight, shape)
+    return bb.emit(relax.op.permute_dims(weight, axes))
+
+
+def _lanes(target: Any) -> int:
+    """The target's float32 lanes; 4 (NEON's) where no target is current."""
+    from farm.jobs.cpu_schedules.common import vector_lanes
+
+    return vector_lanes(target) if target is not None else 4
 
 
 def _current_target() -> Any:

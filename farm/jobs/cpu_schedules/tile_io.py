@@ -157,14 +157,29 @@ def write_back(sch: Any, local: Any, lanes: int) -> None:
     if not rows or rows[-1] == n - 1 or (extent(sch, own[-1]) or 0) > 2 * lanes:
         vectorize_tail(sch, local, lanes)
         return
-    j = rows[-1]
+    row = _row_loops(sch, own, rows, lanes)
     try:
-        sch.reorder(*[loop for i, loop in enumerate(own) if i != j], own[j])
+        sch.reorder(*[loop for i, loop in enumerate(own) if i not in row], *[own[i] for i in row])
     except (s_tir.schedule.ScheduleError, RuntimeError):
-        _predicated_rows(sch, local, own, j, lanes)
+        _predicated_rows(sch, local, own, rows[-1], lanes)
         return
     sch.unroll(own[-1])
-    sch.vectorize(own[j])
+    sch.vectorize(sch.fuse(*[own[i] for i in row]) if len(row) > 1 else own[row[0]])
+
+
+def _row_loops(sch: Any, own: list[Any], rows: list[int], lanes: int) -> list[int]:
+    """The write-back loops to store as one vector: those indexing the output's last axis.
+
+    All of them, in order, where their extents multiply to at most two
+    registers' lanes (a transposed conv in ``[.., W, sw, O]`` writes column
+    ``x * sw + kx``: the tile's 8 ``x`` by 2 ``kx`` are 16 adjacent floats,
+    :func:`farm.jobs.cpu_schedules.legalize._shuffled_channels`); else the
+    innermost one.
+    """
+    total = 1
+    for i in rows:
+        total *= extent(sch, own[i]) or 0
+    return rows if total <= 2 * lanes else rows[-1:]
 
 
 def _predicated_rows(sch: Any, local: Any, own: list[Any], row: int, lanes: int) -> None:

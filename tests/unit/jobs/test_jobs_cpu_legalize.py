@@ -24,11 +24,11 @@ def _conv_transpose_ref(x: np.ndarray, w: np.ndarray, stride: int, padding: int)
     return full[:, :, padding:full.shape[2] - padding, padding:full.shape[3] - padding]
 
 
-def _module(kernel: int, stride: int, padding: int) -> tvm.IRModule:
+def _module(kernel: int, stride: int, padding: int, out: int) -> tvm.IRModule:
     """``sigmoid(conv2d_transpose(x, w))`` as a Relax module."""
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((1, 4, 5, 6), "float32"))
-    w = relax.Var("w", relax.TensorType((4, 3, kernel, kernel), "float32"))
+    w = relax.Var("w", relax.TensorType((4, out, kernel, kernel), "float32"))
     with bb.function("main", [x, w]):
         with bb.dataflow():
             y = bb.emit(relax.op.nn.conv2d_transpose(x, w, strides=stride, padding=padding))
@@ -37,20 +37,22 @@ def _module(kernel: int, stride: int, padding: int) -> tvm.IRModule:
     return bb.get()
 
 
-@pytest.mark.parametrize(("kernel", "stride", "padding", "shuffled"),
-                         [(2, 2, 0, True), (3, 2, 1, False)])
+@pytest.mark.parametrize(("kernel", "stride", "padding", "out", "shuffled"),
+                         [(2, 2, 0, 3, True), (3, 2, 1, 3, False), (2, 2, 0, 16, True)])
 def test_conv_transpose_and_sigmoid_match_numpy(kernel: int, stride: int, padding: int,
-                                                shuffled: bool) -> None:
-    """kernel == stride takes the shuffle form; others TVM's own; both match numpy."""
-    mod = _module(kernel, stride, padding)
+                                                out: int, shuffled: bool) -> None:
+    """kernel == stride takes the shuffle form (channels last where they fill a vector: 16)."""
+    mod = _module(kernel, stride, padding, out)
     fused = scheduled_module(mod, TARGET)
     names = [str(gv.name_hint) for gv in fused.functions]
     text = "\n".join(str(fused[n].script()) for n in names if n != "main")
     assert ("conv2d_transpose_blocks" in text) is shuffled
+    # channels last: the blocks buffer ends with the 2 column offsets and the 16 channels
+    assert ("T.int64(2), T.int64(16)), scope=\"local\"" in text) is (out == 16)
     assert "T.exp(" not in text  # sigmoid through TOPI's fast_exp, not libm's expf
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 4, 5, 6)).astype("float32")
-    w = rng.standard_normal((4, 3, kernel, kernel)).astype("float32")
+    w = rng.standard_normal((4, out, kernel, kernel)).astype("float32")
     vm = relax.VirtualMachine(compile_cpu(mod, TARGET, None), tvm.cpu())
     got = vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(w)).numpy()
     want = 1.0 / (1.0 + np.exp(-_conv_transpose_ref(x, w, stride, padding)))

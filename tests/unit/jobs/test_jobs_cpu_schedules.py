@@ -10,9 +10,11 @@ import pytest
 import tvm
 from tvm import te, topi
 
+from tvm.s_tir.dlight.analysis.common_analysis import get_sblockrealize
+
 from farm.jobs.cpu_schedules import Injective, ParallelFallback, TiledReduction, default_rules
 from farm.jobs.cpu_schedules.common import vector_factor
-from farm.jobs.cpu_schedules.legalize import _blocked_conv, _Conv
+from farm.jobs.cpu_schedules.legalize import _blocked_conv, _Conv, _shuffled_channels
 
 TARGET = tvm.target.Target({"kind": "llvm"})
 
@@ -128,7 +130,6 @@ class TestTiledReduction:
     def test_write_back_vectorized_along_the_row(self) -> None:
         """The NCHW write-back of a channel-block tile stores along the row, not across planes."""
         from tvm import tirx
-        from tvm.s_tir.dlight.analysis.common_analysis import get_sblockrealize
 
         tensors = _blocked(depthwise=False)
         _check(lambda: tensors, TiledReduction())
@@ -142,6 +143,27 @@ class TestTiledReduction:
         row = [value for iv, value in zip(block.iter_vars, values, strict=True)
                if _uses(last_index, iv.var)]
         assert any(_uses(value, innermost.loop_var) for value in row)
+
+    def test_transposed_conv_writes_tile_and_offsets_as_one_row(self) -> None:
+        """A 2x2 stride-2 transposed conv, channels last: the tile's x and kx are one vector store.
+
+        The output column is ``x * 2 + kx``: the write-back's innermost loop is
+        the tile's 8 pixels by the 2 offsets fused (16 adjacent floats), not
+        the 2 offsets alone (a store of 2 lanes, 8 pixels apart).
+        """
+        from tvm import tirx
+
+        data = te.placeholder((1, 16, 5, 8), name="data")
+        weight = te.placeholder((16, 2, 2, 16), name="weight")  # [I, kh, kw, O]
+        tensors = [data, weight, _shuffled_channels([2, 2], "float32")(data, weight)]
+        _check(lambda: tensors, TiledReduction())
+        sch = TiledReduction().apply(te.create_prim_func(tensors), TARGET, False)
+        write = sch.get_sblock("conv2d_transpose_blocks_local")
+        innermost = sch.get(sch.get_loops(write)[-1])
+        assert innermost.kind == tirx.ForKind.VECTORIZED
+        assert int(innermost.extent) == 16
+        values = get_sblockrealize(sch, write).iter_values
+        assert sum(_uses(value, innermost.loop_var) for value in values) == 2  # x and kx
 
     def test_padded_channels_write_back_whole_rows(self) -> None:
         """24 channels padded to 32: the predicated write-back stores rows, one per channel."""
