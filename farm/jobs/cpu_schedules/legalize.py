@@ -368,7 +368,49 @@ def _sigmoid(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, call.args[0], primfunc_name_hint="sigmoid")
 
 
+def _resize2d(bb: Any, call: Any) -> Any:
+    """Nearest upsampling by whole factors as ``data[n, c, y // sy, x // sx]``; else TVM's.
+
+    Only NCHW, ``nearest_neighbor``, ``asymmetric`` coordinates and ``floor``
+    rounding (ONNX ``Resize`` with ``nearest_mode="floor"``, as the FPN of
+    :mod:`farm.zoo.detect` writes it), where the output size is a whole
+    multiple of the input's: the source pixel is then ``floor(y * h / oh)
+    = y // sy`` exactly. TOPI's form clamps a truncating division per element,
+    which hides the repetition from
+    :func:`farm.jobs.cpu_schedules.common.schedule_spatial`.
+    """
+    from tvm import te
+    from tvm.relax.transform.legalize_ops.image import _image_resize2d
+
+    attrs = call.attrs
+    factors = _whole_factors(call)
+    if (factors is None or attrs.layout != "NCHW" or attrs.method != "nearest_neighbor"
+            or attrs.coordinate_transformation_mode != "asymmetric"
+            or attrs.rounding_method != "floor"
+            or (attrs.out_dtype is not None and str(attrs.out_dtype) not in ("", "void",
+                                                                             str(call.ty.dtype)))):
+        return _image_resize2d(bb, call)
+    sy, sx = factors
+    n, c, h, w = (int(d) for d in call.args[0].ty.shape.values)
+    return bb.call_te(lambda data: te.compute((n, c, h * sy, w * sx),
+                                              lambda b, ch, y, x: data[b, ch, y // sy, x // sx],
+                                              name="resize"),
+                      call.args[0], primfunc_name_hint="resize2d")
+
+
+def _whole_factors(call: Any) -> tuple[int, int] | None:
+    """(sy, sx): the output's height and width over the input's, both whole; else None."""
+    try:
+        _, _, h, w = (int(d) for d in call.args[0].ty.shape.values)
+        oh, ow = (int(d) for d in call.ty.shape.values[2:])
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if h <= 0 or w <= 0 or oh % h or ow % w:
+        return None
+    return oh // h, ow // w
+
+
 def cpu_legalize_map() -> dict[str, Any]:
     """Relax operator name -> farm's legalization for CPU targets (see the module doc)."""
     return {"relax.nn.conv2d_transpose": _conv2d_transpose, "relax.sigmoid": _sigmoid,
-            "relax.nn.conv2d": _conv2d}
+            "relax.nn.conv2d": _conv2d, "relax.image.resize2d": _resize2d}

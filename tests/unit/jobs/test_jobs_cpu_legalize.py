@@ -59,6 +59,39 @@ def test_conv_transpose_and_sigmoid_match_numpy(kernel: int, stride: int, paddin
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize(("size", "mode", "rounding", "clean"), [
+    ((8, 12), "asymmetric", "floor", True),               # x2, as the zoo's FPN
+    ((12, 18), "asymmetric", "floor", True),              # x3
+    ((8, 12), "asymmetric", "round_prefer_floor", False),  # TVM's own form
+    ((7, 12), "asymmetric", "floor", False),              # not a whole factor: TVM's own
+])
+def test_nearest_resize_matches_numpy(size: tuple[int, int], mode: str, rounding: str,
+                                      clean: bool) -> None:
+    """Nearest upsampling by whole factors reads ``data[.., y // s, x // s]``; all match numpy."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 3, 4, 6)).astype("float32")
+    bb = relax.BlockBuilder()
+    xv = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [xv]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.image.resize2d(
+                xv, size, method="nearest_neighbor", coordinate_transformation_mode=mode,
+                rounding_method=rounding))
+        bb.emit_func_output(y)
+    mod = bb.get()
+    fused = scheduled_module(mod, TARGET)
+    text = "\n".join(str(fused[gv].script()) for gv in fused.functions if gv.name_hint != "main")
+    assert ("T.min(" not in text) is clean  # TOPI's form clamps each source index
+    vm = relax.VirtualMachine(compile_cpu(mod, TARGET, None), tvm.cpu())
+    got = vm["main"](tvm.runtime.tensor(x)).numpy()
+    rows = np.floor(np.arange(size[0]) * 4 / size[0]).astype(int)
+    cols = np.floor(np.arange(size[1]) * 6 / size[1]).astype(int)
+    if rounding == "round_prefer_floor":
+        rows = np.ceil(np.arange(size[0]) * 4 / size[0] - 0.5).astype(int)
+        cols = np.ceil(np.arange(size[1]) * 6 / size[1] - 0.5).astype(int)
+    np.testing.assert_array_equal(got, x[:, :, rows][:, :, :, cols])
+
+
 def _conv_ref(x: np.ndarray, w: np.ndarray, stride: int, pad: tuple[int, int, int, int],
               groups: int) -> np.ndarray:
     """conv2d NCHW/OIHW by its definition (cross-correlation), per group."""

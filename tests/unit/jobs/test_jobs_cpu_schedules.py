@@ -256,6 +256,33 @@ def test_injective_inlines_and_vectorizes() -> None:
     assert "T.vectorized" in script
 
 
+@pytest.mark.parametrize(("width", "repeated"), [(20, True), (10, False)])
+def test_injective_repeats_each_value_of_a_nearest_upsampling(width: int,
+                                                              repeated: bool) -> None:
+    """``out[.., x] = data[.., x // 2]``: the repeat unrolled in a plain loop over input pixels.
+
+    LLVM's loop vectorizer turns that loop into vector loads and shuffles;
+    TVM's vectorized loop over outputs loads each lane alone. An input row
+    shorter than a vector (10 of 16 lanes) keeps TVM's vector loop.
+    """
+    from tvm import tirx
+
+    def upsample() -> list[te.Tensor]:
+        data = te.placeholder((1, 3, 4, width), name="data")
+        return [data, te.compute((1, 3, 8, 2 * width),
+                                 lambda n, c, y, x: data[n, c, y // 2, x // 2], name="up")]
+
+    _check(upsample, Injective())
+    sch = Injective().apply(te.create_prim_func(upsample()), TARGET, False)
+    loops = [sch.get(loop) for loop in sch.get_loops(sch.get_sblock("up"))]
+    kinds = [loop.kind for loop in loops]
+    if repeated:
+        assert kinds[-2:] == [tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED]
+        assert int(loops[-1].extent) == 2
+    else:
+        assert kinds[-1] == tirx.ForKind.VECTORIZED
+
+
 def test_fallback_parallelizes_any_reduction() -> None:
     """The fallback runs a reduction's outer spatial loops in parallel."""
     assert "T.parallel" in _check(_mean, ParallelFallback())
