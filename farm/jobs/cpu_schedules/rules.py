@@ -46,7 +46,7 @@ from farm.jobs.cpu_schedules.common import (
     vector_registers,
     vectorize_tail,
 )
-from farm.jobs.cpu_schedules.tile_io import blocked_producer, pad_per_tile, write_back
+from farm.jobs.cpu_schedules.tile_io import blocked_producer, write_back
 
 #: Most rows of a register tile of one vector register a row (half that for two).
 #: Measured with AVX-512 on a pinned core: 8 rows of 14 lanes ran a 1x1 conv on
@@ -266,7 +266,6 @@ def _tile(sch: Any, main: Any, plan: TilePlan, lanes: int, cores: int) -> None:
     if blocked is None:
         fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
         sch.parallel(fused)
-        pad_per_tile(sch, main, plan, fused, lanes)
     else:
         producer, k = blocked
         head = sch.fuse(*outer[:k]) if k > 1 else outer[0]
