@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import tvm
 from tvm import te, topi
-
 from tvm.s_tir.dlight.analysis.common_analysis import get_sblockrealize
 
 from farm.jobs.cpu_schedules import Injective, ParallelFallback, TiledReduction, default_rules
