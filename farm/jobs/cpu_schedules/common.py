@@ -37,6 +37,25 @@ def vector_registers(target: Any) -> int:
     return 16
 
 
+def target_cores(target: Any) -> int:
+    """The target's ``num-cores``, 0 where it does not say."""
+    return int(target.attrs.get("num-cores") or 0)
+
+
+def parallel(sch: Any, loop: Any, cores: int) -> None:
+    """Run ``loop`` in parallel, unless the target has one core (``cores`` 1; 0: unknown).
+
+    On one core a parallel loop is one ``TVMBackendParallelLaunch`` for
+    nothing: with the thread pool configured as the phone session does
+    (``runtime.config_threadpool(0, 1)``, no ``TVM_NUM_THREADS``) each launch
+    went through TVM's thread pool and cost about 6.5 us on this host's
+    AVX-512 core (det_head's 1x1 conv 64 -> 32 on 10 x 10 and its 10 x 10 ->
+    20 x 20 resize, one launch each: 0.0046 -> 0.011 ms; see docs/benchmarks.md).
+    """
+    if cores != 1:
+        sch.parallel(loop)
+
+
 def extent(sch: Any, loop: Any) -> int | None:
     """The loop's constant trip count, or None if it is symbolic."""
     from tvm import tirx
@@ -88,7 +107,7 @@ def is_reduction(sch: Any, block: Any) -> bool:
     return any(iv.iter_type == tirx.IterVar.CommReduce for iv in sch.get(block).iter_vars)
 
 
-def schedule_spatial(sch: Any, block: Any, lanes: int) -> None:
+def schedule_spatial(sch: Any, block: Any, lanes: int, cores: int = 0) -> None:
     """Parallel outer loops, vectorized innermost loop of a block with only spatial loops.
 
     Loops but the last are fused into one parallel loop; the last is split by
@@ -107,7 +126,7 @@ def schedule_spatial(sch: Any, block: Any, lanes: int) -> None:
     n = extent(sch, inner)
     repeat = repeat_factor(sch, block, lanes)
     if len(loops) > 1:
-        sch.parallel(sch.fuse(*loops[:-1]))
+        parallel(sch, sch.fuse(*loops[:-1]), cores)
     if repeat is not None:
         # Each input value goes to `repeat` adjacent outputs: TVM's vector loads of
         # `x // repeat` are one scalar load per lane; the plain loop of inputs, the
@@ -125,7 +144,7 @@ def schedule_spatial(sch: Any, block: Any, lanes: int) -> None:
         return
     outer, vec = sch.split(inner, factors=[None, factor])
     if len(loops) == 1:
-        sch.parallel(outer)
+        parallel(sch, outer, cores)
     sch.vectorize(vec)
 
 

@@ -11,7 +11,13 @@ import tvm
 from tvm import te, topi
 from tvm.s_tir.dlight.analysis.common_analysis import get_sblockrealize
 
-from farm.jobs.cpu_schedules import Injective, ParallelFallback, TiledReduction, default_rules
+from farm.jobs.cpu_schedules import (
+    Injective,
+    ParallelFallback,
+    RowReduction,
+    TiledReduction,
+    default_rules,
+)
 from farm.jobs.cpu_schedules.common import vector_factor
 from farm.jobs.cpu_schedules.legalize import _blocked_conv, _Conv, _shuffled_channels
 
@@ -295,6 +301,28 @@ def test_rows_whose_vector_would_be_short_are_left_to_llvm(width: int, vectorize
     script = _check(pad, Injective())
     assert ("T.vectorized" in script) is vectorized
     assert "T.parallel" in script
+
+
+@pytest.mark.parametrize(("build", "rule"), [
+    (lambda: _conv(bias_relu=True), TiledReduction()), (lambda: _blocked(depthwise=True),
+                                                        TiledReduction()),
+    (_elementwise, Injective()), (_mean, ParallelFallback()), (_mean, RowReduction()),
+])
+@pytest.mark.parametrize("cores", [1, 2])
+def test_a_one_core_target_gets_no_parallel_loop(build: Callable[[], list[te.Tensor]],
+                                                 rule: Any, cores: int) -> None:
+    """``num-cores`` 1: every loop serial (a parallel one is a thread pool launch for nothing)."""
+    target = tvm.target.Target({"kind": "llvm", "num-cores": cores})
+    tensors = build()
+    func = te.create_prim_func(tensors)
+    sch = rule.apply(func, target, False)
+    assert sch is not None
+    assert ("T.parallel" in str(sch.mod["main"].script())) is (cores > 1)
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal([int(d) for d in t.shape]).astype("float32") for t in tensors]
+    arrays[-1] = np.zeros_like(arrays[-1])
+    np.testing.assert_allclose(_run(sch.mod["main"], [a.copy() for a in arrays]),
+                               _run(func, arrays), rtol=1e-5, atol=1e-5)
 
 
 def test_fallback_parallelizes_any_reduction() -> None:
