@@ -13,7 +13,8 @@ cover goes to TVM's own legalization.
   block of outputs, so the operator is a 1x1 convolution to ``O x s x s``
   channels (one reduction over input channels, which
   :class:`farm.jobs.cpu_schedules.TiledReduction` tiles like any 1x1 conv)
-  followed by a pixel shuffle into place.
+  followed by a pixel shuffle into place; channels last where they fill a
+  vector, so that the shuffle stores whole rows (:func:`_shuffled`).
 - ``nn.conv2d`` (NCHW, float32, one group or depthwise) whose output
   channels split into blocks of a vector (a power of two, at most the
   target's lanes, at least 8 or the lanes): in channel blocks, as
@@ -37,6 +38,8 @@ cover goes to TVM's own legalization.
 - ``sigmoid``: ``1 / (1 + fast_exp(-x))`` (TOPI's polynomial ``fast_exp``),
   which ``FastMathTransform`` does not cover; TVM's form calls libm's ``expf``
   per element.
+- ``image.resize2d``, nearest, by whole factors: ``data[.., y // s, x // s]``
+  (:func:`_resize2d`), whose repeats the injective schedule unrolls.
 """
 
 from __future__ import annotations
@@ -65,21 +68,28 @@ def _conv2d_transpose(bb: Any, call: Any) -> Any:
     o = int(weight_shape.values[1])
     target = _current_target()
     lanes = _lanes(target)
-    if _block(o, lanes, min(lanes, 8)) is None:
-        compute = _shuffled_planes(strides, str(call.ty.dtype))
-        return bb.call_te(compute, call.args[0], call.args[1],
-                          primfunc_name_hint="conv2d_transpose")
-    weight = _packed(bb, call.args[1], (0, 2, 3, 1))  # IOHW -> [I, kh, kw, O]
-    return bb.call_te(_shuffled_channels(strides, str(call.ty.dtype)), call.args[0], weight,
-                      primfunc_name_hint="conv2d_transpose")
+    channels_last = _block(o, lanes, min(lanes, 8)) is not None
+    weight = _packed(bb, call.args[1], (0, 2, 3, 1)) if channels_last else call.args[1]
+    return bb.call_te(_shuffled(strides, str(call.ty.dtype), channels_last), call.args[0],
+                      weight, primfunc_name_hint="conv2d_transpose")
 
 
-def _shuffled_planes(strides: list[int], out_dtype: str) -> Any:
-    """TE of a kernel == stride transposed conv: blocks ``[N, sh, sw, O, H, W]``, then shuffled.
+def _shuffled(strides: list[int], out_dtype: str, channels_last: bool) -> Any:
+    """TE of a kernel == stride transposed conv: a 1x1 conv to ``O x sh x sw`` blocks, shuffled.
 
-    The output channels are the register tile, the input row the vector; the
-    shuffle into place is a stride-``sw`` scatter. Kept where the output
-    channels give no vector (the detection head's last layer, 16 -> 1).
+    ``channels_last``: blocks ``[N, sh, H, W, sw, O]`` from a weight packed
+    ``[I, kh, kw, O]``. :class:`farm.jobs.cpu_schedules.TiledReduction` takes
+    the output channels as the vector, input pixels of the row as the tile
+    and the ``sw`` column offsets as its channel blocks (the weight's vector
+    depends on them, the input pixel does not), so each input value serves
+    ``sw`` vectors, and the tile's ``W x sw`` outputs of one channel are
+    ``sw * W`` adjacent floats of an output row, which the write-back
+    (:func:`farm.jobs.cpu_schedules.tile_io.write_back`) stores as one vector.
+    det_head's 16 -> 16 on 40 x 40 (+ReLU), 1 thread, AVX-512: 0.101 ->
+    0.057 ms (docs/benchmarks.md). Else blocks ``[N, sh, sw, O, H, W]`` from
+    the IOHW weight: output channels as the register tile, the input row as
+    the vector, written back by a stride-``sw`` scatter; kept where the
+    output channels give no vector (det_head's last layer, 16 -> 1).
     """
     from tvm import te
 
@@ -87,54 +97,25 @@ def _shuffled_planes(strides: list[int], out_dtype: str) -> Any:
 
     def compute(data: Any, weight: Any) -> Any:
         n, c, h, w = data.shape
-        o = weight.shape[1]
+        o = weight.shape[3] if channels_last else weight.shape[1]
         i = te.reduce_axis((0, c), name="i")
-        # Output channels after the kernel offsets: TiledReduction tiles them in registers.
-        blocks = te.compute(
-            (n, sh, sw, o, h, w),
-            lambda b, ky, kx, oc, y, x: te.sum(
-                data[b, i, y, x].astype(out_dtype) * weight[i, oc, ky, kx].astype(out_dtype),
-                axis=i),
-            name="conv2d_transpose_blocks")
+
+        def product(b: Any, ky: Any, kx: Any, oc: Any, y: Any, x: Any) -> Any:
+            tap = weight[i, ky, kx, oc] if channels_last else weight[i, oc, ky, kx]
+            return te.sum(data[b, i, y, x].astype(out_dtype) * tap.astype(out_dtype), axis=i)
+
+        if channels_last:
+            blocks = te.compute((n, sh, h, w, sw, o),
+                                lambda b, ky, y, x, kx, oc: product(b, ky, kx, oc, y, x),
+                                name="conv2d_transpose_blocks")
+            return te.compute(
+                (n, o, h * sh, w * sw),
+                lambda b, oc, y, x: blocks[b, y % sh, y // sh, x // sw, x % sw, oc],
+                name="conv2d_transpose_shuffle")
+        blocks = te.compute((n, sh, sw, o, h, w), product, name="conv2d_transpose_blocks")
         return te.compute(
             (n, o, h * sh, w * sw),
             lambda b, oc, y, x: blocks[b, y % sh, x % sw, oc, y // sh, x // sw],
-            name="conv2d_transpose_shuffle")
-
-    return compute
-
-
-def _shuffled_channels(strides: list[int], out_dtype: str) -> Any:
-    """TE of a kernel == stride transposed conv, channels last: ``[N, sh, H, W, sw, O]``.
-
-    The weight comes packed ``[I, kh, kw, O]``. :class:`farm.jobs.cpu_schedules.
-    TiledReduction` takes the output channels as the vector, input pixels of
-    the row as the tile and the ``sw`` column offsets as its channel blocks
-    (the weight's vector depends on them, the input pixel does not), so each
-    input value serves ``sw`` vectors. The tile's ``W x sw`` outputs of one
-    channel are then ``sw * W`` adjacent floats of an output row, which the
-    write-back (:func:`farm.jobs.cpu_schedules.tile_io.write_back`) stores as
-    one vector; in ``[N, sh, sw, O, H, W]`` each went ``sw`` floats apart.
-    det_head's 16 -> 16 on 40 x 40 (+ReLU), 1 thread, AVX-512: see
-    docs/benchmarks.md.
-    """
-    from tvm import te
-
-    sh, sw = strides
-
-    def compute(data: Any, weight: Any) -> Any:
-        n, c, h, w = data.shape
-        o = weight.shape[3]
-        i = te.reduce_axis((0, c), name="i")
-        blocks = te.compute(
-            (n, sh, h, w, sw, o),
-            lambda b, ky, y, x, kx, oc: te.sum(
-                data[b, i, y, x].astype(out_dtype) * weight[i, ky, kx, oc].astype(out_dtype),
-                axis=i),
-            name="conv2d_transpose_blocks")
-        return te.compute(
-            (n, o, h * sh, w * sw),
-            lambda b, oc, y, x: blocks[b, y % sh, y // sh, x // sw, x % sw, oc],
             name="conv2d_transpose_shuffle")
 
     return compute

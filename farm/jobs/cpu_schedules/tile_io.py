@@ -103,7 +103,7 @@ def _row_loops(sch: Any, own: list[Any], rows: list[int], lanes: int) -> list[in
     All of them, in order, where their extents multiply to at most two
     registers' lanes (a transposed conv in ``[.., W, sw, O]`` writes column
     ``x * sw + kx``: the tile's 8 ``x`` by 2 ``kx`` are 16 adjacent floats,
-    :func:`farm.jobs.cpu_schedules.legalize._shuffled_channels`); else the
+    :func:`farm.jobs.cpu_schedules.legalize._shuffled`); else the
     innermost one.
     """
     total = 1

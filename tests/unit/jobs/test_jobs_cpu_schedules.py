@@ -19,7 +19,7 @@ from farm.jobs.cpu_schedules import (
     default_rules,
 )
 from farm.jobs.cpu_schedules.common import vector_factor
-from farm.jobs.cpu_schedules.legalize import _blocked_conv, _Conv, _shuffled_channels
+from farm.jobs.cpu_schedules.legalize import _blocked_conv, _Conv, _shuffled
 
 TARGET = tvm.target.Target({"kind": "llvm"})
 
@@ -159,7 +159,7 @@ class TestTiledReduction:
 
         data = te.placeholder((1, 16, 5, 8), name="data")
         weight = te.placeholder((16, 2, 2, 16), name="weight")  # [I, kh, kw, O]
-        tensors = [data, weight, _shuffled_channels([2, 2], "float32")(data, weight)]
+        tensors = [data, weight, _shuffled([2, 2], "float32", channels_last=True)(data, weight)]
         _check(lambda: tensors, TiledReduction())
         sch = TiledReduction().apply(te.create_prim_func(tensors), TARGET, False)
         write = sch.get_sblock("conv2d_transpose_blocks_local")
