@@ -118,11 +118,13 @@ def main(argv: list[str] | None = None) -> int:
             env = {**os.environ, "PYTHONPATH": str(src)}
             subprocess.run([sys.executable, __file__, "--build", str(dirs[tag]), "--models",
                             *args.models], check=True, env=env, cwd=src)
-        os.sched_setaffinity(0, {args.core})
         favoured = realtime(os.getpid(), QUIET_RT_PRIORITY)  # as bench_zoo's phone process
         import tvm
 
         tvm.get_global_func("runtime.config_threadpool")(0, 1)
+        # After the thread pool: its affinity mode 0 pins this thread to the "big" cores as
+        # TVM sorts them (core 0 on a 2-core host), not to --core.
+        os.sched_setaffinity(0, {args.core})
         print(f"host: {os.cpu_count()} cores, load average "
               f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; core {args.core}, 1 thread"
               f"{', real-time priority' if favoured else ''}")

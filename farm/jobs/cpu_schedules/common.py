@@ -37,6 +37,25 @@ def vector_registers(target: Any) -> int:
     return 16
 
 
+def target_cores(target: Any) -> int:
+    """The target's ``num-cores``, 0 where it does not say."""
+    return int(target.attrs.get("num-cores") or 0)
+
+
+def parallel(sch: Any, loop: Any, cores: int) -> None:
+    """Run ``loop`` in parallel, unless the target has one core (``cores`` 1; 0: unknown).
+
+    On one core a parallel loop is one ``TVMBackendParallelLaunch`` for
+    nothing: with the thread pool configured as the phone session does
+    (``runtime.config_threadpool(0, 1)``, no ``TVM_NUM_THREADS``) each launch
+    went through TVM's thread pool and cost about 6.5 us on this host's
+    AVX-512 core (det_head's 1x1 conv 64 -> 32 on 10 x 10 and its 10 x 10 ->
+    20 x 20 resize, one launch each: 0.0046 -> 0.011 ms; see docs/benchmarks.md).
+    """
+    if cores != 1:
+        sch.parallel(loop)
+
+
 def extent(sch: Any, loop: Any) -> int | None:
     """The loop's constant trip count, or None if it is symbolic."""
     from tvm import tirx
@@ -88,32 +107,81 @@ def is_reduction(sch: Any, block: Any) -> bool:
     return any(iv.iter_type == tirx.IterVar.CommReduce for iv in sch.get(block).iter_vars)
 
 
-def schedule_spatial(sch: Any, block: Any, lanes: int) -> None:
+def schedule_spatial(sch: Any, block: Any, lanes: int, cores: int = 0) -> None:
     """Parallel outer loops, vectorized innermost loop of a block with only spatial loops.
 
     Loops but the last are fused into one parallel loop; the last is split by
-    the vector factor and its inner part vectorized. A block whose loops are
-    symbolic is only parallelized.
+    the vector factor and its inner part vectorized. Where the row splits
+    into vectors of under half the lanes (a padded row of 82 floats: 41 of 2
+    lanes of 16), the last loop is left plain for LLVM's loop vectorizer,
+    which takes whole vectors and a remainder: 1 thread, AVX-512, the padding
+    copy of 16 x 80 x 80 (rows of 82) took 0.084 ms in TVM's 2-lane vectors,
+    0.009 ms so; 4 x 146 x 146 (rows of 148, 4 lanes) 0.019 / 0.0065 ms. A
+    block whose loops are symbolic is only parallelized.
     """
     loops = sch.get_loops(block)
     if not loops:
         return
     inner = loops[-1]
     n = extent(sch, inner)
+    repeat = repeat_factor(sch, block, lanes)
     if len(loops) > 1:
-        sch.parallel(sch.fuse(*loops[:-1]))
+        parallel(sch, sch.fuse(*loops[:-1]), cores)
+    if repeat is not None:
+        # Each input value goes to `repeat` adjacent outputs: TVM's vector loads of
+        # `x // repeat` are one scalar load per lane; the plain loop of inputs, the
+        # repeats unrolled in it, is what LLVM's loop vectorizer turns into vector
+        # loads and interleaving shuffles (an AVX-512 `vpermps`).
+        sch.unroll(sch.split(inner, factors=[None, repeat])[1])
+        return
     if n is None or n < 2:
         return
     factor = vector_factor(n, lanes)
-    if factor < 2:
-        return
+    if factor < 2 or (factor < min(n, lanes // 2) and len(loops) > 1):
+        return  # a plain loop: LLVM vectorizes it, whole vectors and a remainder
     if factor == n:
         sch.vectorize(inner)
         return
     outer, vec = sch.split(inner, factors=[None, factor])
     if len(loops) == 1:
-        sch.parallel(outer)
+        parallel(sch, outer, cores)
     sch.vectorize(vec)
+
+
+def repeat_factor(sch: Any, block: Any, lanes: int) -> int | None:
+    """``s`` where the block reads its innermost loop's variable ``x`` only as ``x // s``.
+
+    A nearest upsampling by ``s`` (``out[.., x] = data[.., x // s]``,
+    :func:`farm.jobs.cpu_schedules.legalize._resize2d`): each loaded value is
+    stored ``s`` times in a row. None where a read uses ``x`` otherwise, where
+    ``s`` does not divide the loop, or where the input row (``n / s``) is
+    shorter than a vector (LLVM then leaves most of it scalar). Measured, 1
+    thread, AVX-512, det_head's upsamplings, TVM's vector loop (a scalar load
+    per lane) / the repeat: 32 x 20 x 20 -> 40 x 40 0.023 / 0.0022 ms
+    (onnxruntime 0.006); 32 x 10 x 10 -> 20 x 20 0.0058 / 0.0080 (kept as it was).
+    """
+    from tvm import tirx
+
+    loops = sch.get_loops(block)
+    stmt = sch.get(block)
+    if not loops or len(loops) != len(stmt.iter_vars):
+        return None
+    var = stmt.iter_vars[-1].var
+    n = extent(sch, loops[-1])
+    factor = None
+    for read in stmt.reads:
+        for dim in read.region:
+            if var not in vars_of(dim.min):
+                continue
+            index = dim.min
+            if not (isinstance(index, tirx.FloorDiv) and index.a.same_as(var)
+                    and isinstance(index.b, tirx.IntImm)) or factor not in (None,
+                                                                            int(index.b.value)):
+                return None
+            factor = int(index.b.value)
+    if factor is None or factor < 2 or n is None or n % factor or n // factor < lanes:
+        return None
+    return factor
 
 
 def try_inline(sch: Any, block: Any) -> bool:

@@ -13,7 +13,8 @@ cover goes to TVM's own legalization.
   block of outputs, so the operator is a 1x1 convolution to ``O x s x s``
   channels (one reduction over input channels, which
   :class:`farm.jobs.cpu_schedules.TiledReduction` tiles like any 1x1 conv)
-  followed by a pixel shuffle into place.
+  followed by a pixel shuffle into place; channels last where they fill a
+  vector, so that the shuffle stores whole rows (:func:`_shuffled`).
 - ``nn.conv2d`` (NCHW, float32, one group or depthwise) whose output
   channels split into blocks of a vector (a power of two, at most the
   target's lanes, at least 8 or the lanes): in channel blocks, as
@@ -37,6 +38,8 @@ cover goes to TVM's own legalization.
 - ``sigmoid``: ``1 / (1 + fast_exp(-x))`` (TOPI's polynomial ``fast_exp``),
   which ``FastMathTransform`` does not cover; TVM's form calls libm's ``expf``
   per element.
+- ``image.resize2d``, nearest, by whole factors: ``data[.., y // s, x // s]``
+  (:func:`_resize2d`), whose repeats the injective schedule unrolls.
 """
 
 from __future__ import annotations
@@ -48,7 +51,6 @@ __all__ = ["cpu_legalize_map"]
 
 
 def _conv2d_transpose(bb: Any, call: Any) -> Any:
-    from tvm import te
     from tvm.relax.transform.legalize_ops.nn import _nn_conv2d_transpose
 
     attrs = call.attrs
@@ -63,26 +65,60 @@ def _conv2d_transpose(bb: Any, call: Any) -> Any:
             or any(int(p) for p in attrs.padding) or any(int(p) for p in attrs.output_padding)
             or any(int(d) != 1 for d in attrs.dilation) or kernel != strides):
         return _nn_conv2d_transpose(bb, call)
+    o = int(weight_shape.values[1])
+    target = _current_target()
+    lanes = _lanes(target)
+    channels_last = _block(o, lanes, min(lanes, 8)) is not None
+    weight = _packed(bb, call.args[1], (0, 2, 3, 1)) if channels_last else call.args[1]
+    return bb.call_te(_shuffled(strides, str(call.ty.dtype), channels_last), call.args[0],
+                      weight, primfunc_name_hint="conv2d_transpose")
+
+
+def _shuffled(strides: list[int], out_dtype: str, channels_last: bool) -> Any:
+    """TE of a kernel == stride transposed conv: a 1x1 conv to ``O x sh x sw`` blocks, shuffled.
+
+    ``channels_last``: blocks ``[N, sh, H, W, sw, O]`` from a weight packed
+    ``[I, kh, kw, O]``. :class:`farm.jobs.cpu_schedules.TiledReduction` takes
+    the output channels as the vector, input pixels of the row as the tile
+    and the ``sw`` column offsets as its channel blocks (the weight's vector
+    depends on them, the input pixel does not), so each input value serves
+    ``sw`` vectors, and the tile's ``W x sw`` outputs of one channel are
+    ``sw * W`` adjacent floats of an output row, which the write-back
+    (:func:`farm.jobs.cpu_schedules.tile_io.write_back`) stores as one vector.
+    det_head's 16 -> 16 on 40 x 40 (+ReLU), 1 thread, AVX-512: 0.101 ->
+    0.057 ms (docs/benchmarks.md). Else blocks ``[N, sh, sw, O, H, W]`` from
+    the IOHW weight: output channels as the register tile, the input row as
+    the vector, written back by a stride-``sw`` scatter; kept where the
+    output channels give no vector (det_head's last layer, 16 -> 1).
+    """
+    from tvm import te
+
     sh, sw = strides
-    out_dtype = call.ty.dtype
 
     def compute(data: Any, weight: Any) -> Any:
         n, c, h, w = data.shape
-        o = weight.shape[1]
+        o = weight.shape[3] if channels_last else weight.shape[1]
         i = te.reduce_axis((0, c), name="i")
-        # Output channels after the kernel offsets: TiledReduction tiles them in registers.
-        blocks = te.compute(
-            (n, sh, sw, o, h, w),
-            lambda b, ky, kx, oc, y, x: te.sum(
-                data[b, i, y, x].astype(out_dtype) * weight[i, oc, ky, kx].astype(out_dtype),
-                axis=i),
-            name="conv2d_transpose_blocks")
+
+        def product(b: Any, ky: Any, kx: Any, oc: Any, y: Any, x: Any) -> Any:
+            tap = weight[i, ky, kx, oc] if channels_last else weight[i, oc, ky, kx]
+            return te.sum(data[b, i, y, x].astype(out_dtype) * tap.astype(out_dtype), axis=i)
+
+        if channels_last:
+            blocks = te.compute((n, sh, h, w, sw, o),
+                                lambda b, ky, y, x, kx, oc: product(b, ky, kx, oc, y, x),
+                                name="conv2d_transpose_blocks")
+            return te.compute(
+                (n, o, h * sh, w * sw),
+                lambda b, oc, y, x: blocks[b, y % sh, y // sh, x // sw, x % sw, oc],
+                name="conv2d_transpose_shuffle")
+        blocks = te.compute((n, sh, sw, o, h, w), product, name="conv2d_transpose_blocks")
         return te.compute(
             (n, o, h * sh, w * sw),
             lambda b, oc, y, x: blocks[b, y % sh, x % sw, oc, y // sh, x // sw],
             name="conv2d_transpose_shuffle")
 
-    return bb.call_te(compute, call.args[0], call.args[1], primfunc_name_hint="conv2d_transpose")
+    return compute
 
 
 def _block(channels: int, lanes: int, smallest: int) -> int | None:
@@ -158,8 +194,6 @@ class _Conv:
 
 def _conv_of(call: Any) -> _Conv | None:
     """The conv's plan, or None where TVM's own legalization is kept."""
-    from farm.jobs.cpu_schedules.common import vector_lanes
-
     attrs = call.attrs
     try:
         n, c, h, w = (int(d) for d in call.args[0].ty.shape.values)
@@ -172,8 +206,7 @@ def _conv_of(call: Any) -> _Conv | None:
             or attrs.out_layout != "NCHW" or (groups != 1 and not depthwise)
             or str(call.args[0].ty.dtype) != "float32"):
         return None
-    target = _current_target()
-    lanes = vector_lanes(target) if target is not None else 4
+    lanes = _lanes(_current_target())
     ob = _block(o, lanes, min(lanes, 8))
     op = o
     if not depthwise and (ob is None or ob < lanes):
@@ -260,19 +293,43 @@ def _conv2d(bb: Any, call: Any) -> Any:
     if conv is None:
         return _nn_conv2d(bb, call)
     shape, axes = conv.weight_order
-    if isinstance(call.args[1], tvm.ir.expr.Constant):
-        # Packed here: FoldConstant would build and run a kernel per weight (3x the build).
-        array = call.args[1].value.numpy()
-        if conv.op > conv.o:  # zero filters to whole vector blocks; never unpacked
-            array = np.concatenate([array, np.zeros((conv.op - conv.o, *array.shape[1:]),
-                                                    array.dtype)])
-        array = array.reshape(shape).transpose(axes)
-        weight = relax.const(np.ascontiguousarray(array))
-    elif conv.op > conv.o:  # a computed weight: padding it is not worth a kernel
-        return _nn_conv2d(bb, call)
+    if conv.op > conv.o:
+        if not isinstance(call.args[1], tvm.ir.expr.Constant):
+            return _nn_conv2d(bb, call)  # a computed weight: padding it is not worth a kernel
+        array = call.args[1].value.numpy()  # zero filters to whole vector blocks; never unpacked
+        array = np.concatenate([array, np.zeros((conv.op - conv.o, *array.shape[1:]),
+                                                array.dtype)])
+        weight = _packed(bb, relax.const(array), axes, shape)
     else:
-        weight = bb.emit(relax.op.permute_dims(relax.op.reshape(call.args[1], shape), axes))
+        weight = _packed(bb, call.args[1], axes, shape)
     return bb.call_te(_blocked_conv(conv), call.args[0], weight, primfunc_name_hint="conv2d")
+
+
+def _packed(bb: Any, weight: Any, axes: tuple[int, ...],
+            shape: tuple[int, ...] | None = None) -> Any:
+    """``weight`` reshaped to ``shape`` (if given) and transposed by ``axes``.
+
+    A constant is packed here with numpy (``FoldConstant`` would build and run
+    a kernel per weight: 3x the build); a computed weight by Relax ops.
+    """
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    if isinstance(weight, tvm.ir.expr.Constant):
+        array = weight.value.numpy()
+        array = array.reshape(shape) if shape is not None else array
+        return relax.const(np.ascontiguousarray(array.transpose(axes)))
+    if shape is not None:
+        weight = relax.op.reshape(weight, shape)
+    return bb.emit(relax.op.permute_dims(weight, axes))
+
+
+def _lanes(target: Any) -> int:
+    """The target's float32 lanes; 4 (NEON's) where no target is current."""
+    from farm.jobs.cpu_schedules.common import vector_lanes
+
+    return vector_lanes(target) if target is not None else 4
 
 
 def _current_target() -> Any:
@@ -292,7 +349,49 @@ def _sigmoid(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, call.args[0], primfunc_name_hint="sigmoid")
 
 
+def _resize2d(bb: Any, call: Any) -> Any:
+    """Nearest upsampling by whole factors as ``data[n, c, y // sy, x // sx]``; else TVM's.
+
+    Only NCHW, ``nearest_neighbor``, ``asymmetric`` coordinates and ``floor``
+    rounding (ONNX ``Resize`` with ``nearest_mode="floor"``, as the FPN of
+    :mod:`farm.zoo.detect` writes it), where the output size is a whole
+    multiple of the input's: the source pixel is then ``floor(y * h / oh)
+    = y // sy`` exactly. TOPI's form clamps a truncating division per element,
+    which hides the repetition from
+    :func:`farm.jobs.cpu_schedules.common.schedule_spatial`.
+    """
+    from tvm import te
+    from tvm.relax.transform.legalize_ops.image import _image_resize2d
+
+    attrs = call.attrs
+    factors = _whole_factors(call)
+    if (factors is None or attrs.layout != "NCHW" or attrs.method != "nearest_neighbor"
+            or attrs.coordinate_transformation_mode != "asymmetric"
+            or attrs.rounding_method != "floor"
+            or (attrs.out_dtype is not None and str(attrs.out_dtype) not in ("", "void",
+                                                                             str(call.ty.dtype)))):
+        return _image_resize2d(bb, call)
+    sy, sx = factors
+    n, c, h, w = (int(d) for d in call.args[0].ty.shape.values)
+    return bb.call_te(lambda data: te.compute((n, c, h * sy, w * sx),
+                                              lambda b, ch, y, x: data[b, ch, y // sy, x // sx],
+                                              name="resize"),
+                      call.args[0], primfunc_name_hint="resize2d")
+
+
+def _whole_factors(call: Any) -> tuple[int, int] | None:
+    """(sy, sx): the output's height and width over the input's, both whole; else None."""
+    try:
+        _, _, h, w = (int(d) for d in call.args[0].ty.shape.values)
+        oh, ow = (int(d) for d in call.ty.shape.values[2:])
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if h <= 0 or w <= 0 or oh % h or ow % w:
+        return None
+    return oh // h, ow // w
+
+
 def cpu_legalize_map() -> dict[str, Any]:
     """Relax operator name -> farm's legalization for CPU targets (see the module doc)."""
     return {"relax.nn.conv2d_transpose": _conv2d_transpose, "relax.sigmoid": _sigmoid,
-            "relax.nn.conv2d": _conv2d}
+            "relax.nn.conv2d": _conv2d, "relax.image.resize2d": _resize2d}

@@ -26,6 +26,8 @@ from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
 from farm.jobs.cpu_schedules.common import (
     extent,
     is_reduction,
+    parallel,
+    target_cores,
     vars_of,
     vector_lanes,
     vectorize_tail,
@@ -53,7 +55,7 @@ class RowNorm(CPUScheduleRule):
         if rows is None or any(not _row_reduction(sch, b, rows, lanes) for b in reductions):
             return None
         try:
-            return _schedule(sch, rows, lanes)
+            return _schedule(sch, rows, lanes, target_cores(target))
         except (s_tir.schedule.ScheduleError, RuntimeError):
             return None
 
@@ -90,8 +92,11 @@ def _row_reduction(sch: Any, block: Any, rows: int, lanes: int) -> bool:
     return True
 
 
-def _schedule(sch: Any, rows: int, lanes: int) -> Any:
-    """Inline, rfactor each reduction, then every block under the parallel row loop."""
+def _schedule(sch: Any, rows: int, lanes: int, cores: int) -> Any:
+    """Inline, rfactor each reduction, then every block under the (parallel) row loop.
+
+    ``cores``: the target's ``num-cores`` (:func:`farm.jobs.cpu_schedules.common.parallel`).
+    """
     from tvm import s_tir
 
     root = sch.get_sblock("root")
@@ -108,7 +113,7 @@ def _schedule(sch: Any, rows: int, lanes: int) -> Any:
     blocks = sch.get_child_blocks(root)
     loops = sch.get_loops(blocks[-1])
     head = sch.fuse(*loops[:rows]) if rows > 1 else loops[0]
-    sch.parallel(head)
+    parallel(sch, head, cores)
     for block in reversed(blocks[:-1]):
         sch.compute_at(block, head, preserve_unit_loops=True)
     for block in sch.get_child_blocks(head):

@@ -23,6 +23,8 @@ from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
 from farm.jobs.cpu_schedules.common import (
     extent,
     is_reduction,
+    parallel,
+    target_cores,
     vector_factor,
     vector_lanes,
     vectorize_tail,
@@ -55,7 +57,7 @@ class RowReduction(CPUScheduleRule):
             return None
         lanes = vector_lanes(target)
         try:
-            return _schedule(sch, main, blocks[1:], reduce, lanes)
+            return _schedule(sch, main, blocks[1:], reduce, lanes, target_cores(target))
         except (s_tir.schedule.ScheduleError, RuntimeError):
             return None
 
@@ -103,7 +105,8 @@ def _reduce_loops(sch: Any, main: Any) -> list[int] | None:
     return reduce if total >= MIN_VECTOR else None
 
 
-def _schedule(sch: Any, main: Any, consumers: list[Any], reduce: list[int], lanes: int) -> Any:
+def _schedule(sch: Any, main: Any, consumers: list[Any], reduce: list[int], lanes: int,
+              cores: int) -> Any:
     """Fused row, vector partial sums (rfactor), outer loops parallel, consumers per row.
 
     Returns:
@@ -120,7 +123,7 @@ def _schedule(sch: Any, main: Any, consumers: list[Any], reduce: list[int], lane
     partial = sch.rfactor(inner, factor_axis=n_spatial)
     outer = sch.get_loops(partial)[:n_spatial]
     head = sch.fuse(*outer) if len(outer) > 1 else outer[0]
-    sch.parallel(head)
+    parallel(sch, head, cores)
     sch.reverse_compute_at(main, head, preserve_unit_loops=True)
     for block in consumers:
         sch.reverse_compute_at(block, head, preserve_unit_loops=True)

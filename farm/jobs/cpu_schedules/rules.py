@@ -38,7 +38,9 @@ from farm.jobs.cpu_schedules.common import (
     has_condition,
     is_reduction,
     largest_divisor,
+    parallel,
     schedule_spatial,
+    target_cores,
     try_inline,
     vars_of,
     vector_factor,
@@ -46,7 +48,7 @@ from farm.jobs.cpu_schedules.common import (
     vector_registers,
     vectorize_tail,
 )
-from farm.jobs.cpu_schedules.tile_io import blocked_producer, pad_per_tile, write_back
+from farm.jobs.cpu_schedules.tile_io import blocked_producer, write_back
 
 #: Most rows of a register tile of one vector register a row (half that for two).
 #: Measured with AVX-512 on a pinned core: 8 rows of 14 lanes ran a 1x1 conv on
@@ -195,7 +197,7 @@ class TiledReduction(CPUScheduleRule):
         if plan is None:
             return None
         try:
-            _tile(sch, main, plan, lanes, int(target.attrs.get("num-cores") or 1))
+            _tile(sch, main, plan, lanes, target_cores(target))
         except (s_tir.schedule.ScheduleError, RuntimeError):
             return None
         return sch
@@ -265,12 +267,11 @@ def _tile(sch: Any, main: Any, plan: TilePlan, lanes: int, cores: int) -> None:
     sch.reorder(*outer, *reduce, *inner)
     if blocked is None:
         fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
-        sch.parallel(fused)
-        pad_per_tile(sch, main, plan, fused, lanes)
+        parallel(sch, fused, cores)
     else:
         producer, k = blocked
         head = sch.fuse(*outer[:k]) if k > 1 else outer[0]
-        sch.parallel(head)
+        parallel(sch, head, cores)
         rest = outer[k:]
         fused = sch.fuse(*rest) if len(rest) > 1 else rest[0]
         sch.compute_at(producer, head, preserve_unit_loops=True)
@@ -289,8 +290,8 @@ def _tile(sch: Any, main: Any, plan: TilePlan, lanes: int, cores: int) -> None:
     if plan.vector is not None:
         vectorize_tail(sch, init, lanes)
     for block in sch.get_child_blocks(sch.get_sblock("root")):
-        if not is_reduction(sch, block) and not _scheduled(sch, block):
-            schedule_spatial(sch, block, lanes)
+        if not is_reduction(sch, block) and not _in_nest(sch, block, main):
+            schedule_spatial(sch, block, lanes, cores)
 
 
 def _fuse_epilogue(sch: Any, local: Any) -> None:
@@ -324,12 +325,10 @@ def _consumers_after(sch: Any, block: Any) -> list[Any]:
     return blocks[names.index(sch.get(block).name_hint) + 1:]
 
 
-def _scheduled(sch: Any, block: Any) -> bool:
-    """Whether the block's outermost loop is already parallel (inside the main nest)."""
-    from tvm import tirx
-
-    loops = sch.get_loops(block)
-    return bool(loops) and sch.get(loops[0]).kind == tirx.ForKind.PARALLEL
+def _in_nest(sch: Any, block: Any, main: Any) -> bool:
+    """Whether ``block`` runs inside ``main``'s outermost loop (its write-back, a blocked copy)."""
+    loops, nest = sch.get_loops(block), sch.get_loops(main)
+    return bool(loops) and sch.get(loops[0]).same_as(sch.get(nest[0]))
 
 
 class Injective(CPUScheduleRule):
@@ -350,7 +349,7 @@ class Injective(CPUScheduleRule):
         lanes = vector_lanes(target)
         try:
             for block in sch.get_child_blocks(sch.get_sblock("root")):
-                schedule_spatial(sch, block, lanes)
+                schedule_spatial(sch, block, lanes, target_cores(target))
         except (s_tir.schedule.ScheduleError, RuntimeError):
             return None
         return sch
@@ -370,7 +369,7 @@ class ParallelFallback(CPUScheduleRule):
         try:
             for block in sch.get_child_blocks(sch.get_sblock("root")):
                 if not is_reduction(sch, block):
-                    schedule_spatial(sch, block, lanes)
+                    schedule_spatial(sch, block, lanes, target_cores(target))
                     continue
                 stmt = sch.get(block)
                 loops = sch.get_loops(block)
@@ -382,7 +381,8 @@ class ParallelFallback(CPUScheduleRule):
                         break
                     leading.append(loop)
                 if leading:
-                    sch.parallel(sch.fuse(*leading) if len(leading) > 1 else leading[0])
+                    parallel(sch, sch.fuse(*leading) if len(leading) > 1 else leading[0],
+                             target_cores(target))
         except (s_tir.schedule.ScheduleError, RuntimeError):
             return None
         return sch

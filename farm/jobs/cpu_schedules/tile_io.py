@@ -1,9 +1,15 @@
-"""What a register tile reads and writes around it: padding computed per tile, the write-back.
+"""What a register tile reads and writes around it: a depthwise conv's blocked copy, the write-back.
 
 Helpers of :class:`farm.jobs.cpu_schedules.TiledReduction` (``rules.py``) for
-the blocks before and after its main reduction: a padded copy computed inside
-the tile's parallel loop where that computes each element few times, and the
+the blocks before and after its main reduction: a padded copy in channel
+blocks computed one block at a time inside the conv's parallel loop, and the
 tile's write-back to the output vectorized along the output's contiguous axis.
+
+A conv's NCHW padding copy is a nest of its own (LLVM vectorizes its rows,
+:func:`farm.jobs.cpu_schedules.common.schedule_spatial`). Computed per tile
+inside the parallel loop instead, as an earlier round did for 3x3 stride-2
+convs, it ran 3-11% slower on each such zoo conv (1 thread, AVX-512, see
+docs/benchmarks.md): the per-tile window's 17 columns took conditional loads.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from farm.jobs.cpu_schedules.common import extent, has_condition, vars_of, vecto
 if TYPE_CHECKING:
     from farm.jobs.cpu_schedules.rules import TilePlan
 
-__all__ = ["MAX_PAD_RECOMPUTE", "blocked_producer", "pad_per_tile", "write_back"]
+__all__ = ["blocked_producer", "write_back"]
 
 
 def blocked_producer(sch: Any, main: Any, plan: TilePlan,
@@ -55,82 +61,6 @@ def blocked_producer(sch: Any, main: Any, plan: TilePlan,
     return None
 
 
-#: Most times a padding producer computed per tile may compute each element: more, and the
-#: copy costs more than the pass over memory it saves. Measured, 1 thread, AVX-512: 3x3
-#: stride-2 convs (1.5 here) ran 1.2-1.3x faster per tile (3 -> 16 on 224 x 224 0.35 ->
-#: 0.28 ms, 16 -> 16 on 80 x 80 0.137 -> 0.104 ms), stride-1 ones (3) 1.15-1.25x slower.
-MAX_PAD_RECOMPUTE = 1.5
-
-
-def pad_per_tile(sch: Any, main: Any, plan: TilePlan, fused: Any, lanes: int) -> None:
-    """Compute each padding producer of ``main`` per tile, inside its parallel loop.
-
-    Only where each padded element is computed at most :data:`MAX_PAD_RECOMPUTE`
-    times (:func:`_recompute`); the padded copy is then read back from cache
-    instead of a nest of its own writing the whole copy out first.
-    """
-    from tvm import s_tir
-
-    for producer in sch.get_producers(main):
-        if not has_condition(sch, producer) or _recompute(sch, main, producer, plan) > \
-                MAX_PAD_RECOMPUTE:
-            continue
-        try:
-            sch.compute_at(producer, fused, preserve_unit_loops=True)
-        except (s_tir.schedule.ScheduleError, RuntimeError):
-            continue
-        vectorize_tail(sch, producer, lanes)
-
-
-def _recompute(sch: Any, main: Any, producer: Any, plan: TilePlan) -> float:
-    """How many times a per-tile producer computes each element, by the windows of ``main``'s read.
-
-    Per dimension of the read indexed ``a * v + b * r`` by an outer spatial
-    variable ``v`` and a reduction variable ``r`` of extent ``e``, each step
-    of ``v`` reads ``b * (e - 1) + 1`` elements and moves ``a``: a 3-tap
-    window moved by stride 2 computes each element 1.5 times. Dimensions of
-    the vector and tile variables are not counted (a tile's window overlaps
-    its neighbour's only at its edges).
-    """
-    from tvm import tirx
-    from tvm.sym import Analyzer
-
-    stmt = sch.get(main)
-    buffer = sch.get(producer).writes[0].source
-    reads = [r for r in stmt.reads if r.source.same_as(buffer)]
-    if len(reads) != 1:
-        return float("inf")
-    iv = stmt.iter_vars
-    inner = {i for i in (plan.vector, plan.tile) if i is not None}
-
-    def at(expr: Any, var: Any | None) -> Any:
-        """``expr`` with every iteration variable 0 but ``var`` 1."""
-        analyzer = Analyzer()
-        for v in iv:
-            value = 1 if var is not None and v.var.same_as(var) else 0
-            analyzer.bind(v.var, tirx.const(value, str(v.dom.extent.ty)))
-        return analyzer.simplify(expr)
-
-    def coefficient(expr: Any, var: Any) -> int:
-        value = at(expr - at(expr, None), var)
-        return int(value.value) if isinstance(value, tirx.IntImm) else 0
-
-    factor = 1.0
-    for dim in reads[0].region:
-        used = vars_of(dim.min)
-        spatial = [i for i in plan.spatial if iv[i].var in used]
-        if len(spatial) != 1 or spatial[0] in inner:
-            continue
-        a = coefficient(dim.min, iv[spatial[0]].var)
-        window = 1
-        for i in plan.reduce:
-            if iv[i].var in used:
-                window += coefficient(dim.min, iv[i].var) * (int(iv[i].dom.extent) - 1)
-        if a > 0:
-            factor *= max(1.0, window / a)
-    return factor
-
-
 def write_back(sch: Any, local: Any, lanes: int) -> None:
     """Vectorize the tile's write-back along the output's contiguous axis.
 
@@ -157,14 +87,29 @@ def write_back(sch: Any, local: Any, lanes: int) -> None:
     if not rows or rows[-1] == n - 1 or (extent(sch, own[-1]) or 0) > 2 * lanes:
         vectorize_tail(sch, local, lanes)
         return
-    j = rows[-1]
+    row = _row_loops(sch, own, rows, lanes)
     try:
-        sch.reorder(*[loop for i, loop in enumerate(own) if i != j], own[j])
+        sch.reorder(*[loop for i, loop in enumerate(own) if i not in row], *[own[i] for i in row])
     except (s_tir.schedule.ScheduleError, RuntimeError):
-        _predicated_rows(sch, local, own, j, lanes)
+        _predicated_rows(sch, local, own, rows[-1], lanes)
         return
     sch.unroll(own[-1])
-    sch.vectorize(own[j])
+    sch.vectorize(sch.fuse(*[own[i] for i in row]) if len(row) > 1 else own[row[0]])
+
+
+def _row_loops(sch: Any, own: list[Any], rows: list[int], lanes: int) -> list[int]:
+    """The write-back loops to store as one vector: those indexing the output's last axis.
+
+    All of them, in order, where their extents multiply to at most two
+    registers' lanes (a transposed conv in ``[.., W, sw, O]`` writes column
+    ``x * sw + kx``: the tile's 8 ``x`` by 2 ``kx`` are 16 adjacent floats,
+    :func:`farm.jobs.cpu_schedules.legalize._shuffled`); else the
+    innermost one.
+    """
+    total = 1
+    for i in rows:
+        total *= extent(sch, own[i]) or 0
+    return rows if total <= 2 * lanes else rows[-1:]
 
 
 def _predicated_rows(sch: Any, local: Any, own: list[Any], row: int, lanes: int) -> None:

@@ -24,11 +24,11 @@ def _conv_transpose_ref(x: np.ndarray, w: np.ndarray, stride: int, padding: int)
     return full[:, :, padding:full.shape[2] - padding, padding:full.shape[3] - padding]
 
 
-def _module(kernel: int, stride: int, padding: int) -> tvm.IRModule:
+def _module(kernel: int, stride: int, padding: int, out: int) -> tvm.IRModule:
     """``sigmoid(conv2d_transpose(x, w))`` as a Relax module."""
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((1, 4, 5, 6), "float32"))
-    w = relax.Var("w", relax.TensorType((4, 3, kernel, kernel), "float32"))
+    w = relax.Var("w", relax.TensorType((4, out, kernel, kernel), "float32"))
     with bb.function("main", [x, w]):
         with bb.dataflow():
             y = bb.emit(relax.op.nn.conv2d_transpose(x, w, strides=stride, padding=padding))
@@ -37,24 +37,59 @@ def _module(kernel: int, stride: int, padding: int) -> tvm.IRModule:
     return bb.get()
 
 
-@pytest.mark.parametrize(("kernel", "stride", "padding", "shuffled"),
-                         [(2, 2, 0, True), (3, 2, 1, False)])
+@pytest.mark.parametrize(("kernel", "stride", "padding", "out", "shuffled"),
+                         [(2, 2, 0, 3, True), (3, 2, 1, 3, False), (2, 2, 0, 16, True)])
 def test_conv_transpose_and_sigmoid_match_numpy(kernel: int, stride: int, padding: int,
-                                                shuffled: bool) -> None:
-    """kernel == stride takes the shuffle form; others TVM's own; both match numpy."""
-    mod = _module(kernel, stride, padding)
+                                                out: int, shuffled: bool) -> None:
+    """kernel == stride takes the shuffle form (channels last where they fill a vector: 16)."""
+    mod = _module(kernel, stride, padding, out)
     fused = scheduled_module(mod, TARGET)
     names = [str(gv.name_hint) for gv in fused.functions]
     text = "\n".join(str(fused[n].script()) for n in names if n != "main")
     assert ("conv2d_transpose_blocks" in text) is shuffled
+    # channels last: the blocks buffer ends with the 2 column offsets and the 16 channels
+    assert ("T.int64(2), T.int64(16)), scope=\"local\"" in text) is (out == 16)
     assert "T.exp(" not in text  # sigmoid through TOPI's fast_exp, not libm's expf
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 4, 5, 6)).astype("float32")
-    w = rng.standard_normal((4, 3, kernel, kernel)).astype("float32")
+    w = rng.standard_normal((4, out, kernel, kernel)).astype("float32")
     vm = relax.VirtualMachine(compile_cpu(mod, TARGET, None), tvm.cpu())
     got = vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(w)).numpy()
     want = 1.0 / (1.0 + np.exp(-_conv_transpose_ref(x, w, stride, padding)))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("size", "mode", "rounding", "clean"), [
+    ((8, 12), "asymmetric", "floor", True),               # x2, as the zoo's FPN
+    ((12, 18), "asymmetric", "floor", True),              # x3
+    ((8, 12), "asymmetric", "round_prefer_floor", False),  # TVM's own form
+    ((7, 12), "asymmetric", "floor", False),              # not a whole factor: TVM's own
+])
+def test_nearest_resize_matches_numpy(size: tuple[int, int], mode: str, rounding: str,
+                                      clean: bool) -> None:
+    """Nearest upsampling by whole factors reads ``data[.., y // s, x // s]``; all match numpy."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 3, 4, 6)).astype("float32")
+    bb = relax.BlockBuilder()
+    xv = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [xv]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.image.resize2d(
+                xv, size, method="nearest_neighbor", coordinate_transformation_mode=mode,
+                rounding_method=rounding))
+        bb.emit_func_output(y)
+    mod = bb.get()
+    fused = scheduled_module(mod, TARGET)
+    text = "\n".join(str(fused[gv].script()) for gv in fused.functions if gv.name_hint != "main")
+    assert ("T.min(" not in text) is clean  # TOPI's form clamps each source index
+    vm = relax.VirtualMachine(compile_cpu(mod, TARGET, None), tvm.cpu())
+    got = vm["main"](tvm.runtime.tensor(x)).numpy()
+    rows = np.floor(np.arange(size[0]) * 4 / size[0]).astype(int)
+    cols = np.floor(np.arange(size[1]) * 6 / size[1]).astype(int)
+    if rounding == "round_prefer_floor":
+        rows = np.ceil(np.arange(size[0]) * 4 / size[0] - 0.5).astype(int)
+        cols = np.ceil(np.arange(size[1]) * 6 / size[1] - 0.5).astype(int)
+    np.testing.assert_array_equal(got, x[:, :, rows][:, :, :, cols])
 
 
 def _conv_ref(x: np.ndarray, w: np.ndarray, stride: int, pad: tuple[int, int, int, int],

@@ -10,7 +10,7 @@ from tvm.s_tir import dlight
 
 from farm.jobs.cpu_schedules import RowNorm, TiledReduction, default_rules
 
-TARGET = tvm.target.Target({"kind": "llvm", "mattr": ["+avx2", "+fma"]})  # 8 lanes
+TARGET = tvm.target.Target({"kind": "llvm", "mattr": ["+avx2", "+fma"], "num-cores": 4})
 
 
 def _softmax(shape: tuple[int, ...]) -> tvm.tirx.PrimFunc:

@@ -9,10 +9,18 @@ import numpy as np
 import pytest
 import tvm
 from tvm import te, topi
+from tvm.s_tir.dlight.analysis.common_analysis import get_sblockrealize
 
-from farm.jobs.cpu_schedules import Injective, ParallelFallback, TiledReduction, default_rules
+from farm.jobs.cpu_schedules import (
+    Injective,
+    ParallelFallback,
+    RowNorm,
+    RowReduction,
+    TiledReduction,
+    default_rules,
+)
 from farm.jobs.cpu_schedules.common import vector_factor
-from farm.jobs.cpu_schedules.legalize import _blocked_conv, _Conv
+from farm.jobs.cpu_schedules.legalize import _blocked_conv, _Conv, _shuffled
 
 TARGET = tvm.target.Target({"kind": "llvm"})
 
@@ -64,6 +72,11 @@ def _elementwise() -> list[te.Tensor]:
 def _mean() -> list[te.Tensor]:
     x = te.placeholder((1, 6, 5, 5), name="x")
     return [x, topi.sum(x, axis=(2, 3))]
+
+
+def _softmax() -> list[te.Tensor]:
+    x = te.placeholder((3, 64), name="x")
+    return [x, topi.nn.fast_softmax(x, axis=-1)]
 
 
 def _run(func: Any, arrays: list[np.ndarray]) -> np.ndarray:
@@ -118,17 +131,15 @@ class TestTiledReduction:
         assert sch is not None
         assert str(sch.mod["main"].script()).count("T.parallel") == 2
 
-    @pytest.mark.parametrize(("stride", "per_tile"), [(2, True), (1, False)])
-    def test_padding_per_tile_where_windows_overlap_little(self, stride: int,
-                                                           per_tile: bool) -> None:
-        """A stride-2 3x3 conv pads per tile (each element 1.5 times); stride 1 (3 times) not."""
+    @pytest.mark.parametrize("stride", [2, 1])
+    def test_padding_is_a_nest_of_its_own(self, stride: int) -> None:
+        """A 3x3 conv's NCHW padding copy runs before the tile's loop, at either stride."""
         script = _check(lambda: _blocked(depthwise=False, stride=stride), TiledReduction())
-        assert (script.count("T.parallel") == 1) is per_tile
+        assert script.count("T.parallel") == 2
 
     def test_write_back_vectorized_along_the_row(self) -> None:
         """The NCHW write-back of a channel-block tile stores along the row, not across planes."""
         from tvm import tirx
-        from tvm.s_tir.dlight.analysis.common_analysis import get_sblockrealize
 
         tensors = _blocked(depthwise=False)
         _check(lambda: tensors, TiledReduction())
@@ -142,6 +153,27 @@ class TestTiledReduction:
         row = [value for iv, value in zip(block.iter_vars, values, strict=True)
                if _uses(last_index, iv.var)]
         assert any(_uses(value, innermost.loop_var) for value in row)
+
+    def test_transposed_conv_writes_tile_and_offsets_as_one_row(self) -> None:
+        """A 2x2 stride-2 transposed conv, channels last: the tile's x and kx are one vector store.
+
+        The output column is ``x * 2 + kx``: the write-back's innermost loop is
+        the tile's 8 pixels by the 2 offsets fused (16 adjacent floats), not
+        the 2 offsets alone (a store of 2 lanes, 8 pixels apart).
+        """
+        from tvm import tirx
+
+        data = te.placeholder((1, 16, 5, 8), name="data")
+        weight = te.placeholder((16, 2, 2, 16), name="weight")  # [I, kh, kw, O]
+        tensors = [data, weight, _shuffled([2, 2], "float32", channels_last=True)(data, weight)]
+        _check(lambda: tensors, TiledReduction())
+        sch = TiledReduction().apply(te.create_prim_func(tensors), TARGET, False)
+        write = sch.get_sblock("conv2d_transpose_blocks_local")
+        innermost = sch.get(sch.get_loops(write)[-1])
+        assert innermost.kind == tirx.ForKind.VECTORIZED
+        assert int(innermost.extent) == 16
+        values = get_sblockrealize(sch, write).iter_values
+        assert sum(_uses(value, innermost.loop_var) for value in values) == 2  # x and kx
 
     def test_padded_channels_write_back_whole_rows(self) -> None:
         """24 channels padded to 32: the predicated write-back stores rows, one per channel."""
@@ -232,6 +264,72 @@ def test_injective_inlines_and_vectorizes() -> None:
     assert script.count("T.sblock(") == 2  # the root and one nest
     assert "T.parallel" in script
     assert "T.vectorized" in script
+
+
+@pytest.mark.parametrize(("width", "repeated"), [(20, True), (10, False)])
+def test_injective_repeats_each_value_of_a_nearest_upsampling(width: int,
+                                                              repeated: bool) -> None:
+    """``out[.., x] = data[.., x // 2]``: the repeat unrolled in a plain loop over input pixels.
+
+    LLVM's loop vectorizer turns that loop into vector loads and shuffles;
+    TVM's vectorized loop over outputs loads each lane alone. An input row
+    shorter than a vector (10 of 16 lanes) keeps TVM's vector loop.
+    """
+    from tvm import tirx
+
+    def upsample() -> list[te.Tensor]:
+        data = te.placeholder((1, 3, 4, width), name="data")
+        return [data, te.compute((1, 3, 8, 2 * width),
+                                 lambda n, c, y, x: data[n, c, y // 2, x // 2], name="up")]
+
+    _check(upsample, Injective())
+    sch = Injective().apply(te.create_prim_func(upsample()), TARGET, False)
+    loops = [sch.get(loop) for loop in sch.get_loops(sch.get_sblock("up"))]
+    kinds = [loop.kind for loop in loops]
+    if repeated:
+        assert kinds[-2:] == [tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED]
+        assert int(loops[-1].extent) == 2
+    else:
+        assert kinds[-1] == tirx.ForKind.VECTORIZED
+
+
+@pytest.mark.parametrize(("width", "vectorized"), [(80, False), (28, True)])
+def test_rows_whose_vector_would_be_short_are_left_to_llvm(width: int, vectorized: bool) -> None:
+    """A padded row of 82 floats (2 x 41: TVM's vector would be 2 lanes) stays a plain loop.
+
+    LLVM's loop vectorizer takes whole vectors of it and a remainder; a row
+    of 30 is one vector of TVM's.
+    """
+    def pad() -> list[te.Tensor]:
+        data = te.placeholder((1, 4, 6, width), name="data")
+        return [data, topi.nn.pad(data, (0, 0, 1, 1), (0, 0, 1, 1), name="pad")]
+
+    script = _check(pad, Injective())
+    assert ("T.vectorized" in script) is vectorized
+    assert "T.parallel" in script
+
+
+@pytest.mark.parametrize(("build", "rule"), [
+    (lambda: _conv(bias_relu=True), TiledReduction()), (lambda: _blocked(depthwise=True),
+                                                        TiledReduction()),
+    (_elementwise, Injective()), (_mean, ParallelFallback()), (_mean, RowReduction()),
+    (_softmax, RowNorm()),
+])
+@pytest.mark.parametrize("cores", [1, 2])
+def test_a_one_core_target_gets_no_parallel_loop(build: Callable[[], list[te.Tensor]],
+                                                 rule: Any, cores: int) -> None:
+    """``num-cores`` 1: every loop serial (a parallel one is a thread pool launch for nothing)."""
+    target = tvm.target.Target({"kind": "llvm", "num-cores": cores})
+    tensors = build()
+    func = te.create_prim_func(tensors)
+    sch = rule.apply(func, target, False)
+    assert sch is not None
+    assert ("T.parallel" in str(sch.mod["main"].script())) is (cores > 1)
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal([int(d) for d in t.shape]).astype("float32") for t in tensors]
+    arrays[-1] = np.zeros_like(arrays[-1])
+    np.testing.assert_allclose(_run(sch.mod["main"], [a.copy() for a in arrays]),
+                               _run(func, arrays), rtol=1e-5, atol=1e-5)
 
 
 def test_fallback_parallelizes_any_reduction() -> None:
