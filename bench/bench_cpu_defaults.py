@@ -1,4 +1,4 @@
-"""farm's default CPU build with and without its packed dense weights, against onnxruntime, interleaved.
+"""farm's default CPU build with and without packed dense weights, against onnxruntime.
 
 For each zoo model (:mod:`farm.zoo`), in one process pinned to one core, TVM
 at 1 thread and onnxruntime at 1 intra-op thread: three untuned builds

@@ -6,7 +6,7 @@ norm's sum and sum of squares) as one scalar ``max`` or ``+`` after another,
 each waiting on the last: its docstring says rfactor "is incompatible with
 compute_at when multiple blocks share the same spatial loop". It is not, if
 the rfactor comes first: here each reduction's row loop is split by a
-vector and ``rfactor``\\ ed while its block is still at the root, so one
+vector and split off by ``rfactor`` while its block is still at the root, so one
 vector of partial results runs at a vector op a cycle and the partials are
 combined once per row; then every block goes under the row loop as dlight
 does (parallel rows, vectorized element-wise blocks). Element-wise blocks
@@ -28,6 +28,7 @@ from farm.jobs.cpu_schedules.common import (
     is_reduction,
     parallel,
     target_cores,
+    try_inline,
     vars_of,
     vector_lanes,
     vectorize_tail,
@@ -75,8 +76,11 @@ def _rows(sch: Any, blocks: list[Any]) -> int | None:
 
 
 def _row_reduction(sch: Any, block: Any, rows: int, lanes: int) -> bool:
-    """Whether ``block`` reduces one loop, after the rows, of whole vectors (at least one),
-    reading each input along its last, contiguous axis (a vector of partials gathers nothing)."""
+    """Whether ``block`` reduces one loop after the rows, of whole vectors, along the inputs.
+
+    The loop must be whole vectors long (at least one) and read each input
+    along its last, contiguous axis, so a vector of partials gathers nothing.
+    """
     loops = sch.get_loops(block)
     if len(loops) != rows + 1:
         return False
@@ -97,15 +101,10 @@ def _schedule(sch: Any, rows: int, lanes: int, cores: int) -> Any:
 
     ``cores``: the target's ``num-cores`` (:func:`farm.jobs.cpu_schedules.common.parallel`).
     """
-    from tvm import s_tir
-
     root = sch.get_sblock("root")
     for block in sch.get_child_blocks(root)[:-1]:
         if not is_reduction(sch, block) and len(sch.get_consumers(block)) == 1:
-            try:
-                sch.compute_inline(block)
-            except (s_tir.schedule.ScheduleError, RuntimeError):
-                pass  # it stays a block of its own, vectorized below
+            try_inline(sch, block)  # else a block of its own, vectorized below
     partials = []
     for block in [b for b in sch.get_child_blocks(root) if is_reduction(sch, b)]:
         _, inner = sch.split(sch.get_loops(block)[-1], factors=[None, lanes])
