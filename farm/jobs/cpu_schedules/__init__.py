@@ -18,7 +18,7 @@ __all__ = ["CPU_SCHEDULES_VERSION", "Injective", "ParallelFallback", "RowReducti
 
 #: Joins the compile cache key of CPU builds: bump it when a rule changes what it emits,
 #: so libraries built by older rules are not reused.
-CPU_SCHEDULES_VERSION = "6"
+CPU_SCHEDULES_VERSION = "7"
 
 
 def default_rules() -> list[Any]:

@@ -44,7 +44,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["cpu_legalize_map"]
+__all__ = ["BLOCKED_CONV", "DEPTHWISE_PACK", "cpu_legalize_map"]
+
+#: The block of a (not depthwise) conv's result in channel blocks, ``[N, O/ob, OH, OW, ob]``.
+BLOCKED_CONV = "conv2d_nchwc"
+#: The block of a depthwise conv's padded input copy in channel blocks (:func:`_pack_data`).
+DEPTHWISE_PACK = "conv2d_pack_data"
 
 
 def _conv2d_transpose(bb: Any, call: Any) -> Any:
@@ -207,7 +212,7 @@ def _pack_data(conv: _Conv, data: Any) -> Any:
                                  tirx.const(0.0, data.dtype))
 
     return te.compute((conv.n, conv.c // conv.ib, conv.h + top + bottom,
-                       conv.w + left + right, conv.ib), value, name="conv2d_pack_data")
+                       conv.w + left + right, conv.ib), value, name=DEPTHWISE_PACK)
 
 
 def _blocked_conv(conv: _Conv) -> Any:
@@ -241,7 +246,7 @@ def _blocked_conv(conv: _Conv) -> Any:
                 lambda b, oo, y, x, oi: te.sum(
                     padded[b, rc, y * sy + ry * dy, x * sx + rx * dx]
                     * weight[oo, rc, ry, rx, oi], axis=[rc, ry, rx]),
-                name="conv2d_nchwc")
+                name=BLOCKED_CONV)
         return te.compute((conv.n, conv.o, oh, ow),
                           lambda b, oc, y, x: blocks[b, oc // conv.ob, y, x, oc % conv.ob],
                           name="conv2d_unpack")
