@@ -4,7 +4,7 @@ The same passes as MetaSchedule's ``compile_relax`` (apache/tvm
 ``python/tvm/s_tir/meta_schedule/relax_integration.py``): library dispatch,
 legalize, fuse (the preparation ``extract_tasks`` uses, so database keys
 match), ``MetaScheduleApplyDatabase`` when there is a database, then each conv's
-result that only a depthwise conv reads handed over in channel blocks
+result that only another conv reads handed over in channel blocks
 (:func:`farm.jobs.cpu_schedules.handoff.blocked_handoffs`), then, where
 ``compile_relax`` schedules only GPU functions, farm's default CPU schedules
 (:func:`farm.jobs.cpu_schedules.apply_default_schedules`) on every function the
@@ -68,7 +68,7 @@ def fuse_passes(target: Any) -> Any:
 def scheduled_module(mod: Any, target: Any, database: Any | None = None) -> Any:
     """``mod`` fused, tuned functions from ``database`` applied, the rest scheduled by farm.
 
-    Between the two, conv -> depthwise conv pairs of functions the database
+    Between the two, conv -> conv pairs of functions the database
     did not replace exchange channel blocks instead of NCHW
     (:func:`farm.jobs.cpu_schedules.handoff.blocked_handoffs`).
 

@@ -1,21 +1,27 @@
-"""A conv's output handed to the depthwise conv after it in channel blocks, not through NCHW.
+"""A conv's output handed to the conv after it in channel blocks, not through NCHW.
 
 farm legalizes every conv in channel blocks (NCHWc, :mod:`farm.jobs.
 cpu_schedules.legalize`) but keeps NCHW between kernels: a conv's register
 tile is written back transposed (a vector of channels to a plane each), and
-the depthwise conv after it copies its input back into channel blocks, one
+a depthwise conv after it copies its input back into channel blocks, one
 scalar load a plane apart per lane (``conv2d_pack_data``). onnxruntime keeps
 NCHWc between its convs and reorders only where another operator needs NCHW
-(its ``ReorderInput``/``ReorderOutput`` nodes). Here, after fusion, a
-fused conv whose only reader is a depthwise conv with the same channel block
-writes ``[N, C/b, H, W, b]`` instead (its tile stored as whole vectors) and
-the depthwise conv reads that layout (its padded copy a vector per load):
-both functions' buffers go through ``transform_layout``, and the Relax call
-between them carries the blocked tensor. MobileNetV3-small untuned, 1
-thread, AVX-512, one process alternating: 2.16 -> 1.93 ms (docs/benchmarks.md).
+(its ``ReorderInput``/``ReorderOutput`` nodes). Here, after fusion, a fused
+conv whose only reader is another conv writes ``[N, C/b, H, W, b]`` instead
+(its tile stored as whole vectors), and that conv reads the layout: a
+depthwise conv with blocks of ``b`` (its padded copy a vector per load),
+any other conv one value at a time as before. Both functions' buffers go
+through ``transform_layout``; the Relax call between them carries the
+blocked tensor; a conv between two such (expand -> depthwise -> project)
+reads and writes blocks. Untuned, 1 thread, AVX-512, one process
+alternating (docs/benchmarks.md): MobileNetV3-small 0.91x and MobileNetV2
+0.86x with depthwise consumers only, about 0.94x more with every conv.
 
-Functions a tuning database already scheduled are left as they are (their
-records are of the NCHW forms that ``tunable_module`` extracts).
+Not handed over: a result with a second reader (a residual add, a
+squeeze-excite pool), a conv whose channels are padded to whole vectors
+(72 of 16 lanes: the depthwise conv after it reads blocks of 8), and
+functions a tuning database already scheduled (their records are of the
+NCHW forms that ``tunable_module`` extracts).
 """
 
 from __future__ import annotations
@@ -23,14 +29,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from farm.jobs.cpu_schedules.legalize import BLOCKED_CONV, DEPTHWISE_PACK
+from farm.jobs.cpu_schedules.legalize import BLOCKED_CONV, DEPTHWISE_CONV, DEPTHWISE_PACK
 
 __all__ = ["blocked_handoffs"]
 
 
 @dataclass(frozen=True)
 class _Handoff:
-    """One conv -> depthwise conv pair: the two bindings and the channel block."""
+    """One conv -> conv pair: the two bindings, their calls and the channel block."""
 
     producer: Any  # the conv's binding var (its call's output, read once)
     consumer: Any  # the depthwise conv's binding var
@@ -39,7 +45,7 @@ class _Handoff:
 
 
 def blocked_handoffs(mod: Any) -> Any:
-    """``mod`` with each conv -> depthwise conv pair handed over in channel blocks.
+    """``mod`` with each conv -> conv pair handed over in channel blocks.
 
     Args:
         mod: a fused Relax module (after ``FuseTIR``; after
@@ -62,12 +68,12 @@ def blocked_handoffs(mod: Any) -> Any:
 
 
 def _pairs(mod: Any) -> list[_Handoff]:
-    """The conv -> depthwise conv pairs of ``mod``'s ``main``.
+    """The conv -> conv pairs of ``mod``'s ``main`` to hand over in channel blocks.
 
-    A ``call_tir`` of a depthwise conv whose input is the output of a conv's
+    A ``call_tir`` of a conv whose input is the output of a conv's
     ``call_tir`` that nothing else reads, both functions unscheduled, the
-    conv's blocks of output channels (none padded) the depthwise conv's
-    input blocks.
+    first conv's blocks of output channels whole (none padded) and, where the
+    second is depthwise, its input blocks.
     """
     calls, uses = _bindings(mod["main"])
     found = []
@@ -76,12 +82,12 @@ def _pairs(mod: Any) -> list[_Handoff]:
         data = fields[0] if len(fields) else None
         if data is None or data not in calls or uses.get(data, 0) != 1:
             continue
-        block = _pack_block(mod[call.args[0]])
+        reads = _conv_input(mod[call.args[0]])
         conv = _conv_blocks(mod[calls[data].args[0]])
         channels = [int(d) for d in data.ty.shape.values]
-        if block is not None and conv is not None and conv[-1] == block \
+        if reads is not None and conv is not None and reads in (0, conv[-1]) \
                 and conv[1] * conv[-1] == channels[1]:
-            found.append(_Handoff(data, var, (calls[data], call), block))
+            found.append(_Handoff(data, var, (calls[data], call), conv[-1]))
     return found
 
 
@@ -125,24 +131,28 @@ def _named_block(func: Any, name: str) -> tuple[Any, Any] | None:
     return None
 
 
-def _pack_block(func: Any) -> int | None:
-    """Channels per block of a depthwise conv's input copy (legalize's ``_pack_data``), or None."""
+def _conv_input(func: Any) -> int | None:
+    """How a conv function reads its input, or None for a function that is not such a conv.
+
+    A depthwise conv copies it in channel blocks: their size, which the
+    conv before it must write. Any other conv of farm's legalization reads it
+    one value at a time (broadcast to the register tile): 0, any block will do.
+    """
     found = _named_block(func, DEPTHWISE_PACK)
-    if found is None:
-        return None
-    sch, block = found
-    if len(sch.get(block).reads) != 1:
-        return None
-    return int(sch.get(block).writes[0].source.shape[-1])
+    if found is not None:
+        sch, block = found
+        return int(sch.get(block).writes[0].source.shape[-1])
+    return 0 if _named_block(func, BLOCKED_CONV) is not None else None
 
 
 def _conv_blocks(func: Any) -> list[int] | None:
     """The shape of a conv's blocked result (``[N, O/b, OH, OW, b]``), or None."""
-    found = _named_block(func, BLOCKED_CONV)
-    if found is None:
-        return None
-    sch, block = found
-    return [int(d) for d in sch.get(block).writes[0].source.shape]
+    for name in (BLOCKED_CONV, DEPTHWISE_CONV):
+        found = _named_block(func, name)
+        if found is not None:
+            sch, block = found
+            return [int(d) for d in sch.get(block).writes[0].source.shape]
+    return None
 
 
 def _to_blocks(block: int) -> Any:
@@ -150,29 +160,45 @@ def _to_blocks(block: int) -> Any:
     return lambda n, c, y, x: (n, c // block, y, x, c % block)
 
 
-def _blocked_output(func: Any, block: int) -> Any | None:
-    """The conv's PrimFunc writing its output in channel blocks, or None where TVM refuses."""
+def _blocked(func: Any, sides: _Sides, shape: tuple[int, ...]) -> Any | None:
+    """The conv's PrimFunc reading and/or writing channel blocks, or None where TVM refuses.
+
+    The input (NCHW ``shape``) is the first read of the function's first
+    block (the legalization's first compute: the depthwise copy, the
+    padding, or the 1x1 conv itself); the output is the last block's write.
+    """
     from tvm import s_tir
 
     sch = s_tir.Schedule(func)
-    last = sch.get_child_blocks(sch.get_sblock("root"))[-1]
+    blocks = sch.get_child_blocks(sch.get_sblock("root"))
+    reads = sch.get(blocks[0]).reads
     try:
-        sch.transform_layout(last, ("write", 0), _to_blocks(block))
+        if sides.into:
+            if not reads or [int(d) for d in reads[0].source.shape] != list(shape):
+                return None
+            sch.transform_layout(blocks[0], ("read", 0), _to_blocks(sides.into))
+        if sides.out:
+            sch.transform_layout(blocks[-1], ("write", 0), _to_blocks(sides.out))
     except (s_tir.schedule.ScheduleError, RuntimeError):
         return None
     return sch.mod["main"]
 
 
-def _blocked_input(func: Any, block: int) -> Any | None:
-    """The depthwise conv's PrimFunc reading its input in channel blocks, or None."""
-    from tvm import s_tir
+@dataclass(frozen=True)
+class _Sides:
+    """The channel blocks a call reads (``into``) and writes (``out``); 0: NCHW."""
 
-    sch = s_tir.Schedule(func)
-    try:
-        sch.transform_layout(sch.get_sblock(DEPTHWISE_PACK), ("read", 0), _to_blocks(block))
-    except (s_tir.schedule.ScheduleError, RuntimeError):
-        return None
-    return sch.mod["main"]
+    into: int = 0
+    out: int = 0
+
+
+def _sides(pairs: list[_Handoff]) -> dict[Any, _Sides]:
+    """Binding var -> its :class:`_Sides` (a conv between two others reads and writes blocks)."""
+    sides: dict[Any, _Sides] = {}
+    for pair in pairs:
+        sides[pair.producer] = _Sides(sides.get(pair.producer, _Sides()).into, pair.block)
+        sides[pair.consumer] = _Sides(pair.block, sides.get(pair.consumer, _Sides()).out)
+    return sides
 
 
 def _rewriter() -> Any:
@@ -186,14 +212,27 @@ def _rewriter() -> Any:
         def __init__(self, mod: Any, pairs: list[_Handoff]) -> None:
             super().__init__(mod)
             self.mod = mod
-            self.made: dict[tuple[str, int, str], Any] = {}
+            self.made: dict[tuple[str, _Sides], Any] = {}
+            calls = {p.producer: p.calls[0] for p in pairs} | {p.consumer: p.calls[1]
+                                                               for p in pairs}
+            while True:  # a pair whose function TVM refuses goes, and its partner's side
+                sides = _sides(pairs)
+                found = {var: self._function(calls[var], side) for var, side in sides.items()}
+                failed = {var for var, made in found.items() if made is None}
+                if not failed:
+                    break
+                pairs = [p for p in pairs if p.producer not in failed
+                         and p.consumer not in failed]
             self.plan: dict[Any, tuple[Any, Any]] = {}  # binding var -> (GlobalVar, type)
-            for pair in pairs:  # both sides or neither
-                out = self._function(mod, pair.calls[0], pair.block, "out")
-                into = self._function(mod, pair.calls[1], pair.block, "in")
-                if out is not None and into is not None:
-                    self.plan[pair.producer] = out
-                    self.plan[pair.consumer] = into
+            added: dict[tuple[str, _Sides], Any] = {}
+            for var, made in found.items():
+                name, side = calls[var].args[0].name_hint, sides[var]
+                if made is None:
+                    continue
+                if (name, side) not in added:
+                    suffix = "_blocks" + "_in" * bool(side.into) + "_out" * bool(side.out)
+                    added[(name, side)] = self.builder_.add_func(made[0], name + suffix)
+                self.plan[var] = (added[(name, side)], made[1])
 
         def visit_var_binding_(self, binding: Any) -> None:
             if binding.var not in self.plan:
@@ -203,23 +242,24 @@ def _rewriter() -> Any:
             new = relax.call_tir(gv, self.visit_expr(binding.value.args[1]), ty)
             self.set_var_remap(binding.var, self.builder_.emit(new))
 
-        def _function(self, mod: Any, call: Any, block: int, side: str) -> tuple[Any, Any] | None:
-            """(new GlobalVar, the call's result type) of one side of a pair, or None.
+        def _function(self, call: Any, sides: _Sides) -> tuple[Any, Any] | None:
+            """(new PrimFunc, the call's result type), or None where TVM refuses.
 
-            Each function is transformed once per block and side.
+            Each function is transformed once per :class:`_Sides`.
             """
             gv = call.args[0]
-            key = (gv.name_hint, block, side)
+            key = (gv.name_hint, sides)
             if key not in self.made:
-                make = _blocked_output if side == "out" else _blocked_input
-                func = make(mod[gv], block)
-                self.made[key] = None if func is None else self.builder_.add_func(
-                    func, f"{gv.name_hint}_blocks_{side}")
-            if self.made[key] is None:
+                data = call.args[1].fields[0]
+                self.made[key] = _blocked(self.mod[gv], sides,
+                                          tuple(int(d) for d in data.ty.shape.values))
+            func = self.made[key]
+            if func is None:
                 return None
-            if side == "in":
-                return self.made[key], call.ty
-            n, c, h, w = (int(d) for d in call.ty.shape.values)
-            return self.made[key], relax.TensorType((n, c // block, h, w, block), call.ty.dtype)
+            ty = call.ty
+            if sides.out:
+                n, c, h, w = (int(d) for d in call.ty.shape.values)
+                ty = relax.TensorType((n, c // sides.out, h, w, sides.out), call.ty.dtype)
+            return func, ty
 
     return Rewriter

@@ -44,10 +44,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BLOCKED_CONV", "DEPTHWISE_PACK", "cpu_legalize_map"]
+__all__ = ["BLOCKED_CONV", "DEPTHWISE_CONV", "DEPTHWISE_PACK", "cpu_legalize_map"]
 
 #: The block of a (not depthwise) conv's result in channel blocks, ``[N, O/ob, OH, OW, ob]``.
 BLOCKED_CONV = "conv2d_nchwc"
+#: The block of a depthwise conv's result in channel blocks, ``[N, C/ib, OH, OW, ib]``.
+DEPTHWISE_CONV = "depthwise_conv2d_nchwc"
 #: The block of a depthwise conv's padded input copy in channel blocks (:func:`_pack_data`).
 DEPTHWISE_PACK = "conv2d_pack_data"
 
@@ -232,7 +234,7 @@ def _blocked_conv(conv: _Conv) -> Any:
                 lambda b, oo, y, x, oi: te.sum(
                     packed[b, oo, y * sy + ry * dy, x * sx + rx * dx, oi]
                     * weight[oo, ry, rx, oi], axis=[ry, rx]),
-                name="depthwise_conv2d_nchwc")
+                name=DEPTHWISE_CONV)
         else:
             # The NCHW input, padded in a nest of this kernel: the register tile takes one
             # input value at a time (a broadcast), so a copy into channel blocks would be
