@@ -10,7 +10,7 @@ NCHWc between its convs and reorders only where another operator needs NCHW
 conv whose only reader is another conv writes ``[N, C/b, H, W, b]`` instead
 (its tile stored as whole vectors), and that conv reads the layout: a
 depthwise conv with blocks of ``b`` (its padded copy a vector per load),
-any other conv one value at a time as before. Both functions' buffers go
+a 1x1 conv one value at a time as before. Both functions' buffers go
 through ``transform_layout``; the Relax call between them carries the
 blocked tensor; a conv between two such (expand -> depthwise -> project)
 reads and writes blocks. Untuned, 1 thread, AVX-512, one process
@@ -19,8 +19,10 @@ alternating (docs/benchmarks.md): MobileNetV3-small 0.91x and MobileNetV2
 
 Not handed over: a result with a second reader (a residual add, a
 squeeze-excite pool), a conv whose channels are padded to whole vectors
-(72 of 16 lanes: the depthwise conv after it reads blocks of 8), and
-functions a tuning database already scheduled (their records are of the
+(72 of 16 lanes, read by a depthwise conv in blocks of 8: handed over with
+zeros stored in the padding, MobileNetV3-small ran 1.03x instead of 0.95x),
+a conv with padding as the reader (:func:`_conv_input`), and functions a
+tuning database already scheduled (their records are of the
 NCHW forms that ``tunable_module`` extracts).
 """
 
@@ -135,14 +137,22 @@ def _conv_input(func: Any) -> int | None:
     """How a conv function reads its input, or None for a function that is not such a conv.
 
     A depthwise conv copies it in channel blocks: their size, which the
-    conv before it must write. Any other conv of farm's legalization reads it
-    one value at a time (broadcast to the register tile): 0, any block will do.
+    conv before it must write. A conv with no padding (1x1) reads it one
+    value at a time (broadcast to the register tile): 0, any block will do.
+    A padded one is left NCHW (None): its padded copy is a nest along the
+    input's rows, which blocks would turn into loads 16 floats apart (det_head,
+    ResNet-18: 1.02-1.05x slower whole, docs/benchmarks.md).
     """
     found = _named_block(func, DEPTHWISE_PACK)
     if found is not None:
         sch, block = found
         return int(sch.get(block).writes[0].source.shape[-1])
-    return 0 if _named_block(func, BLOCKED_CONV) is not None else None
+    found = _named_block(func, BLOCKED_CONV)
+    if found is None:
+        return None
+    sch, block = found
+    first = sch.get_child_blocks(sch.get_sblock("root"))[0]
+    return 0 if sch.get(first).same_as(sch.get(block)) else None
 
 
 def _conv_blocks(func: Any) -> list[int] | None:
@@ -160,12 +170,12 @@ def _to_blocks(block: int) -> Any:
     return lambda n, c, y, x: (n, c // block, y, x, c % block)
 
 
-def _blocked(func: Any, sides: _Sides, shape: tuple[int, ...]) -> Any | None:
+def _blocked(func: Any, sides: _Sides, shape: list[int]) -> Any | None:
     """The conv's PrimFunc reading and/or writing channel blocks, or None where TVM refuses.
 
     The input (NCHW ``shape``) is the first read of the function's first
-    block (the legalization's first compute: the depthwise copy, the
-    padding, or the 1x1 conv itself); the output is the last block's write.
+    block (the legalization's first compute: the depthwise copy or the 1x1
+    conv itself); the output is the last block's write.
     """
     from tvm import s_tir
 
@@ -174,7 +184,7 @@ def _blocked(func: Any, sides: _Sides, shape: tuple[int, ...]) -> Any | None:
     reads = sch.get(blocks[0]).reads
     try:
         if sides.into:
-            if not reads or [int(d) for d in reads[0].source.shape] != list(shape):
+            if not reads or [int(d) for d in reads[0].source.shape] != shape:
                 return None
             sch.transform_layout(blocks[0], ("read", 0), _to_blocks(sides.into))
         if sides.out:
@@ -250,9 +260,8 @@ def _rewriter() -> Any:
             gv = call.args[0]
             key = (gv.name_hint, sides)
             if key not in self.made:
-                data = call.args[1].fields[0]
-                self.made[key] = _blocked(self.mod[gv], sides,
-                                          tuple(int(d) for d in data.ty.shape.values))
+                data = [int(d) for d in call.args[1].fields[0].ty.shape.values]
+                self.made[key] = _blocked(self.mod[gv], sides, data)
             func = self.made[key]
             if func is None:
                 return None
