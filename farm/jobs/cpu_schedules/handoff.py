@@ -18,7 +18,8 @@ alternating (docs/benchmarks.md): MobileNetV3-small 0.91x and MobileNetV2
 0.86x with depthwise consumers only, about 0.94x more with every conv.
 
 Not handed over: a result with a second reader (a residual add, a
-squeeze-excite pool), a conv whose channels are padded to whole vectors
+squeeze-excite pool), a conv whose epilogue reads an NCHW tensor of its
+output's shape (:func:`_reads_like_output`), a conv whose channels are padded to whole vectors
 (72 of 16 lanes, read by a depthwise conv in blocks of 8: handed over with
 zeros stored in the padding, MobileNetV3-small ran 1.03x instead of 0.95x),
 a conv with padding as the reader (:func:`_conv_input`), and functions a
@@ -41,7 +42,7 @@ class _Handoff:
     """One conv -> conv pair: the two bindings, their calls and the channel block."""
 
     producer: Any  # the conv's binding var (its call's output, read once)
-    consumer: Any  # the depthwise conv's binding var
+    consumer: Any  # the reading conv's binding var
     calls: tuple[Any, Any]  # their ``call_tir``s
     block: int  # channels per block of both
 
@@ -74,8 +75,9 @@ def _pairs(mod: Any) -> list[_Handoff]:
 
     A ``call_tir`` of a conv whose input is the output of a conv's
     ``call_tir`` that nothing else reads, both functions unscheduled, the
-    first conv's blocks of output channels whole (none padded) and, where the
-    second is depthwise, its input blocks.
+    first conv's blocks of output channels whole (none padded), its epilogue
+    reading no other tensor of its output's shape, and, where the second is
+    depthwise, its input blocks.
     """
     calls, uses = _bindings(mod["main"])
     found = []
@@ -88,9 +90,23 @@ def _pairs(mod: Any) -> list[_Handoff]:
         conv = _conv_blocks(mod[calls[data].args[0]])
         channels = [int(d) for d in data.ty.shape.values]
         if reads is not None and conv is not None and reads in (0, conv[-1]) \
-                and conv[1] * conv[-1] == channels[1]:
+                and conv[1] * conv[-1] == channels[1] and not _reads_like_output(calls[data]):
             found.append(_Handoff(data, var, (calls[data], call), conv[-1]))
     return found
+
+
+def _reads_like_output(call: Any) -> bool:
+    """Whether the call reads a tensor of its output's shape besides its first input.
+
+    A residual add, or the broadcast multiply of a squeeze-excite block, in
+    the conv's epilogue: with the output in blocks, its loads of that NCHW
+    tensor would go a plane apart (MobileNetV3-small's 576 -> 96 conv with its
+    residual add and its SE multiplies ran 1.5-4x slower so).
+    """
+    out = [int(d) for d in call.ty.shape.values]
+    return any([int(d) for d in arg.ty.shape.values] == out
+               for arg in list(call.args[1].fields)[1:]
+               if getattr(arg.ty, "shape", None) is not None)
 
 
 def _bindings(func: Any) -> tuple[dict[Any, Any], dict[Any, int]]:

@@ -51,7 +51,9 @@ def _ref(x: np.ndarray, w: list[np.ndarray], stride: int, also_read: bool) -> An
 @pytest.mark.parametrize(("channels", "stride", "also_read", "handed"), [
     (32, 1, False, {"_out", "_in_out", "_in"}),  # conv -> dw -> conv: the dw reads and writes
     (32, 2, False, {"_out", "_in_out", "_in"}),
-    (32, 1, True, {"_out", "_in"}),              # the first result read twice: only dw -> conv
+    # The first result read twice, the dw's epilogue adding an NCHW tensor of its shape (as
+    # a residual add): nothing handed over.
+    (32, 1, True, set()),
     # With 16 lanes: 24 channels computed as 32 (zero filters, blocks of 16), read by the
     # dw conv in blocks of 8: not handed over; with 8 lanes (AVX2) they are blocks of 8.
     (24, 1, False, None),
@@ -70,7 +72,7 @@ def test_a_conv_hands_the_next_conv_channel_blocks(channels: int, stride: int, a
     if handed is not None:
         assert {n.split("_blocks")[1] for n in names if "_blocks" in n} == handed
         blocked = re.findall(r"R\.Tensor\(\((\d+, ){4}\d+\)", built["main"].script())
-        assert len(blocked) == len(handed) - 1  # the 5-D tensors between the calls
+        assert len(blocked) == max(len(handed) - 1, 0)  # the 5-D tensors between the calls
     vm = relax.VirtualMachine(compile_cpu(mod, TARGET, None), tvm.cpu())
     got = vm["main"](tvm.runtime.tensor(x)).numpy()
     np.testing.assert_allclose(got, _ref(x, w, stride, also_read), rtol=1e-4, atol=1e-4)
