@@ -14,17 +14,20 @@ a 1x1 conv one value at a time as before. Both functions' buffers go
 through ``transform_layout``; the Relax call between them carries the
 blocked tensor; a conv between two such (expand -> depthwise -> project)
 reads and writes blocks. Untuned, 1 thread, AVX-512, one process
-alternating (docs/benchmarks.md): MobileNetV3-small 0.91x and MobileNetV2
-0.86x with depthwise consumers only, about 0.94x more with every conv.
+alternating (``bench/bench_ab_untuned.py``, 21 rounds, docs/benchmarks.md):
+MobileNetV3-small 0.90-0.91x, MobileNetV2 0.78-0.82x, the other zoo models
+(no pair, or one) unchanged; MobileNetV3-small's kernels alone sum 1.88 ->
+1.71 ms, its depthwise 16 ch stride 2 conv on 112 x 112 0.098 -> 0.062 ms.
 
 Not handed over: a result with a second reader (a residual add, a
-squeeze-excite pool), a conv whose epilogue reads an NCHW tensor of its
-output's shape (:func:`_reads_like_output`), a conv whose channels are padded to whole vectors
-(72 of 16 lanes, read by a depthwise conv in blocks of 8: handed over with
-zeros stored in the padding, MobileNetV3-small ran 1.03x instead of 0.95x),
-a conv with padding as the reader (:func:`_conv_input`), and functions a
-tuning database already scheduled (their records are of the
-NCHW forms that ``tunable_module`` extracts).
+squeeze-excite pool); a conv whose epilogue reads an NCHW tensor of its
+output's shape (:func:`_reads_like_output`); a conv whose channels are
+padded to whole vectors (72 of 16 lanes, read by a depthwise conv in
+blocks of 8: handed over with zeros stored in the padding,
+MobileNetV3-small ran 1.03x instead of 0.95x); a conv with padding as the
+reader (:func:`_conv_input`); and functions a tuning database already
+scheduled (their records are of the NCHW forms that ``tunable_module``
+extracts).
 """
 
 from __future__ import annotations
