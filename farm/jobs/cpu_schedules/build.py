@@ -3,7 +3,9 @@
 The same passes as MetaSchedule's ``compile_relax`` (apache/tvm
 ``python/tvm/s_tir/meta_schedule/relax_integration.py``): library dispatch,
 legalize, fuse (the preparation ``extract_tasks`` uses, so database keys
-match), ``MetaScheduleApplyDatabase`` when there is a database, then, where
+match), ``MetaScheduleApplyDatabase`` when there is a database, then each conv's
+result that only another conv reads handed over in channel blocks
+(:func:`farm.jobs.cpu_schedules.handoff.blocked_handoffs`), then, where
 ``compile_relax`` schedules only GPU functions, farm's default CPU schedules
 (:func:`farm.jobs.cpu_schedules.apply_default_schedules`) on every function the
 database did not replace, then the CPU backend's lowering and finalizing
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.jobs.cpu_schedules import apply_default_schedules
+from farm.jobs.cpu_schedules.handoff import blocked_handoffs
 
 __all__ = ["compile_cpu", "fuse_passes", "scheduled_module"]
 
@@ -65,6 +68,10 @@ def fuse_passes(target: Any) -> Any:
 def scheduled_module(mod: Any, target: Any, database: Any | None = None) -> Any:
     """``mod`` fused, tuned functions from ``database`` applied, the rest scheduled by farm.
 
+    Between the two, conv -> conv pairs of functions the database
+    did not replace exchange channel blocks instead of NCHW
+    (:func:`farm.jobs.cpu_schedules.handoff.blocked_handoffs`).
+
     Args:
         mod: a Relax module (:func:`farm.jobs.model.relax_module`).
         target: a ``tvm.target.Target`` of kind ``llvm``.
@@ -81,6 +88,8 @@ def scheduled_module(mod: Any, target: Any, database: Any | None = None) -> Any:
         if database is not None:
             with database:
                 mod = MetaScheduleApplyDatabase()(mod)
+        if str(target.kind.name) == "llvm":
+            mod = blocked_handoffs(mod)
     return apply_default_schedules(mod, target)
 
 

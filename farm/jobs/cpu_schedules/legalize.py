@@ -47,7 +47,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["cpu_legalize_map"]
+__all__ = ["BLOCKED_CONV", "DEPTHWISE_CONV", "DEPTHWISE_PACK", "cpu_legalize_map"]
+
+#: The block of a (not depthwise) conv's result in channel blocks, ``[N, O/ob, OH, OW, ob]``.
+BLOCKED_CONV = "conv2d_nchwc"
+#: The block of a depthwise conv's result in channel blocks, ``[N, C/ib, OH, OW, ib]``.
+DEPTHWISE_CONV = "depthwise_conv2d_nchwc"
+#: The block of a depthwise conv's padded input copy in channel blocks (:func:`_pack_data`).
+DEPTHWISE_PACK = "conv2d_pack_data"
 
 
 def _conv2d_transpose(bb: Any, call: Any) -> Any:
@@ -240,7 +247,7 @@ def _pack_data(conv: _Conv, data: Any) -> Any:
                                  tirx.const(0.0, data.dtype))
 
     return te.compute((conv.n, conv.c // conv.ib, conv.h + top + bottom,
-                       conv.w + left + right, conv.ib), value, name="conv2d_pack_data")
+                       conv.w + left + right, conv.ib), value, name=DEPTHWISE_PACK)
 
 
 def _blocked_conv(conv: _Conv) -> Any:
@@ -260,7 +267,7 @@ def _blocked_conv(conv: _Conv) -> Any:
                 lambda b, oo, y, x, oi: te.sum(
                     packed[b, oo, y * sy + ry * dy, x * sx + rx * dx, oi]
                     * weight[oo, ry, rx, oi], axis=[ry, rx]),
-                name="depthwise_conv2d_nchwc")
+                name=DEPTHWISE_CONV)
         else:
             # The NCHW input, padded in a nest of this kernel: the register tile takes one
             # input value at a time (a broadcast), so a copy into channel blocks would be
@@ -274,7 +281,7 @@ def _blocked_conv(conv: _Conv) -> Any:
                 lambda b, oo, y, x, oi: te.sum(
                     padded[b, rc, y * sy + ry * dy, x * sx + rx * dx]
                     * weight[oo, rc, ry, rx, oi], axis=[rc, ry, rx]),
-                name="conv2d_nchwc")
+                name=BLOCKED_CONV)
         return te.compute((conv.n, conv.o, oh, ow),
                           lambda b, oc, y, x: blocks[b, oc // conv.ob, y, x, oc % conv.ob],
                           name="conv2d_unpack")
