@@ -37,6 +37,20 @@ def vector_registers(target: Any) -> int:
     return 16
 
 
+def root_blocks(rule: Any, func: Any, target: Any) -> tuple[Any, list[Any]] | None:
+    """``(schedule of func, its root's blocks)``, or None where ``rule`` does not apply.
+
+    A dlight rule takes a ``tirx.PrimFunc`` of a target its ``is_target_available``
+    accepts (a CPU target for ``CPUScheduleRule``); anything else it leaves.
+    """
+    from tvm import s_tir, tirx
+
+    if not isinstance(func, tirx.PrimFunc) or not rule.is_target_available(target):
+        return None
+    sch = s_tir.Schedule(func)
+    return sch, list(sch.get_child_blocks(sch.get_sblock("root")))
+
+
 def target_cores(target: Any) -> int:
     """The target's ``num-cores``, 0 where it does not say."""
     return int(target.attrs.get("num-cores") or 0)

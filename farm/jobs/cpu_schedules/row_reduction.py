@@ -24,6 +24,7 @@ from farm.jobs.cpu_schedules.common import (
     extent,
     is_reduction,
     parallel,
+    root_blocks,
     target_cores,
     vector_factor,
     vector_lanes,
@@ -42,12 +43,12 @@ class RowReduction(CPUScheduleRule):
 
     def apply(self, func: Any, target: Any, _: bool) -> Any:
         """A schedule of ``func``, or None unless it is such a reduction and its consumers."""
-        from tvm import s_tir, tirx
+        from tvm import s_tir
 
-        if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
+        found = root_blocks(self, func, target)
+        if found is None:
             return None
-        sch = s_tir.Schedule(func)
-        blocks = sch.get_child_blocks(sch.get_sblock("root"))
+        sch, blocks = found
         if not blocks or not is_reduction(sch, blocks[0]) \
                 or any(is_reduction(sch, b) for b in blocks[1:]):
             return None

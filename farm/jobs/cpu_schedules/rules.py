@@ -39,6 +39,7 @@ from farm.jobs.cpu_schedules.common import (
     is_reduction,
     largest_divisor,
     parallel,
+    root_blocks,
     schedule_spatial,
     target_cores,
     try_inline,
@@ -182,12 +183,12 @@ class TiledReduction(CPUScheduleRule):
 
     def apply(self, func: Any, target: Any, _: bool) -> Any:
         """A schedule of ``func``, or None unless it is one reduction with injective neighbours."""
-        from tvm import s_tir, tirx
+        from tvm import s_tir
 
-        if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
+        found = root_blocks(self, func, target)
+        if found is None:
             return None
-        sch = s_tir.Schedule(func)
-        blocks = sch.get_child_blocks(sch.get_sblock("root"))
+        sch, blocks = found
         reductions = [b for b in blocks if is_reduction(sch, b)]
         if len(reductions) != 1:
             return None
@@ -336,12 +337,12 @@ class Injective(CPUScheduleRule):
 
     def apply(self, func: Any, target: Any, _: bool) -> Any:
         """A schedule of ``func``, or None when it has a reduction."""
-        from tvm import s_tir, tirx
+        from tvm import s_tir
 
-        if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
+        found = root_blocks(self, func, target)
+        if found is None:
             return None
-        sch = s_tir.Schedule(func)
-        blocks = sch.get_child_blocks(sch.get_sblock("root"))
+        sch, blocks = found
         if not blocks or any(is_reduction(sch, b) for b in blocks):
             return None
         for block in blocks[:-1]:
