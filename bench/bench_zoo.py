@@ -240,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="farm-bench-zoo-") as tmp:
         root = Path(tmp)
         cache = CompileCache(root / "cache")
+        # The phone's sessions set their thread pool as a job's do (config_threadpool), and
+        # TVM then pins the thread to the first core it sorts (core 0), not --core, where
+        # onnxruntime runs; TVM_BIND_THREADS=0 (threading_backend.cc) leaves the affinity.
+        os.environ["TVM_BIND_THREADS"] = "0"
         with rpc_app(root, key="bench-zoo", quiet=True) as app:
             os.sched_setaffinity(app.process.pid, {args.core})  # its session processes inherit it
             tracker = TrackerParams(app.tracker_host, app.tracker_port, app.key,
