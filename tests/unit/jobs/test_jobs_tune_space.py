@@ -12,7 +12,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from farm.jobs.cpu_schedules.build import scheduled_module
 from farm.jobs.tune_model import model_tasks
-from farm.jobs.tune_space import post_order_apply, target_rules, tune_space
+from farm.jobs.tune_space import tune_space
 
 TARGET = {"kind": "llvm", "num-cores": 1}
 
@@ -112,19 +112,3 @@ def test_a_task_without_knobs_gets_no_farm_space() -> None:
     context = ms.TuneContext(mod=task.extracted.dispatched[0], target=target,
                              space_generator=tune_space(target), task_name="relu")
     assert not any(map(_farm_made, context.generate_design_space()))
-
-
-def test_a_one_core_target_searches_no_parallel_loop() -> None:
-    """``num-cores`` 1: MetaSchedule's own space annotates no parallel loop, its other rules as
-    the target's; with 2 cores its spaces do (farm's default makes none on one core either)."""
-    [task] = model_tasks(_conv_model(), TARGET)
-    for cores, parallel in ((1, False), (2, True)):
-        target = tvm.target.Target({**TARGET, "num-cores": cores})
-        context = ms.TuneContext(mod=task.extracted.dispatched[0], target=target,
-                                 space_generator=tune_space(target), task_name="conv")
-        own = [s for s in context.generate_design_space() if not _farm_made(s)]
-        assert own
-        assert any("meta_schedule.parallel" in str(s.trace) for s in own) is parallel
-    one_core = tvm.target.Target(TARGET)
-    names = [type(r).__name__ for r in post_order_apply(one_core).sch_rules]
-    assert names == [type(r).__name__ for r in target_rules(one_core)]
