@@ -40,7 +40,13 @@ from farm.jobs.session import (
     upload,
 )
 from farm.jobs.targets import runtime_device_name
-from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE, applied_database, repair_work_dir
+from farm.jobs.tune_records import (
+    RECORDS_FILE,
+    WORKLOADS_FILE,
+    applied_database,
+    open_database,
+    repair_work_dir,
+)
 from farm.jobs.tvm_errors import reason_of
 from farm.sampling import SamplingRule, WarmUp, take_samples
 
@@ -259,7 +265,7 @@ def _compile(mod: Any, target_obj: Any, device: DeviceKind, database_dir: Path |
         # compile_relax fuses, applies the database (MetaScheduleApplyDatabase in a
         # PassContext with the target and the database), schedules what the database
         # lacks with dlight on GPUs, and builds.
-        database = ms.database.JSONDatabase(work_dir=str(database_dir), allow_missing=False)
+        database = open_database(database_dir, allow_missing=False)
         return ms.relax_integration.compile_relax(database, mod, target_obj, params=None)
     # GPU kernels need thread bindings; dlight's default GPU schedules add them.
     from tvm.s_tir import dlight

@@ -51,7 +51,7 @@ from farm.jobs.session import (
 )
 from farm.jobs.targets import runtime_device_name
 from farm.jobs.tune_progress import TaskProgress, TuneProgress
-from farm.jobs.tune_records import best_record_s, count_trials, repair_work_dir
+from farm.jobs.tune_records import best_record_s, count_trials, open_database, repair_work_dir
 from farm.jobs.tvm_errors import reason_of
 
 log = structlog.get_logger(__name__)
@@ -390,7 +390,7 @@ def _compile_pair(params: TuneParams, target: dict[str, Any], linker: Linker) ->
     workload = gemm_label(gemm)
     mod = gemm_module(gemm.n, gemm.dtype, name=FUNC_NAME)
     target_obj = tvm.target.Target(target)
-    database = ms.database.JSONDatabase(work_dir=str(params.work_dir))
+    database = open_database(params.work_dir)
     schedule = ms.tir_integration.compile_tir(database, mod, target_obj)
     if schedule is None:
         raise CompileError(workload, "no measured schedule in the tuning records")

@@ -35,6 +35,7 @@ from typing import Any
 import structlog
 
 from farm.jobs.targets import runtime_device_name
+from farm.jobs.tune_records import open_database
 from farm.jobs.tune_search import measured_traces, trace_key
 
 __all__ = ["BaselineTask", "baseline_candidate", "measure_baselines", "missing_baselines"]
@@ -160,9 +161,7 @@ def measure_baselines(tasks: list[BaselineTask], builder: Any, runner: Any, work
     Returns:
         The baselines measured (failed measurements are recorded, not counted).
     """
-    from tvm.s_tir import meta_schedule as ms
-
-    database = ms.database.JSONDatabase(work_dir=str(work_dir))
+    database = open_database(work_dir)
     measured = 0
     in_flight: list[_Chunk] = []
     size = max(1, chunk)

@@ -4,6 +4,9 @@
 
     <work_dir>/database_workload.json       one line per workload
     <work_dir>/database_tuning_record.json  one line per measured candidate
+    <work_dir>/database_tuning_record.unreadable.json
+                                            records MetaSchedule could not read
+                                            back, set aside (:func:`open_database`)
     <work_dir>/picked/                      the records the tuned build applies
                                             (:mod:`farm.jobs.tune_verify`)
 
@@ -20,6 +23,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import structlog
@@ -28,6 +32,9 @@ log = structlog.get_logger(__name__)
 
 WORKLOADS_FILE = "database_workload.json"
 RECORDS_FILE = "database_tuning_record.json"
+#: Records that MetaSchedule cannot read back, moved out of ``RECORDS_FILE`` by
+#: :func:`open_database` (the same JSON lines, kept for a bug report).
+UNREADABLE_FILE = "database_tuning_record.unreadable.json"
 #: The database of the records that beat farm's default schedules when measured
 #: again (:mod:`farm.jobs.tune_verify`), in the work folder.
 PICKED_DIR = "picked"
@@ -74,6 +81,84 @@ def repair_work_dir(work_dir: Path) -> int:
     return repair_database_file(work_dir / WORKLOADS_FILE) + repair_database_file(
         work_dir / RECORDS_FILE
     )
+
+
+def open_database(work_dir: Path, allow_missing: bool = True) -> Any:
+    """MetaSchedule's ``JSONDatabase`` of ``work_dir``, records it cannot read set aside first.
+
+    ``JSONDatabase`` replays every record's trace on its workload when it opens
+    a folder (``TuningRecord::FromJSON``), and one record that does not replay
+    fails the whole open. Seen: ``Check failed: old_outputs.size() ==
+    new_outputs.size() (3 vs. 4)`` on an ``AddRFactor`` candidate of a global
+    pool (docs/benchmarks.md, 2026-11-27); the tune job died at its picks'
+    check, and each later attempt would have died opening the folder, losing
+    the night's records. Where the open fails, each record is read on its own
+    (:func:`set_aside_unreadable`), the unreadable ones move to
+    :data:`UNREADABLE_FILE`, and the folder is opened again.
+
+    Args:
+        work_dir: a MetaSchedule database folder (a tuning work folder).
+        allow_missing: as ``JSONDatabase``'s: create the files where they are missing.
+
+    Returns:
+        The ``tvm.s_tir.meta_schedule.database.JSONDatabase``.
+
+    Raises:
+        RuntimeError, ValueError: MetaSchedule's, where the open fails with every record
+            readable (``ValueError`` for a missing file with ``allow_missing`` False).
+    """
+    from tvm.s_tir import meta_schedule as ms
+
+    try:
+        return ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=allow_missing)
+    except (RuntimeError, ValueError):
+        if not set_aside_unreadable(work_dir):
+            raise
+    return ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=allow_missing)
+
+
+def set_aside_unreadable(work_dir: Path) -> int:
+    """Move the records MetaSchedule cannot read back to :data:`UNREADABLE_FILE`.
+
+    Each record line is read as ``JSONDatabase`` reads it
+    (``TuningRecord.from_json`` on its workload, which replays the trace);
+    the readable ones stay in their order. Slower than MetaSchedule's own
+    parallel open: :func:`open_database` calls it only where that open failed.
+
+    Returns:
+        The records set aside.
+    """
+    from tvm.s_tir import meta_schedule as ms
+
+    path = work_dir / RECORDS_FILE
+    workloads_path = work_dir / WORKLOADS_FILE
+    if not path.is_file() or not workloads_path.is_file():
+        return 0
+    workloads: list[Any] = []
+    for line in workloads_path.read_bytes().splitlines():
+        try:
+            workloads.append(ms.database.Workload.from_json(json.loads(line)))
+        except (RuntimeError, ValueError):
+            workloads.append(None)  # its records are unreadable too
+    keep, unreadable = [], []
+    for line in path.read_bytes().splitlines(keepends=True):
+        if not line.strip():
+            continue
+        try:
+            index, record = json.loads(line)
+            ms.database.TuningRecord.from_json(record, workloads[index])
+            keep.append(line.rstrip(b"\n") + b"\n")
+        except (RuntimeError, ValueError, TypeError, IndexError):
+            unreadable.append(line.rstrip(b"\n") + b"\n")
+    if unreadable:
+        with (work_dir / UNREADABLE_FILE).open("ab") as out:
+            out.write(b"".join(unreadable))
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(b"".join(keep))
+        os.replace(tmp, path)
+        log.warning("tuning_records_unreadable", work_dir=str(work_dir), set_aside=len(unreadable),
+                    kept=len(keep), file=UNREADABLE_FILE)
+    return len(unreadable)
 
 
 def _run_secs(line: bytes) -> list[float]:

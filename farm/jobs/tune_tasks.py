@@ -18,7 +18,7 @@ from typing import Any
 from farm.errors import CompileError, SpecError
 from farm.jobs.model import ModelInput, load_model, relax_module, tunable_module
 from farm.jobs.params import ModelParams, TuneParams
-from farm.jobs.tune_records import workload_index
+from farm.jobs.tune_records import open_database, workload_index
 from farm.jobs.tune_search import plan_trials
 
 __all__ = ["RIDGE_FLOP_PER_BYTE", "ModelTask", "Planned", "argument_bytes", "import_model",
@@ -143,9 +143,7 @@ def _task_workload(task: ModelTask, params: TuneParams) -> tuple[int, str]:
     The workload is the module MetaSchedule tunes (``dispatched[0]``, what
     ``extracted_tasks_to_tune_contexts`` gives its ``TuneContext``).
     """
-    from tvm.s_tir import meta_schedule as ms
-
-    database = ms.database.JSONDatabase(work_dir=str(params.work_dir))
+    database = open_database(params.work_dir)
     shash = str(database.commit_workload(task.extracted.dispatched[0]).as_json()[0])
     index = workload_index(params.work_dir, shash)
     if index is None:  # commit_workload writes the line before it returns

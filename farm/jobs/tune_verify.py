@@ -36,7 +36,13 @@ import structlog
 
 from farm.jobs.targets import runtime_device_name
 from farm.jobs.tune_baseline import BaselineTask, baseline_candidate
-from farm.jobs.tune_records import FAILED_RUN_S, PICKED_DIR, RECORDS_FILE, WORKLOADS_FILE
+from farm.jobs.tune_records import (
+    FAILED_RUN_S,
+    PICKED_DIR,
+    RECORDS_FILE,
+    WORKLOADS_FILE,
+    open_database,
+)
 from farm.jobs.tune_search import trace_key
 
 __all__ = ["CHECKED_FILE", "Verdict", "drop_picks", "pick_wins", "verify_picks"]
@@ -159,14 +165,12 @@ def verify_picks(tasks: list[BaselineTask], measurers: Callable[[], tuple[Any, A
     Returns:
         One verdict per task whose best record is not its default schedule.
     """
-    from tvm.s_tir import meta_schedule as ms
-
     digest = hashlib.sha256((work_dir / RECORDS_FILE).read_bytes()
                             + repr(sorted(t.index for t in tasks)).encode()).hexdigest()
     checked = _checked(work_dir)
     if checked.get("records_sha256") == digest:  # no record since (a resumed run, none left)
         return [Verdict(**c["verdict"]) for c in checked["tasks"].values()]
-    database = ms.database.JSONDatabase(work_dir=str(work_dir))
+    database = open_database(work_dir)
     picks: list[tuple[BaselineTask, Any, str]] = []  # (task, best record, its trace's digest)
     for task in tasks:
         best = database.get_top_k(database.commit_workload(task.workload), 1)

@@ -20,6 +20,7 @@ from typing import Any
 
 from farm.jobs.cpu_schedules import apply_default_schedules
 from farm.jobs.cpu_schedules.handoff import blocked_handoffs
+from farm.jobs.tune_records import open_database
 
 __all__ = ["compile_cpu", "fuse_passes", "scheduled_module"]
 
@@ -110,9 +111,7 @@ def compile_cpu(mod: Any, target: Any, database_dir: Path | None) -> Any:
 
     database = None
     if database_dir is not None:
-        from tvm.s_tir import meta_schedule as ms
-
-        database = ms.database.JSONDatabase(work_dir=str(database_dir), allow_missing=False)
+        database = open_database(database_dir, allow_missing=False)
 
     @tvm.transform.module_pass(opt_level=3)
     def pipeline(mod: Any, _ctx: Any) -> Any:
