@@ -515,14 +515,12 @@ def _profile(params: ModelParams, target: dict[str, Any], remote: Any, library: 
 
     model, _ = load_model(params.model_path, params.input_shapes, params.shown_name)
     mod = relax_module(model, inputs, params.shown_name)
-    target_obj = tvm.target.Target(target)
-    fused = tunable_module(mod, target_obj)
-    if str(target_obj.kind.name) == "llvm":
-        # The calls the CPU build makes (cpu_schedules.build.scheduled_module); a pair with
-        # a tuned function keeps its NCHW calls there and shows here as missing kernels.
-        from farm.jobs.cpu_schedules.handoff import blocked_handoffs
+    from farm.jobs.cpu_schedules.build import handed_over
 
-        fused = blocked_handoffs(fused)
+    target_obj = tvm.target.Target(target)
+    # A pair with a tuned function keeps its NCHW calls in the build and shows here
+    # as missing kernels.
+    fused = handed_over(tunable_module(mod, target_obj), target_obj)
     remote_name = f"kernels-{library.parent.name[:16]}.so"
     upload(remote, library.parent / KERNELS_FILE, remote_name, tracker)
     kernels = load(remote, remote_name, tracker)

@@ -22,7 +22,7 @@ from farm.jobs.cpu_schedules import apply_default_schedules
 from farm.jobs.cpu_schedules.handoff import blocked_handoffs
 from farm.jobs.tune_records import open_database
 
-__all__ = ["compile_cpu", "fuse_passes", "scheduled_module"]
+__all__ = ["compile_cpu", "fuse_passes", "handed_over", "scheduled_module"]
 
 
 def fuse_passes(target: Any) -> Any:
@@ -89,9 +89,20 @@ def scheduled_module(mod: Any, target: Any, database: Any | None = None) -> Any:
         if database is not None:
             with database:
                 mod = MetaScheduleApplyDatabase()(mod)
-        if str(target.kind.name) == "llvm":
-            mod = blocked_handoffs(mod)
+        mod = handed_over(mod, target)
     return apply_default_schedules(mod, target)
+
+
+def handed_over(mod: Any, target: Any) -> Any:
+    """The fused ``mod``'s calls as the CPU build makes them: conv -> conv pairs in blocks.
+
+    :func:`farm.jobs.cpu_schedules.handoff.blocked_handoffs` on ``llvm``
+    targets; other targets' modules are returned as they are. The build
+    (:func:`scheduled_module`) and the kernel profile
+    (:mod:`farm.jobs.model`) both call it, so the profile names the kernels
+    the build ran.
+    """
+    return blocked_handoffs(mod) if str(target.kind.name) == "llvm" else mod
 
 
 def compile_cpu(mod: Any, target: Any, database_dir: Path | None) -> Any:
