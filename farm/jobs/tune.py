@@ -154,16 +154,28 @@ class SoExporter:
         return str(path)
 
 
+def warmup_samples(trials: int) -> int:
+    """The results MetaSchedule's ``XGBModel`` takes before it predicts, for a run of ``trials``.
+
+    Until it holds ``num_warmup_samples`` results (100 by default, which is a
+    whole small budget) it scores candidates at random; farm has it predict
+    after a tenth of the run's trials, 8 at least and 100 at most.
+
+    >>> warmup_samples(16), warmup_samples(300), warmup_samples(5000)
+    (8, 30, 100)
+    """
+    return min(100, max(8, trials // 10))
+
+
 def cost_model(trials: int | None = None) -> Any:
     """MetaSchedule's cost model: XGBoost (a dependency), random if xgboost cannot load.
 
-    MetaSchedule's ``XGBModel`` predicts at random until it holds
-    ``num_warmup_samples`` measured trials (100 by default), which is a whole
-    small budget; given the run's ``trials``, it starts predicting after a
-    tenth of them (8 at least, 100 at most).
-
     Args:
-        trials: the run's measured trials; None: MetaSchedule's default model.
+        trials: the run's measured trials, which set when the model starts to
+            predict (:func:`warmup_samples`); None: MetaSchedule's default model.
+
+    Returns:
+        An ``XGBModel``, ``"xgb"`` (with ``trials`` None) or ``"random"``.
     """
     # Without xgboost a random model still explores (more slowly) instead of
     # failing at the first update.
@@ -176,7 +188,7 @@ def cost_model(trials: int | None = None) -> Any:
         return "xgb"
     from tvm.s_tir import meta_schedule as ms
 
-    return ms.cost_model.XGBModel(num_warmup_samples=min(100, max(8, trials // 10)))
+    return ms.cost_model.XGBModel(num_warmup_samples=warmup_samples(trials))
 
 
 # --- tuning -------------------------------------------------------------------------
@@ -286,7 +298,7 @@ def builder_and_runner(
 
 def tune_in_rounds(
     params: TuneParams, asked: int, measured: Callable[[], int],
-    tune_round: Callable[[int], None], progress: TuneProgress,
+    tune_round: Callable[[int], bool | None], progress: TuneProgress,
     expired: Callable[[], bool] = lambda: False,
 ) -> int:
     """Run ``tune_round(remaining)`` until ``asked`` trials are measured or rounds run out.
@@ -294,12 +306,16 @@ def tune_in_rounds(
     MetaSchedule counts trials from 0 in every run, measured or failed; farm asks
     each round only for the trials still missing, so no measured trial is
     measured again and a failed one is made up for (up to ``params.max_rounds``).
+    A round that says its tasks ran dry (every search came up empty) is the
+    last: the small CNN's max pool, out of new candidates at 89 of its 250
+    trials, took 3 more rounds of empty searches (28 s) before its job went on.
 
     Args:
         params: the work folder and ``max_rounds``.
         asked: measured trials wanted.
         measured: reads the trials measured so far from the (repaired) work folder.
-        tune_round: one MetaSchedule run asking for that many trials.
+        tune_round: one MetaSchedule run asking for that many trials; it returns
+            False when its searches sent no candidate (None: not known).
         progress: counts the rounds.
         expired: True once the time budget is spent: no further round starts.
 
@@ -309,11 +325,14 @@ def tune_in_rounds(
     done, rounds = measured(), 0
     while done < asked and rounds < params.max_rounds and not expired():
         log.info("tuning_round", round=rounds, measured=done, remaining=asked - done)
-        tune_round(asked - done)
+        sent = tune_round(asked - done)
         rounds += 1
         progress.add(rounds=1)
         repair_work_dir(params.work_dir)
         done = measured()
+        if sent is False:
+            log.info("tuning_tasks_ran_dry", measured=done, remaining=asked - done)
+            break
     return rounds
 
 

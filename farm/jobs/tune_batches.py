@@ -11,15 +11,25 @@ results to the next search is the scheduler's gap (:attr:`BatchTimes.gap_s`).
 :class:`farm.jobs.tune_progress.TuneProgress` keeps one :class:`BatchTimes`
 per attempt, under its lock, for the time budget's stop and the ETA
 (:func:`farm.jobs.tune_eta.search_left_s`).
+
+A search costs more once MetaSchedule's ``XGBModel`` predicts: until it holds
+``num_warmup_samples`` results of the round it scores candidates at random
+and extracts no features (``XGBModel.predict``, apache/tvm
+``python/tvm/s_tir/meta_schedule/cost_model/xgb_model.py``). On the small
+CNN's 1000-trial run (warm-up at 100 trials) the convs' searches took 9 to 11 s
+before and 18 to 25 s after, flat to the run's end (docs/benchmarks.md). So
+each search is noted cold or warm (:meth:`BatchTimes.start_round`), and a
+task is priced from its warm searches, or its cold ones grown (:func:`growth`).
 """
 
 from __future__ import annotations
 
 import statistics
 
-from farm.jobs.tune_eta import FIRST_BATCH_GROWTH, RECENT_BATCHES, TaskCost
+from farm.jobs.tune_eta import FIRST_BATCH_GROWTH, RECENT_BATCHES, TaskCost, dry_left
+from farm.jobs.tune_search import EMPTY_SEARCHES
 
-__all__ = ["BatchTimes", "growth", "later_s"]
+__all__ = ["BatchTimes", "growth", "later_s", "recent_s"]
 
 #: The last searches kept to tell a batch's own time (more than tasks in a round rarely matter).
 _SEARCHES_KEPT = 256
@@ -35,23 +45,35 @@ def later_s(seconds: list[float]) -> float | None:
     return sum(later) / len(later) if later else None
 
 
-def growth(per_task: list[list[float]]) -> float:
-    """How many times its first batch's cost a task's later batches cost: the tasks' median.
+def recent_s(seconds: list[float]) -> float | None:
+    """The mean of the last :data:`RECENT_BATCHES` of ``seconds``; None: none.
 
-    Each task's ratio is :func:`later_s` over its first, and
-    :data:`farm.jobs.tune_eta.FIRST_BATCH_GROWTH` counts as one more task: the
-    first task past its first batch has one later search, whose seconds swing
-    2x with the host's load (taken alone, a 300-trial run's ETA went from -15%
-    to +45% at its quarter).
+    >>> recent_s([4.0, 8.0, 6.0, 2.0, 4.0]), recent_s([]) is None
+    (5.0, True)
+    """
+    recent = seconds[-RECENT_BATCHES:]
+    return sum(recent) / len(recent) if recent else None
+
+
+def growth(per_task: list[tuple[list[float], list[float]]]) -> float:
+    """How many times its cold searches a task's warm searches cost: the tasks' median.
+
+    Each task's ratio is its recent warm searches' mean (:func:`recent_s`) over
+    its cold ones' mean, and :data:`farm.jobs.tune_eta.FIRST_BATCH_GROWTH`
+    counts as one more task: the first task with a warm search has one, whose
+    seconds swing 2x with the host's load (taken alone, a 300-trial run's ETA
+    went from -15% to +45% at its quarter).
 
     Args:
-        per_task: each task's costs (seconds) in order, its first batch's first.
+        per_task: each task's (cold searches, warm searches), seconds, in order.
 
-    >>> growth([[4.0, 8.0], [2.0, 2.0, 2.0], [5.0]]), growth([[5.0]]), growth([[2.0, 5.0]])
-    (1.5, 1.5, 2.0)
+    >>> growth([([4.0], [8.0]), ([2.0], [2.0, 2.0]), ([5.0], [])])
+    1.5
+    >>> growth([([5.0], [])]), growth([([2.0], [5.0])]), growth([([2.0, 4.0], [9.0])])
+    (1.5, 2.0, 2.25)
     """
-    ratios = [later / costs[0] for costs in per_task
-              if costs and costs[0] > 0 and (later := later_s(costs)) is not None]
+    ratios = [warm / (sum(cold) / len(cold)) for cold, warm_s in per_task
+              if cold and sum(cold) > 0 and (warm := recent_s(warm_s)) is not None]
     return statistics.median([FIRST_BATCH_GROWTH, *ratios])
 
 
@@ -72,13 +94,34 @@ class BatchTimes:
         self._task_measure: dict[str, list[tuple[float, int]]] = {}
         self._in_flight: dict[str, tuple[float, int]] = {}
         self.batch_n = 0
-        # Each task's searches' seconds.
-        self._task_searches: dict[str, list[float]] = {}
+        # Each task's searches' seconds, cold (before the cost model predicts) or warm;
+        # whether each batch in flight was sent warm; the cost model's warm-up
+        # (None: unknown) and the candidates measured in this round.
+        self._cold_searches: dict[str, list[float]] = {}
+        self._warm_searches: dict[str, list[float]] = {}
+        self._sent_warm: dict[str, bool] = {}
+        self._warm_after: int | None = None
+        self._round_measured = 0
+        # Each task's searches' yields (candidates, 0 included), and all candidates sent.
+        self._yields: dict[str, list[int]] = {}
+        self.candidates_sent = 0
         # When the last batch's results came in; the scheduler's last gaps.
         self._joined_at: float | None = None
         self._gaps_s: list[float] = []
         # The last builds' seconds per candidate.
         self._build_s: list[float] = []
+
+    def start_round(self, warm_after: int | None) -> None:
+        """A round of MetaSchedule starts, with a cost model new to it.
+
+        Args:
+            warm_after: the results the cost model needs before it predicts
+                (:func:`farm.jobs.tune.warmup_samples`; 0: a random model, which
+                never does, each search costs alike); None: unknown, and a
+                task's first search is its only cold one.
+        """
+        self._warm_after = warm_after
+        self._round_measured = 0
 
     def sent(self, task: str, now: float) -> None:
         """A batch of ``task`` starts: its search begins.
@@ -89,6 +132,9 @@ class BatchTimes:
         the small CNN, which no batch's own time counts.
         """
         self._sent_s[task] = now
+        self._sent_warm[task] = (
+            task in self._cold_searches or task in self._warm_searches
+            if self._warm_after is None else self._round_measured >= self._warm_after)
         if self._joined_at is not None:
             self._gaps_s = [*self._gaps_s[-RECENT_BATCHES + 1:], now - self._joined_at]
             self._joined_at = None
@@ -100,7 +146,10 @@ class BatchTimes:
             return
         self._searched_s[task] = now
         self._searches = [*self._searches[-_SEARCHES_KEPT:], (sent_s, now)]
-        self._task_searches.setdefault(task, []).append(now - sent_s)
+        self._yields.setdefault(task, []).append(candidates)
+        self.candidates_sent += candidates
+        searches = self._warm_searches if self._sent_warm.get(task) else self._cold_searches
+        searches.setdefault(task, []).append(now - sent_s)
         self._in_flight[task] = (now - sent_s, candidates)
         self.batch_n = max(self.batch_n, candidates)
         self._building = task
@@ -140,6 +189,7 @@ class BatchTimes:
         self._batch_s.append(now - sent_s - others_s)
         self._joined_at = now
         search_s, candidates = self._in_flight.pop(task, (0.0, 0))
+        self._round_measured += candidates
         if candidates > 0:
             self._task_measure.setdefault(task, []).append(
                 (max(0.0, now - sent_s - others_s - search_s), candidates))
@@ -169,26 +219,33 @@ class BatchTimes:
     def task_cost(self, task: str, trials_left: int) -> TaskCost:
         """What ``task``'s search has left and what its batches will cost.
 
-        Its recent searches and measurements after its first batch; else its
-        first search at the run's :func:`growth` (in the round robin, searches
-        ran before the cost model had learnt) and the mean of the tasks' first
-        measurements (there a batch's runs hid behind the next tasks' searches,
-        a candidate costing its build alone, and the last task's absorbed them
-        all: the small CNN's matmul read 0.86 s a candidate, later 0.3 s). Until
-        every task searched has its first batch's results, no measurement: the
-        runs of the round robin are paid by its end, and a candidate costs its
-        build and its run (:meth:`farm.jobs.tune_progress.TuneProgress.set_run_s`);
-        the mean of the first results in read -17% to -28% of a job's time left.
+        A task whose last batch came short is running dry (:func:`dry_left`).
+        Its searches: its recent warm ones (the cost model predicting); else its cold
+        ones at the run's :func:`growth`. Its recent measurements after its
+        first batch, else the mean of the tasks' first measurements (there a
+        batch's runs hid behind the next tasks' searches, a candidate costing
+        its build alone, and the last task's absorbed them all: the small CNN's
+        matmul read 0.86 s a candidate, later 0.3 s). Until every task searched
+        has its first batch's results, no measurement: the runs of the round
+        robin are paid by its end, and a candidate costs its build and its run
+        (:meth:`farm.jobs.tune_progress.TuneProgress.set_run_s`); the mean of
+        the first results in read -17% to -28% of a job's time left.
         """
-        searches = self._task_searches.get(task, [])
+        cold = self._cold_searches.get(task, [])
+        search_s = recent_s(self._warm_searches.get(task, []))
+        if search_s is None and cold:
+            search_s = sum(cold) / len(cold) * growth(
+                [(c, self._warm_searches.get(t, [])) for t, c in self._cold_searches.items()])
         measured = [s / n for s, n in self._task_measure.get(task, []) if n > 0]
-        search_s = later_s(searches)
-        if search_s is None and searches:
-            search_s = searches[0] * growth(list(self._task_searches.values()))
         measure_s = later_s(measured)
-        in_round_robin = any(t not in self._task_measure for t in self._task_searches)
+        searched = self._cold_searches.keys() | self._warm_searches.keys()
+        in_round_robin = any(t not in self._task_measure for t in searched)
         if measure_s is None and measured and not in_round_robin:  # each task's first batch
             firsts = [s / n for s, n in (v[0] for v in self._task_measure.values()) if n > 0]
             measure_s = sum(firsts) / len(firsts)
-        return TaskCost(max(trials_left, 0), self._in_flight.get(task, (0.0, 0))[1], search_s,
-                        measure_s)
+        in_flight = self._in_flight.get(task, (0.0, 0))[1]
+        dry = dry_left(self._yields.get(task, []), self.batch_n, EMPTY_SEARCHES)
+        if dry is None or trials_left <= self.batch_n:  # a last short batch ends a task too
+            return TaskCost(max(trials_left, 0), in_flight, search_s, measure_s)
+        return TaskCost(min(max(trials_left, 0), in_flight + dry[0]), in_flight, search_s,
+                        measure_s, dry[1])

@@ -11,12 +11,14 @@ and the task scheduler's gap between batches, each trial left its task's
 build and run. A global rate of recent batches was -72% to +319% off without
 a budget (docs/benchmarks.md): early on it was the rate of the default
 schedules, later that of the last batches, smaller once tasks reached their
-cap. A task's first batch (the round robin's) is not what its later ones
-cost: the cost model has not learnt yet, so later searches take
-:data:`FIRST_BATCH_GROWTH` times as long until the run shows its own ratio
-(:func:`farm.jobs.tune_batches.growth`), and a batch's runs hide behind the
-next tasks' searches and pile up on the last task's, so a task's candidates
-cost the mean of the round robin's until its second batch. So:
+cap. A search before the cost model predicts (its warm-up: the round's
+first tenth of the trials) is not what later ones cost, so a task's cold
+searches are priced :data:`FIRST_BATCH_GROWTH` times as long until the run
+shows its own ratio (:func:`farm.jobs.tune_batches.growth`); a batch's runs
+hide behind the next tasks' searches and pile up on the last task's, so a
+task's candidates cost the mean of the round robin's until its second batch;
+and a task whose search runs dry has few trials left, whatever it asked
+(:func:`dry_left`). So:
 
 - before a first batch is built, the search's cost is unknown: no ETA
   without a budget (:func:`estimate_eta_s` gives None), the budget's end
@@ -31,19 +33,20 @@ cost the mean of the round robin's until its second batch. So:
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
-__all__ = ["CLEAR_MARGIN", "FIRST_BATCH_GROWTH", "RECENT_BATCHES", "TaskCost",
-           "budget_end_s", "estimate_eta_s", "search_left_s", "seconds_per_trial"]
+__all__ = ["CLEAR_MARGIN", "DRY_RATIO", "FIRST_BATCH_GROWTH", "RECENT_BATCHES", "TaskCost",
+           "budget_end_s", "dry_left", "estimate_eta_s", "search_left_s", "seconds_per_trial"]
 
 #: Measured batches whose rate counts (the last ones): the rate slows as a run goes on.
 RECENT_BATCHES = 4
 
-#: A task's later searches take this many times its first, until a task of the run shows its
-#: own ratio (:meth:`farm.jobs.tune_batches.BatchTimes.task_cost`): in the round robin the cost
-#: model has not learnt yet. Later batches took 1.3x to 2.2x (median 1.5x) the first on the
-#: small CNN's tasks, 300 trials on one virtual phone (docs/benchmarks.md, issue 21).
+#: A task's warm searches (the cost model predicting) take this many times its cold ones, until
+#: a task of the run shows its own ratio (:meth:`farm.jobs.tune_batches.BatchTimes.task_cost`).
+#: They took 1.3x to 2.2x (median 1.5x) on the small CNN's tasks, 300 trials on one virtual
+#: phone, and 1.2x to 2.1x with 1000 trials (docs/benchmarks.md, issue 21).
 FIRST_BATCH_GROWTH = 1.5
 
 #: The search left decides the ETA of a run with a time budget only when it would still end
@@ -121,12 +124,58 @@ class TaskCost:
             :meth:`farm.jobs.tune_progress.TuneProgress.batch_joined`): its
             recent batches' after its first, or the mean of the tasks' first
             batches'; None before a batch of it was measured.
+        batches_left: searches it has left where its trials do not say
+            (a task running dry: :func:`dry_left`); None: its trials left in
+            batches.
     """
 
     trials_left: int
     in_flight: int = 0
     search_s: float | None = None
     measure_s: float | None = None
+    batches_left: int | None = None
+
+
+def dry_left(yields: list[int], batch: int, empty_searches: int) -> tuple[int, int] | None:
+    """The trials and searches left to a task whose search runs dry; None while it does not.
+
+    MetaSchedule's search offers only candidates not yet measured, so a task
+    with a small space (a pool) gets short batches and then none: on the
+    small CNN's 1000-trial run the max pool's batches gave 16 five times, then
+    10, 6, 5, 2, 1 and 0 (89 of its 250 trials), and its trials left priced in
+    whole batches put the ETA +23% to +55% over in the run's last third. Once
+    a batch comes short, the yields are taken to shrink at the ratio of the
+    last two (3/4 at most) until less than one is left, and then
+    ``empty_searches`` searches come up empty before the task ends
+    (:func:`farm.jobs.tune_search.FarmSearch`).
+
+    Args:
+        yields: the candidates each of the task's searches gave, in order.
+        batch: the candidates a search asks for.
+        empty_searches: the empty searches that end a task.
+
+    Returns:
+        ``(trials, searches)`` left.
+
+    >>> dry_left([16, 16, 10], 16, 5), dry_left([16, 8, 8], 16, 5), dry_left([16, 16], 16, 5)
+    ((17, 10), (24, 13), None)
+    >>> dry_left([16, 2, 0], 16, 5), dry_left([16, 0, 0], 16, 5)
+    ((0, 4), (0, 3))
+    """
+    if not yields or yields[-1] >= batch:
+        return None
+    if yields[-1] == 0:
+        empty = len(list(itertools.takewhile(lambda n: n == 0, reversed(yields))))
+        return 0, max(0, empty_searches - empty)
+    last = yields[-1]
+    before = yields[-2] if len(yields) > 1 else batch
+    ratio = min(DRY_RATIO, last / before) if before > 0 else DRY_RATIO
+    shrinking = math.ceil(math.log(last) / math.log(1 / ratio)) if last > 1 else 0
+    return round(last * ratio / (1 - ratio)), shrinking + empty_searches
+
+
+#: The most a running-dry task's next batch is taken to give of its last (:func:`dry_left`).
+DRY_RATIO = 0.75
 
 
 def search_left_s(tasks: list[TaskCost], batch: int, default_measure_s: float | None = None,
@@ -165,7 +214,8 @@ def search_left_s(tasks: list[TaskCost], batch: int, default_measure_s: float | 
         return None
     search_s = sum(searches) / len(searches)
     return sum(
-        math.ceil(max(0, t.trials_left - t.in_flight) / max(batch, 1))
+        (math.ceil(max(0, t.trials_left - t.in_flight) / max(batch, 1))
+         if t.batches_left is None else t.batches_left)
         * ((search_s if t.search_s is None else t.search_s) + gap_s)
         + t.trials_left * (measure_s if t.measure_s is None else t.measure_s)
         for t in left)

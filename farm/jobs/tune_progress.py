@@ -335,6 +335,14 @@ class TuneProgress:
         with self._lock:
             return self._tuning_s(self._clock.monotonic())
 
+    def start_round(self, warm_after: int | None) -> None:
+        """A MetaSchedule round starts; its cost model predicts after ``warm_after`` results.
+
+        Searches cost more once it does (:meth:`BatchTimes.start_round`).
+        """
+        with self._lock:
+            self._batches.start_round(warm_after)
+
     def batch_sent(self, task: str) -> None:
         """A batch of ``task`` starts: its search begins (:meth:`BatchTimes.sent`)."""
         with self._lock:
@@ -385,6 +393,12 @@ class TuneProgress:
             self._check_s = max(0.0, check_s)
             self._check_runs = max(0, runs)
             self._check_builds = max(0, builds)
+
+    @property
+    def candidates_sent(self) -> int:
+        """Candidates this attempt's searches sent to be built and run."""
+        with self._lock:
+            return self._batches.candidates_sent
 
     @property
     def last_batch_s(self) -> float | None:

@@ -58,6 +58,7 @@ from farm.jobs.tune import (
     drop_unnamed_ms_handlers,
     measure_callbacks,
     tune_in_rounds,
+    warmup_samples,
 )
 from farm.jobs.tune_baseline import BaselineTask, measure_baselines, missing_baselines
 from farm.jobs.tune_check_cost import CheckPrice
@@ -156,6 +157,16 @@ def _contexts(planned: list[Planned], caps: list[int], params: TuneParams,
         ).clone())
         weights.append(float(p.task.weight))
     return contexts, weights
+
+
+def _round_cost_model(trials: int, progress: TuneProgress) -> Any:
+    """A round's cost model (:func:`farm.jobs.tune.cost_model`), ``progress`` told its warm-up.
+
+    Its searches cost more once it predicts (:meth:`TuneProgress.start_round`).
+    """
+    model = cost_model(trials)
+    progress.start_round(0 if isinstance(model, str) else warmup_samples(trials))
+    return model
 
 
 def _import_tensor_intrin(progress: TuneProgress) -> None:
@@ -308,25 +319,28 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
     def expired() -> bool:
         return progress.expired(reserve_s())
 
-    def tune_round(_remaining: int) -> None:
+    def tune_round(_remaining: int) -> bool | None:
         if expired():  # nothing is started once the budget is spent, the builders neither
-            return
+            return None
         builder, runner = started()
         _measure_baselines(planned, params, builder, runner, progress, expired, on_batch)
         caps = [max(0, p.trials - m) for p, m in zip(planned, measured(planned, params),
                                                       strict=True)]
         if not any(caps) or expired():
-            return
+            return None
         _import_tensor_intrin(progress)
         contexts, weights = _contexts(planned, caps, params, progress, expired)
         log.info("tuning_round_tasks", tasks=len(contexts), trials=sum(caps), batch=batch)
+        model = _round_cost_model(asked, progress)
+        sent_before = progress.candidates_sent
         ms.tune_tasks(
             tasks=contexts, task_weights=weights, work_dir=str(params.work_dir),
             max_trials_global=sum(caps), max_trials_per_task=max(caps),
             num_trials_per_iter=batch, builder=builder, runner=runner,
-            cost_model=cost_model(asked), measure_callbacks=measure_callbacks(progress, on_batch),
+            cost_model=model, measure_callbacks=measure_callbacks(progress, on_batch),
             task_scheduler=ms.task_scheduler.GradientBased(seed=params.seed or -1),
         )
+        return progress.candidates_sent > sent_before
 
     try:
         progress.enter_stage("search")  # again when this attempt takes over another's tasks

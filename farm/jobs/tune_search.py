@@ -34,13 +34,13 @@ import structlog
 
 from farm.jobs.tune_records import FAILED_RUN_S, RECORDS_FILE
 
-__all__ = ["BatchTimer", "FarmSearch", "SearchSettings", "measured_traces", "plain_json",
-           "plan_trials", "search_settings", "trace_key"]
+__all__ = ["EMPTY_SEARCHES", "BatchTimer", "FarmSearch", "SearchSettings", "measured_traces",
+           "plain_json", "plan_trials", "search_settings", "trace_key"]
 
 log = structlog.get_logger(__name__)
 
-#: Times the inner search is asked again when all it proposed was measured before.
-_REFILLS = 5
+#: Searches in a row that give nothing new (all measured before) before a task ends.
+EMPTY_SEARCHES = 5
 
 
 #: At most one part in this of a model's trials goes to the floors every task gets.
@@ -222,7 +222,7 @@ def _farm_search_class() -> type:
             self.inner.post_tuning()
 
         def generate_measure_candidates(self) -> list[Any] | None:
-            for _ in range(_REFILLS):
+            for _ in range(EMPTY_SEARCHES):
                 if self.sent >= self.cap or self.expired():
                     return None
                 if self.timer is not None:

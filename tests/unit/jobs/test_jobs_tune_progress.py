@@ -13,7 +13,7 @@ import pytest
 
 from farm.clock import FakeClock
 from farm.jobs.tune_batches import BatchTimes
-from farm.jobs.tune_eta import estimate_eta_s
+from farm.jobs.tune_eta import estimate_eta_s, search_left_s
 from farm.jobs.tune_progress import (
     PROGRESS_FILE,
     TaskProgress,
@@ -21,6 +21,7 @@ from farm.jobs.tune_progress import (
     TuneProgress,
     read_counters,
 )
+from farm.jobs.tune_search import EMPTY_SEARCHES
 from farm.jobs.tune_tail import TailPrice
 
 
@@ -272,7 +273,7 @@ class TestEta:
             self, tmp_path: Path) -> None:
         """400 trials asked with 240 s of budget: the first 8 s measure 80 trials (the default
         schedules, small populations), a rate that would end all 400 in 100 s; then a batch of
-        4 takes 16 s, so the budget ends first. At a tenth (24 s) the ETA is the budget's end
+        10 takes 16 s, so the budget ends first. At a tenth (24 s) the ETA is the budget's end
         less half a batch (the check, priced from its measured runs, fills the reserve kept
         for it: farm.jobs.tune_check_cost), within 20% of the time really left, not the
         trials at the rate since the first batch."""
@@ -288,11 +289,11 @@ class TestEta:
             progress.update_task("conv", measured, 1e-3)
         progress.batch_sent("conv")
         clock.advance(12)
-        progress.batch_searched("conv", 4)
+        progress.batch_searched("conv", 10)
         clock.advance(4)
         progress.batch_joined("conv")
         assert not progress.expired(reserve_s=20.0)
-        progress.update_task("conv", 84, 1e-3)
+        progress.update_task("conv", 90, 1e-3)
         eta = progress.counters.eta_s
         truth = 240.0 - 24.0 - 8.0  # the search stops within a batch of the end, the check fills it
         assert eta is not None and abs(eta - truth) <= 0.2 * truth, (eta, truth)
@@ -510,3 +511,55 @@ class TestEtaOfTheJob:
         batches.joined("dense", 22.0)
         assert batches.task_cost("conv", 32).measure_s == pytest.approx((0.25 + 1.5) / 2)
         assert batches.task_cost("dense", 32).measure_s == pytest.approx((0.25 + 1.5) / 2)
+
+    def test_searches_step_up_once_the_cost_model_predicts(self, tmp_path: Path) -> None:
+        """The cost model predicts after 32 results (MetaSchedule's XGBModel scores at random
+        and extracts no features before): 2 tasks of 160 trials, batches of 8, searches of
+        4 s before and 10 s after, as the small CNN's convs went from 9-11 s to 18-25 s.
+        Before the first warm search the ETA prices later searches at the cold ones grown
+        FIRST_BATCH_GROWTH; from the first warm search's results on it is within 20% of the
+        time really left at every batch. Without the warm-up known (a task's first search its
+        only cold one) the fourth cold search already priced the rest at 4 s (-45%)."""
+        tasks = ["conv", "conv1"]
+        batches = [(name, 4.0 if i < 4 else 10.0) for i, name in enumerate(tasks * 20)]
+        left_s = [sum(s + 8 * 0.5 for _, s in batches[i + 1:]) for i in range(len(batches))]
+
+        def etas(warm_after: int | None) -> list[float | None]:
+            clock = FakeClock()
+            progress = TuneProgress(tmp_path / str(warm_after), clock)
+            progress.set_tasks([TaskProgress(name, i, 160, 0) for i, name in enumerate(tasks)])
+            progress.start_round(warm_after)
+            measured = dict.fromkeys(tasks, 0)
+            shown = []
+            for name, search_s in batches:
+                TestEtaOfTheJob._batch(progress, clock, name, search_s, 8, 2.0, 2.0)
+                measured[name] += 8
+                progress.update_task(name, measured[name], 1e-3)
+                shown.append(progress.counters.eta_s)
+            return shown
+
+        warm = etas(32)
+        assert warm[3] == pytest.approx(18 * (4.0 * 1.5 + 4.0) + 18 * (4.0 * 1.5 + 4.0))
+        for i in range(4, len(batches) - 1):
+            assert abs(warm[i] - left_s[i]) <= 0.2 * left_s[i], (i, warm[i], left_s[i])
+        unknown = etas(None)
+        assert unknown[3] < 0.6 * left_s[3]
+
+    def test_a_task_running_dry_is_priced_by_its_shrinking_batches(self) -> None:
+        """A pool whose search finds fewer new candidates each time (8, 8, then 4) has few
+        trials left, not its 100 asked: 4 more at the ratio of its last two batches (one half),
+        2 shrinking searches and the 5 empty ones that end it; a conv with full batches is
+        priced in whole batches; a last short batch of a task at its cap is its end."""
+        batches = BatchTimes()
+        now = 0.0
+        for task, n in (("pool", 8), ("pool", 8), ("pool", 4), ("conv", 8)):
+            batches.sent(task, now)
+            batches.searched(task, n, now + 2)
+            batches.joined(task, now + 2 + n)
+            now += 10
+        pool = batches.task_cost("pool", 100)
+        assert (pool.trials_left, pool.batches_left) == (4, 2 + EMPTY_SEARCHES)
+        assert search_left_s([pool], 8) == pytest.approx(7 * 2.0 + 4 * 1.0)
+        conv = batches.task_cost("conv", 100)
+        assert (conv.trials_left, conv.batches_left) == (100, None)
+        assert batches.task_cost("pool", 4).batches_left is None

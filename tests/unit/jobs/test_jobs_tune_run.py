@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from farm.jobs.params import TimingParams, TuneParams
+from farm.jobs.tune import tune_in_rounds
 from farm.jobs.tune_check_cost import CheckPrice
+from farm.jobs.tune_progress import TuneProgress
 from farm.jobs.tune_rate import UPLOADS_FILE, run_overhead_s
 from farm.jobs.tune_records import RECORDS_FILE, default_and_best_s
 from farm.jobs.tune_run import CHECK_OVERRUN_PART, MIN_CHECK_ROUNDS, check_price
@@ -94,3 +96,18 @@ class TestPricedFromTheWorkFolder:
         assert price.round_s == pytest.approx(2 * (0.09 + 0.06 + 1.0))
         assert price.cost_s(2) == pytest.approx(1.5 + 4.6)
         assert check_price(planned[:1], params, None).round_s == pytest.approx(1.15)
+
+
+class TestRounds:
+    def test_rounds_make_up_for_failed_trials_but_stop_once_the_tasks_ran_dry(
+            self, tmp_path: Path) -> None:
+        """A round whose trials failed is followed by another (up to max_rounds); a round whose
+        searches sent nothing (every candidate measured before: the small CNN's max pool at
+        89 of 250 trials) is the last, where 3 more rounds of empty searches took 28 s."""
+        params = TuneParams(gemm=None, trials=10, work_dir=tmp_path, max_rounds=4)
+        progress = TuneProgress(tmp_path)
+        sent = iter([True, None, False, True])
+        rounds = tune_in_rounds(params, 10, lambda: 0, lambda _left: next(sent), progress)
+        assert rounds == 3
+        assert progress.counters.rounds == 3
+        assert tune_in_rounds(params, 10, lambda: 0, lambda _left: None, progress) == 4
