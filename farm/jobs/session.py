@@ -9,6 +9,7 @@ or :class:`~farm.errors.TrackerUnreachable` (the host's tracker).
 
 from __future__ import annotations
 
+import gc
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +118,26 @@ def apply_thread_pool(
     return ThreadPoolApplied(threads.affinity_mode, threads.num_threads, num_threads)
 
 
+def connect_fresh(rpc_config: Any) -> Any:
+    """MetaSchedule's ``rpc_config.connect_server()``, once the worker's old sessions are closed.
+
+    A phone serves one session at a time, and MetaSchedule's runner worker asks
+    the tracker for the next one with no timeout. When a candidate's run
+    raises, its session stays referenced from the exception's traceback
+    through the runner's cleanup context manager (``_worker_func``, apache/tvm
+    ``python/tvm/s_tir/meta_schedule/runner/rpc_runner.py``): garbage in a
+    reference cycle, closed only when Python's cycle collector next runs,
+    which an idle worker may not do for hours. Seen: a 1000-trial tune of the
+    small CNN stood still for 15 minutes, the worker waiting for the phone its
+    own dead session held; a ``gc.collect()`` in the worker freed it and the
+    tuning went on. So each session starts with one (a few milliseconds).
+
+    Picklable: MetaSchedule's runner workers call it.
+    """
+    gc.collect()
+    return rpc_config.connect_server()
+
+
 @dataclass(frozen=True)
 class ThreadPoolSession:
     """MetaSchedule ``f_create_session`` that sets the phone's thread pool as the timings do.
@@ -140,8 +161,8 @@ class ThreadPoolSession:
     num_threads: int
 
     def __call__(self, rpc_config: Any) -> Any:
-        """Connect as MetaSchedule's default does, then configure the pool (CPU only matters)."""
-        session = rpc_config.connect_server()
+        """Connect (:func:`connect_fresh`), then configure the pool (CPU only matters)."""
+        session = connect_fresh(rpc_config)
         session.get_function("runtime.config_threadpool")(self.affinity_mode, self.num_threads)
         return session
 

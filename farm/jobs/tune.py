@@ -46,6 +46,7 @@ from farm.jobs.session import (
     ThreadPoolApplied,
     ThreadPoolSession,
     apply_thread_pool,
+    connect_fresh,
     open_session,
     upload_and_load,
 )
@@ -274,7 +275,7 @@ def builder_and_runner(
         )
     upload = TimedUpload(str(params.work_dir / UPLOADS_FILE)) if warm else None
     workload = params.model if params.model is not None else params.gemm
-    threads = None if workload is None else ThreadPoolSession(
+    threads = connect_fresh if workload is None else ThreadPoolSession(
         workload.threads.affinity_mode, workload.threads.num_threads)
     session = threads if not warm else TimedSession(str(params.work_dir / UPLOADS_FILE), threads)
     runner = ms.runner.RPCRunner(

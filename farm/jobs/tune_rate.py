@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.jobs.params import TimingParams
+from farm.jobs.session import connect_fresh
 from farm.jobs.tune_records import FAILED_RUN_S, RECORDS_FILE
 
 __all__ = ["UPLOADS_FILE", "TimedSession", "TimedUpload", "limit_per_phone_hour",
@@ -65,7 +66,7 @@ class TimedSession:
     Attributes:
         log_path: the JSON-lines file (:data:`UPLOADS_FILE`).
         create: the session maker wrapped; None: MetaSchedule's default
-            (``rpc_config.connect_server()``).
+            connection, old sessions closed first (:func:`farm.jobs.session.connect_fresh`).
     """
 
     log_path: str
@@ -74,7 +75,7 @@ class TimedSession:
     def __call__(self, rpc_config: Any) -> Any:
         """Open the session as ``create`` does; log the seconds it took."""
         start = time.monotonic()
-        session = rpc_config.connect_server() if self.create is None else self.create(rpc_config)
+        session = (self.create or connect_fresh)(rpc_config)
         with open(self.log_path, "a", encoding="utf-8") as log:
             log.write(json.dumps({"session_s": time.monotonic() - start}) + "\n")
         return session
