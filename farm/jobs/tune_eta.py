@@ -203,8 +203,10 @@ def search_left_s(tasks: list[TaskCost], batch: int, default_measure_s: float | 
     24.0
     >>> search_left_s([TaskCost(0)], 8), search_left_s([TaskCost(5)], 8) is None
     (0.0, True)
+    >>> search_left_s([TaskCost(0, 0, 2.0, 0.5, batches_left=3)], 8)  # a dry task's empty searches
+    6.0
     """
-    left = [t for t in tasks if t.trials_left > 0]
+    left = [t for t in tasks if t.trials_left > 0 or t.batches_left]
     if not left:
         return 0.0
     searches = [t.search_s for t in tasks if t.search_s is not None]

@@ -549,7 +549,8 @@ class TestEtaOfTheJob:
         """A pool whose search finds fewer new candidates each time (8, 8, then 4) has few
         trials left, not its 100 asked: 4 more at the ratio of its last two batches (one half),
         2 shrinking searches and the 5 empty ones that end it; a conv with full batches is
-        priced in whole batches; a last short batch of a task at its cap is its end."""
+        priced in whole batches; a last short batch of a task at its cap is its end; once a
+        search comes up empty, only the empty ones that end the task are left."""
         batches = BatchTimes()
         now = 0.0
         for task, n in (("pool", 8), ("pool", 8), ("pool", 4), ("conv", 8)):
@@ -563,3 +564,8 @@ class TestEtaOfTheJob:
         conv = batches.task_cost("conv", 100)
         assert (conv.trials_left, conv.batches_left) == (100, None)
         assert batches.task_cost("pool", 4).batches_left is None
+        batches.sent("pool", now)
+        batches.searched("pool", 0, now + 2)  # nothing new: 4 empty searches end it
+        pool = batches.task_cost("pool", 100)
+        assert (pool.trials_left, pool.batches_left) == (0, EMPTY_SEARCHES - 1)
+        assert search_left_s([pool], 8) == pytest.approx(4 * 2.0)
