@@ -26,8 +26,13 @@ from __future__ import annotations
 
 import statistics
 
-from farm.jobs.tune_eta import FIRST_BATCH_GROWTH, RECENT_BATCHES, TaskCost, dry_left
-from farm.jobs.tune_search import EMPTY_SEARCHES
+from farm.jobs.tune_eta import (
+    EMPTY_SEARCHES,
+    FIRST_BATCH_GROWTH,
+    RECENT_BATCHES,
+    TaskCost,
+    dry_left,
+)
 
 __all__ = ["BatchTimes", "growth", "later_s", "recent_s"]
 

@@ -37,8 +37,9 @@ import itertools
 import math
 from dataclasses import dataclass
 
-__all__ = ["CLEAR_MARGIN", "DRY_RATIO", "FIRST_BATCH_GROWTH", "RECENT_BATCHES", "TaskCost",
-           "budget_end_s", "dry_left", "estimate_eta_s", "search_left_s", "seconds_per_trial"]
+__all__ = ["CLEAR_MARGIN", "DRY_RATIO", "EMPTY_SEARCHES", "FIRST_BATCH_GROWTH", "RECENT_BATCHES",
+           "TaskCost", "budget_end_s", "dry_left", "estimate_eta_s", "search_left_s",
+           "seconds_per_trial"]
 
 #: Measured batches whose rate counts (the last ones): the rate slows as a run goes on.
 RECENT_BATCHES = 4
@@ -176,6 +177,10 @@ def dry_left(yields: list[int], batch: int, empty_searches: int) -> tuple[int, i
 
 #: The most a running-dry task's next batch is taken to give of its last (:func:`dry_left`).
 DRY_RATIO = 0.75
+
+#: Searches in a row that give nothing new (all measured before) before a task ends
+#: (:func:`farm.jobs.tune_search.FarmSearch`).
+EMPTY_SEARCHES = 5
 
 
 def search_left_s(tasks: list[TaskCost], batch: int, default_measure_s: float | None = None,

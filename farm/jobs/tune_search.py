@@ -32,15 +32,14 @@ from typing import Any, Protocol
 
 import structlog
 
+from farm.jobs.tune_eta import EMPTY_SEARCHES
 from farm.jobs.tune_records import FAILED_RUN_S, RECORDS_FILE
 
-__all__ = ["EMPTY_SEARCHES", "BatchTimer", "FarmSearch", "SearchSettings", "measured_traces",
+__all__ = ["BatchTimer", "FarmSearch", "SearchSettings", "measured_traces",
            "plain_json", "plan_trials", "search_settings", "trace_key"]
 
 log = structlog.get_logger(__name__)
 
-#: Searches in a row that give nothing new (all measured before) before a task ends.
-EMPTY_SEARCHES = 5
 
 
 #: At most one part in this of a model's trials goes to the floors every task gets.

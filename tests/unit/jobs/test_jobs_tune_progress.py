@@ -13,7 +13,7 @@ import pytest
 
 from farm.clock import FakeClock
 from farm.jobs.tune_batches import BatchTimes
-from farm.jobs.tune_eta import estimate_eta_s, search_left_s
+from farm.jobs.tune_eta import EMPTY_SEARCHES, estimate_eta_s, search_left_s
 from farm.jobs.tune_progress import (
     PROGRESS_FILE,
     TaskProgress,
@@ -21,7 +21,6 @@ from farm.jobs.tune_progress import (
     TuneProgress,
     read_counters,
 )
-from farm.jobs.tune_search import EMPTY_SEARCHES
 from farm.jobs.tune_tail import TailPrice
 
 
