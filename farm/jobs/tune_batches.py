@@ -26,13 +26,7 @@ from __future__ import annotations
 
 import statistics
 
-from farm.jobs.tune_eta import (
-    EMPTY_SEARCHES,
-    FIRST_BATCH_GROWTH,
-    RECENT_BATCHES,
-    TaskCost,
-    dry_left,
-)
+from farm.jobs.tune_eta import FIRST_BATCH_GROWTH, RECENT_BATCHES, TaskCost, dry_left
 
 __all__ = ["BatchTimes", "growth", "later_s", "recent_s"]
 
@@ -249,7 +243,7 @@ class BatchTimes:
             firsts = [s / n for s, n in (v[0] for v in self._task_measure.values()) if n > 0]
             measure_s = sum(firsts) / len(firsts)
         in_flight = self._in_flight.get(task, (0.0, 0))[1]
-        dry = dry_left(self._yields.get(task, []), self.batch_n, EMPTY_SEARCHES)
+        dry = dry_left(self._yields.get(task, []), self.batch_n)
         if dry is None or trials_left <= self.batch_n:  # a last short batch ends a task too
             return TaskCost(max(trials_left, 0), in_flight, search_s, measure_s)
         return TaskCost(min(max(trials_left, 0), in_flight + dry[0]), in_flight, search_s,

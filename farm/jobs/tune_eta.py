@@ -137,7 +137,15 @@ class TaskCost:
     batches_left: int | None = None
 
 
-def dry_left(yields: list[int], batch: int, empty_searches: int) -> tuple[int, int] | None:
+#: The most a running-dry task's next batch is taken to give of its last (:func:`dry_left`).
+DRY_RATIO = 0.75
+
+#: Searches in a row that give nothing new (all measured before) before a task ends
+#: (:func:`farm.jobs.tune_search.FarmSearch`).
+EMPTY_SEARCHES = 5
+
+
+def dry_left(yields: list[int], batch: int) -> tuple[int, int] | None:
     """The trials and searches left to a task whose search runs dry; None while it does not.
 
     MetaSchedule's search offers only candidates not yet measured, so a task
@@ -147,40 +155,32 @@ def dry_left(yields: list[int], batch: int, empty_searches: int) -> tuple[int, i
     whole batches put the ETA +23% to +55% over in the run's last third. Once
     a batch comes short, the yields are taken to shrink at the ratio of the
     last two (3/4 at most) until less than one is left, and then
-    ``empty_searches`` searches come up empty before the task ends
+    :data:`EMPTY_SEARCHES` searches come up empty before the task ends
     (:func:`farm.jobs.tune_search.FarmSearch`).
 
     Args:
         yields: the candidates each of the task's searches gave, in order.
         batch: the candidates a search asks for.
-        empty_searches: the empty searches that end a task.
 
     Returns:
         ``(trials, searches)`` left.
 
-    >>> dry_left([16, 16, 10], 16, 5), dry_left([16, 8, 8], 16, 5), dry_left([16, 16], 16, 5)
+    >>> dry_left([16, 16, 10], 16), dry_left([16, 8, 8], 16), dry_left([16, 16], 16)
     ((17, 10), (24, 13), None)
-    >>> dry_left([16, 2, 0], 16, 5), dry_left([16, 0, 0], 16, 5)
+    >>> dry_left([16, 2, 0], 16), dry_left([16, 0, 0], 16)
     ((0, 4), (0, 3))
     """
     if not yields or yields[-1] >= batch:
         return None
     if yields[-1] == 0:
         empty = len(list(itertools.takewhile(lambda n: n == 0, reversed(yields))))
-        return 0, max(0, empty_searches - empty)
+        return 0, max(0, EMPTY_SEARCHES - empty)
     last = yields[-1]
     before = yields[-2] if len(yields) > 1 else batch
     ratio = min(DRY_RATIO, last / before) if before > 0 else DRY_RATIO
     shrinking = math.ceil(math.log(last) / math.log(1 / ratio)) if last > 1 else 0
-    return round(last * ratio / (1 - ratio)), shrinking + empty_searches
+    return round(last * ratio / (1 - ratio)), shrinking + EMPTY_SEARCHES
 
-
-#: The most a running-dry task's next batch is taken to give of its last (:func:`dry_left`).
-DRY_RATIO = 0.75
-
-#: Searches in a row that give nothing new (all measured before) before a task ends
-#: (:func:`farm.jobs.tune_search.FarmSearch`).
-EMPTY_SEARCHES = 5
 
 
 def search_left_s(tasks: list[TaskCost], batch: int, default_measure_s: float | None = None,

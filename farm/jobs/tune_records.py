@@ -44,6 +44,13 @@ PICKED_DIR = "picked"
 FAILED_RUN_S = 1e9
 
 
+def _rewrite(path: Path, data: bytes) -> None:
+    """Replace a database file's bytes at once (a reader sees the old file or the new)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 def repair_database_file(path: Path) -> int:
     """Drop a half-written or unparsable last line of a JSON-lines file.
 
@@ -69,9 +76,7 @@ def repair_database_file(path: Path) -> int:
             lines.pop()
     keep = b"".join(lines)
     if len(keep) != len(data):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(keep)
-        os.replace(tmp, path)
+        _rewrite(path, keep)
         log.warning("tuning_records_trimmed", path=str(path), bytes_dropped=len(data) - len(keep))
     return len(data) - len(keep)
 
@@ -153,9 +158,7 @@ def set_aside_unreadable(work_dir: Path) -> int:
     if unreadable:
         with (work_dir / UNREADABLE_FILE).open("ab") as out:
             out.write(b"".join(unreadable))
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(b"".join(keep))
-        os.replace(tmp, path)
+        _rewrite(path, b"".join(keep))
         log.warning("tuning_records_unreadable", work_dir=str(work_dir), set_aside=len(unreadable),
                     kept=len(keep), file=UNREADABLE_FILE)
     return len(unreadable)
