@@ -4,6 +4,9 @@ SQLite is the default (one file under the data folder); a PostgreSQL URL works
 the same. SQLite settings, each for a reason:
 
 * ``journal_mode=WAL``: readers (``farmctl jobs``) never block the writer (farmd).
+  Entering it needs the file's exclusive lock, and SQLite reports that lock busy
+  without waiting when waiting could deadlock, so several openers of a new file
+  retry it (:func:`_enter_wal`) until ``busy_timeout`` has passed.
 * ``busy_timeout``: a writer waits for the lock instead of failing at once.
 * ``synchronous=FULL``: a committed enqueue survives a power cut, not only a crash.
 * ``foreign_keys=ON``: SQLite enforces them only when asked.
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +38,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
 from farm import logs
-from farm.clock import SystemClock
+from farm.clock import SystemClock, wait_until
 from farm.config import HostSettings, default_database_url
 from farm.errors import StoreError
 
@@ -47,6 +51,8 @@ __all__ = ["JOBS_CHANNEL", "MIGRATION_LOCK_KEY", "alembic_head_revision", "creat
            "default_url", "head_revision", "migrate", "require_head", "revisions"]
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: Pause between tries of ``PRAGMA journal_mode = WAL`` on a locked new file.
+_WAL_RETRY_S = 0.01
 #: PostgreSQL channel an enqueue NOTIFYs in its transaction (farm.runner.wake listens).
 JOBS_CHANNEL = "farm_jobs"
 #: PostgreSQL advisory lock key held (``pg_advisory_xact_lock``) while :func:`migrate`
@@ -103,7 +109,7 @@ def _configure_sqlite(engine: sa.Engine) -> None:
         dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _enter_wal(cursor)
         cursor.execute("PRAGMA synchronous = FULL")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
@@ -111,6 +117,36 @@ def _configure_sqlite(engine: sa.Engine) -> None:
     @sa.event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _enter_wal(cursor: Any) -> None:
+    """``PRAGMA journal_mode = WAL``, retried while another connection holds the lock.
+
+    The switch needs an exclusive lock. When a second opener holds a read lock
+    and waits for its write lock (``BEGIN IMMEDIATE`` in :func:`migrate`),
+    SQLite answers SQLITE_BUSY at once instead of calling the busy handler,
+    which could deadlock (sqlite.org/c3ref/busy_handler.html). Six processes
+    opening one new file hit it (CI, test_queue_migrate_race); once the file
+    is in WAL mode the pragma changes nothing and takes no lock.
+
+    Raises:
+        sqlite3.OperationalError: still locked after ``SQLITE_BUSY_TIMEOUT_MS``,
+            or any other failure at once.
+    """
+    locked: list[sqlite3.OperationalError] = []
+
+    def entered() -> bool:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            locked[:] = [exc]
+            return False
+        return True
+
+    if not wait_until(entered, SQLITE_BUSY_TIMEOUT_MS / 1000, interval_s=_WAL_RETRY_S):
+        raise locked[-1]
 
 
 def _alembic_config() -> Config:

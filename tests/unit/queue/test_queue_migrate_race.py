@@ -12,8 +12,10 @@ start together.
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 from farm.clock import wait_until
-from farm.queue.db import head_revision
+from farm.queue.db import create_engine, head_revision
 from farm.queue.models import Base
 from farm.testing import fresh_postgres_database
 
@@ -99,3 +101,37 @@ class TestMigrateRace:
             engine.dispose()
         assert versions == [head_revision()]
         assert set(Base.metadata.tables) <= tables
+
+
+def test_wal_switch_waits_for_a_writer(tmp_path: Path) -> None:
+    """An opener of a file still in rollback mode, while another holds its write lock, waits.
+
+    SQLite answers ``journal_mode = WAL`` "database is locked" at once here
+    (waiting could deadlock, so the busy handler is skipped); the opener retries
+    until the writer commits. CI saw it once in six processes opening one file.
+    """
+    path = tmp_path / "farm.db"
+    writer = sqlite3.connect(path, isolation_level=None)
+    try:
+        writer.execute("CREATE TABLE t (x)")
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("INSERT INTO t VALUES (1)")
+        engine = create_engine(f"sqlite:///{path}")
+        modes: list[str] = []
+
+        def open_it() -> None:
+            with engine.connect() as connection:
+                modes.append(connection.exec_driver_sql("PRAGMA journal_mode").scalar_one())
+
+        opener = threading.Thread(target=open_it)
+        opener.start()
+        try:
+            opener.join(0.3)
+            assert opener.is_alive(), "the opener should wait for the writer's lock"
+        finally:
+            writer.execute("COMMIT")
+            opener.join(DEADLINE_S)
+        assert modes == ["wal"]
+        engine.dispose()
+    finally:
+        writer.close()
