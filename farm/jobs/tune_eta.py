@@ -182,7 +182,6 @@ def dry_left(yields: list[int], batch: int) -> tuple[int, int] | None:
     return round(last * ratio / (1 - ratio)), shrinking + EMPTY_SEARCHES
 
 
-
 def search_left_s(tasks: list[TaskCost], batch: int, default_measure_s: float | None = None,
                   *, gap_s: float = 0.0) -> float | None:
     """Seconds the search has left: each task's batches to send and trials to measure, priced.

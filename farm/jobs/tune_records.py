@@ -20,13 +20,14 @@ with a run time of 1e10 s; :func:`count_trials` tells those apart.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import structlog
+
+from farm.privacy import write_private
 
 log = structlog.get_logger(__name__)
 
@@ -42,13 +43,6 @@ PICKED_DIR = "picked"
 #: MetaSchedule's ``AddToDatabase`` callback stores failed runs with this cost
 #: (1e10 s); anything at or above it is a failed measurement.
 FAILED_RUN_S = 1e9
-
-
-def _rewrite(path: Path, data: bytes) -> None:
-    """Replace a database file's bytes at once (a reader sees the old file or the new)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def repair_database_file(path: Path) -> int:
@@ -76,7 +70,7 @@ def repair_database_file(path: Path) -> int:
             lines.pop()
     keep = b"".join(lines)
     if len(keep) != len(data):
-        _rewrite(path, keep)
+        write_private(path, keep)
         log.warning("tuning_records_trimmed", path=str(path), bytes_dropped=len(data) - len(keep))
     return len(data) - len(keep)
 
@@ -158,7 +152,7 @@ def set_aside_unreadable(work_dir: Path) -> int:
     if unreadable:
         with (work_dir / UNREADABLE_FILE).open("ab") as out:
             out.write(b"".join(unreadable))
-        _rewrite(path, b"".join(keep))
+        write_private(path, b"".join(keep))
         log.warning("tuning_records_unreadable", work_dir=str(work_dir), set_aside=len(unreadable),
                     kept=len(keep), file=UNREADABLE_FILE)
     return len(unreadable)

@@ -41,7 +41,6 @@ __all__ = ["BatchTimer", "FarmSearch", "SearchSettings", "measured_traces",
 log = structlog.get_logger(__name__)
 
 
-
 #: At most one part in this of a model's trials goes to the floors every task gets.
 FLOOR_PART = 4
 

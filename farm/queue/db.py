@@ -139,9 +139,10 @@ def _enter_wal(cursor: Any) -> None:
         try:
             cursor.execute("PRAGMA journal_mode = WAL")
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
+            # The primary code: SQLITE_BUSY_RECOVERY and the like are busy too.
+            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 raise
-            locked[:] = [exc]
+            locked.append(exc)
             return False
         return True
 
