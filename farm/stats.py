@@ -28,8 +28,8 @@ from math import comb
 import numpy as np
 from scipy import stats
 
-__all__ = ["Comparison", "Spread", "Verdict", "compare_samples", "least_p_value", "robust_cv",
-           "samples_for_alpha", "spread"]
+__all__ = ["Comparison", "Spread", "Verdict", "compare_rounds", "compare_samples",
+           "least_p_value", "robust_cv", "samples_for_alpha", "spread"]
 
 #: Bootstrap resamples for a confidence interval; 2000 keeps a 95% CI's ends
 #: stable to about 1% of its width and costs ~10 ms for 100 samples.
@@ -273,10 +273,10 @@ def robust_cv(samples: Sequence[float] | np.ndarray) -> float:
 
 
 def _verdict(ratio: float, low: float, high: float, p_value: float, *, threshold: float,
-             alpha: float) -> tuple[Verdict, str]:
+             alpha: float, ci_name: str = "CI") -> tuple[Verdict, str]:
     """The verdict and its reason (see :func:`compare_samples`)."""
     band = f"±{threshold:.0%}"
-    ci = f"CI {low:.3f}-{high:.3f}"
+    ci = f"{ci_name} {low:.3f}-{high:.3f}"
     named = NAMED_SHARE_OF_THRESHOLD * threshold
     if p_value < alpha and low > 1.0 and ratio >= 1.0 + named:
         return Verdict.SLOWER, f"{ratio - 1:+.1%}, p {p_value:.2g} < {alpha:g}, {ci}"
@@ -289,3 +289,84 @@ def _verdict(ratio: float, low: float, high: float, p_value: float, *, threshold
                                    f"{named:.1%} but its {ci} reaches past {band}")
     return Verdict.UNDECIDED, (f"{ci} reaches past {band} and p {p_value:.2g} is not below "
                                f"{alpha:g}: more samples would decide")
+
+
+#: Rounds an A/B comparison needs before it may name a verdict: the signed-rank
+#: test of fewer cannot reach alpha 0.01 (6 rounds at best), and the median's
+#: order-statistic interval at 99% needs 8.
+MIN_PAIRED_ROUNDS = 8
+
+
+def compare_rounds(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    threshold: float = 0.05,
+    alpha: float = 0.01,
+    confidence: float = 0.99,
+) -> Comparison:
+    """Compare two builds timed in interleaved rounds on one phone: round ``i`` gave ``a[i], b[i]``.
+
+    Two builds timed alternately in one session see the same drift (heat, the
+    governor's clocks, other load on the phone): it moves ``a[i]`` and ``b[i]``
+    alike and cancels in the round's ratio ``b[i] / a[i]``. So the verdict is
+    judged on the rounds' log ratios ``d[i] = log(b[i] / a[i])``, as Kalibera
+    and Jones ("Rigorous Benchmarking in Reasonable Time", ISMM 2013) judge
+    repeated runs by the ratio's distribution rather than each side's spread:
+
+    - the estimate is ``exp(median(d))``, the median ratio;
+    - its interval is the distribution-free order-statistic interval of the
+      median of ``d`` at ``confidence`` (the sign-test interval, Conover,
+      "Practical Nonparametric Statistics", 3rd ed. 1999, sec. 3.2; scipy
+      ``quantile_test``), mapped back by ``exp``: it assumes no shape of the
+      ratios' distribution, so a round hit by a burst of load shifts it by one
+      order statistic at most;
+    - the p-value is the Wilcoxon signed-rank test of ``d`` against 0
+      (scipy ``wilcoxon``, Wilcoxon 1945);
+    - the verdict follows :func:`compare_samples`'s rule (slower/faster:
+      p below ``alpha``, the interval past 1 and the estimate at least
+      :data:`NAMED_SHARE_OF_THRESHOLD` of ``threshold`` away; no change: the
+      interval inside ``±threshold``; else undecided).
+
+    The default ``confidence`` is 99%, not 95%: an A/B job looks at its rounds
+    again every few rounds until they decide, and each look is a chance to
+    decide wrongly; the wider interval keeps the rate of wrong verdicts over
+    all looks near what one look at 95% would give (measured in
+    ``bench/bench_ab.py``).
+
+    Args:
+        a: the baseline build's timing in each round, seconds, all above zero.
+        b: the other build's timing in the same rounds, as long as ``a``.
+        threshold: the smallest relative change that counts (0.05 = 5%).
+        alpha: the signed-rank p-value a change must be below.
+        confidence: the ratio interval's level.
+
+    Raises:
+        ValueError: ``a`` and ``b`` differ in length, or hold a value that is
+            not finite and above zero.
+
+    >>> c = compare_rounds([1.0, 1.1, 0.9, 1.2] * 5, [1.1, 1.21, 0.99, 1.32] * 5)
+    >>> c.verdict.value, round(c.ratio, 3)
+    ('slower', 1.1)
+    """
+    xa = np.asarray(a, dtype=float)
+    xb = np.asarray(b, dtype=float)
+    if xa.shape != xb.shape or xa.ndim != 1:
+        raise ValueError(f"a and b must be rounds of one length, got {xa.size} and {xb.size}")
+    for name, x in (("a", xa), ("b", xb)):
+        if not np.all(np.isfinite(x)) or np.any(x <= 0):
+            raise ValueError(f"timings of {name} must be finite and above zero")
+    if xa.size < MIN_PAIRED_ROUNDS:
+        ratio = float(np.exp(np.median(np.log(xb / xa)))) if xa.size else 1.0
+        return Comparison(ratio, ratio, ratio, 1.0, Verdict.UNDECIDED,
+                          f"{xa.size} rounds; an A/B verdict needs {MIN_PAIRED_ROUNDS}")
+    d = np.log(xb / xa)
+    middle = float(np.median(d))
+    ratio = float(np.exp(middle))
+    ci = stats.quantile_test(d, q=middle, p=0.5).confidence_interval(confidence)
+    low, high = float(np.exp(ci.low)), float(np.exp(ci.high))
+    # Every round timed both alike: nothing to rank.
+    p_value = float(stats.wilcoxon(d, zero_method="zsplit").pvalue) if np.any(d) else 1.0
+    verdict, reason = _verdict(ratio, low, high, p_value, threshold=threshold, alpha=alpha,
+                               ci_name=f"{confidence:.0%} CI")
+    return Comparison(ratio, low, high, p_value, verdict, f"{reason}; {xa.size} rounds")

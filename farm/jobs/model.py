@@ -394,6 +394,130 @@ def _flatten(value: Any) -> list[np.ndarray]:
     return [array for item in value for array in _flatten(item)]
 
 
+@dataclass(frozen=True)
+class PreparedModel:
+    """A model built on the host, with the inputs it runs on and onnxruntime's outputs for them.
+
+    Attributes:
+        library: the cached ``.so``.
+        inputs: the graph inputs it takes.
+        imported: the simplification note (:func:`import_note`), or None.
+        feeds: input name -> the array it runs on (the user's, else seeded random ones).
+        expected: onnxruntime's outputs on ``feeds``, from the original file
+            (never the simplified one), in the graph's order.
+    """
+
+    library: Path
+    inputs: list[ModelInput]
+    imported: str | None
+    feeds: dict[str, np.ndarray] = field(repr=False)
+    expected: list[np.ndarray] = field(repr=False)
+
+
+def prepare_model(params: ModelParams, target: dict[str, Any],
+                  cache: CompileCache) -> PreparedModel:
+    """Build (or reuse) the model and compute the outputs it must match; no phone is touched.
+
+    Raises:
+        SpecError, ToolMissing, CompileError: the job cannot be built (never retried).
+    """
+    linker = linker_for(target)
+    library, inputs = build_model(params, target, cache, linker)
+    # The user's own inputs (checked at enqueue, farm.jobs.model_io), else seeded random ones.
+    feeds = dict(params.inputs) if params.inputs is not None else random_inputs(inputs,
+                                                                                params.seed)
+    expected = reference_outputs(params.model_path, feeds)
+    return PreparedModel(library, inputs, import_note(library), feeds, expected)
+
+
+@dataclass
+class LoadedModel:
+    """A model loaded in a Relax VM on the phone, its outputs checked, ready to be timed.
+
+    Create it with :func:`load_prepared`; :meth:`time` may be called many
+    times in the session (an A/B job times two of them in turns).
+
+    Attributes:
+        prepared: what was built on the host.
+        phone: the serial (or ``key:<tracker key>``) to name in errors.
+        load_s: seconds to load the library and set up its VM, as the host saw it.
+        first_run_s: seconds of the first inference, as the host saw it.
+        outputs: the phone's outputs of the first inference, in the graph's order.
+        max_abs_err: largest difference from onnxruntime over all outputs.
+        dev: the session's device the VM runs on.
+    """
+
+    prepared: PreparedModel
+    phone: str
+    load_s: float
+    first_run_s: float
+    outputs: list[np.ndarray] = field(repr=False)
+    max_abs_err: float
+    dev: Any = field(repr=False)
+    _vm: Any = field(repr=False)
+
+    def time(self, number: int, repeat: int, min_repeat_ms: int = 0) -> list[float]:
+        """``repeat`` samples of ``number`` inferences each, mean seconds per inference.
+
+        Raises:
+            SessionError: the session failed.
+        """
+        try:
+            evaluator = self._vm.time_evaluator("invoke_stateful", self.dev, number=number,
+                                                repeat=repeat, min_repeat_ms=min_repeat_ms)
+            return [float(s) for s in evaluator("main").results]
+        except (RuntimeError, OSError) as exc:
+            raise SessionError(self.phone, f"model run failed: {exc}") from exc
+
+
+def load_prepared(prepared: PreparedModel, params: ModelParams, target: dict[str, Any],
+                  remote: Any, tracker: TrackerParams) -> LoadedModel:
+    """Upload and load ``prepared`` over the open session, run it once and check its outputs.
+
+    Raises:
+        CompileError: the output differs from onnxruntime beyond rtol/atol.
+        SessionError: the session failed.
+    """
+    import tvm
+    from tvm import relax
+
+    phone = tracker.serial or f"key:{tracker.key}"
+    clock = SystemClock()
+    remote_name = f"model-{prepared.library.parent.name[:16]}.so"
+    upload(remote, prepared.library, remote_name, tracker)
+    start_s = clock.monotonic()
+    module = load(remote, remote_name, tracker)
+    try:
+        dev = remote.device(runtime_device_name(target), 0)
+        vm = relax.VirtualMachine(module, dev)
+        load_s = clock.monotonic() - start_s
+        args = [tvm.runtime.tensor(prepared.feeds[i.name], dev) for i in prepared.inputs]
+        start_s = clock.monotonic()
+        returned = vm["main"](*args)
+        dev.sync()
+        first_run_s = clock.monotonic() - start_s
+        outputs = _flatten(returned)
+        vm.set_input("main", *args)
+    except (RuntimeError, OSError) as exc:
+        raise SessionError(phone, f"model run failed: {exc}") from exc
+    expected = prepared.expected
+    if len(outputs) != len(expected):
+        raise CompileError(
+            params.shown_name, f"{len(outputs)} outputs, onnxruntime gives {len(expected)}"
+        )
+    max_abs_err = 0.0
+    for got, want in zip(outputs, expected, strict=True):
+        max_abs_err = max(max_abs_err, float(np.max(np.abs(got.astype("float64") - want))))
+        if got.shape != want.shape or not np.allclose(
+            got, want, rtol=params.rtol, atol=params.atol
+        ):
+            raise CompileError(
+                params.shown_name,
+                f"output differs from onnxruntime on {phone}: max |error| {max_abs_err:g}",
+            )
+    return LoadedModel(prepared, phone, load_s, first_run_s, outputs, max_abs_err, dev, vm)
+
+
 def run_model(
     params: ModelParams, target: dict[str, Any], tracker: TrackerParams, cache: CompileCache,
     *, sampling: SamplingRule | None = None, peak_memory: Callable[[], int | None] | None = None,
@@ -421,89 +545,51 @@ def run_model(
         CompileError: the output differs from onnxruntime beyond rtol/atol.
         SessionError, TrackerUnreachable: the session failed (retried elsewhere).
     """
-    import tvm
-    from tvm import relax
-
-    linker = linker_for(target)
-    library, inputs = build_model(params, target, cache, linker)
-    imported = import_note(library)
-    # The user's own inputs (checked at enqueue, farm.jobs.model_io), else seeded random ones.
-    feeds = dict(params.inputs) if params.inputs is not None else random_inputs(inputs,
-                                                                                params.seed)
-    expected = reference_outputs(params.model_path, feeds)  # the original, never simplified
+    prepared = prepare_model(params, target, cache)
     remote = open_session(tracker)
     phone = tracker.serial or f"key:{tracker.key}"
     threads = None
     if params.device is DeviceKind.CPU:
         threads = apply_thread_pool(remote, params.threads, tracker)
-    clock = SystemClock()
-    remote_name = f"model-{library.parent.name[:16]}.so"
-    upload(remote, library, remote_name, tracker)
-    start_s = clock.monotonic()
-    module = load(remote, remote_name, tracker)
+    loaded = load_prepared(prepared, params, target, remote, tracker)
+    timing = params.timing
+
+    def time(repeat: int) -> list[float]:
+        return loaded.time(timing.number, repeat, timing.min_repeat_ms)
+
+    warmup = ci_pct = None
+    if sampling is None:
+        samples_s = time(timing.repeat)
+    else:
+        sampled = take_samples(time, sampling, at_least=timing.repeat)
+        samples_s, warmup, ci_pct = sampled.samples_s, sampled.warmup, sampled.ci_pct
     try:
-        dev = remote.device(runtime_device_name(target), 0)
-        vm = relax.VirtualMachine(module, dev)
-        load_s = clock.monotonic() - start_s
-        args = [tvm.runtime.tensor(feeds[i.name], dev) for i in inputs]
-        start_s = clock.monotonic()
-        returned = vm["main"](*args)
-        dev.sync()
-        first_run_s = clock.monotonic() - start_s
-        outputs = _flatten(returned)
-        vm.set_input("main", *args)
-        timing = params.timing
-
-        def time(repeat: int) -> list[float]:
-            evaluator = vm.time_evaluator("invoke_stateful", dev, number=timing.number,
-                                          repeat=repeat, min_repeat_ms=timing.min_repeat_ms)
-            return [float(s) for s in evaluator("main").results]
-
-        warmup = ci_pct = None
-        if sampling is None:
-            samples_s = time(timing.repeat)
-        else:
-            sampled = take_samples(time, sampling, at_least=timing.repeat)
-            samples_s, warmup, ci_pct = sampled.samples_s, sampled.warmup, sampled.ci_pct
         peak_memory_kb = peak_memory() if peak_memory is not None else None
-        profile = (_profile(params, target, remote, library, dev, inputs,
-                            float(np.mean(samples_s)), tracker) if params.profile else None)
+        profile = (_profile(params, target, remote, prepared.library, loaded.dev,
+                            prepared.inputs, float(np.mean(samples_s)), tracker)
+                   if params.profile else None)
     except (RuntimeError, OSError) as exc:
         raise SessionError(phone, f"model run failed: {exc}") from exc
-    if len(outputs) != len(expected):
-        raise CompileError(
-            params.shown_name, f"{len(outputs)} outputs, onnxruntime gives {len(expected)}"
-        )
-    max_abs_err = 0.0
-    for got, want in zip(outputs, expected, strict=True):
-        max_abs_err = max(max_abs_err, float(np.max(np.abs(got.astype("float64") - want))))
-        if got.shape != want.shape or not np.allclose(
-            got, want, rtol=params.rtol, atol=params.atol
-        ):
-            raise CompileError(
-                params.shown_name,
-                f"output differs from onnxruntime on {phone}: max |error| {max_abs_err:g}",
-            )
     mean_s = float(np.mean(samples_s))
     log.info("model_measured", serial=tracker.serial, model=params.shown_name, mean_s=mean_s)
     return ModelResult(
         model=params.shown_name,
         model_sha256=_sha256(params.model_path),
-        inputs=inputs,
+        inputs=prepared.inputs,
         device=params.device.value,
         target=target,
         samples_s=samples_s,
         mean_s=mean_s,
-        max_abs_err=max_abs_err,
+        max_abs_err=loaded.max_abs_err,
         threads=threads,
-        library=str(library),
-        imported=imported,
+        library=str(prepared.library),
+        imported=prepared.imported,
         warmup=warmup,
         ci_pct=ci_pct,
-        load_s=load_s,
-        first_run_s=first_run_s,
+        load_s=loaded.load_s,
+        first_run_s=loaded.first_run_s,
         profile=profile,
-        outputs=outputs if params.inputs is not None else None,
+        outputs=loaded.outputs if params.inputs is not None else None,
         peak_memory_kb=peak_memory_kb,
     )
 
