@@ -401,6 +401,50 @@ class ResultSettings(_Frozen):
         return self
 
 
+class AbSettings(_Frozen):
+    """How an A/B job (``farmctl enqueue ab``) times two builds on one phone, and when it stops.
+
+    Each round times one sample of each build in one session (:mod:`farm.jobs.ab`);
+    the verdict is judged on the rounds' ratios (:func:`farm.stats.compare_rounds`)
+    against ``[results] change_threshold`` and ``alpha``.
+
+    Attributes:
+        min_rounds: rounds before the first look at the verdict.
+        look_every: rounds between looks after the first; each look is a
+            chance to decide wrongly, so looks are spaced.
+        max_rounds: rounds at most per phone.
+        max_phone_s: phone time at most per phone, seconds: the timed
+            samples' wall time, warm-up included (thermal waits not). 120: a
+            1 ms model at the spread of a virtual phone sharing a 2-core host
+            decides in under 30 s (docs/benchmarks.md, ``bench/bench_ab.py``).
+        min_sample_s: one sample of a build runs its kernel this long at
+            least, seconds (the runs per sample are raised to reach it): many
+            periods of a phone's DVFS and of a virtual phone's throttle.
+        confidence: the level of the ratio's interval; 99% because the
+            rounds are looked at again and again (:func:`farm.stats.compare_rounds`).
+        order: ``abba``: A first in even rounds, B first in odd ones;
+            ``random``: a seeded coin per round.
+        snapshot_every_s: the phone's readings are taken (and the thermal
+            gate passed) before the first round and then this often, seconds.
+    """
+
+    min_rounds: int = Field(20, ge=8, le=100_000)
+    look_every: int = Field(10, ge=1, le=100_000)
+    max_rounds: int = Field(5000, ge=8, le=1_000_000)
+    max_phone_s: float = Field(120.0, gt=0, le=86_400)
+    min_sample_s: float = Field(0.025, gt=0, le=60)
+    confidence: float = Field(0.99, gt=0.5, lt=1)
+    order: Literal["abba", "random"] = "abba"
+    snapshot_every_s: float = Field(15.0, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _rounds_in_order(self) -> AbSettings:
+        if self.min_rounds > self.max_rounds:
+            raise ValueError(f"min_rounds ({self.min_rounds}) is above max_rounds "
+                             f"({self.max_rounds})")
+        return self
+
+
 class HostSettings(_Frozen):
     """This farmd's liveness in a database several hosts share (:mod:`farm.queue.hosts`).
 
@@ -683,6 +727,7 @@ class Settings(_Frozen):
     api: ApiSettings = ApiSettings()
     web: WebSettings = WebSettings()
     results: ResultSettings = ResultSettings()
+    ab: AbSettings = AbSettings()
     virtual: VirtualSettings = VirtualSettings()
     boards: tuple[BoardSettings, ...] = ()
     reservations: ReservationSettings = ReservationSettings()

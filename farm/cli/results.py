@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from farm.cli.ab_table import print_ab
 from farm.cli.compare import show_regressions
 from farm.cli.jobs import LOAD_COLUMNS, load_rows
 from farm.cli.output import Column, echo_json, note, print_table, to_csv
@@ -73,6 +74,7 @@ def _spread_row(figure: PhoneSpread) -> dict[str, Any]:
 def _print_loads(state: CliState, job_id: int | None) -> None:
     """The job's library load, first run and peak memory per phone, when its result has them."""
     for view in [] if job_id is None else state.queue.results(job_id):
+        print_ab(view)  # an A/B job: each phone's verdict of B against A
         if rows := load_rows(view):
             print_table(rows, LOAD_COLUMNS, "library load, first run and peak memory")
         print_profiles(view)  # model --profile: the heaviest kernels per phone

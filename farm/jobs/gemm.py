@@ -340,6 +340,7 @@ def load_gemm(
     cache: CompileCache,
     *,
     seed: int = 0,
+    remote: Any = None,
 ) -> LoadedGemm:
     """Build (or reuse), upload and check GEMM on the phone serving ``tracker.key``.
 
@@ -349,6 +350,8 @@ def load_gemm(
         tracker: where to get the RPC session.
         cache: the compile cache.
         seed: seed of the random inputs.
+        remote: an open session to load it in (an A/B job loads two GEMMs in
+            one); None opens one through ``tracker``.
 
     Returns:
         The loaded kernel, its output checked against numpy, not yet timed.
@@ -362,7 +365,7 @@ def load_gemm(
 
     linker = linker_for(target)  # before compiling: fail fast on a missing NDK
     library = build_gemm(params, target, cache, linker)
-    remote = open_session(tracker)
+    remote = remote if remote is not None else open_session(tracker)
     phone = tracker.serial or f"key:{tracker.key}"
     threads = None
     if params.device is DeviceKind.CPU:

@@ -8,6 +8,8 @@
     model.py    time an ONNX model, checked against onnxruntime
     tune.py     MetaSchedule tuning of a gemm or an ONNX model across phones
                 (tune_model.py: its model half, not a kind of its own)
+    ab.py       two builds timed in turns on one phone until B is slower, faster
+                or no change against A (ab_builds.py: what a side names)
 
 Adding a kind is one module declaring its :class:`~farm.kinds.base.Kind` and
 one line in :data:`KINDS`. Everything that depends on a kind goes through this
@@ -28,7 +30,7 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 
 from farm.config import JobSettings
-from farm.kinds import gemm, model, tune
+from farm.kinds import ab, gemm, model, tune
 from farm.kinds.base import EnqueueCommand, Kind
 from farm.queue import catalog
 
@@ -39,6 +41,7 @@ KINDS: Mapping[str, Kind] = MappingProxyType({k.name: k for k in (
     gemm.KIND,
     model.KIND,
     tune.KIND,
+    ab.KIND,
 )})
 # The queue validates specs and reads their needs through this table; the kinds sit
 # above the queue, so they hand it down rather than the queue importing them.

@@ -249,8 +249,10 @@ def finish(session: Session, attempt_id: int, outcome: Outcome, now: datetime) -
         return True
     if outcome.sample_serials and len(outcome.sample_serials) != len(outcome.samples):
         raise ValueError("sample_serials must be empty or as long as samples")
-    if outcome.sample_repetitions and len(outcome.sample_repetitions) != len(outcome.samples):
-        raise ValueError("sample_repetitions must be empty or as long as samples")
+    for name in ("sample_repetitions", "sample_arms", "sample_rounds"):
+        tags = getattr(outcome, name)
+        if tags and len(tags) != len(outcome.samples):
+            raise ValueError(f"{name} must be empty or as long as samples")
     result = Result(
         job_id=job.id, attempt_id=attempt.id, summary=dict(outcome.summary), created_at=now
     )
@@ -258,10 +260,13 @@ def finish(session: Session, attempt_id: int, outcome: Outcome, now: datetime) -
     session.flush()  # the unique job_id fails here if a result exists
     serials: list[str | None] = [*outcome.sample_serials] or [None] * len(outcome.samples)
     repetitions = [*outcome.sample_repetitions] or [0] * len(outcome.samples)
+    arms: list[str | None] = [*outcome.sample_arms] or [None] * len(outcome.samples)
+    rounds: list[int | None] = [*outcome.sample_rounds] or [None] * len(outcome.samples)
     session.add_all(
         Sample(result_id=result.id, index=i, value=float(v), unit=outcome.unit, serial=s,
-               repetition=r)
-        for i, (v, s, r) in enumerate(zip(outcome.samples, serials, repetitions, strict=True))
+               repetition=r, arm=arm, round=n)
+        for i, (v, s, r, arm, n) in enumerate(zip(outcome.samples, serials, repetitions, arms,
+                                                  rounds, strict=True))
     )
     add_snapshots(session, attempt.id, outcome.snapshots)
     session.add_all(

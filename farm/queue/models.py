@@ -322,6 +322,9 @@ class Sample(Base):
     serial: Mapped[str | None] = mapped_column(sa.String(128), default=None)
     # 0 for the first measured run; 1 for a noisy result's one re-run.
     repetition: Mapped[int] = mapped_column(default=0, server_default="0")
+    # An A/B job's build ("a" or "b") and round (from 0, per phone); NULL for other kinds.
+    arm: Mapped[str | None] = mapped_column(sa.String(1), default=None)
+    round: Mapped[int | None] = mapped_column(default=None)
 
 
 class DeviceSnapshot(Base):

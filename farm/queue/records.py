@@ -264,6 +264,10 @@ class Outcome:
             noisy phone's re-run; same length as ``samples``, or empty (all 0).
         snapshots: phone states taken before the measured runs.
         tuning_records: records a tune job produced.
+        sample_arms: per sample of an A/B job, the build it timed (``"a"`` or
+            ``"b"``); same length as ``samples``, or empty (not an A/B job).
+        sample_rounds: per sample of an A/B job, its round (from 0, per
+            phone); same length as ``samples``, or empty.
     """
 
     summary: Mapping[str, Any]
@@ -273,6 +277,8 @@ class Outcome:
     snapshots: Sequence[SnapshotData] = ()
     tuning_records: Sequence[TuningData] = ()
     sample_repetitions: Sequence[int] = ()
+    sample_arms: Sequence[str] = ()
+    sample_rounds: Sequence[int] = ()
 
 
 @dataclass(frozen=True)
@@ -283,6 +289,8 @@ class ResultView:
         samples: every raw value in ``unit``, in the order measured.
         serials: the phone of each sample (None where the kind did not say).
         repetitions: per sample, 0 for the first measurement, 1 for a noisy re-run.
+        arms: per sample, an A/B job's build (``"a"``, ``"b"``), else None.
+        rounds: per sample, an A/B job's round, else None.
     """
 
     id: int
@@ -294,6 +302,8 @@ class ResultView:
     unit: str
     serials: tuple[str | None, ...] = ()
     repetitions: tuple[int, ...] = ()
+    arms: tuple[str | None, ...] = ()
+    rounds: tuple[int | None, ...] = ()
 
 
 #: Error kinds of an outage of the host's database or tracker: an attempt they end is

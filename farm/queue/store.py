@@ -453,6 +453,8 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
                         samples[0].unit if samples else "s",
                         tuple(s.serial for s in samples),
                         tuple(s.repetition for s in samples),
+                        tuple(s.arm for s in samples),
+                        tuple(s.round for s in samples),
                     )
                 )
             return views

@@ -18,6 +18,7 @@ in order. Snapshots of failed earlier attempts are ignored.
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -51,6 +52,8 @@ class SampleRow:
         thermal_status: Android ``PowerManager.THERMAL_STATUS_*`` just before
             the run (0 none .. 6 shutdown).
         finished_at: when the job ended (aware UTC).
+        arm: an A/B job's build (``"a"`` or ``"b"``), else None.
+        round: an A/B job's round (from 0, per phone), else None.
     """
 
     job_id: int
@@ -67,12 +70,14 @@ class SampleRow:
     battery_temp_c: float | None
     thermal_status: int | None
     finished_at: datetime | None
+    arm: str | None = None
+    round: int | None = None
 
 
 #: Column order of the flat CSV/JSON (``farmctl results --format csv|json``).
 SAMPLE_FIELDS = [
     "job_id", "run_id", "serial", "model", "soc", "abi", "workload", "repetition", "index",
-    "value", "unit", "battery_temp_c", "thermal_status", "finished_at",
+    "value", "unit", "battery_temp_c", "thermal_status", "finished_at", "arm", "round",
 ]
 
 
@@ -130,19 +135,24 @@ def rows_of(
             taken[serial] = mine[-runs[serial]:]  # earlier ones gated unmeasured work
     serials = result.serials or (None,) * len(result.samples)
     repetitions = result.repetitions or (0,) * len(result.samples)
+    arms = result.arms or (None,) * len(result.samples)
+    rounds = result.rounds or (None,) * len(result.samples)
     per_serial: dict[str | None, int] = defaultdict(int)
     for serial in serials:
         per_serial[serial] += 1
     seen: dict[str | None, int] = defaultdict(int)
     workload = _workload(job.spec)
     rows = []
-    for index, (value, serial, repetition) in enumerate(
-        zip(result.samples, serials, repetitions, strict=True)
+    for index, (value, serial, repetition, arm, round_) in enumerate(
+        zip(result.samples, serials, repetitions, arms, rounds, strict=True)
     ):
         mine = taken.get(serial, [])
         k = seen[serial]
         seen[serial] += 1
-        snap = mine[k * len(mine) // per_serial[serial]] if mine else None
+        if round_ is not None:  # an A/B round: the reading taken last before it
+            snap = _reading_before(mine, result.summary, serial, round_)
+        else:
+            snap = mine[k * len(mine) // per_serial[serial]] if mine else None
         facts = {**known.get(serial or "", {}), **(snap.facts if snap else {})}
         rows.append(SampleRow(
             job_id=job.id, run_id=job.run_id, serial=serial, model=_text(facts.get("model")),
@@ -150,9 +160,21 @@ def rows_of(
             repetition=repetition, index=index, value=value, unit=result.unit,
             battery_temp_c=_float(snap.battery.get("battery_temp_c")) if snap else None,
             thermal_status=_int(snap.thermal.get("thermal_status")) if snap else None,
-            finished_at=job.finished_at,
+            finished_at=job.finished_at, arm=arm, round=round_,
         ))
     return rows
+
+
+def _reading_before(snapshots: Sequence[SnapshotData], summary: Mapping[str, Any],
+                    serial: str | None, round_: int) -> SnapshotData | None:
+    """The phone's last reading taken before A/B round ``round_`` (``readings_at_rounds``)."""
+    per_serial = summary.get("per_serial")
+    figures = per_serial.get(serial or "") if isinstance(per_serial, Mapping) else None
+    at = figures.get("readings_at_rounds") if isinstance(figures, Mapping) else None
+    if not snapshots or not isinstance(at, list) or len(at) != len(snapshots):
+        return snapshots[0] if snapshots else None
+    taken = bisect.bisect_right(at, round_) - 1
+    return snapshots[max(taken, 0)]
 
 
 def sample_rows(

@@ -69,17 +69,20 @@ def phone_spreads(rows: Iterable[SampleRow], max_cv: float) -> list[PhoneSpread]
     """
     rows = list(rows)
     rerun = {(r.job_id, r.serial) for r in rows if r.repetition > 0}
-    groups: dict[tuple[int, str | None], list[SampleRow]] = defaultdict(list)
+    # An A/B job's builds are two figures of one phone.
+    groups: dict[tuple[int, str | None, str], list[SampleRow]] = defaultdict(list)
     for row in latest_repetition(rows):
-        groups[(row.job_id, row.serial)].append(row)
+        groups[(row.job_id, row.serial, row.arm or "")].append(row)
     figures = []
-    for (job_id, serial), mine in sorted(groups.items(), key=lambda g: (g[0][0], g[0][1] or "")):
+    for (job_id, serial, arm), mine in sorted(groups.items(),
+                                              key=lambda g: (g[0][0], g[0][1] or "", g[0][2])):
         first = mine[0]
         figure = spread([r.value for r in mine])
         statuses = [r.thermal_status for r in mine if r.thermal_status is not None]
         figures.append(PhoneSpread(
             job_id=job_id, run_id=first.run_id, serial=serial, model=first.model,
-            workload=first.workload, unit=first.unit, spread=figure,
+            workload=f"{first.workload} [{arm.upper()}]" if arm else first.workload,
+            unit=first.unit, spread=figure,
             noisy=figure.noisy(max_cv), rerun=(job_id, serial) in rerun,
             battery_temp_c=_highest(r.battery_temp_c for r in mine),
             thermal_status=max(statuses, default=None),
