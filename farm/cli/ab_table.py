@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from farm.cli.output import Column, print_table
-from farm.queue.records import ResultView
 from farm.results.ab import ab_phones
+
+if TYPE_CHECKING:
+    from farm.queue.records import ResultView
 
 __all__ = ["print_ab"]
 

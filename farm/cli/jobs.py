@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from farm.cli.ab_table import print_ab
 from farm.cli.output import Column, echo_json, plain, print_table, to_json
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.click_types import JOB_ID, LIMIT, Seconds
@@ -149,6 +148,8 @@ def job(state: CliState, job_id: int, as_json: bool) -> None:
         _print_progress(progress)
     if result is not None:
         print_table([result_row(result)], RESULT_COLUMNS, "result")
+        from farm.cli.ab_table import print_ab  # here: farmctl's listings load no database layer
+
         print_ab(result)
         if loads := load_rows(result):
             print_table(loads, LOAD_COLUMNS, "library load, first run and peak memory")

@@ -236,7 +236,8 @@ def _fields(model: type[BaseModel], depth: int = 0) -> st.SearchStrategy[dict]:
 
 
 _VALID = {"gemm": gemm(), "model": {"kind": "model", "params": {"path": __file__}},
-          "tune": {"kind": "tune", "params": {"gemm": {"n": 64}}}}
+          "tune": {"kind": "tune", "params": {"gemm": {"n": 64}}},
+          "ab": {"kind": "ab", "params": {"a": {"gemm": {"n": 64}}, "b": {"job": 1}}}}
 
 
 def _paths(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
