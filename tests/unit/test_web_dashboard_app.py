@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from device_states import put_state
 from fastapi.testclient import TestClient
-from tuned_jobs import model_tune_job
+from tuned_jobs import model_tune_job, profiled_job
 
 from farm.api.context import ApiContext
 from farm.clock import FakeClock
@@ -61,19 +61,6 @@ def farm(tmp_path: Path) -> Iterator[Farm]:
     yield made
     made.client.close()
     made.store.close()
-
-
-def profiled_job(store: Store, kernels: list[dict[str, object]]) -> int:
-    """A finished model job of phones P1 and P2 whose results hold ``kernels`` as profiles."""
-    profile = {"kernels": kernels, "kernels_ms": 1.0, "model_ms": 1.25, "ratio": 0.8}
-    job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0)
-    for serial in ("P1", "P2"):
-        put_state(store, serial, DeviceState.READY, "test", T0)
-    [claim] = store.claim([Assignment(job_id, ("P1", "P2"), 60.0)], T0)
-    runs = [{"serial": s, "profile": profile} for s in ("P1", "P2")]
-    store.finish(claim.attempt.id, Outcome({"kind": "model", "runs": runs}, [1e-3, 1e-3], "s",
-                                           ("P1", "P2")), T0)
-    return job_id
 
 
 PAGES = ["/", "/queue", "/jobs/1", "/compare?a=1&b=2", "/history?workload=x"]
