@@ -64,8 +64,9 @@ def farm(tmp_path: Path) -> Iterator[Farm]:
 
 
 PAGES = ["/", "/queue", "/jobs/1", "/compare?a=1&b=2", "/history?workload=x"]
-DATA = ["/api/v1/dashboard/jobs/1/trials", "/api/v1/dashboard/incidents",
-        "/api/v1/dashboard/compare?a=1&b=2", "/api/v1/dashboard/history"]
+DATA = ["/api/v1/dashboard/jobs/1/trials", "/api/v1/dashboard/jobs/1/speedups",
+        "/api/v1/dashboard/incidents", "/api/v1/dashboard/compare?a=1&b=2",
+        "/api/v1/dashboard/history"]
 
 
 class TestLogin:
