@@ -53,7 +53,7 @@
         {label: task.name, data: points(task.best_run_s), stepped: true, pointRadius: 0,
          borderColor: colour, backgroundColor: colour},
         {label: `${task.name}: trials`, data: points(task.trial_run_s), showLine: false,
-         pointRadius: 2, borderColor: colour, backgroundColor: colour, trials: true},
+         pointRadius: 3, borderColor: colour, backgroundColor: colour, trials: true},
       ];
     });
     if (!tuningChart) {
@@ -63,7 +63,7 @@
         options: {spanGaps: true,
                   plugins: {legend: {labels: {filter: (item, data) =>
                     !data.datasets[item.datasetIndex].trials}}},
-                  scales: {x: {type: "linear", title: {display: true, text: "trial of the task"},
+                  scales: {x: {type: "linear", min: 1, title: {display: true, text: "trial of the task"},
                                ticks: {precision: 0}},
                            y: {type: "logarithmic",
                                title: {display: true, text: "run time (ms, log scale)"}}}},
