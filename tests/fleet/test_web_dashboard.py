@@ -293,6 +293,11 @@ class TestFinishedWork:
                 wait(browser, lambda b: [r.get_attribute("data-serial") for r in css(
                     b, "#fleet tbody tr[data-serial]")] == ["P2"], "only the filtered phone")
                 shoot("fleet-filtered")
+                browser.set_window_size(390, 844)  # a phone's screen: the row is a card
+                wait(browser, lambda b: css(b, 'tr[data-serial="P2"] td.c-readings dd'),
+                     "the card's readings")
+                shoot("fleet-phone-screen")
+                browser.set_window_size(1280, 900)
 
                 browser.get(f"{base}/jobs/{tuned}")
                 assert speedup_cells(browser) == {"R1": "\u00d72.00"}  # the multiplication sign
