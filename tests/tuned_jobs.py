@@ -1,7 +1,7 @@
-"""A finished model-tuning job in a test's queue, made without farmd or phones.
+"""Finished model jobs in a test's queue, made without farmd or phones: a tune, a profile.
 
 Imported by name (``tests/`` is on ``sys.path`` through its ``conftest.py``).
-The job is a ``tune`` job claimed by phone R1 and finished with the summary a
+:func:`model_tune_job` is a ``tune`` job claimed by phone R1 and finished with the summary a
 model tuning writes (``model_sha256``, ``target``, per-phone ``runs``); its spec
 gets the ``params.model`` that ``enqueue tune --model`` stores, written to the
 row directly so the helper does not depend on the tune kind's flags.
@@ -71,4 +71,18 @@ def model_tune_job(
                    "runs": [{"serial": "R1", "untuned_samples_s": [4e-5, 4e-5],
                              "tuned_samples_s": [2e-5, 2e-5]}]}
         store.finish(claim.attempt.id, Outcome(summary, (2e-5, 2e-5)), NOW)
+    return job_id
+
+
+def profiled_job(store: Store, kernels: list[dict[str, Any]]) -> int:
+    """A job finished by phones P1 and P2 whose result holds ``kernels`` as each one's
+    profile (``model --profile``'s ``runs``); returns its id."""
+    profile = {"kernels": kernels, "kernels_ms": 1.0, "model_ms": 1.25, "ratio": 0.8}
+    job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
+    for serial in ("P1", "P2"):
+        put_state(store, serial, DeviceState.READY, "test", NOW)
+    [claim] = store.claim([Assignment(job_id, ("P1", "P2"), 60.0)], NOW)
+    runs = [{"serial": s, "profile": profile} for s in ("P1", "P2")]
+    store.finish(claim.attempt.id, Outcome({"kind": "model", "runs": runs}, [1e-3, 1e-3], "s",
+                                           ("P1", "P2")), NOW)
     return job_id

@@ -109,6 +109,9 @@ class Reading:
         read: takes the kind's parsed probe output (the kind's raw type) to
             the value; None where the probe could not read it.
         limit: when it keeps a job off the device; None: shown, never gating.
+        label: a few words for people beside the value and its unit (the
+            dashboard's ``battery temp 31.5 °C``); ``""``: the name with spaces
+            (:attr:`shown_label`).
     """
 
     name: str
@@ -116,6 +119,12 @@ class Reading:
     description: str
     read: Callable[[Any], float | None]
     limit: Limit | None = None
+    label: str = ""
+
+    @property
+    def shown_label(self) -> str:
+        """:attr:`label`, or the name with its underscores as spaces where none is given."""
+        return self.label or _label_of(self.name)
 
 
 @dataclass(frozen=True)
@@ -180,6 +189,11 @@ def resolve_setting(root: Any, path: str) -> float | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def _label_of(name: str) -> str:
+    """A reading's name as words: ``fan_rpm`` -> ``fan rpm``."""
+    return name.replace("_", " ")
+
+
 def shown(kind: str, values: ReadingValues) -> list[dict[str, Any]]:
     """The readings of one sample as people see them: the kind's order, then unknown names.
 
@@ -188,16 +202,18 @@ def shown(kind: str, values: ReadingValues) -> list[dict[str, Any]]:
         values: the stored readings (``health_samples.readings``).
 
     Returns:
-        ``[{"name", "value", "unit", "description", "gates"}]``: each declared
-        reading that has a value (``gates``: it has a limit that can keep a job
-        off the device), then each stored name the kind does not declare here
-        (a newer farm's), with unit ``""``.
+        ``[{"name", "label", "value", "unit", "description", "gates"}]``: each
+        declared reading that has a value (``label``: :attr:`Reading.shown_label`;
+        ``gates``: it has a limit that can keep a job off the device), then each
+        stored name the kind does not declare here (a newer farm's), labelled
+        by its name, with unit ``""``.
     """
     readings = declared(kind)
-    rows = [{"name": r.name, "value": values[r.name], "unit": r.unit,
+    rows = [{"name": r.name, "label": r.shown_label, "value": values[r.name], "unit": r.unit,
              "description": r.description, "gates": r.limit is not None}
             for r in readings.readings if values.get(r.name) is not None]
     known = {r.name for r in readings.readings}
-    rows += [{"name": name, "value": value, "unit": "", "description": "", "gates": False}
+    rows += [{"name": name, "label": _label_of(name), "value": value, "unit": "",
+              "description": "", "gates": False}
              for name, value in sorted(values.items()) if name not in known and value is not None]
     return rows

@@ -303,8 +303,8 @@ def best_record_s(work_dir: Path, workload_index: int | None = None) -> float:
     return best
 
 
-def trial_run_s(work_dir: Path) -> list[float | None]:
-    """Each recorded trial's mean run time in seconds, in the order measured.
+def trial_run_s(work_dir: Path) -> dict[int, list[float | None]]:
+    """Each recorded trial's mean run time in seconds, by workload, in the order measured.
 
     Read while tuning runs (the dashboard's live chart): only complete lines count,
     so a line MetaSchedule is still writing is left for the next read.
@@ -313,18 +313,21 @@ def trial_run_s(work_dir: Path) -> list[float | None]:
         work_dir: the tuning work folder; a missing one has no trials.
 
     Returns:
-        One entry per record line: the mean of its run times, or None where the
-        measurement failed (run time at or above :data:`FAILED_RUN_S`).
+        workload index (its line in ``database_workload.json``) -> one entry per
+        record line of that workload: the mean of its run times, or None where
+        the measurement failed (run time at or above :data:`FAILED_RUN_S`).
+        Workloads in the order of their first record.
     """
     path = work_dir / RECORDS_FILE
     data = path.read_bytes() if path.is_file() else b""
-    times: list[float | None] = []
+    times: dict[int, list[float | None]] = {}
     for line in data[: data.rfind(b"\n") + 1].splitlines():
         if not line.strip():
             continue
         try:
-            secs = _run_secs(line)
+            record = json.loads(line)  # [workload_index, [trace, run_secs, target, args_info]]
+            index, secs = int(record[0]), [float(s) for s in record[1][1] or ()]
         except (ValueError, IndexError, TypeError):
             continue  # a torn line that repair_database_file will trim
-        times.append(float(np.mean(secs)) if _measured(secs) else None)
+        times.setdefault(index, []).append(float(np.mean(secs)) if _measured(secs) else None)
     return times

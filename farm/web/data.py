@@ -22,7 +22,7 @@ from farm.api.auth import CallerDep
 from farm.api.bounds import JobIdPath, TextQuery
 from farm.api.context import ApiContext, context
 from farm.errors import SpecError, UserFault
-from farm.web import device_view, export_view, views
+from farm.web import device_view, export_view, tune_view, views
 
 __all__ = ["router"]
 
@@ -38,11 +38,19 @@ def incidents(ctx: ContextDep, _who: CallerDep) -> dict[str, list[dict[str, Any]
 
 
 @router.get("/jobs/{job_id}/trials")
-def trials(job_id: JobIdPath, ctx: ContextDep, _who: CallerDep) -> dict[str, list[float | None]]:
-    """A tuning job's recorded trials so far (run time of each, best so far), for its chart."""
+def trials(job_id: JobIdPath, ctx: ContextDep, _who: CallerDep) -> dict[str, Any]:
+    """A tuning job's recorded trials so far, one curve per task (heaviest first), for its chart."""
     if ctx.store.get_job(job_id) is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job_id}")
-    return views.trials_view(Path(ctx.settings.data_dir), job_id)
+    return tune_view.trials_view(ctx.store, Path(ctx.settings.data_dir), job_id)
+
+
+@router.get("/jobs/{job_id}/speedups")
+def speedups(job_id: JobIdPath, ctx: ContextDep, _who: CallerDep) -> dict[str, Any]:
+    """A finished tune job's speed-up per phone (untuned / tuned median time)."""
+    if ctx.store.get_job(job_id) is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job_id}")
+    return tune_view.speedups_view(ctx.store, job_id)
 
 
 @router.get("/jobs/{job_id}/export")

@@ -26,7 +26,7 @@ from farm.api.context import ApiContext, context
 from farm.queue.models import JobState
 from farm.queue.tokens import Caller
 from farm.web.login import page_caller
-from farm.web.profile_chart import BAR_H_PX, LABEL_W_PX, PLOT_W_PX, profile_charts
+from farm.web.profile_chart import BAR_H_PX, LABEL_W_PX, LINE_H_PX, PLOT_W_PX, profile_charts
 from farm.web.render import render
 
 __all__ = ["ENDED", "QUEUE_LIMIT", "router"]
@@ -91,9 +91,10 @@ def job(request: Request, ctx: ContextDep, who: PageCaller, job_id: JobIdPath) -
     return _page(request, ctx, who, "job", {
         "job": f"/api/v1/jobs/{job_id}", "results": f"/api/v1/jobs/{job_id}/results",
         "trials": f"/api/v1/dashboard/jobs/{job_id}/trials",
+        "speedups": f"/api/v1/dashboard/jobs/{job_id}/speedups",
         "export": f"/api/v1/dashboard/jobs/{job_id}/export"}, job_id=job_id,
         profiles=profile_charts(ctx.store, job_id), label_w=LABEL_W_PX, plot_w=PLOT_W_PX,
-        bar_h=BAR_H_PX)
+        bar_h=BAR_H_PX, line_h=LINE_H_PX)
 
 
 @router.get("/compare")

@@ -27,9 +27,11 @@ from farm.procs import group_alive, signal_group, spawn
 if TYPE_CHECKING:
     from selenium.webdriver.remote.webdriver import WebDriver
 
-__all__ = ["DRIVER_START_TIMEOUT_S", "browser_missing", "headless_chromium"]
+__all__ = ["DOWNLOADS", "DRIVER_START_TIMEOUT_S", "browser_missing", "headless_chromium"]
 
 DRIVER_START_TIMEOUT_S = 30.0
+#: The folder under :func:`headless_chromium`'s ``work_dir`` that downloads go to.
+DOWNLOADS = "downloads"
 
 #: The group leader: ends its process group when its parent dies, and runs chromedriver.
 _LEADER = ("import subprocess, sys\n"
@@ -57,6 +59,9 @@ def _listening(port: int) -> bool:
 def headless_chromium(work_dir: Path, *, width: int = 1280, height: int = 900,
                       log_path: Path | None = None) -> Iterator[WebDriver]:
     """A selenium WebDriver of a headless chromium with its profile in ``work_dir``.
+
+    Downloads (a link's ``download``) are saved in ``work_dir/downloads``
+    (:data:`DOWNLOADS`) without asking.
 
     Args:
         work_dir: folder for the browser's profile (created).
@@ -93,6 +98,9 @@ def headless_chromium(work_dir: Path, *, width: int = 1280, height: int = 900,
                          f"--window-size={width},{height}",
                          f"--user-data-dir={work_dir / 'profile'}"):
             options.add_argument(argument)
+        options.add_experimental_option("prefs", {
+            "download.default_directory": str(work_dir / DOWNLOADS),
+            "download.prompt_for_download": False})
         driver = webdriver.Remote(command_executor=f"http://127.0.0.1:{port}", options=options)
         yield driver
     finally:

@@ -2,51 +2,31 @@
 
 Devices, jobs and their results come to the pages from the API's own routes
 (``/api/v1/devices``, ``/api/v1/jobs...``: one serializer, :mod:`farm.api.schemas`).
-These views add each device's latest incidents, a tuning job's recorded trials
-for its live chart, ``farmctl compare --json``'s report and a workload's
-history, built from the serializers farmctl's ``--json`` uses, so they look the
-same in the CLI and the browser. Every view is plain data (JSON types only):
+These views add each device's latest incidents, ``farmctl compare --json``'s
+report and a workload's history (a tuning job's are in :mod:`farm.web.tune_view`),
+built from the serializers farmctl's ``--json`` uses, so they look the same in
+the CLI and the browser. Every view is plain data (JSON types only):
 :mod:`farm.web.data` serves it.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from farm.config import Settings
 from farm.errors import UserFault
-from farm.jobs.tune_records import trial_run_s
 from farm.jsonable import plain
-from farm.kinds.run import tune_work_dir
 from farm.queue.store import Store
 from farm.results.compare import compare_refs
 from farm.results.rows import sample_rows
 from farm.results.spreads import PhoneSpread, by_workload, noise_label, phone_spreads
 
-__all__ = ["compare_view", "history_view", "incidents_view", "trials_view"]
+__all__ = ["compare_view", "history_view", "incidents_view"]
 
 
 def _spread_json(figure: PhoneSpread) -> dict[str, Any]:
     """One phone's spread (numbers in the figure's unit) and its noise label."""
     return {**plain(figure), "noise": noise_label(figure)}
-
-
-def trials_view(data_dir: Path, job_id: int) -> dict[str, list[float | None]]:
-    """A tuning job's recorded trials so far, for its live chart.
-
-    Returns:
-        ``{"trial_run_s": [...], "best_run_s": [...]}``: each recorded trial's
-        mean run time in seconds (None where its measurement failed), in the
-        order measured, and the best so far after each; both empty before the
-        first trial (or for a job that does not tune).
-    """
-    trials = trial_run_s(tune_work_dir(data_dir, job_id))
-    best: list[float | None] = []
-    for run_s in trials:
-        last = best[-1] if best else None
-        best.append(run_s if last is None or (run_s is not None and run_s < last) else last)
-    return {"trial_run_s": trials, "best_run_s": best}
 
 
 def incidents_view(store: Store, settings: Settings) -> dict[str, list[dict[str, Any]]]:

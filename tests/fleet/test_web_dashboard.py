@@ -13,6 +13,7 @@ import contextlib
 import http.server
 import re
 import threading
+import zipfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,8 +23,10 @@ from urllib.parse import quote, urlencode
 import httpx
 import pytest
 from device_states import put_state
+from tuned_jobs import model_tune_job, profiled_job
 
 from farm.api.context import ApiContext
+from farm.clock import wait_until
 from farm.config import Settings
 from farm.queue.models import DeviceState, JobState
 from farm.queue.store import Store
@@ -221,6 +224,133 @@ class TestCrossSite:
             store.close()
 
 
+#: Readings of the phones of TestFinishedWork, and how the fleet page must show them.
+READINGS = {"battery_pct": 81, "battery_temp_c": 31.5, "thermal_status": 0,
+            "max_zone_temp_c": 38.2, "free_storage_mb": 87198.6}
+READINGS_SHOWN = {"battery": "81 %", "battery temp": "31.5 °C", "thermal status": "0 none",
+                  "hottest zone": "38.2 °C", "free storage": "87198.6 MiB"}
+#: A model tune's tasks, heaviest first, with their records: (workload index, run time s).
+TASKS = ["fused_conv2d_add_relu", "fused_matmul_add", "reshape"]
+RECORDS = [(1, 3e-3), (0, 2e-6), (2, 4e-4), (1, 2e-3), (0, 1e-6), (2, 3e-4), (1, 2.5e-3)]
+#: Two kernels whose names differ at the start only, longer than the chart's name column.
+KERNELS = [f"tvmgen_default_fused_nn_{op}_cast_multiply_add_right_shift_cast_clip_1"
+           for op in ("conv2d_add", "dense_add")]
+
+
+def finished_model_tune(store: Store, settings: Settings, tmp_path: Path) -> int:
+    """A finished model tune (tests/tuned_jobs.py) with the records of three tasks, its
+    progress naming them heaviest first, and its tuned library (so its bundle downloads)."""
+    from farm.demo_model import write_small_cnn
+    from farm.jobs.tune_model import TUNED_LIBRARY
+    from farm.jobs.tune_progress import TaskProgress, TuneProgress
+    from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE
+    from farm.kinds.run import tune_work_dir
+
+    data_dir = Path(settings.data_dir)
+    model = write_small_cnn(tmp_path / "small_cnn.onnx")
+    job_id = model_tune_job(store, settings.database_url, data_dir, model, None,
+                            {"kind": "llvm", "mtriple": "x86_64-linux-gnu"})
+    work_dir = tune_work_dir(data_dir, job_id)
+    (work_dir / WORKLOADS_FILE).write_text("")
+    (work_dir / RECORDS_FILE).write_text("".join(
+        f'[{index}, ["trace", [{run_s}], "target", []]]\n' for index, run_s in RECORDS))
+    TuneProgress(work_dir).set_tasks([TaskProgress(name, index, 3, 3)
+                                      for index, name in ((1, TASKS[0]), (2, TASKS[1]),
+                                                          (0, TASKS[2]))])
+    (work_dir / TUNED_LIBRARY).write_bytes(b"\x7fELF library")
+    return job_id
+
+
+class TestFinishedWork:
+    def test_fleet_filter_readings_a_model_tunes_page_and_kernel_names(
+        self, tmp_path: Path, browser: Any, shoot: Callable[[str], Path]
+    ) -> None:
+        """Enter in the fleet filter keeps the page and the filter; readings show as labelled
+        values with units; a finished model tune's page shows its speed-up per phone, a curve
+        per task (heaviest first) and an export link that downloads its bundle; a profile
+        chart shows each kernel's whole name."""
+        from farm.jobs.bundle import LIBRARY, MANIFEST, MODEL
+        from farm.web.testing import DOWNLOADS
+
+        settings = Settings.model_validate({"data_dir": str(tmp_path / "farm")})
+        store = Store(settings.database_url)
+        try:
+            tuned = finished_model_tune(store, settings, tmp_path)
+            profiled = profiled_job(store, [{"name": name, "total_ms": ms, "share_pct": 50.0}
+                                            for name, ms in zip(KERNELS, (0.6, 0.4),
+                                                                strict=True)])
+            serials = ["R1", "P1", "P2"]
+            for serial in serials:
+                store.record_health(serial, datetime.now(UTC), {}, READINGS)
+            token = store.create_token("alice", datetime.now(UTC))
+            with api_server(store, settings) as server:
+                base = server.url
+                log_in(browser, base, token)
+                wait(browser, lambda b: len(css(b, "#fleet tbody tr[data-serial]")) == 3,
+                     "every phone")
+                readings_shown(browser, "R1")
+                press_enter_in_filter(browser, "P2")
+                wait(browser, lambda b: [r.get_attribute("data-serial") for r in css(
+                    b, "#fleet tbody tr[data-serial]")] == ["P2"], "only the filtered phone")
+                shoot("fleet-filtered")
+                browser.set_window_size(390, 844)  # a phone's screen: the row is a card
+                wait(browser, lambda b: css(b, 'tr[data-serial="P2"] td.c-readings dd'),
+                     "the card's readings")
+                shoot("fleet-phone-screen")
+                browser.set_window_size(1280, 900)
+
+                browser.get(f"{base}/jobs/{tuned}")
+                assert speedup_cells(browser) == {"R1": "\u00d72.00"}  # the multiplication sign
+                curves = wait(browser, chart_curves, "the tuning curves")
+                assert [c["name"] for c in curves] == TASKS
+                assert curves[0]["best_ms"] == pytest.approx([3.0, 2.0, 2.0])
+                assert chart_points(browser) == len(RECORDS)
+                shoot("model-tune")
+                link = wait(browser, lambda b: css(b, "#export-download"), "the export link")[0]
+                link.click()
+                bundle = tmp_path / "chromium" / DOWNLOADS / f"job-{tuned}-bundle.zip"
+                wait_until(bundle.is_file, PAGE_WAIT_S, f"{bundle.name} downloaded")
+                with zipfile.ZipFile(bundle) as archive:
+                    names = set(archive.namelist())
+                assert {f"job-{tuned}-bundle/{n}" for n in (LIBRARY, MODEL, MANIFEST)} <= names
+
+                browser.get(f"{base}/jobs/{profiled}")
+                kernel_names_whole(browser)
+                shoot("profile")
+        finally:
+            store.close()
+
+
+def readings_shown(browser: Any, serial: str) -> None:
+    """The fleet row's readings: each its kind's label beside its value and unit, one a line,
+    its description as the tooltip."""
+    cell = f'tr[data-serial="{serial}"] td.c-readings'
+    wait(browser, lambda b: css(b, f"{cell} dd"), f"{serial}'s readings")
+    labels = [e.text for e in css(browser, f"{cell} dt")]
+    values = [e.text for e in css(browser, f"{cell} dd")]
+    assert dict(zip(labels, values, strict=True)) == READINGS_SHOWN
+    tops = [e.rect["y"] for e in css(browser, f"{cell} dt")]
+    assert tops == sorted(tops) and len(set(tops)) == len(tops), tops  # one reading a line
+    free = css(browser, f'{cell} dd[data-reading="free_storage_mb"]')[0]
+    assert "free space on /data" in (free.get_attribute("title") or "")
+
+
+def kernel_names_whole(browser: Any) -> None:
+    """Every kernel bar's name is whole on the page: its text is the kernel's name and starts
+    inside the chart (nothing cut off at the left), and it is the bar's tooltip."""
+    wait(browser, lambda b: css(b, "figure.profile g.kernel-bar"), "the profile chart")
+    bars = browser.execute_script(
+        "return [...document.querySelectorAll('figure.profile g.kernel-bar')].map((g) => {"
+        " const text = g.querySelector('text.kernel-name');"
+        " return {kernel: g.dataset.kernel, text: text.textContent.trim(),"
+        " left: text.getBBox().x, tip: g.querySelector('title').textContent}; });")
+    assert [b["kernel"] for b in bars] == KERNELS * 2  # two phones
+    for bar in bars:
+        assert bar["text"] == bar["kernel"], bar
+        assert bar["left"] >= 0, bar
+        assert bar["tip"].startswith(bar["kernel"]), bar
+
+
 def drain_and_undrain(browser: Any, store: Store, serial: str,
                       shoot: Callable[[str], Path]) -> None:
     """Press drain on the fleet page, see it drained, then undrain it the same way."""
@@ -246,7 +376,7 @@ def press(browser: Any, serial: str, action: str) -> bool:
 def filter_and_group(browser: Any, serials: list[str]) -> None:
     """The fleet page's filter keeps the matching phone only; grouping by model heads one group."""
     box = css(browser, "#filter")[0]
-    box.send_keys(serials[1])
+    press_enter_in_filter(browser, serials[1])
     wait(browser, lambda b: [r.get_attribute("data-serial")
                              for r in css(b, "#fleet tbody tr[data-serial]")] == [serials[1]],
          "only the filtered phone")
@@ -265,13 +395,39 @@ def filter_and_group(browser: Any, serials: list[str]) -> None:
 
 
 def check_speedups(browser: Any, job_id: int, serials: list[str]) -> None:
-    """A finished tune's page shows each phone's tuned/untuned speed-up and the export command."""
-    cells = wait(browser, lambda b: {r.get_attribute("data-serial"): r.find_element(
-        "css selector", ".speedup").text for r in css(b, "#speedups tr[data-serial]")},
-        "the speed-up per phone")
+    """A finished GEMM tune's page shows each phone's tuned/untuned speed-up, and why it has
+    no bundle to export (only a model tune has one)."""
+    cells = speedup_cells(browser)
     assert sorted(cells) == sorted(serials), cells
     assert all(re.fullmatch(r"\D\d+\.\d\d", text) for text in cells.values()), cells
-    assert f"farmctl export {job_id}" in css(browser, "#export")[0].text
+    assert f"job {job_id} is a tune job, not a tune of a model" in css(browser, "#export")[0].text
+
+
+def speedup_cells(browser: Any) -> dict[str, str]:
+    """The job page's speed-up per phone (serial -> "\u00d72.00"), once shown."""
+    return dict(wait(browser, lambda b: {r.get_attribute("data-serial"): r.find_element(
+        "css selector", ".speedup").text for r in css(b, "#speedups tr[data-serial]")},
+        "the speed-up per phone"))
+
+
+def press_enter_in_filter(browser: Any, text: str) -> None:
+    """Type ``text`` and Enter in the fleet page's filter; the page must handle the form's
+    submit itself (a reload of "/?" would clear the filter): checked by a listener on the
+    window, which sees the submit after the page's own (sessionStorage outlives a reload)."""
+    from selenium.webdriver.common.keys import Keys
+
+    url = browser.current_url
+    browser.execute_script(
+        "sessionStorage.removeItem('submitted'); window.sameDocument = true;"
+        "window.addEventListener('submit', (e) => "
+        "sessionStorage.setItem('submitted', String(e.defaultPrevented)));")
+    css(browser, "#filter")[0].send_keys(text + Keys.ENTER)
+    handled = wait(browser, lambda b: b.execute_script(
+        "return sessionStorage.getItem('submitted')"), "the filter's submit")
+    assert handled == "true", "Enter in the filter submitted the form: the page reloads"
+    assert browser.execute_script("return window.sameDocument === true"), "the page reloaded"
+    assert browser.current_url == url
+    assert css(browser, "#filter")[0].get_attribute("value") == text
 
 
 def device_page(browser: Any, base: str, serial: str, event_state: str) -> None:
@@ -292,7 +448,16 @@ def device_page(browser: Any, base: str, serial: str, event_state: str) -> None:
 def chart_points(browser: Any) -> int:
     """Trials drawn in the job page's tuning chart (Chart.js's own data, 0 before it exists)."""
     return int(browser.execute_script(
-        "const c = Chart.getChart('tuning-chart'); return c ? c.data.labels.length : 0;"))
+        "const c = Chart.getChart('tuning-chart'); return c ? c.data.datasets"
+        ".filter((d) => d.trials).reduce((n, d) => n + d.data.length, 0) : 0;"))
+
+
+def chart_curves(browser: Any) -> list[dict[str, Any]]:
+    """The tuning chart's curves: each task's name and its best so far in ms, in order."""
+    return list(browser.execute_script(
+        "const c = Chart.getChart('tuning-chart'); return c ? c.data.datasets"
+        ".filter((d) => !d.trials).map((d) => ({name: d.label, best_ms: d.data.map((p) => p.y)}))"
+        " : [];"))
 
 
 class TestLiveFleet:

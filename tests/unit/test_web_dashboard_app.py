@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -13,22 +14,26 @@ from pathlib import Path
 import pytest
 from device_states import put_state
 from fastapi.testclient import TestClient
-from tuned_jobs import model_tune_job
+from tuned_jobs import model_tune_job, profiled_job
 
 from farm.api.context import ApiContext
 from farm.clock import FakeClock
 from farm.config import Settings
 from farm.demo_model import write_small_cnn
 from farm.errors import UserFault
+from farm.health.readings import declared
 from farm.jobs.bundle import LIBRARY, MANIFEST, MODEL
 from farm.jobs.tune_model import TUNED_LIBRARY
+from farm.jobs.tune_progress import TaskProgress, TuneProgress
 from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE, trial_run_s
 from farm.kinds.run import tune_work_dir
 from farm.queue import DeviceState, Outcome, Store
 from farm.queue.scheduler import Assignment
 from farm.serve.app import create_app
-from farm.web import views
+from farm.web import tune_view, views
 from farm.web.login import safe_next
+from farm.web.profile_chart import LINE_H_PX, NAME_CHARS, name_lines
+from farm.web.render import TEMPLATES_DIR
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
@@ -59,8 +64,9 @@ def farm(tmp_path: Path) -> Iterator[Farm]:
 
 
 PAGES = ["/", "/queue", "/jobs/1", "/compare?a=1&b=2", "/history?workload=x"]
-DATA = ["/api/v1/dashboard/jobs/1/trials", "/api/v1/dashboard/incidents",
-        "/api/v1/dashboard/compare?a=1&b=2", "/api/v1/dashboard/history"]
+DATA = ["/api/v1/dashboard/jobs/1/trials", "/api/v1/dashboard/jobs/1/speedups",
+        "/api/v1/dashboard/incidents", "/api/v1/dashboard/compare?a=1&b=2",
+        "/api/v1/dashboard/history"]
 
 
 class TestLogin:
@@ -143,6 +149,16 @@ class TestStatic:
         assert response.text.lstrip().startswith("<svg")
 
 
+    def test_pages_carry_no_inline_script(self) -> None:
+        """No template has an inline script or event handler (``onsubmit="..."``): the pages'
+        Content-Security-Policy (script-src 'self') refuses to run them, so the handler would
+        be silently missing (the fleet filter's Enter reloaded the page)."""
+        for template in sorted(TEMPLATES_DIR.glob("*.html")):
+            text = template.read_text(encoding="utf-8")
+            assert not re.search(r"\son[a-z]+\s*=", text), template.name
+            assert not re.search(r"<script(?![^>]*\ssrc=)", text), template.name
+
+
 class TestViews:
     def test_fleet_lists_each_phone_with_its_incidents(self, farm: Farm) -> None:
         """The fleet page's sources list every phone (the API's devices) and its newest events,
@@ -160,6 +176,22 @@ class TestViews:
         assert incidents["P1"][0]["reason"] == "app died: am_crash"
         assert len(incidents["P1"]) <= farm.settings.web.incidents
 
+    def test_readings_carry_their_declared_label_and_unit(self, farm: Farm) -> None:
+        """A device's readings come with the label and unit its kind declares (``free storage``
+        in MiB, not ``free_storage_mb``) for the pages to show; every built-in reading
+        declares a label of its own."""
+        put_state(farm.store, "P1", DeviceState.READY, "app registered", T0)
+        farm.store.record_health("P1", T0, {}, {"free_storage_mb": 87198.6,
+                                                "battery_temp_c": 31.5, "fan_rpm": 900.0})
+        farm.log_in(farm.token)
+        [row] = farm.client.get("/api/v1/devices").json()
+        shown = {v["name"]: (v["label"], v["unit"]) for v in row["values"]}
+        assert shown == {"battery_temp_c": ("battery temp", "°C"),
+                         "free_storage_mb": ("free storage", "MiB"), "fan_rpm": ("fan rpm", "")}
+        for kind in ("android", "board", "gpu"):
+            for reading in declared(kind).readings:
+                assert reading.label and reading.label != reading.name, reading.name
+
     @pytest.mark.parametrize("page", ["/", "/queue", "/jobs/1", "/history"])
     def test_every_source_of_a_page_answers(self, farm: Farm, page: str) -> None:
         """Each JSON route a page polls (the API's and the dashboard's) answers its cookie."""
@@ -171,23 +203,35 @@ class TestViews:
         for url in sources.values():
             assert farm.client.get(url).status_code == 200, url
 
-    def test_job_view_charts_the_trials_recorded(self, farm: Farm) -> None:
-        """A tuning job's recorded trials come in order with the best so far; failed ones are
-        None, and a half-written last line is left for the next read."""
+    def test_job_view_charts_one_curve_per_task_heaviest_first(self, farm: Farm) -> None:
+        """A tuning job's recorded trials come as one curve per task in tuning order (the
+        heaviest first), each with its own best so far: a reshape's microseconds do not flatten
+        a convolution's curve. Failed trials are None; a half-written last line is left for
+        the next read; a workload no task names comes last by its index."""
         job_id = farm.store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0)
         work_dir = tune_work_dir(farm.settings.data_dir, job_id)
-        work_dir.mkdir(parents=True)
-        lines = [[0, ["trace", [3e-4, 3e-4], "t", []]], [0, ["trace", [1e10], "t", []]],
-                 [0, ["trace", [1e-4], "t", []]], [0, ["trace", [2e-4], "t", []]]]
+        TuneProgress(work_dir).set_tasks([TaskProgress("fused_conv2d_add_relu", 1, 4, 0),
+                                          TaskProgress("reshape", 0, 4, 0)])
+        lines = [[1, ["trace", [3e-3, 3e-3], "t", []]], [0, ["trace", [2e-6], "t", []]],
+                 [1, ["trace", [1e10], "t", []]], [2, ["trace", [5e-4], "t", []]],
+                 [1, ["trace", [2e-3], "t", []]], [0, ["trace", [1e-6], "t", []]],
+                 [1, ["trace", [4e-3], "t", []]]]
         text = "".join(json.dumps(line) + "\n" for line in lines)
         (work_dir / RECORDS_FILE).write_text(text + '[0, ["trace", [1e-', encoding="utf-8")
-        assert trial_run_s(work_dir) == [3e-4, None, 1e-4, 2e-4]
-        assert views.trials_view(farm.settings.data_dir, job_id)["best_run_s"] == [
-            3e-4, 3e-4, 1e-4, 1e-4]
+        assert trial_run_s(work_dir) == {1: [3e-3, None, 2e-3, 4e-3], 0: [2e-6, 1e-6],
+                                         2: [5e-4]}
         farm.log_in(farm.token)
         chart = farm.client.get(f"/api/v1/dashboard/jobs/{job_id}/trials").json()
-        assert chart == {"trial_run_s": [3e-4, None, 1e-4, 2e-4],
-                         "best_run_s": [3e-4, 3e-4, 1e-4, 1e-4]}
+        assert chart == {"tasks": [
+            {"name": "fused_conv2d_add_relu", "workload_index": 1,
+             "trial_run_s": [3e-3, None, 2e-3, 4e-3], "best_run_s": [3e-3, 3e-3, 2e-3, 2e-3]},
+            {"name": "reshape", "workload_index": 0, "trial_run_s": [2e-6, 1e-6],
+             "best_run_s": [2e-6, 1e-6]},
+            {"name": "workload 2", "workload_index": 2, "trial_run_s": [5e-4],
+             "best_run_s": [5e-4]}], "tasks_tuned": 3, "trials": 7}
+        heaviest = tune_view.trials_view(farm.store, farm.settings.data_dir, job_id, curves=1)
+        assert [t["name"] for t in heaviest["tasks"]] == ["fused_conv2d_add_relu"]
+        assert heaviest["tasks_tuned"] == 3
         assert farm.client.get("/api/v1/dashboard/jobs/99/trials").status_code == 404
 
     def test_unknown_job_is_404_with_farms_message(self, farm: Farm) -> None:
@@ -225,21 +269,42 @@ class TestViews:
             assert bundle.read(f"job-{job_id}-bundle/{LIBRARY}") == b"\x7fELF library"
         assert farm.client.get("/api/v1/dashboard/jobs/99/export").json()["available"] is False
 
+    def test_a_finished_tunes_speedup_per_phone(self, farm: Farm, tmp_path: Path) -> None:
+        """A model tune's speed-up per phone comes from its runs' untuned and tuned timings, as
+        a GEMM tune's does (with its GFLOPS); a job without them has no phone."""
+        model = write_small_cnn(tmp_path / "small_cnn.onnx")
+        data_dir = Path(farm.settings.data_dir)
+        tuned = model_tune_job(farm.store, farm.settings.database_url, data_dir, model, None,
+                               {"kind": "llvm", "mtriple": "x86_64-linux-gnu"})
+        gemm = farm.store.enqueue({"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 4}},
+                                  T0)
+        [claim] = farm.store.claim([Assignment(gemm, ("R1",), 60.0)], T0)
+        run = {"serial": "R1", "untuned_samples_s": [3e-3, 3e-3], "tuned_samples_s": [1e-3, 2e-3],
+               "speedup": 2.0, "tuned_gflops": 0.35, "threads": None}
+        farm.store.finish(claim.attempt.id, Outcome(
+            {"kind": "tune", "runs": [run], "per_serial": {"R1": {
+                "speedup": 2.0, "tuned_gflops": 0.35, "tuned_median_s": 1.5e-3}}},
+            [1e-3, 2e-3], "s", ("R1", "R1")), T0)
+        farm.log_in(farm.token)
+        assert farm.client.get(f"/api/v1/dashboard/jobs/{tuned}/speedups").json() == {
+            "phones": [{"serial": "R1", "untuned_median_s": 4e-5, "tuned_median_s": 2e-5,
+                        "speedup": 2.0, "tuned_gflops": None}], "best_note": None}
+        assert farm.client.get(f"/api/v1/dashboard/jobs/{gemm}/speedups").json()["phones"] == [
+            {"serial": "R1", "untuned_median_s": 3e-3, "tuned_median_s": 1.5e-3,
+             "speedup": 2.0, "tuned_gflops": 0.35}]
+        plain = farm.store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0)
+        assert farm.client.get(f"/api/v1/dashboard/jobs/{plain}/speedups").json() == {
+            "phones": [], "best_note": None}
+        assert farm.client.get("/api/v1/dashboard/jobs/99/speedups").status_code == 404
+
     def test_a_profiled_jobs_page_charts_each_phones_heaviest_kernels(self, farm: Farm) -> None:
         """The job page draws each phone's kernels as SVG bars, heaviest first and longest, even
         from a profile stored out of order; a job without a profile has no chart."""
         kernels = [{"name": "mean", "total_ms": 0.1, "share_pct": 10.0},
                    {"name": "fused_conv2d_add_relu", "total_ms": 0.8, "share_pct": 80.0},
                    {"name": "matmul", "total_ms": 0.1, "share_pct": 10.0}]
-        profile = {"kernels": kernels, "kernels_ms": 1.0, "model_ms": 1.25, "ratio": 0.8}
-        job_id = farm.store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0)
+        job_id = profiled_job(farm.store, kernels)
         plain = farm.store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0)
-        for serial in ("P1", "P2"):
-            put_state(farm.store, serial, DeviceState.READY, "test", T0)
-        [claim] = farm.store.claim([Assignment(job_id, ("P1", "P2"), 60.0)], T0)
-        runs = [{"serial": s, "profile": profile} for s in ("P1", "P2")]
-        farm.store.finish(claim.attempt.id, Outcome({"kind": "model", "runs": runs},
-                                                    [1e-3, 1e-3], "s", ("P1", "P2")), T0)
         farm.log_in(farm.token)
         page = farm.client.get(f"/jobs/{job_id}").text
         charts = page.split('<figure class="profile" data-serial="')[1:]
@@ -250,6 +315,30 @@ class TestViews:
             widths = [float(w.split('"', 1)[0]) for w in chart.split('width="')[2:]]
             assert widths[0] > 7 * widths[1] and "0.8000 ms (80.0%)" in chart
         assert "profile-section" not in farm.client.get(f"/jobs/{plain}").text
+
+    def test_a_profile_chart_shows_whole_kernel_names(self, farm: Farm) -> None:
+        """Kernel names longer than the name column are wrapped whole after their underscores,
+        one row as high as its lines, with the name as the bar's tooltip: two kernels that
+        differ only at the start no longer read the same."""
+        long = "_cast_multiply_add_right_shift_cast_clip_cast_1"
+        names = [f"tvmgen_default_fused_nn_conv2d_add{long}",
+                 f"tvmgen_default_fused_nn_dense{long}"]
+        job_id = profiled_job(farm.store, [{"name": n, "total_ms": ms, "share_pct": 50.0}
+                                           for n, ms in zip(names, (0.6, 0.4), strict=True)])
+        farm.log_in(farm.token)
+        page = farm.client.get(f"/jobs/{job_id}").text
+        chart = page.split('<figure class="profile" data-serial="')[1]
+        bars = re.findall(r'<g class="kernel-bar" data-kernel="([^"]+)".*?<title>([^<]+)</title>'
+                          r'.*?<text class="kernel-name"[^>]* y="([\d.]+)"[^>]*>(.*?)</text>',
+                          chart, re.DOTALL)
+        assert [b[0] for b in bars] == names
+        for name, title, _y, text in bars:
+            lines = re.findall(r"<tspan[^>]*>([^<]*)</tspan>", text)
+            assert "".join(lines) == name and len(lines) > 1, lines
+            assert all(len(line) <= NAME_CHARS for line in lines), lines
+            assert title.startswith(name + ":")
+        first_lines = len(name_lines(names[0]))
+        assert float(bars[1][2]) - float(bars[0][2]) >= first_lines * LINE_H_PX
 
     def test_compare_of_unknown_jobs_is_400(self, farm: Farm) -> None:
         """A wrong side of a comparison is a 400 with farmctl compare's message."""

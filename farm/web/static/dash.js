@@ -114,12 +114,23 @@ const farm = (() => {
       const names = ["none", "light", "moderate", "severe", "critical", "emergency", "shutdown"];
       return status === null || status === undefined ? "" : `${status} ${names[status] || ""}`;
     },
-    /** Readings as their kind declares them ([{name, value, unit, description}]), one per line. */
+    /** One reading's value with its declared unit: "31.5 °C", "81 %", "0 none". */
+    reading(v) {
+      if (v.value === null || v.value === undefined) return "";
+      if (v.name === "thermal_status") return fmt.thermal(v.value);
+      const value = Number.isInteger(v.value) ? String(v.value) : Number(v.value).toFixed(1);
+      return v.unit ? `${value} ${v.unit}` : value;
+    },
+    /** Readings as their kind declares them ([{name, label, value, unit, description}]):
+     * a list of label and value with its unit, one reading a line; the description and the
+     * stored name are the tooltip. */
     readings(values) {
-      const shown = (v) => v.name === "thermal_status" ? fmt.thermal(v.value)
-        : Number.isInteger(v.value) ? String(v.value) : Number(v.value).toFixed(1);
-      return values.map((v) => el("span", {class: "reading", title: v.description || v.name},
-        `${v.name} ${shown(v)}${v.unit ? " " + v.unit : ""} `));
+      if (!values.length) return "";
+      return el("dl", {class: "readings"}, values.flatMap((v) => {
+        const title = v.description ? `${v.description} (${v.name})` : v.name;
+        return [el("dt", {title, "data-reading": v.name}, v.label || v.name),
+                el("dd", {title, "data-reading": v.name}, fmt.reading(v))];
+      }));
     },
     jobLink(id) { return id === null || id === undefined ? "" : el("a", {href: `/jobs/${id}`}, `#${id}`); },
   };

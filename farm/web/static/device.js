@@ -31,9 +31,12 @@
   }
 
   function readings(list, d) {
-    const units = Object.fromEntries((d.values || []).map((v) => [v.name, v.unit]));
+    const declared = Object.fromEntries((d.values || []).map((v) => [v.name, v]));
     const shown = names(list, d);
-    const label = (name) => units[name] ? `${name} (${units[name]})` : name;
+    const label = (name) => {
+      const v = declared[name] || {};
+      return v.unit ? `${v.label || name} (${v.unit})` : v.label || name;
+    };
     const labels = list.map((r) => fmt.clock(r.at));
     const datasets = shown.map((name, i) => ({
       label: label(name), data: list.map((r) => (r.readings || {})[name] ?? null),

@@ -141,6 +141,13 @@
       Object.entries(counts).map(([state, n]) => `${n} ${state}`).join(", ");
   }
 
+  // The filters only redraw the table: Enter in the text box must not submit the form (a
+  // reload of "/?" that clears it). A listener here, not an inline onsubmit, which the
+  // pages' Content-Security-Policy (script-src 'self') refuses to run.
+  document.getElementById("filters").addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (last) render(last);
+  });
   for (const control of Object.values(controls)) {
     control.addEventListener("input", () => last && render(last));
     control.addEventListener("change", () => last && render(last));

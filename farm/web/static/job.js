@@ -1,7 +1,8 @@
 /* A job's page: facts, attempts, the live tuning chart, results per phone with spread.
  * The job from the API's /api/v1/jobs/ID, its spread per phone from /api/v1/jobs/ID/results,
- * the chart's trials from /api/v1/dashboard/jobs/ID/trials, whether its bundle can be
- * downloaded from /api/v1/dashboard/jobs/ID/export. */
+ * the chart's trials per task from /api/v1/dashboard/jobs/ID/trials, a finished tune's
+ * speed-ups from /api/v1/dashboard/jobs/ID/speedups, whether its bundle can be downloaded
+ * from /api/v1/dashboard/jobs/ID/export. */
 "use strict";
 
 (() => {
@@ -22,41 +23,58 @@
     document.getElementById("job-state").replaceChildren(fmt.badge(j.state));
   }
 
+  /** A task's points for the chart: x the task's trial number, y in ms (null: failed). */
+  function points(values) {
+    return (values || []).map((v, i) => ({x: i + 1, y: v === null ? null : v * 1e3}));
+  }
+
+  /** The live tuning chart: per task (the heaviest first) its trials as points and its best
+   * so far as a line, on a log axis: tasks differ by orders of magnitude (a convolution's ms,
+   * a reshape's µs), so one curve over every task would say little. */
   function tuning(t, trials) {
     const section = document.getElementById("tuning");
-    const runs = trials.trial_run_s || [];
-    if (!t && !runs.length) { section.hidden = true; return; }
+    const tasks = trials.tasks || [];
+    if (!t && !tasks.length) { section.hidden = true; return; }
     section.hidden = false;
     t = t || {counters: {tasks: []}};
-    const measured = runs.filter((v) => v !== null).length;
     const counters = t.counters || {tasks: []};
     const eta = counters.eta_s === null || counters.eta_s === undefined ? ""
       : `, about ${Math.round(counters.eta_s)} s left`;
     document.getElementById("tuning-progress").textContent = t.trials_asked
       ? `${t.trials_measured}/${t.trials_asked} trials measured, ${t.tasks_done}/${counters.tasks.length} tasks done${eta}`
-      : `${measured} trials measured`;
-    const labels = runs.map((_, i) => i + 1);
-    const points = runs.map((v) => (v === null ? null : v * 1e3));
-    const best = (trials.best_run_s || []).map((v) => (v === null ? null : v * 1e3));
+      : `${trials.trials || 0} trials recorded`;
+    document.getElementById("tuning-curves").textContent = tasks.length
+      ? `Each task's trial run times and its best so far, ${tasks.length < trials.tasks_tuned
+        ? `the ${tasks.length} heaviest of ${trials.tasks_tuned} tasks tuned`
+        : "the heaviest first"}.` : "";
+    const datasets = tasks.flatMap((task, i) => {
+      const colour = farm.palette[i % farm.palette.length];
+      return [
+        {label: task.name, data: points(task.best_run_s), stepped: true, pointRadius: 0,
+         borderColor: colour, backgroundColor: colour},
+        {label: `${task.name}: trials`, data: points(task.trial_run_s), showLine: false,
+         pointRadius: 3, borderColor: colour, backgroundColor: colour, trials: true},
+      ];
+    });
     if (!tuningChart) {
       tuningChart = farm.chart("tuning-chart", {
         type: "line",
-        data: {labels, datasets: [
-          {label: "trial run time (ms)", data: points, showLine: false, pointRadius: 3,
-           borderColor: farm.palette[0], backgroundColor: farm.palette[0]},
-          {label: "best so far (ms)", data: best, stepped: true, pointRadius: 0,
-           borderColor: farm.palette[2], backgroundColor: farm.palette[2]},
-        ]},
-        options: {spanGaps: true, scales: {x: {title: {display: true, text: "trial"}},
-                                           y: {title: {display: true, text: "ms"}}}},
+        data: {datasets},
+        options: {spanGaps: true,
+                  plugins: {legend: {labels: {filter: (item, data) =>
+                    !data.datasets[item.datasetIndex].trials}}},
+                  scales: {x: {type: "linear", min: 1, title: {display: true, text: "trial of the task"},
+                               ticks: {precision: 0}},
+                           y: {type: "logarithmic",
+                               title: {display: true, text: "run time (ms, log scale)"}}}},
       });
     } else {
-      tuningChart.data.labels = labels;
-      tuningChart.data.datasets[0].data = points;
-      tuningChart.data.datasets[1].data = best;
+      tuningChart.data.datasets = datasets;
       tuningChart.update();
     }
-    document.getElementById("tuning-chart").dataset.points = String(runs.length);
+    const canvas = document.getElementById("tuning-chart");
+    canvas.dataset.points = String(trials.trials || 0);
+    canvas.dataset.curves = String(tasks.length);
     farm.fillTable(document.getElementById("tasks"), (counters.tasks || []).map((task) => [
       task.name, `${task.trials_measured}/${task.trials_asked}`,
       task.best_s === null ? "" : fmt.amount(task.best_s, "s")]), "not started");
@@ -100,32 +118,30 @@
       fmt.num(p.battery_temp_c, 1), fmt.thermal(p.thermal_status), noise(p)]));
   }
 
-  /** A finished tune's speed-up per phone (its result's per_serial), and its export. */
-  function speedups(data, exported) {
+  /** A finished tune's speed-up per phone (/api/v1/dashboard/jobs/ID/speedups), and its
+   * bundle: a download link when it can be built without compiling, else why not. */
+  function speedups(view, exported, j) {
     const section = document.getElementById("speedup-section");
-    const summary = (data.result && data.result.summary) || {};
-    const perSerial = summary.per_serial || {};
-    const serials = Object.keys(perSerial).sort();
-    if (data.job.kind !== "tune" || !serials.length) { section.hidden = true; return; }
+    const list = view.phones || [];
+    if (!list.length && !exported.available) { section.hidden = true; return; }
     section.hidden = false;
-    farm.fillTable(document.getElementById("speedups"), serials.map((serial) => {
-      const f = perSerial[serial];
-      return {tr: el("tr", {"data-serial": serial}), cells: [
-        serial, el("td", {class: "num speedup"}, f.speedup ? `×${fmt.num(f.speedup, 2)}` : ""),
-        fmt.amount(f.tuned_median_s, "s"), fmt.num(f.tuned_gflops, 2)]};
-    }));
-    const exportCommand = `farmctl export ${data.job.id} --out job-${data.job.id}-bundle`;
-    const download = exported.available
-      ? [el("a", {href: `/api/v1/dashboard/jobs/${data.job.id}/export.zip`, download: "",
-                  id: "export-download"}, `job-${data.job.id}-bundle.zip`), ", or on the farm host: "]
-      : ["on the farm host: "];
+    farm.fillTable(document.getElementById("speedups"), list.map((p) => ({
+      tr: el("tr", {"data-serial": p.serial}), cells: [
+        p.serial, el("td", {class: "num speedup"}, p.speedup ? `×${fmt.num(p.speedup, 2)}` : ""),
+        fmt.amount(p.untuned_median_s, "s"), fmt.amount(p.tuned_median_s, "s"),
+        fmt.num(p.tuned_gflops, 2)]})), "no phone timed");
+    document.getElementById("best-note").textContent = view.best_note || "";
     const shown = document.getElementById("export");
-    if (shown.dataset.available !== String(exported.available)) {  // a link kept across polls
-      shown.dataset.available = String(exported.available);
-      shown.replaceChildren(
-        "Export the tuned bundle (library, MetaSchedule database, manifest, README): ",
-        ...download, el("code", {}, exportCommand));
-    }
+    const state = `${exported.available} ${exported.reason}`;
+    if (shown.dataset.state === state) return;  // a link kept across polls
+    shown.dataset.state = state;
+    const command = `farmctl export ${j.id} --out job-${j.id}-bundle`;
+    shown.replaceChildren(...(exported.available
+      ? ["Export the tuned bundle (library, MetaSchedule database, manifest, README): ",
+         el("a", {href: `/api/v1/dashboard/jobs/${j.id}/export.zip`, download: "",
+                  id: "export-download"}, `job-${j.id}-bundle.zip`),
+         ", or on the farm host: ", el("code", {}, command)]
+      : [`No bundle to download: ${exported.reason}`]));
   }
 
   /** The profile chart is drawn by the server when the page opens (farm/web/profile_chart.py):
@@ -139,11 +155,11 @@
     location.reload();
   }
 
-  function render({job: data, results, trials, export: exported}) {
+  function render({job: data, results, trials, speedups: timed, export: exported}) {
     profileReady(data.job);
     facts(data);
     tuning(data.tuning, trials);
-    speedups(data, exported);
+    speedups(timed, exported, data.job);
     phones(results.spreads);
     farm.fillTable(document.getElementById("attempts"), data.attempts.map((a) => [
       a.id, a.serials.join(", "), a.host || "", fmt.badge(a.state), fmt.time(a.started_at),
