@@ -85,6 +85,23 @@ class FarmGroup(click.Group):
             raise TypeError(f"{entry[0]} is not a click command")
         return command
 
+    def resolve_command(self, ctx: click.Context,
+                        args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        """The command ``args`` names; an unknown name's error suggests the closest ones.
+
+        click suggests among ``self.commands`` only, which holds none of the
+        lazy :data:`COMMANDS`: ``farmctl enqeue`` said no more than "No such command".
+
+        Raises:
+            click.exceptions.NoSuchCommand: no such command (exit 2), with
+                ``Did you mean 'enqueue'?`` when a name is close (difflib).
+        """
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as exc:
+            raise click.exceptions.NoSuchCommand(
+                exc.command_name, possibilities=self.list_commands(ctx), ctx=ctx) from None
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The commands section of ``--help`` from :data:`COMMANDS`' one-liners (no imports)."""
         rows = []

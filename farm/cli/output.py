@@ -30,7 +30,7 @@ from farm.jsonable import plain  # kept here for farmctl's commands, which impor
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["Column", "echo_json", "note", "plain", "print_table", "to_csv", "to_json"]
+__all__ = ["Column", "amount", "echo_json", "note", "plain", "print_table", "to_csv", "to_json"]
 
 #: Width for tables when stdout is not a terminal (pipes, tests): wide enough
 #: that columns are not folded into unreadable slivers.
@@ -56,6 +56,14 @@ def to_csv(rows: Sequence[Mapping[str, Any]], fields: Sequence[str]) -> str:
     for row in rows:
         writer.writerow({k: _cell(plain(row.get(k))) for k in fields})
     return buffer.getvalue()
+
+
+def amount(value: float, unit: str) -> str:
+    """``12.345 ms`` for seconds, else ``value unit`` to 4 significant digits.
+
+    How ``farmctl results`` and ``farmctl wait`` write a median, so the two agree.
+    """
+    return f"{value * 1e3:.3f} ms" if unit == "s" else f"{value:.4g} {unit}"
 
 
 class Column:
