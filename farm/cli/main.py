@@ -19,11 +19,12 @@ from pathlib import Path
 import click
 
 from farm import __version__, privacy
+from farm.cli.state import LOCAL_ONLY
 from farm.click_types import CONTEXT_SETTINGS
 from farm.envvars import ENV_SERVER, ENV_TOKEN
 from farm.errors import FarmError
 
-__all__ = ["COMMANDS", "LAZY_LOGGING", "cli", "main"]
+__all__ = ["COMMANDS", "LAZY_LOGGING", "REMOTE_COMMANDS", "cli", "main"]
 
 #: Every farmctl command: its module and attribute, and its one-line help for
 #: ``farmctl --help``. A command's module is imported only when that command
@@ -54,6 +55,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "records": ("farm.cli.records:records", "The fleet's tuning records: list, export, import."),
     "token": ("farm.cli.token:token", "The HTTP API's tokens: create, list, revoke."),
 }
+
+#: The commands ``--server`` runs through the HTTP API: all but the farm host's
+#: own (:data:`farm.cli.state.LOCAL_ONLY`, refused in one line) and ``doctor``,
+#: which checks this host and says so.
+REMOTE_COMMANDS = [name for name in COMMANDS if name not in LOCAL_ONLY and name != "doctor"]
 
 #: Commands whose path logs only through :func:`farm.logs.get_logger`, so their
 #: logging is configured at the first event: they never import structlog
@@ -134,8 +140,8 @@ class FarmGroup(click.Group):
               type=click.Choice(["debug", "info", "warning", "error", "critical"]))
 @click.option("--server", envvar=ENV_SERVER, metavar="URL",
               help="Use a farmd's HTTP API from any machine instead of the local database "
-                   "(devices, jobs, job, enqueue, cancel, results, wait, drain, undrain, "
-                   "release, reserve, unreserve, reservations, hosts). Default: $FARM_SERVER.")
+                   f"({', '.join(REMOTE_COMMANDS)}; {', '.join(sorted(LOCAL_ONLY))} refuse it, "
+                   "doctor checks this host). Default: $FARM_SERVER.")
 @click.option("--token", envvar=ENV_TOKEN, show_default=False,
               help="The API token for --server (farmctl token create). Default: $FARM_TOKEN.")
 @click.pass_context

@@ -111,6 +111,8 @@ def results(ctx: click.Context, state: CliState, job_id: int | None, run_id: str
             raise click.UsageError("--outputs needs --job")
         write_job_outputs(state.queue, job_id, outputs_dir)
     if list_regressions:
+        state.require_local("--regressions", "reads the regression watch's verdicts from the "
+                                             "farm host's database, which the API does not serve")
         show_regressions(state, limit=limit, as_json=as_json or fmt == "json")
         return
     fmt_given = ctx.get_parameter_source("fmt") is not click.core.ParameterSource.DEFAULT
