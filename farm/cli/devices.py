@@ -11,7 +11,7 @@ refreshes it), and the farmd host that runs it. A phone whose host stopped
 heartbeating (``hosts.dead_after_s``) shows as ``unreachable``: its row keeps
 the dead host's last word (``state`` in ``--json``), and ``unreachable`` is true.
 An offline or unreachable phone is not probed: its health shows as ``unknown``
-and its readings as stale, with their age (``readings`` column, ``stale`` and
+and its readings as stale, with their age (``sampled`` column, ``stale`` and
 ``readings_age_s`` in ``--json``). Such phones are hidden unless ``--all``.
 
 The table fits a 100-column terminal: serial (never cut), state, health and
@@ -34,12 +34,12 @@ from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 
 __all__ = ["devices", "drain", "release", "undrain"]
 
-#: ``farmctl devices``: what tells whether a device takes work, in 100 columns
-#: (:data:`NARROW_COLUMNS`): the serial whole, one reading a line.
+#: ``farmctl devices``: what tells whether a device takes work, in 100 columns:
+#: the serial whole, one reading a line, and how old the readings are.
 _COLUMNS = [
     Column("serial", whole=True), Column("shown_state", "state"), Column("health"),
     Column("health_reason", "why"), Column("now", "readings now", stack=", "),
-    Column("readings"),
+    Column("readings", "sampled"),
 ]
 #: ``farmctl devices --wide``: every column, facts, holds and host too.
 _WIDE_COLUMNS = [
@@ -49,10 +49,8 @@ _WIDE_COLUMNS = [
     Column("abi"), Column("sdk", justify="right"), Column("soc"), Column("gpu"),
     Column("attempt_id", "attempt", "right"), Column("held_outside", "held by"),
     Column("reserved", "reserved"),
-    Column("readings"), Column("last_seen", "last seen"),
+    Column("readings", "sampled"), Column("last_seen", "last seen"),
 ]
-#: The terminal width the default table fits (a phone's five readings, one a line).
-NARROW_COLUMNS = 100
 
 
 @click.command()
