@@ -12,6 +12,10 @@ A job's wait reason, attempts, result and tuning progress come with the job
 (``GET /api/v1/jobs/{id}``): the client keeps the newest answer per job, so
 ``waiting``, ``attempts``, ``results`` and ``tuning`` after ``job`` or
 ``jobs`` cost no further request; likewise ``dead_hosts`` after ``hosts``.
+
+A finished tune's bundle (``farmctl export``) comes as the dashboard's zip and
+is unpacked here (:meth:`RemoteService.export`, :func:`unpack_bundle`), for
+``farmctl --server export`` and :mod:`farm.client` alike.
 """
 
 from __future__ import annotations
