@@ -36,7 +36,6 @@ finished tune of a model is exported as ``farmctl export`` writes it
 from __future__ import annotations
 
 import io
-import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from farm.cli.jobs import WaitTimedOut
 from farm.cli.remote import RemoteService
 from farm.clock import SystemClock, wait_until
-from farm.errors import FarmError, InfraFault, SpecError, UserFault
+from farm.errors import FarmError, UserFault
 from farm.kinds.model import KIND as MODEL_KIND
 from farm.kinds.tune import KIND as TUNE_KIND
 from farm.queue.models import JobState
@@ -169,11 +168,7 @@ class Job:
                 library to download (the server's one line says which).
             InfraFault: the server's answer is not a bundle.
         """
-        folder = Path(out).expanduser()
-        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-            raise SpecError("out", f"{folder} exists and is not an empty folder")
-        _unpack(self._farm.service.bundle(self.id), f"job-{self.id}-bundle/", folder)
-        return folder
+        return self._farm.service.export(self.id, out)
 
 
 class Farm:
@@ -281,37 +276,6 @@ def _npz(arrays: Mapping[str, np.ndarray]) -> bytes:
     buffer = io.BytesIO()
     np.savez(buffer, allow_pickle=False, **{name: np.asarray(a) for name, a in arrays.items()})
     return buffer.getvalue()
-
-
-def _unpack(data: bytes, top: str, folder: Path) -> None:
-    """Write the files of zip ``data`` under its folder ``top`` into ``folder``.
-
-    Raises:
-        InfraFault: ``data`` is no zip, or a member lies outside ``top`` (or
-            climbs out of it with ``..``).
-        SpecError: ``folder`` cannot be written (field ``out``).
-    """
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile:
-        raise InfraFault("the farm server's bundle is not a zip archive") from None
-    with archive:
-        members: list[tuple[zipfile.ZipInfo, Path]] = []
-        for member in archive.infolist():  # all checked before anything is written
-            relative = Path(member.filename[len(top):])
-            if (not member.filename.startswith(top) or relative.is_absolute()
-                    or ".." in relative.parts):
-                raise InfraFault(f"the farm server's bundle holds {member.filename!r}, "
-                                 f"outside {top}")
-            if not member.is_dir() and relative.parts:
-                members.append((member, relative))
-        try:
-            for member, relative in members:
-                (folder / relative).parent.mkdir(parents=True, exist_ok=True)
-                (folder / relative).write_bytes(archive.read(member))
-        except OSError as exc:
-            raise SpecError("out", f"cannot write the bundle into {folder}: "
-                                   f"{exc.strerror or exc}") from None
 
 
 def _shapes(shapes: Mapping[str, Sequence[int]] | None) -> dict[str, list[int]] | None:

@@ -16,6 +16,7 @@ from farm.clock import SystemClock
 from farm.health.readings import declared
 from farm.health.readings import shown as shown_readings
 from farm.jsonable import plain
+from farm.kinds import KINDS
 from farm.queue.hosts import UNREACHABLE, readings_stale, shown_state, stale_health_reason
 from farm.queue.records import DeviceRecord, JobView
 from farm.queue.reservations import ReservationView
@@ -25,7 +26,7 @@ from farm.queue.waiting import utc_text
 if TYPE_CHECKING:
     from farm.api.service import Queue
 
-__all__ = ["device_listing", "device_row", "job_listing", "job_row"]
+__all__ = ["device_listing", "device_row", "job_listing", "job_row", "workload_of"]
 
 
 def job_row(view: JobView) -> dict[str, Any]:
@@ -38,6 +39,12 @@ def job_row(view: JobView) -> dict[str, Any]:
     return row
 
 
+def workload_of(view: JobView) -> str | None:
+    """The job's workload label (``gemm n=512 float32``); None for a kind unknown here."""
+    kind = KINDS.get(view.kind)
+    return None if kind is None else kind.workload(view.spec)
+
+
 def job_listing(queue: Queue, states: Sequence[str], limit: int, *,
                 as_json: bool) -> list[dict[str, Any]]:
     """``farmctl jobs``: the newest ``limit`` jobs (in ``states``, if any), each with why it waits.
@@ -47,12 +54,15 @@ def job_listing(queue: Queue, states: Sequence[str], limit: int, *,
         states: :class:`JobState` values; empty means every state.
         limit: the most jobs listed.
         as_json: plain JSON rows (``--json``) instead of the table's.
+
+    Returns:
+        One row per job: its fields, ``workload`` (:func:`workload_of`) and
+        ``waiting`` (why a queued job is not running, None otherwise).
     """
     views = queue.jobs([JobState(s) for s in states] or None, limit)
     waiting = queue.waiting(views)
-    if as_json:
-        return [{**plain(v), "waiting": waiting.get(v.id)} for v in views]
-    return [{**job_row(v), "waiting": waiting.get(v.id)} for v in views]
+    row = plain if as_json else job_row
+    return [{**row(v), "workload": workload_of(v), "waiting": waiting.get(v.id)} for v in views]
 
 
 def device_listing(queue: Queue, *, show_all: bool,

@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from farm.api.listings import workload_of
 from farm.health.readings import shown
 from farm.jobs.tune_progress import TuneCounters
-from farm.kinds import KINDS
 from farm.queue.hosts import HostRecord, readings_stale, stale_health_reason
 from farm.queue.models import DeviceHealth, DeviceState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
@@ -156,12 +156,6 @@ class JobDetailOut(BaseModel):
 def job_out(view: JobView, waiting: dict[int, str]) -> JobOut:
     """A job with its wait reason from ``waiting`` (job id -> reason) and its workload."""
     return JobOut(job=view, waiting=waiting.get(view.id), workload=workload_of(view))
-
-
-def workload_of(view: JobView) -> str | None:
-    """The job's workload label; None for a kind this farm does not know."""
-    kind = KINDS.get(view.kind)
-    return None if kind is None else kind.workload(view.spec)
 
 
 class ResultsOut(BaseModel):

@@ -28,8 +28,10 @@ __all__ = ["db"]
 
 
 @click.group("db")
-def db() -> None:
+@pass_state
+def db(state: CliState) -> None:
     """The queue database's schema: show its revision, or upgrade it."""
+    state.require_local()  # the settings' database is this host's, never --server's
 
 
 @db.command("status")

@@ -43,6 +43,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from farm import logs
+from farm.cli.state import CliState, pass_state
 from farm.clock import SystemClock
 from farm.config import Settings
 from farm.demo_model import write_small_cnn
@@ -354,9 +355,11 @@ def _report(result: DemoResult, console: Console) -> None:
 @click.option("--same-model", is_flag=True,
               help="Every phone of one model, so that with --keep 'enqueue tune --phones 2' "
                    "finds two phones of one model (by default they cycle through four models).")
-def demo(phones: int, n: int, data_dir: Path | None, keep: bool, no_model: bool,
-         same_model: bool) -> None:
+@pass_state
+def demo(state: CliState, phones: int, n: int, data_dir: Path | None, keep: bool,
+         no_model: bool, same_model: bool) -> None:
     """Run GEMM and a small ONNX model on virtual phones through farmd, then stop everything."""
+    state.require_local()
     stdout: TextIO = sys.stdout
     console = Console(file=stdout, width=None if stdout.isatty() else 140, highlight=False)
     with _sigterm_as_ctrl_c():

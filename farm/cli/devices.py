@@ -11,8 +11,13 @@ refreshes it), and the farmd host that runs it. A phone whose host stopped
 heartbeating (``hosts.dead_after_s``) shows as ``unreachable``: its row keeps
 the dead host's last word (``state`` in ``--json``), and ``unreachable`` is true.
 An offline or unreachable phone is not probed: its health shows as ``unknown``
-and its readings as stale, with their age (``readings`` column, ``stale`` and
+and its readings as stale, with their age (``sampled`` column, ``stale`` and
 ``readings_age_s`` in ``--json``). Such phones are hidden unless ``--all``.
+
+The table fits a 100-column terminal: serial (never cut), state, health and
+why, the readings one a line, and their age; ``--wide`` adds the host, facts,
+attempt, holds and last seen, each cell on one line however wide the table
+gets; ``--json`` has every field.
 
 Drain is a flag apart from the phone's state: a drained phone finishes its
 attempt and then gets no work until undrained. Release takes a phone out of
@@ -29,28 +34,47 @@ from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 
 __all__ = ["devices", "drain", "release", "undrain"]
 
+#: ``farmctl devices``: what tells whether a device takes work, in 100 columns:
+#: the serial whole, one reading a line, and how old the readings are.
 _COLUMNS = [
-    Column("serial"), Column("host"), Column("shown_state", "state"), Column("health"),
-    Column("health_reason", "why"), Column("now", "readings now"),
+    Column("serial", whole=True), Column("shown_state", "state"), Column("health"),
+    Column("health_reason", "why"), Column("now", "readings now", stack=", "),
+    Column("readings", "sampled"),
+]
+#: ``farmctl devices --wide``: every column, facts, holds and host too.
+_WIDE_COLUMNS = [
+    Column("serial", whole=True), Column("host"), Column("shown_state", "state"),
+    Column("health"), Column("health_reason", "why"),
+    Column("now", "readings now", stack=", "),
     Column("abi"), Column("sdk", justify="right"), Column("soc"), Column("gpu"),
     Column("attempt_id", "attempt", "right"), Column("held_outside", "held by"),
     Column("reserved", "reserved"),
-    Column("readings"), Column("last_seen", "last seen"),
+    Column("readings", "sampled"), Column("last_seen", "last seen"),
 ]
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON instead of a table: every field and reading.")
+@click.option("--wide", is_flag=True,
+              help="Also show host, ABI, SDK, SoC, GPU, attempt, holds, reservation and "
+                   "last seen, each cell on one line, however wide (the default table "
+                   "fits 100 columns).")
 @click.option("--all", "show_all", is_flag=True,
               help="Also list offline and unreachable devices (hidden by default).")
 @pass_state
-def devices(state: CliState, as_json: bool, show_all: bool) -> None:
-    """List devices: state, health and why, the readings their kind declares, facts."""
+def devices(state: CliState, as_json: bool, wide: bool, show_all: bool) -> None:
+    """List devices: state, health and why, the readings their kind declares.
+
+    The table fits a 100-column terminal: serial, state, health and why, the
+    readings that can keep a job off the device (one a line) and their age.
+    ``--wide`` adds the facts and holds; ``--json`` has every field.
+    """
     rows, hidden = state.listing("devices", {"show_all": show_all})
     if as_json:
         echo_json(rows)
     else:
-        print_table(rows, _COLUMNS, "phones")
+        print_table(rows, _WIDE_COLUMNS if wide else _COLUMNS, "phones", wide=wide)
     if hidden:
         note(f"{hidden} offline or unreachable device{'s' if hidden != 1 else ''} hidden "
              "(--all shows them)")

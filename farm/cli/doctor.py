@@ -38,7 +38,7 @@ import click
 from rich.table import Table
 
 from farm.adb import Adb, AdbServer
-from farm.cli.output import _console, echo_json
+from farm.cli.output import _console, echo_json, note
 from farm.cli.state import CliState, pass_state
 from farm.config import Settings
 from farm.errors import FarmError
@@ -398,7 +398,14 @@ def _print(checks: list[Check]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @pass_state
 def doctor(state: CliState, as_json: bool) -> None:
-    """Check adb, phones, tracker, tools, NDK, ports and database; say what to fix."""
+    """Check this host's adb, phones, tracker, tools, NDK, ports and database; say what to fix.
+
+    It checks the machine it runs on, with its config: under ``--server`` it
+    says so first (on stderr), since the farm server is not what it checks.
+    """
+    if state.server is not None:
+        note(f"note: doctor checks this host and its config, not the farm server "
+             f"{state.server} (--server or FARM_SERVER); run it on the farm host to check that")
     checks = run_checks(state.settings, farmd_running=state.farmd().running)
     if as_json:
         echo_json([asdict(c) for c in checks])

@@ -4,6 +4,10 @@ The bundle (:mod:`farm.jobs.bundle`) holds the compiled library, the MetaSchedul
 database, the model, a manifest and a README; nothing in it needs farm. Errors
 are one line, exit code 2: an unknown job, a job that is not a tune of a model,
 one that has not succeeded, an ``--out`` that exists and is not empty.
+
+With ``--server`` the farm host builds the same bundle (the dashboard's
+download, ``GET /api/v1/dashboard/jobs/{id}/export.zip``) and farmctl unpacks
+it into ``--out`` (:meth:`farm.cli.remote.RemoteService.export`).
 """
 
 from __future__ import annotations
@@ -13,10 +17,6 @@ from pathlib import Path
 import click
 
 from farm.cli.state import CliState, pass_state
-from farm.jobs.bundle import write_bundle
-from farm.jobs.cache import CompileCache
-from farm.kinds.run import COMPILE_CACHE_DIR
-from farm.kinds.tuned import finished_tune
 
 __all__ = ["export"]
 
@@ -28,6 +28,16 @@ __all__ = ["export"]
 @pass_state
 def export(state: CliState, job_id: int, out: Path) -> None:
     """Write a finished model-tuning job's library, database and manifest to --out."""
+    if state.server is not None:
+        state.remote.export(job_id, out)
+        click.echo(f"job {job_id} exported to {out}")
+        return
+    # Imported here: the bundle's writer and the compile cache are the farm host's.
+    from farm.jobs.bundle import write_bundle
+    from farm.jobs.cache import CompileCache
+    from farm.kinds.run import COMPILE_CACHE_DIR
+    from farm.kinds.tuned import finished_tune
+
     data_dir = Path(state.settings.data_dir)
     tune = finished_tune(state.store, data_dir, job_id, field="JOB_ID")
     write_bundle(tune.bundle_input(state.store, data_dir), out.expanduser(),

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import re
+import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from farm.cli.output import Column, echo_json, plain, print_table, to_json
+from farm.cli.output import Column, amount, echo_json, plain, print_table, to_json
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.click_types import JOB_ID, LIMIT, Seconds
 from farm.errors import FarmError
@@ -21,6 +23,7 @@ from farm.queue.states import JobState
 if TYPE_CHECKING:
     from farm.jobs.tune_progress import TuneCounters
     from farm.queue.records import AttemptView, JobView, ResultView
+    from farm.results.rows import SampleRow
     from farm.runner.wake import JobWaiter
 
 __all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "LOAD_COLUMNS", "RESULT_COLUMNS", "WaitTimedOut",
@@ -82,6 +85,9 @@ _JOB_COLUMNS = [
     Column("attempts", justify="right"), Column("submitted_at", "submitted"),
     Column("finished_at", "finished"), Column("error"), Column("waiting"),
 ]
+#: ``farmctl jobs``: each job's workload too (``gemm n=512 float32``), so jobs of one
+#: kind tell apart without ``job ID``.
+_JOBS_COLUMNS = [*_JOB_COLUMNS[:2], Column("workload"), *_JOB_COLUMNS[2:]]
 
 
 def _waiting(state: CliState, views: list[JobView]) -> dict[int, str]:
@@ -100,12 +106,12 @@ def _get_job(state: CliState, job_id: int) -> JobView:
 @_JSON
 @pass_state
 def jobs(state: CliState, states: tuple[str, ...], limit: int, as_json: bool) -> None:
-    """List jobs, newest first."""
+    """List jobs, newest first, each with its workload and why it waits."""
     rows = state.listing("jobs", {"states": list(states), "limit": limit, "as_json": as_json})
     if as_json:
         echo_json(rows)
         return
-    print_table(rows, _JOB_COLUMNS, "jobs")
+    print_table(rows, _JOBS_COLUMNS, "jobs")
     if not state.listed_by_farmd:
         warn_if_no_farmd(state)
 
@@ -261,6 +267,8 @@ def wait(state: CliState, job_id: int, timeout_s: float | None, poll_s: float) -
 
     On a farm host it sleeps on the wake farmd uses (farm.runner.wake.JobWaiter):
     the attempt's end wakes it at once; ``--poll`` is only the safety net.
+    A succeeded job's line gives each phone's median and sample count, the
+    figures of ``farmctl results --job ID``.
     """
     with contextlib.ExitStack() as stack:
         waiter = None
@@ -272,8 +280,8 @@ def wait(state: CliState, job_id: int, timeout_s: float | None, poll_s: float) -
         view = _wait_for(state, job_id, timeout_s, poll_s, waiter)
     if view.state is not JobState.SUCCEEDED:
         raise FarmError(f"job {job_id} {view.state.value}: {view.error or 'no reason recorded'}")
-    result = next(iter(state.queue.results(job_id)), None)
-    click.echo(f"job {job_id} succeeded" + (f": {_figures(result)}" if result else ""))
+    medians = _medians(state.queue.sample_rows(job_id=job_id))
+    click.echo(f"job {job_id} succeeded" + (f": {medians}" if medians else ""))
 
 
 def _wait_for(state: CliState, job_id: int, timeout_s: float | None, poll_s: float,
@@ -338,8 +346,26 @@ def _describe(view: JobView) -> str:
             f"(attempt {view.attempts_made}/{view.attempts_max})")
 
 
-def _figures(result: ResultView) -> str:
-    row = result_row(result)
-    parts = [f"{k} {row[k]:.6g}" for k in ("mean_s", "gflops", "speedup")
-             if isinstance(row.get(k), (int, float))]
-    return ", ".join([*parts, f"{row['samples']} samples"])
+def _medians(rows: Sequence[SampleRow]) -> str:
+    """Each phone's median, as ``farmctl results`` shows it: ``median 12.345 ms on R1 (n=60)``.
+
+    The same samples as :func:`~farm.results.spreads.phone_spreads` takes: each
+    phone's last measurement (a noisy phone's re-run replaces the first,
+    :func:`~farm.results.rows.latest_repetition`), never pooled over phones; the
+    same median (the middle value, or the mean of the two middle ones, as
+    numpy's); empty without samples. Computed here without numpy: ``wait`` runs
+    beside the attempt it waits for.
+
+    Args:
+        rows: one job's flat sample rows (:meth:`farm.api.service.Queue.sample_rows`).
+    """
+    from farm.results.rows import latest_repetition
+
+    by_serial: dict[str | None, list[float]] = defaultdict(list)
+    for row in latest_repetition(rows):
+        by_serial[row.serial].append(row.value)
+    unit = rows[0].unit if rows else ""
+    parts = [f"{amount(statistics.median(values), unit)}"
+             + (f" on {serial}" if serial is not None else "") + f" (n={len(values)})"
+             for serial, values in sorted(by_serial.items(), key=lambda kv: kv[0] or "")]
+    return f"median {', '.join(parts)}" if parts else ""

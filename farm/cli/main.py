@@ -19,11 +19,12 @@ from pathlib import Path
 import click
 
 from farm import __version__, privacy
+from farm.cli.state import LOCAL_ONLY
 from farm.click_types import CONTEXT_SETTINGS
 from farm.envvars import ENV_SERVER, ENV_TOKEN
 from farm.errors import FarmError
 
-__all__ = ["COMMANDS", "LAZY_LOGGING", "cli", "main"]
+__all__ = ["COMMANDS", "LAZY_LOGGING", "REMOTE_COMMANDS", "cli", "main"]
 
 #: Every farmctl command: its module and attribute, and its one-line help for
 #: ``farmctl --help``. A command's module is imported only when that command
@@ -55,6 +56,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "token": ("farm.cli.token:token", "The HTTP API's tokens: create, list, revoke."),
 }
 
+#: The commands ``--server`` runs through the HTTP API: all but the farm host's
+#: own (:data:`farm.cli.state.LOCAL_ONLY`, refused in one line) and ``doctor``,
+#: which checks this host and says so.
+REMOTE_COMMANDS = [name for name in COMMANDS if name not in LOCAL_ONLY and name != "doctor"]
+
 #: Commands whose path logs only through :func:`farm.logs.get_logger`, so their
 #: logging is configured at the first event: they never import structlog
 #: (0.15 s of CPU) unless they log (tests/unit/cli/test_cli_start.py). ``wait``
@@ -84,6 +90,23 @@ class FarmGroup(click.Group):
         if not isinstance(command, click.Command):
             raise TypeError(f"{entry[0]} is not a click command")
         return command
+
+    def resolve_command(self, ctx: click.Context,
+                        args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        """The command ``args`` names; an unknown name's error suggests the closest ones.
+
+        click suggests among ``self.commands`` only, which holds none of the
+        lazy :data:`COMMANDS`: ``farmctl enqeue`` said no more than "No such command".
+
+        Raises:
+            click.exceptions.NoSuchCommand: no such command (exit 2), with
+                ``Did you mean 'enqueue'?`` when a name is close (difflib).
+        """
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as exc:
+            raise click.exceptions.NoSuchCommand(
+                exc.command_name, possibilities=self.list_commands(ctx), ctx=ctx) from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The commands section of ``--help`` from :data:`COMMANDS`' one-liners (no imports)."""
@@ -117,8 +140,8 @@ class FarmGroup(click.Group):
               type=click.Choice(["debug", "info", "warning", "error", "critical"]))
 @click.option("--server", envvar=ENV_SERVER, metavar="URL",
               help="Use a farmd's HTTP API from any machine instead of the local database "
-                   "(devices, jobs, job, enqueue, cancel, results, wait, drain, undrain, "
-                   "release, reserve, unreserve, reservations, hosts). Default: $FARM_SERVER.")
+                   f"({', '.join(REMOTE_COMMANDS)}; {', '.join(sorted(LOCAL_ONLY))} refuse it, "
+                   "doctor checks this host). Default: $FARM_SERVER.")
 @click.option("--token", envvar=ENV_TOKEN, show_default=False,
               help="The API token for --server (farmctl token create). Default: $FARM_TOKEN.")
 @click.pass_context

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -30,11 +31,13 @@ from farm.jsonable import plain  # kept here for farmctl's commands, which impor
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["Column", "echo_json", "note", "plain", "print_table", "to_csv", "to_json"]
+__all__ = ["Column", "amount", "echo_json", "note", "plain", "print_table", "to_csv", "to_json"]
 
 #: Width for tables when stdout is not a terminal (pipes, tests): wide enough
 #: that columns are not folded into unreadable slivers.
 PIPE_WIDTH = 160
+#: The widest a ``wide`` table is drawn on a terminal (characters).
+_WIDE_MAX = 10_000
 
 
 def to_json(data: Any) -> str:
@@ -58,13 +61,32 @@ def to_csv(rows: Sequence[Mapping[str, Any]], fields: Sequence[str]) -> str:
     return buffer.getvalue()
 
 
-class Column:
-    """One table column: a row key, a header and an optional justification."""
+def amount(value: float, unit: str) -> str:
+    """``12.345 ms`` for seconds, else ``value unit`` to 4 significant digits.
 
-    def __init__(self, key: str, header: str | None = None, justify: str = "left") -> None:
+    How ``farmctl results`` and ``farmctl wait`` write a median, so the two agree.
+    """
+    return f"{value * 1e3:.3f} ms" if unit == "s" else f"{value:.4g} {unit}"
+
+
+class Column:
+    """One table column: a row key, a header, an optional justification.
+
+    ``whole``: on a terminal the column is as wide as its widest cell and never
+    shrinks, so its values (serials) are never cut with an ellipsis: other
+    columns wrap first, and a terminal too narrow even for it folds the value
+    onto more lines, whole. ``stack``: on a terminal a cell is split at this
+    separator into one line per part, each never wrapped (``", "``: one reading
+    a line, instead of words wrapped in a sliver); piped, the cell stays one line.
+    """
+
+    def __init__(self, key: str, header: str | None = None, justify: str = "left", *,
+                 whole: bool = False, stack: str | None = None) -> None:
         self.key = key
         self.header = header or key
         self.justify = justify
+        self.whole = whole
+        self.stack = stack
 
 
 def _cell(value: Any) -> str:
@@ -82,6 +104,14 @@ def _cell(value: Any) -> str:
 
 
 def _stdout_is_tty() -> bool:
+    """Whether stdout is a terminal; ``TTY_COMPATIBLE=1`` or ``0`` (rich's variable) says so.
+
+    ``TTY_COMPATIBLE=1 COLUMNS=100 farmctl devices | less -R`` draws the table a
+    100-column terminal shows (rich reads both variables).
+    """
+    forced = os.environ.get("TTY_COMPATIBLE", "")
+    if forced in ("0", "1"):
+        return forced == "1"
     stream = sys.stdout  # click's CliRunner swaps it too; get_text_stream is deprecated
     return hasattr(stream, "isatty") and stream.isatty()
 
@@ -98,11 +128,19 @@ def _tsv_cell(value: Any) -> str:
     return " ".join(_cell(value).split()) if value is not None else ""
 
 
+def _stacked(text: str, separator: str | None) -> str:
+    """``text`` with one line per part between ``separator``s (unchanged for None)."""
+    return text if separator is None else "\n".join(text.split(separator))
+
+
 def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column],
-                title: str | None = None) -> None:
+                title: str | None = None, *, wide: bool = False) -> None:
     """Print ``rows`` on stdout: a rich table on a terminal, tab-separated lines elsewhere.
 
-    ``no <title>`` goes to stderr when there are no rows.
+    ``no <title>`` goes to stderr when there are no rows. ``wide``: on a
+    terminal, every cell on one line and the table as wide as they make it,
+    past the terminal's width (as ``kubectl get -o wide``; ``less -S`` scrolls
+    it), rather than many columns squeezed into slivers.
     """
     if not rows:
         note(f"no {title or 'rows'}")
@@ -112,14 +150,26 @@ def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column],
         lines += ["\t".join(_tsv_cell(row.get(c.key)) for c in columns) for row in rows]
         click.echo("\n".join(lines))
         return
+    from rich.cells import cell_len
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
-    for column in columns:
-        table.add_column(column.header, justify=column.justify)  # type: ignore[arg-type]
-    for row in rows:
-        table.add_row(*(_cell(row.get(c.key)) for c in columns))
-    _console().print(table)
+    cells = [[_stacked(_cell(row.get(c.key)), c.stack) for c in columns] for row in rows]
+    for index, column in enumerate(columns):
+        width = None
+        if column.whole:  # the widest cell, never collapsed (rich shrinks only unset widths)
+            width = max(cell_len(line) for cell in [column.header, *(r[index] for r in cells)]
+                        for line in cell.splitlines() or [""])
+        table.add_column(column.header, justify=column.justify,  # type: ignore[arg-type]
+                         width=width, overflow="fold",
+                         no_wrap=wide or column.stack is not None)
+    for row_cells in cells:
+        table.add_row(*row_cells)
+    console = _console()
+    if wide:
+        unbounded = console.options.update_width(_WIDE_MAX)
+        console.width = max(console.width, console.measure(table, options=unbounded).maximum)
+    console.print(table)
 
 
 def note(message: str) -> None:

@@ -12,10 +12,16 @@ A job's wait reason, attempts, result and tuning progress come with the job
 (``GET /api/v1/jobs/{id}``): the client keeps the newest answer per job, so
 ``waiting``, ``attempts``, ``results`` and ``tuning`` after ``job`` or
 ``jobs`` cost no further request; likewise ``dead_hosts`` after ``hosts``.
+
+A finished tune's bundle (``farmctl export``) comes as the dashboard's zip and
+is unpacked here (:meth:`RemoteService.export`, :func:`unpack_bundle`), for
+``farmctl --server export`` and :mod:`farm.client` alike.
 """
 
 from __future__ import annotations
 
+import io
+import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,7 +44,7 @@ from farm.queue.reservations import ReservationView
 from farm.queue.spec import DeviceSelection
 from farm.results.rows import SampleRow
 
-__all__ = ["BUNDLE_TIMEOUT_S", "TIMEOUT_S", "RemoteService"]
+__all__ = ["BUNDLE_TIMEOUT_S", "TIMEOUT_S", "RemoteService", "unpack_bundle"]
 
 #: Seconds to wait for the server's answer (connect, read); an enqueue checks
 #: the spec against the queue, which is quick.
@@ -306,6 +312,33 @@ class RemoteService:
         return self._send("GET", f"/dashboard/jobs/{job_id}/export.zip",
                           timeout=BUNDLE_TIMEOUT_S).content
 
+    def export(self, job_id: int, out: str | Path) -> Path:
+        """Write a finished model tune's bundle into ``out``, the files ``farmctl export`` writes.
+
+        The library, MetaSchedule database, model, inputs and expected outputs,
+        manifest, README and C++ example (:mod:`farm.jobs.bundle`), downloaded
+        as the dashboard's zip (:meth:`bundle`) and unpacked.
+
+        Args:
+            job_id: the tune job.
+            out: a folder that does not exist or is empty.
+
+        Returns:
+            ``out``, its ``~`` expanded.
+
+        Raises:
+            SpecError: ``out`` exists and is not an empty folder (checked before
+                any request), or cannot be written (field ``out``).
+            NotFound: the job is no finished tune of a model, or it left no compiled
+                library to download (the server's one line says which).
+            InfraFault: the server's answer is not a bundle.
+        """
+        folder = Path(out).expanduser()
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+            raise SpecError("out", f"{folder} exists and is not an empty folder")
+        unpack_bundle(self.bundle(job_id), f"job-{job_id}-bundle/", folder)
+        return folder
+
     def submit(self, raw: dict[str, Any], *, wait_for_device: bool = False,
                each: bool = False) -> Submitted:
         """Queue a spec (``POST /api/v1/jobs``); its owner is the token's."""
@@ -347,3 +380,37 @@ class RemoteService:
             list[ReservationView],
             self._call("GET", "/reservations", params={"ended_too": ended_too}))
         return views
+
+
+def unpack_bundle(data: bytes, top: str, folder: Path) -> None:
+    """Write the files of zip ``data`` under its folder ``top`` into ``folder``.
+
+    Every member is checked before anything is written, so a bad archive leaves
+    ``folder`` as it was.
+
+    Raises:
+        InfraFault: ``data`` is no zip, or a member lies outside ``top`` (or
+            climbs out of it with ``..``).
+        SpecError: ``folder`` cannot be written (field ``out``).
+    """
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        raise InfraFault("the farm server's bundle is not a zip archive") from None
+    with archive:
+        members: list[tuple[zipfile.ZipInfo, Path]] = []
+        for member in archive.infolist():  # all checked before anything is written
+            relative = Path(member.filename[len(top):])
+            if (not member.filename.startswith(top) or relative.is_absolute()
+                    or ".." in relative.parts):
+                raise InfraFault(f"the farm server's bundle holds {member.filename!r}, "
+                                 f"outside {top}")
+            if not member.is_dir() and relative.parts:
+                members.append((member, relative))
+        try:
+            for member, relative in members:
+                (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+                (folder / relative).write_bytes(archive.read(member))
+        except OSError as exc:
+            raise SpecError("out", f"cannot write the bundle into {folder}: "
+                                   f"{exc.strerror or exc}") from None

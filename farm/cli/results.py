@@ -21,7 +21,7 @@ import click
 from farm.cli.ab_table import print_ab
 from farm.cli.compare import show_regressions
 from farm.cli.jobs import LOAD_COLUMNS, load_rows
-from farm.cli.output import Column, echo_json, note, print_table, to_csv
+from farm.cli.output import Column, amount, echo_json, note, print_table, to_csv
 from farm.cli.profile_table import print_profiles, write_job_outputs
 from farm.cli.state import CliState, pass_state
 from farm.click_types import JOB_ID, LIMIT
@@ -46,11 +46,6 @@ _SPREAD_COLUMNS = [
 ]
 
 
-def _amount(value: float, unit: str) -> str:
-    """``12.345 ms`` for seconds, else ``value unit`` to 4 significant digits."""
-    return f"{value * 1e3:.3f} ms" if unit == "s" else f"{value:.4g} {unit}"
-
-
 def _interval(low: float, high: float, unit: str) -> str:
     """``9.900-10.100 ms`` for seconds, else ``low-high unit``."""
     if unit == "s":
@@ -63,7 +58,7 @@ def _spread_row(figure: PhoneSpread) -> dict[str, Any]:
     return {
         "job_id": figure.job_id, "run_id": figure.run_id, "serial": figure.serial,
         "workload": figure.workload, "n": s.n,
-        "median": _amount(s.median, unit), "iqr": _amount(s.iqr, unit),
+        "median": amount(s.median, unit), "iqr": amount(s.iqr, unit),
         "cv_pct": f"{100 * s.cv:.1f}",
         "ci": _interval(s.ci_low, s.ci_high, unit),
         "battery_temp_c": None if figure.battery_temp_c is None else f"{figure.battery_temp_c:.1f}",
@@ -118,6 +113,8 @@ def results(ctx: click.Context, state: CliState, job_id: int | None, run_id: str
             raise click.UsageError("--outputs needs --job")
         write_job_outputs(state.queue, job_id, outputs_dir)
     if list_regressions:
+        state.require_local("--regressions", "reads the regression watch's verdicts from the "
+                                             "farm host's database, which the API does not serve")
         show_regressions(state, limit=limit, as_json=as_json or fmt == "json")
         return
     fmt_given = ctx.get_parameter_source("fmt") is not click.core.ParameterSource.DEFAULT

@@ -8,8 +8,10 @@ Commands that also work from any machine read :attr:`CliState.queue`: the
 local :class:`~farm.api.service.FarmService` over the store, or, with
 ``--server URL`` (``FARM_SERVER``), the API's client
 (:class:`farm.cli.remote.RemoteService`) with the token of ``--token``
-(``FARM_TOKEN``). Commands that need the database itself (tokens, logs,
-export...) read :attr:`CliState.store`, which refuses under ``--server``.
+(``FARM_TOKEN``). Commands that need the farm host itself (:data:`LOCAL_ONLY`:
+its database, its files, its adb) read :attr:`CliState.store` or call
+:meth:`CliState.require_local`, which refuse under ``--server`` in one line
+naming the command and why the API cannot serve it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,21 @@ if TYPE_CHECKING:
     from farm.queue.store import Store
     from farm.runner.pidfile import FarmdStatus
 
-__all__ = ["CliState", "login_name", "pass_state", "warn_if_no_farmd"]
+__all__ = ["LOCAL_ONLY", "CliState", "login_name", "pass_state", "warn_if_no_farmd"]
+
+#: The farmctl commands ``--server`` does not run, and why the HTTP API cannot
+#: serve them; every other command works through it (``doctor`` checks this
+#: host and says so), but for an option that needs the host (``results --regressions``).
+LOCAL_ONLY: dict[str, str] = {
+    "compare": "reads both sides' samples from the farm host's database (the dashboard's "
+               "compare page compares from anywhere)",
+    "logs": "reads device events from the farm host's database, which the API does not "
+            "serve ('farmctl job ID' shows a job's attempts)",
+    "db": "reads or migrates the farm host's database schema",
+    "token": "reads and writes the API's tokens in the farm host's database",
+    "records": "reads and writes the tuning records in the farm host's database",
+    "demo": "starts a farm of its own (farmd, virtual phones) on this machine",
+}
 
 
 def login_name() -> str | None:
@@ -81,11 +97,9 @@ class CliState:
         Raises:
             StoreError: the database cannot be opened; with ``database.auto_migrate``
                 off, its schema is older than this farm's (run ``farmctl db upgrade``).
+            UserFault: under ``--server`` (:meth:`require_local`).
         """
-        if self.server is not None:
-            command = click.get_current_context(silent=True)
-            name = command.command_path if command is not None else "this command"
-            raise UserFault(f"{name} works on a farm host's database, not through --server")
+        self.require_local()
         if self._store is None:
             import farm.kinds  # noqa: F401 - installs the job kinds the queue reads specs by
             from farm.queue.store import Store  # SQLAlchemy: not for a listing farmd answers
@@ -93,6 +107,43 @@ class CliState:
             self._store = Store(self.settings.database_url,
                                 auto_migrate=self.settings.database.auto_migrate)
         return self._store
+
+    def require_local(self, option: str | None = None, why: str | None = None) -> None:
+        """Refuse, under ``--server``, a command (or one of its options) that needs the farm host.
+
+        Args:
+            option: the option that needs it (``--regressions``); None: the command.
+            why: what it does there that the API cannot; None: the command's
+                :data:`LOCAL_ONLY` reason.
+
+        Raises:
+            UserFault: ``--server`` (or ``FARM_SERVER``) is set: the message names
+                the command (and option) and why.
+        """
+        if self.server is None:
+            return
+        context = click.get_current_context(silent=True)
+        words = ["farmctl", *(context.command_path.split()[1:] if context is not None else [])]
+        why = why or LOCAL_ONLY.get(words[1] if len(words) > 1 else "",
+                                    "works on the farm host's database")
+        what = " ".join(words + ([option] if option else []))
+        raise UserFault(f"{what} runs on a farm host, not through --server: it {why}")
+
+    @property
+    def remote(self) -> RemoteService:
+        """The API's client (``--server``), for what only it does (a bundle's download).
+
+        Raises:
+            RuntimeError: no ``--server``: a command asked for it on the local path.
+            UserFault: ``--server`` is not an http(s) URL.
+        """
+        if self.server is None:
+            raise RuntimeError("CliState.remote without --server")
+        if self._remote is None:
+            from farm.cli.remote import RemoteService  # httpx loads only when used
+
+            self._remote = RemoteService(self.server, self.token)
+        return self._remote
 
     @property
     def queue(self) -> Queue:
@@ -104,10 +155,7 @@ class CliState:
         """
         if self._queue is None:
             if self.server is not None:
-                from farm.cli.remote import RemoteService  # httpx loads only when used
-
-                self._remote = RemoteService(self.server, self.token)
-                self._queue = self._remote
+                self._queue = self.remote
             else:
                 from farm.api.service import FarmService
                 from farm.clock import SystemClock

@@ -10,12 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from api_helpers import T0
+from click.testing import CliRunner, Result
 from device_states import put_state
 
 from farm.api.context import ApiContext
 from farm.api.errors import NotFound, Unauthorized
 from farm.cli.jobs import WaitTimedOut
-from farm.client import Farm, JobFailed, _unpack
+from farm.cli.main import cli
+from farm.cli.remote import unpack_bundle
+from farm.client import Farm, JobFailed
 from farm.clock import FakeClock
 from farm.config import Settings
 from farm.demo_model import write_small_cnn
@@ -150,7 +153,30 @@ class TestClient:
             bundle.writestr("job-1-bundle/manifest.json", "{}")
             bundle.writestr("job-1-bundle/../escaped.txt", "no")
         with pytest.raises(InfraFault, match=r"escaped\.txt"):
-            _unpack(archive.getvalue(), "job-1-bundle/", tmp_path / "out")
+            unpack_bundle(archive.getvalue(), "job-1-bundle/", tmp_path / "out")
         assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "out").exists()
         with pytest.raises(InfraFault, match="not a zip"):
-            _unpack(b"html", "job-1-bundle/", tmp_path / "out")
+            unpack_bundle(b"html", "job-1-bundle/", tmp_path / "out")
+
+    def test_farmctl_server_export_downloads_through_the_same_client(
+        self, served: tuple[Farm, Store], tmp_path: Path
+    ) -> None:
+        """farmctl --server export asks the server (its one line for a job with no bundle) and
+        refuses a full folder as the client does; it no longer refuses --server."""
+        farm, store = served
+        job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0)
+        token = store.create_token("carol", T0)
+
+        def export(out: Path) -> Result:
+            return CliRunner().invoke(cli, ["--server", farm.service.url, "--token", token,
+                                            "export", str(job_id), "--out", str(out)],
+                                      env={"FARM_CONFIG": None, "FARM_SERVER": None})
+
+        no_bundle = export(tmp_path / "bundle")
+        assert (no_bundle.exit_code, no_bundle.stderr) == (
+            2, f"Error: job {job_id} is a gemm job, not a tune of a model\n")
+        assert not (tmp_path / "bundle").exists()
+        (tmp_path / "full").mkdir()
+        (tmp_path / "full" / "mine.txt").write_text("keep")
+        full = export(tmp_path / "full")
+        assert full.exit_code == 2 and "full exists and is not an empty folder" in full.stderr

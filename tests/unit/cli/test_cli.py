@@ -39,6 +39,16 @@ class TestListings:
         rows = json.loads(farmctl("jobs", "--json").stdout)
         assert [r["id"] for r in rows] == [2, 1] and rows[0]["state"] == "queued"
 
+    def test_jobs_table_and_json_show_each_jobs_workload(self, farmctl, store: Store) -> None:
+        """jobs has a workload column, so two gemm jobs of different sizes tell apart."""
+        store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
+        store.enqueue({"kind": "gemm", "params": {"n": 128, "dtype": "float16"}}, NOW)
+        lines = [line.split("\t") for line in farmctl("jobs").stdout.splitlines()]
+        column = lines[0].index("workload")
+        assert [line[column] for line in lines[1:]] == ["gemm n=128 float16", "gemm n=64 float32"]
+        rows = json.loads(farmctl("jobs", "--json").stdout)
+        assert [r["workload"] for r in rows] == ["gemm n=128 float16", "gemm n=64 float32"]
+
     def test_jobs_table_filters_by_state(self, farmctl, store: Store) -> None:
         """jobs --state succeeded shows only finished jobs."""
         done = finished_job(store)
@@ -108,10 +118,35 @@ class TestJobControl:
         assert again.exit_code == 1 and "already ended (cancelled)" in again.stderr
 
     def test_wait_succeeded_exits_0(self, farmctl, store: Store) -> None:
-        """wait on a succeeded job exits 0 and prints its figures."""
+        """wait on a succeeded job exits 0 and prints its median and sample count."""
         job_id = finished_job(store)
         result = farmctl("wait", str(job_id))
-        assert result.exit_code == 0 and "gflops 1.4" in result.stdout
+        assert (result.exit_code, result.stdout) == (
+            0, f"job {job_id} succeeded: median 375.000 ms (n=2)\n")
+
+    def test_wait_and_results_show_the_same_median_of_the_same_samples(
+            self, farmctl, store: Store) -> None:
+        """Per phone, wait prints the median and n the results table shows: the re-run's only."""
+        store.upsert_device("R2", NOW, {"abi": "arm64-v8a", "sdk": 34})
+        put_state(store, "R2", DeviceState.READY, "test", NOW)
+        job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}, "devices": {"count": 2}},
+                               NOW)
+        finished_job(store)  # R1 ready, and a first job whose samples must not count
+        [claim] = store.claim([Assignment(job_id, ("R1", "R2"), 60.0)], NOW)
+        # R1 measured once, noisy, then re-run; R2 once: the summary's mean pools all eight.
+        samples = (0.9, 0.1, 0.8, 0.2, 0.01, 0.02, 0.03, 0.04)
+        store.finish(claim.attempt.id, Outcome(
+            {"kind": "gemm", "mean_s": sum(samples) / len(samples)}, samples,
+            sample_serials=("R1",) * 6 + ("R2",) * 2, sample_repetitions=(0,) * 4 + (1, 1, 0, 0),
+        ), NOW)
+        waited = farmctl("wait", str(job_id))
+        assert waited.stdout == (f"job {job_id} succeeded: median 15.000 ms on R1 (n=2), "
+                                 "35.000 ms on R2 (n=2)\n")
+        table = [line.split("\t") for line in
+                 farmctl("results", "--job", str(job_id)).stdout.splitlines()]
+        column = {name: i for i, name in enumerate(table[0])}
+        assert [(row[column["phone"]], row[column["median"]], row[column["n"]])
+                for row in table[1:]] == [("R1", "15.000 ms", "2"), ("R2", "35.000 ms", "2")]
 
     def test_wait_failed_exits_1(self, farmctl, store: Store) -> None:
         """wait on a failed job exits 1 with its error."""
@@ -179,3 +214,18 @@ class TestDeviceCommands:
         put_state(store, "R1", DeviceState.READY, "ok", NOW)
         result = farmctl("release", "R1")
         assert result.exit_code == 2 and "not quarantined (it is ready)" in result.stderr
+
+
+class TestTypos:
+    def test_a_mistyped_command_suggests_the_right_one(self, farmctl) -> None:
+        """farmctl enqeue: exit 2, and the error names the command meant."""
+        result = farmctl("enqeue", "gemm")
+        assert result.exit_code == 2
+        assert result.stderr.splitlines()[-1] == (
+            "Error: No such command 'enqeue'. Did you mean 'enqueue'?")
+
+    def test_a_name_like_no_command_suggests_nothing(self, farmctl) -> None:
+        """A word far from every command is refused without a guess."""
+        result = farmctl("frobnicate")
+        assert (result.exit_code, result.stderr.splitlines()[-1]) == (
+            2, "Error: No such command 'frobnicate'.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,9 +35,24 @@ def store(config: Path) -> Iterator[Store]:
         yield opened
 
 
-def farmctl(config: Path, *args: str) -> Result:
-    """Run farmctl with the test config."""
-    return CliRunner().invoke(cli, ["--config", str(config), *args], env={"FARM_CONFIG": None})
+def farmctl(config: Path, *args: str, terminal_columns: int | None = None) -> Result:
+    """Run farmctl with the test config; with ``terminal_columns``, as on a terminal that wide."""
+    env: dict[str, str | None] = {"FARM_CONFIG": None}
+    if terminal_columns is not None:  # rich's own variables: a terminal, this wide
+        env.update(TTY_COMPATIBLE="1", COLUMNS=str(terminal_columns), NO_COLOR="1")
+    return CliRunner().invoke(cli, ["--config", str(config), *args], env=env)
+
+
+def _screen(result: Result) -> list[str]:
+    """What a terminal shows of stdout: its lines without colour codes or trailing blanks."""
+    return [re.sub(r"\x1b\[[0-9;]*m", "", line).rstrip() for line in result.stdout.splitlines()]
+
+
+#: A phone's five readings that can keep a job off it, as the table writes them.
+_READINGS = {"battery_pct": 81, "battery_temp_c": 31.5, "thermal_status": 1,
+             "max_zone_temp_c": 45.2, "free_storage_mb": 12345.6}
+_SHOWN = ["battery_pct 81 %", "battery_temp_c 31.5 °C", "thermal_status 1",
+          "max_zone_temp_c 45.2 °C", "free_storage_mb 12345.6 MiB"]
 
 
 class TestDevices:
@@ -67,8 +83,39 @@ class TestDevices:
         serial = "127.0.0.1:40123-a-serial-as-long-as-emulators-and-boards-make-them"
         store.upsert_device(serial, NOW, {"abi": "x86_64", "soc": "a-long-soc-name-" * 4})
         lines = farmctl(config, "devices").stdout.splitlines()
-        assert lines[0].split("\t")[:3] == ["serial", "host", "state"]
+        assert lines[0].split("\t")[:3] == ["serial", "state", "health"]
         assert [line.split("\t")[0] for line in lines[1:]] == [serial, "R1", "R2"]
+        wide = farmctl(config, "devices", "--wide").stdout.splitlines()
+        assert wide[0].split("\t")[:3] == ["serial", "host", "state"]
+        assert "a-long-soc-name-" * 4 in wide[1].split("\t")
+
+    @pytest.mark.parametrize("terminal_columns", [100, 120])
+    def test_terminal_table_fits_100_columns_serials_and_readings_whole(
+            self, config: Path, store: Store, terminal_columns: int) -> None:
+        """On a 100- or 120-column terminal the table fits: serials whole, a reading a line."""
+        serial = "127.0.0.1:40123"
+        store.upsert_device(serial, NOW, {"abi": "arm64-v8a", "sdk": 34, "soc": "SM8150",
+                                          "gpu": "Adreno (TM) 640"})
+        store.record_health(serial, NOW, _READINGS)
+        store.set_device_health(serial, DeviceHealth.BAD,
+                                "battery_temp_c 41.2 > 40 (cooling before a job)", NOW)
+        screen = _screen(farmctl(config, "devices", terminal_columns=terminal_columns))
+        assert max(len(line) for line in screen) <= terminal_columns
+        assert "…" not in "".join(screen)
+        rows = [line.split("│")[1:-1] for line in screen if line.startswith("│")]
+        assert [cells[0].strip() for cells in rows if cells[0].strip()] == [serial, "R1", "R2"]
+        first = rows.index(next(cells for cells in rows if cells[0].strip() == serial))
+        assert [cells[4].strip() for cells in rows[first:first + 5]] == _SHOWN  # R1 is next
+
+    def test_wide_table_keeps_every_cell_on_one_line(self, config: Path, store: Store) -> None:
+        """--wide adds host, facts and last seen, a cell a line, past the terminal's width."""
+        store.record_health("R2", NOW, _READINGS)
+        screen = _screen(farmctl(config, "devices", "--wide", terminal_columns=100))
+        header = [cell.strip() for cell in next(x for x in screen if x.startswith("┃")).split("┃")]
+        assert {"host", "abi", "soc", "gpu", "held by", "reserved", "last seen"} <= set(header)
+        r2 = [line for line in screen if "│ R2 " in line]
+        assert len(r2) == 1 and "SM8150" in r2[0] and "ready" not in r2[0]  # R2 is busy
+        assert len(r2[0]) > 100
 
     def test_offline_phone_is_hidden_then_shown_stale_with_health_unknown(
             self, config: Path, store: Store) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
@@ -99,3 +100,19 @@ class TestDoctorDatabase:
         assert result.exit_code == 1, result.output  # no adb server
         assert "never migrated" in result.stdout
         assert _revision(unmigrated.database_url) is None
+
+    def test_doctor_under_server_says_it_checks_this_host(self, unmigrated: Settings) -> None:
+        """With --server doctor says first that it checks this host, not the server, then does."""
+        config = unmigrated.data_dir.parent / "farm.toml"
+        config.write_text(
+            f'data_dir = "{unmigrated.data_dir}"\n[adb]\nport = {unmigrated.adb.port}\n'
+            f"[tracker]\nport = {unmigrated.tracker.port}\n[metrics]\nport = {free_port()}\n",
+            encoding="utf-8")
+        url = f"http://127.0.0.1:{free_port()}"
+        result = CliRunner().invoke(cli, ["--config", str(config), "--server", url, "doctor",
+                                          "--json"], env={"FARM_CONFIG": None})
+        assert result.stderr.splitlines()[0] == (
+            f"note: doctor checks this host and its config, not the farm server {url} "
+            "(--server or FARM_SERVER); run it on the farm host to check that")
+        checks = {c["name"]: c for c in json.loads(result.stdout)}
+        assert "never migrated" in checks["database"]["detail"]  # this host's database
