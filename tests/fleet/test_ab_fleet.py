@@ -82,7 +82,7 @@ class TestAbOnTwoPhones:
             [*range(rounds), *range(rounds)])
 
     def test_job_and_results_show_the_verdict_and_each_sample(self, start_farmd: Any) -> None:
-        """``farmctl job`` and ``results`` show each phone's verdict; the rows name build and round."""
+        """``job`` and ``results`` show each phone's verdict; the rows name build and round."""
         farm = start_farmd(1)
         [job_id] = run_each(farm, "gemm:n=256", "gemm:n=260")
         [serial] = farm.serials
