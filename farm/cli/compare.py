@@ -79,11 +79,14 @@ def _table_row(phone: dict[str, Any]) -> dict[str, Any]:
 @click.option("--operators", is_flag=True,
               help="Require the kernel table: A and B must be model jobs enqueued with "
                    "--profile on a phone in common (shown anyway when they are).")
+@click.option("--confirm", is_flag=True,
+              help="For each undecided or noisy phone, enqueue an A/B job of the two builds on "
+                   "it (timed in turns, where the phone's drift cancels), wait, and judge by it.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @pass_state
 @click.pass_context
 def compare(ctx: click.Context, state: CliState, a: str, b: str, threshold: float | None,
-            alpha: float | None, plot_path: Path | None, operators: bool,
+            alpha: float | None, plot_path: Path | None, operators: bool, confirm: bool,
             as_json: bool) -> None:
     """Compare B with A per phone: median time ratio B/A, its 95% CI, p-value, verdict.
 
@@ -94,6 +97,11 @@ def compare(ctx: click.Context, state: CliState, a: str, b: str, threshold: floa
     bootstrap CI); the others are listed as only in A or only in B. A verdict
     is slower, faster, no change (the CI lies inside the threshold) or
     undecided, with the reason; noisy samples are flagged with theirs.
+
+    With --confirm, each undecided or noisy phone is settled by an A/B job
+    of the two builds on it (``enqueue ab``): timed in turns in one session,
+    a phone's drift between the two runs cancels, and a phone that got
+    slower is told from a build that did.
 
     When A and B are profiled model jobs (``enqueue model --profile``), a
     table per phone follows: each kernel's time in A and B, B/A and the
@@ -122,9 +130,18 @@ def compare(ctx: click.Context, state: CliState, a: str, b: str, threshold: floa
         note(f"plot written to {plot_path}")
     if report.regressed:
         note(f"slower in B on {len(report.slower)} phone(s): {', '.join(report.slower)}")
-    elif report.undecided:
-        note(f"undecided on {len(report.undecided)} phone(s): {', '.join(report.undecided)}; "
-             "measure both again with more samples (--samples) to decide")
+    if confirm:
+        from farm.cli.compare_confirm import confirm as confirm_phones
+
+        code = confirm_phones(state, report, as_json=as_json)
+        if code:
+            ctx.exit(code)
+        return
+    verdicts = {p.serial: p.verdict for p in report.phones}
+    for serial in report.to_confirm:
+        note(f"{serial} ({verdicts[serial]} between two runs): an A/B job of the two builds, "
+             f"where the phone's drift cancels, would settle it: {report.confirm_command(serial)}"
+             " (or compare --confirm)")
     if report.exit_code:
         ctx.exit(report.exit_code)
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from farm.runner.wake import JobWaiter
 
 __all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "LOAD_COLUMNS", "RESULT_COLUMNS", "WaitTimedOut",
-           "cancel", "job", "jobs", "load_rows", "logs_", "result_row", "wait"]
+           "cancel", "job", "jobs", "load_rows", "logs_", "result_row", "wait", "wait_ended"]
 
 #: ``farmctl wait``: the job ended failed or cancelled.
 EXIT_FAILED = FarmError.exit_code
@@ -270,6 +270,23 @@ def wait(state: CliState, job_id: int, timeout_s: float | None, poll_s: float) -
     A succeeded job's line gives each phone's median and sample count, the
     figures of ``farmctl results --job ID``.
     """
+    view = wait_ended(state, job_id, timeout_s, poll_s)
+    if view.state is not JobState.SUCCEEDED:
+        raise FarmError(f"job {job_id} {view.state.value}: {view.error or 'no reason recorded'}")
+    medians = _medians(state.queue.sample_rows(job_id=job_id))
+    click.echo(f"job {job_id} succeeded" + (f": {medians}" if medians else ""))
+
+
+def wait_ended(state: CliState, job_id: int, timeout_s: float | None = None,
+               poll_s: float = 1.0) -> JobView:
+    """The job's view once it ended (``farmctl wait``, ``compare --confirm``).
+
+    On a farm host it sleeps on the wake farmd uses (farm.runner.wake.JobWaiter);
+    through ``--server`` it polls every ``poll_s``.
+
+    Raises:
+        WaitTimedOut: it had not ended after ``timeout_s``.
+    """
     with contextlib.ExitStack() as stack:
         waiter = None
         if state.server is None:
@@ -277,11 +294,7 @@ def wait(state: CliState, job_id: int, timeout_s: float | None, poll_s: float) -
 
             waiter = stack.enter_context(JobWaiter(Path(state.settings.data_dir),
                                                    state.settings.database_url))
-        view = _wait_for(state, job_id, timeout_s, poll_s, waiter)
-    if view.state is not JobState.SUCCEEDED:
-        raise FarmError(f"job {job_id} {view.state.value}: {view.error or 'no reason recorded'}")
-    medians = _medians(state.queue.sample_rows(job_id=job_id))
-    click.echo(f"job {job_id} succeeded" + (f": {medians}" if medians else ""))
+        return _wait_for(state, job_id, timeout_s, poll_s, waiter)
 
 
 def _wait_for(state: CliState, job_id: int, timeout_s: float | None, poll_s: float,

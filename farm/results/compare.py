@@ -153,6 +153,27 @@ class CompareReport:
                 if p.comparison is not None and p.comparison.verdict is Verdict.UNDECIDED]
 
     @property
+    def to_confirm(self) -> list[str]:
+        """Serials of the common phones an A/B job would settle: every one but a steady no change.
+
+        Two runs taken at different times see the phone's drift (heat, other
+        load): a change between them, or no verdict, may be the phone's. An
+        A/B job (:mod:`farm.kinds.ab`) times both builds in turns on the
+        phone, where that drift cancels.
+        """
+        return [p.serial for p in self.phones if p.comparison is not None
+                and (p.comparison.verdict is not Verdict.NO_CHANGE or p.noisy)]
+
+    def ab_sides(self, serial: str) -> tuple[str, str]:
+        """The builds ``serial`` timed, as ``enqueue ab`` takes them (``12``, ``7:untuned``)."""
+        return _ab_side(self.a, serial), _ab_side(self.b, serial)
+
+    def confirm_command(self, serial: str) -> str:
+        """The ``farmctl enqueue ab`` of :meth:`ab_sides` on ``serial``."""
+        a, b = self.ab_sides(serial)
+        return f"farmctl enqueue ab {a} {b} --serial {serial}"
+
+    @property
     def regressed(self) -> bool:
         """Whether any phone is slower in B (``farmctl compare`` exits :data:`EXIT_REGRESSED`)."""
         return bool(self.slower)
@@ -193,6 +214,12 @@ class CompareReport:
                 for p in self.phones
             ],
         }
+
+
+def _ab_side(side: Side, serial: str) -> str:
+    """The job that timed ``side`` on ``serial``, as an A/B side (``:untuned`` kept)."""
+    job = side.jobs[serial]
+    return f"{job}:untuned" if side.ref.endswith(":untuned") else str(job)
 
 
 def by_phone(rows: Iterable[SampleRow]) -> dict[str, dict[int, list[float]]]:
@@ -243,6 +270,9 @@ def side_of(store: Store, ref: str, jobs: list[JobView]) -> Side:
     Raises:
         UserFault: the jobs measure different workloads, or a sample is not in seconds.
     """
+    if ab_jobs := [j.id for j in jobs if j.kind == "ab"]:
+        raise UserFault(f"{ref} is an A/B job (job {ab_jobs[0]}): it compared its two builds "
+                        f"itself; its verdict is in `farmctl job {ab_jobs[0]}`")
     workloads = sorted({kind_of(j.kind).workload(j.spec) for j in jobs})
     if len(workloads) != 1:
         raise UserFault(f"{ref} mixes workloads ({'; '.join(workloads)})")

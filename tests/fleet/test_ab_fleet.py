@@ -98,3 +98,43 @@ class TestAbOnTwoPhones:
         rows = json.loads(listed.output)
         assert {(r["arm"], r["serial"]) for r in rows} == {("a", serial), ("b", serial)}
         assert all(isinstance(r["round"], int) and r["thermal_status"] is not None for r in rows)
+
+
+def gemm_run(farm: Any) -> str:
+    """``enqueue gemm --n 256 --each`` at the defaults, waited for; its run id."""
+    done = farmctl(farm, "enqueue", "gemm", "--n", "256", "--each")
+    assert done.exit_code == 0, done.output
+    run_id = re.search(r"^run (r-[0-9a-f]+):", done.output, re.MULTILINE)
+    assert run_id is not None, done.output
+    job_ids = [int(m) for m in re.findall(r"^  job (\d+) on ", done.output, re.MULTILINE)]
+    farm.wait_finished(job_ids)
+    return run_id[1]
+
+
+class TestCompareConfirm:
+    def test_a_phone_throttled_during_one_run_is_the_phone_not_the_build(
+            self, start_farmd: Any) -> None:
+        """Throttled to 0.9 during run B only: --confirm's A/B on that phone decides no change.
+
+        The two gemm runs are the same build, so whatever ``compare`` read between
+        them (slower, or undecided on noisy samples) was the phone's; the A/B job
+        it enqueues there times both in turns and says no change, and says why.
+        """
+        farm = start_farmd(2)
+        throttled = farm.serials[0]
+        before = gemm_run(farm)
+        farm.fleet.throttle(throttled, 0.9)
+        try:
+            after = gemm_run(farm)
+        finally:
+            farm.fleet.throttle(throttled, 1.0)
+        done = farmctl(farm, "compare", before, after, "--confirm")
+        assert done.exit_code in (0, 4), done.output  # never "slower": no build changed
+        ab_lines = [x for x in done.output.splitlines() if x.startswith(f"{throttled}\t")]
+        assert any("no change" in x for x in ab_lines), done.output
+        if f"{throttled}: the two runs read" in done.output:
+            assert "the phone's speed moved between the runs, not the build" in done.output
+        confirmed = [r for r in farm.store.list_jobs(limit=100) if r.kind == "ab"]
+        assert confirmed and all(j.spec["devices"]["serials"] in ([s] for s in farm.serials)
+                                 for j in confirmed)
+        assert any(j.spec["devices"]["serials"] == [throttled] for j in confirmed)
