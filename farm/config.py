@@ -277,6 +277,13 @@ class JobSettings(_Frozen):
     wake_on_events: bool = True
     warm_children: bool = True
     stop_grace_s: float = Field(3.0, ge=0, le=3600)
+    #: The most bytes a ``--inputs`` ``.npz`` may hold once loaded, all its arrays
+    #: together, by the shapes its ``.npy`` headers declare and by the zip's own
+    #: uncompressed sizes (farm.jobs.model_io.npz_members): checked before any
+    #: array is read, so a small archive of compressed zeros is refused unread.
+    #: 256 MiB is a batch of 340 ImageNet images in float32, past what a phone
+    #: feeds one model at once.
+    inputs_max_bytes: int = Field(256 * 1024 * 1024, gt=0)
 
 
 class RetentionSettings(_Frozen):

@@ -11,10 +11,11 @@ import pytest
 from api_helpers import Api
 from exported_models import write_computed_reshape
 from fastapi.testclient import TestClient
+from npz_bombs import zeros_npz
 
 from farm.api.context import ApiContext
 from farm.api.uploads import UPLOADS_DIR, UploadSlots
-from farm.config import Settings
+from farm.config import JobSettings, Settings
 from farm.demo_model import write_small_cnn
 from farm.serve.app import create_app
 
@@ -52,6 +53,19 @@ class TestUpload:
         response = _upload(api, body, "x.onnx")
         assert response.status_code == 400  # type: ignore[attr-defined]
         assert reason in response.json()["error"]  # type: ignore[attr-defined]
+
+    def test_inputs_declaring_too_much_are_refused_unread(self, api: Api, tmp_path: Path
+                                                           ) -> None:
+        """2 MB declaring 2 GiB of zeros: a 400 naming the file and the limit; nothing stored."""
+        data = zeros_npz(tmp_path / "zeros.npz", "x", (1 << 29,)).read_bytes()
+        response = api.client.post("/api/v1/blobs?name=zeros.npz&type=inputs", content=data,
+                                   headers={**api.auth(api.alice),
+                                            "Content-Type": "application/octet-stream"})
+        assert response.status_code == 400, response.text
+        assert response.json()["reason"] == (
+            f"zeros.npz: 'x' declares [536870912] float32 (2147483776 bytes); at most "
+            f"{JobSettings().inputs_max_bytes} bytes of inputs are taken ([jobs] inputs_max_bytes)")
+        assert not api.store.blob_exists(hashlib.sha256(data).hexdigest())
 
     def test_unknown_blob_is_refused(self, api: Api) -> None:
         """A spec naming a sha256 nobody uploaded is refused at enqueue."""
