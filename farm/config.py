@@ -448,6 +448,10 @@ class ApiSettings(_Frozen):
             fp32 is past it: raise it for such models, issue 26).
         uploads_per_token: uploads one token runs at once; more wait their turn
             (each is spooled to disk, then read whole once it is a valid model).
+        upload_read_timeout_s: the longest an upload's client may send nothing
+            before it is cut off (408): a client that declares a body and stalls
+            holds its token's slot no longer than this. Uvicorn puts no limit on
+            a body's pauses of its own.
     """
 
     enabled: bool = True
@@ -455,6 +459,7 @@ class ApiSettings(_Frozen):
     port: int = Field(9465, gt=0, lt=65536)
     upload_max_bytes: int = Field(256 * 1024 * 1024, gt=0)
     uploads_per_token: int = Field(2, gt=0)
+    upload_read_timeout_s: float = Field(30.0, gt=0, le=3600)
 
 
 class WebSettings(_Frozen):

@@ -137,8 +137,8 @@ class TestEnqueue:
              "--inputs: small_cnn.onnx is not a numpy .npz archive"),
             (["model", "--model", _MODEL, "--inputs", "/no/such.npz"], "--inputs: cannot read"),
             (["model", "--model", _MODEL, "--inputs", _ZEROS],
-             f"--inputs: zeros.npz: 'x' declares [536870912] float32 (2147483776 bytes); at "
-             f"most {JobSettings().inputs_max_bytes} bytes of inputs are taken"),
+             (f"--inputs: zeros.npz: 'x' declares [536870912] float32 (2147483776 bytes); "
+              f"at most {JobSettings().inputs_max_bytes} bytes of inputs are taken")),
             (["model", "--model", str(_EMPTY)], "--model: not an ONNX model: empty.onnx is empty"),
             (["tune", "--model", str(_EMPTY)], "--model: not an ONNX model: empty.onnx is empty"),
             # An id of its own: the message holds a temporary path, and pytest-xdist's workers
