@@ -127,6 +127,8 @@ class TestEnqueue:
             (["model", "--model", _MODEL, "--rtol", "inf"], "--rtol: "),
             (["model", "--model", __file__], "--model: not an ONNX model: test_enqueue.py: "),
             (["model", "--model", _MODEL, "--tuned", "7"], "--tuned: no job 7"),
+            (["model", "--model", _MODEL, "--tuned", "9223372036854775808"],
+             "--tuned: Input should be less than or equal to 2147483647"),
             (["model", "--model", _MODEL, "--inputs", _npz("s.npz", x=np.ones((1, 3, 8, 8), "f4"))],
              "--inputs: s.npz: input 'x' has shape (1, 3, 8, 8), the model takes (1, 3, 16, 16)"),
             (["model", "--model", _MODEL, "--inputs", _npz("d.npz", x=np.ones((1, 3, 16, 16)))],
