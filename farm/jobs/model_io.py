@@ -113,8 +113,14 @@ def npz_members(data: bytes | Path, name: str, field: str = "params.inputs",
                                            "([jobs] inputs_max_bytes)")
                 members.append(item)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError) as exc:
-        raise SpecError(field, f"{name} is not a numpy .npz archive: {exc}") from None
+        raise SpecError(field, f"{name} is not a numpy .npz archive: "
+                               f"{_without_path(exc, data, name)}") from None
     return members
+
+
+def _without_path(exc: BaseException, data: bytes | Path, name: str) -> str:
+    """``exc``'s message with ``data``'s path (a server's spooled upload) put as ``name``."""
+    return str(exc).replace(str(data), name) if isinstance(data, Path) else str(exc)
 
 
 def _first_bytes(path: Path, count: int) -> bytes:
@@ -147,7 +153,8 @@ def _load(data: bytes | Path, name: str, field: str) -> dict[str, np.ndarray]:
                      allow_pickle=False) as archive:
             return {key: archive[key] for key in archive.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise SpecError(field, f"{name} is not a numpy .npz archive: {exc}") from None
+        raise SpecError(field, f"{name} is not a numpy .npz archive: "
+                               f"{_without_path(exc, data, name)}") from None
 
 
 def read_inputs(data: bytes, name: str, inputs: list[ModelInput],

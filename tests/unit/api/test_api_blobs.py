@@ -55,6 +55,20 @@ class TestUpload:
         assert response.status_code == 400  # type: ignore[attr-defined]
         assert reason in response.json()["error"]  # type: ignore[attr-defined]
 
+    def test_a_refusal_names_the_users_file_not_the_servers(self, api: Api, tmp_path: Path
+                                                            ) -> None:
+        """A multipart form cut short, sent as the body: the 400 names m.onnx, no server path."""
+        data = write_small_cnn(tmp_path / "cnn.onnx").read_bytes()
+        body = (b'--b\r\nContent-Disposition: form-data; name="file"; filename="m.onnx"\r\n'
+                b"Content-Type: application/octet-stream\r\n\r\n" + data[: len(data) // 2])
+        response = api.client.post("/api/v1/blobs?name=m.onnx", content=body,
+                                   headers={**api.auth(api.alice),
+                                            "Content-Type": "multipart/form-data; boundary=b"})
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert "m.onnx" in error
+        assert str(tmp_path) not in error and UPLOADS_DIR not in error and ".part" not in error
+
     def test_inputs_declaring_too_much_are_refused_unread(self, api: Api, tmp_path: Path
                                                            ) -> None:
         """2 MB declaring 2 GiB of zeros: a 400 naming the file and the limit; nothing stored."""
