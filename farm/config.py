@@ -488,9 +488,15 @@ class DatabaseSettings(_Frozen):
             together). Off, a store opened on an older schema fails with an
             error naming ``farmctl db upgrade``, which a team runs explicitly,
             e.g. before upgrading farm on every host.
+        unreachable_wait_s: how long an attempt's child that cannot reach the
+            database server waits for it, trying again every few seconds,
+            before it hands the attempt back (an outage costs no try). farmd
+            heartbeats the attempt meanwhile, so this stays well inside
+            ``[jobs] lease_s``.
     """
 
     auto_migrate: bool = True
+    unreachable_wait_s: float = Field(60.0, ge=0, le=3600)
 
 
 class VirtualSettings(_Frozen):
