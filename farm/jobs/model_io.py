@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import math
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -106,16 +107,37 @@ def npz_members(data: bytes | Path, name: str, field: str = "params.inputs",
                                            f"arrays: {key!r} holds Python objects")
                 item = NpyMember(key, shape, dtype)
                 total += item.nbytes
-                if max_bytes is not None and max(total, info.file_size) > max_bytes:
-                    raise SpecError(field, f"{name}: {key!r} declares {list(shape)} {dtype} "
-                                           f"({max(item.nbytes, info.file_size)} bytes); "
-                                           f"at most {max_bytes} bytes of inputs are taken "
-                                           "([jobs] inputs_max_bytes)")
+                if max_bytes is not None:
+                    _bound(item, info.file_size, total, max_bytes, name, field)
                 members.append(item)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError) as exc:
+    except _DAMAGED as exc:
         raise SpecError(field, f"{name} is not a numpy .npz archive: "
                                f"{_without_path(exc, data, name)}") from None
     return members
+
+
+#: What a damaged or unusual archive raises while read: a bad zip or deflate
+#: stream, an encrypted member (RuntimeError), a compression zipfile lacks.
+_DAMAGED = (OSError, ValueError, EOFError, RuntimeError, NotImplementedError, zlib.error,
+            zipfile.BadZipFile)
+
+
+def _bound(item: NpyMember, file_size: int, total: int, max_bytes: int, name: str,
+           field: str) -> None:
+    """Refuse a member, or the members so far, over ``max_bytes``.
+
+    Raises:
+        SpecError: the member declares more (by its header, or by the zip's
+            uncompressed size), or all so far do together.
+    """
+    size = max(item.nbytes, file_size)
+    if size > max_bytes:
+        raise SpecError(field, f"{name}: {item.key!r} declares {list(item.shape)} {item.dtype} "
+                               f"({size} bytes); at most {max_bytes} bytes of inputs are "
+                               "taken ([jobs] inputs_max_bytes)")
+    if total > max_bytes:
+        raise SpecError(field, f"{name}: its arrays declare {total} bytes together; at most "
+                               f"{max_bytes} bytes of inputs are taken ([jobs] inputs_max_bytes)")
 
 
 def _without_path(exc: BaseException, data: bytes | Path, name: str) -> str:
@@ -152,7 +174,7 @@ def _load(data: bytes | Path, name: str, field: str) -> dict[str, np.ndarray]:
         with np.load(data if isinstance(data, Path) else io.BytesIO(data),
                      allow_pickle=False) as archive:
             return {key: archive[key] for key in archive.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+    except _DAMAGED as exc:
         raise SpecError(field, f"{name} is not a numpy .npz archive: "
                                f"{_without_path(exc, data, name)}") from None
 

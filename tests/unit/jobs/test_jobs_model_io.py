@@ -121,3 +121,40 @@ class _NoStore:
 
     def put_blob(self, data: bytes | Path, now: datetime) -> str:
         raise AssertionError("stored an archive that should have been refused")
+
+
+class TestDamagedArchives:
+    """Archives zipfile cannot read are one SpecError naming the file, never another error."""
+
+    @staticmethod
+    def _one_member() -> bytearray:
+        """An .npz of x: float32[1, 3], deflated, as bytes to damage."""
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive, archive.open(
+                "x.npy", "w") as member:
+            np.save(member, np.ones((1, 3), "float32"))
+        return bytearray(buffer.getvalue())
+
+    def test_an_encrypted_member(self) -> None:
+        """A member flagged encrypted (zipfile asks for a password: RuntimeError)."""
+        data = self._one_member()
+        data[6] |= 1  # general purpose flag bit 0: encrypted, local header
+        data[data.rindex(b"PK\x01\x02") + 8] |= 1  # and in the central directory
+        with pytest.raises(SpecError, match=r"^params.inputs: in.npz is not a numpy .npz "):
+            npz_members(bytes(data), "in.npz", max_bytes=1 << 20)
+
+    def test_a_corrupt_deflate_stream(self) -> None:
+        """Garbage where the compressed header should be (zlib.error)."""
+        data = self._one_member()
+        start = 30 + len("x.npy")
+        data[start:start + 8] = b"\xff" * 8
+        with pytest.raises(SpecError, match=r"^params.inputs: in.npz is not a numpy .npz "):
+            npz_members(bytes(data), "in.npz", max_bytes=1 << 20)
+
+    def test_many_small_arrays_over_the_limit_together(self) -> None:
+        """Each array within the limit, all of them past it: refused with their total."""
+        data = _npz(a=np.zeros(100, "float32"), b=np.zeros(100, "float32"))
+        with pytest.raises(SpecError) as info:
+            npz_members(data, "in.npz", max_bytes=600)
+        assert info.value.reason == ("in.npz: its arrays declare 800 bytes together; at most 600 "
+                                     "bytes of inputs are taken ([jobs] inputs_max_bytes)")
