@@ -80,6 +80,8 @@ class Secret:
             raise ConfigError(
                 "password", f"cannot read password file {self.ref}: {exc.strerror}"
             ) from exc
+        except UnicodeDecodeError:
+            raise ConfigError("password", f"password file {self.ref} is not UTF-8 text") from None
         return text.splitlines()[0] if text else ""
 
 

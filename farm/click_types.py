@@ -15,7 +15,7 @@ import click
 
 from farm.queue.limits import DB_INT_MAX
 
-__all__ = ["CONTEXT_SETTINGS", "DB_INT_MAX", "JOB_ID", "LIMIT", "Seconds"]
+__all__ = ["CONTEXT_SETTINGS", "DB_INT_MAX", "JOB_ID", "LIMIT", "TOKEN_ID", "Seconds"]
 
 #: Click context settings for farm's commands (farmctl, farmd, apk_tools):
 #: ``-h`` is ``--help``, and help shows every default (click marks required
@@ -26,6 +26,9 @@ CONTEXT_SETTINGS: dict[str, object] = {"help_option_names": ["-h", "--help"],
 
 #: A job id as the store numbers them: 1, 2, ... up to :data:`DB_INT_MAX`.
 JOB_ID = click.IntRange(1, DB_INT_MAX)
+
+#: An API token's id (``farmctl token list``), bounded as a job id is.
+TOKEN_ID = click.IntRange(1, DB_INT_MAX)
 
 #: How many rows a listing prints at most.
 LIMIT = click.IntRange(1, DB_INT_MAX)

@@ -277,6 +277,13 @@ class JobSettings(_Frozen):
     wake_on_events: bool = True
     warm_children: bool = True
     stop_grace_s: float = Field(3.0, ge=0, le=3600)
+    #: The most bytes a ``--inputs`` ``.npz`` may hold once loaded, all its arrays
+    #: together, by the shapes its ``.npy`` headers declare and by the zip's own
+    #: uncompressed sizes (farm.jobs.model_io.npz_members): checked before any
+    #: array is read, so a small archive of compressed zeros is refused unread.
+    #: 256 MiB is a batch of 340 ImageNet images in float32, past what a phone
+    #: feeds one model at once.
+    inputs_max_bytes: int = Field(256 * 1024 * 1024, gt=0)
 
 
 class RetentionSettings(_Frozen):
@@ -485,6 +492,10 @@ class ApiSettings(_Frozen):
             fp32 is past it: raise it for such models, issue 26).
         uploads_per_token: uploads one token runs at once; more wait their turn
             (each is spooled to disk, then read whole once it is a valid model).
+        upload_read_timeout_s: the longest an upload's client may send nothing
+            before it is cut off (408): a client that declares a body and stalls
+            holds its token's slot no longer than this. Uvicorn puts no limit on
+            a body's pauses of its own.
     """
 
     enabled: bool = True
@@ -492,6 +503,7 @@ class ApiSettings(_Frozen):
     port: int = Field(9465, gt=0, lt=65536)
     upload_max_bytes: int = Field(256 * 1024 * 1024, gt=0)
     uploads_per_token: int = Field(2, gt=0)
+    upload_read_timeout_s: float = Field(30.0, gt=0, le=3600)
 
 
 class WebSettings(_Frozen):
@@ -520,9 +532,15 @@ class DatabaseSettings(_Frozen):
             together). Off, a store opened on an older schema fails with an
             error naming ``farmctl db upgrade``, which a team runs explicitly,
             e.g. before upgrading farm on every host.
+        unreachable_wait_s: how long an attempt's child that cannot reach the
+            database server waits for it, trying again every few seconds,
+            before it hands the attempt back (an outage costs no try). farmd
+            heartbeats the attempt meanwhile, so this stays well inside
+            ``[jobs] lease_s``.
     """
 
     auto_migrate: bool = True
+    unreachable_wait_s: float = Field(60.0, ge=0, le=3600)
 
 
 class VirtualSettings(_Frozen):

@@ -107,3 +107,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(str(path), f"cannot read config file: {exc.strerror}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), f"not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:  # tomllib decodes the file as UTF-8 first
+        raise ConfigError(str(path), f"not valid TOML: not UTF-8 text (byte "
+                                     f"{exc.object[exc.start]:#04x} at offset {exc.start})"
+                          ) from None

@@ -22,6 +22,7 @@ which exit code ``farmctl`` uses for it (``exit_code``), as click's exceptions d
     │   ├── AdbServerDown(port, reason)
     │   ├── TrackerUnreachable(host, port)
     │   └── StoreError(reason)
+    │       └── StoreUnreachable(reason)   no connection could be made
     └── JobTimeout(job_id, timeout_s)   retry within the job's attempt limit
 
 Third-party errors (adbutils, SQLAlchemy, TVM) are mapped to these once, at the
@@ -242,6 +243,10 @@ class TrackerUnreachable(InfraFault):
 
 class StoreError(InfraFault):
     """The database refused an operation."""
+
+
+class StoreUnreachable(StoreError):
+    """No connection to the database could be made (its server down, refusing, unresolved)."""
 
 
 class JobTimeout(FarmError):

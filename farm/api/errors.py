@@ -12,6 +12,7 @@ prints the same ``Error: ...`` and exit code as a local one::
     │   ├── NotFound       404
     │   ├── Forbidden      403
     │   ├── Unauthorized   401
+    │   ├── Stalled        408: an upload sent nothing for ``[api] upload_read_timeout_s``
     │   └── TooLarge       413
     ├── Conflict   409 (exit 1): the thing is not in a state that allows it
     └── InfraFault 503 (exit 1)
@@ -25,8 +26,8 @@ from typing import Any
 
 from farm.errors import FarmError, InfraFault, SpecError, UserFault
 
-__all__ = ["STATUSES", "Conflict", "Forbidden", "NotFound", "TooLarge", "Unauthorized",
-           "error_body", "error_of", "status_of"]
+__all__ = ["STATUSES", "Conflict", "Forbidden", "NotFound", "Stalled", "TooLarge",
+           "Unauthorized", "error_body", "error_of", "status_of"]
 
 
 class NotFound(UserFault):
@@ -45,13 +46,18 @@ class TooLarge(UserFault):
     """An upload is larger than the server takes (``[api] upload_max_bytes``)."""
 
 
+class Stalled(UserFault):
+    """An upload's client sent nothing for ``[api] upload_read_timeout_s``; it was cut off."""
+
+
 class Conflict(FarmError):
     """The job or phone is not in a state that allows the action (cancel an ended job)."""
 
 
 #: Error class -> HTTP status, most specific first.
 STATUSES: tuple[tuple[type[FarmError], int], ...] = (
-    (NotFound, 404), (Forbidden, 403), (Unauthorized, 401), (TooLarge, 413), (UserFault, 400),
+    (NotFound, 404), (Forbidden, 403), (Unauthorized, 401), (Stalled, 408), (TooLarge, 413),
+    (UserFault, 400),
     (Conflict, 409), (InfraFault, 503), (FarmError, 500),
 )
 

@@ -326,10 +326,12 @@ class FarmService(ReservationMethods):
         ``POST /api/v1/blobs?type=inputs``; a spec names the blob in ``params.inputs``.
 
         Raises:
-            SpecError: ``data`` is no ``.npz`` archive (field ``params.inputs``).
+            SpecError: ``data`` is no ``.npz`` archive, or its arrays declare more
+                than ``[jobs] inputs_max_bytes`` (field ``params.inputs``).
             StoreError: the database refused the write.
         """
-        return put_inputs(self.store, data, name, self.clock.now())
+        return put_inputs(self.store, data, name, self.clock.now(),
+                          self.settings.jobs.inputs_max_bytes)
 
     def outputs(self, job_id: int) -> dict[str, bytes]:
         """Serial -> the ``.npz`` of outputs each phone gave for a ``model --inputs`` job.

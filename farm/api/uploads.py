@@ -11,6 +11,11 @@ and read whole only to be stored once it is a valid model.
 Each token runs at most ``[api] uploads_per_token`` uploads at once
 (:class:`UploadSlots`); a further one waits for a slot before its body is read,
 so the kernel's socket buffers, not farmd, hold what its client sends meanwhile.
+A slot's holder cannot keep it by stalling: a client that sends nothing for
+``[api] upload_read_timeout_s`` is cut off with 408, freeing its slot (three
+uploads that declared a megabyte and sent ten bytes used to block their
+token's next upload for good). Waiting uploads are never read, so no read
+timeout applies to them while they wait.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from pathlib import Path
 
 import anyio
 
-from farm.api.errors import TooLarge
+from farm.api.errors import Stalled, TooLarge
 from farm.privacy import private_dir
 
 __all__ = ["UPLOADS_DIR", "Spooled", "UploadSlots", "spool"]
@@ -50,19 +55,22 @@ class Spooled:
     size: int
 
 
-async def spool(chunks: AsyncIterator[bytes], data_dir: Path, limit_bytes: int) -> Spooled:
+async def spool(chunks: AsyncIterator[bytes], data_dir: Path, limit_bytes: int,
+                read_timeout_s: float) -> Spooled:
     """Write ``chunks`` to a private file under ``<data_dir>/uploads``, hashing as they come.
 
     Args:
         chunks: the request body's chunks (``Request.stream()``).
         data_dir: farm's data folder.
         limit_bytes: the most bytes taken.
+        read_timeout_s: the longest wait for the next chunk.
 
     Returns:
         The spooled file; it is removed when this raises.
 
     Raises:
         TooLarge: more than ``limit_bytes`` arrived (the rest is not read).
+        Stalled: no chunk came for ``read_timeout_s`` (the rest is not read).
         OSError: the file could not be written.
     """
     folder = private_dir(Path(data_dir) / UPLOADS_DIR)
@@ -73,7 +81,7 @@ async def spool(chunks: AsyncIterator[bytes], data_dir: Path, limit_bytes: int) 
     size = 0
     try:
         async with await anyio.open_file(path, "wb") as handle:
-            async for chunk in chunks:
+            async for chunk in _paced(chunks, read_timeout_s):
                 size += len(chunk)
                 if size > limit_bytes:
                     raise TooLarge(f"the upload is over {limit_bytes} bytes "
@@ -84,6 +92,25 @@ async def spool(chunks: AsyncIterator[bytes], data_dir: Path, limit_bytes: int) 
         path.unlink(missing_ok=True)
         raise
     return Spooled(path, digest.hexdigest(), size)
+
+
+async def _paced(chunks: AsyncIterator[bytes], read_timeout_s: float) -> AsyncIterator[bytes]:
+    """``chunks``, each awaited at most ``read_timeout_s``.
+
+    Raises:
+        Stalled: the next chunk did not come in time.
+    """
+    iterator = aiter(chunks)
+    while True:
+        try:
+            with anyio.fail_after(read_timeout_s):
+                chunk = await anext(iterator)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise Stalled(f"the upload sent nothing for {read_timeout_s:g} s "
+                          "([api] upload_read_timeout_s)") from None
+        yield chunk
 
 
 class UploadSlots:

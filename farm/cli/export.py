@@ -17,12 +17,13 @@ from pathlib import Path
 import click
 
 from farm.cli.state import CliState, pass_state
+from farm.click_types import JOB_ID
 
 __all__ = ["export"]
 
 
 @click.command("export")
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=JOB_ID)
 @click.option("--out", "out", required=True, type=click.Path(path_type=Path),
               help="Folder to create (or an empty one) for the bundle.")
 @pass_state

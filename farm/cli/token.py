@@ -13,8 +13,8 @@ import click
 
 from farm.cli.output import Column, echo_json, note, print_table
 from farm.cli.state import CliState, pass_state
+from farm.click_types import TOKEN_ID
 from farm.clock import SystemClock
-from farm.queue.models import DB_INT_MAX
 
 __all__ = ["token"]
 
@@ -53,7 +53,7 @@ def list_(state: CliState, as_json: bool) -> None:
 
 
 @token.command()
-@click.argument("token_id", type=click.IntRange(1, DB_INT_MAX))
+@click.argument("token_id", type=TOKEN_ID)
 @pass_state
 def revoke(state: CliState, token_id: int) -> None:
     """Revoke a token by its id (see farmctl token list); requests with it are refused."""

@@ -10,54 +10,182 @@ Relax VM returns a tuple, not names), and written out as one ``.npy`` each.
 from __future__ import annotations
 
 import io
+import math
 import zipfile
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.lib import format as npy_format
 
 from farm.errors import SpecError
 
 if TYPE_CHECKING:
     from farm.jobs.model import ModelInput
 
-__all__ = ["load_npz", "outputs_npz", "read_inputs", "write_outputs"]
+__all__ = ["NpyMember", "load_npz", "npz_members", "outputs_npz", "read_inputs", "write_outputs"]
 
 
-def load_npz(data: bytes | Path, name: str, field: str = "params.inputs") -> dict[str, np.ndarray]:
-    """The arrays of a numpy ``.npz`` archive, by name.
+@dataclass(frozen=True)
+class NpyMember:
+    """One array of an ``.npz`` as its ``.npy`` header declares it (its data unread).
+
+    Attributes:
+        key: the array's name (the member's file name less ``.npy``, as ``np.load`` names it).
+        shape: the declared dimensions.
+        dtype: the declared numpy dtype.
+    """
+
+    key: str
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the data takes once loaded: elements times the dtype's item size."""
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+def _archive(data: bytes | Path) -> zipfile.ZipFile:
+    """``data`` opened as a zip (its central directory read, no member decompressed)."""
+    return zipfile.ZipFile(data if isinstance(data, Path) else io.BytesIO(data))
+
+
+def _header(member: IO[bytes]) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """The shape and dtype an ``.npy`` stream's header declares; reads only the header.
+
+    Raises:
+        ValueError: not an ``.npy`` header of format 1.0 or 2.0 (what ``np.save`` writes
+            unless a structured dtype needs UTF-8 field names).
+    """
+    version = npy_format.read_magic(member)
+    if version == (1, 0):
+        shape, _, dtype = npy_format.read_array_header_1_0(member)
+    elif version == (2, 0):
+        shape, _, dtype = npy_format.read_array_header_2_0(member)
+    else:
+        raise ValueError(f".npy format {version[0]}.{version[1]} is not read")
+    return tuple(int(d) for d in shape), dtype
+
+
+def npz_members(data: bytes | Path, name: str, field: str = "params.inputs",
+                max_bytes: int | None = None) -> list[NpyMember]:
+    """The arrays an ``.npz`` declares, read from its zip directory and ``.npy`` headers only.
+
+    Nothing is decompressed but each member's header (a few hundred bytes), so a
+    small archive declaring gigabytes of zeros is refused before any is made.
 
     Args:
         data: the archive's bytes, or a file holding them.
         name: the user's file name, for errors.
         field: the spec field naming the file, for errors.
+        max_bytes: the most bytes all arrays may take once loaded, by their
+            declared shapes and by the zip's uncompressed sizes; None: unbounded.
+
+    Returns:
+        Each member in the archive's order.
 
     Raises:
-        SpecError: ``data`` is no ``.npz`` archive, or holds object arrays.
+        SpecError: ``data`` is no ``.npz`` archive (a member that is no ``.npy``
+            file, or holds Python objects), or it declares more than ``max_bytes``.
     """
-    if isinstance(data, Path):
-        with data.open("rb") as handle:
-            head = handle.read(2)
-    else:
-        head = data[:2]
+    head = data[:2] if isinstance(data, bytes) else _first_bytes(data, 2)
     if head != b"PK":  # np.load would take a .npy or unpickle instead: an .npz is a zip
         raise SpecError(field, f"{name} is not a numpy .npz archive (np.savez writes one)")
+    members = []
+    total = 0
+    try:
+        with _archive(data) as archive:
+            for info in archive.infolist():
+                key = info.filename.removesuffix(".npy")
+                with archive.open(info) as member:
+                    shape, dtype = _header(member)
+                if dtype.hasobject:  # allow_pickle=False would refuse it; say so up front
+                    raise SpecError(field, f"{name} is not a numpy .npz archive of plain "
+                                           f"arrays: {key!r} holds Python objects")
+                item = NpyMember(key, shape, dtype)
+                total += item.nbytes
+                if max_bytes is not None:
+                    _bound(item, info.file_size, total, max_bytes, name, field)
+                members.append(item)
+    except _DAMAGED as exc:
+        raise SpecError(field, f"{name} is not a numpy .npz archive: "
+                               f"{_without_path(exc, data, name)}") from None
+    return members
+
+
+#: What a damaged or unusual archive raises while read: a bad zip or deflate
+#: stream, an encrypted member (RuntimeError), a compression zipfile lacks.
+_DAMAGED = (OSError, ValueError, EOFError, RuntimeError, NotImplementedError, zlib.error,
+            zipfile.BadZipFile)
+
+
+def _bound(item: NpyMember, file_size: int, total: int, max_bytes: int, name: str,
+           field: str) -> None:
+    """Refuse a member, or the members so far, over ``max_bytes``.
+
+    Raises:
+        SpecError: the member declares more (by its header, or by the zip's
+            uncompressed size), or all so far do together.
+    """
+    size = max(item.nbytes, file_size)
+    if size > max_bytes:
+        raise SpecError(field, f"{name}: {item.key!r} declares {list(item.shape)} {item.dtype} "
+                               f"({size} bytes); at most {max_bytes} bytes of inputs are "
+                               "taken ([jobs] inputs_max_bytes)")
+    if total > max_bytes:
+        raise SpecError(field, f"{name}: its arrays declare {total} bytes together; at most "
+                               f"{max_bytes} bytes of inputs are taken ([jobs] inputs_max_bytes)")
+
+
+def _without_path(exc: BaseException, data: bytes | Path, name: str) -> str:
+    """``exc``'s message with ``data``'s path (a server's spooled upload) put as ``name``."""
+    return str(exc).replace(str(data), name) if isinstance(data, Path) else str(exc)
+
+
+def _first_bytes(path: Path, count: int) -> bytes:
+    with path.open("rb") as handle:
+        return handle.read(count)
+
+
+def load_npz(data: bytes | Path, name: str, field: str = "params.inputs",
+             max_bytes: int | None = None) -> dict[str, np.ndarray]:
+    """The arrays of a numpy ``.npz`` archive, by name, once their headers are checked.
+
+    Args:
+        data: the archive's bytes, or a file holding them.
+        name: the user's file name, for errors.
+        field: the spec field naming the file, for errors.
+        max_bytes: the most bytes the arrays may take (:func:`npz_members`); None: unbounded.
+
+    Raises:
+        SpecError: see :func:`npz_members`; a member's data is damaged or cut short.
+    """
+    npz_members(data, name, field, max_bytes)
+    return _load(data, name, field)
+
+
+def _load(data: bytes | Path, name: str, field: str) -> dict[str, np.ndarray]:
+    """Every array of an archive whose members :func:`npz_members` passed."""
     try:
         # allow_pickle=False: an archive of object arrays could run code on load.
         with np.load(data if isinstance(data, Path) else io.BytesIO(data),
                      allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise SpecError(field, f"{name} is not a numpy .npz archive: {exc}") from None
-    for key, array in arrays.items():
-        if not isinstance(array, np.ndarray):  # np.load gives a non-.npy member's raw bytes
-            raise SpecError(field, f"{name}: {key!r} is no numpy array")
-    return arrays
+            return {key: archive[key] for key in archive.files}
+    except _DAMAGED as exc:
+        raise SpecError(field, f"{name} is not a numpy .npz archive: "
+                               f"{_without_path(exc, data, name)}") from None
 
 
 def read_inputs(data: bytes, name: str, inputs: list[ModelInput],
                 field: str = "params.inputs") -> dict[str, np.ndarray]:
     """The arrays of an ``.npz`` checked against the model's inputs.
+
+    Names, shapes and dtypes are checked from the archive's headers before any
+    data is read (:func:`npz_members`), so no more than the model's own inputs
+    are ever loaded.
 
     Args:
         data: the archive's bytes.
@@ -72,22 +200,22 @@ def read_inputs(data: bytes, name: str, inputs: list[ModelInput],
         SpecError: not an ``.npz``; an input missing, unknown, or of another
             shape or dtype than the model's (naming the file and the input).
     """
-    arrays = load_npz(data, name, field)
+    members = {item.key: item for item in npz_members(data, name, field)}
     wanted = {item.name: item for item in inputs}
-    if unknown := sorted(set(arrays) - set(wanted)):
+    if unknown := sorted(set(members) - set(wanted)):
         raise SpecError(field, f"{name} has {unknown}, which the model does not take "
                                f"(its inputs: {sorted(wanted)})")
-    if missing := sorted(set(wanted) - set(arrays)):
+    if missing := sorted(set(wanted) - set(members)):
         raise SpecError(field, f"{name} lacks the model's input {missing}")
-    for key, array in arrays.items():
+    for key, member in members.items():
         item = wanted[key]
-        if tuple(array.shape) != item.shape:
-            raise SpecError(field, f"{name}: input {key!r} has shape {tuple(array.shape)}, "
+        if member.shape != item.shape:
+            raise SpecError(field, f"{name}: input {key!r} has shape {member.shape}, "
                                    f"the model takes {item.shape}")
-        if str(array.dtype) != item.dtype:
-            raise SpecError(field, f"{name}: input {key!r} is {array.dtype}, "
+        if str(member.dtype) != item.dtype:
+            raise SpecError(field, f"{name}: input {key!r} is {member.dtype}, "
                                    f"the model takes {item.dtype}")
-    return arrays
+    return _load(data, name, field)
 
 
 def outputs_npz(outputs: list[np.ndarray]) -> bytes:

@@ -88,7 +88,9 @@ def check_onnx(data: bytes | Path, name: str, field: str) -> None:
 
     Given a file, ``onnx.checker.check_model`` parses it in C++ from a stream,
     never holding it in Python: 200 MB of zeros is refused with under a
-    megabyte of memory (measured, issue 26).
+    megabyte of memory (measured, issue 26). Its messages name the file it
+    read ("Unable to parse proto from file: /..."): the user's ``name`` takes
+    its place, so an upload's spooled path on the server never reaches a client.
 
     Raises:
         SpecError: ``onnx.load`` or ``onnx.checker.check_model`` refuses ``data``,
@@ -104,6 +106,8 @@ def check_onnx(data: bytes | Path, name: str, field: str) -> None:
                                  else onnx.load_model_from_string(data))
     except (ProtobufError, onnx.checker.ValidationError, ValueError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(data, Path):
+            reason = reason.replace(str(data), name)
         raise SpecError(field, f"not an ONNX model: {name}: {reason}") from None
 
 

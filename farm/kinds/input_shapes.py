@@ -9,11 +9,18 @@ so it reads the stored blob (or the spec's own ``path``).
 
 Each refusal is one line naming the input and what the model declares, e.g.
 ``input 'images' has rank 4 in m.onnx ([batch,3,224,224]); 3 dims given``.
+
+The shapes are then bounded by what a phone can hold (:func:`check_input_sizes`):
+at most :data:`MAX_INPUT_ELEMENTS` elements per input, and all inputs together
+no more bytes than the largest memory (``MemTotal``) of the farm's devices. A
+model declaring a dimension of 10**12, or ``--input-shape`` giving 2**31
+float32 elements (8 GiB), was queued and failed in its attempt.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,9 +28,15 @@ from farm.errors import SpecError
 
 if TYPE_CHECKING:
     from farm.kinds.model import ModelParams
-    from farm.queue.blobs import BlobOps
+    from farm.queue.store import Store
 
-__all__ = ["DeclaredInput", "check_input_shapes", "check_spec_shapes", "declared_inputs"]
+__all__ = ["MAX_INPUT_ELEMENTS", "DeclaredInput", "check_input_shapes", "check_input_sizes",
+           "check_spec_shapes", "declared_inputs"]
+
+#: The most elements one input may have: TVM indexes a buffer with int32 unless
+#: a shape needs int64 (``tir.Buffer``'s default index dtype), and no phone's
+#: memory holds 2**31 float32 elements (8 GiB) beside a model anyway.
+MAX_INPUT_ELEMENTS = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -33,10 +46,12 @@ class DeclaredInput:
     Attributes:
         name: the input's name.
         dims: each dimension: an int, or the symbol's name (``"batch"``; ``"?"`` when unnamed).
+        itemsize: bytes per element of its element type (4 for float32).
     """
 
     name: str
     dims: tuple[int | str, ...]
+    itemsize: int = 4
 
     @property
     def shown(self) -> str:
@@ -51,6 +66,8 @@ class DeclaredInput:
 
 def declared_inputs(model: Any) -> list[DeclaredInput]:
     """The inputs an ``onnx.ModelProto`` declares, initializers (old IR's weights) left out."""
+    from onnx.helper import tensor_dtype_to_np_dtype
+
     initializers = {init.name for init in model.graph.initializer}
     out = []
     for value in model.graph.input:
@@ -62,7 +79,11 @@ def declared_inputs(model: Any) -> list[DeclaredInput]:
                 dims.append(int(dim.dim_value))
             else:
                 dims.append(dim.dim_param or "?")
-        out.append(DeclaredInput(value.name, tuple(dims)))
+        try:
+            itemsize = tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type).itemsize
+        except KeyError:  # no element type (UNDEFINED), or one numpy lacks: count a byte
+            itemsize = 1
+        out.append(DeclaredInput(value.name, tuple(dims), itemsize))
     return out
 
 
@@ -101,17 +122,54 @@ def check_input_shapes(declared: Sequence[DeclaredInput], given: Mapping[str, Se
                                    f"{item.example}")
 
 
-def check_spec_shapes(model: ModelParams, store: BlobOps | None, field: str) -> None:
-    """:func:`check_input_shapes` for a validated spec's model, read from its blob or path.
+def check_input_sizes(declared: Sequence[DeclaredInput], given: Mapping[str, Sequence[int]],
+                      name: str, field: str, memory_kb: int | None) -> None:
+    """Refuse inputs a phone cannot hold, once :func:`check_input_shapes` passed.
+
+    Args:
+        declared: the model's inputs (:func:`declared_inputs`).
+        given: input name -> shape from ``--input-shape`` (the rest as declared).
+        name: the user's file name, e.g. ``m.onnx``.
+        field: the spec field of the shapes, e.g. ``params.input_shapes``.
+        memory_kb: the largest ``MemTotal`` of the farm's devices; None: none known.
+
+    Raises:
+        SpecError: on ``field``: an input of more than :data:`MAX_INPUT_ELEMENTS`
+            elements, or inputs of more bytes than ``memory_kb``.
+    """
+    total_bytes = 0
+    for item in declared:
+        shape = tuple(given.get(item.name) or (d if isinstance(d, int) else 1 for d in item.dims))
+        elements = math.prod(shape)
+        shown = "[" + ",".join(str(d) for d in shape) + "]"
+        if elements > MAX_INPUT_ELEMENTS:
+            raise SpecError(field, f"input {item.name!r} of {name} has {elements} elements "
+                                   f"({shown}); at most {MAX_INPUT_ELEMENTS} fit a phone")
+        total_bytes += elements * item.itemsize
+    if memory_kb is not None and total_bytes > memory_kb * 1024:
+        raise SpecError(field, f"the inputs of {name} take {total_bytes} bytes; the farm's "
+                               f"largest device has {memory_kb * 1024} bytes of memory")
+
+
+def _largest_memory_kb(facts: Iterable[Mapping[str, Any]]) -> int | None:
+    """The largest ``mem_total_kb`` among devices' facts; None when none records one."""
+    known = [f["mem_total_kb"] for f in facts if isinstance(f.get("mem_total_kb"), int)]
+    return max(known, default=None)
+
+
+def check_spec_shapes(model: ModelParams, store: Store | None, field: str) -> None:
+    """:func:`check_input_shapes` and :func:`check_input_sizes` for a validated spec's model.
+
+    The model is read from its blob or path; the devices' memory from the store.
 
     Args:
         model: the spec's model (``sha256`` of a stored blob, or a ``path``).
-        store: the queue holding the blob.
+        store: the queue holding the blob and the devices.
         field: the spec field of the shapes, e.g. ``params.model.input_shapes``.
 
     Raises:
-        SpecError: the shapes do not fit the model (see :func:`check_input_shapes`),
-            or the model cannot be read.
+        SpecError: the shapes do not fit the model (see :func:`check_input_shapes`)
+            or no phone (:func:`check_input_sizes`), or the model cannot be read.
     """
     import onnx
     from google.protobuf.message import Error as ProtobufError  # type: ignore[import-untyped]
@@ -129,4 +187,8 @@ def check_spec_shapes(model: ModelParams, store: BlobOps | None, field: str) -> 
             proto = onnx.load_model_from_string(data)
     except (ProtobufError, OSError, ValueError) as exc:
         raise SpecError(sha_field, f"cannot read {model.shown_name}: {exc}") from None
-    check_input_shapes(declared_inputs(proto), model.input_shapes or {}, model.shown_name, field)
+    declared = declared_inputs(proto)
+    check_input_shapes(declared, model.input_shapes or {}, model.shown_name, field)
+    memory_kb = None if store is None else _largest_memory_kb(
+        d.facts for d in store.list_devices())
+    check_input_sizes(declared, model.input_shapes or {}, model.shown_name, field, memory_kb)

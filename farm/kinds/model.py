@@ -24,6 +24,7 @@ from farm.kinds.base import EnqueueCommand, Kind, default_of
 from farm.kinds.gemm import MAX_NUMBER, MAX_REPEAT, TIMING_FLAGS, TIMING_OPTIONS
 from farm.kinds.model_inputs import InputsBlob, check_inputs
 from farm.queue.capabilities import workload_needs
+from farm.queue.limits import DB_INT_MAX
 from farm.queue.spec import JobBase, Strict, Text
 
 if TYPE_CHECKING:
@@ -113,7 +114,8 @@ class ModelBenchParams(ModelParams):
     """A model benchmark: the model, the processor, and optionally a tuning job's records."""
 
     target: Literal["cpu", "opencl", "cuda"] = "cpu"
-    tuned: int | None = Field(default=None, ge=1)  # a finished tune job of this model
+    # A finished tune job of this model; bounded as every id is (farm.queue.limits).
+    tuned: int | None = Field(default=None, ge=1, le=DB_INT_MAX)
     profile: bool = False  # also time each kernel on the phone (farm.jobs.profile)
     inputs: InputsBlob | None = None  # the user's .npz (farm.kinds.model_inputs)
 

@@ -50,24 +50,29 @@ class InputsBlob(Strict):
     name: Text
 
 
-def put_inputs(store: BlobOps, data: bytes | Path, name: str, now: datetime) -> InputsBlob:
-    """Check that ``data`` is a numpy ``.npz`` archive and store it as a blob.
+def put_inputs(store: BlobOps, data: bytes | Path, name: str, now: datetime,
+               max_bytes: int) -> InputsBlob:
+    """Check that ``data`` is a numpy ``.npz`` archive within bounds and store it as a blob.
 
-    Whether its arrays fit the model is checked when a spec names it (:func:`check_inputs`).
+    Only the archive's directory and its arrays' headers are read
+    (:func:`farm.jobs.model_io.npz_members`); whether its arrays fit the model is
+    checked when a spec names it (:func:`check_inputs`).
 
     Args:
         store: the queue.
         data: the archive's bytes, or a file holding them (an upload spooled to disk).
         name: the user's file name (shown in errors, never opened).
         now: when stored.
+        max_bytes: the most bytes its arrays may declare (``[jobs] inputs_max_bytes``).
 
     Raises:
-        SpecError: ``data`` is no ``.npz`` archive (``params.inputs``).
+        SpecError: ``data`` is no ``.npz`` archive, or declares more than
+            ``max_bytes`` (``params.inputs``).
         StoreError: the database refused the write.
     """
-    from farm.jobs.model_io import load_npz
+    from farm.jobs.model_io import npz_members
 
-    load_npz(data, name, FIELD)
+    npz_members(data, name, FIELD, max_bytes)
     return InputsBlob(sha256=store.put_blob(data, now), name=name)
 
 

@@ -31,6 +31,8 @@ import os
 import re
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +42,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from farm import logs
 from farm.clock import SystemClock, wait_until
 from farm.config import HostSettings, default_database_url
-from farm.errors import StoreError
+from farm.errors import StoreError, StoreUnreachable
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -255,12 +257,13 @@ def migrate(engine: sa.Engine, *, dead_after_s: float = HOST_DEAD_AFTER_S) -> st
         for ``farmctl db upgrade`` to report.
 
     Raises:
+        StoreUnreachable: no connection could be made (see :func:`_connected`).
         StoreError: the database refused the migration, live older hosts
             could not read it, or a newer farm migrated it past this farm's
             head (before, alembic's traceback for the unknown revision).
     """
     try:
-        with _ALEMBIC_LOCK, engine.begin() as connection:
+        with _ALEMBIC_LOCK, _connected(engine) as connection, connection.begin():
             if connection.dialect.name == "postgresql":
                 connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"),
                                    {"key": MIGRATION_LOCK_KEY})
@@ -292,11 +295,12 @@ def require_head(engine: sa.Engine) -> None:
     What a store opened with ``auto_migrate`` off does instead of :func:`migrate`.
 
     Raises:
+        StoreUnreachable: no connection could be made (see :func:`_connected`).
         StoreError: the schema is older (or never migrated), naming ``farmctl db
             upgrade``; newer than this farm knows; or the database cannot be read.
     """
     try:
-        with engine.connect() as connection:
+        with _connected(engine) as connection:
             current, head = revisions(connection)
     except SQLAlchemyError as exc:
         raise StoreError(f"cannot read the schema revision of {_shown(engine)}: {exc}") from exc
@@ -307,6 +311,26 @@ def require_head(engine: sa.Engine) -> None:
     found = f"at revision {current}" if current else "never migrated"
     raise StoreError(f"{_shown(engine)} is {found}, newest is {head} and "
                      "database.auto_migrate is off: run 'farmctl db upgrade'")
+
+
+@contextmanager
+def _connected(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A connection of ``engine``; a server that cannot be reached is :class:`StoreUnreachable`.
+
+    Only a database server is told apart: SQLite opens a local file (its folder
+    made by :func:`create_engine`), and its errors at connect, such as a lock,
+    stay what they are. Before, a server down while a store opened read
+    "cannot migrate ...", as if the schema were at fault.
+    """
+    try:
+        connection = engine.connect()
+    except sa.exc.OperationalError as exc:
+        if engine.dialect.name == "sqlite":
+            raise
+        reason = str(exc.orig or exc).strip().splitlines()[0]
+        raise StoreUnreachable(f"database {_shown(engine)} is unreachable: {reason}") from exc
+    with connection:
+        yield connection
 
 
 def _newer(engine: sa.Engine, current: str, head: str) -> str:

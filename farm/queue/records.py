@@ -12,7 +12,14 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from farm.errors import FarmError, PhoneFault, Retry, StoreError, TrackerUnreachable
+from farm.errors import (
+    FarmError,
+    PhoneFault,
+    Retry,
+    StoreError,
+    StoreUnreachable,
+    TrackerUnreachable,
+)
 from farm.queue.models import (
     Attempt,
     AttemptState,
@@ -309,7 +316,8 @@ class ResultView:
 #: Error kinds of an outage of the host's database or tracker: an attempt they end is
 #: handed back (:meth:`farm.queue.store.Store.requeue`) without costing the job a try,
 #: as a farmd restart's is (issue 26).
-INFRA_KINDS = frozenset({StoreError.__name__, TrackerUnreachable.__name__})
+INFRA_KINDS = frozenset({StoreError.__name__, StoreUnreachable.__name__,
+                         TrackerUnreachable.__name__})
 
 
 @dataclass(frozen=True)

@@ -35,15 +35,15 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from farm.clock import Clock, SystemClock
+from farm.clock import Clock, SystemClock, wait_until
 from farm.config import Settings, load_config
-from farm.errors import FarmError, Retry, StoreError
+from farm.errors import FarmError, Retry, StoreError, StoreUnreachable
 from farm.queue.records import Decision, Failure
 from farm.queue.store import Store
 from farm.runner.outcome import ChildOutcome, write_outcome
@@ -52,11 +52,13 @@ from farm.runner.wake import send_wake
 if TYPE_CHECKING:
     from farm.runner.gating import ControllerGate
 
-__all__ = ["main", "run_attempt"]
+__all__ = ["main", "open_store", "run_attempt"]
 
 log = structlog.get_logger(__name__)
 
 PARENT_POLL_S = 0.5
+#: Seconds between tries to reach a database server that is down.
+STORE_RETRY_S = 2.0
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_NO_ATTEMPT = 3
@@ -104,7 +106,9 @@ def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,
 
     clock = clock or SystemClock()
     try:
-        store = Store(settings.database_url, auto_migrate=settings.database.auto_migrate)
+        store = open_store(
+            lambda: Store(settings.database_url, auto_migrate=settings.database.auto_migrate),
+            settings.database.unreachable_wait_s, clock)
     except StoreError as exc:
         return _unreported(run_dir, exc)
     try:
@@ -147,10 +151,47 @@ def run_attempt(settings: Settings, job_id: int, attempt_id: int, run_dir: Path,
         store.close()
 
 
+def open_store(opener: Callable[[], Store], wait_s: float, clock: Clock,
+               retry_s: float = STORE_RETRY_S) -> Store:
+    """The store ``opener`` opens, tried again while its server cannot be reached.
+
+    A child started while PostgreSQL is down used to end at once, its attempt
+    reported as "cannot migrate ...". Now it waits up to ``wait_s`` (``[database]
+    unreachable_wait_s``) for the server, then gives up with the reason; its
+    attempt is handed back either way, costing no try (``StoreUnreachable`` is an
+    infra kind, :data:`farm.queue.records.INFRA_KINDS`).
+
+    Args:
+        opener: opens the store (:class:`Store` on the settings' URL).
+        wait_s: the longest wait for the server, in seconds.
+        clock: measures the wait.
+        retry_s: seconds between tries.
+
+    Raises:
+        StoreUnreachable: the server still could not be reached after ``wait_s``.
+        StoreError: the database refused otherwise (not retried).
+    """
+    unreachable: list[StoreUnreachable] = []
+
+    def reached() -> Store | None:
+        try:
+            return opener()
+        except StoreUnreachable as exc:
+            if not unreachable:
+                log.warning("attempt_store_waiting", reason=str(exc), wait_s=wait_s)
+            unreachable[:] = [exc]
+            return None
+
+    store = wait_until(reached, wait_s, interval_s=retry_s, clock=clock)
+    if store is None:
+        raise StoreUnreachable(f"{unreachable[-1]} (tried for {wait_s:g} s)")
+    return store
+
+
 def _unreported(run_dir: Path, error: StoreError) -> int:
     """Say in ``outcome.json`` that the store is unreachable (farmd hands the attempt back)."""
     log.error("attempt_store_unreachable", reason=str(error))
-    write_outcome(run_dir, ChildOutcome("failed", False, "store_error", "StoreError",
+    write_outcome(run_dir, ChildOutcome("failed", False, "store_error", type(error).__name__,
                                         "same_limit", str(error)))
     return EXIT_FAILED
 

@@ -68,12 +68,13 @@ def apply_fault(fleet: Fleet, request: dict[str, Any]) -> None:
     """Apply one control request to ``fleet`` (blocking; call off the fleet's loop).
 
     Raises:
-        KeyError: unknown serial.
-        ValueError: unknown fault, a missing argument, or a bad value.
+        ValueError: unknown serial or fault, a missing argument, or a bad value.
     """
-    serial = str(request["serial"])
+    serial = str(request.get("serial", ""))
     fault = request.get("fault")
-    fleet.phone(serial)  # KeyError for an unknown serial
+    if serial not in fleet.serials:
+        raise ValueError(f"no phone {serial!r} in this fleet; its phones: "
+                         f"{', '.join(fleet.serials) or 'none'}")
     action = FAULT_ACTIONS.get(str(fault))
     if action is None:
         raise ValueError(f"unknown fault {fault!r}; one of {', '.join(FAULTS)}")
@@ -90,6 +91,8 @@ async def _serve_control(fleet: Fleet) -> asyncio.Server:
                 request = json.loads(line)
                 await loop.run_in_executor(None, apply_fault, fleet, request)
                 reply: dict[str, Any] = {"ok": True}
+            except ValueError as exc:  # the caller's words were wrong: say so plainly
+                reply = {"ok": False, "error": str(exc)}
             except Exception as exc:  # noqa: BLE001 - every failure goes back to the caller
                 reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
             writer.write(json.dumps(reply).encode() + b"\n")
@@ -223,6 +226,9 @@ def fault(
     data_dir: Path | None,
 ) -> None:
     """Inject fault KIND into phone SERIAL (of `farm-phones serve` or `farmd --virtual-phones`)."""
+    if not serial.strip():
+        raise click.BadParameter("is empty; give a phone's serial (farm-phones serve lists them)",
+                                 param_hint="'SERIAL'")
     tried = [folder / CONTROL_FILE for folder in control_dirs(data_dir)]
     control_file = next((path for path in tried if _served(path)), tried[0])
     try:

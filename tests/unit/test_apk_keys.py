@@ -35,6 +35,12 @@ class TestSecret:
         (tmp_path / "pw").write_text("first-line\nsecond\n")
         assert Secret.parse(f"file:{tmp_path / 'pw'}").reveal() == "first-line"
 
+    def test_binary_file_is_a_config_error(self, tmp_path: Path) -> None:
+        """file:PATH holding bytes that are no UTF-8 text is a ConfigError naming the file."""
+        (tmp_path / "pw").write_bytes(b"\xff\xfe\x00secret")
+        with pytest.raises(ConfigError, match=r"password file .*pw is not UTF-8 text"):
+            Secret.parse(f"file:{tmp_path / 'pw'}").reveal()
+
     @pytest.mark.parametrize("spec", ["pass:hunter22", "hunter22", "env:", "stdin"])
     def test_literal_passwords_are_refused(self, spec: str) -> None:
         """Anything but env:/file: is a ConfigError, so a password never lands on argv."""

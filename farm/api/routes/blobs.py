@@ -61,7 +61,8 @@ async def upload(request: Request, svc: ServiceDep,
 
     Bodies over ``[api] upload_max_bytes`` are refused with 413 while they arrive;
     the body is spooled to disk, never held in memory (:mod:`farm.api.uploads`), and
-    a token runs at most ``[api] uploads_per_token`` uploads at once (more wait).
+    a token runs at most ``[api] uploads_per_token`` uploads at once (more wait);
+    a body that pauses for ``[api] upload_read_timeout_s`` is a 408, freeing its slot.
     """
     settings = svc.settings.api
     limit = settings.upload_max_bytes
@@ -71,7 +72,8 @@ async def upload(request: Request, svc: ServiceDep,
                        "([api] upload_max_bytes)")
     token_id = svc.caller.token_id if svc.caller is not None else 0
     async with _slots(request, settings.uploads_per_token).slot(token_id):
-        spooled = await spool(request.stream(), Path(svc.settings.data_dir), limit)
+        spooled = await spool(request.stream(), Path(svc.settings.data_dir), limit,
+                              settings.upload_read_timeout_s)
         try:
             check: Callable[[Path, str], StoredModel | InputsBlob] = (
                 svc.upload_inputs if kind == "inputs" else svc.upload_model)

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from api_helpers import Api
 from exported_models import write_computed_reshape
 from fastapi.testclient import TestClient
+from npz_bombs import zeros_npz
 
 from farm.api.context import ApiContext
 from farm.api.uploads import UPLOADS_DIR, UploadSlots
-from farm.config import Settings
+from farm.config import ApiSettings, JobSettings, Settings
 from farm.demo_model import write_small_cnn
 from farm.serve.app import create_app
 
@@ -52,6 +54,33 @@ class TestUpload:
         response = _upload(api, body, "x.onnx")
         assert response.status_code == 400  # type: ignore[attr-defined]
         assert reason in response.json()["error"]  # type: ignore[attr-defined]
+
+    def test_a_refusal_names_the_users_file_not_the_servers(self, api: Api, tmp_path: Path
+                                                            ) -> None:
+        """A multipart form cut short, sent as the body: the 400 names m.onnx, no server path."""
+        data = write_small_cnn(tmp_path / "cnn.onnx").read_bytes()
+        body = (b'--b\r\nContent-Disposition: form-data; name="file"; filename="m.onnx"\r\n'
+                b"Content-Type: application/octet-stream\r\n\r\n" + data[: len(data) // 2])
+        response = api.client.post("/api/v1/blobs?name=m.onnx", content=body,
+                                   headers={**api.auth(api.alice),
+                                            "Content-Type": "multipart/form-data; boundary=b"})
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert "m.onnx" in error
+        assert str(tmp_path) not in error and UPLOADS_DIR not in error and ".part" not in error
+
+    def test_inputs_declaring_too_much_are_refused_unread(self, api: Api, tmp_path: Path
+                                                           ) -> None:
+        """2 MB declaring 2 GiB of zeros: a 400 naming the file and the limit; nothing stored."""
+        data = zeros_npz(tmp_path / "zeros.npz", "x", (1 << 29,)).read_bytes()
+        response = api.client.post("/api/v1/blobs?name=zeros.npz&type=inputs", content=data,
+                                   headers={**api.auth(api.alice),
+                                            "Content-Type": "application/octet-stream"})
+        assert response.status_code == 400, response.text
+        assert response.json()["reason"] == (
+            f"zeros.npz: 'x' declares [536870912] float32 (2147483776 bytes); at most "
+            f"{JobSettings().inputs_max_bytes} bytes of inputs are taken ([jobs] inputs_max_bytes)")
+        assert not api.store.blob_exists(hashlib.sha256(data).hexdigest())
 
     def test_unknown_blob_is_refused(self, api: Api) -> None:
         """A spec naming a sha256 nobody uploaded is refused at enqueue."""
@@ -130,3 +159,36 @@ class TestSpooling:
         asyncio.run(main())
         assert order.index("a1 out") < order.index("a2 in")
         assert order.index("b in") < order.index("a1 out")
+
+    def test_stalled_uploads_are_cut_off_and_block_no_other(self, api: Api, tmp_path: Path
+                                                            ) -> None:
+        """Three bodies that declare 1 MB and stall get 408s; the token's next upload goes in."""
+        settings = Settings(data_dir=tmp_path / "stalls", database_url=api.store.url,
+                            api={"upload_read_timeout_s": 0.5})
+        app = create_app(ApiContext(api.store, settings, api.clock))
+        model = write_small_cnn(tmp_path / "cnn.onnx").read_bytes()
+        never = asyncio.Event()
+
+        async def stalled() -> AsyncIterator[bytes]:
+            yield bytes(10)
+            await never.wait()
+
+        async def main() -> list[int]:
+            headers = {**api.auth(api.alice), "Content-Type": "application/octet-stream"}
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                         base_url="http://farm") as client:
+                stalls = [asyncio.create_task(client.post(
+                    "/api/v1/blobs?name=s.onnx", content=stalled(),
+                    headers={**headers, "Content-Length": "1000000"})) for _ in range(3)]
+                spooling = tmp_path / "stalls" / UPLOADS_DIR
+                while not spooling.is_dir() or len(list(spooling.iterdir())) < 2:
+                    await asyncio.sleep(0.01)  # both of alice's slots are held by stalls
+                last = await client.post("/api/v1/blobs?name=cnn.onnx", content=model,
+                                         headers=headers)
+                answers = [response.status_code for response in await asyncio.gather(*stalls)]
+                return [*answers, last.status_code]
+
+        statuses = asyncio.run(asyncio.wait_for(main(), 30))
+        assert statuses == [408, 408, 408, 201]
+        assert ApiSettings().upload_read_timeout_s == 30.0
+        assert not list((tmp_path / "stalls" / UPLOADS_DIR).iterdir())

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 import click
 import pytest
@@ -93,6 +94,8 @@ class TestBoundedInput:
         ["job", HUGE_ID], ["cancel", HUGE_ID], ["wait", HUGE_ID], ["results", "--job", HUGE_ID],
         ["logs", "--job", HUGE_ID], ["job", "0"], ["job", "--", "-5"], ["job", str(DB_INT_MAX + 1)],
         ["jobs", "--limit", HUGE_ID], ["results", "--limit", "0"],
+        ["export", "9223372036854775808", "--out", "bundle"],
+        ["export", str(DB_INT_MAX + 1), "--out", "bundle"],
     ])
     def test_out_of_range_is_a_usage_error(self, farmctl, args: list[str]) -> None:
         """The value is refused with exit 2 and a one-line reason naming the argument."""
@@ -126,6 +129,22 @@ class TestBoundedInput:
         assert Seconds(0, 10).convert(0.0, None, None) == 0.0
         with pytest.raises(click.BadParameter):
             Seconds(0, 10, min_open=True).convert("0", None, None)
+
+
+class TestConfigFile:
+    """A --config file farmctl cannot read is one line naming it, never a traceback."""
+
+    @pytest.mark.parametrize("args", [["jobs"], ["devices"], ["enqueue", "gemm", "--n", "64"]])
+    def test_a_binary_file_is_a_one_line_error(self, tmp_path: Path, args: list[str]) -> None:
+        """Bytes that are no UTF-8 text: exit 2, 'not valid TOML', the file's name."""
+        path = tmp_path / "farm.toml"
+        path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x82")
+        result = CliRunner().invoke(cli, ["--config", str(path), *args],
+                                    env={"FARM_CONFIG": None})
+        assert result.exit_code == 2, result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        assert result.stderr == (f"Error: config {path}: not valid TOML: not UTF-8 text (byte 0x89 "
+                                 "at offset 0)\n")
 
 
 class TestWaitExitCodes:

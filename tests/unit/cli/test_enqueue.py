@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from npz_bombs import zeros_npz
 
 from farm.cli.enqueue import enqueue
 from farm.cli.main import cli
@@ -45,6 +46,8 @@ _FOLDER.mkdir()
 
 #: small_cnn takes x: float32[1, 3, 16, 16].
 _INPUTS = _npz("inputs.npz", x=np.ones((1, 3, 16, 16), "float32"))
+#: 2 MB holding x: 2 GiB of float32 zeros.
+_ZEROS = str(zeros_npz(Path(_MODEL_DIR.name) / "zeros.npz", "x", (1 << 29,)))
 
 
 def _config(folder: Path) -> Path:
@@ -124,6 +127,8 @@ class TestEnqueue:
             (["model", "--model", _MODEL, "--rtol", "inf"], "--rtol: "),
             (["model", "--model", __file__], "--model: not an ONNX model: test_enqueue.py: "),
             (["model", "--model", _MODEL, "--tuned", "7"], "--tuned: no job 7"),
+            (["model", "--model", _MODEL, "--tuned", "9223372036854775808"],
+             "--tuned: Input should be less than or equal to 2147483647"),
             (["model", "--model", _MODEL, "--inputs", _npz("s.npz", x=np.ones((1, 3, 8, 8), "f4"))],
              "--inputs: s.npz: input 'x' has shape (1, 3, 8, 8), the model takes (1, 3, 16, 16)"),
             (["model", "--model", _MODEL, "--inputs", _npz("d.npz", x=np.ones((1, 3, 16, 16)))],
@@ -133,6 +138,9 @@ class TestEnqueue:
             (["model", "--model", _MODEL, "--inputs", _MODEL],
              "--inputs: small_cnn.onnx is not a numpy .npz archive"),
             (["model", "--model", _MODEL, "--inputs", "/no/such.npz"], "--inputs: cannot read"),
+            (["model", "--model", _MODEL, "--inputs", _ZEROS],
+             (f"--inputs: zeros.npz: 'x' declares [536870912] float32 (2147483776 bytes); "
+              f"at most {JobSettings().inputs_max_bytes} bytes of inputs are taken")),
             (["model", "--model", str(_EMPTY)], "--model: not an ONNX model: empty.onnx is empty"),
             (["tune", "--model", str(_EMPTY)], "--model: not an ONNX model: empty.onnx is empty"),
             # An id of its own: the message holds a temporary path, and pytest-xdist's workers

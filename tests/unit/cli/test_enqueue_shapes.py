@@ -6,10 +6,13 @@ queue; the HTTP API's submit path runs the same check (tests/unit/api).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
+import onnx
 import pytest
 from exported_models import write_computed_reshape
+from onnx import TensorProto, helper
 
 from farm.queue import Store
 
@@ -49,3 +52,53 @@ def test_fitting_shapes_are_queued(farmctl, store: Store, model: Path) -> None:
     assert result.exit_code == 0, result.output
     [job] = store.list_jobs()
     assert job.spec["params"]["input_shapes"] == {"images": [2, 3, 8, 8]}
+
+
+def _identity(path: Path, dims: list[int]) -> Path:
+    """A model passing ``x: float32[dims]`` through as ``y``."""
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "identity",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+class TestInputsFitAPhone:
+    """Inputs no phone can hold are refused at enqueue, not in an attempt."""
+
+    @pytest.mark.parametrize("kind", ["model", "tune"])
+    def test_a_declared_dimension_of_a_trillion_is_refused(self, farmctl, store: Store,
+                                                           tmp_path: Path, kind: str) -> None:
+        """A model declaring x: [10**12] exits 2 in one line naming the input; no job."""
+        model = _identity(tmp_path / "huge.onnx", [10**12])
+        result = farmctl("enqueue", kind, "--model", str(model))
+        assert result.exit_code == 2, result.output
+        assert result.stderr == ("Error: --input-shape: input 'x' of huge.onnx has "
+                                 "1000000000000 elements ([1000000000000]); at most 2147483647 "
+                                 "fit a phone\n")
+        assert store.list_jobs() == []
+
+    def test_two_to_the_31_elements_are_refused(self, farmctl, store: Store, model: Path
+                                               ) -> None:
+        """--input-shape within each dimension's range but over 2**31-1 elements in all."""
+        result = farmctl("enqueue", "model", "--model", str(model),
+                         "--input-shape", "images=11184811,3,8,8")
+        assert result.exit_code == 2, result.output
+        assert result.stderr == ("Error: --input-shape: input 'images' of m.onnx has "
+                                 "2147483712 elements ([11184811,3,8,8]); at most 2147483647 "
+                                 "fit a phone\n")
+        assert store.list_jobs() == []
+
+    def test_inputs_over_the_largest_devices_memory_are_refused(
+            self, farmctl, store: Store, model: Path) -> None:
+        """1.5 GB of inputs where the farm's phones have at most 1 GB: exit 2, no job."""
+        now = datetime(2026, 1, 1, tzinfo=UTC)
+        store.upsert_device("SMALL", now, {"abi": "arm64-v8a", "mem_total_kb": 500_000})
+        store.upsert_device("BIG", now, {"abi": "arm64-v8a", "mem_total_kb": 1_000_000})
+        result = farmctl("enqueue", "model", "--model", str(model),
+                         "--input-shape", "images=2000000,3,8,8")
+        assert result.exit_code == 2, result.output
+        assert result.stderr == ("Error: --input-shape: the inputs of m.onnx take 1536000000 "
+                                 "bytes; the farm's largest device has 1024000000 bytes of "
+                                 "memory\n")
+        assert store.list_jobs() == []

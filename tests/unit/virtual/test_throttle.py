@@ -214,6 +214,29 @@ class TestThrottleFault:
             apply_fault(fleet, {"serial": fleet.serials[0], "fault": "throttle"})
 
 
+    def test_unknown_serial_is_one_line_naming_it(self, fleet: Fleet, tmp_path: Path) -> None:
+        """An unknown or empty serial: the phones are named, never "KeyError: ''"."""
+        from click.testing import CliRunner
+
+        from farm.virtual.cli import main, start_control
+
+        stop = start_control(fleet, tmp_path / "control")
+        try:
+            runner = CliRunner()
+            unknown = runner.invoke(main, ["fault", "NOPE", "crash-app",
+                                           "--data-dir", str(tmp_path / "control")])
+            empty = runner.invoke(main, ["fault", "", "crash-app",
+                                         "--data-dir", str(tmp_path / "control")])
+        finally:
+            stop()
+        assert unknown.exit_code == 1
+        assert unknown.output == (f"Error: no phone 'NOPE' in this fleet; its phones: "
+                                  f"{fleet.serials[0]}\n")
+        assert empty.exit_code == 2
+        assert "Invalid value for 'SERIAL': is empty" in empty.output
+        assert "KeyError" not in empty.output + unknown.output
+
+
 class TestAppFollowsTheSpeed:
     def test_heat_and_the_fault_throttle_the_running_rpc_process(
         self, phone: AndroidPhone, tmp_path: Path
