@@ -150,14 +150,16 @@ def regression_rows(views: list[RegressionView]) -> list[dict[str, Any]]:
     """The regressions listing's rows (``farmctl results --regressions``)."""
     return [{"job_id": v.job_id, "baseline_job_id": v.baseline_job_id, "serial": v.serial,
              "ratio": v.ratio, "ci": f"{v.ci_low:.3f}..{v.ci_high:.3f}",
-             "p_value": f"{v.p_value:.2g}", "verdict": v.verdict, "created_at": v.created_at}
+             "p_value": f"{v.p_value:.2g}", "verdict": v.verdict,
+             "confirm_job_id": v.confirm_job_id, "created_at": v.created_at}
             for v in views]
 
 
 _REGRESSION_COLUMNS = [
     Column("job_id", "job", "right"), Column("baseline_job_id", "baseline", "right"),
     Column("serial"), Column("ratio", "ratio", "right"), Column("ci", "95% CI", "right"),
-    Column("p_value", "p", "right"), Column("verdict"), Column("created_at", "found"),
+    Column("p_value", "p", "right"), Column("verdict"),
+    Column("confirm_job_id", "A/B job", "right"), Column("created_at", "found"),
 ]
 
 

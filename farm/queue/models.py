@@ -355,8 +355,12 @@ class Regression(Base):
     ci_low: Mapped[float]
     ci_high: Mapped[float]
     p_value: Mapped[float]
-    verdict: Mapped[str] = mapped_column(sa.String(16))  # slower|faster|no change|undecided
+    # slower|faster|no change|undecided, suspected while an A/B job settles it, or
+    # phone: the A/B said no change, so the phone's speed moved, not the build's.
+    verdict: Mapped[str] = mapped_column(sa.String(16))
     created_at: Mapped[datetime]
+    confirm_job_id: Mapped[int | None] = mapped_column(
+        sa.ForeignKey("jobs.id", name="fk_regressions_confirm_job_id_jobs"), default=None)
 
 
 class TuningWorkload(Base):

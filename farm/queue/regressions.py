@@ -6,7 +6,10 @@ regression watch (:mod:`farm.results.watch`) read and write through it.
 
 A verdict is written once per job: :meth:`RegressionOps.record_regressions`
 locks the job's row and writes only while the job has no verdict rows, so two
-farmd sharing one database cannot record one job twice.
+farmd sharing one database cannot record one job twice. A ``suspected``
+verdict waits for the A/B job that settles it: :meth:`RegressionOps.attach_confirmation`
+names that job once, and :meth:`RegressionOps.settle_regression` moves the
+row to its final verdict only while it is still ``suspected`` (compare and set).
 """
 
 from __future__ import annotations
@@ -15,13 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import exists, select
+from sqlalchemy import exists, select, update
 
 from farm.queue.models import Job, JobState, Regression
 from farm.queue.ops import TransactionOps
 from farm.queue.records import JobView
 
-__all__ = ["RegressionOps", "RegressionView"]
+__all__ = ["SUSPECTED", "RegressionOps", "RegressionView"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,9 @@ class RegressionView:
     ``ratio`` is the job's median timing over the baseline's (above 1: slower),
     ``ci_low``/``ci_high`` its bootstrap 95% interval, ``p_value`` the
     Mann-Whitney U test's; ``verdict`` is ``slower``, ``faster``, ``no change`` or
-    ``undecided`` (:func:`farm.stats.compare_samples`).
+    ``undecided`` (:func:`farm.stats.compare_samples`); ``suspected`` while
+    the A/B job ``confirm_job_id`` settles it, and after it ``phone`` when
+    that job found no change between the builds (the phone's speed moved).
     """
 
     id: int
@@ -44,6 +49,17 @@ class RegressionView:
     p_value: float
     verdict: str
     created_at: datetime
+    confirm_job_id: int | None = None
+
+    @classmethod
+    def of(cls, r: Regression) -> RegressionView:
+        """The view of a row."""
+        return cls(r.id, r.job_id, r.baseline_job_id, r.serial, r.ratio, r.ci_low, r.ci_high,
+                   r.p_value, r.verdict, r.created_at, r.confirm_job_id)
+
+
+#: A verdict the regression watch waits to settle with an A/B job.
+SUSPECTED = "suspected"
 
 
 class RegressionOps(TransactionOps):
@@ -104,10 +120,44 @@ class RegressionOps(TransactionOps):
             session.add_all(
                 Regression(job_id=job_id, baseline_job_id=r.baseline_job_id, serial=r.serial,
                            ratio=r.ratio, ci_low=r.ci_low, ci_high=r.ci_high,
-                           p_value=r.p_value, verdict=r.verdict, created_at=r.created_at)
+                           p_value=r.p_value, verdict=r.verdict, created_at=r.created_at,
+                           confirm_job_id=r.confirm_job_id)
                 for r in rows
             )
             return True
+
+    def suspected_regressions(self) -> list[RegressionView]:
+        """Rows still ``suspected``, oldest first: the watch's A/B jobs to enqueue or read."""
+        query = select(Regression).where(Regression.verdict == SUSPECTED).order_by(Regression.id)
+        with self._tx() as session:
+            return [RegressionView.of(r) for r in session.scalars(query)]
+
+    def attach_confirmation(self, row_id: int, job_id: int) -> bool:
+        """Name the A/B job that settles a suspected row, if none is named yet (compare and set).
+
+        Returns:
+            False when the row is no longer suspected or already names a job.
+        """
+        with self._tx() as session:
+            done = session.execute(
+                update(Regression)
+                .where(Regression.id == row_id, Regression.verdict == SUSPECTED,
+                       Regression.confirm_job_id.is_(None))
+                .values(confirm_job_id=job_id))
+            return bool(getattr(done, "rowcount", 0))
+
+    def settle_regression(self, row_id: int, verdict: str) -> bool:
+        """Move a suspected row to its final ``verdict`` (compare and set on ``suspected``).
+
+        Returns:
+            False when another farmd settled it first (nothing written).
+        """
+        with self._tx() as session:
+            done = session.execute(
+                update(Regression)
+                .where(Regression.id == row_id, Regression.verdict == SUSPECTED)
+                .values(verdict=verdict))
+            return bool(getattr(done, "rowcount", 0))
 
     def regressions(self, *, slower_only: bool = False, limit: int = 100) -> list[RegressionView]:
         """Verdict rows, newest first; only ``slower`` ones if ``slower_only``."""
@@ -115,8 +165,4 @@ class RegressionOps(TransactionOps):
         if slower_only:
             query = query.where(Regression.verdict == "slower")
         with self._tx() as session:
-            return [
-                RegressionView(r.id, r.job_id, r.baseline_job_id, r.serial, r.ratio, r.ci_low,
-                               r.ci_high, r.p_value, r.verdict, r.created_at)
-                for r in session.scalars(query)
-            ]
+            return [RegressionView.of(r) for r in session.scalars(query)]

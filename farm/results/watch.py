@@ -14,14 +14,19 @@ watch_interval_s``). It looks at succeeded jobs of the watched specs that
 finished in the last ``watch_lookback_s`` and have no verdict yet, compares
 each phone with :func:`farm.stats.compare_samples` (same threshold
 and alpha as ``farmctl compare``), writes one ``regressions`` row per phone
-(once per job, :meth:`~farm.queue.regressions.RegressionOps.record_regressions`),
-and only after that commit logs ``regression_found`` and counts
-``farm_regressions_total{serial,workload}`` for each slower phone. A phone
-whose samples cannot decide (too few to reach alpha, or a CI too wide to rule
-a change in or out) gets an ``undecided`` row and ``regression_undecided`` is
-logged with the reason, so "no change" in the table always means the CI lay
-inside the threshold.
-``farmctl results --regressions`` lists them.
+(once per job, :meth:`~farm.queue.regressions.RegressionOps.record_regressions`).
+
+Two runs taken hours apart see the phone's drift, so a phone whose verdict is
+anything but "no change" (slower, faster, or undecided: too few samples, or a
+CI too wide to rule a change in or out) is written ``suspected`` and
+``regression_suspected`` is logged; an A/B job of the baseline's build
+against the new one on that phone then settles it
+(:mod:`farm.results.confirm`): slower (``regression_found`` and
+``farm_regressions_total{serial,workload}``, only after that commit), faster,
+undecided, or ``phone`` when the builds run alike and the phone's speed
+moved. A job no A/B job can time (a GEMM tuning) keeps the runs' verdict.
+"no change" in the table always means the CI lay inside the threshold.
+``farmctl results --regressions`` lists them with the confirming job.
 
 A job that cannot be judged (no earlier run, no phone in common, a baseline
 job that is missing or unfinished) is logged once and skipped until farmd
@@ -42,7 +47,7 @@ from farm.config import Settings
 from farm.errors import UserFault
 from farm.metrics import FarmMetrics
 from farm.queue.records import JobView
-from farm.queue.regressions import RegressionView
+from farm.queue.regressions import SUSPECTED, RegressionView
 from farm.queue.store import Store
 from farm.results.compare import Side, by_phone, load_side, side_of
 from farm.results.rows import sample_rows
@@ -83,6 +88,9 @@ class RegressionWatch:
 
     def __init__(self, store: Store, settings: Settings, clock: Clock,
                  metrics: FarmMetrics | None = None) -> None:
+        from farm.results.confirm import Confirmations
+
+        self.confirmations = Confirmations(store, settings.data_dir, clock, metrics)
         self.store = store
         self.results = settings.results
         self.clock = clock
@@ -96,7 +104,12 @@ class RegressionWatch:
         self._skipped: set[int] = set()  # jobs that could not be judged; logged once
 
     def check(self) -> list[RegressionView]:
-        """Judge every finished, unjudged run of a watched schedule; returns the rows written."""
+        """Judge every finished, unjudged run of a watched schedule, settle suspected ones.
+
+        Returns:
+            The rows written (``no change``, or ``suspected`` with an A/B job
+            enqueued to settle it) and the rows settled by an ended A/B job.
+        """
         if not self.watched:
             return []
         now = self.clock.now()
@@ -108,7 +121,7 @@ class RegressionWatch:
                 continue
             watched = next(w for w in self.watched if dict(w.spec) == job.spec)
             written += self._judge(job, watched, now)
-        return written
+        return written + self.confirmations.check()
 
     def _judge(self, job: JobView, watched: Watched, now: datetime) -> list[RegressionView]:
         if watched.baseline == job.id:
@@ -120,6 +133,7 @@ class RegressionWatch:
             return self._skip(job, watched, str(exc))
         rows = []
         reasons = {}
+        confirmable = self.confirmations.can_confirm(job)
         for serial, (baseline_job_id, baseline_timings) in sorted(baselines.items()):
             try:
                 c = compare_samples(baseline_timings, new.timings[serial],
@@ -127,26 +141,28 @@ class RegressionWatch:
                                     alpha=self.results.alpha, max_cv=self.results.max_cv)
             except ValueError as exc:  # a timing of 0 or less: not a measurement
                 return self._skip(job, watched, f"{serial}: {exc}")
+            verdict = c.verdict.value
+            if c.verdict is not Verdict.NO_CHANGE and confirmable:
+                verdict = SUSPECTED  # an A/B job of the two builds settles it
             rows.append(RegressionView(0, job.id, baseline_job_id, serial, c.ratio, c.ci_low,
-                                       c.ci_high, c.p_value, c.verdict.value, now))
-            reasons[serial] = c.reason
+                                       c.ci_high, c.p_value, verdict, now))
+            reasons[serial] = f"{c.verdict.value}: {c.reason}"
         if not rows:
             return self._skip(job, watched, "no phone of it has a baseline run")
         if not self.store.record_regressions(job.id, rows):
             return []  # another farmd judged it first
         for row in rows:
-            if row.verdict == Verdict.SLOWER.value:
-                log.warning("regression_found", job_id=job.id, baseline_job_id=row.baseline_job_id,
-                            serial=row.serial, workload=new.workload, schedule=watched.name,
-                            ratio=row.ratio, ci_low=row.ci_low, ci_high=row.ci_high,
-                            p_value=row.p_value)
+            fields = {"job_id": job.id, "baseline_job_id": row.baseline_job_id,
+                      "serial": row.serial, "workload": new.workload, "schedule": watched.name,
+                      "ratio": row.ratio, "reason": reasons[row.serial]}
+            if row.verdict == SUSPECTED:
+                log.warning("regression_suspected", **fields)
+            elif row.verdict == Verdict.SLOWER.value:  # a job no A/B job can time
+                log.warning("regression_found", **fields)
                 if self.metrics is not None:
                     self.metrics.count_regression(row.serial, new.workload)
             elif row.verdict == Verdict.UNDECIDED.value:
-                log.warning("regression_undecided", job_id=job.id,
-                            baseline_job_id=row.baseline_job_id, serial=row.serial,
-                            workload=new.workload, schedule=watched.name,
-                            reason=reasons[row.serial])
+                log.warning("regression_undecided", **fields)
         log.info("regression_checked", job_id=job.id, schedule=watched.name,
                  phones=len(rows), slower=sum(r.verdict == Verdict.SLOWER.value for r in rows))
         return rows

@@ -272,7 +272,12 @@ class TestDefaultsDecide:
 
     def test_the_watch_flags_a_ten_percent_slowdown_between_two_scheduled_runs(
             self, recorded: Recorded, tmp_path: Path) -> None:
-        """Two nightly runs at the defaults, the second at 0.9: the watch writes a slower row."""
+        """Two nightly runs at the defaults, the second at 0.9: the watch suspects the phone.
+
+        Suspected, not slower: the two runs are one build, so the watch enqueues
+        an A/B job of the two to tell the phone's slowdown from the build's
+        (tests/unit/results/test_watch.py settles such rows).
+        """
         quiet = recorded.quiet_samples(1.0, 0.9)
         spec = {"kind": "gemm", "params": {"n": 64}, "devices": {"serials": ["P1"]}}
         settings = Settings(schedules=(Schedule(cron="0 1 * * *", spec=spec, name="nightly",
@@ -282,4 +287,5 @@ class TestDefaultsDecide:
             finished_job(store, "P1", _measure(quiet[1.0], 7), now=NOW)
             night2 = finished_job(store, "P1", _measure(quiet[0.9], 8), now=NOW + hour)
             rows = RegressionWatch(store, settings, FakeClock(start=NOW + 3 * hour)).check()
-        assert [(r.job_id, r.verdict) for r in rows] == [(night2, "slower")], rows
+        assert [(r.job_id, r.verdict) for r in rows] == [(night2, "suspected")], rows
+        assert 1.05 < rows[0].ratio < 1.2, rows

@@ -1,10 +1,11 @@
-"""The regression watch: verdict rows per phone, regression_found, the metric, once per job."""
+"""The regression watch: verdict rows per phone, settled by A/B jobs, the metric, once per job."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
+from device_states import put_state
 from stored_results import NOW, finished_job, timings
 from structlog.testing import capture_logs
 
@@ -12,6 +13,9 @@ from farm.clock import FakeClock
 from farm.config import Schedule, Settings
 from farm.metrics import FarmMetrics
 from farm.queue import Store
+from farm.queue.models import DeviceState
+from farm.queue.records import Outcome
+from farm.queue.scheduler import Assignment
 from farm.results.watch import RegressionWatch
 
 SPEC = {"kind": "gemm", "params": {"n": 64}, "devices": {"serials": ["P1"]}}
@@ -30,20 +34,77 @@ def _regressions(metrics: FarmMetrics, serial: str = "P1") -> float | None:
         "farm_regressions_total", {"serial": serial, "workload": "gemm n=64 float32"})
 
 
+def finish_ab(store: Store, job_id: int, serial: str, verdict: str, ratio: float = 1.0) -> None:
+    """The A/B job ``job_id`` ran on ``serial`` and said ``verdict`` (stored as its kind stores)."""
+    put_state(store, serial, DeviceState.READY, "test", NOW + 2 * HOUR)
+    [claim] = store.claim([Assignment(job_id, (serial,), 60.0)], NOW + 2 * HOUR)
+    figures = {"verdict": verdict, "ratio": ratio, "ci_low": ratio - 0.01,
+               "ci_high": ratio + 0.01, "reason": "test"}
+    store.finish(claim.attempt.id, Outcome({"kind": "ab", "per_serial": {serial: figures}}),
+                 NOW + 2 * HOUR)
+
+
+def ab_jobs(store: Store) -> list[Any]:
+    """The A/B jobs in the queue, oldest first."""
+    return sorted((j for j in store.list_jobs(limit=100) if j.kind == "ab"), key=lambda j: j.id)
+
+
 class TestPrevious:
-    def test_a_slower_run_is_found_logged_and_counted(self, store: Store) -> None:
-        """Night 2 is 10% slower than night 1: a slower row, regression_found and the metric."""
+    def test_a_slower_run_is_suspected_then_confirmed_by_an_ab_job(self, store: Store) -> None:
+        """Night 2 10% slower: suspected, an A/B job of the two builds; its slower is the build's."""
         night1 = finished_job(store, "P1", timings(1), now=NOW)
         night2 = finished_job(store, "P1", timings(2, median_s=0.011), now=NOW + HOUR)
         metrics = FarmMetrics()
+        watch = _watch(store, "previous", metrics=metrics)
         with capture_logs() as logs:
-            rows = _watch(store, "previous", metrics=metrics).check()
+            rows = watch.check()
         assert [(r.job_id, r.baseline_job_id, r.serial, r.verdict) for r in rows] == [
-            (night2, night1, "P1", "slower")]
-        found = [e for e in logs if e["event"] == "regression_found"]
-        assert len(found) == 1 and found[0]["serial"] == "P1" and found[0]["job_id"] == night2
+            (night2, night1, "P1", "suspected")]
+        [ab] = ab_jobs(store)
+        assert ab.spec["params"]["a"]["job"] == night1 and ab.spec["params"]["b"]["job"] == night2
+        assert ab.spec["devices"]["serials"] == ["P1"]
+        assert not [e for e in logs if e["event"] == "regression_found"]
+        assert _regressions(metrics) is None
+        assert watch.check() == []  # the A/B job has not ended: nothing settles, none re-enqueued
+        assert len(ab_jobs(store)) == 1
+        finish_ab(store, ab.id, "P1", "slower", ratio=1.1)
+        with capture_logs() as logs:
+            [settled] = watch.check()
+        assert (settled.job_id, settled.verdict, settled.confirm_job_id) == (night2, "slower", ab.id)
+        [found] = [e for e in logs if e["event"] == "regression_found"]
+        assert found["confirm_job_id"] == ab.id and found["job_id"] == night2
         assert _regressions(metrics) == 1.0
-        assert [r.job_id for r in store.regressions(slower_only=True)] == [night2]
+        assert [(r.job_id, r.confirm_job_id) for r in store.regressions(slower_only=True)] == [
+            (night2, ab.id)]
+
+    def test_a_phone_that_was_slow_is_the_phones_finding(self, store: Store) -> None:
+        """The A/B of the two builds says no change: the row is 'phone', written to its history."""
+        finished_job(store, "P1", timings(1), now=NOW)
+        night2 = finished_job(store, "P1", timings(2, median_s=0.011), now=NOW + HOUR)
+        metrics = FarmMetrics()
+        watch = _watch(store, "previous", metrics=metrics)
+        watch.check()
+        [ab] = ab_jobs(store)
+        finish_ab(store, ab.id, "P1", "no change")
+        with capture_logs() as logs:
+            [settled] = watch.check()
+        assert (settled.job_id, settled.verdict) == (night2, "phone")
+        assert not [e for e in logs if e["event"] == "regression_found"]
+        [moved] = [e for e in logs if e["event"] == "phone_speed_moved"]
+        assert "not the build's" in moved["reason"]
+        assert any("not the build's" in e.reason for e in store.device_events("P1"))
+        assert _regressions(metrics) is None and store.regressions(slower_only=True) == []
+
+    def test_a_failed_ab_job_leaves_the_verdict_undecided(self, store: Store) -> None:
+        """An A/B job that failed settles nothing as slower: the row is undecided."""
+        finished_job(store, "P1", timings(1), now=NOW)
+        finished_job(store, "P1", timings(2, median_s=0.011), now=NOW + HOUR)
+        watch = _watch(store, "previous")
+        watch.check()
+        [ab] = ab_jobs(store)
+        store.cancel(ab.id, NOW + 2 * HOUR)
+        [settled] = watch.check()
+        assert settled.verdict == "undecided"
 
     def test_an_unchanged_run_is_recorded_but_not_a_regression(self, store: Store) -> None:
         """Same speed: a 'no change' row, nothing logged as found, the metric not counted."""
@@ -63,7 +124,7 @@ class TestPrevious:
         metrics = FarmMetrics()
         assert len(_watch(store, "previous", metrics=metrics).check()) == 1
         assert _watch(store, "previous", metrics=metrics).check() == []
-        assert len(store.regressions(slower_only=False)) == 1 and _regressions(metrics) == 1.0
+        assert len(store.regressions(slower_only=False)) == 1 and len(ab_jobs(store)) == 1
 
     def test_previous_is_per_phone(self, store: Store) -> None:
         """Each phone is compared with its own last run of the spec, not another phone's."""
@@ -101,7 +162,9 @@ class TestFixedBaseline:
         slower = finished_job(store, "P1", timings(3, median_s=0.011), now=NOW + 2 * HOUR)
         rows = _watch(store, golden).check()
         assert [(r.job_id, r.baseline_job_id, r.verdict) for r in rows] == [
-            (same, golden, "no change"), (slower, golden, "slower")]  # not golden itself
+            (same, golden, "no change"), (slower, golden, "suspected")]  # not golden itself
+        [ab] = ab_jobs(store)
+        assert (ab.spec["params"]["a"]["job"], ab.spec["params"]["b"]["job"]) == (golden, slower)
 
     def test_a_missing_baseline_job_is_logged_not_raised(self, store: Store) -> None:
         """A baseline job that does not exist: nothing written, one log line with the reason."""
@@ -167,13 +230,13 @@ class TestRecordOnce:
 
 
 class TestUndecided:
-    def test_three_samples_a_side_are_undecided_not_no_change(self, store: Store) -> None:
-        """Two nightly runs of 3 samples each: an 'undecided' row with the reason logged."""
+    def test_three_samples_a_side_are_suspected_not_no_change(self, store: Store) -> None:
+        """Two nightly runs of 3 samples each: suspected, the reason logged, an A/B job to settle."""
         finished_job(store, "P1", timings(1, n=3), now=NOW)
         night2 = finished_job(store, "P1", timings(2, n=3), now=NOW + HOUR)
         with capture_logs() as logs:
             rows = _watch(store, "previous").check()
-        assert [(r.job_id, r.verdict) for r in rows] == [(night2, "undecided")]
-        [undecided] = [e for e in logs if e["event"] == "regression_undecided"]
-        assert "cannot reach alpha" in undecided["reason"]
-        assert store.regressions(slower_only=True) == []
+        assert [(r.job_id, r.verdict) for r in rows] == [(night2, "suspected")]
+        [suspected] = [e for e in logs if e["event"] == "regression_suspected"]
+        assert "undecided" in suspected["reason"] and "cannot reach alpha" in suspected["reason"]
+        assert store.regressions(slower_only=True) == [] and len(ab_jobs(store)) == 1
