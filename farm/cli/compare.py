@@ -130,6 +130,10 @@ def compare(ctx: click.Context, state: CliState, a: str, b: str, threshold: floa
         note(f"plot written to {plot_path}")
     if report.regressed:
         note(f"slower in B on {len(report.slower)} phone(s): {', '.join(report.slower)}")
+    elif report.undecided:
+        note(f"undecided on {len(report.undecided)} phone(s): {', '.join(report.undecided)}; "
+             "measure both again with more samples (--samples), or time the two builds in "
+             "turns on each (--confirm) to decide")
     if confirm:
         from farm.cli.compare_confirm import confirm as confirm_phones
 
