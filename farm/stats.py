@@ -301,6 +301,7 @@ def compare_rounds(
     a: Sequence[float],
     b: Sequence[float],
     *,
+    first: Sequence[str] | None = None,
     threshold: float = 0.05,
     alpha: float = 0.01,
     confidence: float = 0.99,
@@ -312,7 +313,15 @@ def compare_rounds(
     alike and cancels in the round's ratio ``b[i] / a[i]``. So the verdict is
     judged on the rounds' log ratios ``d[i] = log(b[i] / a[i])``, as Kalibera
     and Jones ("Rigorous Benchmarking in Reasonable Time", ISMM 2013) judge
-    repeated runs by the ratio's distribution rather than each side's spread:
+    repeated runs by the ratio's distribution rather than each side's spread.
+
+    With ``first`` (which build each round timed first), the k-th round that
+    timed A first is paired with the k-th that timed B first and each pair's
+    mean log ratio is one observation (the ABBA design): whatever comes of
+    being timed first or second in a round (a cache, the throttle's phase
+    against the calls) cancels in the pair, as a steady drift does. Seen on a
+    virtual phone throttled to 0.9: without pairs an A/A job was once called
+    faster at 0.976. A round left without a partner is not used.
 
     - the estimate is ``exp(median(d))``, the median ratio;
     - its interval is the distribution-free order-statistic interval of the
@@ -337,13 +346,15 @@ def compare_rounds(
     Args:
         a: the baseline build's timing in each round, seconds, all above zero.
         b: the other build's timing in the same rounds, as long as ``a``.
+        first: per round, ``"a"`` or ``"b"``: the build timed first; None
+            judges each round on its own.
         threshold: the smallest relative change that counts (0.05 = 5%).
         alpha: the signed-rank p-value a change must be below.
         confidence: the ratio interval's level.
 
     Raises:
-        ValueError: ``a`` and ``b`` differ in length, or hold a value that is
-            not finite and above zero.
+        ValueError: ``a``, ``b`` (and ``first``) differ in length, or hold a
+            value that is not finite and above zero.
 
     >>> c = compare_rounds([1.0, 1.1, 0.9, 1.2] * 5, [1.1, 1.21, 0.99, 1.32] * 5)
     >>> c.verdict.value, round(c.ratio, 3)
@@ -356,11 +367,20 @@ def compare_rounds(
     for name, x in (("a", xa), ("b", xb)):
         if not np.all(np.isfinite(x)) or np.any(x <= 0):
             raise ValueError(f"timings of {name} must be finite and above zero")
-    if xa.size < MIN_PAIRED_ROUNDS:
-        ratio = float(np.exp(np.median(np.log(xb / xa)))) if xa.size else 1.0
-        return Comparison(ratio, ratio, ratio, 1.0, Verdict.UNDECIDED,
-                          f"{xa.size} rounds; an A/B verdict needs {MIN_PAIRED_ROUNDS}")
     d = np.log(xb / xa)
+    unit = "rounds"
+    if first is not None:
+        if len(first) != d.size:
+            raise ValueError(f"first must name one build per round, got {len(first)}")
+        a_first = d[[i for i, f in enumerate(first) if f == "a"]]
+        b_first = d[[i for i, f in enumerate(first) if f != "a"]]
+        pairs = min(a_first.size, b_first.size)
+        d = (a_first[:pairs] + b_first[:pairs]) / 2
+        unit = "pairs of rounds"
+    if d.size < MIN_PAIRED_ROUNDS:
+        ratio = float(np.exp(np.median(d))) if d.size else 1.0
+        return Comparison(ratio, ratio, ratio, 1.0, Verdict.UNDECIDED,
+                          f"{d.size} {unit}; an A/B verdict needs {MIN_PAIRED_ROUNDS}")
     middle = float(np.median(d))
     ratio = float(np.exp(middle))
     ci = stats.quantile_test(d, q=middle, p=0.5).confidence_interval(confidence)
@@ -369,4 +389,4 @@ def compare_rounds(
     p_value = float(stats.wilcoxon(d, zero_method="zsplit").pvalue) if np.any(d) else 1.0
     verdict, reason = _verdict(ratio, low, high, p_value, threshold=threshold, alpha=alpha,
                                ci_name=f"{confidence:.0%} CI")
-    return Comparison(ratio, low, high, p_value, verdict, f"{reason}; {xa.size} rounds")
+    return Comparison(ratio, low, high, p_value, verdict, f"{reason}; {d.size} {unit}")

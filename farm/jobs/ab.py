@@ -182,8 +182,8 @@ def run_rounds(time_a: Timer, time_b: Timer, rule: AbRule, sampling: SamplingRul
         if not (look or capped):
             continue
         looks += 1
-        comparison = compare_rounds(a_s, b_s, threshold=rule.threshold, alpha=rule.alpha,
-                                    confidence=rule.confidence)
+        comparison = compare_rounds(a_s, b_s, first=first, threshold=rule.threshold,
+                                    alpha=rule.alpha, confidence=rule.confidence)
         if comparison.verdict is not Verdict.UNDECIDED:
             return Rounds(a_s, b_s, first, comparison, number, phone_s, "decided", looks, count,
                           warmup)

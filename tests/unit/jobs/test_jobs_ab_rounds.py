@@ -125,3 +125,12 @@ class TestCompareRounds:
         a = [s * rng.lognormal(0, 0.02) for s in speed]
         b = [s * rng.lognormal(0, 0.02) for s in speed]
         assert compare_rounds(a, b).verdict is Verdict.NO_CHANGE
+
+    def test_a_position_effect_cancels_in_pairs(self) -> None:
+        """Whichever build runs second in a round is 6% faster: pairs of rounds see no change."""
+        rng = np.random.default_rng(5)
+        first = ["a" if i % 2 == 0 else "b" for i in range(40)]
+        a = [float(rng.lognormal(0, 0.01)) * (1.0 if f == "a" else 0.94) for f in first]
+        b = [float(rng.lognormal(0, 0.01)) * (0.94 if f == "a" else 1.0) for f in first]
+        assert compare_rounds(a, b, first=first).verdict is Verdict.NO_CHANGE
+        assert "20 pairs of rounds" in compare_rounds(a, b, first=first).reason
