@@ -68,11 +68,3 @@ class TestThrottleInTheMiddle:
         assert rounds.comparison.verdict not in (Verdict.SLOWER, Verdict.FASTER), rounds.comparison
         assert result.same_library
         assert rounds.phone_s <= RULE.max_phone_s + 5
-
-    def test_gemm_260_is_slower_than_256(self, phone: Phone) -> None:
-        """GEMM n=260 at its default block (4) against n=256 (block 32): slower, in time."""
-        result = run_ab(GemmParams(n=256, bn=32), GemmParams(n=260, bn=4), phone.target,
-                        phone.tracker, phone.cache, RULE, SAMPLING)
-        assert result.rounds.comparison.verdict is Verdict.SLOWER, result.rounds.comparison
-        assert result.rounds.stopped_by == "decided"
-        assert not result.same_library
