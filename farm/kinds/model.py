@@ -194,18 +194,33 @@ def check_tuned(spec: ModelJob, store: Store, data_dir: Path) -> None:
                         f"{tuned_shapes or 'of the model'}; give the same")
 
 
-def check_model(spec: ModelJob, store: Store, data_dir: Path) -> None:
+def check_model(spec: ModelJob, store: Store, data_dir: Path) -> ModelJob:
     """At enqueue: the input shapes fit the model, and ``--tuned`` names a fitting tune.
 
-    Raises:
-        SpecError: see :func:`farm.kinds.input_shapes.check_input_shapes` and
-            :func:`check_tuned`.
-    """
-    from farm.kinds.input_shapes import check_spec_shapes
+    A symbolic input that ``--input-shape`` leaves unset takes the shape of
+    its array in ``--inputs`` (:func:`farm.kinds.model_inputs.shapes_of_inputs`).
 
-    check_spec_shapes(spec.params, store, "params.input_shapes")
+    Returns:
+        The spec, with those shapes in ``params.input_shapes``.
+
+    Raises:
+        SpecError: see :func:`farm.kinds.input_shapes.check_input_shapes`,
+            :func:`farm.kinds.model_inputs.shapes_of_inputs` and :func:`check_tuned`.
+    """
+    from farm.kinds.input_shapes import check_input_shapes, model_inputs_of
+    from farm.kinds.model_inputs import FIELD, shapes_of_inputs
+
+    p = spec.params
+    declared = model_inputs_of(p, store, "params.sha256")
+    given = p.input_shapes or {}
+    filled = {} if p.inputs is None else shapes_of_inputs(declared, p.inputs, store, given)
+    check_input_shapes(declared, given, p.shown_name, "params.input_shapes", filled, FIELD)
+    if filled:
+        p = p.model_copy(update={"input_shapes": {**filled, **given}})
+        spec = spec.model_copy(update={"params": p})
     check_tuned(spec, store, data_dir)
-    check_inputs(spec.params, spec.params.inputs, store)
+    check_inputs(p, p.inputs, store)
+    return spec
 
 
 def run(ctx: RunContext, spec: ModelJob) -> Outcome:
