@@ -220,6 +220,7 @@ def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
         speedup=only.get("speedup"), tuned_gflops=only.get("tuned_gflops"),
     )
     tuned_serials = [c.serial for c in comparisons for _ in c.tuned_samples_s]
+    progress.finish("done")
     label = gemm_label(gemm)
     return Outcome(summary, tuned, "s", tuned_serials, snapshots,
                    _tuning_records(work_dir, lambda _index: label, target))

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from click.testing import Result
+from tuned_jobs import finished_tune, nothing_searched_summary
 
 from farm.demo_model import write_small_cnn
 from farm.jobs.tune_progress import TaskProgress, TuneProgress
@@ -64,3 +65,40 @@ class TestTuningProgress:
         """A job without a work folder shows no tuning section."""
         job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
         assert json.loads(farmctl("job", str(job_id), "--json").stdout)["tuning"] is None
+
+
+class TestTuningOutcome:
+    def test_job_leads_with_state_and_outcome_and_ends_with_a_one_line_spec(
+        self, farmctl: Callable[..., Result], store: Store, config: Path
+    ) -> None:
+        """--trials 32 on 55 tasks searched nothing: job says best build untuned and why, no
+        speed-up, 0 records and 0 picks, 32 of 55 tasks, a phase that ended; spec last."""
+        job_id = finished_tune(store, nothing_searched_summary())
+        progress = TuneProgress(tune_work_dir(config.parent / "data", job_id))
+        progress.set_model_tasks(55)
+        progress.set_tasks([TaskProgress(f"t{i}", i, 1, 0) for i in range(32)])
+        progress.set_phase("timing the untuned and tuned builds")  # as the job left it before
+        out = farmctl("job", str(job_id)).stdout
+        lines = out.splitlines()
+        assert lines[1].split("\t")[2] == "succeeded"  # the job's row first
+        assert lines[2].startswith("best build: untuned (no tuning record applied (nothing "
+                                   "was searched")
+        assert "speed-up: none: no tuned build exists" in out
+        assert "tuning records applied: 0 in the job's library" in out
+        assert "picks checked against their default schedule: 0, used 0" in out
+        assert "tasks tuned: 32 of the model's 55; trials measured 32/32" in out
+        assert "1.10681" not in out and "0/55" not in out and "timing the" not in out
+        assert ("tuning done: 32 of the model's 55 tasks tuned, 0 of them got all their "
+                "planned trials") in out
+        assert lines[-1].startswith("spec: {") and out.index("attempt") < out.index("spec: ")
+        assert json.loads(lines[-1].removeprefix("spec: "))["kind"] == "tune"  # on one line
+        data = json.loads(farmctl("job", str(job_id), "--json").stdout)
+        assert data["job"]["spec"]["params"]["trials"] == 4 and data["tuning"]["model_tasks"] == 55
+
+    def test_wait_names_the_best_build_without_a_speedup(
+        self, farmctl: Callable[..., Result], store: Store
+    ) -> None:
+        """farmctl wait's line has no speed-up where no tuned build exists."""
+        job_id = finished_tune(store, nothing_searched_summary())
+        out = farmctl("wait", str(job_id)).stdout
+        assert out == f"job {job_id} succeeded: best build untuned, 3 samples\n"

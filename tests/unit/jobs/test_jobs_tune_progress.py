@@ -45,7 +45,7 @@ class TestTuneProgress:
         assert record == {"attempts": 0, "rounds": 0, "batches": 1, "app_relaunches": [],
                           "tasks": [], "eta_s": None, "phase": "", "tuning_s": 0.0,
                           "first_trial_s": None, "trials_per_phone_hour": None,
-                          "limit_per_phone_hour": None}
+                          "limit_per_phone_hour": None, "model_tasks": None}
 
     def test_file_is_private(self, tmp_path: Path) -> None:
         """The counters file is readable by its owner only (0600)."""
