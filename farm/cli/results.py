@@ -71,8 +71,13 @@ def _spread_row(figure: PhoneSpread) -> dict[str, Any]:
 
 
 def _print_loads(state: CliState, job_id: int | None) -> None:
-    """The job's library load, first run and peak memory per phone, when its result has them."""
+    """The job's library load, first run and peak memory per phone, when its result has them;
+    a model tune's outcome (:func:`farm.jobs.tune_outcome.outcome_lines`)."""
+    from farm.jobs.tune_outcome import outcome_lines
+
     for view in [] if job_id is None else state.queue.results(job_id):
+        for line in outcome_lines(view.summary):
+            click.echo(line)
         if rows := load_rows(view):
             print_table(rows, LOAD_COLUMNS, "library load, first run and peak memory")
         print_profiles(view)  # model --profile: the heaviest kernels per phone
