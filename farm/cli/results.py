@@ -71,8 +71,10 @@ def _spread_row(figure: PhoneSpread) -> dict[str, Any]:
 
 
 def _print_loads(state: CliState, job_id: int | None) -> None:
-    """The job's library load, first run and peak memory per phone, when its result has them;
-    a model tune's outcome (:func:`farm.jobs.tune_outcome.outcome_lines`)."""
+    """A model tune's outcome, and the library load, first run and peak memory per phone.
+
+    Each when the job's result has them (:func:`farm.jobs.tune_outcome.outcome_lines`).
+    """
     from farm.jobs.tune_outcome import outcome_lines
 
     for view in [] if job_id is None else state.queue.results(job_id):

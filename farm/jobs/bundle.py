@@ -194,7 +194,8 @@ def readme(content: Mapping[str, Any]) -> str:
     init_args = ", ".join(f"static_cast<int>({d}), 0, 2" for d in devices)
     return _README.format(
         model=content["model"], sha256=content["model_sha256"], job=content["tune_job"],
-        built=_built(content), tvm=content["tvm_version"], library=LIBRARY, database=DATABASE, device=device,
+        built=_built(content), tvm=content["tvm_version"], library=LIBRARY, database=DATABASE,
+        device=device,
         shape=tuple(first["shape"]), dtype=first["dtype"], init_args=init_args,
         tvm_tag=content["tvm_version"].split(".post")[0].split(".dev")[0],
     )
