@@ -110,7 +110,7 @@ def _rows(state: CliState, job_id: int | None, run_id: str | None, workload: str
                    "schedule's baseline, newest first.")
 @click.option("--outputs", "outputs_dir", type=click.Path(file_okay=False, path_type=Path),
               help="With --job of a model job given --inputs: write each phone's outputs "
-                   "as DIR/<serial>/output_<i>.npy.")
+                   "as DIR/<serial>/<output name>.npy.")
 @_JSON
 @pass_state
 @click.pass_context

@@ -6,11 +6,13 @@ import io
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
+from farm.demo_model import write_small_cnn
 from farm.errors import SpecError
 from farm.jobs.model import ModelInput
-from farm.jobs.model_io import outputs_npz, read_inputs, write_outputs
+from farm.jobs.model_io import output_names, outputs_npz, read_inputs, write_outputs
 
 _INPUTS = [ModelInput("x", (1, 3), "float32"), ModelInput("ids", (2,), "int64")]
 
@@ -53,3 +55,24 @@ def test_outputs_are_written_as_npy_in_order(tmp_path: Path) -> None:
         got = np.load(path)
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
+
+
+def test_outputs_are_keyed_and_written_by_the_graphs_names(tmp_path: Path) -> None:
+    """The archive keys the outputs by the graph's names; each file is named after its
+    output, characters that could leave the folder replaced."""
+    outputs = [np.zeros(2, "float32"), np.ones(3, "float32"), np.full(1, 2.0, "float32")]
+    names = ["logits", "../boxes", "a/b:0"]
+    data = outputs_npz(outputs, names)
+    with np.load(io.BytesIO(data)) as archive:
+        assert archive.files == names
+    written = write_outputs(data, tmp_path / "out")
+    assert [p.name for p in written] == ["logits.npy", "_boxes.npy", "a_b_0.npy"]
+    assert all(p.parent == tmp_path / "out" for p in written)
+    np.testing.assert_array_equal(np.load(written[1]), outputs[1])
+
+
+def test_output_names_come_from_the_onnx_file(tmp_path: Path) -> None:
+    """The small CNN's one output is named as its graph says."""
+    path = write_small_cnn(tmp_path / "m.onnx")
+    assert output_names(path) == [o.name for o in onnx.load(str(path)).graph.output]
+    assert output_names(path) != ["output_0"]
