@@ -43,6 +43,7 @@ and alpha).
 from __future__ import annotations
 
 import io
+import warnings
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -324,6 +325,11 @@ class Farm:
             trials_per_batch: candidates built and measured per round (``--trials-per-batch``).
             phones: phones measuring candidates in parallel (``--phones``).
 
+        Warns:
+            UserWarning: ``trials`` cannot reach a search batch on the model's tasks
+                (``enqueue tune``'s warning: :mod:`farm.kinds.tune_advice`); the job
+                is queued all the same.
+
         Raises:
             SpecError: the file or the spec is refused (the server's one line).
         """
@@ -333,7 +339,10 @@ class Farm:
             "trials": trials, "for_s": for_s, "trials_per_task": trials_per_task,
             "max_tasks": max_tasks, "trials_per_batch": trials_per_batch, "phones": phones,
         }
-        return self._submit(TUNE_KIND.name, params, TUNE_KIND.input_files, devices, None)
+        job = self._submit(TUNE_KIND.name, params, TUNE_KIND.input_files, devices, None)
+        for line in [] if TUNE_KIND.enqueue.advise is None else TUNE_KIND.enqueue.advise(params):
+            warnings.warn(line, UserWarning, stacklevel=2)
+        return job
 
     def _submit(self, kind: str, params: dict[str, Any], files: Sequence[str],
                 devices: Mapping[str, Any] | None, repetitions: int | None) -> Job:

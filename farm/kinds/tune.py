@@ -282,6 +282,13 @@ def _params(values: dict[str, Any]) -> dict[str, Any]:
              "target": values["target"]}
     return {"model": model, **common}
 
+def _advise(params: dict[str, Any]) -> list[str]:
+    """:func:`farm.kinds.tune_advice.trials_advice` (TVM only when a model's --trials is given)."""
+    from farm.kinds.tune_advice import trials_advice
+
+    return trials_advice(params)
+
+
 KIND = Kind(
     name="tune",
     spec=TuneJob,
@@ -320,6 +327,7 @@ KIND = Kind(
         ],
         params=_params,
         check=check,
+        advise=_advise,
         flags={
             **{f"params.gemm.{name}": flag for name, flag in GEMM_FLAGS.items()},
             **{f"params.model.{name}": flag for name, flag in _MODEL_FLAGS.items()},

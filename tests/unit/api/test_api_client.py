@@ -178,7 +178,7 @@ class TestClientOnParWithFarmctl:
         self, served: tuple[Farm, Store], tmp_path: Path
     ) -> None:
         """for_s, trials_per_task, max_tasks, trials_per_batch and phones reach the spec as
-        enqueue tune's flags do; Job.cancel() is farmctl cancel."""
+        enqueue tune's flags do; Job.cancel() is farmctl cancel; too few trials warn."""
         farm, store = served
         model = write_small_cnn(tmp_path / "small_cnn.onnx")
         job = farm.submit_tune(model, trials=64, for_s=180.0, trials_per_task=8, max_tasks=4,
@@ -189,6 +189,9 @@ class TestClientOnParWithFarmctl:
         assert job.cancel().state.value == "cancelled"
         with pytest.raises(JobFailed, match=f"job {job.id} cancelled"):
             job.wait(timeout_s=30)
+        with pytest.warns(UserWarning, match=r"--trials 8 cannot reach a search batch on "
+                                             r"small_cnn\.onnx's 7 tasks"):
+            farm.submit_tune(model, trials=8)
 
     def test_a_tunes_outcome_and_a_comparison_come_back(
         self, served: tuple[Farm, Store]

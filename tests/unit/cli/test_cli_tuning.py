@@ -102,3 +102,24 @@ class TestTuningOutcome:
         job_id = finished_tune(store, nothing_searched_summary())
         out = farmctl("wait", str(job_id)).stdout
         assert out == f"job {job_id} succeeded: best build untuned, 3 samples\n"
+
+
+class TestTrialsAdvice:
+    def test_trials_that_reach_no_search_batch_are_warned_and_queued(
+        self, farmctl: Callable[..., Result], store: Store, tmp_path: Path
+    ) -> None:
+        """The small CNN has 7 tasks: --trials 8 leaves 1 candidate to search (the rest are
+        default schedules), so enqueue warns and names the trials that reach a batch; the
+        job is queued all the same. --trials 23 (7 defaults and a batch of 16) is quiet."""
+        model = write_small_cnn(tmp_path / "cnn.onnx")
+        few = farmctl("enqueue", "tune", "--model", str(model), "--trials", "8")
+        assert few.exit_code == 0, few.output
+        assert ("warning: --trials 8 cannot reach a search batch on cnn.onnx's 7 tasks: each "
+                "tuned task's first trial measures its default schedule, so 1 candidate would "
+                "be searched (a batch is 8); give --trials 23 or more") in few.stderr
+        enough = farmctl("enqueue", "tune", "--model", str(model), "--trials", "23")
+        assert enough.exit_code == 0 and "warning" not in enough.stderr
+        fewer_tasks = farmctl("enqueue", "tune", "--model", str(model), "--trials", "3")
+        assert ("0 candidates would be searched (a batch is 3), and 4 of them get no trial; "
+                "give --trials 23 or more") in fewer_tasks.stderr
+        assert len(store.list_jobs()) == 3
