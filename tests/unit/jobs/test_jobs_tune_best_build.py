@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 from farm.jobs.tune_outcome import decide, outcome_lines, searched_trials, speedup_text
+from farm.jobs.tune_result import ModelTuneResult, TaskResult
+from farm.kinds.tune_model import _decide
 
 
 class TestBestBuild:
@@ -75,3 +77,32 @@ class TestOutcomeLines:
         assert speedup_text(old) is None
         assert speedup_text({**old, "runs": [{"same_build": False}]}) == "1.11x"
         assert outcome_lines({"kind": "gemm", "speedup": 2.0}) == []
+
+
+class TestDecideFromTheTuning:
+    @staticmethod
+    def _result(**picks: int | None) -> ModelTuneResult:
+        tasks = [TaskResult(f"t{i}", i, 18, 3, 1e-4) for i in range(55)]
+        return ModelTuneResult("ab" * 32, [], tasks, 990, 0, 165, 0, "lib.so", "w",
+                               {"kind": "llvm"}, stopped_by="time", model_tasks=55, **picks)
+
+    def test_a_time_budget_that_left_no_pick_checked_is_said_and_has_no_speedup(self) -> None:
+        """A 3-minute --for tune: the check had no time, so no record was applied; the
+        phones timed one library twice and no run keeps a speed-up."""
+        runs = [{"speedup": 1.08, "same_build": True}, {"speedup": 0.97, "same_build": True}]
+        decision = _decide(self._result(picks_checked=0, picks_used=0, picks_unchecked=12),
+                           runs)
+        assert (decision.best_build, decision.speedup, decision.records_applied) == (
+            "untuned", None, 0)
+        assert "the time budget ran out before any of the 12 picks was measured again" in (
+            decision.best_note)
+        assert [r["speedup"] for r in runs] == [None, None]
+
+    def test_a_faster_tuned_build_counts_the_picks_it_used(self) -> None:
+        """The tuned build applies the picks used (CPU); GPU targets apply each task's best."""
+        runs = [{"speedup": 1.3, "same_build": False}]
+        decision = _decide(self._result(picks_checked=9, picks_used=4, picks_unchecked=0), runs)
+        assert (decision.best_build, decision.records_applied, runs[0]["speedup"]) == (
+            "tuned", 4, 1.3)
+        gpu = _decide(self._result(), [{"speedup": 1.3, "same_build": False}])
+        assert gpu.records_tuned == 55
