@@ -276,10 +276,12 @@ class Farm:
 
         Args:
             path: the ONNX file on this machine; it is uploaded.
-            input_shapes: input name -> shape; None for the model's own.
+            input_shapes: input name -> shape; None for the model's own (with
+                ``inputs``, a symbolic dimension takes its array's size).
             inputs: the model's inputs (``--inputs``): an ``.npz`` file, or input
                 name -> array; uploaded, fed to the phone and to onnxruntime, and
-                the phone's outputs kept (:meth:`Job.outputs`). None: random inputs.
+                the phone's outputs kept by output name (:meth:`Job.outputs`).
+                None: random inputs.
             profile: also time each kernel on the phone (:meth:`Job.profile`).
             number: runs per sample (``--number``); None for the spec's default.
             repeat: samples per measurement (``--repeat``); None for the spec's default.
