@@ -100,6 +100,18 @@ class TestTaskProgress:
         assert (counters.trials_asked, counters.trials_measured, counters.tasks_done) == (8, 3, 0)
         assert counters.eta_s == 95.0  # conv: 1 batch + 1 trial; dense: 2 batches + 4 trials
 
+    def test_the_job_ends_done_with_the_models_task_count(self, tmp_path: Path) -> None:
+        """The last phase is the result's, with nothing left, not "timing the untuned and tuned
+        builds"; the model's task count is kept beside the tasks tuned."""
+        progress = TuneProgress(tmp_path, FakeClock())
+        progress.set_model_tasks(55)
+        progress.set_tasks([TaskProgress(f"t{i}", i, 1, 1) for i in range(32)])
+        progress.set_phase("timing the untuned and tuned builds")
+        progress.finish("done: the untuned build is the best")
+        counters = TuneProgress(tmp_path).counters
+        assert (counters.phase, counters.eta_s) == ("done: the untuned build is the best", 0.0)
+        assert (counters.model_tasks, len(counters.tasks)) == (55, 32)
+
     def test_a_task_never_measured_has_no_best_time(self, tmp_path: Path) -> None:
         """An infinite best time (nothing measured) is stored as null, not as Infinity."""
         progress = TuneProgress(tmp_path)
