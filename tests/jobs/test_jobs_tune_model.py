@@ -108,6 +108,8 @@ class TestTuneModel:
         cache = CompileCache(tmp_path / "cache")
         first = tune_model(params, target, tracker, cache)
         assert [t.trials_measured for t in first.tasks] == [1, 1]
+        # Two of the model's tasks tuned; the model's own count is kept beside them.
+        assert first.model_tasks == TuneProgress(work_dir).counters.model_tasks > 2
         assert None not in (first.first_trial_s, first.trials_per_phone_hour,
                             first.limit_per_phone_hour)
         records = (work_dir / RECORDS_FILE).read_bytes()
