@@ -9,7 +9,9 @@
                             devices={"soc": "SM8150"})
     result = job.wait(timeout_s=600).result()
     print(result.summary["per_serial"], job.profile(), job.outputs())
-    farm.submit_tune("small_cnn.onnx", trials=64).wait().export("bundle")
+    tune = farm.submit_tune("small_cnn.onnx", trials=64, for_s=3600).wait()
+    print(tune.outcome(), farm.compare(f"{tune.id}:untuned", tune))
+    tune.export("bundle")
 
 It is a thin layer over :class:`farm.cli.remote.RemoteService`, the client
 ``farmctl --server`` uses, so there is one implementation of the wire: model
@@ -26,16 +28,22 @@ the classes the server raised, with its one-line messages:
 - :class:`~farm.api.errors.NotFound`: :meth:`Job.outputs` of a job that kept none,
   :meth:`Job.export` of a job with no bundle to download.
 
-A job given ``inputs`` keeps each phone's outputs on them (:meth:`Job.outputs`,
-``GET /api/v1/jobs/{id}/outputs/{serial}``); one given ``profile=True`` times
-each kernel on each phone (:meth:`Job.profile`, read from the result). A
-finished tune of a model is exported as ``farmctl export`` writes it
-(:meth:`Job.export`, the dashboard's download of the bundle).
+A job given ``inputs`` keeps each phone's outputs on them, by the graph's
+output names (:meth:`Job.outputs`, ``GET /api/v1/jobs/{id}/outputs/{serial}``);
+a symbolic input takes its shape from its array, as ``--inputs`` does. One
+given ``profile=True`` times each kernel on each phone (:meth:`Job.profile`,
+read from the result). A finished tune of a model says its outcome as
+``farmctl job`` does (:meth:`Job.outcome`) and is exported as ``farmctl export``
+writes it (:meth:`Job.export`, the dashboard's download of the bundle).
+:meth:`Job.cancel` is ``farmctl cancel``; :meth:`Farm.compare` is ``farmctl
+compare A B --json`` (the dashboard's comparison, with the server's threshold
+and alpha).
 """
 
 from __future__ import annotations
 
 import io
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -107,6 +115,38 @@ class Job:
                             f"{view.error or 'no reason recorded'}")
         return self
 
+    def cancel(self) -> JobView:
+        """Cancel the job, queued or running (``farmctl cancel``).
+
+        The token's owner's own job, or any with an operator token.
+
+        Raises:
+            NotFound: no such job.
+            Forbidden: another owner's job and no operator token.
+        """
+        return self._farm.service.cancel(self.id)
+
+    def outcome(self) -> list[str]:
+        """A finished model tune's outcome, the lines ``farmctl job`` prints.
+
+        Which build is best and why, its speed-up (only where a tuned build
+        exists), the tuning records applied, the picks checked and used, the
+        tasks tuned of the model's and the trials measured
+        (:func:`farm.jobs.tune_outcome.outcome_lines`); the facts are in
+        :meth:`result`'s ``summary`` (``best_build``, ``records_applied``...).
+
+        Raises:
+            JobFailed: the job has no result yet.
+            UserFault: it is no tune of a model.
+        """
+        from farm.jobs.tune_outcome import outcome_lines
+
+        lines = outcome_lines(self.result().summary)
+        if not lines:
+            raise UserFault(f"job {self.id} has no tuning outcome: only a finished tune of "
+                            "a model has one")
+        return lines
+
     def result(self) -> ResultView:
         """The job's result: ``summary`` (per phone in ``per_serial`` and ``runs``) and samples.
 
@@ -138,8 +178,8 @@ class Job:
     def outputs(self) -> dict[str, dict[str, np.ndarray]]:
         """Serial -> the outputs each phone gave for the job's ``inputs``, by name.
 
-        Names are ``output_0``, ``output_1``... in the graph's output order
-        (:mod:`farm.jobs.model_io`).
+        Names are the graph's output names (``output_0``, ``output_1``... for
+        outputs kept before they were: :mod:`farm.jobs.model_io`).
 
         Raises:
             NotFound: no such job, or it kept no outputs (not finished, or no ``inputs``).
@@ -201,6 +241,25 @@ class Farm:
         """A job already submitted, by id."""
         return Job(self, job_id)
 
+    def compare(self, a: str | int | Job, b: str | int | Job) -> dict[str, Any]:
+        """Compare B with A per phone, as ``farmctl compare A B --json`` prints it.
+
+        Args:
+            a: a job (or its id), a run id (``r-...``), or ``N:untuned`` (tune job
+                N's own untuned timings).
+            b: the same.
+
+        Returns:
+            ``phones`` (each with ``verdict``, ``ratio`` B/A and its CI, ``p_value``,
+            ``reason``), ``slower``, ``undecided``, ``exit_code``
+            (:meth:`farm.results.compare.CompareReport.to_json`).
+
+        Raises:
+            UserFault: an unknown or unfinished job or run, no phone in common,
+                different workloads (the server's one line).
+        """
+        return self.service.compare(_ref(a), _ref(b))
+
     def submit_model(
         self, path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None, *,
         devices: Mapping[str, Any] | None = None, target: str = "cpu",
@@ -212,10 +271,12 @@ class Farm:
 
         Args:
             path: the ONNX file on this machine; it is uploaded.
-            input_shapes: input name -> shape; None for the model's own.
+            input_shapes: input name -> shape; None for the model's own (with
+                ``inputs``, a symbolic dimension takes its array's size).
             inputs: the model's inputs (``--inputs``): an ``.npz`` file, or input
                 name -> array; uploaded, fed to the phone and to onnxruntime, and
-                the phone's outputs kept (:meth:`Job.outputs`). None: random inputs.
+                the phone's outputs kept by output name (:meth:`Job.outputs`).
+                None: random inputs.
             profile: also time each kernel on the phone (:meth:`Job.profile`).
             number: runs per sample (``--number``); None for the spec's default.
             repeat: samples per measurement (``--repeat``); None for the spec's default.
@@ -240,10 +301,31 @@ class Farm:
 
     def submit_tune(
         self, path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None, *,
-        trials: int | None = None, devices: Mapping[str, Any] | None = None,
-        target: str = "cpu",
+        trials: int | None = None, for_s: float | None = None,
+        devices: Mapping[str, Any] | None = None, target: str = "cpu",
+        trials_per_task: int | None = None, max_tasks: int | None = None,
+        trials_per_batch: int | None = None, phones: int | None = None,
     ) -> Job:
         """Tune an ONNX model with MetaSchedule on the devices (``enqueue tune --model``).
+
+        Args:
+            path: the ONNX file on this machine; it is uploaded.
+            input_shapes: input name -> shape (``--input-shape``); None for the model's own.
+            trials: measured trials in total (``--trials``); None for the server's
+                ``jobs.tune_model_trials``.
+            for_s: tuning seconds at most (``--for``), whichever of it and ``trials``
+                runs out first; None for the server's ``jobs.tune_model_for_s``.
+            devices: the device selection (``serials``, ``soc``, ``abi``...).
+            target: ``cpu``, ``opencl`` or ``cuda``.
+            trials_per_task: measured trials per task at most (``--trials-per-task``).
+            max_tasks: tune only this many of the heaviest tasks (``--max-tasks``).
+            trials_per_batch: candidates built and measured per round (``--trials-per-batch``).
+            phones: phones measuring candidates in parallel (``--phones``).
+
+        Warns:
+            UserWarning: ``trials`` cannot reach a search batch on the model's tasks
+                (``enqueue tune``'s warning: :mod:`farm.kinds.tune_advice`); the job
+                is queued all the same.
 
         Raises:
             SpecError: the file or the spec is refused (the server's one line).
@@ -251,10 +333,13 @@ class Farm:
         params: dict[str, Any] = {
             "model": {"path": str(path), "input_shapes": _shapes(input_shapes),
                       "target": target},
+            "trials": trials, "for_s": for_s, "trials_per_task": trials_per_task,
+            "max_tasks": max_tasks, "trials_per_batch": trials_per_batch, "phones": phones,
         }
-        if trials is not None:
-            params["trials"] = trials
-        return self._submit(TUNE_KIND.name, params, TUNE_KIND.input_files, devices, None)
+        job = self._submit(TUNE_KIND.name, params, TUNE_KIND.input_files, devices, None)
+        for line in [] if TUNE_KIND.enqueue.advise is None else TUNE_KIND.enqueue.advise(params):
+            warnings.warn(line, UserWarning, stacklevel=2)
+        return job
 
     def _submit(self, kind: str, params: dict[str, Any], files: Sequence[str],
                 devices: Mapping[str, Any] | None, repetitions: int | None) -> Job:
@@ -276,6 +361,11 @@ def _npz(arrays: Mapping[str, np.ndarray]) -> bytes:
     buffer = io.BytesIO()
     np.savez(buffer, allow_pickle=False, **{name: np.asarray(a) for name, a in arrays.items()})
     return buffer.getvalue()
+
+
+def _ref(side: str | int | Job) -> str:
+    """A job, a job id or a reference (``r-...``, ``N:untuned``) as ``farmctl compare`` takes it."""
+    return str(side.id) if isinstance(side, Job) else str(side)
 
 
 def _shapes(shapes: Mapping[str, Sequence[int]] | None) -> dict[str, list[int]] | None:

@@ -86,3 +86,37 @@ def profiled_job(store: Store, kernels: list[dict[str, Any]]) -> int:
     store.finish(claim.attempt.id, Outcome({"kind": "model", "runs": runs}, [1e-3, 1e-3], "s",
                                            ("P1", "P2")), NOW)
     return job_id
+
+
+def nothing_searched_summary(model_tasks: int = 55, trials: int = 32) -> dict[str, Any]:
+    """A CPU model tune's summary whose ``trials`` went to default schedules alone.
+
+    ``--trials 32`` on a model of 55 tasks: the 32 heaviest got one trial each,
+    their default schedule, so nothing was searched, no pick was checked and
+    the tuned build was the untuned one, timed twice (1.10681x: noise).
+    """
+    from farm.jobs.tune_outcome import decide
+
+    decision = decide(1.10681, same_build=True, records_tuned=0, picks_checked=0,
+                      picks_unchecked=0, searched=0)
+    return {"kind": "tune", "model": "m.onnx", "target": {"kind": "llvm"},
+            **decision.to_summary(), "picks_checked": 0, "picks_used": 0, "picks_unchecked": 0,
+            "tasks": [{"name": f"t{i}", "trials": 1, "trials_measured": 1, "best_s": 1e-4,
+                       "workload_index": i} for i in range(trials)],
+            "model_tasks": model_tasks, "trials_requested": trials, "trials_measured": trials,
+            "stopped_by": "trials",
+            "runs": [{"serial": "R1", "untuned_s": 4.4e-5, "tuned_s": 4e-5, "speedup": None,
+                      "untuned_samples_s": [4.4e-5] * 3, "tuned_samples_s": [4e-5] * 3,
+                      "same_build": True}]}
+
+
+def finished_tune(store: Store, summary: Mapping[str, Any]) -> int:
+    """A tune job finished on phone R1 with ``summary`` (no model, no work folder)."""
+    store.upsert_device("R1", NOW, {"abi": "arm64-v8a", "sdk": 34})
+    put_state(store, "R1", DeviceState.READY, "test", NOW)
+    job_id = store.enqueue({"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 4}}, NOW)
+    [claim] = store.claim([Assignment(job_id, ("R1",), 60.0)], NOW)
+    samples = tuple(summary["runs"][0]["tuned_samples_s"])
+    store.finish(claim.attempt.id, Outcome(dict(summary), samples, "s", ("R1",) * len(samples)),
+                 NOW)
+    return job_id

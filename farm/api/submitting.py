@@ -54,7 +54,7 @@ def submit_spec(svc: FarmService, raw: dict[str, Any], *, wait_for_device: bool,
     spec = parse_spec(raw)
     kind = KINDS[spec.kind]
     if kind.enqueue.check is not None:
-        kind.enqueue.check(spec, svc.store, Path(svc.settings.data_dir))
+        spec = kind.enqueue.check(spec, svc.store, Path(svc.settings.data_dir)) or spec
     if spec.timeout_s is None:  # the config's limit for the kind, stored with the job
         spec = spec.model_copy(update={"timeout_s": spec.timeout_for(svc.settings.jobs)})
     known = svc.devices()

@@ -166,6 +166,8 @@ def _submit(state: CliState, kind: Kind, params: dict[str, Any], common: dict[st
         echo_json(job)
     else:
         click.echo(f"job {job.id} queued ({kind.name})")
+    for line in [] if kind.enqueue.advise is None else kind.enqueue.advise(params):
+        note(f"warning: {line}")
     warn_if_no_farmd(state, f"job {job.id} waits in the queue until farmd starts")
 
 

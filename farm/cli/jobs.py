@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import statistics
 import sys
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from farm.cli.output import Column, amount, echo_json, plain, print_table, to_json
+from farm.cli.output import Column, amount, echo_json, plain, print_table
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.click_types import JOB_ID, LIMIT, Seconds
 from farm.errors import FarmError
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
     from farm.runner.wake import JobWaiter
 
 __all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "LOAD_COLUMNS", "RESULT_COLUMNS", "WaitTimedOut",
-           "cancel", "job", "jobs", "load_rows", "logs_", "result_row", "wait", "wait_ended"]
+           "cancel", "job", "jobs", "load_rows", "logs_", "result_row", "tuning_line", "wait",
+           "wait_ended"]
 
 #: ``farmctl wait``: the job ended failed or cancelled.
 EXIT_FAILED = FarmError.exit_code
@@ -40,14 +42,20 @@ _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead
 
 
 def result_row(view: ResultView) -> dict[str, Any]:
-    """One line of the results table: the result's ids and headline figures."""
+    """One line of the results table: the result's ids and headline figures.
+
+    ``speedup`` only where a tuned build exists (:func:`farm.jobs.tune_outcome.speedup_text`):
+    a model tune whose tuned build applied no record timed one library twice.
+    """
+    from farm.jobs.tune_outcome import speedup_text
+
     summary = view.summary
     return {
         "id": view.id, "job_id": view.job_id, "attempt_id": view.attempt_id,
         "kind": summary.get("kind"), "mean_s": summary.get("mean_s"),
         "gflops": summary.get("gflops") or summary.get("tuned_gflops"),
-        "speedup": summary.get("speedup"), "samples": len(view.samples), "unit": view.unit,
-        "created_at": view.created_at,
+        "speedup": summary.get("speedup") if speedup_text(summary) else None,
+        "samples": len(view.samples), "unit": view.unit, "created_at": view.created_at,
     }
 
 
@@ -133,7 +141,7 @@ _ATTEMPT_COLUMNS = [
 @_JSON
 @pass_state
 def job(state: CliState, job_id: int, as_json: bool) -> None:
-    """Show one job, its attempts and its result."""
+    """Show one job: its state and result first, then its tuning, attempts and spec."""
     view = _get_job(state, job_id)
     attempts = state.queue.attempts(job_id)
     result = next(iter(state.queue.results(job_id)), None)
@@ -144,21 +152,25 @@ def job(state: CliState, job_id: int, as_json: bool) -> None:
                    "tuning": None if progress is None else _progress_json(progress)})
         return
     from farm.api.listings import job_row
+    from farm.jobs.tune_outcome import outcome_lines
 
     print_table([{**job_row(view), "waiting": waiting}], _JOB_COLUMNS, f"job {job_id}")
-    click.echo(f"spec: {to_json(view.spec)}")
     if waiting is not None:
         click.echo(f"waiting: {waiting}")
-    print_table([_attempt_row(a) for a in attempts], _ATTEMPT_COLUMNS, "attempts")
-    if progress is not None:
-        _print_progress(progress)
     if result is not None:
+        for line in outcome_lines(result.summary):
+            click.echo(line)
         print_table([result_row(result)], RESULT_COLUMNS, "result")
         from farm.cli.ab_table import print_ab  # here: farmctl's listings load no database layer
 
         print_ab(result)
         if loads := load_rows(result):
             print_table(loads, LOAD_COLUMNS, "library load, first run and peak memory")
+    if progress is not None:
+        _print_progress(progress, ended=view.state.ended)
+    print_table([_attempt_row(a) for a in attempts], _ATTEMPT_COLUMNS, "attempts")
+    # One line, last: the spec is what was asked, the lines above what happened.
+    click.echo(f"spec: {json.dumps(plain(view.spec), sort_keys=True)}")
 
 
 def _tuning(state: CliState, job_id: int) -> TuneCounters | None:
@@ -171,11 +183,32 @@ def _progress_json(counters: TuneCounters) -> dict[str, Any]:
             "trials_asked": counters.trials_asked, "trials_measured": counters.trials_measured}
 
 
-def _print_progress(counters: TuneCounters) -> None:
+def tuning_line(counters: TuneCounters, ended: bool = False) -> str:
+    """The tuning's phase and counts in one line, true of a running job and of an ended one.
+
+    A task is "done" once its planned trials are measured; a job stopped by
+    its time budget ends with fewer, so an ended job says how many tasks were
+    tuned and how many got all their trials, not "0/55 tasks done".
+
+    >>> from farm.jobs.tune_progress import TaskProgress, TuneCounters
+    >>> c = TuneCounters(tasks=(TaskProgress("a", 0, 4, 1),), phase="done: ...", model_tasks=2)
+    >>> print(tuning_line(c, ended=True))  # doctest: +NORMALIZE_WHITESPACE
+    tuning done: 1 of the model's 2 tasks tuned, 0 of them got all their planned trials;
+    1/4 trials measured
+    """
+    of = "" if counters.model_tasks is None else f" of the model's {counters.model_tasks}"
+    counts = f"{counters.trials_measured}/{counters.trials_asked} trials measured"
+    if ended:
+        return (f"tuning done: {len(counters.tasks)}{of} tasks tuned, {counters.tasks_done} of "
+                f"them got all their planned trials; {counts}")
     eta = "" if counters.eta_s is None else f", about {counters.eta_s:.0f} s left"
     phase = f" ({counters.phase})" if counters.phase and counters.phase != "tuning" else ""
-    click.echo(f"tuning{phase}: {counters.tasks_done}/{len(counters.tasks)} tasks done, "
-               f"{counters.trials_measured}/{counters.trials_asked} trials measured{eta}")
+    return (f"tuning{phase}: {counters.tasks_done}/{len(counters.tasks)} tasks done{of}, "
+            f"{counts}{eta}")
+
+
+def _print_progress(counters: TuneCounters, ended: bool = False) -> None:
+    click.echo(tuning_line(counters, ended))
     if counters.trials_per_phone_hour is not None:
         limit = ("" if counters.limit_per_phone_hour is None
                  else f" (measurement-bound limit {counters.limit_per_phone_hour:.0f})")
@@ -268,13 +301,17 @@ def wait(state: CliState, job_id: int, timeout_s: float | None, poll_s: float) -
     On a farm host it sleeps on the wake farmd uses (farm.runner.wake.JobWaiter):
     the attempt's end wakes it at once; ``--poll`` is only the safety net.
     A succeeded job's line gives each phone's median and sample count, the
-    figures of ``farmctl results --job ID``.
+    figures of ``farmctl results --job ID``, and a model tune's best build.
     """
     view = wait_ended(state, job_id, timeout_s, poll_s)
     if view.state is not JobState.SUCCEEDED:
         raise FarmError(f"job {job_id} {view.state.value}: {view.error or 'no reason recorded'}")
-    medians = _medians(state.queue.sample_rows(job_id=job_id))
-    click.echo(f"job {job_id} succeeded" + (f": {medians}" if medians else ""))
+    figures = [_medians(state.queue.sample_rows(job_id=job_id))]
+    result = next(iter(state.queue.results(job_id)), None)
+    if result is not None and isinstance(best := result.summary.get("best_build"), str):
+        figures.append(f"best build {best}")
+    line = ", ".join(figure for figure in figures if figure)
+    click.echo(f"job {job_id} succeeded" + (f": {line}" if line else ""))
 
 
 def wait_ended(state: CliState, job_id: int, timeout_s: float | None = None,

@@ -48,7 +48,7 @@ def print_profiles(view: ResultView) -> None:
 
 
 def write_job_outputs(queue: Queue, job_id: int, folder: Path) -> list[Path]:
-    """Write each phone's outputs of job ``job_id`` as ``<folder>/<serial>/output_<i>.npy``.
+    """Write each phone's outputs of job ``job_id`` as ``<folder>/<serial>/<output name>.npy``.
 
     Args:
         queue: the farm (:class:`farm.api.service.Queue`: local, or ``--server``'s).

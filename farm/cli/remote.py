@@ -339,6 +339,18 @@ class RemoteService:
         unpack_bundle(self.bundle(job_id), f"job-{job_id}-bundle/", folder)
         return folder
 
+    def compare(self, a: str, b: str) -> dict[str, Any]:
+        """``farmctl compare A B --json`` on the server (``GET /api/v1/dashboard/compare``).
+
+        The dashboard's comparison, with the server's ``[results]`` threshold and alpha.
+
+        Raises:
+            UserFault: an unknown or unfinished job or run, different workloads
+                (the server's one line).
+        """
+        body: dict[str, Any] = self._call("GET", "/dashboard/compare", params={"a": a, "b": b})
+        return body
+
     def submit(self, raw: dict[str, Any], *, wait_for_device: bool = False,
                each: bool = False) -> Submitted:
         """Queue a spec (``POST /api/v1/jobs``); its owner is the token's."""

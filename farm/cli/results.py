@@ -67,8 +67,16 @@ def _spread_row(figure: PhoneSpread) -> dict[str, Any]:
 
 
 def _print_loads(state: CliState, job_id: int | None) -> None:
-    """The job's library load, first run and peak memory per phone, when its result has them."""
+    """A model tune's outcome, and the library load, first run and peak memory per phone.
+
+    Each when the job's result has them (:func:`farm.jobs.tune_outcome.outcome_lines`);
+    an A/B job's verdict per phone likewise (:func:`farm.cli.ab_table.print_ab`).
+    """
+    from farm.jobs.tune_outcome import outcome_lines
+
     for view in [] if job_id is None else state.queue.results(job_id):
+        for line in outcome_lines(view.summary):
+            click.echo(line)
         print_ab(view)  # an A/B job: each phone's verdict of B against A
         if rows := load_rows(view):
             print_table(rows, LOAD_COLUMNS, "library load, first run and peak memory")
@@ -100,7 +108,7 @@ def _rows(state: CliState, job_id: int | None, run_id: str | None, workload: str
                    "schedule's baseline, newest first.")
 @click.option("--outputs", "outputs_dir", type=click.Path(file_okay=False, path_type=Path),
               help="With --job of a model job given --inputs: write each phone's outputs "
-                   "as DIR/<serial>/output_<i>.npy.")
+                   "as DIR/<serial>/<output name>.npy.")
 @_JSON
 @pass_state
 @click.pass_context

@@ -2,8 +2,11 @@
 
 ::
 
-    <out>/model_tuned.so        the model compiled with the tuning records applied,
-                                for the phones' ABI (NDK-linked for real phones)
+    <out>/model_tuned.so        the job's best build of the model, for the phones'
+                                ABI (NDK-linked for real phones): compiled with the
+                                tuning records applied, or the untuned build where
+                                the tuned one was not faster or applied none
+                                (:mod:`farm.jobs.tune_outcome`; the README says which)
     <out>/database/             the MetaSchedule database, as TVM loads it:
                                 JSONDatabase(work_dir="<out>/database")
     <out>/model.onnx            the model that was tuned
@@ -93,8 +96,13 @@ def _phones(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def manifest(tuned: TunedModel, inputs: list[Any]) -> dict[str, Any]:
-    """The bundle's ``manifest.json`` content (JSON data)."""
+    """The bundle's ``manifest.json`` content (JSON data).
+
+    ``best_build`` (``"tuned"``, ``"untuned"``; None for a result stored before
+    it), ``best_note`` and ``records_applied`` say what the library is.
+    """
     measured, _ = count_trials(tuned.work_dir)
+    summary = tuned.summary
     return {
         "model": tuned.model_name,
         "model_sha256": tuned.model_sha256,
@@ -107,6 +115,9 @@ def manifest(tuned: TunedModel, inputs: list[Any]) -> dict[str, Any]:
         "library": LIBRARY,
         "database": DATABASE,
         "phones": _phones(tuned.summary),
+        "best_build": summary.get("best_build"),
+        "best_note": summary.get("best_note"),
+        "records_applied": summary.get("records_applied"),
     }
 
 
@@ -159,6 +170,20 @@ def write_bundle(tuned: TunedModel, out: Path, cache: CompileCache) -> Path:
     return out
 
 
+def _built(content: Mapping[str, Any]) -> str:
+    """How the library was compiled, in the README's words: which build it is, and why."""
+    tvm = content["tvm_version"]
+    build, note = content.get("best_build"), content.get("best_note")
+    if build == "untuned":
+        return (f"compiled by TVM {tvm} without tuning records: the job's best build is the "
+                f"untuned one ({note})")
+    records = content.get("records_applied")
+    applied = (f"with {records} tuning record{'s' if records != 1 else ''} applied"
+               if isinstance(records, int) else "with the tuning records applied")
+    why = f" ({note})" if build == "tuned" and note else ""
+    return f"compiled by TVM {tvm} {applied}{why}"
+
+
 def readme(content: Mapping[str, Any]) -> str:
     """The bundle's README.md for a manifest's ``content``."""
     first = content["inputs"][0] if content["inputs"] else {"shape": [1], "dtype": "float32"}
@@ -169,7 +194,8 @@ def readme(content: Mapping[str, Any]) -> str:
     init_args = ", ".join(f"static_cast<int>({d}), 0, 2" for d in devices)
     return _README.format(
         model=content["model"], sha256=content["model_sha256"], job=content["tune_job"],
-        tvm=content["tvm_version"], library=LIBRARY, database=DATABASE, device=device,
+        built=_built(content), tvm=content["tvm_version"], library=LIBRARY, database=DATABASE,
+        device=device,
         shape=tuple(first["shape"]), dtype=first["dtype"], init_args=init_args,
         tvm_tag=content["tvm_version"].split(".post")[0].split(".dev")[0],
     )
@@ -177,8 +203,8 @@ def readme(content: Mapping[str, Any]) -> str:
 
 _README = """# {model}, tuned by farm job {job}
 
-- `{library}`: the model (sha256 `{sha256}`) compiled by TVM {tvm} with the tuning
-  records applied, for the phones' ABI; it runs on `{device}`.
+- `{library}`: the model (sha256 `{sha256}`) {built}, for the phones' ABI; it runs
+  on `{device}`.
 - `{database}/`: the MetaSchedule tuning records
   (`database_workload.json`, `database_tuning_record.json`).
 - `model.onnx`: the model that was tuned. `manifest.json`: inputs, target, phones

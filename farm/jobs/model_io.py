@@ -3,16 +3,20 @@
 Inputs come as a numpy ``.npz`` archive whose array names are the ONNX graph's
 input names (``np.savez("inputs.npz", x=array)``); every input must be given, with
 the model's shape and dtype, and nothing else. The outputs are kept as an
-``.npz`` too, named ``output_0``, ``output_1``... in the graph's output order (the
-Relax VM returns a tuple, not names), and written out as one ``.npy`` each.
+``.npz`` too, keyed by the graph's output names (the Relax VM returns a tuple
+in the graph's output order, so the names come from the ONNX file:
+:func:`output_names`); outputs kept before were keyed ``output_0``, ``output_1``...
+They are written out as one ``.npy`` each, named after the output.
 """
 
 from __future__ import annotations
 
 import io
 import math
+import re
 import zipfile
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -25,7 +29,11 @@ from farm.errors import SpecError
 if TYPE_CHECKING:
     from farm.jobs.model import ModelInput
 
-__all__ = ["NpyMember", "load_npz", "npz_members", "outputs_npz", "read_inputs", "write_outputs"]
+__all__ = ["NpyMember", "load_npz", "npz_members", "output_names", "outputs_npz", "read_inputs",
+           "write_outputs"]
+
+#: Characters kept in an output's file name; any other (``/``, ``:``...) becomes ``_``.
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 @dataclass(frozen=True)
@@ -218,16 +226,52 @@ def read_inputs(data: bytes, name: str, inputs: list[ModelInput],
     return _load(data, name, field)
 
 
-def outputs_npz(outputs: list[np.ndarray]) -> bytes:
-    """The outputs as an ``.npz`` archive: ``output_0``, ``output_1``..."""
+def output_names(model_path: Path) -> list[str]:
+    """The graph's output names, in order, read from the ONNX file (weights not loaded).
+
+    Raises:
+        SpecError: the file is no ONNX model (``params.model_path``).
+    """
+    import onnx
+    from google.protobuf.message import Error as ProtobufError  # type: ignore[import-untyped]
+
+    try:
+        model = onnx.load(str(model_path), load_external_data=False)
+    except (ProtobufError, OSError, ValueError) as exc:
+        raise SpecError("params.model_path", f"cannot read {model_path.name}: {exc}") from None
+    return [output.name for output in model.graph.output]
+
+
+def outputs_npz(outputs: list[np.ndarray], names: Sequence[str] | None = None) -> bytes:
+    """The outputs as an ``.npz`` archive keyed by ``names`` (the graph's output names).
+
+    Without names, or with names that do not match the outputs one to one,
+    ``output_0``, ``output_1``...
+    """
+    if names is None or len(names) != len(outputs) or len(set(names)) != len(names):
+        names = [f"output_{i}" for i in range(len(outputs))]
     buffer = io.BytesIO()
-    named: dict[str, Any] = {f"output_{i}": array for i, array in enumerate(outputs)}
+    named: dict[str, Any] = dict(zip(names, outputs, strict=True))
     np.savez(buffer, allow_pickle=False, **named)
     return buffer.getvalue()
 
 
+def _file_name(key: str, taken: set[str]) -> str:
+    """``<key>.npy`` with only safe characters (an ONNX name may hold ``/`` or ``..``), unique."""
+    stem = _UNSAFE.sub("_", key).lstrip(".") or "output"
+    name, n = f"{stem}.npy", 1
+    while name in taken:
+        n += 1
+        name = f"{stem}_{n}.npy"
+    taken.add(name)
+    return name
+
+
 def write_outputs(data: bytes, folder: Path) -> list[Path]:
     """Write each array of an outputs archive as ``<folder>/<name>.npy``.
+
+    The name is the output's, each character other than letters, digits,
+    ``.``, ``_`` and ``-`` made ``_`` (so a name never leaves ``folder``).
 
     Returns:
         The files written, in the archive's order.
@@ -237,9 +281,10 @@ def write_outputs(data: bytes, folder: Path) -> list[Path]:
     """
     folder.mkdir(parents=True, exist_ok=True)
     written = []
+    taken: set[str] = set()
     with np.load(io.BytesIO(data), allow_pickle=False) as archive:
         for key in archive.files:
-            path = folder / f"{key}.npy"
+            path = folder / _file_name(key, taken)
             np.save(path, archive[key], allow_pickle=False)
             written.append(path)
     return written

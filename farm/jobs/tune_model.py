@@ -102,7 +102,8 @@ def tune_model(
     progress.add(attempts=1)
     progress.set_phase("extracting tasks")
     mod, inputs = import_model(model)
-    planned, batch = plan_tasks(mod, target, params)
+    planned, batch, total = plan_tasks(mod, target, params)
+    progress.set_model_tasks(total)
     if not planned:
         raise SpecError("params.model", f"{model.shown_name} has no tunable task")
     seeded = 0 if fleet is None else seed_from_fleet(planned, params, target, fleet)
@@ -129,7 +130,8 @@ def tune_model(
         counts = measured(planned, params)
         log.info("tuning_helped", tasks=len(planned), measured=sum(counts), stopped_by=stopped_by)
         return _result(model, inputs, planned, params, target, progress, counts,
-                       library="", stopped_by=stopped_by, seeded=seeded, before=0, verdicts=None)
+                       library="", stopped_by=stopped_by, seeded=seeded, before=0, verdicts=None,
+                       model_tasks=total)
     if shared and fleet is not None:  # the build uses every host's records of the job's tasks
         seeded += seed_from_fleet(planned, params, target, fleet)
     counts = measured(planned, params)
@@ -141,7 +143,7 @@ def tune_model(
     library = compile_tuned(model, target, params.work_dir, cache, linker)
     result = _result(model, inputs, planned, params, target, progress, counts,
                      library=str(library), stopped_by=stopped_by, seeded=seeded,
-                     before=sum(before), verdicts=verdicts)
+                     before=sum(before), verdicts=verdicts, model_tasks=total)
     log.info("tuning_finished", tasks=len(planned), measured=sum(counts),
              failed=result.trials_failed, stopped_by=stopped_by,
              trials_per_phone_hour=result.trials_per_phone_hour)
@@ -151,7 +153,7 @@ def tune_model(
 def _result(model: Any, inputs: Any, planned: list[Planned], params: TuneParams,
             target: dict[str, Any], progress: TuneProgress, counts: list[int], *,
             library: str, stopped_by: str, seeded: int, before: int,
-            verdicts: list[Verdict] | None) -> ModelTuneResult:
+            verdicts: list[Verdict] | None, model_tasks: int) -> ModelTuneResult:
     """The tuning's result from its work folder's records (``library`` "" for a helper)."""
     counters = progress.counters
     return ModelTuneResult(
@@ -176,4 +178,5 @@ def _result(model: Any, inputs: Any, planned: list[Planned], params: TuneParams,
         picks_checked=None if verdicts is None else sum(v.checked for v in verdicts),
         picks_used=None if verdicts is None else sum(v.used for v in verdicts),
         picks_unchecked=None if verdicts is None else sum(not v.checked for v in verdicts),
+        model_tasks=model_tasks,
     )

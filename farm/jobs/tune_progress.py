@@ -21,7 +21,9 @@ tuned build and the timing of the untuned and tuned builds
 (:mod:`farm.jobs.tune_tail`), each stage priced again as it starts
 (:meth:`TuneProgress.enter_stage`). ``phase``
 says what the attempt does now (``extracting tasks``, ``tuning``,
-``compiling``, ``timing the untuned and tuned builds``), so a job is never a silent ``0/0 tasks``;
+``compiling``, ``timing the untuned and tuned builds``, and once the result is
+made ``done: ...``), so a job is never a silent ``0/0 tasks``; ``model_tasks``
+counts every task of the model, ``tasks`` listing those tuned;
 ``tuning_s`` is the tuning time spent over all attempts, each counted from
 its start (opening its :class:`TuneProgress`: imports, task extraction and
 the first builds count), which is what a time budget counts;
@@ -113,6 +115,8 @@ class TuneCounters:
         trials_per_phone_hour: this attempt's measured trials per phone-hour.
         limit_per_phone_hour: measured trials per phone-hour were the phones
             never idle (run times plus uploads of the trials measured).
+        model_tasks: every task of the model, ``tasks`` being those tuned (the
+            heaviest, where the trials do not reach them all); None: not known.
     """
 
     attempts: int = 0
@@ -126,6 +130,7 @@ class TuneCounters:
     first_trial_s: float | None = None
     trials_per_phone_hour: float | None = None
     limit_per_phone_hour: float | None = None
+    model_tasks: int | None = None
 
     @property
     def trials_asked(self) -> int:
@@ -176,11 +181,13 @@ class TuneCounters:
             return float(value)
 
         phase = record.get("phase")
+        model_tasks = record.get("model_tasks")
         return cls(count("attempts"), count("rounds"), count("batches"), serials,
                    tuple(t for t in parsed if t is not None), seconds("eta_s"),
                    phase if isinstance(phase, str) else "", seconds("tuning_s") or 0.0,
                    seconds("first_trial_s"), seconds("trials_per_phone_hour"),
-                   seconds("limit_per_phone_hour"))
+                   seconds("limit_per_phone_hour"),
+                   model_tasks if type(model_tasks) is int and model_tasks >= 0 else None)
 
 
 def read_counters(work_dir: Path, clock: Clock | None = None) -> TuneCounters | None:
@@ -267,6 +274,16 @@ class TuneProgress:
         with self._lock:
             counters = replace(self._counters, phase=phase)
             self._store(replace(counters, eta_s=self._eta_s(counters, self._clock.monotonic())))
+
+    def set_model_tasks(self, count: int) -> None:
+        """How many tasks the model has, of which :meth:`set_tasks` lists those tuned."""
+        with self._lock:
+            self._store(replace(self._counters, model_tasks=count))
+
+    def finish(self, phase: str) -> None:
+        """The job's result is made: the last ``phase`` (``"done: ..."``), nothing left."""
+        with self._lock:
+            self._store(replace(self._counters, phase=phase, eta_s=0.0))
 
     def set_tail(self, tail: TailPrice) -> None:
         """What the job does after the check until its result (none: a helper, a GEMM)."""

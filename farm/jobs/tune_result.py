@@ -83,6 +83,8 @@ class ModelTuneResult:
         picks_unchecked: tasks whose best record was not checked because the
             time budget was spent (they keep their default schedule; a resumed
             job checks them); None: not checked (GPU targets).
+        model_tasks: every task of the model; ``tasks`` are those tuned (the
+            heaviest, where the trials do not reach them all).
     """
 
     model_sha256: str
@@ -104,6 +106,7 @@ class ModelTuneResult:
     picks_checked: int | None = None
     picks_used: int | None = None
     picks_unchecked: int | None = None
+    model_tasks: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (an unmeasured task's ``best_s`` is None)."""

@@ -151,8 +151,9 @@ def _task_workload(task: ModelTask, params: TuneParams) -> tuple[int, str]:
     return index, shash
 
 
-def plan_tasks(mod: Any, target: dict[str, Any], params: TuneParams) -> tuple[list[Planned], int]:
-    """The heaviest ``max_tasks`` tasks with trials planned, and the batch size.
+def plan_tasks(mod: Any, target: dict[str, Any], params: TuneParams
+               ) -> tuple[list[Planned], int, int]:
+    """The heaviest ``max_tasks`` tasks with trials planned, the batch size, the model's tasks.
 
     Args:
         mod: the model's Relax module.
@@ -162,12 +163,16 @@ def plan_tasks(mod: Any, target: dict[str, Any], params: TuneParams) -> tuple[li
 
     Returns:
         Each task with trials, its workload committed to the work folder's
-        database, and the trials per batch (``num_trials_per_iter``).
+        database; the trials per batch (``num_trials_per_iter``); and how many
+        tasks the model has (fewer trials than tasks plan only the heaviest, so
+        the tasks tuned are not the model's count: one model once showed 32
+        tasks in one job and 55 in another).
 
     Raises:
         CompileError: a task's workload is missing from the database once committed.
     """
-    tasks = model_tasks(mod, target)[: params.max_tasks]
+    every = model_tasks(mod, target)
+    tasks = every[: params.max_tasks]
     plan, batch = plan_trials([t.cost for t in tasks], params.trials,
                               params.trials_per_iter, params.trials_per_task)
     planned = []
@@ -175,4 +180,4 @@ def plan_tasks(mod: Any, target: dict[str, Any], params: TuneParams) -> tuple[li
         if n > 0:
             index, shash = _task_workload(t, params)
             planned.append(Planned(t, index, n, shash))
-    return planned, batch
+    return planned, batch, len(every)

@@ -43,14 +43,20 @@ class EnqueueCommand:
             so an error names the flag the user typed.
         check: checks a validated spec against the queue before it is stored
             (``(spec, store, data_dir)``), e.g. that a job it names has finished;
-            raises :class:`~farm.errors.SpecError` naming the field.
+            raises :class:`~farm.errors.SpecError` naming the field. It returns
+            the spec to store: None for the one given, or one completed from
+            what it read (a model's input shapes from its ``--inputs`` arrays).
+        advise: warnings about a spec that ``farmctl enqueue`` queued, from
+            the flags' ``params`` (files still on the user's host), each one
+            line: a spec that will run but not as the user expects.
     """
 
     help: str
     options: Sequence[ClickDecorator]
     params: Callable[[dict[str, Any]], dict[str, Any]]
     flags: Mapping[str, str] = field(default_factory=dict)
-    check: Callable[[Any, Store, Path], None] | None = None
+    check: Callable[[Any, Store, Path], Any] | None = None
+    advise: Callable[[dict[str, Any]], list[str]] | None = None
 
 
 @dataclass(frozen=True)

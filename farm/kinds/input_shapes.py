@@ -1,4 +1,4 @@
-"""``--input-shape`` checked against the model's declared inputs at enqueue.
+"""``--input-shape`` (and the shapes of ``--inputs``) checked against the model's inputs at enqueue.
 
 A wrong input name, a wrong rank or a symbolic dimension left unset would
 otherwise be accepted and fail minutes later in the attempt, with TVM's or
@@ -28,10 +28,11 @@ from farm.errors import SpecError
 
 if TYPE_CHECKING:
     from farm.kinds.model import ModelParams
+    from farm.queue.blobs import BlobOps
     from farm.queue.store import Store
 
-__all__ = ["MAX_INPUT_ELEMENTS", "DeclaredInput", "check_input_shapes", "check_input_sizes",
-           "check_spec_shapes", "declared_inputs"]
+__all__ = ["MAX_INPUT_ELEMENTS", "DeclaredInput", "check_farm_sizes", "check_input_shapes",
+           "check_input_sizes", "check_spec_shapes", "declared_inputs", "model_inputs_of"]
 
 #: The most elements one input may have: TVM indexes a buffer with int32 unless
 #: a shape needs int64 (``tir.Buffer``'s default index dtype), and no phone's
@@ -88,7 +89,8 @@ def declared_inputs(model: Any) -> list[DeclaredInput]:
 
 
 def check_input_shapes(declared: Sequence[DeclaredInput], given: Mapping[str, Sequence[int]],
-                       name: str, field: str) -> None:
+                       name: str, field: str, filled: Mapping[str, Sequence[int]] | None = None,
+                       filled_field: str | None = None) -> None:
     """Refuse shapes the model cannot take.
 
     Args:
@@ -96,11 +98,29 @@ def check_input_shapes(declared: Sequence[DeclaredInput], given: Mapping[str, Se
         given: input name -> shape from ``--input-shape`` (empty: none given).
         name: the user's file name, e.g. ``m.onnx``.
         field: the spec field of the shapes, e.g. ``params.input_shapes``.
+        filled: input name -> shape taken from elsewhere for inputs ``given``
+            lacks (the arrays of ``--inputs``: :func:`farm.kinds.model_inputs.shapes_of_inputs`).
+        filled_field: the spec field ``filled`` came from, named in its refusals.
 
     Raises:
-        SpecError: on ``field``: an input the model lacks, a shape of another rank,
-            a fixed dimension given another size, or a symbolic dimension not given.
+        SpecError: on ``field`` (``filled_field`` for a ``filled`` shape): an input
+            the model lacks, a shape of another rank, a fixed dimension given
+            another size; on ``field``: a symbolic dimension given by neither.
     """
+    _check_given(declared, given, name, field)
+    _check_given(declared, filled or {}, name, filled_field or field)
+    known = {**(filled or {}), **given}
+    for item in declared:
+        symbols = [d for d in item.dims if isinstance(d, str)]
+        if item.name not in known and symbols:
+            raise SpecError(field, f"input {item.name!r} has symbolic dimension {symbols[0]!r} "
+                                   f"in {name} ({item.shown}); give its shape, e.g. "
+                                   f"{item.example}")
+
+
+def _check_given(declared: Sequence[DeclaredInput], given: Mapping[str, Sequence[int]],
+                 name: str, field: str) -> None:
+    """Each given shape names an input of the model, with its rank and its fixed sizes."""
     inputs = {item.name: item for item in declared}
     for input_name, shape in given.items():
         item = inputs.get(input_name)
@@ -114,12 +134,36 @@ def check_input_shapes(declared: Sequence[DeclaredInput], given: Mapping[str, Se
             if isinstance(want, int) and want != got:
                 raise SpecError(field, f"input {input_name!r} has dimension {axis} = {want} in "
                                        f"{name} ({item.shown}); {got} given")
-    for item in declared:
-        symbols = [d for d in item.dims if isinstance(d, str)]
-        if item.name not in given and symbols:
-            raise SpecError(field, f"input {item.name!r} has symbolic dimension {symbols[0]!r} "
-                                   f"in {name} ({item.shown}); give its shape, e.g. "
-                                   f"{item.example}")
+
+
+def model_inputs_of(model: ModelParams, store: BlobOps | None, sha_field: str
+                    ) -> list[DeclaredInput]:
+    """The inputs a validated spec's model declares, read from its blob or path.
+
+    Args:
+        model: the spec's model (``sha256`` of a stored blob, or a ``path``).
+        store: the queue holding the blob.
+        sha_field: the spec field of the blob's digest, for errors.
+
+    Raises:
+        SpecError: on ``sha_field``: the blob is not stored, or the model cannot be read.
+    """
+    import onnx
+    from google.protobuf.message import Error as ProtobufError  # type: ignore[import-untyped]
+
+    try:
+        if model.sha256 is None:
+            # Only the graph's declarations are read: external weights stay where they are.
+            proto = onnx.load(str(model.path), load_external_data=False)
+        else:  # the stored blob, not this host's cache: enqueue leaves the cache alone
+            data = None if store is None else store.get_blob(model.sha256)
+            if data is None:
+                raise SpecError(sha_field, f"model {model.sha256[:12]} is not stored in the "
+                                           "database; upload it first")
+            proto = onnx.load_model_from_string(data)
+    except (ProtobufError, OSError, ValueError) as exc:
+        raise SpecError(sha_field, f"cannot read {model.shown_name}: {exc}") from None
+    return declared_inputs(proto)
 
 
 def check_input_sizes(declared: Sequence[DeclaredInput], given: Mapping[str, Sequence[int]],
@@ -157,6 +201,18 @@ def _largest_memory_kb(facts: Iterable[Mapping[str, Any]]) -> int | None:
     return max(known, default=None)
 
 
+def check_farm_sizes(declared: Sequence[DeclaredInput], given: Mapping[str, Sequence[int]],
+                     name: str, field: str, store: Store | None) -> None:
+    """:func:`check_input_sizes` against the largest memory of the store's devices.
+
+    Raises:
+        SpecError: see :func:`check_input_sizes`.
+    """
+    memory_kb = None if store is None else _largest_memory_kb(
+        d.facts for d in store.list_devices())
+    check_input_sizes(declared, given, name, field, memory_kb)
+
+
 def check_spec_shapes(model: ModelParams, store: Store | None, field: str) -> None:
     """:func:`check_input_shapes` and :func:`check_input_sizes` for a validated spec's model.
 
@@ -171,24 +227,6 @@ def check_spec_shapes(model: ModelParams, store: Store | None, field: str) -> No
         SpecError: the shapes do not fit the model (see :func:`check_input_shapes`)
             or no phone (:func:`check_input_sizes`), or the model cannot be read.
     """
-    import onnx
-    from google.protobuf.message import Error as ProtobufError  # type: ignore[import-untyped]
-
-    sha_field = field.rsplit(".", 1)[0] + ".sha256"
-    try:
-        if model.sha256 is None:
-            # Only the graph's declarations are read: external weights stay where they are.
-            proto = onnx.load(str(model.path), load_external_data=False)
-        else:  # the stored blob, not this host's cache: enqueue leaves the cache alone
-            data = None if store is None else store.get_blob(model.sha256)
-            if data is None:
-                raise SpecError(sha_field, f"model {model.sha256[:12]} is not stored in the "
-                                           "database; upload it first")
-            proto = onnx.load_model_from_string(data)
-    except (ProtobufError, OSError, ValueError) as exc:
-        raise SpecError(sha_field, f"cannot read {model.shown_name}: {exc}") from None
-    declared = declared_inputs(proto)
+    declared = model_inputs_of(model, store, field.rsplit(".", 1)[0] + ".sha256")
     check_input_shapes(declared, model.input_shapes or {}, model.shown_name, field)
-    memory_kb = None if store is None else _largest_memory_kb(
-        d.facts for d in store.list_devices())
-    check_input_sizes(declared, model.input_shapes or {}, model.shown_name, field, memory_kb)
+    check_farm_sizes(declared, model.input_shapes or {}, model.shown_name, field, store)

@@ -196,23 +196,42 @@ def check_tuned(spec: ModelJob, store: Store, data_dir: Path) -> None:
                         f"{tuned_shapes or 'of the model'}; give the same")
 
 
-def check_model(spec: ModelJob, store: Store, data_dir: Path) -> None:
+def check_model(spec: ModelJob, store: Store, data_dir: Path) -> ModelJob:
     """At enqueue: the input shapes fit the model, and ``--tuned`` names a fitting tune.
 
+    A symbolic input that ``--input-shape`` leaves unset takes the shape of
+    its array in ``--inputs`` (:func:`farm.kinds.model_inputs.shapes_of_inputs`).
+
+    Returns:
+        The spec, with those shapes in ``params.input_shapes``.
+
     Raises:
-        SpecError: see :func:`farm.kinds.input_shapes.check_input_shapes` and
+        SpecError: see :func:`farm.kinds.input_shapes.check_input_shapes`,
+            :func:`~farm.kinds.input_shapes.check_input_sizes` (those shapes
+            included), :func:`farm.kinds.model_inputs.shapes_of_inputs` and
             :func:`check_tuned`.
     """
-    from farm.kinds.input_shapes import check_spec_shapes
+    from farm.kinds.input_shapes import check_farm_sizes, check_input_shapes, model_inputs_of
+    from farm.kinds.model_inputs import FIELD, shapes_of_inputs
 
-    check_spec_shapes(spec.params, store, "params.input_shapes")
+    p = spec.params
+    declared = model_inputs_of(p, store, "params.sha256")
+    given = p.input_shapes or {}
+    filled = {} if p.inputs is None else shapes_of_inputs(declared, p.inputs, store, given)
+    check_input_shapes(declared, given, p.shown_name, "params.input_shapes", filled, FIELD)
+    check_farm_sizes(declared, {**filled, **given}, p.shown_name, "params.input_shapes", store)
+    if filled:
+        p = p.model_copy(update={"input_shapes": {**filled, **given}})
+        spec = spec.model_copy(update={"params": p})
     check_tuned(spec, store, data_dir)
-    check_inputs(spec.params, spec.params.inputs, store)
+    check_inputs(p, p.inputs, store)
+    return spec
 
 
 def run(ctx: RunContext, spec: ModelJob) -> Outcome:
     """Time the model ``repetitions`` times on each phone, every sample kept with its serial."""
     from farm.jobs.model import run_model
+    from farm.jobs.model_io import output_names
     from farm.kinds.measure import measure, summary_of_runs
     from farm.kinds.model_inputs import read_feeds
     from farm.kinds.run import tune_work_dir
@@ -222,8 +241,10 @@ def run(ctx: RunContext, spec: ModelJob) -> Outcome:
     database_dir = None if p.tuned is None else tune_work_dir(ctx.settings.data_dir, p.tuned)
     path = model_file(p, ctx.store, Path(ctx.settings.data_dir))
     params = model_params(p, path, p.target, database_dir, p.profile)
+    names: list[str] | None = None
     if p.inputs is not None:
         params = replace(params, inputs=read_feeds(p, p.inputs, path, ctx.store))
+        names = output_names(path)
     measured = measure(
         ctx, spec.repetitions, params.device,
         lambda tracker, target, _rep: run_model(
@@ -233,7 +254,7 @@ def run(ctx: RunContext, spec: ModelJob) -> Outcome:
                         "load_s": result.load_s, "first_run_s": result.first_run_s,
                         "peak_memory_kb": result.peak_memory_kb,
                         "profile": result.profile.to_dict() if result.profile else None,
-                        "outputs_sha256": _stored_outputs(ctx, result.outputs)},
+                        "outputs_sha256": _stored_outputs(ctx, result.outputs, names)},
     )
     summary = summary_of_runs("model", measured)
     imported = next((r["imported"] for r in measured.runs if r.get("imported")), None)
@@ -241,14 +262,18 @@ def run(ctx: RunContext, spec: ModelJob) -> Outcome:
     return measured.outcome(summary)
 
 
-def _stored_outputs(ctx: RunContext, outputs: list[Any] | None) -> str | None:
-    """The phone's outputs on the user's inputs as a blob (``.npz``); None without them."""
+def _stored_outputs(ctx: RunContext, outputs: list[Any] | None,
+                    names: list[str] | None) -> str | None:
+    """The phone's outputs on the user's inputs as a blob; None without them.
+
+    An ``.npz`` keyed by the graph's output ``names`` (:func:`farm.jobs.model_io.outputs_npz`).
+    """
     from farm.clock import SystemClock
     from farm.jobs.model_io import outputs_npz
 
     if outputs is None or ctx.store is None:
         return None
-    return ctx.store.put_blob(outputs_npz(outputs), SystemClock().now())
+    return ctx.store.put_blob(outputs_npz(outputs, names), SystemClock().now())
 
 
 def workload(spec: Mapping[str, Any]) -> str:
@@ -328,7 +353,8 @@ KIND = Kind(
                          help="A finished `tune --model` job of this model whose tuning "
                               "records are applied.  [default: untuned]"),
             click.option("--inputs", help="A numpy .npz of the model's inputs, by input name, "
-                                           "instead of random ones; the outputs are kept "
+                                           "instead of random ones; a symbolic dimension "
+                                           "takes its array's size; the outputs are kept "
                                            "(`farmctl results --job N --outputs DIR`)."),
             click.option("--profile", is_flag=True,
                          help="Also time each kernel of the model on the phone; "

@@ -5,7 +5,9 @@ and the spec names it (``params.inputs = {"sha256", "name"}``), as a model file 
 (:mod:`farm.jobs.model_store`): a job never reads a path on the user's machine. The
 arrays are checked against the model's inputs at enqueue
 (:func:`farm.jobs.model_io.read_inputs`), so a wrong name, shape or dtype is refused
-with the file's and the input's names before anything is queued. The attempt
+with the file's and the input's names before anything is queued; a symbolic
+dimension (a batch) takes its array's size (:func:`shapes_of_inputs`), stored in
+``params.input_shapes`` as if given by ``--input-shape``. The attempt
 feeds them to the phone and to onnxruntime, and stores each phone's outputs as a
 blob named in its run (``outputs_sha256``); ``farmctl results --job N --outputs
 DIR`` writes them as ``.npy`` files.
@@ -19,7 +21,7 @@ per phone (``GET /api/v1/jobs/{id}/outputs/{serial}``, the blobs
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,12 +34,13 @@ from farm.queue.spec import Strict, Text
 if TYPE_CHECKING:
     import numpy as np
 
+    from farm.kinds.input_shapes import DeclaredInput
     from farm.kinds.model import ModelParams
     from farm.queue.blobs import BlobOps
     from farm.queue.records import ResultView
 
 __all__ = ["FIELD", "InputsBlob", "check_inputs", "outputs_by_serial", "put_inputs", "read_feeds",
-           "store_inputs"]
+           "shapes_of_inputs", "store_inputs"]
 
 #: The spec field of the inputs (``--inputs``).
 FIELD = "params.inputs"
@@ -126,6 +129,57 @@ def read_feeds(p: ModelParams, inputs: InputsBlob, model_path: Path, store: Blob
     shapes = None if p.input_shapes is None else {k: tuple(v) for k, v in p.input_shapes.items()}
     _, model_inputs = load_model(model_path, shapes, p.shown_name)
     return read_inputs(data, inputs.name, model_inputs, FIELD)
+
+
+def shapes_of_inputs(declared: Sequence[DeclaredInput], inputs: InputsBlob,
+                     store: BlobOps | None, given: Mapping[str, Sequence[int]]
+                     ) -> dict[str, list[int]]:
+    """The shapes the arrays of ``--inputs`` give the model's symbolic inputs.
+
+    An input with a symbolic dimension (``[batch,3,224,224]``) takes the shape
+    of its array, unless ``--input-shape`` gave one: the arrays already say
+    the shape, and asking for it twice was a refusal users could not follow.
+    The archive's names are checked first, so a misnamed array is refused as
+    such, not as a shape the model lacks. Each shape is the one its ``.npy``
+    header declares (:func:`farm.jobs.model_io.npz_members`): no array's data is read.
+
+    Args:
+        declared: the model's inputs (:func:`farm.kinds.input_shapes.declared_inputs`).
+        inputs: the stored archive.
+        store: the queue holding it.
+        given: input name -> shape from ``--input-shape``.
+
+    Returns:
+        Input name -> shape for each symbolic input ``given`` lacks (empty: none).
+
+    Raises:
+        SpecError: on ``params.inputs``: the archive is not stored or no ``.npz``,
+            names an input the model lacks, lacks one it has, or has an empty
+            or too many dimensions.
+    """
+    from farm.jobs.model_io import npz_members
+    from farm.kinds.model import MAX_RANK
+
+    data = None if store is None else store.get_blob(inputs.sha256)
+    if data is None:
+        raise SpecError(FIELD, f"inputs {inputs.name} are not stored in the database")
+    arrays = {member.key: member for member in npz_members(data, inputs.name, FIELD)}
+    wanted = sorted(item.name for item in declared)
+    if unknown := sorted(set(arrays) - set(wanted)):
+        raise SpecError(FIELD, f"{inputs.name} has {unknown}, which the model does not take "
+                               f"(its inputs: {wanted})")
+    if missing := sorted(set(wanted) - set(arrays)):
+        raise SpecError(FIELD, f"{inputs.name} lacks the model's input {missing}")
+    shapes = {}
+    for item in declared:
+        if item.name in given or all(isinstance(d, int) for d in item.dims):
+            continue
+        shape = arrays[item.name].shape
+        if len(shape) > MAX_RANK or 0 in shape:
+            raise SpecError(FIELD, f"{inputs.name}: input {item.name!r} has shape {shape}, "
+                                   f"which no model input takes")
+        shapes[item.name] = [int(d) for d in shape]
+    return shapes
 
 
 def check_inputs(p: ModelParams, inputs: InputsBlob | None, store: BlobOps | None) -> None:

@@ -220,6 +220,7 @@ def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
         speedup=only.get("speedup"), tuned_gflops=only.get("tuned_gflops"),
     )
     tuned_serials = [c.serial for c in comparisons for _ in c.tuned_samples_s]
+    progress.finish("done")
     label = gemm_label(gemm)
     return Outcome(summary, tuned, "s", tuned_serials, snapshots,
                    _tuning_records(work_dir, lambda _index: label, target))
@@ -281,6 +282,13 @@ def _params(values: dict[str, Any]) -> dict[str, Any]:
              "target": values["target"]}
     return {"model": model, **common}
 
+def _advise(params: dict[str, Any]) -> list[str]:
+    """:func:`farm.kinds.tune_advice.trials_advice` (TVM only when a model's --trials is given)."""
+    from farm.kinds.tune_advice import trials_advice
+
+    return trials_advice(params)
+
+
 KIND = Kind(
     name="tune",
     spec=TuneJob,
@@ -319,6 +327,7 @@ KIND = Kind(
         ],
         params=_params,
         check=check,
+        advise=_advise,
         flags={
             **{f"params.gemm.{name}": flag for name, flag in GEMM_FLAGS.items()},
             **{f"params.model.{name}": flag for name, flag in _MODEL_FLAGS.items()},

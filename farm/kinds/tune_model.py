@@ -11,7 +11,9 @@ come from the same rounds. The tuned samples are the job's raw
 samples, each with the serial that produced it. Where the tuned build is not
 faster than the untuned one (the phones' median speedup), the job reports the
 untuned build as its best and its library becomes the untuned build
-(:func:`farm.jobs.tune_model.keep_untuned`).
+(:func:`farm.jobs.tune_model.keep_untuned`); where the tuned build applies no
+tuning record it is the untuned build, with no speed-up (:mod:`farm.jobs.tune_outcome`
+decides, and says why).
 
 The tuning starts from the fleet's best records for the phones' model
 (:mod:`farm.kinds.tune_fleet`); every record is kept in the fleet's records
@@ -35,38 +37,13 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from farm.jobs import params as jp
+    from farm.jobs.tune_outcome import Decision
+    from farm.jobs.tune_result import ModelTuneResult
     from farm.kinds.run import RunContext
     from farm.kinds.tune import TunedModel, TuneParams
     from farm.queue.records import Outcome
 
-__all__ = ["best_of", "run_model_tuning"]
-
-
-def best_of(speedup: float, *, same_build: bool) -> tuple[str, str]:
-    """The job's best build, ``"tuned"`` or ``"untuned"``, and the line that says why.
-
-    Where no tuning record beat farm's default schedule in the picks' check
-    (or none was checked), the tuned build applies no record: it is the very
-    library the untuned figure timed (``same_build``), and its own figure
-    differs only by the load between the two timings. Such a job ran the
-    small CNN's one library twice and reported "tuned 1.68x slower" (a load
-    rise between them; docs/benchmarks.md) or "tuned 1.03x untuned: the tuned
-    build is the best"; it is the untuned build, whatever the timings say.
-
-    Args:
-        speedup: the phones' median of untuned / tuned median time.
-        same_build: every phone timed one library as both.
-
-    >>> best_of(1.03, same_build=True)[0], best_of(1.2, same_build=False)[0]
-    ('untuned', 'tuned')
-    """
-    if same_build:
-        return "untuned", (f"no tuning record applied: the tuned build is the untuned build "
-                           f"(timed {speedup:.2f}x itself: the timings' noise)")
-    if speedup > 1.0:
-        return "tuned", f"tuned {speedup:.2f}x untuned: the tuned build is the best"
-    return "untuned", (f"tuned {speedup:.2f}x untuned, not faster: the untuned build is the best "
-                       "(the job's library and export are the untuned build)")
+__all__ = ["run_model_tuning"]
 
 
 def _time_builds(
@@ -117,10 +94,11 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     Returns:
         The outcome: summary (``target``, ``model_sha256``, ``input_shapes``,
         ``tasks``, ``phones``, ``runs`` with each phone's ``untuned_s`` and
-        ``tuned_s`` medians; ``speedup`` (the phones' median), ``best_build``
-        (``"untuned"`` where the tuned build was not faster: the job's
-        library is then the untuned build) and ``best_note``; ``picks_checked``
-        and ``picks_used``; ``stopped_by``, ``first_trial_s``,
+        ``tuned_s`` medians; ``best_build``, ``best_note``, ``speedup`` (the
+        phones' median; None where the tuned build applied no record),
+        ``records_tuned`` and ``records_applied`` (:mod:`farm.jobs.tune_outcome`);
+        ``picks_checked``, ``picks_used`` and ``picks_unchecked``;
+        ``model_tasks``; ``stopped_by``, ``first_trial_s``,
         ``trials_per_phone_hour`` and its ``limit_per_phone_hour``), the
         tuned samples with their serials, the snapshots of every gate, and
         every tuning record labelled by its task; ``imported`` says when the
@@ -195,14 +173,13 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
         tuned_samples += tuned_s
         tuned_serials += [serial] * len(tuned_s)
         imported = timed["untuned"].imported  # the simplification note, if any
-    speedup = statistics.median(r["speedup"] for r in runs)
-    best_build, best_note = best_of(speedup, same_build=all(r["same_build"] for r in runs))
-    if best_build == "untuned":
+    summary = result.to_dict()
+    decision = _decide(result, runs)
+    if decision.best_build == "untuned":
         _keep_untuned(plain, target, work_dir, ctx)
     counters = progress.counters
-    summary = result.to_dict()
     summary.update(
-        speedup=speedup, best_build=best_build, best_note=best_note,
+        **decision.to_summary(),
         kind="tune", model=shown, phones=serials,
         input_shapes={i.name: list(i.shape) for i in result.inputs},
         attempts=counters.attempts, rounds=counters.rounds, batches=counters.batches,
@@ -211,9 +188,33 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     summary["tasks"] = [{"name": t["name"], "trials": t["trials"], "best_s": t["best_s"],
                          "trials_measured": t["trials_measured"],
                          "workload_index": t["workload_index"]} for t in summary["tasks"]]
+    progress.finish(f"done: the {decision.best_build} build is the best")
     stored = () if ctx.store is not None else _tuning_records(
         work_dir, lambda index: labels.get(index, f"tune model {shown}"), target)
     return Outcome(summary, tuned_samples, "s", tuned_serials, snapshots, stored)
+
+
+def _decide(result: ModelTuneResult, runs: list[dict[str, Any]]) -> Decision:
+    """The best build from the tuning and the phones' timings (:mod:`farm.jobs.tune_outcome`).
+
+    Where every phone timed one library as both builds, each run's ``speedup``
+    becomes None: no tuned build exists. The tuned build's records are the
+    picks used on CPU targets (the check keeps a record only where it beat
+    the default), else each task's best record.
+    """
+    from farm.jobs.tune_outcome import decide, searched_trials
+
+    same_build = all(r["same_build"] for r in runs)
+    speedup = statistics.median(r["speedup"] for r in runs)
+    records = (result.picks_used if result.picks_used is not None
+               else sum(t.trials_measured > 0 for t in result.tasks))
+    searched = searched_trials([{"trials_measured": t.trials_measured} for t in result.tasks],
+                               baselines=result.picks_checked is not None)
+    for run in runs if same_build else ():  # one library timed twice: no speed-up
+        run["speedup"] = None
+    return decide(speedup, same_build=same_build, records_tuned=0 if same_build else records,
+                  picks_checked=result.picks_checked, picks_unchecked=result.picks_unchecked,
+                  searched=searched)
 
 
 def _keep_untuned(plain: jp.ModelParams, target: dict[str, Any], work_dir: Path,

@@ -181,8 +181,8 @@ class TestModelJob:
             assert kernels[0]["name"] == "fused_conv2d_add_relu", kernels
             assert kernels[0]["share_pct"] > 50 and totals == sorted(totals, reverse=True)
             assert not profiles[serial]["missing"] and 0.3 < profiles[serial]["ratio"] < 3
-            assert list(outputs[serial]) == ["output_0"]
-            np.testing.assert_allclose(outputs[serial]["output_0"], want, rtol=1e-4, atol=1e-4)
+            assert list(outputs[serial]) == ["y"]  # the graph's output name
+            np.testing.assert_allclose(outputs[serial]["y"], want, rtol=1e-4, atol=1e-4)
         shown = farmctl_job(url, token, job.id)
         for serial in serials:  # piped: phone, load, first run, peak memory
             [line] = [line for line in shown.splitlines() if line.startswith(f"{serial}\t")]

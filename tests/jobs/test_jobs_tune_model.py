@@ -107,7 +107,8 @@ class TestTuneModel:
         target = target_for(host_facts)
         cache = CompileCache(tmp_path / "cache")
         first = tune_model(params, target, tracker, cache)
-        assert [t.trials_measured for t in first.tasks] == [1, 1]
+        # Two of the model's tasks tuned; the model's own count is kept beside them.
+        assert [t.trials_measured for t in first.tasks] == [1, 1] and first.model_tasks > 2
         assert None not in (first.first_trial_s, first.trials_per_phone_hour,
                             first.limit_per_phone_hour)
         records = (work_dir / RECORDS_FILE).read_bytes()
@@ -124,7 +125,8 @@ class TestTuneModel:
         measured = traces(work_dir)
         assert len(set(measured)) == len(measured) == 4, "a recorded trial was measured again"
         counters = TuneProgress(work_dir).counters
-        assert (counters.trials_asked, counters.trials_measured, counters.tasks_done) == (4, 4, 2)
+        assert (counters.trials_asked, counters.trials_measured, counters.tasks_done,
+                counters.model_tasks) == (4, 4, 2, first.model_tasks)
         assert [t.name for t in counters.tasks] == [t.name for t in result.tasks]
 
         records = (work_dir / RECORDS_FILE).read_bytes()

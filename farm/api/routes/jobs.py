@@ -55,7 +55,7 @@ def get_results(svc: ServiceDep, job_id: JobIdPath) -> ResultsOut:
 @router.get("/{job_id}/outputs/{serial:path}", response_class=Response,
             responses={200: {"content": {"application/octet-stream": {}}}})
 def get_outputs(svc: ServiceDep, job_id: JobIdPath, serial: SerialPath) -> Response:
-    """The outputs a phone gave for a ``model`` job's user inputs: an ``.npz`` (``output_0``...).
+    """The outputs a phone gave for a ``model`` job's user inputs: an ``.npz`` by output name.
 
     The job's result names the phones that kept some (``runs[].outputs_sha256``);
     404 for any other phone, job or a job run on random inputs.

@@ -12,6 +12,9 @@ import pytest
 from api_helpers import T0
 from click.testing import CliRunner, Result
 from device_states import put_state
+from exported_models import write_computed_reshape
+from stored_results import finished_job, timings
+from tuned_jobs import finished_tune, nothing_searched_summary
 
 from farm.api.context import ApiContext
 from farm.api.errors import NotFound, Unauthorized
@@ -22,7 +25,7 @@ from farm.client import Farm, JobFailed
 from farm.clock import FakeClock
 from farm.config import Settings
 from farm.demo_model import write_small_cnn
-from farm.errors import InfraFault, SpecError
+from farm.errors import InfraFault, SpecError, UserFault
 from farm.jobs.model_io import outputs_npz
 from farm.queue import DeviceState, Outcome, Store
 from farm.queue.scheduler import Assignment
@@ -180,3 +183,59 @@ class TestClient:
         (tmp_path / "full" / "mine.txt").write_text("keep")
         full = export(tmp_path / "full")
         assert full.exit_code == 2 and "full exists and is not an empty folder" in full.stderr
+
+
+class TestClientOnParWithFarmctl:
+    def test_inputs_give_a_symbolic_batch_its_shape_and_a_wrong_name_is_named(
+        self, served: tuple[Farm, Store], tmp_path: Path
+    ) -> None:
+        """submit_model(inputs=...) on a model with a symbolic batch needs no input_shapes;
+        an array under a wrong name is refused by that name, not as a shape error."""
+        farm, store = served
+        model = write_computed_reshape(tmp_path / "m.onnx")
+        with pytest.raises(SpecError, match=r"inputs\.npz has \['image'\], which the model "
+                                            r"does not take \(its inputs: \['images'\]\)"):
+            farm.submit_model(model, inputs={"image": np.ones((2, 3, 8, 8), "float32")})
+        job = farm.submit_model(model, inputs={"images": np.ones((2, 3, 8, 8), "float32")})
+        params = store.get_job(job.id).spec["params"]  # type: ignore[union-attr]
+        assert params["input_shapes"] == {"images": [2, 3, 8, 8]}
+
+    def test_submit_tune_takes_the_clis_flags_and_a_job_cancels(
+        self, served: tuple[Farm, Store], tmp_path: Path
+    ) -> None:
+        """for_s, trials_per_task, max_tasks, trials_per_batch and phones reach the spec as
+        enqueue tune's flags do; Job.cancel() is farmctl cancel; too few trials warn."""
+        farm, store = served
+        model = write_small_cnn(tmp_path / "small_cnn.onnx")
+        job = farm.submit_tune(model, trials=64, for_s=180.0, trials_per_task=8, max_tasks=4,
+                               trials_per_batch=4, devices={"serials": ["phone-1"]})
+        params = store.get_job(job.id).spec["params"]  # type: ignore[union-attr]
+        assert (params["trials"], params["for_s"], params["trials_per_task"],
+                params["max_tasks"], params["trials_per_batch"]) == (64, 180.0, 8, 4, 4)
+        assert job.cancel().state.value == "cancelled"
+        with pytest.raises(JobFailed, match=f"job {job.id} cancelled"):
+            job.wait(timeout_s=30)
+        with pytest.warns(UserWarning, match=r"--trials 8 cannot reach a search batch on "
+                                             r"small_cnn\.onnx's 7 tasks"):
+            farm.submit_tune(model, trials=8)
+
+    def test_a_tunes_outcome_and_a_comparison_come_back(
+        self, served: tuple[Farm, Store]
+    ) -> None:
+        """Job.outcome() is farmctl job's outcome lines (no speed-up without a tuned build);
+        Farm.compare(a, b) is farmctl compare --json, per phone."""
+        farm, store = served
+        tune = farm.job(finished_tune(store, nothing_searched_summary()))
+        outcome = tune.outcome()
+        assert outcome[0].startswith("best build: untuned (no tuning record applied")
+        assert "speed-up: none: no tuned build exists (it applied no tuning record)" in outcome
+        a = finished_job(store, "phone-1", timings(1, median_s=0.010))
+        b = finished_job(store, "phone-1", timings(2, median_s=0.013))
+        report = farm.compare(a, farm.job(b))
+        [phone] = report["phones"]
+        assert (phone["serial"], phone["verdict"]) == ("phone-1", "slower")
+        assert report["slower"] == ["phone-1"] and report["exit_code"] == 3
+        with pytest.raises(UserFault, match="no job 999"):
+            farm.compare(a, 999)
+        with pytest.raises(UserFault, match=f"job {a} has no tuning outcome"):
+            farm.job(a).outcome()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from device_states import put_state
+from tuned_jobs import finished_tune, nothing_searched_summary
 
 from farm.queue import DeviceState, Outcome, Store
 from farm.queue.records import SnapshotData
@@ -236,3 +237,17 @@ class TestOutputs:
         assert result.stderr == (f"Error: job {job_id} kept no outputs: only a model job "
                                  "given --inputs does\n")
         assert not (tmp_path / "out").exists()
+
+
+class TestTuningOutcome:
+    def test_results_of_a_model_tune_say_its_best_build_and_no_speedup(
+        self, farmctl, store: Store
+    ) -> None:
+        """results --job of the tune that searched nothing: best build untuned and why, no
+        speed-up, the records, picks, tasks and trials, after the per-phone table."""
+        job_id = finished_tune(store, nothing_searched_summary())
+        out = farmctl("results", "--job", str(job_id)).stdout
+        assert "best build: untuned (no tuning record applied (nothing was searched" in out
+        assert "speed-up: none: no tuned build exists" in out
+        assert "tasks tuned: 32 of the model's 55; trials measured 32/32" in out
+        assert "1.10681" not in out and "1.107" not in out

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from click.testing import Result
+from tuned_jobs import finished_tune, nothing_searched_summary
 
 from farm.demo_model import write_small_cnn
 from farm.jobs.tune_progress import TaskProgress, TuneProgress
@@ -64,3 +65,62 @@ class TestTuningProgress:
         """A job without a work folder shows no tuning section."""
         job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
         assert json.loads(farmctl("job", str(job_id), "--json").stdout)["tuning"] is None
+
+
+class TestTuningOutcome:
+    def test_job_leads_with_state_and_outcome_and_ends_with_a_one_line_spec(
+        self, farmctl: Callable[..., Result], store: Store, config: Path
+    ) -> None:
+        """--trials 32 on 55 tasks searched nothing: job says best build untuned and why, no
+        speed-up, 0 records and 0 picks, 32 of 55 tasks, a phase that ended; spec last."""
+        job_id = finished_tune(store, nothing_searched_summary())
+        progress = TuneProgress(tune_work_dir(config.parent / "data", job_id))
+        progress.set_model_tasks(55)
+        progress.set_tasks([TaskProgress(f"t{i}", i, 1, 0) for i in range(32)])
+        progress.set_phase("timing the untuned and tuned builds")  # as the job left it before
+        out = farmctl("job", str(job_id)).stdout
+        lines = out.splitlines()
+        assert lines[1].split("\t")[2] == "succeeded"  # the job's row first
+        assert lines[2].startswith("best build: untuned (no tuning record applied (nothing "
+                                   "was searched")
+        assert "speed-up: none: no tuned build exists" in out
+        assert "tuning records applied: 0 in the job's library" in out
+        assert "picks checked against their default schedule: 0, used 0" in out
+        assert "tasks tuned: 32 of the model's 55; trials measured 32/32" in out
+        assert "1.10681" not in out and "0/55" not in out and "timing the" not in out
+        assert ("tuning done: 32 of the model's 55 tasks tuned, 0 of them got all their "
+                "planned trials") in out
+        assert lines[-1].startswith("spec: {") and out.index("attempt") < out.index("spec: ")
+        assert json.loads(lines[-1].removeprefix("spec: "))["kind"] == "tune"  # on one line
+        data = json.loads(farmctl("job", str(job_id), "--json").stdout)
+        assert data["job"]["spec"]["params"]["trials"] == 4 and data["tuning"]["model_tasks"] == 55
+
+    def test_wait_names_the_best_build_without_a_speedup(
+        self, farmctl: Callable[..., Result], store: Store
+    ) -> None:
+        """farmctl wait's line: each phone's median, then the best build; no speed-up where no
+        tuned build exists."""
+        job_id = finished_tune(store, nothing_searched_summary())
+        out = farmctl("wait", str(job_id)).stdout
+        assert out == f"job {job_id} succeeded: median 0.040 ms on R1 (n=3), best build untuned\n"
+
+
+class TestTrialsAdvice:
+    def test_trials_that_reach_no_search_batch_are_warned_and_queued(
+        self, farmctl: Callable[..., Result], store: Store, tmp_path: Path
+    ) -> None:
+        """The small CNN has 7 tasks: --trials 8 leaves 1 candidate to search (the rest are
+        default schedules), so enqueue warns and names the trials that reach a batch; the
+        job is queued all the same. --trials 23 (7 defaults and a batch of 16) is quiet."""
+        model = write_small_cnn(tmp_path / "cnn.onnx")
+        few = farmctl("enqueue", "tune", "--model", str(model), "--trials", "8")
+        assert few.exit_code == 0, few.output
+        assert ("warning: --trials 8 cannot reach a search batch on cnn.onnx's 7 tasks: each "
+                "tuned task's first trial measures its default schedule, so 1 candidate would "
+                "be searched (a batch is 8); give --trials 23 or more") in few.stderr
+        enough = farmctl("enqueue", "tune", "--model", str(model), "--trials", "23")
+        assert enough.exit_code == 0 and "warning" not in enough.stderr
+        fewer_tasks = farmctl("enqueue", "tune", "--model", str(model), "--trials", "3")
+        assert ("0 candidates would be searched (a batch is 3), and 4 of them get no trial; "
+                "give --trials 23 or more") in fewer_tasks.stderr
+        assert len(store.list_jobs()) == 3

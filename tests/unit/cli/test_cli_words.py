@@ -78,11 +78,10 @@ class TestJob:
     """farmctl job ID."""
 
     def test_job_prints_the_spec_as_json(self, farmctl, store: Store) -> None:
-        """The table view prints the stored spec as JSON, not a Python repr."""
+        """The table view prints the stored spec as JSON, not a Python repr, on its last line."""
         job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}}, NOW)
         out = farmctl("job", str(job_id)).stdout
-        text = out[out.index("spec: ") + len("spec: "):]
-        spec = json.loads(text[: text.index("\n}") + 2])
+        spec = json.loads(out.splitlines()[-1].removeprefix("spec: "))
         assert spec["kind"] == "gemm"
         assert spec["params"]["n"] == 64
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from exported_models import write_computed_reshape
@@ -52,6 +53,51 @@ def test_fitting_shapes_are_queued(farmctl, store: Store, model: Path) -> None:
     assert result.exit_code == 0, result.output
     [job] = store.list_jobs()
     assert job.spec["params"]["input_shapes"] == {"images": [2, 3, 8, 8]}
+
+
+def _npz(path: Path, **arrays: np.ndarray) -> str:
+    np.savez(path, **arrays)  # type: ignore[arg-type]
+    return str(path)
+
+
+def test_inputs_give_the_symbolic_shape(farmctl, store: Store, model: Path,
+                                        tmp_path: Path) -> None:
+    """--inputs on a symbolic batch needs no --input-shape: the arrays' shape is stored."""
+    inputs = _npz(tmp_path / "in.npz", images=np.ones((2, 3, 8, 8), "float32"))
+    result = farmctl("enqueue", "model", "--model", str(model), "--inputs", inputs)
+    assert result.exit_code == 0, result.output
+    [job] = store.list_jobs()
+    assert job.spec["params"]["input_shapes"] == {"images": [2, 3, 8, 8]}
+
+
+@pytest.mark.parametrize(("arrays", "message"), [
+    ({"image": np.ones((1, 3, 8, 8), "float32")},
+     "--inputs: in.npz has ['image'], which the model does not take (its inputs: ['images'])"),
+    ({"images": np.ones((1, 3, 8), "float32")},
+     "--inputs: input 'images' has rank 4 in m.onnx ([batch,3,8,8]); 3 dims given"),
+    ({"images": np.ones((1, 4, 8, 8), "float32")},
+     "--inputs: input 'images' has dimension 1 = 3 in m.onnx ([batch,3,8,8]); 4 given"),
+])
+def test_inputs_that_do_not_fit_are_refused_by_their_name(
+        farmctl, store: Store, model: Path, tmp_path: Path, arrays: dict[str, np.ndarray],
+        message: str) -> None:
+    """A misnamed or misshapen array is refused on --inputs, naming it, not the shape flag."""
+    result = farmctl("enqueue", "model", "--model", str(model), "--inputs",
+                     _npz(tmp_path / "in.npz", **arrays))
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"Error: {message}\n"
+    assert store.list_jobs() == []
+
+
+def test_input_shape_wins_over_the_inputs(farmctl, store: Store, model: Path,
+                                          tmp_path: Path) -> None:
+    """--input-shape given with --inputs must agree with the arrays (the archive is checked)."""
+    inputs = _npz(tmp_path / "in.npz", images=np.ones((2, 3, 8, 8), "float32"))
+    result = farmctl("enqueue", "model", "--model", str(model), "--inputs", inputs,
+                     "--input-shape", "images=1,3,8,8")
+    assert result.exit_code == 2, result.output
+    assert result.stderr == ("Error: --inputs: in.npz: input 'images' has shape (2, 3, 8, 8), "
+                             "the model takes (1, 3, 8, 8)\n")
 
 
 def _identity(path: Path, dims: list[int]) -> Path:
@@ -101,4 +147,16 @@ class TestInputsFitAPhone:
         assert result.stderr == ("Error: --input-shape: the inputs of m.onnx take 1536000000 "
                                  "bytes; the farm's largest device has 1024000000 bytes of "
                                  "memory\n")
+        assert store.list_jobs() == []
+
+    def test_shapes_taken_from_the_inputs_are_bounded_too(
+            self, farmctl, store: Store, model: Path, tmp_path: Path) -> None:
+        """A symbolic batch given by --inputs counts against the largest device's memory."""
+        store.upsert_device("TINY", datetime(2026, 1, 1, tzinfo=UTC),
+                            {"abi": "arm64-v8a", "mem_total_kb": 1})
+        inputs = _npz(tmp_path / "in.npz", images=np.ones((2, 3, 8, 8), "float32"))
+        result = farmctl("enqueue", "model", "--model", str(model), "--inputs", inputs)
+        assert result.exit_code == 2, result.output
+        assert result.stderr == ("Error: --input-shape: the inputs of m.onnx take 1536 bytes; "
+                                 "the farm's largest device has 1024 bytes of memory\n")
         assert store.list_jobs() == []

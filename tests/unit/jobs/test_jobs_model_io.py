@@ -9,14 +9,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from npz_bombs import zeros_npz
 
 from farm.config import JobSettings
+from farm.demo_model import write_small_cnn
 from farm.errors import SpecError
 from farm.jobs.model import ModelInput
-from farm.jobs.model_io import npz_members, outputs_npz, read_inputs, write_outputs
-from farm.kinds.model_inputs import put_inputs
+from farm.jobs.model_io import npz_members, output_names, outputs_npz, read_inputs, write_outputs
+from farm.kinds.input_shapes import DeclaredInput
+from farm.kinds.model_inputs import InputsBlob, put_inputs, shapes_of_inputs
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -61,6 +64,27 @@ def test_outputs_are_written_as_npy_in_order(tmp_path: Path) -> None:
         got = np.load(path)
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
+
+
+def test_outputs_are_keyed_and_written_by_the_graphs_names(tmp_path: Path) -> None:
+    """The archive keys the outputs by the graph's names; each file is named after its
+    output, characters that could leave the folder replaced."""
+    outputs = [np.zeros(2, "float32"), np.ones(3, "float32"), np.full(1, 2.0, "float32")]
+    names = ["logits", "../boxes", "a/b:0"]
+    data = outputs_npz(outputs, names)
+    with np.load(io.BytesIO(data)) as archive:
+        assert archive.files == names
+    written = write_outputs(data, tmp_path / "out")
+    assert [p.name for p in written] == ["logits.npy", "_boxes.npy", "a_b_0.npy"]
+    assert all(p.parent == tmp_path / "out" for p in written)
+    np.testing.assert_array_equal(np.load(written[1]), outputs[1])
+
+
+def test_output_names_come_from_the_onnx_file(tmp_path: Path) -> None:
+    """The small CNN's one output is named as its graph says."""
+    path = write_small_cnn(tmp_path / "m.onnx")
+    assert output_names(path) == [o.name for o in onnx.load(str(path)).graph.output]
+    assert output_names(path) != ["output_0"]
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +138,31 @@ class TestBounds:
             archive.writestr("x.npy", b"not an array")
         with pytest.raises(SpecError, match=r"^params.inputs: in.npz is not a numpy .npz "):
             npz_members(buffer.getvalue(), "in.npz", max_bytes=1 << 20)
+
+
+    def test_a_symbolic_input_takes_the_shape_its_header_declares_unread(
+            self, zeros_2gib: Path) -> None:
+        """--inputs gives x: [n] the array's shape from its .npy header; nothing is inflated."""
+        data = zeros_2gib.read_bytes()
+        blob = InputsBlob(sha256="0" * 64, name="zeros.npz")
+        tracemalloc.start()
+        try:
+            shapes = shapes_of_inputs([DeclaredInput("x", ("n",))], blob, _OneBlob(data), {})
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert shapes == {"x": [1 << 29]}
+        assert peak < 10 * 1024 * 1024
+
+
+class _OneBlob:
+    """A blob store holding one archive, whatever its digest."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def get_blob(self, sha256: str) -> bytes:
+        return self.data
 
 
 class _NoStore:

@@ -45,7 +45,7 @@ class TestTuneProgress:
         assert record == {"attempts": 0, "rounds": 0, "batches": 1, "app_relaunches": [],
                           "tasks": [], "eta_s": None, "phase": "", "tuning_s": 0.0,
                           "first_trial_s": None, "trials_per_phone_hour": None,
-                          "limit_per_phone_hour": None}
+                          "limit_per_phone_hour": None, "model_tasks": None}
 
     def test_file_is_private(self, tmp_path: Path) -> None:
         """The counters file is readable by its owner only (0600)."""
@@ -99,6 +99,18 @@ class TestTaskProgress:
                                   TaskProgress("dense", 1, 4, 0, None))
         assert (counters.trials_asked, counters.trials_measured, counters.tasks_done) == (8, 3, 0)
         assert counters.eta_s == 95.0  # conv: 1 batch + 1 trial; dense: 2 batches + 4 trials
+
+    def test_the_job_ends_done_with_the_models_task_count(self, tmp_path: Path) -> None:
+        """The last phase is the result's, with nothing left, not "timing the untuned and tuned
+        builds"; the model's task count is kept beside the tasks tuned."""
+        progress = TuneProgress(tmp_path, FakeClock())
+        progress.set_model_tasks(55)
+        progress.set_tasks([TaskProgress(f"t{i}", i, 1, 1) for i in range(32)])
+        progress.set_phase("timing the untuned and tuned builds")
+        progress.finish("done: the untuned build is the best")
+        counters = TuneProgress(tmp_path).counters
+        assert (counters.phase, counters.eta_s) == ("done: the untuned build is the best", 0.0)
+        assert (counters.model_tasks, len(counters.tasks)) == (55, 32)
 
     def test_a_task_never_measured_has_no_best_time(self, tmp_path: Path) -> None:
         """An infinite best time (nothing measured) is stored as null, not as Infinity."""
