@@ -365,7 +365,8 @@ def ab_page(browser: Any, verdicts: dict[str, str], rounds: int,
     """An A/B job's page: both sides named, a row per phone with its verdict and ratio, and per
     phone a chart of every round's ratio B/A with the median, its interval and the band
     1 ± threshold drawn at the job's threshold (Chart.js's own data); unfolded, each round's
-    timings with the phone's battery temperature before it."""
+    timings with the phone's battery temperature before it; each build's spread is named by
+    its phone and side."""
     rows = wait(browser, lambda b: {r.get_attribute("data-serial"): r.find_element(
         "css selector", ".verdict").text for r in css(b, "#ab-phones tr[data-serial]")},
         "the A/B verdicts")
@@ -390,6 +391,9 @@ def ab_page(browser: Any, verdicts: dict[str, str], rounds: int,
         low, high = chart["ci"]
         assert low[0] <= chart["median"][0] <= high[0], chart
         assert chart["median"][0] == pytest.approx(ratios[chart["serial"]], abs=5e-4)
+    spreads = wait(browser, lambda b: [r.find_element("css selector", "td").text
+                                       for r in css(b, "#phones tbody tr")], "the spreads")
+    assert spreads == [f"{serial} {side}" for serial in verdicts for side in "AB"]
     for serial, shown in temps_c.items():
         figure = f'figure.ab-phone[data-serial="{serial}"]'
         css(browser, f"{figure} summary")[0].click()
