@@ -58,7 +58,8 @@ def round_rows(rows: list[SampleRow], serial: str) -> list[dict[str, Any]]:
         either = a or b
         out.append({
             "round": index, "a_s": a_s, "b_s": b_s,
-            "ratio": _finite(b_s / a_s) if a_s and b_s and a_s > 0 and b_s > 0 else None,
+            "ratio": _finite(b_s / a_s) if a_s is not None and b_s is not None
+            and a_s > 0 and b_s > 0 else None,
             "battery_temp_c": either.battery_temp_c if either else None,
             "thermal_status": either.thermal_status if either else None,
         })
