@@ -224,7 +224,8 @@ class TestAbJobs:
 
     def test_an_ab_jobs_verdicts_and_raw_rounds(self, served: tuple[Farm, Store]) -> None:
         """A finished A/B job's verdict rows are farmctl's, and its samples carry their build
-        and round; another job's ab() is one line saying it is no A/B job."""
+        and round, in its result and in the flat rows; another job's ab() is one line saying it
+        is no A/B job."""
         farm, store = served
         rounds = ab_rounds(1, 1.10, rounds=12)
         job = farm.job(ab_job(store, {"phone-1": rounds}, now=T0))
@@ -235,6 +236,9 @@ class TestAbJobs:
         assert result.arms == ("a", "b") * 12
         assert result.rounds == tuple(i for i in range(12) for _ in "ab")
         assert result.samples == tuple(t for pair in rounds for t in pair)
+        rows = farm.service.sample_rows(job_id=job.id)  # farmctl --server results --format csv
+        assert [(r.arm, r.round) for r in rows] == list(zip(result.arms, result.rounds,
+                                                            strict=True))
         other = farm.job(store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0))
         [claim] = store.claim([Assignment(other.id, ("phone-1",), 60.0)], T0)
         assert store.finish(claim.attempt.id, Outcome({"kind": "gemm"}, (0.01,), "s",
