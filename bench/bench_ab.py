@@ -146,8 +146,9 @@ def main(argv: list[str] | None = None) -> int:
             wait_until(lambda: all(store.get_device(s).state is DeviceState.READY
                                    for s in serials), READY_DEADLINE_S, "phones ready")
             started = time.monotonic()
-            rows: dict[str, list[dict[str, Any]]] = {"256 vs 260 (slower expected)": [], "256 vs 256 bn=16 (~10% slower)": [],
-                    "256 vs 256 (A/A)": [], "A/A, phone 1 throttled 0.9 midway": []}
+            rows: dict[str, list[dict[str, Any]]] = {
+                "256 vs 260 (slower expected)": [], "256 vs 256 bn=16 (~10% slower)": [],
+                "256 vs 256 (A/A)": [], "A/A, phone 1 throttled 0.9 midway": []}
             for _ in range(args.tries):
                 rows["256 vs 260 (slower expected)"] += _each(store, serials, gemm256, gemm260)
             for _ in range(args.tries_ab5):

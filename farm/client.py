@@ -12,6 +12,8 @@
     tune = farm.submit_tune("small_cnn.onnx", trials=64, for_s=3600).wait()
     print(tune.outcome(), farm.compare(f"{tune.id}:untuned", tune))
     tune.export("bundle")
+    for phone in farm.submit_ab("gemm:n=256", "gemm:n=256,bn=16").wait().ab():
+        print(phone["serial"], phone["verdict"], phone["ratio"], phone["why"])
 
 It is a thin layer over :class:`farm.cli.remote.RemoteService`, the client
 ``farmctl --server`` uses, so there is one implementation of the wire: model
@@ -37,7 +39,9 @@ read from the result). A finished tune of a model says its outcome as
 writes it (:meth:`Job.export`, the dashboard's download of the bundle).
 :meth:`Job.cancel` is ``farmctl cancel``; :meth:`Farm.compare` is ``farmctl
 compare A B --json`` (the dashboard's comparison, with the server's threshold
-and alpha).
+and alpha). An A/B job (:meth:`Farm.submit_ab`, ``farmctl enqueue ab``) gives each
+phone's verdict of B against A (:meth:`Job.ab`); its raw samples carry their
+build and round (``result().arms``, ``result().rounds``).
 """
 
 from __future__ import annotations
@@ -46,16 +50,19 @@ import io
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from farm.cli.jobs import WaitTimedOut
 from farm.cli.remote import RemoteService
 from farm.clock import SystemClock, wait_until
 from farm.errors import FarmError, UserFault
+from farm.kinds.ab import KIND as AB_KIND
+from farm.kinds.ab_builds import parse_build
 from farm.kinds.model import KIND as MODEL_KIND
 from farm.kinds.tune import KIND as TUNE_KIND
 from farm.queue.models import JobState
 from farm.queue.records import DeviceRecord, JobView, ResultView
+from farm.results.ab import ab_phones
 from farm.results.profiles import last_profiles
 
 if TYPE_CHECKING:
@@ -174,6 +181,26 @@ class Job:
             raise UserFault(f"job {self.id} has no kernel profile: only a finished model job "
                             "submitted with profile=True has one")
         return profiles
+
+    def ab(self) -> list[dict[str, Any]]:
+        """Each phone's verdict of B against A, as ``farmctl job`` prints it (by serial).
+
+        Rows of :func:`farm.results.ab.ab_phones`: ``serial``, ``a``, ``b`` (the
+        builds' labels), ``verdict`` (``slower``, ``faster``, ``no change`` or
+        ``undecided``), ``ratio`` (median B/A of the rounds), ``ci_low``/``ci_high``,
+        ``p_value``, ``rounds``, ``phone_s`` (seconds), ``median_a_ms``/``median_b_ms``
+        and ``why``. The raw timings are :meth:`result`'s samples with their
+        ``arms`` and ``rounds``.
+
+        Raises:
+            JobFailed: the job has no result yet.
+            UserFault: it is no A/B job.
+        """
+        phones = ab_phones(self.result().summary)
+        if not phones:
+            raise UserFault(f"job {self.id} is a {self.view().kind} job, not an A/B job "
+                            "(Farm.submit_ab)")
+        return phones
 
     def outputs(self) -> dict[str, dict[str, np.ndarray]]:
         """Serial -> the outputs each phone gave for the job's ``inputs``, by name.
@@ -297,7 +324,7 @@ class Farm:
         elif inputs is not None:
             params["inputs"] = str(inputs)
         return self._submit(MODEL_KIND.name, params, MODEL_KIND.input_files, devices,
-                            repetitions)
+                            repetitions)[0]
 
     def submit_tune(
         self, path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None, *,
@@ -336,13 +363,71 @@ class Farm:
             "trials": trials, "for_s": for_s, "trials_per_task": trials_per_task,
             "max_tasks": max_tasks, "trials_per_batch": trials_per_batch, "phones": phones,
         }
-        job = self._submit(TUNE_KIND.name, params, TUNE_KIND.input_files, devices, None)
+        [job] = self._submit(TUNE_KIND.name, params, TUNE_KIND.input_files, devices, None)
         for line in [] if TUNE_KIND.enqueue.advise is None else TUNE_KIND.enqueue.advise(params):
             warnings.warn(line, UserWarning, stacklevel=2)
         return job
 
+    @overload
+    def submit_ab(
+        self, a: str | Path, b: str | Path, *, tuned: int | None = None,
+        target: str | None = None, threshold: float | None = None,
+        max_phone_s: float | None = None, order: str | None = None, seed: int | None = None,
+        devices: Mapping[str, Any] | None = None, each: Literal[False] = False,
+    ) -> Job: ...
+
+    @overload
+    def submit_ab(
+        self, a: str | Path, b: str | Path, *, tuned: int | None = None,
+        target: str | None = None, threshold: float | None = None,
+        max_phone_s: float | None = None, order: str | None = None, seed: int | None = None,
+        devices: Mapping[str, Any] | None = None, each: Literal[True],
+    ) -> list[Job]: ...
+
+    def submit_ab(
+        self, a: str | Path, b: str | Path, *, tuned: int | None = None,
+        target: str | None = None, threshold: float | None = None,
+        max_phone_s: float | None = None, order: str | None = None, seed: int | None = None,
+        devices: Mapping[str, Any] | None = None, each: bool = False,
+    ) -> Job | list[Job]:
+        """Time two builds in turns on each phone until B is judged (``farmctl enqueue ab A B``).
+
+        Each phone's verdict calls B slower, faster or no change against A, or
+        undecided with the reason (:meth:`Job.ab`).
+
+        Args:
+            a: the baseline, written as on the command line
+                (:func:`farm.kinds.ab_builds.parse_build`): ``gemm:n=256[,bn=16,...]``,
+                an ONNX file on this machine (uploaded), a finished job's id (``"12"``,
+                its build; a tune job's tuned build) or ``"12:untuned"``.
+            b: the build judged against ``a``, written the same way.
+            tuned: B is a model file: apply this finished tune job's records to it.
+            target: the processor of model sides (``cpu``, ``opencl``, ``cuda``).
+            threshold: the smallest change that counts (0.05 = 5%); None: the server's.
+            max_phone_s: phone time at most per phone, seconds; None: the server's.
+            order: ``abba`` or ``random``; None: the server's.
+            seed: the coin of ``random`` order.
+            devices: the device selection (``serials``, ``soc``, ``count``...).
+            each: one job per phone in service that fits (``--each``); the jobs.
+
+        Returns:
+            The job, or with ``each`` one per phone.
+
+        Raises:
+            SpecError: a side or the spec is refused, naming it (the server's one line).
+            UserFault: with ``each``, no phone to run on now.
+        """
+        params: dict[str, Any] = {"a": parse_build(str(a)), "b": parse_build(str(b)),
+                                  "target": target, "threshold": threshold,
+                                  "max_phone_s": max_phone_s, "order": order, "seed": seed}
+        if tuned is not None:
+            params["b"]["tuned"] = tuned
+        jobs = self._submit(AB_KIND.name, params, AB_KIND.input_files, devices, None, each=each)
+        return jobs if each else jobs[0]
+
     def _submit(self, kind: str, params: dict[str, Any], files: Sequence[str],
-                devices: Mapping[str, Any] | None, repetitions: int | None) -> Job:
+                devices: Mapping[str, Any] | None, repetitions: int | None, *,
+                each: bool = False) -> list[Job]:
         raw: dict[str, Any] = {"kind": kind,
                                "params": {k: v for k, v in params.items() if v is not None}}
         if devices is not None:
@@ -350,8 +435,8 @@ class Farm:
         if repetitions is not None:
             raw["repetitions"] = repetitions
         raw = self.service.store_inputs(self.service.store_models(raw, files))
-        submitted = self.service.submit(raw)
-        return Job(self, submitted.jobs[0].id)
+        submitted = self.service.submit(raw, each=each)
+        return [Job(self, view.id) for view in submitted.jobs]
 
 
 def _npz(arrays: Mapping[str, np.ndarray]) -> bytes:

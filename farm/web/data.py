@@ -22,7 +22,7 @@ from farm.api.auth import CallerDep
 from farm.api.bounds import JobIdPath, TextQuery
 from farm.api.context import ApiContext, context
 from farm.errors import SpecError, UserFault
-from farm.web import device_view, export_view, tune_view, views
+from farm.web import ab_view, device_view, export_view, tune_view, views
 
 __all__ = ["router"]
 
@@ -51,6 +51,14 @@ def speedups(job_id: JobIdPath, ctx: ContextDep, _who: CallerDep) -> dict[str, A
     if ctx.store.get_job(job_id) is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job_id}")
     return tune_view.speedups_view(ctx.store, job_id)
+
+
+@router.get("/jobs/{job_id}/ab")
+def ab(job_id: JobIdPath, ctx: ContextDep, _who: CallerDep) -> dict[str, Any]:
+    """An A/B job's verdict per phone with the ratio B/A of each round (none for other jobs)."""
+    if ctx.store.get_job(job_id) is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job_id}")
+    return ab_view.ab_view(ctx.store, job_id)
 
 
 @router.get("/jobs/{job_id}/export")

@@ -82,7 +82,10 @@ def queue(request: Request, ctx: ContextDep, who: PageCaller) -> Response:
 
 @router.get("/jobs/{job_id}")
 def job(request: Request, ctx: ContextDep, who: PageCaller, job_id: JobIdPath) -> Response:
-    """One job: spec, attempts, live tuning chart, results per phone, kernel profile chart.
+    """One job: spec, attempts, tuning chart, results per phone, A/B verdicts, kernel profile.
+
+    An A/B job shows each phone's verdict of B against A and a chart of its
+    rounds' ratios B/A against the threshold band (:mod:`farm.web.ab_view`).
 
     A profiled model job's chart (:mod:`farm.web.profile_chart`) is drawn when
     the page is opened: the profile is fixed once the job has finished (a page
@@ -92,6 +95,7 @@ def job(request: Request, ctx: ContextDep, who: PageCaller, job_id: JobIdPath) -
         "job": f"/api/v1/jobs/{job_id}", "results": f"/api/v1/jobs/{job_id}/results",
         "trials": f"/api/v1/dashboard/jobs/{job_id}/trials",
         "speedups": f"/api/v1/dashboard/jobs/{job_id}/speedups",
+        "ab": f"/api/v1/dashboard/jobs/{job_id}/ab",
         "export": f"/api/v1/dashboard/jobs/{job_id}/export"}, job_id=job_id,
         profiles=profile_charts(ctx.store, job_id), label_w=LABEL_W_PX, plot_w=PLOT_W_PX,
         bar_h=BAR_H_PX, line_h=LINE_H_PX)

@@ -23,6 +23,7 @@ from urllib.parse import quote, urlencode
 import httpx
 import pytest
 from device_states import put_state
+from stored_results import ab_job, ab_rounds
 from tuned_jobs import model_tune_job, profiled_job
 
 from farm.api.context import ApiContext
@@ -268,7 +269,8 @@ class TestFinishedWork:
         """Enter in the fleet filter keeps the page and the filter; readings show as labelled
         values with units; a finished model tune's page shows its speed-up per phone, a curve
         per task (heaviest first) and an export link that downloads its bundle; a profile
-        chart shows each kernel's whole name."""
+        chart shows each kernel's whole name; an A/B job's page shows its sides, each phone's
+        verdict and a chart of its rounds' ratios B/A against the threshold band."""
         from farm.jobs.bundle import LIBRARY, MANIFEST, MODEL
         from farm.web.testing import DOWNLOADS
 
@@ -279,6 +281,8 @@ class TestFinishedWork:
             profiled = profiled_job(store, [{"name": name, "total_ms": ms, "share_pct": 50.0}
                                             for name, ms in zip(KERNELS, (0.6, 0.4),
                                                                 strict=True)])
+            ab = ab_job(store, {"P1": ab_rounds(1, 1.10), "P2": ab_rounds(3, 1.0)},
+                        temps_c={"P1": [30.0, 33.5]})
             serials = ["R1", "P1", "P2"]
             for serial in serials:
                 store.record_health(serial, datetime.now(UTC), {}, READINGS)
@@ -317,6 +321,11 @@ class TestFinishedWork:
                 browser.get(f"{base}/jobs/{profiled}")
                 kernel_names_whole(browser)
                 shoot("profile")
+
+                browser.get(f"{base}/jobs/{ab}")
+                ab_page(browser, {"P1": "slower", "P2": "no change"}, rounds=20,
+                        temps_c={"P1": {"30.0", "33.5"}, "P2": {""}})
+                shoot("ab")
         finally:
             store.close()
 
@@ -349,6 +358,48 @@ def kernel_names_whole(browser: Any) -> None:
         assert bar["text"] == bar["kernel"], bar
         assert bar["left"] >= 0, bar
         assert bar["tip"].startswith(bar["kernel"]), bar
+
+
+def ab_page(browser: Any, verdicts: dict[str, str], rounds: int,
+            temps_c: dict[str, set[str]]) -> None:
+    """An A/B job's page: both sides named, a row per phone with its verdict and ratio, and per
+    phone a chart of every round's ratio B/A with the median, its interval and the band
+    1 ± threshold drawn at the job's threshold (Chart.js's own data); unfolded, each round's
+    timings with the phone's battery temperature before it; each build's spread is named by
+    its phone and side."""
+    rows = wait(browser, lambda b: {r.get_attribute("data-serial"): r.find_element(
+        "css selector", ".verdict").text for r in css(b, "#ab-phones tr[data-serial]")},
+        "the A/B verdicts")
+    assert rows == verdicts
+    sides = [e.text for e in css(browser, "#ab-sides dd")]
+    assert sides == ["gemm n=64 float32", "gemm n=72 float32"]
+    charts = wait(browser, lambda b: b.execute_script(
+        "return [...document.querySelectorAll('#ab-charts canvas')].map((c) => {"
+        " const chart = Chart.getChart(c); if (!chart) return null;"
+        " const sets = chart.data.datasets;"
+        " const at = (key) => sets.filter((d) => d[key]).map((d) => d.data.map((p) => p.y));"
+        " return {serial: c.dataset.serial, rounds: sets.find((d) => d.rounds).data.length,"
+        " band: at('band'), ci: at('ci'), median: at('median')[0]}; })"
+        ".filter((c) => c !== null);"), "the ratio charts")
+    assert [c["serial"] for c in charts] == list(verdicts)
+    ratios = {r.get_attribute("data-serial"): float(r.find_element(
+        "css selector", ".ratio").text) for r in css(browser, "#ab-phones tr[data-serial]")}
+    for chart in charts:
+        assert chart["rounds"] == rounds, chart
+        assert [y for line in chart["band"] for y in line] == pytest.approx(
+            [0.95, 0.95, 1.05, 1.05]), chart
+        low, high = chart["ci"]
+        assert low[0] <= chart["median"][0] <= high[0], chart
+        assert chart["median"][0] == pytest.approx(ratios[chart["serial"]], abs=5e-4)
+    spreads = wait(browser, lambda b: [r.find_element("css selector", "td").text
+                                       for r in css(b, "#phones tbody tr")], "the spreads")
+    assert spreads == [f"{serial} {side}" for serial in verdicts for side in "AB"]
+    for serial, shown in temps_c.items():
+        figure = f'figure.ab-phone[data-serial="{serial}"]'
+        css(browser, f"{figure} summary")[0].click()
+        cells = wait(browser, lambda b, f=figure: [r.find_elements("css selector", "td")
+                                                   for r in css(b, f"{f} tbody tr")], "rounds")
+        assert len(cells) == rounds and {row[4].text for row in cells} == shown
 
 
 def drain_and_undrain(browser: Any, store: Store, serial: str,

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from device_states import put_state
 from fastapi.testclient import TestClient
+from stored_results import ab_job, ab_rounds
 from tuned_jobs import model_tune_job, profiled_job
 
 from farm.api.context import ApiContext
@@ -29,6 +30,7 @@ from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE, trial_run_s
 from farm.kinds.run import tune_work_dir
 from farm.queue import DeviceState, Outcome, Store
 from farm.queue.scheduler import Assignment
+from farm.results.ab import ab_phones
 from farm.serve.app import create_app
 from farm.web import tune_view, views
 from farm.web.login import safe_next
@@ -65,6 +67,7 @@ def farm(tmp_path: Path) -> Iterator[Farm]:
 
 PAGES = ["/", "/queue", "/jobs/1", "/compare?a=1&b=2", "/history?workload=x"]
 DATA = ["/api/v1/dashboard/jobs/1/trials", "/api/v1/dashboard/jobs/1/speedups",
+        "/api/v1/dashboard/jobs/1/ab",
         "/api/v1/dashboard/incidents", "/api/v1/dashboard/compare?a=1&b=2",
         "/api/v1/dashboard/history"]
 
@@ -339,6 +342,62 @@ class TestViews:
             assert title.startswith(name + ":")
         first_lines = len(name_lines(names[0]))
         assert float(bars[1][2]) - float(bars[0][2]) >= first_lines * LINE_H_PX
+
+    def test_an_ab_jobs_verdicts_and_ratio_of_each_round(self, farm: Farm) -> None:
+        """An A/B job's page data: its sides and threshold, each phone's verdict row as farmctl
+        prints it, and every round's A and B timings, their ratio B/A and the reading taken last
+        before the round; other jobs have no phone, an unknown one is a 404."""
+        taken = {"P1": ab_rounds(1, 1.10), "P2": ab_rounds(3, 1.0)}
+        job_id = ab_job(farm.store, taken, temps_c={"P1": [30.0, 32.0], "P2": []})
+        plain = farm.store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0)
+        farm.log_in(farm.token)
+        page = farm.client.get(f"/jobs/{job_id}").text
+        assert 'id="ab-section"' in page and '<script src="/static/ab.js">' in page
+        view = farm.client.get(f"/api/v1/dashboard/jobs/{job_id}/ab").json()
+        assert (view["a"], view["b"], view["threshold"]) == (
+            "gemm n=64 float32", "gemm n=72 float32", 0.05)
+        [summary] = farm.store.results(job_id)
+        assert [{k: v for k, v in p.items() if k != "per_round"} for p in view["phones"]] == \
+            ab_phones(summary.summary)
+        assert [p["verdict"] for p in view["phones"]] == ["slower", "no change"]
+        for phone in view["phones"]:
+            rounds = taken[phone["serial"]]
+            assert [(r["round"], r["a_s"], r["b_s"]) for r in phone["per_round"]] == [
+                (i, a, b) for i, (a, b) in enumerate(rounds)]
+            assert [r["ratio"] for r in phone["per_round"]] == pytest.approx(
+                [b / a for a, b in rounds])
+        p1, p2 = (p["per_round"] for p in view["phones"])
+        assert [r["battery_temp_c"] for r in p1] == [30.0] * 10 + [32.0] * 10
+        assert {r["battery_temp_c"] for r in p2} == {None}
+        assert farm.client.get(f"/api/v1/dashboard/jobs/{plain}/ab").json()["phones"] == []
+        answer = farm.client.get("/api/v1/dashboard/jobs/99/ab")
+        assert answer.status_code == 404 and "no job 99" in answer.text
+
+    def test_an_ab_summary_of_another_version_is_no_error(self, farm: Farm) -> None:
+        """Figures JSON cannot carry (NaN, infinity), a side that is no text and a round that
+        lacks B come as None, not as an error: the page shows what there is."""
+        job_id = farm.store.enqueue({"kind": "ab", "params": {"a": {"job": 1},
+                                                             "b": {"job": 2}}}, T0)
+        put_state(farm.store, "P1", DeviceState.READY, "test", T0)
+        [claim] = farm.store.claim([Assignment(job_id, ("P1",), 60.0)], T0)
+        summary = {"kind": "ab", "a": {"odd": 1}, "b": "x", "threshold": "5%",
+                   "per_serial": {"P1": {"ratio": float("nan"), "ci_low": float("inf")},
+                                  "P2": "not a mapping"}}
+        assert farm.store.finish(claim.attempt.id, Outcome(
+            summary, [0.01, float("inf"), 0.02], "s", ["P1"] * 3, sample_arms=["a", "b", "a"],
+            sample_rounds=[0, 0, 1]), T0)
+        farm.log_in(farm.token)
+        answer = farm.client.get(f"/api/v1/dashboard/jobs/{job_id}/ab")
+        assert answer.status_code == 200, answer.text
+        view = answer.json()
+        assert (view["a"], view["b"], view["threshold"]) == (None, "x", None)
+        [phone] = view["phones"]
+        assert (phone["serial"], phone["ratio"], phone["ci_low"]) == ("P1", None, None)
+        assert phone["per_round"] == [
+            {"round": 0, "a_s": 0.01, "b_s": None, "ratio": None, "battery_temp_c": None,
+             "thermal_status": None},
+            {"round": 1, "a_s": 0.02, "b_s": None, "ratio": None, "battery_temp_c": None,
+             "thermal_status": None}]
 
     def test_compare_of_unknown_jobs_is_400(self, farm: Farm) -> None:
         """A wrong side of a comparison is a 400 with farmctl compare's message."""

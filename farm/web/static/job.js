@@ -2,7 +2,8 @@
  * The job from the API's /api/v1/jobs/ID, its spread per phone from /api/v1/jobs/ID/results,
  * the chart's trials per task from /api/v1/dashboard/jobs/ID/trials, a finished tune's
  * speed-ups from /api/v1/dashboard/jobs/ID/speedups, whether its bundle can be downloaded
- * from /api/v1/dashboard/jobs/ID/export. */
+ * from /api/v1/dashboard/jobs/ID/export, an A/B job's verdicts and rounds from
+ * /api/v1/dashboard/jobs/ID/ab (drawn by ab.js). */
 "use strict";
 
 (() => {
@@ -86,13 +87,20 @@
     return p.noisy ? "noisy" : "";
   }
 
+  /** A phone's name in the spread table: an A/B job's builds are two figures of one phone,
+   * told apart by the side its workload ends with (farm.results.spreads: "... [A]"). */
+  function phoneName(p) {
+    const side = / \[([AB])\]$/.exec(p.workload || "");
+    return side ? `${p.serial || "?"} ${side[1]}` : p.serial || "?";
+  }
+
   function phones(list) {
     const section = document.getElementById("phones-section");
     if (!list.length) { section.hidden = true; return; }
     section.hidden = false;
     const unit = list[0].unit;
     const scale = unit === "s" ? 1e3 : 1;
-    const labels = list.map((p) => p.serial || "?");
+    const labels = list.map(phoneName);
     const ci = list.map((p) => [p.spread.ci_low * scale, p.spread.ci_high * scale]);
     const medians = list.map((p) => p.spread.median * scale);
     if (!phonesChart) {
@@ -112,7 +120,7 @@
       phonesChart.update();
     }
     farm.fillTable(document.getElementById("phones"), list.map((p) => [
-      p.serial || "", p.spread.n, fmt.amount(p.spread.median, unit), fmt.amount(p.spread.iqr, unit),
+      phoneName(p), p.spread.n, fmt.amount(p.spread.median, unit), fmt.amount(p.spread.iqr, unit),
       fmt.num(p.spread.cv * 100, 1),
       `${fmt.amount(p.spread.ci_low, unit)} – ${fmt.amount(p.spread.ci_high, unit)}`,
       fmt.num(p.battery_temp_c, 1), fmt.thermal(p.thermal_status), noise(p)]));
@@ -155,11 +163,12 @@
     location.reload();
   }
 
-  function render({job: data, results, trials, speedups: timed, export: exported}) {
+  function render({job: data, results, trials, speedups: timed, ab, export: exported}) {
     profileReady(data.job);
     facts(data);
     tuning(data.tuning, trials);
     speedups(timed, exported, data.job);
+    farm.ab.render(ab);
     phones(results.spreads);
     farm.fillTable(document.getElementById("attempts"), data.attempts.map((a) => [
       a.id, a.serials.join(", "), a.host || "", fmt.badge(a.state), fmt.time(a.started_at),

@@ -13,7 +13,7 @@ from api_helpers import T0
 from click.testing import CliRunner, Result
 from device_states import put_state
 from exported_models import write_computed_reshape
-from stored_results import finished_job, timings
+from stored_results import ab_job, ab_rounds, finished_job, timings
 from tuned_jobs import finished_tune, nothing_searched_summary
 
 from farm.api.context import ApiContext
@@ -29,6 +29,7 @@ from farm.errors import InfraFault, SpecError, UserFault
 from farm.jobs.model_io import outputs_npz
 from farm.queue import DeviceState, Outcome, Store
 from farm.queue.scheduler import Assignment
+from farm.results.ab import ab_phones
 from farm.serve.server import ApiServer
 
 
@@ -239,3 +240,66 @@ class TestClientOnParWithFarmctl:
             farm.compare(a, 999)
         with pytest.raises(UserFault, match=f"job {a} has no tuning outcome"):
             farm.job(a).outcome()
+
+
+class TestAbJobs:
+    def test_submit_ab_of_each_sort_of_side(
+        self, served: tuple[Farm, Store], tmp_path: Path
+    ) -> None:
+        """submit_ab takes the sides as farmctl enqueue ab does: GEMMs, ONNX files on this
+        machine (uploaded, the spec naming their blobs), a finished job's id; a wrong side is
+        the server's one line naming it, and each=True queues one job per fitting phone."""
+        farm, store = served
+        job = farm.submit_ab("gemm:n=64", "gemm:n=64,bn=16", threshold=0.02,
+                             devices={"serials": ["phone-1"]})
+        stored = store.get_job(job.id)
+        assert stored is not None and stored.owner == "carol" and stored.kind == "ab"
+        assert stored.spec["params"]["a"]["gemm"]["n"] == 64
+        assert stored.spec["params"]["b"]["gemm"]["bn"] == 16
+        assert stored.spec["params"]["threshold"] == 0.02
+
+        a, b = (write_small_cnn(tmp_path / name) for name in ("a.onnx", "b.onnx"))
+        models = store.get_job(farm.submit_ab(a, str(b), target="cpu").id)
+        assert models is not None
+        for side, name in (("a", "a.onnx"), ("b", "b.onnx")):
+            model = models.spec["params"][side]["model"]
+            assert model["name"] == name and len(model["sha256"]) == 64 and model["path"] is None
+
+        gemm = store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0)
+        with pytest.raises(SpecError, match=f"job {gemm} has not finished well") as caught:
+            farm.submit_ab(str(gemm), "gemm:n=64")
+        assert caught.value.field == "params.a"
+        with pytest.raises(SpecError, match=r"nothing\.onnx"):
+            farm.submit_ab(a, tmp_path / "nothing.onnx")
+        [claim] = store.claim([Assignment(gemm, ("phone-1",), 60.0)], T0)
+        assert store.finish(claim.attempt.id, Outcome({"kind": "gemm"}, (0.01,), "s",
+                                                      ("phone-1",)), T0)
+        from_job = store.get_job(farm.submit_ab(str(gemm), "gemm:n=72").id)
+        assert from_job is not None and from_job.spec["params"]["a"]["job"] == gemm
+        [fanned] = farm.submit_ab("gemm:n=64", "gemm:n=72", each=True)
+        fanned_view = store.get_job(fanned.id)
+        assert fanned_view is not None and fanned_view.run_id is not None
+
+    def test_an_ab_jobs_verdicts_and_raw_rounds(self, served: tuple[Farm, Store]) -> None:
+        """A finished A/B job's verdict rows are farmctl's, and its samples carry their build
+        and round, in its result and in the flat rows; another job's ab() is one line saying it
+        is no A/B job."""
+        farm, store = served
+        rounds = ab_rounds(1, 1.10, rounds=12)
+        job = farm.job(ab_job(store, {"phone-1": rounds}, now=T0))
+        [phone] = job.wait(timeout_s=30).ab()
+        assert phone == ab_phones(store.results(job.id)[0].summary)[0]
+        assert (phone["serial"], phone["verdict"], phone["rounds"]) == ("phone-1", "slower", 12)
+        result = job.result()
+        assert result.arms == ("a", "b") * 12
+        assert result.rounds == tuple(i for i in range(12) for _ in "ab")
+        assert result.samples == tuple(t for pair in rounds for t in pair)
+        rows = farm.service.sample_rows(job_id=job.id)  # farmctl --server results --format csv
+        assert [(r.arm, r.round) for r in rows] == list(zip(result.arms, result.rounds,
+                                                            strict=True))
+        other = farm.job(store.enqueue({"kind": "gemm", "params": {"n": 64}}, T0))
+        [claim] = store.claim([Assignment(other.id, ("phone-1",), 60.0)], T0)
+        assert store.finish(claim.attempt.id, Outcome({"kind": "gemm"}, (0.01,), "s",
+                                                      ("phone-1",)), T0)
+        with pytest.raises(UserFault, match=f"job {other.id} is a gemm job, not an A/B job"):
+            other.ab()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from device_states import put_state
+from stored_results import ab_job, ab_rounds
 from tuned_jobs import finished_tune, nothing_searched_summary
 
 from farm.queue import DeviceState, Outcome, Store
@@ -65,6 +66,27 @@ class TestFlatRows:
         assert [(r["job_id"], r["serial"], r["value"]) for r in rows] == [
             (b, "B", v) for v in NOISY]
         assert a != b
+
+    def test_an_ab_jobs_rows_carry_each_samples_build_round_and_reading(
+        self, farmctl, store: Store
+    ) -> None:
+        """An A/B job's CSV and JSON rows: every raw sample with its phone, build (arm), round
+        and the reading taken last before its round; the table adds each phone's verdict (too few
+        rounds here to decide)."""
+        rounds = ab_rounds(1, 1.10, rounds=6)
+        job_id = ab_job(store, {"P1": rounds}, temps_c={"P1": [30.0, 33.5]})
+        out = farmctl("results", "--job", str(job_id), "--format", "csv").stdout
+        rows = list(csv.DictReader(io.StringIO(out)))
+        assert [(r["serial"], r["arm"], r["round"]) for r in rows] == [
+            ("P1", arm, str(i)) for i in range(6) for arm in "ab"]
+        assert [float(r["value"]) for r in rows] == pytest.approx(
+            [value for pair in rounds for value in pair], rel=1e-5)
+        assert [float(r["battery_temp_c"]) for r in rows] == [30.0] * 6 + [33.5] * 6
+        as_json = json.loads(farmctl("results", "--job", str(job_id), "--json").stdout)
+        assert [(r["arm"], r["round"]) for r in as_json] == [
+            (r["arm"], int(r["round"])) for r in rows]
+        table = farmctl("results", "--job", str(job_id)).stdout
+        assert "A: gemm n=64 float32" in table and "\tundecided\t6 rounds" in table
 
 
 class TestSpreadTable:
