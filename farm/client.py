@@ -417,7 +417,8 @@ class Farm:
             SpecError: a side or the spec is refused, naming it (the server's one line).
             UserFault: with ``each``, no phone to run on now.
         """
-        params: dict[str, Any] = {"a": parse_build(str(a)), "b": parse_build(str(b)),
+        params: dict[str, Any] = {"a": parse_build(str(a), "params.a"),
+                                  "b": parse_build(str(b), "params.b"),
                                   "target": target, "threshold": threshold,
                                   "max_phone_s": max_phone_s, "order": order, "seed": seed}
         if tuned is not None:

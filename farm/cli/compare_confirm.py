@@ -31,8 +31,8 @@ def _enqueue(state: CliState, report: CompareReport, serial: str) -> int:
     from farm.kinds.ab_builds import parse_build
 
     a, b = report.ab_sides(serial)
-    raw = {"kind": "ab", "params": {"a": parse_build(a), "b": parse_build(b)},
-           "devices": {"serials": [serial]}}
+    params = {"a": parse_build(a, "params.a"), "b": parse_build(b, "params.b")}
+    raw = {"kind": "ab", "params": params, "devices": {"serials": [serial]}}
     [job] = state.queue.submit(raw).jobs
     return job.id
 

@@ -203,7 +203,8 @@ def _command(kind: Kind) -> click.Command:
         options.append(_EACH)
     for option in reversed(options):
         func = option(func)
-    return click.command(kind.name, help=kind.enqueue.help)(func)
+    return click.command(kind.name, help=kind.enqueue.help,
+                         epilog=kind.enqueue.epilog or None)(func)
 
 
 @click.group()

@@ -248,10 +248,10 @@ def needs(spec: Mapping[str, Any]) -> Requirements:
 
 
 def _params(values: dict[str, Any]) -> dict[str, Any]:
-    b = parse_build(values["b"])
+    b = parse_build(values["b"], "params.b")
     if values["tuned"] is not None:
         b["tuned"] = values["tuned"]
-    return {"a": parse_build(values["a"]), "b": b, "target": values["target"],
+    return {"a": parse_build(values["a"], "params.a"), "b": b, "target": values["target"],
             "threshold": values["threshold"], "max_phone_s": values["max_phone_s"],
             "order": values["order"], "seed": values["seed"]}
 
@@ -263,9 +263,12 @@ KIND = Kind(
     lease_s=lambda jobs: jobs.lease_s,
     timeout_s=lambda jobs: jobs.model_timeout_s,
     enqueue=EnqueueCommand(
-        help="Time two builds in turns on one phone until B is called slower, faster or "
-             "no change against A. A and B: gemm:n=256[,bn=16,dtype=float16], an ONNX "
-             "file, a finished job's id (a tune job's tuned build), or N:untuned.",
+        help="Time two builds in turns: is B slower than A?",
+        epilog="A and B are each a build: gemm:n=256[,bn=16,dtype=float16,target=cpu], an "
+               "ONNX file, a finished job's id (its build; a model tune's tuned build) or "
+               "N:untuned (a model tune's untuned build). Both are loaded in one session per "
+               "phone and timed in alternating rounds until B is called slower, faster or no "
+               "change against A, or --max-phone-s runs out (undecided, with the reason).",
         options=[
             click.argument("a"),
             click.argument("b"),

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AbBuild", "Resolved", "parse_build", "resolve", "side_label"]
 
-_JOB_REF = re.compile(r"^(\d{1,19})(?::(untuned|tuned))?$")
+_JOB_REF = re.compile(r"^(\d+)(?::(untuned|tuned))?$")
 
 
 class AbBuild(Strict):
@@ -68,13 +68,17 @@ class AbBuild(Strict):
         return self
 
 
-def parse_build(ref: str) -> dict[str, Any]:
+def parse_build(ref: str, field: str = "params.a") -> dict[str, Any]:
     """What the user typed for a side -> the side's spec (JSON data).
 
     >>> parse_build("12:untuned"), parse_build("gemm:n=256,bn=16")
     ({'job': 12, 'untuned': True}, {'gemm': {'n': '256', 'bn': '16'}})
     >>> parse_build("mobilenet.onnx")
     {'model': {'path': 'mobilenet.onnx'}}
+
+    Args:
+        ref: the side as typed.
+        field: the side's spec field (``params.a``, ``params.b``), for errors.
 
     Raises:
         SpecError: a ``gemm:`` side that is not ``gemm:NAME=VALUE,...``.
@@ -87,7 +91,8 @@ def parse_build(ref: str) -> dict[str, Any]:
         for item in filter(None, ref.removeprefix("gemm:").split(",")):
             name, sep, value = item.partition("=")
             if not sep or not name.strip() or name.strip() in fields:
-                raise SpecError("gemm", f"{ref!r} is not gemm:n=N[,bn=B,dtype=D,target=T]")
+                raise SpecError(field, f"{ref!r} is not a GEMM: write gemm:n=256 or "
+                                       "gemm:n=256,bn=16,dtype=float16, each parameter once")
             fields[name.strip()] = value.strip()
         return {"gemm": fields}
     return {"model": {"path": ref}}

@@ -34,7 +34,7 @@ class EnqueueCommand:
     """The kind's ``farmctl enqueue <kind>`` command; farm.cli.enqueue adds the common flags.
 
     Attributes:
-        help: the command's help, one line first.
+        help: the command's help: one short line, as ``farmctl enqueue --help`` lists it.
         options: ``click.option`` decorators of the kind's own flags; every flag
             defaults to None, meaning "not given: the spec's default applies".
         params: the flags' values by parameter name -> the spec's ``params``
@@ -49,6 +49,8 @@ class EnqueueCommand:
         advise: warnings about a spec that ``farmctl enqueue`` queued, from
             the flags' ``params`` (files still on the user's host), each one
             line: a spec that will run but not as the user expects.
+        epilog: more of the command's help, shown under its own ``--help``
+            (what its arguments take).
     """
 
     help: str
@@ -57,6 +59,7 @@ class EnqueueCommand:
     flags: Mapping[str, str] = field(default_factory=dict)
     check: Callable[[Any, Store, Path], Any] | None = None
     advise: Callable[[dict[str, Any]], list[str]] | None = None
+    epilog: str = ""
 
 
 @dataclass(frozen=True)
