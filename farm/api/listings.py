@@ -30,10 +30,13 @@ __all__ = ["device_listing", "device_row", "job_listing", "job_row", "workload_o
 
 
 def job_row(view: JobView) -> dict[str, Any]:
-    """One job as farmctl's tables show it: attempts as ``made/max``, state and times typed."""
+    """One job as farmctl's tables show it: attempts as ``made/max``, state and times typed.
+
+    A state this farm does not know shows as it is stored, marked: ``paused (unknown)``.
+    """
     row: dict[str, Any] = plain(view)
     row["attempts"] = f"{view.attempts_made}/{view.attempts_max}"
-    row["state"] = view.state
+    row["state"] = view.state if view.unknown_state is None else view.shown_state
     row["submitted_at"] = view.submitted_at
     row["finished_at"] = view.finished_at
     return row
