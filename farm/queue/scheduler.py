@@ -35,7 +35,8 @@ The rules, in order:
 7. Free phones are tried in an order shuffled by ``seed``: without it the same
    phones would always win (LAVA orders devices ``"?"`` for this reason).
 8. A job of a kind this farmd has no lease for is skipped, not a KeyError: a
-   newer farmd sharing the database may have written it; the queue goes on.
+   newer farmd sharing the database wrote it, so it stays queued for a host
+   that knows it (never started, so never failed, here); the queue goes on.
 
 :func:`decide` makes the decisions; :func:`plan` adds the leases, and
 :func:`farm.queue.waiting.wait_reasons` explains from the same decisions why a

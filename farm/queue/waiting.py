@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 
+import farm
 from farm.queue.capabilities import describe, group_key, requirements, unmet
 from farm.queue.hosts import UNREACHABLE
 from farm.queue.models import DeviceState
@@ -44,13 +45,22 @@ from farm.queue.scheduler import (
 )
 from farm.queue.spec import DeviceSelection, JobSpec
 
-__all__ = ["fitting_in_service", "refusal", "selection_words", "utc_text", "wait_reasons"]
+__all__ = ["fitting_in_service", "refusal", "selection_words", "unknown_kind", "utc_text",
+           "wait_reasons"]
 
 # States a phone leaves only when a person acts (undrain, release): a job that
 # needs such phones is refused at enqueue.
 _NEEDS_A_PERSON = frozenset({DeviceState.QUARANTINED})
 
 HELD_FOR_HIGHER = "held for a higher-priority job"
+
+
+def unknown_kind(kind: str) -> str:
+    """Why a job of a kind this farm does not know waits (a newer farm sharing the database
+    wrote it): ``job kind 'x' is not known to this farm (version 0.1.0): waits for a host
+    that knows it``."""
+    return (f"job kind {kind!r} is not known to this farm (version {farm.__version__}): "
+            "waits for a host that knows it")
 
 
 def utc_text(at: datetime) -> str:
@@ -218,7 +228,7 @@ def _reason(
     dead_hosts: Collection[str] = (),
 ) -> str:
     if known_kinds is not None and job.kind not in known_kinds:
-        return f"kind {job.kind!r} is unknown to this farm version"
+        return unknown_kind(job.kind)
     if job.not_before is not None and job.not_before > now:
         return f"not before {utc_text(job.not_before)}"
     if job.retry_at is not None and job.retry_at > now:

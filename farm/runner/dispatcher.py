@@ -204,8 +204,8 @@ class Dispatcher:
         self._settings_path = self.runs_dir / SETTINGS_FILE
         # 0600 whatever the umask: database_url may hold a password (farm.privacy).
         write_private(self._settings_path, settings.model_dump_json())
-        # Each kind's lease (farm.kinds); an unknown kind gets the default one,
-        # so plan() never raises on it and its child fails it with the reason.
+        # Each kind's lease (farm.kinds); a kind this farm does not know has none,
+        # so plan() leaves its jobs queued for a host that knows it.
         self.lease_s_by_kind: Mapping[str, float] = LeaseByKind(settings.jobs)
         self.warm = settings.jobs.warm_children and command is child_command
         self.zygotes: ZygoteKeeper | None = None  # started by the first tick
