@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from farm import controllers
 from farm.api.errors import Conflict, Forbidden, NotFound
 from farm.api.reserving import ReservationMethods
 from farm.api.submitting import Submitted, submit_spec
@@ -251,7 +252,8 @@ class FarmService(ReservationMethods):
         if not any(v.state is JobState.QUEUED for v in jobs):
             return {}
         return wait_reasons(self.store.snapshot(), self.clock.now(), known_kinds=list(KINDS),
-                            job_ids={v.id for v in jobs}, dead_hosts=self.dead_hosts())
+                            job_ids={v.id for v in jobs}, dead_hosts=self.dead_hosts(),
+                            device_kinds=controllers.kinds())
 
     def tuning(self, job_id: int) -> TuneCounters | None:
         """A tuning job's progress: tasks from the database, counters from this host's folder.

@@ -290,6 +290,7 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
         kinds: Collection[str] | None = None,
         aging_step_s: float = AGING_STEP_S,
         host: str | None = None,
+        device_kinds: Collection[str] | None = None,
     ) -> QueueSnapshot:
         """The queued jobs that settle a plan at ``now``, and every device (of ``host``).
 
@@ -308,11 +309,13 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
                 owns, :func:`farm.queue.devices.of_host`): the jobs are
                 everyone's, the phones its own, so a job starts on whichever
                 host has a fitting free phone. None: every device.
+            device_kinds: the device kinds that may take work (the plan's);
+                None: all.
         """
         with self._tx() as session:
             return head.read_head(
                 session, _device_views(session, host), now, self._specs,
-                seed=seed, kinds=kinds, aging_step_s=aging_step_s,
+                seed=seed, kinds=kinds, aging_step_s=aging_step_s, device_kinds=device_kinds,
             )
 
     def claim(

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import structlog
 
+from farm import controllers
 from farm.clock import Clock
 from farm.config import Settings
 from farm.errors import JobTimeout, Retry
@@ -333,9 +334,12 @@ class Dispatcher:
     def _start_new(self, now: datetime, report: TickReport) -> None:
         # Only the head of the queue: a tick's cost does not grow with the queue.
         # This host's phones only: the owner runs a phone (farm.queue.hosts).
+        # Device kinds this farm has a controller for: a newer farm's kind gets no job here.
+        device_kinds = controllers.kinds()
         head = self.store.head(now, seed=self._ticks, kinds=self.lease_s_by_kind.keys(),
-                               host=self.settings.host_id)
-        assignments = plan(head, now, seed=self._ticks, lease_s_by_kind=self.lease_s_by_kind)
+                               host=self.settings.host_id, device_kinds=device_kinds)
+        assignments = plan(head, now, seed=self._ticks, lease_s_by_kind=self.lease_s_by_kind,
+                           device_kinds=device_kinds)
         if not assignments:
             return
         # The gate again, now that the queue is read: the tick's first look may
