@@ -26,10 +26,10 @@ from enum import Enum
 from typing import Any, Generic, Literal, TypeVar
 
 __all__ = [
+    "UNKNOWN_READING",
     "Condition",
     "Declared",
     "Limit",
-    "UNKNOWN_READING",
     "Reading",
     "ReadingValues",
     "declare",

@@ -514,7 +514,7 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
 def _in_states(states: Sequence[JobState]) -> ColumnElement[bool]:
     """Jobs in ``states``; :attr:`JobState.UNKNOWN` stands for every state not known here."""
     known = [s for s in states if s is not JobState.UNKNOWN]
-    clause = Job.state.in_(known)
+    clause: ColumnElement[bool] = Job.state.in_(known)
     if JobState.UNKNOWN in states:  # never written: the stored value is a newer farm's
         clause = or_(clause, Job.state.not_in([s for s in JobState if s is not JobState.UNKNOWN]))
     return clause

@@ -59,9 +59,10 @@ HELD_FOR_HIGHER = "held for a higher-priority job"
 
 
 def unknown_kind(kind: str) -> str:
-    """Why a job of a kind this farm does not know waits (a newer farm sharing the database
-    wrote it): ``job kind 'x' is not known to this farm (version 0.1.0): waits for a host
-    that knows it``."""
+    """Why a job of a kind this farm does not know (a newer farm's) waits.
+
+    ``job kind 'x' is not known to this farm (version 0.1.0): waits for a host that knows it``.
+    """
     return (f"job kind {kind!r} is not known to this farm (version {farm.__version__}): "
             "waits for a host that knows it")
 

@@ -155,12 +155,12 @@ class TestFarmctl:
     def test_every_command_answers_and_shows_unknown(
         self, farmctl: Callable[..., Result], rows: Rows
     ) -> None:
-        """jobs, job, devices, hosts and results answer; what this farm cannot read reads unknown."""
+        """jobs, job, devices, hosts and results answer; what this farm cannot read is unknown."""
+        ids = [str(job_id) for job_id in (rows.gemm, rows.newer_kind, rows.paused)]
         for args in (["jobs"], ["jobs", "--state", "unknown"], ["devices", "--all"],
                      ["devices", "--json"], ["hosts"], ["results", "--job", str(rows.gemm)],
-                     *(["job", str(job_id)] for job_id in (rows.gemm, rows.newer_kind, rows.paused)),
-                     *(["job", str(job_id), "--json"]
-                       for job_id in (rows.gemm, rows.newer_kind, rows.paused))):
+                     *(["job", job_id] for job_id in ids),
+                     *(["job", job_id, "--json"] for job_id in ids)):
             result = farmctl(*args)
             _no_traceback(result)
             assert result.exit_code == 0, (args, result.output)
@@ -199,8 +199,9 @@ class TestFarmd:
         """The gemm starts on the phone; the newer kind's job, the paused job and the hologram
         are left as the newer farm wrote them: queued, paused, ready, never failed."""
         store: Store = api.store
-        dispatcher = Dispatcher(store, Settings(data_dir=tmp_path / "farmd", database_url=store.url),
-                                FakeClock(T0), command=lambda *_: [sys.executable, "-c", "pass"])
+        settings = Settings(data_dir=tmp_path / "farmd", database_url=store.url)
+        dispatcher = Dispatcher(store, settings, FakeClock(T0),
+                                command=lambda *_: [sys.executable, "-c", "pass"])
         report = dispatcher.tick(T0)
         for child in dispatcher.children.values():
             child.process.wait()

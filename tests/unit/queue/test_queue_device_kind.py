@@ -85,11 +85,10 @@ class TestStoreAndPlan:
 class TestUnknownDeviceKind:
     """A device of a kind this farm has no controller for (a newer farm's row) gets no job."""
 
-    NEWER_FACTS = {"abi": "arm64-v8a", "model": "Hologram One"}
-
     def _add_hologram(self, store: Store) -> None:
-        store.upsert_device("holo", T0, self.NEWER_FACTS, kind="hologram")
-        add_ready(store, "holo", facts=self.NEWER_FACTS)
+        facts = {"abi": "arm64-v8a", "model": "Hologram One"}
+        store.upsert_device("holo", T0, facts, kind="hologram")
+        add_ready(store, "holo", facts=facts)
 
     def test_plan_gives_it_no_job(self, store: Store) -> None:
         """Over the head the dispatcher reads, a gemm goes to the phone, never to the hologram."""
@@ -109,7 +108,8 @@ class TestUnknownDeviceKind:
         self._add_hologram(store)
         job_id = store.enqueue(gemm_spec(), T0)
         reasons = wait_reasons(store.snapshot(), T0, device_kinds=controllers.kinds())
-        assert reasons[job_id] == "the only match is of device kind 'hologram', unknown to this farm"
+        assert reasons[job_id] == (
+            "the only match is of device kind 'hologram', unknown to this farm")
 
     def test_the_dispatcher_starts_nothing_on_it(self, store: Store, tmp_path: Path) -> None:
         """farmd's tick claims the phone for the first job and leaves the hologram free."""

@@ -29,7 +29,7 @@ def stored_state(store: Store, job_id: int) -> str:
 
 class TestUnknownJobState:
     def test_it_reads_as_unknown_keeping_the_stored_word(self, store: Store) -> None:
-        """get_job and list_jobs give state unknown, the stored ``paused`` and ``paused (unknown)``."""
+        """get_job and list_jobs read unknown, keep ``paused``, show ``paused (unknown)``."""
         paused = store.enqueue(gemm_spec(), T0)
         queued = store.enqueue(gemm_spec(), T0)
         write_state(store, paused, "paused")
