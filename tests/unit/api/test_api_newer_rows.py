@@ -23,7 +23,9 @@ import sqlalchemy as sa
 from api_helpers import T0, Api, flat_routes
 from click.testing import CliRunner, Result
 from device_states import put_state
+from pydantic import TypeAdapter
 
+from farm.api.schemas import DeviceOut, JobDetailOut, JobOut, SubmittedOut
 from farm.cli.main import cli
 from farm.clock import FakeClock
 from farm.config import Settings
@@ -214,3 +216,27 @@ class TestFarmd:
         assert paused is not None and paused.unknown_state == "paused"
         holo = store.get_device("holo")
         assert holo is not None and (holo.state, holo.attempt_id) == (DeviceState.READY, None)
+
+
+class TestNewerServer:
+    """``farmctl --server`` of this farm reads a newer server's answers (its states as written)."""
+
+    def test_its_job_state_reads_as_unknown(self, api: Api, rows: Rows) -> None:
+        """A job whose ``state`` is ``paused`` in the JSON reads as ``paused (unknown)``."""
+        listed = api.client.get("/api/v1/jobs", headers=api.auth(api.alice)).json()
+        detail = api.client.get(f"/api/v1/jobs/{rows.paused}", headers=api.auth(api.alice)).json()
+        as_newer = [{**out, "job": {**out["job"], "state": "paused", "unknown_state": None}}
+                    for out in listed if out["job"]["id"] == rows.paused]
+        detail["job"] = as_newer[0]["job"]
+        read = TypeAdapter(list[JobOut]).validate_python(as_newer)
+        assert [out.job.shown_state for out in read] == ["paused (unknown)"]
+        assert JobDetailOut.model_validate(detail).job.unknown_state == "paused"
+        submitted = SubmittedOut.model_validate({"jobs": [as_newer[0]["job"]]})
+        assert submitted.jobs[0].state is JobState.UNKNOWN
+
+    def test_its_device_state_reads_as_unknown(self, api: Api, rows: Rows) -> None:
+        """A device whose ``state`` is ``parked`` in the JSON reads as ``unknown``."""
+        devices = api.client.get("/api/v1/devices", headers=api.auth(api.alice)).json()
+        read = TypeAdapter(list[DeviceOut]).validate_python(
+            [{**d, "state": "parked"} for d in devices])
+        assert {d.state for d in read} == {DeviceState.UNKNOWN}
