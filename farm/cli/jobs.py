@@ -109,7 +109,8 @@ def _get_job(state: CliState, job_id: int) -> JobView:
 
 @click.command()
 @click.option("--state", "states", multiple=True, type=click.Choice([s.value for s in JobState]),
-              help="Only jobs in this state (repeatable).")
+              help="Only jobs in this state (repeatable); unknown: in a state a newer farm "
+                   "sharing the database wrote, shown as e.g. 'paused (unknown)'.")
 @click.option("--limit", type=LIMIT, default=100, show_default=True)
 @_JSON
 @pass_state
