@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,27 @@ def pg_url(postgres_base_url: str) -> Iterator[str]:
         admin.dispose()
 
 
+def _write_as_newer(store: Store, raw: sa.Engine, now: datetime) -> tuple[int, int]:
+    """A newer farm's rows: the 'parked' phone, the ready hologram, and two jobs of
+    priority 9: one of kind 'hologram_bench', one 'paused'; returns those jobs' ids."""
+    facts = {"abi": "x86_64", "sdk": 34, "host_runtime": True}
+    for name, kind in (("newer-phone", "android"), ("holo", "hologram")):
+        store.upsert_device(name, now, facts, kind=kind)
+        put_state(store, name, DeviceState.READY, "health check passed", now)
+    newer_kind = store.enqueue({**TINY_GEMM, "priority": 9}, now)
+    paused = store.enqueue({**TINY_GEMM, "priority": 9}, now)
+    with raw.begin() as connection:  # what the newer farm's host writes
+        connection.execute(sa.text("UPDATE devices SET state = 'parked', host = 'newer' "
+                                   "WHERE serial = 'newer-phone'"))
+        connection.execute(sa.text(
+            "UPDATE jobs SET kind = 'hologram_bench', spec = CAST(:spec AS json) "
+            "WHERE id = :id"), {"spec": '{"kind": "hologram_bench", "params": {}}',
+                                "id": newer_kind})
+        connection.execute(sa.text("UPDATE jobs SET state = 'paused' WHERE id = :id"),
+                           {"id": paused})
+    return newer_kind, paused
+
+
 def test_unknown_state_leaves_dispatch_and_api_running(
     pg_url: str, adb_server: AdbServerHandle, make_fleet, tmp_path: Path  # type: ignore[no-untyped-def]
 ) -> None:
@@ -73,22 +95,9 @@ def test_unknown_state_leaves_dispatch_and_api_running(
         cluster.add_servers(phone_key(settings.tracker.key, serial))
         now = SystemClock().now()
         facts = {"abi": "x86_64", "sdk": 34, "host_runtime": True}
-        for name in (serial, "newer-phone"):
-            store.upsert_device(name, now, facts)
-            put_state(store, name, DeviceState.READY, "health check passed", now)
-        store.upsert_device("holo", now, facts, kind="hologram")
-        put_state(store, "holo", DeviceState.READY, "health check passed", now)
-        newer_kind = store.enqueue({**TINY_GEMM, "priority": 9}, now)
-        paused = store.enqueue({**TINY_GEMM, "priority": 9}, now)
-        with raw.begin() as connection:  # what a newer farm's host writes
-            connection.execute(sa.text("UPDATE devices SET state = 'parked', host = 'newer' "
-                                       "WHERE serial = 'newer-phone'"))
-            connection.execute(sa.text(
-                "UPDATE jobs SET kind = 'hologram_bench', spec = CAST(:spec AS json) "
-                "WHERE id = :id"), {"spec": '{"kind": "hologram_bench", "params": {}}',
-                                    "id": newer_kind})
-            connection.execute(sa.text("UPDATE jobs SET state = 'paused' WHERE id = :id"),
-                               {"id": paused})
+        store.upsert_device(serial, now, facts)
+        put_state(store, serial, DeviceState.READY, "health check passed", now)
+        newer_kind, paused = _write_as_newer(store, raw, now)
 
         job_id = store.enqueue({**TINY_GEMM, "attempts": 1}, now)
         dispatcher = Dispatcher(store, settings, SystemClock())
