@@ -149,7 +149,11 @@ class JobOut(BaseModel):
     waiting: str | None = None
     workload: str | None = None
 
-    _readable_job = field_validator("job", mode="before")(readable_job)
+    @field_validator("job", mode="before")
+    @classmethod
+    def _readable_job(cls, value: Any) -> Any:
+        """The job as :func:`readable_job` reads it."""
+        return readable_job(value)
 
 
 class TuningOut(BaseModel):
@@ -179,7 +183,11 @@ class JobDetailOut(BaseModel):
     result: ResultView | None = None
     tuning: TuningOut | None = None
 
-    _readable_job = field_validator("job", mode="before")(readable_job)
+    @field_validator("job", mode="before")
+    @classmethod
+    def _readable_job(cls, value: Any) -> Any:
+        """The job as :func:`readable_job` reads it."""
+        return readable_job(value)
 
 
 def job_out(view: JobView, waiting: dict[int, str]) -> JobOut:
@@ -218,14 +226,13 @@ class SubmittedOut(BaseModel):
 
     jobs: list[JobView]
     run_id: str | None = None
+    skipped: list[str] = Field(default_factory=list)
 
     @field_validator("jobs", mode="before")
     @classmethod
     def _readable_jobs(cls, value: Any) -> Any:
         """Each job as :func:`readable_job` reads it."""
         return [readable_job(job) for job in value] if isinstance(value, list) else value
-
-    skipped: list[str] = Field(default_factory=list)
 
 
 class ReserveIn(BaseModel):
