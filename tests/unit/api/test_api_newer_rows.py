@@ -168,7 +168,7 @@ class TestFarmctl:
             assert result.exit_code == 0, (args, result.output)
 
         table = farmctl("jobs").stdout
-        assert re.search(rf"^{rows.paused}\s+gemm\s+paused \(unknown\)\s", table, re.M), table
+        assert re.search(rf"^{rows.paused}\tgemm\t.*\tpaused \(unknown\)\t", table, re.M), table
         assert WAITS in table
         detail = farmctl("job", str(rows.paused)).stdout
         assert "paused (unknown)" in detail
