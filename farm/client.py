@@ -114,11 +114,11 @@ class Job:
 
         deadline_s = float("inf") if timeout_s is None else timeout_s
         if not wait_until(ended, deadline_s, interval_s=POLL_S, clock=self._farm.clock):
-            raise WaitTimedOut(f"job {self.id} still {views[-1].state.value} "
+            raise WaitTimedOut(f"job {self.id} still {views[-1].shown_state} "
                                f"after {timeout_s:g} s")
         view = views[-1]
         if view.state is not JobState.SUCCEEDED:
-            raise JobFailed(f"job {self.id} {view.state.value}: "
+            raise JobFailed(f"job {self.id} {view.shown_state}: "
                             f"{view.error or 'no reason recorded'}")
         return self
 

@@ -12,8 +12,8 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from farm import controllers
 from farm.clock import SystemClock
-from farm.health.readings import declared
 from farm.health.readings import shown as shown_readings
 from farm.jsonable import plain
 from farm.kinds import KINDS
@@ -30,10 +30,13 @@ __all__ = ["device_listing", "device_row", "job_listing", "job_row", "workload_o
 
 
 def job_row(view: JobView) -> dict[str, Any]:
-    """One job as farmctl's tables show it: attempts as ``made/max``, state and times typed."""
+    """One job as farmctl's tables show it: attempts as ``made/max``, state and times typed.
+
+    A state this farm does not know shows as it is stored, marked: ``paused (unknown)``.
+    """
     row: dict[str, Any] = plain(view)
     row["attempts"] = f"{view.attempts_made}/{view.attempts_max}"
-    row["state"] = view.state
+    row["state"] = view.state if view.unknown_state is None else view.shown_state
     row["submitted_at"] = view.submitted_at
     row["finished_at"] = view.finished_at
     return row
@@ -104,15 +107,16 @@ def readings_text(kind: str, values: Mapping[str, Any], *, gating_only: bool = F
         kind: the device's kind (its declaration gives order and units).
         values: the readings by name.
         gating_only: only the readings that can keep a job off the device (the
-            table's column), and names this farm does not declare.
+            table's column), and names this farm does not declare, marked
+            ``fan_rpm 1200 (unknown)``.
     """
-    known = {reading.name for reading in declared(kind).readings}
     parts = []
     for row in shown_readings(kind, values):
-        if gating_only and row["name"] in known and not row["gates"]:
+        if gating_only and row["known"] and not row["gates"]:
             continue
         unit = f" {row['unit']}" if row["unit"] else ""
-        parts.append(f"{row['name']} {row['value']:g}{unit}")
+        unknown = "" if row["known"] else " (unknown)"
+        parts.append(f"{row['name']} {row['value']:g}{unit}{unknown}")
     return ", ".join(parts)
 
 
@@ -139,6 +143,8 @@ def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None,
         ``battery_temp_c`` (°C) and ``thermal_status`` (PowerManager 0..6) also
         under their own names, and ``sampled_at``; ``held_outside``
         says who holds a phone outside farm (``ready (held outside)`` in the table);
+        a device of a kind this farm has no controller for (a newer farm's) shows
+        as ``ready (unknown kind hologram)``;
         ``reserved`` (``alice until 2026-11-24T09:00Z``), ``reserved_by`` and
         ``reserved_until`` its reservation (``ready (reserved)`` in the table).
         ``host`` is the farmd host that runs it and ``unreachable`` whether that
@@ -158,6 +164,8 @@ def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None,
         shown += " (held outside)"
     if reservation is not None:
         shown += " (reserved)"
+    if record.kind not in controllers.kinds():  # a newer farm's device: gets no job here
+        shown += f" (unknown kind {record.kind})"
     latest = latest or {}
     values = latest.get("readings") or {}
     stale = readings_stale(record, dead_hosts)

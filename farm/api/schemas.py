@@ -13,13 +13,13 @@ from dataclasses import asdict, fields
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from farm.api.listings import workload_of
 from farm.health.readings import shown
 from farm.jobs.tune_progress import TuneCounters
 from farm.queue.hosts import HostRecord, readings_stale, stale_health_reason
-from farm.queue.models import DeviceHealth, DeviceState
+from farm.queue.models import DeviceHealth, DeviceState, JobState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
 from farm.queue.reservations import ReservationView
 from farm.results.rows import SampleRow
@@ -28,6 +28,20 @@ from farm.results.spreads import PhoneSpread
 __all__ = ["DeviceDetailOut", "DeviceOut", "ErrorOut", "HostOut", "JobDetailOut", "JobOut",
            "ReserveIn", "ResultsOut", "SubmitIn", "SubmittedOut", "TuningOut", "device_out",
            "job_out", "record_of", "tuning_out"]
+
+
+def readable_job(data: Any) -> Any:
+    """A job's JSON whose state this farm does not know (a newer server's) read as unknown.
+
+    ``{"state": "paused", ...}`` becomes ``{"state": "unknown", "unknown_state":
+    "paused", ...}``, as :class:`~farm.queue.records.JobView` reads such a row from
+    the database, so ``farmctl --server`` shows ``paused (unknown)`` instead of
+    refusing the answer's shape. Anything else is given back as it is.
+    """
+    state = data.get("state") if isinstance(data, dict) else None
+    if isinstance(state, str) and state not in JobState._value2member_map_:
+        return {**data, "state": JobState.UNKNOWN.value, "unknown_state": state}
+    return data
 
 
 class ErrorOut(BaseModel):
@@ -82,6 +96,17 @@ class DeviceOut(BaseModel):
     reservation: ReservationView | None = None
     stale: bool = False
 
+    @field_validator("state", mode="before")
+    @classmethod
+    def _readable_state(cls, value: Any) -> Any:
+        """A state this farm does not know (a newer server's) reads as ``unknown``.
+
+        As such a row does from the database (:mod:`farm.queue.tolerant`).
+        """
+        if isinstance(value, str) and value not in DeviceState._value2member_map_:
+            return DeviceState.UNKNOWN.value
+        return value
+
 
 class DeviceDetailOut(DeviceOut):
     """One phone with its recent state changes and recovery steps, newest first."""
@@ -124,6 +149,12 @@ class JobOut(BaseModel):
     waiting: str | None = None
     workload: str | None = None
 
+    @field_validator("job", mode="before")
+    @classmethod
+    def _readable_job(cls, value: Any) -> Any:
+        """The job as :func:`readable_job` reads it."""
+        return readable_job(value)
+
 
 class TuningOut(BaseModel):
     """A tuning job's progress (:class:`farm.jobs.tune_progress.TuneCounters`) and totals."""
@@ -151,6 +182,12 @@ class JobDetailOut(BaseModel):
     attempts: list[AttemptView] = Field(default_factory=list)
     result: ResultView | None = None
     tuning: TuningOut | None = None
+
+    @field_validator("job", mode="before")
+    @classmethod
+    def _readable_job(cls, value: Any) -> Any:
+        """The job as :func:`readable_job` reads it."""
+        return readable_job(value)
 
 
 def job_out(view: JobView, waiting: dict[int, str]) -> JobOut:
@@ -190,6 +227,12 @@ class SubmittedOut(BaseModel):
     jobs: list[JobView]
     run_id: str | None = None
     skipped: list[str] = Field(default_factory=list)
+
+    @field_validator("jobs", mode="before")
+    @classmethod
+    def _readable_jobs(cls, value: Any) -> Any:
+        """Each job as :func:`readable_job` reads it."""
+        return [readable_job(job) for job in value] if isinstance(value, list) else value
 
 
 class ReserveIn(BaseModel):

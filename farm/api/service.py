@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from farm import controllers
 from farm.api.errors import Conflict, Forbidden, NotFound
 from farm.api.reserving import ReservationMethods
 from farm.api.submitting import Submitted, submit_spec
@@ -251,7 +252,8 @@ class FarmService(ReservationMethods):
         if not any(v.state is JobState.QUEUED for v in jobs):
             return {}
         return wait_reasons(self.store.snapshot(), self.clock.now(), known_kinds=list(KINDS),
-                            job_ids={v.id for v in jobs}, dead_hosts=self.dead_hosts())
+                            job_ids={v.id for v in jobs}, dead_hosts=self.dead_hosts(),
+                            device_kinds=controllers.kinds())
 
     def tuning(self, job_id: int) -> TuneCounters | None:
         """A tuning job's progress: tasks from the database, counters from this host's folder.
@@ -400,14 +402,18 @@ class FarmService(ReservationMethods):
         Raises:
             NotFound: no such job.
             Forbidden: another owner's job, and the caller is no operator.
-            Conflict: the job has already ended.
+            Conflict: the job has already ended, or is in a state this farm does
+                not know (a newer farm's, which this one leaves alone).
         """
         view = self.job(job_id)
         if (self.caller is not None and not self.caller.operator
                 and view.owner != self.caller.owner):
             raise Forbidden(f"job {job_id} is {view.owner or 'a local user'}'s: "
                             f"only its owner or an operator may cancel it")
+        if view.unknown_state is not None:
+            raise Conflict(f"job {job_id} is {view.shown_state}: a state this farm "
+                           "does not know; cancel it from a host of a farm that knows it")
         if not self.store.cancel(job_id, self.clock.now()):
-            raise Conflict(f"job {job_id} has already ended ({self.job(job_id).state.value})")
+            raise Conflict(f"job {job_id} has already ended ({self.job(job_id).shown_state})")
         return self.job(job_id)
 

@@ -109,7 +109,8 @@ def _get_job(state: CliState, job_id: int) -> JobView:
 
 @click.command()
 @click.option("--state", "states", multiple=True, type=click.Choice([s.value for s in JobState]),
-              help="Only jobs in this state (repeatable).")
+              help="Only jobs in this state (repeatable); unknown: in a state a newer farm "
+                   "sharing the database wrote, shown as e.g. 'paused (unknown)'.")
 @click.option("--limit", type=LIMIT, default=100, show_default=True)
 @_JSON
 @pass_state
@@ -305,7 +306,7 @@ def wait(state: CliState, job_id: int, timeout_s: float | None, poll_s: float) -
     """
     view = wait_ended(state, job_id, timeout_s, poll_s)
     if view.state is not JobState.SUCCEEDED:
-        raise FarmError(f"job {job_id} {view.state.value}: {view.error or 'no reason recorded'}")
+        raise FarmError(f"job {job_id} {view.shown_state}: {view.error or 'no reason recorded'}")
     figures = [_medians(state.queue.sample_rows(job_id=job_id))]
     result = next(iter(state.queue.results(job_id)), None)
     if result is not None and isinstance(best := result.summary.get("best_build"), str):
@@ -345,7 +346,7 @@ def _wait_for(state: CliState, job_id: int, timeout_s: float | None, poll_s: flo
         while not view.state.ended:
             left_s = None if timeout_s is None else timeout_s - (time.monotonic() - start_s)
             if left_s is not None and left_s <= 0:
-                raise WaitTimedOut(f"job {job_id} still {view.state.value} after {timeout_s:g} s")
+                raise WaitTimedOut(f"job {job_id} still {view.shown_state} after {timeout_s:g} s")
             sleep_s = poll_s if left_s is None else min(poll_s, left_s)
             if waiter is not None:
                 waiter.wait(sleep_s)
@@ -392,7 +393,7 @@ def _progress_bar(description: str) -> Iterator[Callable[[str, int | None, int],
 
 
 def _describe(view: JobView) -> str:
-    return (f"job {view.id} {view.kind}: {view.state.value} "
+    return (f"job {view.id} {view.kind}: {view.shown_state} "
             f"(attempt {view.attempts_made}/{view.attempts_max})")
 
 

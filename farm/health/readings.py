@@ -26,6 +26,7 @@ from enum import Enum
 from typing import Any, Generic, Literal, TypeVar
 
 __all__ = [
+    "UNKNOWN_READING",
     "Condition",
     "Declared",
     "Limit",
@@ -167,6 +168,10 @@ def declare(readings: Declared[Any]) -> Declared[Any]:
     return before
 
 
+#: The description of a stored reading this farm does not declare for the device's kind.
+UNKNOWN_READING = "unknown to this farm (written by a newer farm sharing the database)"
+
+
 def declared(kind: str) -> Declared[Any]:
     """The readings of ``kind``; an empty set for a kind that declares none (``proxy``)."""
     from farm.health import kind_readings  # noqa: F401  (registers the built-in kinds)
@@ -202,18 +207,20 @@ def shown(kind: str, values: ReadingValues) -> list[dict[str, Any]]:
         values: the stored readings (``health_samples.readings``).
 
     Returns:
-        ``[{"name", "label", "value", "unit", "description", "gates"}]``: each
-        declared reading that has a value (``label``: :attr:`Reading.shown_label`;
+        ``[{"name", "label", "value", "unit", "description", "gates", "known"}]``:
+        each declared reading that has a value (``label``: :attr:`Reading.shown_label`;
         ``gates``: it has a limit that can keep a job off the device), then each
-        stored name the kind does not declare here (a newer farm's), labelled
-        by its name, with unit ``""``.
+        stored name the kind does not declare here (a newer farm's, or any of a
+        device kind this farm does not know), labelled by its name and marked
+        (``fan rpm (unknown)``), with unit ``""``, ``known`` false and a
+        description saying so.
     """
     readings = declared(kind)
     rows = [{"name": r.name, "label": r.shown_label, "value": values[r.name], "unit": r.unit,
-             "description": r.description, "gates": r.limit is not None}
+             "description": r.description, "gates": r.limit is not None, "known": True}
             for r in readings.readings if values.get(r.name) is not None]
     known = {r.name for r in readings.readings}
-    rows += [{"name": name, "label": _label_of(name), "value": value, "unit": "",
-              "description": "", "gates": False}
+    rows += [{"name": name, "label": f"{_label_of(name)} (unknown)", "value": value,
+              "unit": "", "description": UNKNOWN_READING, "gates": False, "known": False}
              for name, value in sorted(values.items()) if name not in known and value is not None]
     return rows

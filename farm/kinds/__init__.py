@@ -19,9 +19,10 @@ leases (:class:`LeaseByKind`), :func:`farm.kinds.run.execute` (the
 runner), ``farmctl enqueue`` (the commands) and :mod:`farm.report` (labels).
 
 A kind this farm does not know (a row written by a newer farmd into a shared
-database) is not an error of the queue: it gets the default lease, its attempt's
-child fails it with ``kind: unknown job kind 'x'; this farm knows gemm, model, tune``
-(a :class:`~farm.errors.SpecError`, so it is not retried) and the queue goes on.
+database) is not an error of the queue, nor of the job: it has no lease here
+(:class:`LeaseByKind`), so this farm's scheduler never starts it and its host
+never fails it; it stays queued for a host that knows it, and ``farmctl job``
+says so (:func:`farm.queue.waiting.wait_reasons`). The queue goes on.
 """
 
 from __future__ import annotations
@@ -59,22 +60,18 @@ def kind_of(name: str) -> Kind:
 
 
 class LeaseByKind(Mapping[str, float]):
-    """Lease seconds per kind; any other kind gets ``jobs.lease_s``, never a KeyError.
+    """Lease seconds of each kind this farm knows, from the config's ``[jobs]``.
 
-    :func:`farm.queue.scheduler.plan` looks up every queued job's kind; a job of
-    an unknown kind must not stall every tick, so it is planned like a timed
-    run and its child fails it at once with the reason.
+    Its keys are the kinds :func:`farm.queue.scheduler.plan` may start: a job of
+    any other kind (a newer farm's) is not a key, so it is never started here and
+    stays queued for a host that knows it.
     """
 
     def __init__(self, jobs: JobSettings) -> None:
-        self._default_s = jobs.lease_s
         self._by_kind = {name: kind.lease_s(jobs) for name, kind in KINDS.items()}
 
     def __getitem__(self, name: str) -> float:
-        return self._by_kind.get(name, self._default_s)
-
-    def __contains__(self, name: object) -> bool:
-        return True  # every kind has a lease
+        return self._by_kind[name]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._by_kind)

@@ -23,9 +23,14 @@
 A daemon tick is::
 
     store.reap(now)
-    head = store.head(now, seed=tick, kinds=leases.keys())  # not the whole queue
-    claims = store.claim(plan(head, now, seed=tick, lease_s_by_kind=leases), now,
-                         host=settings.host_id)
+    head = store.head(now, seed=tick, kinds=leases.keys(),  # not the whole queue
+                      host=settings.host_id, device_kinds=device_kinds)
+    claims = store.claim(plan(head, now, seed=tick, lease_s_by_kind=leases,
+                              device_kinds=device_kinds), now, host=settings.host_id)
+
+with ``leases`` the lease of each job kind this farm knows and ``device_kinds``
+the device kinds it has controllers for: a newer farm's job kind or device
+kind sharing the database is neither started nor given work here.
 
 and once at farmd start, before any claim: ``store.reclaim(settings.host_id, reason, now)``.
 """

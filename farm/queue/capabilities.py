@@ -63,7 +63,8 @@ def requirements(kind: str, spec: Mapping[str, Any]) -> Requirements:
     """Read a stored spec's requirements, as its kind declares them (``Kind.needs``).
 
     The spec is JSON as stored (``JobSpec.to_json()``). A kind this farm does
-    not know (a newer farmd's row) needs nothing here: its child fails it.
+    not know (a newer farmd's row) needs nothing here: it is never started here
+    (:func:`farm.queue.scheduler.plan`, rule 8), it waits for a host that knows it.
 
     Args:
         kind: the job kind, a key of :data:`farm.kinds.KINDS` (:mod:`farm.queue.catalog`).

@@ -145,12 +145,13 @@ def read_head(
     seed: int = 0,
     kinds: Collection[str] | None = None,
     aging_step_s: float = AGING_STEP_S,
+    device_kinds: Collection[str] | None = None,
 ) -> QueueSnapshot:
     """The queued jobs that settle a plan at ``now``, and ``devices``.
 
     ``plan(head, now, seed=seed, ...)`` equals ``plan(store.snapshot(), now,
-    seed=seed, ...)`` for the same seed, kinds (``lease_s_by_kind.keys()``)
-    and aging step (the module doc says why).
+    seed=seed, ...)`` for the same seed, kinds (``lease_s_by_kind.keys()``),
+    aging step and device kinds (the module doc says why).
 
     Args:
         session: an open transaction: every page is read in it.
@@ -161,12 +162,13 @@ def read_head(
         kinds: the kinds that may start (the plan's ``lease_s_by_kind`` keys);
             None: all.
         aging_step_s: seconds of waiting worth one priority point.
+        device_kinds: the device kinds that may take work (the plan's); None: all.
 
     Returns:
         A snapshot whose jobs are the first queued jobs in the scheduler's
         order (every queued job if no prefix settles the plan).
     """
-    free = set(free_phones(devices, now))
+    free = set(free_phones(devices, now, device_kinds))
     if not free:
         return QueueSnapshot([], devices)
     oldest = session.scalar(select(func.min(Job.submitted_at)).where(Job.state == JobState.QUEUED))
@@ -190,7 +192,8 @@ def read_head(
             if (-effective_priority(j, now, aging_step_s), j.submitted_at, j.id) <= bound
         ]
         head = QueueSnapshot(settled, devices)
-        decisions = decide(head, now, seed=seed, kinds=kinds, aging_step_s=aging_step_s)
+        decisions = decide(head, now, seed=seed, kinds=kinds, aging_step_s=aging_step_s,
+                           device_kinds=device_kinds)
         if free.issubset(decisions.given):
             return head
         limit *= 2

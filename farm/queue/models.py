@@ -29,7 +29,7 @@ from enum import Enum
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, column_property, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from farm.queue.limits import DB_INT_MAX
@@ -237,7 +237,11 @@ class Job(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     kind: Mapped[str] = mapped_column(sa.String(16))
     spec: Mapped[dict[str, Any]]
-    state: Mapped[JobState] = mapped_column(_enum(JobState), default=JobState.QUEUED)
+    state: Mapped[JobState] = mapped_column(TolerantEnum(JobState, JobState.UNKNOWN),
+                                            default=JobState.QUEUED)
+    # The same column as written, read-only: what a state this farm reads as
+    # ``unknown`` is (a newer farm's, e.g. ``paused``), so it can be shown.
+    stored_state: Mapped[str] = column_property(sa.type_coerce(state, sa.String(16)))
     priority: Mapped[int] = mapped_column(default=0)
     submitted_at: Mapped[datetime]
     not_before: Mapped[datetime | None] = mapped_column(default=None)

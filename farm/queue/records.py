@@ -52,7 +52,12 @@ __all__ = [
 
 @dataclass(frozen=True)
 class JobView:
-    """A job row; ``spec`` is the validated spec as stored (JSON data)."""
+    """A job row; ``spec`` is the validated spec as stored (JSON data).
+
+    ``unknown_state``: the state as stored when this farm does not know it (a
+    newer farm sharing the database wrote it, e.g. ``paused``); ``state`` is then
+    :attr:`JobState.UNKNOWN`. None for every state this farm knows.
+    """
 
     id: int
     kind: str
@@ -70,6 +75,14 @@ class JobView:
     error: str | None
     run_id: str | None = None  # shared by the jobs of one ``enqueue --each``
     owner: str | None = None  # the API token's owner who enqueued it; None: the local CLI
+    unknown_state: str | None = None
+
+    @property
+    def shown_state(self) -> str:
+        """The state for people: its value, or ``paused (unknown)`` for an unknown one."""
+        if self.unknown_state is not None:
+            return f"{self.unknown_state} ({JobState.UNKNOWN.value})"
+        return self.state.value
 
     @classmethod
     def of(cls, job: Job) -> JobView:
@@ -91,6 +104,7 @@ class JobView:
             job.error,
             job.run_id,
             job.owner,
+            job.stored_state if job.state is JobState.UNKNOWN else None,
         )
 
 

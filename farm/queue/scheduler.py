@@ -11,8 +11,10 @@ never double-book a phone.
 The rules, in order:
 
 1. Only phones that are ``ready``, not drained, not held outside farm (a
-   person's own tracker session has them) and not reserved by a person (a
-   reservation whose end time has passed counts as ended) get work, one job each.
+   person's own tracker session has them), not reserved by a person (a
+   reservation whose end time has passed counts as ended) and of a device kind
+   this farm knows (``device_kinds``: a newer farm sharing the database may
+   have written a kind this one has no controller for) get work, one job each.
 2. Jobs whose ``not_before`` or ``retry_at`` (a retry's backoff) is in the
    future wait.
 3. Jobs go in order of effective priority (highest first), then submit time, then
@@ -35,7 +37,8 @@ The rules, in order:
 7. Free phones are tried in an order shuffled by ``seed``: without it the same
    phones would always win (LAVA orders devices ``"?"`` for this reason).
 8. A job of a kind this farmd has no lease for is skipped, not a KeyError: a
-   newer farmd sharing the database may have written it; the queue goes on.
+   newer farmd sharing the database wrote it, so it stays queued for a host
+   that knows it (never started, so never failed, here); the queue goes on.
 
 :func:`decide` makes the decisions; :func:`plan` adds the leases, and
 :func:`farm.queue.waiting.wait_reasons` explains from the same decisions why a
@@ -199,13 +202,22 @@ class Matcher:
         return found
 
 
-def free_phones(devices: Sequence[DeviceView], now: datetime) -> list[str]:
-    """Serials of the phones that may take work at ``now`` (rule 1), sorted."""
+def free_phones(
+    devices: Sequence[DeviceView], now: datetime, device_kinds: Collection[str] | None = None
+) -> list[str]:
+    """Serials of the phones that may take work at ``now`` (rule 1), sorted.
+
+    Args:
+        devices: every known phone.
+        now: the current time (aware UTC).
+        device_kinds: the device kinds this farm knows (:func:`farm.controllers.kinds`);
+            a device of any other kind takes no work. None: every kind.
+    """
     return sorted(
         d.serial
         for d in devices
         if d.state is DeviceState.READY and not d.drained and d.held_outside is None
-        and not d.reserved(now)
+        and not d.reserved(now) and (device_kinds is None or d.kind in device_kinds)
     )
 
 
@@ -275,6 +287,7 @@ def decide(
     seed: int = 0,
     kinds: Collection[str] | None = None,
     aging_step_s: float = AGING_STEP_S,
+    device_kinds: Collection[str] | None = None,
 ) -> Decisions:
     """Decide which queued jobs start now and on which phones (the rules in the module doc).
 
@@ -284,14 +297,16 @@ def decide(
         seed: shuffles the order free phones are tried in.
         kinds: the job kinds that may start; None: all.
         aging_step_s: seconds of waiting worth one priority point.
+        device_kinds: the device kinds that may take work; None: all.
 
     Returns:
         The decisions; no phone is placed twice.
     """
-    free = free_phones(snapshot.devices, now)
+    free = free_phones(snapshot.devices, now, device_kinds)
     random.Random(seed).shuffle(free)  # noqa: S311 - spreads load over phones, not a secret
     by_serial = {d.serial: d for d in snapshot.devices}
-    in_service = [d for d in snapshot.devices if d.state in IN_SERVICE and not d.drained]
+    in_service = [d for d in snapshot.devices if d.state in IN_SERVICE and not d.drained
+                  and (device_kinds is None or d.kind in device_kinds)]
     matcher = Matcher(snapshot.devices)
 
     jobs = [j for j in snapshot.jobs if eligible(j, now) and (kinds is None or j.kind in kinds)]
@@ -346,6 +361,7 @@ def plan(
     seed: int = 0,
     lease_s_by_kind: Mapping[str, float],
     aging_step_s: float = AGING_STEP_S,
+    device_kinds: Collection[str] | None = None,
 ) -> list[Assignment]:
     """Decide which queued jobs start now, and on which phones.
 
@@ -358,12 +374,16 @@ def plan(
             and ``jobs.tune_lease_s``); a job whose kind is not a key is not
             started.
         aging_step_s: seconds of waiting worth one priority point.
+        device_kinds: the device kinds this farm knows (farmd passes
+            :func:`farm.controllers.kinds`); a device of another kind gets no
+            job. None: every kind.
 
     Returns:
         Assignments in decision order; no phone appears twice.
     """
     decisions = decide(
-        snapshot, now, seed=seed, kinds=lease_s_by_kind.keys(), aging_step_s=aging_step_s
+        snapshot, now, seed=seed, kinds=lease_s_by_kind.keys(), aging_step_s=aging_step_s,
+        device_kinds=device_kinds,
     )
     return [
         Assignment(job.id, serials, lease_s_by_kind[job.kind]) for job, serials in decisions.placed

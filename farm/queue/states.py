@@ -50,6 +50,10 @@ class JobState(str, Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    # Never written: how a row reads whose state a newer farm sharing the database
+    # wrote and this one does not know, e.g. ``paused`` (farm/queue/tolerant.py).
+    # Not queued, not ended: this host neither starts, fails nor ends such a job.
+    UNKNOWN = "unknown"
 
     @property
     def ended(self) -> bool:

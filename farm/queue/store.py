@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Self
 
-from sqlalchemy import func, select, text
+from sqlalchemy import ColumnElement, func, or_, select, text
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -198,10 +198,14 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
         self, states: Sequence[JobState] | None = None, limit: int = 100, *,
         run_id: str | None = None,
     ) -> list[JobView]:
-        """Jobs newest first, optionally only those in ``states`` or of one run."""
+        """Jobs newest first, optionally only those in ``states`` or of one run.
+
+        :attr:`JobState.UNKNOWN` in ``states`` selects the jobs whose stored
+        state this farm does not know (a newer farm's, e.g. ``paused``).
+        """
         query = select(Job).order_by(Job.id.desc()).limit(limit)
         if states:
-            query = query.where(Job.state.in_(list(states)))
+            query = query.where(_in_states(states))
         if run_id is not None:
             query = query.where(Job.run_id == run_id)
         with self._tx() as session:
@@ -210,8 +214,11 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
     def job_counts(self) -> dict[JobState, int]:
         """How many jobs are in each state (one GROUP BY; a state with none is absent)."""
         query = select(Job.state, func.count()).group_by(Job.state)
+        counts: dict[JobState, int] = {}
         with self._tx() as session:
-            return dict(session.execute(query).all())
+            for state, count in session.execute(query):  # several unknown states read as one
+                counts[state] = counts.get(state, 0) + count
+        return counts
 
     def finished_attempts(self, since: datetime) -> list[FinishedAttempt]:
         """Attempts that ended at or after ``since``, in the order they ended.
@@ -283,6 +290,7 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
         kinds: Collection[str] | None = None,
         aging_step_s: float = AGING_STEP_S,
         host: str | None = None,
+        device_kinds: Collection[str] | None = None,
     ) -> QueueSnapshot:
         """The queued jobs that settle a plan at ``now``, and every device (of ``host``).
 
@@ -301,11 +309,13 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
                 owns, :func:`farm.queue.devices.of_host`): the jobs are
                 everyone's, the phones its own, so a job starts on whichever
                 host has a fitting free phone. None: every device.
+            device_kinds: the device kinds that may take work (the plan's);
+                None: all.
         """
         with self._tx() as session:
             return head.read_head(
                 session, _device_views(session, host), now, self._specs,
-                seed=seed, kinds=kinds, aging_step_s=aging_step_s,
+                seed=seed, kinds=kinds, aging_step_s=aging_step_s, device_kinds=device_kinds,
             )
 
     def claim(
@@ -499,6 +509,15 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
                 )
                 or 0
             )
+
+
+def _in_states(states: Sequence[JobState]) -> ColumnElement[bool]:
+    """Jobs in ``states``; :attr:`JobState.UNKNOWN` stands for every state not known here."""
+    known = [s for s in states if s is not JobState.UNKNOWN]
+    clause: ColumnElement[bool] = Job.state.in_(known)
+    if JobState.UNKNOWN in states:  # never written: the stored value is a newer farm's
+        clause = or_(clause, Job.state.not_in([s for s in JobState if s is not JobState.UNKNOWN]))
+    return clause
 
 
 def _device_views(session: Session, host: str | None = None) -> list[DeviceView]:

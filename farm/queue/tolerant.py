@@ -7,8 +7,11 @@ dispatcher's every tick crashed (issue 26). :class:`TolerantEnum` stores the
 enum's value as before (the same ``VARCHAR``, no schema change) and reads a
 value it does not know as ``fallback``, logging it once per value and process.
 The fallback must be a state that no code schedules or writes back
-(``DeviceState.UNKNOWN``: not in service, never free); a conditional update
-that expects it matches no row, so the newer host's value is never overwritten.
+(``DeviceState.UNKNOWN``: not in service, never free; ``JobState.UNKNOWN``: not
+queued, not ended, never cancelled here); a conditional update that expects it
+matches no row, so the newer host's value is never overwritten. A job row keeps
+the value as written beside it (``Job.stored_state``) so it can be shown
+(``paused (unknown)``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,10 @@ busy``, ``the only match is drained``, ``needs 5 phones, 3 match``,
 ``not before 2026-11-24T01:00Z``, ``retry backoff until 2026-11-24T01:00Z``,
 ``the only match is held for a higher-priority job``, ``the only match is held
 outside farm by a session from 127.0.0.1:40112``, ``the only match is reserved
-by alice until 2026-11-24T07:00Z``. They are computed from the
+by alice until 2026-11-24T07:00Z``, ``the only match is of device kind
+'hologram', unknown to this farm``, ``job kind 'x' is not known to this farm
+(version 0.1.0): waits for a host that knows it`` (both written by a newer farm
+sharing the database). They are computed from the
 same decisions :func:`farm.queue.scheduler.plan` makes, so what they say is what
 the scheduler does.
 
@@ -28,6 +31,7 @@ from collections import Counter
 from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 
+import farm
 from farm.queue.capabilities import describe, group_key, requirements, unmet
 from farm.queue.hosts import UNREACHABLE
 from farm.queue.models import DeviceState
@@ -44,13 +48,23 @@ from farm.queue.scheduler import (
 )
 from farm.queue.spec import DeviceSelection, JobSpec
 
-__all__ = ["fitting_in_service", "refusal", "selection_words", "utc_text", "wait_reasons"]
+__all__ = ["fitting_in_service", "refusal", "selection_words", "unknown_kind", "utc_text",
+           "wait_reasons"]
 
 # States a phone leaves only when a person acts (undrain, release): a job that
 # needs such phones is refused at enqueue.
 _NEEDS_A_PERSON = frozenset({DeviceState.QUARANTINED})
 
 HELD_FOR_HIGHER = "held for a higher-priority job"
+
+
+def unknown_kind(kind: str) -> str:
+    """Why a job of a kind this farm does not know (a newer farm's) waits.
+
+    ``job kind 'x' is not known to this farm (version 0.1.0): waits for a host that knows it``.
+    """
+    return (f"job kind {kind!r} is not known to this farm (version {farm.__version__}): "
+            "waits for a host that knows it")
 
 
 def utc_text(at: datetime) -> str:
@@ -117,10 +131,12 @@ def _shortfall(job: QueuedJob, fitting: Sequence[DeviceView]) -> str | None:
 
 
 def _status(job: QueuedJob, device: DeviceView, given: dict[str, int], now: datetime,
-            dead_hosts: Collection[str] = ()) -> str:
+            dead_hosts: Collection[str] = (), device_kinds: Collection[str] | None = None) -> str:
     """What keeps one fitting phone from the job at ``now``."""
     if device.host is not None and device.host in dead_hosts:
         return UNREACHABLE
+    if device_kinds is not None and device.kind not in device_kinds:
+        return f"of device kind {device.kind!r}, unknown to this farm"
     if device.drained:
         return "drained"
     if device.reserved(now) and device.reserved_until is not None:
@@ -145,6 +161,7 @@ def wait_reasons(
     job_ids: Collection[int] | None = None,
     aging_step_s: float = AGING_STEP_S,
     dead_hosts: Collection[str] = (),
+    device_kinds: Collection[str] | None = None,
 ) -> dict[int, str]:
     """Why each queued job of ``snapshot`` is not running at ``now``.
 
@@ -157,6 +174,8 @@ def wait_reasons(
         aging_step_s: as for :func:`farm.queue.scheduler.plan`.
         dead_hosts: farmd hosts that stopped heartbeating
             (``Store.dead_host_ids``): nothing is planned on their phones.
+        device_kinds: the device kinds this farm knows (:func:`farm.controllers.kinds`):
+            a device of another kind (a newer farm's) gets no job; None: every kind.
 
     Returns:
         One line per queued job id explained; a job the scheduler would start
@@ -166,7 +185,7 @@ def wait_reasons(
     given: dict[str, int] = {}
     for devices in _per_host(snapshot.devices, dead_hosts):  # as each host's farmd plans
         decisions = decide(QueueSnapshot(snapshot.jobs, devices), now, kinds=known_kinds,
-                           aging_step_s=aging_step_s)
+                           aging_step_s=aging_step_s, device_kinds=device_kinds)
         placed.update(job.id for job, _ in decisions.placed)
         for serial, job_id in decisions.given.items():
             given.setdefault(serial, job_id)
@@ -176,9 +195,8 @@ def wait_reasons(
     for job in snapshot.jobs:
         if job_ids is None or job.id in job_ids:
             fitting = [by_serial[s] for s in sorted(matcher.fitting(job))]
-            reasons[job.id] = _reason(
-                job, now, known_kinds, placed, given, snapshot.devices, fitting, dead_hosts
-            )
+            reasons[job.id] = _reason(job, now, known_kinds, placed, given, snapshot.devices,
+                                      fitting, dead_hosts, device_kinds)
     return reasons
 
 
@@ -216,9 +234,10 @@ def _reason(
     devices: Sequence[DeviceView],
     fitting: Sequence[DeviceView],
     dead_hosts: Collection[str] = (),
+    device_kinds: Collection[str] | None = None,
 ) -> str:
     if known_kinds is not None and job.kind not in known_kinds:
-        return f"kind {job.kind!r} is unknown to this farm version"
+        return unknown_kind(job.kind)
     if job.not_before is not None and job.not_before > now:
         return f"not before {utc_text(job.not_before)}"
     if job.retry_at is not None and job.retry_at > now:
@@ -230,7 +249,8 @@ def _reason(
     shortfall = _shortfall(job, fitting) or _host_shortfall(job, fitting)
     if shortfall is not None:
         return shortfall
-    return _counted(job, [_status(job, d, given, now, dead_hosts) for d in fitting])
+    return _counted(job, [_status(job, d, given, now, dead_hosts, device_kinds)
+                          for d in fitting])
 
 
 def refusal(spec: JobSpec, devices: Sequence[DeviceView]) -> str | None:

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import structlog
 
+from farm import controllers
 from farm.clock import Clock
 from farm.config import Settings
 from farm.errors import JobTimeout, Retry
@@ -204,8 +205,8 @@ class Dispatcher:
         self._settings_path = self.runs_dir / SETTINGS_FILE
         # 0600 whatever the umask: database_url may hold a password (farm.privacy).
         write_private(self._settings_path, settings.model_dump_json())
-        # Each kind's lease (farm.kinds); an unknown kind gets the default one,
-        # so plan() never raises on it and its child fails it with the reason.
+        # Each kind's lease (farm.kinds); a kind this farm does not know has none,
+        # so plan() leaves its jobs queued for a host that knows it.
         self.lease_s_by_kind: Mapping[str, float] = LeaseByKind(settings.jobs)
         self.warm = settings.jobs.warm_children and command is child_command
         self.zygotes: ZygoteKeeper | None = None  # started by the first tick
@@ -333,9 +334,12 @@ class Dispatcher:
     def _start_new(self, now: datetime, report: TickReport) -> None:
         # Only the head of the queue: a tick's cost does not grow with the queue.
         # This host's phones only: the owner runs a phone (farm.queue.hosts).
+        # Device kinds this farm has a controller for: a newer farm's kind gets no job here.
+        device_kinds = controllers.kinds()
         head = self.store.head(now, seed=self._ticks, kinds=self.lease_s_by_kind.keys(),
-                               host=self.settings.host_id)
-        assignments = plan(head, now, seed=self._ticks, lease_s_by_kind=self.lease_s_by_kind)
+                               host=self.settings.host_id, device_kinds=device_kinds)
+        assignments = plan(head, now, seed=self._ticks, lease_s_by_kind=self.lease_s_by_kind,
+                           device_kinds=device_kinds)
         if not assignments:
             return
         # The gate again, now that the queue is read: the tick's first look may

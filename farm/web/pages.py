@@ -33,8 +33,9 @@ __all__ = ["ENDED", "QUEUE_LIMIT", "router"]
 
 #: The most running or queued jobs one queue page lists.
 QUEUE_LIMIT = 500
-#: The states of the queue page's recent ends.
-ENDED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+#: The states of the queue page's recent ends, with those this farm does not know (a
+#: newer farm's, e.g. ``paused``): neither running nor queued here, they are listed there.
+ENDED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.UNKNOWN)
 
 router = APIRouter(include_in_schema=False, default_response_class=HTMLResponse)
 

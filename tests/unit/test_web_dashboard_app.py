@@ -181,8 +181,8 @@ class TestViews:
 
     def test_readings_carry_their_declared_label_and_unit(self, farm: Farm) -> None:
         """A device's readings come with the label and unit its kind declares (``free storage``
-        in MiB, not ``free_storage_mb``) for the pages to show; every built-in reading
-        declares a label of its own."""
+        in MiB, not ``free_storage_mb``) for the pages to show, a name it does not declare
+        (a newer farm's) marked unknown; every built-in reading declares a label of its own."""
         put_state(farm.store, "P1", DeviceState.READY, "app registered", T0)
         farm.store.record_health("P1", T0, {}, {"free_storage_mb": 87198.6,
                                                 "battery_temp_c": 31.5, "fan_rpm": 900.0})
@@ -190,7 +190,8 @@ class TestViews:
         [row] = farm.client.get("/api/v1/devices").json()
         shown = {v["name"]: (v["label"], v["unit"]) for v in row["values"]}
         assert shown == {"battery_temp_c": ("battery temp", "°C"),
-                         "free_storage_mb": ("free storage", "MiB"), "fan_rpm": ("fan rpm", "")}
+                         "free_storage_mb": ("free storage", "MiB"),
+                         "fan_rpm": ("fan rpm (unknown)", "")}
         for kind in ("android", "board", "gpu"):
             for reading in declared(kind).readings:
                 assert reading.label and reading.label != reading.name, reading.name

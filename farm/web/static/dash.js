@@ -110,6 +110,10 @@ const farm = (() => {
       return unit === "s" ? `${(value * 1e3).toFixed(3)} ms` : `${Number(value).toPrecision(4)} ${unit}`;
     },
     badge(text, cls) { return el("span", {class: `badge s-${cls || text}`}, text); },
+    /** A job's state; one a newer farm wrote and this one does not know: "paused (unknown)". */
+    jobState(j) {
+      return j.unknown_state ? fmt.badge(`${j.unknown_state} (unknown)`, "unknown") : fmt.badge(j.state);
+    },
     thermal(status) {
       const names = ["none", "light", "moderate", "severe", "critical", "emergency", "shutdown"];
       return status === null || status === undefined ? "" : `${status} ${names[status] || ""}`;

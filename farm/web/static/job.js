@@ -14,14 +14,14 @@
   function facts(data) {
     const j = data.job;
     const pairs = [
-      ["kind", j.kind], ["state", fmt.badge(j.state)], ["priority", j.priority],
+      ["kind", j.kind], ["state", fmt.jobState(j)], ["priority", j.priority],
       ["attempts", `${j.attempts_made}/${j.attempts_max}`], ["submitted", fmt.time(j.submitted_at)],
       ["finished", fmt.time(j.finished_at)], ["run", j.run_id || ""], ["owner", j.owner || ""],
       ["waiting because", data.waiting || ""], ["error", j.error || ""],
     ].filter(([, value]) => value !== "" && value !== null && value !== undefined);
     document.getElementById("job-facts").replaceChildren(
       ...pairs.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]));
-    document.getElementById("job-state").replaceChildren(fmt.badge(j.state));
+    document.getElementById("job-state").replaceChildren(fmt.jobState(j));
   }
 
   /** A task's points for the chart: x the task's trial number, y in ms (null: failed). */

@@ -30,7 +30,7 @@
       "the queue is empty");
     farm.fillTable(document.getElementById("ended"), ended.map(({job: j, workload}) => ({
       tr: el("tr", {"data-job": j.id}),
-      cells: [fmt.jobLink(j.id), what(j, workload), fmt.badge(j.state), fmt.time(j.finished_at),
+      cells: [fmt.jobLink(j.id), what(j, workload), fmt.jobState(j), fmt.time(j.finished_at),
               `${j.attempts_made}/${j.attempts_max}`, j.error || ""]})),
       "no job ended yet");
     document.getElementById("running-count").textContent = `${running.length}`;

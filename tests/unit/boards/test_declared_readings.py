@@ -19,7 +19,16 @@ from farm.api.schemas import device_out
 from farm.config import Settings
 from farm.controllers.board import reading_from_output
 from farm.health.kind_readings import ANDROID_READINGS, BOARD_READINGS, BoardRaw
-from farm.health.readings import Condition, Declared, Limit, Reading, declare, declared, shown
+from farm.health.readings import (
+    UNKNOWN_READING,
+    Condition,
+    Declared,
+    Limit,
+    Reading,
+    declare,
+    declared,
+    shown,
+)
 from farm.health.sample import HealthSample
 from farm.health.verdict import Limits, cool_enough, verdict
 from farm.queue import Store
@@ -90,9 +99,12 @@ class TestDeclarations:
             BOARD_READINGS.plus(Reading("load_1m", "", "again", lambda raw: None))
 
     def test_a_newer_farms_reading_is_shown_by_name(self) -> None:
-        """A stored name this farm does not declare is shown, after the declared ones, unitless."""
+        """A stored name this farm does not declare is shown, after the declared ones, unitless,
+        marked unknown."""
         rows = shown("board", {"load_1m": 0.5, "fan_rpm": 1200.0})
         assert [(r["name"], r["unit"]) for r in rows] == [("load_1m", ""), ("fan_rpm", "")]
+        assert [r["known"] for r in rows] == [True, False]
+        assert (rows[1]["label"], rows[1]["description"]) == ("fan rpm (unknown)", UNKNOWN_READING)
 
     def test_a_kind_without_readings_is_judged_on_status_alone(self) -> None:
         """A proxied device declares no readings: a battery value it carried gates nothing."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -9,13 +10,17 @@ import pytest
 from click.testing import CliRunner, Result
 from queue_helpers import ARM64, T0, add_ready, gemm_spec, plan
 
+from farm import controllers
 from farm.cli.main import cli
+from farm.clock import FakeClock
+from farm.config import Settings
 from farm.errors import SpecError
 from farm.queue import Store
 from farm.queue.models import DeviceState
 from farm.queue.scheduler import DeviceView, matches
 from farm.queue.spec import DeviceSelection, parse_spec
-from farm.queue.waiting import refusal
+from farm.queue.waiting import refusal, wait_reasons
+from farm.runner.dispatcher import Dispatcher
 
 BOARD_FACTS = {"abi": "aarch64", "abis": ["aarch64"], "soc": "rk3399", "model": "EAIDK-310"}
 
@@ -75,6 +80,53 @@ class TestStoreAndPlan:
         add_ready(store, "phone1")
         spec = parse_spec(gemm_spec(devices={"kind": "board"}))
         assert refusal(spec, store.snapshot().devices) == "0 phones match kind=board"
+
+
+class TestUnknownDeviceKind:
+    """A device of a kind this farm has no controller for (a newer farm's row) gets no job."""
+
+    def _add_hologram(self, store: Store) -> None:
+        facts = {"abi": "arm64-v8a", "model": "Hologram One"}
+        store.upsert_device("holo", T0, facts, kind="hologram")
+        add_ready(store, "holo", facts=facts)
+
+    def test_plan_gives_it_no_job(self, store: Store) -> None:
+        """Over the head the dispatcher reads, a gemm goes to the phone, never to the hologram."""
+        self._add_hologram(store)
+        add_ready(store, "phone1")
+        first = store.enqueue(gemm_spec(), T0)
+        store.enqueue(gemm_spec(), T0)
+        known = controllers.kinds()
+        for seed in range(5):
+            head = store.head(T0, seed=seed, device_kinds=known)
+            placed = [(a.job_id, a.serials)
+                      for a in plan(head, T0, seed=seed, device_kinds=known)]
+            assert placed == [(first, ("phone1",))]
+
+    def test_the_wait_reason_names_the_kind(self, store: Store) -> None:
+        """A job only the hologram fits waits, saying its kind is unknown to this farm."""
+        self._add_hologram(store)
+        job_id = store.enqueue(gemm_spec(), T0)
+        reasons = wait_reasons(store.snapshot(), T0, device_kinds=controllers.kinds())
+        assert reasons[job_id] == (
+            "the only match is of device kind 'hologram', unknown to this farm")
+
+    def test_the_dispatcher_starts_nothing_on_it(self, store: Store, tmp_path: Path) -> None:
+        """farmd's tick claims the phone for the first job and leaves the hologram free."""
+        self._add_hologram(store)
+        add_ready(store, "phone1")
+        first = store.enqueue(gemm_spec(), T0)
+        second = store.enqueue(gemm_spec(), T0)
+        dispatcher = Dispatcher(store, Settings(data_dir=tmp_path, database_url=store.url),
+                                FakeClock(T0), command=lambda *_: [sys.executable, "-c", "pass"])
+        report = dispatcher.tick(T0)
+        for child in dispatcher.children.values():
+            child.process.wait()
+        assert len(report.started) == 1
+        assert [a.serials for a in store.attempts(first)] == [("phone1",)]
+        assert store.attempts(second) == []
+        holo = store.get_device("holo")
+        assert holo is not None and holo.state is DeviceState.READY
 
 
 class TestCli:

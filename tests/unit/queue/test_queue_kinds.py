@@ -1,25 +1,28 @@
 """A job of a kind this farmd does not know (a newer farmd's row in a shared database).
 
 The scheduler must not raise on it (a KeyError in ``plan()`` would stall every
-tick); its attempt fails it with the reason, and the jobs behind it run.
+tick), nor start it: a host that does not know the kind would only fail it. It
+stays queued, saying why, for a host that knows it, and the jobs behind it run.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
-from queue_helpers import T0, add_ready, gemm_spec
+import pytest
+from queue_helpers import LEASES, T0, add_ready, gemm_spec
 
-from farm.config import JobSettings, Settings
+from farm.config import JobSettings
 from farm.kinds import KINDS, LeaseByKind
 from farm.queue import JobState, QueuedJob, QueueSnapshot, Store
 from farm.queue.models import DeviceState, Job
 from farm.queue.scheduler import DeviceView, plan
 from farm.queue.spec import DeviceSelection
-from farm.runner.child import EXIT_FAILED, run_attempt
+from farm.queue.waiting import wait_reasons
 
 NEWER_KIND = "quantum"
+WAITS = (f"job kind {NEWER_KIND!r} is not known to this farm (version 0.1.0): "
+         "waits for a host that knows it")
 
 
 def _rewrite_kind(store: Store, job_id: int, kind: str) -> None:
@@ -40,46 +43,44 @@ class TestLeaseByKind:
         assert set(leases) == set(KINDS)
         assert (leases["gemm"], leases["model"], leases["tune"]) == (30.0, 30.0, 900.0)
 
-    def test_unknown_kind_gets_the_default_lease(self) -> None:
-        """An unknown kind is not a KeyError: it gets jobs.lease_s."""
-        assert LeaseByKind(JobSettings(lease_s=42.0))[NEWER_KIND] == 42.0
+    def test_unknown_kind_has_no_lease(self) -> None:
+        """An unknown kind is not among the kinds that may start (the plan's keys)."""
+        leases = LeaseByKind(JobSettings(lease_s=42.0))
+        assert NEWER_KIND not in leases
+        assert NEWER_KIND not in leases.keys()  # noqa: SIM118 - the view plan() reads
+        with pytest.raises(KeyError):
+            leases[NEWER_KIND]
 
 
 class TestPlanWithUnknownKind:
-    def test_plan_places_it_and_the_jobs_behind_it(self) -> None:
-        """plan() neither raises nor stops at a job of an unknown kind."""
+    def test_plan_leaves_it_and_places_the_jobs_behind_it(self) -> None:
+        """plan() neither raises nor starts a job of an unknown kind; the next job runs."""
         jobs = [QueuedJob(1, NEWER_KIND, 5, T0, DeviceSelection()),
                 QueuedJob(2, "gemm", 0, T0, DeviceSelection())]
         devices = [DeviceView(s, DeviceState.READY) for s in ("A", "B")]
         assignments = plan(QueueSnapshot(jobs, devices), T0,
                            lease_s_by_kind=LeaseByKind(JobSettings()))
-        assert [a.job_id for a in assignments] == [1, 2]
+        assert [a.job_id for a in assignments] == [2]
 
 
-class TestUnknownKindAttempt:
-    def test_it_fails_with_the_reason_and_the_queue_goes_on(
-        self, store: Store, store_url: str, tmp_path: Path
-    ) -> None:
-        """The attempt's child fails the job (no retry) naming the kind; the next job runs."""
-        add_ready(store, "P1")
-        unknown = store.enqueue(gemm_spec(), T0)
+class TestUnknownKindWaits:
+    def test_it_stays_queued_with_the_reason_and_the_queue_goes_on(self, store: Store) -> None:
+        """No attempt starts it (none can fail it); it says why it waits; the next job runs."""
+        add_ready(store, "P1", "P2")
+        unknown = store.enqueue(gemm_spec(priority=5), T0)
         _rewrite_kind(store, unknown, NEWER_KIND)
         behind = store.enqueue(gemm_spec(), T0 + timedelta(seconds=1))
-        leases = LeaseByKind(JobSettings())
 
-        (claim,) = store.claim(plan(store.snapshot(), T0, lease_s_by_kind=leases), T0)
-        assert claim.job.id == unknown
-        settings = Settings(data_dir=tmp_path / "data", database_url=store_url)
-        code = run_attempt(settings, unknown, claim.attempt.id, tmp_path / "run")
-
-        assert code == EXIT_FAILED
-        job = store.get_job(unknown)
-        assert job is not None and job.state is JobState.FAILED
-        assert job.error is not None and f"unknown job kind {NEWER_KIND!r}" in job.error
-        assert job.attempts_made == 1  # not retried: a SpecError is the job's, not a phone's
         later = T0 + timedelta(seconds=5)
-        (next_claim,) = store.claim(plan(store.snapshot(), later, lease_s_by_kind=leases), later)
-        assert (next_claim.job.id, next_claim.attempt.serials) == (behind, ("P1",))
+        head = store.head(later, kinds=LEASES.keys())
+        (claim,) = store.claim(plan(head, later, lease_s_by_kind=LEASES), later)
+        assert claim.job.id == behind
+
+        job = store.get_job(unknown)
+        assert job is not None and job.state is JobState.QUEUED
+        assert (job.attempts_made, store.attempts(unknown), job.error) == (0, [], None)
+        reasons = wait_reasons(store.snapshot(), later, known_kinds=list(KINDS))
+        assert reasons[unknown] == WAITS
 
 
 class TestKindDeclarations:

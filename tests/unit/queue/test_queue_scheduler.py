@@ -608,10 +608,11 @@ class TestWaitReasons:
         assert reason([job], fleet) == "2 match: 1 ready but failed this job before, 1 busy"
 
     def test_unknown_kind(self) -> None:
-        """A kind this farm version does not know says so."""
+        """A kind this farm version does not know says so, and that it waits for one that does."""
         job = QueuedJob(1, "futurekind", 0, T0, DeviceSelection())
         assert reason([job], [ready("a", A52)], known_kinds=["gemm"]) == (
-            "kind 'futurekind' is unknown to this farm version"
+            "job kind 'futurekind' is not known to this farm (version 0.1.0): "
+            "waits for a host that knows it"
         )
 
 
