@@ -412,11 +412,12 @@ def _medians(rows: Sequence[SampleRow]) -> str:
     """
     from farm.results.rows import latest_repetition
 
-    by_serial: dict[str | None, list[float]] = defaultdict(list)
+    # An A/B job's builds are two figures of one phone, as in phone_spreads.
+    by_serial: dict[tuple[str, str], list[float]] = defaultdict(list)
     for row in latest_repetition(rows):
-        by_serial[row.serial].append(row.value)
+        by_serial[(row.serial or "", row.arm or "")].append(row.value)
     unit = rows[0].unit if rows else ""
-    parts = [f"{amount(statistics.median(values), unit)}"
-             + (f" on {serial}" if serial is not None else "") + f" (n={len(values)})"
-             for serial, values in sorted(by_serial.items(), key=lambda kv: kv[0] or "")]
+    parts = [f"{f'{arm.upper()} ' if arm else ''}{amount(statistics.median(values), unit)}"
+             + (f" on {serial}" if serial else "") + f" (n={len(values)})"
+             for (serial, arm), values in sorted(by_serial.items())]
     return f"median {', '.join(parts)}" if parts else ""

@@ -9,6 +9,7 @@ import threading
 from datetime import UTC, datetime
 
 from device_states import put_state
+from stored_results import ab_job
 
 from farm.clock import SystemClock, wait_until
 from farm.errors import SessionError
@@ -147,6 +148,14 @@ class TestJobControl:
         column = {name: i for i, name in enumerate(table[0])}
         assert [(row[column["phone"]], row[column["median"]], row[column["n"]])
                 for row in table[1:]] == [("R1", "15.000 ms", "2"), ("R2", "35.000 ms", "2")]
+
+    def test_wait_of_an_ab_job_gives_each_builds_median_per_phone(
+            self, farmctl, store: Store) -> None:
+        """An A/B job's builds are not pooled: wait prints A's and B's median on each phone."""
+        job_id = ab_job(store, {"P1": [(0.010, 0.020)] * 10})
+        waited = farmctl("wait", str(job_id))
+        assert waited.stdout == (f"job {job_id} succeeded: median A 10.000 ms on P1 (n=10), "
+                                 "B 20.000 ms on P1 (n=10)\n"), waited.output
 
     def test_wait_failed_exits_1(self, farmctl, store: Store) -> None:
         """wait on a failed job exits 1 with its error."""
