@@ -10,7 +10,7 @@ row directly so the helper does not depend on the tune kind's flags.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,9 @@ from farm.queue.models import Job
 from farm.queue.scheduler import Assignment
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
+
+#: A model as a stored spec names it (no blob behind it: nothing here compiles or reads it).
+MODEL = {"sha256": "a" * 64, "name": "m.onnx", "input_shapes": {"images": [1, 3, 8, 8]}}
 
 
 def model_tune_job(
@@ -120,3 +123,42 @@ def finished_tune(store: Store, summary: Mapping[str, Any]) -> int:
     store.finish(claim.attempt.id, Outcome(dict(summary), samples, "s", ("R1",) * len(samples)),
                  NOW)
     return job_id
+
+
+def _finished_on(store: Store, serial: str, spec: Mapping[str, Any],
+                 summary: Mapping[str, Any], samples: Sequence[float]) -> int:
+    """A job of ``spec`` claimed by ``serial`` and finished with ``summary`` and ``samples``."""
+    if store.get_device(serial) is None:
+        store.upsert_device(serial, NOW, {"abi": "arm64-v8a", "sdk": 34})
+    put_state(store, serial, DeviceState.READY, "test", NOW)
+    job_id = store.enqueue(dict(spec), NOW)
+    [claim] = store.claim([Assignment(job_id, (serial,), 60.0)], NOW)
+    store.finish(claim.attempt.id, Outcome(dict(summary), list(samples), "s",
+                                           [serial] * len(samples)), NOW)
+    return job_id
+
+
+def model_job_on(store: Store, serial: str, samples: Sequence[float], *,
+                 tuned: int | None = None) -> int:
+    """A ``model`` job of :data:`MODEL` (``--tuned``) that timed ``samples`` on ``serial``."""
+    return _finished_on(store, serial, {"kind": "model", "params": {**MODEL, "tuned": tuned}},
+                        {"kind": "model", "tuned": tuned}, samples)
+
+
+def model_tune_on(store: Store, serial: str, untuned_s: Sequence[float],
+                  tuned_s: Sequence[float], *, same_build: bool | None = None,
+                  **facts: Any) -> int:
+    """A ``tune --model`` job of :data:`MODEL` that ran on ``serial``; returns its id.
+
+    Its samples are ``tuned_s``; its summary's run holds both timings (and
+    ``same_build`` where given), and ``facts`` are the outcome's fields
+    (``records_tuned``, ``records_applied``, ``best_build``:
+    :mod:`farm.jobs.tune_outcome`), absent when not given.
+    """
+    run: dict[str, Any] = {"serial": serial, "untuned_samples_s": list(untuned_s),
+                           "tuned_samples_s": list(tuned_s)}
+    if same_build is not None:
+        run["same_build"] = same_build
+    summary = {"kind": "tune", "phones": [serial], **facts, "runs": [run]}
+    spec = {"kind": "tune", "params": {"model": MODEL, "trials": 2, "trials_per_batch": 2}}
+    return _finished_on(store, serial, spec, summary, tuned_s)

@@ -96,7 +96,9 @@ def compare(ctx: click.Context, state: CliState, a: str, b: str, threshold: floa
     untuned timings). Only phones in both are compared (Mann-Whitney U test,
     bootstrap CI); the others are listed as only in A or only in B. A verdict
     is slower, faster, no change (the CI lies inside the threshold) or
-    undecided, with the reason; noisy samples are flagged with theirs.
+    undecided, with the reason; noisy samples are flagged with theirs. Two
+    builds that ran one library (a tune job that applied no tuning record)
+    are never slower or faster: the difference is the phones' noise.
 
     With --confirm, each undecided or noisy phone is settled by an A/B job
     of the two builds on it (``enqueue ab``): timed in turns in one session,
@@ -128,7 +130,9 @@ def compare(ctx: click.Context, state: CliState, a: str, b: str, threshold: floa
     if plot_path is not None:
         plot_report(report, plot_path)
         note(f"plot written to {plot_path}")
-    if report.regressed:
+    if report.same_library:  # no build to decide: more samples or --confirm would not help
+        note(report.same_library)
+    elif report.regressed:
         note(f"slower in B on {len(report.slower)} phone(s): {', '.join(report.slower)}")
     elif report.undecided:
         note(f"undecided on {len(report.undecided)} phone(s): {', '.join(report.undecided)}; "

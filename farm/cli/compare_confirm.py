@@ -52,7 +52,8 @@ def confirm(state: CliState, report: CompareReport, *, as_json: bool) -> int:
 
     serials = report.to_confirm
     if not serials:
-        note("every phone is decided and steady: nothing to confirm")
+        note(f"{report.same_library}: nothing to confirm" if report.same_library
+             else "every phone is decided and steady: nothing to confirm")
         return report.exit_code
     jobs = {serial: _enqueue(state, report, serial) for serial in serials}
     note("confirming with A/B jobs: " + "; ".join(f"job {job_id} on {serial}"

@@ -20,20 +20,29 @@ A tune job times each phone untuned and tuned after tuning
 (:func:`farm.kinds.tune_model.run_model_tuning`); its raw samples are the tuned
 ones, the untuned ones are in its summary's ``runs`` (``untuned_samples_s``),
 which :func:`untuned_timings` reads for a ``JOB:untuned`` side.
+
+A label names what was asked, not always what ran. A tune job whose tuning
+applied no record (:mod:`farm.jobs.tune_outcome`: ``records_tuned`` 0) timed the
+untuned library as its tuned build, and one whose best build is the untuned
+one (``records_applied`` 0) left the untuned library as the one ``--tuned N``
+builds. :func:`build_in` reads that from the tune job's result
+(:attr:`Build.plain`), and :func:`same_library` tells two labels that ran one
+library: their difference is the phones' noise, not a build's.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from farm.errors import UserFault
 from farm.queue.records import JobView
 from farm.queue.store import Store
 
-__all__ = ["UNTUNED", "Build", "build_of", "split_ref", "untuned_timings"]
+__all__ = ["UNTUNED", "Build", "build_in", "build_of", "same_library", "split_ref",
+           "untuned_timings"]
 
 #: The suffix of a ref naming a tune job's untuned timings: ``7:untuned``.
 UNTUNED = "untuned"
@@ -49,11 +58,20 @@ class Build:
     Attributes:
         identity: ``sha256=<digest> inputs=<shapes> target=<cpu>``, equal for every
             build of one model on the same inputs and processor.
-        label: ``"untuned"`` or ``"tuned by job N"``.
+        label: ``"untuned"`` or ``"tuned by job N"``: what was asked.
+        plain: why a tuned label ran the untuned library (``"tune job 6 applied
+            no tuning record"``); empty where the label is what ran, or the
+            tune job's result does not say.
     """
 
     identity: str
     label: str
+    plain: str = ""
+
+    @property
+    def library(self) -> str:
+        """The library it ran: ``"untuned"`` where :attr:`plain` says so, else its label."""
+        return UNTUNED if self.plain else self.label
 
 
 def split_ref(ref: str) -> tuple[str, bool]:
@@ -96,6 +114,70 @@ def build_of(job: JobView, untuned: bool = False) -> Build | None:
         return Build(identity, UNTUNED if untuned else f"tuned by job {job.id}")
     tuned = model.get("tuned")
     return Build(identity, UNTUNED if tuned is None else f"tuned by job {tuned}")
+
+
+def _applied_none(summary: Mapping[str, Any], count: str) -> bool:
+    """Whether a model tune's ``summary`` says a build of it applies no tuning record.
+
+    ``count`` is ``records_tuned`` (its tuned build, timed at the job's end) or
+    ``records_applied`` (its library: ``--tuned N``, the export). A result
+    stored before those counts says it by every run's ``same_build``.
+    """
+    value = summary.get(count)
+    if type(value) is int:
+        return value == 0
+    runs = summary.get("runs")
+    return (isinstance(runs, list) and bool(runs)
+            and all(isinstance(r, Mapping) and r.get("same_build") is True for r in runs))
+
+
+def _plain(store: Store, tune_id: int, count: str) -> str:
+    """Why tune job ``tune_id``'s build (``count``: see :func:`_applied_none`) is the untuned one."""
+    results = store.results(tune_id, limit=1)
+    summary = results[0].summary if results else {}
+    if not _applied_none(summary, count):
+        return ""
+    if count == "records_applied" and summary.get("records_tuned"):
+        return (f"tune job {tune_id} kept the untuned build (its tuned one was not faster), "
+                "so its library applies no tuning record")
+    return f"tune job {tune_id} applied no tuning record"
+
+
+def build_in(store: Store, job: JobView, untuned: bool = False) -> Build | None:
+    """:func:`build_of`, with :attr:`Build.plain` read from the tuning job's result.
+
+    A ``tune`` job's tuned samples timed its tuned build (``records_tuned``); a
+    ``model --tuned N`` job built tune job N's library (``records_applied``).
+    A tune job whose result is gone (retention) is taken to have applied records.
+    """
+    build = build_of(job, untuned)
+    if build is None or build.label == UNTUNED:
+        return build
+    if job.kind == "tune":
+        return replace(build, plain=_plain(store, job.id, "records_tuned"))
+    model = _model_of(job) or {}
+    return replace(build, plain=_plain(store, int(model["tuned"]), "records_applied"))
+
+
+def same_library(a: Build | None, b: Build | None) -> str:
+    """Why builds ``a`` and ``b``, labelled apart, ran one library; "" where they may differ.
+
+    Two builds of one label (two untuned runs) are not called the same: what
+    they timed may differ in all but the label (another TVM), and comparing
+    them is comparing runs.
+
+    >>> plain = Build("m", "tuned by job 6", plain="tune job 6 applied no tuning record")
+    >>> same_library(Build("m", UNTUNED), plain).split(": ")[1]
+    "tune job 6 applied no tuning record; the difference is the phones' noise, not a build's"
+    >>> same_library(Build("m", UNTUNED), Build("m", "tuned by job 6"))
+    ''
+    """
+    if (a is None or b is None or a.identity != b.identity or a.label == b.label
+            or a.library != b.library):
+        return ""
+    why = "; ".join(dict.fromkeys(w for w in (a.plain, b.plain) if w))
+    return (f"A and B ran the same library: {why}; the difference is the phones' noise, "
+            "not a build's")
 
 
 def untuned_timings(store: Store, job: JobView) -> dict[str, tuple[float, ...]]:

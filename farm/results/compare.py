@@ -19,7 +19,11 @@ Numbers from different phones are never pooled: each verdict is one phone's.
 
 Builds of one model (untuned, tuned by job N) are comparable although their
 workload labels differ: :mod:`farm.results.builds` says which is which, and a
-tune job's own untuned timings are the side ``JOB:untuned``.
+tune job's own untuned timings are the side ``JOB:untuned``. Two labels that
+ran one library (a tune that applied no tuning record:
+:func:`farm.results.builds.same_library`) are never called slower or faster:
+each common phone is no change where its CI lies inside the threshold, else
+undecided, and its reason says the difference is the phones' noise.
 A phone whose samples on either side are noisy (CV above ``[results]
 max_cv``) or whose thermal status changed between its runs is flagged with
 the reason (``noisy``); its verdict still stands, but a person should know.
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -39,7 +43,14 @@ from farm.kinds import kind_of
 from farm.queue.models import DB_INT_MAX, JobState
 from farm.queue.records import JobView
 from farm.queue.store import Store
-from farm.results.builds import Build, build_of, split_ref, untuned_timings
+from farm.results.builds import (
+    Build,
+    build_in,
+    build_of,
+    same_library,
+    split_ref,
+    untuned_timings,
+)
 from farm.results.rows import SampleRow, latest_repetition, sample_rows
 from farm.results.spreads import noise_reasons, thermal_change
 from farm.stats import Comparison, Verdict, compare_samples, spread
@@ -153,14 +164,25 @@ class CompareReport:
                 if p.comparison is not None and p.comparison.verdict is Verdict.UNDECIDED]
 
     @property
+    def same_library(self) -> str:
+        """Why A and B ran one library under two labels; "" where they may differ.
+
+        See :func:`farm.results.builds.same_library`.
+        """
+        return same_library(self.a.build, self.b.build)
+
+    @property
     def to_confirm(self) -> list[str]:
         """Serials of the common phones an A/B job would settle: every one but a steady no change.
 
         Two runs taken at different times see the phone's drift (heat, other
         load): a change between them, or no verdict, may be the phone's. An
         A/B job (:mod:`farm.kinds.ab`) times both builds in turns on the
-        phone, where that drift cancels.
+        phone, where that drift cancels. None where A and B ran one library
+        (:attr:`same_library`): there is no build to tell from the phone.
         """
+        if self.same_library:
+            return []
         return [p.serial for p in self.phones if p.comparison is not None
                 and (p.comparison.verdict is not Verdict.NO_CHANGE or p.noisy)]
 
@@ -191,7 +213,8 @@ class CompareReport:
         Medians in seconds; ``ratio`` is B's median over A's with its 95 % CI
         and the Mann-Whitney U ``p_value`` (None for a one-sided phone);
         ``reason`` says why the verdict; ``noisy`` why the samples are not to be
-        trusted (empty when steady).
+        trusted (empty when steady); ``same_library`` why A and B ran one
+        library (empty where they may differ).
         """
         def side(s: Side) -> dict[str, Any]:
             return {"ref": s.ref, "workload": s.workload, "jobs": dict(s.jobs),
@@ -201,6 +224,7 @@ class CompareReport:
             "a": side(self.a), "b": side(self.b), "threshold": self.threshold,
             "alpha": self.alpha, "regressed": self.regressed, "slower": self.slower,
             "undecided": self.undecided, "exit_code": self.exit_code,
+            "same_library": self.same_library,
             "phones": [
                 {"serial": p.serial, "verdict": p.verdict, "only_in": p.only_in,
                  "median_a_s": p.median_a_s, "median_b_s": p.median_b_s,
@@ -288,8 +312,8 @@ def side_of(store: Store, ref: str, jobs: list[JobView]) -> Side:
             statuses.setdefault(row.serial, []).append(row.thermal_status)
     thermal = {serial: change for serial, seen in statuses.items()
                if (change := thermal_change(seen)) is not None}
-    builds = {build_of(j) for j in jobs}
-    build = builds.pop() if len(builds) == 1 else None
+    builds = {build_of(j) for j in jobs}  # one build's tuning is read once, not per job
+    build = build_in(store, jobs[0]) if len(builds) == 1 else None
     return Side(ref, workloads[0], timings, job_of, build, thermal)
 
 
@@ -331,6 +355,22 @@ def _noisy(serial: str, sides: Iterable[tuple[str, Side]], max_cv: float | None)
     return "; ".join(parts)
 
 
+def _one_library(comparison: Comparison, same: str, threshold: float) -> Comparison:
+    """``comparison`` of two timings of one library (``same`` says why): never slower or faster.
+
+    A change between them is the phones' (load, heat, another phone's
+    speed), not a build's: no change where the CI lies inside the threshold,
+    else undecided; the reason says so, then what the timings alone read.
+    """
+    verdict = comparison.verdict
+    if verdict in (Verdict.SLOWER, Verdict.FASTER):
+        inside = 1 - threshold <= comparison.ci_low and comparison.ci_high <= 1 + threshold
+        verdict = Verdict.NO_CHANGE if inside else Verdict.UNDECIDED
+    return replace(comparison, verdict=verdict,
+                   reason=f"{same} (the timings read {comparison.verdict.value}: "
+                          f"{comparison.reason})")
+
+
 def compare_sides(a: Side, b: Side, *, threshold: float, alpha: float,
                   max_cv: float | None = None) -> CompareReport:
     """Compare each phone of ``b`` with the same phone of ``a`` (pure).
@@ -345,6 +385,10 @@ def compare_sides(a: Side, b: Side, *, threshold: float, alpha: float,
             (:func:`~farm.stats.compare_samples`); None flags only
             thermal changes.
 
+    Where A and B ran one library under two labels
+    (:func:`~farm.results.builds.same_library`), no common phone is slower or
+    faster: see :func:`_one_library`.
+
     Raises:
         UserFault: the sides measure different workloads, or share no phone.
     """
@@ -356,11 +400,18 @@ def compare_sides(a: Side, b: Side, *, threshold: float, alpha: float,
         raise UserFault(f"{a.ref} and {b.ref} have no phone in common "
                         f"(A: {', '.join(sorted(a.timings)) or 'none'}; "
                         f"B: {', '.join(sorted(b.timings)) or 'none'})")
+    same = same_library(a.build, b.build)
+    comparisons = {
+        serial: compare_samples(a.timings[serial], b.timings[serial], threshold=threshold,
+                                alpha=alpha, max_cv=max_cv)
+        for serial in common
+    }
+    if same:
+        comparisons = {serial: _one_library(c, same, threshold)
+                       for serial, c in comparisons.items()}
     phones = [
         PhoneComparison(
-            serial,
-            compare_samples(a.timings[serial], b.timings[serial], threshold=threshold,
-                            alpha=alpha, max_cv=max_cv),
+            serial, comparisons[serial],
             median(a.timings[serial]), median(b.timings[serial]),
             len(a.timings[serial]), len(b.timings[serial]),
             noisy=_noisy(serial, (("A", a), ("B", b)), max_cv),

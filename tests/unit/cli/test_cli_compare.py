@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from stored_results import NOW, finished_job, timings
+from tuned_jobs import model_job_on, model_tune_on
 
 from farm.queue import Store
 from farm.queue.regressions import RegressionView
@@ -147,3 +148,22 @@ class TestUndecided:
         assert result.exit_code == EXIT_UNDECIDED == 4, result.output
         assert "undecided" in result.stdout and "cannot reach alpha" in result.stdout
         assert "no change" not in result.stdout and "undecided on 1 phone(s): P1" in result.stderr
+
+
+class TestSameLibrary:
+    def test_a_no_record_tune_is_not_called_slower(self, farmctl, store: Store) -> None:
+        """Untuned vs --tuned N of a tune that applied no record, 79.5% apart: exit 4, each
+        line and stderr say the two ran one library; no A/B job is suggested."""
+        tune = model_tune_on(store, "P1", timings(1), timings(2), best_build="untuned",
+                             records_tuned=0, records_applied=0)
+        a = model_job_on(store, "P1", timings(3))
+        b = model_job_on(store, "P1", timings(4, median_s=0.01795), tuned=tune)
+        same = (f"A and B ran the same library: tune job {tune} applied no tuning record; "
+                "the difference is the phones' noise, not a build's")
+        result = farmctl("compare", str(a), str(b))
+        assert result.exit_code == EXIT_UNDECIDED, result.output
+        [line] = [row for row in result.stdout.splitlines() if row.startswith("P1")]
+        assert "\tundecided\t" in line and same in line and "slower\t" not in line
+        assert same in result.stderr and "enqueue ab" not in result.stderr
+        data = json.loads(farmctl("compare", str(a), str(b), "--json").stdout)
+        assert data["same_library"] == same and data["exit_code"] == 4

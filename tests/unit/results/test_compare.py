@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from stored_results import NOW, finished_job, timings
+from tuned_jobs import model_job_on, model_tune_on
 
 from farm.errors import UserFault
 from farm.queue import Store
@@ -16,6 +17,7 @@ from farm.results.compare import (
     compare_sides,
     load_side,
 )
+from farm.results.builds import UNTUNED, Build, same_library
 from farm.results.rows import SampleRow
 from farm.stats import Verdict
 
@@ -184,3 +186,76 @@ class TestUndecidedAndNoisy:
         steady = compare_sides(Side("a", "gemm", {"P1": tuple(timings(1))}),
                                Side("b", "gemm", {"P1": tuple(timings(2))}), **LIMITS, max_cv=0.05)
         assert steady.phones[0].noisy == ""
+
+
+#: The outcome of a tune whose tuned build applied no tuning record (tune_outcome.decide).
+NO_RECORD = {"best_build": "untuned", "records_tuned": 0, "records_applied": 0}
+SAME = ("A and B ran the same library: tune job {} applied no tuning record; "
+        "the difference is the phones' noise, not a build's")
+
+
+class TestSameLibrary:
+    def test_a_tune_that_applied_no_record_is_never_slower(self, store: Store) -> None:
+        """Untuned vs --tuned N of a no-record tune, 79.5% apart: undecided with why, exit 4."""
+        tune = model_tune_on(store, "P1", timings(1), timings(2), **NO_RECORD)
+        a = model_job_on(store, "P1", timings(3))
+        b = model_job_on(store, "P1", timings(4, median_s=0.01795), tuned=tune)
+        report = compare_refs(store, str(a), str(b), **LIMITS)
+        [phone] = report.phones
+        assert phone.verdict == "undecided" and not report.regressed
+        assert phone.comparison is not None
+        assert phone.comparison.reason.startswith(SAME.format(tune) + " (the timings read slower")
+        assert report.exit_code == EXIT_UNDECIDED and report.to_confirm == []
+        assert report.to_json()["same_library"] == SAME.format(tune)
+
+    def test_a_narrow_ci_inside_the_threshold_is_no_change(self, store: Store) -> None:
+        """3.5% apart with a CI inside ±5% (slower by the timings alone): no change, exit 0."""
+        tune = model_tune_on(store, "P1", timings(1), timings(2), **NO_RECORD)
+        a = model_job_on(store, "P1", timings(3, noise=0.002))
+        b = model_job_on(store, "P1", timings(4, noise=0.002, median_s=0.01035), tuned=tune)
+        [phone] = compare_refs(store, str(a), str(b), **LIMITS).phones
+        assert phone.verdict == "no change" and phone.comparison is not None
+        assert "(the timings read slower" in phone.comparison.reason
+        assert compare_refs(store, str(a), str(b), **LIMITS).exit_code == 0
+
+    def test_a_tune_with_records_is_judged_as_before(self, store: Store) -> None:
+        """The same timings against --tuned N of a tune that applied records: slower, exit 3."""
+        tune = model_tune_on(store, "P1", timings(1), timings(2), best_build="tuned",
+                             records_tuned=3, records_applied=3)
+        a = model_job_on(store, "P1", timings(3))
+        b = model_job_on(store, "P1", timings(4, median_s=0.01795), tuned=tune)
+        report = compare_refs(store, str(a), str(b), **LIMITS)
+        assert [p.verdict for p in report.phones] == ["slower"]
+        assert report.exit_code == EXIT_REGRESSED and report.same_library == ""
+
+    def test_a_tunes_own_two_timings_of_one_library(self, store: Store) -> None:
+        """N:untuned vs N of a no-record tune (a result before the counts: same_build)."""
+        tune = model_tune_on(store, "P1", timings(1), timings(2, median_s=0.013),
+                             same_build=True)
+        report = compare_refs(store, f"{tune}:untuned", str(tune), **LIMITS)
+        assert [p.verdict for p in report.phones] == ["undecided"]
+        assert report.same_library == SAME.format(tune)
+
+    def test_a_kept_untuned_build_is_the_untuned_library_of_tuned_n(self, store: Store) -> None:
+        """Records tuned but not faster: --tuned N builds the untuned library; N's own
+        tuned timings applied records and stay a build of their own."""
+        tune = model_tune_on(store, "P1", timings(1), timings(2, median_s=0.013),
+                             best_build="untuned", records_tuned=2, records_applied=0)
+        a = model_job_on(store, "P1", timings(3))
+        b = model_job_on(store, "P1", timings(4, median_s=0.013), tuned=tune)
+        assert load_side(store, str(b)).build == Build(
+            load_side(store, str(a)).build.identity,  # type: ignore[union-attr]
+            f"tuned by job {tune}",
+            f"tune job {tune} kept the untuned build (its tuned one was not faster), "
+            "so its library applies no tuning record")
+        assert compare_refs(store, str(a), str(b), **LIMITS).exit_code == EXIT_UNDECIDED
+        own = compare_refs(store, str(a), str(tune), **LIMITS)
+        assert own.same_library == "" and own.exit_code == EXIT_REGRESSED
+
+    def test_one_label_is_no_claim(self) -> None:
+        """Two untuned builds are two runs, not 'the same library'; nor are other models'."""
+        plain = Build("m", "tuned by job 6", "tune job 6 applied no tuning record")
+        assert same_library(Build("m", UNTUNED), Build("m", UNTUNED)) == ""
+        assert same_library(Build("other", UNTUNED), plain) == ""
+        assert same_library(Build("m", UNTUNED), plain) == SAME.format(6)
+        assert same_library(None, plain) == ""
