@@ -35,7 +35,9 @@ The rules, in order:
 6. Phones that failed a job earlier are not offered that job again, unless too
    few other phones fit it for it to ever run.
 7. Free phones are tried in an order shuffled by ``seed``: without it the same
-   phones would always win (LAVA orders devices ``"?"`` for this reason).
+   phones would always win (LAVA orders devices ``"?"`` for this reason). A
+   job's ``prefer_serials`` among them are tried first: a preference, never
+   a limit, so the job takes other matching phones when those are not free.
 8. A job of a kind this farmd has no lease for is skipped, not a KeyError: a
    newer farmd sharing the database wrote it, so it stays queued for a host
    that knows it (never started, so never failed, here); the queue goes on.
@@ -332,7 +334,7 @@ def decide(
             for s in free
             if s in fitting and s not in excluded and _group(job, by_serial[s]) in viable
         ]
-        chosen = _first_group(job, candidates)
+        chosen = _first_group(job, _preferred_first(job, candidates))
         if chosen is not None:
             placed.append((job, chosen))
             taken = set(chosen)
@@ -341,6 +343,15 @@ def decide(
         given.update(dict.fromkeys(taken, job.id))
         free = [s for s in free if s not in taken]
     return Decisions(placed, given, matcher)
+
+
+def _preferred_first(job: QueuedJob, candidates: list[DeviceView]) -> list[DeviceView]:
+    """``candidates`` with the job's ``prefer_serials`` first, each part in the order given."""
+    prefer = job.devices.prefer_serials
+    if not prefer:
+        return candidates
+    return ([d for d in candidates if d.serial in prefer]
+            + [d for d in candidates if d.serial not in prefer])
 
 
 def _first_group(job: QueuedJob, candidates: Sequence[DeviceView]) -> tuple[str, ...] | None:

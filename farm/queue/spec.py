@@ -129,9 +129,14 @@ class DeviceSelection(Strict):
     Every attribute given must match (they are ANDed); ``serials`` limits the
     candidates to those phones. Attributes are matched against the device facts
     the fleet records (see :func:`farm.queue.scheduler.matches`).
+    ``prefer_serials`` limits nothing: of the matching free phones the scheduler
+    tries those first (a follow-up job, ``model --tuned N``, on the phones tune
+    job N ran on, so that the two compare phone by phone), then any other.
     """
 
     serials: list[Text] | None = Field(default=None, min_length=1, max_length=MAX_PHONES)
+    prefer_serials: list[Text] | None = Field(default=None, min_length=1,
+                                              max_length=MAX_PHONES)
     abi: Text | None = None  # e.g. "arm64-v8a", one of ro.product.cpu.abilist
     soc: Text | None = None  # e.g. "SM8150", ro.soc.model, case-insensitive
     sdk_min: int | None = Field(default=None, ge=1, le=1000)  # ro.build.version.sdk at least

@@ -96,6 +96,7 @@ def selections(draw: st.DrawFn) -> DeviceSelection:
         sdk_min=draw(OPTIONAL_SDK),
         gpu=draw(OPTIONAL_GPU),
         count=draw(st.integers(1, len(serials) if serials else 3)),
+        prefer_serials=draw(OPTIONAL_SERIALS),
     )
 
 
@@ -360,6 +361,28 @@ class TestPlanRules:
         assert plan(snapshot, T0, seed=1) == first
         winners = {plan(snapshot, T0, seed=seed)[0].serials for seed in range(50)}
         assert len(winners) > 3
+
+    def test_preferred_phone_wins_whatever_the_seed(self) -> None:
+        """prefer_serials: of ten free phones the preferred one is taken under every shuffle."""
+        fleet = [DeviceView(s, DeviceState.READY) for s in SERIALS]
+        job = QueuedJob(1, "model", 0, T0, DeviceSelection(prefer_serials=["phone07"]))
+        winners = {plan(QueueSnapshot([job], fleet), T0, seed=seed)[0].serials
+                   for seed in range(20)}
+        assert winners == {("phone07",)}
+
+    def test_a_preference_is_no_limit(self) -> None:
+        """A preferred phone busy or gone: the job starts now on another matching phone."""
+        fleet = [DeviceView("a", DeviceState.BUSY), DeviceView("b", DeviceState.READY)]
+        job = QueuedJob(1, "model", 0, T0, DeviceSelection(prefer_serials=["a", "gone"]))
+        assert [a.serials for a in plan(QueueSnapshot([job], fleet), T0)] == [("b",)]
+
+    def test_preferred_phones_fill_a_group_first(self) -> None:
+        """Two phones of four wanted, one preferred free: it is one of the two, for every seed."""
+        fleet = [DeviceView(s, DeviceState.READY) for s in SERIALS[:4]]
+        job = QueuedJob(1, "gemm", 0, T0, DeviceSelection(count=2, prefer_serials=["phone03"]))
+        for seed in range(10):
+            (assignment,) = plan(QueueSnapshot([job], fleet), T0, seed=seed)
+            assert "phone03" in assignment.serials and len(assignment.serials) == 2
 
 
 # --- capabilities -----------------------------------------------------------------
