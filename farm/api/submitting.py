@@ -110,7 +110,9 @@ def _submit_each(svc: FarmService, spec: JobSpec, views: list[DeviceView]) -> Su
             reason = f"every fitting phone is reserved ({'; '.join(skipped)})"
         raise UserFault(f"--each: no phone to run on now: {reason}")
     data = spec.to_json()
-    specs = [parse_spec({**data, "devices": {**data["devices"], "serials": [p.serial]}})
+    # Each job is pinned to its phone: a preference (model --tuned) has nothing left to choose.
+    specs = [parse_spec({**data, "devices": {**data["devices"], "serials": [p.serial],
+                                             "prefer_serials": None}})
              for p in phones]
     run_id, job_ids = svc.store.enqueue_run(specs, svc.clock.now(), owner=svc.owner)
     svc.wake_dispatcher()

@@ -25,11 +25,12 @@ from farm.kinds.gemm import MAX_NUMBER, MAX_REPEAT, TIMING_FLAGS, TIMING_OPTIONS
 from farm.kinds.model_inputs import InputsBlob, check_inputs
 from farm.queue.capabilities import workload_needs
 from farm.queue.limits import DB_INT_MAX
-from farm.queue.spec import JobBase, Strict, Text
+from farm.queue.spec import MAX_PHONES, DeviceSelection, JobBase, Strict, Text
 
 if TYPE_CHECKING:
     from farm.jobs import params as jp
     from farm.kinds.run import RunContext
+    from farm.kinds.tuned import FinishedTune
     from farm.queue.blobs import BlobOps
     from farm.queue.records import Outcome
     from farm.queue.store import Store
@@ -170,8 +171,11 @@ def model_params(p: ModelParams, model_path: Path, device: str = "cpu",
     )
 
 
-def check_tuned(spec: ModelJob, store: Store, data_dir: Path) -> None:
+def check_tuned(spec: ModelJob, store: Store, data_dir: Path) -> FinishedTune | None:
     """``--tuned``: a succeeded tune of the same model (SHA-256) for the same target.
+
+    Returns:
+        The tune job; None without ``--tuned``.
 
     Raises:
         SpecError: ``params.tuned`` names no such job, a job that is not a
@@ -182,7 +186,7 @@ def check_tuned(spec: ModelJob, store: Store, data_dir: Path) -> None:
 
     p = spec.params
     if p.tuned is None:
-        return
+        return None
     tune = finished_tune(store, data_dir, p.tuned)
     if tune.model_sha256 != p.sha256:
         raise SpecError("params.tuned", f"tune job {p.tuned} tuned another model "
@@ -194,6 +198,23 @@ def check_tuned(spec: ModelJob, store: Store, data_dir: Path) -> None:
     if tuned_shapes != p.input_shapes:  # other shapes make other tasks: none would match
         raise SpecError("params.input_shapes", f"tune job {p.tuned} tuned input shapes "
                         f"{tuned_shapes or 'of the model'}; give the same")
+    return tune
+
+
+def prefer_tune_phones(spec: ModelJob, tune: FinishedTune) -> ModelJob:
+    """``spec`` preferring the phones ``tune`` ran on (``devices.prefer_serials``).
+
+    ``compare`` judges phone by phone: a ``--tuned N`` job that ran on other
+    phones than tune job N shares none of them with it, and two phones'
+    speeds differ by more than a tuning gains. A spec that names its phones
+    (``--serial``) or its preference is kept as given.
+    """
+    devices = spec.devices
+    if devices.serials is not None or devices.prefer_serials is not None or not tune.serials:
+        return spec
+    preferred = DeviceSelection.model_validate(
+        {**devices.model_dump(), "prefer_serials": tune.serials[:MAX_PHONES]})
+    return spec.model_copy(update={"devices": preferred})
 
 
 def check_model(spec: ModelJob, store: Store, data_dir: Path) -> ModelJob:
@@ -203,7 +224,8 @@ def check_model(spec: ModelJob, store: Store, data_dir: Path) -> ModelJob:
     its array in ``--inputs`` (:func:`farm.kinds.model_inputs.shapes_of_inputs`).
 
     Returns:
-        The spec, with those shapes in ``params.input_shapes``.
+        The spec, with those shapes in ``params.input_shapes``; with ``--tuned N``,
+        preferring tune job N's phones (:func:`prefer_tune_phones`).
 
     Raises:
         SpecError: see :func:`farm.kinds.input_shapes.check_input_shapes`,
@@ -223,9 +245,9 @@ def check_model(spec: ModelJob, store: Store, data_dir: Path) -> ModelJob:
     if filled:
         p = p.model_copy(update={"input_shapes": {**filled, **given}})
         spec = spec.model_copy(update={"params": p})
-    check_tuned(spec, store, data_dir)
+    tune = check_tuned(spec, store, data_dir)
     check_inputs(p, p.inputs, store)
-    return spec
+    return spec if tune is None else prefer_tune_phones(spec, tune)
 
 
 def run(ctx: RunContext, spec: ModelJob) -> Outcome:

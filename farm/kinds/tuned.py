@@ -46,6 +46,16 @@ class FinishedTune:
     device: str
 
     @property
+    def serials(self) -> list[str]:
+        """The phones it tuned and timed on: its summary's ``phones``, else its ``runs``' serials."""
+        phones = self.summary.get("phones")
+        if not isinstance(phones, list) or not phones:
+            runs = self.summary.get("runs")
+            phones = [r.get("serial") for r in runs if isinstance(r, Mapping)] \
+                if isinstance(runs, list) else []
+        return list(dict.fromkeys(str(s) for s in phones if isinstance(s, str) and s))
+
+    @property
     def model_name(self) -> str:
         """The tuned model as people read it (the user's file name)."""
         from farm.kinds.model import shown_name

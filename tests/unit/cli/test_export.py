@@ -128,6 +128,22 @@ class TestTunedFlag:
         assert result.exit_code == 0, result.output
         assert store.get_job(tune + 1).spec["params"]["tuned"] == tune  # type: ignore[union-attr]
 
+    def test_it_prefers_the_phones_the_tune_ran_on(
+        self, farmctl: Callable[..., Result], store: Store, url: str, data_dir: Path,
+        model: Path, database: Path,
+    ) -> None:
+        """--tuned N prefers tune job N's phone (no limit); --serial names its own, kept."""
+        tune = model_tune_job(store, url, data_dir, model, database, HOST)
+        assert farmctl("enqueue", "model", "--model", str(model), "--tuned",
+                       str(tune)).exit_code == 0
+        devices = store.get_job(tune + 1).spec["devices"]  # type: ignore[union-attr]
+        assert (devices["prefer_serials"], devices["serials"]) == (["R1"], None)
+        pinned = farmctl("enqueue", "model", "--model", str(model), "--tuned", str(tune),
+                         "--serial", "R1")
+        assert pinned.exit_code == 0, pinned.output
+        devices = store.get_job(tune + 2).spec["devices"]  # type: ignore[union-attr]
+        assert (devices["prefer_serials"], devices["serials"]) == (None, ["R1"])
+
     @pytest.mark.parametrize(
         ("setup", "message"),
         [
