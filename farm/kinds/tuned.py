@@ -47,7 +47,7 @@ class FinishedTune:
 
     @property
     def serials(self) -> list[str]:
-        """The phones it tuned and timed on: its summary's ``phones``, else its ``runs``' serials."""
+        """The phones it tuned and timed on: its summary's ``phones``, else its runs' serials."""
         phones = self.summary.get("phones")
         if not isinstance(phones, list) or not phones:
             runs = self.summary.get("runs")

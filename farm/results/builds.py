@@ -132,7 +132,7 @@ def _applied_none(summary: Mapping[str, Any], count: str) -> bool:
 
 
 def _plain(store: Store, tune_id: int, count: str) -> str:
-    """Why tune job ``tune_id``'s build (``count``: see :func:`_applied_none`) is the untuned one."""
+    """Why tune job ``tune_id``'s build (``count``: :func:`_applied_none`) is the untuned one."""
     results = store.results(tune_id, limit=1)
     summary = results[0].summary if results else {}
     if not _applied_none(summary, count):

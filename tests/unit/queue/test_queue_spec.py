@@ -105,6 +105,8 @@ BAD_SPECS = [
     ("serials empty", {**gemm(), "devices": {"serials": []}}, "devices.serials"),
     ("serial twice", {**gemm(), "devices": {"serials": ["a", "a"]}}, "devices.serials"),
     ("sdk_min zero", {**gemm(), "devices": {"sdk_min": 0}}, "devices.sdk_min"),
+    ("preference empty", {**gemm(), "devices": {"prefer_serials": []}},
+     "devices.prefer_serials"),
     ("unknown device attribute", {**gemm(), "devices": {"ram_gb": 8}}, "devices.ram_gb"),
     ("priority too high", {**gemm(), "priority": 5000}, "priority"),
     ("attempts zero", {**gemm(), "attempts": 0}, "attempts"),

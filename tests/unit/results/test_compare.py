@@ -8,6 +8,7 @@ from tuned_jobs import model_job_on, model_tune_on
 
 from farm.errors import UserFault
 from farm.queue import Store
+from farm.results.builds import UNTUNED, Build, same_library
 from farm.results.compare import (
     EXIT_REGRESSED,
     EXIT_UNDECIDED,
@@ -17,7 +18,6 @@ from farm.results.compare import (
     compare_sides,
     load_side,
 )
-from farm.results.builds import UNTUNED, Build, same_library
 from farm.results.rows import SampleRow
 from farm.stats import Verdict
 
