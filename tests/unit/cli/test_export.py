@@ -132,7 +132,7 @@ class TestTunedFlag:
         self, farmctl: Callable[..., Result], store: Store, url: str, data_dir: Path,
         model: Path, database: Path,
     ) -> None:
-        """--tuned N prefers tune job N's phone (no limit); --serial names its own, kept."""
+        """--tuned N prefers tune job N's phone (no limit); --serial and --each pin, kept."""
         tune = model_tune_job(store, url, data_dir, model, database, HOST)
         assert farmctl("enqueue", "model", "--model", str(model), "--tuned",
                        str(tune)).exit_code == 0
@@ -142,6 +142,10 @@ class TestTunedFlag:
                          "--serial", "R1")
         assert pinned.exit_code == 0, pinned.output
         devices = store.get_job(tune + 2).spec["devices"]  # type: ignore[union-attr]
+        assert (devices["prefer_serials"], devices["serials"]) == (None, ["R1"])
+        each = farmctl("enqueue", "model", "--model", str(model), "--tuned", str(tune), "--each")
+        assert each.exit_code == 0, each.output
+        devices = store.get_job(tune + 3).spec["devices"]  # type: ignore[union-attr]
         assert (devices["prefer_serials"], devices["serials"]) == (None, ["R1"])
 
     @pytest.mark.parametrize(
