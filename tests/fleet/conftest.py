@@ -218,16 +218,19 @@ def start_farmd(
     The phones are plugged into farmd's adb server the way USB phones are; with
     ``same_model`` they are all the first built-in model, so they share one
     compile target; with ``api`` farmd serves its HTTP API on a free loopback
-    port (``farmd.api_server.url``). Every farmd and phone is stopped after the test.
+    port (``farmd.api_server.url``); ``results`` replaces :data:`PLUMBING_RESULTS`
+    (``{}``: a user's defaults). Every farmd and phone is stopped after the test.
     """
     with contextlib.ExitStack() as stack:
         def start(phones: int, *, same_model: bool = False, api: bool = False,
-                  **jobs: float) -> RunningFarmd:
+                  results: dict[str, float] | None = None, **jobs: float) -> RunningFarmd:
             specs = profiles(1 if same_model else phones, "usb-only")
             specs = [specs[i % len(specs)] for i in range(phones)]
             fleet = stack.enter_context(
                 Fleet(phones, specs=specs, adb_port=adb_server.port, data_dir=tmp_path / "phones"))
-            served = {"api": {"port": free_port()}} if api else {}
+            served: dict[str, Any] = {"api": {"port": free_port()}} if api else {}
+            if results is not None:
+                served["results"] = results
             farmd = Farmd(hermetic_settings(jobs=jobs, **served))
             stack.callback(farmd.stop)
             farmd.start()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bundle_example import build_example, example_env, run_example
 from click.testing import CliRunner
 from tuned_jobs import model_tune_job
 
@@ -98,9 +99,6 @@ class TestExport:
         self, bundle: Path, tuned_cnn: tuple[Path, Path], tmp_path: Path
     ) -> None:
         """The bundle's CMake project, built as its README says, gives the shipped outputs."""
-        import tvm
-        import tvm_ffi
-
         model_path, _ = tuned_cnn
         manifest = json.loads((bundle / "manifest.json").read_text())
         assert manifest["input_files"] == {"x": "inputs/0.npy"}
@@ -111,18 +109,10 @@ class TestExport:
         assert "cmake -S . -B build -DTVM_ROOT=$TVM_ROOT" in readme
         assert "android-arm64-v8a.cmake" in readme
 
-        build = tmp_path / "build"
-        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
-        for argv in (
-            ["cmake", "-S", str(bundle), "-B", str(build),
-             f"-DTVM_ROOT={Path(tvm.__file__).parent}",
-             f"-DTVM_FFI_ROOT={Path(tvm_ffi.__file__).parent}"],
-            ["cmake", "--build", str(build)],
-            [str(build / "run_model"), str(bundle), "--repeat", "3"],
-        ):
-            proc = subprocess.run(argv, env=env, capture_output=True, text=True,
-                                  timeout=600, check=False)
-            assert proc.returncode == 0, proc.stdout + proc.stderr
+        env = example_env(tmp_path)
+        binary = build_example(bundle, tmp_path / "build", env)
+        proc = run_example(binary, bundle, env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "output 0: matches" in proc.stdout
         assert "latency: median" in proc.stdout
 
@@ -130,7 +120,6 @@ class TestExport:
         wrong = tmp_path / "wrong"
         shutil.copytree(bundle, wrong)
         np.save(wrong / "expected/0.npy", expected + 1.0)
-        proc = subprocess.run([str(build / "run_model"), str(wrong), "--repeat", "1"], env=env,
-                              capture_output=True, text=True, timeout=600, check=False)
+        proc = run_example(binary, wrong, env, repeat=1)
         assert proc.returncode == 1, proc.stdout + proc.stderr
         assert "output 0: DIFFERS" in proc.stdout
