@@ -248,10 +248,17 @@ def needs(spec: Mapping[str, Any]) -> Requirements:
 
 
 def _params(values: dict[str, Any]) -> dict[str, Any]:
+    from farm.kinds.model import parse_input_shape
+
+    a = parse_build(values["a"], "params.a")
     b = parse_build(values["b"], "params.b")
     if values["tuned"] is not None:
         b["tuned"] = values["tuned"]
-    return {"a": parse_build(values["a"], "params.a"), "b": b, "target": values["target"],
+    shapes = parse_input_shape(values["input_shapes"], "params.a.model.input_shapes")
+    for side in (a, b):  # both model files run on one input
+        if shapes is not None and "model" in side:
+            side["model"]["input_shapes"] = shapes
+    return {"a": a, "b": b, "target": values["target"],
             "threshold": values["threshold"], "max_phone_s": values["max_phone_s"],
             "order": values["order"], "seed": values["seed"]}
 
@@ -274,6 +281,9 @@ KIND = Kind(
             click.argument("b"),
             click.option("--tuned", type=int,
                          help="B is a model file: apply this finished tune job's records to it."),
+            click.option("--input-shape", "input_shapes", multiple=True,
+                         help="NAME=D1,D2,... for model files' inputs, both sides (repeatable; "
+                              "a symbolic batch needs one).  [default: the model's own]"),
             click.option("--target", type=click.Choice(["cpu", "opencl", "cuda"]),
                          help=f"Processor of model sides. {default_of(AbParams, 'target')}"),
             click.option("--threshold", type=float,
@@ -289,6 +299,8 @@ KIND = Kind(
         params=_params,
         check=check,
         flags={"params.a": "A", "params.b": "B", "params.b.tuned": "--tuned",
+               "params.a.model.input_shapes": "--input-shape",
+               "params.b.model.input_shapes": "--input-shape",
                "params.target": "--target", "params.threshold": "--threshold",
                "params.max_phone_s": "--max-phone-s", "params.order": "--order",
                "params.seed": "--seed"},

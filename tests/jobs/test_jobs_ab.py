@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+from exported_models import write_computed_reshape
 
 from farm.config import AbSettings, ResultSettings
 from farm.jobs.ab import AbRule, run_ab
@@ -68,3 +70,24 @@ class TestThrottleInTheMiddle:
         assert rounds.comparison.verdict not in (Verdict.SLOWER, Verdict.FASTER), rounds.comparison
         assert result.same_library
         assert rounds.phone_s <= RULE.max_phone_s + 5
+
+
+class TestModels:
+    def test_two_exports_of_one_shape_are_neither_slower_nor_faster(
+            self, phone: Phone, tmp_path: Path) -> None:
+        """Two models shaped like real exports (symbolic batch, computed reshape), other weights:
+        both checked against onnxruntime, the same work timed in turns is no slower or faster."""
+        from farm.kinds.model import ModelParams as ModelSpec
+        from farm.kinds.model import model_params
+
+        builds = []
+        for seed in (0, 1):
+            path = write_computed_reshape(tmp_path / f"export-{seed}.onnx", seed=seed)
+            spec = ModelSpec(path=str(path), input_shapes={"images": [1, 3, 8, 8]})
+            builds.append(model_params(spec, path))
+        result = run_ab(builds[0], builds[1], phone.target, phone.tracker, phone.cache, RULE,
+                        SAMPLING)
+        assert not result.same_library
+        assert max(result.max_abs_err_a, result.max_abs_err_b) <= 1e-3
+        assert result.rounds.comparison.verdict not in (Verdict.SLOWER, Verdict.FASTER), (
+            result.rounds.comparison)
