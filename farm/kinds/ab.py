@@ -32,6 +32,7 @@ from farm.queue.capabilities import Requirements, workload_needs
 from farm.queue.spec import JobBase, Strict
 
 if TYPE_CHECKING:
+    from farm.clock import Clock
     from farm.jobs import params as jp
     from farm.kinds.model import ModelBenchParams
     from farm.kinds.run import RunContext
@@ -152,6 +153,25 @@ def _plain(side: Resolved, ctx: RunContext, field: str) -> jp.GemmParams | jp.Mo
     return model_params(model, path, model.target, database_dir)
 
 
+class _Readings:
+    """A ``before_round`` hook: the phone's readings (and the thermal gate) before round 0.
+
+    Then again every ``[ab] snapshot_every_s``; ``at_rounds`` says which rounds
+    they preceded.
+    """
+
+    def __init__(self, ctx: RunContext, serial: str, snapshots: list[Any], clock: Clock) -> None:
+        self.ctx, self.serial, self.snapshots, self.clock = ctx, serial, snapshots, clock
+        self.at_rounds: list[int] = []
+        self._last_s = float("-inf")
+
+    def __call__(self, index: int) -> None:
+        if self.clock.monotonic() - self._last_s >= self.ctx.settings.ab.snapshot_every_s:
+            self.snapshots.append(self.ctx.gate(self.serial))
+            self.at_rounds.append(index)
+            self._last_s = self.clock.monotonic()
+
+
 def run(ctx: RunContext, spec: AbJob) -> Outcome:
     """Each phone of the attempt in turn: both builds, one session, rounds until decided."""
     from dataclasses import replace
@@ -179,19 +199,10 @@ def run(ctx: RunContext, spec: AbJob) -> Outcome:
     snapshots: list[Any] = []
     per_serial: dict[str, dict[str, Any]] = {}
     for serial in ctx.attempt.serials:
-        readings_at: list[int] = []
-        last_s = [float("-inf")]
-
-        def before_round(index: int, serial: str = serial, readings_at: list[int] = readings_at,
-                         last_s: list[float] = last_s) -> None:
-            if clock.monotonic() - last_s[0] >= ctx.settings.ab.snapshot_every_s:
-                snapshots.append(ctx.gate(serial))
-                readings_at.append(index)
-                last_s[0] = clock.monotonic()
-
+        readings = _Readings(ctx, serial, snapshots, clock)
         target = phone_target(serial, ctx, builds[0].device)
         result = run_ab(builds[0], builds[1], target, tracker_params(ctx, serial), ctx.cache,
-                        rule, sampling, before_round=before_round)
+                        rule, sampling, before_round=readings)
         taken = result.rounds
         for index, (a_s, b_s, first) in enumerate(zip(taken.a_s, taken.b_s, taken.first,
                                                       strict=True)):
@@ -213,7 +224,7 @@ def run(ctx: RunContext, spec: AbJob) -> Outcome:
             "warmup_runs": taken.warmup.runs, "warmup_steady": taken.warmup.steady,
             "same_library": result.same_library,
             "max_abs_err_a": result.max_abs_err_a, "max_abs_err_b": result.max_abs_err_b,
-            "readings_at_rounds": readings_at,
+            "readings_at_rounds": readings.at_rounds,
         }
     only = next(iter(per_serial.values())) if len(per_serial) == 1 else {}
     summary = {
