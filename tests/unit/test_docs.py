@@ -9,15 +9,15 @@ must start with the two commands that work on a fresh machine.
 
 from __future__ import annotations
 
+import importlib
 import re
 import shlex
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import click
 import pytest
-
-from farm.cli.main import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +27,7 @@ DOCS = sorted(
     + [p.relative_to(ROOT) for p in (ROOT / "docs").glob("*.md")]
 )
 
-#: Documents whose ``farmctl`` commands are checked against the CLI.
+#: Documents whose farmctl, farmd, farm-phones and farm-boards calls are checked.
 COMMAND_DOCS = [Path("README.md"), Path("docs/commands.md"), Path("docs/guide.md")]
 
 #: Documents whose ``python bench/...`` commands are checked against the scripts.
@@ -39,8 +39,28 @@ FIRST_COMMANDS = (
     "./setup.sh && .venv/bin/python -m pytest -q -n 2 --dist loadfile",
 )
 
-#: ``farmctl``'s own options that take a value, before the command's name.
-GLOBAL_VALUE_OPTIONS = {"--config", "--log-level", "--server", "--token"}
+
+def programs() -> dict[str, click.Command]:
+    """farm's click commands by program name, as ``[project.scripts]`` installs them.
+
+    An entry point that is a plain function (``farmctl``'s ``main`` wraps its group) stands
+    for the one click command its module defines.
+    """
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    found = {}
+    for name, target in scripts.items():
+        module_name, _, attribute = target.partition(":")
+        module = importlib.import_module(module_name)
+        command = getattr(module, attribute)
+        if not isinstance(command, click.Command):
+            [command] = [
+                value for value in vars(module).values()
+                if isinstance(value, click.Command)
+                and getattr(value.callback, "__module__", None) == module_name
+            ]
+        found[name] = command
+    return found
+
 
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
@@ -92,13 +112,14 @@ def words(command: str) -> list[str]:
     return [w.strip("[]()") for w in parts if w.strip("[]()|") and w != "..."]
 
 
-def farmctl_calls(path: Path) -> Iterator[tuple[str, list[str]]]:
-    """Each ``farmctl ...`` of a document: its text and the words after ``farmctl``."""
+def program_calls(path: Path, names: list[str]) -> Iterator[tuple[str, str, list[str]]]:
+    """Each call of one of ``names`` in a document: its text, the program, the words after it."""
+    call = re.compile(r"(?:^|[\s/])(" + "|".join(map(re.escape, names)) + r")(?=\s|$)((?:\s+\S+)*)")
     for line in code_lines(path):
         for piece in re.split(r"&&|\|\||;", line):
-            found = re.search(r"(?:^|[\s/])farmctl((?:\s+\S+)*)", piece)
+            found = call.search(piece)
             if found:
-                yield piece.strip(), words(found.group(1))
+                yield piece.strip(), found.group(1), words(found.group(2))
 
 
 def option_names(command: click.Command) -> set[str]:
@@ -110,20 +131,30 @@ def option_names(command: click.Command) -> set[str]:
     return names
 
 
-def unknown_in(call: list[str]) -> list[str]:
-    """What of one ``farmctl`` call the CLI does not know: a command or an option.
+def value_options(command: click.Command) -> set[str]:
+    """The options of a command that take a value (the word after them is not a command)."""
+    return {
+        opt for param in command.params
+        if isinstance(param, click.Option) and not param.is_flag for opt in param.opts
+    }
+
+
+def unknown_in(root: click.Command, call: list[str]) -> list[str]:
+    """What of one call of a program the CLI does not know: a command or an option.
 
     ``model|tune`` names two commands: an option must be known to both.
     """
-    ctx = click.Context(cli)
+    if not isinstance(root, click.Group):
+        return [w for w in call if w.startswith("--") and w.split("=")[0] not in option_names(root)]
+    ctx = click.Context(root)
     rest = list(call)
     while rest and rest[0].startswith("-"):
         option = rest.pop(0).split("=")[0]
-        if option not in option_names(cli):
-            return [f"farmctl {option}"]
-        if option in GLOBAL_VALUE_OPTIONS and rest and cli.get_command(ctx, rest[0]) is None:
+        if option not in option_names(root):
+            return [option]
+        if option in value_options(root) and rest and root.get_command(ctx, rest[0]) is None:
             rest.pop(0)
-    commands: list[click.Command] = [cli]
+    commands: list[click.Command] = [root]
     while rest and re.fullmatch(r"[a-z]+(\|[a-z]+)*", rest[0]):
         groups = [c for c in commands if isinstance(c, click.Group)]
         if not groups:
@@ -132,9 +163,9 @@ def unknown_in(call: list[str]) -> list[str]:
         for name in rest.pop(0).split("|"):
             found = [c for g in groups if (c := g.get_command(ctx, name)) is not None]
             if not found:
-                return [f"farmctl ... {name}"]
+                return [name]
             commands += found
-    if commands == [cli]:
+    if commands == [root]:
         return []
     return [
         word for word in rest
@@ -184,9 +215,15 @@ def test_every_relative_link_reaches_a_file_and_heading(doc: Path) -> None:
 
 
 @pytest.mark.parametrize("doc", COMMAND_DOCS, ids=str)
-def test_every_farmctl_command_and_option_exists(doc: Path) -> None:
-    """Each ``farmctl`` command a document shows is one the CLI has, with options it takes."""
-    wrong = {text: bad for text, call in farmctl_calls(ROOT / doc) if (bad := unknown_in(call))}
+def test_every_command_and_option_shown_exists(doc: Path) -> None:
+    """Each farmctl (farmd, farm-phones...) call a document shows is one the CLI has, with
+    options it takes."""
+    found = programs()
+    wrong = {
+        text: bad
+        for text, name, call in program_calls(ROOT / doc, list(found))
+        if (bad := unknown_in(found[name], call))
+    }
     assert not wrong, f"{doc}: {wrong}"
 
 
@@ -221,13 +258,20 @@ def test_the_checks_catch_what_they_look_for(tmp_path: Path) -> None:
     doc.write_text(
         "# Title\n\n[ok](#title) [gone](#nope) [file](missing.md)\n\n"
         "```sh\nfarmctl enqueue gemm --n 256 --nope\nfarmctl frobnicate\n"
-        "python bench/bench_cv.py --n 256 --nope\n```\n"
-        "Inline `farmctl results --job 1 --format csv` is right.\n"
+        "farmd --config f.toml --nope\npython bench/bench_cv.py --n 256 --nope\n```\n"
+        "Inline `farmctl --config f.toml results --job 1 --format csv` is right.\n"
     )
-    calls = dict(farmctl_calls(doc))
-    assert unknown_in(calls["farmctl enqueue gemm --n 256 --nope"]) == ["--nope"]
-    assert unknown_in(calls["farmctl frobnicate"]) == ["farmctl ... frobnicate"]
-    assert unknown_in(calls["farmctl results --job 1 --format csv"]) == []
+    found = programs()
+    assert set(found) == {"farmctl", "farmd", "farm-phones", "farm-boards"}
+    calls = {text: found[name] for text, name, _ in program_calls(doc, list(found))}
+    words_of = {text: call for text, _, call in program_calls(doc, list(found))}
+    for text, wrong in [
+        ("farmctl enqueue gemm --n 256 --nope", ["--nope"]),
+        ("farmctl frobnicate", ["frobnicate"]),
+        ("farmd --config f.toml --nope", ["--nope"]),
+        ("farmctl --config f.toml results --job 1 --format csv", []),
+    ]:
+        assert unknown_in(calls[text], words_of[text]) == wrong, text
     [(_, script, flags)] = bench_calls(doc)
     assert (script, flags) == ("bench/bench_cv.py", ["--n", "--nope"])
     assert unknown_flags(ROOT / script, [*flags, "--no-quiet"]) == ["--nope"]
