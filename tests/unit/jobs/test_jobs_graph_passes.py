@@ -151,6 +151,20 @@ class TestEpilogues:
         assert TiledReduction().apply(func, TARGET, False) is not None
         assert _matches_onnxruntime(path, imported, X_SHAPE)
 
+    def test_residual_add_fuses_into_the_conv(self, tmp_path: Path) -> None:
+        """Conv, BatchNormalization, the add of the block's input and ReLU run as one kernel."""
+        g = _Graph()
+        shape = [1, C, 6, 6]
+        w = g.const(g.rng.standard_normal((C, C, 3, 3)) * 0.3)
+        conv = g.op("Conv", ["x", w], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+        y = g.op("Relu", [g.op("Add", [g.bn(conv), "x"])])
+        path = g.save(tmp_path / "residual.onnx", y, shape, shape)
+        imported = _imported(path, shape)
+        ((name, func),) = _kernels(imported).items()
+        assert name == "fused_conv2d_add_add1_relu"
+        assert TiledReduction().apply(func, TARGET, False) is not None
+        assert _matches_onnxruntime(path, imported, shape)
+
 
 class TestNoOps:
     def test_identity_and_no_op_reshape_are_removed(self, tmp_path: Path) -> None:
