@@ -21,7 +21,9 @@ Each build's output is checked against onnxruntime on the original file.
 Then ``--rounds`` interleaved rounds (:func:`farm.sampling.interleaved_rounds`)
 time onnxruntime and both builds (mean of 5 runs each); the table gives each
 build's median and the median and range of its per-round ratio to
-onnxruntime, and the number of kernels the build runs.
+onnxruntime, its per-round ratio to ``before`` (the A/B itself), the number
+of kernels the build runs, and whether its output matches onnxruntime's at
+the ``model`` job's default tolerance (:class:`farm.jobs.params.ModelParams`).
 
 Reproduce::
 
@@ -41,7 +43,7 @@ from typing import Any
 import numpy as np
 from _ort import ort_sample_s, ort_session
 
-from farm.jobs.params import DeviceFacts
+from farm.jobs.params import DeviceFacts, ModelParams
 from farm.jobs.targets import target_for
 from farm.sampling import interleaved_rounds
 
@@ -172,9 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     target = tvm.target.Target(target_for(DeviceFacts(abi="x86_64", host_runtime=True,
                                                       num_cores=1)))
     print(f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}, core {args.core}")
+    job = ModelParams(model_path=Path("model.onnx"))  # the job's default rtol and atol
     print("| HardSwish form | build | kernels | ms (median) | /ORT median | /ORT range "
-          "| max abs error |")
-    print("|---|---|---|---|---|---|---|")
+          "| /before median (range) | max abs error | matches ORT |")
+    print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as folder:
         for form in args.hardswish:
             path = Path(folder) / f"pp_lcnet_{form}.onnx"
@@ -185,8 +188,7 @@ def main(argv: list[str] | None = None) -> int:
                      .astype(np.float32)}
             want = session.run(None, feeds)[0]
             args_in = [tvm.runtime.tensor(feeds["x"])]
-            errors = {label: float(np.max(np.abs(vm["main"](*args_in).numpy() - want)))
-                      for label, (vm, _k) in builds.items()}
+            got = {label: vm["main"](*args_in).numpy() for label, (vm, _k) in builds.items()}
 
             def timer(vm: Any) -> Callable[[], list[float]]:
                 evaluator = vm.time_evaluator("main", tvm.cpu(), number=5, repeat=1)
@@ -196,12 +198,17 @@ def main(argv: list[str] | None = None) -> int:
                 {"ort": lambda: [ort_sample_s(session, feeds, runs=5) * 1e3],  # noqa: B023
                  **{label: timer(vm) for label, (vm, _k) in builds.items()}}, args.rounds)
             ort_ms = times.pop("ort")
-            print(f"| {form} | onnxruntime | | {statistics.median(ort_ms):.2f} | | | |")
+            print(f"| {form} | onnxruntime | | {statistics.median(ort_ms):.2f} | | | | | |")
             for label, (_vm, kernels) in builds.items():
                 r = [ms / o for ms, o in zip(times[label], ort_ms, strict=True)]
+                ab = [ms / b for ms, b in zip(times[label], times["before"], strict=True)]
+                error = float(np.max(np.abs(got[label] - want)))
+                matches = np.allclose(got[label], want, rtol=job.rtol, atol=job.atol)
                 print(f"| {form} | {label} | {kernels} | {statistics.median(times[label]):.2f} "
                       f"| {statistics.median(r):.2f} | {min(r):.2f}-{max(r):.2f} "
-                      f"| {errors[label]:.1e} |")
+                      f"| {statistics.median(ab):.2f} ({min(ab):.2f}-{max(ab):.2f}) "
+                      f"| {error:.1e} (output max {np.max(np.abs(want)):.1e}) "
+                      f"| {'yes' if matches else 'no'} |")
     print(f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())} at the end")
     return 0
 
