@@ -28,6 +28,7 @@ from farm.clock import SystemClock
 from farm.errors import CompileError, SessionError, SpecError
 from farm.jobs.cache import CacheKey, CompileCache
 from farm.jobs.cpu_schedules import CPU_SCHEDULES_VERSION
+from farm.jobs.graph_passes import GRAPH_PASSES_VERSION
 from farm.jobs.ndk import Linker, linker_for
 from farm.jobs.onnx_import import IMPORT_NOTE_FILE, import_relax
 from farm.jobs.params import DeviceKind, ModelParams, TrackerParams
@@ -86,8 +87,10 @@ class ModelResult:
         max_abs_err: largest difference from onnxruntime over all outputs.
         threads: thread pool settings in force (None for GPU runs).
         library: the cached ``.so`` that ran.
-        imported: ``"imported after simplification: <why>"`` when TVM's frontend
-            refused the original graph (:mod:`farm.jobs.onnx_import`), else None.
+        imported: how the model was imported (:attr:`farm.jobs.onnx_import.Imported.note`):
+            ``"imported after simplification: <why>"`` when TVM's frontend refused the
+            original graph, ``"graph passes: <what each did>"`` when a graph pass
+            (:mod:`farm.jobs.graph_passes`) changed it, both joined by ``"; "``, else None.
         warmup: the warm-up runs thrown away before ``samples_s``; None when
             not warmed up (as :class:`farm.jobs.gemm.GemmResult`).
         ci_pct: width of the 95% CI of the samples' median, % of it, or None.
@@ -189,10 +192,12 @@ def _sha256(path: Path) -> str:
 
 
 def relax_module(model: Any, inputs: list[ModelInput], name: str = "model.onnx") -> Any:
-    """The model as a Relax ``IRModule``, weights bound as constants.
+    """The model as a Relax ``IRModule``, weights bound as constants, after the graph passes.
 
     A graph TVM's frontend refuses is imported simplified
-    (:func:`farm.jobs.onnx_import.import_relax`, which also says why).
+    (:func:`farm.jobs.onnx_import.import_relax`, which also says why); every
+    graph then goes through :func:`farm.jobs.graph_passes.optimize` (batch norm
+    folded), so the build and a tuning job's task extraction see one graph.
 
     Args:
         model: an ``onnx.ModelProto`` from :func:`load_model`.
@@ -324,6 +329,7 @@ def build_model(
             schedule += f" + farm cpu defaults {CPU_SCHEDULES_VERSION}"
     if params.profile:  # its own entry: older entries lack the kernel library
         schedule += " + kernel library"
+    schedule += f" + graph passes {GRAPH_PASSES_VERSION}"
 
     def build(out: Path) -> None:
         import tvm
@@ -356,7 +362,7 @@ def build_model(
 
 
 def import_note(library: Path) -> str | None:
-    """How the cached ``library``'s model was imported: the simplification note, or None."""
+    """How the cached ``library``'s model was imported (simplified, graph passes), or None."""
     note = library.parent / IMPORT_NOTE_FILE
     return note.read_text() if note.is_file() else None
 
@@ -401,7 +407,7 @@ class PreparedModel:
     Attributes:
         library: the cached ``.so``.
         inputs: the graph inputs it takes.
-        imported: the simplification note (:func:`import_note`), or None.
+        imported: the import note (:func:`import_note`), or None.
         feeds: input name -> the array it runs on (the user's, else seeded random ones).
         expected: onnxruntime's outputs on ``feeds``, from the original file
             (never the simplified one), in the graph's order.

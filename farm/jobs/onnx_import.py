@@ -20,6 +20,12 @@ Failures name the user's file, the node and the op: the frontend converts
 nodes in ``GraphConverter._construct_nodes`` (``tvm/relax/frontend/onnx/
 onnx_frontend.py``), whose frame in the traceback still holds the ``node`` it
 was converting.
+
+Every imported module then goes through the graph-level passes of
+:mod:`farm.jobs.graph_passes` (batch norm folded into the conv or matmul
+before it, no-op reshapes removed), so the build, the tuning job's task
+extraction and the kernel profile all start from the same graph; the note
+lists the passes that changed it (``graph_optimized`` log event).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from typing import Any
 import structlog
 
 from farm.errors import CompileError
+from farm.jobs.graph_passes import optimize
 from farm.jobs.tvm_errors import reason_of
 
 __all__ = ["FRONTEND_ERRORS", "IMPORT_NOTE_FILE", "Imported", "failed_node", "import_relax",
@@ -55,13 +62,17 @@ class Imported:
     """A model imported into Relax.
 
     Attributes:
-        mod: the Relax ``IRModule``, weights bound as constants.
+        mod: the Relax ``IRModule``, weights bound as constants, after the graph
+            passes (:func:`farm.jobs.graph_passes.optimize`).
         note: ``"imported after simplification: <why>"`` when the original graph was
-            refused, else None.
+            refused, then ``"graph passes: <what each did>"`` when any changed the
+            graph, joined by ``"; "``; None when neither.
+        passes: what each graph pass that changed the graph did, in order.
     """
 
     mod: Any
     note: str | None
+    passes: tuple[str, ...] = ()
 
 
 def failed_node(exc: BaseException) -> str | None:
@@ -152,17 +163,27 @@ def import_relax(model: Any, shapes: dict[str, list[int]], dtypes: dict[str, str
         name: the user's file name, e.g. ``detector.onnx`` (never the store's digest).
 
     Returns:
-        The module and, when simplified, the note saying why.
+        The module after the graph passes and the note saying how it was imported.
 
     Raises:
         CompileError: the frontend refuses the model before and after simplification,
             naming ``name``, the node and the op, e.g. ``cannot compile m.onnx: node
-            'floor' (Floor): ... (also after simplification)``.
+            'floor' (Floor): ... (also after simplification)``; or a graph pass failed.
     """
+    simplified_note = None
+    identities = sum(node.op_type == "Identity" for node in model.graph.node)
     try:
-        return Imported(_from_onnx(model, shapes, dtypes), None)
+        mod = _from_onnx(model, shapes, dtypes)
     except FRONTEND_ERRORS as exc:
         why = _why(exc, model)
+        mod = _import_simplified(model, shapes, dtypes, name, why)
+        simplified_note = f"imported after simplification: TVM's ONNX frontend refused {why}"
+    return _optimized(mod, name, simplified_note, identities)
+
+
+def _import_simplified(model: Any, shapes: dict[str, list[int]], dtypes: dict[str, str],
+                       name: str, why: str) -> Any:
+    """The Relax module of ``model`` simplified, which the frontend refused for ``why``."""
     try:
         simplified = simplify(model, shapes, name)
     except CompileError as exc:
@@ -173,4 +194,26 @@ def import_relax(model: Any, shapes: dict[str, list[int]], dtypes: dict[str, str
         raise CompileError(name, f"{_why(exc, simplified)} (also after simplification; "
                                  f"the original failed at {why})") from exc
     log.info("model_simplified", model=name, reason=why)
-    return Imported(mod, f"imported after simplification: TVM's ONNX frontend refused {why}")
+    return mod
+
+
+def _optimized(mod: Any, name: str, simplified_note: str | None, identities: int) -> Imported:
+    """``mod`` after :func:`farm.jobs.graph_passes.optimize`, with the note of both steps.
+
+    ``identities`` ``Identity`` nodes of the ONNX graph are said to be removed:
+    the frontend maps each to its input (its ``Identity`` converter), so none
+    reaches the Relax module.
+
+    Raises:
+        CompileError: a pass failed on the graph (TVM's error, naming ``name``).
+    """
+    try:
+        optimized = optimize(mod)
+    except FRONTEND_ERRORS as exc:
+        raise CompileError(name, f"graph passes failed: {reason_of(exc)}") from exc
+    passes = ((f"removed {identities} Identity",) if identities else ()) + optimized.passes
+    notes = [simplified_note] if simplified_note else []
+    if passes:
+        log.info("graph_optimized", model=name, passes=list(passes))
+        notes.append("graph passes: " + ", ".join(passes))
+    return Imported(optimized.mod, "; ".join(notes) or None, passes)
