@@ -99,15 +99,16 @@ def _backbone(g: Graph, small: bool) -> list[tuple[str, int]]:
               (3, 200, 80, False, True, 1), (3, 480, 112, True, True, 1),
               (5, 672, 160, True, True, 2), (5, 960, 160, True, True, 1)]
     if small:
-        blocks = [(3, 16, 16, False, False, 1), (3, 64, 24, False, False, 2),
-                  (5, 72, 40, True, False, 2), (3, 240, 80, False, True, 2),
-                  (5, 672, 160, True, True, 2)]
+        blocks = [(3, 64, 24, False, False, 2), (5, 72, 40, True, False, 2),
+                  (3, 240, 80, False, True, 2), (5, 672, 160, True, True, 2)]
     c = _divisible(16 * scale)
     x = g.hardswish(g.conv("x", 3, c, 3, stride=2), "clip")
     features: list[tuple[str, int]] = []
-    for index, (kernel, expanded, width, se, hswish, stride) in enumerate(blocks):
-        if stride == 2 and index > 1:  # the stride-2 block after stride 4 and later
+    strides = 2
+    for kernel, expanded, width, se, hswish, stride in blocks:
+        if stride == 2 and strides >= 4:  # each stage's output from stride 4 on
             features.append((x, c))
+        strides *= stride
         hidden, c_out = _divisible(expanded * scale), _divisible(width * scale)
         y = _act(g, g.conv(x, c, hidden, 1), hswish)
         y = _act(g, g.conv(y, hidden, hidden, kernel, stride=stride, group=hidden), hswish)
