@@ -21,7 +21,8 @@ host allows it) pinned to one core, with TVM's thread pool at 1 thread:
   (on a shared host its load moves by tens of percent between the start of a
   run and its end): the tuned build's own latency ("untuned kept" where it
   was not faster than the untuned one, so that the tune job keeps the
-  untuned build),
+  untuned build; "no record applied" where no pick was used, so that the
+  tuned build is the untuned library and the two figures differ by noise),
   the time to the first measured trial, measured trials per phone-hour and
   their share of the measurement-bound limit (3600 s over the mean time the
   phone spent running one candidate, ``number`` x ``repeat`` x its mean run
@@ -94,6 +95,7 @@ class Row:
     limit_per_hour: float | None = None
     picks: str = ""
     untuned_best: bool = False
+    same_build: bool = False
 
 
 class _FirstTrial(TuneProgress):
@@ -183,7 +185,8 @@ def _tune(row: Row, path: Path, model: ModelParams, budget: argparse.Namespace,
     }, budget.rounds)
     row.ort_s, row.untuned_s = statistics.median(timed["ort"]), statistics.median(timed["untuned"])
     row.tuned_s = statistics.median(timed["tuned"])  # its own, even where slower
-    row.untuned_best = row.tuned_s >= row.untuned_s
+    row.same_build = not result.picks_used  # the applied database is empty
+    row.untuned_best = row.same_build or row.tuned_s >= row.untuned_s
     if row.untuned_best:
         keep_untuned(model, target, work_dir, cache, linker_for(target))
     row.trials = result.trials_measured
@@ -213,7 +216,8 @@ def print_table(rows: list[Row], budget: str) -> None:
                  else f"{r.trials_per_hour / r.limit_per_hour * 100:.1f}%")
         tuned = _ms(r.tuned_s)
         if r.trials is not None:
-            kept = ", untuned kept" if r.untuned_best else ""
+            kept = (", no record applied: the untuned library" if r.same_build
+                    else ", untuned kept" if r.untuned_best else "")
             tuned = f"{tuned} ({r.trials} measured, {r.picks}{kept})"
         print(f"| {r.model} | {r.exporter or '-'} | {list(r.shape)} | {_ms(r.ort_s)} | "
               f"{_ms(r.ort_copies_s)} | {_ms(r.untuned_s)} | {r.untuned_s / r.ort_s:.2f} | "
