@@ -185,7 +185,7 @@ def _tune(row: Row, path: Path, model: ModelParams, budget: argparse.Namespace,
     }, budget.rounds)
     row.ort_s, row.untuned_s = statistics.median(timed["ort"]), statistics.median(timed["untuned"])
     row.tuned_s = statistics.median(timed["tuned"])  # its own, even where slower
-    row.same_build = not result.picks_used  # the applied database is empty
+    row.same_build = result.picks_used == 0  # the applied database is empty
     row.untuned_best = row.same_build or row.tuned_s >= row.untuned_s
     if row.untuned_best:
         keep_untuned(model, target, work_dir, cache, linker_for(target))
