@@ -71,7 +71,8 @@ def trials_advice(params: Mapping[str, Any]) -> list[str]:
     if searched >= batch:
         return []
     untuned = sum(n == 0 for n in plan)
-    left = f", and {untuned} of them get no trial" if untuned else ""
+    left = (f", and {untuned} of them get{'s' if untuned == 1 else ''} no trial"
+            if untuned else "")
     # With one trial each for the tasks' defaults, the rest is searched: a batch more.
     return [(f"--trials {trials} cannot reach a search batch on {path.name}'s {len(tasks)} "
              f"tasks: each tuned task's first trial measures its default schedule, so "

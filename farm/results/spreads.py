@@ -9,6 +9,7 @@ its spread with :func:`farm.stats.spread` (median, IQR, CV, bootstrap
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -77,7 +78,12 @@ def phone_spreads(rows: Iterable[SampleRow], max_cv: float) -> list[PhoneSpread]
     for (job_id, serial, arm), mine in sorted(groups.items(),
                                               key=lambda g: (g[0][0], g[0][1] or "", g[0][2])):
         first = mine[0]
-        figure = spread([r.value for r in mine])
+        # A value no run of this farm writes (NaN, inf: a newer host's row, a hand edit)
+        # is left out of the figure rather than failing the whole listing.
+        values = [r.value for r in mine if math.isfinite(r.value)]
+        if not values:
+            continue
+        figure = spread(values)
         statuses = [r.thermal_status for r in mine if r.thermal_status is not None]
         figures.append(PhoneSpread(
             job_id=job_id, run_id=first.run_id, serial=serial, model=first.model,

@@ -25,6 +25,12 @@ class TestPhoneSpreads:
         assert [(f.serial, f.spread.median, f.spread.n) for f in figures] == [
             ("A", 1.0, 3), ("B", 2.0, 3)]
 
+    def test_a_value_that_is_not_finite_is_left_out(self) -> None:
+        """A NaN or inf sample (a newer host's row, a hand edit) is left out; none left: none."""
+        rows = _rows(1, "A", [1.0, float("nan"), 1.0, float("inf")]) + _rows(1, "B", [float("nan")])
+        [figure] = phone_spreads(rows, max_cv=0.05)
+        assert (figure.serial, figure.spread.n, figure.spread.median) == ("A", 2, 1.0)
+
     def test_noisy_above_max_cv(self) -> None:
         """A CV above max_cv is noisy; the same samples under a looser max_cv are not."""
         rows = _rows(1, "A", [1.0, 2.0, 0.5, 1.5])
