@@ -24,8 +24,7 @@ import numpy as np
 
 from farm.zoo.graph import BATCH, Graph
 
-#: Paddle2ONNX's opset for these variants: PP-LCNet as PaddleClas's deploy docs
-#: export it (15), the detector as PaddleOCR's (11).
+#: The opsets these variants declare, as the real Paddle2ONNX exports they imitate do.
 LCNET_OPSET = 15
 DBNET_OPSET = 11
 

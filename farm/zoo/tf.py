@@ -21,7 +21,7 @@ from typing import Any
 
 from farm.zoo.graph import BATCH, Graph
 
-#: tf2onnx's default opset since 1.9 (tf2onnx README).
+#: The opset this variant declares, as the real tf2onnx export it imitates does.
 OPSET = 13
 _TO_NCHW = [0, 3, 1, 2]
 _TO_NHWC = [0, 2, 3, 1]
@@ -55,7 +55,7 @@ def text_direction(seed: int, small: bool) -> tuple[Any, int]:
     """
     height = 48 if not small else 16
     # (kernel, expanded, out, SE, HardSwish, stride): Keras's MobileNetV3Small table,
-    # channels x0.35 rounded to 8 as Keras's _depth does.
+    # channels x0.35 rounded to a multiple of 8.
     blocks = [(3, 16, 16, True, False, 2), (3, 72, 24, False, False, 2),
               (3, 88, 24, False, False, 1), (5, 96, 40, True, True, 2),
               (5, 240, 40, True, True, 1), (5, 240, 40, True, True, 1),
