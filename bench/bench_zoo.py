@@ -1,11 +1,15 @@
 """The zoo on one virtual phone against onnxruntime on the same core: untuned, tuned, ratios.
 
-For each zoo model (:mod:`farm.zoo`) in one run, on one virtual phone's RPC
+For each zoo model and exporter-shaped variant (:mod:`farm.zoo`; the
+variants' rows name their exporter) in one run, on one virtual phone's RPC
 process (:func:`farm.virtual.testing.rpc_app`, real-time priority where the
 host allows it) pinned to one core, with TVM's thread pool at 1 thread:
 
 - onnxruntime, 1 intra-op thread, in this process pinned to the same core
-  (and given the same priority while it is timed);
+  (and given the same priority while it is timed), with its inputs and
+  outputs bound (IOBinding, :func:`_ort.ort_bound`), as TVM's timing
+  excludes the copies in and out; the plain ``session.run`` figure, copies
+  included, is shown beside it;
 - the ``model`` job's build and measurement (:func:`farm.jobs.model.run_model`):
   the untuned latency (farm's default CPU schedules);
 - for the models in ``--tune`` (default: the first one), the ``tune`` job's
@@ -15,15 +19,17 @@ host allows it) pinned to one core, with TVM's thread pool at 1 thread:
   ``run_model`` with its database timed again in ``--rounds`` interleaved
   rounds once the builders are gone, so all three figures see the same host
   (on a shared host its load moves by tens of percent between the start of a
-  run and its end): the tuned latency (the untuned one, "untuned kept", where
-  the tuned build was not faster, as the tune job reports it),
+  run and its end): the tuned build's own latency ("untuned kept" where it
+  was not faster than the untuned one, so that the tune job keeps the
+  untuned build; "no record applied" where no pick was used, so that the
+  tuned build is the untuned library and the two figures differ by noise),
   the time to the first measured trial, measured trials per phone-hour and
   their share of the measurement-bound limit (3600 s over the mean time the
   phone spent running one candidate, ``number`` x ``repeat`` x its mean run
   time; uploads not counted).
 
 Latencies are medians of ``--samples`` samples; the ratios divide by
-onnxruntime's median. Prints one table (Markdown) and the host load.
+onnxruntime's (bound) median. Prints one table (Markdown) and the host load.
 
 Reproduce::
 
@@ -47,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _ort import ort_sample_s, ort_session
+from _ort import ort_bound, ort_sample_s, ort_session
 
 from farm.jobs.cache import CompileCache
 from farm.jobs.model import ModelInput, random_inputs, run_model
@@ -77,9 +83,11 @@ class Row:
     """One model's figures (seconds; None where not measured)."""
 
     model: str
+    exporter: str | None
     shape: tuple[int, ...]
     ort_s: float
     untuned_s: float
+    ort_copies_s: float | None = None
     tuned_s: float | None = None
     trials: int | None = None
     first_trial_s: float | None = None
@@ -87,6 +95,7 @@ class Row:
     limit_per_hour: float | None = None
     picks: str = ""
     untuned_best: bool = False
+    same_build: bool = False
 
 
 class _FirstTrial(TuneProgress):
@@ -118,13 +127,19 @@ def _pinned_realtime(core: int) -> Iterator[None]:
 
 
 def ort_samples(path: Path, inputs: list[ModelInput], seed: int, samples: int,
-                min_repeat_s: float, core: int = DEFAULT_CORE) -> list[float]:
-    """onnxruntime (:mod:`_ort`) on ``core``: 3 runs to warm up, then ``samples`` samples."""
+                min_repeat_s: float, core: int = DEFAULT_CORE,
+                bound: bool = True) -> list[float]:
+    """onnxruntime (:mod:`_ort`) on ``core``: 3 runs to warm up, then ``samples`` samples.
+
+    ``bound``: inputs and outputs bound (IOBinding), as TVM times its runs;
+    else ``session.run`` with its copies.
+    """
     session = ort_session(path)
     feeds = random_inputs(inputs, seed)
+    runs = ort_bound(session, feeds) if bound else feeds
     with _pinned_realtime(core):
-        ort_sample_s(session, feeds, runs=3)
-        return [ort_sample_s(session, feeds, min_repeat_s=min_repeat_s) for _ in range(samples)]
+        ort_sample_s(session, runs, runs=3)
+        return [ort_sample_s(session, runs, min_repeat_s=min_repeat_s) for _ in range(samples)]
 
 
 def _limit_per_hour(work_dir: Path, timing: TimingParams) -> float | None:
@@ -143,10 +158,10 @@ def _tune(row: Row, path: Path, model: ModelParams, budget: argparse.Namespace,
           cache: CompileCache) -> None:
     """Tune, then time the untuned and the tuned build back to back; fill ``row``.
 
-    As the tune job does (:func:`farm.kinds.tune_model.run_model_tuning`):
-    where the tuned build is not faster than the untuned one timed right
-    before it, the untuned build is the best (``keep_untuned``) and the row's
-    tuned figure is the untuned one, marked so.
+    The row's tuned figure is the tuned build's own median. As the tune job
+    does (:func:`farm.kinds.tune_model.run_model_tuning`), where it is not
+    faster than the untuned build timed in the same rounds, the untuned build
+    is kept (``keep_untuned``) and the row says so.
     """
     from dataclasses import replace
 
@@ -169,11 +184,11 @@ def _tune(row: Row, path: Path, model: ModelParams, budget: argparse.Namespace,
                                    cache).samples_s,
     }, budget.rounds)
     row.ort_s, row.untuned_s = statistics.median(timed["ort"]), statistics.median(timed["untuned"])
-    untuned_s, tuned_s = row.untuned_s, statistics.median(timed["tuned"])
-    row.untuned_best = tuned_s >= untuned_s
+    row.tuned_s = statistics.median(timed["tuned"])  # its own, even where slower
+    row.same_build = result.picks_used == 0  # the applied database is empty
+    row.untuned_best = row.same_build or row.tuned_s >= row.untuned_s
     if row.untuned_best:
         keep_untuned(model, target, work_dir, cache, linker_for(target))
-    row.tuned_s = min(tuned_s, untuned_s)
     row.trials = result.trials_measured
     row.first_trial_s = progress.first_s
     row.trials_per_hour = result.trials_measured / tuning_s * 3600.0
@@ -188,22 +203,25 @@ def _ms(value: float | None) -> str:
 
 def print_table(rows: list[Row], budget: str) -> None:
     """The Markdown table of the module doc; ``budget`` names the tuning budget."""
-    print("| model | input | ORT 1 thread ms | untuned ms | untuned/ORT | tuned ms "
-          f"({budget}) | tuned/ORT | first trial s | trials/phone-hour | of limit |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| model | exporter | input | ORT ms (bound) | ORT ms (copies) | untuned ms | "
+          f"untuned/ORT | tuned ms ({budget}) | tuned/ORT | tuned/untuned | first trial s | "
+          "trials/phone-hour | of limit |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         tuned_ratio = "-" if r.tuned_s is None else f"{r.tuned_s / r.ort_s:.2f}"
+        tuned_gain = "-" if r.tuned_s is None else f"{r.tuned_s / r.untuned_s:.2f}"
         first = "-" if r.first_trial_s is None else f"{r.first_trial_s:.0f}"
         per_hour = "-" if r.trials_per_hour is None else f"{r.trials_per_hour:.0f}"
         share = ("-" if r.trials_per_hour is None or not r.limit_per_hour
                  else f"{r.trials_per_hour / r.limit_per_hour * 100:.1f}%")
         tuned = _ms(r.tuned_s)
         if r.trials is not None:
-            kept = ", untuned kept" if r.untuned_best else ""
+            kept = (", no record applied: the untuned library" if r.same_build
+                    else ", untuned kept" if r.untuned_best else "")
             tuned = f"{tuned} ({r.trials} measured, {r.picks}{kept})"
-        print(f"| {r.model} | {list(r.shape)} | {_ms(r.ort_s)} | {_ms(r.untuned_s)} | "
-              f"{r.untuned_s / r.ort_s:.2f} | {tuned} | {tuned_ratio} | {first} | "
-              f"{per_hour} | {share} |")
+        print(f"| {r.model} | {r.exporter or '-'} | {list(r.shape)} | {_ms(r.ort_s)} | "
+              f"{_ms(r.ort_copies_s)} | {_ms(r.untuned_s)} | {r.untuned_s / r.ort_s:.2f} | "
+              f"{tuned} | {tuned_ratio} | {tuned_gain} | {first} | {per_hour} | {share} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=7, help="latency samples per figure")
     parser.add_argument("--rounds", type=int, default=3,
                         help="interleaved rounds of onnxruntime, untuned and tuned after tuning")
-    parser.add_argument("--small", action="store_true", help="the zoo's small variants")
+    parser.add_argument("--small", action="store_true", help="the models' small forms")
     parser.add_argument("--core", type=int, default=DEFAULT_CORE,
                         help="the core the phone process and onnxruntime share (several benches "
                              "side by side on a many-core host: one core each)")
@@ -261,8 +279,11 @@ def main(argv: list[str] | None = None) -> int:
                                     threads=ThreadPoolParams(affinity_mode=0, num_threads=1))
                 untuned = run_model(model, target, tracker, cache)
                 ort = ort_samples(path, untuned.inputs, model.seed, args.samples, 0.1, args.core)
-                row = Row(name, shapes["x"], statistics.median(ort),
-                          statistics.median(untuned.samples_s))
+                copies = ort_samples(path, untuned.inputs, model.seed, args.samples, 0.1,
+                                     args.core, bound=False)
+                row = Row(name, zoo.exporter, shapes["x"], statistics.median(ort),
+                          statistics.median(untuned.samples_s),
+                          ort_copies_s=statistics.median(copies))
                 if name in args.tune:
                     _tune(row, path, model, args, root, target, tracker, cache)
                 rows.append(row)

@@ -25,13 +25,27 @@ def mobilenet_v2(seed: int, small: bool) -> tuple[Any, int]:
     Returns:
         ``(ModelProto, input side in pixels)``.
     """
+    return _mobilenet_v2(Graph(seed), small, "MobileNetV2-style classifier")
+
+
+def mobilenet_v2_torch(seed: int, small: bool) -> tuple[Any, int]:
+    """:func:`mobilenet_v2` as torch.onnx writes it with constant folding off, opset 17.
+
+    Every ``Conv`` has no bias and a ``BatchNormalization`` after it (28 in the
+    full form), and each ``Clip``'s bounds are ``Identity`` nodes of one shared
+    pair of initializers, as torch.onnx's initializer deduplication leaves them.
+    """
+    return _mobilenet_v2(Graph(seed, unfold_bn=True, shared_consts=True), small,
+                         "MobileNetV2-style classifier as torch.onnx writes it, BN unfolded")
+
+
+def _mobilenet_v2(g: Graph, small: bool, title: str) -> tuple[Any, int]:
     side, classes = (64, 10) if small else (224, 1000)
     # (expansion, out channels, blocks, stride): the published table, trimmed.
     stages = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 2, 2), (6, 64, 2, 2), (6, 96, 1, 1),
               (6, 160, 1, 2)]
     if small:
         stages = [(1, 8, 1, 1), (4, 16, 2, 2), (4, 24, 1, 2)]
-    g = Graph(seed)
     c = 32 if not small else 8
     x = g.relu6(g.conv("x", 3, c, 3, stride=2))
     for expansion, c_out, blocks, stride in stages:
@@ -48,7 +62,7 @@ def mobilenet_v2(seed: int, small: bool) -> tuple[Any, int]:
     last = 1280 if not small else 64
     x = g.relu6(g.conv(x, c, last, 1))
     out = _head(g, x, last, classes)
-    doc = "MobileNetV2-style classifier with random weights (farm.zoo)"
+    doc = f"{title} with random weights (farm.zoo)"
     return g.model([BATCH, 3, side, side], out, [BATCH, classes], doc), side
 
 
