@@ -45,6 +45,7 @@ from farm.virtual.board import VirtualBoard
 from farm.virtual.board_testing import virtual_boards
 from farm.virtual.fleet import Fleet
 from farm.virtual.testing import AdbServerHandle
+from farm.zoo import MODELS, write_model
 
 pytestmark = [
     pytest.mark.fleet,
@@ -319,8 +320,9 @@ def farmd_with_boards(
 ) -> Iterator[Callable[..., BoardsFarmd]]:
     """Factory: ``farmd_with_boards(boards=2, phones=0)`` -> farmd with every device ready."""
     with contextlib.ExitStack() as stack:
-        def start(boards: int = 2, phones: int = 0) -> BoardsFarmd:
-            running = stack.enter_context(virtual_boards(boards, tmp_path / "boards"))
+        def start(boards: int = 2, phones: int = 0, arch: str = "host") -> BoardsFarmd:
+            running = stack.enter_context(virtual_boards(boards, tmp_path / "boards",
+                                                         prefix="vb", arch=arch))
             serials: list[str] = []
             if phones:
                 fleet = stack.enter_context(Fleet(phones, specs=profiles(1, "usb-only") * phones,
@@ -392,6 +394,37 @@ class TestFarmdBoards:
             assert view.state is JobState.SUCCEEDED, view.error
             [attempt] = farm.store.attempts(view.id)[-1:]
             assert list(attempt.serials) == [expected]
+
+
+class TestFarmdAarch64Board:
+    @pytest.mark.skipif(not shutil.which("qemu-aarch64-static"),
+                        reason="qemu-user-static is not installed (setup.sh installs it)")
+    def test_emulated_aarch64_board_runs_gemm_and_a_zoo_model_through_the_queue(
+        self, farmd_with_boards: Callable[..., BoardsFarmd], tmp_path: Path,
+    ) -> None:
+        """An AArch64 board under QEMU becomes ready with aarch64, emulated facts and runs a
+        GEMM 128 and a small zoo model through the queue, checked against numpy and
+        onnxruntime."""
+        farm = farmd_with_boards(boards=1, arch="aarch64")
+        name = farm.boards[0].name
+        facts = farm.device(name).facts
+        assert (facts["abi"], facts["emulated"]) == ("aarch64", True)
+        view = farm.run({"kind": "gemm", "params": {"n": 128, "number": 1, "repeat": 2},
+                         "devices": {"serials": [name]}})
+        assert view.state is JobState.SUCCEEDED, view.error
+        [result] = farm.store.results(view.id)
+        run = result.summary["runs"][-1]
+        assert run["target"]["mtriple"] == "aarch64-linux-gnu" and run["emulated"]
+        assert run["max_abs_err"] < 1e-3  # C checked against numpy
+        assert result.summary["per_serial"][name]["emulated"]
+        zoo = MODELS["mobilenet_v3_small"]
+        model = write_model(zoo, tmp_path / "zoo", small=True)
+        view = farm.run({"kind": "model", "devices": {"serials": [name]},
+                         "params": {"path": str(model), "number": 1, "repeat": 1,
+                                    "input_shapes": zoo.input_shapes(small=True)}})
+        assert view.state is JobState.SUCCEEDED, view.error
+        [result] = farm.store.results(view.id)
+        assert result.summary["runs"][-1]["max_abs_err"] < 1e-3  # against onnxruntime
 
 
 _ORPHAN_SCRIPT = """
