@@ -21,6 +21,7 @@ from typing import Any
 
 import psutil
 import pytest
+from bundle_example import build_example, example_env
 from structlog.testing import capture_logs
 
 from farm.clock import wait_until
@@ -30,6 +31,7 @@ from farm.daemon import Farmd
 from farm.demo_model import write_small_cnn
 from farm.errors import ToolMissing
 from farm.health.verdict import Condition, Limits, verdict
+from farm.jobs.bundle import TunedModel, write_bundle
 from farm.jobs.cache import CompileCache
 from farm.jobs.gemm import run_gemm
 from farm.jobs.model import run_model
@@ -44,6 +46,7 @@ from farm.virtual.android.spec import profiles
 from farm.virtual.board import VirtualBoard
 from farm.virtual.board_testing import virtual_boards
 from farm.virtual.fleet import Fleet
+from farm.virtual.qemu import ensure_runtime
 from farm.virtual.testing import AdbServerHandle
 from farm.zoo import MODELS, write_model
 
@@ -425,6 +428,20 @@ class TestFarmdAarch64Board:
         assert view.state is JobState.SUCCEEDED, view.error
         [result] = farm.store.results(view.id)
         assert result.summary["runs"][-1]["max_abs_err"] < 1e-3  # against onnxruntime
+        # The export bundle for that target: its C++ example cross-built and run under QEMU.
+        tuned = TunedModel(view.id, model, "0" * 64, model.name,
+                           zoo.input_shapes(small=True), result.summary["runs"][-1]["target"],
+                           tmp_path / "untuned", {})
+        bundle = write_bundle(tuned, tmp_path / "bundle", CompileCache(tmp_path / "cache"))
+        assert "On a Linux ARM board (aarch64)" in (bundle / "README.md").read_text()
+        runtime = ensure_runtime()
+        env = example_env(tmp_path)
+        binary = build_example(bundle, tmp_path / "build-aarch64", env, [
+            "-DCMAKE_TOOLCHAIN_FILE=linux-aarch64.cmake", f"-DTVM_ROOT={runtime.root}",
+            f"-DTVM_FFI_ROOT={runtime.root}"])
+        ran = subprocess.run(runtime.argv(binary, str(bundle), "--repeat", "1"), env=env,
+                             capture_output=True, text=True, timeout=600, check=False)
+        assert ran.returncode == 0 and "output 0: matches" in ran.stdout, ran.stdout + ran.stderr
 
 
 _ORPHAN_SCRIPT = """
