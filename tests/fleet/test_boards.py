@@ -34,8 +34,10 @@ from farm.health.verdict import Condition, Limits, verdict
 from farm.jobs.bundle import TunedModel, write_bundle
 from farm.jobs.cache import CompileCache
 from farm.jobs.gemm import run_gemm
-from farm.jobs.model import run_model
+from farm.jobs.model import build_model, run_model
 from farm.jobs.params import GemmParams, ModelParams, TimingParams, TrackerParams
+from farm.jobs.tune_model import TUNED_LIBRARY
+from farm.kinds.run import COMPILE_CACHE_DIR
 from farm.procs import signal_group
 from farm.queue.models import DeviceState, JobState
 from farm.queue.records import DeviceRecord, JobView
@@ -428,11 +430,17 @@ class TestFarmdAarch64Board:
         assert view.state is JobState.SUCCEEDED, view.error
         [result] = farm.store.results(view.id)
         assert result.summary["runs"][-1]["max_abs_err"] < 1e-3  # against onnxruntime
-        # The export bundle for that target: its C++ example cross-built and run under QEMU.
-        tuned = TunedModel(view.id, model, "0" * 64, model.name,
-                           zoo.input_shapes(small=True), result.summary["runs"][-1]["target"],
-                           tmp_path / "untuned", {})
-        bundle = write_bundle(tuned, tmp_path / "bundle", CompileCache(tmp_path / "cache"))
+        # The export bundle of that build (farmd's cached library as the job's best build):
+        # its C++ example cross-built for aarch64 and run under QEMU.
+        target = result.summary["runs"][-1]["target"]
+        cache = CompileCache(Path(farm.farmd.settings.data_dir) / COMPILE_CACHE_DIR)
+        library, _ = build_model(ModelParams(model, zoo.input_shapes(small=True)), target, cache)
+        work_dir = tmp_path / "tune"
+        work_dir.mkdir()
+        shutil.copyfile(library, work_dir / TUNED_LIBRARY)
+        tuned = TunedModel(view.id, model, "0" * 64, model.name, zoo.input_shapes(small=True),
+                           target, work_dir, {})
+        bundle = write_bundle(tuned, tmp_path / "bundle", cache)
         assert "On a Linux ARM board (aarch64)" in (bundle / "README.md").read_text()
         runtime = ensure_runtime()
         env = example_env(tmp_path)
