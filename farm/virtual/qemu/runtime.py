@@ -120,10 +120,10 @@ def _wheels(cache: Path, tvm_version: str, ffi_version: str) -> list[Path]:
     """The two aarch64 wheels, downloaded once into ``cache/wheels``."""
     folder = cache / "wheels"
     wanted = {"apache_tvm": tvm_version, "apache_tvm_ffi": ffi_version}
-    found = [next(iter(sorted(folder.glob(f"{name}-{version}-*.whl"))), None)
-             for name, version in wanted.items()]
-    if all(found):
-        return [path for path in found if path is not None]
+    try:
+        return _wheels_found(folder, wanted)
+    except ToolMissing:
+        pass
     folder.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
             "--only-binary=:all:", "--platform", WHEEL_PLATFORM, "--python-version", "3.11",
