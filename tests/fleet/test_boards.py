@@ -408,8 +408,8 @@ class TestFarmdAarch64Board:
         self, farmd_with_boards: Callable[..., BoardsFarmd], tmp_path: Path,
     ) -> None:
         """An AArch64 board under QEMU becomes ready with aarch64, emulated facts and runs a
-        GEMM 128 and a small zoo model through the queue, checked against numpy and
-        onnxruntime."""
+        GEMM 128 and a small zoo model (profiled) through the queue, checked against numpy and
+        onnxruntime; the model's export bundle example, cross-built, matches under QEMU."""
         farm = farmd_with_boards(boards=1, arch="aarch64")
         name = farm.boards[0].name
         facts = farm.device(name).facts
@@ -426,10 +426,12 @@ class TestFarmdAarch64Board:
         model = write_model(zoo, tmp_path / "zoo", small=True)
         view = farm.run({"kind": "model", "devices": {"serials": [name]},
                          "params": {"path": str(model), "number": 1, "repeat": 1,
-                                    "input_shapes": zoo.input_shapes(small=True)}})
+                                    "input_shapes": zoo.input_shapes(small=True),
+                                    "profile": True}})
         assert view.state is JobState.SUCCEEDED, view.error
         [result] = farm.store.results(view.id)
         assert result.summary["runs"][-1]["max_abs_err"] < 1e-3  # against onnxruntime
+        assert result.summary["runs"][-1]["profile"]["kernels"]  # each kernel timed there
         # The export bundle of that build (farmd's cached library as the job's best build):
         # its C++ example cross-built for aarch64 and run under QEMU.
         target = result.summary["runs"][-1]["target"]
