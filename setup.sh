@@ -32,6 +32,8 @@ done
 [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
 # Debian's aarch64 cross compiler links kernels for ARM boards (the cross-compile test uses it).
 command -v aarch64-linux-gnu-g++ >/dev/null 2>&1 || need_apt+=(g++-aarch64-linux-gnu)
+# QEMU user mode runs the AArch64 virtual boards' TVM RPC server (farm.virtual.qemu).
+command -v qemu-aarch64-static >/dev/null 2>&1 || need_apt+=(qemu-user-static)
 # CMake builds the C++ example of `farmctl export` bundles (the export test builds it).
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 # Debian and Ubuntu ship `python3 -m venv` without ensurepip unless python3-venv is installed.
@@ -42,7 +44,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
     apksigner zipalign aapt android-framework-res systemd python3-venv openssh-server \
-    g++-aarch64-linux-gnu cmake chromium chromium-driver >/dev/null
+    g++-aarch64-linux-gnu qemu-user-static cmake chromium chromium-driver >/dev/null
 fi
 
 # A venv whose interpreter is gone (python upgraded or removed) is made again.
@@ -56,4 +58,7 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$wanted" ] \
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[test,postgres,lint]"
   echo "$wanted" >"$STAMP"
 fi
+# The AArch64 TVM runtime and RPC server of virtual ARM boards: the aarch64 wheels are
+# downloaded once and cross-built into ~/.cache/farm/aarch64 (a no-op once there).
+"$VENV/bin/python" -I -m farm.virtual.qemu >/dev/null
 echo "farm is set up in $VENV: $("$VENV/bin/python" -I -c 'import farm; print(farm.__version__)')" >&2

@@ -25,8 +25,12 @@ def example_env(home: Path) -> dict[str, str]:
     return {"PATH": os.environ["PATH"], "HOME": str(home)}
 
 
-def build_example(bundle: Path, build: Path, env: dict[str, str]) -> Path:
+def build_example(bundle: Path, build: Path, env: dict[str, str],
+                  configure: list[str] | None = None) -> Path:
     """Configure and build the bundle's CMake project in ``build``; the ``run_model`` binary.
+
+    ``configure``: cmake's ``-D`` options instead of the host wheel's ``TVM_ROOT``
+    and ``TVM_FFI_ROOT`` (a cross build names its toolchain file and runtime).
 
     Raises:
         AssertionError: a cmake step failed (its output in the message).
@@ -34,10 +38,11 @@ def build_example(bundle: Path, build: Path, env: dict[str, str]) -> Path:
     import tvm
     import tvm_ffi
 
+    if configure is None:
+        configure = [f"-DTVM_ROOT={Path(tvm.__file__).parent}",
+                     f"-DTVM_FFI_ROOT={Path(tvm_ffi.__file__).parent}"]
     for argv in (
-        ["cmake", "-S", str(bundle), "-B", str(build),
-         f"-DTVM_ROOT={Path(tvm.__file__).parent}",
-         f"-DTVM_FFI_ROOT={Path(tvm_ffi.__file__).parent}"],
+        ["cmake", "-S", str(bundle), "-B", str(build), *configure],
         ["cmake", "--build", str(build)],
     ):
         proc = subprocess.run(argv, env=env, capture_output=True, text=True,

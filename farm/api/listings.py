@@ -193,6 +193,10 @@ def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None,
         "readings_age_s": age_s,
         "readings": _age_text(age_s, stale),
         **{fact: record.facts.get(fact) for fact in ("abi", "sdk", "soc", "gpu")},
+        # Boards under QEMU (farm.controllers.board.is_emulated): their timings are not the CPU's.
+        "emulated": bool(record.facts.get("emulated")),
+        "abi_shown": (f"{record.facts.get('abi')}, emulated" if record.facts.get("emulated")
+                      else record.facts.get("abi")),
     }
 
 

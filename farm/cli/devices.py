@@ -17,7 +17,8 @@ and its readings as stale, with their age (``sampled`` column, ``stale`` and
 The table fits a 100-column terminal: serial (never cut), state, health and
 why, the readings one a line, and their age; ``--wide`` adds the host, facts,
 attempt, holds and last seen, each cell on one line however wide the table
-gets; ``--json`` has every field.
+gets (an emulated board's ABI reads ``aarch64, emulated``); ``--json`` has every
+field (``emulated`` true for a board under QEMU).
 
 Drain is a flag apart from the phone's state: a drained phone finishes its
 attempt and then gets no work until undrained. Release takes a phone out of
@@ -46,7 +47,7 @@ _WIDE_COLUMNS = [
     Column("serial", whole=True), Column("host"), Column("shown_state", "state"),
     Column("health"), Column("health_reason", "why"),
     Column("now", "readings now", stack=", "),
-    Column("abi"), Column("sdk", justify="right"), Column("soc"), Column("gpu"),
+    Column("abi_shown", "abi"), Column("sdk", justify="right"), Column("soc"), Column("gpu"),
     Column("attempt_id", "attempt", "right"), Column("held_outside", "held by"),
     Column("reserved", "reserved"),
     Column("readings", "sampled"), Column("last_seen", "last seen"),

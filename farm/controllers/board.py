@@ -60,13 +60,14 @@ from farm.netaddr import is_loopback
 from farm.ssh import SshClient, SshError
 
 __all__ = ["KIND", "BoardController", "board_tracker_key", "facts_from_output",
-           "reading_from_output", "uses_forward"]
+           "is_emulated", "reading_from_output", "uses_forward"]
 
 log = structlog.get_logger(__name__)
 
 KIND = BOARD
 #: ``discover`` reports a board whose SSH connection cannot open as this adb-like state.
 OFFLINE = "offline"
+_X86_MACHINES = frozenset({"x86_64", "i386", "i486", "i586", "i686"})
 #: Importing TVM on a small ARM board takes seconds.
 RUNTIME_CHECK_TIMEOUT_S = 120.0
 
@@ -93,7 +94,9 @@ def facts_from_output(serial: str, output: bytes | str) -> dict[str, Any]:
     Keys: ``kind`` ("board"), ``abi`` and ``abis`` (``uname -m``), ``model`` (the
     device-tree model, else cpuinfo's ``Hardware``/``Model``/``model name``),
     ``soc`` (the same), ``kernel``, ``num_cores`` (``nproc``), ``mem_total_kb``,
-    ``cpu_flags`` (the first processor's ``Features``/``flags``), ``serial``.
+    ``cpu_flags`` (the first processor's ``Features``/``flags``), ``serial``,
+    ``emulated`` (:func:`is_emulated`: then ``cpu_flags`` is empty, as the
+    host's flags say nothing of the emulated CPU, and ``model`` says so).
 
     Raises:
         PhoneFault: the output is cut short or unreadable.
@@ -113,11 +116,28 @@ def facts_from_output(serial: str, output: bytes | str) -> dict[str, Any]:
              or _first_block_value(cpuinfo_text, "model name"))
     flags = cpuinfo.processors[0].features or tuple(
         _first_block_value(cpuinfo_text, "flags").split())
+    emulated = is_emulated(machine, cpuinfo_text)
+    if emulated:
+        model, flags = f"{machine} under QEMU user mode on {model or 'an x86 host'}", ()
     return {
         "kind": KIND, "serial": serial, "abi": machine, "abis": [machine], "model": model,
         "soc": model, "kernel": kernel.strip(), "num_cores": num_cores,
-        "mem_total_kb": meminfo["MemTotal"], "cpu_flags": list(flags),
+        "mem_total_kb": meminfo["MemTotal"], "cpu_flags": list(flags), "emulated": emulated,
     }
+
+
+def is_emulated(machine: str, cpuinfo_text: str) -> bool:
+    """Whether a board's user space is emulated: ``uname -m`` and ``/proc/cpuinfo`` disagree.
+
+    Under QEMU user mode an emulated process's ``uname`` reports the guest
+    machine (``aarch64``) while ``/proc/cpuinfo`` is the host kernel's, an x86
+    one (``vendor_id``/``flags`` lines; ARM kernels write ``CPU implementer``
+    and ``Features``). QEMU 7.2 (Debian 12) passes cpuinfo through for AArch64
+    guests (linux-user/syscall.c emulates it for a few other guests only).
+    """
+    x86_kernel = bool(_first_block_value(cpuinfo_text, "vendor_id")
+                      or _first_block_value(cpuinfo_text, "flags"))
+    return x86_kernel != (machine in _X86_MACHINES)
 
 
 def reading_from_output(serial: str, at: datetime, output: bytes | str, *,

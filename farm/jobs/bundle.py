@@ -14,7 +14,8 @@
                                 and latencies measured
     <out>/README.md             loading it in Python and in C++, on the host and
                                 on an Android phone
-    <out>/CMakeLists.txt, main.cc, android-arm64-v8a.cmake, inputs/, expected/
+    <out>/CMakeLists.txt, main.cc, android-arm64-v8a.cmake, linux-aarch64.cmake,
+    <out>/inputs/, expected/
                                 the C++ example (:mod:`farm.jobs.bundle_cpp`)
 
 The bundle is written to a temporary folder beside ``out`` and renamed into
@@ -311,6 +312,29 @@ adb push inputs/. /data/local/tmp/model/inputs/
 adb push expected/. /data/local/tmp/model/expected/
 adb shell "cd /data/local/tmp/model && LD_LIBRARY_PATH=. ./run_model ."
 ```
+
+### On a Linux ARM board (aarch64)
+
+A board with glibc (Debian, Ubuntu, Armbian, Raspberry Pi OS 64-bit) runs the
+`apache-tvm` wheel's own aarch64 runtime: fetch the two wheels of TVM {tvm} for
+`manylinux_2_28_aarch64` on this computer, unpack them, and cross-build
+`run_model` with Debian's `g++-aarch64-linux-gnu` and the toolchain file shipped
+here:
+
+```sh
+pip download --no-deps --only-binary=:all: --platform manylinux_2_28_aarch64 \
+  --python-version 3.11 --dest wheels apache-tvm=={tvm} apache-tvm-ffi
+mkdir -p aarch64 && for w in wheels/*.whl; do python -m zipfile -e $w aarch64; done
+cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=linux-aarch64.cmake \
+  -DTVM_ROOT=$PWD/aarch64/tvm -DTVM_FFI_ROOT=$PWD/aarch64/tvm_ffi
+cmake --build build-aarch64
+scp -r build-aarch64/run_model {library} aarch64/tvm/lib/libtvm_runtime.so \
+  aarch64/tvm_ffi/lib/libtvm_ffi.so inputs expected board:model/
+ssh board "cd model && LD_LIBRARY_PATH=. ./run_model ."
+```
+
+Without a board, QEMU user mode runs it here (Debian: `qemu-user-static`):
+`qemu-aarch64-static -L /usr/aarch64-linux-gnu build-aarch64/run_model .`
 
 In an app, the same calls run from JNI with the three libraries packaged in
 `jniLibs/arm64-v8a/`.

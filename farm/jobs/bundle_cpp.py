@@ -6,6 +6,8 @@
     <out>/main.cc                 loads model_tuned.so with the Relax VM, runs
                                   it on inputs/*.npy, checks expected/*.npy
     <out>/android-arm64-v8a.cmake toolchain file for a phone, over the NDK's own
+    <out>/linux-aarch64.cmake     toolchain file for a Linux ARM board (Debian's
+                                  aarch64-linux-gnu-g++)
     <out>/inputs/<i>.npy          the model's i-th input (seeded random values)
     <out>/expected/<i>.npy        onnxruntime's i-th output on those inputs
 
@@ -31,7 +33,7 @@ INPUTS = "inputs"
 EXPECTED = "expected"
 #: Seed of the shipped inputs: any fixed value; fixed so a second export is identical.
 INPUT_SEED = 0
-_SOURCES = ("main.cc", "CMakeLists.txt", "android-arm64-v8a.cmake")
+_SOURCES = ("main.cc", "CMakeLists.txt", "android-arm64-v8a.cmake", "linux-aarch64.cmake")
 
 
 def write_project(folder: Path, device: str) -> None:

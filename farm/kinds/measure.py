@@ -83,7 +83,8 @@ def _runs(ctx: RunContext, measured: Measured, serial: str, indices: Iterable[in
     """Runs ``indices`` of one phone (gate, run), appended to ``measured``."""
     for repetition in indices:
         target = phone_target(serial, ctx, device)
-        measured.snapshots.append(ctx.gate(serial))
+        snapshot = ctx.gate(serial)
+        measured.snapshots.append(snapshot)
         result = run_one(tracker_params(ctx, serial), target, repetition)
         measured.samples += result.samples_s
         measured.serials += [serial] * len(result.samples_s)
@@ -98,7 +99,8 @@ def _runs(ctx: RunContext, measured: Measured, serial: str, indices: Iterable[in
             "ci_pct": getattr(result, "ci_pct", None),
             "max_abs_err": result.max_abs_err,
             "threads": asdict(result.threads) if result.threads else None,
-            "target": result.target, **describe(result),
+            "target": result.target, "emulated": bool(snapshot.facts.get("emulated")),
+            **describe(result),
         })
 
 
@@ -146,7 +148,9 @@ def summary_of_runs(kind: str, measured: Measured) -> dict[str, Any]:
 
     Returns:
         ``kind``; ``per_serial``: for each phone, ``mean_s``, ``median_s`` and
-        ``samples`` of its last measurement, and ``warmup_runs`` (warm-up
+        ``samples`` of its last measurement, ``emulated`` (its timings are an
+        emulator's, a board under QEMU: never to be set beside a real
+        device's), and ``warmup_runs`` (warm-up
         samples thrown away over all its runs) and ``warmup_steady`` (False if
         any run's warm-up stopped at its time bound unsteady); ``mean_s``/``median_s`` of the one
         phone when the attempt had exactly one, else None; ``samples`` (all
@@ -160,7 +164,8 @@ def summary_of_runs(kind: str, measured: Measured) -> dict[str, Any]:
                               "median_s": statistics.median(last), "samples": len(last),
                               "warmup_runs": sum(r.get("warmup_runs", 0) for r in runs),
                               "warmup_steady": all(r.get("warmup_steady") is not False
-                                                   for r in runs)}
+                                                   for r in runs),
+                              "emulated": any(r.get("emulated") for r in runs)}
     only = next(iter(per_serial.values())) if len(per_serial) == 1 else {}
     return {
         "kind": kind,

@@ -64,6 +64,7 @@ __all__ = [
     "by_phone",
     "compare_refs",
     "compare_sides",
+    "emulation_refusal",
     "load_side",
     "plot_report",
     "side_of",
@@ -92,6 +93,8 @@ class Side:
             for a workload that is no model.
         thermal: serial -> ``(lowest, highest)`` thermal status before its
             runs, for phones whose status changed while they were measured.
+        emulated: the serials whose timings were taken under emulation (a
+            board under QEMU: :attr:`~farm.results.rows.SampleRow.emulated`).
     """
 
     ref: str
@@ -100,6 +103,7 @@ class Side:
     jobs: Mapping[str, int] = field(default_factory=dict)
     build: Build | None = None
     thermal: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    emulated: frozenset[str] = frozenset()
 
     @property
     def shown(self) -> str:
@@ -314,7 +318,31 @@ def side_of(store: Store, ref: str, jobs: list[JobView]) -> Side:
                if (change := thermal_change(seen)) is not None}
     builds = {build_of(j) for j in jobs}  # one build's tuning is read once, not per job
     build = build_in(store, jobs[0]) if len(builds) == 1 else None
-    return Side(ref, workloads[0], timings, job_of, build, thermal)
+    emulated = frozenset(row.serial for row in rows if row.emulated and row.serial is not None)
+    return Side(ref, workloads[0], timings, job_of, build, thermal, emulated)
+
+
+def emulation_refusal(a: Side, b: Side) -> str | None:
+    """Why ``a`` and ``b`` cannot be compared for emulation, or None when they can.
+
+    Refused: a phone emulated on one side only, or (no phone in common) one
+    side timed on emulated devices only and the other on real ones.
+    """
+    common = set(a.timings) & set(b.timings)
+    for serial in sorted(common):
+        if (serial in a.emulated) != (serial in b.emulated):
+            emulated, real = (a, b) if serial in a.emulated else (b, a)
+            return (f"{serial} ran emulated in {emulated.ref} but not in {real.ref}; "
+                    "emulated timings compare only with emulated ones")
+    if common:
+        return None
+    for emulated, real in ((a, b), (b, a)):
+        if emulated.emulated and set(real.timings) - real.emulated:
+            return (f"{emulated.ref} was timed on emulated devices "
+                    f"({', '.join(sorted(emulated.emulated))}), {real.ref} on real ones "
+                    f"({', '.join(sorted(set(real.timings) - real.emulated))}); an emulator's "
+                    "timings are never compared with a real device's")
+    return None
 
 
 def load_side(store: Store, ref: str) -> Side:
@@ -389,12 +417,19 @@ def compare_sides(a: Side, b: Side, *, threshold: float, alpha: float,
     (:func:`~farm.results.builds.same_library`), no common phone is slower or
     faster: see :func:`_one_library`.
 
+    An emulated device's timings (:attr:`Side.emulated`) are the emulator's,
+    not a CPU's: they compare only with the same device's emulated timings.
+
     Raises:
-        UserFault: the sides measure different workloads, or share no phone.
+        UserFault: the sides measure different workloads, share no phone, or
+            one side's emulated timings meet the other's real ones.
     """
     if not a.comparable(b):
         raise UserFault(f"{a.ref} and {b.ref} measure different workloads: "
                         f"{a.workload!r} and {b.workload!r}")
+    refusal = emulation_refusal(a, b)
+    if refusal:
+        raise UserFault(refusal)
     common = sorted(set(a.timings) & set(b.timings))
     if not common:
         raise UserFault(f"{a.ref} and {b.ref} have no phone in common "

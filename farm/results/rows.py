@@ -54,6 +54,8 @@ class SampleRow:
         finished_at: when the job ended (aware UTC).
         arm: an A/B job's build (``"a"`` or ``"b"``), else None.
         round: an A/B job's round (from 0, per phone), else None.
+        emulated: the device runs its code under emulation (a board under QEMU,
+            facts ``emulated``): the value is the emulator's time, not the CPU's.
     """
 
     job_id: int
@@ -72,12 +74,13 @@ class SampleRow:
     finished_at: datetime | None
     arm: str | None = None
     round: int | None = None
+    emulated: bool = False
 
 
 #: Column order of the flat CSV/JSON (``farmctl results --format csv|json``).
 SAMPLE_FIELDS = [
     "job_id", "run_id", "serial", "model", "soc", "abi", "workload", "repetition", "index",
-    "value", "unit", "battery_temp_c", "thermal_status", "finished_at", "arm", "round",
+    "value", "unit", "battery_temp_c", "thermal_status", "finished_at", "arm", "round", "emulated",
 ]
 
 
@@ -161,6 +164,7 @@ def rows_of(
             battery_temp_c=_float(snap.battery.get("battery_temp_c")) if snap else None,
             thermal_status=_int(snap.thermal.get("thermal_status")) if snap else None,
             finished_at=job.finished_at, arm=arm, round=round_,
+            emulated=bool(facts.get("emulated")),
         ))
     return rows
 

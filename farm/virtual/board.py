@@ -13,6 +13,16 @@ key it must present. Each board has:
 * nothing else: the RPC server is the real ``python -m tvm.exec.rpc_server`` that
   farm's board controller starts through SSH.
 
+An ``arch="aarch64"`` board runs AArch64 code: its ``[[boards]]`` entry names
+the AArch64 ``tvm_rpc`` (:mod:`farm.virtual.qemu`) as its server, which a
+``bin/tvm_rpc`` script in its sandbox runs under QEMU user-mode emulation, and
+its ``bin/uname`` is an AArch64 ``uname`` under QEMU too, so ``uname -m`` says
+``aarch64`` as it does on any emulated userland; ``sshd``'s ``SetEnv`` puts
+that ``bin/`` first on every login's ``PATH``. ``/proc/cpuinfo`` stays the
+host's (QEMU 7.2 does not emulate it for AArch64), which is how farm tells the
+board is emulated (:func:`farm.controllers.board.facts_from_output`). Kernels
+are linked by Debian's ``aarch64-linux-gnu-g++``.
+
 Faults: :meth:`kill_server` (SIGKILL the server's process group, as an OOM kill
 would), :meth:`heat` (write a hot temperature into the fake zone),
 :meth:`unplug` / :meth:`replug` (stop / start sshd: the board drops off the
@@ -25,6 +35,7 @@ from __future__ import annotations
 import getpass
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -38,8 +49,14 @@ from farm.config import BoardSettings
 from farm.netaddr import free_port
 from farm.procs import signal_group, spawn
 from farm.virtual.board_main import MARKER_VARIABLE, READY_TIMEOUT_S, accepts
+from farm.virtual.qemu import Aarch64Runtime, ensure_runtime
 
-__all__ = ["PIDFILE", "THERMAL_ZONES", "VirtualBoard", "make_key"]
+__all__ = ["ARCHES", "PIDFILE", "THERMAL_ZONES", "VirtualBoard", "make_key"]
+
+#: The machines a virtual board can be: the host's own, or AArch64 under QEMU.
+ARCHES = ("host", "aarch64")
+#: The cross compiler of an AArch64 board's kernels (Debian's g++-aarch64-linux-gnu).
+AARCH64_CC = "aarch64-linux-gnu-g++"
 
 #: The controller's pidfile in a board's work folder (see farm.boards.commands).
 PIDFILE = "server.pid"
@@ -73,9 +90,16 @@ class VirtualBoard:
         name: its name (the serial farm gives it).
         root: its sandbox folder (created).
         client_key: the private key farm logs in with; its ``.pub`` is authorized.
+        arch: ``host`` (runs host code) or ``aarch64`` (runs AArch64 code under QEMU).
+
+    Raises:
+        ValueError: an unknown ``arch``.
     """
 
-    def __init__(self, name: str, root: Path, client_key: Path) -> None:
+    def __init__(self, name: str, root: Path, client_key: Path, arch: str = "host") -> None:
+        if arch not in ARCHES:
+            raise ValueError(f"unknown virtual board arch {arch!r}; known: {', '.join(ARCHES)}")
+        self.arch = arch
         self.name = name
         self.root = root
         self.client_key = client_key
@@ -85,6 +109,19 @@ class VirtualBoard:
         self.host_public_key = ""
         self._marker = secrets.token_hex(8)
         self._keeper: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bin_dir(self) -> Path:
+        """The sandbox's ``bin/``, first on every login's ``PATH`` (AArch64 boards' wrappers)."""
+        return self.root / "bin"
+
+    def _write_emulated_bin(self, runtime: Aarch64Runtime) -> None:
+        """``bin/tvm_rpc`` and ``bin/uname``: the AArch64 programs run under QEMU."""
+        self.bin_dir.mkdir(parents=True, exist_ok=True)
+        for name, program in (("tvm_rpc", runtime.server), ("uname", runtime.uname)):
+            script = self.bin_dir / name
+            script.write_text(f'#!/bin/sh\nexec {shlex.join(runtime.argv(program))} "$@"\n')
+            script.chmod(0o755)
 
     def _write_sandbox(self) -> Path:
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -97,6 +134,10 @@ class VirtualBoard:
         self.host_public_key = make_key(ssh_dir / "host_ed25519")
         authorized = ssh_dir / "authorized_keys"
         authorized.write_text(self.client_key.with_name(self.client_key.name + ".pub").read_text())
+        path_env = ""
+        if self.arch == "aarch64":
+            self._write_emulated_bin(ensure_runtime())
+            path_env = f" PATH={self.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"
         self.port = free_port()
         config = ssh_dir / "sshd_config"
         config.write_text("\n".join([
@@ -111,7 +152,7 @@ class VirtualBoard:
             "KbdInteractiveAuthentication no",
             "PermitRootLogin prohibit-password",
             "MaxSessions 64",
-            f"SetEnv {MARKER_VARIABLE}={self._marker}",
+            f"SetEnv {MARKER_VARIABLE}={self._marker}{path_env}",
             "",
         ]))
         return config
@@ -121,6 +162,8 @@ class VirtualBoard:
 
         Raises:
             RuntimeError: sshd did not start (its log is ``<root>/sshd.log``).
+            ToolMissing: an AArch64 board without QEMU, the cross compiler or the
+                aarch64 TVM wheels (:func:`farm.virtual.qemu.ensure_runtime`).
         """
         config = self._write_sandbox()
         self._keeper = spawn(
@@ -146,6 +189,8 @@ class VirtualBoard:
             "work_dir": str(self.work_dir), "sysfs_root": str(self.sysfs_root),
             "connect_timeout_s": 20.0, "command_timeout_s": 60.0,
         }
+        if self.arch == "aarch64":
+            fields |= {"server": str(self.bin_dir / "tvm_rpc"), "cc": AARCH64_CC}
         return BoardSettings.model_validate(fields | overrides)
 
     # -- faults ------------------------------------------------------------------------

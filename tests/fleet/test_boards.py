@@ -21,6 +21,7 @@ from typing import Any
 
 import psutil
 import pytest
+from bundle_example import build_example, example_env
 from structlog.testing import capture_logs
 
 from farm.clock import wait_until
@@ -30,10 +31,13 @@ from farm.daemon import Farmd
 from farm.demo_model import write_small_cnn
 from farm.errors import ToolMissing
 from farm.health.verdict import Condition, Limits, verdict
+from farm.jobs.bundle import TunedModel, write_bundle
 from farm.jobs.cache import CompileCache
 from farm.jobs.gemm import run_gemm
-from farm.jobs.model import run_model
+from farm.jobs.model import build_model, run_model
 from farm.jobs.params import GemmParams, ModelParams, TimingParams, TrackerParams
+from farm.jobs.tune_model import TUNED_LIBRARY
+from farm.kinds.run import COMPILE_CACHE_DIR
 from farm.procs import signal_group
 from farm.queue.models import DeviceState, JobState
 from farm.queue.records import DeviceRecord, JobView
@@ -44,7 +48,9 @@ from farm.virtual.android.spec import profiles
 from farm.virtual.board import VirtualBoard
 from farm.virtual.board_testing import virtual_boards
 from farm.virtual.fleet import Fleet
+from farm.virtual.qemu import ensure_runtime
 from farm.virtual.testing import AdbServerHandle
+from farm.zoo import MODELS, write_model
 
 pytestmark = [
     pytest.mark.fleet,
@@ -319,8 +325,9 @@ def farmd_with_boards(
 ) -> Iterator[Callable[..., BoardsFarmd]]:
     """Factory: ``farmd_with_boards(boards=2, phones=0)`` -> farmd with every device ready."""
     with contextlib.ExitStack() as stack:
-        def start(boards: int = 2, phones: int = 0) -> BoardsFarmd:
-            running = stack.enter_context(virtual_boards(boards, tmp_path / "boards"))
+        def start(boards: int = 2, phones: int = 0, arch: str = "host") -> BoardsFarmd:
+            running = stack.enter_context(virtual_boards(boards, tmp_path / "boards",
+                                                         prefix="vb", arch=arch))
             serials: list[str] = []
             if phones:
                 fleet = stack.enter_context(Fleet(phones, specs=profiles(1, "usb-only") * phones,
@@ -392,6 +399,59 @@ class TestFarmdBoards:
             assert view.state is JobState.SUCCEEDED, view.error
             [attempt] = farm.store.attempts(view.id)[-1:]
             assert list(attempt.serials) == [expected]
+
+
+class TestFarmdAarch64Board:
+    @pytest.mark.skipif(not shutil.which("qemu-aarch64-static"),
+                        reason="qemu-user-static is not installed (setup.sh installs it)")
+    def test_emulated_aarch64_board_runs_gemm_and_a_zoo_model_through_the_queue(
+        self, farmd_with_boards: Callable[..., BoardsFarmd], tmp_path: Path,
+    ) -> None:
+        """An AArch64 board under QEMU becomes ready with aarch64, emulated facts and runs a
+        GEMM 128 and a small zoo model (profiled) through the queue, checked against numpy and
+        onnxruntime; the model's export bundle example, cross-built, matches under QEMU."""
+        farm = farmd_with_boards(boards=1, arch="aarch64")
+        name = farm.boards[0].name
+        facts = farm.device(name).facts
+        assert (facts["abi"], facts["emulated"]) == ("aarch64", True)
+        view = farm.run({"kind": "gemm", "params": {"n": 128, "number": 1, "repeat": 2},
+                         "devices": {"serials": [name]}})
+        assert view.state is JobState.SUCCEEDED, view.error
+        [result] = farm.store.results(view.id)
+        run = result.summary["runs"][-1]
+        assert run["target"]["mtriple"] == "aarch64-linux-gnu" and run["emulated"]
+        assert run["max_abs_err"] < 1e-3  # C checked against numpy
+        assert result.summary["per_serial"][name]["emulated"]
+        zoo = MODELS["mobilenet_v3_small"]
+        model = write_model(zoo, tmp_path / "zoo", small=True)
+        view = farm.run({"kind": "model", "devices": {"serials": [name]},
+                         "params": {"path": str(model), "number": 1, "repeat": 1,
+                                    "input_shapes": zoo.input_shapes(small=True),
+                                    "profile": True}})
+        assert view.state is JobState.SUCCEEDED, view.error
+        [result] = farm.store.results(view.id)
+        assert result.summary["runs"][-1]["max_abs_err"] < 1e-3  # against onnxruntime
+        assert result.summary["runs"][-1]["profile"]["kernels"]  # each kernel timed there
+        # The export bundle of that build (farmd's cached library as the job's best build):
+        # its C++ example cross-built for aarch64 and run under QEMU.
+        target = result.summary["runs"][-1]["target"]
+        cache = CompileCache(Path(farm.farmd.settings.data_dir) / COMPILE_CACHE_DIR)
+        library, _ = build_model(ModelParams(model, zoo.input_shapes(small=True)), target, cache)
+        work_dir = tmp_path / "tune"
+        work_dir.mkdir()
+        shutil.copyfile(library, work_dir / TUNED_LIBRARY)
+        tuned = TunedModel(view.id, model, "0" * 64, model.name, zoo.input_shapes(small=True),
+                           target, work_dir, {})
+        bundle = write_bundle(tuned, tmp_path / "bundle", cache)
+        assert "On a Linux ARM board (aarch64)" in (bundle / "README.md").read_text()
+        runtime = ensure_runtime()
+        env = example_env(tmp_path)
+        binary = build_example(bundle, tmp_path / "build-aarch64", env, [
+            "-DCMAKE_TOOLCHAIN_FILE=linux-aarch64.cmake", f"-DTVM_ROOT={runtime.root}",
+            f"-DTVM_FFI_ROOT={runtime.root}"])
+        ran = subprocess.run(runtime.argv(binary, str(bundle), "--repeat", "1"), env=env,
+                             capture_output=True, text=True, timeout=600, check=False)
+        assert ran.returncode == 0 and "output 0: matches" in ran.stdout, ran.stdout + ran.stderr
 
 
 _ORPHAN_SCRIPT = """

@@ -10,7 +10,7 @@
     const f = d.facts || {};
     const pairs = [
       ["state", fmt.badge(d.state)], ["health", fmt.badge(d.health)], ["why", d.health_reason],
-      ["kind", d.kind], ["model", f.model], ["SoC", f.soc], ["ABI", f.abi], ["host", d.host],
+      ["kind", d.kind], ["model", f.model], ["SoC", f.soc], ["ABI", f.emulated ? `${f.abi}, emulated` : f.abi], ["host", d.host],
       ["job", d.job_id ? fmt.jobLink(d.job_id) : ""],
       ["reserved by", d.reservation ? d.reservation.owner : ""],
       ["readings", d.stale ? "stale (not probed while offline or unreachable)" : ""],

@@ -54,7 +54,7 @@
   function row(d, events) {
     const facts = d.facts || {};
     const device = [d.kind && d.kind !== "android" ? d.kind : "", facts.model, facts.soc, facts.abi,
-                    d.host ? `@${d.host}` : ""].filter(Boolean).join(" · ");
+                    facts.emulated ? "emulated" : "", d.host ? `@${d.host}` : ""].filter(Boolean).join(" · ");
     const cells = [
       el("td", {class: "serial"},
          el("a", {href: `/devices/${encodeURIComponent(d.serial)}`}, el("strong", {}, d.serial))),

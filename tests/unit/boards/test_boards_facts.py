@@ -38,6 +38,21 @@ class TestFactsFromOutput:
         assert facts["model"] == "Intel(R) Xeon(R) Processor"
         assert "avx2" in facts["cpu_flags"]
         assert facts["mem_total_kb"] == 24684096
+        assert facts["emulated"] is False
+
+    def test_aarch64_under_qemu_user_mode_is_emulated(self, board_fixture):
+        """uname -m of an emulated AArch64 process over an x86 kernel's cpuinfo: aarch64,
+        emulated, no CPU flags claimed (the host's say nothing of the emulated CPU).
+
+        Assembled: the x86_64 capture with the ``uname -m`` an AArch64 process gets
+        under qemu-aarch64-static 7.2 (QEMU passes the host's /proc/cpuinfo through).
+        """
+        captured = board_fixture("facts__debian12_x86_64_container.txt").decode()
+        machine, rest = captured.split("\n", 1)
+        assert machine == "x86_64"
+        facts = facts_from_output("va1", "aarch64\n" + rest)
+        assert (facts["abi"], facts["emulated"], facts["cpu_flags"]) == ("aarch64", True, [])
+        assert facts["model"] == "aarch64 under QEMU user mode on Intel(R) Xeon(R) Processor"
 
     def test_arm64_board(self, android_fixture):
         """An arm64 kernel's cpuinfo with a device-tree model: model from the tree, Features kept.
@@ -53,6 +68,7 @@ class TestFactsFromOutput:
         assert facts["model"] == "Radxa ROCK Pi 4B"
         assert facts["num_cores"] == 6
         assert "asimd" in facts["cpu_flags"]
+        assert facts["emulated"] is False
 
     def test_unreadable(self):
         """Cut-short output is a PhoneFault naming the board."""

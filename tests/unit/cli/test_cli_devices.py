@@ -117,6 +117,18 @@ class TestDevices:
         assert len(r2) == 1 and "SM8150" in r2[0] and "ready" not in r2[0]  # R2 is busy
         assert len(r2[0]) > 100
 
+    def test_an_emulated_board_shows_as_aarch64_emulated(self, config: Path, store: Store) -> None:
+        """A board under QEMU reads "aarch64, emulated" in --wide and emulated true in --json."""
+        store.upsert_device("va1", NOW, {"abi": "aarch64", "emulated": True}, kind="board")
+        store.move_device("va1", DeviceState.READY, "test", NOW,
+                          expect_state=DeviceState.DISCOVERED)
+        rows = {r["serial"]: r for r in json.loads(farmctl(config, "devices", "--json").stdout)}
+        assert (rows["va1"]["abi"], rows["va1"]["emulated"]) == ("aarch64", True)
+        assert rows["R1"]["emulated"] is False
+        screen = _screen(farmctl(config, "devices", "--wide", terminal_columns=100))
+        [va1] = [line for line in screen if "│ va1 " in line]
+        assert "aarch64, emulated" in va1
+
     def test_offline_phone_is_hidden_then_shown_stale_with_health_unknown(
             self, config: Path, store: Store) -> None:
         """An offline phone is hidden and counted; --all shows health unknown, readings stale."""

@@ -123,6 +123,28 @@ class TestCompareSides:
         assert phone.comparison is not None and phone.comparison.ratio == 1.0
         assert phone.verdict == "no change"
 
+    def test_emulated_timings_are_never_compared_with_a_real_devices(self) -> None:
+        """A side timed on a board under QEMU against one timed on a real board is refused in
+        one line naming both, as is a phone emulated in only one side."""
+        emulated = Side("job 1", "gemm", {"va1": tuple(timings(1))}, emulated=frozenset({"va1"}))
+        real = Side("job 2", "gemm", {"rk3399": tuple(timings(2))})
+        for a, b in ((emulated, real), (real, emulated)):
+            with pytest.raises(UserFault) as raised:
+                compare_sides(a, b, **LIMITS)
+            message = str(raised.value)
+            assert "\n" not in message and "va1" in message and "rk3399" in message
+            assert "emulated" in message
+        flipped = Side("job 3", "gemm", {"va1": tuple(timings(3))})
+        with pytest.raises(UserFault, match="va1 ran emulated in job 1 but not in job 3"):
+            compare_sides(emulated, flipped, **LIMITS)
+
+    def test_emulated_timings_compare_with_their_own(self) -> None:
+        """Two runs on the same emulated board compare as any phone's do."""
+        a = Side("job 1", "gemm", {"va1": tuple(timings(1))}, emulated=frozenset({"va1"}))
+        b = Side("job 2", "gemm", {"va1": tuple(timings(2))}, emulated=frozenset({"va1"}))
+        [phone] = compare_sides(a, b, **LIMITS).phones
+        assert phone.serial == "va1" and phone.verdict == "no change"
+
 
 def _row(job_id: int, serial: str | None, repetition: int, value: float,
          unit: str = "s") -> SampleRow:

@@ -33,13 +33,15 @@ class FakeRun:
     target: str = "llvm"
 
 
-def _ctx(serials: tuple[str, ...], results: ResultSettings) -> RunContext:
+def _ctx(serials: tuple[str, ...], results: ResultSettings,
+         emulated: tuple[str, ...] = ()) -> RunContext:
     job = JobView(1, "gemm", {}, JobState.RUNNING, 0, NOW, None, 3, 1, 60.0, (), None, None, None)
     attempt = AttemptView(1, 1, serials, AttemptState.RUNNING, 60.0, NOW, NOW, NOW, None, None,
                           None)
     return RunContext(Settings(results=results), job, attempt,
                       {s: {"abi": "arm64-v8a"} for s in serials},
-                      lambda serial: SnapshotData(serial, NOW))
+                      lambda serial: SnapshotData(serial, NOW,
+                                                  facts={"emulated": serial in emulated}))
 
 
 def _runner(timings: dict[str, Iterator[list[float]]]) -> Any:
@@ -91,7 +93,19 @@ class TestSummary:
         summary = summary_of_runs("gemm", _measure(ResultSettings(), A=[STEADY], B=[[0.02] * 3]))
         assert summary["mean_s"] is None and summary["median_s"] is None
         assert summary["per_serial"]["B"] == {"mean_s": 0.02, "median_s": 0.02, "samples": 3,
-                                              "warmup_runs": 0, "warmup_steady": True}
+                                              "warmup_runs": 0, "warmup_steady": True,
+                                              "emulated": False}
+
+    def test_an_emulated_boards_timings_are_marked(self) -> None:
+        """A board under QEMU (facts emulated at its gate): its runs and its figures say so."""
+        ctx = _ctx(("va1", "P1"), ResultSettings(), emulated=("va1",))
+        runner = _runner({"va1": iter([STEADY]), "P1": iter([STEADY])})
+        summary = summary_of_runs("gemm", measure(ctx, 1, jp.DeviceKind.CPU, runner,
+                                                  lambda _r: {}))
+        assert {r["serial"]: r["emulated"] for r in summary["runs"]} == {"va1": True,
+                                                                          "P1": False}
+        assert summary["per_serial"]["va1"]["emulated"] is True
+        assert summary["per_serial"]["P1"]["emulated"] is False
 
     def test_one_phone_figure_is_its_last_measurement(self) -> None:
         """One phone re-run: mean_s is the re-run's; every sample is still counted."""
