@@ -40,19 +40,21 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
 
 
 def write_config(path: Path, *, data_dir: Path, adb_port: int, apk: Path, api: bool,
-                 extra: str = "") -> Path:
+                 api_port: int | None = None, top: str = "", sections: str = "") -> Path:
     """farmd's config: ``data_dir``, the private adb server, free ports, the API on or off.
 
     Everything else is a user's default (health sweep every 30 s, tick every 2 s,
-    metrics on). ``extra`` is appended as TOML, e.g. more sections.
+    metrics on). ``top`` adds top-level TOML keys (``host_id = "a"``), ``sections``
+    more TOML sections; ``api_port`` is the API's port (a free one when None).
     """
     path.write_text(
-        f'data_dir = "{data_dir}"\nlog_level = "info"\n'
+        f'data_dir = "{data_dir}"\nlog_level = "info"\n{top}'
         f"[adb]\nport = {adb_port}\n"
         f"[tracker]\nport = {free_port()}\n"
         f"[metrics]\nport = {free_port()}\n"
-        f"[api]\nenabled = {'true' if api else 'false'}\nport = {free_port()}\n"
-        f'[apk]\npath = "{apk}"\n{extra}', encoding="utf-8")
+        f"[api]\nenabled = {'true' if api else 'false'}\n"
+        f"port = {api_port or free_port()}\n"
+        f'[apk]\npath = "{apk}"\n{sections}', encoding="utf-8")
     return path
 
 
