@@ -29,8 +29,9 @@ Per step, once every device is ``ready``:
 * **fleet page**: ``GET /api/v1/devices`` and the dashboard's ``/`` on host 0,
   median and max of 5;
 * **queue**: ``--jobs`` gemm jobs enqueued that no device can take (SoC
-  ``light-none``: the scheduler reads past them every tick), then ``--probes``
-  tiny gemm jobs (N=16) for the runners, one every ``--probe-every-s``:
+  ``light-none``: the scheduler reads past them every tick), then ``--rounds``
+  rounds of tiny gemm jobs (N=16), one per runner, each round enqueued at once
+  when the previous one ended (every runner idle):
   **enqueue -> running** = the attempt's ``started_at`` (its claim's commit)
   minus the job's ``submitted_at``, p50/p99; PostgreSQL transactions per second
   meanwhile.
@@ -222,15 +223,16 @@ def run_step(  # noqa: PLR0915 (one linear measurement: start, wait, measure in 
         probe = {"kind": "gemm", "params": {"n": 16, "number": 1, "repeat": 1},
                  "devices": {"soc": "light-runner"}}
         x1, t1 = _xacts(admin, database), time.monotonic()
-        probes = []
-        for _ in range(args.probes):
-            probes.append(store.enqueue(probe, datetime.now(UTC)))
-            time.sleep(args.probe_every_s)
-
-        def started(job_id: int) -> bool:
-            return any(a.started_at is not None for a in store.attempts(job_id))
-
-        wait_until(lambda: all(started(j) for j in probes), PROBE_DEADLINE_S, interval_s=1.0)
+        probes: list[int] = []
+        per_round = args.runners * args.hosts
+        for _ in range(args.rounds):
+            # One probe per runner, all runners idle: the latency is the dispatch's,
+            # not a wait behind the previous probe.
+            batch = [store.enqueue(probe, datetime.now(UTC)) for _ in range(per_round)]
+            probes += batch
+            wait_until(lambda batch=batch: all(
+                (job := store.get_job(j)) is not None and job.state.ended for j in batch),
+                PROBE_DEADLINE_S, interval_s=0.5)
         queue_tps = (_xacts(admin, database) - x1) / (time.monotonic() - t1)
         latencies = []
         for job_id in probes:
@@ -261,8 +263,8 @@ def main() -> int:
     parser.add_argument("--runners", type=int, default=1, help="light devices per host "
                         "that take jobs")
     parser.add_argument("--jobs", type=int, default=10000, help="queued jobs no device takes")
-    parser.add_argument("--probes", type=int, default=40)
-    parser.add_argument("--probe-every-s", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=4, help="rounds of probe jobs, one "
+                        "per runner each, enqueued once the previous round ended")
     parser.add_argument("--idle-s", type=float, default=90.0)
     args = parser.parse_args()
     counts = [int(c) for c in args.devices.split(",")]
