@@ -3,35 +3,36 @@
 ::
 
     python bench/bench_farmd_idle.py                      # 16 phones, 60 s
-    python bench/bench_farmd_idle.py --phones 8 --duration-s 120
+    python bench/bench_farmd_idle.py --phones 2 --duration-s 120
+    python bench/bench_farmd_idle.py --no-api             # farmd without its HTTP API
 
 Three processes, as on a real host: a private adb server, ``farm-phones serve``
 (the 16 virtual phones and their RPC servers) and ``farmd`` itself, started
 from a config file like a systemd unit would, with its defaults (health sweep
-every 30 s, dispatcher tick every 2 s, metrics on). Once every phone is
+every 30 s, dispatcher tick every 2 s, metrics on, the HTTP API and dashboard
+served unless ``--no-api``). Once every phone is
 ``ready`` the script samples, once a second for ``--duration-s``, farmd's
 resident memory and its CPU time (psutil), alone and with its children (the
 tracker and its worker). The phones' own processes are not counted: they
-stand in for the phones' hardware.
+stand in for the phones' hardware. Last it names any of TVM, ONNX,
+onnxruntime, scipy or torch that farmd's own process has mapped (none should
+be: the jobs load them in their children).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import psutil
+from _farmd import heavy_mapped, start_process, stop_process, write_config
 
 from farm.clock import wait_until
-from farm.netaddr import free_port
-from farm.procs import signal_group
 from farm.provision.standin import demo_apk
 from farm.queue.db import default_url
 from farm.queue.models import DeviceState
@@ -39,21 +40,6 @@ from farm.queue.store import Store
 from farm.virtual.testing import adb_server
 
 READY_DEADLINE_S = 300.0
-
-
-def _start(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM ``proc``'s process group, wait up to 60 s, then SIGKILL what is left."""
-    signal_group(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=60)
-    signal_group(proc.pid)
-    proc.wait()
 
 
 def _tree_rss_mb(proc: psutil.Process) -> tuple[float, float]:
@@ -75,24 +61,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--phones", type=int, default=16)
     parser.add_argument("--duration-s", type=float, default=60.0)
+    parser.add_argument("--api", action=argparse.BooleanOptionalAction, default=True,
+                        help="serve the HTTP API and dashboard (a user's default)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="farm-bench-") as tmp, adb_server() as server:
         root = Path(tmp)
         data = root / "farmd"
         apk = demo_apk(root / "apk")
-        config = root / "farm.toml"
-        config.write_text(
-            f'data_dir = "{data}"\nlog_level = "info"\n'
-            f"[adb]\nport = {server.port}\n"
-            f"[tracker]\nport = {free_port()}\n"
-            f"[metrics]\nport = {free_port()}\n"
-            "[api]\nenabled = false\n"
-            f'[apk]\npath = "{apk}"\n', encoding="utf-8")
-        phones = _start(["farm-phones", "serve", "--count", str(args.phones), "--network",
-                         "usb-only", "--adb-port", str(server.port), "--data-dir",
-                         str(root / "phones")], root / "phones.log")
+        config = write_config(root / "farm.toml", data_dir=data, adb_port=server.port, apk=apk,
+                              api=args.api)
+        phones = start_process(["farm-phones", "serve", "--count", str(args.phones),
+                                "--network", "usb-only", "--adb-port", str(server.port),
+                                "--data-dir", str(root / "phones")], root / "phones.log")
         try:
-            farmd = _start(["farmd", "--config", str(config), "--json-logs"], root / "farmd.log")
+            farmd = start_process(["farmd", "--config", str(config), "--json-logs"],
+                                  root / "farmd.log")
             try:
                 store_url = default_url(data)
                 if not wait_until((data / "farm.db").exists, 60, interval_s=0.2):
@@ -131,18 +114,21 @@ def main() -> int:
                 elapsed_s = time.monotonic() - start
                 cpu_own = 100 * (_cpu_s([proc]) - cpu_own0) / elapsed_s
                 cpu_all = 100 * (_cpu_s([proc, *children]) - cpu_all0) / elapsed_s
+                heavy = heavy_mapped(farmd.pid)
             finally:
-                _stop(farmd)
+                stop_process(farmd)
         finally:
-            _stop(phones)
+            stop_process(phones)
+    api = "API and dashboard served" if args.api else "no API"
     print(f"\nfarmd idle with {args.phones} ready virtual phones, {elapsed_s:.0f} s "
-          f"(health sweep every 30 s, tick every 2 s):")
+          f"(health sweep every 30 s, tick every 2 s, {api}):")
     print(f"  farmd alone:          RSS median {statistics.median(rss_own):.0f} MiB "
           f"(max {max(rss_own):.0f}), CPU {cpu_own:.1f} % of one core")
     print(f"  with tracker child:   RSS median {statistics.median(rss_all):.0f} MiB "
           f"(max {max(rss_all):.0f}), CPU {cpu_all:.1f} % of one core")
+    print(f"  heavy packages mapped in farmd: {', '.join(heavy) or 'none'}")
     print(f"reproduce: python bench/bench_farmd_idle.py --phones {args.phones} "
-          f"--duration-s {args.duration_s:g}")
+          f"--duration-s {args.duration_s:g}{'' if args.api else ' --no-api'}")
     return 0
 
 

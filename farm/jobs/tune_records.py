@@ -39,6 +39,9 @@ UNREADABLE_FILE = "database_tuning_record.unreadable.json"
 #: The database of the records that beat farm's default schedules when measured
 #: again (:mod:`farm.jobs.tune_verify`), in the work folder.
 PICKED_DIR = "picked"
+#: The tuned model's library in the work folder (``farmctl export`` copies it);
+#: named here, in a module without TVM, so the dashboard can look for it.
+TUNED_LIBRARY = "model_tuned.so"
 
 #: MetaSchedule's ``AddToDatabase`` callback stores failed runs with this cost
 #: (1e10 s); anything at or above it is a failed measurement.

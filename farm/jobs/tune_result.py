@@ -23,12 +23,10 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.model import ModelInput, build_model
 from farm.jobs.ndk import Linker
 from farm.jobs.params import ModelParams
+from farm.jobs.tune_records import TUNED_LIBRARY
 from farm.jobs.tune_verify import drop_picks
 
 __all__ = ["TUNED_LIBRARY", "ModelTuneResult", "TaskResult", "compile_tuned", "keep_untuned"]
-
-#: The tuned model's library in the work folder (``farmctl export`` copies it).
-TUNED_LIBRARY = "model_tuned.so"
 
 
 @dataclass(frozen=True)

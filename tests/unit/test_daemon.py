@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -219,3 +222,19 @@ class TestHostRow:
         value = farmd.metrics.registry.get_sample_value
         assert value("farm_phones", {"state": "unreachable"}) == 1
         assert value("farm_phones", {"state": "discovered"}) == 1
+
+
+#: What farmd's own process must not load: jobs import them in their children
+#: (the zygote, a cold child). TVM alone is ~190 MB resident, scipy.stats ~75 MB.
+HEAVY_IN_FARMD = ("tvm", "tvm_ffi", "onnx", "onnxruntime", "scipy", "torch")
+
+
+class TestImports:
+    def test_farmd_and_its_api_load_no_tvm_onnx_or_scipy(self) -> None:
+        """Importing farmd with its API, dashboard and dispatcher loads none of HEAVY_IN_FARMD."""
+        probe = ("import json, sys\n"
+                 "import farm.daemon, farm.api.context, farm.serve.server, farm.runner.dispatcher\n"
+                 f"print(json.dumps(sorted(m for m in {HEAVY_IN_FARMD!r} if m in sys.modules)))")
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                              timeout=120, check=True)
+        assert json.loads(done.stdout.splitlines()[-1]) == []
