@@ -202,6 +202,10 @@ class SuperviseSettings(_Frozen):
     backoff_max_s: float = Field(300.0, gt=0)
     quarantine_after: int = Field(5, ge=1)
     quarantine_window_s: float = Field(3600.0, gt=0)
+    #: An app that crashes again this soon after a relaunch healed it is in a
+    #: crash loop: only such incidents, and those the first relaunch did not
+    #: heal, count toward quarantine (farm.supervise.ladder).
+    crash_loop_s: float = Field(60.0, ge=0)
     registration_deadline_s: float = Field(60.0, gt=0)
 
     @model_validator(mode="after")

@@ -54,10 +54,18 @@ class Recoverer:
         self.m = manager
 
     def recover(self, serial: str) -> None:
-        """Apply the next step for ``serial`` if the ladder says one is due now."""
+        """Apply the next step for ``serial`` if the ladder says one is due now.
+
+        A device held to serve a key is healed, not quarantined by its
+        incident count (``next_step(..., held=True)``): its attempt waits for
+        the key at the tracker and would wait for a quarantined server forever.
+        """
+        record = self.m.store.get_device(serial)
+        held = (record is not None and record.state is DeviceState.BUSY
+                and record.serve_key is not None)
         history = self.m.history(serial)
         now = self.m.clock.now()
-        step = next_step(history, now, self.m.options.ladder)
+        step = next_step(history, now, self.m.options.ladder, held=held)
         if step is None or isinstance(step, Wait):
             if isinstance(step, Wait):
                 log.info("recovery_backoff", serial=serial, until=step.until.isoformat())
@@ -65,7 +73,6 @@ class Recoverer:
         if step is Step.QUARANTINE:
             self._quarantine(serial, len(history))
             return
-        record = self.m.store.get_device(serial)
         if record is None or not healable(record):
             log.info("recovery_skipped", serial=serial, step=step.value,
                      state=record and record.state.value)

@@ -28,7 +28,18 @@ Two ways to quarantine: the ladder runs out of rungs (nothing helped), or
 ``quarantine_after`` incidents opened within ``window_s`` (the app keeps
 crashing even though each restart works). A success does not clear the second
 count, or a crash-looping app would never be quarantined; only the window
-(or a release) forgets incidents.
+(or a release) forgets incidents. An incident does not count when it was an
+isolated crash: the first rung healed it at its first try and the app then
+stayed up ``crash_loop_s`` (a crash a few minutes apart, each healed by a
+relaunch, is not a phone going bad); a crash loop's incidents follow each
+heal within seconds, and an incident the first rung did not heal at once
+always counts. The open incident counts.
+
+A device whose hold asks it to serve a key (a tuning attempt waits for its
+server at the tracker) is not quarantined by the count while held: the
+ladder's rungs go on healing it, and the count quarantines it at its next
+incident after the hold (``next_step(..., held=True)``). A quarantine would
+leave the attempt waiting for a server that never comes back.
 """
 
 from __future__ import annotations
@@ -115,6 +126,9 @@ class LadderPolicy:
         backoff_max_s: the cap on any wait, in seconds.
         quarantine_after: incidents within ``window_s`` that quarantine the phone.
         window_s: how long an incident counts towards quarantine, in seconds.
+        crash_loop_s: an incident healed by the first rung at its first try
+            counts only if the next one opened within this many seconds of
+            the heal (a crash loop), in seconds.
     """
 
     rungs: tuple[Step, ...] = (
@@ -128,7 +142,9 @@ class LadderPolicy:
     backoff_max_s: float = _DEFAULTS.backoff_max_s
     quarantine_after: int = _DEFAULTS.quarantine_after
     window_s: float = _DEFAULTS.quarantine_window_s
+    crash_loop_s: float = _DEFAULTS.crash_loop_s
     _window: timedelta = field(init=False, repr=False, compare=False)
+    _crash_loop: timedelta = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         """Check the policy once so :func:`next_step` needs no checks.
@@ -149,7 +165,10 @@ class LadderPolicy:
             raise ConfigError("supervise.quarantine_after", "must be at least 1")
         if self.window_s <= 0:
             raise ConfigError("supervise.quarantine_window_s", "must be > 0")
+        if self.crash_loop_s < 0:
+            raise ConfigError("supervise.crash_loop_s", "must be >= 0")
         object.__setattr__(self, "_window", timedelta(seconds=self.window_s))
+        object.__setattr__(self, "_crash_loop", timedelta(seconds=self.crash_loop_s))
 
     @classmethod
     def from_settings(cls, settings: SuperviseSettings, **overrides: Any) -> LadderPolicy:
@@ -168,6 +187,7 @@ class LadderPolicy:
             "backoff_max_s": settings.backoff_max_s,
             "quarantine_after": settings.quarantine_after,
             "window_s": settings.quarantine_window_s,
+            "crash_loop_s": settings.crash_loop_s,
         }
         return cls(**{**fields, **overrides})
 
@@ -223,13 +243,17 @@ def incident_open(history: Sequence[Event], now: datetime) -> bool:
     return bool(events) and not (isinstance(events[-1], Recovery) and events[-1].ok)
 
 
-def next_step(history: Sequence[Event], now: datetime, policy: LadderPolicy) -> Step | Wait | None:
+def next_step(history: Sequence[Event], now: datetime, policy: LadderPolicy, *,
+              held: bool = False) -> Step | Wait | None:
     """Decide the phone's next recovery action; pure.
 
     Args:
         history: the phone's events in any order; events after ``now`` are ignored.
         now: the decision time (timezone-aware like the events).
         policy: the ladder policy.
+        held: a hold asks the device to serve a key: the incident count does
+            not quarantine it now (the module docstring says why); running
+            out of rungs still does.
 
     Returns:
         ``None`` when there is nothing to do (no open incident, or the phone is
@@ -237,24 +261,33 @@ def next_step(history: Sequence[Event], now: datetime, policy: LadderPolicy) -> 
         apply now (``Step.QUARANTINE`` included).
     """
     incident: _Incident | None = None
-    opened: list[datetime] = []
+    opened: list[datetime] = []  # the incidents that count toward quarantine
+    healed: tuple[datetime, datetime] | None = None  # (opened, healed) of one healed at once
     for event in _since_release(history, now):
         if isinstance(event, Recovery) and event.step is Step.QUARANTINE:
             return None
         if isinstance(event, Recovery) and event.ok:
+            if incident is not None:
+                if not incident.failed_by_step and event.step is policy.rungs[0]:
+                    healed = (incident.opened_at, event.at)
+                else:
+                    opened.append(incident.opened_at)
             incident = None
             continue
         if incident is None:
             # A failure, or a failed step with no failure recorded before it.
             incident = _Incident(opened_at=event.at, last_at=event.at)
-            opened.append(event.at)
+            if healed is not None and event.at - healed[1] < policy._crash_loop:
+                opened.append(healed[0])  # it crashed again soon after the heal: a loop
+            healed = None
         if isinstance(event, Recovery):
             incident.failed_by_step[event.step] = incident.failed_by_step.get(event.step, 0) + 1
             incident.last_at = event.at
     if incident is None:
         return None
+    opened.append(incident.opened_at)
     recent = [at for at in opened if now - at < policy._window]
-    if len(recent) >= policy.quarantine_after:
+    if len(recent) >= policy.quarantine_after and not held:
         return Step.QUARANTINE
     step = next(
         (s for s in policy.rungs if incident.failed_by_step.get(s, 0) < policy.attempts_per_rung),

@@ -34,7 +34,7 @@ class TestDurableHistory:
             before.record(SERIAL, Failure(clock.now(), "app_running false"))
             clock.advance(5)
             before.record(SERIAL, Recovery(clock.now(), Step.RESTART_APP, True))
-            clock.advance(60)
+            clock.advance(10)  # crashed again soon after each heal: a crash loop
         after = make_manager(store, clock, quarantine_after=3)  # farmd restarted
         after.judge(SERIAL, crashed(clock))
         assert wait_until(lambda: after.state(SERIAL) is DeviceState.QUARANTINED, 10), \

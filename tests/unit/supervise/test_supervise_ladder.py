@@ -180,7 +180,7 @@ class TestNextStep:
     @given(
         quarantine_after=st.integers(1, 8),
         incidents=st.integers(1, 10),
-        gap_s=st.floats(1.5, 300),
+        gap_s=st.floats(1.5, POLICY.crash_loop_s),
     )
     def test_quarantine_exactly_at_n_in_window(
         self, quarantine_after: int, incidents: int, gap_s: float
@@ -195,7 +195,7 @@ class TestNextStep:
 
     def test_window_edge(self) -> None:
         """An incident exactly window_s old no longer counts; one a moment younger does."""
-        policy = LadderPolicy(quarantine_after=2, window_s=100)
+        policy = LadderPolicy(quarantine_after=2, window_s=100, crash_loop_s=200)
         history = crash_loop(2, gap_s=100)
         assert next_step(history, at(100), policy) is Step.RESTART_APP
         history = crash_loop(2, gap_s=99.5)
@@ -218,6 +218,35 @@ class TestNextStep:
         now = now_loop[-1].at
         assert next_step(ancient + now_loop, now, policy) == next_step(now_loop, now, policy)
         assert next_step(ancient + now_loop, now, policy) is Step.RESTART_APP
+
+
+    def test_isolated_crashes_healed_at_once_never_quarantine(self) -> None:
+        """A crash every two minutes, each healed by the first relaunch: no quarantine at the
+        defaults, however many (the 30-minute soak's two phones, a crash a minute between them)."""
+        history = crash_loop(30, gap_s=120)
+        assert next_step(history, history[-1].at, POLICY) is Step.RESTART_APP
+
+    def test_crash_loop_and_hard_heals_count(self) -> None:
+        """An incident counts when the app crashed again within crash_loop_s of its heal, or when
+        the first rung failed first; with quarantine_after such incidents the phone is out."""
+        policy = LadderPolicy(quarantine_after=3)
+        hard = [Failure(at(0), "app_running false"), Recovery(at(1), Step.RESTART_APP, ok=False),
+                Recovery(at(5), Step.RESTART_APP, ok=True)]
+        looping = [Failure(at(600), "am_crash"), Recovery(at(601), Step.RESTART_APP, ok=True),
+                   Failure(at(601 + policy.crash_loop_s - 1), "am_crash")]
+        assert next_step(hard + looping, looping[-1].at, policy) is Step.QUARANTINE
+        stayed_up = [*looping[:2], Failure(at(601 + policy.crash_loop_s), "am_crash")]
+        assert next_step(hard + stayed_up, stayed_up[-1].at, policy) is Step.RESTART_APP
+
+    def test_held_device_is_healed_not_quarantined_by_count(self) -> None:
+        """While a hold asks it to serve a key the count does not quarantine it (the rung runs);
+        running out of rungs still does."""
+        looping = crash_loop(POLICY.quarantine_after, gap_s=5)
+        assert next_step(looping, looping[-1].at, POLICY) is Step.QUARANTINE
+        assert next_step(looping, looping[-1].at, POLICY, held=True) is Step.RESTART_APP
+        policy = LadderPolicy(rungs=(Step.RESTART_APP,), attempts_per_rung=1)
+        spent = [Failure(at(0)), Recovery(at(1), Step.RESTART_APP, ok=False)]
+        assert next_step(spent, at(60), policy, held=True) is Step.QUARANTINE
 
 
 class TestQuarantined:
