@@ -16,7 +16,7 @@ a cancel, which leaves them until the executor confirms the child stopped
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import exists, select
@@ -346,6 +346,8 @@ def _fail(session: Session, attempt: Attempt | None, failure: Failure, now: date
     if failure.retry is Retry.NEVER:
         _fail_job(job, now, message)
         return Decision.FAILED
+    if _given_back(job, blamed):
+        job.attempts_made = max(0, job.attempts_made - 1)
     if job.attempts_made >= job.attempts_max:
         _fail_job(job, now, f"{message} (after {job.attempts_made} attempts)")
         return Decision.FAILED
@@ -373,6 +375,20 @@ def add_snapshots(session: Session, attempt_id: int, snapshots: Iterable[Snapsho
         )
         for s in snapshots
     )
+
+
+def _given_back(job: Job, blamed: Sequence[str]) -> bool:
+    """Whether a phone's fault costs the job no attempt: the first on each of its phones.
+
+    A phone whose app crashed under the job (a ``SessionError``) is no verdict
+    on the job: the retry runs on another phone and the job's attempts stay
+    for faults of its own. A second fault on a phone the job already failed
+    on counts, and so does every fault once the job has failed on
+    ``attempts_max`` phones, so a job that crashes every phone's app itself
+    ends after at most twice its attempts.
+    """
+    excluded = set(job.excluded_serials or ())
+    return bool(set(blamed) - excluded) and len(excluded) < job.attempts_max
 
 
 def _blamed(attempt: Attempt, failure: Failure) -> list[str]:

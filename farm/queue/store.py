@@ -423,9 +423,10 @@ class Store(DeviceOps, HostOps, BlobOps, ReservationOps, RegressionOps, TokenOps
         ``Retry.NEVER`` fails the job now with the message. ``OTHER_PHONE``
         marks the blamed phones ``unhealthy`` and requeues, excluding them
         (:func:`~farm.queue.scheduler.plan` ignores the exclusion while too few
-        other phones are in service). ``SAME_LIMIT`` requeues after a backoff
-        (:func:`farm.queue.lifecycle.backoff_s`). Both fail the job once
-        ``attempts`` are used up.
+        other phones are in service); its first fault on each phone costs the
+        job no attempt, for up to ``attempts`` phones. ``SAME_LIMIT`` requeues
+        after a backoff (:func:`farm.queue.lifecycle.backoff_s`). Both fail
+        the job once ``attempts`` are used up.
         """
         failure = error if isinstance(error, Failure) else Failure.from_error(error)
         with self._tx() as session:

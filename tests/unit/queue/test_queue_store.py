@@ -333,6 +333,22 @@ class TestRetryByKind:
         (assignment,) = plan(store.snapshot(), T0)
         assert assignment.serials == ("b",)
 
+    def test_first_phone_fault_on_each_phone_costs_no_attempt(self, store: Store) -> None:
+        """App crashes on a, then b, leave a two-attempt job with both attempts; faults on phones
+        it already failed on count, so it fails after four tries (twice its attempts)."""
+        add_ready(store, "a", "b")
+        job_id = store.enqueue(gemm_spec(attempts=2), T0)
+        decisions, made = [], []
+        for serial in ("a", "b", "a", "b"):
+            put_state(store, serial, DeviceState.READY, "recovered", T0)
+            claim = start(store, job_id, serial)
+            decisions.append(store.fail_attempt(
+                claim.attempt.id, SessionError(serial, "kShutdown"), T0))
+            made.append(store.get_job(job_id).attempts_made)
+        assert decisions == [Decision.REQUEUED] * 3 + [Decision.FAILED]
+        assert made == [0, 0, 1, 2]
+        assert "after 2 attempts" in store.get_job(job_id).error
+
     def test_timeout_retries_within_limit_after_backoff(self, store: Store) -> None:
         """A JobTimeout requeues after a backoff while attempts remain, then fails the job."""
         add_ready(store, "a")
