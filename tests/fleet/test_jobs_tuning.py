@@ -15,7 +15,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +24,14 @@ import pytest
 import sqlalchemy as sa
 
 from farm.clock import wait_until
+from farm.fleet.history import reason_of
 from farm.jobs.tune_records import FAILED_RUN_S, RECORDS_FILE
 from farm.kinds.run import tune_work_dir
 from farm.procs import process_alive, signal_group
 from farm.provision.standin import demo_apk
 from farm.queue.models import AttemptState, DeviceState, JobState, Sample
 from farm.queue.store import Store
+from farm.supervise import Failure, LadderPolicy, Recovery, Step
 from farm.tvm.keys import job_key, phone_key
 from farm.tvm.tracker import TrackerProcess, summary
 from farm.virtual.android.spec import profiles
@@ -165,6 +167,47 @@ class TestTuningThroughAppCrashes:
         listed = wait_until(serving_own, 60, "every phone serving its own key again after the tune")
         assert listed is not None and key not in listed
         farm.wait_ready(60)
+
+
+    def test_app_crash_due_quarantine_while_serving_the_job_key_is_healed(  # type: ignore[no-untyped-def]
+        self, start_farmd
+    ) -> None:
+        """A phone with four recent incidents behind it (its next is due quarantine at the
+        defaults) has its app crashed while it serves a one-phone tune's key: farmd relaunches
+        it under the job key rather than skip it for being busy, and the tune finishes."""
+        farm = start_farmd(1)
+        [serial] = farm.serials
+        tracker = farm.farmd.settings.tracker
+        ago = datetime.now(UTC) - timedelta(minutes=10)
+        for n in range(LadderPolicy().quarantine_after - 1):  # not healed by the first relaunch
+            at = ago + timedelta(minutes=n)
+            for event in (Failure(at, "app_running false"),
+                          Recovery(at + timedelta(seconds=1), Step.RESTART_APP, ok=False),
+                          Recovery(at + timedelta(seconds=5), Step.FORCE_STOP_RELAUNCH, ok=True)):
+                farm.store.add_device_event(serial, reason_of(event), event.at)
+        spec = tune_spec()
+        spec["params"]["phones"] = 1
+        job_id = farm.enqueue(spec)
+        key = job_key(tracker.key, job_id)
+
+        def serving() -> int:
+            return len(summary(tracker.host, tracker.port).servers_for(key))
+
+        def served() -> bool:  # registered, and farmd's serve task over (not crashed under it)
+            device = farm.store.get_device(serial)
+            return (serving() == 1 and device.serving_key == key  # type: ignore[union-attr]
+                    and not farm.farmd.manager.runtime(serial).busy_task)
+
+        wait_until(served, TUNE_DEADLINE_S, "the phone serving the job's key")
+        farm.fleet.crash_app(serial)  # tuning has just begun: its candidates build first
+        wait_until(lambda: not serving(), 30, "the crashed app leaving the tracker")
+        wait_until(serving, 60, "the app relaunched under the job's key")
+        farm.wait_finished([job_id], TUNE_DEADLINE_S)
+        view = farm.store.get_job(job_id)
+        assert view.state is JobState.SUCCEEDED, view.error  # type: ignore[union-attr]
+        [result] = farm.store.results(job_id)
+        assert result.summary["app_relaunches"] == [serial]
+        assert result.summary["attempts"] == 1
 
 
 # --- farmd killed mid-run -----------------------------------------------------------------
