@@ -114,8 +114,9 @@ class TestRestart:
     ) -> None:
         """Two crashes fixed before a farm restart and one after it quarantine the phone
         (quarantine after 3): the incidents are counted from the database, not memory."""
+        # A crash loop across the restart however long provisioning takes under load.
         ladder = LadderPolicy(backoff_base_s=0.1, backoff_max_s=0.2, quarantine_after=3,
-                              attempts_per_rung=1)
+                              attempts_per_rung=1, crash_loop_s=600)
         phones = make_fleet(1, network="usb-only")
         serial = phones.serials[0]
         data_dir = tmp_path / "farm"
