@@ -66,7 +66,7 @@ from farm.jobs.tune_progress import TuneProgress
 from farm.jobs.tune_rate import limit_per_phone_hour, run_overhead_s, trials_per_phone_hour
 from farm.jobs.tune_records import best_record_s, count_trials, default_and_best_s
 from farm.jobs.tune_search import FarmSearch, measured_traces, search_settings
-from farm.jobs.tune_seed import BestRecords, seed_work_dir, target_key
+from farm.jobs.tune_seed import BestRecords, seed_work_dir, target_key, warm_start
 from farm.jobs.tune_space import tune_space
 from farm.jobs.tune_tasks import Planned
 from farm.jobs.tune_verify import Verdict, verify_picks
@@ -159,13 +159,20 @@ def _contexts(planned: list[Planned], caps: list[int], params: TuneParams,
     return contexts, weights
 
 
-def _round_cost_model(trials: int, progress: TuneProgress) -> Any:
+def _round_cost_model(trials: int, progress: TuneProgress, contexts: list[Any],
+                      params: TuneParams) -> Any:
     """A round's cost model (:func:`farm.jobs.tune.cost_model`), ``progress`` told its warm-up.
 
-    Its searches cost more once it predicts (:meth:`TuneProgress.start_round`).
+    It is first trained on the work folder's records of the tasks (the
+    fleet's, seeded, and earlier attempts': :func:`farm.jobs.tune_seed.warm_start`),
+    which count towards its warm-up. Its searches cost more once it predicts
+    (:meth:`TuneProgress.start_round`).
     """
     model = cost_model(trials)
-    progress.start_round(0 if isinstance(model, str) else warmup_samples(trials))
+    fed = warm_start(model, contexts, params.work_dir)
+    if fed:
+        log.info("tuning_cost_model_warm_started", records=fed)
+    progress.start_round(0 if isinstance(model, str) else max(0, warmup_samples(trials) - fed))
     return model
 
 
@@ -331,7 +338,7 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
         _import_tensor_intrin(progress)
         contexts, weights = _contexts(planned, caps, params, progress, expired)
         log.info("tuning_round_tasks", tasks=len(contexts), trials=sum(caps), batch=batch)
-        model = _round_cost_model(asked, progress)
+        model = _round_cost_model(asked, progress, contexts, params)
         sent_before = progress.candidates_sent
         ms.tune_tasks(
             tasks=contexts, task_weights=weights, work_dir=str(params.work_dir),
