@@ -1,4 +1,4 @@
-"""Measured trials per phone-hour of a model tune: search, build and measurement in turns, or pipelined.
+"""Measured trials per phone-hour of a model tune: search, build and measure in turns, or pipelined.
 
 Tunes the small CNN (``farm.demo_model``) with farm's tuning code
 (:func:`farm.jobs.tune_model.tune_model`) against RPC servers on this host

@@ -281,7 +281,7 @@ def builder_and_runner(
     from tvm.s_tir import meta_schedule as ms
 
     from farm.jobs.tune_builder import warm_builder
-    from farm.jobs.tune_rate import UPLOADS_FILE, TimedSession, TimedUpload
+    from farm.jobs.tune_rate import MEASURE_UNTIL_FILE, UPLOADS_FILE, TimedSession, TimedUpload
 
     if warm:
         builder = warm_builder(params.builder_workers, params.builder_timeout_s,
@@ -295,7 +295,8 @@ def builder_and_runner(
             initializer=builder_initializer,
         )
     upload = TimedUpload(str(params.work_dir / UPLOADS_FILE),
-                         params.builder_timeout_s if params.pipeline else 0.0) if warm else None
+                         params.builder_timeout_s if params.pipeline else 0.0,
+                         str(params.work_dir / MEASURE_UNTIL_FILE)) if warm else None
     workload = params.model if params.model is not None else params.gemm
     threads = connect_fresh if workload is None else ThreadPoolSession(
         workload.threads.affinity_mode, workload.threads.num_threads)

@@ -1,4 +1,5 @@
-"""The cost model trained on the work folder's records before the first batch (farm.jobs.tune_seed)."""
+"""The cost model trained on the work folder's records before the first batch
+(farm.jobs.tune_seed.warm_start)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The build processes of a tune attempt (farm.jobs.tune_cores) and a pipelined build's wait
-(farm.jobs.tune_rate.wait_for_build)."""
+"""The build processes of a tune attempt (farm.jobs.tune_cores), a pipelined build's wait and
+the time budget's limit on measuring (farm.jobs.tune_rate)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,13 @@ import pytest
 from farm.errors import CompileError
 from farm.jobs.tune_builder import ERROR_SUFFIX
 from farm.jobs.tune_cores import builder_share, held_builders
-from farm.jobs.tune_rate import wait_for_build
+from farm.jobs.tune_rate import (
+    MEASURE_UNTIL_FILE,
+    TimedUpload,
+    measure_until,
+    read_measure_until,
+    wait_for_build,
+)
 
 
 class TestBuilderShare:
@@ -68,5 +75,24 @@ class TestWaitForBuild:
 
     def test_a_build_never_done_fails_at_the_deadline(self, tmp_path: Path) -> None:
         """Neither the library nor an error comes: the candidate fails after the deadline."""
-        with pytest.raises(CompileError, match="not built within 0.2 s"):
+        with pytest.raises(CompileError, match=r"not built within 0\.2 s"):
             wait_for_build(str(tmp_path / "tvm_tmp_mod.so"), 0.2)
+
+
+class TestMeasureUntil:
+    def test_a_candidate_past_the_budget_is_not_measured(self, tmp_path: Path) -> None:
+        """The budget's end has passed: the upload refuses before it touches the session (None
+        here), so the batch in flight ends on time."""
+        until = tmp_path / MEASURE_UNTIL_FILE
+        measure_until(until, time.time() - 1.0)
+        upload = TimedUpload(str(tmp_path / "uploads.jsonl"), 0.0, str(until))
+        with pytest.raises(TimeoutError, match="time budget is spent"):
+            upload(None, str(tmp_path / "tvm_tmp_mod.so"), "tvm_tmp_mod.so")
+
+    def test_no_limit_is_written_as_no_file(self, tmp_path: Path) -> None:
+        """A limit reads back as written; None removes it (the next attempt measures)."""
+        until = tmp_path / MEASURE_UNTIL_FILE
+        measure_until(until, 1234.5)
+        assert read_measure_until(str(until)) == 1234.5
+        measure_until(until, None)
+        assert not until.exists() and read_measure_until(str(until)) is None
