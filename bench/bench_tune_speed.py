@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
                           runner_workers=args.phones, max_tasks=args.max_tasks,
                           for_s=args.for_s, seed=1)
         try:
-            cluster.start_tracker()
-            cluster.add_servers(KEY, count=args.phones)
+            cluster.start_tracker(deadline_s=180.0)  # a loaded host starts it slowly
+            cluster.add_servers(KEY, count=args.phones, deadline_s=300.0)
             tracker = TrackerParams(host=cluster.host, port=cluster.port, key=KEY,
                                     session_timeout_s=120, serial="bench", connect_timeout_s=60)
             cache = CompileCache(root / "cache")
