@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.demo_model import write_small_cnn
+from farm.errors import CompileError
 from farm.jobs.cache import CompileCache
 from farm.jobs.local_cluster import LocalCluster
 from farm.jobs.params import DeviceFacts, DeviceKind, ModelParams, TrackerParams, TuneParams
@@ -72,7 +73,12 @@ def _run(side: str, base: TuneParams, root: Path, target: dict[str, Any],
     with held_builders(root / "tune-cores", 0 if pipelined else 1) as builders:
         params = replace(base, work_dir=work_dir, pipeline=pipelined, builder_workers=builders)
         start = time.monotonic()
-        result = tune_model(params, target, tracker, cache)
+        try:
+            result = tune_model(params, target, tracker, cache)
+        except CompileError as exc:  # the budget ran out before a trial was measured
+            print(f"{side:<10} builders {builders:>2}  {exc}  load {os.getloadavg()[0]:.2f}",
+                  flush=True)
+            return None
     load = os.getloadavg()[0]
     print(f"{side:<10} builders {builders:>2}  measured {result.trials_measured:>4}  "
           f"tuning {result.tuning_s:6.1f} s  wall {time.monotonic() - start:6.1f} s  "
