@@ -9,7 +9,8 @@ work folder:
 - ``turns``: farm's earlier behaviour, ``jobs.tune_pipeline = false`` and
   ``jobs.tune_builder_workers = 1``: a batch is searched, built in one
   process, then measured, before the next is searched;
-- ``pipelined``: the defaults, a batch built while the next is searched
+- ``pipelined``: ``jobs.tune_pipeline = true`` and the default builders, a
+  batch built while the next is searched
   (:mod:`farm.jobs.tune_builder`) by the host's free cores
   (:mod:`farm.jobs.tune_cores`).
 
