@@ -9,6 +9,8 @@ work folder:
 - ``turns``: farm's earlier behaviour, ``jobs.tune_pipeline = false`` and
   ``jobs.tune_builder_workers = 1``: a batch is searched, built in one
   process, then measured, before the next is searched;
+- ``cores``: farm's default now, ``jobs.tune_pipeline = false`` and the
+  default builders (the host's free cores, :mod:`farm.jobs.tune_cores`), in turns;
 - ``pipelined``: ``jobs.tune_pipeline = true`` and the default builders, a
   batch built while the next is searched
   (:mod:`farm.jobs.tune_builder`) by the host's free cores
@@ -51,6 +53,8 @@ from farm.jobs.tune_cores import held_builders
 from farm.jobs.tune_model import tune_model
 
 KEY = "bench-tune-speed"
+#: The loops compared (the module docstring says what each is).
+SIDES = ("turns", "cores", "pipelined")
 
 
 def _target(kind: str) -> tuple[dict[str, Any], DeviceKind]:
@@ -71,7 +75,7 @@ def _run(side: str, base: TuneParams, root: Path, target: dict[str, Any],
          tracker: TrackerParams, cache: CompileCache, n: int) -> float | None:
     work_dir = root / f"{side}-{n}"
     pipelined = side == "pipelined"
-    with held_builders(root / "tune-cores", 0 if pipelined else 1) as builders:
+    with held_builders(root / "tune-cores", 1 if side == "turns" else 0) as builders:
         params = replace(base, work_dir=work_dir, pipeline=pipelined, builder_workers=builders)
         start = time.monotonic()
         try:
@@ -99,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--max-tasks", type=int, default=4)
     parser.add_argument("--batch", type=int, default=16, help="trials per batch")
+    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES),
+                        help="loops to compare, each run in turns with the others")
     args = parser.parse_args(argv)
 
     target, device = _target(args.kind)
@@ -112,24 +118,26 @@ def main(argv: list[str] | None = None) -> int:
                           for_s=args.for_s, seed=1)
         try:
             cluster.start_tracker(deadline_s=180.0)  # a loaded host starts it slowly
-            cluster.add_servers(KEY, count=args.phones, deadline_s=300.0)
+            cluster.add_servers(KEY, count=args.phones, deadline_s=300.0,
+                                no_fork=args.kind == "gpu")
             tracker = TrackerParams(host=cluster.host, port=cluster.port, key=KEY,
                                     session_timeout_s=120, serial="bench", connect_timeout_s=60)
             cache = CompileCache(root / "cache")
             print(f"{args.kind}, {os.cpu_count()} cores, {args.phones} phone(s), "
                   f"--for {args.for_s:g} s, load {os.getloadavg()[0]:.2f}", flush=True)
-            rates: dict[str, list[float]] = {"turns": [], "pipelined": []}
+            rates: dict[str, list[float]] = {side: [] for side in args.sides}
             for n in range(args.pairs):
-                for side in ("turns", "pipelined") if n % 2 == 0 else ("pipelined", "turns"):
+                for side in args.sides if n % 2 == 0 else args.sides[::-1]:
                     rate = _run(side, base, root, target, tracker, cache, n)
                     if rate:
                         rates[side].append(rate)
         finally:
             cluster.close()
-    if rates["turns"] and rates["pipelined"]:
-        turns, piped = statistics.median(rates["turns"]), statistics.median(rates["pipelined"])
-        print(f"median trials per phone-hour: turns {turns:.0f}, pipelined {piped:.0f}, "
-              f"{piped / turns:.2f}x")
+    medians = {side: statistics.median(r) for side, r in rates.items() if r}
+    print("median trials per phone-hour: " + ", ".join(
+        f"{side} {rate:.0f}" + (f" ({rate / medians['turns']:.2f}x turns)"
+                                if "turns" in medians and side != "turns" else "")
+        for side, rate in medians.items()))
     return 0
 
 
