@@ -250,11 +250,14 @@ def start_farmd(
     ``same_model`` they are all the first built-in model, so they share one
     compile target; with ``api`` farmd serves its HTTP API on a free loopback
     port (``farmd.api_server.url``); ``results`` replaces :data:`PLUMBING_RESULTS`
-    (``{}``: a user's defaults). Every farmd and phone is stopped after the test.
+    (``{}``: a user's defaults); ``reservations`` is the ``[reservations]``
+    section; other keywords are ``[jobs]`` settings. Every farmd and phone is
+    stopped after the test.
     """
     with contextlib.ExitStack() as stack:
         def start(phones: int, *, same_model: bool = False, api: bool = False,
-                  results: dict[str, float] | None = None, **jobs: float) -> RunningFarmd:
+                  results: dict[str, float] | None = None,
+                  reservations: dict[str, float] | None = None, **jobs: float) -> RunningFarmd:
             specs = profiles(1 if same_model else phones, "usb-only")
             specs = [specs[i % len(specs)] for i in range(phones)]
             fleet = stack.enter_context(
@@ -262,6 +265,8 @@ def start_farmd(
             served: dict[str, Any] = {"api": {"port": free_port()}} if api else {}
             if results is not None:
                 served["results"] = results
+            if reservations is not None:
+                served["reservations"] = reservations
             farmd = Farmd(hermetic_settings(jobs=jobs, **served))
             stack.callback(farmd.stop)
             farmd.start()
