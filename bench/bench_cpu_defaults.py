@@ -35,11 +35,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _one_core import one_core_target
 from _ort import ort_sample_s, ort_session
 
 from farm.jobs.cpu_schedules import legalize_dense
-from farm.jobs.params import DeviceFacts
-from farm.jobs.targets import target_for
 from farm.sampling import interleaved_rounds
 from farm.zoo import MODELS, write_model
 
@@ -79,10 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--core", type=int, default=0)
     args = parser.parse_args(argv)
-    os.environ["TVM_NUM_THREADS"] = "1"
-    os.sched_setaffinity(0, {args.core})
-    target = tvm.target.Target(target_for(DeviceFacts(abi="x86_64", host_runtime=True,
-                                                      num_cores=1)))
+    target = one_core_target(args.core)
     print(f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}, core {args.core}")
     print("| model | build | ms (median) | /ORT median | /ORT range | max abs error |")
     print("|---|---|---|---|---|---|")

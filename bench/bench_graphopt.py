@@ -41,10 +41,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _one_core import one_core_target
 from _ort import ort_sample_s, ort_session
 
-from farm.jobs.params import DeviceFacts, ModelParams
-from farm.jobs.targets import target_for
+from farm.jobs.params import ModelParams
 from farm.sampling import interleaved_rounds
 
 #: (kernel, in, out, stride, SE) per depthwise-separable block: PP-LCNet's NET_CONFIG at 0.5.
@@ -169,10 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--core", type=int, default=0)
     args = parser.parse_args(argv)
-    os.environ["TVM_NUM_THREADS"] = "1"
-    os.sched_setaffinity(0, {args.core})
-    target = tvm.target.Target(target_for(DeviceFacts(abi="x86_64", host_runtime=True,
-                                                      num_cores=1)))
+    target = one_core_target(args.core)
     print(f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}, core {args.core}")
     job = ModelParams(model_path=Path("model.onnx"))  # the job's default rtol and atol
     print("| HardSwish form | build | kernels | ms (median) | /ORT median | /ORT range "

@@ -97,10 +97,10 @@ def _variant(func: Any, target: Any, block: int, rows: int | None) -> Any | None
 def main(argv: list[str] | None = None) -> int:
     import numpy as np
     import tvm
+    from _one_core import one_core_target
     from tvm import te
 
     from farm.jobs.cpu_schedules.common import vector_lanes
-    from farm.jobs.targets import DeviceFacts, target_for
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9)
@@ -110,10 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", nargs="*", type=int, default=[0],
                         help="tile rows to try besides the default's (0: the default only)")
     args = parser.parse_args(argv)
-    os.environ["TVM_NUM_THREADS"] = "1"
-    os.sched_setaffinity(0, {args.core})
-    target = tvm.target.Target(target_for(DeviceFacts(abi="x86_64", host_runtime=True,
-                                                      num_cores=1)))
+    target = one_core_target(args.core)
     lanes = vector_lanes(target)
     print(f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}, core {args.core}, "
           f"{lanes} lanes")

@@ -85,8 +85,13 @@ class LocalCluster:
         except (OSError, RuntimeError, KeyError):
             return 0
 
-    def add_servers(self, key: str, count: int = 1, deadline_s: float = 60.0) -> None:
+    def add_servers(self, key: str, count: int = 1, deadline_s: float = 60.0,
+                    no_fork: bool = False) -> None:
         """Start ``count`` RPC servers under ``key`` and wait until all are free.
+
+        ``no_fork`` serves each session in the server's own process
+        (``--no-fork``), as a GPU needs: CUDA fails in a forked child of a
+        process that initialized it (``cudaErrorInitializationError``).
 
         Raises:
             TrackerUnreachable: they did not register within ``deadline_s``.
@@ -110,6 +115,7 @@ class LocalCluster:
                         f"{self.host}:{self.port}",
                         "--key",
                         key,
+                        *(["--no-fork"] if no_fork else []),
                     ]),
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,

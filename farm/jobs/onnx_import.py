@@ -21,6 +21,16 @@ nodes in ``GraphConverter._construct_nodes`` (``tvm/relax/frontend/onnx/
 onnx_frontend.py``), whose frame in the traceback still holds the ``node`` it
 was converting.
 
+Opset-11/12 exports of ``upsample(size=...)`` (torch.onnx, Paddle2ONNX) write
+a ``Resize`` by ``sizes`` with ``scales`` an empty tensor, as those opsets
+require (the ONNX operator spec: "only one of 'scales' and 'sizes' can be
+specified"; an input can be left out by name only from opset 13). TVM 0.27's
+converter takes any ``scales`` input as given and refuses the node ("Only one
+of scales and sizes can be provided in Resize"), still after onnx-simplifier,
+which keeps the empty tensor. Before the import such a ``scales`` input is left
+out by name (:func:`drop_empty_resize_scales`), the form the converter reads
+as "by sizes".
+
 Every imported module then goes through the graph-level passes of
 :mod:`farm.jobs.graph_passes` (batch norm folded into the conv or matmul
 before it, no-op reshapes removed), so the build, the tuning job's task
@@ -33,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,8 +53,8 @@ from farm.errors import CompileError
 from farm.jobs.graph_passes import optimize
 from farm.jobs.tvm_errors import reason_of
 
-__all__ = ["FRONTEND_ERRORS", "IMPORT_NOTE_FILE", "Imported", "failed_node", "import_relax",
-           "simplify"]
+__all__ = ["FRONTEND_ERRORS", "IMPORT_NOTE_FILE", "Imported", "drop_empty_resize_scales",
+           "failed_node", "import_relax", "simplify"]
 
 log = structlog.get_logger(__name__)
 
@@ -120,12 +131,62 @@ def _why(exc: BaseException, model: Any) -> str:
     return f"{where}: {reason}" if where else reason
 
 
+#: The frontend's warning about a Resize's ``scales`` left out by name (its per-node check).
+_LEFT_OUT_SCALES = r"Node \(.*\)'s input 2 is marked single but has an empty string"
+
+
+def _empty_tensors(model: Any) -> set[str]:
+    """Names of the initializers and ``Constant`` outputs of ``model`` that hold no element."""
+    from onnx import numpy_helper
+
+    empty = {init.name for init in model.graph.initializer if 0 in init.dims}
+    for node in model.graph.node:
+        if node.op_type != "Constant":
+            continue
+        for attr in node.attribute:
+            if attr.name == "value" and numpy_helper.to_array(attr.t).size == 0:
+                empty.update(node.output)
+    return empty
+
+
+def drop_empty_resize_scales(model: Any) -> tuple[Any, int]:
+    """``model`` with each ``Resize`` by ``sizes`` given its empty ``scales`` by name only.
+
+    A ``Resize`` whose third input (``scales``) is a constant of no element
+    and whose fourth (``sizes``) is given gets ``""`` as its third input, which
+    ONNX reads as "not given" and TVM's converter as None (see the module doc).
+
+    Args:
+        model: an ``onnx.ModelProto``; not changed.
+
+    Returns:
+        ``(model, 0)`` when no node has that form, else ``(a copy with those
+        nodes rewritten, how many)``.
+    """
+    resizes = [i for i, node in enumerate(model.graph.node)
+               if node.op_type == "Resize" and len(node.input) == 4 and node.input[3]]
+    if not resizes:
+        return model, 0
+    empty = _empty_tensors(model)
+    rewrite = [i for i in resizes if model.graph.node[i].input[2] in empty]
+    if not rewrite:
+        return model, 0
+    copy = type(model)()
+    copy.CopyFrom(model)
+    for i in rewrite:
+        copy.graph.node[i].input[2] = ""
+    return copy, len(rewrite)
+
+
 def _from_onnx(model: Any, shapes: dict[str, list[int]], dtypes: dict[str, str]) -> Any:
     from tvm.relax.frontend.onnx import from_onnx
 
     # The frontend prints each failing node with its (possibly huge) inputs
-    # before re-raising; the error says the same in one line.
-    with contextlib.redirect_stdout(io.StringIO()):
+    # before re-raising; the error says the same in one line. Its per-node
+    # check warns of the scales drop_empty_resize_scales left out by name,
+    # which opsets 11-12 call required; the converter reads it as intended.
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_LEFT_OUT_SCALES, category=UserWarning)
         return from_onnx(model, shape_dict=shapes, dtype_dict=dtypes,
                          keep_params_in_input=False)
 
@@ -172,13 +233,14 @@ def import_relax(model: Any, shapes: dict[str, list[int]], dtypes: dict[str, str
     """
     simplified_note = None
     identities = sum(node.op_type == "Identity" for node in model.graph.node)
+    model, resizes = drop_empty_resize_scales(model)
     try:
         mod = _from_onnx(model, shapes, dtypes)
     except FRONTEND_ERRORS as exc:
         why = _why(exc, model)
         mod = _import_simplified(model, shapes, dtypes, name, why)
         simplified_note = f"imported after simplification: TVM's ONNX frontend refused {why}"
-    return _optimized(mod, name, simplified_note, identities)
+    return _optimized(mod, name, simplified_note, identities, resizes)
 
 
 def _import_simplified(model: Any, shapes: dict[str, list[int]], dtypes: dict[str, str],
@@ -197,12 +259,14 @@ def _import_simplified(model: Any, shapes: dict[str, list[int]], dtypes: dict[st
     return mod
 
 
-def _optimized(mod: Any, name: str, simplified_note: str | None, identities: int) -> Imported:
+def _optimized(mod: Any, name: str, simplified_note: str | None, identities: int,
+               resizes: int = 0) -> Imported:
     """``mod`` after :func:`farm.jobs.graph_passes.optimize`, with the note of both steps.
 
     ``identities`` ``Identity`` nodes of the ONNX graph are said to be removed:
     the frontend maps each to its input (its ``Identity`` converter), so none
-    reaches the Relax module.
+    reaches the Relax module. ``resizes``: the ``Resize`` nodes whose empty
+    ``scales`` :func:`drop_empty_resize_scales` left out.
 
     Raises:
         CompileError: a pass failed on the graph (TVM's error, naming ``name``).
@@ -211,7 +275,9 @@ def _optimized(mod: Any, name: str, simplified_note: str | None, identities: int
         optimized = optimize(mod)
     except FRONTEND_ERRORS as exc:
         raise CompileError(name, f"graph passes failed: {reason_of(exc)}") from exc
-    passes = ((f"removed {identities} Identity",) if identities else ()) + optimized.passes
+    passes = ((f"removed {identities} Identity",) if identities else ()) \
+        + ((f"dropped the empty scales of {resizes} Resize by sizes",) if resizes else ()) \
+        + optimized.passes
     notes = [simplified_note] if simplified_note else []
     if passes:
         log.info("graph_optimized", model=name, passes=list(passes))

@@ -216,6 +216,10 @@ class TuneParams:
         verify_rounds: measurements of each task's pick and of its default
             schedule, interleaved, before the tuned build
             (:mod:`farm.jobs.tune_verify`).
+        pipeline: build each batch in the background while the next is
+            searched, the runner waiting for each library
+            (:mod:`farm.jobs.tune_builder`); False: a batch is built before
+            the next search starts (the config's ``jobs.tune_pipeline``).
     """
 
     gemm: GemmParams | None
@@ -233,3 +237,4 @@ class TuneParams:
     max_tasks: int | None = None
     for_s: float | None = None
     verify_rounds: int = 3
+    pipeline: bool = False

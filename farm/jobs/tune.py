@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -144,15 +144,34 @@ def builder_initializer() -> None:
 
 @dataclass(frozen=True)
 class SoExporter:
-    """MetaSchedule ``f_export``: a built candidate to a ``.so`` path (picklable)."""
+    """MetaSchedule ``f_export``: a built candidate to a ``.so`` path (picklable).
+
+    Attributes:
+        linker: links the library.
+        path: where the library goes; None: a fresh temporary folder each call.
+    """
 
     linker: Linker
+    path: str | None = None
+
+    def to(self, path: str) -> SoExporter:
+        """This exporter writing to ``path`` (a pipelined build's)."""
+        return replace(self, path=path)
 
     def __call__(self, module: Any) -> str:
-        """Export ``module`` to a fresh temporary ``.so`` and return its path."""
-        path = Path(tempfile.mkdtemp(prefix="farm-ms-")) / "tvm_tmp_mod.so"
-        module.export_library(str(path), fcompile=self.linker)
-        return str(path)
+        """Export ``module`` to its ``.so`` and return the path.
+
+        With a ``path`` given, the library is written beside it and renamed
+        into place, so a runner waiting for ``path`` never loads half a file.
+        """
+        if self.path is None:
+            path = Path(tempfile.mkdtemp(prefix="farm-ms-")) / "tvm_tmp_mod.so"
+            module.export_library(str(path), fcompile=self.linker)
+            return str(path)
+        partial = f"{self.path}.partial.so"
+        module.export_library(partial, fcompile=self.linker)
+        os.replace(partial, self.path)
+        return self.path
 
 
 def warmup_samples(trials: int) -> int:
@@ -249,7 +268,8 @@ def builder_and_runner(
         tracker: the tracker and the key the phones serve.
         linker: links each candidate's ``.so``.
         warm: one pool of build processes started now and kept for the whole
-            run (:func:`farm.jobs.tune_builder.warm_builder`), and each session
+            run (:func:`farm.jobs.tune_builder.warm_builder`, pipelined with
+            ``params.pipeline``: the runner waits for each library), and each session
             and upload timed into the work folder (:class:`farm.jobs.tune_rate.TimedSession`,
             :class:`farm.jobs.tune_rate.TimedUpload`);
             False: MetaSchedule's ``LocalBuilder`` (a fresh pool per batch).
@@ -261,11 +281,12 @@ def builder_and_runner(
     from tvm.s_tir import meta_schedule as ms
 
     from farm.jobs.tune_builder import warm_builder
-    from farm.jobs.tune_rate import UPLOADS_FILE, TimedSession, TimedUpload
+    from farm.jobs.tune_rate import MEASURE_UNTIL_FILE, UPLOADS_FILE, TimedSession, TimedUpload
 
     if warm:
         builder = warm_builder(params.builder_workers, params.builder_timeout_s,
-                               SoExporter(linker), builder_initializer, on_built=on_built)
+                               SoExporter(linker), builder_initializer, on_built=on_built,
+                               pipeline=params.pipeline)
     else:
         builder = ms.builder.LocalBuilder(
             max_workers=params.builder_workers,
@@ -273,7 +294,9 @@ def builder_and_runner(
             f_export=SoExporter(linker),
             initializer=builder_initializer,
         )
-    upload = TimedUpload(str(params.work_dir / UPLOADS_FILE)) if warm else None
+    upload = TimedUpload(str(params.work_dir / UPLOADS_FILE),
+                         params.builder_timeout_s if params.pipeline else 0.0,
+                         str(params.work_dir / MEASURE_UNTIL_FILE)) if warm else None
     workload = params.model if params.model is not None else params.gemm
     threads = connect_fresh if workload is None else ThreadPoolSession(
         workload.threads.affinity_mode, workload.threads.num_threads)

@@ -11,17 +11,48 @@ anything is built. :class:`WarmBuilder` keeps one pool, starts its workers
 candidates, and recycles a worker after ``max_uses`` builds, which bounds the
 leak LocalBuilder restarts for. Each build runs LocalBuilder's own worker
 function, so candidates are built and exported exactly as LocalBuilder does.
+
+Pipelined (``pipeline=True``), a build call does not wait for its builds: it
+hands each candidate the path its library will have
+(:func:`artifact_path`), submits the builds and returns, so MetaSchedule's
+task scheduler sends the batch to the runner and goes on searching the next
+batch while this one is built and measured. The runner's upload waits for
+each library (:class:`farm.jobs.tune_rate.TimedUpload` with ``build_wait_s``);
+a build that fails leaves ``<path>.error`` with its reason, which the upload
+raises, so the candidate is recorded as failed, as a failed build is.
 """
 
 from __future__ import annotations
 
 import math
+import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
-__all__ = ["warm_builder"]
+__all__ = ["ERROR_SUFFIX", "artifact_path", "warm_builder"]
+
+#: Appended to a pipelined candidate's library path for the file holding why its build failed.
+ERROR_SUFFIX = ".error"
+
+
+def artifact_path() -> str:
+    """A fresh path for a candidate's library, in a folder of its own (as ``SoExporter`` makes).
+
+    MetaSchedule removes the folder once the candidate is measured
+    (``RemoveBuildArtifact``).
+    """
+    return str(Path(tempfile.mkdtemp(prefix="farm-ms-")) / "tvm_tmp_mod.so")
+
+
+def _note_failure(path: str, future: Future[Any]) -> None:
+    """Leave ``<path>.error`` when a pipelined build failed (an exception or the pool's timeout)."""
+    error = future.exception()
+    if error is not None:
+        Path(path + ERROR_SUFFIX).write_text(f"build failed: {error!r}", encoding="utf-8")
 
 
 def _ready() -> bool:
@@ -37,11 +68,12 @@ def _builder_class() -> type:
 
     @derived_object
     class _WarmBuilder(PyBuilder):
-        def __init__(self, workers: int, timeout_s: float, f_export: Callable[[Any], str],
+        def __init__(self, workers: int, timeout_s: float, f_export: Any,
                      initializer: Callable[[], None], max_uses: int,
-                     on_built: Callable[[], None] | None) -> None:
+                     on_built: Callable[[], None] | None, pipeline: bool) -> None:
             super().__init__()
             self.f_export = f_export
+            self.pipeline = pipeline
             self.on_built = on_built
             self.workers = workers
             #: Seconds per wave of ``workers`` candidates of the last build calls:
@@ -55,6 +87,8 @@ def _builder_class() -> type:
                 self.pool.submit(_ready)
 
         def build(self, build_inputs: list[Any]) -> list[Any]:
+            if self.pipeline:
+                return self._submit(build_inputs)
             started_s = time.monotonic()
             args = [(None, self.f_export, b.mod, b.target, _serialize_params(b.params))
                     for b in build_inputs]
@@ -73,6 +107,31 @@ def _builder_class() -> type:
             if self.on_built is not None:
                 self.on_built()
             return results
+
+        def _submit(self, build_inputs: list[Any]) -> list[Any]:
+            """Start each build and return its library's path now (the module docstring)."""
+            started_s = time.monotonic()
+            paths = [artifact_path() for _ in build_inputs]
+            futures = [self.pool.submit(_worker_func, None, self.f_export.to(path), b.mod,
+                                        b.target, _serialize_params(b.params))
+                       for path, b in zip(paths, build_inputs, strict=True)]
+            left = [len(futures)]
+            lock = threading.Lock()
+
+            def done(path: str, future: Future[Any]) -> None:
+                _note_failure(path, future)
+                with lock:
+                    left[0] -= 1
+                    if left[0]:
+                        return
+                waves = math.ceil(len(futures) / max(self.workers, 1))
+                self.waves_s = [*self.waves_s[-3:], (time.monotonic() - started_s) / waves]
+
+            for path, future in zip(paths, futures, strict=True):
+                future.add_done_callback(lambda f, p=path: done(p, f))
+            if self.on_built is not None:
+                self.on_built()
+            return [BuilderResult(path, None) for path in paths]
 
         @property
         def wave_s(self) -> float | None:
@@ -100,25 +159,30 @@ def _builder_class() -> type:
 _CLASS: list[type] = []
 
 
-def warm_builder(workers: int, timeout_s: float, f_export: Callable[[Any], str],
+def warm_builder(workers: int, timeout_s: float, f_export: Any,
                  initializer: Callable[[], None], max_uses: int = 64,
-                 on_built: Callable[[], None] | None = None) -> Any:
+                 on_built: Callable[[], None] | None = None, *, pipeline: bool = False) -> Any:
     """A MetaSchedule ``Builder`` with ``workers`` processes, started now.
 
     Args:
         workers: build processes.
         timeout_s: one build's limit (the first build of a worker includes
             its initializer).
-        f_export: writes a built module to a ``.so`` and returns its path.
+        f_export: writes a built module to a ``.so`` and returns its path;
+            pipelined, its ``to(path)`` gives one writing to ``path``
+            (:class:`farm.jobs.tune.SoExporter`).
         initializer: run once in each worker when it starts.
         max_uses: builds before a worker is replaced by a fresh one.
         on_built: called after each call's builds are done, in the caller's
             thread (MetaSchedule's task scheduler builds a batch before it
-            searches the next: :meth:`farm.jobs.tune_progress.TuneProgress.batch_built`).
+            searches the next: :meth:`farm.jobs.tune_progress.TuneProgress.batch_built`);
+            pipelined, once its builds are submitted.
+        pipeline: return from a build call at once, each candidate's library
+            to come (the module docstring); False: return once all are built.
 
     Returns:
         The builder; call its ``shutdown()`` when tuning ends.
     """
     if not _CLASS:
         _CLASS.append(_builder_class())
-    return _CLASS[0](workers, timeout_s, f_export, initializer, max_uses, on_built)
+    return _CLASS[0](workers, timeout_s, f_export, initializer, max_uses, on_built, pipeline)

@@ -18,20 +18,27 @@ to ``<work_dir>/farm_uploads.jsonl``.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from farm.clock import wait_until
+from farm.errors import CompileError
 from farm.jobs.params import TimingParams
 from farm.jobs.session import connect_fresh
 from farm.jobs.tune_records import FAILED_RUN_S, RECORDS_FILE
 
-__all__ = ["UPLOADS_FILE", "TimedSession", "TimedUpload", "limit_per_phone_hour",
-           "run_overhead_s", "trial_busy_s", "trials_per_phone_hour"]
+__all__ = ["MEASURE_UNTIL_FILE", "UPLOADS_FILE", "TimedSession", "TimedUpload",
+           "limit_per_phone_hour", "measure_until", "read_measure_until", "run_overhead_s",
+           "trial_busy_s", "trials_per_phone_hour", "wait_for_build"]
 
 UPLOADS_FILE = "farm_uploads.jsonl"
+
+#: The work folder's file saying until when candidates are measured (:func:`measure_until`).
+MEASURE_UNTIL_FILE = "farm_measure_until.json"
 
 
 @dataclass(frozen=True)
@@ -40,18 +47,83 @@ class TimedUpload:
 
     Attributes:
         log_path: the JSON-lines file an upload's seconds are appended to.
+        build_wait_s: with pipelined builds (:mod:`farm.jobs.tune_builder`),
+            how long to wait for the library to be built; 0: it is built.
+        until_path: a file holding the time (UNIX seconds) after which no
+            candidate is measured (:func:`measure_until`), the tuning's time
+            budget; None, or no file: no limit.
     """
 
     log_path: str
+    build_wait_s: float = 0.0
+    until_path: str | None = None
 
     def __call__(self, session: Any, local_path: str, remote_path: str) -> Any:
-        """Upload and load ``local_path`` as MetaSchedule's default does; log the seconds."""
+        """Upload and load ``local_path`` as MetaSchedule's default does; log the seconds.
+
+        Raises:
+            CompileError: a pipelined build failed or was not done in ``build_wait_s``
+                (MetaSchedule records the candidate as failed).
+            TimeoutError: the time budget is spent (``until_path``): the
+                candidate is recorded unmeasured, and a resumed job measures it.
+        """
+        self._in_budget()
+        if self.build_wait_s > 0:
+            wait_for_build(local_path, self.build_wait_s)
+            self._in_budget()
         start = time.monotonic()
         session.upload(local_path, remote_path)
         module = session.load_module(remote_path)
         with open(self.log_path, "a", encoding="utf-8") as log:
             log.write(json.dumps({"upload_s": time.monotonic() - start}) + "\n")
         return module
+
+
+    def _in_budget(self) -> None:
+        until = read_measure_until(self.until_path)
+        if until is not None and time.time() > until:
+            raise TimeoutError("the tuning's time budget is spent: not measured")
+
+
+def measure_until(path: Path, until: float | None) -> None:
+    """Write when the runner stops measuring candidates (UNIX seconds; None: no limit).
+
+    A batch in flight when the time budget ends would otherwise be measured
+    to its last candidate (a batch of 16 on a phone: 30 s and more).
+    """
+    if until is None:
+        path.unlink(missing_ok=True)
+        return
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(until), encoding="utf-8")
+    os.replace(partial, path)
+
+
+def read_measure_until(path: str | None) -> float | None:
+    """The time :func:`measure_until` wrote at ``path``; None: no file (no limit)."""
+    if path is None:
+        return None
+    try:
+        return float(json.loads(Path(path).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def wait_for_build(path: str, deadline_s: float) -> None:
+    """Wait until the pipelined build of ``path`` is done (:mod:`farm.jobs.tune_builder`).
+
+    Raises:
+        CompileError: it left ``<path>.error`` (its reason is the message), or
+            neither the library nor that file came within ``deadline_s``.
+    """
+    from farm.jobs.tune_builder import ERROR_SUFFIX
+
+    error = Path(path + ERROR_SUFFIX)
+    if not wait_until(lambda: os.path.exists(path) or error.exists(), deadline_s,
+                      interval_s=0.05):
+        raise CompileError(path, f"not built within {deadline_s:g} s")
+    if not os.path.exists(path):
+        raise CompileError(path, error.read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)

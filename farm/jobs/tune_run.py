@@ -22,8 +22,10 @@ measurements; a task already complete costs nothing. A time budget
 :meth:`farm.jobs.tune_progress.TuneProgress.expired`) stops the search: no
 batch is sent once less time is left than the last batch took plus the
 shortest check of the picks (:func:`check_price`, priced from this attempt's
-measurements), the batch in flight is recorded, and the model is built with
-the records so far. The check then runs as many rounds as the time left holds
+measurements), the batch in flight is measured until the time kept for the
+check begins (its other candidates recorded unmeasured:
+:func:`farm.jobs.tune_rate.measure_until`), and the model is built with the
+records so far. The check then runs as many rounds as the time left holds
 (:meth:`farm.jobs.tune_check_cost.CheckPrice.rounds_in`); where it holds
 fewer than :data:`MIN_CHECK_ROUNDS` (a batch in flight ran past the share
 kept), those fewest rounds still run if they add at most
@@ -44,6 +46,7 @@ again against its default schedule (:mod:`farm.jobs.tune_verify`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -63,10 +66,16 @@ from farm.jobs.tune import (
 from farm.jobs.tune_baseline import BaselineTask, measure_baselines, missing_baselines
 from farm.jobs.tune_check_cost import CheckPrice
 from farm.jobs.tune_progress import TuneProgress
-from farm.jobs.tune_rate import limit_per_phone_hour, run_overhead_s, trials_per_phone_hour
+from farm.jobs.tune_rate import (
+    MEASURE_UNTIL_FILE,
+    limit_per_phone_hour,
+    measure_until,
+    run_overhead_s,
+    trials_per_phone_hour,
+)
 from farm.jobs.tune_records import best_record_s, count_trials, default_and_best_s
 from farm.jobs.tune_search import FarmSearch, measured_traces, search_settings
-from farm.jobs.tune_seed import BestRecords, seed_work_dir, target_key
+from farm.jobs.tune_seed import BestRecords, seed_work_dir, target_key, warm_start
 from farm.jobs.tune_space import tune_space
 from farm.jobs.tune_tasks import Planned
 from farm.jobs.tune_verify import Verdict, verify_picks
@@ -159,13 +168,20 @@ def _contexts(planned: list[Planned], caps: list[int], params: TuneParams,
     return contexts, weights
 
 
-def _round_cost_model(trials: int, progress: TuneProgress) -> Any:
+def _round_cost_model(trials: int, progress: TuneProgress, contexts: list[Any],
+                      params: TuneParams) -> Any:
     """A round's cost model (:func:`farm.jobs.tune.cost_model`), ``progress`` told its warm-up.
 
-    Its searches cost more once it predicts (:meth:`TuneProgress.start_round`).
+    It is first trained on the work folder's records of the tasks (the
+    fleet's, seeded, and earlier attempts': :func:`farm.jobs.tune_seed.warm_start`),
+    which count towards its warm-up. Its searches cost more once it predicts
+    (:meth:`TuneProgress.start_round`).
     """
     model = cost_model(trials)
-    progress.start_round(0 if isinstance(model, str) else warmup_samples(trials))
+    fed = warm_start(model, contexts, params.work_dir)
+    if fed:
+        log.info("tuning_cost_model_warm_started", records=fed)
+    progress.start_round(0 if isinstance(model, str) else max(0, warmup_samples(trials) - fed))
     return model
 
 
@@ -239,9 +255,33 @@ def _baseline_tasks(planned: list[Planned]) -> list[BaselineTask]:
                          p.task.extracted.target) for p in planned]
 
 
+def _expired(params: TuneParams, progress: TuneProgress, reserve_s: float) -> bool:
+    """Whether no further batch fits the budget (:meth:`TuneProgress.expired`).
+
+    Each time asked, the runner is told until when it measures: the budget's
+    end less ``reserve_s`` kept for the picks' check, so the batch in flight
+    ends with the search's share (:func:`farm.jobs.tune_rate.measure_until`).
+    """
+    left_s = progress.budget_left_s()
+    measure_until(params.work_dir / MEASURE_UNTIL_FILE,
+                  None if left_s is None else time.time() + left_s - reserve_s)
+    return progress.expired(reserve_s)
+
+
+def _end(params: TuneParams, builders: list[Any]) -> None:
+    """The runner measures without limit again (the next attempt's); the builders end."""
+    measure_until(params.work_dir / MEASURE_UNTIL_FILE, None)
+    for builder in builders:
+        builder.shutdown()
+
+
 def _check_picks(planned: list[Planned], params: TuneParams, progress: TuneProgress,
                  started: Callable[[], tuple[Any, Any]], builder: Any) -> list[Verdict]:
-    """Measure each task's pick against its default again, the rounds the budget left holds."""
+    """Measure each task's pick against its default again, the rounds the budget left holds.
+
+    The runner measures without limit: the rounds are priced to fit.
+    """
+    measure_until(params.work_dir / MEASURE_UNTIL_FILE, None)
     price = check_price(planned, params, builder)
     rounds = price.rounds_in(progress.budget_left_s(), params.verify_rounds, MIN_CHECK_ROUNDS,
                              CHECK_OVERRUN_PART * (params.for_s or 0.0))
@@ -317,7 +357,7 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
             min(MIN_CHECK_ROUNDS, params.verify_rounds))
 
     def expired() -> bool:
-        return progress.expired(reserve_s())
+        return _expired(params, progress, reserve_s())
 
     def tune_round(_remaining: int) -> bool | None:
         if expired():  # nothing is started once the budget is spent, the builders neither
@@ -331,7 +371,7 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
         _import_tensor_intrin(progress)
         contexts, weights = _contexts(planned, caps, params, progress, expired)
         log.info("tuning_round_tasks", tasks=len(contexts), trials=sum(caps), batch=batch)
-        model = _round_cost_model(asked, progress)
+        model = _round_cost_model(asked, progress, contexts, params)
         sent_before = progress.candidates_sent
         ms.tune_tasks(
             tasks=contexts, task_weights=weights, work_dir=str(params.work_dir),
@@ -350,8 +390,7 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
             verdicts += _check_picks(planned, params, progress, started,
                                      measurers[0][0] if measurers else None)
     finally:
-        for builder, _ in measurers:
-            builder.shutdown()
+        _end(params, [builder for builder, _ in measurers])
     on_batch()
     if done_trials() >= asked:
         return "trials"

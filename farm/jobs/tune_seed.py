@@ -11,6 +11,8 @@ records reach its budget measures nothing), :class:`farm.jobs.tune_search.FarmSe
 never measures their traces again, MetaSchedule's evolutionary search seeds its
 population with the best of them (``init_measured_ratio``), and the tuned build
 applies the best one. At most the task's trials are seeded, fastest first.
+:func:`warm_start` then trains the round's cost model on them before its
+first batch.
 
 :func:`read_database` reads a work folder (or an exported database) back as
 plain JSON for the fleet to keep.
@@ -28,8 +30,8 @@ from farm.errors import SpecError
 from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE, repair_work_dir
 from farm.jobs.tune_search import measured_traces, plain_json, trace_key
 
-__all__ = ["BestRecords", "WorkDirDatabase", "read_database", "seed_work_dir", "target_key",
-           "write_database"]
+__all__ = ["WARM_START_RECORDS", "BestRecords", "WorkDirDatabase", "read_database",
+           "seed_work_dir", "target_key", "warm_start", "write_database"]
 
 #: The fleet's best records: ``(target_key, {shash: most wanted})`` ->
 #: ``{shash: [record JSON, fastest first]}``, a record JSON being
@@ -163,3 +165,49 @@ def seed_work_dir(work_dir: Path, seeds: Mapping[int, Sequence[Sequence[Any]]],
         with (work_dir / RECORDS_FILE).open("a", encoding="utf-8") as out:
             out.writelines(lines)
     return len(lines)
+
+
+#: Each task's best records the cost model is trained on before its first batch.
+WARM_START_RECORDS = 256
+
+
+def warm_start(model: Any, contexts: Sequence[Any], work_dir: Path,
+               per_task: int = WARM_START_RECORDS) -> int:
+    """Train ``model`` on the work folder's records of each task before the first batch.
+
+    MetaSchedule's task scheduler trains its cost model only on the batches it
+    measures itself, and until the model holds ``num_warmup_samples`` results
+    it scores candidates at random (``XGBModel.predict``, apache/tvm
+    ``python/tvm/s_tir/meta_schedule/cost_model/xgb_model.py``): a job seeded
+    with the fleet's records of the same device model (:func:`seed_work_dir`),
+    or resumed, would search its first batches blind. Each task's best
+    ``per_task`` measured records are given to ``model.update`` first, as
+    if measured in this round.
+
+    Args:
+        model: MetaSchedule's cost model; a string (``"random"``) is left alone.
+        contexts: each task's ``TuneContext``.
+        work_dir: the work folder whose records are read.
+        per_task: records per task at most, fastest first.
+
+    Returns:
+        The records the model was trained on (0: none, or no trainable model).
+    """
+    if isinstance(model, str) or not (work_dir / RECORDS_FILE).is_file():
+        return 0
+    from tvm.s_tir import meta_schedule as ms
+
+    from farm.jobs.tune_records import FAILED_RUN_S
+
+    database = ms.database.JSONDatabase(work_dir=str(work_dir))
+    fed = 0
+    for context in contexts:
+        if not database.has_workload(context.mod):
+            continue
+        records = [r for r in database.get_top_k(database.commit_workload(context.mod), per_task)
+                   if r.run_secs and all(float(s) < FAILED_RUN_S for s in r.run_secs)]
+        if records:
+            model.update(context, [r.as_measure_candidate() for r in records],
+                         [ms.runner.RunnerResult(r.run_secs, None) for r in records])
+            fed += len(records)
+    return fed

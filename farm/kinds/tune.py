@@ -175,12 +175,13 @@ def run(ctx: RunContext, spec: TuneJob) -> Outcome:
 
 def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
     import statistics
+    from dataclasses import replace
 
     from farm.jobs import params as jp
     from farm.jobs.targets import shared_target
     from farm.jobs.tune import compare_tuned, gemm_label, tune_gemm
     from farm.jobs.tune_progress import TuneProgress
-    from farm.kinds.run import phone_target, tracker_params, tune_work_dir
+    from farm.kinds.run import held_tune_builders, phone_target, tracker_params, tune_work_dir
     from farm.kinds.serve_keys import serving_job_key
     from farm.queue.records import Outcome
 
@@ -198,8 +199,10 @@ def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
     progress = TuneProgress(work_dir)  # counters across this job's attempts
     snapshots = [ctx.gate(serial) for serial in serials]
     # The job's key, which only its phones serve while the job runs (farm.tvm.keys).
-    with serving_job_key(ctx, serials, on_relaunch=progress.add_relaunch) as key:
-        result = tune_gemm(params, target, tracker_params(ctx, serials[0], key), progress)
+    with serving_job_key(ctx, serials, on_relaunch=progress.add_relaunch) as key, \
+            held_tune_builders(ctx) as n:
+        result = tune_gemm(replace(params, builder_workers=n), target,
+                           tracker_params(ctx, serials[0], key), progress)
     comparisons = []
     for serial in serials:
         snapshots.append(ctx.gate(serial))

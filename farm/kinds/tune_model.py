@@ -113,7 +113,7 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     from farm.jobs.tune_model import tune_model
     from farm.jobs.tune_tail import TailPrice
     from farm.kinds.model import model_file, model_params
-    from farm.kinds.run import phone_target, tracker_params, tune_work_dir
+    from farm.kinds.run import held_tune_builders, phone_target, tracker_params, tune_work_dir
     from farm.kinds.serve_keys import serving_job_key
     from farm.kinds.tune import _tuning_records
     from farm.kinds.tune_fleet import attempt_records, record_checkpoint
@@ -132,6 +132,7 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
         work_dir=work_dir, trials_per_iter=spec.trials_per_batch, runner_workers=len(serials),
         trials_per_task=spec.trials_per_task, max_tasks=spec.max_tasks,
         for_s=ctx.settings.jobs.tune_model_for_s if spec.for_s is None else spec.for_s,
+        pipeline=ctx.settings.jobs.tune_pipeline,
     )
     progress = attempt_progress(ctx, work_dir)  # counters across attempts; the job's task rows
     if progress.builds:  # the ETA is of the job's result: the timing after the build too
@@ -141,9 +142,10 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     snapshots = [ctx.gate(serial) for serial in serials]
     labels: dict[int, str] = {}
     with attempt_records(ctx, work_dir, labels, f"tune model {shown}") as fleet, serving_job_key(
-            ctx, serials, on_relaunch=progress.add_relaunch) as key, build_made(progress):
-        result = tune_model(params, target, tracker_params(ctx, serials[0], key), ctx.cache,
-                            progress, fleet,
+            ctx, serials, on_relaunch=progress.add_relaunch) as key, build_made(
+            progress), held_tune_builders(ctx) as builders:
+        result = tune_model(replace(params, builder_workers=builders), target,
+                            tracker_params(ctx, serials[0], key), ctx.cache, progress, fleet,
                             record_checkpoint(ctx, work_dir, f"tune model {shown}"))
         labels.update({t.workload_index: f"tune model {shown} {t.name}" for t in result.tasks})
     if not progress.builds:  # a helper attempt: its tasks' records are kept; no result

@@ -25,7 +25,8 @@ they imitate) keep what exporters leave for the compiler to clean up:
 Every input has the symbolic batch dimension ``batch``, so a job must give its
 shape (:attr:`ZooModel.input_shapes`). ``computed_shape`` marks the models
 with a ``Reshape`` whose shape is computed in the graph (``Shape`` ->
-``Gather`` -> ``Unsqueeze``/``Concat``), as PyTorch and Paddle2ONNX write it.
+``Gather`` -> ``Unsqueeze``/``Concat``), as PyTorch and Paddle2ONNX write it,
+or a ``Resize`` whose ``sizes`` is (``dbnet``).
 Each has a ``small`` variant (same operators, fewer channels, smaller input)
 for tests.
 """
@@ -58,7 +59,8 @@ class ZooModel:
         build: ``(seed, small) -> (ModelProto, side)``.
         image: whether the input is an NCHW image (else ``[batch, seq, dim]`` or,
             for ``text_direction``, an NHWC image).
-        computed_shape: whether a ``Reshape`` takes a shape computed in the graph.
+        computed_shape: whether a ``Reshape`` or a ``Resize`` takes a shape computed in
+            the graph.
         exporter: the exporter a variant is shaped after (``"paddle2onnx"``,
             ``"tf2onnx"``, ``"torch.onnx"``); None for the zoo's own five models.
     """
@@ -96,7 +98,7 @@ MODELS: dict[str, ZooModel] = {m.name: m for m in (
     ZooModel("det_head", det_head, image=True, computed_shape=False),
     ZooModel("encoder_block", encoder_block, image=False, computed_shape=True),
     ZooModel("pp_lcnet", pp_lcnet, image=True, computed_shape=False, exporter="paddle2onnx"),
-    ZooModel("dbnet", dbnet, image=True, computed_shape=False, exporter="paddle2onnx"),
+    ZooModel("dbnet", dbnet, image=True, computed_shape=True, exporter="paddle2onnx"),
     ZooModel("text_direction", text_direction, image=False, computed_shape=False,
              exporter="tf2onnx"),
     ZooModel("mobilenet_v2_torch", mobilenet_v2_torch, image=True, computed_shape=True,

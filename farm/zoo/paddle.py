@@ -10,7 +10,10 @@
   MobileNetV3-large x0.5 backbone, DBFPN, DBHead), opset 11: HardSwish as
   ``Add -> Clip -> Mul -> Div`` (Paddle2ONNX's form below opset 14),
   ``HardSigmoid(alpha=0.2)`` in the SE blocks (PaddleOCR's slope), nearest
-  ``Resize`` by ``scales``, ``ConvTranspose`` + ``BatchNormalization``, ``Sigmoid``.
+  ``Resize`` by ``scales`` in the top-down path and to a size (``sizes``
+  computed from the input's shape, ``scales`` an empty tensor, as opsets 11-12
+  require of a resize to a given size) into the concatenation,
+  ``ConvTranspose`` + ``BatchNormalization``, ``Sigmoid``.
 
 Both are trimmed as the rest of the zoo is (fewer blocks than published where
 the block repeats), and ``small`` keeps every operator with fewer channels.
@@ -84,6 +87,20 @@ def _upsample(g: Graph, x: str, factor: int) -> str:
                 coordinate_transformation_mode="asymmetric", nearest_mode="floor")
 
 
+def _upsample_to(g: Graph, x: str, side: int) -> str:
+    """Nearest ``Resize`` to ``side x side``: ``sizes`` = the input's N, C, then the side.
+
+    Opsets 11-12 have no way to leave ``scales`` out by name, so an exporter
+    gives it as an empty tensor beside ``sizes`` (ONNX's Resize-11 spec).
+    """
+    empty = g.const(np.zeros(0, np.float32), "empty")
+    batch_channels = g.op("Slice", [g.op("Shape", [x]), g.const(np.array([0], np.int64)),
+                                    g.const(np.array([2], np.int64))])
+    sizes = g.op("Concat", [batch_channels, g.const(np.array([side, side], np.int64))], axis=0)
+    return g.op("Resize", [x, empty, empty, sizes], mode="nearest",
+                coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+
+
 def _act(g: Graph, x: str, hswish: bool) -> str:
     return g.hardswish(x, "clip") if hswish else g.op("Relu", [x])
 
@@ -144,8 +161,8 @@ def dbnet(seed: int, small: bool) -> tuple[Any, int]:
     for lateral in reversed(laterals[:-1]):
         tops.append(g.op("Add", [lateral, _upsample(g, tops[-1], 2)]))
     smoothed = [g.conv(t, inner, inner // 4, 3, batch_norm=False) for t in reversed(tops)]
-    fused = g.op("Concat", [smoothed[0], *(_upsample(g, s, 2 ** (i + 1))
-                                           for i, s in enumerate(smoothed[1:]))], axis=1)
+    fused = g.op("Concat", [smoothed[0], *(_upsample_to(g, s, side // 4)
+                                           for s in smoothed[1:])], axis=1)
     # DBHead's binarize branch: Conv+BN+ReLU, ConvTranspose+BN+ReLU, ConvTranspose, Sigmoid.
     quarter = inner // 4
     y = g.op("Relu", [g.conv(fused, inner, quarter, 3)])

@@ -9,11 +9,16 @@
   in-process farmd with that many ready usb-only phones (:class:`RunningFarmd`).
 * ``signed_apk``, ``demo_apk_path``: the stand-in APK signed with a test key, and
   farmd's demo APK; each built once per session (per xdist worker), read only.
+
+Every virtual phone a test starts in-process waits :data:`QUICK_APP_START_S`
+before its stock app starts the RPC activity, not the stock 5 s; a test marked
+``stock_app_delay`` keeps the 5 s (:func:`_quick_app_start`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -38,6 +43,7 @@ from farm.queue.models import DeviceState
 from farm.queue.store import Store
 from farm.runner.dispatcher import CHILD_LOG
 from farm.testing import FleetHarness, fleet_harness
+from farm.virtual.android import spec as phone_spec
 from farm.virtual.android.spec import profiles
 from farm.virtual.fleet import Fleet
 from farm.virtual.testing import AdbServerHandle
@@ -45,6 +51,31 @@ from farm.virtual.testing import adb_server as _adb_server
 from farm.virtual.testing import fleet as _fleet
 
 pytestmark = pytest.mark.fleet
+
+#: Seconds the virtual stock app waits from ``MainActivity.onResume`` to starting
+#: its RPC activity in fleet tests. The stock app waits 5 s (apache/tvm
+#: apps/android_rpc ``MainActivity.HANDLER_RESTART_DELAY``, the phones' default
+#: :attr:`~farm.virtual.android.spec.PhoneSpec.rpc_start_delay_s`); every
+#: provisioning, crash relaunch and key move paid it, 4 s more than this each.
+QUICK_APP_START_S = 1.0
+
+
+@pytest.fixture(autouse=True)
+def _quick_app_start(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Phones from :func:`~farm.virtual.android.spec.profiles` relaunch after a short delay.
+
+    After :data:`QUICK_APP_START_S`, not 5 s; only the delay changes: the app
+    starts nothing before ``onResume`` and the relaunch, in the same order.
+    Tests marked ``stock_app_delay`` (a user's path end to end: the demo, the
+    first afternoon) keep the stock 5 s, so farm's own waits are still shown to
+    cover it. Phones a farmd process starts (``--virtual-phones``) keep it too:
+    the patch is this process's.
+    """
+    if request.node.get_closest_marker("stock_app_delay") is not None:
+        return
+    quick = tuple(dataclasses.replace(p, rpc_start_delay_s=QUICK_APP_START_S)
+                  for p in phone_spec._PROFILES)
+    monkeypatch.setattr(phone_spec, "_PROFILES", quick)
 
 
 @pytest.fixture
@@ -219,11 +250,14 @@ def start_farmd(
     ``same_model`` they are all the first built-in model, so they share one
     compile target; with ``api`` farmd serves its HTTP API on a free loopback
     port (``farmd.api_server.url``); ``results`` replaces :data:`PLUMBING_RESULTS`
-    (``{}``: a user's defaults). Every farmd and phone is stopped after the test.
+    (``{}``: a user's defaults); ``reservations`` is the ``[reservations]``
+    section; other keywords are ``[jobs]`` settings. Every farmd and phone is
+    stopped after the test.
     """
     with contextlib.ExitStack() as stack:
         def start(phones: int, *, same_model: bool = False, api: bool = False,
-                  results: dict[str, float] | None = None, **jobs: float) -> RunningFarmd:
+                  results: dict[str, float] | None = None,
+                  reservations: dict[str, float] | None = None, **jobs: float) -> RunningFarmd:
             specs = profiles(1 if same_model else phones, "usb-only")
             specs = [specs[i % len(specs)] for i in range(phones)]
             fleet = stack.enter_context(
@@ -231,6 +265,8 @@ def start_farmd(
             served: dict[str, Any] = {"api": {"port": free_port()}} if api else {}
             if results is not None:
                 served["results"] = results
+            if reservations is not None:
+                served["reservations"] = reservations
             farmd = Farmd(hermetic_settings(jobs=jobs, **served))
             stack.callback(farmd.stop)
             farmd.start()

@@ -33,6 +33,7 @@ DOCUMENTED_SERIES = ("farm_up", "farm_phones", "farm_jobs", "farm_phone_battery_
                      "farm_job_duration_seconds")
 
 
+@pytest.mark.stock_app_delay  # a user's first command, with the stock app's 5 s relaunch
 class TestDemo:
     def test_runs_to_its_table_and_plot_and_leaves_no_process(self, tmp_path: Path) -> None:
         """Two phones, N=64: every job succeeds, the table and PNG exist, no child is left."""

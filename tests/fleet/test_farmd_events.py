@@ -165,9 +165,8 @@ class TestHandSession:
             reasons = wait_reasons(farmd.store.snapshot(), datetime.now(UTC))
             assert reasons[job_id] == f"the only match is {reason}"
             # A sweep later it still waits: no attempt burnt, the phone still healthy.
-            sweeps = farmd.manager._sweeps
-            wait_until(lambda: farmd.manager._sweeps >= sweeps + 1,
-                       farmd.settings.health.interval_s * 2, "one more sweep")
+            # The sweep the 30 s health interval runs, run now rather than waited for.
+            farmd.manager.sweep()
             assert farmd.store.attempts(job_id) == []
             record = farmd.store.get_device(serial)
             assert record is not None and record.state is DeviceState.READY
@@ -215,6 +214,14 @@ class TestTrackerOutage:
         farmd.store.claim = watched  # type: ignore[method-assign]
         old_pid = farmd.tracker.pid
         os.killpg(old_pid, signal.SIGKILL)
+        # The kill is delivered, not done, when killpg returns: under load the tracker
+        # still ran when a claim of the job queued next looked (its process not yet
+        # exited, so the gate open), and the job went onto the phone before the outage
+        # began. The outage the test means begins once farmd can see it: the gate closed
+        # or, if the restart and the rejoin were quicker than this look, a new tracker.
+        wait_until(lambda: farmd.claim_gate() is not None
+                   or ((t := farmd.tracker) is not None and t.pid != old_pid),
+                   READY_DEADLINE_S, "farmd sees its tracker down")
         job_id = job_id_of(farmctl(farmd, "enqueue", "gemm", "--attempts", "1", *TINY_GEMM))
         new = wait_until(lambda: (t := farmd.tracker) is not None and t.pid != old_pid and t,
                          READY_DEADLINE_S, "a new tracker")

@@ -27,7 +27,8 @@ from exported_models import write_computed_reshape
 
 from farm.cli.main import cli
 
-pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.timeout(1200),
+              pytest.mark.stock_app_delay]
 
 #: Seconds one ``farmctl wait`` may take (a job takes tens on a loaded host).
 WAIT_S = 600

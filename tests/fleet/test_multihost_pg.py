@@ -129,6 +129,33 @@ def log_events(path: Path, event: str) -> list[dict[str, object]]:
     return found
 
 
+def wait_started(farmds: dict[str, subprocess.Popen[bytes]], logs: dict[str, Path],
+                 deadline_s: float) -> None:
+    """Wait until every farmd logged ``farmd_started``; fail at once if one exited first.
+
+    A farmd that still runs is still starting (a tracker, an import of TVM and
+    two phones each, two at once on a loaded 2-core host: a fixed 240 s ran out);
+    a farmd that exited will never start, and its log says why.
+
+    Raises:
+        AssertionError: a farmd exited before it started (with its log's last lines).
+        TimeoutError: still not both started after ``deadline_s``.
+    """
+    def started(host: str) -> bool:
+        if log_events(logs[host], "farmd_started"):
+            return True
+        code = farmds[host].poll()
+        if code is not None:
+            tail = logs[host].read_text(encoding="utf-8", errors="replace").splitlines()[-20:]
+            raise AssertionError(f"{host}'s farmd exited with {code} before it started:\n"
+                                 + "\n".join(tail))
+        return False
+
+    # The form without ``what``: an exited farmd's AssertionError ends the wait at once.
+    if not wait_until(lambda: all(started(h) for h in farmds), deadline_s):
+        raise TimeoutError(f"both farmd started: not within {deadline_s} s")
+
+
 def serials_ready(store: Store, host: str) -> list[str]:
     """The host's phones that are ready, by serial."""
     return [d.serial for d in store.list_devices()
@@ -161,8 +188,7 @@ class TestTwoHostsOneQueue:
             logs = {host: tmp_path / f"{host}.log" for host in HOSTS}
             for host in HOSTS:
                 farmds[host] = start_farmd(configs[host], logs[host], stack)
-            wait_until(lambda: all(log_events(logs[h], "farmd_started") for h in HOSTS),
-                       READY_DEADLINE_S, "both farmd started")
+            wait_started(farmds, logs, JOBS_DEADLINE_S)
             migrated = [e for h in HOSTS for e in log_events(logs[h], "schema_migrated")]
             assert [e["from_revision"] for e in migrated] == ["none"], migrated
             store = stack.enter_context(Store(pg_url, auto_migrate=False))  # at head: checks only

@@ -40,6 +40,7 @@ from test_multihost_pg import (
     log_events,
     serials_ready,
     start_farmd,
+    wait_started,
     write_config,
 )
 
@@ -103,8 +104,7 @@ def start_hosts(pg_url: str, tmp_path: Path, stack: contextlib.ExitStack
                           encoding="utf-8")
         logs[host] = tmp_path / f"{host}.log"
         farmds[host] = start_farmd(config, logs[host], stack)
-    wait_until(lambda: all(log_events(logs[h], "farmd_started") for h in HOSTS),
-               READY_DEADLINE_S, "both farmd started")
+    wait_started(farmds, logs, DEADLINE_S)
     store = stack.enter_context(Store(pg_url, auto_migrate=False))
     wait_until(lambda: all(len(serials_ready(store, h)) == PHONES for h in HOSTS),
                READY_DEADLINE_S, "every host's phones ready")

@@ -36,7 +36,9 @@ class TestReservedPhone:
         self, start_farmd: Callable[..., Any]
     ) -> None:
         """Jobs run on the free phone; one pinned to the reserved phone waits, then runs."""
-        running = start_farmd(2)
+        # farmd ends the reservation at its next look after the end (every 30 s by
+        # default): each second here, so the test waits out the 40 s, not a look too.
+        running = start_farmd(2, reservations={"expire_interval_s": 1.0})
         store = running.store
         reserved, free = running.serials
         view = json.loads(farmctl(running, "reserve", reserved, "--for", f"{RESERVE_FOR_S}s",

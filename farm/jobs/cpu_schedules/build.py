@@ -50,20 +50,32 @@ def fuse_passes(target: Any) -> Any:
     import tvm
     from tvm import relax
 
-    from farm.jobs.cpu_schedules.legalize import cpu_legalize_map
-    from farm.jobs.cpu_schedules.legalize_dense import dense_legalize_map
-
     cpu = str(target.kind.name) == "llvm"
     return tvm.transform.Sequential([
         *([relax.transform.FastMathTransform()] if cpu else []),
         *relax.pipeline.library_dispatch_passes(target),
-        relax.transform.LegalizeOps({**cpu_legalize_map(), **dense_legalize_map()}
-                                    if cpu else None),
+        _cpu_legalize() if cpu else relax.transform.LegalizeOps(),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
         relax.transform.FuseOps(),
         relax.transform.FuseTIR(),
     ])
+
+
+def _cpu_legalize() -> Any:
+    """``LegalizeOps`` with farm's CPU legalizations, told which convs feed a depthwise conv."""
+    import tvm
+    from tvm import relax
+
+    from farm.jobs.cpu_schedules.legalize import cpu_legalize_map, depthwise_fed
+    from farm.jobs.cpu_schedules.legalize_dense import dense_legalize_map
+
+    @tvm.transform.module_pass(opt_level=0, name="FarmCPULegalize")
+    def legalize(mod: Any, _ctx: Any) -> Any:
+        custom = {**cpu_legalize_map(depthwise_fed(mod)), **dense_legalize_map()}
+        return relax.transform.LegalizeOps(custom)(mod)
+
+    return legalize
 
 
 def scheduled_module(mod: Any, target: Any, database: Any | None = None) -> Any:

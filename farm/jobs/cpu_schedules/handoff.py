@@ -22,9 +22,11 @@ MobileNetV3-small 0.90-0.91x, MobileNetV2 0.78-0.82x, the other zoo models
 Not handed over: a result with a second reader (a residual add, a
 squeeze-excite pool); a conv whose epilogue reads an NCHW tensor of its
 output's shape (:func:`_reads_like_output`); a conv whose channels are
-padded to whole vectors (72 of 16 lanes, read by a depthwise conv in
-blocks of 8: handed over with zeros stored in the padding,
-MobileNetV3-small ran 1.03x instead of 0.95x); a conv with padding as the
+padded to whole vectors (handed over with zeros stored in the padding,
+MobileNetV3-small ran 1.03x instead of 0.95x; a conv that only a
+depthwise conv reads is not padded but keeps blocks of 8 for 72 channels
+of 16 lanes, :func:`farm.jobs.cpu_schedules.legalize.depthwise_fed`, and
+is handed over); a conv with padding as the
 reader (:func:`_conv_input`); and functions a tuning database already
 scheduled (their records are of the NCHW forms that ``tunable_module``
 extracts).

@@ -34,7 +34,8 @@ cover goes to TVM's own legalization.
   of the lanes (72 of 16 lanes: blocks of 8) or none (60) are padded with
   zero filters to whole vectors where that uses more of each vector
   (:func:`_padded_block`; not for depthwise convs, whose input copy would
-  need padded channels too, nor computed weights).
+  need padded channels too, nor computed weights, nor a conv whose result
+  only a depthwise conv reads: :func:`depthwise_fed`).
 - ``sigmoid``: ``1 / (1 + fast_exp(-x))`` (TOPI's polynomial ``fast_exp``),
   which ``FastMathTransform`` does not cover; TVM's form calls libm's ``expf``
   per element.
@@ -44,10 +45,13 @@ cover goes to TVM's own legalization.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BLOCKED_CONV", "DEPTHWISE_CONV", "DEPTHWISE_PACK", "cpu_legalize_map"]
+__all__ = ["BLOCKED_CONV", "DEPTHWISE_CONV", "DEPTHWISE_PACK", "cpu_legalize_map",
+           "depthwise_fed"]
 
 #: The block of a (not depthwise) conv's result in channel blocks, ``[N, O/ob, OH, OW, ob]``.
 BLOCKED_CONV = "conv2d_nchwc"
@@ -199,8 +203,76 @@ class _Conv:
         return (self.op // self.ob, self.ob, self.c, self.kh, self.kw), (0, 2, 3, 4, 1)
 
 
-def _conv_of(call: Any) -> _Conv | None:
-    """The conv's plan, or None where TVM's own legalization is kept."""
+def depthwise_fed(mod: Any) -> list[Any]:
+    """The weights (constants) of the convs whose result only a depthwise conv reads.
+
+    Followed through the single-reader elementwise ops between them (bias
+    ``add``, ReLU, ``clip``, HardSwish's ops: calls whose first argument is
+    the result and whose output has its shape), in ``mod``'s ``main`` before
+    legalization. Such a conv keeps a short block (72 channels: 8 of 16
+    lanes) rather than padded filters (:func:`_padded_block`), so that its
+    output and the depthwise conv's input agree and are handed over in
+    blocks (:mod:`farm.jobs.cpu_schedules.handoff`): MobileNetV3-small's 1x1
+    16 -> 72 on 56 x 56 and the depthwise conv after it, 1 thread, AVX-512,
+    0.13 + 0.08 ms padded, 0.10 + 0.05 ms so (docs/benchmarks.md).
+    """
+    from tvm import relax
+
+    if "main" not in [gv.name_hint for gv in mod.functions]:
+        return []
+    values: dict[Any, Any] = {}
+    readers: dict[Any, list[Any]] = {}
+    for block in mod["main"].body.blocks:
+        for binding in block.bindings:
+            values[binding.var] = binding.value
+            if isinstance(binding.value, relax.Call):
+                for arg in binding.value.args:
+                    if isinstance(arg, relax.Var):
+                        readers.setdefault(arg, []).append(binding.var)
+    fed = []
+    for var, value in values.items():
+        if not _is_conv(value, depthwise=False):
+            continue
+        shape = _shape_of(value)
+        current = var
+        while len(readers.get(current, [])) == 1:
+            reader = readers[current][0]
+            call = values[reader]
+            if _is_conv(call, depthwise=True) and call.args[0].same_as(current):
+                fed.append(value.args[1])
+                break
+            if not (isinstance(call, relax.Call) and call.args
+                    and call.args[0].same_as(current) and _shape_of(call) == shape):
+                break
+            current = reader
+    return fed
+
+
+def _shape_of(expr: Any) -> list[int] | None:
+    try:
+        return [int(d) for d in expr.ty.shape.values]
+    except (AttributeError, TypeError):
+        return None
+
+
+def _is_conv(value: Any, depthwise: bool) -> bool:
+    """Whether ``value`` is a ``conv2d`` call by a constant weight, depthwise or not."""
+    import tvm
+    from tvm import relax
+
+    if not (isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.nn.conv2d"
+            and isinstance(value.args[1], tvm.ir.GenericConst)):
+        return False
+    groups = int(value.attrs.groups)
+    return (groups > 1) if depthwise else groups == 1
+
+
+def _conv_of(call: Any, short_block: bool = False) -> _Conv | None:
+    """The conv's plan, or None where TVM's own legalization is kept.
+
+    ``short_block``: a block short of the lanes is kept rather than padded
+    (:func:`depthwise_fed`).
+    """
     attrs = call.attrs
     try:
         n, c, h, w = (int(d) for d in call.args[0].ty.shape.values)
@@ -216,7 +288,7 @@ def _conv_of(call: Any) -> _Conv | None:
     lanes = _lanes(_current_target())
     ob = _block(o, lanes, min(lanes, 8))
     op = o
-    if not depthwise and (ob is None or ob < lanes):
+    if not depthwise and (ob is None or (ob < lanes and not short_block)):
         ob, op = _padded_block(o, lanes, ob)
     if ob is None:
         return None
@@ -289,14 +361,17 @@ def _blocked_conv(conv: _Conv) -> Any:
     return compute
 
 
-def _conv2d(bb: Any, call: Any) -> Any:
-    """conv2d NCHW/OIHW in channel blocks, as onnxruntime's NCHWc; else TVM's legalization."""
+def _conv2d(bb: Any, call: Any, fed: Sequence[Any] = ()) -> Any:
+    """conv2d NCHW/OIHW in channel blocks, as onnxruntime's NCHWc; else TVM's legalization.
+
+    ``fed``: :func:`depthwise_fed`'s weights; a conv by one keeps a short block.
+    """
     import numpy as np
     import tvm
     from tvm import relax
     from tvm.relax.transform.legalize_ops.nn import _nn_conv2d
 
-    conv = _conv_of(call)
+    conv = _conv_of(call, any(call.args[1].same_as(w) for w in fed))
     if conv is None:
         return _nn_conv2d(bb, call)
     shape, axes = conv.weight_order
@@ -398,7 +473,12 @@ def _whole_factors(call: Any) -> tuple[int, int] | None:
     return oh // h, ow // w
 
 
-def cpu_legalize_map() -> dict[str, Any]:
-    """Relax operator name -> farm's legalization for CPU targets (see the module doc)."""
+def cpu_legalize_map(fed: Sequence[Any] = ()) -> dict[str, Any]:
+    """Relax operator name -> farm's legalization for CPU targets (see the module doc).
+
+    Args:
+        fed: :func:`depthwise_fed` of the module to legalize.
+    """
     return {"relax.nn.conv2d_transpose": _conv2d_transpose, "relax.sigmoid": _sigmoid,
-            "relax.nn.conv2d": _conv2d, "relax.image.resize2d": _resize2d}
+            "relax.nn.conv2d": functools.partial(_conv2d, fed=fed),
+            "relax.image.resize2d": _resize2d}

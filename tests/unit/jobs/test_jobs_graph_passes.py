@@ -65,12 +65,13 @@ class _Graph:
                                    self.const(6.0)])
         return self.op("Div", [self.op("Mul", [x, clipped]), self.const(6.0)])
 
-    def save(self, path: Path, out: str, x_shape: list[int], y_shape: list[int]) -> Path:
+    def save(self, path: Path, out: str, x_shape: list[int], y_shape: list[int],
+             opset: int = 15) -> Path:
         graph = helper.make_graph(
             self.nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
             [helper.make_tensor_value_info(out, TensorProto.FLOAT, y_shape)],
             initializer=self.inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
         model.ir_version = 9
         onnx.checker.check_model(model)
         onnx.save(model, str(path))
@@ -185,6 +186,23 @@ class TestNoOps:
         path = g.save(tmp_path / "relu.onnx", g.op("Relu", ["x"]), X_SHAPE, X_SHAPE)
         imported = _imported(path, X_SHAPE)
         assert (imported.note, imported.passes) == (None, ())
+
+
+class TestResizeBySizes:
+    @pytest.mark.parametrize("opset", [11, 12])
+    def test_empty_scales_beside_sizes_imports(self, tmp_path: Path, opset: int) -> None:
+        """An opset-11/12 Resize by sizes with an empty scales tensor imports and matches."""
+        g = _Graph()
+        y_shape = [1, C, 2 * X_SHAPE[2], 2 * X_SHAPE[3]]
+        conv, roi, scales = g.conv("x"), g.const(np.zeros(0)), g.const(np.zeros(0))
+        resized = g.op("Resize", [conv, roi, scales, g.const(y_shape, np.int64)],
+                       mode="nearest", coordinate_transformation_mode="asymmetric",
+                       nearest_mode="floor")
+        path = g.save(tmp_path / "upsample.onnx", resized, X_SHAPE, y_shape, opset=opset)
+        imported = _imported(path, X_SHAPE)
+        assert imported.passes == ("dropped the empty scales of 1 Resize by sizes",)
+        assert onnx.load(str(path)).graph.node[1].input[2] == scales  # the file as it was
+        assert _matches_onnxruntime(path, imported, X_SHAPE)
 
 
 class TestModelJob:

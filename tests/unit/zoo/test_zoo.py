@@ -126,6 +126,17 @@ def test_pp_lcnet_has_paddleclas_counts() -> None:
             assert conv.op_type == "Conv" and len(conv.input) == 2
 
 
+def test_dbnet_resizes_both_ways_opset_11_writes() -> None:
+    """DBNet's small variant has Resize by scales and Resize to computed sizes beside an
+    empty scales tensor, the form TVM's converter refused until the import left it out."""
+    graph = MODELS["dbnet"].proto(small=True).graph
+    empty = {init.name for init in graph.initializer if 0 in init.dims}
+    resizes = [node for node in graph.node if node.op_type == "Resize"]
+    by_sizes = [node for node in resizes if len(node.input) == 4]
+    assert by_sizes and len(by_sizes) < len(resizes)
+    assert all(node.input[2] in empty for node in by_sizes)
+
+
 @pytest.mark.parametrize("form", ["clip", "hardsigmoid"])
 def test_hardswish_forms_compute_hardswish(form: str, tmp_path: Path) -> None:
     """The exporters' spelled-out HardSwish forms give onnxruntime's HardSwish op's values."""

@@ -1,0 +1,145 @@
+"""Measured trials per phone-hour of a model tune: search, build and measure in turns, or pipelined.
+
+Tunes the small CNN (``farm.demo_model``) with farm's tuning code
+(:func:`farm.jobs.tune_model.tune_model`) against RPC servers on this host
+(:class:`farm.jobs.local_cluster.LocalCluster`, each one "phone"), for
+``--for`` seconds a run, in pairs of runs taken in turns, each from an empty
+work folder:
+
+- ``turns``: farm's earlier behaviour, ``jobs.tune_pipeline = false`` and
+  ``jobs.tune_builder_workers = 1``: a batch is searched, built in one
+  process, then measured, before the next is searched;
+- ``cores``: farm's default now, ``jobs.tune_pipeline = false`` and the
+  default builders (the host's free cores, :mod:`farm.jobs.tune_cores`), in turns;
+- ``pipelined``: ``jobs.tune_pipeline = true`` and the default builders, a
+  batch built while the next is searched
+  (:mod:`farm.jobs.tune_builder`) by the host's free cores
+  (:mod:`farm.jobs.tune_cores`).
+
+Each run prints its measured trials, tuning seconds, trials per phone-hour
+(:func:`farm.jobs.tune_rate.trials_per_phone_hour`) and the load average;
+the end prints each side's median and their ratio. The RPC servers share the
+host's cores with the search and builds, so on a small host the figures
+compare the two loops, not phones.
+
+``--kind gpu`` tunes for ``cuda`` on this host's first GPU (its arch read
+through NVML as farm's GPU controller reads it), for a GPU host.
+
+Reproduce::
+
+    python bench/bench_tune_speed.py --pairs 2 --for 120
+    python bench/bench_tune_speed.py --kind gpu --pairs 2 --for 240
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from farm.demo_model import write_small_cnn
+from farm.errors import CompileError
+from farm.jobs.cache import CompileCache
+from farm.jobs.local_cluster import LocalCluster
+from farm.jobs.params import DeviceFacts, DeviceKind, ModelParams, TrackerParams, TuneParams
+from farm.jobs.targets import target_for
+from farm.jobs.tune_cores import held_builders
+from farm.jobs.tune_model import tune_model
+
+KEY = "bench-tune-speed"
+#: The loops compared (the module docstring says what each is).
+SIDES = ("turns", "cores", "pipelined")
+
+
+def _target(kind: str) -> tuple[dict[str, Any], DeviceKind]:
+    """The target of this host's CPU (as a virtual phone reports it) or its first GPU."""
+    if kind == "cpu":
+        facts = DeviceFacts(abi="x86_64", host_runtime=True, num_cores=os.cpu_count() or 1)
+        return target_for(facts), DeviceKind.CPU
+    from farm.config import GpuSettings, Settings
+    from farm.controllers.gpu import GpuController
+    from farm.gpu.nvml import PynvmlReader
+
+    ctrl = GpuController(Settings(gpu=GpuSettings(enabled=True)), PynvmlReader())
+    facts = ctrl.facts(ctrl.discover()[0].serial)
+    return ctrl.compile_target(facts, "cuda").target, DeviceKind.CUDA
+
+
+def _run(side: str, base: TuneParams, root: Path, target: dict[str, Any],
+         tracker: TrackerParams, cache: CompileCache, n: int) -> float | None:
+    work_dir = root / f"{side}-{n}"
+    pipelined = side == "pipelined"
+    with held_builders(root / "tune-cores", 1 if side == "turns" else 0) as builders:
+        params = replace(base, work_dir=work_dir, pipeline=pipelined, builder_workers=builders)
+        start = time.monotonic()
+        try:
+            result = tune_model(params, target, tracker, cache)
+        except CompileError as exc:  # the budget ran out before a trial was measured
+            print(f"{side:<10} builders {builders:>2}  {exc}  load {os.getloadavg()[0]:.2f}",
+                  flush=True)
+            return None
+    load = os.getloadavg()[0]
+    print(f"{side:<10} builders {builders:>2}  measured {result.trials_measured:>4}  "
+          f"tuning {result.tuning_s:6.1f} s  wall {time.monotonic() - start:6.1f} s  "
+          f"per phone-hour {result.trials_per_phone_hour or 0:7.0f}  "
+          f"first trial {result.first_trial_s or 0:5.1f} s  load {load:.2f}", flush=True)
+    return result.trials_per_phone_hour
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the pairs and print the table; 0 on success."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kind", choices=("cpu", "gpu"), default="cpu")
+    parser.add_argument("--phones", type=int, default=1, help="RPC servers measuring")
+    parser.add_argument("--pairs", type=int, default=2, help="runs of each side, in turns")
+    parser.add_argument("--for", dest="for_s", type=float, default=120.0,
+                        help="tuning seconds per run")
+    parser.add_argument("--trials", type=int, default=2000)
+    parser.add_argument("--max-tasks", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=16, help="trials per batch")
+    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES),
+                        help="loops to compare, each run in turns with the others")
+    args = parser.parse_args(argv)
+
+    target, device = _target(args.kind)
+    cluster = LocalCluster()
+    with tempfile.TemporaryDirectory(prefix="bench-tune-speed-") as tmp:
+        root = Path(tmp)
+        model = write_small_cnn(root / "small_cnn.onnx")
+        base = TuneParams(gemm=None, model=ModelParams(model_path=model, device=device),
+                          trials=args.trials, work_dir=root, trials_per_iter=args.batch,
+                          runner_workers=args.phones, max_tasks=args.max_tasks,
+                          for_s=args.for_s, seed=1)
+        try:
+            cluster.start_tracker(deadline_s=180.0)  # a loaded host starts it slowly
+            cluster.add_servers(KEY, count=args.phones, deadline_s=300.0,
+                                no_fork=args.kind == "gpu")
+            tracker = TrackerParams(host=cluster.host, port=cluster.port, key=KEY,
+                                    session_timeout_s=120, serial="bench", connect_timeout_s=60)
+            cache = CompileCache(root / "cache")
+            print(f"{args.kind}, {os.cpu_count()} cores, {args.phones} phone(s), "
+                  f"--for {args.for_s:g} s, load {os.getloadavg()[0]:.2f}", flush=True)
+            rates: dict[str, list[float]] = {side: [] for side in args.sides}
+            for n in range(args.pairs):
+                for side in args.sides if n % 2 == 0 else args.sides[::-1]:
+                    rate = _run(side, base, root, target, tracker, cache, n)
+                    if rate:
+                        rates[side].append(rate)
+        finally:
+            cluster.close()
+    medians = {side: statistics.median(r) for side, r in rates.items() if r}
+    print("median trials per phone-hour: " + ", ".join(
+        f"{side} {rate:.0f}" + (f" ({rate / medians['turns']:.2f}x turns)"
+                                if "turns" in medians and side != "turns" else "")
+        for side, rate in medians.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
