@@ -26,7 +26,7 @@ __all__ = ["RIDGE_FLOP_PER_BYTE", "ModelTask", "Planned", "argument_bytes", "imp
 
 
 #: FLOPs one CPU core does in the time it moves one byte to or from memory: the
-#: ridge point of its roofline. Measured on the device tool's Xeon core with
+#: ridge point of its roofline. Measured on a 16-core Xeon host's core with
 #: MobileNetV2's kernels (docs/benchmarks.md): its channel-block copies moved
 #: 12 GB/s and its best convolutions ran 30-70 GFLOPS, a ridge of 3-5; a phone's
 #: big core (about 20-40 GFLOPS fp32, 10-15 GB/s) is in the same range.
@@ -59,7 +59,7 @@ class ModelTask:
         bound by its FLOPs, a depthwise convolution, a copy into channel
         blocks or a matrix-vector product by the bytes it moves. By FLOPs
         alone MobileNetV2's seven channel-block copies (2.0 of its 16.4 ms on
-        the device tool's Xeon) counted as nothing and got one trial each.
+        that Xeon) counted as nothing and got one trial each.
         """
         return self.weight * max(self.flop, RIDGE_FLOP_PER_BYTE * self.bytes)
 
