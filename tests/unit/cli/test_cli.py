@@ -12,7 +12,7 @@ from device_states import put_state
 from stored_results import ab_job
 
 from farm.clock import SystemClock, wait_until
-from farm.errors import SessionError
+from farm.errors import CompileError, SessionError
 from farm.queue import DeviceState, Outcome, Store
 from farm.queue.scheduler import Assignment
 from farm.runner.wake import WAITERS_DIR, send_wake
@@ -158,14 +158,18 @@ class TestJobControl:
                                  "B 20.000 ms on P1 (n=10)\n"), waited.output
 
     def test_wait_failed_exits_1(self, farmctl, store: Store) -> None:
-        """wait on a failed job exits 1 with its error."""
+        """wait on a failed job exits 1 with its error.
+
+        The fault is the job's own (a compile error): a phone's first fault on
+        each phone costs no attempt and would send the job to another phone.
+        """
         store.upsert_device("R1", NOW, {"abi": "x86_64"})
         put_state(store, "R1", DeviceState.READY, "test", NOW)
         job_id = store.enqueue({"kind": "gemm", "params": {"n": 64}, "attempts": 1}, NOW)
         [claim] = store.claim([Assignment(job_id, ("R1",), 60.0)], NOW)
-        store.fail_attempt(claim.attempt.id, SessionError("R1", "app crashed"), NOW)
+        store.fail_attempt(claim.attempt.id, CompileError("gemm n=64", "no schedule"), NOW)
         result = farmctl("wait", str(job_id))
-        assert result.exit_code == 1 and "app crashed" in result.stderr
+        assert result.exit_code == 1 and "cannot compile gemm n=64" in result.stderr
 
     def test_wait_wakes_when_the_job_ends(self, farmctl, store: Store, config) -> None:
         """wait sleeps on farmd's wake, not its poll: an hour's --poll still returns at the end."""
