@@ -21,7 +21,7 @@ import shutil
 from typing import Any
 
 from farm.errors import SpecError, ToolMissing
-from farm.jobs.ndk import Linker
+from farm.jobs.linker import Linker
 
 __all__ = ["MACHINE_TRIPLES", "board_linker", "board_target", "triple_for"]
 

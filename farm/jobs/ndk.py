@@ -17,12 +17,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from farm.errors import ToolMissing
+from farm.jobs.board_targets import board_linker
+from farm.jobs.linker import Linker
 from farm.jobs.targets import host_of, needs_ndk
 
 #: Android API level assumed when the NDK offers several: Android 9, the oldest the
@@ -34,44 +35,6 @@ _NDK_HINT = (
     ".../toolchains/llvm/prebuilt/linux-x86_64/bin/aarch64-linux-android28-clang++) "
     "or ANDROID_NDK_HOME to the NDK folder"
 )
-
-
-@dataclass(frozen=True)
-class Linker:
-    """A picklable ``fcompile`` for ``Module.export_library``, producing a ``.so``.
-
-    ``export_library(path, fcompile=linker)`` calls it as
-    ``linker(output, objects, options)``; ``output_format`` tells TVM the suffix.
-    Being a frozen dataclass (not a closure) lets MetaSchedule's builder send it to
-    its worker processes.
-
-    Attributes:
-        cc_path: the compiler to link with; empty for the host's default compiler.
-        from_env: the compiler came from ``TVM_NDK_CC``, so TVM's ndk helper runs it.
-    """
-
-    cc_path: str = ""
-    from_env: bool = False
-    output_format = "so"
-
-    def __call__(
-        self, output: str, objects: Sequence[str], options: Sequence[str] | None = None
-    ) -> None:
-        """Link ``objects`` into the shared library ``output``."""
-        from tvm.support import cc, ndk
-
-        if self.from_env:
-            ndk.create_shared(output, list(objects), list(options) if options else None)
-        elif self.cc_path:
-            opts = list(options) if options else ["-shared", "-fPIC", "-lm"]
-            cc.create_shared(output, list(objects), options=opts, cc=self.cc_path)
-        else:
-            cc.create_shared(output, list(objects), options=list(options) if options else None)
-
-    @property
-    def is_host(self) -> bool:
-        """Whether this links with the host's compiler."""
-        return not self.cc_path
 
 
 def _api_of(path: Path, triple: str) -> int:
@@ -127,8 +90,6 @@ def linker_for(
     env = os.environ if env is None else env
     if not needs_ndk(dict(target)) and host_of(dict(target)).get("mtriple"):
         # A glibc Linux board of another machine: its Debian cross compiler.
-        from farm.jobs.board_targets import board_linker
-
         return board_linker(host_of(dict(target)), None)
     if not needs_ndk(dict(target)):
         if not any(shutil.which(name) for name in ("g++", "c++", "clang++", "gcc", "cc")):

@@ -28,7 +28,6 @@ Softmax and layer norm are left to ``dlight.cpu.Reduction`` (see
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
@@ -49,6 +48,7 @@ from farm.jobs.cpu_schedules.common import (
     vector_registers,
     vectorize_tail,
 )
+from farm.jobs.cpu_schedules.plan import TilePlan
 from farm.jobs.cpu_schedules.tile_io import blocked_producer, write_back
 
 #: Most rows of a register tile of one vector register a row (half that for two).
@@ -67,35 +67,6 @@ MAX_TILE_BLOCKS = 4
 #: accumulators) ran 0.84-0.98x the one-block tile on all ten convs, 4 x 7 (28) 0.75-1.01x,
 #: 3 x 8 (24) 1.7x on MobileNetV2's 16 -> 96 conv.
 ACCUMULATORS_PER_REGISTER = 0.5
-
-
-@dataclass(frozen=True)
-class TilePlan:
-    """How :class:`TiledReduction` tiles the main block.
-
-    Attributes:
-        spatial: indices of the spatial loops, in order.
-        reduce: indices of the reduction loops, in order.
-        vector: index of the vectorized spatial loop, or None.
-        vector_factor: its inner extent.
-        tile: index of the register-tiled spatial loop, or None.
-        tile_factor: its inner extent.
-        block: index of a spatial loop the vector's input reads and another input does not
-            (a conv's output channel blocks), split by a knob and unrolled inside the tile
-            (each value of the other input then serves ``block_factor`` vectors), or None.
-        block_factor: its inner extent, the knob's default decision: as many vectors as
-            keep the tile within :data:`ACCUMULATORS_PER_REGISTER` of the registers, up
-            to :data:`MAX_TILE_BLOCKS`.
-    """
-
-    spatial: list[int]
-    reduce: list[int]
-    vector: int | None
-    vector_factor: int
-    tile: int | None
-    tile_factor: int
-    block: int | None = None
-    block_factor: int = 1
 
 
 def _plan(sch: Any, block: Any, lanes: int, registers: int) -> TilePlan | None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from farm.jobs.cpu_schedules.common import extent, has_condition, vars_of, vectorize_tail
 
 if TYPE_CHECKING:
-    from farm.jobs.cpu_schedules.rules import TilePlan
+    from farm.jobs.cpu_schedules.plan import TilePlan
 
 __all__ = ["blocked_producer", "write_back"]
 

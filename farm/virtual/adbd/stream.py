@@ -16,12 +16,28 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from farm.virtual.adbd.packet import A_CLSE, A_OKAY, A_WRTE, Packet
 
-if TYPE_CHECKING:
-    from farm.virtual.adbd.transport import Transport
+
+class StreamTransport(Protocol):
+    """What a stream needs of its transport (:class:`farm.virtual.adbd.transport.Transport`).
+
+    A protocol, so that the transport, which owns its streams, and the stream do not
+    import each other.
+    """
+
+    max_payload_bytes: int
+
+    def send(self, packet: Packet) -> None:
+        """Queue ``packet`` for the host."""
+
+    async def drain(self) -> None:
+        """Wait until the queued packets are written to the socket."""
+
+    def forget(self, stream: Stream) -> None:
+        """Drop ``stream`` from the transport's table of open streams."""
 
 
 class Stream:
@@ -30,7 +46,7 @@ class Stream:
     ``remote_id`` is 0 while a device-initiated OPEN waits for the host's answer.
     """
 
-    def __init__(self, transport: Transport, local_id: int, remote_id: int) -> None:
+    def __init__(self, transport: StreamTransport, local_id: int, remote_id: int) -> None:
         self.transport = transport
         self.local_id = local_id
         self.remote_id = remote_id
