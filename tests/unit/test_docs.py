@@ -198,6 +198,19 @@ def broken_links(doc: Path) -> list[str]:
     return broken
 
 
+#: A revision named as the point a figure was measured against: "`main` at db97fa2",
+#: "--before aab601a". The figures file holds the current figures; their history is in git.
+_REVISION_MARK = re.compile(
+    r"\b(?:main|master|HEAD)`?\s+(?:at|@)\s+`?[0-9a-f]{7,40}\b"
+    r"|--(?:before|after)\s+[0-9a-f]{7,40}\b"
+)
+
+
+def revision_marks(text: str) -> list[str]:
+    """The places a document names a commit as a figure's "before" (:data:`_REVISION_MARK`)."""
+    return [found.group(0) for found in _REVISION_MARK.finditer(text)]
+
+
 def unknown_flags(script: Path, flags: list[str]) -> list[str]:
     """The flags a bench script's argparse does not declare (``--no-X`` of a boolean ``--X``)."""
     code = script.read_text()
@@ -252,6 +265,13 @@ def test_readme_fits_a_first_afternoon() -> None:
     assert len((ROOT / "README.md").read_text().splitlines()) < 250
 
 
+def test_benchmarks_hold_the_current_figures_only() -> None:
+    """docs/benchmarks.md stays under 600 lines and names no commit as a figure's "before"."""
+    text = (ROOT / "docs/benchmarks.md").read_text()
+    assert len(text.splitlines()) < 600
+    assert not (marks := revision_marks(text)), marks
+
+
 def test_the_checks_catch_what_they_look_for(tmp_path: Path) -> None:
     """A wrong command, option, flag, file or heading is reported, not passed over."""
     doc = tmp_path / "doc.md"
@@ -276,3 +296,7 @@ def test_the_checks_catch_what_they_look_for(tmp_path: Path) -> None:
     assert (script, flags) == ("bench/bench_cv.py", ["--n", "--nope"])
     assert unknown_flags(ROOT / script, [*flags, "--no-quiet"]) == ["--nope"]
     assert broken_links(doc) == ["#nope: no such heading", "missing.md: no such file"]
+    assert revision_marks(
+        "Before: `main` at db97fa2; main at d7900ba; bench_ab_untuned.py --before aab601a"
+        " --after REV; mean of 10, at 1e-3"
+    ) == ["main` at db97fa2", "main at d7900ba", "--before aab601a"]
