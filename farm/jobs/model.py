@@ -141,12 +141,10 @@ class ModelResult:
         return asdict(self)
 
 
-
 def _flatten(value: Any) -> list[np.ndarray]:
     if hasattr(value, "numpy"):
         return [value.numpy()]
     return [array for item in value for array in _flatten(item)]
-
 
 
 @dataclass(frozen=True)
@@ -169,7 +167,6 @@ class PreparedModel:
     expected: list[np.ndarray] = field(repr=False)
 
 
-
 def prepare_model(params: ModelParams, target: dict[str, Any],
                   cache: CompileCache) -> PreparedModel:
     """Build (or reuse) the model and compute the outputs it must match; no phone is touched.
@@ -184,7 +181,6 @@ def prepare_model(params: ModelParams, target: dict[str, Any],
                                                                                 params.seed)
     expected = reference_outputs(params.model_path, feeds)
     return PreparedModel(library, inputs, import_note(library), feeds, expected)
-
 
 
 @dataclass
@@ -225,7 +221,6 @@ class LoadedModel:
             return [float(s) for s in evaluator("main").results]
         except (RuntimeError, OSError) as exc:
             raise SessionError(self.phone, f"model run failed: {exc}") from exc
-
 
 
 def load_prepared(prepared: PreparedModel, params: ModelParams, target: dict[str, Any],
@@ -274,7 +269,6 @@ def load_prepared(prepared: PreparedModel, params: ModelParams, target: dict[str
                 f"output differs from onnxruntime on {phone}: max |error| {max_abs_err:g}",
             )
     return LoadedModel(prepared, phone, load_s, first_run_s, outputs, max_abs_err, dev, vm)
-
 
 
 def run_model(
@@ -351,7 +345,6 @@ def run_model(
         outputs=loaded.outputs if params.inputs is not None else None,
         peak_memory_kb=peak_memory_kb,
     )
-
 
 
 def _profile(params: ModelParams, target: dict[str, Any], remote: Any, library: Path, dev: Any,

@@ -40,7 +40,6 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-
 def database_digest(database_dir: Path) -> str:
     """SHA-256 over a MetaSchedule JSON database's two files (repaired first).
 
@@ -55,7 +54,6 @@ def database_digest(database_dir: Path) -> str:
     for name in (WORKLOADS_FILE, RECORDS_FILE):
         digest.update((database_dir / name).read_bytes())
     return digest.hexdigest()
-
 
 
 def _compile(mod: Any, target_obj: Any, device: DeviceKind, database_dir: Path | None) -> Any:
@@ -93,7 +91,6 @@ def _compile(mod: Any, target_obj: Any, device: DeviceKind, database_dir: Path |
             dlight.gpu.Fallback(),
         )(mod)
     return tvm.compile(mod, target=target_obj)
-
 
 
 def build_model(
@@ -170,12 +167,10 @@ def build_model(
     return cache.get_or_build(key, build), inputs
 
 
-
 def import_note(library: Path) -> str | None:
     """How the cached ``library``'s model was imported (simplified, graph passes), or None."""
     note = library.parent / IMPORT_NOTE_FILE
     return note.read_text() if note.is_file() else None
-
 
 
 def tvm_version() -> str:

@@ -21,7 +21,6 @@ from farm.jobs.onnx_import import import_relax
 _ONNX_DTYPES = {1: "float32", 10: "float16", 11: "float64", 6: "int32", 7: "int64"}
 
 
-
 @dataclass(frozen=True)
 class ModelInput:
     """One graph input.
@@ -35,7 +34,6 @@ class ModelInput:
     name: str
     shape: tuple[int, ...]
     dtype: str
-
 
 
 def load_model(
@@ -94,7 +92,6 @@ def load_model(
     return model, inputs
 
 
-
 def relax_module(model: Any, inputs: list[ModelInput], name: str = "model.onnx") -> Any:
     """The model as a Relax ``IRModule``, weights bound as constants, after the graph passes.
 
@@ -113,7 +110,6 @@ def relax_module(model: Any, inputs: list[ModelInput], name: str = "model.onnx")
     """
     return import_relax(model, {i.name: list(i.shape) for i in inputs},
                         {i.name: i.dtype for i in inputs}, name).mod
-
 
 
 def tunable_module(mod: Any, target: Any) -> Any:
@@ -139,7 +135,6 @@ def tunable_module(mod: Any, target: Any) -> Any:
         return fuse_passes(target)(mod)
 
 
-
 def random_inputs(inputs: list[ModelInput], seed: int) -> dict[str, np.ndarray]:
     """Seeded random inputs: standard normal floats, small non-negative integers."""
     rng = np.random.default_rng(seed)
@@ -150,7 +145,6 @@ def random_inputs(inputs: list[ModelInput], seed: int) -> dict[str, np.ndarray]:
         else:
             out[item.name] = rng.standard_normal(item.shape).astype(item.dtype)
     return out
-
 
 
 def reference_outputs(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
