@@ -20,7 +20,8 @@ transaction, in its own module, and ``Store`` composes them, so
 ``store.enqueue(...)``, ``store.upsert_device(...)`` and the rest are called
 on the store: jobs (:mod:`farm.queue.job_ops`), attempts and their leases
 (:mod:`farm.queue.attempt_ops`, the retry policy in :mod:`farm.queue.lifecycle`),
-results (:mod:`farm.queue.result_ops`), devices (:mod:`farm.queue.devices`),
+results (:mod:`farm.queue.result_ops`), devices (:mod:`farm.queue.devices`) and
+their health samples (:mod:`farm.queue.health_samples`),
 hosts (:mod:`farm.queue.hosts`), tokens (:mod:`farm.queue.tokens`), blobs,
 reservations, regressions and the tuning rows.
 """
@@ -42,6 +43,7 @@ from farm.queue.attempt_ops import AttemptOps
 from farm.queue.blobs import BlobOps
 from farm.queue.db import JOBS_CHANNEL, create_engine, migrate, require_head
 from farm.queue.devices import DeviceOps
+from farm.queue.health_samples import HealthSampleOps
 from farm.queue.helpers import HelperOps
 from farm.queue.hosts import HostOps
 from farm.queue.job_ops import JobOps
@@ -57,8 +59,8 @@ __all__ = ["Store"]
 log = logs.get_logger(__name__)
 
 
-class Store(JobOps, AttemptOps, ResultOps, DeviceOps, HostOps, BlobOps, ReservationOps,
-            RegressionOps, TokenOps, TuningRecordOps, TaskWorkOps, HelperOps):
+class Store(JobOps, AttemptOps, ResultOps, DeviceOps, HealthSampleOps, HostOps, BlobOps,
+            ReservationOps, RegressionOps, TokenOps, TuningRecordOps, TaskWorkOps, HelperOps):
     """The queue database; migrated to the newest schema when opened.
 
     Args:
