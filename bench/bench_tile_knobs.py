@@ -47,7 +47,7 @@ CONVS = {
 def _tensors(c: int, o: int, side: int, k: int, stride: int, lanes: int) -> list[Any]:
     from tvm import te, topi
 
-    from farm.jobs.cpu_schedules.legalize import _block, _blocked_conv, _Conv, _padded_block
+    from farm.jobs.cpu_schedules.legalize_conv import _block, _blocked_conv, _Conv, _padded_block
 
     pad = k // 2
     ob, op = _block(o, lanes, min(lanes, 8)), o

@@ -11,11 +11,14 @@ runs in ``relax.VirtualMachine`` over the RPC session; the output on a seeded
 random input is checked against onnxruntime on the host, and the VM's
 ``invoke_stateful("main")`` is timed with ``time_evaluator`` (the RPC pattern of
 apache/tvm ``docs/how_to/tutorials/cross_compilation_and_rpc.py``).
+
+Reading the model is :mod:`farm.jobs.model_graph`'s job, building it
+:mod:`farm.jobs.model_build`'s; this module runs it on the phone, and callers
+import every name of the model job from here.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,12 +28,24 @@ import numpy as np
 import structlog
 
 from farm.clock import SystemClock
-from farm.errors import CompileError, SessionError, SpecError
-from farm.jobs.cache import CacheKey, CompileCache
-from farm.jobs.cpu_schedules import CPU_SCHEDULES_VERSION
-from farm.jobs.graph_passes import GRAPH_PASSES_VERSION
-from farm.jobs.ndk import Linker, linker_for
-from farm.jobs.onnx_import import IMPORT_NOTE_FILE, import_relax
+from farm.errors import CompileError, SessionError
+from farm.jobs.cache import CompileCache
+from farm.jobs.model_build import (
+    build_model,
+    database_digest,
+    file_sha256,
+    import_note,
+    tvm_version,
+)
+from farm.jobs.model_graph import (
+    ModelInput,
+    load_model,
+    random_inputs,
+    reference_outputs,
+    relax_module,
+    tunable_module,
+)
+from farm.jobs.ndk import linker_for
 from farm.jobs.params import DeviceKind, ModelParams, TrackerParams
 from farm.jobs.profile import KERNELS_FILE, KernelProfile, kernel_calls, profile_kernels
 from farm.jobs.session import (
@@ -41,35 +56,30 @@ from farm.jobs.session import (
     upload,
 )
 from farm.jobs.targets import runtime_device_name
-from farm.jobs.tune_records import (
-    RECORDS_FILE,
-    WORKLOADS_FILE,
-    applied_database,
-    open_database,
-    repair_work_dir,
-)
-from farm.jobs.tvm_errors import reason_of
 from farm.sampling import SamplingRule, WarmUp, take_samples
 
+#: The model job's names, wherever they live: reading the model (``model_graph``),
+#: building it (``model_build``), and running it on the phone (here).
+__all__ = [
+    "LoadedModel",
+    "ModelInput",
+    "ModelResult",
+    "PreparedModel",
+    "build_model",
+    "database_digest",
+    "import_note",
+    "load_model",
+    "load_prepared",
+    "prepare_model",
+    "random_inputs",
+    "reference_outputs",
+    "relax_module",
+    "run_model",
+    "tunable_module",
+    "tvm_version",
+]
+
 log = structlog.get_logger(__name__)
-
-#: ONNX element types (``onnx.TensorProto.DataType``) farm feeds random inputs to.
-_ONNX_DTYPES = {1: "float32", 10: "float16", 11: "float64", 6: "int32", 7: "int64"}
-
-
-@dataclass(frozen=True)
-class ModelInput:
-    """One graph input.
-
-    Attributes:
-        name: the ONNX input name.
-        shape: concrete dimensions.
-        dtype: numpy dtype name.
-    """
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
 
 
 @dataclass(frozen=True)
@@ -129,269 +139,6 @@ class ModelResult:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the result."""
         return asdict(self)
-
-
-def load_model(
-    path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None, name: str | None = None
-) -> tuple[Any, list[ModelInput]]:
-    """Read and check an ONNX file and resolve its input shapes.
-
-    Args:
-        path: the ``.onnx`` file.
-        input_shapes: name -> shape overriding the model's; needed for symbolic dims.
-        name: the user's file name for errors (``path`` may be the store's digest).
-
-    Returns:
-        ``(onnx.ModelProto, list[ModelInput])``.
-
-    Raises:
-        SpecError: the file is missing, is not a valid ONNX model, or an input has
-            a symbolic dimension and no shape was given.
-    """
-    import onnx
-
-    name = name or path.name
-    if not path.is_file():
-        raise SpecError("params.model_path", f"{name} does not exist ({path})")
-    try:
-        model = onnx.load(str(path))
-        onnx.checker.check_model(model)
-    except Exception as exc:
-        raise SpecError(
-            "params.model_path", f"{name} is not a valid ONNX model: {exc}"
-        ) from exc
-    initializers = {init.name for init in model.graph.initializer}
-    overrides = dict(input_shapes or {})
-    inputs = []
-    for value in model.graph.input:
-        if value.name in initializers:
-            continue
-        tensor_type = value.type.tensor_type
-        dtype = _ONNX_DTYPES.get(tensor_type.elem_type)
-        if dtype is None:
-            raise SpecError("params.model_path",
-                            f"input {value.name!r} of {name} has an unsupported type")
-        if value.name in overrides:
-            shape = tuple(int(d) for d in overrides.pop(value.name))
-        else:
-            dims = tensor_type.shape.dim
-            if any(not d.HasField("dim_value") for d in dims):
-                raise SpecError(
-                    "params.input_shapes",
-                    f"input {value.name!r} of {name} has a symbolic dimension; give its shape",
-                )
-            shape = tuple(int(d.dim_value) for d in dims)
-        inputs.append(ModelInput(value.name, shape, dtype))
-    if overrides:
-        raise SpecError("params.input_shapes", f"{name} has no input {sorted(overrides)}")
-    return model, inputs
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def relax_module(model: Any, inputs: list[ModelInput], name: str = "model.onnx") -> Any:
-    """The model as a Relax ``IRModule``, weights bound as constants, after the graph passes.
-
-    A graph TVM's frontend refuses is imported simplified
-    (:func:`farm.jobs.onnx_import.import_relax`, which also says why); every
-    graph then goes through :func:`farm.jobs.graph_passes.optimize` (batch norm
-    folded), so the build and a tuning job's task extraction see one graph.
-
-    Args:
-        model: an ``onnx.ModelProto`` from :func:`load_model`.
-        inputs: its resolved inputs.
-        name: the user's file name, for errors.
-
-    Raises:
-        CompileError: the frontend could not import the model, even simplified.
-    """
-    return import_relax(model, {i.name: list(i.shape) for i in inputs},
-                        {i.name: i.dtype for i in inputs}, name).mod
-
-
-def tunable_module(mod: Any, target: Any) -> Any:
-    """``mod`` lowered to the fused TIR functions MetaSchedule extracts tasks from.
-
-    These are the passes ``tvm.s_tir.meta_schedule.relax_integration.compile_relax``
-    runs before ``MetaScheduleApplyDatabase`` (apache/tvm, its comment: "same
-    preparation as extract_tasks, so database keys match"), for CPU targets
-    with farm's additions (:func:`farm.jobs.cpu_schedules.build.fuse_passes`,
-    the CPU build's own); tasks extracted from this module are the ones
-    :func:`build_model` finds in a database.
-
-    Args:
-        mod: a Relax module from :func:`relax_module`.
-        target: a ``tvm.target.Target``.
-
-    Returns:
-        The fused module; pass it to ``relax_integration.extract_tasks``.
-    """
-    from farm.jobs.cpu_schedules.build import fuse_passes
-
-    with target:
-        return fuse_passes(target)(mod)
-
-
-def database_digest(database_dir: Path) -> str:
-    """SHA-256 over a MetaSchedule JSON database's two files (repaired first).
-
-    Raises:
-        SpecError: the folder holds no tuning record (``params.tuned``).
-    """
-    repair_work_dir(database_dir)
-    records = database_dir / RECORDS_FILE
-    if not records.is_file() or not records.stat().st_size:
-        raise SpecError("params.tuned", f"no tuning records in {database_dir}")
-    digest = hashlib.sha256()
-    for name in (WORKLOADS_FILE, RECORDS_FILE):
-        digest.update((database_dir / name).read_bytes())
-    return digest.hexdigest()
-
-
-def _compile(mod: Any, target_obj: Any, device: DeviceKind, database_dir: Path | None) -> Any:
-    """Relax module -> executable: the tuned schedules of ``database_dir`` applied, or defaults.
-
-    CPU builds go through :func:`farm.jobs.cpu_schedules.build.compile_cpu` (tuning
-    records first, farm's default CPU schedules for the rest), with or without a database.
-    """
-    import tvm
-    from tvm import relax
-
-    if device is DeviceKind.CPU:
-        # Tuning records first, farm's default CPU schedules for every other function.
-        from farm.jobs.cpu_schedules.build import compile_cpu
-
-        return compile_cpu(mod, target_obj, database_dir)
-    if database_dir is not None:
-        from tvm.s_tir import meta_schedule as ms
-
-        # compile_relax fuses, applies the database (MetaScheduleApplyDatabase in a
-        # PassContext with the target and the database), schedules what the database
-        # lacks with dlight on GPUs, and builds.
-        database = open_database(database_dir, allow_missing=False)
-        return ms.relax_integration.compile_relax(database, mod, target_obj, params=None)
-    # GPU kernels need thread bindings; dlight's default GPU schedules add them.
-    from tvm.s_tir import dlight
-
-    mod = relax.get_pipeline("zero")(mod)
-    with target_obj:
-        mod = dlight.ApplyDefaultSchedule(
-            dlight.gpu.Matmul(),
-            dlight.gpu.GEMV(),
-            dlight.gpu.Reduction(),
-            dlight.gpu.GeneralReduction(),
-            dlight.gpu.Fallback(),
-        )(mod)
-    return tvm.compile(mod, target=target_obj)
-
-
-def build_model(
-    params: ModelParams, target: dict[str, Any], cache: CompileCache, linker: Linker | None = None
-) -> tuple[Path, list[ModelInput]]:
-    """Compile the model for ``target``, once per (file content, shapes, target, database).
-
-    With ``params.database_dir`` the best schedule of every task found in that
-    MetaSchedule database is applied; tasks it lacks keep the default schedule.
-    A tune job's work folder gives only the records its check kept
-    (:func:`farm.jobs.tune_records.applied_database`).
-
-    Args:
-        params: the model file, input shapes and tuning database.
-        target: target dict from :func:`farm.jobs.targets.target_for`.
-        cache: where built libraries are kept.
-        linker: how to link; resolved from the target when None.
-
-    Returns:
-        The cached ``.so`` and the inputs it takes.
-
-    Raises:
-        SpecError: the file or the shapes are invalid, or the database holds no record.
-        ToolMissing: the NDK (or a host compiler) is missing.
-        CompileError: TVM could not import (even simplified) or compile the model.
-    """
-    linker = linker or linker_for(target)
-    name = params.shown_name
-    model, inputs = load_model(params.model_path, params.input_shapes, name)
-    digest = _sha256(params.model_path)
-    database_dir = params.database_dir
-    if database_dir is not None:
-        database_digest(database_dir)  # a folder with no record at all is the user's error
-        # The records that beat the default schedules when checked (tune_verify).
-        database_dir = applied_database(database_dir)
-    schedule = f"relax default {params.device.value}"
-    if params.device is DeviceKind.CPU:
-        schedule = f"farm cpu defaults {CPU_SCHEDULES_VERSION}"
-    if database_dir is not None:
-        schedule = f"metaschedule database sha256={database_digest(database_dir)}"
-        if params.device is DeviceKind.CPU:
-            schedule += f" + farm cpu defaults {CPU_SCHEDULES_VERSION}"
-    if params.profile:  # its own entry: older entries lack the kernel library
-        schedule += " + kernel library"
-    schedule += f" + graph passes {GRAPH_PASSES_VERSION}"
-
-    def build(out: Path) -> None:
-        import tvm
-
-        imported = import_relax(model, {i.name: list(i.shape) for i in inputs},
-                                {i.name: i.dtype for i in inputs}, name)
-        if imported.note:
-            (out.parent / IMPORT_NOTE_FILE).write_text(imported.note)
-        try:
-            target_obj = tvm.target.Target(target)
-            executable = _compile(imported.mod, target_obj, params.device, database_dir)
-            executable.export_library(str(out), fcompile=linker)
-            if params.profile:  # the kernels alone, for time_evaluator (farm.jobs.profile)
-                executable.mod.imports[0].export_library(str(out.parent / KERNELS_FILE),
-                                                         fcompile=linker)
-        except (RuntimeError, ValueError, TypeError, KeyError, NotImplementedError) as exc:
-            # TVM's errors derive from these builtins; the frontend raises the last two
-            # for unsupported operators.
-            raise CompileError(name, reason_of(exc)) from exc
-
-    key = CacheKey(
-        # By content, not the user's name: one build however the file was named.
-        workload=f"onnx {params.model_path.name} sha256={digest} "
-                 f"inputs={[(i.name, i.shape) for i in inputs]}",
-        schedule=schedule,
-        target=target,
-        tvm_version=tvm_version(),
-    )
-    return cache.get_or_build(key, build), inputs
-
-
-def import_note(library: Path) -> str | None:
-    """How the cached ``library``'s model was imported (simplified, graph passes), or None."""
-    note = library.parent / IMPORT_NOTE_FILE
-    return note.read_text() if note.is_file() else None
-
-
-def tvm_version() -> str:
-    """``tvm.__version__``."""
-    import tvm
-
-    return str(tvm.__version__)
-
-
-def random_inputs(inputs: list[ModelInput], seed: int) -> dict[str, np.ndarray]:
-    """Seeded random inputs: standard normal floats, small non-negative integers."""
-    rng = np.random.default_rng(seed)
-    out: dict[str, np.ndarray] = {}
-    for item in inputs:
-        if item.dtype.startswith("int"):
-            out[item.name] = rng.integers(0, 4, size=item.shape).astype(item.dtype)
-        else:
-            out[item.name] = rng.standard_normal(item.shape).astype(item.dtype)
-    return out
-
-
-def reference_outputs(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """onnxruntime's outputs for ``feeds`` on the host CPU."""
-    import onnxruntime
-
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return [np.asarray(o) for o in session.run(None, feeds)]
 
 
 def _flatten(value: Any) -> list[np.ndarray]:
@@ -580,7 +327,7 @@ def run_model(
     log.info("model_measured", serial=tracker.serial, model=params.shown_name, mean_s=mean_s)
     return ModelResult(
         model=params.shown_name,
-        model_sha256=_sha256(params.model_path),
+        model_sha256=file_sha256(params.model_path),
         inputs=prepared.inputs,
         device=params.device.value,
         target=target,

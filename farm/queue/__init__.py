@@ -5,15 +5,23 @@
     spec.py         parse_spec(dict) -> JobSpec, or SpecError naming the field
     catalog.py      the job kinds as the queue sees them, installed by farm.kinds
     models.py       the tables (SQLAlchemy 2 ORM); migrations/ holds their history
+    model_*.py      those tables by aggregate: base, devices, jobs, tuning, access
     db.py           engine settings per backend, migrate()
     scheduler.py    plan(snapshot, now) -> [Assignment]: pure
+    plan_rows.py    the rows plan() reads and returns (QueueSnapshot, Assignment)
+    matching.py     which phones fit a job, which are free, in which order jobs go
     capabilities.py requirements(kind, spec): what a job needs of a phone (target, work-group)
     head.py         read_head: the queued jobs a plan needs, paged in the scheduler's order
     waiting.py      wait_reasons(snapshot, now), refusal(spec, devices): why a job waits
-    store.py        Store: enqueue, claim, heartbeat, reap, finish, fail_attempt, cancel, reclaim
-    lifecycle.py    the transactions behind claim/reap/finish/fail and the retry rule
+    store.py        Store: the engine and the transaction; composes the facades below
+    job_ops.py      Store's jobs: enqueue, read, count, cancel
+    attempt_ops.py  Store's attempts: head, claim, heartbeat, reap, reclaim, finish, fail_attempt
+    result_ops.py   Store's results: results and samples, snapshots, tuning records
+    claims.py       the transactions behind claim and heartbeat
+    lifecycle.py    the transactions behind reap/requeue/finish/fail and the retry rule
     endings.py      cancel and reclaim, and when a cancelled attempt's phones are freed
-    devices.py      Store's device half: states, health, drain, health samples
+    devices.py      Store's devices: states, health, drain, serving keys, events
+    health_samples.py Store's health samples: record, read, thin
     reservations.py Store's reservations: reserve, unreserve, expire (ReservationView)
     regressions.py  Store's regressions: one row per phone the regression watch flags
     thinning.py     which health samples to delete, one per phone per bucket kept

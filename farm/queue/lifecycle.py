@@ -1,4 +1,4 @@
-"""Attempt lifecycle inside one transaction: claim, reap, finish, fail and retry.
+"""How an attempt ends, inside one transaction: reap, requeue, finish, fail and retry.
 
 These functions take an open :class:`~sqlalchemy.orm.Session` and ``now``;
 :class:`farm.queue.store.Store` owns the transaction around each. Rows are
@@ -12,6 +12,9 @@ which attempt owns a phone: a claim writes one per phone, and every path that
 ends an attempt deletes them (:func:`farm.queue.transitions.release`), except
 a cancel, which leaves them until the executor confirms the child stopped
 (:mod:`farm.queue.endings`).
+
+An attempt's start and lease (``claim_one``, ``heartbeat``) live in
+:mod:`farm.queue.claims` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -19,28 +22,26 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import exists, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from farm import backoff
 from farm.errors import Retry
 from farm.queue import endings, transitions
+from farm.queue.claims import claim_one, heartbeat
 from farm.queue.endings import end_attempt, end_helper, locked_attempt, locked_job
 from farm.queue.models import (
     Attempt,
     AttemptState,
-    Device,
     DeviceSnapshot,
     DeviceState,
     Job,
     JobState,
-    Reservation,
     Result,
     Sample,
     TuningRecord,
 )
-from farm.queue.records import AttemptView, Claim, Decision, Failure, JobView, Outcome, SnapshotData
-from farm.queue.scheduler import Assignment
+from farm.queue.records import AttemptView, Decision, Failure, Outcome, SnapshotData
 
 __all__ = [
     "add_snapshots", "backoff_s", "claim_one", "fail", "finish", "heartbeat", "reap", "requeue"
@@ -58,88 +59,6 @@ def backoff_s(attempts_made: int) -> float:
     base and cap; phone faults retry at once elsewhere instead.
     """
     return backoff.backoff_s(max(1, attempts_made), BACKOFF_BASE_S, BACKOFF_MAX_S)
-
-
-def claim_one(
-    session: Session, assignment: Assignment, now: datetime, host: str | None = None
-) -> Claim | None:
-    """Start one assignment, or return None (changing nothing) if it went stale.
-
-    The attempt and its phone holds are written under a savepoint: a phone
-    that looks ready but is still held (by an attempt a fleet write raced, or
-    one whose phone went offline and came back) makes the hold's primary key
-    refuse, and this assignment alone is rolled back; the rest of the claim
-    goes on.
-
-    Args:
-        session: the open transaction.
-        assignment: from the plan.
-        now: the start time.
-        host: the farmd host id that will run it (``attempts.host``).
-    """
-    lease_s = assignment.lease_s
-    serials = list(assignment.serials)
-    if not serials or len(set(serials)) != len(serials):
-        return None
-    job = session.scalars(
-        select(Job)
-        .where(Job.id == assignment.job_id, Job.state == JobState.QUEUED)
-        .with_for_update(skip_locked=True)
-    ).one_or_none()
-    if job is None or job.attempts_made >= job.attempts_max:
-        return None
-    devices = list(
-        session.scalars(
-            select(Device)
-            .where(
-                Device.serial.in_(serials),
-                Device.state == DeviceState.READY,
-                Device.drained.is_(False),
-                Device.held_outside.is_(None),  # a hand session has it (Store.mark_held_outside)
-                ~exists().where(  # a person reserved it (farm.queue.reservations)
-                    Reservation.serial == Device.serial,
-                    Reservation.ended_at.is_(None),
-                    Reservation.expires_at > now,
-                ),
-            )
-            .order_by(Device.serial)
-            .with_for_update(skip_locked=True)
-        )
-    )
-    if len(devices) != len(serials):
-        return None
-    if host is not None and any(d.host not in (None, host) for d in devices):
-        return None  # another host's phone: only its owner runs it (farm.queue.hosts)
-    if host is not None and session.scalar(select(exists().where(
-            Attempt.job_id == job.id, Attempt.host == host,
-            Attempt.state == AttemptState.RUNNING))):
-        return None  # its helper runs here: one writer per host's work folder (farm.queue.helpers)
-    attempt = Attempt(
-        job_id=job.id,
-        serials=serials,
-        state=AttemptState.RUNNING,
-        lease_s=lease_s,
-        lease_expires_at=now + timedelta(seconds=lease_s),
-        heartbeat_at=now,
-        started_at=now,
-        host=host,
-    )
-    if not transitions.start_holding(session, attempt, devices, f"job {job.id} attempt", now):
-        return None
-    job.state = JobState.RUNNING
-    job.attempts_made += 1
-    job.retry_at = None
-    session.flush()
-    transitions.note(
-        session,
-        "attempt_started",
-        job_id=job.id,
-        attempt=attempt.id,
-        serials=serials,
-        lease_s=lease_s,
-        attempt_number=job.attempts_made,
-    )
-    return Claim(JobView.of(job), AttemptView.of(attempt))
 
 
 def reap(session: Session, now: datetime) -> list[AttemptView]:
@@ -210,22 +129,6 @@ def requeue(session: Session, attempt_id: int, reason: str, now: datetime) -> bo
     transitions.note(session, "attempt_requeued", job_id=job.id, attempt=attempt.id,
                      reason=reason)
     session.flush()
-    return True
-
-
-def heartbeat(session: Session, attempt_id: int, now: datetime) -> bool:
-    """Extend a running attempt's lease by its ``lease_s`` from ``now``.
-
-    False (nothing changed) if the attempt ended or its job is no longer running.
-    """
-    attempt = locked_attempt(session, attempt_id)
-    if attempt is None or attempt.state is not AttemptState.RUNNING:
-        return False
-    job = session.get(Job, attempt.job_id)
-    if job is None or job.state is not JobState.RUNNING:
-        return False
-    attempt.heartbeat_at = now
-    attempt.lease_expires_at = now + timedelta(seconds=attempt.lease_s)
     return True
 
 

@@ -42,7 +42,9 @@ The rules, in order:
    newer farmd sharing the database wrote it, so it stays queued for a host
    that knows it (never started, so never failed, here); the queue goes on.
 
-:func:`decide` makes the decisions; :func:`plan` adds the leases, and
+The rows it reads and returns are :mod:`farm.queue.plan_rows`; the matching,
+ordering and free-phone rules :mod:`farm.queue.matching` (both re-exported
+here). :func:`decide` makes the decisions; :func:`plan` adds the leases, and
 :func:`farm.queue.waiting.wait_reasons` explains from the same decisions why a
 job waits.
 """
@@ -52,13 +54,20 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from farm.queue.capabilities import ANY_PHONE, Requirements, group_key, unmet
-from farm.queue.models import DeviceState
-from farm.queue.spec import DeviceSelection
+from farm.queue.capabilities import Requirements, group_key
+from farm.queue.matching import (
+    AGING_STEP_S,
+    Matcher,
+    effective_priority,
+    eligible,
+    fits,
+    free_phones,
+    matches,
+)
+from farm.queue.plan_rows import IN_SERVICE, Assignment, DeviceView, QueuedJob, QueueSnapshot
 
 __all__ = [
     "AGING_STEP_S",
@@ -71,168 +80,12 @@ __all__ = [
     "QueuedJob",
     "decide",
     "effective_priority",
+    "eligible",
     "fits",
     "free_phones",
     "matches",
     "plan",
 ]
-
-AGING_STEP_S = 600.0
-
-#: States from which a phone comes back to ``ready`` by itself: a job that needs
-#: such phones is worth holding free ones for.
-IN_SERVICE = frozenset(
-    {DeviceState.READY, DeviceState.BUSY, DeviceState.COOLING, DeviceState.PROVISIONING}
-)
-
-
-@dataclass(frozen=True)
-class DeviceView:
-    """A phone as the scheduler sees it.
-
-    ``facts`` keys matched by :func:`matches`: ``abi`` (str), ``abis`` (list of
-    str, ro.product.cpu.abilist), ``soc`` (str), ``sdk`` (int), ``gpu`` (str);
-    by :mod:`farm.queue.capabilities`: ``has_opencl``, ``has_vulkan`` (bool),
-    ``gpu_limits`` (per target, ``max_threads_per_block``), ``model`` and ``soc``.
-    ``held_outside``: why a session farm did not open holds it (None: none does);
-    such a phone gets no work until it is free. ``reserved_by`` and
-    ``reserved_until``: the owner and end time of its open reservation (None:
-    none); it gets no work while ``reserved_until`` is after the plan's ``now``.
-    ``host``: the farmd host that runs it (:mod:`farm.queue.hosts`); None: no
-    host claimed it yet.
-    ``kind``: the device kind (``devices.kind``, a :mod:`farm.controllers`
-    name), matched against ``DeviceSelection.kind``.
-    """
-
-    serial: str
-    state: DeviceState
-    drained: bool = False
-    facts: Mapping[str, Any] = field(default_factory=dict)
-    held_outside: str | None = None
-    reserved_by: str | None = None
-    reserved_until: datetime | None = None
-    host: str | None = None
-    kind: str = "android"
-
-    def reserved(self, now: datetime) -> bool:
-        """Whether a person's reservation keeps work off the phone at ``now``."""
-        return self.reserved_until is not None and self.reserved_until > now
-
-
-@dataclass(frozen=True)
-class QueuedJob:
-    """A queued job as the scheduler sees it; ``not_before``/``retry_at`` None mean now.
-
-    ``needs`` is what its workload needs of a phone, from
-    :func:`farm.queue.capabilities.requirements` (default: a CPU, any phone).
-    """
-
-    id: int
-    kind: str
-    priority: int
-    submitted_at: datetime
-    devices: DeviceSelection
-    not_before: datetime | None = None
-    excluded_serials: frozenset[str] = frozenset()
-    retry_at: datetime | None = None
-    needs: Requirements = ANY_PHONE
-
-
-@dataclass(frozen=True)
-class QueueSnapshot:
-    """Everything :func:`plan` decides from: queued jobs and every known phone."""
-
-    jobs: Sequence[QueuedJob]
-    devices: Sequence[DeviceView]
-
-
-@dataclass(frozen=True)
-class Assignment:
-    """Run job ``job_id`` on ``serials``, holding them by a lease of ``lease_s`` seconds."""
-
-    job_id: int
-    serials: tuple[str, ...]
-    lease_s: float
-
-
-def matches(selection: DeviceSelection, device: DeviceView) -> bool:
-    """Whether a phone has every attribute the selection asks for (count aside)."""
-    facts = device.facts
-    if selection.serials is not None and device.serial not in selection.serials:
-        return False
-    if selection.kind is not None and device.kind != selection.kind:
-        return False
-    if selection.abi is not None:
-        abis = [*(facts.get("abis") or []), facts.get("abi")]
-        if selection.abi not in abis:
-            return False
-    if selection.soc is not None and str(facts.get("soc", "")).lower() != selection.soc.lower():
-        return False
-    if selection.sdk_min is not None:
-        sdk = facts.get("sdk")
-        if not isinstance(sdk, int) or sdk < selection.sdk_min:
-            return False
-    return selection.gpu is None or selection.gpu.lower() in str(facts.get("gpu", "")).lower()
-
-
-def fits(job: QueuedJob, device: DeviceView) -> bool:
-    """Whether a phone matches the job's selection and has what its workload needs."""
-    return matches(job.devices, device) and unmet(job.needs, device.facts) is None
-
-
-class Matcher:
-    """Which phones fit a job, computed once per distinct selection and requirements.
-
-    Most queued jobs share a handful of selections (the store's snapshot gives
-    them one shared :class:`DeviceSelection` object each), so a plan over 1000
-    jobs matches each phone a handful of times, not 1000.
-    """
-
-    def __init__(self, devices: Sequence[DeviceView]) -> None:
-        self.devices = devices
-        # id() of the selection: a DeviceSelection with serials is unhashable,
-        # and the snapshot keeps every selection alive while this is used.
-        self._fitting: dict[tuple[int, Requirements], frozenset[str]] = {}
-
-    def fitting(self, job: QueuedJob) -> frozenset[str]:
-        """Serials of the known phones (any state) that fit ``job``."""
-        key = (id(job.devices), job.needs)
-        found = self._fitting.get(key)
-        if found is None:
-            found = frozenset(d.serial for d in self.devices if fits(job, d))
-            self._fitting[key] = found
-        return found
-
-
-def free_phones(
-    devices: Sequence[DeviceView], now: datetime, device_kinds: Collection[str] | None = None
-) -> list[str]:
-    """Serials of the phones that may take work at ``now`` (rule 1), sorted.
-
-    Args:
-        devices: every known phone.
-        now: the current time (aware UTC).
-        device_kinds: the device kinds this farm knows (:func:`farm.controllers.kinds`);
-            a device of any other kind takes no work. None: every kind.
-    """
-    return sorted(
-        d.serial
-        for d in devices
-        if d.state is DeviceState.READY and not d.drained and d.held_outside is None
-        and not d.reserved(now) and (device_kinds is None or d.kind in device_kinds)
-    )
-
-
-def effective_priority(job: QueuedJob, now: datetime, aging_step_s: float = AGING_STEP_S) -> int:
-    """``priority`` plus one point per ``aging_step_s`` seconds the job has been eligible."""
-    since = max(job.submitted_at, job.not_before or job.submitted_at)
-    waited_s = max(0.0, (now - since).total_seconds())
-    return job.priority + int(waited_s // aging_step_s)
-
-
-def eligible(job: QueuedJob, now: datetime) -> bool:
-    """Whether neither ``not_before`` nor a retry's backoff keeps the job waiting at ``now``."""
-    return all(t is None or t <= now for t in (job.not_before, job.retry_at))
 
 
 @dataclass(frozen=True)

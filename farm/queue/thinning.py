@@ -1,6 +1,6 @@
 """Which health samples to delete so one per phone per time bucket is left.
 
-Pure, on plain rows: :meth:`farm.queue.devices.DeviceOps.downsample_health` streams
+Pure, on plain rows: :meth:`farm.queue.health_samples.HealthSampleOps.downsample_health` streams
 the rows through it, and :mod:`farm.retention` (above the queue) decides when.
 It lives in the queue because the queue's own delete uses it.
 """

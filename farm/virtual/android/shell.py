@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import os
 import posixpath
 from typing import TYPE_CHECKING
 
@@ -29,6 +28,7 @@ from farm.virtual.android.context import (
     read_all,
     strerror,
 )
+from farm.virtual.android.shell_io import FileSink, IoStdin, StreamSink
 from farm.virtual.android.shell_syntax import (
     AndOr,
     Pipeline,
@@ -51,45 +51,6 @@ class ShellExit(Exception):
 
     def __init__(self, status: int) -> None:
         self.status = status
-
-
-class IoStdin:
-    """Stdin read from the adb stream."""
-
-    def __init__(self, io: ShellIO) -> None:
-        self._io = io
-        self._eof = False
-
-    async def read(self) -> bytes:
-        """Next chunk from the adb stream; ``b""`` from its end on."""
-        if self._eof:
-            return b""
-        data = await self._io.read_stdin()
-        if not data:
-            self._eof = True
-        return data
-
-
-class _StreamSink:
-    def __init__(self, write: object) -> None:
-        self._write = write
-
-    def write(self, data: bytes) -> None:
-        if data:
-            self._write(data)  # type: ignore[operator]
-
-
-class _FileSink:
-    """Collects output, then writes (or appends) it to a host file."""
-
-    def __init__(self, path: os.PathLike[str], append: bool) -> None:
-        self.path = path
-        with open(path, "ab" if append else "wb"):
-            pass
-
-    def write(self, data: bytes) -> None:
-        with open(self.path, "ab") as f:
-            f.write(data)
 
 
 class Shell:
@@ -141,8 +102,8 @@ class Shell:
         return cls(
             phone,
             IoStdin(io),
-            _StreamSink(io.write_stdout),
-            _StreamSink(io.write_stderr),
+            StreamSink(io.write_stdout),
+            StreamSink(io.write_stderr),
             drain=io.drain,
         )
 
@@ -312,7 +273,7 @@ class Shell:
                 host = self.phone.storage.check(self._norm(target), write=True, app=self.app)
                 if host.is_dir():
                     raise IsADirectoryError(target)
-                fds[redir.fd] = _FileSink(host, append=redir.op == ">>")
+                fds[redir.fd] = FileSink(host, append=redir.op == ">>")
             except OSError as exc:
                 self.err.write(f"{SH}: can't create {target}: {strerror(exc)}\n".encode())
                 return 1

@@ -13,21 +13,20 @@ watchdog. A crash kills the app; nothing restarts it until it is launched again.
 
 SharedPreferences are cached in the app process (Android's
 ``SharedPreferencesImpl``): edits to the XML file take effect at the next
-process start, so tools must force-stop the app before writing the file.
+process start, so tools must force-stop the app before writing the file
+(:mod:`farm.virtual.android.app_prefs`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
 
 from farm.virtual.android import am_events
-from farm.virtual.android.prefs_xml import render_prefs
+from farm.virtual.android.app_prefs import AppPrefs, Fields
 
 if TYPE_CHECKING:
     from farm.virtual.android.phone import AndroidPhone
@@ -39,17 +38,9 @@ RPC = f"{PACKAGE}.RPCActivity"
 PREFS = "RPCProxyPreference"
 log = structlog.get_logger(__name__)
 
+__all__ = ["MAIN", "PACKAGE", "PREFS", "RPC", "Fields", "TvmRpcApp"]
+
 _AM_PID = am_events.AM_PID  # system_server: ActivityManager logs under its pid
-
-
-@dataclass
-class Fields:
-    """MainActivity's inputs (EditText contents and the switch)."""
-
-    address: str = ""
-    port: str = ""
-    key: str = ""
-    switch: bool = False
 
 
 class TvmRpcApp:
@@ -63,60 +54,11 @@ class TvmRpcApp:
         self.rpc_activity = False
         self.rpc: RpcProcess | None = None
         self.fields = Fields()
-        self._prefs_cache: dict[str, object] | None = None
+        self.prefs = AppPrefs(
+            lambda: phone.storage.app_dir(PACKAGE) / "shared_prefs" / f"{PREFS}.xml")
         self._timers: list[asyncio.TimerHandle] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self.crashes = 0
-
-    # --- preferences -----------------------------------------------------------
-
-    def prefs_path(self):  # noqa: ANN201 - Path, imported lazily by callers
-        """Host path of ``shared_prefs/RPCProxyPreference.xml``."""
-        return self.phone.storage.app_dir(PACKAGE) / "shared_prefs" / f"{PREFS}.xml"
-
-    def read_prefs_file(self) -> dict[str, object]:
-        """Parse the prefs XML as Android's ``XmlUtils.readMapXml`` would (missing = empty)."""
-        path = self.prefs_path()
-        if not path.exists():
-            return {}
-        try:
-            root = ET.fromstring(path.read_bytes())  # noqa: S314 - the app's own prefs file
-        except ET.ParseError:
-            return {}
-        values: dict[str, object] = {}
-        for node in root:
-            name = node.get("name", "")
-            if node.tag == "string":
-                values[name] = node.text or ""
-            elif node.tag == "boolean":
-                values[name] = node.get("value") == "true"
-            elif node.tag in ("int", "long"):
-                values[name] = int(node.get("value", "0"))
-        return values
-
-    def _prefs(self) -> dict[str, object]:
-        if self._prefs_cache is None:
-            self._prefs_cache = self.read_prefs_file()
-        return self._prefs_cache
-
-    def _commit_prefs(self) -> None:
-        """``updateRPCPrefs``: write the fields to the cache and the XML file.
-
-        Raises:
-            ValueError: the port field is not an integer (``Integer.parseInt``).
-        """
-        port_text = self.fields.port
-        int(port_text)
-        prefs = self._prefs()
-        prefs.update(
-            input_address=self.fields.address,
-            input_port=port_text,
-            input_key=self.fields.key,
-            input_switch=self.fields.switch,
-        )
-        path = self.prefs_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render_prefs(prefs))
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -145,7 +87,7 @@ class TvmRpcApp:
         uid = self.phone.packages.uid_of(PACKAGE)
         proc = self.phone.processes.spawn(f"u0_a{uid - 10000}", PACKAGE)
         self.main_pid = proc.pid
-        self._prefs_cache = None
+        self.prefs.forget()
         self._am_log(f"Start proc {proc.pid}:{PACKAGE}/u0a{uid - 10000} "
                      f"for top-activity {{{PACKAGE}/{MAIN}}}")
 
@@ -164,14 +106,7 @@ class TvmRpcApp:
         self.main_resumed = True
         self.phone.screen.foreground = "main"
         self._log("W", "System.err", "MainActivity onResume...")
-        prefs = self._prefs()
-        if "input_address" in prefs:
-            self.fields.address = str(prefs["input_address"])
-        if "input_port" in prefs:
-            self.fields.port = str(prefs["input_port"])
-        if "input_key" in prefs:
-            self.fields.key = str(prefs["input_key"])
-        self.fields.switch = bool(prefs.get("input_switch", False))
+        self.prefs.load_into(self.fields)
         self._setup_relaunch()
 
     def _setup_relaunch(self) -> None:
@@ -184,7 +119,7 @@ class TvmRpcApp:
             return
         self._log("W", "System.err", "relaunching RPC activity...")
         try:
-            self._commit_prefs()
+            self.prefs.commit(self.fields)
         except ValueError:
             self._crash_on_port(main_pid)
             return
@@ -199,7 +134,7 @@ class TvmRpcApp:
         state = "enabled" if checked else "disabled"
         self._log("W", "System.err", f"automatic RPC restart {state}...")
         try:
-            self._commit_prefs()
+            self.prefs.commit(self.fields)
         except ValueError as exc:
             if self.main_pid is None:  # the switch is on screen only while MainActivity runs
                 raise RuntimeError("switch toggled without MainActivity's process") from exc
@@ -330,7 +265,7 @@ class TvmRpcApp:
                 am_events.proc_died(self.phone.logs, pid, process, state)
             elif killed_for is not None:
                 am_events.killed(self.phone.logs, pid, process, state, killed_for)
-        self._prefs_cache = None
+        self.prefs.forget()
         self.phone.physics.set_load(0.0)
         if self.phone.screen.foreground in ("main", "rpc"):
             self.phone.screen.foreground = "home"

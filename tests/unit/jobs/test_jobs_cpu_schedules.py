@@ -20,7 +20,8 @@ from farm.jobs.cpu_schedules import (
     default_rules,
 )
 from farm.jobs.cpu_schedules.common import vector_factor
-from farm.jobs.cpu_schedules.legalize import _blocked_conv, _Conv, _shuffled
+from farm.jobs.cpu_schedules.legalize import _shuffled
+from farm.jobs.cpu_schedules.legalize_conv import _blocked_conv, _Conv
 
 TARGET = tvm.target.Target({"kind": "llvm"})
 

@@ -11,7 +11,7 @@ import tvm
 from tvm import te, topi
 
 from farm.jobs.cpu_schedules import TiledReduction, rules
-from farm.jobs.cpu_schedules.legalize import _blocked_conv, _Conv
+from farm.jobs.cpu_schedules.legalize_conv import _blocked_conv, _Conv
 
 TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 1})
 
