@@ -16,9 +16,6 @@ PACKAGES = ("farm.queue", "farm.jobs", "farm.virtual")
 #: The circles docs/architecture.md explains, by their modules.
 KNOWN = {
     frozenset({"farm.queue.capabilities", "farm.queue.catalog", "farm.queue.spec"}),
-    frozenset({"farm.jobs.board_targets", "farm.jobs.ndk"}),
-    frozenset({"farm.jobs.cpu_schedules.rules", "farm.jobs.cpu_schedules.tile_io"}),
-    frozenset({"farm.virtual.adbd.stream", "farm.virtual.adbd.transport"}),
 }
 
 #: A virtual phone and its parts, which name the phone that composes them: a new
