@@ -148,7 +148,8 @@ def run_model_check(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Out
     params = path_check_params(jp.TuneParams(
         gemm=None, model=plain, trials=spec.trials or ctx.settings.jobs.tune_model_trials,
         work_dir=work_dir, trials_per_iter=spec.trials_per_batch, runner_workers=len(serials),
-        trials_per_task=spec.trials_per_task, max_tasks=spec.max_tasks, for_s=spec.for_s,
+        trials_per_task=spec.trials_per_task, max_tasks=spec.max_tasks,
+        for_s=ctx.settings.jobs.tune_model_for_s if spec.for_s is None else spec.for_s,
         pipeline=ctx.settings.jobs.tune_pipeline))
     progress = attempt_progress(ctx, work_dir)
     snapshots = [ctx.gate(serial) for serial in serials]
