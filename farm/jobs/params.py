@@ -215,7 +215,7 @@ class TuneParams:
             None: only ``trials`` bounds the run.
         verify_rounds: measurements of each task's pick and of its default
             schedule, interleaved, before the tuned build
-            (:mod:`farm.jobs.tune_verify`).
+            (:mod:`farm.jobs.tune_verify`); 0: no check (emulated devices).
         pipeline: build each batch in the background while the next is
             searched, the runner waiting for each library
             (:mod:`farm.jobs.tune_builder`); False: a batch is built before

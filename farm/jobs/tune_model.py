@@ -110,7 +110,9 @@ def tune_model(
     before = [min(m, p.trials) for m, p in zip(measured(planned, params), planned, strict=True)]
     progress.set_tasks([TaskProgress(p.task.name, p.index, p.trials, b)
                         for p, b in zip(planned, before, strict=True)], budget_s=params.for_s)
-    verdicts: list[Verdict] | None = [] if target.get("kind") == "llvm" else None
+    # The picks checked on CPU targets; verify_rounds 0: not checked (farm.jobs.tune_emulated).
+    verdicts: list[Verdict] | None = ([] if target.get("kind") == "llvm" and params.verify_rounds
+                                      else None)
     # The tasks this attempt holds; then those it takes over from another attempt (another
     # host's) of the job that stopped, until no other attempt tunes one.
     mine = progress.tasks_to_tune([p.task.name for p in planned])

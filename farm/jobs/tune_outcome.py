@@ -145,7 +145,8 @@ def _count(summary: Mapping[str, Any], name: str) -> int | None:
 def outcome_lines(summary: Mapping[str, Any]) -> list[str]:
     """A model tune's outcome for people: best build and why, records, picks, tasks, trials.
 
-    Empty for any other result (a gemm tune, a model job).
+    Empty for any other result (a gemm tune, a model job); a tune on emulated
+    devices (gemm or model) has one line, its ``emulated_note``.
 
     >>> for line in outcome_lines({
     ...         "kind": "tune", "best_build": "tuned", "best_note": "tuned 1.20x ...",
@@ -160,6 +161,8 @@ def outcome_lines(summary: Mapping[str, Any]) -> list[str]:
     picks checked against their default schedule: 3, used 2
     tasks tuned: 3 of the model's 3; trials measured 15/15 (all that were asked)
     """
+    if summary.get("kind") == "tune" and isinstance(note := summary.get("emulated_note"), str):
+        return [note]  # no ranking, so no build is best (farm.jobs.tune_emulated)
     build = summary.get("best_build")
     if summary.get("kind") != "tune" or not isinstance(build, str):
         return []

@@ -165,7 +165,14 @@ def run(ctx: RunContext, spec: TuneJob) -> Outcome:
     on their own keys, each phone times the untuned and the tuned workload itself:
     every sample keeps the serial that produced it. The counters (rounds, app
     relaunches) live in the work folder, so they add up across resumes.
+    Emulated devices check the path and the outputs and rank nothing
+    (:mod:`farm.kinds.tune_emulated`).
     """
+    from farm.kinds.tune_emulated import emulated_attempt, run_gemm_check, run_model_check
+
+    if emulated_attempt(ctx):
+        return (run_gemm_check(ctx, spec) if spec.params.model is None
+                else run_model_check(ctx, spec.params, spec.params.model))
     if spec.params.model is not None:
         from farm.kinds.tune_model import run_model_tuning
 
@@ -248,13 +255,19 @@ def needs(spec: Mapping[str, Any]) -> Requirements:
 
 
 def check(spec: TuneJob, store: Store, _data_dir: Path) -> None:
-    """At enqueue: a model's input shapes fit it (:mod:`farm.kinds.input_shapes`).
+    """At enqueue: a model's input shapes fit it; named devices are all emulated or all real.
+
+    The shapes: :mod:`farm.kinds.input_shapes`; the devices:
+    :func:`farm.kinds.tune_emulated.refuse_mixed`.
 
     Raises:
-        SpecError: on ``params.model.input_shapes``, one line naming the input.
+        SpecError: on ``params.model.input_shapes``, one line naming the input;
+            on ``devices.serials``, emulated and real devices named together.
     """
     from farm.kinds.input_shapes import check_spec_shapes
+    from farm.kinds.tune_emulated import refuse_mixed
 
+    refuse_mixed(spec.devices.serials, store)
     if spec.params.model is not None:
         check_spec_shapes(spec.params.model, store, "params.model.input_shapes")
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -238,6 +239,16 @@ def hermetic_settings(
         return farmd_settings(tmp_path / "farm", adb_server.port, demo_apk_path, **sections)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def farmd_settings_at(demo_apk_path: Path) -> Callable[..., Settings]:
+    """Factory: ``farmd_settings_at(data_dir, adb_port, **sections)`` -> :func:`farmd_settings`.
+
+    For a fixture wider than one test (a class's farmd), which cannot use the
+    per-test :func:`hermetic_settings`.
+    """
+    return functools.partial(farmd_settings, apk=demo_apk_path)
 
 
 @pytest.fixture

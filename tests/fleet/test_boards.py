@@ -10,6 +10,7 @@ board (its server killed, its thermal zone heated, its sshd stopped).
 from __future__ import annotations
 
 import contextlib
+import math
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 import pytest
 from bundle_example import build_example, example_env
@@ -37,19 +39,25 @@ from farm.jobs.gemm import run_gemm
 from farm.jobs.model import build_model, run_model
 from farm.jobs.params import GemmParams, ModelParams, TimingParams, TrackerParams
 from farm.jobs.tune_model import TUNED_LIBRARY
-from farm.kinds.run import COMPILE_CACHE_DIR
+from farm.jobs.tune_outcome import outcome_lines
+from farm.jobs.tune_records import applied_database
+from farm.kinds.model_inputs import outputs_by_serial, put_inputs
+from farm.kinds.run import COMPILE_CACHE_DIR, tune_work_dir
 from farm.procs import signal_group
 from farm.queue.models import DeviceState, JobState
 from farm.queue.records import DeviceRecord, JobView
 from farm.queue.store import Store
+from farm.results.rows import sample_rows
 from farm.ssh import SshClient, SshError, SshTimeout
 from farm.tvm.tracker import TrackerProcess, summary
 from farm.virtual.android.spec import profiles
 from farm.virtual.board import VirtualBoard
+from farm.virtual.board_main import accepts
 from farm.virtual.board_testing import virtual_boards
 from farm.virtual.fleet import Fleet
 from farm.virtual.qemu import ensure_runtime
 from farm.virtual.testing import AdbServerHandle
+from farm.virtual.testing import adb_server as adb_server_at
 from farm.zoo import MODELS, write_model
 
 pytestmark = [
@@ -61,10 +69,14 @@ pytestmark = [
 REGISTER_DEADLINE_S = 90.0
 
 
-@pytest.fixture
-def tracker(tmp_path: Path) -> Iterator[TrackerProcess]:
-    """A real TVM tracker on a free loopback port."""
-    with TrackerProcess.start(log_path=tmp_path / "tracker.log") as process:
+@pytest.fixture(scope="module")
+def tracker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrackerProcess]:
+    """A real TVM tracker on a free loopback port, shared by the module's tests.
+
+    Each test's servers register under their own keys and are stopped after it.
+    """
+    log_path = tmp_path_factory.mktemp("tracker") / "tracker.log"
+    with TrackerProcess.start(log_path=log_path) as process:
         yield process
 
 
@@ -74,11 +86,21 @@ def small_cnn(tmp_path: Path) -> Path:
     return write_small_cnn(tmp_path / "small_cnn.onnx")
 
 
-@pytest.fixture
-def boards(tmp_path: Path) -> Iterator[list[VirtualBoard]]:
-    """Two virtual boards, ended with everything they ran after the test."""
-    with virtual_boards(2, tmp_path / "boards") as running:
+@pytest.fixture(scope="module")
+def shared_boards(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[VirtualBoard]]:
+    """Two virtual boards for the module's tests, ended with everything they ran at its end."""
+    with virtual_boards(2, tmp_path_factory.mktemp("boards")) as running:
         yield running
+
+
+@pytest.fixture
+def boards(shared_boards: list[VirtualBoard]) -> Iterator[list[VirtualBoard]]:
+    """The two shared boards, given back after the test as it found them: cool and plugged."""
+    yield shared_boards
+    for board in shared_boards:
+        board.cool()
+        if not accepts(board.port):
+            board.replug()
 
 
 @pytest.fixture
@@ -319,6 +341,29 @@ class BoardsFarmd:
         return view
 
 
+def _start_boards_farmd(stack: contextlib.ExitStack, root: Path, adb_port: int,
+                        settings: Callable[..., Settings], boards: int = 2, phones: int = 0,
+                        arch: str = "host") -> BoardsFarmd:
+    """farmd with ``boards`` virtual boards of ``arch`` and ``phones`` phones, all ready.
+
+    Everything started is ended by ``stack``; ``settings(**sections)`` gives farmd's settings.
+    """
+    running = stack.enter_context(virtual_boards(boards, root / "boards", prefix="vb",
+                                                 arch=arch))
+    serials: list[str] = []
+    if phones:
+        fleet = stack.enter_context(Fleet(phones, specs=profiles(1, "usb-only") * phones,
+                                          adb_port=adb_port, data_dir=root / "phones"))
+        serials = list(fleet.serials)
+    farmd = Farmd(settings(api={"enabled": False}, health={"interval_s": 2.0},
+                           boards=[b.settings().model_dump() for b in running]))
+    stack.callback(farmd.stop)
+    farmd.start()
+    farm = BoardsFarmd(farmd, running, serials)
+    farm.wait_state([b.name for b in running] + serials, DeviceState.READY)
+    return farm
+
+
 @pytest.fixture
 def farmd_with_boards(
     adb_server: AdbServerHandle, tmp_path: Path, hermetic_settings: Callable[..., Settings],
@@ -326,24 +371,22 @@ def farmd_with_boards(
     """Factory: ``farmd_with_boards(boards=2, phones=0)`` -> farmd with every device ready."""
     with contextlib.ExitStack() as stack:
         def start(boards: int = 2, phones: int = 0, arch: str = "host") -> BoardsFarmd:
-            running = stack.enter_context(virtual_boards(boards, tmp_path / "boards",
-                                                         prefix="vb", arch=arch))
-            serials: list[str] = []
-            if phones:
-                fleet = stack.enter_context(Fleet(phones, specs=profiles(1, "usb-only") * phones,
-                                                  adb_port=adb_server.port,
-                                                  data_dir=tmp_path / "phones"))
-                serials = list(fleet.serials)
-            settings = hermetic_settings(api={"enabled": False}, health={"interval_s": 2.0},
-                                         boards=[b.settings().model_dump() for b in running])
-            farmd = Farmd(settings)
-            stack.callback(farmd.stop)
-            farmd.start()
-            farm = BoardsFarmd(farmd, running, serials)
-            farm.wait_state([b.name for b in running] + serials, DeviceState.READY)
-            return farm
+            return _start_boards_farmd(stack, tmp_path, adb_server.port, hermetic_settings,
+                                       boards, phones, arch)
 
         yield start
+
+
+@pytest.fixture(scope="class")
+def aarch64_farm(tmp_path_factory: pytest.TempPathFactory,
+                 farmd_settings_at: Callable[..., Settings]) -> Iterator[BoardsFarmd]:
+    """farmd with one AArch64 board under QEMU, ready, shared by the class's tests."""
+    root = tmp_path_factory.mktemp("aarch64")
+    with adb_server_at() as adb, contextlib.ExitStack() as stack:
+        yield _start_boards_farmd(
+            stack, root, adb.port,
+            lambda **sections: farmd_settings_at(root / "farm", adb.port, **sections),
+            boards=1, arch="aarch64")
 
 
 class TestFarmdBoards:
@@ -401,16 +444,17 @@ class TestFarmdBoards:
             assert list(attempt.serials) == [expected]
 
 
+@pytest.mark.skipif(not shutil.which("qemu-aarch64-static"),
+                    reason="qemu-user-static is not installed (setup.sh installs it)")
 class TestFarmdAarch64Board:
-    @pytest.mark.skipif(not shutil.which("qemu-aarch64-static"),
-                        reason="qemu-user-static is not installed (setup.sh installs it)")
     def test_emulated_aarch64_board_runs_gemm_and_a_zoo_model_through_the_queue(
-        self, farmd_with_boards: Callable[..., BoardsFarmd], tmp_path: Path,
+        self, aarch64_farm: BoardsFarmd, tmp_path: Path,
     ) -> None:
         """An AArch64 board under QEMU becomes ready with aarch64, emulated facts and runs a
-        GEMM 128 and a small zoo model (profiled) through the queue, checked against numpy and
-        onnxruntime; the model's export bundle example, cross-built, matches under QEMU."""
-        farm = farmd_with_boards(boards=1, arch="aarch64")
+        GEMM 128 and a small zoo model (profiled, on the user's inputs) through the queue,
+        checked against numpy and onnxruntime; the model's export bundle example, cross-built,
+        matches under QEMU."""
+        farm = aarch64_farm
         name = farm.boards[0].name
         facts = farm.device(name).facts
         assert (facts["abi"], facts["emulated"]) == ("aarch64", True)
@@ -424,13 +468,20 @@ class TestFarmdAarch64Board:
         assert result.summary["per_serial"][name]["emulated"]
         zoo = MODELS["mobilenet_v3_small"]
         model = write_model(zoo, tmp_path / "zoo", small=True)
+        shape = zoo.input_shapes(small=True)["x"]
+        np.savez(tmp_path / "inputs.npz", x=np.linspace(-1, 1, math.prod(shape),
+                                                        dtype="float32").reshape(shape))
+        inputs = put_inputs(farm.store, tmp_path / "inputs.npz", "inputs.npz", datetime.now(UTC),
+                            farm.farmd.settings.jobs.inputs_max_bytes)
         view = farm.run({"kind": "model", "devices": {"serials": [name]},
                          "params": {"path": str(model), "number": 1, "repeat": 1,
                                     "input_shapes": zoo.input_shapes(small=True),
-                                    "profile": True}})
+                                    "inputs": inputs.model_dump(), "profile": True}})
         assert view.state is JobState.SUCCEEDED, view.error
         [result] = farm.store.results(view.id)
-        assert result.summary["runs"][-1]["max_abs_err"] < 1e-3  # against onnxruntime
+        # On the user's inputs, against onnxruntime; the board's outputs kept.
+        assert result.summary["runs"][-1]["max_abs_err"] < 1e-3
+        assert list(outputs_by_serial(result)) == [name]
         assert result.summary["runs"][-1]["profile"]["kernels"]  # each kernel timed there
         # The export bundle of that build (farmd's cached library as the job's best build):
         # its C++ example cross-built for aarch64 and run under QEMU.
@@ -452,6 +503,35 @@ class TestFarmdAarch64Board:
         ran = subprocess.run(runtime.argv(binary, str(bundle), "--repeat", "1"), env=env,
                              capture_output=True, text=True, timeout=600, check=False)
         assert ran.returncode == 0 and "output 0: matches" in ran.stdout, ran.stdout + ran.stderr
+
+    def test_a_tune_on_the_emulated_board_checks_the_path_and_ranks_nothing(
+        self, aarch64_farm: BoardsFarmd, tmp_path: Path,
+    ) -> None:
+        """A model tune on the emulated board ends done after one batch through the path, its
+        outputs matched, nothing ranked: no fleet record, no record a --tuned build applies, no
+        picks check, one outcome line."""
+        farm = aarch64_farm
+        name = farm.boards[0].name
+        model = write_small_cnn(tmp_path / "small_cnn.onnx")
+        view = farm.run({"kind": "tune", "devices": {"kind": "board"},
+                         "params": {"model": {"path": str(model), "number": 1, "repeat": 1},
+                                    "trials": 50, "trials_per_batch": 2, "max_tasks": 1}})
+        assert view.state is JobState.SUCCEEDED, view.error
+        [result] = farm.store.results(view.id)
+        summary = result.summary
+        note = f"{name} is emulated: the tune checked the path and the outputs and ranked nothing"
+        assert outcome_lines(summary) == [note]  # what farmctl job shows
+        assert summary["emulated"] and summary["outputs_matched"]
+        assert summary["trials_measured"] == 2  # one batch (of 50 asked), built and run there
+        [run] = summary["runs"]
+        assert run["serial"] == name and run["max_abs_err"] < 1e-3  # against onnxruntime
+        assert (summary["speedup"], summary["picks_checked"], summary["records_applied"]) == (
+            None, None, 0)
+        assert [r.emulated for r in sample_rows(farm.store, job_ids=[view.id])] == [True]
+        assert farm.store.tuning_records(view.id) == []
+        assert farm.store.tuning_record_summaries() == []  # nothing for later tunes to seed from
+        work_dir = tune_work_dir(Path(farm.farmd.settings.data_dir), view.id)
+        assert applied_database(work_dir) is None  # a --tuned build applies no record
 
 
 _ORPHAN_SCRIPT = """

@@ -34,6 +34,7 @@
 #include <string>
 #include <thread>
 
+#include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/extra/module.h>
 #include <tvm/ffi/function.h>
 
@@ -213,6 +214,39 @@ int AcceptClient(int listen_fd, int tracker, const Options& opts, int port, int*
 
 std::string g_session_dir;  // NOLINT: the forked session's work folder
 
+// As tvm.contrib.random.random_fill_for_measure (apache/tvm src/runtime/contrib/random):
+// MetaSchedule's RPC runner fills each candidate's arguments with it before timing them.
+// The wheel's libtvm_runtime.so is built without USE_RANDOM, so the server brings its own:
+// a CPU tensor of floats gets uniform values in [1, 10), of integers in [1, 10].
+void RandomFillForMeasure(DLTensor* out) {
+  static std::mt19937 rng(std::random_device{}());
+  int64_t size = 1;
+  for (int i = 0; i < out->ndim; ++i) size *= out->shape[i];
+  char* data = static_cast<char*>(out->data) + out->byte_offset;
+  const DLDataType dtype = out->dtype;
+  const int64_t count = size * dtype.lanes;
+  std::uniform_real_distribution<double> real(1.0, 10.0);
+  std::uniform_int_distribution<int> whole(1, 10);
+  for (int64_t i = 0; i < count; ++i) {
+    if (dtype.code == kDLFloat && dtype.bits == 32) {
+      reinterpret_cast<float*>(data)[i] = static_cast<float>(real(rng));
+    } else if (dtype.code == kDLFloat && dtype.bits == 64) {
+      reinterpret_cast<double*>(data)[i] = real(rng);
+    } else if (dtype.bits == 8) {
+      reinterpret_cast<int8_t*>(data)[i] = static_cast<int8_t>(whole(rng));
+    } else if (dtype.bits == 16 && dtype.code != kDLFloat) {
+      reinterpret_cast<int16_t*>(data)[i] = static_cast<int16_t>(whole(rng));
+    } else if (dtype.bits == 32) {
+      reinterpret_cast<int32_t*>(data)[i] = whole(rng);
+    } else if (dtype.bits == 64) {
+      reinterpret_cast<int64_t*>(data)[i] = whole(rng);
+    } else {
+      std::memset(data, 0, static_cast<size_t>(count * ((dtype.bits + 7) / 8)));
+      return;  // float16 and others: zeros, a valid input for timing
+    }
+  }
+}
+
 void Serve(int conn, int timeout_s, int serial) {
   char cwd[4096];
   std::string root = getcwd(cwd, sizeof(cwd)) ? cwd : ".";
@@ -231,6 +265,8 @@ void Serve(int conn, int timeout_s, int serial) {
           std::string path = name.find('/') != std::string::npos ? name : g_session_dir + "/" + name;
           return tvm::ffi::Module::LoadFromFile(path);
         }));
+    tvm::ffi::Function::SetGlobal("tvm.contrib.random.random_fill_for_measure",
+                                  tvm::ffi::Function::FromTyped(RandomFillForMeasure));
     tvm::runtime::RPCServerLoop(conn);
     _exit(0);
   }
