@@ -48,7 +48,7 @@ import click
 import structlog
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from farm import backoff, logs, privacy
+from farm import backoff, composition, logs, privacy
 from farm.adb import Adb, AdbServer, DeviceTracker
 from farm.adb.owner import adopt_adb_server, forget_adb_server, record_adb_server
 from farm.aio import LoopThread
@@ -566,6 +566,7 @@ def main(config_path: Path | None, virtual_phones: int | None, same_model: bool 
          json_logs: bool | None) -> None:
     """farmd: keep a fleet of Android phones ready for TVM benchmarks and tuning."""
     privacy.restrict_umask()  # its files, and its children's, are its user's only
+    composition.install()
     try:
         settings = load_config(config_path)
     except FarmError as exc:

@@ -101,8 +101,10 @@ class CliState:
         """
         self.require_local()
         if self._store is None:
-            import farm.kinds  # noqa: F401 - installs the job kinds the queue reads specs by
+            from farm import composition
             from farm.queue.store import Store  # SQLAlchemy: not for a listing farmd answers
+
+            composition.install()  # the kinds the queue reads specs by; what a listing shows
 
             self._store = Store(self.settings.database_url,
                                 auto_migrate=self.settings.database.auto_migrate)
@@ -140,8 +142,10 @@ class CliState:
         if self.server is None:
             raise RuntimeError("CliState.remote without --server")
         if self._remote is None:
+            from farm import composition
             from farm.cli.remote import RemoteService  # httpx loads only when used
 
+            composition.install()
             self._remote = RemoteService(self.server, self.token)
         return self._remote
 
