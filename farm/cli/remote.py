@@ -1,6 +1,6 @@
 """``farmctl --server URL``: the HTTP API's client, with the methods of the local service.
 
-:class:`RemoteService` implements :class:`farm.api.service.Queue` over
+:class:`RemoteService` implements :class:`farm.api.interface.Queue` over
 ``/api/v1/...`` (httpx), returning the same frozen views the store returns,
 so each command has one code path (``state.queue``) whichever way it reaches
 the queue. Errors come back as the classes the server raised
@@ -31,6 +31,7 @@ import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from farm.api.errors import NotFound, Unauthorized, error_of
+from farm.api.interface import Queue
 from farm.api.schemas import DeviceOut, HostOut, JobDetailOut, JobOut, SubmittedOut, record_of
 from farm.api.service import Submitted
 from farm.errors import InfraFault, SpecError, UserFault
@@ -62,8 +63,8 @@ def _path(serial: str) -> str:
     return quote(serial, safe="")
 
 
-class RemoteService:
-    """The queue behind a farmd's API, as the token's owner sees it.
+class RemoteService(Queue):
+    """The queue behind a farmd's API, as the token's owner sees it (the interface, remotely).
 
     Args:
         url: the API's base URL, e.g. ``https://farm.example.org`` (a reverse

@@ -27,7 +27,7 @@ import click
 from farm.errors import ConfigError, UserFault
 
 if TYPE_CHECKING:
-    from farm.api.service import Queue
+    from farm.api.interface import Queue
     from farm.cli.remote import RemoteService
     from farm.config import Settings
     from farm.queue.store import Store
