@@ -18,6 +18,7 @@ import click
 from farm.cli.output import Column, amount, echo_json, plain, print_table
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.click_types import JOB_ID, LIMIT, Seconds
+from farm.client.errors import EXIT_TIMEOUT, WaitTimedOut
 from farm.errors import FarmError
 from farm.queue.states import JobState
 
@@ -33,8 +34,6 @@ __all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "LOAD_COLUMNS", "RESULT_COLUMNS", "Wai
 
 #: ``farmctl wait``: the job ended failed or cancelled.
 EXIT_FAILED = FarmError.exit_code
-#: ``farmctl wait --timeout``: the job had not ended in time (the code ``timeout(1)`` uses).
-EXIT_TIMEOUT = 124
 #: The longest ``farmctl wait --timeout`` (30 days): longer is a typo, not a plan.
 WAIT_MAX_S = 30 * 24 * 3600.0
 
@@ -280,12 +279,6 @@ def logs_(state: CliState, serial: str | None, job_id: int | None, limit: int,
         return
     print_table(entries, [Column("at"), Column("source"), Column("serial"), Column("job_id", "job"),
                           Column("text")], "log entries")
-
-
-class WaitTimedOut(FarmError):
-    """``farmctl wait --timeout`` ran out before the job ended (exit :data:`EXIT_TIMEOUT`)."""
-
-    exit_code = EXIT_TIMEOUT
 
 
 @click.command(epilog="Exit codes: 0 the job succeeded; 1 it failed or was cancelled; "

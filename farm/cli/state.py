@@ -7,7 +7,7 @@ ever ran.
 Commands that also work from any machine read :attr:`CliState.queue`: the
 local :class:`~farm.api.service.FarmService` over the store, or, with
 ``--server URL`` (``FARM_SERVER``), the API's client
-(:class:`farm.cli.remote.RemoteService`) with the token of ``--token``
+(:class:`farm.client.remote.RemoteService`) with the token of ``--token``
 (``FARM_TOKEN``). Commands that need the farm host itself (:data:`LOCAL_ONLY`:
 its database, its files, its adb) read :attr:`CliState.store` or call
 :meth:`CliState.require_local`, which refuse under ``--server`` in one line
@@ -28,7 +28,7 @@ from farm.errors import ConfigError, UserFault
 
 if TYPE_CHECKING:
     from farm.api.interface import Queue
-    from farm.cli.remote import RemoteService
+    from farm.client.remote import RemoteService
     from farm.config import Settings
     from farm.queue.store import Store
     from farm.runner.pidfile import FarmdStatus
@@ -143,7 +143,7 @@ class CliState:
             raise RuntimeError("CliState.remote without --server")
         if self._remote is None:
             from farm import composition
-            from farm.cli.remote import RemoteService  # httpx loads only when used
+            from farm.client.remote import RemoteService  # httpx loads only when used
 
             composition.install()
             self._remote = RemoteService(self.server, self.token)
