@@ -9,7 +9,7 @@ nothing. :func:`install` hands each to the registry that reads it:
     CONTROLLERS (below)                   -> farm.controllers.base   (controller_for, kinds)
     farm.health.kind_readings.BUILT_IN    -> farm.health.readings    (declared, shown, verdict)
 
-Each entry point calls it once, first: farmd (:func:`farm.daemon.main`), farmctl
+Each entry point calls it once, first: farmd (:class:`farm.daemon.Farmd`), farmctl
 (:func:`farm.cli.main.main`), the attempt child (:func:`farm.runner.child.main`),
 :mod:`farm.client`, the virtual-phone harness (:func:`farm.testing.fleet_harness`)
 and the tests (``tests/conftest.py``). A script that opens a

@@ -91,6 +91,7 @@ class Farmd:
 
     def __init__(self, settings: Settings, *, clock: Clock | None = None,
                  virtual_phones: int = 0) -> None:
+        composition.install()  # kinds, controllers, readings: also for an in-process farmd
         self.settings = settings
         self.clock = clock or SystemClock()
         self.virtual_phones = virtual_phones
@@ -566,7 +567,6 @@ def main(config_path: Path | None, virtual_phones: int | None, same_model: bool 
          json_logs: bool | None) -> None:
     """farmd: keep a fleet of Android phones ready for TVM benchmarks and tuning."""
     privacy.restrict_umask()  # its files, and its children's, are its user's only
-    composition.install()
     try:
         settings = load_config(config_path)
     except FarmError as exc:
