@@ -28,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from farm import composition
 from farm.clock import wait_until
 from farm.controllers.board import BoardController
 from farm.errors import CompileError, FarmError
@@ -111,4 +112,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    composition.install()  # the job kinds, controllers and readings (farm.composition)
     sys.exit(main())

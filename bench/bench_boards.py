@@ -26,6 +26,7 @@ from pathlib import Path
 
 from _stats import percentile
 
+from farm import composition
 from farm.clock import wait_until
 from farm.controllers.board import BoardController
 from farm.tvm.tracker import TrackerProcess, summary
@@ -96,4 +97,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    composition.install()  # the job kinds, controllers and readings (farm.composition)
     sys.exit(main())

@@ -39,7 +39,7 @@ from typing import Any
 
 from bench_overhead import SCRIPT
 
-from farm import logs
+from farm import composition, logs
 from farm.cli.demo import demo_farmd
 from farm.clock import wait_until
 from farm.queue.models import DeviceState
@@ -186,4 +186,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    composition.install()  # the job kinds, controllers and readings (farm.composition)
     sys.exit(main())

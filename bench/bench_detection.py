@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 from _stats import percentile
 
+from farm import composition
 from farm.clock import FakeClock
 from farm.config import ResultSettings
 from farm.jobs.cache import CompileCache
@@ -183,4 +184,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    composition.install()  # the job kinds, controllers and readings (farm.composition)
     sys.exit(main())

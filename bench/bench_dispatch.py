@@ -38,6 +38,7 @@ from pathlib import Path
 
 from _stats import percentile
 
+from farm import composition
 from farm.clock import SystemClock
 from farm.config import Settings
 from farm.queue import DeviceState, Outcome, Store
@@ -152,4 +153,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    composition.install()  # the job kinds, controllers and readings (farm.composition)
     sys.exit(main())

@@ -44,7 +44,7 @@ from pathlib import Path
 from _standin import standin_argv, standin_child
 from _stats import percentile
 
-from farm import logs
+from farm import composition, logs
 from farm.clock import SystemClock, wait_until
 from farm.config import Settings
 from farm.queue import DeviceState, Store
@@ -252,4 +252,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    composition.install()  # the job kinds, controllers and readings (farm.composition)
     sys.exit(main())

@@ -32,6 +32,7 @@ from pathlib import Path
 import psutil
 from _farmd import heavy_mapped, start_process, stop_process, write_config
 
+from farm import composition
 from farm.clock import wait_until
 from farm.provision.standin import demo_apk
 from farm.queue.db import default_url
@@ -133,4 +134,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    composition.install()  # the job kinds, controllers and readings (farm.composition)
     sys.exit(main())

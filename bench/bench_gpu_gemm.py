@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from farm import composition
 from farm.clock import wait_until
 from farm.config import GpuSettings, Settings, TrackerSettings
 from farm.controllers.gpu import GpuController
@@ -285,4 +286,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    composition.install()  # the job kinds, controllers and readings (farm.composition)
     sys.exit(main())

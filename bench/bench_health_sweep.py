@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from farm import logs
+from farm import composition, logs
 from farm.cli.demo import demo_farmd
 from farm.clock import wait_until
 from farm.queue.models import DeviceState
@@ -68,4 +68,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    composition.install()  # the job kinds, controllers and readings (farm.composition)
     sys.exit(main())

@@ -43,7 +43,7 @@ from pathlib import Path
 from _standin import standin_argv, standin_child
 from _stats import percentile
 
-from farm import logs
+from farm import composition, logs
 from farm.clock import SystemClock, wait_until
 from farm.config import Settings
 from farm.queue import DeviceState, Store
@@ -203,4 +203,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    composition.install()  # the job kinds, controllers and readings (farm.composition)
     sys.exit(main())

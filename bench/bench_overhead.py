@@ -41,7 +41,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from farm import logs
+from farm import composition, logs
 from farm.cli.demo import demo_farmd
 from farm.clock import wait_until
 from farm.daemon import Farmd
@@ -196,4 +196,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    composition.install()  # the job kinds, controllers and readings (farm.composition)
     sys.exit(main())

@@ -62,6 +62,7 @@ import sqlalchemy as sa
 from _farmd import start_process, stop_process, write_config
 from _stats import percentile
 
+from farm import composition
 from farm.clock import wait_until
 from farm.netaddr import free_port
 from farm.provision.standin import demo_apk
@@ -312,4 +313,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    composition.install()  # the job kinds, controllers and readings (farm.composition)
     sys.exit(main())

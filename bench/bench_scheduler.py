@@ -37,7 +37,7 @@ from pathlib import Path
 
 from _stats import percentile
 
-from farm import logs
+from farm import composition, logs
 from farm.config import JobSettings
 from farm.kinds import LeaseByKind
 from farm.queue import DeviceState, Outcome, Store, default_url, plan
@@ -240,4 +240,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    composition.install()  # the job kinds, controllers and readings (farm.composition)
     sys.exit(main())

@@ -46,6 +46,7 @@ from pathlib import Path
 import psutil
 from _farmd import footprint, heavy_mapped, start_process, stop_process, write_config
 
+from farm import composition
 from farm.clock import wait_until
 from farm.demo_model import write_small_cnn
 from farm.provision.standin import demo_apk
@@ -254,4 +255,5 @@ def main() -> int:  # noqa: PLR0915 (one linear script: start, soak, drain, coun
 
 
 if __name__ == "__main__":
+    composition.install()  # the job kinds, controllers and readings (farm.composition)
     sys.exit(main())

@@ -37,7 +37,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from farm import logs
+from farm import composition, logs
 from farm.cli.demo import demo_farmd
 from farm.clock import wait_until
 from farm.provision.standin import demo_apk
@@ -134,4 +134,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    composition.install()  # the job kinds, controllers and readings (farm.composition)
     sys.exit(main())

@@ -49,6 +49,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
+from farm import composition
 from farm.cli.main import cli
 from farm.clock import wait_until
 from farm.config import Settings
@@ -266,4 +267,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    composition.install()  # the job kinds, controllers and readings (farm.composition)
     sys.exit(main())

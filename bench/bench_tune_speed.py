@@ -43,6 +43,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from farm import composition
 from farm.demo_model import write_small_cnn
 from farm.errors import CompileError
 from farm.jobs.cache import CompileCache
@@ -142,4 +143,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    composition.install()  # the job kinds, controllers and readings (farm.composition)
     sys.exit(main())

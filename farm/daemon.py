@@ -48,7 +48,7 @@ import click
 import structlog
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from farm import backoff, logs, privacy
+from farm import backoff, composition, logs, privacy
 from farm.adb import Adb, AdbServer, DeviceTracker
 from farm.adb.owner import adopt_adb_server, forget_adb_server, record_adb_server
 from farm.aio import LoopThread
@@ -91,6 +91,7 @@ class Farmd:
 
     def __init__(self, settings: Settings, *, clock: Clock | None = None,
                  virtual_phones: int = 0) -> None:
+        composition.install()  # kinds, controllers, readings: also for an in-process farmd
         self.settings = settings
         self.clock = clock or SystemClock()
         self.virtual_phones = virtual_phones

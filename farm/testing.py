@@ -16,7 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-import farm.kinds  # noqa: F401 - installs the job kinds the queue reads specs by
+from farm import composition
 from farm.adb import Adb, AdbServer, DeviceTracker
 from farm.aio import LoopThread
 from farm.clock import SystemClock, wait_until
@@ -91,6 +91,7 @@ def fleet_harness(
     with contextlib.ExitStack() as stack:
         tracker = TrackerProcess.start(log_path=data_dir / "tracker.log")
         stack.callback(tracker.stop)
+        composition.install()
         store = Store(default_url(data_dir))
         stack.callback(store.close)
         loop = LoopThread()

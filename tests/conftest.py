@@ -8,8 +8,11 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-import farm.kinds  # noqa: F401 - installs the job kinds the queue reads specs by (farm.queue.catalog)
+from farm import composition
 from farm.config import ENV_PATH, ENV_PREFIX
+
+# The registries (job kinds, controllers, readings), as farmd and farmctl install them.
+composition.install()
 
 
 @pytest.fixture(autouse=True)

@@ -24,7 +24,7 @@ from farm.queue.states import DeviceHealth, DeviceState, JobState
 from farm.queue.waiting import utc_text
 
 if TYPE_CHECKING:
-    from farm.api.service import Queue
+    from farm.api.interface import Queue
 
 __all__ = ["device_listing", "device_row", "job_listing", "job_row", "workload_of"]
 

@@ -27,7 +27,10 @@ __all__ = ["ReservationMethods"]
 
 
 class ReservationMethods:
-    """Reservation methods; mixed into FarmService, which sets these attributes."""
+    """The reservation methods of :class:`~farm.api.interface.Queue`, mixed into FarmService.
+
+    FarmService sets these attributes.
+    """
 
     store: Store
     settings: Settings
@@ -45,19 +48,7 @@ class ReservationMethods:
     def reserve(self, serial: str | None, for_s: float, *,
                 selection: DeviceSelection | None = None,
                 owner: str | None = None) -> ReservationView:
-        """Reserve ``serial``, or one free phone matching ``selection``, for ``for_s`` seconds.
-
-        Args:
-            serial: the phone; None picks a free one matching ``selection``.
-            for_s: how long, in seconds (at most ``reservations.max_for_s``).
-            selection: ``--abi/--soc/--gpu/--sdk-min`` when no serial is given.
-            owner: the local CLI's ``--owner`` (farmctl passes the login name by
-                default); a token's reservation is always its owner's.
-
-        Raises:
-            UserFault: ``for_s`` out of range, no owner, or neither serial nor selection.
-            ReservationError: unknown serial, held by another owner, none free matches.
-        """
+        """Reserve a phone in the store (:mod:`farm.queue.reservations`)."""
         limit_s = self.settings.reservations.max_for_s
         if not 0 < for_s <= limit_s:
             raise UserFault(f"a reservation lasts more than 0 and at most {limit_s:g} s "
@@ -76,19 +67,7 @@ class ReservationMethods:
                                                        key_prefix=prefix))
 
     def unreserve(self, serial: str, *, owner: str | None = None) -> ReservationView:
-        """End the reservation of ``serial``.
-
-        Args:
-            serial: the phone.
-            owner: the local CLI's ``--owner``: end it only if it is theirs;
-                None ends anyone's. A token's owner ends only their own unless
-                it is an operator's.
-
-        Raises:
-            NotFound: the phone is not reserved.
-            Forbidden: another owner's reservation, and the token is no operator's.
-            ReservationError: as :meth:`Store.unreserve`.
-        """
+        """End a reservation in the store (its owner or an operator)."""
         now = self.clock.now()
         if self.caller is not None:
             current = next((r for r in self.reservations() if r.serial == serial), None)
@@ -106,7 +85,7 @@ class ReservationMethods:
                                                 key_prefix=self.settings.tracker.key))
 
     def reservations(self, *, ended_too: bool = False) -> list[ReservationView]:
-        """The reservations in force now, by serial; with ``ended_too`` every one ever made."""
+        """Reservations, from the store."""
         views = self.store.reservations(active=not ended_too,
                                         now=None if ended_too else self.clock.now(),
                                         key_prefix=self.settings.tracker.key)

@@ -1,12 +1,15 @@
 """What farmctl and the HTTP API do with the queue, with the caller's rights: one place.
 
-:class:`FarmService` is the seam both front ends share. The API's routes are
-thin shells over it (one service per request, for the token's caller); the
-local ``farmctl`` uses one with ``caller=None`` (whoever can write the
-database may do anything); ``farmctl --server`` uses
-:class:`farm.cli.remote.RemoteService`, which has the same methods and returns
-the same frozen views, read back from the routes' JSON. So every command has
-one code path, whichever way it reaches the queue.
+:class:`FarmService` implements :class:`farm.api.interface.Queue` (the
+methods, their types and errors, listed once) over the database. The API's
+routes are thin shells over it (one service per request, for the token's
+caller); the local ``farmctl`` uses one with ``caller=None`` (whoever can write
+the database may do anything); ``farmctl --server`` uses
+:class:`farm.client.remote.RemoteService`, which implements the same interface
+and returns the same frozen views, read back from the routes' JSON. So every
+command has one code path, whichever way it reaches the queue. The methods
+beyond the interface (uploads, a phone's events, one phone's outputs) are the
+routes' own.
 
 Rights: any token reads everything and enqueues (its owner is stored on the
 job, ``jobs.owner``); a job is cancelled by its owner or an operator; drain,
@@ -19,10 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from farm import controllers
 from farm.api.errors import Conflict, Forbidden, NotFound
+from farm.api.interface import Queue
 from farm.api.reserving import ReservationMethods
 from farm.api.submitting import Submitted, submit_spec
 from farm.clock import Clock
@@ -36,8 +40,6 @@ from farm.kinds.run import tune_work_dir
 from farm.queue.hosts import HostRecord
 from farm.queue.models import AttemptState, DeviceState, JobState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
-from farm.queue.reservations import ReservationView
-from farm.queue.spec import DeviceSelection
 from farm.queue.store import Store
 from farm.queue.tokens import Caller
 from farm.queue.waiting import wait_reasons
@@ -46,83 +48,8 @@ from farm.results.rows import SampleRow, sample_rows
 __all__ = ["FarmService", "Queue", "Submitted"]
 
 
-class Queue(Protocol):
-    """What farmctl's commands call: :class:`FarmService` here, or the API's client.
-
-    Every method is :class:`FarmService`'s; see it for arguments and errors.
-    """
-
-    def devices(self) -> list[DeviceRecord]:
-        """:meth:`FarmService.devices`."""
-
-    def device(self, serial: str) -> DeviceRecord:
-        """:meth:`FarmService.device`."""
-
-    def dead_hosts(self) -> frozenset[str]:
-        """:meth:`FarmService.dead_hosts`."""
-
-    def hosts(self) -> list[HostRecord]:
-        """:meth:`FarmService.hosts`."""
-
-    def set_drained(self, serial: str, drained: bool, reason: str) -> bool:
-        """:meth:`FarmService.set_drained`."""
-
-    def release(self, serial: str) -> None:
-        """:meth:`FarmService.release`."""
-
-    def jobs(self, states: Sequence[JobState] | None = None, limit: int = 100, *,
-             run_id: str | None = None) -> list[JobView]:
-        """:meth:`FarmService.jobs`."""
-
-    def job(self, job_id: int) -> JobView:
-        """:meth:`FarmService.job`."""
-
-    def attempts(self, job_id: int) -> list[AttemptView]:
-        """:meth:`FarmService.attempts`."""
-
-    def results(self, job_id: int) -> list[ResultView]:
-        """:meth:`FarmService.results`."""
-
-    def waiting(self, jobs: Sequence[JobView]) -> dict[int, str]:
-        """:meth:`FarmService.waiting`."""
-
-    def tuning(self, job_id: int) -> TuneCounters | None:
-        """:meth:`FarmService.tuning`."""
-
-    def sample_rows(self, *, job_id: int | None = None, run_id: str | None = None,
-                    workload: str | None = None, limit: int = 1000) -> list[SampleRow]:
-        """:meth:`FarmService.sample_rows`."""
-
-    def store_models(self, raw: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
-        """:meth:`FarmService.store_models`."""
-
-    def store_inputs(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """:meth:`FarmService.store_inputs`."""
-
-    def outputs(self, job_id: int) -> dict[str, bytes]:
-        """:meth:`FarmService.outputs`."""
-
-    def submit(self, raw: dict[str, Any], *, wait_for_device: bool = False,
-               each: bool = False) -> Submitted:
-        """:meth:`FarmService.submit`."""
-
-    def cancel(self, job_id: int) -> JobView:
-        """:meth:`FarmService.cancel`."""
-
-    def reserve(self, serial: str | None, for_s: float, *,
-                selection: DeviceSelection | None = None,
-                owner: str | None = None) -> ReservationView:
-        """:meth:`FarmService.reserve`."""
-
-    def unreserve(self, serial: str, *, owner: str | None = None) -> ReservationView:
-        """:meth:`FarmService.unreserve`."""
-
-    def reservations(self, *, ended_too: bool = False) -> list[ReservationView]:
-        """:meth:`FarmService.reservations`."""
-
-
-class FarmService(ReservationMethods):
-    """The queue as a caller sees it.
+class FarmService(ReservationMethods, Queue):
+    """The queue as a caller sees it, over the database (:class:`~farm.api.interface.Queue`).
 
     Args:
         store: the queue database.
@@ -159,15 +86,11 @@ class FarmService(ReservationMethods):
     # --- devices ----------------------------------------------------------------------
 
     def devices(self) -> list[DeviceRecord]:
-        """Every phone, by serial, with its latest health sample."""
+        """Every phone by serial, from the store."""
         return self.store.list_devices()
 
     def device(self, serial: str) -> DeviceRecord:
-        """One phone.
-
-        Raises:
-            NotFound: no phone has this serial.
-        """
+        """One phone, from the store."""
         record = self.store.get_device(serial)
         if record is None:
             raise NotFound(f"no phone {serial!r} is known (see farmctl devices)")
@@ -178,14 +101,11 @@ class FarmService(ReservationMethods):
         return self.store.device_events(serial, limit=limit)
 
     def dead_hosts(self) -> frozenset[str]:
-        """The farmd hosts whose heartbeat is older than ``hosts.dead_after_s``.
-
-        Their phones show as ``unreachable`` and take no new work (:mod:`farm.queue.hosts`).
-        """
+        """The dead farmd hosts: heartbeats older than ``hosts.dead_after_s``."""
         return self.store.dead_host_ids(self.clock.now(), self.settings.hosts.dead_after_s)
 
     def hosts(self) -> list[HostRecord]:
-        """The farmd hosts sharing the database, by id."""
+        """The farmd hosts by id, from the store."""
         return self.store.list_hosts()
 
     def running_jobs(self) -> dict[int, int]:
@@ -195,24 +115,13 @@ class FarmService(ReservationMethods):
                 if a.state is AttemptState.RUNNING}
 
     def set_drained(self, serial: str, drained: bool, reason: str) -> bool:
-        """Drain or undrain a phone; whether that changed anything.
-
-        Raises:
-            Forbidden: the caller is no operator.
-            NotFound: no such phone.
-        """
+        """Drain or undrain a phone in the store (operators only)."""
         self._operator("drain" if drained else "undrain")
         self.device(serial)
         return bool(self.store.set_drained(serial, drained, reason, self.clock.now()))
 
     def release(self, serial: str) -> None:
-        """Release a quarantined phone: it is set up and health-checked again.
-
-        Raises:
-            Forbidden: the caller is no operator.
-            NotFound: no such phone.
-            UserFault: the phone is not quarantined.
-        """
+        """Release a quarantined phone in the store (operators only)."""
         self._operator("release")
         was = self.store.release_quarantined(
             serial, "released from quarantine by " + (self.owner or "operator"), self.clock.now())
@@ -225,30 +134,26 @@ class FarmService(ReservationMethods):
 
     def jobs(self, states: Sequence[JobState] | None = None, limit: int = 100, *,
              run_id: str | None = None) -> list[JobView]:
-        """Jobs newest first, optionally only those in ``states`` or of one run."""
+        """Jobs newest first, from the store."""
         return self.store.list_jobs(states or None, limit, run_id=run_id)
 
     def job(self, job_id: int) -> JobView:
-        """One job.
-
-        Raises:
-            NotFound: no job has this id.
-        """
+        """One job, from the store."""
         view = self.store.get_job(job_id)
         if view is None:
             raise NotFound(f"no job {job_id}")
         return view
 
     def attempts(self, job_id: int) -> list[AttemptView]:
-        """A job's attempts, oldest first."""
+        """A job's attempts, from the store."""
         return self.store.attempts(job_id)
 
     def results(self, job_id: int) -> list[ResultView]:
-        """A job's results (at most one) with raw samples."""
+        """A job's results, from the store."""
         return self.store.results(job_id)
 
     def waiting(self, jobs: Sequence[JobView]) -> dict[int, str]:
-        """Why each queued job of ``jobs`` is not running (one snapshot of the queue)."""
+        """Why queued jobs wait, from one snapshot of the queue."""
         if not any(v.state is JobState.QUEUED for v in jobs):
             return {}
         return wait_reasons(self.store.snapshot(), self.clock.now(), known_kinds=list(KINDS),
@@ -256,10 +161,7 @@ class FarmService(ReservationMethods):
                             device_kinds=controllers.kinds())
 
     def tuning(self, job_id: int) -> TuneCounters | None:
-        """A tuning job's progress: tasks from the database, counters from this host's folder.
-
-        None for other jobs (:func:`farm.kinds.tune_work.job_progress`).
-        """
+        """A tuning job's progress: tasks from the database, counters from this host."""
         # Imported here: the attempt side of task work brings numpy and structlog, which
         # farmctl's listings (through this service, without farmd) must not load.
         from farm.kinds.tune_work import job_progress
@@ -268,12 +170,7 @@ class FarmService(ReservationMethods):
 
     def sample_rows(self, *, job_id: int | None = None, run_id: str | None = None,
                     workload: str | None = None, limit: int = 1000) -> list[SampleRow]:
-        """Raw samples as flat rows (:func:`farm.results.rows.sample_rows`).
-
-        Raises:
-            NotFound: no such job or run.
-            UserFault: no result of ``workload`` in the newest ``limit``.
-        """
+        """Raw samples as flat rows, from the store (:func:`farm.results.rows.sample_rows`)."""
         if job_id is not None:
             self.job(job_id)
         if run_id is not None and not self.store.list_jobs(limit=1, run_id=run_id):
@@ -289,14 +186,7 @@ class FarmService(ReservationMethods):
         return rows
 
     def store_models(self, raw: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
-        """A raw spec whose model files (on this host) are stored as blobs, and named by them.
-
-        See :func:`farm.jobs.model_store.store_spec_models`; ``fields`` are the
-        kind's ``input_files``.
-
-        Raises:
-            SpecError: a named file is missing, unreadable or not an ONNX model.
-        """
+        """Model files on this host, stored as blobs (``store_spec_models``)."""
         return store_spec_models(raw, fields, self.store, self.clock.now())
 
     def upload_model(self, data: bytes | Path, name: str) -> StoredModel:
@@ -313,35 +203,16 @@ class FarmService(ReservationMethods):
         return put_model(self.store, data, name, self.clock.now(), field="model")
 
     def store_inputs(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """A raw spec whose ``params.inputs`` ``.npz`` (on this host) is stored as a blob.
-
-        See :func:`farm.kinds.model_inputs.store_inputs`.
-
-        Raises:
-            SpecError: the file is missing, unreadable or no ``.npz`` archive.
-        """
+        """An ``.npz`` on this host, stored as a blob (``store_inputs``)."""
         return store_inputs(raw, self.upload_inputs)
 
     def upload_inputs(self, data: bytes | Path, name: str) -> InputsBlob:
-        """Check uploaded bytes as an ``.npz`` archive and store them as a blob.
-
-        ``POST /api/v1/blobs?type=inputs``; a spec names the blob in ``params.inputs``.
-
-        Raises:
-            SpecError: ``data`` is no ``.npz`` archive, or its arrays declare more
-                than ``[jobs] inputs_max_bytes`` (field ``params.inputs``).
-            StoreError: the database refused the write.
-        """
+        """Uploaded bytes, or the file they were spooled to, stored as a blob."""
         return put_inputs(self.store, data, name, self.clock.now(),
                           self.settings.jobs.inputs_max_bytes)
 
     def outputs(self, job_id: int) -> dict[str, bytes]:
-        """Serial -> the ``.npz`` of outputs each phone gave for a ``model --inputs`` job.
-
-        Raises:
-            NotFound: no such job, or it kept no outputs (not finished, or run
-                on random inputs), or they are no longer stored.
-        """
+        """Each phone's kept outputs, from the store's blobs."""
         kept = self._kept_outputs(job_id)
         if not kept:
             raise NotFound(f"job {job_id} kept no outputs: only a model job given --inputs does")
@@ -374,21 +245,7 @@ class FarmService(ReservationMethods):
 
     def submit(self, raw: dict[str, Any], *, wait_for_device: bool = False,
                each: bool = False) -> Submitted:
-        """Validate and store a job spec (``farmctl enqueue``, ``POST /api/v1/jobs``).
-
-        Args:
-            raw: the spec as JSON data; model files it names must already be in
-                farm's store (the CLI stores local files; the API takes uploads).
-            wait_for_device: queue it even if no known phone can run it.
-            each: one job per phone in service that fits, pinned to it, under one
-                run id (kinds with ``fan_out`` only).
-
-        Raises:
-            SpecError: the spec is invalid (the field and why), or ``each`` with
-                ``devices.count`` above 1 or a kind that does not fan out.
-            UserFault: no known phone can run it (and not ``wait_for_device``),
-                or, with ``each``, none in service fits now.
-        """
+        """Validate and store a spec (:func:`farm.api.submitting.submit_spec`)."""
         return submit_spec(self, raw, wait_for_device=wait_for_device, each=each)
 
     def wake_dispatcher(self) -> None:
@@ -397,14 +254,7 @@ class FarmService(ReservationMethods):
             self.wake()
 
     def cancel(self, job_id: int) -> JobView:
-        """Cancel a queued or running job (a running attempt is stopped by its farmd).
-
-        Raises:
-            NotFound: no such job.
-            Forbidden: another owner's job, and the caller is no operator.
-            Conflict: the job has already ended, or is in a state this farm does
-                not know (a newer farm's, which this one leaves alone).
-        """
+        """Cancel a job in the store (its owner or an operator)."""
         view = self.job(job_id)
         if (self.caller is not None and not self.caller.operator
                 and view.owner != self.caller.owner):

@@ -7,7 +7,7 @@ one that has not succeeded, an ``--out`` that exists and is not empty.
 
 With ``--server`` the farm host builds the same bundle (the dashboard's
 download, ``GET /api/v1/dashboard/jobs/{id}/export.zip``) and farmctl unpacks
-it into ``--out`` (:meth:`farm.cli.remote.RemoteService.export`).
+it into ``--out`` (:meth:`farm.client.remote.RemoteService.export`).
 """
 
 from __future__ import annotations

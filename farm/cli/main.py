@@ -85,6 +85,12 @@ class FarmGroup(click.Group):
         entry = COMMANDS.get(cmd_name)
         if added is not None or entry is None:
             return added
+        if cmd_name not in LAZY_LOGGING:
+            # The registries (farm.composition), once; a listing farmd answers needs
+            # none, and installs them through CliState when it reads the database.
+            from farm import composition
+
+            composition.install()
         module_name, _, attribute = entry[0].partition(":")
         command = getattr(importlib.import_module(module_name), attribute)
         if not isinstance(command, click.Command):

@@ -19,7 +19,7 @@ from farm.queue.records import ResultView
 from farm.results.profiles import TOP_KERNELS, last_profiles
 
 if TYPE_CHECKING:
-    from farm.api.service import Queue
+    from farm.api.interface import Queue
 
 __all__ = ["PROFILE_COLUMNS", "print_profiles", "profile_rows",
            "write_job_outputs"]
@@ -51,7 +51,7 @@ def write_job_outputs(queue: Queue, job_id: int, folder: Path) -> list[Path]:
     """Write each phone's outputs of job ``job_id`` as ``<folder>/<serial>/<output name>.npy``.
 
     Args:
-        queue: the farm (:class:`farm.api.service.Queue`: local, or ``--server``'s).
+        queue: the farm (:class:`farm.api.interface.Queue`: local, or ``--server``'s).
         job_id: a finished ``model --inputs`` job.
         folder: where to write; made if missing.
 

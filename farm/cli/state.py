@@ -7,7 +7,7 @@ ever ran.
 Commands that also work from any machine read :attr:`CliState.queue`: the
 local :class:`~farm.api.service.FarmService` over the store, or, with
 ``--server URL`` (``FARM_SERVER``), the API's client
-(:class:`farm.cli.remote.RemoteService`) with the token of ``--token``
+(:class:`farm.client.remote.RemoteService`) with the token of ``--token``
 (``FARM_TOKEN``). Commands that need the farm host itself (:data:`LOCAL_ONLY`:
 its database, its files, its adb) read :attr:`CliState.store` or call
 :meth:`CliState.require_local`, which refuse under ``--server`` in one line
@@ -27,8 +27,8 @@ import click
 from farm.errors import ConfigError, UserFault
 
 if TYPE_CHECKING:
-    from farm.api.service import Queue
-    from farm.cli.remote import RemoteService
+    from farm.api.interface import Queue
+    from farm.client.remote import RemoteService
     from farm.config import Settings
     from farm.queue.store import Store
     from farm.runner.pidfile import FarmdStatus
@@ -101,8 +101,10 @@ class CliState:
         """
         self.require_local()
         if self._store is None:
-            import farm.kinds  # noqa: F401 - installs the job kinds the queue reads specs by
+            from farm import composition
             from farm.queue.store import Store  # SQLAlchemy: not for a listing farmd answers
+
+            composition.install()  # the kinds the queue reads specs by; what a listing shows
 
             self._store = Store(self.settings.database_url,
                                 auto_migrate=self.settings.database.auto_migrate)
@@ -140,8 +142,10 @@ class CliState:
         if self.server is None:
             raise RuntimeError("CliState.remote without --server")
         if self._remote is None:
-            from farm.cli.remote import RemoteService  # httpx loads only when used
+            from farm import composition
+            from farm.client.remote import RemoteService  # httpx loads only when used
 
+            composition.install()
             self._remote = RemoteService(self.server, self.token)
         return self._remote
 

@@ -1,7 +1,8 @@
 """``farmctl wait ID``: sleep until a job ends; the exit code says how it ended.
 
-Also :func:`wait_ended`, which ``compare --confirm`` waits with, and
-:class:`WaitTimedOut`, which :mod:`farm.client` raises as ``wait`` does.
+Also :func:`wait_ended`, which ``compare --confirm`` waits with. Its timeout
+error (:class:`farm.client.errors.WaitTimedOut`) is the one :mod:`farm.client`
+raises as ``wait`` does.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import click
 from farm.cli.output import amount
 from farm.cli.state import CliState, pass_state, warn_if_no_farmd
 from farm.click_types import JOB_ID, Seconds
+from farm.client.errors import EXIT_TIMEOUT, WaitTimedOut
 from farm.errors import FarmError
 from farm.queue.states import JobState
 
@@ -31,18 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["EXIT_TIMEOUT", "WAIT_MAX_S", "WaitTimedOut", "wait", "wait_ended"]
 
 
-#: ``farmctl wait --timeout``: the job had not ended in time (the code ``timeout(1)`` uses).
-EXIT_TIMEOUT = 124
-
-
 #: The longest ``farmctl wait --timeout`` (30 days): longer is a typo, not a plan.
 WAIT_MAX_S = 30 * 24 * 3600.0
-
-
-class WaitTimedOut(FarmError):
-    """``farmctl wait --timeout`` ran out before the job ended (exit :data:`EXIT_TIMEOUT`)."""
-
-    exit_code = EXIT_TIMEOUT
 
 
 @click.command(epilog="Exit codes: 0 the job succeeded; 1 it failed or was cancelled; "

@@ -9,15 +9,12 @@
     proxy.py     devices that connect out to farm's rpc_proxy (iOS app, browser)
 
 Adding a kind is one module implementing
-:class:`~farm.controllers.base.DeviceController` and one ``register`` line
-below. A factory imports its module when first called, so importing this
-package stays cheap (no adb, SSH or NVML import) for ``farmctl`` and the scheduler.
+:class:`~farm.controllers.base.DeviceController` and one entry in
+:data:`farm.composition.CONTROLLERS`, which installs the factories: importing
+this package registers nothing, and stays cheap (no adb, SSH or NVML import).
 """
 
 from __future__ import annotations
-
-import importlib
-from typing import cast
 
 from farm.controllers.base import (
     ANDROID,
@@ -60,20 +57,3 @@ __all__ = [
     "register",
     "unregister",
 ]
-
-def _lazy(module: str, controller: str) -> ControllerFactory:
-    """A factory that imports ``module`` when first called and builds its ``controller`` class.
-
-    The class's ``from_context(ControllerContext)`` builds the kind's controller.
-    """
-    def factory(context: ControllerContext) -> DeviceController:
-        built = getattr(importlib.import_module(module), controller).from_context(context)
-        return cast(DeviceController, built)
-
-    return factory
-
-
-register(ANDROID, _lazy("farm.controllers.android", "AndroidController"))
-register(BOARD, _lazy("farm.controllers.board", "BoardController"))
-register(GPU, _lazy("farm.controllers.gpu", "GpuController"))
-register(PROXY, _lazy("farm.controllers.proxy", "ProxyController"))

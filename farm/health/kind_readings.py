@@ -13,14 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from farm.device.battery import BatteryState
 from farm.device.storage import Filesystem, free_bytes_for
 from farm.device.thermal import ThermalState
 from farm.gpu.nvml import GpuReading
-from farm.health.readings import Condition, Declared, Limit, Reading, declare
+from farm.health.readings import Condition, Declared, Limit, Reading
 
-__all__ = ["ANDROID_READINGS", "BOARD_READINGS", "GPU_READINGS", "AndroidRaw", "BoardRaw"]
+__all__ = [
+    "ANDROID_READINGS", "BOARD_READINGS", "BUILT_IN", "GPU_READINGS", "AndroidRaw", "BoardRaw",
+]
 
 _MIB = 2**20
 _KIB_PER_MIB = 1024
@@ -136,5 +139,5 @@ GPU_READINGS: Declared[GpuReading] = Declared("gpu", (
 ))
 
 
-for _declared in (ANDROID_READINGS, BOARD_READINGS, GPU_READINGS):
-    declare(_declared)
+#: Every built-in kind's declaration; :func:`farm.composition.install` declares them.
+BUILT_IN: tuple[Declared[Any], ...] = (ANDROID_READINGS, BOARD_READINGS, GPU_READINGS)

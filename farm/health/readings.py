@@ -3,9 +3,10 @@
 A kind's health sweep yields ``{name: value}`` (a number; None where the probe
 could not read it). What each name means, its unit and whether it keeps a job
 off the device is written once per kind, as a :class:`Declared` set of
-:class:`Reading` values registered with :func:`declare` (Android's, boards' and
-GPUs' are in :mod:`farm.health.kind_readings`). Everything else reads the
-declaration:
+:class:`Reading` values (Android's, boards' and GPUs' are in
+:mod:`farm.health.kind_readings`, which :func:`farm.composition.install` hands
+to :func:`install`; :func:`declare` adds or replaces one kind's). Everything
+else reads the declaration:
 
 - the verdict (:func:`farm.health.verdict.verdict`) judges every reading that
   has a :class:`Limit` against its threshold from the config;
@@ -20,7 +21,7 @@ name and without a unit: farm's names carry their unit (``_c``, ``_pct``, ``_mb`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Generic, Literal, TypeVar
@@ -34,6 +35,7 @@ __all__ = [
     "ReadingValues",
     "declare",
     "declared",
+    "install",
     "resolve_setting",
     "shown",
 ]
@@ -161,6 +163,11 @@ class Declared(Generic[_Raw]):
 _REGISTRY: dict[str, Declared[Any]] = {}
 
 
+def install(declarations: Iterable[Declared[Any]]) -> None:
+    """Make ``declarations`` the readings of their kinds (:func:`farm.composition.install`)."""
+    _REGISTRY.update({readings.kind: readings for readings in declarations})
+
+
 def declare(readings: Declared[Any]) -> Declared[Any]:
     """Register (or replace) the readings of a kind; returns what it replaced, or an empty set."""
     before = _REGISTRY.get(readings.kind, Declared(readings.kind, ()))
@@ -173,9 +180,15 @@ UNKNOWN_READING = "unknown to this farm (written by a newer farm sharing the dat
 
 
 def declared(kind: str) -> Declared[Any]:
-    """The readings of ``kind``; an empty set for a kind that declares none (``proxy``)."""
-    from farm.health import kind_readings  # noqa: F401  (registers the built-in kinds)
+    """The readings of ``kind``; an empty set for a kind that declares none (``proxy``).
 
+    Raises:
+        RuntimeError: nothing declared any kind: the process never called
+            :func:`farm.composition.install`, so a verdict would judge no reading.
+    """
+    if not _REGISTRY:
+        raise RuntimeError("no device readings declared in farm.health.readings: call "
+                           "farm.composition.install() once before reading health")
     return _REGISTRY.get(kind) or Declared(kind, ())
 
 

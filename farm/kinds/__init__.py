@@ -14,7 +14,7 @@
 Adding a kind is one module declaring its :class:`~farm.kinds.base.Kind` and
 one line in :data:`KINDS`. Everything that depends on a kind goes through this
 table: :func:`farm.queue.spec.parse_spec` (validation, through
-:mod:`farm.queue.catalog`, where importing this package installs the table), the dispatcher's
+:mod:`farm.queue.catalog`, where :func:`farm.composition.install` puts it), the dispatcher's
 leases (:class:`LeaseByKind`), :func:`farm.kinds.run.execute` (the
 runner), ``farmctl enqueue`` (the commands) and :mod:`farm.report` (labels).
 
@@ -44,9 +44,6 @@ KINDS: Mapping[str, Kind] = MappingProxyType({k.name: k for k in (
     tune.KIND,
     ab.KIND,
 )})
-# The queue validates specs and reads their needs through this table; the kinds sit
-# above the queue, so they hand it down rather than the queue importing them.
-catalog.install(KINDS)
 
 
 def kind_of(name: str) -> Kind:

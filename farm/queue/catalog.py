@@ -5,14 +5,14 @@ takes a kind's default time limit (:meth:`~farm.queue.spec.JobBase.timeout_for`)
 reads what a job needs of a device (:func:`farm.queue.capabilities.requirements`).
 The kinds themselves (:mod:`farm.kinds`) sit above the queue: they build on its spec
 models and its store. So the queue names here only what it calls (:class:`KindEntry`),
-and :mod:`farm.kinds` installs its table (:data:`farm.kinds.KINDS`) when it is
-imported: a dependency turned around, not hidden (docs/architecture.md, "Floors").
+and the composition root installs the kinds' table (:data:`farm.kinds.KINDS`) here:
+a dependency turned around, not hidden (docs/architecture.md, "Composition root").
 
-Every process that reads specs imports :mod:`farm.kinds` first: farmd (its
-dispatcher), the attempt child and its zygote, the API, farmctl's commands that
-open the database (:attr:`farm.cli.state.CliState.store`), :mod:`farm.client`,
-:mod:`farm.testing` and the tests (``tests/conftest.py``). One that does not gets a
-:class:`RuntimeError` saying so, never a spec wrongly refused or needs wrongly read.
+Every process that reads specs calls :func:`farm.composition.install` first: farmd,
+farmctl, the attempt child, :mod:`farm.client`, :mod:`farm.testing`'s harness, the
+tests (``tests/conftest.py``) and any script that opens a Store itself. One that does
+not gets a :class:`RuntimeError` saying so, never a spec wrongly refused or needs
+wrongly read.
 """
 
 from __future__ import annotations
@@ -51,23 +51,33 @@ class KindEntry(Protocol):
 
 
 _table: Mapping[str, KindEntry] = MappingProxyType({})
+_load: Callable[[], Mapping[str, KindEntry]] | None = None
 
 
-def install(table: Mapping[str, KindEntry]) -> None:
-    """Make ``table`` the kinds the queue knows, by name (:mod:`farm.kinds` does, once)."""
-    global _table  # noqa: PLW0603 - the one table, set by farm.kinds' import
-    _table = MappingProxyType(dict(table))
+def install(load: Callable[[], Mapping[str, KindEntry]]) -> None:
+    """Name where the kinds the queue knows come from (:func:`farm.composition.install`).
+
+    Args:
+        load: returns the kinds by name; called once, when a spec is first read,
+            so a process that reads none never imports the kinds.
+    """
+    global _table, _load  # the one table, set by the composition root
+    _table, _load = MappingProxyType({}), load
 
 
 def _installed() -> Mapping[str, KindEntry]:
-    """The installed table.
+    """The installed table, loaded on first use.
 
     Raises:
-        RuntimeError: nothing installed it: the process never imported farm.kinds.
+        RuntimeError: nothing installed it: the process never called
+            farm.composition.install().
     """
+    global _table  # noqa: PLW0603 - loaded once, on first use
     if not _table:
-        raise RuntimeError("no job kinds installed in farm.queue.catalog: import farm.kinds "
-                           "before reading job specs")
+        if _load is None:
+            raise RuntimeError("no job kinds installed in farm.queue.catalog: call "
+                               "farm.composition.install() once before reading job specs")
+        _table = MappingProxyType(dict(_load()))
     return _table
 
 

@@ -236,8 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.parent_pid:
         _watch_parent(args.parent_pid)
-    from farm import logs
+    from farm import composition, logs
 
+    composition.install()
     try:
         if args.settings is not None:
             settings = Settings.model_validate_json(args.settings.read_text(encoding="utf-8"))

@@ -20,8 +20,8 @@ from farm.api.context import ApiContext
 from farm.api.errors import NotFound, Unauthorized
 from farm.cli.jobs import WaitTimedOut
 from farm.cli.main import cli
-from farm.cli.remote import unpack_bundle
 from farm.client import Farm, JobFailed
+from farm.client.bundle import unpack_bundle
 from farm.clock import FakeClock
 from farm.config import Settings
 from farm.demo_model import write_small_cnn

@@ -16,7 +16,7 @@ from device_states import put_state
 
 from farm.api.context import ApiContext
 from farm.api.errors import Forbidden
-from farm.cli.remote import RemoteService
+from farm.client.remote import RemoteService
 from farm.clock import FakeClock
 from farm.config import Settings
 from farm.demo_model import write_small_cnn

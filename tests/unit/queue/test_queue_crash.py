@@ -24,7 +24,8 @@ CHILD = textwrap.dedent(
     """
     import os, signal, sys
     from datetime import datetime, timezone
-    import farm.kinds  # the job kinds the queue reads specs by, as farmd's dispatcher imports them
+    import farm.composition  # the job kinds the queue reads specs by, as farmd installs them
+    farm.composition.install()
     from farm.queue import Store, plan, Outcome
     from farm.queue import lifecycle
 

@@ -1,48 +1,4 @@
-"""``farm.client``: the farm from Python, over its HTTP API.
-
-::
-
-    from farm.client import Farm
-
-    farm = Farm("http://127.0.0.1:9465", token="farm_...")
-    job = farm.submit_model("small_cnn.onnx", inputs={"x": x}, profile=True,
-                            devices={"soc": "SM8150"})
-    result = job.wait(timeout_s=600).result()
-    print(result.summary["per_serial"], job.profile(), job.outputs())
-    tune = farm.submit_tune("small_cnn.onnx", trials=64, for_s=3600).wait()
-    print(tune.outcome(), farm.compare(f"{tune.id}:untuned", tune))
-    tune.export("bundle")
-    for phone in farm.submit_ab("gemm:n=256", "gemm:n=256,bn=16").wait().ab():
-        print(phone["serial"], phone["verdict"], phone["ratio"], phone["why"])
-
-It is a thin layer over :class:`farm.cli.remote.RemoteService`, the client
-``farmctl --server`` uses, so there is one implementation of the wire: model
-files are uploaded as blobs, specs are checked by the server, and errors are
-the classes the server raised, with its one-line messages:
-
-- :class:`~farm.errors.SpecError` (a :class:`~farm.errors.UserFault`): the spec
-  or a file is refused, naming the field;
-- :class:`~farm.api.errors.Unauthorized`, :class:`~farm.api.errors.Forbidden`: the token;
-- :class:`~farm.errors.InfraFault`: the server cannot be reached;
-- :class:`JobFailed`: a waited-for job failed or was cancelled;
-- :class:`~farm.cli.jobs.WaitTimedOut` (as ``farmctl wait --timeout``): :meth:`Job.wait`
-  past its timeout;
-- :class:`~farm.api.errors.NotFound`: :meth:`Job.outputs` of a job that kept none,
-  :meth:`Job.export` of a job with no bundle to download.
-
-A job given ``inputs`` keeps each phone's outputs on them, by the graph's
-output names (:meth:`Job.outputs`, ``GET /api/v1/jobs/{id}/outputs/{serial}``);
-a symbolic input takes its shape from its array, as ``--inputs`` does. One
-given ``profile=True`` times each kernel on each phone (:meth:`Job.profile`,
-read from the result). A finished tune of a model says its outcome as
-``farmctl job`` does (:meth:`Job.outcome`) and is exported as ``farmctl export``
-writes it (:meth:`Job.export`, the dashboard's download of the bundle).
-:meth:`Job.cancel` is ``farmctl cancel``; :meth:`Farm.compare` is ``farmctl
-compare A B --json`` (the dashboard's comparison, with the server's threshold
-and alpha). An A/B job (:meth:`Farm.submit_ab`, ``farmctl enqueue ab``) gives each
-phone's verdict of B against A (:meth:`Job.ab`); its raw samples carry their
-build and round (``result().arms``, ``result().rounds``).
-"""
+"""A farm server from Python, reached with a token: devices, jobs, comparisons, submissions."""
 
 from __future__ import annotations
 
@@ -52,190 +8,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from farm.cli.jobs import WaitTimedOut
-from farm.cli.remote import RemoteService
-from farm.clock import SystemClock, wait_until
-from farm.errors import FarmError, UserFault
+from farm import composition
+from farm.client.job import Job
+from farm.client.remote import RemoteService
+from farm.clock import SystemClock
 from farm.kinds.ab import KIND as AB_KIND
 from farm.kinds.ab_builds import parse_build
 from farm.kinds.model import KIND as MODEL_KIND
 from farm.kinds.tune import KIND as TUNE_KIND
-from farm.queue.models import JobState
-from farm.queue.records import DeviceRecord, JobView, ResultView
-from farm.results.ab import ab_phones
-from farm.results.profiles import last_profiles
+from farm.queue.records import DeviceRecord
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Farm", "Job", "JobFailed"]
-
-#: Seconds between two looks at a waited-for job (one GET each).
-POLL_S = 1.0
-
-
-class JobFailed(FarmError):
-    """A waited-for job ended failed or cancelled; the message carries the server's reason."""
-
-
-class Job:
-    """A job on the farm, as :meth:`Farm.submit_model` or :meth:`Farm.job` return it.
-
-    Attributes:
-        id: the job's id (``farmctl job ID``).
-    """
-
-    def __init__(self, farm: Farm, job_id: int) -> None:
-        self.id = job_id
-        self._farm = farm
-
-    def __repr__(self) -> str:
-        return f"Job({self.id})"
-
-    def view(self) -> JobView:
-        """The job as the server sees it now (state, attempts made, error)."""
-        return self._farm.service.job(self.id)
-
-    def wait(self, timeout_s: float | None = None) -> Job:
-        """Wait until the job ends; returns itself once it succeeded.
-
-        Args:
-            timeout_s: give up after this many seconds; None waits as long as it takes.
-
-        Raises:
-            JobFailed: the job failed or was cancelled.
-            WaitTimedOut: it had not ended after ``timeout_s``.
-        """
-        views: list[JobView] = []
-
-        def ended() -> bool:
-            views.append(self.view())
-            return views[-1].state.ended
-
-        deadline_s = float("inf") if timeout_s is None else timeout_s
-        if not wait_until(ended, deadline_s, interval_s=POLL_S, clock=self._farm.clock):
-            raise WaitTimedOut(f"job {self.id} still {views[-1].shown_state} "
-                               f"after {timeout_s:g} s")
-        view = views[-1]
-        if view.state is not JobState.SUCCEEDED:
-            raise JobFailed(f"job {self.id} {view.shown_state}: "
-                            f"{view.error or 'no reason recorded'}")
-        return self
-
-    def cancel(self) -> JobView:
-        """Cancel the job, queued or running (``farmctl cancel``).
-
-        The token's owner's own job, or any with an operator token.
-
-        Raises:
-            NotFound: no such job.
-            Forbidden: another owner's job and no operator token.
-        """
-        return self._farm.service.cancel(self.id)
-
-    def outcome(self) -> list[str]:
-        """A finished model tune's outcome, the lines ``farmctl job`` prints.
-
-        Which build is best and why, its speed-up (only where a tuned build
-        exists), the tuning records applied, the picks checked and used, the
-        tasks tuned of the model's and the trials measured
-        (:func:`farm.jobs.tune_outcome.outcome_lines`); the facts are in
-        :meth:`result`'s ``summary`` (``best_build``, ``records_applied``...).
-
-        Raises:
-            JobFailed: the job has no result yet.
-            UserFault: it is no tune of a model.
-        """
-        from farm.jobs.tune_outcome import outcome_lines
-
-        lines = outcome_lines(self.result().summary)
-        if not lines:
-            raise UserFault(f"job {self.id} has no tuning outcome: only a finished tune of "
-                            "a model has one")
-        return lines
-
-    def result(self) -> ResultView:
-        """The job's result: ``summary`` (per phone in ``per_serial`` and ``runs``) and samples.
-
-        Raises:
-            JobFailed: the job has no result (not finished, or it failed).
-        """
-        found = self._farm.service.results(self.id)
-        if not found:
-            raise JobFailed(f"job {self.id} has no result yet ({self.view().state.value})")
-        return found[0]
-
-    def profile(self) -> dict[str, dict[str, Any]]:
-        """Serial -> the kernel profile of each phone (``farmctl profile JOB --json``'s phones).
-
-        Each profile has ``kernels`` (heaviest first: ``name``, ``calls``,
-        ``per_call_ms``, ``total_ms``, ``share_pct``), ``kernels_ms``, ``model_ms``
-        and ``ratio`` (:class:`farm.jobs.profile.KernelProfile`).
-
-        Raises:
-            JobFailed: the job has no result yet.
-            UserFault: it was not submitted with ``profile=True``.
-        """
-        profiles = last_profiles(self.result())
-        if not profiles:
-            raise UserFault(f"job {self.id} has no kernel profile: only a finished model job "
-                            "submitted with profile=True has one")
-        return profiles
-
-    def ab(self) -> list[dict[str, Any]]:
-        """Each phone's verdict of B against A, as ``farmctl job`` prints it (by serial).
-
-        Rows of :func:`farm.results.ab.ab_phones`: ``serial``, ``a``, ``b`` (the
-        builds' labels), ``verdict`` (``slower``, ``faster``, ``no change`` or
-        ``undecided``), ``ratio`` (median B/A of the rounds), ``ci_low``/``ci_high``,
-        ``p_value``, ``rounds``, ``phone_s`` (seconds), ``median_a_ms``/``median_b_ms``
-        and ``why``. The raw timings are :meth:`result`'s samples with their
-        ``arms`` and ``rounds``.
-
-        Raises:
-            JobFailed: the job has no result yet.
-            UserFault: it is no A/B job.
-        """
-        phones = ab_phones(self.result().summary)
-        if not phones:
-            raise UserFault(f"job {self.id} is a {self.view().kind} job, not an A/B job "
-                            "(Farm.submit_ab)")
-        return phones
-
-    def outputs(self) -> dict[str, dict[str, np.ndarray]]:
-        """Serial -> the outputs each phone gave for the job's ``inputs``, by name.
-
-        Names are the graph's output names (``output_0``, ``output_1``... for
-        outputs kept before they were: :mod:`farm.jobs.model_io`).
-
-        Raises:
-            NotFound: no such job, or it kept no outputs (not finished, or no ``inputs``).
-        """
-        from farm.jobs.model_io import load_npz
-
-        return {serial: load_npz(data, f"the outputs of {serial}")
-                for serial, data in self._farm.service.outputs(self.id).items()}
-
-    def export(self, out: str | Path) -> Path:
-        """Write this finished model tune's bundle into ``out``, as ``farmctl export`` does.
-
-        The library, MetaSchedule database, model, inputs and expected outputs,
-        manifest, README and C++ example (:mod:`farm.jobs.bundle`), downloaded
-        as the dashboard's zip and unpacked.
-
-        Args:
-            out: a folder that does not exist or is empty.
-
-        Returns:
-            ``out``.
-
-        Raises:
-            SpecError: ``out`` exists and is not an empty folder, or cannot be written.
-            NotFound: the job is no finished tune of a model, or it left no compiled
-                library to download (the server's one line says which).
-            InfraFault: the server's answer is not a bundle.
-        """
-        return self._farm.service.export(self.id, out)
+__all__ = ["Farm"]
 
 
 class Farm:
@@ -247,6 +33,7 @@ class Farm:
     """
 
     def __init__(self, url: str, token: str | None) -> None:
+        composition.install()  # the job kinds the specs are checked by, for a script's process
         self.service = RemoteService(url, token)
         self.clock = SystemClock()
 

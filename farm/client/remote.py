@@ -1,6 +1,6 @@
 """``farmctl --server URL``: the HTTP API's client, with the methods of the local service.
 
-:class:`RemoteService` implements :class:`farm.api.service.Queue` over
+:class:`RemoteService` implements :class:`farm.api.interface.Queue` over
 ``/api/v1/...`` (httpx), returning the same frozen views the store returns,
 so each command has one code path (``state.queue``) whichever way it reaches
 the queue. Errors come back as the classes the server raised
@@ -14,14 +14,12 @@ A job's wait reason, attempts, result and tuning progress come with the job
 ``jobs`` cost no further request; likewise ``dead_hosts`` after ``hosts``.
 
 A finished tune's bundle (``farmctl export``) comes as the dashboard's zip and
-is unpacked here (:meth:`RemoteService.export`, :func:`unpack_bundle`), for
-``farmctl --server export`` and :mod:`farm.client` alike.
+is unpacked here (:meth:`RemoteService.export`, :func:`farm.client.bundle.unpack_bundle`),
+for ``farmctl --server export`` and :mod:`farm.client` alike.
 """
 
 from __future__ import annotations
 
-import io
-import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,8 +29,10 @@ import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from farm.api.errors import NotFound, Unauthorized, error_of
+from farm.api.interface import Queue
 from farm.api.schemas import DeviceOut, HostOut, JobDetailOut, JobOut, SubmittedOut, record_of
 from farm.api.service import Submitted
+from farm.client.bundle import unpack_bundle
 from farm.errors import InfraFault, SpecError, UserFault
 from farm.jobs.model_store import spec_with_blob
 from farm.jobs.tune_progress import TuneCounters
@@ -44,7 +44,7 @@ from farm.queue.reservations import ReservationView
 from farm.queue.spec import DeviceSelection
 from farm.results.rows import SampleRow
 
-__all__ = ["BUNDLE_TIMEOUT_S", "TIMEOUT_S", "RemoteService", "unpack_bundle"]
+__all__ = ["BUNDLE_TIMEOUT_S", "TIMEOUT_S", "RemoteService"]
 
 #: Seconds to wait for the server's answer (connect, read); an enqueue checks
 #: the spec against the queue, which is quick.
@@ -62,8 +62,8 @@ def _path(serial: str) -> str:
     return quote(serial, safe="")
 
 
-class RemoteService:
-    """The queue behind a farmd's API, as the token's owner sees it.
+class RemoteService(Queue):
+    """The queue behind a farmd's API, as the token's owner sees it (the interface, remotely).
 
     Args:
         url: the API's base URL, e.g. ``https://farm.example.org`` (a reverse
@@ -392,37 +392,3 @@ class RemoteService:
             list[ReservationView],
             self._call("GET", "/reservations", params={"ended_too": ended_too}))
         return views
-
-
-def unpack_bundle(data: bytes, top: str, folder: Path) -> None:
-    """Write the files of zip ``data`` under its folder ``top`` into ``folder``.
-
-    Every member is checked before anything is written, so a bad archive leaves
-    ``folder`` as it was.
-
-    Raises:
-        InfraFault: ``data`` is no zip, or a member lies outside ``top`` (or
-            climbs out of it with ``..``).
-        SpecError: ``folder`` cannot be written (field ``out``).
-    """
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile:
-        raise InfraFault("the farm server's bundle is not a zip archive") from None
-    with archive:
-        members: list[tuple[zipfile.ZipInfo, Path]] = []
-        for member in archive.infolist():  # all checked before anything is written
-            relative = Path(member.filename[len(top):])
-            if (not member.filename.startswith(top) or relative.is_absolute()
-                    or ".." in relative.parts):
-                raise InfraFault(f"the farm server's bundle holds {member.filename!r}, "
-                                 f"outside {top}")
-            if not member.is_dir() and relative.parts:
-                members.append((member, relative))
-        try:
-            for member, relative in members:
-                (folder / relative).parent.mkdir(parents=True, exist_ok=True)
-                (folder / relative).write_bytes(archive.read(member))
-        except OSError as exc:
-            raise SpecError("out", f"cannot write the bundle into {folder}: "
-                                   f"{exc.strerror or exc}") from None
