@@ -27,12 +27,11 @@ predecessor on this host left running (``Store.reclaim``) without charging their
 jobs a try, so they start again at once instead of after their leases.
 The adb server is the one exception: ``adb start-server`` daemonizes it, and
 phones stay connected through a farmd restart only if it keeps running; the new
-farmd owns it again (:mod:`farm.adb.owner`), so its stop ends it.
+farmd owns it again (:mod:`farm.controllers.adb_host`), so its stop ends it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import signal
@@ -49,14 +48,13 @@ import structlog
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from farm import backoff, logs, privacy
-from farm.adb import Adb, AdbServer, DeviceTracker
-from farm.adb.owner import adopt_adb_server, forget_adb_server, record_adb_server
 from farm.aio import LoopThread
 from farm.api.local import ListingServer
 from farm.click_types import CONTEXT_SETTINGS
 from farm.clock import Clock, SystemClock
 from farm.config import Settings, load_config
 from farm.controllers import ANDROID, ControllerContext, controllers_for
+from farm.controllers.adb_host import AdbHost
 from farm.errors import FarmError
 from farm.fleet.manager import FleetManager, FleetOptions
 from farm.kinds.run import COMPILE_CACHE_DIR
@@ -100,7 +98,6 @@ class Farmd:
         self.metrics = FarmMetrics()
         self.stopped = threading.Event()
         self._stops: list[Callable[[], object]] = []
-        self._owns_adb_server = False  # it started the adb server, so it ends it (stop)
         self.tracker: TrackerProcess | None = None
         self.fleet: Fleet | None = None  # virtual phones, when asked for
         self.metrics_server: MetricsServer | None = None
@@ -152,30 +149,25 @@ class Farmd:
             self._stops.append(self.metrics_server.stop)
         self._register_host()
         self._reclaim()
-        self.adb_server = AdbServer(port=s.adb.port, binary=s.adb.binary)
-        # A server a killed farmd of this data folder started is ours again (farm.adb.owner).
-        adopted = adopt_adb_server(self.data_dir, self.adb_server)
-        self._owns_adb_server = self.adb_server.ensure_running() or adopted
-        if self._owns_adb_server:
-            record_adb_server(self.data_dir, self.adb_server)
-        self._stops.append(self._stop_adb_server)
-        self.adb = Adb(self.adb_server)
+        # A server a killed farmd of this data folder started is ours again.
+        self.adb_host = AdbHost.from_settings(s, data_dir=self.data_dir)
+        self.adb_host.start()
+        self._stops.append(self.adb_host.stop)
         self._start_tracker()
         self.loop = LoopThread()
         self._stops.append(self.loop.close)
-        # Phones get the manager's own Android controller; every other registered kind one here.
-        others = controllers_for(ControllerContext(s, {"adb": self.adb, "loop": self.loop}),
-                                 skip=(ANDROID,))
-        self.manager = FleetManager(self._fleet_options(), self.adb, self.store, self.clock,
-                                    self.loop, controllers=others)
+        # Phones get this host's adb client; every other registered kind is built from settings.
+        others = controllers_for(ControllerContext(s, {"loop": self.loop}), skip=(ANDROID,))
+        options = self._fleet_options()
+        self.manager = FleetManager(options, self.adb_host.android(options, self.loop),
+                                    self.store, self.clock, controllers=others)
         self.manager.metrics = self.metrics
         if s.jobs.wake_on_events:
             self.manager.on_ready = self.wake_dispatcher
         self._stops.append(self.manager.close)
         self.manager.forget_connections("farmd started: provisioning again")
-        self.tracking = DeviceTracker(self.adb_server, self.manager.on_adb_state)
-        self.tracking.start()
-        self._stops.append(self.tracking.stop)
+        self.adb_host.track(self.manager.on_adb_state)
+        self._stops.append(self.adb_host.stop_tracking)
         if self.virtual_phones:
             self._start_virtual_phones(self.virtual_phones)
         self.dispatcher = Dispatcher(
@@ -393,12 +385,7 @@ class Farmd:
 
     def watch_services(self) -> None:
         """Restart a dead adb server or tracker, then bring every phone back."""
-        if not self.adb_server.alive():
-            log.warning("adb_server_down", adb_port=self.adb_server.port)
-            if self.adb_server.ensure_running():
-                self._owns_adb_server = True
-                record_adb_server(self.data_dir, self.adb_server)
-            log.info("adb_server_restarted", adb_port=self.adb_server.port)
+        self.adb_host.restart_if_down()
         self._reconnect_tcp_phones()
         self._watch_tracker()
 
@@ -448,13 +435,7 @@ class Farmd:
         wanted = list(self.settings.adb.connect)
         if self.fleet is not None:
             wanted += self.fleet.serials
-        if not wanted:
-            return
-        listed = self.tracking.read_list()
-        for address in wanted:
-            if listed.get(address) != "device":
-                with contextlib.suppress(FarmError):
-                    self.adb.connect(address, timeout_s=10)
+        self.adb_host.connect_missing(wanted)
 
     def apply_retention(self) -> RetentionReport:
         """Thin old health samples, prune run folders and the compile cache (farm.retention)."""
@@ -514,25 +495,12 @@ class Farmd:
 
     def _stop_intake(self) -> None:
         """What stops at once on SIGTERM: adb tracking and new provisioning or recovery."""
-        tracking = getattr(self, "tracking", None)
-        if tracking is not None:
-            tracking.stop()
+        adb_host = getattr(self, "adb_host", None)
+        if adb_host is not None:
+            adb_host.stop_tracking()
         manager = getattr(self, "manager", None)
         if manager is not None:
             manager.stop_intake()
-
-    def _stop_adb_server(self) -> None:
-        """End the adb server if this farmd started it (``adb start-server`` daemonizes it).
-
-        A server that was already serving the port when farmd started is
-        someone else's (a person's ``adb``, another tool) and is left running,
-        unless a killed farmd of this data folder had started it
-        (:func:`farm.adb.owner.adopt_adb_server`).
-        """
-        if self._owns_adb_server:
-            self.adb_server.kill()
-            forget_adb_server(self.data_dir)
-            log.info("adb_server_stopped", adb_port=self.adb_server.port)
 
     def stop(self) -> None:
         """Stop taking work, drain, then stop every part in reverse order."""

@@ -6,10 +6,13 @@ in :mod:`farm.supervise.ladder`. This module gathers observations, asks those
 functions, and applies the answers through each device's controller
 (:mod:`farm.controllers`: phones over adb, boards, GPU hosts) and the store.
 It imports no adb: phones are :class:`~farm.controllers.android.AndroidController`'s,
-and any other registered kind passed in ``controllers`` is handled alike.
+and any other registered kind passed in ``controllers`` is handled alike. What
+only some kinds can do is asked as a capability
+(:mod:`farm.controllers.capabilities`), never by the kind's name.
 
-Phones are discovered by farmd's adb device tracker (:meth:`FleetManager.on_adb_state`);
-devices of other kinds are discovered by each sweep asking their controller
+Devices of a tracked kind (phones: adb's device tracker,
+:meth:`FleetManager.on_adb_state`) report their transport states; devices of
+other kinds are discovered by each sweep asking their controller
 (:meth:`FleetManager.discover`).
 
 Every state write is a compare-and-set on the state and attempt just read
@@ -25,13 +28,14 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
 from farm.clock import Clock
 from farm.controllers import ANDROID, DeviceController
 from farm.controllers.android import AndroidController
+from farm.controllers.capabilities import Detachable, TrackedKind
 from farm.controllers.options import FleetOptions
 from farm.controllers.phone import PhoneRuntime
 from farm.errors import FarmError, PhoneFault, UserFault
@@ -55,10 +59,6 @@ from farm.tvm.keys import phone_key
 from farm.tvm.probe import read_gpu_limits
 from farm.tvm.tracker import ServerInfo, TrackerSummary, summary
 
-if TYPE_CHECKING:
-    from farm.adb import Adb
-    from farm.aio import LoopThread
-
 __all__ = ["FleetManager", "FleetOptions"]
 
 log = structlog.get_logger(__name__)
@@ -72,7 +72,7 @@ SETTLE_TRIES = 3
 #: behind is a daemon thread that ends with the process.
 CLOSE_DEADLINE_S = 5.0
 #: A sweep waits this long for its phones: each phone's adb probe has its own
-#: deadline (``farm.health.probes.PROBE_TIMEOUT_S``), well within it.
+#: deadline (``farm.controllers.android_health.PROBE_TIMEOUT_S``), well within it.
 SWEEP_WAIT_S = 60.0
 #: How often a phone waiting for its app's registration looks at the tracker.
 REGISTRATION_POLL_S = 0.5
@@ -88,25 +88,25 @@ class FleetManager:
 
     Args:
         options: the fleet's options.
-        adb: the adb client the phones' controller uses.
+        android: the phones' controller (farmd's: on the host's adb server,
+            :meth:`farm.controllers.adb_host.AdbHost.android`); it keeps each
+            phone's state in this manager's table from now on.
         store: the queue's store.
         clock: the clock.
-        loop: the event loop thread of the phones' usb-only tunnels.
         controllers: controllers of further device kinds by kind name (boards,
-            GPU hosts); phones always get an :class:`AndroidController`.
+            GPU hosts).
     """
 
     def __init__(
-        self, options: FleetOptions, adb: Adb, store: Store, clock: Clock, loop: LoopThread,
+        self, options: FleetOptions, android: AndroidController, store: Store, clock: Clock,
         *, controllers: Mapping[str, DeviceController] | None = None,
     ) -> None:
         self.options = options
-        self.adb = adb
         self.store = store
         self.clock = clock
-        self.loop = loop
-        self.android = AndroidController(options, adb, loop, runtime=self.runtime)
-        self.controllers: dict[str, DeviceController] = {ANDROID: self.android,
+        self.android = android
+        android.use_runtime(self.runtime)
+        self.controllers: dict[str, DeviceController] = {android.kind: android,
                                                          **(controllers or {})}
         self._tasks = TaskThreads("farm-fleet")
         self._sweep_pool = SweepPool("farm-sweep")
@@ -123,7 +123,7 @@ class FleetManager:
         self.serving = Serving(self)
         self.prober = Prober(self)
         self.held = HeldWatch(store, clock, on_free=self._phone_freed)
-        self.app_watch = AppWatch(self)
+        self.app_watch = AppWatch(self, self.recoverer.recover, self.serving.sharing)
         self.metrics: FarmMetrics | None = None  # farmd sets it; tests may leave it unset
         #: Called after a phone moved to ``ready`` (farmd wakes its dispatcher).
         self.on_ready: Callable[[], None] | None = None
@@ -149,7 +149,7 @@ class FleetManager:
                 return phone
         if kind is None:
             record = self.store.get_device(serial)
-            kind = record.kind if record is not None else ANDROID
+            kind = record.kind if record is not None else ANDROID  # devices.kind's default
         controller = self.controllers.get(kind)
         # A kind this farmd does not run keeps the default key shape; it is never swept.
         key = (controller.tracker_key(serial) if controller is not None
@@ -274,7 +274,7 @@ class FleetManager:
 
     def on_adb_state(self, serial: str, adb_state: str) -> None:
         """A settled adb state change from :class:`farm.adb.DeviceTracker`."""
-        self.on_device_state(serial, adb_state, ANDROID)
+        self.on_device_state(serial, adb_state, self.android.kind)
 
     def on_device_state(self, serial: str, state_seen: str, kind: str) -> None:
         """A device's transport state changed (``device``, ``offline``, ``absent``...).
@@ -301,7 +301,7 @@ class FleetManager:
         state = move.to_state if move is not None else record.state
         if state is DeviceState.OFFLINE:
             self.app_watch.stop(serial)
-            self._drop_tunnel(serial)
+            self._detach(serial)
             # It serves nothing now: a job key left here would count it among the
             # servers its job's other devices wait for (Serving.registered).
             self.runtime(serial).key = self.serving.own_key(serial)
@@ -309,14 +309,14 @@ class FleetManager:
             self.submit(serial, self.provision)
 
     def discover(self) -> None:
-        """Ask every controller but the phones' (adb's tracker reports those) what it sees.
+        """Ask every controller but a tracked kind's (adb's tracker reports phones) what it sees.
 
         A device whose transport state changed since the last look is handled
         like an adb event; one no longer listed is ``absent``. A controller
         whose discovery fails is logged and asked again next sweep.
         """
         for kind, controller in self.controllers.items():
-            if kind == ANDROID:
+            if isinstance(controller, TrackedKind):
                 continue
             try:
                 seen = {d.serial: d.state for d in controller.discover()}
@@ -346,9 +346,11 @@ class FleetManager:
         for device in self._own_devices():
             self.settle(device.serial, decide)
 
-    def _drop_tunnel(self, serial: str) -> None:
-        if self.runtime(serial).kind == ANDROID:
-            self.android.close_tunnel(serial)
+    def _detach(self, serial: str) -> None:
+        """Drop farmd's own links to the device (a phone's tunnels), if its kind has any."""
+        controller = self.controllers.get(self.runtime(serial).kind)
+        if isinstance(controller, Detachable):
+            controller.detach(serial)
 
     # -- provisioning -------------------------------------------------------------------
 
@@ -594,14 +596,6 @@ class FleetManager:
                 self.record(serial, Failure(sample.at, "; ".join(app_failure_reasons(sample))))
             self.submit(serial, self.recoverer.recover)
 
-    def note_crash(self, serial: str) -> None:
-        """The app watch handled a ``FATAL EXCEPTION`` of the app: not news for the next sweep.
-
-        Without it the next sweep would find one more ``FATAL EXCEPTION`` in
-        logcat than it counted and restart the app the watch already restarted.
-        """
-        self.android.note_crash(serial)
-
     def tracker_restarted(self) -> list[str]:
         """A new tracker serves: every server's registration is stale; serve them again.
 
@@ -670,10 +664,11 @@ class FleetManager:
         if left:
             log.warning("fleet_tasks_left_running", tasks=left, deadline_s=CLOSE_DEADLINE_S)
         for serial, phone in list(self.phones.items()):
-            if phone.kind == ANDROID:
-                self._drop_tunnel(serial)  # the app keeps serving on the phone
-            elif phone.kind in self.controllers:  # a server farmd started ends with it
-                self.controllers[phone.kind].stop_server(serial)
+            controller = self.controllers.get(phone.kind)
+            if isinstance(controller, Detachable):
+                controller.detach(serial)  # the server keeps serving on the device
+            elif controller is not None:  # a server farmd started ends with it
+                controller.stop_server(serial)
 
 
 class _Closing(Exception):
