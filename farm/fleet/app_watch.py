@@ -29,21 +29,17 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from farm.backoff import backoff_s
-from farm.clock import Clock, wait_until
+from farm.clock import wait_until
 from farm.controllers.capabilities import AppEvents, AppEventSource
 from farm.device.eventlog import AppDeath
 from farm.errors import FarmError, PhoneFault
 from farm.fleet.lifecycle import WATCHED, Move
+from farm.fleet.ports import DeviceBook
 from farm.fleet.recovery import healable
 from farm.queue.models import DeviceState
-from farm.supervise.ladder import Event, Failure, incident_open
+from farm.supervise.ladder import Failure, incident_open
 
 if TYPE_CHECKING:
-    from farm.controllers.base import DeviceController
-    from farm.controllers.options import FleetOptions
-    from farm.controllers.phone import PhoneRuntime
-    from farm.queue.records import DeviceRecord
-    from farm.queue.store import Store
     from farm.tvm.tracker import TrackerSummary
 
 __all__ = ["AppWatch", "WatchedFleet"]
@@ -67,24 +63,12 @@ _KEEP = WATCHED | {DeviceState.BUSY}
 _TAKE_OUT = frozenset({DeviceState.READY, DeviceState.COOLING})
 
 
-class WatchedFleet(Protocol):
-    """What the app watch reads and asks of the fleet (the manager is one)."""
-
-    options: FleetOptions
-    store: Store
-    clock: Clock
+class WatchedFleet(DeviceBook, Protocol):
+    """What the app watch reads and asks of the fleet beyond its bookkeeping."""
 
     @property
     def closing(self) -> bool:
         """Whether farmd stops (no watcher starts or restarts)."""
-        ...
-
-    def runtime(self, serial: str, kind: str | None = None) -> PhoneRuntime:
-        """The device's in-memory state."""
-        ...
-
-    def controller(self, serial: str) -> DeviceController:
-        """The controller of the device's kind."""
         ...
 
     def state(self, serial: str) -> DeviceState | None:
@@ -97,19 +81,6 @@ class WatchedFleet(Protocol):
 
     def submit(self, serial: str, task: Callable[[str], None]) -> bool:
         """Run ``task(serial)`` unless a slow task runs for the device."""
-        ...
-
-    def settle(self, serial: str, decide: Callable[[DeviceRecord], Move | None],
-               ) -> tuple[DeviceRecord | None, Move | None]:
-        """Apply a move as a compare-and-set."""
-        ...
-
-    def history(self, serial: str) -> list[Event]:
-        """The device's recovery history."""
-        ...
-
-    def record(self, serial: str, event: Event) -> None:
-        """Append a recovery event to the device's history."""
         ...
 
     def tracker_summary(self, max_age_s: float = 0.0,

@@ -25,10 +25,8 @@ pool (:mod:`farm.fleet.workers`).
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import structlog
 
@@ -38,25 +36,26 @@ from farm.controllers.android import AndroidController
 from farm.controllers.capabilities import Detachable, TrackedKind
 from farm.controllers.options import FleetOptions
 from farm.controllers.phone import PhoneRuntime
-from farm.errors import FarmError, PhoneFault, UserFault
+from farm.errors import FarmError, PhoneFault
 from farm.fleet import lifecycle
 from farm.fleet.app_watch import AppWatch
 from farm.fleet.held import HeldWatch, session_peer
 from farm.fleet.history import HISTORY_EVENTS, events_to_history, reason_of
 from farm.fleet.lifecycle import Move
+from farm.fleet.ports import Decide
 from farm.fleet.probing import Prober
-from farm.fleet.recovery import Recoverer, healable
+from farm.fleet.provisioning import Provisioner
+from farm.fleet.recovery import Recoverer
 from farm.fleet.serving import SERVED, Serving
-from farm.fleet.workers import SweepPool, TaskThreads
+from farm.fleet.sweeping import Sweeper
+from farm.fleet.workers import Closing, TaskThreads
 from farm.health.sample import HealthSample
-from farm.health.verdict import app_down, app_failure_reasons, cool_enough, verdict
 from farm.metrics import FarmMetrics
 from farm.queue.models import DeviceHealth, DeviceState
 from farm.queue.records import DeviceRecord
 from farm.queue.store import Store
-from farm.supervise.ladder import Event, Failure, incident_open
+from farm.supervise.ladder import Event
 from farm.tvm.keys import phone_key
-from farm.tvm.probe import read_gpu_limits
 from farm.tvm.tracker import ServerInfo, TrackerSummary, summary
 
 __all__ = ["FleetManager", "FleetOptions"]
@@ -71,13 +70,6 @@ SETTLE_TRIES = 3
 #: must be gone within about 10 s of SIGTERM (issue 25), and a task left
 #: behind is a daemon thread that ends with the process.
 CLOSE_DEADLINE_S = 5.0
-#: A sweep waits this long for its phones: each phone's adb probe has its own
-#: deadline (``farm.controllers.android_health.PROBE_TIMEOUT_S``), well within it.
-SWEEP_WAIT_S = 60.0
-#: How often a phone waiting for its app's registration looks at the tracker.
-REGISTRATION_POLL_S = 0.5
-
-Decide = Callable[[DeviceRecord], Move | None]
 
 
 class FleetManager:
@@ -109,7 +101,6 @@ class FleetManager:
         self.controllers: dict[str, DeviceController] = {android.kind: android,
                                                          **(controllers or {})}
         self._tasks = TaskThreads("farm-fleet")
-        self._sweep_pool = SweepPool("farm-sweep")
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._keys_lock = threading.Lock()
@@ -118,12 +109,14 @@ class FleetManager:
         #: Bumped by each restart of farmd's tracker (:meth:`tracker_restarted`).
         self.tracker_generation = 0
         self.phones: dict[str, PhoneRuntime] = {}
-        self._sweeps = 0
         self.recoverer = Recoverer(self)
-        self.serving = Serving(self)
+        self.serving = Serving(self, self.recoverer.recover)
         self.prober = Prober(self)
         self.held = HeldWatch(store, clock, on_free=self._phone_freed)
         self.app_watch = AppWatch(self, self.recoverer.recover, self.serving.sharing)
+        self.provisioner = Provisioner(self, self.serving, self.app_watch.ensure)
+        self.sweeper = Sweeper(self, self.serving, self.held, self.prober, self.app_watch.ensure,
+                               self.provisioner.provision, self.recoverer.recover)
         self.metrics: FarmMetrics | None = None  # farmd sets it; tests may leave it unset
         #: Called after a phone moved to ``ready`` (farmd wakes its dispatcher).
         self.on_ready: Callable[[], None] | None = None
@@ -172,7 +165,7 @@ class FleetManager:
         """
         return self._controller_of(self.runtime(serial).kind, serial)
 
-    def _own_devices(self) -> list[DeviceRecord]:
+    def own_devices(self) -> list[DeviceRecord]:
         """The phones this host runs (its own and those no host owns yet)."""
         return self.store.list_devices(host=self.options.host_id)
 
@@ -259,7 +252,7 @@ class FleetManager:
         def run() -> None:
             try:
                 task(serial)
-            except _Closing:
+            except Closing:
                 pass  # farmd stops: no verdict on the phone
             except Exception:  # a bug: keep the manager alive, say where
                 log.exception("fleet_task_crashed", serial=serial, task=task.__name__)
@@ -343,7 +336,7 @@ class FleetManager:
                 return None
             return Move(DeviceState.OFFLINE, reason)
 
-        for device in self._own_devices():
+        for device in self.own_devices():
             self.settle(device.serial, decide)
 
     def _detach(self, serial: str) -> None:
@@ -352,81 +345,31 @@ class FleetManager:
         if isinstance(controller, Detachable):
             controller.detach(serial)
 
-    # -- provisioning -------------------------------------------------------------------
+    # -- provisioning and serving (farm.fleet.provisioning) -----------------------------
 
     def provision(self, serial: str) -> None:
         """discovered -> provisioning -> ready (or unhealthy, with the reason)."""
-        phone = self.runtime(serial)
-        _, started = self.settle(serial, lambda r: Move(DeviceState.PROVISIONING, "provisioning")
-                                 if r.state is DeviceState.DISCOVERED else None)
-        if started is None:
-            return  # no longer discovered: someone else moved it since
-        try:
-            controller = self.controller(serial)
-            facts = controller.facts(serial)
-            self.store.upsert_device(serial, self.clock.now(), facts=facts)
-            prepare = getattr(controller, "prepare", None)  # optional: one-time setup
-            if prepare is not None:
-                prepare(serial)
-            phone.blocked = None
-            self.launch(serial)
-            if facts.get("has_opencl") or facts.get("has_vulkan"):
-                self._record_gpu_limits(serial, facts)
-        except UserFault as exc:
-            phone.blocked = str(exc)
-            log.error("provisioning_blocked", serial=serial, reason=str(exc))
-            self._provisioned(serial, DeviceState.UNHEALTHY, f"provisioning failed: {exc}")
-            return
-        except PhoneFault as exc:
-            log.warning("provisioning_failed", serial=serial, reason=str(exc))
-            self.record(serial, Failure(self.clock.now(), f"provisioning: {exc}"))
-            self._provisioned(serial, DeviceState.UNHEALTHY, f"provisioning failed: {exc}")
-            return
-        self._provisioned(serial, DeviceState.READY, "app registered at the tracker")
-
-    def _record_gpu_limits(self, serial: str, record: Mapping[str, Any]) -> None:
-        """Keep the phone's OpenCL/Vulkan limits with its facts (``facts["gpu_limits"]``).
-
-        Read through a real RPC session once the app serves
-        (:func:`farm.tvm.probe.read_gpu_limits`); the scheduler matches a GPU
-        job's work-group size against them. A failed read leaves them out (the
-        scheduler then assumes the 256 threads every phone GPU allows): it says
-        nothing the health sweep's own probe would not.
-        """
-        try:
-            limits = read_gpu_limits(*self.options.tracker, self.runtime(serial).key,
-                                     timeout_s=self.options.probe_timeout_s, serial=serial)
-        except FarmError as exc:
-            log.warning("gpu_limits_unread", serial=serial, reason=str(exc))
-            return
-        self.store.upsert_device(serial, self.clock.now(), facts={**record, "gpu_limits": limits})
-        log.info("gpu_limits_read", serial=serial, apis=sorted(limits))
-
-    def _provisioned(self, serial: str, to_state: DeviceState, reason: str) -> None:
-        """End provisioning, if the phone is still provisioning (not unplugged since)."""
-        record, move = self.settle(serial, lambda r: Move(to_state, reason)
-                                   if r.state is DeviceState.PROVISIONING else None)
-        if record is not None and move is not None and to_state is DeviceState.UNHEALTHY:
-            self.set_health(record, DeviceHealth.BAD, reason)
-        if move is not None and to_state is DeviceState.READY:
-            self.app_watch.ensure(serial)
+        self.provisioner.provision(serial)
 
     def launch(self, serial: str) -> None:
-        """(Re)start the device's RPC server under its desired key and wait for its registration.
-
-        The desired key is the one its hold asks for, else its own
-        (:class:`~farm.fleet.serving.Serving`).
+        """(Re)start the device's server under its desired key and wait for its registration.
 
         Raises:
             PhoneFault: a step failed, or the server did not register in time.
         """
-        record = self.store.get_device(serial)
-        phone = self.runtime(serial)
-        if record is not None:
-            phone.key = self.serving.desired(record)
-        phone.served_generation = self.tracker_generation
-        self.controller(serial).serve(serial, phone.key)
-        self.wait_registered(serial)
+        self.provisioner.launch(serial)
+
+    def wait_registered(self, serial: str) -> None:
+        """Block until the device's key is at the tracker, then record it as the key it serves.
+
+        Raises:
+            PhoneFault: not within ``registration_deadline_s``.
+        """
+        self.provisioner.wait_registered(serial)
+
+    def wait_closing(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s``; True as soon as the manager closes."""
+        return self._closing.wait(timeout_s)
 
     def tracker_summary(self, max_age_s: float = 0.0,
                         quiet: bool = False) -> TrackerSummary | None:
@@ -459,142 +402,19 @@ class FleetManager:
         if self.on_ready is not None:
             self.on_ready()
 
-    def wait_registered(self, serial: str) -> None:
-        """Block until the phone's key is at the tracker, then record it as the key it serves.
-
-        A key several devices serve (a job's) counts one server per device
-        (:meth:`~farm.fleet.serving.Serving.registered`).
-
-        Raises:
-            PhoneFault: not within ``registration_deadline_s``.
-        """
-        phone = self.runtime(serial)
-        key = phone.key
-        deadline = self.clock.monotonic() + self.options.registration_deadline_s
-        while self.clock.monotonic() < deadline:
-            generation = self.tracker_generation  # of the tracker the summary below comes from
-            found = self.tracker_summary(max_age_s=REGISTRATION_POLL_S, quiet=True)
-            if self.serving.registered(serial, found):
-                log.info("app_registered", serial=serial, tracker_key=key)
-                phone.registered_generation = generation
-                self.store.set_serving_key(serial, key)
-                return
-            if self._closing.wait(REGISTRATION_POLL_S):
-                raise _Closing(serial)
-        raise PhoneFault(serial, f"app did not register as {key!r} within "
-                                 f"{self.options.registration_deadline_s:g} s")
-
-    # -- health --------------------------------------------------------------------------
+    # -- health (farm.fleet.sweeping) --------------------------------------------------
 
     def watch_held(self) -> set[str]:
-        """Judge hand sessions between sweeps from one tracker summary; returns the held serials.
-
-        farmd calls it every ``health.held_interval_s`` (1 s): a person's own
-        session on a phone is then seen before a job is sent there, and its end
-        frees the phone at once (:class:`~farm.fleet.held.HeldWatch`).
-        """
-        devices = [d for d in self._own_devices() if d.kind in self.controllers]
-        self.serving.reconcile(devices)
-        if not any(d.state is DeviceState.READY or d.held_outside is not None
-                   for d in devices):
-            return set()  # only a ready phone can be held: no tracker request
-        found = self.tracker_summary(quiet=True)
-        return self.held.update(devices, {d.serial: self.runtime(d.serial).key for d in devices},
-                                found, lambda serial: self.runtime(serial).probing)
+        """Judge hand sessions between sweeps; returns the held serials (farmd: every 1 s)."""
+        return self.sweeper.watch_held()
 
     def sweep(self) -> int:
-        """Probe every watched phone in parallel and act on the verdicts; returns how many.
-
-        Discovered phones (released from quarantine, or a provisioning that never
-        started: a replug, a reboot rung) are (re)provisioned on their own
-        threads; the sweep does not wait for them.
-        """
-        self.discover()
-        # Devices of a kind this farmd has no controller for are another farmd's.
-        devices = [d for d in self._own_devices() if d.kind in self.controllers]
-        for device in devices:
-            if device.state is DeviceState.DISCOVERED:
-                self.submit(device.serial, self.provision)
-        self.serving.reconcile(devices)
-        watched = [d.serial for d in devices
-                   if d.state in lifecycle.WATCHED or d.state is DeviceState.BUSY]
-        for serial in watched:
-            self.app_watch.ensure(serial)  # the sweep restarts a watcher that ended
-        found = self.tracker_summary()
-        keys = None if found is None else {s.key for s in found.servers}
-        # A phone a hand session holds is neither probed nor judged "not registered".
-        held = self.held.update(devices, {d.serial: self.runtime(d.serial).key for d in devices},
-                                found, lambda serial: self.runtime(serial).probing)
-        self._sweeps += 1
-        every = self.options.probe_every_sweeps
-        probe = bool(every) and self._sweeps % every == 0
-        late = self._sweep_pool.run_all(
-            [functools.partial(self._sweep_one, serial, keys, probe and serial not in held,
-                               serial in held)
-             for serial in watched],
-            SWEEP_WAIT_S)
-        if late:
-            log.warning("sweep_late", phones=late, wait_s=SWEEP_WAIT_S)
-        return len(watched)
-
-    def _sweep_one(self, serial: str, keys: set[str] | None, probe: bool = False,
-                   held: bool = False) -> None:
-        """Read, store and act on one phone's health; start its session probe if due.
-
-        The probe runs on its own thread, after the reading shows the app up and
-        registered: a frozen app holds a probe for its whole timeout, and that
-        must not hold the sweep (and so every other phone's next sweep) too.
-        """
-        phone = self.runtime(serial)
-        now = self.clock.now()
-        registered = None if keys is None or held else phone.key in keys
-        try:
-            sample = self.controller(serial).read_health(serial, now, registered=registered)
-        except PhoneFault as exc:
-            log.warning("health_probe_failed", serial=serial, reason=str(exc))
-            return
-        self.store.upsert_device(serial, now)  # last seen: this sweep
-        if self.metrics is not None:
-            self.metrics.observe_health(sample)
-        self.store.record_health(serial, now, {
-            "screen_on": sample.screen_on, "app_running": sample.app_running,
-            "registered": sample.registered,
-        }, sample.readings)
-        self.judge(serial, sample)
-        if probe and sample.app_running and sample.registered:
-            self.prober.start(serial, sample)
+        """Read and judge every watched device in parallel; returns how many."""
+        return self.sweeper.sweep()
 
     def judge(self, serial: str, sample: HealthSample) -> None:
-        """Move the phone as the sample's verdict says and set its health.
-
-        Climbs the ladder if its app is down. A busy phone, or one a slow task
-        owns, is left alone.
-        """
-        phone = self.runtime(serial)
-        if phone.busy_task:
-            return
-        record = self.store.get_device(serial)
-        if record is not None and record.state is DeviceState.BUSY:
-            # Only a hold that asks for a key is the ladder's (healable): a plain
-            # attempt's session would die with a restart of its server.
-            if healable(record) and app_down(sample) and phone.blocked is None:
-                if not incident_open(self.history(serial), sample.at):
-                    self.record(serial, Failure(sample.at,
-                                                "; ".join(app_failure_reasons(sample))))
-                self.submit(serial, self.recoverer.recover)
-            return
-        judged = verdict(sample, self.options.limits)
-        cool = cool_enough(sample, self.options.limits)
-        record, _ = self.settle(serial, lambda r: lifecycle.on_verdict(r.state, judged, cool=cool))
-        if record is None or record.state not in lifecycle.WATCHED:
-            return
-        health = lifecycle.health_of(judged)
-        if health is not None:
-            self.set_health(record, *health)
-        if app_down(sample) and phone.blocked is None:
-            if not incident_open(self.history(serial), sample.at):
-                self.record(serial, Failure(sample.at, "; ".join(app_failure_reasons(sample))))
-            self.submit(serial, self.recoverer.recover)
+        """Move the device as the sample's verdict says, set its health, heal a dead server."""
+        self.sweeper.judge(serial, sample)
 
     def tracker_restarted(self) -> list[str]:
         """A new tracker serves: every server's registration is stale; serve them again.
@@ -616,7 +436,7 @@ class FleetManager:
         with self._keys_lock:  # an answer of the dead tracker says nothing of the new one
             self.tracker_generation += 1
             self._summary = (None, None)
-        devices = [d for d in self._own_devices() if d.kind in self.controllers]
+        devices = [d for d in self.own_devices() if d.kind in self.controllers]
         for device in devices:
             if device.serving_key is not None:
                 self.store.set_serving_key(device.serial, None)
@@ -635,7 +455,7 @@ class FleetManager:
         """
         generation = self.tracker_generation
         left = 0
-        for device in self._own_devices():
+        for device in self.own_devices():
             if device.kind not in self.controllers or device.state not in SERVED:
                 continue
             phone = self.runtime(device.serial)
@@ -659,7 +479,7 @@ class FleetManager:
         """Stop taking work, wait (bounded) for running tasks, close every tunnel."""
         self._closing.set()
         self.app_watch.close()
-        self._sweep_pool.close()
+        self.sweeper.close()
         left = self._tasks.join(CLOSE_DEADLINE_S)
         if left:
             log.warning("fleet_tasks_left_running", tasks=left, deadline_s=CLOSE_DEADLINE_S)
@@ -669,7 +489,3 @@ class FleetManager:
                 controller.detach(serial)  # the server keeps serving on the device
             elif controller is not None:  # a server farmd started ends with it
                 controller.stop_server(serial)
-
-
-class _Closing(Exception):
-    """The manager closes: a task stops waiting and records nothing about the phone."""

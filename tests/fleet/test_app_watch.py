@@ -82,7 +82,7 @@ class TestEventStream:
     ) -> None:
         """The watcher's logcat skips deaths logged before it started and streams later ones."""
         farm = make_farm(settings={"health": {"watch_app_events": False}})
-        adb: Adb = farm.adb
+        adb: Adb = farm.adb_host.adb
         phones = make_fleet(1, network="usb-only")
         serial = phones.serials[0]
         farm.wait_state([serial], DeviceState.READY, 90)
