@@ -33,21 +33,22 @@ import structlog
 from farm.clock import Clock
 from farm.controllers import ANDROID, DeviceController
 from farm.controllers.android import AndroidController
-from farm.controllers.capabilities import Detachable, TrackedKind
+from farm.controllers.capabilities import Detachable
 from farm.controllers.options import FleetOptions
 from farm.controllers.phone import PhoneRuntime
-from farm.errors import FarmError, PhoneFault
-from farm.fleet import lifecycle
+from farm.errors import PhoneFault
 from farm.fleet.app_watch import AppWatch
-from farm.fleet.held import HeldWatch, session_peer
+from farm.fleet.discovery import Discovery
+from farm.fleet.held import HeldWatch
 from farm.fleet.history import HISTORY_EVENTS, events_to_history, reason_of
 from farm.fleet.lifecycle import Move
 from farm.fleet.ports import Decide
 from farm.fleet.probing import Prober
 from farm.fleet.provisioning import Provisioner
 from farm.fleet.recovery import Recoverer
-from farm.fleet.serving import SERVED, Serving
+from farm.fleet.serving import Serving
 from farm.fleet.sweeping import Sweeper
+from farm.fleet.tracker_look import TrackerLook
 from farm.fleet.workers import Closing, TaskThreads
 from farm.health.sample import HealthSample
 from farm.metrics import FarmMetrics
@@ -56,7 +57,7 @@ from farm.queue.records import DeviceRecord
 from farm.queue.store import Store
 from farm.supervise.ladder import Event
 from farm.tvm.keys import phone_key
-from farm.tvm.tracker import ServerInfo, TrackerSummary, summary
+from farm.tvm.tracker import TrackerSummary
 
 __all__ = ["FleetManager", "FleetOptions"]
 
@@ -103,11 +104,7 @@ class FleetManager:
         self._tasks = TaskThreads("farm-fleet")
         self._lock = threading.Lock()
         self._closing = threading.Event()
-        self._keys_lock = threading.Lock()
-        self._summary: tuple[float | None, TrackerSummary | None] = (None, None)
-        self._last_servers: dict[str, ServerInfo] = {}  # key -> last address a tracker gave
-        #: Bumped by each restart of farmd's tracker (:meth:`tracker_restarted`).
-        self.tracker_generation = 0
+        self.tracker_look = TrackerLook(options.tracker, clock)
         self.phones: dict[str, PhoneRuntime] = {}
         self.recoverer = Recoverer(self)
         self.serving = Serving(self, self.recoverer.recover)
@@ -115,6 +112,8 @@ class FleetManager:
         self.held = HeldWatch(store, clock, on_free=self._phone_freed)
         self.app_watch = AppWatch(self, self.recoverer.recover, self.serving.sharing)
         self.provisioner = Provisioner(self, self.serving, self.app_watch.ensure)
+        self.discovery = Discovery(self, self.provisioner.provision, self.app_watch.stop,
+                                   self.serving.own_key)
         self.sweeper = Sweeper(self, self.serving, self.held, self.prober, self.app_watch.ensure,
                                self.provisioner.provision, self.recoverer.recover)
         self.metrics: FarmMetrics | None = None  # farmd sets it; tests may leave it unset
@@ -263,87 +262,23 @@ class FleetManager:
         self._tasks.start(f"{task.__name__}-{serial}", run)
         return True
 
-    # -- events -------------------------------------------------------------------------
+    # -- transport events (farm.fleet.discovery) ---------------------------------------
 
     def on_adb_state(self, serial: str, adb_state: str) -> None:
-        """A settled adb state change from :class:`farm.adb.DeviceTracker`."""
-        self.on_device_state(serial, adb_state, self.android.kind)
+        """A settled adb state change from adb's tracker (:mod:`farm.controllers.adb_host`)."""
+        self.discovery.on_device_state(serial, adb_state, self.android.kind)
 
     def on_device_state(self, serial: str, state_seen: str, kind: str) -> None:
-        """A device's transport state changed (``device``, ``offline``, ``absent``...).
-
-        The device becomes this host's (a new one starts discovered) unless a
-        live host runs it: then this host leaves it alone (:mod:`farm.queue.hosts`).
-
-        Args:
-            serial: the device.
-            state_seen: its transport state in adb's words
-                (:class:`~farm.controllers.base.Discovered`).
-            kind: its device kind, stored with it.
-        """
-        o = self.options
-        if self.store.adopt_device(serial, o.host_id, self.clock.now(),
-                                   dead_after_s=o.dead_after_s) is None:
-            log.info("device_owned_elsewhere", serial=serial, state_seen=state_seen)
-            return
-        self.runtime(serial, kind)
-        self.store.upsert_device(serial, self.clock.now(), kind=kind)
-        record, move = self.settle(serial, lambda r: lifecycle.on_adb_state(r.state, state_seen))
-        if record is None:
-            return
-        state = move.to_state if move is not None else record.state
-        if state is DeviceState.OFFLINE:
-            self.app_watch.stop(serial)
-            self._detach(serial)
-            # It serves nothing now: a job key left here would count it among the
-            # servers its job's other devices wait for (Serving.registered).
-            self.runtime(serial).key = self.serving.own_key(serial)
-        elif state is DeviceState.DISCOVERED and state_seen == lifecycle.ADB_DEVICE:
-            self.submit(serial, self.provision)
+        """A device's transport state changed (``device``, ``offline``, ``absent``...)."""
+        self.discovery.on_device_state(serial, state_seen, kind)
 
     def discover(self) -> None:
-        """Ask every controller but a tracked kind's (adb's tracker reports phones) what it sees.
-
-        A device whose transport state changed since the last look is handled
-        like an adb event; one no longer listed is ``absent``. A controller
-        whose discovery fails is logged and asked again next sweep.
-        """
-        for kind, controller in self.controllers.items():
-            if isinstance(controller, TrackedKind):
-                continue
-            try:
-                seen = {d.serial: d.state for d in controller.discover()}
-            except FarmError as exc:
-                log.warning("discovery_failed", kind=kind, reason=str(exc))
-                continue
-            known = [d.serial for d in self.store.list_devices() if d.kind == kind]
-            for serial in [*seen, *(s for s in known if s not in seen)]:
-                state_seen = seen.get(serial, "absent")
-                phone = self.runtime(serial, kind)
-                if phone.transport_state != state_seen:
-                    phone.transport_state = state_seen
-                    self.on_device_state(serial, state_seen, kind)
+        """Ask every untracked kind's controller what it sees (each sweep does)."""
+        self.discovery.discover()
 
     def forget_connections(self, reason: str) -> None:
-        """Mark every phone of this host offline, keeping quarantine.
-
-        At farmd start nothing of an earlier run (tunnels, relays, app launched
-        toward an old tracker) can be trusted. The device tracker then
-        rediscovers each phone. Other hosts' phones are theirs to judge.
-        """
-        def decide(record: DeviceRecord) -> Move | None:
-            if record.state in (DeviceState.QUARANTINED, DeviceState.OFFLINE):
-                return None
-            return Move(DeviceState.OFFLINE, reason)
-
-        for device in self.own_devices():
-            self.settle(device.serial, decide)
-
-    def _detach(self, serial: str) -> None:
-        """Drop farmd's own links to the device (a phone's tunnels), if its kind has any."""
-        controller = self.controllers.get(self.runtime(serial).kind)
-        if isinstance(controller, Detachable):
-            controller.detach(serial)
+        """Mark every device of this host offline, keeping quarantine (farmd's start)."""
+        self.discovery.forget_connections(reason)
 
     # -- provisioning and serving (farm.fleet.provisioning) -----------------------------
 
@@ -373,30 +308,17 @@ class FleetManager:
 
     def tracker_summary(self, max_age_s: float = 0.0,
                         quiet: bool = False) -> TrackerSummary | None:
-        """The tracker's summary, or None if it does not answer.
+        """The tracker's summary (one shared answer at most ``max_age_s`` old), or None."""
+        return self.tracker_look.summary(max_age_s, quiet)
 
-        Args:
-            max_age_s: an answer at most this old may be reused. Every phone
-                that waits for its registration asks twice a second; sharing one
-                answer keeps the tracker (one Python thread) at a couple of
-                requests a second however many phones provision at once: 64
-                phones asking on their own timed it out and farmd restarted it.
-            quiet: log a failed answer at debug level (a poll every second
-                would repeat the sweep's warning through a whole outage).
-        """
-        with self._keys_lock:
-            at, found = self._summary
-            if at is not None and self.clock.monotonic() - at <= max_age_s:
-                return found
-            try:
-                found = summary(*self.options.tracker, timeout_s=5)
-            except FarmError as exc:
-                (log.debug if quiet else log.warning)("tracker_summary_failed", reason=str(exc))
-                found = None
-            else:  # kept across a tracker restart: where a session may still run
-                self._last_servers.update({server.key: server for server in found.servers})
-            self._summary = (self.clock.monotonic(), found)
-            return found
+    @property
+    def tracker_generation(self) -> int:
+        """Bumped by each restart of farmd's tracker (:meth:`tracker_restarted`)."""
+        return self.tracker_look.generation
+
+    @tracker_generation.setter
+    def tracker_generation(self, generation: int) -> None:
+        self.tracker_look.generation = generation
 
     def _phone_freed(self) -> None:
         if self.on_ready is not None:
@@ -433,9 +355,7 @@ class FleetManager:
         Returns:
             The serials whose serve task started now.
         """
-        with self._keys_lock:  # an answer of the dead tracker says nothing of the new one
-            self.tracker_generation += 1
-            self._summary = (None, None)
+        self.tracker_look.restarted()
         devices = [d for d in self.own_devices() if d.kind in self.controllers]
         for device in devices:
             if device.serving_key is not None:
@@ -445,35 +365,12 @@ class FleetManager:
         return self.serving.reconcile(devices)
 
     def unjoined(self) -> int:
-        """How many of this host's devices the new tracker does not know yet, or soon won't.
-
-        Those whose server was started toward an older tracker (the fleet
-        serves them next) and those whose serve toward this one runs now; a
-        device whose serve failed (unhealthy, no job goes there) or that a
-        person must fix (``blocked``) is not counted, so one broken phone does
-        not hold the farm (:class:`farm.supervise.outage.TrackerGate`).
-        """
-        generation = self.tracker_generation
-        left = 0
-        for device in self.own_devices():
-            if device.kind not in self.controllers or device.state not in SERVED:
-                continue
-            phone = self.runtime(device.serial)
-            if phone.blocked is None and (
-                    phone.served_generation < generation
-                    or (phone.busy_task and phone.registered_generation < generation)):
-                left += 1
-        return left
+        """How many devices the new tracker does not know yet (``Serving.unjoined``)."""
+        return self.serving.unjoined()
 
     def in_session(self, serial: str) -> bool:
-        """Whether a client on this host holds a session with the phone's app now.
-
-        Read from this host's TCP table against the address the tracker last
-        handed out for the phone (:func:`farm.fleet.held.session_peer`); an
-        address never seen counts as no session.
-        """
-        server = self._last_servers.get(self.runtime(serial).key)
-        return server is not None and session_peer(server) is not None
+        """Whether a client on this host holds a session with the device's server now."""
+        return self.tracker_look.in_session(self.runtime(serial).key)
 
     def close(self) -> None:
         """Stop taking work, wait (bounded) for running tasks, close every tunnel."""

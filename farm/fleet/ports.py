@@ -1,6 +1,6 @@
 """The narrow face the fleet's parts are handed instead of the manager.
 
-Each part (the app watch, the prober, the recoverer, serving, provisioning, the
+Each part (the app watch, the prober, the recoverer, serving, provisioning, discovery, the
 sweep) declares the few members it uses as a :class:`~typing.Protocol` that
 extends :class:`DeviceBook`, the bookkeeping they all share; the
 :class:`~farm.fleet.manager.FleetManager` satisfies each of them. So no part

@@ -90,6 +90,10 @@ class ServedFleet(DeviceBook, Protocol):
         """Run ``task(serial)`` on its own thread unless a slow task runs for the device."""
         ...
 
+    def own_devices(self) -> list[DeviceRecord]:
+        """The devices this host runs."""
+        ...
+
     def in_session(self, serial: str) -> bool:
         """Whether a client on this host holds a session with the device's server now."""
         ...
@@ -233,3 +237,24 @@ class Serving:
             others = sum(1 for s, phone in self.m.phones.items()
                          if s != serial and phone.key == key and not phone.busy_task)
         return len(found.servers_for(key)) >= 1 + others
+
+    def unjoined(self) -> int:
+        """How many of this host's devices the new tracker does not know yet, or soon won't.
+
+        Those whose server was started toward an older tracker (the fleet
+        serves them next) and those whose serve toward this one runs now; a
+        device whose serve failed (unhealthy, no job goes there) or that a
+        person must fix (``blocked``) is not counted, so one broken phone does
+        not hold the farm (:class:`farm.supervise.outage.TrackerGate`).
+        """
+        generation = self.m.tracker_generation
+        left = 0
+        for device in self.m.own_devices():
+            if device.kind not in self.m.controllers or device.state not in SERVED:
+                continue
+            phone = self.m.runtime(device.serial)
+            if phone.blocked is None and (
+                    phone.served_generation < generation
+                    or (phone.busy_task and phone.registered_generation < generation)):
+                left += 1
+        return left
