@@ -25,13 +25,14 @@ so it sees the same objects.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from farm.controllers.android_target import NdkFcompile
 from farm.controllers.base import (
     ANDROID,
     ControllerContext,
@@ -42,7 +43,7 @@ from farm.controllers.base import (
     ThermalReading,
 )
 from farm.controllers.phone import PhoneRuntime
-from farm.errors import ConfigError, FarmError, PhoneFault, SpecError
+from farm.errors import ConfigError, FarmError, PhoneFault
 from farm.tvm.keys import phone_key
 
 if TYPE_CHECKING:
@@ -68,25 +69,6 @@ DEVICES_TIMEOUT_S = 10.0
 APP_MEMORY_TIMEOUT_S = 15.0
 #: ``logcat -d`` of the device page: the page polls, a stuck phone must not hold it.
 LOG_TIMEOUT_S = 5.0
-
-
-@dataclass(frozen=True)
-class NdkFcompile:
-    """A picklable ``fcompile`` that links with the target's linker, resolved on each call.
-
-    Raises (when called):
-        ToolMissing: the target needs the NDK and none is configured.
-    """
-
-    target: dict[str, Any]
-    output_format = "so"
-
-    def __call__(self, output: str, objects: Sequence[str],
-                 options: Sequence[str] | None = None) -> None:
-        """Link ``objects`` into ``output`` (``Module.export_library``'s ``fcompile`` call)."""
-        from farm.jobs.ndk import linker_for
-
-        linker_for(self.target)(output, objects, options)
 
 
 class AndroidController:
@@ -363,16 +345,9 @@ class AndroidController:
             SpecError: unknown ABI or device, or the phone lacks the GPU API.
             PhoneFault: the facts have no ABI.
         """
-        from farm.jobs import params as jp
-        from farm.jobs.targets import device_facts, host_of, target_for
+        from farm.controllers.android_target import android_target
 
-        try:
-            kind = jp.DeviceKind(device)
-        except ValueError as exc:
-            raise SpecError("params.device", f"a phone has no {device!r} device") from exc
-        serial = str(facts.get("serial") or "phone")
-        target = target_for(device_facts(serial, facts), kind)
-        return TargetSpec(target, host_of(target), NdkFcompile(target))
+        return android_target(facts, device)
 
     def gating_reading(self, serial: str, at: datetime) -> ThermalReading:
         """The full health sweep (one adb round trip); the gate reads its thermal fields.
