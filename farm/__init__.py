@@ -7,7 +7,7 @@ Layers, bottom up (each folder has one job)::
     farm/device/    pure parsers of phone output -> dataclasses
     farm/tvm/       tracker supervision, session probe
     farm/queue/     jobs, attempts, results; the pure scheduler
-    farm/daemon.py  farmd wiring; farm/cli/ farmctl
+    farm/daemon/    farmd wiring; farm/cli/ farmctl
 
 Code above ``farm/adb`` never learns whether a phone is virtual.
 """

@@ -17,10 +17,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from farm import composition
-from farm.adb import Adb, AdbServer, DeviceTracker
 from farm.aio import LoopThread
 from farm.clock import SystemClock, wait_until
 from farm.config import Settings
+from farm.controllers.adb_host import AdbHost
 from farm.fleet.manager import FleetManager, FleetOptions
 from farm.queue.db import default_url
 from farm.queue.models import DeviceState
@@ -30,12 +30,16 @@ from farm.tvm.tracker import TrackerProcess, summary
 
 @dataclass
 class FleetHarness:
-    """A running fleet manager with its store, tracker and adb client."""
+    """A running fleet manager with its store, tracker and the host's adb server.
+
+    ``adb_host.adb`` is the adb client the phones' controller uses, for tests
+    of the adb layer itself.
+    """
 
     manager: FleetManager
     store: Store
     tracker: TrackerProcess
-    adb: Adb
+    adb_host: AdbHost
 
     @property
     def tracker_addr(self) -> tuple[str, int]:
@@ -96,21 +100,20 @@ def fleet_harness(
         stack.callback(store.close)
         loop = LoopThread()
         stack.callback(loop.close)
-        adb = Adb(AdbServer(port=adb_port))
+        adb_host = AdbHost(adb_port)
         config = Settings.model_validate({
             **(settings or {}), "data_dir": str(data_dir),
             "tracker": {**(settings or {}).get("tracker", {}), "port": tracker.port},
         })
         fleet_options = replace(FleetOptions.from_settings(config, apk=apk),
                                 **options)  # type: ignore[arg-type]
-        manager = FleetManager(fleet_options, adb, store, SystemClock(), loop)
+        manager = FleetManager(fleet_options, adb_host.android(fleet_options, loop), store,
+                               SystemClock())
         stack.callback(manager.close)
         manager.forget_connections("farm started: provisioning again")
-        tracking = DeviceTracker(adb.server, manager.on_adb_state, debounce_s=0.3,
-                                 reconcile_interval_s=2.0)
-        tracking.start()
-        stack.callback(tracking.stop)
-        yield FleetHarness(manager, store, tracker, adb)
+        adb_host.track(manager.on_adb_state, debounce_s=0.3, reconcile_interval_s=2.0)
+        stack.callback(adb_host.stop_tracking)
+        yield FleetHarness(manager, store, tracker, adb_host)
 
 
 @contextlib.contextmanager

@@ -33,7 +33,6 @@ from dataclasses import asdict
 import click
 from rich.table import Table
 
-from farm.adb import Adb, AdbServer
 from farm.cli.doctor_host import (
     BUILD_TOOLS,
     Check,
@@ -78,23 +77,22 @@ def check_adb(settings: Settings) -> tuple[list[Check], dict[str, str]]:
     Returns:
         The checks, and ``{serial: adb state}`` of the attached transports.
     """
-    from farm.device.adb_devices import parse_devices_l
+    from farm.controllers.adb_host import AdbHost
 
-    server = AdbServer(port=settings.adb.port, binary=settings.adb.binary)
+    server = AdbHost.from_settings(settings, default_timeout_s=ADB_TIMEOUT_S)
     if not server.alive():
         return [Check("adb server", Status.FAIL, f"nothing answers on 127.0.0.1:{server.port}",
                       "start farmd (it runs the host's one adb server), or "
                       f"'adb -P {server.port} start-server'")], {}
     try:
         version = server.version()
-        entries = parse_devices_l(Adb(server, default_timeout_s=ADB_TIMEOUT_S).devices_text())
+        states = server.transports()
     except (FarmError, ValueError) as exc:
         return [Check("adb server", Status.FAIL, f"port {server.port} answers but: {exc}",
                       f"kill whatever holds port {server.port} and restart farmd")], {}
     checks = [Check("adb server", Status.OK,
                     f"127.0.0.1:{server.port}, protocol version {version}")]
-    states = {e.serial: e.state for e in entries}
-    if not entries:
+    if not states:
         checks.append(Check("phones", Status.WARN, "no phone attached",
                             "plug a phone in with USB debugging on (Developer options)"))
     for serial, state in states.items():

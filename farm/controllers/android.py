@@ -3,29 +3,36 @@
 Every method is the existing Android code, gathered: discovery is ``adb devices
 -l`` (:func:`farm.device.adb_devices.parse_devices_l`), facts
 :func:`farm.provision.facts.read_facts`, health one batched ``adb shell``
-(:func:`farm.health.probes.read_health`), the server the RPC app launched
+(:func:`farm.controllers.android_health.read_health`), the server the RPC app launched
 toward the tracker (:func:`farm.provision.launch.launch_app`, with adb tunnels
 on usb-only networks), recovery the app ladder (relaunch, force-stop and
 relaunch, reinstall, reboot) and the target an Android ABI's
 (:func:`farm.jobs.targets.target_for` with the NDK linker,
 :func:`farm.jobs.ndk.linker_for`).
 
+It has every optional capability (:mod:`farm.controllers.capabilities`): app
+deaths from ``logcat -b events`` (:mod:`farm.controllers.android_events`), the
+tail of logcat, tunnels it drops while the app keeps serving, and phones
+reported by adb's device tracker (:mod:`farm.controllers.adb_host`) rather
+than by :meth:`~AndroidController.discover`.
+
 What a phone needs in memory between calls (how its app is configured, its
 tunnels, the crashes logcat showed) is kept in a :class:`PhoneRuntime` per
-serial; the fleet manager passes its own (``runtime=``), so it sees the same
-objects.
+serial; the fleet manager shares its own (:meth:`~AndroidController.use_runtime`),
+so it sees the same objects.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from farm.controllers.android_target import NdkFcompile
 from farm.controllers.base import (
     ANDROID,
     ControllerContext,
@@ -36,12 +43,13 @@ from farm.controllers.base import (
     ThermalReading,
 )
 from farm.controllers.phone import PhoneRuntime
-from farm.errors import ConfigError, FarmError, PhoneFault, SpecError
+from farm.errors import ConfigError, FarmError, PhoneFault
 from farm.tvm.keys import phone_key
 
 if TYPE_CHECKING:
     from farm.adb import Adb
     from farm.aio import LoopThread
+    from farm.controllers.android_events import AdbAppEvents
     from farm.controllers.options import FleetOptions
 
 __all__ = ["KIND", "AndroidController", "NdkFcompile"]
@@ -59,25 +67,8 @@ STAYON_TIMEOUT_S = 15.0
 DEVICES_TIMEOUT_S = 10.0
 #: ``pidof`` and ``cat /proc/PID/status`` of the app, while a model job's session is open.
 APP_MEMORY_TIMEOUT_S = 15.0
-
-
-@dataclass(frozen=True)
-class NdkFcompile:
-    """A picklable ``fcompile`` that links with the target's linker, resolved on each call.
-
-    Raises (when called):
-        ToolMissing: the target needs the NDK and none is configured.
-    """
-
-    target: dict[str, Any]
-    output_format = "so"
-
-    def __call__(self, output: str, objects: Sequence[str],
-                 options: Sequence[str] | None = None) -> None:
-        """Link ``objects`` into ``output`` (``Module.export_library``'s ``fcompile`` call)."""
-        from farm.jobs.ndk import linker_for
-
-        linker_for(self.target)(output, objects, options)
+#: ``logcat -d`` of the device page: the page polls, a stuck phone must not hold it.
+LOG_TIMEOUT_S = 5.0
 
 
 class AndroidController:
@@ -92,6 +83,10 @@ class AndroidController:
     """
 
     kind = KIND
+    #: adb's device tracker reports phones (:class:`~farm.controllers.capabilities.TrackedKind`).
+    tracked = True
+    #: The log :meth:`log_tail` reads (:class:`~farm.controllers.capabilities.LogReader`).
+    log_source = "logcat"
 
     def __init__(
         self,
@@ -133,6 +128,13 @@ class AndroidController:
 
         return cls(FleetOptions.from_settings(settings), context.services.get("adb"),
                    context.services.get("loop"), make_adb=make_adb)
+
+    def use_runtime(self, runtime: Callable[[str], PhoneRuntime]) -> None:
+        """Keep each phone's in-memory state in ``runtime(serial)`` from now on (the fleet's table).
+
+        Called once, by the fleet manager that takes this controller, before any phone is seen.
+        """
+        self.runtime = runtime
 
     def _own_runtime(self, serial: str) -> PhoneRuntime:
         with self._lock:
@@ -209,7 +211,7 @@ class AndroidController:
         Raises:
             PhoneFault: adb failed or timed out.
         """
-        from farm.health.probes import read_health
+        from farm.controllers.android_health import read_health
 
         phone = self.runtime(serial)
         seen_before = phone.crashes_seen
@@ -219,6 +221,26 @@ class AndroidController:
             noticed = (phone.crashes_seen or 0) - (seen_before or 0)
             phone.crashes_seen = None if count is None else count + noticed
         return sample
+
+    def open_app_events(self, serial: str) -> AdbAppEvents:
+        """Follow the phone's app deaths from now on (``logcat -b events``).
+
+        Raises:
+            PhoneFault: the phone's clock is unreadable, or adb failed to start the stream.
+        """
+        from farm.controllers.android_events import open_app_events
+
+        return open_app_events(self.adb, serial)
+
+    def log_tail(self, serial: str, lines: int) -> list[str]:
+        """The last ``lines`` lines of ``logcat -d -t LINES`` (the whole ring buffer's).
+
+        Raises:
+            PhoneFault: adb failed or did not answer within ``LOG_TIMEOUT_S``.
+        """
+        result = self.adb.shell(serial, ["logcat", "-d", "-t", str(lines)],
+                                timeout_s=LOG_TIMEOUT_S)
+        return result.out.splitlines()[-lines:]
 
     def note_crash(self, serial: str) -> None:
         """A ``FATAL EXCEPTION`` of the app was handled already: not news for the next sweep."""
@@ -243,7 +265,7 @@ class AndroidController:
         if o.network == "usb-only":
             if self._loop is None:
                 raise ConfigError("tracker.network", "usb-only tunnels need farmd's event loop")
-            self.close_tunnel(serial)
+            self.detach(serial)
             phone.tunnel = open_usb_tunnel(self.adb, self._loop, serial, o.tracker,
                                            o.device_tracker_port)
         target = app_target_for(o.network, o.tracker, phone.key, phone_host=o.phone_host,
@@ -269,10 +291,13 @@ class AndroidController:
             stop_app(self.adb, serial)
         except FarmError as exc:
             log.warning("app_stop_failed", serial=serial, reason=str(exc))
-        self.close_tunnel(serial)
+        self.detach(serial)
 
-    def close_tunnel(self, serial: str) -> None:
-        """Close the phone's usb-only tunnels, if open (the phone left adb, farmd stops)."""
+    def detach(self, serial: str) -> None:
+        """Close the phone's usb-only tunnels, if open (the phone left adb, farmd stops).
+
+        The app keeps serving on the phone (:class:`~farm.controllers.capabilities.Detachable`).
+        """
         from farm.provision.tunnels import close_usb_tunnel
 
         phone = self.runtime(serial)
@@ -320,16 +345,9 @@ class AndroidController:
             SpecError: unknown ABI or device, or the phone lacks the GPU API.
             PhoneFault: the facts have no ABI.
         """
-        from farm.jobs import params as jp
-        from farm.jobs.targets import device_facts, host_of, target_for
+        from farm.controllers.android_target import android_target
 
-        try:
-            kind = jp.DeviceKind(device)
-        except ValueError as exc:
-            raise SpecError("params.device", f"a phone has no {device!r} device") from exc
-        serial = str(facts.get("serial") or "phone")
-        target = target_for(device_facts(serial, facts), kind)
-        return TargetSpec(target, host_of(target), NdkFcompile(target))
+        return android_target(facts, device)
 
     def gating_reading(self, serial: str, at: datetime) -> ThermalReading:
         """The full health sweep (one adb round trip); the gate reads its thermal fields.
@@ -337,7 +355,7 @@ class AndroidController:
         Raises:
             PhoneFault: adb failed or timed out.
         """
-        from farm.health.probes import read_health
+        from farm.controllers.android_health import read_health
 
         sample, _ = read_health(self.adb, serial, at)
         return replace(sample, fatal_exception_seen=False)

@@ -18,6 +18,9 @@ The final API (stable; boards and GPU hosts implement it)::
     class AppMemoryReader(Protocol):                       # optional: kinds that can read it
         def app_peak_memory_kb(self, serial) -> int | None   # peak RSS of the RPC session's process
 
+    # more optional capabilities (app-death events, log tail, detach, tracked
+    # kinds): farm.controllers.capabilities
+
     register(kind_name, factory)     # factory(ControllerContext) -> DeviceController
     controller_for(kind, context)    # a new controller of that kind
     controllers_for(context, skip)   # one of every registered kind but those skipped
@@ -29,8 +32,9 @@ device returns a controller that discovers none, never raises.
 
 Where controllers are made, and what a factory may count on:
 
-- farmd: ``ControllerContext(settings, {"adb": Adb, "loop": LoopThread})``,
-  one per kind for its whole run (the fleet manager's).
+- farmd: ``ControllerContext(settings, {"loop": LoopThread})``, one per kind
+  for its whole run (the fleet manager's); phones' controller comes from the
+  host's adb server (:meth:`farm.controllers.adb_host.AdbHost.android`).
 - the attempt child (:mod:`farm.runner.child`): ``ControllerContext(settings)``
   with no services, for :meth:`~DeviceController.gating_reading` (once per
   attempt and kind, :class:`farm.runner.gating.ControllerGate`) and

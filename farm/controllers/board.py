@@ -48,8 +48,8 @@ from farm.controllers.base import (
     TargetSpec,
     ThermalReading,
 )
+from farm.controllers.board_health import reading_from_output
 from farm.device.cpu import parse_proc_cpuinfo, parse_proc_meminfo
-from farm.device.storage import parse_df_k
 from farm.device.thermal import parse_thermal_zones
 from farm.errors import FarmError, PhoneFault, SpecError, ToolMissing
 from farm.health.kind_readings import BoardRaw
@@ -138,33 +138,6 @@ def is_emulated(machine: str, cpuinfo_text: str) -> bool:
     x86_kernel = bool(_first_block_value(cpuinfo_text, "vendor_id")
                       or _first_block_value(cpuinfo_text, "flags"))
     return x86_kernel != (machine in _X86_MACHINES)
-
-
-def reading_from_output(serial: str, at: datetime, output: bytes | str, *,
-                        registered: bool | None = None) -> HealthReading:
-    """A health reading from :func:`farm.boards.commands.health_argv`'s output.
-
-    The readings are those :data:`~farm.health.kind_readings.BOARD_READINGS`
-    declares (hottest zone, load, available memory, free space in the work
-    folder); ``app_running``: the server's process group is alive.
-
-    Raises:
-        PhoneFault: the output is cut short or unreadable.
-    """
-    try:
-        types, temps, loadavg, meminfo, df, server = commands.sections(output, 6)
-        raw = BoardRaw(
-            zone_temps_c=[zone.temp_c for zone in parse_thermal_zones(types, temps)],
-            load=[float(part) for part in loadavg.split()[:3]],
-            meminfo_kb=parse_proc_meminfo(meminfo), filesystems=parse_df_k(df),
-        )
-        if not raw.load:
-            raise ValueError("empty /proc/loadavg")
-    except (ValueError, IndexError) as exc:
-        raise PhoneFault(serial, f"unreadable board health: {exc}") from exc
-    return HealthReading(serial, at, ADB_STATE_DEVICE, kind=KIND,
-                         readings=declared(KIND).read(raw),
-                         app_running=server.strip() == "running", registered=registered)
 
 
 def _first_block_value(cpuinfo_text: str, key: str) -> str:

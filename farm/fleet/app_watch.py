@@ -1,13 +1,13 @@
-"""Noticing the TVM RPC app's death when it happens: a ``logcat -b events`` follower per phone.
+"""Noticing the RPC app's death when it happens: one event follower per watched device.
 
-When an app process dies, ActivityManager writes ``am_proc_died`` (and, for an
-uncaught exception, ``am_crash`` just before) to the events buffer
-(:mod:`farm.device.eventlog`). farmd keeps one ``logcat -b events -T <now> -s
-am_proc_died am_crash`` open per ready phone and, on the death of one of the
-app's processes, starts the recovery ladder's next step at once instead of at
-the next health sweep (30 s by default). The sweep stays as the safety net:
-it still notices a dead app the watcher missed (the watcher was restarting,
-or the app froze without dying).
+A kind whose controller reports its app's deaths
+(:class:`~farm.controllers.capabilities.AppEventSource`: a phone's
+``logcat -b events``, :mod:`farm.controllers.android_events`) gets one
+follower per ready device; on the death of one of the app's processes farmd
+starts the recovery ladder's next step at once instead of at the next health
+sweep (30 s by default). The sweep stays as the safety net: it still notices a
+dead app the watcher missed (the watcher was restarting, or the app froze
+without dying). This module decides; the controller does the I/O.
 
 A watcher starts when a phone becomes ready and at every sweep for every
 phone the sweep watches (one that is missing is started again). It ends when
@@ -16,43 +16,36 @@ new watcher starts then), when the phone is quarantined, and when farmd
 stops. A stream that ends while the phone is still watched is restarted after
 farm's backoff (:func:`farm.backoff.backoff_s` with the ``[supervise]`` base
 and cap), counting only the restarts that did not stay up for a while.
-
-``-T <phone time>`` makes logcat print only what comes after the watcher
-started (without it logcat prints the whole buffer first, old deaths
-included); the time is the phone's own (``date +%s``), as the phone's clock
-may differ from the host's.
 """
 
 from __future__ import annotations
 
 import collections
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
-from farm.adb import ShellStream
 from farm.backoff import backoff_s
 from farm.clock import wait_until
-from farm.controllers import ANDROID
-from farm.device.eventlog import DEATH_TAGS, AppDeath, parse_app_death
+from farm.controllers.capabilities import AppEvents, AppEventSource
+from farm.device.eventlog import AppDeath
 from farm.errors import FarmError, PhoneFault
 from farm.fleet.lifecycle import WATCHED, Move
+from farm.fleet.ports import DeviceBook
 from farm.fleet.recovery import healable
-from farm.provision.launch import PACKAGE
 from farm.queue.models import DeviceState
 from farm.supervise.ladder import Failure, incident_open
 
 if TYPE_CHECKING:
-    from farm.fleet.manager import FleetManager
+    from farm.tvm.tracker import TrackerSummary
 
-__all__ = ["AppWatch", "events_argv"]
+__all__ = ["AppWatch", "WatchedFleet"]
 
 log = structlog.get_logger(__name__)
 
-#: Deadline of each call that starts a watcher (``date``, then opening the stream).
-START_TIMEOUT_S = 15.0
 #: A stream that stayed up this long ended for a fresh reason: its restart waits
 #: from the backoff's start again.
 STABLE_S = 60.0
@@ -70,42 +63,68 @@ _KEEP = WATCHED | {DeviceState.BUSY}
 _TAKE_OUT = frozenset({DeviceState.READY, DeviceState.COOLING})
 
 
-def events_argv(since_s: int) -> list[str]:
-    """``logcat`` following the events buffer's app deaths logged from ``since_s`` on.
+class WatchedFleet(DeviceBook, Protocol):
+    """What the app watch reads and asks of the fleet beyond its bookkeeping."""
 
-    Args:
-        since_s: the phone's clock, epoch seconds (``date +%s``).
-    """
-    # -T takes a count when all digits, so the time carries its milliseconds.
-    return ["logcat", "-b", "events", "-T", f"{since_s}.000", "-s", *DEATH_TAGS]
+    @property
+    def closing(self) -> bool:
+        """Whether farmd stops (no watcher starts or restarts)."""
+        ...
+
+    def state(self, serial: str) -> DeviceState | None:
+        """The device's stored state."""
+        ...
+
+    def start_task(self, label: str, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on a thread of its own."""
+        ...
+
+    def submit(self, serial: str, task: Callable[[str], None]) -> bool:
+        """Run ``task(serial)`` unless a slow task runs for the device."""
+        ...
+
+    def tracker_summary(self, max_age_s: float = 0.0,
+                        quiet: bool = False) -> TrackerSummary | None:
+        """The tracker's summary, or None."""
+        ...
 
 
 @dataclass
 class _Watch:
     """One phone's watcher thread: its stream while open, and a wake-up for its waits."""
 
-    stream: ShellStream | None = None
+    events: AppEvents | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     seen: collections.deque[tuple[str, str, int]] = field(
         default_factory=lambda: collections.deque(maxlen=_SEEN))
 
 
 class AppWatch:
-    """The fleet's app-death watchers, one thread per watched phone."""
+    """The fleet's app-death watchers, one thread per watched device.
 
-    def __init__(self, manager: FleetManager) -> None:
-        self.m = manager
+    Args:
+        fleet: the fleet's devices, store and tasks.
+        recover: climbs the recovery ladder for a device (the fleet's recoverer).
+        sharing: how many devices serve a tracker key now (:meth:`Serving.sharing
+            <farm.fleet.serving.Serving.sharing>`).
+    """
+
+    def __init__(self, fleet: WatchedFleet, recover: Callable[[str], None],
+                 sharing: Callable[[str], int]) -> None:
+        self.m = fleet
+        self._recover = recover
+        self._sharing = sharing
         self._lock = threading.Lock()
         self._watches: dict[str, _Watch] = {}
 
     def ensure(self, serial: str) -> None:
         """Start ``serial``'s watcher unless it runs, watching is off or farmd closes.
 
-        Only phones are watched: only the RPC app's deaths show in logcat.
+        Only devices whose controller reports app deaths are watched.
         """
         if not self.m.options.watch_app_events or self.m.closing:
             return
-        if self.m.runtime(serial).kind != ANDROID:
+        if not isinstance(self._source(serial), AppEventSource):
             return
         with self._lock:
             if serial in self._watches:
@@ -135,9 +154,17 @@ class AppWatch:
     @staticmethod
     def _end(watch: _Watch) -> None:
         watch.stop.set()
-        stream = watch.stream
-        if stream is not None:
-            stream.close()
+        events = watch.events
+        if events is not None:
+            events.close()
+
+    def _source(self, serial: str) -> AppEventSource | None:
+        """The device's controller if it reports app deaths (None: unknown kind, or it does not)."""
+        try:
+            controller = self.m.controller(serial)
+        except PhoneFault:  # a kind this farmd does not run
+            return None
+        return controller if isinstance(controller, AppEventSource) else None
 
     # -- the watcher thread ------------------------------------------------------------
 
@@ -173,25 +200,21 @@ class AppWatch:
             log.info("app_watch_ended", serial=serial)
 
     def _follow(self, serial: str, watch: _Watch) -> None:
-        """Open the phone's event stream and act on each death until the stream ends.
+        """Open the device's event follower and act on each death until it ends.
 
         Raises:
-            PhoneFault: the phone's clock is unreadable, or adb failed to start the stream.
+            PhoneFault: the device's clock is unreadable, or the follower did not start.
         """
-        adb = self.m.adb
-        now = adb.shell(serial, ["date", "+%s"], timeout_s=START_TIMEOUT_S, check=True).out
-        if not now.strip().isdigit():
-            raise PhoneFault(serial, f"date +%s printed {now.strip()[:40]!r}")
-        stream = adb.stream(serial, events_argv(int(now)), timeout_s=START_TIMEOUT_S)
-        watch.stream = stream
+        source = self._source(serial)
+        if source is None:
+            raise PhoneFault(serial, "its controller reports no app events")
+        events = source.open_app_events(serial)
+        watch.events = events
         if watch.stop.is_set():  # stopped while it opened
-            stream.close()
+            events.close()
         log.info("app_watch_started", serial=serial)
         try:
-            for line in stream.lines():
-                death = parse_app_death(line, PACKAGE)
-                if death is None:
-                    continue
+            for death in events.deaths():
                 key = (death.tag, death.time, death.pid)
                 if key in watch.seen:
                     continue
@@ -201,8 +224,8 @@ class AppWatch:
                 except Exception:  # a bug: keep watching, say where
                     log.exception("app_death_handling_crashed", serial=serial)
         finally:
-            watch.stream = None
-            stream.close()
+            watch.events = None
+            events.close()
 
     # -- acting on a death ---------------------------------------------------------------
 
@@ -219,8 +242,8 @@ class AppWatch:
         """
         log.info("app_died", serial=serial, tag=death.tag, pid=death.pid,
                  process=death.process, exception=death.exception)
-        if death.java_crash:
-            self.m.note_crash(serial)
+        if death.java_crash and (source := self._source(serial)) is not None:
+            source.note_crash(serial)  # not news for the next sweep's logcat
         if self.m.runtime(serial).blocked is not None:
             return
         record = self.m.store.get_device(serial)
@@ -248,9 +271,9 @@ class AppWatch:
 
         def unlisted() -> bool:  # a shared (job) key: fewer servers than devices serving it
             found = self.m.tracker_summary(quiet=True)
-            return found is not None and len(found.servers_for(key)) < self.m.serving.sharing(key)
+            return found is not None and len(found.servers_for(key)) < self._sharing(key)
 
         if not wait_until(unlisted, UNLIST_DEADLINE_S, interval_s=UNLIST_POLL_S):
             log.warning("dead_app_still_listed", serial=serial, tracker_key=key,
                         waited_s=UNLIST_DEADLINE_S)
-        self.m.recoverer.recover(serial)
+        self._recover(serial)

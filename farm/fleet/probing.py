@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -28,18 +29,48 @@ from farm.queue.models import DeviceState
 from farm.tvm.probe import probe_session
 
 if TYPE_CHECKING:
-    from farm.fleet.manager import FleetManager
+    from farm.clock import Clock
+    from farm.controllers.options import FleetOptions
+    from farm.controllers.phone import PhoneRuntime
 
-__all__ = ["Prober"]
+__all__ = ["ProbedFleet", "Prober"]
 
 log = structlog.get_logger(__name__)
 
 
-class Prober:
-    """Probes the manager's ready phones and judges those that fail."""
+class ProbedFleet(Protocol):
+    """What the prober reads and asks of the fleet (the manager is one)."""
 
-    def __init__(self, manager: FleetManager) -> None:
-        self.m = manager
+    options: FleetOptions
+    clock: Clock
+
+    @property
+    def closing(self) -> bool:
+        """Whether farmd stops (a probe's verdict is then dropped)."""
+        ...
+
+    def runtime(self, serial: str, kind: str | None = None) -> PhoneRuntime:
+        """The device's in-memory state."""
+        ...
+
+    def state(self, serial: str) -> DeviceState | None:
+        """The device's stored state."""
+        ...
+
+    def start_task(self, label: str, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on a thread of its own."""
+        ...
+
+    def judge(self, serial: str, sample: HealthSample) -> None:
+        """Move the device as the sample's verdict says."""
+        ...
+
+
+class Prober:
+    """Probes the fleet's ready phones and judges those that fail."""
+
+    def __init__(self, fleet: ProbedFleet) -> None:
+        self.m = fleet
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(os.cpu_count() or 1)
 

@@ -12,20 +12,21 @@ it (a board has no reinstall).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
 from farm.errors import FarmError, PhoneFault
 from farm.fleet.lifecycle import Move
+from farm.fleet.ports import DeviceBook
 from farm.queue.models import DeviceHealth, DeviceState
 from farm.queue.records import DeviceRecord
 from farm.supervise.ladder import Recovery, Step, Wait, next_step
 
 if TYPE_CHECKING:
-    from farm.fleet.manager import FleetManager
+    from farm.metrics import FarmMetrics
 
-__all__ = ["RECOVERABLE", "Recoverer", "healable"]
+__all__ = ["RECOVERABLE", "RecoveredFleet", "Recoverer", "healable"]
 
 log = structlog.get_logger(__name__)
 
@@ -47,11 +48,30 @@ def healable(record: DeviceRecord) -> bool:
         record.state is DeviceState.BUSY and record.serve_key is not None)
 
 
-class Recoverer:
-    """Climbs the recovery ladder for the manager's phones."""
+class RecoveredFleet(DeviceBook, Protocol):
+    """What the recoverer reads and asks of the fleet beyond its bookkeeping."""
 
-    def __init__(self, manager: FleetManager) -> None:
-        self.m = manager
+    metrics: FarmMetrics | None
+    tracker_generation: int
+
+    def set_health(self, record: DeviceRecord, health: DeviceHealth, reason: str) -> None:
+        """Set the device's health with its reason, if it changes."""
+        ...
+
+    def wait_registered(self, serial: str) -> None:
+        """Block until the device's key is at the tracker.
+
+        Raises:
+            PhoneFault: not within the registration deadline.
+        """
+        ...
+
+
+class Recoverer:
+    """Climbs the recovery ladder for the fleet's devices."""
+
+    def __init__(self, fleet: RecoveredFleet) -> None:
+        self.m = fleet
 
     def recover(self, serial: str) -> None:
         """Apply the next step for ``serial`` if the ladder says one is due now.

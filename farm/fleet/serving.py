@@ -44,22 +44,26 @@ devices of this host serve it" (:meth:`Serving.registered`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
 from farm.errors import FarmError
 from farm.fleet.lifecycle import WATCHED, Move
+from farm.fleet.ports import DeviceBook
 from farm.queue.models import DeviceState
 from farm.queue.records import DeviceRecord
 from farm.supervise.ladder import Failure, incident_open
 
 if TYPE_CHECKING:
-    from farm.fleet.manager import FleetManager
+    import threading
+
+    from farm.controllers.base import DeviceController
+    from farm.controllers.phone import PhoneRuntime
     from farm.tvm.tracker import TrackerSummary
 
-__all__ = ["SERVED", "Serving"]
+__all__ = ["SERVED", "ServedFleet", "Serving"]
 
 log = structlog.get_logger(__name__)
 
@@ -69,11 +73,51 @@ SERVED = WATCHED | {DeviceState.BUSY}
 _TAKE_OUT = frozenset({DeviceState.READY, DeviceState.COOLING})
 
 
-class Serving:
-    """Serves each device's desired key; see the module docstring."""
+class ServedFleet(DeviceBook, Protocol):
+    """What serving reads and asks of the fleet beyond its bookkeeping."""
 
-    def __init__(self, manager: FleetManager) -> None:
-        self.m = manager
+    controllers: dict[str, DeviceController]
+    phones: dict[str, PhoneRuntime]
+    tracker_generation: int
+    on_ready: Callable[[], None] | None
+
+    @property
+    def phones_lock(self) -> threading.Lock:
+        """Guards :attr:`phones`."""
+        ...
+
+    def submit(self, serial: str, task: Callable[[str], None]) -> bool:
+        """Run ``task(serial)`` on its own thread unless a slow task runs for the device."""
+        ...
+
+    def own_devices(self) -> list[DeviceRecord]:
+        """The devices this host runs."""
+        ...
+
+    def in_session(self, serial: str) -> bool:
+        """Whether a client on this host holds a session with the device's server now."""
+        ...
+
+    def wait_registered(self, serial: str) -> None:
+        """Block until the device's key is at the tracker.
+
+        Raises:
+            PhoneFault: not within the registration deadline.
+        """
+        ...
+
+
+class Serving:
+    """Serves each device's desired key; see the module docstring.
+
+    Args:
+        fleet: the fleet's devices, their runtime state and tasks.
+        recover: climbs the recovery ladder for a device whose serve failed.
+    """
+
+    def __init__(self, fleet: ServedFleet, recover: Callable[[str], None]) -> None:
+        self.m = fleet
+        self._recover = recover
 
     def own_key(self, serial: str) -> str:
         """The key the device serves when no hold asks for another (its controller's)."""
@@ -167,7 +211,7 @@ class Serving:
                 self.m.record(serial, Failure(now, reason))
             self.m.settle(serial, lambda r: Move(DeviceState.UNHEALTHY, reason)
                           if r.state in _TAKE_OUT else None)
-            self.m.recoverer.recover(serial)
+            self._recover(serial)
             return
         finally:
             phone.moving_key = False
@@ -193,3 +237,24 @@ class Serving:
             others = sum(1 for s, phone in self.m.phones.items()
                          if s != serial and phone.key == key and not phone.busy_task)
         return len(found.servers_for(key)) >= 1 + others
+
+    def unjoined(self) -> int:
+        """How many of this host's devices the new tracker does not know yet, or soon won't.
+
+        Those whose server was started toward an older tracker (the fleet
+        serves them next) and those whose serve toward this one runs now; a
+        device whose serve failed (unhealthy, no job goes there) or that a
+        person must fix (``blocked``) is not counted, so one broken phone does
+        not hold the farm (:class:`farm.supervise.outage.TrackerGate`).
+        """
+        generation = self.m.tracker_generation
+        left = 0
+        for device in self.m.own_devices():
+            if device.kind not in self.m.controllers or device.state not in SERVED:
+                continue
+            phone = self.m.runtime(device.serial)
+            if phone.blocked is None and (
+                    phone.served_generation < generation
+                    or (phone.busy_task and phone.registered_generation < generation)):
+                left += 1
+        return left

@@ -17,9 +17,13 @@ from collections.abc import Callable, Iterable
 
 import structlog
 
-__all__ = ["SweepPool", "TaskThreads"]
+__all__ = ["Closing", "SweepPool", "TaskThreads"]
 
 log = structlog.get_logger(__name__)
+
+
+class Closing(Exception):
+    """The fleet closes: a task stops waiting and records nothing about the device."""
 
 
 class TaskThreads:

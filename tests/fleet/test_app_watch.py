@@ -9,7 +9,7 @@ import pytest
 
 from farm.adb import Adb
 from farm.clock import wait_until
-from farm.fleet.app_watch import events_argv
+from farm.controllers.android_events import events_argv
 from farm.queue.models import DeviceState
 from farm.testing import FleetHarness as Farm
 from farm.virtual.fleet import Fleet
@@ -82,7 +82,7 @@ class TestEventStream:
     ) -> None:
         """The watcher's logcat skips deaths logged before it started and streams later ones."""
         farm = make_farm(settings={"health": {"watch_app_events": False}})
-        adb: Adb = farm.adb
+        adb: Adb = farm.adb_host.adb
         phones = make_fleet(1, network="usb-only")
         serial = phones.serials[0]
         farm.wait_state([serial], DeviceState.READY, 90)
@@ -113,8 +113,8 @@ class TestEventStream:
         serial = phones.serials[0]
         farm.wait_state([serial], DeviceState.READY, 90)
         logs = phones.phone(serial).android.logs
-        now = int(farm.adb.shell(serial, ["date", "+%s"]).out)
-        stream = farm.adb.stream(serial, events_argv(now), timeout_s=15)
+        now = int(farm.adb_host.adb.shell(serial, ["date", "+%s"]).out)
+        stream = farm.adb_host.adb.stream(serial, events_argv(now), timeout_s=15)
         got: list[str] = []
         reader = threading.Thread(target=lambda: got.extend(stream.lines()))
         reader.start()

@@ -154,7 +154,8 @@ class TestProvisioningErrors:
         reason = farm.store.device_events(serial)[0].reason
         assert "broken.apk" in reason and "provisioning failed" in reason
         assert farm.manager.runtime(serial).blocked is not None
-        listed = farm.adb.shell(serial, ["pm", "list", "packages", "org.apache.tvm.tvmrpc"])
+        listed = farm.adb_host.adb.shell(serial,
+                                         ["pm", "list", "packages", "org.apache.tvm.tvmrpc"])
         assert listed.out.strip() == ""
 
 
@@ -192,9 +193,9 @@ class TestAdbServerLoss:
         farm.wait_state(phones.serials, DeviceState.READY, 120)
         adb_server.adb("kill-server")
         farm.wait_state(phones.serials, DeviceState.OFFLINE, 30)
-        farm.adb.server.ensure_running()
+        farm.adb_host.server.ensure_running()
         for serial in phones.serials:  # what farmd's reconnect job does for adb-over-TCP phones
-            farm.adb.connect(serial)
+            farm.adb_host.adb.connect(serial)
         farm.wait_state(phones.serials, DeviceState.READY, 150)
         keys = farm.keys()
         assert all(farm.manager.runtime(s).key in keys for s in phones.serials)

@@ -18,12 +18,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from farm.adb import Adb
-from farm.aio import LoopThread
 from farm.clock import SystemClock, wait_until
 from farm.config import JobSettings, Settings
 from farm.controllers import (
@@ -39,6 +37,7 @@ from farm.controllers import (
     register,
     unregister,
 )
+from farm.controllers.android import AndroidController
 from farm.errors import ConfigError
 from farm.fleet.manager import FleetManager, FleetOptions
 from farm.health.sample import HealthSample
@@ -168,8 +167,8 @@ class TestFleetWithASecondKind:
             })
             options = replace(FleetOptions.from_settings(settings), probe_every_sweeps=0)
             boards = HostBoard(("127.0.0.1", tracker.port), ["a", "b"])
-            manager = FleetManager(options, cast(Adb, None), store, SystemClock(),
-                                   cast(LoopThread, None), controllers={KIND: boards})
+            manager = FleetManager(options, AndroidController(options), store, SystemClock(),
+                                   controllers={KIND: boards})
             try:
                 yield manager, boards
             finally:

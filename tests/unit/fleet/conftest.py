@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
 
 import pytest
 
-from farm.adb import Adb
-from farm.aio import LoopThread
 from farm.clock import FakeClock
 from farm.config import Settings
+from farm.controllers.android import AndroidController
 from farm.fleet.manager import FleetManager, FleetOptions
 from farm.queue import Store
 
@@ -36,7 +34,7 @@ def make_manager(tmp_path: Path) -> Callable[..., FleetManager]:
     """
     def make(store: Store, clock: FakeClock, **supervise: float) -> FleetManager:
         settings = Settings.model_validate({"data_dir": str(tmp_path), "supervise": supervise})
-        return FleetManager(FleetOptions.from_settings(settings), cast(Adb, None), store, clock,
-                            cast(LoopThread, None))
+        options = FleetOptions.from_settings(settings)
+        return FleetManager(options, AndroidController(options), store, clock)
 
     return make

@@ -82,7 +82,7 @@ class TestTrackerRestarted:
         with socket.create_server(("127.0.0.1", 0)) as server, \
                 socket.create_connection(server.getsockname()):  # the job's session
             host, port = server.getsockname()
-            manager._last_servers = {key: ServerInfo(key, host, port)}  # as the tracker gave it
+            manager.tracker_look.last_servers = {key: ServerInfo(key, host, port)}  # as it gave it
             assert sorted(manager.tracker_restarted()) == sorted([ready, idle, serving])
             fleet.idle()
         assert sorted(fleet.served) == sorted([ready, idle])

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from farm.controllers.android_health import probe_script, sample_from_sections
 from farm.device.batch import MARK as _MARK
 from farm.device.batch import split_batch as split_sections
-from farm.health.probes import probe_script, sample_from_sections
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "android"
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "android"
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 

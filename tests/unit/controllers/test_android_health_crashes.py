@@ -6,7 +6,7 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from farm.health.probes import sample_from_sections
+from farm.controllers.android_health import sample_from_sections
 from farm.provision.launch import PACKAGE
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)

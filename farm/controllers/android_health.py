@@ -1,4 +1,4 @@
-"""Read one phone's health through adb into a :class:`HealthSample`.
+"""The Android controller's health sweep: one adb shell call into a :class:`HealthSample`.
 
 The readings are those :data:`~farm.health.kind_readings.ANDROID_READINGS`
 declares, read from the parsed sections.

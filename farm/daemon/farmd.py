@@ -1,67 +1,28 @@
-"""farmd: wires the fleet, the tracker, the queue and the periodic work together.
-
-It makes no decisions (those are pure functions elsewhere); it starts the
-long-lived pieces, runs periodic jobs on an APScheduler ``BackgroundScheduler``
-and stops everything in order on SIGTERM::
-
-    adb server ──track──> FleetManager ──provision/heal──> phones
-    tracker (supervised)      │ sweep every health.interval_s, hand sessions every
-                              │   health.held_interval_s (farm.fleet.held)
-    Dispatcher.tick() on a wake (enqueue, child exit, phone ready) or every
-        jobs.tick_interval_s: claim -> child process per attempt (farm.runner.wake)
-    metrics, systemd watchdog, recurring jobs (cron), retention, regression watch,
-        reservation expiry (reservations.expire_interval_s), pool key offers (pool.interval_s)
-
-On SIGTERM farmd at once stops taking work and starting provisioning (a phone
-plugged in meanwhile is left for the next farmd), lets running attempts finish
-for ``jobs.stop_grace_s`` (3 s), then kills and requeues them without charging
-a try (rq's warm then cold shutdown); a tune resumes from its checkpointed
-records. It is gone within about 10 s.
-
-Restarts are clean: nothing farmd starts outlives it, even after ``kill -9``
-(the tracker and the virtual phones' apps end their process groups when farmd
-dies, :mod:`farm.procs`; attempt children watch ``--parent-pid``). A new farmd
-first ends whatever its predecessor's ``farmd.json`` still names
-(:func:`farm.runner.pidfile.adopt_predecessor`), then reclaims the attempts its
-predecessor on this host left running (``Store.reclaim``) without charging their
-jobs a try, so they start again at once instead of after their leases.
-The adb server is the one exception: ``adb start-server`` daemonizes it, and
-phones stay connected through a farmd restart only if it keeps running; the new
-farmd owns it again (:mod:`farm.adb.owner`), so its stop ends it.
-"""
+"""Farmd: wires the fleet, the tracker, the queue and the watches together, and stops them."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import os
-import signal
 import socket
-import sys
 import threading
 from collections.abc import Callable
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import click
 import structlog
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from farm import backoff, composition, logs, privacy
-from farm.adb import Adb, AdbServer, DeviceTracker
-from farm.adb.owner import adopt_adb_server, forget_adb_server, record_adb_server
+from farm import composition, privacy
 from farm.aio import LoopThread
 from farm.api.local import ListingServer
-from farm.click_types import CONTEXT_SETTINGS
 from farm.clock import Clock, SystemClock
-from farm.config import Settings, load_config
+from farm.config import Settings
 from farm.controllers import ANDROID, ControllerContext, controllers_for
-from farm.errors import FarmError
+from farm.controllers.adb_host import AdbHost
+from farm.daemon.watches import HostBeat, MetricsWatch, TrackerWatch, guarded
 from farm.fleet.manager import FleetManager, FleetOptions
 from farm.kinds.run import COMPILE_CACHE_DIR
 from farm.metrics import FarmMetrics, start_metrics_server
-from farm.queue.hosts import shown_state
 from farm.queue.store import Store
 from farm.results.watch import RegressionWatch
 from farm.retention import RetentionReport, apply_retention
@@ -82,7 +43,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-METRICS_OVERLAP = timedelta(minutes=5)  # see Farmd._observe_durations
 WATCH_INTERVAL_S = 5.0
 
 
@@ -101,7 +61,6 @@ class Farmd:
         self.metrics = FarmMetrics()
         self.stopped = threading.Event()
         self._stops: list[Callable[[], object]] = []
-        self._owns_adb_server = False  # it started the adb server, so it ends it (stop)
         self.tracker: TrackerProcess | None = None
         self.fleet: Fleet | None = None  # virtual phones, when asked for
         self.metrics_server: MetricsServer | None = None
@@ -109,17 +68,17 @@ class Farmd:
         self._api_socket: socket.socket | None = None  # bound at start, served by api_server
         self.tick_loop: TickLoop | None = None
         self.pool: Pool | None = None  # the pool key's offers, when pool.key is set
-        self._tracker_failures = 0  # restarts failed in a row (watch_services)
-        self._tracker_retry_s = 0.0  # monotonic time of the next restart try
         # No claims while farmd's own tracker is down or its phones register again.
         self.tracker_gate: TrackerGate | None = None if settings.tracker.external else TrackerGate(
             self._tracker_alive, f"{settings.tracker.host}:{settings.tracker.port}",
-            # a lambda: the manager is made in start()
-            unjoined=lambda: self.manager.unjoined())  # noqa: PLW0108
-        # Ended attempts observed in the job-duration histogram, by end time;
-        # those that ended before this farmd started are not its to observe.
-        self._observed_since = self.clock.now()
-        self._observed: dict[int, datetime] = {}
+            unjoined=lambda: self.manager.unjoined())  # noqa: PLW0108 - made in start()
+        self.tracker_watch = TrackerWatch(
+            settings, self.clock, serving=self._tracker_serving, drop=self._drop_tracker,
+            launch=self._launch_tracker,
+            restarted=lambda: self.manager.tracker_restarted(),  # noqa: PLW0108 - made in start()
+            wake=self.wake_dispatcher, gate=self.tracker_gate)
+        self.metrics_watch = MetricsWatch(lambda: self.store, settings, self.clock, self.metrics)
+        self.host_beat = HostBeat(lambda: self.store, settings, self.clock)
 
     # -- start -------------------------------------------------------------------
 
@@ -153,30 +112,25 @@ class Farmd:
             self._stops.append(self.metrics_server.stop)
         self._register_host()
         self._reclaim()
-        self.adb_server = AdbServer(port=s.adb.port, binary=s.adb.binary)
-        # A server a killed farmd of this data folder started is ours again (farm.adb.owner).
-        adopted = adopt_adb_server(self.data_dir, self.adb_server)
-        self._owns_adb_server = self.adb_server.ensure_running() or adopted
-        if self._owns_adb_server:
-            record_adb_server(self.data_dir, self.adb_server)
-        self._stops.append(self._stop_adb_server)
-        self.adb = Adb(self.adb_server)
+        # A server a killed farmd of this data folder started is ours again.
+        self.adb_host = AdbHost.from_settings(s, data_dir=self.data_dir)
+        self.adb_host.start()
+        self._stops.append(self.adb_host.stop)
         self._start_tracker()
         self.loop = LoopThread()
         self._stops.append(self.loop.close)
-        # Phones get the manager's own Android controller; every other registered kind one here.
-        others = controllers_for(ControllerContext(s, {"adb": self.adb, "loop": self.loop}),
-                                 skip=(ANDROID,))
-        self.manager = FleetManager(self._fleet_options(), self.adb, self.store, self.clock,
-                                    self.loop, controllers=others)
+        # Phones get this host's adb client; every other registered kind is built from settings.
+        others = controllers_for(ControllerContext(s, {"loop": self.loop}), skip=(ANDROID,))
+        options = self._fleet_options()
+        self.manager = FleetManager(options, self.adb_host.android(options, self.loop),
+                                    self.store, self.clock, controllers=others)
         self.manager.metrics = self.metrics
         if s.jobs.wake_on_events:
             self.manager.on_ready = self.wake_dispatcher
         self._stops.append(self.manager.close)
         self.manager.forget_connections("farmd started: provisioning again")
-        self.tracking = DeviceTracker(self.adb_server, self.manager.on_adb_state)
-        self.tracking.start()
-        self._stops.append(self.tracking.stop)
+        self.adb_host.track(self.manager.on_adb_state)
+        self._stops.append(self.adb_host.stop_tracking)
         if self.virtual_phones:
             self._start_virtual_phones(self.virtual_phones)
         self.dispatcher = Dispatcher(
@@ -212,22 +166,12 @@ class Farmd:
         return (self.settings.tracker.host, self.settings.tracker.port)
 
     def _register_host(self) -> None:
-        """Upsert this host's ``hosts`` row: other hosts and ``farmctl`` see it alive.
-
-        Stamped again every ``hosts.heartbeat_s`` (:meth:`host_heartbeat`); a
-        host silent for ``hosts.dead_after_s`` is dead (:mod:`farm.queue.hosts`).
-        """
-        s = self.settings
-        info = {"pid": os.getpid(), "adb_port": s.adb.port,
-                "metrics_port": s.metrics.port if s.metrics.enabled else None}
-        self.store.register_host(s.host_id, s.tracker.advertised_host, s.tracker.port,
-                                 self.clock.now(), info)
+        """Upsert this host's ``hosts`` row (:meth:`farm.daemon.watches.HostBeat.register`)."""
+        self.host_beat.register()
 
     def host_heartbeat(self) -> None:
         """Stamp this host's row; register again if someone deleted it."""
-        if not self.store.host_heartbeat(self.settings.host_id, self.clock.now()):
-            log.warning("host_row_missing", host=self.settings.host_id)
-            self._register_host()
+        self.host_beat.beat()
 
     def _reclaim(self) -> None:
         """Requeue at once the attempts this host's previous farmd left running.
@@ -249,8 +193,10 @@ class Farmd:
         self._launch_tracker()
 
     def _tracker_alive(self) -> bool:
-        tracker = self.tracker
-        return tracker is not None and tracker.alive()
+        return self.tracker is not None and self.tracker.alive()
+
+    def _tracker_serving(self) -> bool:
+        return self._tracker_alive() and ping(*self.tracker_addr)
 
     def _launch_tracker(self) -> None:
         """Start farmd's tracker and note it in ``farmd.json``; raises TrackerUnreachable."""
@@ -380,82 +326,16 @@ class Farmd:
         if self.tick_loop is not None:
             self.tick_loop.wake()
 
-    @staticmethod
-    def _guarded(fn: Callable[[], object]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                fn()
-            except FarmError as exc:
-                log.warning("periodic_job_failed", job=fn.__name__, reason=str(exc))
-        run.__name__ = fn.__name__
-        return run
+    _guarded = staticmethod(guarded)
 
     # -- periodic work ------------------------------------------------------------
 
     def watch_services(self) -> None:
         """Restart a dead adb server or tracker, then bring every phone back."""
-        if not self.adb_server.alive():
-            log.warning("adb_server_down", adb_port=self.adb_server.port)
-            if self.adb_server.ensure_running():
-                self._owns_adb_server = True
-                record_adb_server(self.data_dir, self.adb_server)
-            log.info("adb_server_restarted", adb_port=self.adb_server.port)
-        self._reconnect_tcp_phones()
+        self.adb_host.restart_if_down()
+        virtual = self.fleet.serials if self.fleet is not None else []
+        self.adb_host.connect_missing([*self.settings.adb.connect, *virtual])  # TCP phones
         self._watch_tracker()
-
-    def _watch_tracker(self) -> None:
-        """Restart a dead tracker; the fleet serves the devices again only once a new one serves.
-
-        A restart that fails (the port is taken, say) is logged once per try
-        and retried after farm's backoff with the recovery ladder's base and cap
-        (``[supervise]``: the tracker is a service like a phone's app, not a
-        job), so a tracker that cannot bind costs no server restarts.
-        """
-        if self.settings.tracker.external or self.clock.monotonic() < self._tracker_retry_s:
-            return
-        if self.tracker is not None and self.tracker.alive() and ping(*self.tracker_addr):
-            if self.tracker_gate is not None and self.tracker_gate.waiting:
-                self.wake_dispatcher()  # the gate opens once the new tracker lists the phones
-            return
-        if self._tracker_failures == 0:
-            log.warning("tracker_down", tracker_port=self.tracker_addr[1])
-        if self.tracker is not None:
-            self.tracker.stop()
-            self.tracker = None
-        if self.tracker_gate is not None:  # closed until the relaunches below are known
-            self.tracker_gate.restarting()
-        try:
-            self._launch_tracker()
-        except FarmError as exc:
-            self._tracker_failures += 1
-            supervise = self.settings.supervise
-            retry_in_s = backoff.backoff_s(self._tracker_failures, supervise.backoff_base_s,
-                                           supervise.backoff_max_s)
-            self._tracker_retry_s = self.clock.monotonic() + retry_in_s
-            log.error("tracker_restart_failed", tracker_port=self.tracker_addr[1],
-                      reason=str(exc), retry_in_s=retry_in_s)
-            return
-        self._tracker_failures = 0
-        log.info("tracker_restarted", tracker_port=self.tracker_addr[1])
-        # The stock app re-registers only after a 300 s accept timeout: the
-        # fleet serves every device again (its one reconcile loop); no job is
-        # claimed until the new tracker knows them (farm.supervise.outage).
-        self.manager.tracker_restarted()
-        if self.tracker_gate is not None:
-            self.tracker_gate.rejoining()
-        self.wake_dispatcher()
-
-    def _reconnect_tcp_phones(self) -> None:
-        wanted = list(self.settings.adb.connect)
-        if self.fleet is not None:
-            wanted += self.fleet.serials
-        if not wanted:
-            return
-        listed = self.tracking.read_list()
-        for address in wanted:
-            if listed.get(address) != "device":
-                with contextlib.suppress(FarmError):
-                    self.adb.connect(address, timeout_s=10)
 
     def apply_retention(self) -> RetentionReport:
         """Thin old health samples, prune run folders and the compile cache (farm.retention)."""
@@ -476,36 +356,16 @@ class Farmd:
 
     def update_metrics(self) -> None:
         """Refresh the gauges from the database and observe newly ended attempts."""
-        # Fleet-wide, from the database: every host's farmd shows the same
-        # counts; a dead host's phones count as unreachable (farm.queue.hosts).
-        dead = self.store.dead_host_ids(self.clock.now(), self.settings.hosts.dead_after_s)
-        counts: dict[str, int] = {}
-        for device in self.store.list_devices():
-            state = shown_state(device, dead)
-            counts[state] = counts.get(state, 0) + 1
-        self.metrics.set_phone_counts(counts)
-        self.metrics.set_reserved({r.serial for r in self.store.reservations(
-            now=self.clock.now(), key_prefix=self.settings.tracker.key)})
-        job_counts = self.store.job_counts()
-        self.metrics.set_job_counts({state.value: n for state, n in job_counts.items()})
-        self._observe_durations()
+        self.metrics_watch.update()
 
-    def _observe_durations(self) -> None:
-        """Feed each newly ended attempt's duration to the histogram, once.
+    def _watch_tracker(self) -> None:
+        """Restart a dead tracker (:class:`~farm.daemon.watches.TrackerWatch`)."""
+        self.tracker_watch.check()
 
-        An attempt's end time is stamped by whoever reported it (a child, a
-        dispatcher tick, a reap), so one can be committed with an end time a
-        little before one already observed: re-read the last ``METRICS_OVERLAP``
-        and skip the ids seen in it.
-        """
-        for attempt in self.store.finished_attempts(since=self._observed_since - METRICS_OVERLAP):
-            if attempt.attempt_id not in self._observed:
-                self._observed[attempt.attempt_id] = attempt.finished_at
-                self.metrics.observe_job(attempt.kind, attempt.duration_s)
-        if self._observed:
-            self._observed_since = max(self._observed_since, *self._observed.values())
-        horizon = self._observed_since - METRICS_OVERLAP
-        self._observed = {i: at for i, at in self._observed.items() if at >= horizon}
+    def _drop_tracker(self) -> None:
+        if self.tracker is not None:
+            self.tracker.stop()
+            self.tracker = None
 
     # -- stop ------------------------------------------------------------------------
 
@@ -515,25 +375,12 @@ class Farmd:
 
     def _stop_intake(self) -> None:
         """What stops at once on SIGTERM: adb tracking and new provisioning or recovery."""
-        tracking = getattr(self, "tracking", None)
-        if tracking is not None:
-            tracking.stop()
+        adb_host = getattr(self, "adb_host", None)
+        if adb_host is not None:
+            adb_host.stop_tracking()
         manager = getattr(self, "manager", None)
         if manager is not None:
             manager.stop_intake()
-
-    def _stop_adb_server(self) -> None:
-        """End the adb server if this farmd started it (``adb start-server`` daemonizes it).
-
-        A server that was already serving the port when farmd started is
-        someone else's (a person's ``adb``, another tool) and is left running,
-        unless a killed farmd of this data folder had started it
-        (:func:`farm.adb.owner.adopt_adb_server`).
-        """
-        if self._owns_adb_server:
-            self.adb_server.kill()
-            forget_adb_server(self.data_dir)
-            log.info("adb_server_stopped", adb_port=self.adb_server.port)
 
     def stop(self) -> None:
         """Stop taking work, drain, then stop every part in reverse order."""
@@ -551,48 +398,3 @@ class Farmd:
             except Exception:  # keep stopping the rest; say what failed
                 log.exception("farmd_stop_step_failed", step=getattr(stop, "__name__", repr(stop)))
         log.info("farmd_stopped")
-
-
-@click.command(context_settings=CONTEXT_SETTINGS)
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="TOML settings file (default: $FARM_CONFIG, then /etc/farm/farm.toml).")
-@click.option("--virtual-phones", type=click.IntRange(min=0), default=None,
-              help="Also start N virtual phones (a demo fleet).")
-@click.option("--same-model", is_flag=True, default=None,
-              help="Make every virtual phone one model (tune --phones 2 needs two of one model; "
-                   "by default they cycle through four models). Default: virtual.same_model.")
-@click.option("--json-logs/--console-logs", default=None,
-              help="Log format (default: JSON off a TTY).")
-def main(config_path: Path | None, virtual_phones: int | None, same_model: bool | None,
-         json_logs: bool | None) -> None:
-    """farmd: keep a fleet of Android phones ready for TVM benchmarks and tuning."""
-    privacy.restrict_umask()  # its files, and its children's, are its user's only
-    try:
-        settings = load_config(config_path)
-    except FarmError as exc:
-        raise click.ClickException(str(exc)) from exc
-    logs.configure(json=json_logs, level=settings.log_level)
-    if same_model:
-        settings = settings.model_copy(update={
-            "virtual": settings.virtual.model_copy(update={"same_model": True})})
-    count = settings.virtual.count if virtual_phones is None else virtual_phones
-    daemon = Farmd(settings, virtual_phones=count)
-    done = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: done.set())
-    try:
-        daemon.start()
-    except FarmError as exc:
-        daemon.stop()
-        raise click.ClickException(str(exc)) from exc
-    except BaseException:
-        daemon.stop()  # a bug, but what started must still end
-        raise
-    done.wait()
-    daemon.stop()
-    # Everything farmd owns is stopped and its database closed. What is left are
-    # worker threads of APScheduler's pool, which the interpreter joins at exit:
-    # a health sweep in flight kept a stopped farmd alive for seconds more.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
