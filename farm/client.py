@@ -139,14 +139,14 @@ class Job:
         Which build is best and why, its speed-up (only where a tuned build
         exists), the tuning records applied, the picks checked and used, the
         tasks tuned of the model's and the trials measured
-        (:func:`farm.jobs.tune_outcome.outcome_lines`); the facts are in
+        (:func:`farm.tuning.outcome.outcome_lines`); the facts are in
         :meth:`result`'s ``summary`` (``best_build``, ``records_applied``...).
 
         Raises:
             JobFailed: the job has no result yet.
             UserFault: it is no tune of a model.
         """
-        from farm.jobs.tune_outcome import outcome_lines
+        from farm.tuning import outcome_lines
 
         lines = outcome_lines(self.result().summary)
         if not lines:
@@ -351,7 +351,7 @@ class Farm:
 
         Warns:
             UserWarning: ``trials`` cannot reach a search batch on the model's tasks
-                (``enqueue tune``'s warning: :mod:`farm.kinds.tune_advice`); the job
+                (``enqueue tune``'s warning: :mod:`farm.tuning.advice`); the job
                 is queued all the same.
 
         Raises:

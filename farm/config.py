@@ -248,10 +248,10 @@ class JobSettings(_Frozen):
     tune_model_for_s: float = Field(8 * 3600.0, gt=0)
     tune_gemm_trials: int = Field(64, ge=1)
     #: Build processes per tune attempt; 0: the host's cores its other running
-    #: tune attempts do not hold, an equal share at most (farm.jobs.tune_cores).
+    #: tune attempts do not hold, an equal share at most (farm.tuning.cores).
     tune_builder_workers: int = Field(0, ge=0)
     #: Whether a tune attempt builds each batch in the background while it
-    #: searches the next (farm.jobs.tune_builder); false: search, build and
+    #: searches the next (farm.tuning.builder); false: search, build and
     #: measure take turns. Off until a pipelined tune through app crashes and a
     #: farmd kill keeps every record of its work folder in the fleet's records
     #: (tests/fleet/test_fleet_tune_model.py kept 24 of 25, twice).

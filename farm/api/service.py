@@ -29,7 +29,6 @@ from farm.clock import Clock
 from farm.config import Settings
 from farm.errors import UserFault
 from farm.jobs.model_store import StoredModel, put_model, store_spec_models
-from farm.jobs.tune_progress import TuneCounters
 from farm.kinds import KINDS
 from farm.kinds.model_inputs import InputsBlob, outputs_by_serial, put_inputs, store_inputs
 from farm.kinds.run import tune_work_dir
@@ -42,6 +41,7 @@ from farm.queue.store import Store
 from farm.queue.tokens import Caller
 from farm.queue.waiting import wait_reasons
 from farm.results.rows import SampleRow, sample_rows
+from farm.tuning import TuneCounters
 
 __all__ = ["FarmService", "Queue", "Submitted"]
 

@@ -77,7 +77,7 @@ def list_(state: CliState, device_model: str | None, as_json: bool) -> None:
 @pass_state
 def export(state: CliState, out_dir: Path, device_model: str | None) -> None:
     """Write the measured records as a MetaSchedule JSON database folder."""
-    from farm.jobs.tune_seed import write_database
+    from farm.tuning import write_database
 
     workloads, kept = state.store.fleet_database(device_model)
     try:
@@ -94,9 +94,9 @@ def export(state: CliState, out_dir: Path, device_model: str | None) -> None:
 @pass_state
 def import_(state: CliState, folder: Path, device_model: str) -> None:
     """Keep a MetaSchedule JSON database folder's records (those kept already are skipped)."""
-    from farm.jobs.tune_records import RECORDS_FILE
-    from farm.jobs.tune_seed import read_database
+    from farm.jobs.tuning_db import RECORDS_FILE
     from farm.kinds.tune_fleet import fleet_records
+    from farm.tuning import read_database
 
     if not (folder / RECORDS_FILE).is_file():
         raise UserFault(f"{folder / RECORDS_FILE}: no such file (a MetaSchedule JSON database "

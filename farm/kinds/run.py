@@ -92,9 +92,9 @@ def held_tune_builders(ctx: RunContext) -> AbstractContextManager[int]:
     """The attempt's build processes, held in the host's ledger for the block.
 
     The ledger is ``<data_dir>/tune-cores``; ``jobs.tune_builder_workers`` (0:
-    the host's free cores, shared: :mod:`farm.jobs.tune_cores`).
+    the host's free cores, shared: :mod:`farm.tuning.cores`).
     """
-    from farm.jobs.tune_cores import held_builders
+    from farm.tuning import held_builders
 
     return held_builders(Path(ctx.settings.data_dir) / "tune-cores",
                          ctx.settings.jobs.tune_builder_workers)

@@ -5,7 +5,7 @@ healed, and go back to their own keys after it: the attempt asks and farmd's
 fleet serves (:mod:`farm.kinds.serve_keys`, :mod:`farm.fleet.serving`).
 Its retries reuse one work folder (:func:`farm.kinds.run.tune_work_dir`),
 so tuning resumes where the last attempt stopped. A model's tasks are tuned
-together in one run (:mod:`farm.jobs.tune_model`); at the end each phone times
+together in one run (:mod:`farm.tuning.model`); at the end each phone times
 it untuned and tuned.
 """
 
@@ -67,7 +67,7 @@ class TuneParams(Strict):
     shared over its ``max_tasks`` heaviest tasks by their estimated share of
     the model's time (FLOPs or bytes moved, a roofline), a small floor each,
     at most ``trials_per_task`` each
-    (:func:`farm.jobs.tune_search.plan_trials`). ``for_s`` bounds a model's
+    (:func:`farm.tuning.search.plan_trials`). ``for_s`` bounds a model's
     tuning by time as well (seconds over all attempts). Unset, ``trials`` and
     ``for_s`` come from the config (``[jobs]`` ``tune_model_trials``,
     ``tune_model_for_s``, ``tune_gemm_trials``).
@@ -138,7 +138,7 @@ def _tuning_records(
     work_dir: Path, workload: Callable[[int], str], target: dict[str, Any]
 ) -> list[TuningData]:
     """Every record of the work folder, labelled by ``workload(workload_index)``."""
-    from farm.jobs.tune_records import RECORDS_FILE
+    from farm.jobs.tuning_db import RECORDS_FILE
     from farm.queue.records import TuningData
 
     path = work_dir / RECORDS_FILE
@@ -179,11 +179,10 @@ def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
 
     from farm.jobs import params as jp
     from farm.jobs.targets import shared_target
-    from farm.jobs.tune import compare_tuned, gemm_label, tune_gemm
-    from farm.jobs.tune_progress import TuneProgress
     from farm.kinds.run import held_tune_builders, phone_target, tracker_params, tune_work_dir
     from farm.kinds.serve_keys import serving_job_key
     from farm.queue.records import Outcome
+    from farm.tuning import TuneProgress, compare_tuned, gemm_label, tune_gemm
 
     if spec.params.gemm is None:  # run() sends a model elsewhere: unreachable
         raise SpecError("params.gemm", "tuning needs a GEMM workload")
@@ -286,8 +285,8 @@ def _params(values: dict[str, Any]) -> dict[str, Any]:
     return {"model": model, **common}
 
 def _advise(params: dict[str, Any]) -> list[str]:
-    """:func:`farm.kinds.tune_advice.trials_advice` (TVM only when a model's --trials is given)."""
-    from farm.kinds.tune_advice import trials_advice
+    """:func:`farm.tuning.advice.trials_advice` (TVM only when a model's --trials is given)."""
+    from farm.tuning import trials_advice
 
     return trials_advice(params)
 

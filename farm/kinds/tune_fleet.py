@@ -1,10 +1,10 @@
 """A tune attempt's link to the fleet's tuning records: where they are read and kept.
 
-The work folder side is :mod:`farm.jobs.tune_seed` (no queue there), the
+The work folder side is :mod:`farm.tuning.seed` (no queue there), the
 database side :mod:`farm.queue.tuning`; this module joins them for a tune
 attempt, which holds the store (:attr:`farm.kinds.run.RunContext.store`):
 :func:`best_records` serves the fleet's best of one device model to
-:func:`farm.jobs.tune_model.tune_model`, and :func:`keep_work_dir` stores every
+:func:`farm.tuning.model.tune_model`, and :func:`keep_work_dir` stores every
 record of the work folder when the attempt ends, succeeded or not (a record
 kept already, seeded from the fleet or stored by an earlier attempt, is not
 stored again). ``farmctl records import`` keeps an exported database the same
@@ -31,9 +31,9 @@ import structlog
 from farm.queue.capabilities import device_model
 
 if TYPE_CHECKING:
-    from farm.jobs.tune_seed import BestRecords, WorkDirDatabase
     from farm.kinds.run import RunContext
     from farm.queue.tuning import FleetRecord, TuningRecordOps
+    from farm.tuning import BestRecords, WorkDirDatabase
 
 __all__ = ["RecordCheckpoint", "attempt_records", "best_records",
            "fleet_records", "keep_work_dir", "record_checkpoint"]
@@ -81,16 +81,15 @@ def fleet_records(database: WorkDirDatabase, device_model: str,
     """Each record of a database folder as the fleet keeps it.
 
     Args:
-        database: the folder's workloads and records (:func:`farm.jobs.tune_seed.read_database`).
+        database: the folder's workloads and records (:func:`farm.tuning.seed.read_database`).
         device_model: the device model they were measured on.
         label: a workload index -> what it tuned.
     """
     import numpy as np
 
-    from farm.jobs.tune_records import FAILED_RUN_S
-    from farm.jobs.tune_search import trace_key
-    from farm.jobs.tune_seed import target_key
+    from farm.jobs.tuning_db import FAILED_RUN_S
     from farm.queue.tuning import FleetRecord, record_key
+    from farm.tuning import target_key, trace_key
 
     kept = []
     for index, record in database.records:
@@ -114,7 +113,7 @@ def keep_work_dir(store: TuningRecordOps, work_dir: Path, device_model: str,
     (it would hide the attempt's own error); the records stay in the work
     folder, and the job's next attempt keeps them.
     """
-    from farm.jobs.tune_records import repair_work_dir
+    from farm.jobs.tuning_db import repair_work_dir
 
     try:
         repair_work_dir(work_dir)
@@ -138,7 +137,7 @@ def _keep_lines(store: TuningRecordOps, work_dir: Path, device_model: str,
         when the folder cannot be read or the store refuses the write (logged).
     """
     from farm.errors import SpecError, StoreError
-    from farm.jobs.tune_seed import read_database
+    from farm.tuning import read_database
 
     try:
         database = read_database(work_dir)
@@ -155,7 +154,7 @@ def _keep_lines(store: TuningRecordOps, work_dir: Path, device_model: str,
 class RecordCheckpoint:
     """Keeps the records a work folder gained since the last call in the fleet's records.
 
-    A :data:`farm.jobs.tune_model.Checkpoint`: ``tune_model`` calls it after
+    A :data:`farm.tuning.model.Checkpoint`: ``tune_model`` calls it after
     every measured batch. MetaSchedule only appends record lines, so the lines
     past those kept already are the new ones; a seeded record is among them
     and skipped by its key. A store that refuses the write is logged and the

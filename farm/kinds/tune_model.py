@@ -11,8 +11,8 @@ come from the same rounds. The tuned samples are the job's raw
 samples, each with the serial that produced it. Where the tuned build is not
 faster than the untuned one (the phones' median speedup), the job reports the
 untuned build as its best and its library becomes the untuned build
-(:func:`farm.jobs.tune_model.keep_untuned`); where the tuned build applies no
-tuning record it is the untuned build, with no speed-up (:mod:`farm.jobs.tune_outcome`
+(:func:`farm.tuning.model.keep_untuned`); where the tuned build applies no
+tuning record it is the untuned build, with no speed-up (:mod:`farm.tuning.outcome`
 decides, and says why).
 
 The tuning starts from the fleet's best records for the phones' model
@@ -37,11 +37,10 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from farm.jobs import params as jp
-    from farm.jobs.tune_outcome import Decision
-    from farm.jobs.tune_result import ModelTuneResult
     from farm.kinds.run import RunContext
     from farm.kinds.tune import TunedModel, TuneParams
     from farm.queue.records import Outcome
+    from farm.tuning import Decision, ModelTuneResult
 
 __all__ = ["run_model_tuning"]
 
@@ -96,7 +95,7 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
         ``tasks``, ``phones``, ``runs`` with each phone's ``untuned_s`` and
         ``tuned_s`` medians; ``best_build``, ``best_note``, ``speedup`` (the
         phones' median; None where the tuned build applied no record),
-        ``records_tuned`` and ``records_applied`` (:mod:`farm.jobs.tune_outcome`);
+        ``records_tuned`` and ``records_applied`` (:mod:`farm.tuning.outcome`);
         ``picks_checked``, ``picks_used`` and ``picks_unchecked``;
         ``model_tasks``; ``stopped_by``, ``first_trial_s``,
         ``trials_per_phone_hour`` and its ``limit_per_phone_hour``), the
@@ -110,8 +109,6 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     """
     from farm.jobs import params as jp
     from farm.jobs.targets import shared_target
-    from farm.jobs.tune_model import tune_model
-    from farm.jobs.tune_tail import TailPrice
     from farm.kinds.model import model_file, model_params
     from farm.kinds.run import held_tune_builders, phone_target, tracker_params, tune_work_dir
     from farm.kinds.serve_keys import serving_job_key
@@ -120,6 +117,7 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     from farm.kinds.tune_work import attempt_progress, build_made
     from farm.queue.records import Outcome
     from farm.sampling import SamplingRule
+    from farm.tuning import TailPrice, tune_model
 
     path = model_file(model, ctx.store, ctx.settings.data_dir, "params.model.sha256")
     plain = replace(model_params(model, path), device=jp.DeviceKind(model.target))
@@ -197,14 +195,14 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
 
 
 def _decide(result: ModelTuneResult, runs: list[dict[str, Any]]) -> Decision:
-    """The best build from the tuning and the phones' timings (:mod:`farm.jobs.tune_outcome`).
+    """The best build from the tuning and the phones' timings (:mod:`farm.tuning.outcome`).
 
     Where every phone timed one library as both builds, each run's ``speedup``
     becomes None: no tuned build exists. The tuned build's records are the
     picks used on CPU targets (the check keeps a record only where it beat
     the default), else each task's best record.
     """
-    from farm.jobs.tune_outcome import decide, searched_trials
+    from farm.tuning import decide, searched_trials
 
     same_build = all(r["same_build"] for r in runs)
     speedup = statistics.median(r["speedup"] for r in runs)
@@ -221,8 +219,8 @@ def _decide(result: ModelTuneResult, runs: list[dict[str, Any]]) -> Decision:
 
 def _keep_untuned(plain: jp.ModelParams, target: dict[str, Any], work_dir: Path,
                   ctx: RunContext) -> None:
-    """Make the untuned build the job's library (:func:`farm.jobs.tune_model.keep_untuned`)."""
+    """Make the untuned build the job's library (:func:`farm.tuning.model.keep_untuned`)."""
     from farm.jobs.ndk import linker_for
-    from farm.jobs.tune_model import keep_untuned
+    from farm.tuning import keep_untuned
 
     keep_untuned(plain, target, work_dir, ctx.cache, linker_for(target))

@@ -1,6 +1,6 @@
 """A model tune attempt's task work in the database: its tasks' rows, their progress, its build.
 
-:class:`TaskWorkProgress` is the attempt's :class:`farm.jobs.tune_progress.TuneProgress`
+:class:`TaskWorkProgress` is the attempt's :class:`farm.tuning.progress.TuneProgress`
 (``tune_model`` knows nothing of the queue) that also keeps the job's task
 rows (:mod:`farm.queue.task_work`):
 
@@ -40,8 +40,8 @@ import structlog
 
 from farm.clock import Clock, SystemClock, wait_until
 from farm.errors import InfraFault, StoreError
-from farm.jobs.tune_progress import TaskProgress, TuneCounters, TuneProgress, read_counters
-from farm.jobs.tune_records import workload_hashes
+from farm.jobs.tuning_db import workload_hashes
+from farm.tuning import TaskProgress, TuneCounters, TuneProgress, read_counters
 
 if TYPE_CHECKING:
     from farm.kinds.run import RunContext
@@ -54,7 +54,7 @@ __all__ = ["BUILD_PHASE", "BuildHeld", "TaskWorkProgress", "attempt_progress", "
 log = structlog.get_logger(__name__)
 
 #: The phase ``tune_model`` names as it starts its tuned build
-#: (:func:`farm.jobs.tune_model.tune_model`).
+#: (:func:`farm.tuning.model.tune_model`).
 BUILD_PHASE = "compiling"
 
 
@@ -85,7 +85,7 @@ class TaskWorkProgress(TuneProgress):
         job_id: the tune job.
         attempt_id: this attempt (it claims the rows and the build).
         host: this farmd's host id.
-        clock: as :class:`farm.jobs.tune_progress.TuneProgress`'s; also stamps the rows.
+        clock: as :class:`farm.tuning.progress.TuneProgress`'s; also stamps the rows.
         helper: a helper attempt (:mod:`farm.queue.helpers`): it claims every free
             row, tunes them, takes over none it must wait for, and never builds.
         share: the job's main attempt claims only about half its tasks (the

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from farm.errors import SpecError
-from farm.jobs.tune_records import RECORDS_FILE
+from farm.jobs.tuning_db import RECORDS_FILE
 from farm.queue.models import JobState
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ device model and trace), whoever stores it again: a later job whose work folder
 was seeded with it, a second import of the same file, a retried attempt
 (``INSERT ... ON CONFLICT DO NOTHING`` on PostgreSQL and SQLite, so two hosts
 storing at once both succeed). ``target`` is the target as the records hold it
-(``Target.export()``), as canonical JSON (:func:`farm.jobs.tune_records.target_key`).
+(``Target.export()``), as canonical JSON (:func:`farm.jobs.tuning_db.target_key`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def record_key(shash: str, target: str, device_model: str, trace: str) -> str:
         shash: the workload's structural hash.
         target: the target's canonical JSON.
         device_model: the device model it was measured on.
-        trace: the trace's key (:func:`farm.jobs.tune_search.trace_key`).
+        trace: the trace's key (:func:`farm.tuning.search.trace_key`).
     """
     text = json.dumps([shash, target, device_model, trace])
     return hashlib.sha256(text.encode()).hexdigest()

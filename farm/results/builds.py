@@ -22,7 +22,7 @@ ones, the untuned ones are in its summary's ``runs`` (``untuned_samples_s``),
 which :func:`untuned_timings` reads for a ``JOB:untuned`` side.
 
 A label names what was asked, not always what ran. A tune job whose tuning
-applied no record (:mod:`farm.jobs.tune_outcome`: ``records_tuned`` 0) timed the
+applied no record (:mod:`farm.tuning.outcome`: ``records_tuned`` 0) timed the
 untuned library as its tuned build, and one whose best build is the untuned
 one (``records_applied`` 0) left the untuned library as the one ``--tuned N``
 builds. :func:`build_in` reads that from the tune job's result

@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 from farm.clock import wait_until
-from farm.jobs.tune_records import RECORDS_FILE
+from farm.jobs.tuning_db import RECORDS_FILE
 from farm.kinds.run import tune_work_dir
 from farm.netaddr import free_port
 from farm.procs import process_alive

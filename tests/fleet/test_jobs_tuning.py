@@ -25,7 +25,7 @@ import sqlalchemy as sa
 
 from farm.clock import wait_until
 from farm.fleet.history import reason_of
-from farm.jobs.tune_records import FAILED_RUN_S, RECORDS_FILE
+from farm.jobs.tuning_db import FAILED_RUN_S, RECORDS_FILE
 from farm.kinds.run import tune_work_dir
 from farm.procs import process_alive, signal_group
 from farm.provision.standin import demo_apk

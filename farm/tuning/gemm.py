@@ -6,7 +6,7 @@ A tuning job owns a work folder holding MetaSchedule's JSON database::
     <work_dir>/database_tuning_record.json  one line per measured candidate
     <work_dir>/logs/                        MetaSchedule's own logs
     <work_dir>/tuned.so, untuned.so         the final comparison's libraries
-    <work_dir>/farm_progress.json           farm's counters (farm.jobs.tune_progress)
+    <work_dir>/farm_progress.json           farm's counters (farm.tuning.progress)
 
 Checkpointing is MetaSchedule's: each measured candidate is appended as one line.
 Resuming is farm's: MetaSchedule's task scheduler starts counting trials at 0 even
@@ -51,9 +51,9 @@ from farm.jobs.session import (
     upload_and_load,
 )
 from farm.jobs.targets import runtime_device_name
-from farm.jobs.tune_progress import TaskProgress, TuneProgress
-from farm.jobs.tune_records import best_record_s, count_trials, open_database, repair_work_dir
+from farm.jobs.tuning_db import best_record_s, count_trials, open_database, repair_work_dir
 from farm.jobs.tvm_errors import reason_of
+from farm.tuning.progress import TaskProgress, TuneProgress
 
 log = structlog.get_logger(__name__)
 
@@ -66,7 +66,7 @@ class TuneResult:
     """A finished tuning run: what the work folder holds and what it took.
 
     The counters ``attempts``, ``rounds``, ``batches`` and ``app_relaunches`` add up
-    every run on the work folder (:mod:`farm.jobs.tune_progress`), so they stay
+    every run on the work folder (:mod:`farm.tuning.progress`), so they stay
     right when a job resumes after a killed attempt.
 
     Attributes:
@@ -268,10 +268,10 @@ def builder_and_runner(
         tracker: the tracker and the key the phones serve.
         linker: links each candidate's ``.so``.
         warm: one pool of build processes started now and kept for the whole
-            run (:func:`farm.jobs.tune_builder.warm_builder`, pipelined with
+            run (:func:`farm.tuning.builder.warm_builder`, pipelined with
             ``params.pipeline``: the runner waits for each library), and each session
-            and upload timed into the work folder (:class:`farm.jobs.tune_rate.TimedSession`,
-            :class:`farm.jobs.tune_rate.TimedUpload`);
+            and upload timed into the work folder (:class:`farm.tuning.rate.TimedSession`,
+            :class:`farm.tuning.rate.TimedUpload`);
             False: MetaSchedule's ``LocalBuilder`` (a fresh pool per batch).
         on_built: called after each build call of the warm builder (a batch built).
 
@@ -280,8 +280,8 @@ def builder_and_runner(
     """
     from tvm.s_tir import meta_schedule as ms
 
-    from farm.jobs.tune_builder import warm_builder
-    from farm.jobs.tune_rate import MEASURE_UNTIL_FILE, UPLOADS_FILE, TimedSession, TimedUpload
+    from farm.tuning.builder import warm_builder
+    from farm.tuning.rate import MEASURE_UNTIL_FILE, UPLOADS_FILE, TimedSession, TimedUpload
 
     if warm:
         builder = warm_builder(params.builder_workers, params.builder_timeout_s,
@@ -517,7 +517,7 @@ def tune_gemm(
 
     Reusing ``params.work_dir`` resumes: trials measured by earlier (possibly killed)
     runs count towards ``params.trials``, and so do the counters of
-    :mod:`farm.jobs.tune_progress`.
+    :mod:`farm.tuning.progress`.
 
     Args:
         params: workload, trial budget, work folder, builder and timing settings.

@@ -1,7 +1,7 @@
 """The search of a model's planned tasks: one MetaSchedule run over them all, in rounds.
 
 Each round first measures the default schedule of every task that has
-trials left and no such record yet (:mod:`farm.jobs.tune_baseline`): one of
+trials left and no such record yet (:mod:`farm.tuning.baseline`): one of
 the task's trials, recorded like any candidate, so that the tuned build
 applies a tuning record only where it beat farm's default schedule on the
 job's phones, and the job has its first measured trials before MetaSchedule's
@@ -9,39 +9,39 @@ search has proposed any.
 
 All tasks are tuned in one MetaSchedule run (``tune_tasks`` with the gradient
 task scheduler, XGBoost cost model) into the one work folder database
-(:mod:`farm.jobs.tune` describes the folder and the runner set-up, shared with
-the GEMM tuning). :mod:`farm.jobs.tune_search` plans each task's trials (a
+(:mod:`farm.tuning.gemm` describes the folder and the runner set-up, shared with
+the GEMM tuning). :mod:`farm.tuning.search` plans each task's trials (a
 small floor, the rest by its estimated share of the model's time), sizes the
 evolutionary search to them, and wraps it so that a resumed run sends no
 trace already measured. Resuming counts each task's measured trials in the
 work folder (its records are found by its workload's line in
 ``database_workload.json``) and asks MetaSchedule only for the missing ones,
-in rounds (:func:`farm.jobs.tune.tune_in_rounds`) that make up for failed
+in rounds (:func:`farm.tuning.gemm.tune_in_rounds`) that make up for failed
 measurements; a task already complete costs nothing. A time budget
 (``for_s``, tuning seconds over all attempts, each from its start:
-:meth:`farm.jobs.tune_progress.TuneProgress.expired`) stops the search: no
+:meth:`farm.tuning.progress.TuneProgress.expired`) stops the search: no
 batch is sent once less time is left than the last batch took plus the
 shortest check of the picks (:func:`check_price`, priced from this attempt's
 measurements), the batch in flight is measured until the time kept for the
 check begins (its other candidates recorded unmeasured:
-:func:`farm.jobs.tune_rate.measure_until`), and the model is built with the
+:func:`farm.tuning.rate.measure_until`), and the model is built with the
 records so far. The check then runs as many rounds as the time left holds
-(:meth:`farm.jobs.tune_check_cost.CheckPrice.rounds_in`); where it holds
+(:meth:`farm.tuning.check_cost.CheckPrice.rounds_in`); where it holds
 fewer than :data:`MIN_CHECK_ROUNDS` (a batch in flight ran past the share
 kept), those fewest rounds still run if they add at most
 :data:`CHECK_OVERRUN_PART` of the budget, else none: the picks it cannot
 check keep their default schedule, and the result counts them.
 
 Given the fleet's best records (:func:`seed_from_fleet`,
-:mod:`farm.jobs.tune_seed`), each task short of its trials first gets its
+:mod:`farm.tuning.seed`), each task short of its trials first gets its
 workload's best records from earlier tunings on the same target and device
 model, which count as measured. Given a ``checkpoint``, the records measured
 so far are handed on after every batch.
 
 The build processes start first, in the background
-(:mod:`farm.jobs.tune_builder`), and stay for the whole run. On CPU targets,
+(:mod:`farm.tuning.builder`), and stay for the whole run. On CPU targets,
 each task whose best record is a searched candidate then has it measured
-again against its default schedule (:mod:`farm.jobs.tune_verify`).
+again against its default schedule (:mod:`farm.tuning.verify`).
 """
 
 from __future__ import annotations
@@ -55,7 +55,10 @@ import structlog
 
 from farm.jobs.ndk import Linker
 from farm.jobs.params import TrackerParams, TuneParams
-from farm.jobs.tune import (
+from farm.jobs.tuning_db import best_record_s, count_trials, default_and_best_s
+from farm.tuning.baseline import BaselineTask, measure_baselines, missing_baselines
+from farm.tuning.check_cost import CheckPrice
+from farm.tuning.gemm import (
     builder_and_runner,
     cost_model,
     drop_unnamed_ms_handlers,
@@ -63,22 +66,19 @@ from farm.jobs.tune import (
     tune_in_rounds,
     warmup_samples,
 )
-from farm.jobs.tune_baseline import BaselineTask, measure_baselines, missing_baselines
-from farm.jobs.tune_check_cost import CheckPrice
-from farm.jobs.tune_progress import TuneProgress
-from farm.jobs.tune_rate import (
+from farm.tuning.progress import TuneProgress
+from farm.tuning.rate import (
     MEASURE_UNTIL_FILE,
     limit_per_phone_hour,
     measure_until,
     run_overhead_s,
     trials_per_phone_hour,
 )
-from farm.jobs.tune_records import best_record_s, count_trials, default_and_best_s
-from farm.jobs.tune_search import FarmSearch, measured_traces, search_settings
-from farm.jobs.tune_seed import BestRecords, seed_work_dir, target_key, warm_start
-from farm.jobs.tune_space import tune_space
-from farm.jobs.tune_tasks import Planned
-from farm.jobs.tune_verify import Verdict, verify_picks
+from farm.tuning.search import FarmSearch, measured_traces, search_settings
+from farm.tuning.seed import BestRecords, seed_work_dir, target_key, warm_start
+from farm.tuning.space import tune_space
+from farm.tuning.tasks import Planned
+from farm.tuning.verify import Verdict, verify_picks
 
 __all__ = ["CHECK_OVERRUN_PART", "MIN_CHECK_ROUNDS", "STARTING_PHASE", "Checkpoint",
            "check_price", "measured", "seed_from_fleet", "tune_all"]
@@ -104,10 +104,10 @@ STARTING_PHASE = "starting the builders and the runner"
 
 
 def check_price(planned: list[Planned], params: TuneParams, builder: Any) -> CheckPrice:
-    """What the picks' check would cost now (:mod:`farm.jobs.tune_check_cost`).
+    """What the picks' check would cost now (:mod:`farm.tuning.check_cost`).
 
     Priced from the work folder: the tasks whose best record is not their
-    first (:func:`farm.jobs.tune_records.default_and_best_s`), their records'
+    first (:func:`farm.jobs.tuning_db.default_and_best_s`), their records'
     run times, the sessions' and uploads' seconds logged in this attempt, and
     the last build wave of ``builder`` (None: not started, 0 s).
     """
@@ -120,7 +120,7 @@ def check_price(planned: list[Planned], params: TuneParams, builder: Any) -> Che
 
 @dataclass(frozen=True)
 class _TaskTimer:
-    """A task's batches timed into the progress (a :class:`farm.jobs.tune_search.BatchTimer`)."""
+    """A task's batches timed into the progress (a :class:`farm.tuning.search.BatchTimer`)."""
 
     progress: TuneProgress
     task: str
@@ -142,7 +142,7 @@ def _contexts(planned: list[Planned], caps: list[int], params: TuneParams,
 
     As ``extracted_tasks_to_tune_contexts`` (apache/tvm
     ``python/tvm/s_tir/meta_schedule/relax_integration.py``) builds them, but
-    each task with its own :func:`farm.jobs.tune_search.FarmSearch` (its cap
+    each task with its own :func:`farm.tuning.search.FarmSearch` (its cap
     and its recorded traces), which that function cannot give.
     """
     from tvm.s_tir.meta_schedule import TuneContext
@@ -170,10 +170,10 @@ def _contexts(planned: list[Planned], caps: list[int], params: TuneParams,
 
 def _round_cost_model(trials: int, progress: TuneProgress, contexts: list[Any],
                       params: TuneParams) -> Any:
-    """A round's cost model (:func:`farm.jobs.tune.cost_model`), ``progress`` told its warm-up.
+    """A round's cost model (:func:`farm.tuning.gemm.cost_model`), ``progress`` told its warm-up.
 
     It is first trained on the work folder's records of the tasks (the
-    fleet's, seeded, and earlier attempts': :func:`farm.jobs.tune_seed.warm_start`),
+    fleet's, seeded, and earlier attempts': :func:`farm.tuning.seed.warm_start`),
     which count towards its warm-up. Its searches cost more once it predicts
     (:meth:`TuneProgress.start_round`).
     """
@@ -210,7 +210,7 @@ def _measure_baselines(planned: list[Planned], params: TuneParams, builder: Any,
                        on_batch: Callable[[], None]) -> None:
     """Measure the default schedule of each CPU task with trials left and none measured yet.
 
-    The baseline is one of the task's trials (:mod:`farm.jobs.tune_baseline`).
+    The baseline is one of the task's trials (:mod:`farm.tuning.baseline`).
     """
     left = [p for p, m in zip(planned, measured(planned, params), strict=True)
             if m < p.trials and str(p.task.extracted.target.kind.name) == "llvm"]
@@ -226,7 +226,7 @@ def seed_from_fleet(planned: list[Planned], params: TuneParams, target: dict[str
     """Seed each task short of its trials with the fleet's best records.
 
     The records come through ``fleet`` and are appended by
-    :func:`farm.jobs.tune_seed.seed_work_dir`; they count as measured trials.
+    :func:`farm.tuning.seed.seed_work_dir`; they count as measured trials.
 
     Returns:
         Records seeded.
@@ -260,7 +260,7 @@ def _expired(params: TuneParams, progress: TuneProgress, reserve_s: float) -> bo
 
     Each time asked, the runner is told until when it measures: the budget's
     end less ``reserve_s`` kept for the picks' check, so the batch in flight
-    ends with the search's share (:func:`farm.jobs.tune_rate.measure_until`).
+    ends with the search's share (:func:`farm.tuning.rate.measure_until`).
     """
     left_s = progress.budget_left_s()
     measure_until(params.work_dir / MEASURE_UNTIL_FILE,
@@ -304,7 +304,7 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
     ``checkpoint`` (if any) is called after each measured batch, with each
     task's name by its workload index. Then, given a list in ``verdicts`` (CPU
     targets), each task's pick is measured again against its default schedule
-    (:mod:`farm.jobs.tune_verify`, in the rounds the time budget left holds:
+    (:mod:`farm.tuning.verify`, in the rounds the time budget left holds:
     :func:`check_price`) and the verdicts appended.
 
     Returns:

@@ -2,18 +2,18 @@
 
 :func:`tune_model` runs one attempt, in three parts, each a module of its own:
 
-- :mod:`farm.jobs.tune_tasks`: the model's tasks, extracted as the ``model``
+- :mod:`farm.tuning.tasks`: the model's tasks, extracted as the ``model``
   job compiles it, heaviest first, capped at ``max_tasks``, their trials
   planned and their workloads committed to the work folder's database;
-- :mod:`farm.jobs.tune_run`: the fleet's best records seeded, each task's
+- :mod:`farm.tuning.run`: the fleet's best records seeded, each task's
   default schedule measured, then one MetaSchedule run over all tasks in
   rounds until each has its trials or the time budget (``for_s``) is spent,
   and on CPU targets each task's pick measured again against its default;
-- :mod:`farm.jobs.tune_result`: the model compiled with the database applied
+- :mod:`farm.tuning.result`: the model compiled with the database applied
   (``<work_dir>/model_tuned.so``) and the result.
 
 Reusing the work folder resumes: trials already measured count, only the
-missing ones are asked for. The progress file (:mod:`farm.jobs.tune_progress`)
+missing ones are asked for. The progress file (:mod:`farm.tuning.progress`)
 names the phase and lists the tasks as soon as they are extracted.
 """
 
@@ -28,19 +28,19 @@ from farm.errors import CompileError, SpecError
 from farm.jobs.cache import CompileCache
 from farm.jobs.ndk import linker_for
 from farm.jobs.params import TrackerParams, TuneParams
-from farm.jobs.tune_progress import TaskProgress, TuneProgress
-from farm.jobs.tune_records import best_record_s, count_trials, repair_work_dir
-from farm.jobs.tune_result import (
+from farm.jobs.tuning_db import best_record_s, count_trials, repair_work_dir
+from farm.tuning.progress import TaskProgress, TuneProgress
+from farm.tuning.result import (
     TUNED_LIBRARY,
     ModelTuneResult,
     TaskResult,
     compile_tuned,
     keep_untuned,
 )
-from farm.jobs.tune_run import Checkpoint, measured, seed_from_fleet, tune_all
-from farm.jobs.tune_seed import BestRecords
-from farm.jobs.tune_tasks import ModelTask, Planned, import_model, model_of, model_tasks, plan_tasks
-from farm.jobs.tune_verify import Verdict
+from farm.tuning.run import Checkpoint, measured, seed_from_fleet, tune_all
+from farm.tuning.seed import BestRecords
+from farm.tuning.tasks import ModelTask, Planned, import_model, model_of, model_tasks, plan_tasks
+from farm.tuning.verify import Verdict
 
 __all__ = ["TUNED_LIBRARY", "Checkpoint", "ModelTask", "ModelTuneResult", "compile_tuned",
            "keep_untuned",
@@ -59,7 +59,7 @@ def tune_model(
     Reusing ``params.work_dir`` resumes: trials already measured count, only
     the missing ones are asked for, and no recorded trace is measured again.
     With ``fleet``, each task short of its trials first gets the fleet's best
-    records of its workload (:mod:`farm.jobs.tune_seed`), which count as measured.
+    records of its workload (:mod:`farm.tuning.seed`), which count as measured.
 
     Args:
         params: ``model``, trial budget (``trials``, ``trials_per_task``,

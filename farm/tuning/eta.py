@@ -1,8 +1,8 @@
 """The seconds a tune job has left: the arithmetic behind ``eta_s``.
 
 The ETA is that of the job's result, as its user waits for it: the search
-left, then the picks' check (:mod:`farm.jobs.tune_check_cost`), then the
-tuned build and its timing on each phone (:mod:`farm.jobs.tune_tail`). A
+left, then the picks' check (:mod:`farm.tuning.check_cost`), then the
+tuned build and its timing on each phone (:mod:`farm.tuning.tail`). A
 tuning run's search ends either when its trials are measured or when its
 time budget (``--for``) is spent. The search left is priced task by task
 (:func:`search_left_s`): each batch still to send costs its task's search
@@ -14,7 +14,7 @@ schedules, later that of the last batches, smaller once tasks reached their
 cap. A search before the cost model predicts (its warm-up: the round's
 first tenth of the trials) is not what later ones cost, so a task's cold
 searches are priced :data:`FIRST_BATCH_GROWTH` times as long until the run
-shows its own ratio (:func:`farm.jobs.tune_batches.growth`); a batch's runs
+shows its own ratio (:func:`farm.tuning.batches.growth`); a batch's runs
 hide behind the next tasks' searches and pile up on the last task's, so a
 task's candidates cost the mean of the round robin's until its second batch;
 and a task whose search runs dry has few trials left, whatever it asked
@@ -27,7 +27,7 @@ and a task whose search runs dry has few trials left, whatever it asked
   a batch, what it ends short by: :func:`budget_end_s`) unless the search
   left ends first by a wide margin (:data:`CLEAR_MARGIN`);
 - without one, the search left plus the picks' check;
-- then the tuned build and the timing (:class:`farm.jobs.tune_progress.TuneProgress`
+- then the tuned build and the timing (:class:`farm.tuning.progress.TuneProgress`
   adds them).
 """
 
@@ -45,7 +45,7 @@ __all__ = ["CLEAR_MARGIN", "DRY_RATIO", "EMPTY_SEARCHES", "FIRST_BATCH_GROWTH", 
 RECENT_BATCHES = 4
 
 #: A task's warm searches (the cost model predicting) take this many times its cold ones, until
-#: a task of the run shows its own ratio (:meth:`farm.jobs.tune_batches.BatchTimes.task_cost`).
+#: a task of the run shows its own ratio (:meth:`farm.tuning.batches.BatchTimes.task_cost`).
 #: They took 1.3x to 2.2x (median 1.5x) on the small CNN's tasks, 300 trials on one virtual
 #: phone, and 1.2x to 2.1x with 1000 trials (docs/benchmarks.md, issue 21).
 FIRST_BATCH_GROWTH = 1.5
@@ -91,9 +91,9 @@ def budget_end_s(budget_left_s: float, batch_s: float | None) -> float:
 
     The search sends no batch once less is left than a batch takes plus the
     shortest check of the picks
-    (:meth:`farm.jobs.tune_progress.TuneProgress.expired`); the batch in
+    (:meth:`farm.tuning.progress.TuneProgress.expired`); the batch in
     flight then ends and the check runs as many rounds as the rest holds
-    (:mod:`farm.jobs.tune_check_cost` prices them from this attempt's
+    (:mod:`farm.tuning.check_cost` prices them from this attempt's
     measurements). What stays unused is less than a batch, and the stop falls
     anywhere in the last batch's span, so the run is taken to end half a
     batch before the budget's end. Never below 0 s.
@@ -118,11 +118,11 @@ class TaskCost:
         search_s: seconds a search of its batches costs (the evolutionary
             search and the cost model's ranking, from the batch's start to its
             candidates): the mean of its recent searches after its first, or
-            its first at the run's growth (:class:`farm.jobs.tune_batches.BatchTimes`);
+            its first at the run's growth (:class:`farm.tuning.batches.BatchTimes`);
             None before one ended.
         measure_s: seconds a candidate of its batches costs from its search's
             end to its result (build, upload and run, a batch's own time:
-            :meth:`farm.jobs.tune_progress.TuneProgress.batch_joined`): its
+            :meth:`farm.tuning.progress.TuneProgress.batch_joined`): its
             recent batches' after its first, or the mean of the tasks' first
             batches'; None before a batch of it was measured.
         batches_left: searches it has left where its trials do not say
@@ -141,7 +141,7 @@ class TaskCost:
 DRY_RATIO = 0.75
 
 #: Searches in a row that give nothing new (all measured before) before a task ends
-#: (:func:`farm.jobs.tune_search.FarmSearch`).
+#: (:func:`farm.tuning.search.FarmSearch`).
 EMPTY_SEARCHES = 5
 
 
@@ -156,7 +156,7 @@ def dry_left(yields: list[int], batch: int) -> tuple[int, int] | None:
     a batch comes short, the yields are taken to shrink at the ratio of the
     last two (3/4 at most) until less than one is left, and then
     :data:`EMPTY_SEARCHES` searches come up empty before the task ends
-    (:func:`farm.jobs.tune_search.FarmSearch`).
+    (:func:`farm.tuning.search.FarmSearch`).
 
     Args:
         yields: the candidates each of the task's searches gave, in order.

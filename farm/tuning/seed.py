@@ -7,7 +7,7 @@ and knows nothing of the queue. Before a model's tasks are tuned,
 to the work folder's ``database_tuning_record.json``, under that workload's
 line, as if this job had measured them. Everything downstream then treats them
 as measured trials: they count towards the task's trials (a task whose fleet
-records reach its budget measures nothing), :class:`farm.jobs.tune_search.FarmSearch`
+records reach its budget measures nothing), :class:`farm.tuning.search.FarmSearch`
 never measures their traces again, MetaSchedule's evolutionary search seeds its
 population with the best of them (``init_measured_ratio``), and the tuned build
 applies the best one. At most the task's trials are seeded, fastest first.
@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from farm.errors import SpecError
-from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE, repair_work_dir
-from farm.jobs.tune_search import measured_traces, plain_json, trace_key
+from farm.jobs.tuning_db import RECORDS_FILE, WORKLOADS_FILE, repair_work_dir
+from farm.tuning.search import measured_traces, plain_json, trace_key
 
 __all__ = ["WARM_START_RECORDS", "BestRecords", "WorkDirDatabase", "read_database",
            "seed_work_dir", "target_key", "warm_start", "write_database"]
@@ -197,7 +197,7 @@ def warm_start(model: Any, contexts: Sequence[Any], work_dir: Path,
         return 0
     from tvm.s_tir import meta_schedule as ms
 
-    from farm.jobs.tune_records import FAILED_RUN_S
+    from farm.jobs.tuning_db import FAILED_RUN_S
 
     database = ms.database.JSONDatabase(work_dir=str(work_dir))
     fed = 0

@@ -4,7 +4,7 @@ MetaSchedule's ``LocalBuilder`` starts a fresh process pool for every batch
 (apache/tvm ``python/tvm/s_tir/meta_schedule/builder/local_builder.py``: "we
 restart the PopenPool everytime because of a known memory leak") and one more
 for a sanity check when it is created. Each worker first imports
-``tvm.s_tir.tensor_intrin`` (:func:`farm.jobs.tune.builder_initializer`),
+``tvm.s_tir.tensor_intrin`` (:func:`farm.tuning.gemm.builder_initializer`),
 which took 62 s on the loaded 2-core CI host: a minute per batch before
 anything is built. :class:`WarmBuilder` keeps one pool, starts its workers
 (the imports) at once, in the background, while the search proposes the first
@@ -17,7 +17,7 @@ hands each candidate the path its library will have
 (:func:`artifact_path`), submits the builds and returns, so MetaSchedule's
 task scheduler sends the batch to the runner and goes on searching the next
 batch while this one is built and measured. The runner's upload waits for
-each library (:class:`farm.jobs.tune_rate.TimedUpload` with ``build_wait_s``);
+each library (:class:`farm.tuning.rate.TimedUpload` with ``build_wait_s``);
 a build that fails leaves ``<path>.error`` with its reason, which the upload
 raises, so the candidate is recorded as failed, as a failed build is.
 """
@@ -77,7 +77,7 @@ def _builder_class() -> type:
             self.on_built = on_built
             self.workers = workers
             #: Seconds per wave of ``workers`` candidates of the last build calls:
-            #: prices the picks' check (farm.jobs.tune_check_cost).
+            #: prices the picks' check (farm.tuning.check_cost).
             self.waves_s: list[float] = []
             self.timeout_s = timeout_s
             self.pool = PopenPoolExecutor(max_workers=workers, timeout=timeout_s,
@@ -170,12 +170,12 @@ def warm_builder(workers: int, timeout_s: float, f_export: Any,
             its initializer).
         f_export: writes a built module to a ``.so`` and returns its path;
             pipelined, its ``to(path)`` gives one writing to ``path``
-            (:class:`farm.jobs.tune.SoExporter`).
+            (:class:`farm.tuning.gemm.SoExporter`).
         initializer: run once in each worker when it starts.
         max_uses: builds before a worker is replaced by a fresh one.
         on_built: called after each call's builds are done, in the caller's
             thread (MetaSchedule's task scheduler builds a batch before it
-            searches the next: :meth:`farm.jobs.tune_progress.TuneProgress.batch_built`);
+            searches the next: :meth:`farm.tuning.progress.TuneProgress.batch_built`);
             pipelined, once its builds are submitted.
         pipeline: return from a build call at once, each candidate's library
             to come (the module docstring); False: return once all are built.

@@ -1,5 +1,5 @@
-"""How much of a model tuning's time budget the picks' check gets (farm.jobs.tune_check_cost,
-farm.jobs.tune_run.check_price)."""
+"""How much of a model tuning's time budget the picks' check gets (farm.tuning.check_cost,
+farm.tuning.run.check_price)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from farm.jobs.params import TimingParams, TuneParams
-from farm.jobs.tune import tune_in_rounds
-from farm.jobs.tune_check_cost import CheckPrice
-from farm.jobs.tune_progress import TuneProgress
-from farm.jobs.tune_rate import UPLOADS_FILE, run_overhead_s
-from farm.jobs.tune_records import RECORDS_FILE, default_and_best_s
-from farm.jobs.tune_run import CHECK_OVERRUN_PART, MIN_CHECK_ROUNDS, check_price
+from farm.jobs.tuning_db import RECORDS_FILE, default_and_best_s
+from farm.tuning.check_cost import CheckPrice
+from farm.tuning.gemm import tune_in_rounds
+from farm.tuning.progress import TuneProgress
+from farm.tuning.rate import UPLOADS_FILE, run_overhead_s
+from farm.tuning.run import CHECK_OVERRUN_PART, MIN_CHECK_ROUNDS, check_price
 
 TIMING = TimingParams(number=3, repeat=3, min_repeat_ms=20)
 

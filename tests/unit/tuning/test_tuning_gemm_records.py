@@ -9,8 +9,7 @@ import pytest
 
 from farm.errors import SpecError
 from farm.jobs.params import GemmParams, TrackerParams, TuneParams
-from farm.jobs.tune import tune_gemm
-from farm.jobs.tune_records import (
+from farm.jobs.tuning_db import (
     RECORDS_FILE,
     WORKLOADS_FILE,
     count_trials,
@@ -18,6 +17,7 @@ from farm.jobs.tune_records import (
     repair_database_file,
     repair_work_dir,
 )
+from farm.tuning.gemm import tune_gemm
 
 
 def _record(run_s: float) -> bytes:

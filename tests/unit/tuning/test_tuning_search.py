@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 from farm.jobs.params import TimingParams
-from farm.jobs.tune_rate import UPLOADS_FILE, limit_per_phone_hour, trial_busy_s
-from farm.jobs.tune_records import RECORDS_FILE
-from farm.jobs.tune_search import measured_traces, plan_trials, search_settings, trace_key
+from farm.jobs.tuning_db import RECORDS_FILE
+from farm.tuning.rate import UPLOADS_FILE, limit_per_phone_hour, trial_busy_s
+from farm.tuning.search import measured_traces, plan_trials, search_settings, trace_key
 
 
 class TestPlan:

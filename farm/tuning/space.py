@@ -7,7 +7,7 @@ dropped (``EvolutionarySearch``'s ``SampleInitPopulation``: ``Trace(insts,
 evolutionary_search.cc``), and from the database's measured bests. With only
 MetaSchedule's generic x86 space (``post-order-apply``), farm's default
 schedule entered the search as one measured trace
-(:mod:`farm.jobs.tune_baseline`), and the candidates built on it were only
+(:mod:`farm.tuning.baseline`), and the candidates built on it were only
 its mutants; on the device runs 0-5 of 7-15 checked picks beat it.
 
 Here a CPU task's space is the union (``SpaceGeneratorUnion``) of
@@ -37,7 +37,7 @@ def farm_schedules(target: Any) -> Any:
     Returns:
         A function of a MetaSchedule ``Schedule`` of the task to a list of
         schedules: farm's default schedule of its ``main`` (whose trace replays
-        on the task's module: :mod:`farm.jobs.tune_baseline` records it so), or
+        on the task's module: :mod:`farm.tuning.baseline` records it so), or
         none where that trace samples nothing.
     """
     from farm.jobs.cpu_schedules import default_schedule

@@ -8,9 +8,9 @@ then updates the cost model before the next search. So a batch's own time
 runs from its search's start to its results, less the other tasks' searches
 and builds meanwhile (:meth:`BatchTimes.joined`); the time from a batch's
 results to the next search is the scheduler's gap (:attr:`BatchTimes.gap_s`).
-:class:`farm.jobs.tune_progress.TuneProgress` keeps one :class:`BatchTimes`
+:class:`farm.tuning.progress.TuneProgress` keeps one :class:`BatchTimes`
 per attempt, under its lock, for the time budget's stop and the ETA
-(:func:`farm.jobs.tune_eta.search_left_s`).
+(:func:`farm.tuning.eta.search_left_s`).
 
 A search costs more once MetaSchedule's ``XGBModel`` predicts: until it holds
 ``num_warmup_samples`` results of the round it scores candidates at random
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import statistics
 
-from farm.jobs.tune_eta import FIRST_BATCH_GROWTH, RECENT_BATCHES, TaskCost, dry_left
+from farm.tuning.eta import FIRST_BATCH_GROWTH, RECENT_BATCHES, TaskCost, dry_left
 
 __all__ = ["BatchTimes", "growth", "later_s", "recent_s"]
 
@@ -58,7 +58,7 @@ def growth(per_task: list[tuple[list[float], list[float]]]) -> float:
     """How many times its cold searches a task's warm searches cost: the tasks' median.
 
     Each task's ratio is its recent warm searches' mean (:func:`recent_s`) over
-    its cold ones' mean, and :data:`farm.jobs.tune_eta.FIRST_BATCH_GROWTH`
+    its cold ones' mean, and :data:`farm.tuning.eta.FIRST_BATCH_GROWTH`
     counts as one more task: the first task with a warm search has one, whose
     seconds swing 2x with the host's load (taken alone, a 300-trial run's ETA
     went from -15% to +45% at its quarter).
@@ -115,7 +115,7 @@ class BatchTimes:
 
         Args:
             warm_after: the results the cost model needs before it predicts
-                (:func:`farm.jobs.tune.warmup_samples`; 0: a random model, which
+                (:func:`farm.tuning.gemm.warmup_samples`; 0: a random model, which
                 never does, each search costs alike); None: unknown, and a
                 task's first search is its only cold one.
         """
@@ -227,7 +227,7 @@ class BatchTimes:
         matmul read 0.86 s a candidate, later 0.3 s). Until every task searched
         has its first batch's results, no measurement: the runs of the round
         robin are paid by its end, and a candidate costs its build and its run
-        (:meth:`farm.jobs.tune_progress.TuneProgress.set_run_s`); the mean of
+        (:meth:`farm.tuning.progress.TuneProgress.set_run_s`); the mean of
         the first results in read -17% to -28% of a job's time left.
         """
         cold = self._cold_searches.get(task, [])

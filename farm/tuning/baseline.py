@@ -35,8 +35,8 @@ from typing import Any
 import structlog
 
 from farm.jobs.targets import runtime_device_name
-from farm.jobs.tune_records import open_database
-from farm.jobs.tune_search import measured_traces, trace_key
+from farm.jobs.tuning_db import open_database
+from farm.tuning.search import measured_traces, trace_key
 
 __all__ = ["BaselineTask", "baseline_candidate", "measure_baselines", "missing_baselines"]
 

@@ -1,16 +1,16 @@
 """What the picks' check costs, priced from this attempt's own measurements.
 
-After the search, :func:`farm.jobs.tune_verify.verify_picks` builds each
+After the search, :func:`farm.tuning.verify.verify_picks` builds each
 task's pick and default schedule once (one call of the tuning run's builder)
 and runs both ``rounds`` times on the job's phones. A run there is one
 candidate of MetaSchedule's ``RPCRunner``: a session of its own (tracker,
 thread pool), the upload and load of its ``.so``, then ``repeat`` timed
 repeats of ``number`` calls each, at least ``min_repeat_ms`` long. So a round
 of the check costs, per task, the two schedules' timed runs (their records'
-run times: :func:`farm.jobs.tune_rate.trial_busy_s`) and twice the per-run
+run times: :func:`farm.tuning.rate.trial_busy_s`) and twice the per-run
 overhead measured in this attempt (the sessions' and uploads' seconds logged
-by :class:`farm.jobs.tune_rate.TimedSession` and
-:class:`farm.jobs.tune_rate.TimedUpload`), spread over the runner's workers;
+by :class:`farm.tuning.rate.TimedSession` and
+:class:`farm.tuning.rate.TimedUpload`), spread over the runner's workers;
 the builds cost one build wave per ``builder_workers`` candidates, timed on
 the tuning run's own builds.
 
@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from farm.jobs.params import TimingParams
-from farm.jobs.tune_rate import trial_busy_s
+from farm.tuning.rate import trial_busy_s
 
 __all__ = ["CheckPrice", "round_s"]
 

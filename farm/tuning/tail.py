@@ -1,8 +1,8 @@
 """What a tune job does after its search and check, priced: the tuned build and its timing.
 
 A model's tune job ends with its result, not with its search: after the
-picks' check (:mod:`farm.jobs.tune_check_cost`) the model is compiled with the
-records (:func:`farm.jobs.tune_result.compile_tuned`), then each phone times
+picks' check (:mod:`farm.tuning.check_cost`) the model is compiled with the
+records (:func:`farm.tuning.result.compile_tuned`), then each phone times
 the untuned and the tuned build in ``jobs.tune_timing_rounds`` interleaved
 rounds (:mod:`farm.kinds.tune_model`), each run warmed up and sampled by the
 ``[results]`` rule (:mod:`farm.sampling`). On the small CNN and one virtual

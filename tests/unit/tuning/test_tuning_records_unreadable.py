@@ -10,7 +10,7 @@ from tvm import te
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir import schedule as s_tir_schedule
 
-from farm.jobs.tune_records import (
+from farm.jobs.tuning_db import (
     RECORDS_FILE,
     UNREADABLE_FILE,
     open_database,

@@ -6,7 +6,7 @@ linked for the phones, NDK for real ones), and copied to
 ``<work_dir>/model_tuned.so``. Before that, on CPU targets, each task whose
 best record is a searched candidate has it measured again against its
 default schedule, interleaved, and the record is applied only where it is
-faster by more than the measurements' spread (:mod:`farm.jobs.tune_verify`):
+faster by more than the measurements' spread (:mod:`farm.tuning.verify`):
 the least of a few noisy measurements is often a candidate that was measured
 fast once.
 """
@@ -23,8 +23,8 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.model import ModelInput, build_model
 from farm.jobs.ndk import Linker
 from farm.jobs.params import ModelParams
-from farm.jobs.tune_records import TUNED_LIBRARY
-from farm.jobs.tune_verify import drop_picks
+from farm.jobs.tuning_db import TUNED_LIBRARY
+from farm.tuning.verify import drop_picks
 
 __all__ = ["TUNED_LIBRARY", "ModelTuneResult", "TaskResult", "compile_tuned", "keep_untuned"]
 
@@ -70,11 +70,11 @@ class ModelTuneResult:
             trial (None: it measured none).
         trials_per_phone_hour: this attempt's measured trials per phone-hour.
         limit_per_phone_hour: the measurement-bound limit
-            (:func:`farm.jobs.tune_rate.limit_per_phone_hour`).
+            (:func:`farm.tuning.rate.limit_per_phone_hour`).
         trials_from_fleet: records this attempt seeded from the fleet's
             (counted in ``trials_measured_before``).
         picks_checked: tasks whose best record (not their default schedule)
-            was measured again against the default (:mod:`farm.jobs.tune_verify`);
+            was measured again against the default (:mod:`farm.tuning.verify`);
             None: not checked (GPU targets).
         picks_used: of those, the records faster by more than the spread,
             which the tuned build applies; the other tasks keep the default.
@@ -125,7 +125,7 @@ def compile_tuned(
     ``database_dir``: same linker, same compile cache entry), then copied into
     the work folder. On CPU targets a task gets its best record only where
     that record beat the default schedule when measured again
-    (:mod:`farm.jobs.tune_verify`, ``<work_dir>/picked``); every other task
+    (:mod:`farm.tuning.verify`, ``<work_dir>/picked``); every other task
     keeps farm's default CPU schedule.
 
     Raises:
@@ -149,7 +149,7 @@ def keep_untuned(
     can still lose (caches shared between kernels, noise in the check): the
     job then reports the untuned build as its best. Every build "tuned by"
     ``work_dir`` (``model_tuned.so``, ``farmctl export``, ``--tuned``) is then
-    the untuned one (:func:`farm.jobs.tune_verify.drop_picks`).
+    the untuned one (:func:`farm.tuning.verify.drop_picks`).
 
     Returns:
         ``<work_dir>/model_tuned.so``, now the untuned build.

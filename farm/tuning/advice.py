@@ -1,12 +1,12 @@
 """``enqueue tune --model --trials N``: a warning when N cannot reach a search batch.
 
 On a CPU target each tuned task's first trial measures its default schedule
-(:mod:`farm.jobs.tune_baseline`), and the trials are shared over the tasks by
-:func:`farm.jobs.tune_search.plan_trials`, so a small ``--trials`` can leave
+(:mod:`farm.tuning.baseline`), and the trials are shared over the tasks by
+:func:`farm.tuning.search.plan_trials`, so a small ``--trials`` can leave
 nothing to search: ``--trials 32`` on a model of 55 tasks gave one trial each
 to the 32 heaviest, all default schedules, and the job ran, measured "32/32
 trials" and applied no tuning record. The warning says so before the job
-runs, counting the model's tasks as the job will (:func:`farm.jobs.tune_tasks.
+runs, counting the model's tasks as the job will (:func:`farm.tuning.tasks.
 model_tasks`: TVM imports the model, a few seconds), and names the trials
 that reach one batch.
 
@@ -47,7 +47,7 @@ def trials_advice(params: Mapping[str, Any]) -> list[str]:
         batch, no ``--trials`` was given, the target is no CPU, or the tasks
         cannot be counted.
     """
-    from farm.jobs.tune_search import plan_trials
+    from farm.tuning.search import plan_trials
 
     model = params.get("model")
     trials = params.get("trials")
@@ -98,7 +98,7 @@ def _task_costs(sha256: str, path: str,  # noqa: ARG001 (the cache's key)
         SpecError, CompileError: the model cannot be read or imported.
     """
     from farm.jobs.model import load_model, relax_module
-    from farm.jobs.tune_tasks import model_tasks
+    from farm.tuning.tasks import model_tasks
 
     model, inputs = load_model(Path(path), None if shapes is None else dict(shapes),
                                Path(path).name)

@@ -11,8 +11,8 @@ from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
 from farm.jobs.cpu_schedules.build import scheduled_module
-from farm.jobs.tune_model import model_tasks
-from farm.jobs.tune_space import tune_space
+from farm.tuning.model import model_tasks
+from farm.tuning.space import tune_space
 
 TARGET = {"kind": "llvm", "num-cores": 1}
 

@@ -14,8 +14,8 @@ schedule has both built once and measured ``rounds`` times more, interleaved
 phones. The record is applied only where it is faster by more than the
 measurements' spread (:func:`pick_wins`); the others keep farm's default
 schedule. The kept records form their own database, ``<work_dir>/picked``
-(:data:`farm.jobs.tune_records.PICKED_DIR`), which every build "tuned by"
-this work folder applies (:func:`farm.jobs.tune_records.applied_database`);
+(:data:`farm.jobs.tuning_db.PICKED_DIR`), which every build "tuned by"
+this work folder applies (:func:`farm.jobs.tuning_db.applied_database`);
 the work folder's database keeps every record, for resuming and for the
 fleet's records.
 """
@@ -35,15 +35,15 @@ from typing import Any
 import structlog
 
 from farm.jobs.targets import runtime_device_name
-from farm.jobs.tune_baseline import BaselineTask, baseline_candidate
-from farm.jobs.tune_records import (
+from farm.jobs.tuning_db import (
     FAILED_RUN_S,
     PICKED_DIR,
     RECORDS_FILE,
     WORKLOADS_FILE,
     open_database,
 )
-from farm.jobs.tune_search import trace_key
+from farm.tuning.baseline import BaselineTask, baseline_candidate
+from farm.tuning.search import trace_key
 
 __all__ = ["CHECKED_FILE", "Verdict", "drop_picks", "pick_wins", "verify_picks"]
 
@@ -243,7 +243,7 @@ def drop_picks(work_dir: Path) -> None:
     """Apply no record of ``work_dir``: builds "tuned by" it become the untuned build.
 
     For a tuned model that was not faster than the untuned one as a whole
-    (:func:`farm.jobs.tune_model.keep_untuned`). The work folder's database
+    (:func:`farm.tuning.model.keep_untuned`). The work folder's database
     and the check's verdicts stay; a later check (new records) writes the
     picks again.
     """

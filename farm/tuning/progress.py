@@ -13,12 +13,12 @@ and MetaSchedule's database in it; the counters live beside it::
 ``tasks`` lists the tuning tasks in tuning order (a GEMM job has one task), each
 with the trials asked and measured so far and the best measured candidate's
 mean run time (``best_s``, null until one is measured). ``eta_s`` estimates the
-seconds until the job's result (:mod:`farm.jobs.tune_eta`): the search left
+seconds until the job's result (:mod:`farm.tuning.eta`): the search left
 (the budget's end unless the search left, priced per task from its measured
 searches and measurements, clearly ends first; null while that price is
 unknown and the budget may not be what ends the run), the picks' check, the
 tuned build and the timing of the untuned and tuned builds
-(:mod:`farm.jobs.tune_tail`), each stage priced again as it starts
+(:mod:`farm.tuning.tail`), each stage priced again as it starts
 (:meth:`TuneProgress.enter_stage`). ``phase``
 says what the attempt does now (``extracting tasks``, ``tuning``,
 ``compiling``, ``timing the untuned and tuned builds``, and once the result is
@@ -30,7 +30,7 @@ the first builds count), which is what a time budget counts;
 ``first_trial_s`` is the seconds from this attempt's start to its
 first measured trial; ``trials_per_phone_hour`` is this attempt's measured
 trials per phone-hour and ``limit_per_phone_hour`` the most that its phones
-could measure, were they never idle (:func:`farm.jobs.tune_rate.limit_per_phone_hour`).
+could measure, were they never idle (:func:`farm.tuning.rate.limit_per_phone_hour`).
 
 Each change is written at once (``farm.privacy.write_private``: atomic, 0600), so a
 farmd or child killed with -9 loses at most the change it was making; the file
@@ -49,10 +49,10 @@ from typing import Any
 
 from farm import logs
 from farm.clock import Clock, SystemClock
-from farm.jobs.tune_batches import BatchTimes
-from farm.jobs.tune_eta import estimate_eta_s, search_left_s, seconds_per_trial
-from farm.jobs.tune_tail import Stages, TailPrice
 from farm.privacy import write_private
+from farm.tuning.batches import BatchTimes
+from farm.tuning.eta import estimate_eta_s, search_left_s, seconds_per_trial
+from farm.tuning.tail import Stages, TailPrice
 
 __all__ = ["PROGRESS_FILE", "TaskProgress", "TuneCounters", "TuneProgress", "read_counters"]
 
@@ -239,7 +239,7 @@ class TuneProgress:
         self._points: list[tuple[float, int]] = []
         self._tuning_before_s = self._counters.tuning_s
         self._budget_s: float | None = None
-        # This attempt's batches (farm.jobs.tune_batches), and the seconds last kept back
+        # This attempt's batches (farm.tuning.batches), and the seconds last kept back
         # for the picks' check (:meth:`expired`) and what the whole check costs
         # (:meth:`set_check_s`; None: the reserve), for the ETA.
         self._batches = BatchTimes()
@@ -247,7 +247,7 @@ class TuneProgress:
         self._check_s: float | None = None
         self._check_runs = 0
         self._check_builds = 0
-        # The stage the job is in, and what follows the check, priced (farm.jobs.tune_tail).
+        # The stage the job is in, and what follows the check, priced (farm.tuning.tail).
         self._stages = Stages()
 
     @property
@@ -295,7 +295,7 @@ class TuneProgress:
 
         Args:
             run_s: seconds a run costs beyond its timed repeats (a session and an
-                upload: :func:`farm.jobs.tune_rate.run_overhead_s`), over the phones.
+                upload: :func:`farm.tuning.rate.run_overhead_s`), over the phones.
             builders: the builder's processes (a candidate's build in one process
                 takes this many times a batch's build seconds per candidate).
         """
@@ -402,7 +402,7 @@ class TuneProgress:
         for 26 s (its 8 builds took 9.3 s).
 
         Args:
-            check_s: seconds (:meth:`farm.jobs.tune_check_cost.CheckPrice.cost_s`).
+            check_s: seconds (:meth:`farm.tuning.check_cost.CheckPrice.cost_s`).
             runs: the check's runs, all rounds (0: none known).
             builds: the candidates it builds (each pick and default once).
         """
@@ -476,7 +476,7 @@ class TuneProgress:
         """The job goes on to ``stage``; the ETA priced again from it.
 
         Args:
-            stage: one of :data:`farm.jobs.tune_tail.Stages.STAGES`: ``"search"``
+            stage: one of :data:`farm.tuning.tail.Stages.STAGES`: ``"search"``
                 (at the start, again when an attempt takes over another's
                 tasks), ``"check"`` (the search has ended), ``"build"`` or
                 ``"timing"``, entered again at the end of each timing run.

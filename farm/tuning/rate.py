@@ -29,7 +29,7 @@ from farm.clock import wait_until
 from farm.errors import CompileError
 from farm.jobs.params import TimingParams
 from farm.jobs.session import connect_fresh
-from farm.jobs.tune_records import FAILED_RUN_S, RECORDS_FILE
+from farm.jobs.tuning_db import FAILED_RUN_S, RECORDS_FILE
 
 __all__ = ["MEASURE_UNTIL_FILE", "UPLOADS_FILE", "TimedSession", "TimedUpload",
            "limit_per_phone_hour", "measure_until", "read_measure_until", "run_overhead_s",
@@ -47,7 +47,7 @@ class TimedUpload:
 
     Attributes:
         log_path: the JSON-lines file an upload's seconds are appended to.
-        build_wait_s: with pipelined builds (:mod:`farm.jobs.tune_builder`),
+        build_wait_s: with pipelined builds (:mod:`farm.tuning.builder`),
             how long to wait for the library to be built; 0: it is built.
         until_path: a file holding the time (UNIX seconds) after which no
             candidate is measured (:func:`measure_until`), the tuning's time
@@ -110,13 +110,13 @@ def read_measure_until(path: str | None) -> float | None:
 
 
 def wait_for_build(path: str, deadline_s: float) -> None:
-    """Wait until the pipelined build of ``path`` is done (:mod:`farm.jobs.tune_builder`).
+    """Wait until the pipelined build of ``path`` is done (:mod:`farm.tuning.builder`).
 
     Raises:
         CompileError: it left ``<path>.error`` (its reason is the message), or
             neither the library nor that file came within ``deadline_s``.
     """
-    from farm.jobs.tune_builder import ERROR_SUFFIX
+    from farm.tuning.builder import ERROR_SUFFIX
 
     error = Path(path + ERROR_SUFFIX)
     if not wait_until(lambda: os.path.exists(path) or error.exists(), deadline_s,
@@ -132,7 +132,7 @@ class TimedSession:
 
     A session per candidate (tracker request, connection, thread pool) is
     overhead the picks' check pays per run as well
-    (:mod:`farm.jobs.tune_check_cost`); one line ``{"session_s": ...}`` per
+    (:mod:`farm.tuning.check_cost`); one line ``{"session_s": ...}`` per
     session is appended to the uploads' log.
 
     Attributes:

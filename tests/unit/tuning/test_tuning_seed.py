@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from farm.errors import SpecError
-from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE, count_trials
-from farm.jobs.tune_seed import read_database, seed_work_dir, target_key
+from farm.jobs.tuning_db import RECORDS_FILE, WORKLOADS_FILE, count_trials
+from farm.tuning.seed import read_database, seed_work_dir, target_key
 
 TARGET = {"keys": ["cpu"], "kind": "llvm", "num-cores": 4, "tag": ""}
 

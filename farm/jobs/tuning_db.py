@@ -8,7 +8,7 @@
                                             records MetaSchedule could not read
                                             back, set aside (:func:`open_database`)
     <work_dir>/picked/                      the records the tuned build applies
-                                            (:mod:`farm.jobs.tune_verify`)
+                                            (:mod:`farm.tuning.verify`)
 
 Checkpointing is MetaSchedule's: each measured candidate is appended as one
 line. A process killed mid-write leaves a half-written last line, which
@@ -37,7 +37,7 @@ RECORDS_FILE = "database_tuning_record.json"
 #: :func:`open_database` (the same JSON lines, kept for a bug report).
 UNREADABLE_FILE = "database_tuning_record.unreadable.json"
 #: The database of the records that beat farm's default schedules when measured
-#: again (:mod:`farm.jobs.tune_verify`), in the work folder.
+#: again (:mod:`farm.tuning.verify`), in the work folder.
 PICKED_DIR = "picked"
 #: The tuned model's library in the work folder (``farmctl export`` copies it);
 #: named here, in a module without TVM, so the dashboard can look for it.
@@ -208,10 +208,10 @@ def default_and_best_s(work_dir: Path) -> dict[int, tuple[list[float], list[floa
     """Per workload whose best record is not its first: the first's and the best's run times.
 
     A task's first measured record is its default schedule
-    (:mod:`farm.jobs.tune_baseline` measures it before any search; records
+    (:mod:`farm.tuning.baseline` measures it before any search; records
     seeded from the fleet come before it, so then the first is one of those).
     These are the tasks the picks' check measures again
-    (:mod:`farm.jobs.tune_check_cost` prices it from their run times).
+    (:mod:`farm.tuning.check_cost` prices it from their run times).
 
     Args:
         work_dir: the tuning work folder.
@@ -280,7 +280,7 @@ def applied_database(work_dir: Path) -> Path | None:
     """The database a build "tuned by ``work_dir``" applies.
 
     ``<work_dir>/picked`` where the job checked its picks
-    (:func:`farm.jobs.tune_verify.verify_picks`); None when it holds no record
+    (:func:`farm.tuning.verify.verify_picks`); None when it holds no record
     (no pick beat farm's default schedules: the tuned build is the untuned
     one); the work folder itself where no check was written (GPU targets,
     work folders of older farms).

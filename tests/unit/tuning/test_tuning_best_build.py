@@ -1,11 +1,11 @@
 """Which build a model tune job calls its best, and how its outcome reads
-(farm.jobs.tune_outcome)."""
+(farm.tuning.outcome)."""
 
 from __future__ import annotations
 
-from farm.jobs.tune_outcome import decide, outcome_lines, searched_trials, speedup_text
-from farm.jobs.tune_result import ModelTuneResult, TaskResult
 from farm.kinds.tune_model import _decide
+from farm.tuning.outcome import decide, outcome_lines, searched_trials, speedup_text
+from farm.tuning.result import ModelTuneResult, TaskResult
 
 
 class TestBestBuild:

@@ -1,14 +1,14 @@
 """How a model's tuning budget is spent: trials per task, search sizes, and farm's search strategy.
 
 A model is tuned in one MetaSchedule run over all its tasks (``tune_tasks`` with
-the gradient task scheduler, :mod:`farm.jobs.tune_model`). The gradient
+the gradient task scheduler, :mod:`farm.tuning.model`). The gradient
 scheduler first gives every task one batch (round robin), then the task whose
 best time, times its weight, improves fastest; it stops at the global budget.
 farm adds three things MetaSchedule does not do:
 
 - a plan of trials per task (:func:`plan_trials`): a small floor each, the
   rest by the task's estimated share of the model's time
-  (:attr:`farm.jobs.tune_tasks.ModelTask.cost`); each task's plan is its
+  (:attr:`farm.tuning.tasks.ModelTask.cost`); each task's plan is its
   cap, so a heavy task gets more trials than a light one whatever the order;
 - evolutionary search sized to the budget (:func:`search_settings`):
   MetaSchedule's defaults (population 512, 4 genetic rounds) took 41 s to
@@ -32,8 +32,8 @@ from typing import Any, Protocol
 
 import structlog
 
-from farm.jobs.tune_eta import EMPTY_SEARCHES
-from farm.jobs.tune_records import FAILED_RUN_S, RECORDS_FILE
+from farm.jobs.tuning_db import FAILED_RUN_S, RECORDS_FILE
+from farm.tuning.eta import EMPTY_SEARCHES
 
 __all__ = ["BatchTimer", "FarmSearch", "SearchSettings", "measured_traces",
            "plain_json", "plan_trials", "search_settings", "trace_key"]
@@ -285,7 +285,7 @@ def FarmSearch(settings: SearchSettings, recorded: set[str], cap: int,  # noqa: 
         cap: candidates this run may send for the task.
         expired: True once no more candidates may be sent.
         timer: told when each batch's search starts and its results are in
-            (:meth:`farm.jobs.tune_progress.TuneProgress.batch_sent`).
+            (:meth:`farm.tuning.progress.TuneProgress.batch_sent`).
     """
     from tvm.s_tir import meta_schedule as ms
 

@@ -12,8 +12,8 @@ from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
 from farm.jobs.cpu_schedules.build import scheduled_module
-from farm.jobs.tune_baseline import BaselineTask, baseline_candidate, missing_baselines
-from farm.jobs.tune_model import model_tasks
+from farm.tuning.baseline import BaselineTask, baseline_candidate, missing_baselines
+from farm.tuning.model import model_tasks
 
 TARGET = {"kind": "llvm", "num-cores": 1}
 

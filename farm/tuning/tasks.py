@@ -6,7 +6,7 @@ job compiles it (:func:`farm.jobs.model.relax_module`,
 it applies a database), so the tasks extracted here are the workloads the
 tuned build looks up. Tasks are ranked heaviest first by their estimated share
 of the model's time (:attr:`ModelTask.cost`); :func:`plan_tasks` caps them at
-``max_tasks``, plans each one's trials (:func:`farm.jobs.tune_search.plan_trials`)
+``max_tasks``, plans each one's trials (:func:`farm.tuning.search.plan_trials`)
 and commits the workload of each task with trials to the work folder's database.
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 from farm.errors import CompileError, SpecError
 from farm.jobs.model import ModelInput, load_model, relax_module, tunable_module
 from farm.jobs.params import ModelParams, TuneParams
-from farm.jobs.tune_records import open_database, workload_index
-from farm.jobs.tune_search import plan_trials
+from farm.jobs.tuning_db import open_database, workload_index
+from farm.tuning.search import plan_trials
 
 __all__ = ["RIDGE_FLOP_PER_BYTE", "ModelTask", "Planned", "argument_bytes", "import_model",
            "model_of", "model_tasks", "plan_tasks"]

@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 
 from farm.clock import FakeClock
-from farm.jobs.tune_batches import BatchTimes
-from farm.jobs.tune_eta import EMPTY_SEARCHES, estimate_eta_s, search_left_s
-from farm.jobs.tune_progress import (
+from farm.tuning.batches import BatchTimes
+from farm.tuning.eta import EMPTY_SEARCHES, estimate_eta_s, search_left_s
+from farm.tuning.progress import (
     PROGRESS_FILE,
     TaskProgress,
     TuneCounters,
     TuneProgress,
     read_counters,
 )
-from farm.jobs.tune_tail import TailPrice
+from farm.tuning.tail import TailPrice
 
 
 class TestTuneProgress:
@@ -286,7 +286,7 @@ class TestEta:
         schedules, small populations), a rate that would end all 400 in 100 s; then a batch of
         10 takes 16 s, so the budget ends first. At a tenth (24 s) the ETA is the budget's end
         less half a batch (the check, priced from its measured runs, fills the reserve kept
-        for it: farm.jobs.tune_check_cost), within 20% of the time really left, not the
+        for it: farm.tuning.check_cost), within 20% of the time really left, not the
         trials at the rate since the first batch."""
         clock = FakeClock()
         progress = TuneProgress(tmp_path, clock)

@@ -18,7 +18,7 @@ The facts, under these names in the summary:
   build is the untuned one: its export and ``--tuned`` are the untuned build);
 - ``picks_checked``, ``picks_used``, ``picks_unchecked``: on CPU targets,
   the tasks whose best record was a searched candidate, measured again
-  against their default schedule (:mod:`farm.jobs.tune_verify`);
+  against their default schedule (:mod:`farm.tuning.verify`);
 - ``tasks`` (those tuned, with their trials) and ``model_tasks`` (all the
   model's tasks: fewer trials than tasks tune only the heaviest);
 - ``trials_measured``, ``trials_requested``, ``stopped_by``.
@@ -66,7 +66,7 @@ def searched_trials(tasks: Sequence[Mapping[str, Any]], baselines: bool) -> int:
     Args:
         tasks: the summary's tasks (``trials_measured`` each).
         baselines: each task's first trial is its default schedule (CPU targets:
-            :mod:`farm.jobs.tune_baseline`).
+            :mod:`farm.tuning.baseline`).
     """
     return sum(max(0, int(t.get("trials_measured") or 0) - (1 if baselines else 0))
                for t in tasks)

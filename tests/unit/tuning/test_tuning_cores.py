@@ -1,5 +1,5 @@
-"""The build processes of a tune attempt (farm.jobs.tune_cores), a pipelined build's wait and
-the time budget's limit on measuring (farm.jobs.tune_rate)."""
+"""The build processes of a tune attempt (farm.tuning.cores), a pipelined build's wait and
+the time budget's limit on measuring (farm.tuning.rate)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from farm.errors import CompileError
-from farm.jobs.tune_builder import ERROR_SUFFIX
-from farm.jobs.tune_cores import builder_share, held_builders
-from farm.jobs.tune_rate import (
+from farm.tuning.builder import ERROR_SUFFIX
+from farm.tuning.cores import builder_share, held_builders
+from farm.tuning.rate import (
     MEASURE_UNTIL_FILE,
     TimedUpload,
     measure_until,
