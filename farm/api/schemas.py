@@ -157,7 +157,7 @@ class JobOut(BaseModel):
 
 
 class TuningOut(BaseModel):
-    """A tuning job's progress (:class:`farm.tuning.progress.TuneCounters`) and totals."""
+    """A tuning job's progress (:class:`farm.tuning.counters.TuneCounters`) and totals."""
 
     counters: dict[str, Any]
     tasks_done: int

@@ -191,7 +191,7 @@ def tuning_line(counters: TuneCounters, ended: bool = False) -> str:
     its time budget ends with fewer, so an ended job says how many tasks were
     tuned and how many got all their trials, not "0/55 tasks done".
 
-    >>> from farm.tuning.progress import TaskProgress, TuneCounters
+    >>> from farm.tuning.counters import TaskProgress, TuneCounters
     >>> c = TuneCounters(tasks=(TaskProgress("a", 0, 4, 1),), phase="done: ...", model_tasks=2)
     >>> print(tuning_line(c, ended=True))  # doctest: +NORMALIZE_WHITESPACE
     tuning done: 1 of the model's 2 tasks tuned, 0 of them got all their planned trials;

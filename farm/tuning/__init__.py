@@ -14,6 +14,7 @@ object, and keeps the database's task rows itself.
     tasks.py       a model's tunable tasks, extracted and ranked
     search.py      trials per task, search sizes, farm's search strategy
     run.py         the search of the planned tasks: one MetaSchedule run, in rounds
+    rounds.py      the MetaSchedule glue gemm and model share: builder, runner, rounds
     builder.py     a builder whose worker processes stay warm for the run
     rate.py        measured trials per phone-hour, the timed sessions and uploads
     cores.py       the host's free cores, shared by its tune attempts
@@ -24,7 +25,8 @@ object, and keeps the database's task rows itself.
     check_cost.py  what that check costs
     result.py      the result and the tuned build
     outcome.py     which build is best, and why, said plainly
-    progress.py    the counters kept in the work folder
+    counters.py    the counters' file in the work folder, and reading it
+    progress.py    the counters kept as an attempt goes, with the time left
     eta.py, batches.py, tail.py   the seconds a job has left
     advice.py      ``enqueue tune --model --trials N``: a warning at enqueue
 
@@ -46,10 +48,11 @@ if TYPE_CHECKING:
     from farm.jobs.tuning_db import RECORDS_FILE, TUNED_LIBRARY
     from farm.tuning.advice import trials_advice
     from farm.tuning.cores import held_builders
+    from farm.tuning.counters import TaskProgress, TuneCounters, read_counters
     from farm.tuning.gemm import compare_tuned, gemm_label, tune_gemm
     from farm.tuning.model import keep_untuned, tune_model
     from farm.tuning.outcome import Decision, decide, outcome_lines, searched_trials, speedup_text
-    from farm.tuning.progress import TaskProgress, TuneCounters, TuneProgress, read_counters
+    from farm.tuning.progress import TuneProgress
     from farm.tuning.result import ModelTuneResult
     from farm.tuning.search import trace_key
     from farm.tuning.seed import (
@@ -76,10 +79,10 @@ _SOURCES = {
     "outcome_lines": "farm.tuning.outcome",
     "searched_trials": "farm.tuning.outcome",
     "speedup_text": "farm.tuning.outcome",
-    "TaskProgress": "farm.tuning.progress",
-    "TuneCounters": "farm.tuning.progress",
+    "TaskProgress": "farm.tuning.counters",
+    "TuneCounters": "farm.tuning.counters",
     "TuneProgress": "farm.tuning.progress",
-    "read_counters": "farm.tuning.progress",
+    "read_counters": "farm.tuning.counters",
     "ModelTuneResult": "farm.tuning.result",
     "trace_key": "farm.tuning.search",
     "BestRecords": "farm.tuning.seed",

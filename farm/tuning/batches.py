@@ -115,7 +115,7 @@ class BatchTimes:
 
         Args:
             warm_after: the results the cost model needs before it predicts
-                (:func:`farm.tuning.gemm.warmup_samples`; 0: a random model, which
+                (:func:`farm.tuning.rounds.warmup_samples`; 0: a random model, which
                 never does, each search costs alike); None: unknown, and a
                 task's first search is its only cold one.
         """

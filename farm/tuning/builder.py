@@ -4,7 +4,7 @@ MetaSchedule's ``LocalBuilder`` starts a fresh process pool for every batch
 (apache/tvm ``python/tvm/s_tir/meta_schedule/builder/local_builder.py``: "we
 restart the PopenPool everytime because of a known memory leak") and one more
 for a sanity check when it is created. Each worker first imports
-``tvm.s_tir.tensor_intrin`` (:func:`farm.tuning.gemm.builder_initializer`),
+``tvm.s_tir.tensor_intrin`` (:func:`farm.tuning.rounds.builder_initializer`),
 which took 62 s on the loaded 2-core CI host: a minute per batch before
 anything is built. :class:`WarmBuilder` keeps one pool, starts its workers
 (the imports) at once, in the background, while the search proposes the first
@@ -170,7 +170,7 @@ def warm_builder(workers: int, timeout_s: float, f_export: Any,
             its initializer).
         f_export: writes a built module to a ``.so`` and returns its path;
             pipelined, its ``to(path)`` gives one writing to ``path``
-            (:class:`farm.tuning.gemm.SoExporter`).
+            (:class:`farm.tuning.rounds.SoExporter`).
         initializer: run once in each worker when it starts.
         max_uses: builds before a worker is replaced by a fresh one.
         on_built: called after each call's builds are done, in the caller's

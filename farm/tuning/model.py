@@ -29,7 +29,8 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.ndk import linker_for
 from farm.jobs.params import TrackerParams, TuneParams
 from farm.jobs.tuning_db import best_record_s, count_trials, repair_work_dir
-from farm.tuning.progress import TaskProgress, TuneProgress
+from farm.tuning.counters import TaskProgress
+from farm.tuning.progress import TuneProgress
 from farm.tuning.result import (
     TUNED_LIBRARY,
     ModelTuneResult,

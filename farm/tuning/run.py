@@ -9,14 +9,14 @@ search has proposed any.
 
 All tasks are tuned in one MetaSchedule run (``tune_tasks`` with the gradient
 task scheduler, XGBoost cost model) into the one work folder database
-(:mod:`farm.tuning.gemm` describes the folder and the runner set-up, shared with
-the GEMM tuning). :mod:`farm.tuning.search` plans each task's trials (a
+(:mod:`farm.tuning.gemm` describes the folder, :mod:`farm.tuning.rounds` the
+runner set-up, shared with the GEMM tuning). :mod:`farm.tuning.search` plans each task's trials (a
 small floor, the rest by its estimated share of the model's time), sizes the
 evolutionary search to them, and wraps it so that a resumed run sends no
 trace already measured. Resuming counts each task's measured trials in the
 work folder (its records are found by its workload's line in
 ``database_workload.json``) and asks MetaSchedule only for the missing ones,
-in rounds (:func:`farm.tuning.gemm.tune_in_rounds`) that make up for failed
+in rounds (:func:`farm.tuning.rounds.tune_in_rounds`) that make up for failed
 measurements; a task already complete costs nothing. A time budget
 (``for_s``, tuning seconds over all attempts, each from its start:
 :meth:`farm.tuning.progress.TuneProgress.expired`) stops the search: no
@@ -58,14 +58,6 @@ from farm.jobs.params import TrackerParams, TuneParams
 from farm.jobs.tuning_db import best_record_s, count_trials, default_and_best_s
 from farm.tuning.baseline import BaselineTask, measure_baselines, missing_baselines
 from farm.tuning.check_cost import CheckPrice
-from farm.tuning.gemm import (
-    builder_and_runner,
-    cost_model,
-    drop_unnamed_ms_handlers,
-    measure_callbacks,
-    tune_in_rounds,
-    warmup_samples,
-)
 from farm.tuning.progress import TuneProgress
 from farm.tuning.rate import (
     MEASURE_UNTIL_FILE,
@@ -73,6 +65,14 @@ from farm.tuning.rate import (
     measure_until,
     run_overhead_s,
     trials_per_phone_hour,
+)
+from farm.tuning.rounds import (
+    builder_and_runner,
+    cost_model,
+    drop_unnamed_ms_handlers,
+    measure_callbacks,
+    tune_in_rounds,
+    warmup_samples,
 )
 from farm.tuning.search import FarmSearch, measured_traces, search_settings
 from farm.tuning.seed import BestRecords, seed_work_dir, target_key, warm_start
@@ -170,7 +170,7 @@ def _contexts(planned: list[Planned], caps: list[int], params: TuneParams,
 
 def _round_cost_model(trials: int, progress: TuneProgress, contexts: list[Any],
                       params: TuneParams) -> Any:
-    """A round's cost model (:func:`farm.tuning.gemm.cost_model`), ``progress`` told its warm-up.
+    """A round's cost model (:func:`farm.tuning.rounds.cost_model`), ``progress`` told its warm-up.
 
     It is first trained on the work folder's records of the tasks (the
     fleet's, seeded, and earlier attempts': :func:`farm.tuning.seed.warm_start`),

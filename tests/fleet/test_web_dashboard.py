@@ -244,8 +244,9 @@ def finished_model_tune(store: Store, settings: Settings, tmp_path: Path) -> int
     from farm.demo_model import write_small_cnn
     from farm.jobs.tuning_db import RECORDS_FILE, WORKLOADS_FILE
     from farm.kinds.run import tune_work_dir
+    from farm.tuning.counters import TaskProgress
     from farm.tuning.model import TUNED_LIBRARY
-    from farm.tuning.progress import TaskProgress, TuneProgress
+    from farm.tuning.progress import TuneProgress
 
     data_dir = Path(settings.data_dir)
     model = write_small_cnn(tmp_path / "small_cnn.onnx")

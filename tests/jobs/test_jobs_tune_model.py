@@ -16,8 +16,9 @@ from farm.jobs.params import DeviceFacts, ModelParams, TimingParams, TrackerPara
 from farm.jobs.targets import target_for
 from farm.jobs.tuning_db import RECORDS_FILE, count_trials, default_and_best_s
 from farm.tuning.check_cost import CheckPrice
+from farm.tuning.counters import TaskProgress
 from farm.tuning.model import TUNED_LIBRARY, model_tasks, tune_model
-from farm.tuning.progress import TaskProgress, TuneProgress
+from farm.tuning.progress import TuneProgress
 from farm.tuning.rate import run_overhead_s
 from farm.tuning.run import CHECK_OVERRUN_PART, STARTING_PHASE
 
@@ -74,7 +75,7 @@ class TestXgboost:
         their true score: the cost model tuning uses is XGBoost, not the random fallback."""
         from tvm.s_tir import meta_schedule as ms
 
-        from farm.tuning.gemm import cost_model
+        from farm.tuning.rounds import cost_model
 
         model = cost_model(40)
         model.early_stopping_rounds = 5  # the fit, not its length, is what is checked

@@ -47,7 +47,7 @@ class TestVerifyPicks:
         from tvm.s_tir import meta_schedule as ms
 
         from farm.jobs.ndk import linker_for
-        from farm.tuning.gemm import builder_and_runner
+        from farm.tuning.rounds import builder_and_runner
 
         target = target_for(host_facts)
         target_obj = tvm.target.Target(target)

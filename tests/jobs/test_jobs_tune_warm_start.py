@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from farm.jobs.params import DeviceFacts
-from farm.tuning.gemm import cost_model
+from farm.tuning.rounds import cost_model
 from farm.tuning.seed import warm_start
 
 

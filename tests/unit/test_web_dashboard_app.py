@@ -30,8 +30,9 @@ from farm.queue import DeviceState, Outcome, Store
 from farm.queue.scheduler import Assignment
 from farm.results.ab import ab_phones
 from farm.serve.app import create_app
+from farm.tuning.counters import TaskProgress
 from farm.tuning.model import TUNED_LIBRARY
-from farm.tuning.progress import TaskProgress, TuneProgress
+from farm.tuning.progress import TuneProgress
 from farm.web import tune_view, views
 from farm.web.login import safe_next
 from farm.web.profile_chart import LINE_H_PX, NAME_CHARS, name_lines

@@ -18,7 +18,7 @@ from farm.queue import Assignment, Store
 from farm.queue.models import Attempt
 from farm.queue.states import AttemptState
 from farm.queue.task_work import BuildClaim, TaskWork
-from farm.tuning.progress import TaskProgress
+from farm.tuning.counters import TaskProgress
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 LEASE_S = 60.0

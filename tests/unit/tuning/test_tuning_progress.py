@@ -13,14 +13,9 @@ import pytest
 
 from farm.clock import FakeClock
 from farm.tuning.batches import BatchTimes
+from farm.tuning.counters import PROGRESS_FILE, TaskProgress, TuneCounters, read_counters
 from farm.tuning.eta import EMPTY_SEARCHES, estimate_eta_s, search_left_s
-from farm.tuning.progress import (
-    PROGRESS_FILE,
-    TaskProgress,
-    TuneCounters,
-    TuneProgress,
-    read_counters,
-)
+from farm.tuning.progress import TuneProgress
 from farm.tuning.tail import TailPrice
 
 

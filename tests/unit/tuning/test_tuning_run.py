@@ -11,9 +11,9 @@ import pytest
 from farm.jobs.params import TimingParams, TuneParams
 from farm.jobs.tuning_db import RECORDS_FILE, default_and_best_s
 from farm.tuning.check_cost import CheckPrice
-from farm.tuning.gemm import tune_in_rounds
 from farm.tuning.progress import TuneProgress
 from farm.tuning.rate import UPLOADS_FILE, run_overhead_s
+from farm.tuning.rounds import tune_in_rounds
 from farm.tuning.run import CHECK_OVERRUN_PART, MIN_CHECK_ROUNDS, check_price
 
 TIMING = TimingParams(number=3, repeat=3, min_repeat_ms=20)
