@@ -54,12 +54,11 @@ from farm.clock import wait_until
 from farm.config import Settings
 from farm.daemon import Farmd
 from farm.demo_model import write_small_cnn
-from farm.kinds.run import tune_work_dir
 from farm.netaddr import free_port
 from farm.provision.standin import demo_apk
 from farm.queue.models import DeviceState, JobState
 from farm.stats import spread
-from farm.tuning import read_counters
+from farm.tuning import read_counters, tune_work_dir
 from farm.virtual.android.spec import profiles
 from farm.virtual.fleet import Fleet
 from farm.virtual.testing import adb_server

@@ -20,10 +20,10 @@ from device_states import put_state
 
 from farm.jobs.model_store import store_model
 from farm.jobs.tuning_db import RECORDS_FILE, WORKLOADS_FILE
-from farm.kinds.run import tune_work_dir
 from farm.queue import DeviceState, Outcome, Store
 from farm.queue.models import Job
 from farm.queue.scheduler import Assignment
+from farm.tuning import tune_work_dir
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 

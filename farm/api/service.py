@@ -31,7 +31,6 @@ from farm.errors import UserFault
 from farm.jobs.model_store import StoredModel, put_model, store_spec_models
 from farm.kinds import KINDS
 from farm.kinds.model_inputs import InputsBlob, outputs_by_serial, put_inputs, store_inputs
-from farm.kinds.run import tune_work_dir
 from farm.queue.hosts import HostRecord
 from farm.queue.models import AttemptState, DeviceState, JobState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
@@ -41,7 +40,7 @@ from farm.queue.store import Store
 from farm.queue.tokens import Caller
 from farm.queue.waiting import wait_reasons
 from farm.results.rows import SampleRow, sample_rows
-from farm.tuning import TuneCounters
+from farm.tuning import TuneCounters, tune_work_dir
 
 __all__ = ["FarmService", "Queue", "Submitted"]
 

@@ -1,6 +1,7 @@
-"""A tuning job's work folder: MetaSchedule's JSON database, repaired and counted.
+"""A tuning job's work folder: where it is, and MetaSchedule's JSON database, repaired and counted.
 
-::
+A job's work folder is ``<data_dir>/tune/job-<id>`` (:func:`tune_work_dir`), reused
+by its retries so that tuning resumes::
 
     <work_dir>/database_workload.json       one line per workload
     <work_dir>/database_tuning_record.json  one line per measured candidate
@@ -31,6 +32,8 @@ from farm.privacy import write_private
 
 log = structlog.get_logger(__name__)
 
+#: The folder of the data folder that holds the tuning jobs' work folders.
+TUNE_DIR = "tune"
 WORKLOADS_FILE = "database_workload.json"
 RECORDS_FILE = "database_tuning_record.json"
 #: Records that MetaSchedule cannot read back, moved out of ``RECORDS_FILE`` by
@@ -46,6 +49,11 @@ TUNED_LIBRARY = "model_tuned.so"
 #: MetaSchedule's ``AddToDatabase`` callback stores failed runs with this cost
 #: (1e10 s); anything at or above it is a failed measurement.
 FAILED_RUN_S = 1e9
+
+
+def tune_work_dir(data_dir: Path | str, job_id: int) -> Path:
+    """The tuning work folder of a job; reused by its retries, so tuning resumes."""
+    return Path(data_dir) / TUNE_DIR / f"job-{job_id}"
 
 
 def repair_database_file(path: Path) -> int:

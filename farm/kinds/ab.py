@@ -138,9 +138,9 @@ def _said(inputs: list[tuple[str, tuple[int, ...], str]]) -> str:
 
 def _plain(side: Resolved, ctx: RunContext, field: str) -> jp.GemmParams | jp.ModelParams:
     """The jobs' plain parameters of a resolved side, on this host."""
+    from farm.jobs.tuning_db import tune_work_dir
     from farm.kinds.gemm import gemm_params
     from farm.kinds.model import model_file, model_params
-    from farm.kinds.run import tune_work_dir
 
     if side.gemm is not None:
         return gemm_params(side.gemm)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, model_validator
 
 from farm.errors import SpecError
+from farm.kinds.base import TimedModel
 from farm.kinds.gemm import GemmParams
 from farm.kinds.gemm import workload as gemm_workload
 from farm.kinds.model import ModelBenchParams, ModelParams
@@ -119,6 +120,15 @@ def _model_label(model: ModelParams, tuned: int | None) -> str:
     return label if tuned is None else f"{label} tuned {tuned}"
 
 
+def _timed_model(kind: str, job_id: int, params: Mapping[str, Any]) -> TimedModel | None:
+    """The model a job of ``kind`` times, as the kind says (its ``timed_model`` hook)."""
+    from farm.kinds import KINDS  # the table lists this package's kinds: imported once built
+
+    declared = KINDS.get(kind)
+    hook = None if declared is None else declared.timed_model
+    return None if hook is None else hook(job_id, params)
+
+
 def _of_job(store: Store, job_id: int, untuned: bool, field: str) -> Resolved:
     job = store.get_job(job_id)
     if job is None:
@@ -131,12 +141,13 @@ def _of_job(store: Store, job_id: int, untuned: bool, field: str) -> Resolved:
         if job.kind == "gemm" and not untuned:
             gemm = GemmParams.model_validate(params)
             return Resolved(f"{gemm_workload(job.spec)} (job {job_id})", gemm=gemm)
-        if job.kind == "model" and not untuned:
-            model = ModelBenchParams.model_validate({**params, "profile": False})
-            return Resolved(f"{_model_label(model, model.tuned)} (job {job_id})", model=model)
-        if job.kind == "tune" and isinstance(params.get("model"), Mapping):
+        timed = _timed_model(job.kind, job_id, params)
+        if timed is not None and timed.own_tuning:
             model = ModelBenchParams.model_validate(
-                {**params["model"], "tuned": None if untuned else job_id})
+                {**timed.model, "tuned": None if untuned else job_id})
+            return Resolved(f"{_model_label(model, model.tuned)} (job {job_id})", model=model)
+        if timed is not None and not untuned:
+            model = ModelBenchParams.model_validate({**timed.model, "profile": False})
             return Resolved(f"{_model_label(model, model.tuned)} (job {job_id})", model=model)
     except ValueError as exc:  # a spec of another farm version
         raise SpecError(field, f"job {job_id}'s spec cannot be read here: {exc}") from None

@@ -20,7 +20,7 @@ import click
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from farm.errors import SpecError
-from farm.kinds.base import EnqueueCommand, Kind, default_of
+from farm.kinds.base import EnqueueCommand, Kind, TimedModel, default_of
 from farm.kinds.gemm import MAX_NUMBER, MAX_REPEAT, TIMING_FLAGS, TIMING_OPTIONS
 from farm.kinds.model_inputs import InputsBlob, check_inputs
 from farm.queue.capabilities import workload_needs
@@ -254,9 +254,9 @@ def run(ctx: RunContext, spec: ModelJob) -> Outcome:
     """Time the model ``repetitions`` times on each phone, every sample kept with its serial."""
     from farm.jobs.model import run_model
     from farm.jobs.model_io import output_names
+    from farm.jobs.tuning_db import tune_work_dir
     from farm.kinds.measure import measure, summary_of_runs
     from farm.kinds.model_inputs import read_feeds
-    from farm.kinds.run import tune_work_dir
     from farm.sampling import SamplingRule
 
     p = spec.params
@@ -353,6 +353,12 @@ def _params(values: dict[str, Any]) -> dict[str, Any]:
             "profile": values["profile"] or None, "inputs": values["inputs"]}
 
 
+def timed_model(job_id: int, params: Mapping[str, Any]) -> TimedModel:  # noqa: ARG001
+    """The model a model job times: its own, untuned or built with ``--tuned N``'s records."""
+    tuned = params.get("tuned")
+    return TimedModel(params, tuned if type(tuned) is int else None)
+
+
 KIND = Kind(
     name="model",
     spec=ModelJob,
@@ -395,4 +401,5 @@ KIND = Kind(
     needs=lambda spec: workload_needs(spec.get("params")),
     fan_out=True,
     input_files=("params.path",),
+    timed_model=timed_model,
 )

@@ -13,7 +13,6 @@ target (tune), and each times its own runs, so every sample keeps its serial.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,14 +33,11 @@ __all__ = [
     "RunContext",
     "device_facts",
     "execute",
-    "held_tune_builders",
     "phone_target",
     "tracker_params",
-    "tune_work_dir",
 ]
 
 COMPILE_CACHE_DIR = "compile-cache"
-TUNE_DIR = "tune"
 SESSION_TIMEOUT_MIN_S = 60
 
 
@@ -81,23 +77,6 @@ class RunContext:
     def cache(self) -> CompileCache:
         """The compile cache shared by every attempt of this host."""
         return CompileCache(Path(self.settings.data_dir) / COMPILE_CACHE_DIR)
-
-
-def tune_work_dir(data_dir: Path, job_id: int) -> Path:
-    """The tuning work folder of a job; reused by its retries, so tuning resumes."""
-    return Path(data_dir) / TUNE_DIR / f"job-{job_id}"
-
-
-def held_tune_builders(ctx: RunContext) -> AbstractContextManager[int]:
-    """The attempt's build processes, held in the host's ledger for the block.
-
-    The ledger is ``<data_dir>/tune-cores``; ``jobs.tune_builder_workers`` (0:
-    the host's free cores, shared: :mod:`farm.tuning.cores`).
-    """
-    from farm.tuning import held_builders
-
-    return held_builders(Path(ctx.settings.data_dir) / "tune-cores",
-                         ctx.settings.jobs.tune_builder_workers)
 
 
 def device_controller(ctx: RunContext, serial: str) -> DeviceController:

@@ -3,7 +3,7 @@
 A tuning job's phones serve the job's tracker key for its whole run, app crashes
 healed, and go back to their own keys after it: the attempt asks and farmd's
 fleet serves (:mod:`farm.kinds.serve_keys`, :mod:`farm.fleet.serving`).
-Its retries reuse one work folder (:func:`farm.kinds.run.tune_work_dir`),
+Its retries reuse one work folder (:func:`farm.jobs.tuning_db.tune_work_dir`),
 so tuning resumes where the last attempt stopped. A model's tasks are tuned
 together in one run (:mod:`farm.tuning.model`); at the end each phone times
 it untuned and tuned.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -22,7 +23,7 @@ from pydantic import Field, model_validator
 from farm.click_types import Seconds
 from farm.controllers.base import ANDROID, BOARD, GPU
 from farm.errors import SpecError
-from farm.kinds.base import EnqueueCommand, Kind, default_of
+from farm.kinds.base import EnqueueCommand, Kind, TimedModel, default_of
 from farm.kinds.gemm import GEMM_FLAGS, GEMM_OPTIONS, GemmParams, gemm_params
 from farm.kinds.gemm import workload as gemm_workload
 from farm.kinds.model import ModelParams, parse_input_shape, shown_name
@@ -179,7 +180,8 @@ def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
 
     from farm.jobs import params as jp
     from farm.jobs.targets import shared_target
-    from farm.kinds.run import held_tune_builders, phone_target, tracker_params, tune_work_dir
+    from farm.jobs.tuning_db import tune_work_dir
+    from farm.kinds.run import phone_target, tracker_params
     from farm.kinds.serve_keys import serving_job_key
     from farm.queue.records import Outcome
     from farm.tuning import TuneProgress, compare_tuned, gemm_label, tune_gemm
@@ -291,6 +293,24 @@ def _advise(params: dict[str, Any]) -> list[str]:
     return trials_advice(params)
 
 
+def held_tune_builders(ctx: RunContext) -> AbstractContextManager[int]:
+    """The attempt's build processes, held in the host's ledger for the block.
+
+    The ledger is ``<data_dir>/tune-cores``; ``jobs.tune_builder_workers`` (0:
+    the host's free cores, shared: :mod:`farm.tuning.cores`).
+    """
+    from farm.tuning import held_builders
+
+    return held_builders(Path(ctx.settings.data_dir) / "tune-cores",
+                         ctx.settings.jobs.tune_builder_workers)
+
+
+def timed_model(job_id: int, params: Mapping[str, Any]) -> TimedModel | None:
+    """A model tune job's samples time its own tuned build; a gemm tune times no model."""
+    model = params.get("model")
+    return TimedModel(model, job_id, own_tuning=True) if isinstance(model, Mapping) else None
+
+
 KIND = Kind(
     name="tune",
     spec=TuneJob,
@@ -339,4 +359,6 @@ KIND = Kind(
     workload=workload,
     needs=needs,
     input_files=("params.model.path",),
+    timed_model=timed_model,
+    helper_attempts=lambda params: bool(params.get("model")),
 )

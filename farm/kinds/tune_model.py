@@ -109,10 +109,11 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     """
     from farm.jobs import params as jp
     from farm.jobs.targets import shared_target
+    from farm.jobs.tuning_db import tune_work_dir
     from farm.kinds.model import model_file, model_params
-    from farm.kinds.run import held_tune_builders, phone_target, tracker_params, tune_work_dir
+    from farm.kinds.run import phone_target, tracker_params
     from farm.kinds.serve_keys import serving_job_key
-    from farm.kinds.tune import _tuning_records
+    from farm.kinds.tune import _tuning_records, held_tune_builders
     from farm.kinds.tune_fleet import attempt_records, record_checkpoint
     from farm.kinds.tune_work import attempt_progress, build_made
     from farm.queue.records import Outcome

@@ -317,7 +317,7 @@ def job_progress(store: Store, job_id: int, work_dir: Path) -> TuneCounters | No
     Args:
         store: the queue.
         job_id: the job.
-        work_dir: its tuning work folder on this host (:func:`farm.kinds.run.tune_work_dir`).
+        work_dir: its tuning work folder on this host (:func:`farm.jobs.tuning_db.tune_work_dir`).
 
     Returns:
         None for a job with neither task rows nor a work folder (not a tuning job).

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 from farm.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from farm.jobs.tuning_db import RECORDS_FILE, TUNED_LIBRARY
+    from farm.jobs.tuning_db import RECORDS_FILE, TUNED_LIBRARY, tune_work_dir
     from farm.tuning.advice import trials_advice
     from farm.tuning.cores import held_builders
     from farm.tuning.counters import TaskProgress, TuneCounters, read_counters
@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 _SOURCES = {
     "RECORDS_FILE": "farm.jobs.tuning_db",
     "TUNED_LIBRARY": "farm.jobs.tuning_db",
+    "tune_work_dir": "farm.jobs.tuning_db",
     "trials_advice": "farm.tuning.advice",
     "held_builders": "farm.tuning.cores",
     "compare_tuned": "farm.tuning.gemm",
@@ -119,6 +120,7 @@ __all__ = [
     "trials_advice",
     "tune_gemm",
     "tune_model",
+    "tune_work_dir",
     "write_database",
 ]
 

@@ -1,6 +1,6 @@
 """A tuning job's counters as its work folder keeps them: the file, its form, and reading it.
 
-A job's attempts share one work folder (:func:`farm.kinds.run.tune_work_dir`)
+A job's attempts share one work folder (:func:`farm.jobs.tuning_db.tune_work_dir`)
 and MetaSchedule's database in it; the counters live beside it::
 
     <work_dir>/farm_progress.json

@@ -29,11 +29,11 @@ from farm.clock import wait_until
 from farm.config import load_config
 from farm.demo_model import write_small_cnn
 from farm.jobs.tuning_db import FAILED_RUN_S
-from farm.kinds.run import tune_work_dir
 from farm.procs import process_alive, signal_group
 from farm.provision.standin import demo_apk
 from farm.queue.models import DeviceState, JobState
 from farm.queue.store import Store
+from farm.tuning import tune_work_dir
 from farm.tvm.keys import job_key
 from farm.tvm.tracker import TrackerProcess, summary
 from farm.virtual.android.spec import profiles

@@ -27,9 +27,10 @@ from farm.client import Farm
 from farm.jobs.bundle import write_bundle
 from farm.jobs.cache import CompileCache
 from farm.jobs.tuning_db import RECORDS_FILE, WORKLOADS_FILE
-from farm.kinds.run import COMPILE_CACHE_DIR, tune_work_dir
+from farm.kinds.run import COMPILE_CACHE_DIR
 from farm.kinds.tuned import finished_tune
 from farm.queue.models import JobState
+from farm.tuning import tune_work_dir
 from farm.tuning.model import TUNED_LIBRARY
 
 pytestmark = pytest.mark.fleet

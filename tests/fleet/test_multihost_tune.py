@@ -46,12 +46,12 @@ from test_multihost_pg import (
 
 from farm.clock import wait_until
 from farm.demo_model import write_small_cnn
-from farm.kinds.run import tune_work_dir
 from farm.procs import process_alive
 from farm.queue.models import AttemptState, JobState
 from farm.queue.records import AttemptView
 from farm.queue.store import Store
 from farm.testing import fresh_postgres_database
+from farm.tuning import tune_work_dir
 from farm.virtual.testing import adb_server
 
 pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.timeout(900)]

@@ -243,7 +243,7 @@ def finished_model_tune(store: Store, settings: Settings, tmp_path: Path) -> int
     progress naming them heaviest first, and its tuned library (so its bundle downloads)."""
     from farm.demo_model import write_small_cnn
     from farm.jobs.tuning_db import RECORDS_FILE, WORKLOADS_FILE
-    from farm.kinds.run import tune_work_dir
+    from farm.tuning import tune_work_dir
     from farm.tuning.counters import TaskProgress
     from farm.tuning.model import TUNED_LIBRARY
     from farm.tuning.progress import TuneProgress

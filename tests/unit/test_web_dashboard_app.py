@@ -25,11 +25,11 @@ from farm.errors import UserFault
 from farm.health.readings import declared
 from farm.jobs.bundle import LIBRARY, MANIFEST, MODEL
 from farm.jobs.tuning_db import RECORDS_FILE, WORKLOADS_FILE, trial_run_s
-from farm.kinds.run import tune_work_dir
 from farm.queue import DeviceState, Outcome, Store
 from farm.queue.scheduler import Assignment
 from farm.results.ab import ab_phones
 from farm.serve.app import create_app
+from farm.tuning import tune_work_dir
 from farm.tuning.counters import TaskProgress
 from farm.tuning.model import TUNED_LIBRARY
 from farm.tuning.progress import TuneProgress

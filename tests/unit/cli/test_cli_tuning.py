@@ -11,8 +11,8 @@ from click.testing import Result
 from tuned_jobs import finished_tune, nothing_searched_summary
 
 from farm.demo_model import write_small_cnn
-from farm.kinds.run import tune_work_dir
 from farm.queue import Store
+from farm.tuning import tune_work_dir
 from farm.tuning.counters import TaskProgress
 from farm.tuning.progress import TuneProgress
 
