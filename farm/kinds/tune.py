@@ -24,9 +24,9 @@ from farm.click_types import Seconds
 from farm.controllers.base import ANDROID, BOARD, GPU
 from farm.errors import SpecError
 from farm.kinds.base import EnqueueCommand, Kind, TimedModel, default_of
-from farm.kinds.gemm import GEMM_FLAGS, GEMM_OPTIONS, GemmParams, gemm_params
+from farm.kinds.gemm import GEMM_FLAGS, GEMM_OPTIONS, GemmSpec, gemm_params
 from farm.kinds.gemm import workload as gemm_workload
-from farm.kinds.model import ModelParams, parse_input_shape, shown_name
+from farm.kinds.model import ModelSpec, parse_input_shape, shown_name
 from farm.queue.capabilities import workload_needs
 from farm.queue.spec import MAX_PHONES, FieldError, JobBase, Strict
 
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from farm.queue.records import Outcome, TuningData
     from farm.queue.store import Store
 
-__all__ = ["KIND", "MAX_TASKS", "MAX_TRIALS", "TuneJob", "TuneParams", "TunedModel"]
+__all__ = ["KIND", "MAX_TASKS", "MAX_TRIALS", "TuneJob", "TuneModelSpec", "TuneSpec"]
 
 #: Measured trials per job at most: MetaSchedule on a phone measures a few per
 #: second at best, so 100,000 is already more than a day of one phone.
@@ -55,13 +55,13 @@ MAX_TASKS = 10_000
 MAX_FOR_S = 7 * 24 * 3600.0
 
 
-class TunedModel(ModelParams):
+class TuneModelSpec(ModelSpec):
     """An ONNX model to tune: the model job's fields, and the processor that runs it."""
 
     target: Literal["cpu", "opencl", "cuda"] = "cpu"
 
 
-class TuneParams(Strict):
+class TuneSpec(Strict):
     """MetaSchedule tuning of exactly one workload: ``gemm``, or ``model``'s tasks.
 
     ``trials_per_task`` and ``max_tasks`` cap a model's work: ``trials`` is
@@ -74,8 +74,8 @@ class TuneParams(Strict):
     ``tune_model_for_s``, ``tune_gemm_trials``).
     """
 
-    gemm: GemmParams | None = None
-    model: TunedModel | None = None
+    gemm: GemmSpec | None = None
+    model: TuneModelSpec | None = None
     trials: int | None = Field(default=None, ge=1, le=MAX_TRIALS)
     trials_per_batch: int = Field(default=16, ge=1, le=MAX_TRIALS)
     phones: int = Field(default=1, ge=1, le=MAX_PHONES)  # phones measuring candidates in parallel
@@ -84,7 +84,7 @@ class TuneParams(Strict):
     for_s: float | None = Field(default=None, gt=0, le=MAX_FOR_S)
 
     @model_validator(mode="after")
-    def _one_workload(self) -> TuneParams:
+    def _one_workload(self) -> TuneSpec:
         if (self.gemm is None) == (self.model is None):
             raise FieldError("gemm", "give exactly one workload: gemm or model")
         for name in ("trials_per_task", "max_tasks", "for_s"):
@@ -103,7 +103,7 @@ class TuneJob(JobBase):
     """Tune a workload; ``params.phones`` is how many phones the job holds."""
 
     kind: Literal["tune"]
-    params: TuneParams
+    params: TuneSpec
 
     @model_validator(mode="after")
     def _kind_serves_keys(self) -> TuneJob:
@@ -343,9 +343,9 @@ KIND = Kind(
                          help="Tune only the model's heaviest tasks, this many.  [default: all]"),
             click.option("--trials-per-batch", type=int,
                          help="Candidates built and measured per round. "
-                              f"{default_of(TuneParams, 'trials_per_batch')}"),
+                              f"{default_of(TuneSpec, 'trials_per_batch')}"),
             click.option("--phones", type=int, help="Phones measuring candidates in parallel. "
-                         f"{default_of(TuneParams, 'phones')}"),
+                         f"{default_of(TuneSpec, 'phones')}"),
         ],
         params=_params,
         check=check,

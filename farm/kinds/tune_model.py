@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from farm.jobs import params as jp
     from farm.kinds.run import RunContext
-    from farm.kinds.tune import TunedModel, TuneParams
+    from farm.kinds.tune import TuneModelSpec, TuneSpec
     from farm.queue.records import Outcome
     from farm.tuning import Decision, ModelTuneResult
 
@@ -82,7 +82,7 @@ def _time_builds(
     return timed, sampled
 
 
-def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Outcome:
+def run_model_tuning(ctx: RunContext, spec: TuneSpec, model: TuneModelSpec) -> Outcome:
     """Tune ``model`` on the attempt's phones (resuming earlier attempts), then time it.
 
     Args:

@@ -29,7 +29,7 @@ __all__ = ["trials_advice"]
 
 log = logs.get_logger(__name__)
 
-#: The batch when ``--trials-per-batch`` is not given (:class:`farm.kinds.tune.TuneParams`).
+#: The batch when ``--trials-per-batch`` is not given (:class:`farm.kinds.tune.TuneSpec`).
 DEFAULT_BATCH = 16
 
 
