@@ -271,7 +271,7 @@ class JobSettings(_Frozen):
     tune_helpers: bool = True
     #: How often a model tune attempt done with its own tasks asks the database
     #: whether another host's attempt of the job still tunes one, or stopped and
-    #: left it to take over (farm.kinds.tune_work.TaskWorkProgress.take_over).
+    #: left it to take over (farm.tuning.work_progress.TaskWorkProgress.take_over).
     tune_task_poll_s: float = Field(5.0, gt=0)
     #: How long a model tune job's main attempt that shares its tasks leaves the
     #: rows no attempt has claimed yet to a helper, from its own claim (s): done

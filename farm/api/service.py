@@ -257,11 +257,11 @@ class FarmService(ReservationMethods):
     def tuning(self, job_id: int) -> TuneCounters | None:
         """A tuning job's progress: tasks from the database, counters from this host's folder.
 
-        None for other jobs (:func:`farm.kinds.tune_work.job_progress`).
+        None for other jobs (:func:`farm.tuning.work_progress.job_progress`).
         """
         # Imported here: the attempt side of task work brings numpy and structlog, which
         # farmctl's listings (through this service, without farmd) must not load.
-        from farm.kinds.tune_work import job_progress
+        from farm.tuning.work_progress import job_progress
 
         return job_progress(self.store, job_id, tune_work_dir(self.settings.data_dir, job_id))
 

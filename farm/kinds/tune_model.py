@@ -19,7 +19,7 @@ The tuning starts from the fleet's best records for the phones' model
 (:mod:`farm.kinds.tune_fleet`); every record is kept in the fleet's records
 after the batch that measured it, and the whole work folder again when the
 attempt ends, succeeded or not, so a retry on another host resumes from them.
-Its tasks are rows in the database (:mod:`farm.kinds.tune_work`): claimed by
+Its tasks are rows in the database (:mod:`farm.tuning.work_progress`): claimed by
 the attempt, their trials reported after every batch, and the tuned build
 claimed once per job. A helper attempt of the job on another host
 (:mod:`farm.queue.helpers`) tunes the rows it claims and ends there: no build,
@@ -33,6 +33,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
+from farm.clock import SystemClock
+from farm.errors import StoreError
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -40,9 +45,46 @@ if TYPE_CHECKING:
     from farm.kinds.run import RunContext
     from farm.kinds.tune import TuneModelSpec, TuneSpec
     from farm.queue.records import Outcome
-    from farm.tuning import Decision, ModelTuneResult
+    from farm.queue.store import Store
+    from farm.tuning import Decision, ModelTuneResult, TuneProgress
 
-__all__ = ["run_model_tuning"]
+__all__ = ["attempt_progress", "run_model_tuning"]
+
+log = structlog.get_logger(__name__)
+
+
+def attempt_progress(ctx: RunContext, work_dir: Path) -> TuneProgress:
+    """The attempt's progress; with a store, the job's task rows too.
+
+    With a store it is a :class:`farm.tuning.work_progress.TaskWorkProgress`,
+    which reaches the rows through the store (the engine's ``TaskRows``).
+
+    The job's main attempt shares its tasks (claims about half) when helpers
+    are on (``jobs.tune_helpers``) and another host has a device a helper of
+    the job could hold (``Store.helper_may_come``: the filter the helper's own
+    claim uses, :mod:`farm.queue.helpers`).
+    """
+    from farm.tuning import TuneProgress
+    from farm.tuning.work_progress import TaskWorkProgress
+
+    if ctx.store is None:
+        return TuneProgress(work_dir)
+    jobs = ctx.settings.jobs
+    helper = ctx.attempt.helper
+    share = jobs.tune_helpers and not helper and _helper_may_come(ctx, ctx.store)
+    return TaskWorkProgress(work_dir, ctx.store, ctx.job.id, ctx.attempt.id,
+                            ctx.settings.host_id, helper=helper, share=share,
+                            poll_s=jobs.tune_task_poll_s, wait_s=jobs.tune_lease_s,
+                            helper_wait_s=jobs.tune_helper_wait_s)
+
+
+def _helper_may_come(ctx: RunContext, store: Store) -> bool:
+    """Whether another host has a device a helper of the job could hold (False if unread)."""
+    try:
+        return store.helper_may_come(ctx.attempt.id, SystemClock().now())
+    except StoreError as exc:
+        log.warning("helpers_not_read", job_id=ctx.job.id, reason=str(exc))
+        return False
 
 
 def _time_builds(
@@ -115,10 +157,10 @@ def run_model_tuning(ctx: RunContext, spec: TuneSpec, model: TuneModelSpec) -> O
     from farm.kinds.serve_keys import serving_job_key
     from farm.kinds.tune import _tuning_records, held_tune_builders
     from farm.kinds.tune_fleet import attempt_records, record_checkpoint
-    from farm.kinds.tune_work import attempt_progress, build_made
     from farm.queue.records import Outcome
     from farm.sampling import SamplingRule
     from farm.tuning import TailPrice, tune_model
+    from farm.tuning.work_progress import build_made
 
     path = model_file(model, ctx.store, ctx.settings.data_dir, "params.model.sha256")
     plain = replace(model_params(model, path), device=jp.DeviceKind(model.target))

@@ -191,7 +191,7 @@ class HelperOps(TransactionOps):
         """Whether another host has a device a helper of ``attempt_id``'s job could hold now.
 
         Asked by a model tune job's main attempt before it claims its task rows
-        (:class:`farm.kinds.tune_work.TaskWorkProgress`): with such a device it
+        (:class:`farm.tuning.work_progress.TaskWorkProgress`): with such a device it
         leaves about half the rows to a helper. The devices are those
         :func:`claim_helper` would take (the same filter), on any host but the
         attempt's own.

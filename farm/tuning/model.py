@@ -78,7 +78,7 @@ def tune_model(
             None: they stay in the work folder alone.
 
     With a ``progress`` that shares the job's tasks with other attempts
-    (:class:`farm.kinds.tune_work.TaskWorkProgress`), only the tasks this
+    (:class:`farm.tuning.work_progress.TaskWorkProgress`), only the tasks this
     attempt holds are tuned, then those it takes over from an attempt that
     stopped; the build then starts from every attempt's records (``fleet``).
     A helper attempt (``progress.builds`` false) returns without a build.

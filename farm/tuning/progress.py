@@ -142,14 +142,14 @@ class TuneProgress:
             self._store(replace(counters, eta_s=self._eta_s(counters, now)))
 
     #: Whether this attempt makes the tuned build once its tasks are tuned; a
-    #: helper attempt of a job (farm.kinds.tune_work.TaskWorkProgress) does not.
+    #: helper attempt of a job (farm.tuning.work_progress.TaskWorkProgress) does not.
     builds = True
 
     def tasks_to_tune(self, names: list[str]) -> list[str]:
         """Of the :meth:`set_tasks` tasks ``names``, those this attempt tunes: all of them.
 
         A progress that shares the job's tasks with other attempts on other
-        hosts (:class:`farm.kinds.tune_work.TaskWorkProgress`) answers those it holds.
+        hosts (:class:`farm.tuning.work_progress.TaskWorkProgress`) answers those it holds.
         """
         return list(names)
 

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from farm.jobs.tuning_db import trial_run_s
-from farm.kinds.tune_work import job_progress
 from farm.queue.store import Store
 from farm.tuning import tune_work_dir
+from farm.tuning.work_progress import job_progress
 
 __all__ = ["TUNING_CURVES", "speedups_view", "trials_view"]
 

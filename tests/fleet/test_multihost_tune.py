@@ -4,7 +4,7 @@ resumes its task from the database's records (issue 23's first "Must show").
 Two farmd share one PostgreSQL database, each with two virtual phones of one model
 (``[virtual] same_model``, one model on both hosts). A tune job of the small CNN's two
 tasks starts on one host: its main attempt claims the heavier task's row (the other host
-has idle phones of the model, so it shares, :class:`farm.kinds.tune_work.TaskWorkProgress`),
+has idle phones of the model, so it shares, :class:`farm.tuning.work_progress.TaskWorkProgress`),
 and the other host's farmd starts a helper attempt of the job on its phones
 (:mod:`farm.queue.helpers`) that claims the other row: two live attempts on two hosts hold
 the job's rows at once. Once the helper has checkpointed a record into the database

@@ -2,7 +2,9 @@
 
 :class:`TaskWorkProgress` is the attempt's :class:`farm.tuning.progress.TuneProgress`
 (``tune_model`` knows nothing of the queue) that also keeps the job's task
-rows (:mod:`farm.queue.task_work`):
+rows, through the store's :class:`farm.tuning.task_rows.TaskRows` (the rows are
+:mod:`farm.queue.task_work`'s; the tune kind hands the store in,
+:func:`farm.kinds.tune_model.attempt_progress`):
 
 * when ``tune_model`` lists the tasks (``set_tasks``) it writes a row per
   task workload, once per job, and claims the rows no live attempt holds;
@@ -38,18 +40,17 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from farm.clock import Clock, SystemClock, wait_until
+from farm.clock import Clock, wait_until
 from farm.errors import InfraFault, StoreError
 from farm.jobs.tuning_db import workload_hashes
-from farm.tuning import TaskProgress, TuneCounters, TuneProgress, read_counters
+from farm.tuning.counters import TaskProgress, TuneCounters, read_counters
+from farm.tuning.progress import TuneProgress
 
 if TYPE_CHECKING:
-    from farm.kinds.run import RunContext
-    from farm.queue.store import Store
-    from farm.queue.task_work import TaskWork
+    from farm.tuning.task_rows import TaskRows, TaskWork
 
-__all__ = ["BUILD_PHASE", "BuildHeld", "TaskWorkProgress", "attempt_progress", "build_made",
-           "job_progress", "tasks_from_rows"]
+__all__ = ["BUILD_PHASE", "BuildHeld", "TaskWorkProgress", "build_made", "job_progress",
+           "tasks_from_rows"]
 
 log = structlog.get_logger(__name__)
 
@@ -81,7 +82,7 @@ class TaskWorkProgress(TuneProgress):
 
     Args:
         work_dir: the tuning work folder.
-        store: the queue.
+        store: the job's task rows (the queue's ``Store``).
         job_id: the tune job.
         attempt_id: this attempt (it claims the rows and the build).
         host: this farmd's host id.
@@ -98,7 +99,7 @@ class TaskWorkProgress(TuneProgress):
             helper, from its claim (None: ``jobs.tune_helper_wait_s``).
     """
 
-    def __init__(self, work_dir: Path, store: Store, job_id: int, attempt_id: int,
+    def __init__(self, work_dir: Path, store: TaskRows, job_id: int, attempt_id: int,
                  host: str | None, clock: Clock | None = None, *, helper: bool = False,
                  share: bool = False, poll_s: float | None = None,
                  wait_s: float | None = None, helper_wait_s: float | None = None) -> None:
@@ -121,7 +122,7 @@ class TaskWorkProgress(TuneProgress):
 
     def set_tasks(self, tasks: list[TaskProgress], budget_s: float | None = None) -> None:
         """Start tuning ``tasks``: write their rows (once per job), claim them, report them."""
-        from farm.queue.task_work import TaskWork
+        from farm.tuning.task_rows import TaskWork
 
         super().set_tasks(tasks, budget_s)
         hashes = workload_hashes(self.path.parent)
@@ -199,7 +200,7 @@ class TaskWorkProgress(TuneProgress):
 
     def _wait_for_a_helper(self, left_s: float | None) -> None:
         """Wait (at most ``helper_wait_s`` from the claim) until no row is left unclaimed."""
-        from farm.queue.task_work import DONE
+        from farm.tuning.task_rows import DONE
 
         since_s = self._clock.monotonic() - (self._claimed_at_s or 0.0)
         wait_s = max(0.0, self.helper_wait_s - since_s)
@@ -245,7 +246,7 @@ class TaskWorkProgress(TuneProgress):
         log.info("tune_build_made", job_id=self.job_id, attempt_id=self.attempt_id, marked=made)
 
     def _claim_build(self) -> None:
-        from farm.queue.task_work import BuildClaim
+        from farm.tuning.task_rows import BuildClaim
 
         now = self._clock.now()
         self.store.close_task_work(self.job_id, self.attempt_id, now)
@@ -271,34 +272,6 @@ class TaskWorkProgress(TuneProgress):
                         attempt_id=self.attempt_id)
 
 
-def attempt_progress(ctx: RunContext, work_dir: Path) -> TuneProgress:
-    """The attempt's progress; with a store, the job's task rows too (:class:`TaskWorkProgress`).
-
-    The job's main attempt shares its tasks (claims about half) when helpers
-    are on (``jobs.tune_helpers``) and another host has a device a helper of
-    the job could hold (``Store.helper_may_come``: the filter the helper's own
-    claim uses, :mod:`farm.queue.helpers`).
-    """
-    if ctx.store is None:
-        return TuneProgress(work_dir)
-    jobs = ctx.settings.jobs
-    helper = ctx.attempt.helper
-    share = jobs.tune_helpers and not helper and _helper_may_come(ctx, ctx.store)
-    return TaskWorkProgress(work_dir, ctx.store, ctx.job.id, ctx.attempt.id,
-                            ctx.settings.host_id, helper=helper, share=share,
-                            poll_s=jobs.tune_task_poll_s, wait_s=jobs.tune_lease_s,
-                            helper_wait_s=jobs.tune_helper_wait_s)
-
-
-def _helper_may_come(ctx: RunContext, store: Store) -> bool:
-    """Whether another host has a device a helper of the job could hold (False if unread)."""
-    try:
-        return store.helper_may_come(ctx.attempt.id, SystemClock().now())
-    except StoreError as exc:
-        log.warning("helpers_not_read", job_id=ctx.job.id, reason=str(exc))
-        return False
-
-
 @contextmanager
 def build_made(progress: TuneProgress) -> Iterator[None]:
     """Around ``tune_model``: once it returns (its tuned build made), mark the job's build made."""
@@ -307,7 +280,7 @@ def build_made(progress: TuneProgress) -> Iterator[None]:
         progress.finish_build()
 
 
-def job_progress(store: Store, job_id: int, work_dir: Path) -> TuneCounters | None:
+def job_progress(store: TaskRows, job_id: int, work_dir: Path) -> TuneCounters | None:
     """A tuning job's progress: its tasks from the database, the rest from this host's folder.
 
     The task rows hold every host's trials, so a job tuned (or resumed) on
@@ -315,7 +288,7 @@ def job_progress(store: Store, job_id: int, work_dir: Path) -> TuneCounters | No
     folder (attempts, phase, rate) are this host's alone, empty without one.
 
     Args:
-        store: the queue.
+        store: the job's task rows (the queue's ``Store``).
         job_id: the job.
         work_dir: its tuning work folder on this host (:func:`farm.jobs.tuning_db.tune_work_dir`).
 
