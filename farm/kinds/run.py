@@ -54,7 +54,7 @@ class RunContext:
             before every measured run.
         store: the queue, for the job's inputs (model blobs,
             :func:`farm.jobs.model_store.materialise`), the fleet's tuning
-            records (:mod:`farm.kinds.tune_fleet`) and the keys its devices
+            records (:mod:`farm.tuning.fleet_records`) and the keys its devices
             serve (:mod:`farm.kinds.serve_keys`); None reads only this host's
             cache and tunes without the fleet's records.
         kinds: each device's kind (:mod:`farm.controllers`), by serial;

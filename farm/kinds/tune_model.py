@@ -16,9 +16,10 @@ tuning record it is the untuned build, with no speed-up (:mod:`farm.tuning.outco
 decides, and says why).
 
 The tuning starts from the fleet's best records for the phones' model
-(:mod:`farm.kinds.tune_fleet`); every record is kept in the fleet's records
-after the batch that measured it, and the whole work folder again when the
-attempt ends, succeeded or not, so a retry on another host resumes from them.
+(:func:`attempt_records`, :mod:`farm.tuning.fleet_records`); every record is
+kept in the fleet's records after the batch that measured it, and the whole
+work folder again when the attempt ends, succeeded or not, so a retry on
+another host resumes from them.
 Its tasks are rows in the database (:mod:`farm.tuning.work_progress`): claimed by
 the attempt, their trials reported after every batch, and the tuned build
 claimed once per job. A helper attempt of the job on another host
@@ -29,7 +30,8 @@ no timing, and the store keeps no result of it.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -46,9 +48,10 @@ if TYPE_CHECKING:
     from farm.kinds.tune import TuneModelSpec, TuneSpec
     from farm.queue.records import Outcome
     from farm.queue.store import Store
-    from farm.tuning import Decision, ModelTuneResult, TuneProgress
+    from farm.tuning import BestRecords, Decision, ModelTuneResult, TuneProgress
+    from farm.tuning.fleet_records import RecordCheckpoint
 
-__all__ = ["attempt_progress", "run_model_tuning"]
+__all__ = ["attempt_progress", "attempt_records", "record_checkpoint", "run_model_tuning"]
 
 log = structlog.get_logger(__name__)
 
@@ -85,6 +88,47 @@ def _helper_may_come(ctx: RunContext, store: Store) -> bool:
     except StoreError as exc:
         log.warning("helpers_not_read", job_id=ctx.job.id, reason=str(exc))
         return False
+
+
+@contextmanager
+def attempt_records(ctx: RunContext, work_dir: Path, labels: Mapping[int, str],
+                    stem: str) -> Iterator[BestRecords | None]:
+    """The fleet's best records for the attempt's phones' model; the work folder's kept at the end.
+
+    Kept whether or not the tuning ends well: its measured records are the
+    fleet's either way. Without a store (a run outside farmd), neither.
+
+    Args:
+        ctx: the attempt; its first phone's facts give the device model.
+        work_dir: the job's tuning work folder.
+        labels: each workload index's label, read at the end (filled in by the caller).
+        stem: the label of an index ``labels`` lacks, e.g. ``"tune model m.onnx"``.
+    """
+    from farm.queue.capabilities import device_model
+    from farm.tuning.fleet_records import best_records, keep_work_dir
+
+    if ctx.store is None:
+        yield None
+        return
+    model = device_model(ctx.facts.get(ctx.attempt.serials[0], {}))
+    try:
+        yield best_records(ctx.store, model)
+    finally:
+        keep_work_dir(ctx.store, work_dir, model, ctx.job.id, ctx.attempt.id,
+                      lambda index: labels.get(index, stem), SystemClock().now())
+
+
+
+def record_checkpoint(ctx: RunContext, work_dir: Path, stem: str) -> RecordCheckpoint | None:
+    """The attempt's checkpoint into the fleet's records; None without a store."""
+    from farm.queue.capabilities import device_model
+    from farm.tuning.fleet_records import RecordCheckpoint
+
+    if ctx.store is None:
+        return None
+    return RecordCheckpoint(ctx.store, work_dir,
+                            device_model(ctx.facts.get(ctx.attempt.serials[0], {})),
+                            ctx.job.id, ctx.attempt.id, stem)
 
 
 def _time_builds(
@@ -156,7 +200,6 @@ def run_model_tuning(ctx: RunContext, spec: TuneSpec, model: TuneModelSpec) -> O
     from farm.kinds.run import phone_target, tracker_params
     from farm.kinds.serve_keys import serving_job_key
     from farm.kinds.tune import _tuning_records, held_tune_builders
-    from farm.kinds.tune_fleet import attempt_records, record_checkpoint
     from farm.queue.records import Outcome
     from farm.sampling import SamplingRule
     from farm.tuning import TailPrice, tune_model

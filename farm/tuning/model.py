@@ -74,7 +74,7 @@ def tune_model(
             start from the work folder alone.
         checkpoint: called after every measured batch with each task's name by
             its workload index, to keep the records measured so far elsewhere
-            (the fleet's database: :class:`farm.kinds.tune_fleet.RecordCheckpoint`);
+            (the fleet's database: :class:`farm.tuning.fleet_records.RecordCheckpoint`);
             None: they stay in the work folder alone.
 
     With a ``progress`` that shares the job's tasks with other attempts

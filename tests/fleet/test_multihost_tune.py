@@ -8,7 +8,7 @@ has idle phones of the model, so it shares, :class:`farm.tuning.work_progress.Ta
 and the other host's farmd starts a helper attempt of the job on its phones
 (:mod:`farm.queue.helpers`) that claims the other row: two live attempts on two hosts hold
 the job's rows at once. Once the helper has checkpointed a record into the database
-(:class:`farm.kinds.tune_fleet.RecordCheckpoint`, after every batch) and before its task
+(:class:`farm.tuning.fleet_records.RecordCheckpoint`, after every batch) and before its task
 is done, its farmd is killed with -9, its phones and its processes with it. Its lease
 runs out; the main attempt, done with its own task, takes the helper's row over, seeds
 its work folder with the helper's records (each counted against the task's trials, none

@@ -15,8 +15,8 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.params import DeviceFacts, ModelParams, TimingParams, TrackerParams, TuneParams
 from farm.jobs.targets import target_for
 from farm.jobs.tuning_db import RECORDS_FILE
-from farm.kinds.tune_fleet import best_records, keep_work_dir
 from farm.queue import Store
+from farm.tuning.fleet_records import best_records, keep_work_dir
 from farm.tuning.model import ModelTuneResult, tune_model
 from farm.tuning.progress import TuneProgress
 from farm.tuning.seed import write_database

@@ -14,10 +14,11 @@ from queue_helpers import ARM64, add_ready, gemm_spec
 from farm.config import Settings
 from farm.jobs.tuning_db import RECORDS_FILE, WORKLOADS_FILE
 from farm.kinds.run import RunContext
-from farm.kinds.tune_fleet import RecordCheckpoint, attempt_records
+from farm.kinds.tune_model import attempt_records
 from farm.queue import Assignment, Store, tuning
 from farm.queue.records import SnapshotData
 from farm.queue.tuning import FleetRecord, record_key
+from farm.tuning.fleet_records import RecordCheckpoint
 from farm.tuning.search import trace_key
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -1,8 +1,8 @@
-"""A tune attempt's link to the fleet's tuning records: where they are read and kept.
+"""A tuning's link to the fleet's tuning records: each record's identity, and where they are kept.
 
-The work folder side is :mod:`farm.tuning.seed` (no queue there), the
-database side :mod:`farm.queue.tuning`; this module joins them for a tune
-attempt, which holds the store (:attr:`farm.kinds.run.RunContext.store`):
+The work folder side is :mod:`farm.tuning.seed`, the database side
+:mod:`farm.queue.tuning`, reached through :class:`RecordStore` (the queue's
+``Store`` is one; the tune kind hands it in, :mod:`farm.kinds.tune_model`):
 :func:`best_records` serves the fleet's best of one device model to
 :func:`farm.tuning.model.tune_model`, and :func:`keep_work_dir` stores every
 record of the work folder when the attempt ends, succeeded or not (a record
@@ -19,55 +19,88 @@ database already, so the job's retry on any host starts from them
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import replace
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from farm.queue.capabilities import device_model
-
 if TYPE_CHECKING:
-    from farm.kinds.run import RunContext
-    from farm.queue.tuning import FleetRecord, TuningRecordOps
-    from farm.tuning import BestRecords, WorkDirDatabase
+    from farm.tuning.seed import BestRecords, WorkDirDatabase
 
-__all__ = ["RecordCheckpoint", "attempt_records", "best_records",
-           "fleet_records", "keep_work_dir", "record_checkpoint"]
+__all__ = ["FleetRecord", "RecordCheckpoint", "RecordStore", "best_records", "fleet_records",
+           "keep_work_dir", "record_key"]
 
 log = structlog.get_logger(__name__)
 
-@contextmanager
-def attempt_records(ctx: RunContext, work_dir: Path, labels: Mapping[int, str],
-                    stem: str) -> Iterator[BestRecords | None]:
-    """The fleet's best records for the attempt's phones' model; the work folder's kept at the end.
 
-    Kept whether or not the tuning ends well: its measured records are the
-    fleet's either way. Without a store (a run outside farmd), neither.
+def record_key(shash: str, target: str, device_model: str, trace: str) -> str:
+    """A record's identity: hex SHA-256 of its workload, target, device model and trace key.
 
     Args:
-        ctx: the attempt; its first phone's facts give the device model.
-        work_dir: the job's tuning work folder.
-        labels: each workload index's label, read at the end (filled in by the caller).
-        stem: the label of an index ``labels`` lacks, e.g. ``"tune model m.onnx"``.
+        shash: the workload's structural hash.
+        target: the target's canonical JSON.
+        device_model: the device model it was measured on.
+        trace: the trace's key (:func:`farm.tuning.search.trace_key`).
     """
-    from farm.clock import SystemClock
-
-    if ctx.store is None:
-        yield None
-        return
-    model = device_model(ctx.facts.get(ctx.attempt.serials[0], {}))
-    try:
-        yield best_records(ctx.store, model)
-    finally:
-        keep_work_dir(ctx.store, work_dir, model, ctx.job.id, ctx.attempt.id,
-                      lambda index: labels.get(index, stem), SystemClock().now())
+    text = json.dumps([shash, target, device_model, trace])
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
-def best_records(store: TuningRecordOps, device_model: str) -> BestRecords:
+@dataclass(frozen=True)
+class FleetRecord:
+    """One tuning record as the fleet keeps it.
+
+    Attributes:
+        shash: its workload's structural hash.
+        target: the target's canonical JSON.
+        device_model: the phone model (or SoC) it was measured on.
+        record: MetaSchedule's record JSON ``[trace, run_secs, target, args_info]``.
+        run_s: the mean of its run times in seconds; None: the measurement failed.
+        key: :func:`record_key`.
+        label: what it tuned, e.g. ``"tune model m.onnx fused_conv2d_add_relu"``.
+        workload_index: its workload's line in the work folder it came from.
+    """
+
+    shash: str
+    target: str
+    device_model: str
+    record: list[Any]
+    run_s: float | None
+    key: str
+    label: str = ""
+    workload_index: int = 0
+
+
+class RecordStore(Protocol):
+    """The fleet records' operations a tuning uses (:class:`farm.queue.tuning.TuningRecordOps`)."""
+
+    def keep_tuning_records(
+        self, workloads: Mapping[str, str], records: Sequence[FleetRecord],
+        job_id: int | None, attempt_id: int | None, now: datetime,
+    ) -> int:
+        """Keep ``records`` not kept yet (by key); returns how many were new.
+
+        Raises:
+            StoreError: the database refused the write.
+        """
+        ...
+
+    def best_tuning_records(
+        self, limits: Mapping[str, int], target: str, device_model: str
+    ) -> dict[str, list[list[Any]]]:
+        """The best measured records of each workload (at most ``limits[shash]``).
+
+        Raises:
+            StoreError: the database cannot be read.
+        """
+        ...
+
+def best_records(store: RecordStore, device_model: str) -> BestRecords:
     """The fleet's best records of ``device_model``, served as ``tune_model`` asks for them."""
 
     def best(target: str, limits: Mapping[str, int]) -> Mapping[str, Sequence[Sequence[Any]]]:
@@ -88,8 +121,8 @@ def fleet_records(database: WorkDirDatabase, device_model: str,
     import numpy as np
 
     from farm.jobs.tuning_db import FAILED_RUN_S
-    from farm.queue.tuning import FleetRecord, record_key
-    from farm.tuning import target_key, trace_key
+    from farm.tuning.search import trace_key
+    from farm.tuning.seed import target_key
 
     kept = []
     for index, record in database.records:
@@ -103,7 +136,7 @@ def fleet_records(database: WorkDirDatabase, device_model: str,
     return kept
 
 
-def keep_work_dir(store: TuningRecordOps, work_dir: Path, device_model: str,
+def keep_work_dir(store: RecordStore, work_dir: Path, device_model: str,
                   job_id: int | None, attempt_id: int | None, label: Callable[[int], str],
                   now: datetime) -> int:
     """Store every record of a work folder not stored yet; return how many were new.
@@ -127,7 +160,7 @@ def keep_work_dir(store: TuningRecordOps, work_dir: Path, device_model: str,
     return done[0]
 
 
-def _keep_lines(store: TuningRecordOps, work_dir: Path, device_model: str,
+def _keep_lines(store: RecordStore, work_dir: Path, device_model: str,
                 job_id: int | None, attempt_id: int | None, label: Callable[[int], str],
                 now: datetime, first_line: int) -> tuple[int, int] | None:
     """Store the work folder's record lines from ``first_line`` on; a kept one is skipped.
@@ -137,7 +170,7 @@ def _keep_lines(store: TuningRecordOps, work_dir: Path, device_model: str,
         when the folder cannot be read or the store refuses the write (logged).
     """
     from farm.errors import SpecError, StoreError
-    from farm.tuning import read_database
+    from farm.tuning.seed import read_database
 
     try:
         database = read_database(work_dir)
@@ -166,7 +199,7 @@ class RecordCheckpoint:
         stem: each record's label begins with it, e.g. ``"tune model m.onnx"``.
     """
 
-    def __init__(self, store: TuningRecordOps, work_dir: Path, device_model: str,
+    def __init__(self, store: RecordStore, work_dir: Path, device_model: str,
                  job_id: int | None, attempt_id: int | None, stem: str) -> None:
         self.store, self.work_dir, self.device_model = store, work_dir, device_model
         self.job_id, self.attempt_id, self.stem = job_id, attempt_id, stem
@@ -189,12 +222,3 @@ class RecordCheckpoint:
             return  # tried again at the next batch, and by keep_work_dir at the end
         kept, self.lines_kept = done
         log.info("tuning_checkpoint_kept", records=kept, lines=self.lines_kept)
-
-
-def record_checkpoint(ctx: RunContext, work_dir: Path, stem: str) -> RecordCheckpoint | None:
-    """The attempt's checkpoint into the fleet's records; None without a store."""
-    if ctx.store is None:
-        return None
-    return RecordCheckpoint(ctx.store, work_dir,
-                            device_model(ctx.facts.get(ctx.attempt.serials[0], {})),
-                            ctx.job.id, ctx.attempt.id, stem)
