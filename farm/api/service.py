@@ -261,7 +261,7 @@ class FarmService(ReservationMethods):
         """
         # Imported here: the attempt side of task work brings numpy and structlog, which
         # farmctl's listings (through this service, without farmd) must not load.
-        from farm.tuning.work_progress import job_progress
+        from farm.tuning import job_progress
 
         return job_progress(self.store, job_id, tune_work_dir(self.settings.data_dir, job_id))
 

@@ -4,8 +4,8 @@ Everything tuning does between "these devices serve the job's tracker key" and
 "this is the best build": the search, its builder and runner, the work folder's
 counters, the time left, the check of each pick and what the job ended with.
 It sits below the queue and never imports it (``pyproject.toml``'s floors): the
-tune kind (:mod:`farm.kinds.tune`) hands it plain parameters and a progress
-object, and keeps the database's task rows itself.
+tune kind (:mod:`farm.kinds.tune`) hands it plain parameters, a work folder and
+the store as the two protocols it needs (``TaskRows``, ``RecordStore``).
 
 ::
 
@@ -29,13 +29,20 @@ object, and keeps the database's task rows itself.
     progress.py    the counters kept as an attempt goes, with the time left
     eta.py, batches.py, tail.py   the seconds a job has left
     advice.py      ``enqueue tune --model --trials N``: a warning at enqueue
+    task_rows.py   a model tune's task rows: their values and TaskRows, the store's protocol
+    work_progress.py  the progress that also keeps those rows (TaskWorkProgress)
+    fleet_records.py  the fleet's records: a record's identity, RecordStore, seeding, checkpoints
 
 The work folder's MetaSchedule database (files, repair, counts) is
 :mod:`farm.jobs.tuning_db`, a floor lower, since a model's build applies it.
 
 Other packages import the names below from ``farm.tuning`` (loaded on first
-use: ``farmctl`` pays for TVM only when it tunes) or one of its modules named
-here; the rest are the engine's own.
+use: ``farmctl`` pays for TVM only when it tunes); the queue imports the rows'
+values from ``task_rows`` and ``fleet_records``, ``farmctl records`` reads
+an exported database through ``fleet_records``, and the tune kind the
+attempt's parts from ``work_progress`` and ``fleet_records``. The rest are the
+engine's own. (A name here is never a module's name: importing the module would
+shadow it.)
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ if TYPE_CHECKING:
         write_database,
     )
     from farm.tuning.tail import TailPrice
+    from farm.tuning.work_progress import job_progress
 
 _SOURCES = {
     "RECORDS_FILE": "farm.jobs.tuning_db",
@@ -70,6 +78,7 @@ _SOURCES = {
     "tune_work_dir": "farm.jobs.tuning_db",
     "trials_advice": "farm.tuning.advice",
     "held_builders": "farm.tuning.cores",
+    "job_progress": "farm.tuning.work_progress",
     "compare_tuned": "farm.tuning.gemm",
     "gemm_label": "farm.tuning.gemm",
     "tune_gemm": "farm.tuning.gemm",
@@ -109,6 +118,7 @@ __all__ = [
     "decide",
     "gemm_label",
     "held_builders",
+    "job_progress",
     "keep_untuned",
     "outcome_lines",
     "read_counters",

@@ -23,8 +23,7 @@ from typing import Any
 
 from farm.jobs.tuning_db import trial_run_s
 from farm.queue.store import Store
-from farm.tuning import tune_work_dir
-from farm.tuning.work_progress import job_progress
+from farm.tuning import job_progress, tune_work_dir
 
 __all__ = ["TUNING_CURVES", "speedups_view", "trials_view"]
 
