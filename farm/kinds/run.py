@@ -5,9 +5,9 @@ kind maps its spec to the jobs' plain parameters (``farm.jobs.params``) in its
 own module. The helpers here serve every kind (benchmark kinds' measured runs
 are in :mod:`farm.kinds.measure`): :func:`tracker_params` and
 :func:`phone_target` say where a phone's session comes from and what it
-compiles for.
- They must share one
-target (tune), and each times its own runs, so every sample keeps its serial.
+compiles for. A kind whose devices must share one target (a tune) asks each
+for its own and checks that they agree (:func:`farm.jobs.targets.shared_target`);
+every device times its own runs, so every sample keeps its serial.
 """
 
 from __future__ import annotations
