@@ -108,10 +108,6 @@ class Kind:
             validation and replaces the field by its siblings ``sha256`` (the
             blob) and ``name`` (the file's name), so a job never reads the user's
             path and any host sharing the database can run it.
-
-    Hooks the shared layers ask instead of a kind's name (None: the kind has none):
-
-    Attributes:
         timed_model: ``(job id, the stored spec's params)`` -> the model a job's
             samples time and its build (:class:`TimedModel`), None for a job that
             times no model; what ``farmctl compare`` and an A/B side read
@@ -121,6 +117,9 @@ class Kind:
             takes helper attempts on other hosts' idle devices
             (:mod:`farm.queue.helpers`, started by the dispatcher under the kind's
             lease). Must accept any JSON without raising.
+
+    ``timed_model`` and ``helper_attempts`` are hooks the shared layers ask
+    instead of a kind's name; None: the kind has none.
     """
 
     name: str
