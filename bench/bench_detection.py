@@ -3,7 +3,7 @@
 Runs one virtual phone's RPC process (:func:`farm.virtual.testing.rpc_app`,
 quiet by default), loads GEMM N through one session and takes whole
 measurements as a gemm job does at the defaults: the spec's default timing
-(``--number``, ``--samples``, ``--min-repeat-ms`` of :class:`farm.kinds.gemm.GemmParams`),
+(``--number``, ``--samples``, ``--min-repeat-ms`` of :class:`farm.kinds.gemm.GemmSpec`),
 then ``[results]``'s warm-up and sampling rule
 (:func:`farm.sampling.take_samples`). Each try is two measurements one
 after the other, as two jobs would be: at full speed, then with the throttle
@@ -51,8 +51,7 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.gemm import LoadedGemm, load_gemm
 from farm.jobs.params import DeviceFacts, GemmParams, ThreadPoolParams, TrackerParams
 from farm.jobs.targets import target_for
-from farm.kinds.gemm import GemmParams as GemmSpec
-from farm.kinds.gemm import gemm_params
+from farm.kinds.gemm import GemmSpec, gemm_params
 from farm.sampling import SamplingRule, take_samples
 from farm.stats import Comparison, compare_samples, robust_cv
 from farm.virtual.testing import RpcApp, rpc_app

@@ -34,7 +34,7 @@ from farm.jobs.params import (
     TuneParams,
 )
 from farm.jobs.targets import target_for
-from farm.jobs.tune import compare_tuned, tune_gemm
+from farm.tuning import compare_tuned, tune_gemm
 
 
 def main(argv: list[str] | None = None) -> int:

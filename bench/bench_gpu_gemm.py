@@ -140,7 +140,7 @@ def tune_run(params: GemmParams, trials: int, out: Path) -> dict[str, Any]:
     from dataclasses import asdict
 
     from farm.jobs.params import TuneParams
-    from farm.jobs.tune import compare_tuned, tune_gemm
+    from farm.tuning import compare_tuned, tune_gemm
 
     with served_gpu(out) as gpu:
         tune = TuneParams(gemm=params, trials=trials, work_dir=out / "tune",

@@ -26,7 +26,7 @@ _CHILD = """
 import json, sys, time
 import tvm
 if {after_farm}:
-    import farm.runner.child, farm.jobs.tune, farm.jobs.model, farm.queue.store  # noqa: F401
+    import farm.runner.child, farm.tuning.gemm, farm.jobs.model, farm.queue.store  # noqa: F401
 wall, cpu = time.monotonic(), time.process_time()
 if {farm}:
     from farm.jobs.tvmscript import import_light

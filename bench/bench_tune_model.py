@@ -55,12 +55,11 @@ from farm.clock import wait_until
 from farm.config import Settings
 from farm.daemon import Farmd
 from farm.demo_model import write_small_cnn
-from farm.jobs.tune_progress import read_counters
-from farm.kinds.run import tune_work_dir
 from farm.netaddr import free_port
 from farm.provision.standin import demo_apk
 from farm.queue.models import DeviceState, JobState
 from farm.stats import spread
+from farm.tuning import read_counters, tune_work_dir
 from farm.virtual.android.spec import profiles
 from farm.virtual.fleet import Fleet
 from farm.virtual.testing import adb_server
@@ -159,7 +158,7 @@ def _tune(config: Path, store: Any, data_dir: Path, model: Path, args: argparse.
 def _print_eta(shown: Shown, tuning_s: float | None, for_s: float | None) -> None:
     """The ETA shown after a tenth (a quarter, a half) of the job, against the time left.
 
-    The ETA is that of the job's result (``farm.jobs.tune_eta``): the tuning,
+    The ETA is that of the job's result (``farm.tuning.eta``): the tuning,
     the picks' check, the tuned build and the timing after it. The job runs
     from the first progress seen (the attempt's start, within the poll's
     0.25 s) to its end (:data:`ENDED`); where the tuning ended (the phase

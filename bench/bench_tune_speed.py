@@ -1,7 +1,7 @@
 """Measured trials per phone-hour of a model tune: search, build and measure in turns, or pipelined.
 
 Tunes the small CNN (``farm.demo_model``) with farm's tuning code
-(:func:`farm.jobs.tune_model.tune_model`) against RPC servers on this host
+(:func:`farm.tuning.model.tune_model`) against RPC servers on this host
 (:class:`farm.jobs.local_cluster.LocalCluster`, each one "phone"), for
 ``--for`` seconds a run, in pairs of runs taken in turns, each from an empty
 work folder:
@@ -10,14 +10,14 @@ work folder:
   ``jobs.tune_builder_workers = 1``: a batch is searched, built in one
   process, then measured, before the next is searched;
 - ``cores``: farm's default now, ``jobs.tune_pipeline = false`` and the
-  default builders (the host's free cores, :mod:`farm.jobs.tune_cores`), in turns;
+  default builders (the host's free cores, :mod:`farm.tuning.cores`), in turns;
 - ``pipelined``: ``jobs.tune_pipeline = true`` and the default builders, a
   batch built while the next is searched
-  (:mod:`farm.jobs.tune_builder`) by the host's free cores
-  (:mod:`farm.jobs.tune_cores`).
+  (:mod:`farm.tuning.builder`) by the host's free cores
+  (:mod:`farm.tuning.cores`).
 
 Each run prints its measured trials, tuning seconds, trials per phone-hour
-(:func:`farm.jobs.tune_rate.trials_per_phone_hour`) and the load average;
+(:func:`farm.tuning.rate.trials_per_phone_hour`) and the load average;
 the end prints each side's median and their ratio. The RPC servers share the
 host's cores with the search and builds, so on a small host the figures
 compare the two loops, not phones.
@@ -50,8 +50,7 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.local_cluster import LocalCluster
 from farm.jobs.params import DeviceFacts, DeviceKind, ModelParams, TrackerParams, TuneParams
 from farm.jobs.targets import target_for
-from farm.jobs.tune_cores import held_builders
-from farm.jobs.tune_model import tune_model
+from farm.tuning import held_builders, tune_model
 
 KEY = "bench-tune-speed"
 #: The loops compared (the module docstring says what each is).

@@ -13,7 +13,7 @@ host allows it) pinned to one core, with TVM's thread pool at 1 thread:
 - the ``model`` job's build and measurement (:func:`farm.jobs.model.run_model`):
   the untuned latency (farm's default CPU schedules);
 - for the models in ``--tune`` (default: the first one), the ``tune`` job's
-  code path (:func:`farm.jobs.tune_model.tune_model`) with ``--trials``
+  code path (:func:`farm.tuning.model.tune_model`) with ``--trials``
   measured trials (each task's pick checked against its default schedule:
   "k/n picks used"), then onnxruntime, ``run_model`` untuned and
   ``run_model`` with its database timed again in ``--rounds`` interleaved
@@ -66,10 +66,9 @@ from farm.jobs.params import (
     TuneParams,
 )
 from farm.jobs.targets import target_for
-from farm.jobs.tune_model import tune_model
-from farm.jobs.tune_progress import TuneProgress
-from farm.jobs.tune_records import RECORDS_FILE
+from farm.jobs.tuning_db import RECORDS_FILE
 from farm.sampling import interleaved_rounds
+from farm.tuning import TuneProgress, tune_model
 from farm.virtual.testing import rpc_app
 from farm.virtual.throttle import QUIET_RT_PRIORITY, realtime
 from farm.zoo import MODELS, write_model
@@ -166,7 +165,7 @@ def _tune(row: Row, path: Path, model: ModelParams, budget: argparse.Namespace,
     from dataclasses import replace
 
     from farm.jobs.ndk import linker_for
-    from farm.jobs.tune_model import keep_untuned
+    from farm.tuning import keep_untuned
 
     work_dir = root / f"tune-{path.stem}"
     params = TuneParams(gemm=None, model=model, trials=budget.trials, work_dir=work_dir,

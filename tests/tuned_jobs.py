@@ -19,11 +19,11 @@ import sqlalchemy as sa
 from device_states import put_state
 
 from farm.jobs.model_store import store_model
-from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE
-from farm.kinds.run import tune_work_dir
+from farm.jobs.tuning_db import RECORDS_FILE, WORKLOADS_FILE
 from farm.queue import DeviceState, Outcome, Store
 from farm.queue.models import Job
 from farm.queue.scheduler import Assignment
+from farm.tuning import tune_work_dir
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -98,7 +98,7 @@ def nothing_searched_summary(model_tasks: int = 55, trials: int = 32) -> dict[st
     their default schedule, so nothing was searched, no pick was checked and
     the tuned build was the untuned one, timed twice (1.10681x: noise).
     """
-    from farm.jobs.tune_outcome import decide
+    from farm.tuning.outcome import decide
 
     decision = decide(1.10681, same_build=True, records_tuned=0, picks_checked=0,
                       picks_unchecked=0, searched=0)
@@ -153,7 +153,7 @@ def model_tune_on(store: Store, serial: str, untuned_s: Sequence[float],
     Its samples are ``tuned_s``; its summary's run holds both timings (and
     ``same_build`` where given), and ``facts`` are the outcome's fields
     (``records_tuned``, ``records_applied``, ``best_build``:
-    :mod:`farm.jobs.tune_outcome`), absent when not given.
+    :mod:`farm.tuning.outcome`), absent when not given.
     """
     run: dict[str, Any] = {"serial": serial, "untuned_samples_s": list(untuned_s),
                            "tuned_samples_s": list(tuned_s)}

@@ -23,7 +23,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from farm.api.submitting import Submitted
-from farm.jobs.tune_progress import TuneCounters
 from farm.kinds.model_inputs import InputsBlob
 from farm.queue.hosts import HostRecord
 from farm.queue.models import JobState
@@ -31,6 +30,7 @@ from farm.queue.records import AttemptView, DeviceRecord, JobView, ResultView
 from farm.queue.reservations import ReservationView
 from farm.queue.spec import DeviceSelection
 from farm.results.rows import SampleRow
+from farm.tuning.progress import TuneCounters
 
 __all__ = ["Queue"]
 
@@ -102,7 +102,7 @@ class Queue(Protocol):
     def tuning(self, job_id: int) -> TuneCounters | None:
         """A tuning job's progress: tasks from the database, counters from this host's folder.
 
-        None for other jobs (:func:`farm.kinds.tune_work.job_progress`).
+        None for other jobs (:func:`farm.tuning.work_progress.job_progress`).
         """
 
     def sample_rows(self, *, job_id: int | None = None, run_id: str | None = None,

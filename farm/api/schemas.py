@@ -17,13 +17,13 @@ from pydantic import BaseModel, Field, field_validator
 
 from farm.api.listings import workload_of
 from farm.health.readings import shown
-from farm.jobs.tune_progress import TuneCounters
 from farm.queue.hosts import HostRecord, readings_stale, stale_health_reason
 from farm.queue.models import DeviceHealth, DeviceState, JobState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
 from farm.queue.reservations import ReservationView
 from farm.results.rows import SampleRow
 from farm.results.spreads import PhoneSpread
+from farm.tuning import TuneCounters
 
 __all__ = ["DeviceDetailOut", "DeviceOut", "ErrorOut", "HostOut", "JobDetailOut", "JobOut",
            "ReserveIn", "ResultsOut", "SubmitIn", "SubmittedOut", "TuningOut", "device_out",
@@ -157,7 +157,7 @@ class JobOut(BaseModel):
 
 
 class TuningOut(BaseModel):
-    """A tuning job's progress (:class:`farm.jobs.tune_progress.TuneCounters`) and totals."""
+    """A tuning job's progress (:class:`farm.tuning.counters.TuneCounters`) and totals."""
 
     counters: dict[str, Any]
     tasks_done: int

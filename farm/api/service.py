@@ -33,10 +33,8 @@ from farm.clock import Clock
 from farm.config import Settings
 from farm.errors import UserFault
 from farm.jobs.model_store import StoredModel, put_model, store_spec_models
-from farm.jobs.tune_progress import TuneCounters
 from farm.kinds import KINDS
 from farm.kinds.model_inputs import InputsBlob, outputs_by_serial, put_inputs, store_inputs
-from farm.kinds.run import tune_work_dir
 from farm.queue.hosts import HostRecord
 from farm.queue.models import AttemptState, DeviceState, JobState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
@@ -44,6 +42,7 @@ from farm.queue.store import Store
 from farm.queue.tokens import Caller
 from farm.queue.waiting import wait_reasons
 from farm.results.rows import SampleRow, sample_rows
+from farm.tuning import TuneCounters, tune_work_dir
 
 __all__ = ["FarmService", "Queue", "Submitted"]
 
@@ -161,10 +160,13 @@ class FarmService(ReservationMethods, Queue):
                             device_kinds=controllers.kinds())
 
     def tuning(self, job_id: int) -> TuneCounters | None:
-        """A tuning job's progress: tasks from the database, counters from this host."""
+        """A tuning job's progress: tasks from the database, counters from this host's folder.
+
+        None for other jobs (:func:`farm.tuning.work_progress.job_progress`).
+        """
         # Imported here: the attempt side of task work brings numpy and structlog, which
         # farmctl's listings (through this service, without farmd) must not load.
-        from farm.kinds.tune_work import job_progress
+        from farm.tuning import job_progress
 
         return job_progress(self.store, job_id, tune_work_dir(self.settings.data_dir, job_id))
 

@@ -16,8 +16,8 @@ from farm.errors import FarmError
 from farm.queue.states import JobState
 
 if TYPE_CHECKING:
-    from farm.jobs.tune_progress import TuneCounters
     from farm.queue.records import AttemptView, JobView, ResultView
+    from farm.tuning import TuneCounters
 
 __all__ = ["EXIT_FAILED", "EXIT_TIMEOUT", "LOAD_COLUMNS", "RESULT_COLUMNS", "WaitTimedOut",
            "cancel", "job", "jobs", "load_rows", "logs_", "result_row", "tuning_line", "wait",
@@ -32,10 +32,10 @@ _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead
 def result_row(view: ResultView) -> dict[str, Any]:
     """One line of the results table: the result's ids and headline figures.
 
-    ``speedup`` only where a tuned build exists (:func:`farm.jobs.tune_outcome.speedup_text`):
+    ``speedup`` only where a tuned build exists (:func:`farm.tuning.outcome.speedup_text`):
     a model tune whose tuned build applied no record timed one library twice.
     """
-    from farm.jobs.tune_outcome import speedup_text
+    from farm.tuning import speedup_text
 
     summary = view.summary
     return {
@@ -141,7 +141,7 @@ def job(state: CliState, job_id: int, as_json: bool) -> None:
                    "tuning": None if progress is None else _progress_json(progress)})
         return
     from farm.api.listings import job_row
-    from farm.jobs.tune_outcome import outcome_lines
+    from farm.tuning import outcome_lines
 
     print_table([{**job_row(view), "waiting": waiting}], _JOB_COLUMNS, f"job {job_id}")
     if waiting is not None:
@@ -179,7 +179,7 @@ def tuning_line(counters: TuneCounters, ended: bool = False) -> str:
     its time budget ends with fewer, so an ended job says how many tasks were
     tuned and how many got all their trials, not "0/55 tasks done".
 
-    >>> from farm.jobs.tune_progress import TaskProgress, TuneCounters
+    >>> from farm.tuning.counters import TaskProgress, TuneCounters
     >>> c = TuneCounters(tasks=(TaskProgress("a", 0, 4, 1),), phase="done: ...", model_tasks=2)
     >>> print(tuning_line(c, ended=True))  # doctest: +NORMALIZE_WHITESPACE
     tuning done: 1 of the model's 2 tasks tuned, 0 of them got all their planned trials;

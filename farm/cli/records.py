@@ -2,7 +2,7 @@
 
 Every record a tuning measured is kept in the database by workload, target and
 device model (:mod:`farm.queue.tuning`), and a tuning starts from the best of
-them (:mod:`farm.kinds.tune_fleet`). ``export`` writes them as a MetaSchedule
+them (:mod:`farm.tuning.fleet_records`). ``export`` writes them as a MetaSchedule
 JSON database (``database_workload.json``, ``database_tuning_record.json``:
 ``tvm.s_tir.meta_schedule.database.JSONDatabase(work_dir=DIR)`` loads it);
 ``import`` keeps such a folder's records, e.g. from another farm or a
@@ -77,7 +77,7 @@ def list_(state: CliState, device_model: str | None, as_json: bool) -> None:
 @pass_state
 def export(state: CliState, out_dir: Path, device_model: str | None) -> None:
     """Write the measured records as a MetaSchedule JSON database folder."""
-    from farm.jobs.tune_seed import write_database
+    from farm.tuning import write_database
 
     workloads, kept = state.store.fleet_database(device_model)
     try:
@@ -94,9 +94,9 @@ def export(state: CliState, out_dir: Path, device_model: str | None) -> None:
 @pass_state
 def import_(state: CliState, folder: Path, device_model: str) -> None:
     """Keep a MetaSchedule JSON database folder's records (those kept already are skipped)."""
-    from farm.jobs.tune_records import RECORDS_FILE
-    from farm.jobs.tune_seed import read_database
-    from farm.kinds.tune_fleet import fleet_records
+    from farm.jobs.tuning_db import RECORDS_FILE
+    from farm.tuning import read_database
+    from farm.tuning.fleet_records import fleet_records
 
     if not (folder / RECORDS_FILE).is_file():
         raise UserFault(f"{folder / RECORDS_FILE}: no such file (a MetaSchedule JSON database "

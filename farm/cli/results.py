@@ -69,10 +69,10 @@ def _spread_row(figure: PhoneSpread) -> dict[str, Any]:
 def _print_loads(state: CliState, job_id: int | None) -> None:
     """A model tune's outcome, and the library load, first run and peak memory per phone.
 
-    Each when the job's result has them (:func:`farm.jobs.tune_outcome.outcome_lines`);
+    Each when the job's result has them (:func:`farm.tuning.outcome.outcome_lines`);
     an A/B job's verdict per phone likewise (:func:`farm.cli.ab_table.print_ab`).
     """
-    from farm.jobs.tune_outcome import outcome_lines
+    from farm.tuning import outcome_lines
 
     for view in [] if job_id is None else state.queue.results(job_id):
         for line in outcome_lines(view.summary):

@@ -98,14 +98,14 @@ class Job:
         Which build is best and why, its speed-up (only where a tuned build
         exists), the tuning records applied, the picks checked and used, the
         tasks tuned of the model's and the trials measured
-        (:func:`farm.jobs.tune_outcome.outcome_lines`); the facts are in
+        (:func:`farm.tuning.outcome.outcome_lines`); the facts are in
         :meth:`result`'s ``summary`` (``best_build``, ``records_applied``...).
 
         Raises:
             JobFailed: the job has no result yet.
             UserFault: it is no tune of a model.
         """
-        from farm.jobs.tune_outcome import outcome_lines
+        from farm.tuning.outcome import outcome_lines
 
         lines = outcome_lines(self.result().summary)
         if not lines:

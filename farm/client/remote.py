@@ -35,7 +35,6 @@ from farm.api.service import Submitted
 from farm.client.bundle import unpack_bundle
 from farm.errors import InfraFault, SpecError, UserFault
 from farm.jobs.model_store import spec_with_blob
-from farm.jobs.tune_progress import TuneCounters
 from farm.kinds.model_inputs import InputsBlob, outputs_by_serial, store_inputs
 from farm.queue.hosts import HostRecord
 from farm.queue.models import JobState
@@ -43,6 +42,7 @@ from farm.queue.records import AttemptView, DeviceRecord, JobView, ResultView
 from farm.queue.reservations import ReservationView
 from farm.queue.spec import DeviceSelection
 from farm.results.rows import SampleRow
+from farm.tuning import TuneCounters
 
 __all__ = ["BUNDLE_TIMEOUT_S", "TIMEOUT_S", "RemoteService"]
 

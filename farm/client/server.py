@@ -138,7 +138,7 @@ class Farm:
 
         Warns:
             UserWarning: ``trials`` cannot reach a search batch on the model's tasks
-                (``enqueue tune``'s warning: :mod:`farm.kinds.tune_advice`); the job
+                (``enqueue tune``'s warning: :mod:`farm.tuning.advice`); the job
                 is queued all the same.
 
         Raises:

@@ -42,10 +42,10 @@ class JobSettings(Frozen):
     tune_model_for_s: float = Field(8 * 3600.0, gt=0)
     tune_gemm_trials: int = Field(64, ge=1)
     #: Build processes per tune attempt; 0: the host's cores its other running
-    #: tune attempts do not hold, an equal share at most (farm.jobs.tune_cores).
+    #: tune attempts do not hold, an equal share at most (farm.tuning.cores).
     tune_builder_workers: int = Field(0, ge=0)
     #: Whether a tune attempt builds each batch in the background while it
-    #: searches the next (farm.jobs.tune_builder); false: search, build and
+    #: searches the next (farm.tuning.builder); false: search, build and
     #: measure take turns. Off until a pipelined tune through app crashes and a
     #: farmd kill keeps every record of its work folder in the fleet's records
     #: (tests/fleet/test_fleet_tune_model.py kept 24 of 25, twice).
@@ -65,7 +65,7 @@ class JobSettings(Frozen):
     tune_helpers: bool = True
     #: How often a model tune attempt done with its own tasks asks the database
     #: whether another host's attempt of the job still tunes one, or stopped and
-    #: left it to take over (farm.kinds.tune_work.TaskWorkProgress.take_over).
+    #: left it to take over (farm.tuning.work_progress.TaskWorkProgress.take_over).
     tune_task_poll_s: float = Field(5.0, gt=0)
     #: How long a model tune job's main attempt that shares its tasks leaves the
     #: rows no attempt has claimed yet to a helper, from its own claim (s): done

@@ -6,7 +6,7 @@
                                 ABI (NDK-linked for real phones): compiled with the
                                 tuning records applied, or the untuned build where
                                 the tuned one was not faster or applied none
-                                (:mod:`farm.jobs.tune_outcome`; the README says which)
+                                (:mod:`farm.tuning.outcome`; the README says which)
     <out>/database/             the MetaSchedule database, as TVM loads it:
                                 JSONDatabase(work_dir="<out>/database")
     <out>/model.onnx            the model that was tuned
@@ -39,8 +39,7 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.model import build_model, load_model, tvm_version
 from farm.jobs.params import DeviceKind, ModelParams
 from farm.jobs.targets import runtime_device_name
-from farm.jobs.tune_model import TUNED_LIBRARY
-from farm.jobs.tune_records import count_trials, export_records
+from farm.jobs.tuning_db import TUNED_LIBRARY, count_trials, export_records
 from farm.stats import spread
 
 __all__ = ["LIBRARY", "MANIFEST", "TunedModel", "write_bundle"]

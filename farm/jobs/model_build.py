@@ -25,7 +25,7 @@ from farm.jobs.ndk import Linker, linker_for
 from farm.jobs.onnx_import import IMPORT_NOTE_FILE, import_relax
 from farm.jobs.params import DeviceKind, ModelParams
 from farm.jobs.profile import KERNELS_FILE
-from farm.jobs.tune_records import (
+from farm.jobs.tuning_db import (
     RECORDS_FILE,
     WORKLOADS_FILE,
     applied_database,
@@ -101,7 +101,7 @@ def build_model(
     With ``params.database_dir`` the best schedule of every task found in that
     MetaSchedule database is applied; tasks it lacks keep the default schedule.
     A tune job's work folder gives only the records its check kept
-    (:func:`farm.jobs.tune_records.applied_database`).
+    (:func:`farm.jobs.tuning_db.applied_database`).
 
     Args:
         params: the model file, input shapes and tuning database.

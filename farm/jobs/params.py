@@ -209,16 +209,16 @@ class TuneParams:
         timing: how each candidate and the final comparison are timed.
         model: the ONNX model whose tasks are tuned; None when tuning the GEMM.
         trials_per_task: measured trials per task at most; None: no cap
-            (``trials`` is shared by :func:`farm.jobs.tune_search.plan_trials`).
+            (``trials`` is shared by :func:`farm.tuning.search.plan_trials`).
         max_tasks: tune only this many tasks, the heaviest first; None: all.
         for_s: tuning seconds allowed over all attempts (a model's time budget);
             None: only ``trials`` bounds the run.
         verify_rounds: measurements of each task's pick and of its default
             schedule, interleaved, before the tuned build
-            (:mod:`farm.jobs.tune_verify`); 0: no check (emulated devices).
+            (:mod:`farm.tuning.verify`); 0: no check (emulated devices).
         pipeline: build each batch in the background while the next is
             searched, the runner waiting for each library
-            (:mod:`farm.jobs.tune_builder`); False: a batch is built before
+            (:mod:`farm.tuning.builder`); False: a batch is built before
             the next search starts (the config's ``jobs.tune_pipeline``).
     """
 

@@ -34,7 +34,7 @@ from farm.queue.spec import JobBase, Strict
 if TYPE_CHECKING:
     from farm.clock import Clock
     from farm.jobs import params as jp
-    from farm.kinds.model import ModelBenchParams
+    from farm.kinds.model import ModelBenchSpec
     from farm.kinds.run import RunContext
     from farm.queue.records import Outcome
     from farm.queue.store import Store
@@ -119,7 +119,7 @@ def check(spec: AbJob, store: Store, data_dir: Path) -> None:
                                     f"{_said(inputs_a)}, {b.label} takes {_said(inputs_b)}")
 
 
-def _graph_inputs(model: ModelBenchParams, store: Store,
+def _graph_inputs(model: ModelBenchSpec, store: Store,
                   data_dir: Path) -> list[tuple[str, tuple[int, ...], str]]:
     """A model side's inputs as built: (name, shape, dtype) each, in the graph's order."""
     from farm.jobs.model import load_model
@@ -138,9 +138,9 @@ def _said(inputs: list[tuple[str, tuple[int, ...], str]]) -> str:
 
 def _plain(side: Resolved, ctx: RunContext, field: str) -> jp.GemmParams | jp.ModelParams:
     """The jobs' plain parameters of a resolved side, on this host."""
+    from farm.jobs.tuning_db import tune_work_dir
     from farm.kinds.gemm import gemm_params
     from farm.kinds.model import model_file, model_params
-    from farm.kinds.run import tune_work_dir
 
     if side.gemm is not None:
         return gemm_params(side.gemm)

@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, model_validator
 
 from farm.errors import SpecError
-from farm.kinds.gemm import GemmParams
+from farm.kinds.base import TimedModel
+from farm.kinds.gemm import GemmSpec
 from farm.kinds.gemm import workload as gemm_workload
-from farm.kinds.model import ModelBenchParams, ModelParams
+from farm.kinds.model import ModelBenchSpec, ModelSpec
 from farm.queue.models import DB_INT_MAX, JobState
 from farm.queue.spec import FieldError, Strict
 
@@ -50,8 +51,8 @@ class AbBuild(Strict):
         untuned: with ``job``: a model tune job's untuned build.
     """
 
-    gemm: GemmParams | None = None
-    model: ModelParams | None = None
+    gemm: GemmSpec | None = None
+    model: ModelSpec | None = None
     tuned: int | None = Field(default=None, ge=1, le=DB_INT_MAX)
     job: int | None = Field(default=None, ge=1, le=DB_INT_MAX)
     untuned: bool = False
@@ -110,13 +111,22 @@ class Resolved:
     """
 
     label: str
-    gemm: GemmParams | None = None
-    model: ModelBenchParams | None = None
+    gemm: GemmSpec | None = None
+    model: ModelBenchSpec | None = None
 
 
-def _model_label(model: ModelParams, tuned: int | None) -> str:
+def _model_label(model: ModelSpec, tuned: int | None) -> str:
     label = f"model {model.shown_name}"
     return label if tuned is None else f"{label} tuned {tuned}"
+
+
+def _timed_model(kind: str, job_id: int, params: Mapping[str, Any]) -> TimedModel | None:
+    """The model a job of ``kind`` times, as the kind says (its ``timed_model`` hook)."""
+    from farm.kinds import KINDS  # the table lists this package's kinds: imported once built
+
+    declared = KINDS.get(kind)
+    hook = None if declared is None else declared.timed_model
+    return None if hook is None else hook(job_id, params)
 
 
 def _of_job(store: Store, job_id: int, untuned: bool, field: str) -> Resolved:
@@ -129,14 +139,15 @@ def _of_job(store: Store, job_id: int, untuned: bool, field: str) -> Resolved:
     params = params if isinstance(params, Mapping) else {}
     try:
         if job.kind == "gemm" and not untuned:
-            gemm = GemmParams.model_validate(params)
+            gemm = GemmSpec.model_validate(params)
             return Resolved(f"{gemm_workload(job.spec)} (job {job_id})", gemm=gemm)
-        if job.kind == "model" and not untuned:
-            model = ModelBenchParams.model_validate({**params, "profile": False})
+        timed = _timed_model(job.kind, job_id, params)
+        if timed is not None and timed.own_tuning:
+            model = ModelBenchSpec.model_validate(
+                {**timed.model, "tuned": None if untuned else job_id})
             return Resolved(f"{_model_label(model, model.tuned)} (job {job_id})", model=model)
-        if job.kind == "tune" and isinstance(params.get("model"), Mapping):
-            model = ModelBenchParams.model_validate(
-                {**params["model"], "tuned": None if untuned else job_id})
+        if timed is not None and not untuned:
+            model = ModelBenchSpec.model_validate({**timed.model, "profile": False})
             return Resolved(f"{_model_label(model, model.tuned)} (job {job_id})", model=model)
     except ValueError as exc:  # a spec of another farm version
         raise SpecError(field, f"job {job_id}'s spec cannot be read here: {exc}") from None
@@ -161,7 +172,7 @@ def resolve(build: AbBuild, target: str, store: Store | None, field: str) -> Res
     if build.gemm is not None:
         return Resolved(gemm_workload({"params": build.gemm.model_dump()}), gemm=build.gemm)
     if build.model is not None:
-        model = ModelBenchParams.model_validate(
+        model = ModelBenchSpec.model_validate(
             {**build.model.model_dump(), "tuned": build.tuned, "target": target})
         return Resolved(_model_label(model, build.tuned), model=model)
     if store is None:

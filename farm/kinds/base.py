@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from farm.queue.spec import JobBase
     from farm.queue.store import Store
 
-__all__ = ["ClickDecorator", "EnqueueCommand", "Kind", "default_of"]
+__all__ = ["ClickDecorator", "EnqueueCommand", "Kind", "TimedModel", "default_of"]
 
 #: A ``click.option(...)`` decorator.
 ClickDecorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -63,6 +63,22 @@ class EnqueueCommand:
 
 
 @dataclass(frozen=True)
+class TimedModel:
+    """The model a job's samples time, and which build of it (a kind's ``timed_model`` hook).
+
+    Attributes:
+        model: the spec's model parameters (``sha256``, ``input_shapes``, ``target``...).
+        tuned_by: the tune job whose records the timed build applies; None: untuned.
+        own_tuning: the job tuned the model itself: its samples time its own tuned
+            build and its summary keeps the untuned timings too (``JOB:untuned``).
+    """
+
+    model: Mapping[str, Any]
+    tuned_by: int | None = None
+    own_tuning: bool = False
+
+
+@dataclass(frozen=True)
 class Kind:
     """One job kind.
 
@@ -92,6 +108,18 @@ class Kind:
             validation and replaces the field by its siblings ``sha256`` (the
             blob) and ``name`` (the file's name), so a job never reads the user's
             path and any host sharing the database can run it.
+        timed_model: ``(job id, the stored spec's params)`` -> the model a job's
+            samples time and its build (:class:`TimedModel`), None for a job that
+            times no model; what ``farmctl compare`` and an A/B side read
+            (:mod:`farm.results.builds`, :mod:`farm.kinds.ab_builds`). Must accept
+            any JSON without raising.
+        helper_attempts: the stored spec's params -> whether a running job of it
+            takes helper attempts on other hosts' idle devices
+            (:mod:`farm.queue.helpers`, started by the dispatcher under the kind's
+            lease). Must accept any JSON without raising.
+
+    ``timed_model`` and ``helper_attempts`` are hooks the shared layers ask
+    instead of a kind's name; None: the kind has none.
     """
 
     name: str
@@ -104,6 +132,8 @@ class Kind:
     needs: Callable[[Mapping[str, Any]], Requirements]
     fan_out: bool = False
     input_files: tuple[str, ...] = ()
+    timed_model: Callable[[int, Mapping[str, Any]], TimedModel | None] | None = None
+    helper_attempts: Callable[[Mapping[str, Any]], bool] | None = None
 
 
 def default_of(model: type[BaseModel], name: str) -> str:

@@ -1,6 +1,6 @@
 """The ``gemm`` kind: time ``C[n, n] = A[n, n] @ B[n, n]`` on phones' CPU or GPU.
 
-Also the home of :class:`GemmParams` and the gemm flags, which the ``tune`` kind
+Also the home of :class:`GemmSpec` and the gemm flags, which the ``tune`` kind
 reuses for its workload.
 """
 
@@ -31,7 +31,7 @@ __all__ = [
     "MAX_NUMBER",
     "MAX_REPEAT",
     "GemmJob",
-    "GemmParams",
+    "GemmSpec",
     "gemm_params",
 ]
 
@@ -63,7 +63,7 @@ MAX_NUMBER = 100_000
 MAX_REPEAT = 10_000
 
 
-class GemmParams(Strict):
+class GemmSpec(Strict):
     """``C[n, n] = A[n, n] @ B[n, n]``, tiled in ``bn x bn`` blocks (or ``naive``: untiled).
 
     On a GPU target one work-group of ``bn * bn`` threads computes a block, so
@@ -82,7 +82,7 @@ class GemmParams(Strict):
     schedule: Schedule = "tiled"
 
     @model_validator(mode="after")
-    def _block_fits(self) -> GemmParams:
+    def _block_fits(self) -> GemmSpec:
         gpu = self.target != "cpu"
         if gpu and self.schedule == "naive":
             raise FieldError(
@@ -113,10 +113,10 @@ class GemmJob(JobBase):
     """Time a gemm on one or more phones."""
 
     kind: Literal["gemm"]
-    params: GemmParams
+    params: GemmSpec
 
 
-def gemm_params(p: GemmParams) -> jp.GemmParams:
+def gemm_params(p: GemmSpec) -> jp.GemmParams:
     """The jobs' plain parameters of a validated gemm."""
     from farm.jobs import params as jp
 
@@ -176,24 +176,24 @@ def needs(spec: Mapping[str, Any]) -> Requirements:
 GEMM_FLAGS = {"n": "--n", "dtype": "--dtype", "bn": "--bn", "target": "--target"}
 GEMM_OPTIONS = [
     click.option("--n", type=int, help="Matrix side N (C[N,N] = A[N,N] @ B[N,N]); required."),
-    click.option("--dtype", help=f"float32 or float16. {default_of(GemmParams, 'dtype')}"),
+    click.option("--dtype", help=f"float32 or float16. {default_of(GemmSpec, 'dtype')}"),
     click.option("--bn", type=int,
                  help="Block (tile) size; must divide N.  [default: the largest power of two "
                       f"up to {DEFAULT_CPU_BN_MAX} dividing N, {DEFAULT_GPU_BN_MAX} on a GPU]"),
     click.option("--target", type=click.Choice(["cpu", "opencl", "vulkan", "cuda"]),
-                 help=f"Processor. {default_of(GemmParams, 'target')}"),
+                 help=f"Processor. {default_of(GemmSpec, 'target')}"),
 ]
 #: Timing flags shared with ``model``: parameter name -> flag.
 TIMING_FLAGS = {"number": "--number", "repeat": "--samples"}
 TIMING_OPTIONS = [
     click.option("--number", type=int,
                  help="Runs averaged into one sample (time_evaluator number). "
-                      f"{default_of(GemmParams, 'number')}"),
+                      f"{default_of(GemmSpec, 'number')}"),
     click.option("--samples", "repeat", type=int,
                  help="Timed samples per run at least (time_evaluator repeat); farm takes "
                       "more, up to results.max_samples, until the median is known to "
                       "results.target_ci_pct, after a warm-up it discards. "
-                      f"{default_of(GemmParams, 'repeat')}"),
+                      f"{default_of(GemmSpec, 'repeat')}"),
 ]
 _FLAGS = {**GEMM_FLAGS, **TIMING_FLAGS, "min_repeat_ms": "--min-repeat-ms",
           "schedule": "--schedule"}
@@ -210,10 +210,10 @@ KIND = Kind(
             *GEMM_OPTIONS, *TIMING_OPTIONS,
             click.option("--min-repeat-ms", type=int,
                          help="Lower bound on one sample's duration, ms. "
-                              f"{default_of(GemmParams, 'min_repeat_ms')}"),
+                              f"{default_of(GemmSpec, 'min_repeat_ms')}"),
             click.option("--schedule", type=click.Choice(["tiled", "naive"]),
                          help="tiled: farm's schedule; naive: the plain untiled te.compute "
-                              f"GEMM (cpu only). {default_of(GemmParams, 'schedule')}"),
+                              f"GEMM (cpu only). {default_of(GemmSpec, 'schedule')}"),
         ],
         params=lambda values: {name: values[name] for name in _FLAGS},
         flags={f"params.{name}": flag for name, flag in _FLAGS.items()},

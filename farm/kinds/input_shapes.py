@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from farm.errors import SpecError
 
 if TYPE_CHECKING:
-    from farm.kinds.model import ModelParams
+    from farm.kinds.model import ModelSpec
     from farm.queue.blobs import BlobOps
     from farm.queue.store import Store
 
@@ -136,7 +136,7 @@ def _check_given(declared: Sequence[DeclaredInput], given: Mapping[str, Sequence
                                        f"{name} ({item.shown}); {got} given")
 
 
-def model_inputs_of(model: ModelParams, store: BlobOps | None, sha_field: str
+def model_inputs_of(model: ModelSpec, store: BlobOps | None, sha_field: str
                     ) -> list[DeclaredInput]:
     """The inputs a validated spec's model declares, read from its blob or path.
 
@@ -213,7 +213,7 @@ def check_farm_sizes(declared: Sequence[DeclaredInput], given: Mapping[str, Sequ
     check_input_sizes(declared, given, name, field, memory_kb)
 
 
-def check_spec_shapes(model: ModelParams, store: Store | None, field: str) -> None:
+def check_spec_shapes(model: ModelSpec, store: Store | None, field: str) -> None:
     """:func:`check_input_shapes` and :func:`check_input_sizes` for a validated spec's model.
 
     The model is read from its blob or path; the devices' memory from the store.

@@ -20,7 +20,7 @@ import click
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from farm.errors import SpecError
-from farm.kinds.base import EnqueueCommand, Kind, default_of
+from farm.kinds.base import EnqueueCommand, Kind, TimedModel, default_of
 from farm.kinds.gemm import MAX_NUMBER, MAX_REPEAT, TIMING_FLAGS, TIMING_OPTIONS
 from farm.kinds.model_inputs import InputsBlob, check_inputs
 from farm.queue.capabilities import workload_needs
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from farm.queue.records import Outcome
     from farm.queue.store import Store
 
-__all__ = ["KIND", "ModelBenchParams", "ModelJob", "ModelParams", "Tolerance", "model_file",
+__all__ = ["KIND", "ModelBenchSpec", "ModelJob", "ModelSpec", "Tolerance", "model_file",
            "model_params", "parse_input_shape", "shown_name"]
 
 #: An input tensor's rank and each dimension at most (TVM shapes are int64; an
@@ -51,7 +51,7 @@ class Tolerance(Strict):
     atol: float = Field(default=1e-3, ge=0, le=1e6)
 
 
-class ModelParams(Strict):
+class ModelSpec(Strict):
     """An ONNX model, compiled by TVM and timed on the phone.
 
     Once enqueued the model is a blob in the database: ``sha256`` names it and
@@ -98,7 +98,7 @@ class ModelParams(Strict):
             raise ValueError(f"cannot read {value!r}: {exc.strerror}") from None
 
     @model_validator(mode="after")
-    def _names_a_model(self) -> ModelParams:
+    def _names_a_model(self) -> ModelSpec:
         if self.path is None and self.sha256 is None:
             raise ValueError("give the model's path or its stored sha256")
         return self
@@ -111,7 +111,7 @@ class ModelParams(Strict):
         return Path(self.path).name if self.path else f"{self.sha256}.onnx"
 
 
-class ModelBenchParams(ModelParams):
+class ModelBenchSpec(ModelSpec):
     """A model benchmark: the model, the processor, and optionally a tuning job's records."""
 
     target: Literal["cpu", "opencl", "cuda"] = "cpu"
@@ -125,10 +125,10 @@ class ModelJob(JobBase):
     """Time an ONNX model and check its output."""
 
     kind: Literal["model"]
-    params: ModelBenchParams
+    params: ModelBenchSpec
 
 
-def model_file(p: ModelParams, store: BlobOps | None, data_dir: Path,
+def model_file(p: ModelSpec, store: BlobOps | None, data_dir: Path,
                field: str = "params.sha256") -> Path:
     """The model's file on this host: the blob's cached copy, or the spec's own path.
 
@@ -149,7 +149,7 @@ def model_file(p: ModelParams, store: BlobOps | None, data_dir: Path,
     return Path(str(p.path))
 
 
-def model_params(p: ModelParams, model_path: Path, device: str = "cpu",
+def model_params(p: ModelSpec, model_path: Path, device: str = "cpu",
                  database_dir: Path | None = None, profile: bool = False) -> jp.ModelParams:
     """The jobs' plain parameters of a validated model spec.
 
@@ -254,9 +254,9 @@ def run(ctx: RunContext, spec: ModelJob) -> Outcome:
     """Time the model ``repetitions`` times on each phone, every sample kept with its serial."""
     from farm.jobs.model import run_model
     from farm.jobs.model_io import output_names
+    from farm.jobs.tuning_db import tune_work_dir
     from farm.kinds.measure import measure, summary_of_runs
     from farm.kinds.model_inputs import read_feeds
-    from farm.kinds.run import tune_work_dir
     from farm.sampling import SamplingRule
 
     p = spec.params
@@ -353,6 +353,12 @@ def _params(values: dict[str, Any]) -> dict[str, Any]:
             "profile": values["profile"] or None, "inputs": values["inputs"]}
 
 
+def timed_model(job_id: int, params: Mapping[str, Any]) -> TimedModel:  # noqa: ARG001
+    """The model a model job times: its own, untuned or built with ``--tuned N``'s records."""
+    tuned = params.get("tuned")
+    return TimedModel(params, tuned if type(tuned) is int else None)
+
+
 KIND = Kind(
     name="model",
     spec=ModelJob,
@@ -370,7 +376,7 @@ KIND = Kind(
             click.option("--atol", type=float, help="Absolute tolerance against onnxruntime. "
                          f"{default_of(Tolerance, 'atol')}"),
             click.option("--target", type=click.Choice(["cpu", "opencl", "cuda"]),
-                         help=f"Processor that runs it. {default_of(ModelBenchParams, 'target')}"),
+                         help=f"Processor that runs it. {default_of(ModelBenchSpec, 'target')}"),
             click.option("--tuned", type=int,
                          help="A finished `tune --model` job of this model whose tuning "
                               "records are applied.  [default: untuned]"),
@@ -395,4 +401,5 @@ KIND = Kind(
     needs=lambda spec: workload_needs(spec.get("params")),
     fan_out=True,
     input_files=("params.path",),
+    timed_model=timed_model,
 )

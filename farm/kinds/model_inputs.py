@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from farm.kinds.input_shapes import DeclaredInput
-    from farm.kinds.model import ModelParams
+    from farm.kinds.model import ModelSpec
     from farm.queue.blobs import BlobOps
     from farm.queue.records import ResultView
 
@@ -112,7 +112,7 @@ def store_inputs(raw: Mapping[str, Any], put: Callable[[bytes, str], InputsBlob]
     return {**raw, "params": {**params, "inputs": stored.model_dump()}}
 
 
-def read_feeds(p: ModelParams, inputs: InputsBlob, model_path: Path, store: BlobOps | None
+def read_feeds(p: ModelSpec, inputs: InputsBlob, model_path: Path, store: BlobOps | None
                ) -> dict[str, np.ndarray]:
     """The stored inputs, checked against the model at ``model_path``.
 
@@ -182,7 +182,7 @@ def shapes_of_inputs(declared: Sequence[DeclaredInput], inputs: InputsBlob,
     return shapes
 
 
-def check_inputs(p: ModelParams, inputs: InputsBlob | None, store: BlobOps | None) -> None:
+def check_inputs(p: ModelSpec, inputs: InputsBlob | None, store: BlobOps | None) -> None:
     """At enqueue: the stored inputs fit the stored model (a no-op without inputs).
 
     Raises:

@@ -5,15 +5,14 @@ kind maps its spec to the jobs' plain parameters (``farm.jobs.params``) in its
 own module. The helpers here serve every kind (benchmark kinds' measured runs
 are in :mod:`farm.kinds.measure`): :func:`tracker_params` and
 :func:`phone_target` say where a phone's session comes from and what it
-compiles for.
- They must share one
-target (tune), and each times its own runs, so every sample keeps its serial.
+compiles for. A kind whose devices must share one target (a tune) asks each
+for its own and checks that they agree (:func:`farm.jobs.targets.shared_target`);
+every device times its own runs, so every sample keeps its serial.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,14 +33,11 @@ __all__ = [
     "RunContext",
     "device_facts",
     "execute",
-    "held_tune_builders",
     "phone_target",
     "tracker_params",
-    "tune_work_dir",
 ]
 
 COMPILE_CACHE_DIR = "compile-cache"
-TUNE_DIR = "tune"
 SESSION_TIMEOUT_MIN_S = 60
 
 
@@ -58,7 +54,7 @@ class RunContext:
             before every measured run.
         store: the queue, for the job's inputs (model blobs,
             :func:`farm.jobs.model_store.materialise`), the fleet's tuning
-            records (:mod:`farm.kinds.tune_fleet`) and the keys its devices
+            records (:mod:`farm.tuning.fleet_records`) and the keys its devices
             serve (:mod:`farm.kinds.serve_keys`); None reads only this host's
             cache and tunes without the fleet's records.
         kinds: each device's kind (:mod:`farm.controllers`), by serial;
@@ -81,23 +77,6 @@ class RunContext:
     def cache(self) -> CompileCache:
         """The compile cache shared by every attempt of this host."""
         return CompileCache(Path(self.settings.data_dir) / COMPILE_CACHE_DIR)
-
-
-def tune_work_dir(data_dir: Path, job_id: int) -> Path:
-    """The tuning work folder of a job; reused by its retries, so tuning resumes."""
-    return Path(data_dir) / TUNE_DIR / f"job-{job_id}"
-
-
-def held_tune_builders(ctx: RunContext) -> AbstractContextManager[int]:
-    """The attempt's build processes, held in the host's ledger for the block.
-
-    The ledger is ``<data_dir>/tune-cores``; ``jobs.tune_builder_workers`` (0:
-    the host's free cores, shared: :mod:`farm.jobs.tune_cores`).
-    """
-    from farm.jobs.tune_cores import held_builders
-
-    return held_builders(Path(ctx.settings.data_dir) / "tune-cores",
-                         ctx.settings.jobs.tune_builder_workers)
 
 
 def device_controller(ctx: RunContext, serial: str) -> DeviceController:

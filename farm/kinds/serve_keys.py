@@ -17,7 +17,7 @@ controller, and heals a server that dies with the recovery ladder
              one server per device under it
     during   nothing: a crashed server is farmd's incident; the candidates
              measured while it was down are failed runs and tuning goes on
-             (farm.jobs.tune), or the attempt fails and its retry resumes
+             (farm.tuning.gemm), or the attempt fails and its retry resumes
     after    (success or failure) ask for each device's own key again; on
              success wait until each is listed, since each device is then timed
              under its own key; count farmd's recovery steps on the devices
@@ -108,7 +108,7 @@ def serving_job_key(ctx: RunContext, serials: Sequence[str],
         serials: the devices the attempt holds.
         on_relaunch: called with the serial once per recovery step farmd took
             on it during the block (the runner counts them across attempts,
-            farm.jobs.tune_progress).
+            farm.tuning.progress).
 
     Yields:
         The job's tracker key.

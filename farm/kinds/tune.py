@@ -3,9 +3,9 @@
 A tuning job's phones serve the job's tracker key for its whole run, app crashes
 healed, and go back to their own keys after it: the attempt asks and farmd's
 fleet serves (:mod:`farm.kinds.serve_keys`, :mod:`farm.fleet.serving`).
-Its retries reuse one work folder (:func:`farm.kinds.run.tune_work_dir`),
+Its retries reuse one work folder (:func:`farm.jobs.tuning_db.tune_work_dir`),
 so tuning resumes where the last attempt stopped. A model's tasks are tuned
-together in one run (:mod:`farm.jobs.tune_model`); at the end each phone times
+together in one run (:mod:`farm.tuning.model`); at the end each phone times
 it untuned and tuned.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -22,10 +23,10 @@ from pydantic import Field, model_validator
 from farm.click_types import Seconds
 from farm.controllers.base import ANDROID, BOARD, GPU
 from farm.errors import SpecError
-from farm.kinds.base import EnqueueCommand, Kind, default_of
-from farm.kinds.gemm import GEMM_FLAGS, GEMM_OPTIONS, GemmParams, gemm_params
+from farm.kinds.base import EnqueueCommand, Kind, TimedModel, default_of
+from farm.kinds.gemm import GEMM_FLAGS, GEMM_OPTIONS, GemmSpec, gemm_params
 from farm.kinds.gemm import workload as gemm_workload
-from farm.kinds.model import ModelParams, parse_input_shape, shown_name
+from farm.kinds.model import ModelSpec, parse_input_shape, shown_name
 from farm.queue.capabilities import workload_needs
 from farm.queue.spec import MAX_PHONES, FieldError, JobBase, Strict
 
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from farm.queue.records import Outcome, TuningData
     from farm.queue.store import Store
 
-__all__ = ["KIND", "MAX_TASKS", "MAX_TRIALS", "TuneJob", "TuneParams", "TunedModel"]
+__all__ = ["KIND", "MAX_TASKS", "MAX_TRIALS", "TuneJob", "TuneModelSpec", "TuneSpec"]
 
 #: Measured trials per job at most: MetaSchedule on a phone measures a few per
 #: second at best, so 100,000 is already more than a day of one phone.
@@ -54,27 +55,27 @@ MAX_TASKS = 10_000
 MAX_FOR_S = 7 * 24 * 3600.0
 
 
-class TunedModel(ModelParams):
+class TuneModelSpec(ModelSpec):
     """An ONNX model to tune: the model job's fields, and the processor that runs it."""
 
     target: Literal["cpu", "opencl", "cuda"] = "cpu"
 
 
-class TuneParams(Strict):
+class TuneSpec(Strict):
     """MetaSchedule tuning of exactly one workload: ``gemm``, or ``model``'s tasks.
 
     ``trials_per_task`` and ``max_tasks`` cap a model's work: ``trials`` is
     shared over its ``max_tasks`` heaviest tasks by their estimated share of
     the model's time (FLOPs or bytes moved, a roofline), a small floor each,
     at most ``trials_per_task`` each
-    (:func:`farm.jobs.tune_search.plan_trials`). ``for_s`` bounds a model's
+    (:func:`farm.tuning.search.plan_trials`). ``for_s`` bounds a model's
     tuning by time as well (seconds over all attempts). Unset, ``trials`` and
     ``for_s`` come from the config (``[jobs]`` ``tune_model_trials``,
     ``tune_model_for_s``, ``tune_gemm_trials``).
     """
 
-    gemm: GemmParams | None = None
-    model: TunedModel | None = None
+    gemm: GemmSpec | None = None
+    model: TuneModelSpec | None = None
     trials: int | None = Field(default=None, ge=1, le=MAX_TRIALS)
     trials_per_batch: int = Field(default=16, ge=1, le=MAX_TRIALS)
     phones: int = Field(default=1, ge=1, le=MAX_PHONES)  # phones measuring candidates in parallel
@@ -83,7 +84,7 @@ class TuneParams(Strict):
     for_s: float | None = Field(default=None, gt=0, le=MAX_FOR_S)
 
     @model_validator(mode="after")
-    def _one_workload(self) -> TuneParams:
+    def _one_workload(self) -> TuneSpec:
         if (self.gemm is None) == (self.model is None):
             raise FieldError("gemm", "give exactly one workload: gemm or model")
         for name in ("trials_per_task", "max_tasks", "for_s"):
@@ -102,7 +103,7 @@ class TuneJob(JobBase):
     """Tune a workload; ``params.phones`` is how many phones the job holds."""
 
     kind: Literal["tune"]
-    params: TuneParams
+    params: TuneSpec
 
     @model_validator(mode="after")
     def _kind_serves_keys(self) -> TuneJob:
@@ -138,7 +139,7 @@ def _tuning_records(
     work_dir: Path, workload: Callable[[int], str], target: dict[str, Any]
 ) -> list[TuningData]:
     """Every record of the work folder, labelled by ``workload(workload_index)``."""
-    from farm.jobs.tune_records import RECORDS_FILE
+    from farm.jobs.tuning_db import RECORDS_FILE
     from farm.queue.records import TuningData
 
     path = work_dir / RECORDS_FILE
@@ -186,11 +187,11 @@ def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
 
     from farm.jobs import params as jp
     from farm.jobs.targets import shared_target
-    from farm.jobs.tune import compare_tuned, gemm_label, tune_gemm
-    from farm.jobs.tune_progress import TuneProgress
-    from farm.kinds.run import held_tune_builders, phone_target, tracker_params, tune_work_dir
+    from farm.jobs.tuning_db import tune_work_dir
+    from farm.kinds.run import phone_target, tracker_params
     from farm.kinds.serve_keys import serving_job_key
     from farm.queue.records import Outcome
+    from farm.tuning import TuneProgress, compare_tuned, gemm_label, tune_gemm
 
     if spec.params.gemm is None:  # run() sends a model elsewhere: unreachable
         raise SpecError("params.gemm", "tuning needs a GEMM workload")
@@ -299,10 +300,28 @@ def _params(values: dict[str, Any]) -> dict[str, Any]:
     return {"model": model, **common}
 
 def _advise(params: dict[str, Any]) -> list[str]:
-    """:func:`farm.kinds.tune_advice.trials_advice` (TVM only when a model's --trials is given)."""
-    from farm.kinds.tune_advice import trials_advice
+    """:func:`farm.tuning.advice.trials_advice` (TVM only when a model's --trials is given)."""
+    from farm.tuning import trials_advice
 
     return trials_advice(params)
+
+
+def held_tune_builders(ctx: RunContext) -> AbstractContextManager[int]:
+    """The attempt's build processes, held in the host's ledger for the block.
+
+    The ledger is ``<data_dir>/tune-cores``; ``jobs.tune_builder_workers`` (0:
+    the host's free cores, shared: :mod:`farm.tuning.cores`).
+    """
+    from farm.tuning import held_builders
+
+    return held_builders(Path(ctx.settings.data_dir) / "tune-cores",
+                         ctx.settings.jobs.tune_builder_workers)
+
+
+def timed_model(job_id: int, params: Mapping[str, Any]) -> TimedModel | None:
+    """A model tune job's samples time its own tuned build; a gemm tune times no model."""
+    model = params.get("model")
+    return TimedModel(model, job_id, own_tuning=True) if isinstance(model, Mapping) else None
 
 
 KIND = Kind(
@@ -337,9 +356,9 @@ KIND = Kind(
                          help="Tune only the model's heaviest tasks, this many.  [default: all]"),
             click.option("--trials-per-batch", type=int,
                          help="Candidates built and measured per round. "
-                              f"{default_of(TuneParams, 'trials_per_batch')}"),
+                              f"{default_of(TuneSpec, 'trials_per_batch')}"),
             click.option("--phones", type=int, help="Phones measuring candidates in parallel. "
-                         f"{default_of(TuneParams, 'phones')}"),
+                         f"{default_of(TuneSpec, 'phones')}"),
         ],
         params=_params,
         check=check,
@@ -353,4 +372,6 @@ KIND = Kind(
     workload=workload,
     needs=needs,
     input_files=("params.model.path",),
+    timed_model=timed_model,
+    helper_attempts=lambda params: bool(params.get("model")),
 )

@@ -2,7 +2,7 @@
 
 :func:`farm.kinds.tune.run` sends an attempt whose devices are all emulated
 (:func:`emulated_attempt`, a board under QEMU) here instead of tuning it
-(:mod:`farm.jobs.tune_emulated` says why). The tuning runs as on any device,
+(:mod:`farm.tuning.emulated` says why). The tuning runs as on any device,
 the job's key served by its devices, but for one batch of candidates, without
 the fleet's records (none read, none kept) and without the picks check; then
 each device runs what the tuning built, its output checked against numpy (a
@@ -10,7 +10,7 @@ GEMM) or onnxruntime (a model). A model's library, export and ``--tuned``
 builds are the untuned build: no record ranked by the emulator's timings is
 applied. The result stores no tuning record; its summary says ``emulated``,
 ``outputs_matched`` and, in ``emulated_note``, the one line ``farmctl job``
-shows (:func:`farm.jobs.tune_outcome.outcome_lines`).
+shows (:func:`farm.tuning.outcome.outcome_lines`).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from farm.errors import SpecError
-from farm.jobs.tune_emulated import emulated_devices, emulated_note, path_check_params
+from farm.tuning.emulated import emulated_devices, emulated_note, path_check_params
 
 if TYPE_CHECKING:
     from farm.kinds.run import RunContext
-    from farm.kinds.tune import TunedModel, TuneJob, TuneParams
+    from farm.kinds.tune import TuneJob, TuneModelSpec, TuneSpec
     from farm.queue.records import Outcome
     from farm.queue.store import Store
 
@@ -68,13 +68,15 @@ def run_gemm_check(ctx: RunContext, spec: TuneJob) -> Outcome:
     """
     from farm.jobs import params as jp
     from farm.jobs.targets import shared_target
-    from farm.jobs.tune import FUNC_NAME, tune_gemm
-    from farm.jobs.tune_emulated import check_gemm_library
-    from farm.jobs.tune_progress import TuneProgress
+    from farm.jobs.tuning_db import tune_work_dir
     from farm.kinds.gemm import gemm_params
-    from farm.kinds.run import held_tune_builders, phone_target, tracker_params, tune_work_dir
+    from farm.kinds.run import phone_target, tracker_params
     from farm.kinds.serve_keys import serving_job_key
+    from farm.kinds.tune import held_tune_builders
     from farm.queue.records import Outcome
+    from farm.tuning.emulated import check_gemm_library
+    from farm.tuning.gemm import FUNC_NAME, tune_gemm
+    from farm.tuning.progress import TuneProgress
 
     if spec.params.gemm is None:  # run() sends a model elsewhere: unreachable
         raise SpecError("params.gemm", "tuning needs a GEMM workload")
@@ -109,13 +111,13 @@ def run_gemm_check(ctx: RunContext, spec: TuneJob) -> Outcome:
     return Outcome(summary, (), "s", (), snapshots, ())
 
 
-def run_model_check(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Outcome:
+def run_model_check(ctx: RunContext, spec: TuneSpec, model: TuneModelSpec) -> Outcome:
     """Tune ``model`` for one batch on the emulated devices; each runs the build it made.
 
     The build made from the work folder's records is run on each device and
     its outputs compared with onnxruntime (:func:`farm.jobs.model.run_model`);
     then the job's library becomes the untuned build
-    (:func:`farm.jobs.tune_model.keep_untuned`), so nothing later applies a record.
+    (:func:`farm.tuning.model.keep_untuned`), so nothing later applies a record.
 
     Returns:
         The outcome: the tuning's summary with ``runs`` (each device's
@@ -133,12 +135,15 @@ def run_model_check(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Out
     from farm.jobs.model import run_model
     from farm.jobs.ndk import linker_for
     from farm.jobs.targets import shared_target
-    from farm.jobs.tune_model import keep_untuned, tune_model
+    from farm.jobs.tuning_db import tune_work_dir
     from farm.kinds.model import model_file, model_params
-    from farm.kinds.run import held_tune_builders, phone_target, tracker_params, tune_work_dir
+    from farm.kinds.run import phone_target, tracker_params
     from farm.kinds.serve_keys import serving_job_key
-    from farm.kinds.tune_work import attempt_progress, build_made
+    from farm.kinds.tune import held_tune_builders
+    from farm.kinds.tune_model import attempt_progress
     from farm.queue.records import Outcome
+    from farm.tuning.model import keep_untuned, tune_model
+    from farm.tuning.work_progress import build_made
 
     path = model_file(model, ctx.store, ctx.settings.data_dir, "params.model.sha256")
     plain = replace(model_params(model, path), device=jp.DeviceKind(model.target))

@@ -11,15 +11,16 @@ come from the same rounds. The tuned samples are the job's raw
 samples, each with the serial that produced it. Where the tuned build is not
 faster than the untuned one (the phones' median speedup), the job reports the
 untuned build as its best and its library becomes the untuned build
-(:func:`farm.jobs.tune_model.keep_untuned`); where the tuned build applies no
-tuning record it is the untuned build, with no speed-up (:mod:`farm.jobs.tune_outcome`
+(:func:`farm.tuning.model.keep_untuned`); where the tuned build applies no
+tuning record it is the untuned build, with no speed-up (:mod:`farm.tuning.outcome`
 decides, and says why).
 
 The tuning starts from the fleet's best records for the phones' model
-(:mod:`farm.kinds.tune_fleet`); every record is kept in the fleet's records
-after the batch that measured it, and the whole work folder again when the
-attempt ends, succeeded or not, so a retry on another host resumes from them.
-Its tasks are rows in the database (:mod:`farm.kinds.tune_work`): claimed by
+(:func:`attempt_records`, :mod:`farm.tuning.fleet_records`); every record is
+kept in the fleet's records after the batch that measured it, and the whole
+work folder again when the attempt ends, succeeded or not, so a retry on
+another host resumes from them.
+Its tasks are rows in the database (:mod:`farm.tuning.work_progress`): claimed by
 the attempt, their trials reported after every batch, and the tuned build
 claimed once per job. A helper attempt of the job on another host
 (:mod:`farm.queue.helpers`) tunes the rows it claims and ends there: no build,
@@ -29,21 +30,105 @@ no timing, and the store keeps no result of it.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from farm.clock import SystemClock
+from farm.errors import StoreError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from farm.jobs import params as jp
-    from farm.jobs.tune_outcome import Decision
-    from farm.jobs.tune_result import ModelTuneResult
     from farm.kinds.run import RunContext
-    from farm.kinds.tune import TunedModel, TuneParams
+    from farm.kinds.tune import TuneModelSpec, TuneSpec
     from farm.queue.records import Outcome
+    from farm.queue.store import Store
+    from farm.tuning import BestRecords, Decision, ModelTuneResult, TuneProgress
+    from farm.tuning.fleet_records import RecordCheckpoint
 
-__all__ = ["run_model_tuning"]
+__all__ = ["attempt_progress", "attempt_records", "record_checkpoint", "run_model_tuning"]
+
+log = structlog.get_logger(__name__)
+
+
+def attempt_progress(ctx: RunContext, work_dir: Path) -> TuneProgress:
+    """The attempt's progress; with a store, the job's task rows too.
+
+    With a store it is a :class:`farm.tuning.work_progress.TaskWorkProgress`,
+    which reaches the rows through the store (the engine's ``TaskRows``).
+
+    The job's main attempt shares its tasks (claims about half) when helpers
+    are on (``jobs.tune_helpers``) and another host has a device a helper of
+    the job could hold (``Store.helper_may_come``: the filter the helper's own
+    claim uses, :mod:`farm.queue.helpers`).
+    """
+    from farm.tuning import TuneProgress
+    from farm.tuning.work_progress import TaskWorkProgress
+
+    if ctx.store is None:
+        return TuneProgress(work_dir)
+    jobs = ctx.settings.jobs
+    helper = ctx.attempt.helper
+    share = jobs.tune_helpers and not helper and _helper_may_come(ctx, ctx.store)
+    return TaskWorkProgress(work_dir, ctx.store, ctx.job.id, ctx.attempt.id,
+                            ctx.settings.host_id, helper=helper, share=share,
+                            poll_s=jobs.tune_task_poll_s, wait_s=jobs.tune_lease_s,
+                            helper_wait_s=jobs.tune_helper_wait_s)
+
+
+def _helper_may_come(ctx: RunContext, store: Store) -> bool:
+    """Whether another host has a device a helper of the job could hold (False if unread)."""
+    try:
+        return store.helper_may_come(ctx.attempt.id, SystemClock().now())
+    except StoreError as exc:
+        log.warning("helpers_not_read", job_id=ctx.job.id, reason=str(exc))
+        return False
+
+
+@contextmanager
+def attempt_records(ctx: RunContext, work_dir: Path, labels: Mapping[int, str],
+                    stem: str) -> Iterator[BestRecords | None]:
+    """The fleet's best records for the attempt's phones' model; the work folder's kept at the end.
+
+    Kept whether or not the tuning ends well: its measured records are the
+    fleet's either way. Without a store (a run outside farmd), neither.
+
+    Args:
+        ctx: the attempt; its first phone's facts give the device model.
+        work_dir: the job's tuning work folder.
+        labels: each workload index's label, read at the end (filled in by the caller).
+        stem: the label of an index ``labels`` lacks, e.g. ``"tune model m.onnx"``.
+    """
+    from farm.queue.capabilities import device_model
+    from farm.tuning.fleet_records import best_records, keep_work_dir
+
+    if ctx.store is None:
+        yield None
+        return
+    model = device_model(ctx.facts.get(ctx.attempt.serials[0], {}))
+    try:
+        yield best_records(ctx.store, model)
+    finally:
+        keep_work_dir(ctx.store, work_dir, model, ctx.job.id, ctx.attempt.id,
+                      lambda index: labels.get(index, stem), SystemClock().now())
+
+
+
+def record_checkpoint(ctx: RunContext, work_dir: Path, stem: str) -> RecordCheckpoint | None:
+    """The attempt's checkpoint into the fleet's records; None without a store."""
+    from farm.queue.capabilities import device_model
+    from farm.tuning.fleet_records import RecordCheckpoint
+
+    if ctx.store is None:
+        return None
+    return RecordCheckpoint(ctx.store, work_dir,
+                            device_model(ctx.facts.get(ctx.attempt.serials[0], {})),
+                            ctx.job.id, ctx.attempt.id, stem)
 
 
 def _time_builds(
@@ -83,7 +168,7 @@ def _time_builds(
     return timed, sampled
 
 
-def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Outcome:
+def run_model_tuning(ctx: RunContext, spec: TuneSpec, model: TuneModelSpec) -> Outcome:
     """Tune ``model`` on the attempt's phones (resuming earlier attempts), then time it.
 
     Args:
@@ -96,7 +181,7 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
         ``tasks``, ``phones``, ``runs`` with each phone's ``untuned_s`` and
         ``tuned_s`` medians; ``best_build``, ``best_note``, ``speedup`` (the
         phones' median; None where the tuned build applied no record),
-        ``records_tuned`` and ``records_applied`` (:mod:`farm.jobs.tune_outcome`);
+        ``records_tuned`` and ``records_applied`` (:mod:`farm.tuning.outcome`);
         ``picks_checked``, ``picks_used`` and ``picks_unchecked``;
         ``model_tasks``; ``stopped_by``, ``first_trial_s``,
         ``trials_per_phone_hour`` and its ``limit_per_phone_hour``), the
@@ -110,16 +195,15 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
     """
     from farm.jobs import params as jp
     from farm.jobs.targets import shared_target
-    from farm.jobs.tune_model import tune_model
-    from farm.jobs.tune_tail import TailPrice
+    from farm.jobs.tuning_db import tune_work_dir
     from farm.kinds.model import model_file, model_params
-    from farm.kinds.run import held_tune_builders, phone_target, tracker_params, tune_work_dir
+    from farm.kinds.run import phone_target, tracker_params
     from farm.kinds.serve_keys import serving_job_key
-    from farm.kinds.tune import _tuning_records
-    from farm.kinds.tune_fleet import attempt_records, record_checkpoint
-    from farm.kinds.tune_work import attempt_progress, build_made
+    from farm.kinds.tune import _tuning_records, held_tune_builders
     from farm.queue.records import Outcome
     from farm.sampling import SamplingRule
+    from farm.tuning import TailPrice, tune_model
+    from farm.tuning.work_progress import build_made
 
     path = model_file(model, ctx.store, ctx.settings.data_dir, "params.model.sha256")
     plain = replace(model_params(model, path), device=jp.DeviceKind(model.target))
@@ -197,14 +281,14 @@ def run_model_tuning(ctx: RunContext, spec: TuneParams, model: TunedModel) -> Ou
 
 
 def _decide(result: ModelTuneResult, runs: list[dict[str, Any]]) -> Decision:
-    """The best build from the tuning and the phones' timings (:mod:`farm.jobs.tune_outcome`).
+    """The best build from the tuning and the phones' timings (:mod:`farm.tuning.outcome`).
 
     Where every phone timed one library as both builds, each run's ``speedup``
     becomes None: no tuned build exists. The tuned build's records are the
     picks used on CPU targets (the check keeps a record only where it beat
     the default), else each task's best record.
     """
-    from farm.jobs.tune_outcome import decide, searched_trials
+    from farm.tuning import decide, searched_trials
 
     same_build = all(r["same_build"] for r in runs)
     speedup = statistics.median(r["speedup"] for r in runs)
@@ -221,8 +305,8 @@ def _decide(result: ModelTuneResult, runs: list[dict[str, Any]]) -> Decision:
 
 def _keep_untuned(plain: jp.ModelParams, target: dict[str, Any], work_dir: Path,
                   ctx: RunContext) -> None:
-    """Make the untuned build the job's library (:func:`farm.jobs.tune_model.keep_untuned`)."""
+    """Make the untuned build the job's library (:func:`farm.tuning.model.keep_untuned`)."""
     from farm.jobs.ndk import linker_for
-    from farm.jobs.tune_model import keep_untuned
+    from farm.tuning import keep_untuned
 
     keep_untuned(plain, target, work_dir, ctx.cache, linker_for(target))

@@ -1,7 +1,7 @@
 """A finished model-tuning job, as ``enqueue model --tuned`` and ``farmctl export`` read it.
 
 A ``tune`` job of an ONNX model (``params.model``) leaves its MetaSchedule
-database in its work folder (:func:`farm.kinds.run.tune_work_dir`) and, in its
+database in its work folder (:func:`farm.jobs.tuning_db.tune_work_dir`) and, in its
 result summary, the model's ``model_sha256``, the ``target`` dict it tuned for,
 and what each phone measured. Both readers need the same checks, so they live
 here once: the job exists, is a tune of a model, has succeeded, and its work
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from farm.errors import SpecError
-from farm.jobs.tune_records import RECORDS_FILE
+from farm.jobs.tuning_db import RECORDS_FILE
 from farm.queue.models import JobState
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def finished_tune(store: Store, data_dir: Path, job_id: int, field: str = "param
             is named); or no tuning records in its work folder.
     """
     from farm.jobs.targets import runtime_device_name
-    from farm.kinds.run import tune_work_dir
+    from farm.jobs.tuning_db import tune_work_dir
 
     job = store.get_job(job_id)
     if job is None:

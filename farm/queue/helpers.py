@@ -15,10 +15,11 @@ makes the one build and the job's result.
 
 Rules of a helper claim, checked in the claim's transaction:
 
-* the job runs, is a ``tune`` of a model (``params.model``), and has a task
+* the job runs, its kind takes helpers for its spec (:class:`HelperKind`, the
+  kind's ``helper_attempts`` hook: a ``tune`` of a model), and it has a task
   row that is not done and that no live attempt holds;
 * no attempt of the job runs on this host already (a host's work folder of a
-  job, :func:`farm.kinds.run.tune_work_dir`, has one writer), and no other
+  job, :func:`farm.jobs.tuning_db.tune_work_dir`, has one writer), and no other
   host's helper does either: one main attempt and one helper per job, the
   smallest split that lets two hosts tune one model at once;
 * its phones are this host's, ready, in service and of the device kind and
@@ -29,6 +30,8 @@ Rules of a helper claim, checked in the claim's transaction:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -53,10 +56,24 @@ from farm.queue.ops import TransactionOps
 from farm.queue.records import AttemptView, Claim, JobView
 from farm.queue.task_work import DONE
 
-__all__ = ["HelperOps", "claim_helper"]
+__all__ = ["HelperKind", "HelperOps", "claim_helper"]
 
-#: The kind whose model jobs take helpers.
-TUNE_KIND = "tune"
+
+@dataclass(frozen=True)
+class HelperKind:
+    """A job kind whose running jobs may take helper attempts, as the queue asks it.
+
+    The dispatcher builds one per kind that declares the hook
+    (:attr:`farm.kinds.base.Kind.helper_attempts`); the queue never names a kind.
+
+    Attributes:
+        lease_s: a helper attempt's lease, seconds (the kind's).
+        takes_helpers: a job's stored spec params -> whether it takes helpers
+            (a model tune does, a gemm tune does not).
+    """
+
+    lease_s: float
+    takes_helpers: Callable[[Mapping[str, Any]], bool]
 
 
 def _free_rows(job_id: int, now: datetime) -> Any:
@@ -70,10 +87,12 @@ def _free_rows(job_id: int, now: datetime) -> Any:
                             holder.c.lease_expires_at >= now)))
 
 
-def _wanted(session: Session, job: Job, host: str, now: datetime) -> tuple[str, str] | None:
+def _wanted(session: Session, job: Job, host: str, kinds: Mapping[str, HelperKind],
+            now: datetime) -> tuple[str, str] | None:
     """The device kind and model a helper of ``job`` on ``host`` needs; None: no helper fits."""
     params = (job.spec or {}).get("params") or {}
-    if job.kind != TUNE_KIND or not params.get("model"):
+    kind = kinds.get(job.kind)
+    if kind is None or not kind.takes_helpers(params):
         return None
     running = list(session.scalars(select(Attempt).where(
         Attempt.job_id == job.id, Attempt.state == AttemptState.RUNNING).order_by(Attempt.id)))
@@ -104,15 +123,16 @@ def _fitting(session: Session, job: Job, kind: str, model: str, where: ColumnEle
     return [d for d in session.scalars(query) if device_model(d.facts or {}) == model]
 
 
-def claim_helper(session: Session, job_id: int, host: str, lease_s: float,
+def claim_helper(session: Session, job_id: int, host: str, kinds: Mapping[str, HelperKind],
                  now: datetime) -> Claim | None:
     """Start a helper attempt of ``job_id`` on ``host``'s fitting ready phones, or return None.
 
     Args:
         session: the open transaction.
-        job_id: a running model tune job.
+        job_id: a running job of a kind that takes helpers.
         host: this farmd's host id (the helper's phones are its own).
-        lease_s: the helper's lease (the ``tune`` kind's).
+        kinds: the kinds whose jobs may take helpers, by name (the helper's lease is
+            its job's kind's).
         now: the start time.
 
     Returns:
@@ -121,8 +141,9 @@ def claim_helper(session: Session, job_id: int, host: str, lease_s: float,
     """
     job = session.scalars(select(Job).where(Job.id == job_id, Job.state == JobState.RUNNING)
                           .with_for_update(skip_locked=True)).one_or_none()
-    if job is None or (wanted := _wanted(session, job, host, now)) is None:
+    if job is None or (wanted := _wanted(session, job, host, kinds, now)) is None:
         return None
+    lease_s = kinds[job.kind].lease_s
     phones = max(1, int(((job.spec or {}).get("params") or {}).get("phones") or 1))
     devices = _fitting(session, job, *wanted, of_host(host), now, lock=True)[:phones]
     if not devices:
@@ -142,12 +163,14 @@ def claim_helper(session: Session, job_id: int, host: str, lease_s: float,
 class HelperOps(TransactionOps):
     """Helper attempt claims; mixed into Store, which provides ``_tx()``."""
 
-    def claim_helpers(self, host: str, lease_s: float, now: datetime) -> list[Claim]:
-        """Start helper attempts on ``host`` for the running model tune jobs that want one.
+    def claim_helpers(self, host: str, kinds: Mapping[str, HelperKind],
+                      now: datetime) -> list[Claim]:
+        """Start helper attempts on ``host`` for the running jobs that want one.
 
         Args:
             host: this farmd's host id.
-            lease_s: each helper's lease (the ``tune`` kind's).
+            kinds: the job kinds that take helpers, by name (:class:`HelperKind`);
+                none: no helper starts.
             now: the start time.
 
         Returns:
@@ -158,17 +181,17 @@ class HelperOps(TransactionOps):
         """
         with self._tx() as session:
             jobs = list(session.scalars(select(Job.id).where(
-                Job.state == JobState.RUNNING, Job.kind == TUNE_KIND,
+                Job.state == JobState.RUNNING, Job.kind.in_(list(kinds)),
                 exists().where(TuneTaskWork.job_id == Job.id, TuneTaskWork.state != DONE))
                 .order_by(Job.priority.desc(), Job.id)))
-            claims = [claim_helper(session, job_id, host, lease_s, now) for job_id in jobs]
+            claims = [claim_helper(session, job_id, host, kinds, now) for job_id in jobs]
         return [c for c in claims if c is not None]
 
     def helper_may_come(self, attempt_id: int, now: datetime) -> bool:
         """Whether another host has a device a helper of ``attempt_id``'s job could hold now.
 
         Asked by a model tune job's main attempt before it claims its task rows
-        (:class:`farm.kinds.tune_work.TaskWorkProgress`): with such a device it
+        (:class:`farm.tuning.work_progress.TaskWorkProgress`): with such a device it
         leaves about half the rows to a helper. The devices are those
         :func:`claim_helper` would take (the same filter), on any host but the
         attempt's own.

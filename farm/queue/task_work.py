@@ -30,9 +30,7 @@ one job's library.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from enum import Enum
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
@@ -42,48 +40,11 @@ from farm.queue.models import Attempt, TuneBuild, TuneTaskWork
 from farm.queue.ops import TransactionOps
 from farm.queue.states import AttemptState
 from farm.queue.tuning import _insert
+from farm.tuning.task_rows import DONE, QUEUED, TUNING, BuildClaim, TaskWork
 
-__all__ = ["DONE", "BuildClaim", "TaskWork", "TaskWorkOps"]
-
-#: A task row's states.
-QUEUED, TUNING, DONE = "queued", "tuning", "done"
-
-
-@dataclass(frozen=True)
-class TaskWork:
-    """One task of a model tune job, as its row holds it.
-
-    Attributes:
-        shash: its workload's structural hash.
-        task: MetaSchedule's task name.
-        trials: measured trials asked.
-        position: its place in tuning order (heaviest first).
-        trials_measured: trials measured so far (failed ones excluded).
-        best_s: the best measured candidate's mean run time in seconds; None before one.
-        state: ``"queued"``, ``"tuning"`` or ``"done"``.
-        attempt_id: the attempt that claimed it last; None before one did.
-        host: that attempt's host.
-    """
-
-    shash: str
-    task: str
-    trials: int
-    position: int = 0
-    trials_measured: int = 0
-    best_s: float | None = None
-    state: str = QUEUED
-    attempt_id: int | None = None
-    host: str | None = None
-
-
-class BuildClaim(str, Enum):
-    """What :meth:`TaskWorkOps.claim_tune_build` answers."""
-
-    BUILD = "build"  # the caller holds the build: make it
-    HELD = "held"  # a running attempt holds it
-    BUILT = "built"  # made already
-    TASKS_LEFT = "tasks left"  # a task row is not done yet
-
+# The rows' values are the tuning engine's (it reaches the rows through its
+# TaskRows protocol, which this mixin provides); re-exported for the queue's users.
+__all__ = ["DONE", "QUEUED", "TUNING", "BuildClaim", "TaskWork", "TaskWorkOps"]
 
 def _of(row: TuneTaskWork) -> TaskWork:
     return TaskWork(row.shash, row.task, row.trials, row.position, row.trials_measured,

@@ -12,13 +12,11 @@ device model and trace), whoever stores it again: a later job whose work folder
 was seeded with it, a second import of the same file, a retried attempt
 (``INSERT ... ON CONFLICT DO NOTHING`` on PostgreSQL and SQLite, so two hosts
 storing at once both succeed). ``target`` is the target as the records hold it
-(``Target.export()``), as canonical JSON (:func:`farm.jobs.tune_records.target_key`).
+(``Target.export()``), as canonical JSON (:func:`farm.jobs.tuning_db.target_key`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,50 +28,15 @@ from sqlalchemy.orm import Session
 
 from farm.queue.models import TuningRecord, TuningWorkload
 from farm.queue.ops import TransactionOps
+from farm.tuning.fleet_records import FleetRecord, record_key
 
+# A record's value and identity are the tuning engine's (it keeps records through its
+# RecordStore protocol, which this mixin provides); re-exported for the queue's users.
 __all__ = ["FleetRecord", "FleetRecordSummary", "TuningRecordOps", "record_key"]
 
 #: Records written per statement: 11 values a row stays under SQLite's 32766
 #: bound parameters (``SQLITE_MAX_VARIABLE_NUMBER`` since 3.32).
 _CHUNK = 1000
-
-
-def record_key(shash: str, target: str, device_model: str, trace: str) -> str:
-    """A record's identity: hex SHA-256 of its workload, target, device model and trace key.
-
-    Args:
-        shash: the workload's structural hash.
-        target: the target's canonical JSON.
-        device_model: the device model it was measured on.
-        trace: the trace's key (:func:`farm.jobs.tune_search.trace_key`).
-    """
-    text = json.dumps([shash, target, device_model, trace])
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class FleetRecord:
-    """One tuning record as the fleet keeps it.
-
-    Attributes:
-        shash: its workload's structural hash.
-        target: the target's canonical JSON.
-        device_model: the phone model (or SoC) it was measured on.
-        record: MetaSchedule's record JSON ``[trace, run_secs, target, args_info]``.
-        run_s: the mean of its run times in seconds; None: the measurement failed.
-        key: :func:`record_key`.
-        label: what it tuned, e.g. ``"tune model m.onnx fused_conv2d_add_relu"``.
-        workload_index: its workload's line in the work folder it came from.
-    """
-
-    shash: str
-    target: str
-    device_model: str
-    record: list[Any]
-    run_s: float | None
-    key: str
-    label: str = ""
-    workload_index: int = 0
 
 
 @dataclass(frozen=True)

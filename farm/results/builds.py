@@ -16,13 +16,15 @@ side                                        build
 ``7:untuned`` (that job's untuned timings)  ``untuned``
 ==========================================  ===================
 
-A tune job times each phone untuned and tuned after tuning
+Which model a job times and which build is its kind's answer
+(:attr:`farm.kinds.base.Kind.timed_model`), never its name. A tune job times
+each phone untuned and tuned after tuning
 (:func:`farm.kinds.tune_model.run_model_tuning`); its raw samples are the tuned
 ones, the untuned ones are in its summary's ``runs`` (``untuned_samples_s``),
 which :func:`untuned_timings` reads for a ``JOB:untuned`` side.
 
 A label names what was asked, not always what ran. A tune job whose tuning
-applied no record (:mod:`farm.jobs.tune_outcome`: ``records_tuned`` 0) timed the
+applied no record (:mod:`farm.tuning.outcome`: ``records_tuned`` 0) timed the
 untuned library as its tuned build, and one whose best build is the untuned
 one (``records_applied`` 0) left the untuned library as the one ``--tuned N``
 builds. :func:`build_in` reads that from the tune job's result
@@ -38,6 +40,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from farm.errors import UserFault
+from farm.kinds import KINDS
+from farm.kinds.base import TimedModel
 from farm.queue.records import JobView
 from farm.queue.store import Store
 
@@ -88,32 +92,32 @@ def split_ref(ref: str) -> tuple[str, bool]:
     return base, suffix == UNTUNED
 
 
-def _model_of(job: JobView) -> Mapping[str, Any] | None:
+def _timed(job: JobView) -> TimedModel | None:
+    """The model ``job``'s samples time, as its kind says; None for one that times none."""
+    kind = KINDS.get(job.kind)
     params = job.spec.get("params")
-    if not isinstance(params, Mapping):
+    if kind is None or kind.timed_model is None or not isinstance(params, Mapping):
         return None
-    if job.kind == "model":
-        return params
-    model = params.get("model") if job.kind == "tune" else None
-    return model if isinstance(model, Mapping) else None
+    timed = kind.timed_model(job.id, params)
+    return timed if timed is not None and isinstance(timed.model, Mapping) else None
 
 
 def build_of(job: JobView, untuned: bool = False) -> Build | None:
     """The build ``job`` measured; None for a job that times no model (gemm, a gemm tune).
 
     Args:
-        job: a ``model`` job or a ``tune --model`` job.
-        untuned: the tune job's untuned timings rather than its tuned ones.
+        job: a job whose kind times a model (``model``, ``tune --model``).
+        untuned: a model tune job's untuned timings rather than its tuned ones.
     """
-    model = _model_of(job)
-    if model is None or not model.get("sha256"):
+    timed = _timed(job)
+    if timed is None or not timed.model.get("sha256"):
         return None
+    model = timed.model
     shapes = json.dumps(model.get("input_shapes"), sort_keys=True)
     identity = f"sha256={model['sha256']} inputs={shapes} target={model.get('target', 'cpu')}"
-    if job.kind == "tune":
-        return Build(identity, UNTUNED if untuned else f"tuned by job {job.id}")
-    tuned = model.get("tuned")
-    return Build(identity, UNTUNED if tuned is None else f"tuned by job {tuned}")
+    if timed.tuned_by is None or (untuned and timed.own_tuning):
+        return Build(identity, UNTUNED)
+    return Build(identity, f"tuned by job {timed.tuned_by}")
 
 
 def _applied_none(summary: Mapping[str, Any], count: str) -> bool:
@@ -151,12 +155,11 @@ def build_in(store: Store, job: JobView, untuned: bool = False) -> Build | None:
     A tune job whose result is gone (retention) is taken to have applied records.
     """
     build = build_of(job, untuned)
-    if build is None or build.label == UNTUNED:
+    timed = _timed(job)
+    if build is None or build.label == UNTUNED or timed is None or timed.tuned_by is None:
         return build
-    if job.kind == "tune":
-        return replace(build, plain=_plain(store, job.id, "records_tuned"))
-    model = _model_of(job) or {}
-    return replace(build, plain=_plain(store, int(model["tuned"]), "records_applied"))
+    count = "records_tuned" if timed.own_tuning else "records_applied"
+    return replace(build, plain=_plain(store, timed.tuned_by, count))
 
 
 def same_library(a: Build | None, b: Build | None) -> str:
@@ -186,7 +189,8 @@ def untuned_timings(store: Store, job: JobView) -> dict[str, tuple[float, ...]]:
     Raises:
         UserFault: ``job`` is not a model tune job, or its result has no untuned timings.
     """
-    if _model_of(job) is None or job.kind != "tune":
+    timed = _timed(job)
+    if timed is None or not timed.own_tuning:
         raise UserFault(f"job {job.id} is a {job.kind} job: only a tune --model job has "
                         "its own untuned timings (JOB:untuned)")
     timings: dict[str, tuple[float, ...]] = {}

@@ -44,9 +44,10 @@ from farm import controllers
 from farm.clock import Clock
 from farm.config import Settings
 from farm.errors import JobTimeout, Retry
-from farm.kinds import LeaseByKind
+from farm.kinds import KINDS, LeaseByKind
 from farm.privacy import write_private
 from farm.procs import signal_group
+from farm.queue.helpers import HelperKind
 from farm.queue.records import Claim, Decision, Failure
 from farm.queue.scheduler import plan
 from farm.queue.store import Store
@@ -208,6 +209,10 @@ class Dispatcher:
         # Each kind's lease (farm.kinds); a kind this farm does not know has none,
         # so plan() leaves its jobs queued for a host that knows it.
         self.lease_s_by_kind: Mapping[str, float] = LeaseByKind(settings.jobs)
+        # The kinds whose running jobs take helper attempts (their hook), under their lease.
+        self.helper_kinds: Mapping[str, HelperKind] = {
+            name: HelperKind(self.lease_s_by_kind[name], kind.helper_attempts)
+            for name, kind in KINDS.items() if kind.helper_attempts is not None}
         self.warm = settings.jobs.warm_children and command is child_command
         self.zygotes: ZygoteKeeper | None = None  # started by the first tick
 
@@ -355,16 +360,17 @@ class Dispatcher:
             report.started.append(claim.attempt.id)
 
     def _start_helpers(self, now: datetime, report: TickReport) -> None:
-        """Start helper attempts of other hosts' running model tune jobs on idle phones.
+        """Start helper attempts of other hosts' running jobs on idle phones.
 
-        After this tick's own claims: the queue's jobs come first. A helper
-        tunes the task rows the job's main attempt left (:mod:`farm.queue.helpers`).
+        After this tick's own claims: the queue's jobs come first. Only jobs of a
+        kind that takes helpers (:attr:`farm.kinds.base.Kind.helper_attempts`: a
+        model tune) get one; a helper tunes the task rows the job's main attempt
+        left (:mod:`farm.queue.helpers`).
         """
-        lease_s = self.lease_s_by_kind.get("tune")
         host = self.settings.host_id
-        if lease_s is None or host is None or not self.settings.jobs.tune_helpers:
+        if not self.helper_kinds or host is None or not self.settings.jobs.tune_helpers:
             return
-        for claim in self.store.claim_helpers(host, lease_s, now):
+        for claim in self.store.claim_helpers(host, self.helper_kinds, now):
             self._spawn(claim, now)
             report.started.append(claim.attempt.id)
 

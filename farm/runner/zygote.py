@@ -68,7 +68,7 @@ __all__ = ["PRELOAD", "ForkRequest", "main"]
 PRELOAD = (
     "numpy", "tvm", "tvm.s_tir.tensor_intrin", "tvm.te", "tvm.rpc", "tvm.s_tir", "tvm.relax",
     "farm.runner.child", "farm.kinds.run", "farm.runner.gating", "farm.kinds",
-    "farm.jobs.gemm", "farm.jobs.model", "farm.jobs.tune", "farm.queue.store",
+    "farm.jobs.gemm", "farm.jobs.model", "farm.tuning.gemm", "farm.queue.store",
     "farm.controllers.android_health", "farm.logs",
 )
 EXIT_FORK_FAILED = 4  # the forked child could not set itself up (log, run folder)

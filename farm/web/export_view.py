@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from farm.errors import SpecError
-from farm.jobs.tune_records import TUNED_LIBRARY
+from farm.jobs.tuning_db import TUNED_LIBRARY
 from farm.kinds.tuned import FinishedTune, finished_tune
 from farm.queue.store import Store
 

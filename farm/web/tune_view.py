@@ -1,10 +1,10 @@
 """A tuning job's page data: its tuning curves while it runs, its speed-up per phone once done.
 
 Curves: MetaSchedule records every measured candidate of every task in one
-database file (:mod:`farm.jobs.tune_records`); the trials of different tasks
+database file (:mod:`farm.jobs.tuning_db`); the trials of different tasks
 are different kernels (a convolution's 5 ms, a reshape's 2 µs), so each task
 gets its own curve: its trials and its best so far, the heaviest tasks first
-(the job's tuning order, :func:`farm.jobs.tune_tasks.model_tasks`: by
+(the job's tuning order, :func:`farm.tuning.tasks.model_tasks`: by
 estimated cost).
 
 Speed-ups: a finished tune job, of a GEMM or of a model, writes each phone's
@@ -21,10 +21,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from farm.jobs.tune_records import trial_run_s
-from farm.kinds.run import tune_work_dir
-from farm.kinds.tune_work import job_progress
+from farm.jobs.tuning_db import trial_run_s
 from farm.queue.store import Store
+from farm.tuning import job_progress, tune_work_dir
 
 __all__ = ["TUNING_CURVES", "speedups_view", "trials_view"]
 

@@ -38,17 +38,16 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.gemm import run_gemm
 from farm.jobs.model import build_model, run_model
 from farm.jobs.params import GemmParams, ModelParams, TimingParams, TrackerParams
-from farm.jobs.tune_model import TUNED_LIBRARY
-from farm.jobs.tune_outcome import outcome_lines
-from farm.jobs.tune_records import applied_database
+from farm.jobs.tuning_db import TUNED_LIBRARY, applied_database, tune_work_dir
 from farm.kinds.model_inputs import outputs_by_serial, put_inputs
-from farm.kinds.run import COMPILE_CACHE_DIR, tune_work_dir
+from farm.kinds.run import COMPILE_CACHE_DIR
 from farm.procs import signal_group
 from farm.queue.models import DeviceState, JobState
 from farm.queue.records import DeviceRecord, JobView
 from farm.queue.store import Store
 from farm.results.rows import sample_rows
 from farm.ssh import SshClient, SshError, SshTimeout
+from farm.tuning.outcome import outcome_lines
 from farm.tvm.tracker import TrackerProcess, summary
 from farm.virtual.android.spec import profiles
 from farm.virtual.board import VirtualBoard

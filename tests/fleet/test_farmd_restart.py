@@ -25,14 +25,14 @@ import psutil
 import pytest
 
 from farm.clock import wait_until
-from farm.jobs.tune_records import RECORDS_FILE
-from farm.kinds.run import tune_work_dir
+from farm.jobs.tuning_db import RECORDS_FILE
 from farm.netaddr import free_port
 from farm.procs import process_alive
 from farm.provision.standin import demo_apk
 from farm.queue.models import AttemptState, DeviceState, JobState
 from farm.queue.store import Store
 from farm.runner.pidfile import PIDFILE_NAME
+from farm.tuning import tune_work_dir
 from farm.tvm.tracker import ping
 from farm.virtual.android.spec import profiles
 from farm.virtual.fleet import Fleet

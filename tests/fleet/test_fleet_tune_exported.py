@@ -28,8 +28,8 @@ from test_jobs_tuning import complete_records, measured_in
 from farm.cli.main import cli
 from farm.clock import wait_until
 from farm.jobs.model_store import store_spec_models
-from farm.kinds.run import tune_work_dir
 from farm.queue.models import JobState
+from farm.tuning import tune_work_dir
 from farm.tvm.keys import job_key
 from farm.tvm.tracker import summary
 

@@ -28,12 +28,12 @@ from test_jobs_tuning import complete_records, farmd_config, measured_in
 from farm.clock import wait_until
 from farm.config import load_config
 from farm.demo_model import write_small_cnn
-from farm.jobs.tune_records import FAILED_RUN_S
-from farm.kinds.run import tune_work_dir
+from farm.jobs.tuning_db import FAILED_RUN_S
 from farm.procs import process_alive, signal_group
 from farm.provision.standin import demo_apk
 from farm.queue.models import DeviceState, JobState
 from farm.queue.store import Store
+from farm.tuning import tune_work_dir
 from farm.tvm.keys import job_key
 from farm.tvm.tracker import TrackerProcess, summary
 from farm.virtual.android.spec import profiles
@@ -47,8 +47,8 @@ TASKS = 2
 #: imported in seconds, 8 trials were all measured before farmd could be killed
 #: (the job ended, no phone served its key again, and the test waited out its deadline).
 TRIALS = 24
-#: farm.jobs.tune_search.plan_trials for the CNN's two convolutions in batches of 2,
-#: by farm.jobs.tune_tasks.ModelTask.cost (FLOPs, or 4 x the bytes of a conv's
+#: farm.tuning.search.plan_trials for the CNN's two convolutions in batches of 2,
+#: by farm.tuning.tasks.ModelTask.cost (FLOPs, or 4 x the bytes of a conv's
 #: arguments where those weigh more): a batch each, the other 20 trials by cost.
 PLAN = [15, 9]
 DEADLINE_S = 1500.0

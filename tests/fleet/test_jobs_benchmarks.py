@@ -26,11 +26,12 @@ from farm.cli.main import cli
 from farm.client import Farm
 from farm.jobs.bundle import write_bundle
 from farm.jobs.cache import CompileCache
-from farm.jobs.tune_model import TUNED_LIBRARY
-from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE
-from farm.kinds.run import COMPILE_CACHE_DIR, tune_work_dir
+from farm.jobs.tuning_db import RECORDS_FILE, WORKLOADS_FILE
+from farm.kinds.run import COMPILE_CACHE_DIR
 from farm.kinds.tuned import finished_tune
 from farm.queue.models import JobState
+from farm.tuning import tune_work_dir
+from farm.tuning.model import TUNED_LIBRARY
 
 pytestmark = pytest.mark.fleet
 

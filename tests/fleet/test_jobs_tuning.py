@@ -25,13 +25,13 @@ import sqlalchemy as sa
 
 from farm.clock import wait_until
 from farm.fleet.history import reason_of
-from farm.jobs.tune_records import FAILED_RUN_S, RECORDS_FILE
-from farm.kinds.run import tune_work_dir
+from farm.jobs.tuning_db import FAILED_RUN_S, RECORDS_FILE
 from farm.procs import process_alive, signal_group
 from farm.provision.standin import demo_apk
 from farm.queue.models import AttemptState, DeviceState, JobState, Sample
 from farm.queue.store import Store
 from farm.supervise import Failure, LadderPolicy, Recovery, Step
+from farm.tuning import tune_work_dir
 from farm.tvm.keys import job_key, phone_key
 from farm.tvm.tracker import TrackerProcess, summary
 from farm.virtual.android.spec import profiles

@@ -4,11 +4,11 @@ resumes its task from the database's records (issue 23's first "Must show").
 Two farmd share one PostgreSQL database, each with two virtual phones of one model
 (``[virtual] same_model``, one model on both hosts). A tune job of the small CNN's two
 tasks starts on one host: its main attempt claims the heavier task's row (the other host
-has idle phones of the model, so it shares, :class:`farm.kinds.tune_work.TaskWorkProgress`),
+has idle phones of the model, so it shares, :class:`farm.tuning.work_progress.TaskWorkProgress`),
 and the other host's farmd starts a helper attempt of the job on its phones
 (:mod:`farm.queue.helpers`) that claims the other row: two live attempts on two hosts hold
 the job's rows at once. Once the helper has checkpointed a record into the database
-(:class:`farm.kinds.tune_fleet.RecordCheckpoint`, after every batch) and before its task
+(:class:`farm.tuning.fleet_records.RecordCheckpoint`, after every batch) and before its task
 is done, its farmd is killed with -9, its phones and its processes with it. Its lease
 runs out; the main attempt, done with its own task, takes the helper's row over, seeds
 its work folder with the helper's records (each counted against the task's trials, none
@@ -46,12 +46,12 @@ from test_multihost_pg import (
 
 from farm.clock import wait_until
 from farm.demo_model import write_small_cnn
-from farm.kinds.run import tune_work_dir
 from farm.procs import process_alive
 from farm.queue.models import AttemptState, JobState
 from farm.queue.records import AttemptView
 from farm.queue.store import Store
 from farm.testing import fresh_postgres_database
+from farm.tuning import tune_work_dir
 from farm.virtual.testing import adb_server
 
 pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.timeout(900)]

@@ -242,10 +242,11 @@ def finished_model_tune(store: Store, settings: Settings, tmp_path: Path) -> int
     """A finished model tune (tests/tuned_jobs.py) with the records of three tasks, its
     progress naming them heaviest first, and its tuned library (so its bundle downloads)."""
     from farm.demo_model import write_small_cnn
-    from farm.jobs.tune_model import TUNED_LIBRARY
-    from farm.jobs.tune_progress import TaskProgress, TuneProgress
-    from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE
-    from farm.kinds.run import tune_work_dir
+    from farm.jobs.tuning_db import RECORDS_FILE, WORKLOADS_FILE
+    from farm.tuning import tune_work_dir
+    from farm.tuning.counters import TaskProgress
+    from farm.tuning.model import TUNED_LIBRARY
+    from farm.tuning.progress import TuneProgress
 
     data_dir = Path(settings.data_dir)
     model = write_small_cnn(tmp_path / "small_cnn.onnx")

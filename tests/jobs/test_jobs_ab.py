@@ -77,8 +77,7 @@ class TestModels:
             self, phone: Phone, tmp_path: Path) -> None:
         """Two models shaped like real exports (symbolic batch, computed reshape), other weights:
         both checked against onnxruntime, the same work timed in turns is no slower or faster."""
-        from farm.kinds.model import ModelParams as ModelSpec
-        from farm.kinds.model import model_params
+        from farm.kinds.model import ModelSpec, model_params
 
         builds = []
         for seed in (0, 1):

@@ -30,7 +30,7 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.gemm import run_gemm
 from farm.jobs.params import DeviceFacts, TrackerParams
 from farm.jobs.targets import target_for
-from farm.kinds.gemm import GemmParams, gemm_params
+from farm.kinds.gemm import GemmSpec, gemm_params
 from farm.sampling import SamplingRule
 from farm.stats import Verdict, compare_samples
 from farm.virtual.testing import rpc_app
@@ -43,7 +43,7 @@ def test_first_run_after_start_and_the_next_are_not_called_different(tmp_path: P
     """Two gemm 256 measurements, the first right after start: not called different."""
     defaults = ResultSettings()
     rule = SamplingRule.of(defaults)
-    params = gemm_params(GemmParams(n=256))
+    params = gemm_params(GemmSpec(n=256))
     target = target_for(DeviceFacts(abi="x86_64", host_runtime=True, num_cores=2))
     cache = CompileCache(tmp_path / "cache")
     called_different = []

@@ -11,7 +11,7 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.model import build_model, load_model, relax_module, run_model, tunable_module
 from farm.jobs.params import DeviceFacts, ModelParams, TimingParams, TrackerParams
 from farm.jobs.targets import target_for
-from farm.jobs.tune_records import RECORDS_FILE
+from farm.jobs.tuning_db import RECORDS_FILE
 
 
 class TestRunModel:

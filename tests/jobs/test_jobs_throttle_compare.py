@@ -45,7 +45,7 @@ from farm.jobs.params import (
     TrackerParams,
 )
 from farm.jobs.targets import target_for
-from farm.kinds.gemm import GemmParams as GemmSpec
+from farm.kinds.gemm import GemmSpec
 from farm.queue import Store
 from farm.results.watch import RegressionWatch
 from farm.sampling import SamplingRule, take_samples

@@ -9,9 +9,9 @@ import pytest
 
 from farm.jobs.params import DeviceFacts, GemmParams, TimingParams, TrackerParams, TuneParams
 from farm.jobs.targets import target_for
-from farm.jobs.tune import compare_tuned, tune_gemm
-from farm.jobs.tune_progress import TuneProgress
-from farm.jobs.tune_records import RECORDS_FILE, count_trials, export_records
+from farm.jobs.tuning_db import RECORDS_FILE, count_trials, export_records
+from farm.tuning.gemm import compare_tuned, tune_gemm
+from farm.tuning.progress import TuneProgress
 
 
 @pytest.mark.slow

@@ -14,12 +14,13 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.model import load_model, random_inputs, reference_outputs, relax_module
 from farm.jobs.params import DeviceFacts, ModelParams, TimingParams, TrackerParams, TuneParams
 from farm.jobs.targets import target_for
-from farm.jobs.tune_check_cost import CheckPrice
-from farm.jobs.tune_model import TUNED_LIBRARY, model_tasks, tune_model
-from farm.jobs.tune_progress import TaskProgress, TuneProgress
-from farm.jobs.tune_rate import run_overhead_s
-from farm.jobs.tune_records import RECORDS_FILE, count_trials, default_and_best_s
-from farm.jobs.tune_run import CHECK_OVERRUN_PART, STARTING_PHASE
+from farm.jobs.tuning_db import RECORDS_FILE, count_trials, default_and_best_s
+from farm.tuning.check_cost import CheckPrice
+from farm.tuning.counters import TaskProgress
+from farm.tuning.model import TUNED_LIBRARY, model_tasks, tune_model
+from farm.tuning.progress import TuneProgress
+from farm.tuning.rate import run_overhead_s
+from farm.tuning.run import CHECK_OVERRUN_PART, STARTING_PHASE
 
 
 def traces(work_dir: Path) -> list[tuple[int, str]]:
@@ -74,7 +75,7 @@ class TestXgboost:
         their true score: the cost model tuning uses is XGBoost, not the random fallback."""
         from tvm.s_tir import meta_schedule as ms
 
-        from farm.jobs.tune import cost_model
+        from farm.tuning.rounds import cost_model
 
         model = cost_model(40)
         model.early_stopping_rounds = 5  # the fit, not its length, is what is checked

@@ -14,12 +14,12 @@ from onnx import TensorProto, helper, numpy_helper
 from farm.jobs.cache import CompileCache
 from farm.jobs.params import DeviceFacts, ModelParams, TimingParams, TrackerParams, TuneParams
 from farm.jobs.targets import target_for
-from farm.jobs.tune_model import ModelTuneResult, tune_model
-from farm.jobs.tune_progress import TuneProgress
-from farm.jobs.tune_records import RECORDS_FILE
-from farm.jobs.tune_seed import write_database
-from farm.kinds.tune_fleet import best_records, keep_work_dir
+from farm.jobs.tuning_db import RECORDS_FILE
 from farm.queue import Store
+from farm.tuning.fleet_records import best_records, keep_work_dir
+from farm.tuning.model import ModelTuneResult, tune_model
+from farm.tuning.progress import TuneProgress
+from farm.tuning.seed import write_database
 
 MODEL = "Pixel 7"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -19,7 +19,7 @@ import pytest
 
 from farm.jobs.params import ModelParams, ThreadPoolParams, TrackerParams, TuneParams
 from farm.jobs.session import ThreadPoolSession
-from farm.jobs.tune import builder_and_runner
+from farm.tuning.rounds import builder_and_runner
 from farm.virtual.testing import rpc_app
 
 

@@ -1,4 +1,4 @@
-"""A task's pick measured again against farm's default schedule (farm.jobs.tune_verify)."""
+"""A task's pick measured again against farm's default schedule (farm.tuning.verify)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 
 from farm.jobs.params import DeviceFacts, TimingParams, TrackerParams, TuneParams
 from farm.jobs.targets import target_for
-from farm.jobs.tune_baseline import BaselineTask
-from farm.jobs.tune_records import PICKED_DIR, applied_database
-from farm.jobs.tune_verify import pick_wins, verify_picks
+from farm.jobs.tuning_db import PICKED_DIR, applied_database
+from farm.tuning.baseline import BaselineTask
+from farm.tuning.verify import pick_wins, verify_picks
 
 
 class TestPickWins:
@@ -47,7 +47,7 @@ class TestVerifyPicks:
         from tvm.s_tir import meta_schedule as ms
 
         from farm.jobs.ndk import linker_for
-        from farm.jobs.tune import builder_and_runner
+        from farm.tuning.rounds import builder_and_runner
 
         target = target_for(host_facts)
         target_obj = tvm.target.Target(target)

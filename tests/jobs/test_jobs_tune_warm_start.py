@@ -1,13 +1,13 @@
 """The cost model trained on the work folder's records before the first batch
-(farm.jobs.tune_seed.warm_start)."""
+(farm.tuning.seed.warm_start)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from farm.jobs.params import DeviceFacts
-from farm.jobs.tune import cost_model
-from farm.jobs.tune_seed import warm_start
+from farm.tuning.rounds import cost_model
+from farm.tuning.seed import warm_start
 
 
 def _contexts(model_path: Path) -> list:

@@ -24,14 +24,15 @@ from farm.demo_model import write_small_cnn
 from farm.errors import UserFault
 from farm.health.readings import declared
 from farm.jobs.bundle import LIBRARY, MANIFEST, MODEL
-from farm.jobs.tune_model import TUNED_LIBRARY
-from farm.jobs.tune_progress import TaskProgress, TuneProgress
-from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE, trial_run_s
-from farm.kinds.run import tune_work_dir
+from farm.jobs.tuning_db import RECORDS_FILE, WORKLOADS_FILE, trial_run_s
 from farm.queue import DeviceState, Outcome, Store
 from farm.queue.scheduler import Assignment
 from farm.results.ab import ab_phones
 from farm.serve.app import create_app
+from farm.tuning import tune_work_dir
+from farm.tuning.counters import TaskProgress
+from farm.tuning.model import TUNED_LIBRARY
+from farm.tuning.progress import TuneProgress
 from farm.web import tune_view, views
 from farm.web.login import safe_next
 from farm.web.profile_chart import LINE_H_PX, NAME_CHARS, name_lines

@@ -51,7 +51,7 @@ def default_schedule(func: Any, target: Any) -> Any:
     ``ApplyDefaultSchedule`` picks (apache/tvm ``python/tvm/s_tir/dlight/base/
     transform.py``); its trace replays the schedule on the same function,
     which is how a tuning job records it as a candidate
-    (:mod:`farm.jobs.tune_baseline`).
+    (:mod:`farm.tuning.baseline`).
 
     Args:
         func: a ``tirx.PrimFunc``, e.g. a tuning task's ``main``.

@@ -20,7 +20,7 @@ from typing import Any
 
 from farm.jobs.cpu_schedules import apply_default_schedules
 from farm.jobs.cpu_schedules.handoff import blocked_handoffs
-from farm.jobs.tune_records import open_database
+from farm.jobs.tuning_db import open_database
 
 __all__ = ["compile_cpu", "fuse_passes", "handed_over", "scheduled_module"]
 

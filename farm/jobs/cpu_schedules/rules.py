@@ -194,7 +194,7 @@ def _split(sch: Any, main: Any, plan: TilePlan, lanes: int) -> tuple[list[Any], 
     Each split's factors are a ``sample_perfect_tile`` whose decision is the
     plan's, so the schedule is the plan's, and its trace is one MetaSchedule's
     ``MutateTileSize`` can change: the default schedule is measured as a
-    task's first trial (:mod:`farm.jobs.tune_baseline`), and the evolutionary
+    task's first trial (:mod:`farm.tuning.baseline`), and the evolutionary
     search draws its population partly from the measured best, so it also
     searches the default's tile sizes (vector width up to two registers, tile
     rows up to :data:`MAX_TILE_ROWS`, channel blocks up to

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE
+from farm.jobs.tuning_db import RECORDS_FILE, WORKLOADS_FILE
 
 TARGET = {"keys": ["cpu"], "kind": "llvm", "mtriple": "aarch64-linux-android", "num-cores": 8}
 

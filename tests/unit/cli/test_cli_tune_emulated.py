@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 from click.testing import Result
 from device_states import put_state
 
-from farm.jobs.tune_emulated import emulated_note
 from farm.queue import DeviceState, Outcome, Store
 from farm.queue.scheduler import Assignment
+from farm.tuning.emulated import emulated_note
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 EMULATED = {"kind": "board", "abi": "aarch64", "emulated": True, "num_cores": 2}

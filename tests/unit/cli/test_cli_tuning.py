@@ -11,9 +11,10 @@ from click.testing import Result
 from tuned_jobs import finished_tune, nothing_searched_summary
 
 from farm.demo_model import write_small_cnn
-from farm.jobs.tune_progress import TaskProgress, TuneProgress
-from farm.kinds.run import tune_work_dir
 from farm.queue import Store
+from farm.tuning import tune_work_dir
+from farm.tuning.counters import TaskProgress
+from farm.tuning.progress import TuneProgress
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -11,7 +11,7 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.gemm import build_gemm, cache_key, gemm_module, schedule_gpu
 from farm.jobs.params import DeviceKind, GemmParams
 from farm.jobs.targets import cuda_target, runtime_device_name, work_group_limit
-from farm.kinds.gemm import GemmParams as GemmSpec
+from farm.kinds.gemm import GemmSpec
 
 H100 = cuda_target("sm_90", {"max_threads_per_block": 1024, "warp_size": 32,
                              "max_shared_memory_per_block": 48 * 1024})

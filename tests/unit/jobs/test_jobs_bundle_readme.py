@@ -7,7 +7,7 @@ from typing import Any
 from tuned_jobs import nothing_searched_summary
 
 from farm.jobs.bundle import readme
-from farm.jobs.tune_outcome import decide
+from farm.tuning.outcome import decide
 
 
 def _content(summary: dict[str, Any]) -> dict[str, Any]:

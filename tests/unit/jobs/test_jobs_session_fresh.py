@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from farm.jobs.session import ThreadPoolSession, connect_fresh
-from farm.jobs.tune_rate import TimedSession
+from farm.tuning.rate import TimedSession
 
 
 class _Session:

@@ -11,6 +11,7 @@ from sqlalchemy import update
 
 from farm.errors import Retry
 from farm.queue import Assignment, Store
+from farm.queue.helpers import HelperKind
 from farm.queue.models import Device
 from farm.queue.records import Decision, Failure, Outcome
 from farm.queue.states import AttemptState, DeviceState, JobState
@@ -18,6 +19,8 @@ from farm.queue.task_work import TaskWork
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 LEASE_S = 60.0
+#: The tune kind's hook as the dispatcher hands it down: a model tune takes helpers.
+HELPERS = {"tune": HelperKind(LEASE_S, lambda params: bool(params.get("model")))}
 TASKS = [TaskWork("111", "conv", 2), TaskWork("222", "dense", 2)]
 PIXEL = {**ARM64, "model": "Pixel 7"}
 
@@ -51,15 +54,15 @@ class TestClaimHelpers:
         untouched (running, one attempt made); a second helper of the job is refused."""
         job_id, main = job
         store.claim_task_work(job_id, main, "a", T0, limit=1)
-        assert store.claim_helpers("a", LEASE_S, T0) == []  # the main's own host
-        (helper,) = store.claim_helpers("b", LEASE_S, T0)
+        assert store.claim_helpers("a", HELPERS, T0) == []  # the main's own host
+        (helper,) = store.claim_helpers("b", HELPERS, T0)
         assert helper.attempt.helper and helper.attempt.serials == ("P2",)
         assert helper.attempt.host == "b" and helper.job.id == job_id
         record = store.get_job(job_id)
         assert record is not None and record.state is JobState.RUNNING
         assert record.attempts_made == 1
         assert store.get_device("P2").state is DeviceState.BUSY  # type: ignore[union-attr]
-        assert store.claim_helpers("b", LEASE_S, T0) == []
+        assert store.claim_helpers("b", HELPERS, T0) == []
         assert [r.task for r in store.claim_task_work(job_id, helper.attempt.id, "b", T0)] == [
             "dense"]
 
@@ -67,7 +70,7 @@ class TestClaimHelpers:
             self, store: Store, job: tuple[int, int]) -> None:
         job_id, main = job
         store.claim_task_work(job_id, main, "a", T0)
-        assert store.claim_helpers("b", LEASE_S, T0) == []
+        assert store.claim_helpers("b", HELPERS, T0) == []
 
 
 class TestHelperMayCome:
@@ -92,7 +95,7 @@ class TestHelperEnds:
     def helper(self, store: Store, job: tuple[int, int]) -> int:
         job_id, main = job
         store.claim_task_work(job_id, main, "a", T0, limit=1)
-        (claim,) = store.claim_helpers("b", LEASE_S, T0)
+        (claim,) = store.claim_helpers("b", HELPERS, T0)
         store.claim_task_work(job_id, claim.attempt.id, "b", T0)
         return claim.attempt.id
 

@@ -100,3 +100,24 @@ class TestKindDeclarations:
         for name, kind in KINDS.items():
             assert kind.name == name
             assert kind.spec.model_fields["kind"].annotation.__args__ == (name,)  # type: ignore[union-attr]
+
+    def test_only_a_model_tune_takes_helper_attempts(self) -> None:
+        """The kinds' helper hook: a model tune takes helpers, a gemm tune and other kinds none."""
+        takes = {name: kind.helper_attempts for name, kind in KINDS.items()
+                 if kind.helper_attempts is not None}
+        assert list(takes) == ["tune"]
+        assert takes["tune"]({"model": {"sha256": "ab"}}) is True
+        assert takes["tune"]({"gemm": {"n": 64}}) is False
+
+    def test_each_kind_says_which_model_build_it_times(self) -> None:
+        """The timed-model hook: a model job its own build (``--tuned N``'s records or
+        none), a model tune its own tuned build, a gemm or a gemm tune no model."""
+        model = {"sha256": "ab", "tuned": 7}
+        assert KINDS["model"].timed_model is not None
+        assert KINDS["tune"].timed_model is not None
+        assert KINDS["gemm"].timed_model is None
+        by_model = KINDS["model"].timed_model(3, model)
+        assert by_model is not None and (by_model.tuned_by, by_model.own_tuning) == (7, False)
+        by_tune = KINDS["tune"].timed_model(9, {"model": model})
+        assert by_tune is not None and (by_tune.tuned_by, by_tune.own_tuning) == (9, True)
+        assert KINDS["tune"].timed_model(9, {"gemm": {"n": 64}}) is None

@@ -12,13 +12,19 @@ from queue_helpers import ARM64, add_ready, gemm_spec
 
 from farm.clock import FakeClock
 from farm.config import JobSettings
-from farm.jobs.tune_progress import TaskProgress
-from farm.jobs.tune_records import WORKLOADS_FILE
-from farm.kinds.tune_work import BUILD_PHASE, BuildHeld, TaskWorkProgress, build_made, job_progress
+from farm.jobs.tuning_db import WORKLOADS_FILE
 from farm.queue import Assignment, Store
 from farm.queue.models import Attempt
 from farm.queue.states import AttemptState
 from farm.queue.task_work import BuildClaim, TaskWork
+from farm.tuning.counters import TaskProgress
+from farm.tuning.work_progress import (
+    BUILD_PHASE,
+    BuildHeld,
+    TaskWorkProgress,
+    build_made,
+    job_progress,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 LEASE_S = 60.0

@@ -12,13 +12,14 @@ import pytest
 from queue_helpers import ARM64, add_ready, gemm_spec
 
 from farm.config import Settings
-from farm.jobs.tune_records import RECORDS_FILE, WORKLOADS_FILE
-from farm.jobs.tune_search import trace_key
+from farm.jobs.tuning_db import RECORDS_FILE, WORKLOADS_FILE
 from farm.kinds.run import RunContext
-from farm.kinds.tune_fleet import RecordCheckpoint, attempt_records
+from farm.kinds.tune_model import attempt_records
 from farm.queue import Assignment, Store, tuning
 from farm.queue.records import SnapshotData
 from farm.queue.tuning import FleetRecord, record_key
+from farm.tuning.fleet_records import RecordCheckpoint
+from farm.tuning.search import trace_key
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TARGET = json.dumps({"keys": ["cpu"], "kind": "llvm", "num-cores": 4}, sort_keys=True)

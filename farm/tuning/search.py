@@ -1,0 +1,300 @@
+"""How a model's tuning budget is spent: trials per task, search sizes, and farm's search strategy.
+
+A model is tuned in one MetaSchedule run over all its tasks (``tune_tasks`` with
+the gradient task scheduler, :mod:`farm.tuning.model`). The gradient
+scheduler first gives every task one batch (round robin), then the task whose
+best time, times its weight, improves fastest; it stops at the global budget.
+farm adds three things MetaSchedule does not do:
+
+- a plan of trials per task (:func:`plan_trials`): a small floor each, the
+  rest by the task's estimated share of the model's time
+  (:attr:`farm.tuning.tasks.ModelTask.cost`); each task's plan is its
+  cap, so a heavy task gets more trials than a light one whatever the order;
+- evolutionary search sized to the budget (:func:`search_settings`):
+  MetaSchedule's defaults (population 512, 4 genetic rounds) took 41 s to
+  propose the first 4 candidates of a small convolution on a loaded 2-core
+  host, against 2 s at population 64 and 2 rounds;
+- :class:`FarmSearch`, which wraps MetaSchedule's evolutionary search so that
+  a resumed run never sends a trace already measured in the work folder
+  (MetaSchedule only remembers the traces of its own run: its evolutionary
+  search seeds the population with the database's best traces and may pick
+  them again), never sends more than the task's cap, and sends nothing after
+  the time budget's deadline, which ends the run with its records kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+
+from farm.jobs.tuning_db import FAILED_RUN_S, RECORDS_FILE
+from farm.tuning.eta import EMPTY_SEARCHES
+
+__all__ = ["BatchTimer", "FarmSearch", "SearchSettings", "measured_traces",
+           "plain_json", "plan_trials", "search_settings", "trace_key"]
+
+log = structlog.get_logger(__name__)
+
+
+#: At most one part in this of a model's trials goes to the floors every task gets.
+FLOOR_PART = 4
+
+
+def plan_trials(costs: list[float], trials: int, trials_per_iter: int,
+                trials_per_task: int | None = None) -> tuple[list[int], int]:
+    """Measured trials per task, by the task's share of the model's cost, a small floor each.
+
+    Each task first gets a floor: a batch where the budget holds it, but so
+    that the floors take at most a quarter of ``trials`` (:data:`FLOOR_PART`);
+    when even one trial each does not fit, only the heaviest tasks are kept.
+    The rest of ``trials`` is shared in proportion to ``costs`` (largest
+    remainders first), each task capped at ``trials_per_task``. A floor of a
+    whole batch for every task spent MobileNetV3-small's 1,000 trials on its
+    53 tasks' first rounds (18 each), so the gradient task scheduler never
+    got to move trials to the tasks that pay; a task of little cost keeps
+    farm's default schedule where its few trials do not beat it.
+
+    Args:
+        costs: each task's cost (its share of the model's time), heaviest first.
+        trials: measured trials for the whole model.
+        trials_per_iter: the batch size asked for.
+        trials_per_task: a cap per task; None: no cap.
+
+    Returns:
+        ``(plan, batch)``: trials per task (0: not tuned; same order as
+        ``costs``) and the batch size to run with.
+
+    >>> plan_trials([3.0, 1.0], 10, 2)
+    ([7, 3], 2)
+    >>> plan_trials([3.0, 1.0, 1.0], 2, 8)
+    ([1, 1, 0], 1)
+    """
+    n = len(costs)
+    if n == 0 or trials <= 0:
+        return [0] * n, max(1, min(trials_per_iter, trials))
+    cap = trials if trials_per_task is None else min(trials, trials_per_task)
+    floor = max(1, min(trials_per_iter, cap, trials // (FLOOR_PART * n)))
+    kept = min(n, trials // floor)
+    plan = [floor if i < kept else 0 for i in range(n)]
+    left = trials - floor * kept
+    weights = [max(c, 0.0) for c in costs[:kept]]
+    if sum(weights) <= 0:  # no cost known: share evenly
+        weights = [1.0] * kept
+    shares = [w / sum(weights) * left for w in weights]
+    for i, share in enumerate(shares):
+        plan[i] = min(cap, plan[i] + int(share))
+    order = sorted(range(kept), key=lambda i: (int(shares[i]) - shares[i], i))
+    left = trials - sum(plan)
+    while left > 0 and any(plan[i] < cap for i in order):
+        for i in order:
+            if left > 0 and plan[i] < cap:
+                plan[i] += 1
+                left -= 1
+    return plan, max(1, min(trials_per_iter, cap, max(plan)))
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """MetaSchedule ``EvolutionarySearch`` settings (its argument names).
+
+    Attributes:
+        population_size: schedules evolved per batch.
+        init_measured_ratio: share of the population seeded from the best measured.
+        init_min_unmeasured: fresh random schedules needed to go on.
+        genetic_num_iters: mutation rounds per batch.
+    """
+
+    population_size: int
+    init_measured_ratio: float
+    init_min_unmeasured: int
+    genetic_num_iters: int
+
+
+def search_settings(trials_per_task: int) -> SearchSettings:
+    """Evolutionary search sized to a task's trials.
+
+    A population many times the trials a task will ever measure costs
+    minutes of the host's CPU per batch and buys nothing: the cost model picks
+    from it only a batch. MetaSchedule's defaults (512, 0.2, 50, 4) are kept
+    for tasks of 512 trials or more; smaller tasks get a population of 2 per
+    trial (64 at least), 2 genetic rounds below 64 trials (3 above), and more
+    of the measured bests.
+
+    Args:
+        trials_per_task: the most trials a task is planned to measure.
+
+    >>> search_settings(4).population_size, search_settings(4).genetic_num_iters
+    (64, 2)
+    """
+    if trials_per_task >= 512:
+        return SearchSettings(512, 0.2, 50, 4)
+    population = min(512, max(64, 2 * trials_per_task))
+    rounds = 2 if trials_per_task < 64 else 3
+    return SearchSettings(population, 0.3, max(16, population // 4), rounds)
+
+
+def plain_json(value: Any) -> Any:
+    """``value`` (a trace's or target's JSON, with TVM objects inside) as the records file has it.
+
+    TVM objects become what its JSON writer writes (``IntImm`` its number,
+    ``Array`` a list, ``Map`` a dict: ``Target.export()`` is one), and booleans
+    become 0 and 1: a live trace gives ``Split``'s flags as ``true``/``false``,
+    the records file as ``1``/``0``, and a resumed run took the same trace for a
+    new one and measured it again.
+    """
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float, str)) or value is None:
+        return value
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {str(k): plain_json(v) for k, v in value.items()}
+    if hasattr(value, "value"):
+        return plain_json(value.value)
+    try:
+        return [plain_json(v) for v in value]
+    except TypeError:
+        return str(value)
+
+
+def trace_key(trace_json: Any) -> str:
+    """A trace's identity: its JSON (MetaSchedule's ``Trace.as_json``), plain, keys sorted.
+
+    The same for a trace read back from the records file and for a candidate's
+    ``sch.trace.as_json(remove_postproc=False)`` (what ``AddToDatabase`` writes).
+    """
+    return json.dumps(plain_json(trace_json), sort_keys=True)
+
+
+def measured_traces(work_dir: Path) -> dict[int, set[str]]:
+    """The trace keys measured (not failed) in a work folder, per workload index.
+
+    A record line is ``[workload_index, [trace, run_secs, target, args_info]]``.
+    """
+    path = work_dir / RECORDS_FILE
+    traces: dict[int, set[str]] = {}
+    if not path.is_file():
+        return traces
+    for line in path.read_bytes().splitlines():
+        if not line.strip():
+            continue
+        index, record = json.loads(line)
+        run_secs = record[1]
+        if run_secs and all(float(s) < FAILED_RUN_S for s in run_secs):
+            traces.setdefault(index, set()).add(trace_key(record[0]))
+    return traces
+
+
+def _farm_search_class() -> type:
+    """:class:`FarmSearch`'s TVM class, made on first use (importing TVM is slow)."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
+
+    @derived_object
+    class _FarmSearch(PySearchStrategy):
+        """MetaSchedule's search, minus recorded traces, up to a cap, until a deadline."""
+
+        def __init__(self, inner: Any, recorded: frozenset[str], cap: int,
+                     expired: Callable[[], bool], timer: BatchTimer | None) -> None:
+            self.inner = inner
+            self.recorded = recorded
+            self.cap = cap
+            self.expired = expired
+            self.timer = timer
+            self.sent = 0
+
+        def _initialize_with_tune_context(self, context: Any) -> None:
+            self.inner._initialize_with_tune_context(context)
+
+        def pre_tuning(self, max_trials: int, num_trials_per_iter: int, design_spaces: Any,
+                       database: Any = None, cost_model: Any = None) -> None:
+            self.sent = 0
+            self.inner.pre_tuning(min(max_trials, self.cap), num_trials_per_iter, design_spaces,
+                                  database, cost_model)
+
+        def post_tuning(self) -> None:
+            self.inner.post_tuning()
+
+        def generate_measure_candidates(self) -> list[Any] | None:
+            for _ in range(EMPTY_SEARCHES):
+                if self.sent >= self.cap or self.expired():
+                    return None
+                if self.timer is not None:
+                    self.timer.sent()
+                candidates = self.inner.generate_measure_candidates()
+                fresh = [] if candidates is None else [c for c in candidates if trace_key(
+                    c.sch.trace.as_json(remove_postproc=False)) not in self.recorded]
+                fresh = fresh[: self.cap - self.sent]
+                if self.timer is not None:
+                    self.timer.searched(len(fresh))
+                if candidates is None:
+                    return None
+                if fresh:
+                    self.sent += len(fresh)
+                    return fresh
+                log.info("tuning_batch_already_measured", candidates=len(candidates))
+            return None
+
+        def notify_runner_results(self, measure_candidates: Any, results: Any) -> None:
+            if self.timer is not None:
+                self.timer.joined()
+            self.inner.notify_runner_results(measure_candidates, results)
+
+        def clone(self) -> Any:
+            return _FarmSearch(self.inner.clone(), self.recorded, self.cap, self.expired,
+                               self.timer)
+
+    return _FarmSearch
+
+
+_CLASS: list[type] = []
+
+
+class BatchTimer(Protocol):
+    """Told when a task's batch starts (its search), its search ends, and its results are in."""
+
+    def sent(self) -> None:
+        """The search for the task's next batch starts."""
+
+    def searched(self, candidates: int) -> None:
+        """The search for the task's next batch has ended: ``candidates`` go to be built."""
+
+    def joined(self) -> None:
+        """The results of the task's batch in flight are in."""
+
+
+def FarmSearch(settings: SearchSettings, recorded: set[str], cap: int,  # noqa: N802
+               expired: Callable[[], bool], timer: BatchTimer | None = None) -> Any:
+    """farm's search strategy for one task (a MetaSchedule ``SearchStrategy``).
+
+    MetaSchedule's ``EvolutionarySearch`` with ``settings``, wrapped: a
+    candidate whose trace is in ``recorded`` is dropped before it is built
+    (the search is asked again, up to 5 times, when a whole batch was
+    recorded), at most ``cap`` candidates are sent in this run, and none
+    once ``expired()`` says the time budget is spent. A ``None`` from the
+    strategy ends the task for MetaSchedule's task scheduler; batches in
+    flight still finish and are recorded.
+
+    Args:
+        settings: the evolutionary search's sizes.
+        recorded: trace keys (:func:`trace_key`) measured in earlier runs.
+        cap: candidates this run may send for the task.
+        expired: True once no more candidates may be sent.
+        timer: told when each batch's search starts and its results are in
+            (:meth:`farm.tuning.progress.TuneProgress.batch_sent`).
+    """
+    from tvm.s_tir import meta_schedule as ms
+
+    if not _CLASS:
+        _CLASS.append(_farm_search_class())
+    inner = ms.search_strategy.EvolutionarySearch(
+        population_size=settings.population_size,
+        init_measured_ratio=settings.init_measured_ratio,
+        init_min_unmeasured=settings.init_min_unmeasured,
+        genetic_num_iters=settings.genetic_num_iters,
+    )
+    return _CLASS[0](inner, frozenset(recorded), cap, expired, timer)

@@ -1,0 +1,113 @@
+"""How much of a model tuning's time budget the picks' check gets (farm.tuning.check_cost,
+farm.tuning.run.check_price)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from farm.jobs.params import TimingParams, TuneParams
+from farm.jobs.tuning_db import RECORDS_FILE, default_and_best_s
+from farm.tuning.check_cost import CheckPrice
+from farm.tuning.progress import TuneProgress
+from farm.tuning.rate import UPLOADS_FILE, run_overhead_s
+from farm.tuning.rounds import tune_in_rounds
+from farm.tuning.run import CHECK_OVERRUN_PART, MIN_CHECK_ROUNDS, check_price
+
+TIMING = TimingParams(number=3, repeat=3, min_repeat_ms=20)
+
+
+def _records(work_dir: Path, records: list[tuple[int, list[float]]]) -> None:
+    work_dir.mkdir(parents=True, exist_ok=True)
+    (work_dir / RECORDS_FILE).write_text("".join(
+        json.dumps([index, [[], secs, {}, []]]) + "\n" for index, secs in records))
+
+
+class TestCheckPrice:
+    def test_a_round_is_the_picks_and_defaults_timed_runs_and_their_overhead(self) -> None:
+        """2 tasks on 1 phone: per run 3 repeats of at least 20 ms (3 x 10 ms = 30 ms for the
+        defaults, the 20 ms floor for the 1 ms picks) plus 0.5 s of session and upload."""
+        pairs = {0: ([0.01] * 3, [0.001] * 3), 1: ([0.01] * 3, [0.001] * 3)}
+        price = CheckPrice.of(pairs, TIMING, 0.5, runners=1, build_wave_s=4.0, builders=2)
+        assert price.round_s == pytest.approx(2 * (0.09 + 0.06 + 1.0))
+        assert price.build_s == 8.0  # 4 candidates on 2 processes: 2 waves
+        assert price.cost_s(2) == pytest.approx(8.0 + 4 * 1.15)
+        halved = CheckPrice.of(pairs, TIMING, 0.5, runners=2, build_wave_s=4.0, builders=2)
+        assert halved.round_s == pytest.approx(price.round_s / 2)  # two phones share the runs
+        assert CheckPrice.of({}, TIMING, 0.5, 1, 4.0, 2).cost_s(3) == 0.0  # no pick to check
+
+    def test_the_check_runs_the_rounds_the_budget_left_holds(self) -> None:
+        """All rounds without a budget or with time to spare; fewer when less is left; none
+        below the fewest that judge a spread, or once the budget is spent."""
+        price = CheckPrice(build_s=6.0, round_s=12.0)
+        assert price.rounds_in(None, 3, MIN_CHECK_ROUNDS) == 3
+        assert price.rounds_in(100.0, 3, MIN_CHECK_ROUNDS) == 3
+        assert price.rounds_in(30.0, 3, MIN_CHECK_ROUNDS) == MIN_CHECK_ROUNDS == 2
+        assert price.rounds_in(29.0, 3, MIN_CHECK_ROUNDS) == 0  # the builds come first
+        assert price.rounds_in(0.0, 3, MIN_CHECK_ROUNDS) == 0
+        assert CheckPrice(0.0, 0.0).rounds_in(-5.0, 3, MIN_CHECK_ROUNDS) == 0
+        assert CheckPrice(0.0, 0.0).rounds_in(1.0, 3, MIN_CHECK_ROUNDS) == 3  # nothing to price
+
+    def test_a_search_that_overran_still_gets_a_cheap_check(self) -> None:
+        """As seen: a 300 s run of MobileNetV3-small joined its last batches 50 s past the
+        budget and dropped its 2 picks' 2.9 s check. The fewest rounds run when they add at
+        most the allowed overrun (a part of the budget), whatever was overrun before."""
+        price = CheckPrice(build_s=1.4, round_s=0.8)
+        allowed = CHECK_OVERRUN_PART * 300.0
+        assert price.rounds_in(-50.0, 3, MIN_CHECK_ROUNDS) == 0  # without the allowance
+        assert price.rounds_in(-50.0, 3, MIN_CHECK_ROUNDS, allowed) == MIN_CHECK_ROUNDS
+        assert price.rounds_in(2.0, 3, MIN_CHECK_ROUNDS, allowed) == MIN_CHECK_ROUNDS
+        costly = CheckPrice(build_s=30.0, round_s=10.0)  # 50 s: more than 15 s past
+        assert costly.rounds_in(-50.0, 3, MIN_CHECK_ROUNDS, allowed) == 0
+        assert costly.rounds_in(40.0, 3, MIN_CHECK_ROUNDS, allowed) == MIN_CHECK_ROUNDS
+
+
+class TestPricedFromTheWorkFolder:
+    def test_tasks_whose_best_is_their_default_cost_nothing(self, tmp_path: Path) -> None:
+        """Task 0's best is a searched candidate (checked: its first record is the default),
+        task 1's best is its first record (not checked), failed runs are not records."""
+        _records(tmp_path, [(0, [0.004]), (1, [0.001]), (0, [0.002]), (1, [0.003]),
+                            (0, [1e10])])
+        assert default_and_best_s(tmp_path) == {0: ([0.004], [0.002])}
+
+    def test_overhead_is_the_logged_sessions_and_uploads(self, tmp_path: Path) -> None:
+        (tmp_path / UPLOADS_FILE).write_text(
+            '{"session_s": 0.2}\n{"upload_s": 0.5}\n{"session_s": 0.4}\n{"upload_s": 0.7}\n{"up')
+        assert run_overhead_s(tmp_path) == pytest.approx(0.3 + 0.6)
+        assert run_overhead_s(tmp_path / "none") == 0.0
+
+    def test_check_price_of_a_run(self, tmp_path: Path) -> None:
+        """The price tune_all keeps back: the old one (a whole trial of the last batch per
+        measurement: 2 tasks x 2 schedules x 2 rounds x 20 s / 4 trials = 40 s) was 10x this."""
+        _records(tmp_path, [(0, [0.01] * 3), (0, [0.005] * 3), (7, [0.01] * 3),
+                            (7, [0.005] * 3)])
+        (tmp_path / UPLOADS_FILE).write_text('{"session_s": 0.25}\n{"upload_s": 0.25}\n')
+        params = TuneParams(gemm=None, trials=4, work_dir=tmp_path, timing=TIMING, runner_workers=1,
+                            builder_workers=4)
+
+        class Builder:
+            wave_s = 1.5
+
+        planned = [type("P", (), {"index": 0})(), type("P", (), {"index": 7})()]
+        price = check_price(planned, params, Builder())  # type: ignore[arg-type]
+        assert price.build_s == 1.5  # 4 candidates, one wave
+        assert price.round_s == pytest.approx(2 * (0.09 + 0.06 + 1.0))
+        assert price.cost_s(2) == pytest.approx(1.5 + 4.6)
+        assert check_price(planned[:1], params, None).round_s == pytest.approx(1.15)
+
+
+class TestRounds:
+    def test_rounds_make_up_for_failed_trials_but_stop_once_the_tasks_ran_dry(
+            self, tmp_path: Path) -> None:
+        """A round whose trials failed is followed by another (up to max_rounds); a round whose
+        searches sent nothing (every candidate measured before: the small CNN's max pool at
+        89 of 250 trials) is the last, where 3 more rounds of empty searches took 28 s."""
+        params = TuneParams(gemm=None, trials=10, work_dir=tmp_path, max_rounds=4)
+        progress = TuneProgress(tmp_path)
+        sent = iter([True, None, False, True])
+        rounds = tune_in_rounds(params, 10, lambda: 0, lambda _left: next(sent), progress)
+        assert rounds == 3
+        assert progress.counters.rounds == 3
+        assert tune_in_rounds(params, 10, lambda: 0, lambda _left: None, progress) == 4

@@ -1,0 +1,127 @@
+"""How a model's tuning budget is spent: the plan of trials per task, search sizes, XGBoost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from farm.jobs.params import TimingParams
+from farm.jobs.tuning_db import RECORDS_FILE
+from farm.tuning.rate import UPLOADS_FILE, limit_per_phone_hour, trial_busy_s
+from farm.tuning.search import measured_traces, plan_trials, search_settings, trace_key
+
+
+class TestPlan:
+    def test_heavier_task_gets_more_trials(self) -> None:
+        """A task with 3x the FLOPs gets about 3x the trials beyond the first batch."""
+        plan, batch = plan_trials([3e6, 1e6], 100, 8)
+        assert batch == 8
+        assert sum(plan) == 100
+        assert plan[0] > plan[1] >= 8
+        assert plan == [8 + 63, 8 + 21]
+
+    def test_every_task_gets_a_floor_of_at_most_a_quarter_of_the_budget(self) -> None:
+        """A task of negligible cost still gets trials, a batch where a quarter of the budget
+        holds a batch each, fewer where it does not; the rest goes by cost."""
+        plan, batch = plan_trials([1e9, 1.0, 0.0], 30, 16)
+        assert plan == [26, 2, 2] and batch == 16
+        plan, batch = plan_trials([1e9, 1.0, 0.0], 100, 16)
+        assert plan == [84, 8, 8] and batch == 16
+        plan, _ = plan_trials([1e9, 1.0, 0.0], 1000, 16)
+        assert plan[1:] == [16, 16]
+
+    def test_many_tasks_leave_most_trials_to_the_costly_ones(self) -> None:
+        """MobileNetV3-small's 53 tasks and 1,000 trials in batches of 32: the floors take a
+        fifth of the budget (a batch of 18 each took 954 trials), the rest goes by cost: a
+        task of 10x another's cost gets 10x its trials beyond the floor."""
+        costs = [10.0] * 3 + [1.0] * 50
+        plan, batch = plan_trials(costs, 1000, 32)
+        assert sum(plan) == 1000 and batch == 32
+        floor = 1000 // (4 * 53)
+        assert min(plan) >= floor == 4
+        assert abs((plan[0] - floor) - 10 * (plan[3] - floor)) <= 10, plan
+
+    def test_tiny_budget_keeps_the_heaviest_tasks(self) -> None:
+        """2 trials over 4 tasks: one trial each to the two heaviest, none to the rest."""
+        assert plan_trials([4.0, 3.0, 2.0, 1.0], 2, 8) == ([1, 1, 0, 0], 1)
+
+    def test_cap_per_task_and_no_cost_known(self) -> None:
+        """``trials_per_task`` caps every share; tasks without FLOPs share evenly."""
+        plan, _ = plan_trials([10.0, 1.0], 100, 4, trials_per_task=20)
+        assert plan == [20, 20]
+        assert plan_trials([0.0, 0.0], 10, 2) == ([5, 5], 2)
+        assert plan_trials([], 10, 2) == ([], 2)
+
+
+class TestSearchSettings:
+    def test_population_grows_with_the_budget(self) -> None:
+        """Small budgets get a small population; 512 trials or more get MetaSchedule's own."""
+        small, mid, large = search_settings(4), search_settings(100), search_settings(2000)
+        assert small.population_size == 64 and small.genetic_num_iters == 2
+        assert small.population_size < mid.population_size < large.population_size == 512
+        assert (large.init_measured_ratio, large.genetic_num_iters) == (0.2, 4)
+
+
+def record_line(index: int, trace: list[object], run_secs: list[float]) -> str:
+    return json.dumps([index, [trace, run_secs, {"kind": "llvm"}, []]])
+
+
+class TestRecorded:
+    def test_measured_traces_per_workload_skip_failed(self, tmp_path: Path) -> None:
+        """Measured traces are keyed per workload; a failed measurement is not recorded as
+        measured (it may be tried again)."""
+        lines = [record_line(0, [["A", [1]]], [1e-3]), record_line(0, [["B", [2]]], [1e10]),
+                 record_line(1, [["A", [1]]], [2e-3])]
+        (tmp_path / RECORDS_FILE).write_text("\n".join(lines) + "\n")
+        traces = measured_traces(tmp_path)
+        assert traces == {0: {trace_key([["A", [1]]])}, 1: {trace_key([["A", [1]]])}}
+
+    def test_a_live_trace_has_the_key_of_its_line_in_the_records_file(self,
+                                                                      tmp_path: Path) -> None:
+        """A candidate's trace (Split's flags as booleans) and the same trace read back from
+        MetaSchedule's records file (flags as 0/1) have one key, so a resume skips it."""
+        from tvm import te
+        from tvm.s_tir import Schedule
+        from tvm.s_tir import meta_schedule as ms
+
+        a = te.placeholder((64,), name="a")
+        b = te.compute((64,), lambda i: a[i] * 2.0, name="b")
+        mod = te.create_prim_func([a, b])
+        sch = Schedule(mod)
+        (loop,) = sch.get_loops(sch.get_sblock("b"))
+        sch.split(loop, sch.sample_perfect_tile(loop, n=2))
+        database = ms.database.JSONDatabase(work_dir=str(tmp_path))
+        workload = database.commit_workload(sch.mod)
+        database.commit_tuning_record(ms.database.TuningRecord(
+            sch.trace, workload, [1e-3], None, None))
+        [line] = (tmp_path / RECORDS_FILE).read_text().splitlines()
+        live = sch.trace.as_json(remove_postproc=False)
+        split = next(inst for inst in live[0] if str(inst[0]) == "Split")
+        assert any(isinstance(flag, bool) for flag in split[2])  # the file writes 0/1
+        assert trace_key(live) == trace_key(json.loads(line)[1][0])
+        assert measured_traces(tmp_path) == {0: {trace_key(live)}}
+
+    def test_a_candidates_booleans_match_the_records_integers(self, tmp_path: Path) -> None:
+        """A candidate's trace says ``Split`` attributes as booleans, the records file as 0 and
+        1: the same trace has one key, so a resumed run does not measure it again."""
+        split = [["Split", ["l1", "None", 8], [True, False], ["l2", "l3"]]]
+        (tmp_path / RECORDS_FILE).write_text(record_line(0, [[["Split", ["l1", "None", 8],
+                                                               [1, 0], ["l2", "l3"]]], []],
+                                                         [1e-3]) + "\n")
+        assert measured_traces(tmp_path) == {0: {trace_key([split, []])}}
+        assert trace_key([split, []]) != trace_key([[["Split", ["l1", "None", 8], [0, 0],
+                                                      ["l2", "l3"]]], []])
+
+
+class TestRate:
+    def test_limit_is_run_time_plus_upload(self, tmp_path: Path) -> None:
+        """Each trial keeps a phone busy for its timed repeats and its upload: 2 repeats of
+        at least 5 ms and 0.99 s of upload make 1 s, 3600 trials per phone-hour."""
+        timing = TimingParams(number=2, repeat=2, min_repeat_ms=5)
+        assert trial_busy_s([1e-3, 1e-3], timing) == 0.01
+        lines = [record_line(0, [], [1e-3, 1e-3]), record_line(0, [], [1e10])]
+        (tmp_path / RECORDS_FILE).write_text("\n".join(lines) + "\n")
+        assert limit_per_phone_hour(tmp_path, timing) == 360000.0
+        (tmp_path / UPLOADS_FILE).write_text('{"upload_s": 0.99}\n{"upload_s": 0.9')
+        assert limit_per_phone_hour(tmp_path, timing) == 3600.0
+
