@@ -11,7 +11,13 @@ declaration:
   has a :class:`Limit` against its threshold from the config;
 - the store keeps the values as one JSON column (``health_samples.readings``);
 - ``farmctl devices``/``device``, the API and the dashboard show the readings
-  the kind declares, with units (:func:`shown`).
+  the kind declares, with units (:func:`shown`); those marked ``own_key`` also
+  under their own name (:func:`own_key_readings`);
+- the thermal gate's snapshot keeps every reading before each measured run,
+  and results rows, the report, spreads and plots show those marked
+  ``with_results`` beside each figure (:func:`result_readings`);
+- the metrics endpoint publishes every reading as ``farm_device_reading`` and
+  those with a ``series`` as a gauge of their own (:func:`all_declared`).
 
 So a new reading is one :class:`Reading` in its kind's declaration. A stored
 name this farm does not declare (a row a newer farm wrote) is still shown, by
@@ -20,7 +26,7 @@ name and without a unit: farm's names carry their unit (``_c``, ``_pct``, ``_mb`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Generic, Literal, TypeVar
@@ -32,9 +38,12 @@ __all__ = [
     "Limit",
     "Reading",
     "ReadingValues",
+    "all_declared",
     "declare",
     "declared",
+    "own_key_readings",
     "resolve_setting",
+    "result_readings",
     "shown",
 ]
 
@@ -113,6 +122,16 @@ class Reading:
         label: a few words for people beside the value and its unit (the
             dashboard's ``battery temp 31.5 °C``); ``""``: the name with spaces
             (:attr:`shown_label`).
+        with_results: kept beside each measured figure (results rows and their
+            CSV column, the report's table and plot, spreads): the state that
+            tells one figure from the next.
+        own_key: also a key of its own in device listings and the API's device
+            rows, beside ``readings`` (scripts read it from before readings
+            were declared per kind).
+        series: the name of a Prometheus gauge ``{serial}`` of its own, beside
+            ``farm_device_reading``; ``""``: none.
+        levels: names of the values 0, 1, ... of a level (a thermal status):
+            shown as ``3 (severe)``; empty for a quantity.
     """
 
     name: str
@@ -121,11 +140,33 @@ class Reading:
     read: Callable[[Any], float | None]
     limit: Limit | None = None
     label: str = ""
+    with_results: bool = False
+    own_key: bool = False
+    series: str = ""
+    levels: tuple[str, ...] = ()
 
     @property
     def shown_label(self) -> str:
         """:attr:`label`, or the name with its underscores as spaces where none is given."""
         return self.label or _label_of(self.name)
+
+    @property
+    def heading(self) -> str:
+        """A table column's heading: the label with its unit (``battery temp °C``)."""
+        return f"{self.shown_label} {self.unit}" if self.unit else self.shown_label
+
+    def text(self, value: float | None) -> str:
+        """``value`` for a table cell: ``31.5``, or ``-`` when unknown.
+
+        A level shows its name: ``3 (severe)``; ``9 (?)`` past its names.
+        """
+        if value is None:
+            return "-"
+        if self.levels:
+            level = int(value)
+            name = self.levels[level] if 0 <= level < len(self.levels) else "?"
+            return f"{level} ({name})"
+        return f"{value:.1f}"
 
 
 @dataclass(frozen=True)
@@ -174,9 +215,39 @@ UNKNOWN_READING = "unknown to this farm (written by a newer farm sharing the dat
 
 def declared(kind: str) -> Declared[Any]:
     """The readings of ``kind``; an empty set for a kind that declares none (``proxy``)."""
+    return _registry().get(kind) or Declared(kind, ())
+
+
+def all_declared() -> tuple[Declared[Any], ...]:
+    """Every kind's readings, in the order the kinds were declared."""
+    return tuple(_registry().values())
+
+
+def result_readings() -> tuple[Reading, ...]:
+    """The readings kept beside each measured figure (``with_results``), of every kind.
+
+    In declaration order, kind by kind; a name two kinds declare is listed once
+    (its first declaration). Read on each call, so a kind declared later counts.
+    """
+    return _unique(r for d in all_declared() for r in d.readings if r.with_results)
+
+
+def own_key_readings() -> tuple[Reading, ...]:
+    """The readings that are also a key of their own in device rows (``own_key``), once each."""
+    return _unique(r for d in all_declared() for r in d.readings if r.own_key)
+
+
+def _unique(readings: Iterable[Reading]) -> tuple[Reading, ...]:
+    first: dict[str, Reading] = {}
+    for reading in readings:
+        first.setdefault(reading.name, reading)
+    return tuple(first.values())
+
+
+def _registry() -> dict[str, Declared[Any]]:
     from farm.health import kind_readings  # noqa: F401  (registers the built-in kinds)
 
-    return _REGISTRY.get(kind) or Declared(kind, ())
+    return _REGISTRY
 
 
 def resolve_setting(root: Any, path: str) -> float | None:
