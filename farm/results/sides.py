@@ -29,7 +29,7 @@ from farm.queue.records import JobView
 from farm.queue.store import Store
 from farm.results.builds import Build, build_in, build_of, split_ref, untuned_timings
 from farm.results.rows import SampleRow, latest_repetition, sample_rows
-from farm.results.spreads import thermal_change
+from farm.results.spreads import THERMAL_STATUS, thermal_change
 
 __all__ = ["Side", "by_phone", "emulation_refusal", "load_side", "side_of"]
 
@@ -137,8 +137,9 @@ def side_of(store: Store, ref: str, jobs: list[JobView]) -> Side:
         job_of[serial] = max(by_job)
     statuses: dict[str, list[int]] = {}
     for row in latest_repetition(rows):
-        if row.serial is not None and row.thermal_status is not None:
-            statuses.setdefault(row.serial, []).append(row.thermal_status)
+        status = row.readings.get(THERMAL_STATUS)
+        if row.serial is not None and status is not None:
+            statuses.setdefault(row.serial, []).append(int(status))
     thermal = {serial: change for serial, seen in statuses.items()
                if (change := thermal_change(seen)) is not None}
     builds = {build_of(j) for j in jobs}  # one build's tuning is read once, not per job

@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from farm.health.readings import result_readings
 from farm.queue.store import Store
 from farm.results.ab import ab_phones, is_ab
 from farm.results.rows import SampleRow, sample_rows
@@ -42,10 +43,11 @@ def round_rows(rows: list[SampleRow], serial: str) -> list[dict[str, Any]]:
     """One phone's rounds in order: both builds' timings, the ratio B/A and the reading before.
 
     Returns:
-        ``[{"round", "a_s", "b_s", "ratio", "battery_temp_c", "thermal_status"}]``:
-        timings in seconds (None for a build the round lacks), ``ratio`` is
-        ``b_s / a_s`` (None unless both are above zero), the phone's battery
-        temperature (°C) and Android thermal status taken last before the round.
+        ``[{"round", "a_s", "b_s", "ratio", <reading>...}]``: timings in
+        seconds (None for a build the round lacks), ``ratio`` is ``b_s / a_s``
+        (None unless both are above zero), and each reading declared
+        ``with_results`` by name (a phone's battery temperature, °C, and
+        Android thermal status), taken last before the round.
     """
     by_round: dict[int, dict[str, SampleRow]] = defaultdict(dict)
     for row in rows:
@@ -60,8 +62,8 @@ def round_rows(rows: list[SampleRow], serial: str) -> list[dict[str, Any]]:
             "round": index, "a_s": a_s, "b_s": b_s,
             "ratio": _finite(b_s / a_s) if a_s is not None and b_s is not None
             and a_s > 0 and b_s > 0 else None,
-            "battery_temp_c": either.battery_temp_c if either else None,
-            "thermal_status": either.thermal_status if either else None,
+            **{r.name: either.readings.get(r.name) if either else None
+               for r in result_readings()},
         })
     return out
 

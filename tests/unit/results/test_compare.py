@@ -142,7 +142,7 @@ class TestCompareSides:
 def _row(job_id: int, serial: str | None, repetition: int, value: float,
          unit: str = "s") -> SampleRow:
     return SampleRow(job_id, None, serial, None, None, None, "gemm", repetition, 0, value, unit,
-                     None, None, None)
+                     None)
 
 
 def _noisy(seed: int, median_s: float) -> list[float]:
