@@ -10,8 +10,8 @@ The series (prometheus-client; names follow Prometheus' naming practice of a
     farm_device_reading{serial,kind,name}      latest value of each declared reading
     <series>{serial}                           latest value of each reading declared with a
                                                series of its own (farm.health.kind_readings:
-                                               farm_phone_battery_temp_celsius, °C, and
-                                               farm_phone_thermal_status, 0..6)
+                                               a phone's battery temperature, °C, and its
+                                               thermal status, 0..6)
     farm_recoveries_total{serial,step}         recovery-ladder steps applied
     farm_job_duration_seconds{kind}            histogram of attempt durations
     farm_regressions_total{serial,workload}    phones the regression watch found slower

@@ -42,6 +42,7 @@ __all__ = [
     "declare",
     "declared",
     "own_key_readings",
+    "own_keys",
     "resolve_setting",
     "result_readings",
     "shown",
@@ -111,7 +112,7 @@ class Reading:
 
     Attributes:
         name: its key in samples, storage and the API, with its unit in the
-            name (``battery_temp_c``, ``free_storage_mb``).
+            name (``max_zone_temp_c``, ``free_storage_mb``).
         unit: the unit as shown (``"°C"``, ``"%"``, ``"MiB"``; ``""`` for a count
             or a level).
         description: one line for people (the CLI's ``device`` view, the
@@ -235,6 +236,18 @@ def result_readings() -> tuple[Reading, ...]:
 def own_key_readings() -> tuple[Reading, ...]:
     """The readings that are also a key of their own in device rows (``own_key``), once each."""
     return _unique(r for d in all_declared() for r in d.readings if r.own_key)
+
+
+def own_keys(values: ReadingValues) -> dict[str, float | None]:
+    """The :func:`own_key_readings` of ``values``, each under its name; None where absent.
+
+    A level's value is an int (a thermal status reads ``2``, not ``2.0``).
+    """
+    out: dict[str, float | None] = {}
+    for reading in own_key_readings():
+        value = values.get(reading.name)
+        out[reading.name] = int(value) if reading.levels and value is not None else value
+    return out
 
 
 def _unique(readings: Iterable[Reading]) -> tuple[Reading, ...]:

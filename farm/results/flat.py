@@ -3,7 +3,7 @@
 In Python a row (:class:`~farm.results.rows.SampleRow`,
 :class:`~farm.results.spreads.PhoneSpread`) keeps the readings taken before
 its runs as one mapping, ``readings``, so no field names a reading. Outside,
-each reading is a column named as declared (``battery_temp_c``), where the
+each reading is a column named as declared (``thermal_status``), where the
 row's fields used to carry them: :class:`FlatReadings` gives a row
 :meth:`~FlatReadings.flat`, :meth:`~FlatReadings.from_flat` and the pydantic
 schema that the API's routes and ``farmctl --server`` read and write with them.
