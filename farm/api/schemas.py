@@ -28,6 +28,7 @@ from farm.queue.hosts import HostRecord, readings_stale, stale_health_reason
 from farm.queue.models import DeviceHealth, DeviceState, JobState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
 from farm.queue.reservations import ReservationView
+from farm.results.pairing import result_columns
 from farm.results.rows import SampleRow
 from farm.results.spreads import PhoneSpread
 
@@ -203,11 +204,14 @@ def job_out(view: JobView, waiting: dict[int, str]) -> JobOut:
 class ResultsOut(BaseModel):
     """A job's results: per phone spread (never pooled) and the raw samples.
 
-    ``samples`` are the rows of ``farmctl results --format json``.
+    ``samples`` are the rows of ``farmctl results --format json``; ``readings``
+    the readings both carry as keys of their own, with their headings
+    (:func:`farm.results.pairing.result_columns`).
     """
 
     spreads: list[PhoneSpread]
     samples: list[SampleRow]
+    readings: list[dict[str, Any]] = Field(default_factory=result_columns)
 
 
 class SubmitIn(BaseModel):

@@ -27,7 +27,7 @@ from typing import Any
 from farm.health.readings import Reading, result_readings
 from farm.queue.records import ResultView, SnapshotData
 
-__all__ = ["MeasuredSnapshots", "plotted_reading", "readings_at"]
+__all__ = ["MeasuredSnapshots", "plotted_reading", "readings_at", "result_columns"]
 
 
 class MeasuredSnapshots:
@@ -86,6 +86,18 @@ def readings_at(snapshot: SnapshotData | None) -> dict[str, float | None]:
     """
     kept: Mapping[str, Any] = {} if snapshot is None else {**snapshot.thermal, **snapshot.battery}
     return {r.name: _number(kept.get(r.name)) for r in result_readings()}
+
+
+def result_columns() -> list[dict[str, Any]]:
+    """The readings kept with results as the dashboard heads its columns with them.
+
+    Returns:
+        ``[{"name", "heading", "unit", "levels"}]`` in declaration order:
+        ``heading`` is the label with its unit (``battery temp °C``), ``levels``
+        the names of a level's values (a thermal status), else empty.
+    """
+    return [{"name": r.name, "heading": r.heading, "unit": r.unit, "levels": list(r.levels)}
+            for r in result_readings()]
 
 
 def plotted_reading() -> Reading | None:

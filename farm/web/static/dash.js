@@ -118,6 +118,12 @@ const farm = (() => {
       const names = ["none", "light", "moderate", "severe", "critical", "emergency", "shutdown"];
       return status === null || status === undefined ? "" : `${status} ${names[status] || ""}`;
     },
+    /** A value of a reading kept with results, under its column ({name, heading, unit,
+     * levels}): "31.5"; a level with its name, "2 moderate". */
+    kept(column, value) {
+      if (value === null || value === undefined) return "";
+      return column.levels.length ? `${value} ${column.levels[value] || ""}` : fmt.num(value, 1);
+    },
     /** One reading's value with its declared unit: "31.5 °C", "81 %", "0 none". */
     reading(v) {
       if (v.value === null || v.value === undefined) return "";
