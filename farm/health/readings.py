@@ -291,20 +291,23 @@ def shown(kind: str, values: ReadingValues) -> list[dict[str, Any]]:
         values: the stored readings (``health_samples.readings``).
 
     Returns:
-        ``[{"name", "label", "value", "unit", "description", "gates", "known"}]``:
+        ``[{"name", "label", "value", "unit", "description", "gates", "known", "levels"}]``:
         each declared reading that has a value (``label``: :attr:`Reading.shown_label`;
-        ``gates``: it has a limit that can keep a job off the device), then each
+        ``gates``: it has a limit that can keep a job off the device; ``levels``:
+        :attr:`Reading.levels`, the names of a level's values), then each
         stored name the kind does not declare here (a newer farm's, or any of a
         device kind this farm does not know), labelled by its name and marked
-        (``fan rpm (unknown)``), with unit ``""``, ``known`` false and a
-        description saying so.
+        (``fan rpm (unknown)``), with unit ``""``, ``known`` false, no levels
+        and a description saying so.
     """
     readings = declared(kind)
     rows = [{"name": r.name, "label": r.shown_label, "value": values[r.name], "unit": r.unit,
-             "description": r.description, "gates": r.limit is not None, "known": True}
+             "description": r.description, "gates": r.limit is not None, "known": True,
+             "levels": list(r.levels)}
             for r in readings.readings if values.get(r.name) is not None]
     known = {r.name for r in readings.readings}
     rows += [{"name": name, "label": f"{_label_of(name)} (unknown)", "value": value,
-              "unit": "", "description": UNKNOWN_READING, "gates": False, "known": False}
+              "unit": "", "description": UNKNOWN_READING, "gates": False, "known": False,
+              "levels": []}
              for name, value in sorted(values.items()) if name not in known and value is not None]
     return rows
