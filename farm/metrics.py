@@ -7,9 +7,11 @@ The series (prometheus-client; names follow Prometheus' naming practice of a
     farm_phones{state}                         phones per state (ready, busy, ...; unreachable:
                                                a dead host's, farm.queue.hosts), fleet-wide
     farm_jobs{state}                           jobs per state (queued, running, ...)
-    farm_phone_battery_temp_celsius{serial}    latest battery temperature, °C
-    farm_phone_thermal_status{serial}          latest PowerManager thermal status, 0..6
     farm_device_reading{serial,kind,name}      latest value of each declared reading
+    <series>{serial}                           latest value of each reading declared with a
+                                               series of its own (farm.health.kind_readings:
+                                               a phone's battery temperature, °C, and its
+                                               thermal status, 0..6)
     farm_recoveries_total{serial,step}         recovery-ladder steps applied
     farm_job_duration_seconds{kind}            histogram of attempt durations
     farm_regressions_total{serial,workload}    phones the regression watch found slower
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from farm.errors import ConfigError, InfraFault
+from farm.health.readings import all_declared
 from farm.health.sample import HealthSample
 from farm.netaddr import is_loopback
 
@@ -51,18 +54,14 @@ class FarmMetrics:
         self.up = Gauge("farm_up", "1 while farmd is running.", registry=self.registry)
         self.phones = Gauge("farm_phones", "Phones per state.", ["state"], registry=self.registry)
         self.jobs = Gauge("farm_jobs", "Jobs per state.", ["state"], registry=self.registry)
-        self.battery_temp_c = Gauge(
-            "farm_phone_battery_temp_celsius",
-            "Latest battery temperature of the phone, degrees Celsius.",
-            ["serial"],
-            registry=self.registry,
-        )
-        self.thermal_status = Gauge(
-            "farm_phone_thermal_status",
-            "Latest Android thermal status (PowerManager.THERMAL_STATUS_*, 0..6).",
-            ["serial"],
-            registry=self.registry,
-        )
+        # A reading's own series, by reading name: the declarations say which (``series``).
+        self.series: dict[str, Gauge] = {}
+        for declared in all_declared():
+            for r in declared.readings:
+                if r.series and r.name not in self.series:
+                    unit = f", {r.unit}" if r.unit else ""
+                    self.series[r.name] = Gauge(r.series, f"Latest {r.description}{unit}.",
+                                                ["serial"], registry=self.registry)
         self.reading = Gauge(
             "farm_device_reading",
             "Latest value of each reading a device's kind declares (farm.health.readings), "
@@ -127,13 +126,11 @@ class FarmMetrics:
     def observe_health(self, sample: HealthSample) -> None:
         """Publish a device's readings from a health sample; unknown readings are kept."""
         for name, value in sample.readings.items():
-            if value is not None:
-                self.reading.labels(serial=sample.serial, kind=sample.kind, name=name).set(value)
-        battery_temp_c, status = sample.value("battery_temp_c"), sample.value("thermal_status")
-        if battery_temp_c is not None:
-            self.battery_temp_c.labels(serial=sample.serial).set(battery_temp_c)
-        if status is not None:
-            self.thermal_status.labels(serial=sample.serial).set(status)
+            if value is None:
+                continue
+            self.reading.labels(serial=sample.serial, kind=sample.kind, name=name).set(value)
+            if (gauge := self.series.get(name)) is not None:
+                gauge.labels(serial=sample.serial).set(value)
 
     def count_recovery(self, serial: str, step: str) -> None:
         """Count one recovery step applied to a phone (``step`` as in ``farm.supervise.Step``)."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from farm import controllers
 from farm.clock import SystemClock
+from farm.health.readings import own_keys
 from farm.health.readings import shown as shown_readings
 from farm.jsonable import plain
 from farm.kinds import KINDS
@@ -88,11 +89,6 @@ def device_listing(queue: Queue, *, show_all: bool,
     return rows, hidden
 
 
-#: A phone's readings that keep a key of their own in a row (scripts read them
-#: since before readings were declared per kind); every reading is in ``values``.
-_PHONE_KEYS = ("battery_pct", "battery_temp_c", "thermal_status")
-
-
 def _latest(record: DeviceRecord) -> dict[str, Any] | None:
     """The readings of the record's latest health sample, as ``device_row`` takes them."""
     if record.sampled_at is None:
@@ -101,7 +97,7 @@ def _latest(record: DeviceRecord) -> dict[str, Any] | None:
 
 
 def readings_text(kind: str, values: Mapping[str, Any], *, gating_only: bool = False) -> str:
-    """A sample's readings for people: ``battery_pct 81 %, battery_temp_c 31.5 °C, ...``.
+    """A sample's readings for people: ``battery_pct 81 %, max_zone_temp_c 38.2 °C, ...``.
 
     Args:
         kind: the device's kind (its declaration gives order and units).
@@ -139,9 +135,9 @@ def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None,
         ``values``: the latest sample's readings as the device's kind declares
         them (``[{"name", "value", "unit", "description"}]``,
         :func:`farm.health.readings.shown`), ``now`` the gating ones as text
-        (``battery_temp_c 31.5 °C, ...``), a phone's ``battery_pct`` (0..100),
-        ``battery_temp_c`` (°C) and ``thermal_status`` (PowerManager 0..6) also
-        under their own names, and ``sampled_at``; ``held_outside``
+        (``max_zone_temp_c 38.2 °C, ...``), each reading declared ``own_key``
+        also under its own name (:func:`farm.health.readings.own_keys`: a
+        phone's battery %, battery °C and thermal status), and ``sampled_at``; ``held_outside``
         says who holds a phone outside farm (``ready (held outside)`` in the table);
         a device of a kind this farm has no controller for (a newer farm's) shows
         as ``ready (unknown kind hologram)``;
@@ -185,7 +181,7 @@ def device_row(record: DeviceRecord, latest: Mapping[str, Any] | None,
         "health_reason": getattr(record, "health_reason", ""),
         **({"health": DeviceHealth.UNKNOWN.value, "health_reason": stale_health_reason(record)}
            if stale else {}),
-        **{name: values.get(name) for name in _PHONE_KEYS},
+        **own_keys(values),
         "values": shown_readings(record.kind, values),
         "now": readings_text(record.kind, values, gating_only=True),
         "sampled_at": plain(sampled_at),

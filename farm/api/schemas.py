@@ -13,14 +13,21 @@ from dataclasses import asdict, fields
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 from farm.api.listings import workload_of
-from farm.health.readings import shown
+from farm.health.readings import own_keys, shown
 from farm.queue.hosts import HostRecord, readings_stale, stale_health_reason
 from farm.queue.models import DeviceHealth, DeviceState, JobState
 from farm.queue.records import AttemptView, DeviceRecord, EventRecord, JobView, ResultView
 from farm.queue.reservations import ReservationView
+from farm.results.pairing import result_columns
 from farm.results.rows import SampleRow
 from farm.results.spreads import PhoneSpread
 from farm.tuning import TuneCounters
@@ -52,11 +59,6 @@ class ErrorOut(BaseModel):
     reason: str | None = None
 
 
-#: A phone's readings that keep a field of their own (API clients read them
-#: since before readings were declared per kind); every reading is in ``readings``.
-_PHONE_KEYS = ("battery_pct", "battery_temp_c", "thermal_status")
-
-
 class DeviceOut(BaseModel):
     """One phone as ``GET /api/v1/devices`` lists it.
 
@@ -68,9 +70,11 @@ class DeviceOut(BaseModel):
     (the last judgement stays in ``health_reason``) and the readings are its
     last ones, taken at ``sampled_at``. ``readings`` are the latest sample's
     readings by name as the device's kind declares them, ``values`` the same
-    with units (``[{"name", "value", "unit", "description"}]``); a phone's
-    ``battery_pct``, ``battery_temp_c`` and ``thermal_status`` are also under
-    their own names.
+    with units (``[{"name", "value", "unit", "description"}]``); each reading
+    declared ``own_key`` (a phone's battery %, battery °C and thermal status:
+    API clients read them since before readings were declared per kind) is
+    also a key of its own (:func:`farm.health.readings.own_keys`), None where
+    the latest sample lacks it.
     """
 
     serial: str
@@ -85,9 +89,6 @@ class DeviceOut(BaseModel):
     facts: dict[str, Any] = Field(default_factory=dict)
     readings: dict[str, float] = Field(default_factory=dict)
     values: list[dict[str, Any]] = Field(default_factory=list)
-    battery_pct: float | None = None
-    battery_temp_c: float | None = None
-    thermal_status: int | None = None
     sampled_at: datetime | None = None
     last_seen: datetime | None = None
     state_changed_at: datetime | None = None
@@ -95,6 +96,12 @@ class DeviceOut(BaseModel):
     job_id: int | None = None
     reservation: ReservationView | None = None
     stale: bool = False
+
+    @model_serializer(mode="wrap")
+    def _own_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The fields, and each reading declared ``own_key`` under its name."""
+        data: dict[str, Any] = handler(self)
+        return {**data, **own_keys(self.readings)}
 
     @field_validator("state", mode="before")
     @classmethod
@@ -122,7 +129,6 @@ def device_out(record: DeviceRecord, job_id: int | None = None,
     data["facts"] = dict(record.facts)
     data["readings"] = dict(record.readings)
     data["values"] = shown(record.kind, record.readings)
-    data.update({name: record.readings.get(name) for name in _PHONE_KEYS})
     stale = readings_stale(record, dead_hosts)
     if stale:
         data["health_reason"] = stale_health_reason(record)
@@ -198,11 +204,14 @@ def job_out(view: JobView, waiting: dict[int, str]) -> JobOut:
 class ResultsOut(BaseModel):
     """A job's results: per phone spread (never pooled) and the raw samples.
 
-    ``samples`` are the rows of ``farmctl results --format json``.
+    ``samples`` are the rows of ``farmctl results --format json``; ``readings``
+    the readings both carry as keys of their own, with their headings
+    (:func:`farm.results.pairing.result_columns`).
     """
 
     spreads: list[PhoneSpread]
     samples: list[SampleRow]
+    readings: list[dict[str, Any]] = Field(default_factory=result_columns)
 
 
 class SubmitIn(BaseModel):

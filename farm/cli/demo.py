@@ -49,7 +49,7 @@ from farm.config import Settings
 from farm.demo_model import write_small_cnn
 from farm.errors import InfraFault
 from farm.queue.models import DeviceState, JobState
-from farm.report import ResultRow, results_table, rows_for_jobs, write_plot
+from farm.results.report import ResultRow, results_table, rows_for_jobs, write_plot
 
 if TYPE_CHECKING:
     from farm.daemon import Farmd

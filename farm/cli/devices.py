@@ -3,7 +3,7 @@
 ``devices`` shows each phone's state and health (``good``/``bad`` with the
 reason, LAVA's axis), its latest readings that can keep a job off it, as its
 kind declares them with units (``readings now``: ``battery_pct 81 %,
-battery_temp_c 31.5 °C, ...``; every reading is in ``values`` of ``--json``,
+max_zone_temp_c 38.2 °C, ...``; every reading is in ``values`` of ``--json``,
 :mod:`farm.health.kind_readings`), who holds it
 outside farm (a person's own tracker session), who reserved it until when
 (``farmctl reserve``) and when farmd last saw it (every health sweep

@@ -1,8 +1,8 @@
 """``farmctl results``: raw samples as flat rows, per-phone spread as a table, plots.
 
-``--format csv|json`` gives one row per raw sample (:data:`farm.results.rows.SAMPLE_FIELDS`:
+``--format csv|json`` gives one row per raw sample (:func:`farm.results.rows.sample_fields`:
 job, run, serial, model, SoC, ABI, workload, repetition, sample index, value,
-unit, battery temperature and thermal status before the run, finish time). The
+unit, the readings declared ``with_results`` before the run, finish time). The
 table gives, per result and phone, the spread of that phone's last measurement
 (median, IQR, CV %, bootstrap 95% CI of the median) and marks noisy ones (CV
 above ``[results] max_cv``); phones are never pooled. ``--plot FILE.png`` draws
@@ -12,7 +12,6 @@ medians over time instead.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +25,9 @@ from farm.cli.profile_table import print_profiles, write_job_outputs
 from farm.cli.state import CliState, pass_state
 from farm.click_types import JOB_ID, LIMIT
 from farm.errors import UserFault
-from farm.report import thermal_label
+from farm.health.readings import result_readings
 from farm.results.plots import write_history_plot, write_spread_plot
-from farm.results.rows import SAMPLE_FIELDS, SampleRow
+from farm.results.rows import SampleRow, sample_fields
 from farm.results.spreads import PhoneSpread, by_workload, noise_label, phone_spreads
 
 __all__ = ["results"]
@@ -36,14 +35,17 @@ __all__ = ["results"]
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
 
-_SPREAD_COLUMNS = [
-    Column("job_id", "job", "right"), Column("run_id", "run"), Column("serial", "phone"),
-    Column("workload"), Column("n", justify="right"),
-    Column("median", justify="right"), Column("iqr", "IQR", "right"),
-    Column("cv_pct", "CV %", "right"), Column("ci", "95% CI"),
-    Column("battery_temp_c", "battery °C", "right"), Column("thermal"),
-    Column("noise"),
-]
+def _spread_columns() -> list[Column]:
+    """The spread table's columns: one per reading declared ``with_results``, before noise."""
+    return [
+        Column("job_id", "job", "right"), Column("run_id", "run"), Column("serial", "phone"),
+        Column("workload"), Column("n", justify="right"),
+        Column("median", justify="right"), Column("iqr", "IQR", "right"),
+        Column("cv_pct", "CV %", "right"), Column("ci", "95% CI"),
+        *(Column(r.name, r.heading, "left" if r.levels else "right")
+          for r in result_readings()),
+        Column("noise"),
+    ]
 
 
 def _interval(low: float, high: float, unit: str) -> str:
@@ -61,8 +63,8 @@ def _spread_row(figure: PhoneSpread) -> dict[str, Any]:
         "median": amount(s.median, unit), "iqr": amount(s.iqr, unit),
         "cv_pct": f"{100 * s.cv:.1f}",
         "ci": _interval(s.ci_low, s.ci_high, unit),
-        "battery_temp_c": None if figure.battery_temp_c is None else f"{figure.battery_temp_c:.1f}",
-        "thermal": thermal_label(figure.thermal_status), "noise": noise_label(figure),
+        **{r.name: r.text(figure.readings.get(r.name)) for r in result_readings()},
+        "noise": noise_label(figure),
     }
 
 
@@ -132,15 +134,15 @@ def results(ctx: click.Context, state: CliState, job_id: int | None, run_id: str
         raise click.UsageError("--job and --run select two ways: give one")
     rows = _rows(state, job_id, run_id, workload, limit)
     if as_json or fmt == "json":
-        echo_json(rows)
+        echo_json([r.flat() for r in rows])
     elif fmt == "csv":
-        click.echo(to_csv([asdict(r) for r in rows], SAMPLE_FIELDS), nl=False)
+        click.echo(to_csv([r.flat() for r in rows], sample_fields()), nl=False)
     figures: list[PhoneSpread] | None = None
     if fmt == "table" and not as_json:
         figures = phone_spreads(rows, state.settings.results.max_cv)
         if workload is not None:
             figures = by_workload(figures, workload)
-        print_table([_spread_row(f) for f in figures], _SPREAD_COLUMNS, "results per phone")
+        print_table([_spread_row(f) for f in figures], _spread_columns(), "results per phone")
         _print_loads(state, job_id)
     if plot_path is not None:
         if figures is None:

@@ -3,7 +3,7 @@
 States are :class:`farm.queue.models.DeviceState`; health is a separate axis
 (LAVA's scheduler keeps them apart, and so does farm). Every decision carries
 the reason that goes into the device's event row, e.g.
-``ready -> cooling (battery_temp_c 41.2 > 35)``.
+``ready -> cooling (max_zone_temp_c 72.4 > 70)``.
 """
 
 from __future__ import annotations

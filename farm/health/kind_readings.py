@@ -17,7 +17,7 @@ from typing import Any
 
 from farm.device.battery import BatteryState
 from farm.device.storage import Filesystem, free_bytes_for
-from farm.device.thermal import ThermalState
+from farm.device.thermal import THERMAL_STATUS_NAMES, ThermalState
 from farm.gpu.nvml import GpuReading
 from farm.health.readings import Condition, Declared, Limit, Reading
 
@@ -58,14 +58,18 @@ def _zone_max_c(raw: AndroidRaw) -> float | None:
 ANDROID_READINGS: Declared[AndroidRaw] = Declared("android", (
     Reading("battery_pct", "%", "charge level (dumpsys battery level/scale)",
             lambda raw: None if raw.battery is None else round(raw.battery.level_pct),
-            Limit("min", Condition.UNHEALTHY, "health.battery_min_pct"), label="battery"),
+            Limit("min", Condition.UNHEALTHY, "health.battery_min_pct"), label="battery",
+            own_key=True),
     Reading("battery_temp_c", "°C", "battery temperature (dumpsys battery, tenths of °C)",
             lambda raw: None if raw.battery is None else raw.battery.temp_c,
-            _cool_below("health.battery_temp_max_c"), label="battery temp"),
+            _cool_below("health.battery_temp_max_c"), label="battery temp",
+            with_results=True, own_key=True, series="farm_phone_battery_temp_celsius"),
     Reading("thermal_status", "", "Android thermal status (PowerManager.THERMAL_STATUS_*, "
             "0 none .. 6 shutdown; dumpsys thermalservice)",
             lambda raw: None if raw.thermal is None else raw.thermal.thermal_status,
-            _cool_below("health.thermal_status_max", margin=False), label="thermal status"),
+            _cool_below("health.thermal_status_max", margin=False), label="thermal status",
+            with_results=True, own_key=True, series="farm_phone_thermal_status",
+            levels=THERMAL_STATUS_NAMES),
     Reading("max_zone_temp_c", "°C", "hottest temperature sensor of the thermal HAL",
             _zone_max_c, _cool_below("health.zone_temp_max_c"), label="hottest zone"),
     Reading("cpu_temp_c", "°C", "hottest CPU sensor (thermal HAL type CPU)",

@@ -12,7 +12,13 @@ else reads the declaration:
   has a :class:`Limit` against its threshold from the config;
 - the store keeps the values as one JSON column (``health_samples.readings``);
 - ``farmctl devices``/``device``, the API and the dashboard show the readings
-  the kind declares, with units (:func:`shown`).
+  the kind declares, with units (:func:`shown`); those marked ``own_key`` also
+  under their own name (:func:`own_key_readings`);
+- the thermal gate's snapshot keeps every reading before each measured run,
+  and results rows, the report, spreads and plots show those marked
+  ``with_results`` beside each figure (:func:`result_readings`);
+- the metrics endpoint publishes every reading as ``farm_device_reading`` and
+  those with a ``series`` as a gauge of their own (:func:`all_declared`).
 
 So a new reading is one :class:`Reading` in its kind's declaration. A stored
 name this farm does not declare (a row a newer farm wrote) is still shown, by
@@ -33,10 +39,14 @@ __all__ = [
     "Limit",
     "Reading",
     "ReadingValues",
+    "all_declared",
     "declare",
     "declared",
     "install",
+    "own_key_readings",
+    "own_keys",
     "resolve_setting",
+    "result_readings",
     "shown",
 ]
 
@@ -104,7 +114,7 @@ class Reading:
 
     Attributes:
         name: its key in samples, storage and the API, with its unit in the
-            name (``battery_temp_c``, ``free_storage_mb``).
+            name (``max_zone_temp_c``, ``free_storage_mb``).
         unit: the unit as shown (``"°C"``, ``"%"``, ``"MiB"``; ``""`` for a count
             or a level).
         description: one line for people (the CLI's ``device`` view, the
@@ -115,6 +125,16 @@ class Reading:
         label: a few words for people beside the value and its unit (the
             dashboard's ``battery temp 31.5 °C``); ``""``: the name with spaces
             (:attr:`shown_label`).
+        with_results: kept beside each measured figure (results rows and their
+            CSV column, the report's table and plot, spreads): the state that
+            tells one figure from the next.
+        own_key: also a key of its own in device listings and the API's device
+            rows, beside ``readings`` (scripts read it from before readings
+            were declared per kind).
+        series: the name of a Prometheus gauge ``{serial}`` of its own, beside
+            ``farm_device_reading``; ``""``: none.
+        levels: names of the values 0, 1, ... of a level (a thermal status):
+            shown as ``3 (severe)``; empty for a quantity.
     """
 
     name: str
@@ -123,11 +143,33 @@ class Reading:
     read: Callable[[Any], float | None]
     limit: Limit | None = None
     label: str = ""
+    with_results: bool = False
+    own_key: bool = False
+    series: str = ""
+    levels: tuple[str, ...] = ()
 
     @property
     def shown_label(self) -> str:
         """:attr:`label`, or the name with its underscores as spaces where none is given."""
         return self.label or _label_of(self.name)
+
+    @property
+    def heading(self) -> str:
+        """A table column's heading: the label with its unit (``battery temp °C``)."""
+        return f"{self.shown_label} {self.unit}" if self.unit else self.shown_label
+
+    def text(self, value: float | None) -> str:
+        """``value`` for a table cell: ``31.5``, or ``-`` when unknown.
+
+        A level shows its name: ``3 (severe)``; ``9 (?)`` past its names.
+        """
+        if value is None:
+            return "-"
+        if self.levels:
+            level = int(value)
+            name = self.levels[level] if 0 <= level < len(self.levels) else "?"
+            return f"{level} ({name})"
+        return f"{value:.1f}"
 
 
 @dataclass(frozen=True)
@@ -186,10 +228,52 @@ def declared(kind: str) -> Declared[Any]:
         RuntimeError: nothing declared any kind: the process never called
             :func:`farm.composition.install`, so a verdict would judge no reading.
     """
+    return _registry().get(kind) or Declared(kind, ())
+
+
+def all_declared() -> tuple[Declared[Any], ...]:
+    """Every kind's readings, in the order the kinds were declared."""
+    return tuple(_registry().values())
+
+
+def result_readings() -> tuple[Reading, ...]:
+    """The readings kept beside each measured figure (``with_results``), of every kind.
+
+    In declaration order, kind by kind; a name two kinds declare is listed once
+    (its first declaration). Read on each call, so a kind declared later counts.
+    """
+    return _unique(r for d in all_declared() for r in d.readings if r.with_results)
+
+
+def own_key_readings() -> tuple[Reading, ...]:
+    """The readings that are also a key of their own in device rows (``own_key``), once each."""
+    return _unique(r for d in all_declared() for r in d.readings if r.own_key)
+
+
+def own_keys(values: ReadingValues) -> dict[str, float | None]:
+    """The :func:`own_key_readings` of ``values``, each under its name; None where absent.
+
+    A level's value is an int (a thermal status reads ``2``, not ``2.0``).
+    """
+    out: dict[str, float | None] = {}
+    for reading in own_key_readings():
+        value = values.get(reading.name)
+        out[reading.name] = int(value) if reading.levels and value is not None else value
+    return out
+
+
+def _unique(readings: Iterable[Reading]) -> tuple[Reading, ...]:
+    first: dict[str, Reading] = {}
+    for reading in readings:
+        first.setdefault(reading.name, reading)
+    return tuple(first.values())
+
+
+def _registry() -> dict[str, Declared[Any]]:
     if not _REGISTRY:
         raise RuntimeError("no device readings declared in farm.health.readings: call "
                            "farm.composition.install() once before reading health")
-    return _REGISTRY.get(kind) or Declared(kind, ())
+    return _REGISTRY
 
 
 def resolve_setting(root: Any, path: str) -> float | None:
@@ -220,20 +304,23 @@ def shown(kind: str, values: ReadingValues) -> list[dict[str, Any]]:
         values: the stored readings (``health_samples.readings``).
 
     Returns:
-        ``[{"name", "label", "value", "unit", "description", "gates", "known"}]``:
+        ``[{"name", "label", "value", "unit", "description", "gates", "known", "levels"}]``:
         each declared reading that has a value (``label``: :attr:`Reading.shown_label`;
-        ``gates``: it has a limit that can keep a job off the device), then each
+        ``gates``: it has a limit that can keep a job off the device; ``levels``:
+        :attr:`Reading.levels`, the names of a level's values), then each
         stored name the kind does not declare here (a newer farm's, or any of a
         device kind this farm does not know), labelled by its name and marked
-        (``fan rpm (unknown)``), with unit ``""``, ``known`` false and a
-        description saying so.
+        (``fan rpm (unknown)``), with unit ``""``, ``known`` false, no levels
+        and a description saying so.
     """
     readings = declared(kind)
     rows = [{"name": r.name, "label": r.shown_label, "value": values[r.name], "unit": r.unit,
-             "description": r.description, "gates": r.limit is not None, "known": True}
+             "description": r.description, "gates": r.limit is not None, "known": True,
+             "levels": list(r.levels)}
             for r in readings.readings if values.get(r.name) is not None]
     known = {r.name for r in readings.readings}
     rows += [{"name": name, "label": f"{_label_of(name)} (unknown)", "value": value,
-              "unit": "", "description": UNKNOWN_READING, "gates": False, "known": False}
+              "unit": "", "description": UNKNOWN_READING, "gates": False, "known": False,
+              "levels": []}
              for name, value in sorted(values.items()) if name not in known and value is not None]
     return rows

@@ -28,7 +28,7 @@ class HealthSample:
     """What one health sweep saw on one device at one instant.
 
     Build it as ``HealthSample(serial, at, kind="board", readings={...})``; a
-    reading may also be given by keyword (``battery_temp_c=41.2``).
+    reading may also be given by keyword (``max_zone_temp_c=41.2``).
 
     Attributes:
         serial: the device's serial.
@@ -37,7 +37,7 @@ class HealthSample:
             ``unauthorized``, ``recovery``, ... or ``absent`` when not listed.
         kind: the device kind, whose declaration (:func:`farm.health.readings.declared`)
             says what each reading means and what gates a job on it.
-        readings: the kind's readings by name (``battery_temp_c``: 31.2); None or
+        readings: the kind's readings by name (``max_zone_temp_c``: 31.2); None or
             absent where the probe could not read one.
         plugged: whether any charger (AC, USB, wireless, dock) powers the phone.
         screen_on: whether the display is on (benchmarks want it awake).

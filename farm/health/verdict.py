@@ -5,7 +5,7 @@ is judged against its threshold; the verdict names no reading itself.
 
 A verdict names a :class:`Condition` and its reasons; the fleet turns it into a
 state transition and a health (``good``/``bad``, LAVA's axis, kept apart from
-the state) and logs the reason, e.g. ``ready -> cooling (battery_temp_c 41.2 > 35)``.
+the state) and logs the reason, e.g. ``ready -> cooling (max_zone_temp_c 72.4 > 70)``.
 
 Conditions, worst first: ``offline`` (adb cannot reach the phone, nothing else is
 meaningful), ``unhealthy`` (the app or the phone needs fixing), ``cooling`` (too
@@ -149,7 +149,7 @@ class Verdict:
     Attributes:
         condition: the worst category any reason falls in.
         reasons: every limit the sample broke, worst category first, each as
-            ``"<field> <value> <op> <limit>"``, e.g. ``"battery_temp_c 41.2 > 35"``.
+            ``"<field> <value> <op> <limit>"``, e.g. ``"max_zone_temp_c 72.4 > 70"``.
     """
 
     condition: Condition

@@ -16,7 +16,7 @@ one line in :data:`KINDS`. Everything that depends on a kind goes through this
 table: :func:`farm.queue.spec.parse_spec` (validation, through
 :mod:`farm.queue.catalog`, where :func:`farm.composition.install` puts it), the dispatcher's
 leases (:class:`LeaseByKind`), :func:`farm.kinds.run.execute` (the
-runner), ``farmctl enqueue`` (the commands) and :mod:`farm.report` (labels).
+runner), ``farmctl enqueue`` (the commands) and :mod:`farm.results.report` (labels).
 
 A kind this farm does not know (a row written by a newer farmd into a shared
 database) is not an error of the queue, nor of the job: it has no lease here

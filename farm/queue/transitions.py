@@ -3,7 +3,7 @@
 Each returns the names of the fields it changed, ``[]`` when the device was
 already there (LAVA's ``go_state_*`` do the same), and writes a
 :class:`~farm.queue.models.DeviceEvent` with the reason for every real change,
-e.g. ``ready -> cooling (battery_temp_c 41.2 > 35)``.
+e.g. ``ready -> cooling (max_zone_temp_c 72.4 > 70)``.
 
 Log lines are not written here but noted on the session (:func:`note`); the
 store writes them after the transaction commits, so a rolled-back change is

@@ -1,7 +1,7 @@
 """PNG plots of per-phone figures (``farmctl results --plot``, ``--history``).
 
 Drawn with matplotlib's object API on the Agg canvas (no pyplot global state,
-no display), as :mod:`farm.report` does, so they work in farmd, tests and CI.
+no display), as :mod:`farm.results.report` does, so they work in farmd, tests and CI.
 Timings (unit ``s``) are drawn in milliseconds.
 """
 
@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from farm.results.pairing import plotted_reading
 from farm.results.spreads import PhoneSpread
 
 __all__ = ["write_history_plot", "write_spread_plot"]
@@ -49,7 +50,10 @@ def _label(figure: PhoneSpread, several_jobs: bool) -> str:
 
 def write_spread_plot(figures: Sequence[PhoneSpread], path: Path,
                       title: str = "farm results per phone") -> Path:
-    """Per phone, its median with the 95% CI as error bars; its battery temperature beside it.
+    """Per phone, its median with the 95% CI as error bars; a reading before its runs beside it.
+
+    The reading is :func:`~farm.results.pairing.plotted_reading` (a phone's
+    battery temperature), the worst taken before the runs.
 
     Args:
         figures: per job and phone (:func:`farm.results.spreads.phone_spreads`),
@@ -66,8 +70,10 @@ def write_spread_plot(figures: Sequence[PhoneSpread], path: Path,
     factor, unit = _scale(figures[0].unit if figures else "s")
     left.set_title("median per phone, 95% CI (lower is faster)", fontsize=10)
     left.set_ylabel(unit)
-    right.set_title("battery before the runs", fontsize=10)
-    right.set_ylabel("°C")
+    shown = plotted_reading()
+    right.set_title(f"{shown.shown_label if shown else 'no reading'} before the runs",
+                    fontsize=10)
+    right.set_ylabel(shown.unit if shown else "")
     if not figures:
         for axes in (left, right):
             axes.text(0.5, 0.5, "no results", ha="center", va="center", transform=axes.transAxes)
@@ -80,10 +86,9 @@ def write_spread_plot(figures: Sequence[PhoneSpread], path: Path,
     colors = ["#c44e52" if f.noisy else "#4c72b0" for f in figures]
     left.bar(x, medians, yerr=[below, above], capsize=4, color=colors)
     left.set_xticks(x, labels, fontsize=7, rotation=20, ha="right")
-    temps = [f.battery_temp_c or 0.0 for f in figures]
-    bars = right.bar(x, temps, color="#dd8452")
-    right.bar_label(bars, labels=["-" if f.battery_temp_c is None else f"{f.battery_temp_c:.1f}"
-                                  for f in figures], fontsize=7)
+    values = [f.readings.get(shown.name) if shown else None for f in figures]
+    bars = right.bar(x, [v or 0.0 for v in values], color="#dd8452")
+    right.bar_label(bars, labels=["-" if v is None else f"{v:.1f}" for v in values], fontsize=7)
     right.set_xticks(x, labels, fontsize=7, rotation=20, ha="right")
     figure.suptitle(f"{title} (red: noisy)" if any(f.noisy for f in figures) else title)
     return _save(figure, path)

@@ -2,38 +2,38 @@
 
 A stored result keeps its raw samples (``samples``: value, unit, serial,
 repetition) apart from the phone states thermal gating took before each
-measured run (``device_snapshots``). :func:`rows_of` joins them, so every
-sample says which phone measured it (serial, model, SoC, ABI) and how warm that
-phone was just before (battery temperature, Android thermal status); a figure
-without that context cannot be set beside the next one. Samples of different
-phones are never pooled here: callers group by ``serial``.
+measured run (``device_snapshots``). :func:`rows_of` joins them by the one
+pairing rule (:mod:`farm.results.pairing`), so every sample says which phone
+measured it (serial, model, SoC, ABI) and how it was just before (the readings
+the kinds declare ``with_results``: a phone's battery temperature and Android
+thermal status); a figure without that context cannot be set beside the next
+one. Samples of different phones are never pooled here: callers group by
+``serial``.
 
-Pairing rule: within the attempt that produced the result, a phone's measured
-runs are its last snapshots, one each (``farm.kinds.measure`` gates, then
-runs; a tune job also gates before tuning, which measures nothing kept), as
-many as the summary's ``runs`` of that phone; every run of a job yields the
-same number of samples, so a phone's samples split evenly over those snapshots
-in order. Snapshots of failed earlier attempts are ignored.
+A row's readings are one mapping in Python; in the flat CSV/JSON and on the
+API's wire each is a column of its own, named as declared (:func:`sample_fields`,
+:meth:`~farm.results.flat.FlatReadings.flat`).
 """
 
 from __future__ import annotations
 
-import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from farm.kinds import KINDS
 from farm.queue.records import JobView, ResultView, SnapshotData
 from farm.queue.store import Store
+from farm.results.flat import FlatReadings
+from farm.results.pairing import MeasuredSnapshots, readings_at
 
-__all__ = ["SAMPLE_FIELDS", "SampleRow", "latest_repetition", "rows_of", "sample_rows"]
+__all__ = ["SampleRow", "latest_repetition", "rows_of", "sample_fields", "sample_rows"]
 
 
 @dataclass(frozen=True)
-class SampleRow:
+class SampleRow(FlatReadings):
     """One raw sample of one phone.
 
     Attributes:
@@ -48,14 +48,15 @@ class SampleRow:
         index: the sample's position in its result (0-based, over all phones).
         value: the raw value, in ``unit`` (seconds for timings: smaller is faster).
         unit: the value's unit.
-        battery_temp_c: battery temperature just before the sample's run, °C.
-        thermal_status: Android ``PowerManager.THERMAL_STATUS_*`` just before
-            the run (0 none .. 6 shutdown).
         finished_at: when the job ended (aware UTC).
         arm: an A/B job's build (``"a"`` or ``"b"``), else None.
         round: an A/B job's round (from 0, per phone), else None.
         emulated: the device runs its code under emulation (a board under QEMU,
             facts ``emulated``): the value is the emulator's time, not the CPU's.
+        readings: the device's readings just before the sample's run, by
+            name, each reading declared ``with_results``
+            (:func:`farm.health.readings.result_readings`) in its unit; None
+            where not read.
     """
 
     job_id: int
@@ -69,19 +70,22 @@ class SampleRow:
     index: int
     value: float
     unit: str
-    battery_temp_c: float | None
-    thermal_status: int | None
     finished_at: datetime | None
     arm: str | None = None
     round: int | None = None
     emulated: bool = False
+    readings: Mapping[str, float | None] = field(default_factory=dict)
+
+    READINGS_AFTER: ClassVar[str] = "unit"
 
 
-#: Column order of the flat CSV/JSON (``farmctl results --format csv|json``).
-SAMPLE_FIELDS = [
-    "job_id", "run_id", "serial", "model", "soc", "abi", "workload", "repetition", "index",
-    "value", "unit", "battery_temp_c", "thermal_status", "finished_at", "arm", "round", "emulated",
-]
+def sample_fields() -> list[str]:
+    """Column order of the flat CSV/JSON (``farmctl results --format csv|json``).
+
+    The sample's fields with, after ``unit``, one column per reading declared
+    ``with_results`` (:meth:`~farm.results.flat.FlatReadings.flat_fields`).
+    """
+    return SampleRow.flat_fields()
 
 
 def _workload(spec: Mapping[str, Any]) -> str:
@@ -97,14 +101,6 @@ def _abi(facts: Mapping[str, Any]) -> str | None:
 
 def _text(value: Any) -> str | None:
     return None if value is None or value == "" else str(value)
-
-
-def _float(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-def _int(value: Any) -> int | None:
-    return None if value is None else int(value)
 
 
 def rows_of(
@@ -126,16 +122,7 @@ def rows_of(
         The rows in sample order.
     """
     known = device_facts or {}
-    taken: dict[str | None, list[SnapshotData]] = defaultdict(list)
-    for snapshot in snapshots:
-        if snapshot.attempt_id in (None, result.attempt_id):
-            taken[snapshot.serial].append(snapshot)
-    runs: dict[str | None, int] = defaultdict(int)
-    for run in result.summary.get("runs") or ():
-        runs[run.get("serial")] += 1
-    for serial, mine in taken.items():
-        if 0 < runs[serial] < len(mine):
-            taken[serial] = mine[-runs[serial]:]  # earlier ones gated unmeasured work
+    measured = MeasuredSnapshots(result, snapshots)
     serials = result.serials or (None,) * len(result.samples)
     repetitions = result.repetitions or (0,) * len(result.samples)
     arms = result.arms or (None,) * len(result.samples)
@@ -149,36 +136,17 @@ def rows_of(
     for index, (value, serial, repetition, arm, round_) in enumerate(
         zip(result.samples, serials, repetitions, arms, rounds, strict=True)
     ):
-        mine = taken.get(serial, [])
-        k = seen[serial]
+        snap = measured.of_sample(serial, seen[serial], per_serial[serial], round_)
         seen[serial] += 1
-        if round_ is not None:  # an A/B round: the reading taken last before it
-            snap = _reading_before(mine, result.summary, serial, round_)
-        else:
-            snap = mine[k * len(mine) // per_serial[serial]] if mine else None
         facts = {**known.get(serial or "", {}), **(snap.facts if snap else {})}
         rows.append(SampleRow(
             job_id=job.id, run_id=job.run_id, serial=serial, model=_text(facts.get("model")),
             soc=_text(facts.get("soc")), abi=_abi(facts), workload=workload,
             repetition=repetition, index=index, value=value, unit=result.unit,
-            battery_temp_c=_float(snap.battery.get("battery_temp_c")) if snap else None,
-            thermal_status=_int(snap.thermal.get("thermal_status")) if snap else None,
             finished_at=job.finished_at, arm=arm, round=round_,
-            emulated=bool(facts.get("emulated")),
+            emulated=bool(facts.get("emulated")), readings=readings_at(snap),
         ))
     return rows
-
-
-def _reading_before(snapshots: Sequence[SnapshotData], summary: Mapping[str, Any],
-                    serial: str | None, round_: int) -> SnapshotData | None:
-    """The phone's last reading taken before A/B round ``round_`` (``readings_at_rounds``)."""
-    per_serial = summary.get("per_serial")
-    figures = per_serial.get(serial or "") if isinstance(per_serial, Mapping) else None
-    at = figures.get("readings_at_rounds") if isinstance(figures, Mapping) else None
-    if not snapshots or not isinstance(at, list) or len(at) != len(snapshots):
-        return snapshots[0] if snapshots else None
-    taken = bisect.bisect_right(at, round_) - 1
-    return snapshots[max(taken, 0)]
 
 
 def sample_rows(

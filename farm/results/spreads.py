@@ -11,19 +11,22 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import ClassVar
 
+from farm.health.readings import result_readings
+from farm.results.flat import FlatReadings
 from farm.results.rows import SampleRow, latest_repetition
 from farm.stats import Spread, spread
 
-__all__ = ["PhoneSpread", "by_workload", "noise_label", "noise_reasons", "phone_spreads",
-           "thermal_change"]
+__all__ = ["THERMAL_STATUS", "PhoneSpread", "by_workload", "noise_label", "noise_reasons",
+           "phone_spreads", "thermal_change"]
 
 
 @dataclass(frozen=True)
-class PhoneSpread:
+class PhoneSpread(FlatReadings):
     """One phone's figure of one job.
 
     Attributes:
@@ -32,12 +35,12 @@ class PhoneSpread:
         noisy: ``spread.cv`` is above the ``max_cv`` it was judged by.
         rerun: the phone's first measurement was noisy and was re-run once
             (``spread`` is the re-run's).
-        battery_temp_c: the hottest battery temperature taken before the
-            measurement's runs, °C; None if no snapshot was kept.
-        thermal_status: the highest Android thermal status before its runs.
+        finished_at: when the job ended.
         thermal_change: ``(lowest, highest)`` thermal status before its runs
             when they differ (the phone heated or cooled while measuring), else None.
-        finished_at: when the job ended.
+        readings: each reading declared ``with_results``, the worst taken
+            before the measurement's runs (the highest; the lowest of one
+            whose limit is a minimum), by name; None where none was kept.
     """
 
     job_id: int
@@ -49,15 +52,25 @@ class PhoneSpread:
     spread: Spread
     noisy: bool
     rerun: bool
-    battery_temp_c: float | None
-    thermal_status: int | None
     finished_at: datetime | None
     thermal_change: tuple[int, int] | None = None
+    readings: Mapping[str, float | None] = field(default_factory=dict)
+
+    READINGS_AFTER: ClassVar[str] = "rerun"
 
 
-def _highest(values: Iterable[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return max(known) if known else None
+#: The Android thermal status's name: a change of it between runs flags a figure.
+THERMAL_STATUS = "thermal_status"
+
+
+def _worst(rows: Sequence[SampleRow]) -> dict[str, float | None]:
+    """Each result reading's worst value over ``rows``: see :attr:`PhoneSpread.readings`."""
+    worst: dict[str, float | None] = {}
+    for reading in result_readings():
+        known = [v for r in rows if (v := r.readings.get(reading.name)) is not None]
+        lowest = reading.limit is not None and reading.limit.bound == "min"
+        worst[reading.name] = (min(known) if lowest else max(known)) if known else None
+    return worst
 
 
 def phone_spreads(rows: Iterable[SampleRow], max_cv: float) -> list[PhoneSpread]:
@@ -84,16 +97,14 @@ def phone_spreads(rows: Iterable[SampleRow], max_cv: float) -> list[PhoneSpread]
         if not values:
             continue
         figure = spread(values)
-        statuses = [r.thermal_status for r in mine if r.thermal_status is not None]
+        statuses = [int(v) for r in mine if (v := r.readings.get(THERMAL_STATUS)) is not None]
         figures.append(PhoneSpread(
             job_id=job_id, run_id=first.run_id, serial=serial, model=first.model,
             workload=f"{first.workload} [{arm.upper()}]" if arm else first.workload,
             unit=first.unit, spread=figure,
             noisy=figure.noisy(max_cv), rerun=(job_id, serial) in rerun,
-            battery_temp_c=_highest(r.battery_temp_c for r in mine),
-            thermal_status=max(statuses, default=None),
             finished_at=first.finished_at,
-            thermal_change=thermal_change(statuses),
+            thermal_change=thermal_change(statuses), readings=_worst(mine),
         ))
     return figures
 

@@ -49,8 +49,8 @@ from farm.metrics import FarmMetrics
 from farm.queue.records import JobView
 from farm.queue.regressions import SUSPECTED, RegressionView
 from farm.queue.store import Store
-from farm.results.compare import Side, by_phone, load_side, side_of
 from farm.results.rows import sample_rows
+from farm.results.sides import Side, by_phone, load_side, side_of
 from farm.schedules import validate_schedules
 from farm.stats import Verdict, compare_samples
 

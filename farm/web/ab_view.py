@@ -15,8 +15,10 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from farm.health.readings import result_readings
 from farm.queue.store import Store
 from farm.results.ab import ab_phones, is_ab
+from farm.results.pairing import result_columns
 from farm.results.rows import SampleRow, sample_rows
 
 __all__ = ["ab_view", "round_rows"]
@@ -42,10 +44,11 @@ def round_rows(rows: list[SampleRow], serial: str) -> list[dict[str, Any]]:
     """One phone's rounds in order: both builds' timings, the ratio B/A and the reading before.
 
     Returns:
-        ``[{"round", "a_s", "b_s", "ratio", "battery_temp_c", "thermal_status"}]``:
-        timings in seconds (None for a build the round lacks), ``ratio`` is
-        ``b_s / a_s`` (None unless both are above zero), the phone's battery
-        temperature (°C) and Android thermal status taken last before the round.
+        ``[{"round", "a_s", "b_s", "ratio", <reading>...}]``: timings in
+        seconds (None for a build the round lacks), ``ratio`` is ``b_s / a_s``
+        (None unless both are above zero), and each reading declared
+        ``with_results`` by name (a phone's battery temperature, °C, and
+        Android thermal status), taken last before the round.
     """
     by_round: dict[int, dict[str, SampleRow]] = defaultdict(dict)
     for row in rows:
@@ -60,8 +63,8 @@ def round_rows(rows: list[SampleRow], serial: str) -> list[dict[str, Any]]:
             "round": index, "a_s": a_s, "b_s": b_s,
             "ratio": _finite(b_s / a_s) if a_s is not None and b_s is not None
             and a_s > 0 and b_s > 0 else None,
-            "battery_temp_c": either.battery_temp_c if either else None,
-            "thermal_status": either.thermal_status if either else None,
+            **{r.name: either.readings.get(r.name) if either else None
+               for r in result_readings()},
         })
     return out
 
@@ -70,11 +73,13 @@ def ab_view(store: Store, job_id: int) -> dict[str, Any]:
     """An A/B job's sides, rule and per-phone verdicts with their rounds, from its newest result.
 
     Returns:
-        ``{"a", "b", "threshold", "confidence", "method", "phones"}``: the
+        ``{"a", "b", "threshold", "confidence", "method", "phones", "readings"}``: the
         builds' labels, the smallest change that counts (0.05 = 5%), the
         interval's confidence (0.99), how the verdict is reached, and per phone
         (by serial) the :func:`~farm.results.ab.ab_phones` row with
-        ``per_round`` (:func:`round_rows`). Figures JSON cannot carry are None.
+        ``per_round`` (:func:`round_rows`); ``readings`` heads the rounds'
+        reading columns (:func:`~farm.results.pairing.result_columns`).
+        Figures JSON cannot carry are None.
         Every value None and no phones for a job without an A/B result.
 
     Raises:
@@ -84,11 +89,12 @@ def ab_view(store: Store, job_id: int) -> dict[str, Any]:
     summary: Mapping[str, Any] = results[0].summary if results else {}
     if not is_ab(summary):
         return {"a": None, "b": None, "threshold": None, "confidence": None, "method": None,
-                "phones": []}
+                "phones": [], "readings": result_columns()}
     rows = sample_rows(store, job_ids=[job_id])
     phones = [{**{k: _finite(v) for k, v in phone.items()},
                "per_round": round_rows(rows, phone["serial"])} for phone in ab_phones(summary)]
     return {"a": _text(summary.get("a")), "b": _text(summary.get("b")),
             "threshold": _number(summary.get("threshold")),
             "confidence": _number(summary.get("confidence")),
-            "method": _text(summary.get("method")), "phones": phones}
+            "method": _text(summary.get("method")), "phones": phones,
+            "readings": result_columns()}

@@ -26,7 +26,7 @@ __all__ = ["compare_view", "history_view", "incidents_view"]
 
 def _spread_json(figure: PhoneSpread) -> dict[str, Any]:
     """One phone's spread (numbers in the figure's unit) and its noise label."""
-    return {**plain(figure), "noise": noise_label(figure)}
+    return {**plain(figure.flat()), "noise": noise_label(figure)}
 
 
 def incidents_view(store: Store, settings: Settings) -> dict[str, list[dict[str, Any]]]:

@@ -44,8 +44,8 @@ class TestDemo:
         assert result.ok, text
         assert len(result.rows) == 3  # GEMM on each phone, the model on the first
         assert {r.workload for r in result.rows} == {"gemm n=64 float32", "model small_cnn.onnx"}
-        assert all(r.latency_ms and r.battery_temp_c is not None and r.thermal_status is not None
-                   for r in result.rows)
+        assert all(r.latency_ms and r.readings["battery_temp_c"] is not None
+                   and r.readings["thermal_status"] is not None for r in result.rows)
         assert all(r.gflops for r in result.rows if r.workload.startswith("gemm"))
         assert result.plot is not None and result.plot.read_bytes()[:4] == b"\x89PNG"
         assert "GFLOPS" in text and "thermal status" in text

@@ -10,6 +10,8 @@ farm.ab = (() => {
   const charts = new Map();  // serial -> Chart
   const band = "rgba(95,107,118,.14)";
   const interval = "rgba(36,86,166,.22)";
+  // The readings each round carries, as the server declares them ({name, heading, unit, levels}).
+  let columns = [];
 
   /** A horizontal line at y over the rounds [first, last], drawn without points. */
   function level(label, y, first, last, extra) {
@@ -39,19 +41,17 @@ farm.ab = (() => {
             {borderColor: "#1d2329", borderWidth: 2, median: true}),
       {type: "scatter", label: "B/A of each round", rounds: true, pointRadius: 3,
        borderColor: farm.palette[1], backgroundColor: farm.palette[1],
-       data: rounds.map((r) => ({x: r.round, y: r.ratio, a: r.a_s, b: r.b_s,
-                                 temp: r.battery_temp_c, thermal: r.thermal_status}))},
+       data: rounds.map((r) => ({x: r.round, y: r.ratio, a: r.a_s, b: r.b_s, reading: r}))},
     ];
   }
 
   function tooltip(item) {
     const p = item.raw;
     if (!item.dataset.rounds) return `${item.dataset.label}: ${fmt.num(p.y, 4)}`;
-    const temp = p.temp === null || p.temp === undefined ? "" : `, battery ${fmt.num(p.temp, 1)} °C`;
-    const thermal = p.thermal === null || p.thermal === undefined ? ""
-      : `, thermal ${fmt.thermal(p.thermal)}`;
+    const readings = columns.map((c) => [c.heading, fmt.kept(c, p.reading[c.name])])
+      .filter(([, shown]) => shown !== "").map(([heading, shown]) => `, ${heading} ${shown}`);
     return `B/A ${fmt.num(p.y, 4)}: A ${fmt.amount(p.a, "s")}, B ${fmt.amount(p.b, "s")}` +
-      `${temp}${thermal}`;
+      readings.join("");
   }
 
   function newChart(canvas, phone, threshold) {
@@ -77,8 +77,9 @@ farm.ab = (() => {
     const canvas = el("canvas", {id: `ab-chart-${index}`, "data-serial": serial,
                                  "aria-label": `ratio B/A per round on ${serial}`});
     const table = el("table", {class: "ab-rounds cards"},
-                     el("thead", {}, el("tr", {}, ["round", "A", "B", "B/A", "battery °C",
-                                                   "thermal"].map((h) => el("th", {}, h)))),
+                     el("thead", {}, el("tr", {}, ["round", "A", "B", "B/A",
+                                                   ...columns.map((c) => c.heading)]
+                                                   .map((h) => el("th", {}, h)))),
                      el("tbody", {}));
     return el("figure", {class: "ab-phone", "data-serial": serial},
               el("figcaption", {}, ""), el("div", {class: "chart"}, canvas),
@@ -117,7 +118,7 @@ farm.ab = (() => {
       }
       farm.fillTable(node.querySelector("table"), phone.per_round.map((r) => [
         r.round, fmt.amount(r.a_s, "s"), fmt.amount(r.b_s, "s"), fmt.num(r.ratio, 4),
-        fmt.num(r.battery_temp_c, 1), fmt.thermal(r.thermal_status)]), "no round");
+        ...columns.map((c) => fmt.kept(c, r[c.name]))]), "no round");
     });
   }
 
@@ -126,6 +127,7 @@ farm.ab = (() => {
     const section = document.getElementById("ab-section");
     if (!view.phones.length) { section.hidden = true; return; }
     section.hidden = false;
+    columns = view.readings || [];
     const threshold = view.threshold === null ? "" : `threshold ±${fmt.num(view.threshold * 100, 1)}%`;
     document.getElementById("ab-rule").textContent = threshold;
     document.getElementById("ab-rule").title = view.method || "";

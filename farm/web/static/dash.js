@@ -118,10 +118,17 @@ const farm = (() => {
       const names = ["none", "light", "moderate", "severe", "critical", "emergency", "shutdown"];
       return status === null || status === undefined ? "" : `${status} ${names[status] || ""}`;
     },
-    /** One reading's value with its declared unit: "31.5 °C", "81 %", "0 none". */
+    /** A value of a reading kept with results, under its column ({name, heading, unit,
+     * levels}): "31.5"; a level with its name, "2 moderate". */
+    kept(column, value) {
+      if (value === null || value === undefined) return "";
+      return column.levels.length ? `${value} ${column.levels[value] || ""}` : fmt.num(value, 1);
+    },
+    /** One reading's value with its declared unit: "31.5 °C", "81 %"; a level with its
+     * name, "0 none". */
     reading(v) {
       if (v.value === null || v.value === undefined) return "";
-      if (v.name === "thermal_status") return fmt.thermal(v.value);
+      if (v.levels && v.levels.length) return `${v.value} ${v.levels[v.value] || ""}`;
       const value = Number.isInteger(v.value) ? String(v.value) : Number(v.value).toFixed(1);
       return v.unit ? `${value} ${v.unit}` : value;
     },

@@ -94,10 +94,13 @@
     return side ? `${p.serial || "?"} ${side[1]}` : p.serial || "?";
   }
 
-  function phones(list) {
+  function phones(list, columns) {
     const section = document.getElementById("phones-section");
     if (!list.length) { section.hidden = true; return; }
     section.hidden = false;
+    document.querySelector("#phones thead tr").replaceChildren(
+      ...["phone", "n", "median", "IQR", "CV %", "95% CI", ...columns.map((c) => c.heading),
+          "noise"].map((h) => farm.el("th", {}, h)));
     const unit = list[0].unit;
     const scale = unit === "s" ? 1e3 : 1;
     const labels = list.map(phoneName);
@@ -123,7 +126,7 @@
       phoneName(p), p.spread.n, fmt.amount(p.spread.median, unit), fmt.amount(p.spread.iqr, unit),
       fmt.num(p.spread.cv * 100, 1),
       `${fmt.amount(p.spread.ci_low, unit)} – ${fmt.amount(p.spread.ci_high, unit)}`,
-      fmt.num(p.battery_temp_c, 1), fmt.thermal(p.thermal_status), noise(p)]));
+      ...columns.map((c) => fmt.kept(c, p[c.name])), noise(p)]));
   }
 
   /** A finished tune's speed-up per phone (/api/v1/dashboard/jobs/ID/speedups), and its
@@ -169,7 +172,7 @@
     tuning(data.tuning, trials);
     speedups(timed, exported, data.job);
     farm.ab.render(ab);
-    phones(results.spreads);
+    phones(results.spreads, results.readings || []);
     farm.fillTable(document.getElementById("attempts"), data.attempts.map((a) => [
       a.id, a.serials.join(", "), a.host || "", fmt.badge(a.state), fmt.time(a.started_at),
       fmt.time(a.finished_at), a.error ? `${a.error_kind}: ${a.error}` : ""]), "no attempt yet");

@@ -128,10 +128,12 @@ class TestRead:
         assert (response.status_code, response.json()) == (404, {"error": "no job 99"})
 
     def test_results_of_a_job_without_any(self, api: Api) -> None:
-        """A job with no result yet has no spreads and no samples."""
+        """A job with no result yet has no spreads and no samples, and names the readings either
+        would carry."""
         job_id = api.store.enqueue(GEMM, api.clock.now())
         body = api.client.get(f"/api/v1/jobs/{job_id}/results", headers=api.auth(api.bob)).json()
-        assert body == {"spreads": [], "samples": []}
+        assert (body["spreads"], body["samples"]) == ([], [])
+        assert [r["name"] for r in body["readings"]] == ["battery_temp_c", "thermal_status"]
 
 
 def test_model_path_on_the_server_is_refused(api: Api) -> None:

@@ -9,16 +9,9 @@ from tuned_jobs import model_job_on, model_tune_on
 from farm.errors import UserFault
 from farm.queue import Store
 from farm.results.builds import UNTUNED, Build, same_library
-from farm.results.compare import (
-    EXIT_REGRESSED,
-    EXIT_UNDECIDED,
-    Side,
-    by_phone,
-    compare_refs,
-    compare_sides,
-    load_side,
-)
+from farm.results.compare import EXIT_REGRESSED, EXIT_UNDECIDED, compare_refs, compare_sides
 from farm.results.rows import SampleRow
+from farm.results.sides import Side, by_phone, load_side
 from farm.stats import Verdict
 
 LIMITS = {"threshold": 0.05, "alpha": 0.01}
@@ -149,7 +142,7 @@ class TestCompareSides:
 def _row(job_id: int, serial: str | None, repetition: int, value: float,
          unit: str = "s") -> SampleRow:
     return SampleRow(job_id, None, serial, None, None, None, "gemm", repetition, 0, value, unit,
-                     None, None, None)
+                     None)
 
 
 def _noisy(seed: int, median_s: float) -> list[float]:

@@ -11,7 +11,7 @@ from farm.queue import DeviceState, Outcome, Store
 from farm.queue.models import JobState
 from farm.queue.records import JobView, ResultView, SnapshotData
 from farm.queue.scheduler import Assignment
-from farm.results.rows import SAMPLE_FIELDS, SampleRow, latest_repetition, rows_of, sample_rows
+from farm.results.rows import SampleRow, latest_repetition, rows_of, sample_fields, sample_rows
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 FACTS = {"abi": "arm64-v8a", "model": "Pixel 7", "soc": "gs201"}
@@ -46,7 +46,8 @@ class TestRowsOf:
                           (_snap("A", 30.0, 0), _snap("A", 38.5, 2)))
         job_id = run_on(store, ("A",), outcome)
         rows = sample_rows(store, job_ids=[job_id])
-        assert [(r.index, r.battery_temp_c, r.thermal_status) for r in rows] == [
+        assert [(r.index, r.readings["battery_temp_c"], r.readings["thermal_status"])
+                for r in rows] == [
             (0, 30.0, 0), (1, 30.0, 0), (2, 38.5, 2), (3, 38.5, 2)]
         assert {(r.serial, r.model, r.soc, r.abi, r.workload, r.unit) for r in rows} == {
             ("A", "Pixel 7", "gs201", "arm64-v8a", "gemm n=64 float32", "s")}
@@ -58,7 +59,7 @@ class TestRowsOf:
                           (_snap("A", 30.0, 0), _snap("B", 40.0, 3)))
         job_id = run_on(store, ("A", "B"), outcome)
         rows = sample_rows(store, job_ids=[job_id])
-        assert [(r.serial, r.battery_temp_c) for r in rows] == [
+        assert [(r.serial, r.readings["battery_temp_c"]) for r in rows] == [
             ("A", 30.0), ("B", 40.0), ("A", 30.0), ("B", 40.0)]
 
     def test_snapshots_of_other_attempts_are_ignored(self) -> None:
@@ -66,7 +67,7 @@ class TestRowsOf:
         job = _job()
         result = ResultView(1, job.id, 2, {}, NOW, (1.0,), "s", ("A",), (0,))
         [row] = rows_of(job, result, [_snap("A", 45.0, 4, attempt_id=1)], {"A": FACTS})
-        assert row.battery_temp_c is None and row.model == "Pixel 7"
+        assert row.readings["battery_temp_c"] is None and row.model == "Pixel 7"
 
     def test_snapshots_before_unmeasured_work_are_skipped(self) -> None:
         """A tune job gates before tuning and before timing: samples take the later snapshot."""
@@ -74,7 +75,7 @@ class TestRowsOf:
         result = ResultView(1, job.id, 1, {"runs": [{"serial": "A"}]}, NOW, (1.0, 1.1), "s",
                             ("A", "A"), (0, 0))
         rows = rows_of(job, result, [_snap("A", 30.0, 0), _snap("A", 41.0, 3)])
-        assert [r.battery_temp_c for r in rows] == [41.0, 41.0]
+        assert [r.readings["battery_temp_c"] for r in rows] == [41.0, 41.0]
 
     def test_rerun_samples_keep_repetition_1(self, store: Store) -> None:
         """A noisy phone's re-run is stored with repetition 1, and latest_repetition keeps it."""
@@ -111,5 +112,16 @@ def _job() -> JobView:
 
 
 def test_sample_row_fields_match_the_csv_columns() -> None:
-    """SAMPLE_FIELDS names every SampleRow field, in order."""
-    assert [f.name for f in fields(SampleRow)] == SAMPLE_FIELDS
+    """sample_fields names every SampleRow field in order, a phone's readings after the unit."""
+    names = [f.name for f in fields(SampleRow) if f.name != "readings"]
+    at = names.index("unit") + 1
+    assert sample_fields() == [*names[:at], "battery_temp_c", "thermal_status", *names[at:]]
+
+
+def test_a_row_goes_flat_and_back() -> None:
+    """Each reading is a key of its own in the flat form, which reads back to the same row."""
+    row = SampleRow(1, None, "A", None, None, None, "gemm", 0, 0, 1.0, "s", NOW,
+                    readings={"battery_temp_c": 30.0, "thermal_status": 1})
+    flat = row.flat()
+    assert list(flat) == sample_fields() and flat["battery_temp_c"] == 30.0
+    assert SampleRow.from_flat(flat) == row

@@ -14,7 +14,9 @@ def _rows(job_id: int, serial: str, values: list[float], repetition: int = 0,
           workload: str = "gemm n=64 float32", temps: tuple[float, ...] = (30.0,),
           ) -> list[SampleRow]:
     return [SampleRow(job_id, "r-1", serial, "M", "soc", "arm64-v8a", workload, repetition, i, v,
-                      "s", temps[i % len(temps)], 0, NOW) for i, v in enumerate(values)]
+                      "s", NOW, readings={"battery_temp_c": temps[i % len(temps)],
+                                          "thermal_status": 0})
+            for i, v in enumerate(values)]
 
 
 class TestPhoneSpreads:
@@ -50,7 +52,7 @@ class TestPhoneSpreads:
     def test_hottest_temperature_is_reported(self) -> None:
         """The figure carries the hottest battery temperature seen before its runs."""
         [figure] = phone_spreads(_rows(1, "A", [1.0, 1.0], temps=(30.0, 36.5)), max_cv=0.05)
-        assert figure.battery_temp_c == 36.5
+        assert figure.readings["battery_temp_c"] == 36.5
 
     def test_by_workload_keeps_one_workload(self) -> None:
         """by_workload leaves out other workloads."""

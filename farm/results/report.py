@@ -3,13 +3,12 @@
 A job's stored result keeps one ``run`` per phone and repetition (serial, mean
 seconds, GFLOPS for a GEMM) and, apart from it, the phone's state taken by
 thermal gating just before each run (:class:`farm.queue.records.SnapshotData`).
-:func:`rows_from` pairs the two, so each row says what a phone measured *and*
-how warm it was at that moment; a figure without that context cannot be
-compared with the next one.
-
-Pairing rule: within the attempt that produced the result, the i-th snapshot of
-a phone belongs to the i-th run of that phone (``farm.kinds.run`` gates,
-then runs, in that order). Snapshots of failed earlier attempts are ignored.
+:func:`rows_from` pairs the two by results' one rule
+(:mod:`farm.results.pairing`: the i-th measured snapshot of a phone belongs to
+its i-th run), so each row says what a phone measured *and* the readings
+declared ``with_results`` at that moment (a phone's battery temperature and
+thermal status); a figure without that context cannot be compared with the
+next one.
 
 The plot is drawn with matplotlib's object API on the Agg canvas (no pyplot
 global state, no display needed), so it works in farmd, tests and CI alike.
@@ -19,29 +18,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
+from farm.health.readings import result_readings
 from farm.kinds import KINDS
 from farm.queue.records import JobView, ResultView, SnapshotData
 from farm.queue.store import Store
+from farm.results.pairing import MeasuredSnapshots, plotted_reading, readings_at
 
-__all__ = [
-    "THERMAL_STATUS_NAMES",
-    "ResultRow",
-    "results_table",
-    "rows_for_jobs",
-    "rows_from",
-    "thermal_label",
-    "write_plot",
-]
-
-#: Android ``PowerManager.THERMAL_STATUS_*`` constants, 0..6 (AOSP
-#: ``core/java/android/os/PowerManager.java``).
-THERMAL_STATUS_NAMES = ("none", "light", "moderate", "severe", "critical", "emergency", "shutdown")
+__all__ = ["ResultRow", "results_table", "rows_for_jobs", "rows_from", "write_plot"]
 
 
 @dataclass(frozen=True)
@@ -56,10 +45,10 @@ class ResultRow:
         state: the job's state (``succeeded``, ``failed`` ...).
         gflops: 1e9 FLOP/s for a GEMM (``2 N^3 / mean_s``); None for models.
         latency_ms: mean time of one run, milliseconds.
-        battery_temp_c: battery temperature just before the run, °C.
-        thermal_status: Android thermal status just before the run, 0..6.
         thermal_wait_s: how long thermal gating waited before the run, seconds.
         error: why the job failed, when it did.
+        readings: the phone's readings just before the run, each declared
+            ``with_results``, by name; None where not read.
     """
 
     job_id: int
@@ -69,18 +58,9 @@ class ResultRow:
     state: str
     gflops: float | None = None
     latency_ms: float | None = None
-    battery_temp_c: float | None = None
-    thermal_status: int | None = None
     thermal_wait_s: float | None = None
     error: str | None = None
-
-
-def thermal_label(status: int | None) -> str:
-    """``0 (none)``, ``3 (severe)``...; ``-`` when unknown."""
-    if status is None:
-        return "-"
-    name = THERMAL_STATUS_NAMES[status] if 0 <= status < len(THERMAL_STATUS_NAMES) else "?"
-    return f"{status} ({name})"
+    readings: Mapping[str, float | None] = field(default_factory=dict)
 
 
 def _workload(spec: Mapping[str, Any]) -> str:
@@ -121,10 +101,7 @@ def rows_from(
             ResultRow(job.id, s, models.get(s), workload, state, error=job.error) for s in serials
         ]
     result = results[0]
-    by_serial: dict[str, list[SnapshotData]] = defaultdict(list)
-    for snapshot in snapshots:
-        if snapshot.attempt_id in (None, result.attempt_id):
-            by_serial[snapshot.serial].append(snapshot)
+    measured = MeasuredSnapshots(result, snapshots)
     seen: dict[str, int] = defaultdict(int)
     runs = list(result.summary.get("runs") or ())
     # A noisy phone's re-run replaces its first measurement (farm.kinds.measure).
@@ -132,12 +109,10 @@ def rows_from(
     rows = []
     for run in runs:
         serial = str(run.get("serial", "-"))
-        index = seen[serial]
+        snap = measured.of_run(run.get("serial"), seen[serial])
         seen[serial] += 1  # snapshots were taken for every run, re-runs included
         if serial in rerun and not run.get("rerun"):
             continue
-        taken = by_serial[serial]
-        snap = taken[index] if index < len(taken) else None
         mean_s = _float(run.get("mean_s"))
         rows.append(
             ResultRow(
@@ -148,10 +123,9 @@ def rows_from(
                 state=state,
                 gflops=_float(run.get("gflops")),
                 latency_ms=None if mean_s is None else mean_s * 1e3,
-                battery_temp_c=_float(snap.battery.get("battery_temp_c")) if snap else None,
-                thermal_status=snap.thermal.get("thermal_status") if snap else None,
                 thermal_wait_s=snap.thermal_wait_s if snap else None,
                 error=job.error,
+                readings=readings_at(snap),
             )
         )
     return rows
@@ -180,11 +154,13 @@ def _cell(value: float | None, fmt: str) -> str:
 
 
 def results_table(rows: Sequence[ResultRow], title: str = "Results per phone") -> Table:
-    """A rich table: phone, workload, GFLOPS, latency, temperature, thermal status."""
+    """A rich table: phone, workload, GFLOPS, latency, each reading kept with results, state."""
     table = Table(title=title, title_justify="left")
+    shown = result_readings()
     for header, justify in (
         ("phone", "left"), ("model", "left"), ("workload", "left"), ("GFLOPS", "right"),
-        ("latency ms", "right"), ("battery °C", "right"), ("thermal status", "left"),
+        ("latency ms", "right"),
+        *((r.heading, "left" if r.levels else "right") for r in shown),
         ("state", "left"),
     ):
         table.add_column(header, justify=justify)  # type: ignore[arg-type]
@@ -192,8 +168,8 @@ def results_table(rows: Sequence[ResultRow], title: str = "Results per phone") -
         state = row.state if row.error is None else f"{row.state}: {row.error}"
         table.add_row(
             row.serial, row.phone_model or "-", row.workload, _cell(row.gflops, ".2f"),
-            _cell(row.latency_ms, ".3f"), _cell(row.battery_temp_c, ".1f"),
-            thermal_label(row.thermal_status), state,
+            _cell(row.latency_ms, ".3f"), *(r.text(row.readings.get(r.name)) for r in shown),
+            state,
         )
     return table
 
@@ -201,8 +177,9 @@ def results_table(rows: Sequence[ResultRow], title: str = "Results per phone") -
 def write_plot(rows: Sequence[ResultRow], path: Path, title: str = "farm results") -> Path:
     """Draw GFLOPS (GEMM rows) and latency (every measured row) per phone into a PNG.
 
-    Each bar is labelled with the phone's battery temperature at measurement
-    time. Rows without a measurement (failed jobs) are left out.
+    Each bar is labelled with a reading at measurement time
+    (:func:`~farm.results.pairing.plotted_reading`: a phone's battery
+    temperature). Rows without a measurement (failed jobs) are left out.
 
     Args:
         rows: the rows to draw.
@@ -243,7 +220,8 @@ def _bars(axes: Any, labels: list[str], values: list[float], rows: Sequence[Resu
         return
     bars = axes.bar(range(len(values)), values, color="#4c72b0")
     axes.set_xticks(range(len(values)), labels, fontsize=7, rotation=20, ha="right")
-    notes = [
-        "" if r.battery_temp_c is None else f"{r.battery_temp_c:.1f} °C" for r in rows
-    ]
+    shown = plotted_reading()
+    taken = [r.readings.get(shown.name) if shown else None for r in rows]
+    unit = f" {shown.unit}" if shown and shown.unit else ""
+    notes = ["" if v is None else f"{v:.1f}{unit}" for v in taken]
     axes.bar_label(bars, labels=notes, fontsize=7)
