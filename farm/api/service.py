@@ -42,7 +42,7 @@ from farm.queue.store import Store
 from farm.queue.tokens import Caller
 from farm.queue.waiting import wait_reasons
 from farm.results.rows import SampleRow, sample_rows
-from farm.tuning import TuneCounters, tune_work_dir
+from farm.tuning import TuneCounters
 
 __all__ = ["FarmService", "Queue", "Submitted"]
 
@@ -166,6 +166,7 @@ class FarmService(ReservationMethods, Queue):
         """
         # Imported here: the attempt side of task work brings numpy and structlog, which
         # farmctl's listings (through this service, without farmd) must not load.
+        from farm.jobs.tuning_db import tune_work_dir
         from farm.tuning import job_progress
 
         return job_progress(self.store, job_id, tune_work_dir(self.settings.data_dir, job_id))

@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 
 from farm.queue.models import TuningRecord, TuningWorkload
 from farm.queue.ops import TransactionOps
-from farm.tuning.fleet_records import FleetRecord, record_key
+from farm.tuning.record_rows import FleetRecord, record_key
 
 # A record's value and identity are the tuning engine's (it keeps records through its
 # RecordStore protocol, which this mixin provides); re-exported for the queue's users.

@@ -31,14 +31,15 @@ the store as the two protocols it needs (``TaskRows``, ``RecordStore``).
     advice.py      ``enqueue tune --model --trials N``: a warning at enqueue
     task_rows.py   a model tune's task rows: their values and TaskRows, the store's protocol
     work_progress.py  the progress that also keeps those rows (TaskWorkProgress)
-    fleet_records.py  the fleet's records: a record's identity, RecordStore, seeding, checkpoints
+    record_rows.py    a fleet record's identity and values, RecordStore, the store's protocol
+    fleet_records.py  the fleet's records: seeding a search, keeping a work folder, checkpoints
 
 The work folder's MetaSchedule database (files, repair, counts) is
 :mod:`farm.jobs.tuning_db`, a floor lower, since a model's build applies it.
 
 Other packages import the names below from ``farm.tuning`` (loaded on first
 use: ``farmctl`` pays for TVM only when it tunes); the queue imports the rows'
-values from ``task_rows`` and ``fleet_records``, ``farmctl records`` reads
+values from ``task_rows`` and ``record_rows``, ``farmctl records`` reads
 an exported database through ``fleet_records``, and the tune kind the
 attempt's parts from ``work_progress`` and ``fleet_records``. The rest are the
 engine's own. (A name here is never a module's name: importing the module would
