@@ -30,7 +30,6 @@ from farm.config import load_config
 from farm.demo_model import write_small_cnn
 from farm.jobs.tuning_db import FAILED_RUN_S
 from farm.procs import process_alive, signal_group
-from farm.provision.standin import demo_apk
 from farm.queue.models import DeviceState, JobState
 from farm.queue.store import Store
 from farm.tuning import tune_work_dir
@@ -52,6 +51,13 @@ TRIALS = 24
 #: arguments where those weigh more): a batch each, the other 20 trials by cost.
 PLAN = [15, 9]
 DEADLINE_S = 1500.0
+#: The untuned and tuned timings that end the job: a few samples, no long warm-up. The
+#: test checks that each phone timed both builds, not how closely: at a user's
+#: ``[results]`` (up to 60 samples a build, 1 s warm-up and 1 s of samples at least)
+#: the four timings were the tail of the job (farm.jobs.tune_tail: 30 s and more on
+#: one phone).
+RESULTS = ("\n[results]\nmin_samples = 2\nmax_samples = 3\nmin_measure_s = 0\n"
+           "warmup_min_s = 0\nwarmup_max_s = 0.5\n")
 
 
 def tune_model_spec(model: Path) -> dict[str, object]:
@@ -107,7 +113,7 @@ class TestModelTuningThroughFaults:
     def test_app_killed_twice_and_farmd_once_measures_each_trial_once(
         self, adb_server: AdbServerHandle,
         farmd_process: Callable[[Path, Path], subprocess.Popen[bytes]],
-        tmp_path: Path,
+        demo_apk_path: Path, tmp_path: Path,
     ) -> None:
         """Through two app crashes and a farmd SIGKILL the job finishes; each task has exactly
         its trials measured, none twice, and each phone timed the model untuned and tuned."""
@@ -119,7 +125,7 @@ class TestModelTuningThroughFaults:
             data_dir = tmp_path / "farm"
             config = farmd_config(tmp_path / "farm.toml", data_dir=data_dir,
                                   adb_port=adb_server.port, tracker_port=tracker.port,
-                                  apk=demo_apk(tmp_path / "apk"))
+                                  apk=demo_apk_path, results=RESULTS)
             first = farmd_process(config, tmp_path / "farmd-1.log")
             wait_until((data_dir / "farm.db").is_file, 60, "farmd created its database")
             store = Store(f"sqlite:///{data_dir / 'farm.db'}")

@@ -214,12 +214,14 @@ class TestTuningThroughAppCrashes:
 
 
 def farmd_config(
-    path: Path, *, data_dir: Path, adb_port: int, tracker_port: int, apk: Path
+    path: Path, *, data_dir: Path, adb_port: int, tracker_port: int, apk: Path,
+    results: str = "",
 ) -> Path:
     """A farmd TOML config for lan phones, an external tracker and short leases.
 
     Virtual lan phones reach the host at 10.0.2.2, the Android emulator's alias
-    for the host's loopback (farm.virtual.net).
+    for the host's loopback (farm.virtual.net). ``results`` is a ``[results]``
+    section appended as given ("": a user's defaults).
     """
     path.write_text(
         f'data_dir = "{data_dir}"\nlog_level = "info"\n\n'
@@ -230,7 +232,8 @@ def farmd_config(
         "[metrics]\nenabled = false\n\n"
         "[api]\nenabled = false\n\n"
         "[health]\ninterval_s = 5\n\n"
-        "[jobs]\ntune_lease_s = 8\n",
+        "[jobs]\ntune_lease_s = 8\n"
+        f"{results}",
         encoding="utf-8",
     )
     return path
