@@ -40,7 +40,7 @@ from pathlib import Path
 
 import structlog
 
-from farm import controllers
+from farm import composition, controllers
 from farm.clock import Clock
 from farm.config import Settings
 from farm.errors import JobTimeout, Retry
@@ -191,6 +191,10 @@ class Dispatcher:
         on_exit: Callable[[], None] | None = None,
         gate: Callable[[], str | None] | None = None,
     ) -> None:
+        # The kinds plan() reads: a kind it does not know stays queued for a host that
+        # knows it, so a dispatcher with none installed would idle without a word.
+        # A no-op where farmd installed them already.
+        composition.install()
         self.store = store
         self.gate = gate
         self._held_back: str | None = None
