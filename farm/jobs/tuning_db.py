@@ -100,7 +100,7 @@ def open_database(work_dir: Path, allow_missing: bool = True) -> Any:
     a folder (``TuningRecord::FromJSON``), and one record that does not replay
     fails the whole open. Seen: ``Check failed: old_outputs.size() ==
     new_outputs.size() (3 vs. 4)`` on an ``AddRFactor`` candidate of a global
-    pool (docs/benchmarks.md, 2026-11-27); the tune job died at its picks'
+    pool (docs/benchmarks.md's history, 2026-11-27); the tune job died at its picks'
     check, and each later attempt would have died opening the folder, losing
     the night's records. Where the open fails, each record is read on its own
     (:func:`set_aside_unreadable`), the unreadable ones move to

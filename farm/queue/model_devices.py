@@ -67,7 +67,7 @@ class Device(Base):
 
 
 class DeviceEvent(Base):
-    """One state change of a phone, e.g. ``ready -> cooling (battery_temp_c 41.2 > 35)``."""
+    """One state change of a phone, e.g. ``ready -> cooling (max_zone_temp_c 72.4 > 70)``."""
 
     __tablename__ = "device_events"
     __table_args__ = (sa.Index("ix_device_events_serial_at", "serial", "at"),)

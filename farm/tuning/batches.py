@@ -17,7 +17,7 @@ A search costs more once MetaSchedule's ``XGBModel`` predicts: until it holds
 and extracts no features (``XGBModel.predict``, apache/tvm
 ``python/tvm/s_tir/meta_schedule/cost_model/xgb_model.py``). On the small
 CNN's 1000-trial run (warm-up at 100 trials) the convs' searches took 9 to 11 s
-before and 18 to 25 s after, flat to the run's end (docs/benchmarks.md). So
+before and 18 to 25 s after, flat to the run's end (docs/benchmarks.md's history). So
 each search is noted cold or warm (:meth:`BatchTimes.start_round`), and a
 task is priced from its warm searches, or its cold ones grown (:func:`growth`).
 """

@@ -16,7 +16,7 @@ the tuning run's own builds.
 
 Pricing the check per whole trial of the last batch (its search and build
 included) kept back 3-10x too much: ``--for 240`` runs of the small CNN
-stopped 62 s and 103 s before their budget (docs/benchmarks.md, issue 21).
+stopped 62 s and 103 s before their budget (docs/benchmarks.md's history, issue 21).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ time budget (``--for``) is spent. The search left is priced task by task
 (the evolutionary search and the cost model's ranking, :class:`TaskCost`)
 and the task scheduler's gap between batches, each trial left its task's
 build and run. A global rate of recent batches was -72% to +319% off without
-a budget (docs/benchmarks.md): early on it was the rate of the default
+a budget (docs/benchmarks.md's history): early on it was the rate of the default
 schedules, later that of the last batches, smaller once tasks reached their
 cap. A search before the cost model predicts (its warm-up: the round's
 first tenth of the trials) is not what later ones cost, so a task's cold
@@ -47,7 +47,7 @@ RECENT_BATCHES = 4
 #: A task's warm searches (the cost model predicting) take this many times its cold ones, until
 #: a task of the run shows its own ratio (:meth:`farm.tuning.batches.BatchTimes.task_cost`).
 #: They took 1.3x to 2.2x (median 1.5x) on the small CNN's tasks, 300 trials on one virtual
-#: phone, and 1.2x to 2.1x with 1000 trials (docs/benchmarks.md, issue 21).
+#: phone, and 1.2x to 2.1x with 1000 trials (docs/benchmarks.md's history, issue 21).
 FIRST_BATCH_GROWTH = 1.5
 
 #: The search left decides the ETA of a run with a time budget only when it would still end

@@ -95,7 +95,7 @@ def decide(speedup: float, *, same_build: bool, records_tuned: int,
     untuned figure timed (``same_build``), and its own figure differs only by
     the load between the two timings. Such a job ran the small CNN's one
     library twice and reported "tuned 1.68x slower" (a load rise between
-    them; docs/benchmarks.md) or "tuned 1.03x untuned: the tuned build is the
+    them; docs/benchmarks.md's history) or "tuned 1.03x untuned: the tuned build is the
     best"; it is the untuned build, whatever the timings say, and it has no
     speed-up.
 

@@ -7,7 +7,7 @@ the untuned and the tuned build in ``jobs.tune_timing_rounds`` interleaved
 rounds (:mod:`farm.kinds.tune_model`), each run warmed up and sampled by the
 ``[results]`` rule (:mod:`farm.sampling`). On the small CNN and one virtual
 phone these took 30 s and 50 s after a 245 s and a 27 s search: 11% and 65%
-of the job (docs/benchmarks.md, issue 21), which an ETA of the search alone
+of the job (docs/benchmarks.md's history, issue 21), which an ETA of the search alone
 left out.
 
 Priced from this attempt's measurements: the build as each task's kernel

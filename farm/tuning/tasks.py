@@ -27,7 +27,7 @@ __all__ = ["RIDGE_FLOP_PER_BYTE", "ModelTask", "Planned", "argument_bytes", "imp
 
 #: FLOPs one CPU core does in the time it moves one byte to or from memory: the
 #: ridge point of its roofline. Measured on a 16-core Xeon host's core with
-#: MobileNetV2's kernels (docs/benchmarks.md): its channel-block copies moved
+#: MobileNetV2's kernels (docs/benchmarks.md's history): its channel-block copies moved
 #: 12 GB/s and its best convolutions ran 30-70 GFLOPS, a ridge of 3-5; a phone's
 #: big core (about 20-40 GFLOPS fp32, 10-15 GB/s) is in the same range.
 RIDGE_FLOP_PER_BYTE = 4.0

@@ -6,7 +6,7 @@ of tens of microseconds measured on a shared or throttling phone spreads by
 more than the gap between candidates, and the least of several noisy
 measurements is often a candidate that was measured fast once and is slower
 (the winner's curse): MobileNetV2 (57 tasks) tuned for 300 trials came out
-slower than untuned, 12.4 ms against 9.8 ms (docs/benchmarks.md, issue 21).
+slower than untuned, 12.4 ms against 9.8 ms (docs/benchmarks.md's history, issue 21).
 
 So, before the tuned build, each task whose best record is not its default
 schedule has both built once and measured ``rounds`` times more, interleaved

@@ -64,7 +64,7 @@ def parallel(sch: Any, loop: Any, cores: int) -> None:
     (``runtime.config_threadpool(0, 1)``, no ``TVM_NUM_THREADS``) each launch
     went through TVM's thread pool and cost about 6.5 us on this host's
     AVX-512 core (det_head's 1x1 conv 64 -> 32 on 10 x 10 and its 10 x 10 ->
-    20 x 20 resize, one launch each: 0.0046 -> 0.011 ms; see docs/benchmarks.md).
+    20 x 20 resize, one launch each: 0.0046 -> 0.011 ms; see docs/benchmarks.md's history).
     """
     if cores != 1:
         sch.parallel(loop)

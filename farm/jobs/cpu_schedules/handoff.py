@@ -14,7 +14,7 @@ a 1x1 conv one value at a time as before. Both functions' buffers go
 through ``transform_layout``; the Relax call between them carries the
 blocked tensor; a conv between two such (expand -> depthwise -> project)
 reads and writes blocks. Untuned, 1 thread, AVX-512, one process
-alternating (``bench/bench_ab_untuned.py``, 21 rounds, docs/benchmarks.md):
+alternating (``bench/bench_ab_untuned.py``, 21 rounds, docs/benchmarks.md's history):
 MobileNetV3-small 0.90-0.91x, MobileNetV2 0.78-0.82x, the other zoo models
 (no pair, or one) unchanged; MobileNetV3-small's kernels alone sum 1.88 ->
 1.71 ms, its depthwise 16 ch stride 2 conv on 112 x 112 0.098 -> 0.062 ms.
@@ -162,7 +162,7 @@ def _conv_input(func: Any) -> int | None:
     value at a time (broadcast to the register tile): 0, any block will do.
     A padded one is left NCHW (None): its padded copy is a nest along the
     input's rows, which blocks would turn into loads 16 floats apart (det_head,
-    ResNet-18: 1.02-1.05x slower whole, docs/benchmarks.md).
+    ResNet-18: 1.02-1.05x slower whole, docs/benchmarks.md's history).
     """
     found = _named_block(func, DEPTHWISE_PACK)
     if found is not None:

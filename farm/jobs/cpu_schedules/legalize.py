@@ -101,7 +101,7 @@ def _shuffled(strides: list[int], out_dtype: str, channels_last: bool) -> Any:
     ``sw * W`` adjacent floats of an output row, which the write-back
     (:func:`farm.jobs.cpu_schedules.tile_io.write_back`) stores as one vector.
     det_head's 16 -> 16 on 40 x 40 (+ReLU), 1 thread, AVX-512: 0.101 ->
-    0.057 ms (docs/benchmarks.md). Else blocks ``[N, sh, sw, O, H, W]`` from
+    0.057 ms (docs/benchmarks.md's history). Else blocks ``[N, sh, sw, O, H, W]`` from
     the IOHW weight: output channels as the register tile, the input row as
     the vector, written back by a stride-``sw`` scatter; kept where the
     output channels give no vector (det_head's last layer, 16 -> 1).

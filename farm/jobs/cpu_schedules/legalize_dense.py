@@ -22,7 +22,7 @@ unrolled beside the tile's rows as a conv's output-channel blocks are
 accumulators instead of 4 rows x 2 vectors reading a row of ``[K, N]``
 ``N`` floats apart. The zoo encoder's ``128 x 256 x 1024`` matmul + GELU ran
 1.00 -> 0.65 ms, the whole untuned encoder 2.76 -> 2.32 ms (1.17x -> 0.99x
-onnxruntime; 1 thread, AVX-512, docs/benchmarks.md).
+onnxruntime; 1 thread, AVX-512, docs/benchmarks.md's history).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ MAX_TILE_BLOCKS = 4
 
 #: The default's accumulators (block vectors x tile rows) per vector register of the target:
 #: half of them. Measured with AVX-512 (32 registers) on a pinned core, each zoo conv alone
-#: (``bench/bench_tile_knobs.py``, docs/benchmarks.md): 2 blocks x 7 or 8 rows (14-16
+#: (``bench/bench_tile_knobs.py``, docs/benchmarks.md's history): 2 blocks x 7 or 8 rows (14-16
 #: accumulators) ran 0.84-0.98x the one-block tile on all ten convs, 4 x 7 (28) 0.75-1.01x,
 #: 3 x 8 (24) 1.7x on MobileNetV2's 16 -> 96 conv.
 ACCUMULATORS_PER_REGISTER = 0.5

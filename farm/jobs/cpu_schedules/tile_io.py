@@ -9,7 +9,7 @@ A conv's NCHW padding copy is a nest of its own (LLVM vectorizes its rows,
 :func:`farm.jobs.cpu_schedules.common.schedule_spatial`). Computed per tile
 inside the parallel loop instead, as an earlier round did for 3x3 stride-2
 convs, it ran 3-11% slower on each such zoo conv (1 thread, AVX-512, see
-docs/benchmarks.md): the per-tile window's 17 columns took conditional loads.
+docs/benchmarks.md's history): the per-tile window's 17 columns took conditional loads.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def write_back(sch: Any, local: Any, lanes: int) -> None:
     last (contiguous) axis, it goes innermost and is vectorized, and the
     channel loop is unrolled, so LLVM transposes the tile in registers and
     stores whole rows (a 1x1 conv 16 -> 96 channels on 112 x 112 pixels, 1
-    thread, AVX-512: see docs/benchmarks.md). A predicated write-back keeps
+    thread, AVX-512: see docs/benchmarks.md's history). A predicated write-back keeps
     its loop order (:func:`_predicated_rows`). Otherwise as
     :func:`farm.jobs.cpu_schedules.common.vectorize_tail`.
     """

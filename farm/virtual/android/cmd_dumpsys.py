@@ -199,7 +199,7 @@ async def dumpsys(ctx: Ctx) -> int:
             phone.spec.sdk, ac=False, usb=phys.plugged,
             charge_counter_uah=phone.spec.battery_capacity_mah * 10 * level,
             status=status, level=level, voltage_mv=3500 + level * 8,
-            temp_tenths_c=round(phys.battery_temp_c() * 10),
+            temp_tenths_c=round(phys.battery_celsius() * 10),
         ))
     elif service == "thermalservice":
         phys = phone.physics

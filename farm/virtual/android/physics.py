@@ -100,7 +100,7 @@ class Physics:
         speeds = self.spec.thermal_speed
         return speeds[min(self.thermal_status(), len(speeds) - 1)]
 
-    def battery_temp_c(self) -> float:
+    def battery_celsius(self) -> float:
         """Battery temperature, °C (the BATTERY-type sensor, else skin)."""
         temps = self.temperatures()
         for sensor in self.spec.sensors:

@@ -166,7 +166,7 @@ def virtual_files(phone: AndroidPhone) -> dict[str, Callable[[], str]]:
         "/sys/devices/system/cpu/online": lambda: f"0-{spec.cores - 1}\n",
         "/sys/class/power_supply/battery/capacity": lambda: f"{phone.physics.level()}\n",
         "/sys/class/power_supply/battery/temp": lambda: (
-            f"{round(phone.physics.battery_temp_c() * 10)}\n"
+            f"{round(phone.physics.battery_celsius() * 10)}\n"
         ),
         "/sys/class/power_supply/battery/status": lambda: (
             "Charging\n" if phone.physics.plugged and phone.physics.level() < 100
