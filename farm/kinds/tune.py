@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -36,12 +37,16 @@ from farm.queue.spec import MAX_PHONES, FieldError, JobBase, Strict
 TUNABLE_KINDS = (ANDROID, BOARD, GPU)
 
 if TYPE_CHECKING:
+    from farm.jobs.params import GemmParams, TuneParams
     from farm.kinds.run import RunContext
     from farm.queue.capabilities import Requirements
-    from farm.queue.records import Outcome, TuningData
+    from farm.queue.records import Outcome, SnapshotData, TuningData
     from farm.queue.store import Store
+    from farm.tuning import TuneProgress
+    from farm.tuning.gemm import TuneResult
 
-__all__ = ["KIND", "MAX_TASKS", "MAX_TRIALS", "TuneJob", "TuneModelSpec", "TuneSpec"]
+__all__ = ["KIND", "MAX_TASKS", "MAX_TRIALS", "GemmTuning", "TuneJob", "TuneModelSpec",
+           "TuneSpec", "tune_gemm_on"]
 
 #: Measured trials per job at most: MetaSchedule on a phone measures a few per
 #: second at best, so 100,000 is already more than a day of one phone.
@@ -181,8 +186,46 @@ def run(ctx: RunContext, spec: TuneJob) -> Outcome:
     return _run_gemm(ctx, spec)
 
 
-def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
-    import statistics
+@dataclass(frozen=True)
+class GemmTuning:
+    """A GEMM tuned on an attempt's devices, as :func:`tune_gemm_on` leaves it.
+
+    Attributes:
+        gemm: the workload's plain parameters.
+        serials: the attempt's devices.
+        target: their shared compile target.
+        params: the tuning's parameters (builders not counted in).
+        progress: the job's counters across its attempts.
+        snapshots: each device's gate snapshot before the tuning.
+        result: the tuning's result (tuned and untuned libraries).
+    """
+
+    gemm: GemmParams
+    serials: list[str]
+    target: dict[str, Any]
+    params: TuneParams
+    progress: TuneProgress
+    snapshots: list[SnapshotData]
+    result: TuneResult
+
+
+def tune_gemm_on(ctx: RunContext, spec: TuneJob,
+                 adjust: Callable[[TuneParams], TuneParams] = lambda params: params,
+                 ) -> GemmTuning:
+    """Tune the job's GEMM on its devices while they serve the job's key.
+
+    Shared by a tune on real devices and the path check on emulated ones
+    (:mod:`farm.kinds.tune_emulated`, which narrows the parameters through ``adjust``).
+
+    Args:
+        ctx: the attempt's context.
+        spec: the tune job; ``params.gemm`` set.
+        adjust: maps the tuning's parameters before the tuning starts.
+
+    Raises:
+        SpecError: the spec names no GEMM (run() sends a model elsewhere).
+        CompileError, PhoneFault, SessionError, TrackerUnreachable: as ``tune_gemm``.
+    """
     from dataclasses import replace
 
     from farm.jobs import params as jp
@@ -190,8 +233,7 @@ def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
     from farm.jobs.tuning_db import tune_work_dir
     from farm.kinds.run import phone_target, tracker_params
     from farm.kinds.serve_keys import serving_job_key
-    from farm.queue.records import Outcome
-    from farm.tuning import TuneProgress, compare_tuned, gemm_label, tune_gemm
+    from farm.tuning import TuneProgress, tune_gemm
 
     if spec.params.gemm is None:  # run() sends a model elsewhere: unreachable
         raise SpecError("params.gemm", "tuning needs a GEMM workload")
@@ -199,11 +241,11 @@ def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
     serials = list(ctx.attempt.serials)
     target = shared_target({serial: phone_target(serial, ctx, gemm.device) for serial in serials})
     work_dir = tune_work_dir(ctx.settings.data_dir, ctx.job.id)
-    params = jp.TuneParams(
+    params = adjust(jp.TuneParams(
         gemm=gemm, trials=spec.params.trials or ctx.settings.jobs.tune_gemm_trials,
         work_dir=work_dir,
         trials_per_iter=spec.params.trials_per_batch, runner_workers=len(serials),
-    )
+    ))
     progress = TuneProgress(work_dir)  # counters across this job's attempts
     snapshots = [ctx.gate(serial) for serial in serials]
     # The job's key, which only its phones serve while the job runs (farm.tvm.keys).
@@ -211,6 +253,20 @@ def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
             held_tune_builders(ctx) as n:
         result = tune_gemm(replace(params, builder_workers=n), target,
                            tracker_params(ctx, serials[0], key), progress)
+    return GemmTuning(gemm, serials, target, params, progress, snapshots, result)
+
+
+def _run_gemm(ctx: RunContext, spec: TuneJob) -> Outcome:
+    import statistics
+
+    from farm.kinds.run import tracker_params
+    from farm.queue.records import Outcome
+    from farm.tuning import compare_tuned, gemm_label
+
+    tuning = tune_gemm_on(ctx, spec)
+    gemm, serials, target, params = tuning.gemm, tuning.serials, tuning.target, tuning.params
+    progress, snapshots, result = tuning.progress, tuning.snapshots, tuning.result
+    work_dir = params.work_dir
     comparisons = []
     for serial in serials:
         snapshots.append(ctx.gate(serial))

@@ -20,7 +20,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from farm.errors import SpecError
 from farm.tuning.emulated import emulated_devices, emulated_note, path_check_params
 
 if TYPE_CHECKING:
@@ -66,34 +65,15 @@ def run_gemm_check(ctx: RunContext, spec: TuneJob) -> Outcome:
         CompileError: no candidate was measured, or a library's C differs from numpy.
         PhoneFault, SessionError, TrackerUnreachable: a device or session failed.
     """
-    from farm.jobs import params as jp
-    from farm.jobs.targets import shared_target
-    from farm.jobs.tuning_db import tune_work_dir
-    from farm.kinds.gemm import gemm_params
-    from farm.kinds.run import phone_target, tracker_params
-    from farm.kinds.serve_keys import serving_job_key
-    from farm.kinds.tune import held_tune_builders
+    from farm.kinds.run import tracker_params
+    from farm.kinds.tune import tune_gemm_on
     from farm.queue.records import Outcome
     from farm.tuning.emulated import check_gemm_library
-    from farm.tuning.gemm import FUNC_NAME, tune_gemm
-    from farm.tuning.progress import TuneProgress
+    from farm.tuning.gemm import FUNC_NAME
 
-    if spec.params.gemm is None:  # run() sends a model elsewhere: unreachable
-        raise SpecError("params.gemm", "tuning needs a GEMM workload")
-    gemm = gemm_params(spec.params.gemm)
-    serials = list(ctx.attempt.serials)
-    target = shared_target({serial: phone_target(serial, ctx, gemm.device) for serial in serials})
-    work_dir = tune_work_dir(ctx.settings.data_dir, ctx.job.id)
-    params = path_check_params(jp.TuneParams(
-        gemm=gemm, trials=spec.params.trials or ctx.settings.jobs.tune_gemm_trials,
-        work_dir=work_dir, trials_per_iter=spec.params.trials_per_batch,
-        runner_workers=len(serials)))
-    progress = TuneProgress(work_dir)
-    snapshots = [ctx.gate(serial) for serial in serials]
-    with serving_job_key(ctx, serials, on_relaunch=progress.add_relaunch) as key, \
-            held_tune_builders(ctx) as n:
-        result = tune_gemm(replace(params, builder_workers=n), target,
-                           tracker_params(ctx, serials[0], key), progress)
+    tuning = tune_gemm_on(ctx, spec, path_check_params)
+    gemm, serials, target = tuning.gemm, tuning.serials, tuning.target
+    progress, snapshots, result = tuning.progress, tuning.snapshots, tuning.result
     runs = []
     for serial in serials:
         snapshots.append(ctx.gate(serial))
