@@ -503,6 +503,27 @@ class TestFarmdAarch64Board:
                              capture_output=True, text=True, timeout=600, check=False)
         assert ran.returncode == 0 and "output 0: matches" in ran.stdout, ran.stdout + ran.stderr
 
+    def test_a_gemm_tune_on_the_emulated_board_checks_both_libraries_against_numpy(
+        self, aarch64_farm: BoardsFarmd,
+    ) -> None:
+        """A GEMM tune on the emulated board runs one batch, then its tuned and untuned
+        libraries under QEMU, each C checked against numpy; it keeps no tuning record."""
+        farm = aarch64_farm
+        name = farm.boards[0].name
+        view = farm.run({"kind": "tune", "devices": {"kind": "board"},
+                         "params": {"gemm": {"n": 64, "number": 1, "repeat": 1},
+                                    "trials": 50, "trials_per_batch": 2}})
+        assert view.state is JobState.SUCCEEDED, view.error
+        [result] = farm.store.results(view.id)
+        summary = result.summary
+        assert summary["emulated"] and summary["outputs_matched"]
+        assert summary["trials_measured"] == 2  # one batch of the 50 asked
+        [run] = summary["runs"]
+        assert run["serial"] == name and run["max_abs_err"] < 1e-3
+        assert farm.store.tuning_records(view.id) == []
+        assert outcome_lines(summary) == [
+            f"{name} is emulated: the tune checked the path and the outputs and ranked nothing"]
+
     def test_a_tune_on_the_emulated_board_checks_the_path_and_ranks_nothing(
         self, aarch64_farm: BoardsFarmd, tmp_path: Path,
     ) -> None:
