@@ -225,10 +225,10 @@ def _connect(tracker: str, key: str) -> tuple[Any, float] | int:
     """A ticket from the tracker, then a session on it.
 
     Returns ``(session, start)`` with ``start`` the ``perf_counter`` value when
-    connecting began, or an exit code when either step fails.
+    connecting began, or an exit code when either step fails. TVM is imported
+    after the ticket (about 1 s on the 2-core CI machine, several under load),
+    so a probe whose server hangs still names it before its deadline.
     """
-    from tvm import rpc
-
     host, _, port_text = tracker.rpartition(":")
     no_deadline = math.inf
     try:
@@ -243,6 +243,8 @@ def _connect(tracker: str, key: str) -> tuple[Any, float] | int:
         return 2
     server_host, server_port, matchkey = reply[1]
     _emit("ticket", host=server_host, port=server_port)
+    from tvm import rpc
+
     started = time.perf_counter()
     try:
         return rpc.connect(server_host, int(server_port), matchkey, _SESSION_TIMEOUT_S), started

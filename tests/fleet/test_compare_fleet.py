@@ -1,4 +1,4 @@
-"""farmctl compare on real timings: a virtual phone throttled to half its speed is found slower.
+"""farmctl compare on real timings: a phone throttled to a quarter of its speed is found slower.
 
 One usb-only virtual phone under an in-process farmd; each run is an
 ``enqueue --each`` fan-out (``Store.enqueue_run``), measured through the
@@ -9,7 +9,7 @@ once share the host's 2 cores, and each one's timings carried the other's
 load (a half-speed phone's ratio swung from 0.52 to 1.01 between runs).
 Per-phone verdicts over several phones are tests/unit/results/test_compare.py's.
 
-Half speed, not 0.9: this checks compare end to end (reader, per-phone
+A quarter of its speed, not 0.9: this checks compare end to end (reader, per-phone
 verdicts, exit code) on measured numbers, which must hold on a loaded CI host;
 on 2 shared cores the host's own noise can hide a 10% change (a phone's CI
 reached 0.96..7.4 there). The sensitivity to 10% on a quiet phone is the knob's
@@ -48,17 +48,20 @@ def _run_each(farm: Any) -> str:
 
 class TestCompareThrottled:
     def test_a_throttled_phone_is_slower(self, start_farmd: Any) -> None:
-        """Throttled to 0.5: that phone's median time ratio is well above 1 and it is slower.
+        """Throttled to a quarter: that phone's median time ratio is well above 1 and it is slower.
 
-        Well above: beyond twice the 5% threshold. Not near 2: on a CI host whose
-        2 cores run another test's phones and builds, the unthrottled run is slowed
-        too, and CFS hands a stopped group's time back after (farm.virtual.throttle):
-        a half-speed phone measured 1.21 there (CI 1.18-1.45).
+        A quarter, not a half: the duty cycle caps the phone at that share of
+        wall time, and on a CI host whose 2 cores run another test's phones and
+        builds the unthrottled run gets about half a core too, so a half-speed
+        phone's ratio fell to 1.14 there with runs whose spreads overlapped
+        (undecided, as two runs taken apart on a shared CPU can be: that case is
+        the A/B job's, tests/fleet/test_ab_fleet.py). A quarter stays beyond
+        the host's share under that load.
         """
         farm = start_farmd(1)
         throttled = farm.serials[0]
         before = _run_each(farm)
-        farm.fleet.throttle(throttled, 0.5)
+        farm.fleet.throttle(throttled, 0.25)
         try:
             after = _run_each(farm)
         finally:
@@ -67,5 +70,5 @@ class TestCompareThrottled:
         phones = {p.serial: p for p in report.phones}
         assert set(phones) == set(farm.serials)
         slow = phones[throttled].comparison
-        assert slow is not None and slow.ratio > 1.1, slow
+        assert slow is not None and slow.ratio > 1.3, slow
         assert throttled in report.slower and report.regressed
