@@ -2,7 +2,7 @@
 
 Issue 23 asks that a GPU host tunes the way a phone does: queued with
 ``farmctl enqueue tune --kind gpu``, run by farmd's dispatcher, its key served
-through the GPU controller (``rpc_server --no-fork``), not by a script that
+through the GPU controller (:mod:`farm.gpu.server`), not by a script that
 drives a controller itself (``bench/bench_gpu_gemm.py --steps tune`` does that).
 
 It starts a real ``farmd`` (its own tracker, ``[gpu] enabled``, no API, no

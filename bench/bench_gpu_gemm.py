@@ -7,11 +7,11 @@ plain ``bn x bn`` thread-block schedule (:func:`farm.jobs.gemm.schedule_gpu`):
 a. **local**: farm's build (:func:`farm.jobs.gemm.build_gemm`) loaded in this
    process and timed on ``cuda(0)``;
 b. **farm**: farm's tracker (:class:`farm.tvm.tracker.TrackerProcess`), the GPU
-   controller's ``rpc_server --no-fork`` (:class:`farm.controllers.gpu.GpuController`,
+   controller's RPC server, :mod:`farm.gpu.server` (:class:`farm.controllers.gpu.GpuController`,
    target from its ``compile_target``), and the GEMM job code
    (:func:`farm.jobs.gemm.run_gemm`);
 c. **hand**: ``bench/gpu_tracker_script.py``, which uses no farm code, with
-   ``--no-fork`` and, to show why farm passes it, without.
+   ``--no-fork`` and, to show the fork failure farm avoids, without.
 
 It records NVML readings while idle and under (a)'s load for the replay
 fixtures (``tests/fixtures/nvml``) and prints a table last.

@@ -6,8 +6,8 @@
 * health and thermal gating: NVML's temperature (gated by ``[gpu] temp_max_c``),
   heat clock event ("throttle") reasons, clocks, memory and power, as the
   readings :data:`~farm.health.kind_readings.GPU_READINGS` declares;
-* the RPC server: ``tvm.exec.rpc_server --no-fork`` under farm's wrapper
-  (:mod:`farm.gpu.server`, why ``--no-fork`` is there), one per GPU, with
+* the RPC server: farm's (:mod:`farm.gpu.server`: TVM's listen loop, each
+  session served in the server's own process, and why), one per GPU, with
   ``CUDA_VISIBLE_DEVICES`` set to the GPU's UUID, in its own process group that
   :meth:`GpuController.stop_server` ends and that ends itself with farmd;
 * recovery: restart the server (``restart_app``); a GPU is not rebooted by farm;
@@ -185,7 +185,7 @@ class GpuController:
         return ThermalReading(serial, at, kind=KIND, readings=declared(KIND).read(reading))
 
     def start_server(self, serial: str) -> None:
-        """(Re)start the GPU's ``rpc_server --no-fork`` pointed at the tracker.
+        """(Re)start the GPU's RPC server (:mod:`farm.gpu.server`) pointed at the tracker.
 
         Returns once the process runs; the caller waits for :meth:`tracker_key`
         at the tracker.

@@ -14,6 +14,7 @@ for "phones serving a key" that needs no phone.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 
 from farm.clock import wait_until
 from farm.errors import TrackerUnreachable
+from farm.gpu.server import server_argv
 from farm.netaddr import free_port
 from farm.procs import signal_group, spawn, tied_to_parent
 
@@ -89,9 +91,9 @@ class LocalCluster:
                     no_fork: bool = False) -> None:
         """Start ``count`` RPC servers under ``key`` and wait until all are free.
 
-        ``no_fork`` serves each session in the server's own process
-        (``--no-fork``), as a GPU needs: CUDA fails in a forked child of a
-        process that initialized it (``cudaErrorInitializationError``).
+        ``no_fork`` serves each session in the server's own process, as a GPU
+        needs (:mod:`farm.gpu.server`: CUDA fails in a forked child of a
+        process that initialized it, and a spawned one costs seconds a session).
 
         Raises:
             TrackerUnreachable: they did not register within ``deadline_s``.
@@ -99,28 +101,14 @@ class LocalCluster:
         procs = self.servers.setdefault(key, [])
         for _ in range(count):
             port = free_port()
-            procs.append(
-                spawn(tied_to_parent(
-                    [
-                        sys.executable,
-                        "-m",
-                        "tvm.exec.rpc_server",
-                        "--host",
-                        self.host,
-                        "--port",
-                        str(port),
-                        "--port-end",
-                        str(port + 1),
-                        "--tracker",
-                        f"{self.host}:{self.port}",
-                        "--key",
-                        key,
-                        *(["--no-fork"] if no_fork else []),
-                    ]),
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
+            argv = (server_argv(tracker_host=self.host, tracker_port=self.port, key=key,
+                                host=self.host, port=port, parent_pid=os.getpid())
+                    if no_fork else
+                    [sys.executable, "-m", "tvm.exec.rpc_server", "--host", self.host,
+                     "--port", str(port), "--port-end", str(port + 1),
+                     "--tracker", f"{self.host}:{self.port}", "--key", key])
+            procs.append(spawn(tied_to_parent(argv), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL))
         want = len(procs)
         if not wait_until(lambda: self.free_servers(key) >= want, deadline_s, interval_s=0.2):
             raise TrackerUnreachable(

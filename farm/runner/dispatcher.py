@@ -72,7 +72,7 @@ KILL_WAIT_S = 10.0
 #: forked child's first CUDA call fails with ``cudaErrorInitializationError``
 #: (seen on an H100 through farmd: a tune measured its 32 trials in fresh
 #: builder processes, then its attempt child failed to compile the tuned GEMM;
-#: TVM's forking ``rpc_server`` fails alike, hence ``--no-fork``, docs/benchmarks.md).
+#: TVM's forking ``rpc_server`` fails alike, hence :mod:`farm.gpu.server`, docs/benchmarks.md).
 COLD_KINDS = frozenset({"gpu"})
 
 #: Builds a child's argv from its claim, its run folder and the settings file.

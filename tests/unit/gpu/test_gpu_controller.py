@@ -1,8 +1,9 @@
 """The gpu DeviceController on NVML readings recorded on an H100, and its real rpc_server.
 
-NVML is replayed (tests/fixtures/nvml); the RPC server is the real
-``tvm.exec.rpc_server --no-fork`` under farm's wrapper, registering at a real
-tracker. No GPU is needed: the server only serves CUDA once a session asks for it.
+NVML is replayed (tests/fixtures/nvml); the RPC server is farm's
+(:mod:`farm.gpu.server`: TVM's listen loop, each session served in its own
+process), registering at a real tracker. No GPU is needed: the server only
+serves CUDA once a session asks for it.
 """
 
 from __future__ import annotations
@@ -192,12 +193,12 @@ def serving(tracker: TrackerProcess, key: str) -> bool:
 
 
 class TestServer:
-    def test_argv_runs_tvms_server_without_fork(self) -> None:
-        """The server command passes --no-fork and pins the port and the tracker key."""
+    def test_argv_runs_farms_server_pinned_to_port_and_key(self) -> None:
+        """The server command pins the port, the tracker and the tracker key."""
         argv = server_argv(tracker_host="127.0.0.1", tracker_port=9190, key="gpu-1", host="h",
                            port=5000, parent_pid=7)
         assert argv[1:3] == ["-m", "farm.gpu.server"]
-        assert "--no-fork" in argv
+        assert argv[argv.index("--tracker") + 1] == "127.0.0.1:9190"
         assert argv[argv.index("--key") + 1] == "gpu-1"
         assert argv[argv.index("--port-end") + 1] == "5001"
 
@@ -217,7 +218,7 @@ class TestServer:
             # The GPU is pinned by UUID, whatever CUDA's index order.
             environ = psutil.Process(first).environ()
             assert environ["CUDA_VISIBLE_DEVICES"] == idle()["gpus"][0]["uuid"]
-            assert "--no-fork" in psutil.Process(first).cmdline()
+            assert "farm.gpu.server" in psutil.Process(first).cmdline()
             (restart,) = ctrl.recovery_steps(SERIAL)
             assert restart.name == "restart_app"
             restart.run()
@@ -229,6 +230,34 @@ class TestServer:
         assert second is not None and second != first
         assert not group_alive(second)
         assert ctrl.read_health(SERIAL, NOW).app_running is False
+
+    def test_sessions_are_served_in_the_servers_own_process(
+            self, tracker: TrackerProcess, tmp_path: Path) -> None:
+        """Each session runs in the server itself: no child per session, one after another.
+
+        TVM's server serves a session in a child process, spawned under
+        ``--no-fork``: a fresh Python and CUDA per session, seconds a tuning
+        candidate on a GPU host (farm.gpu.server).
+        """
+        from tvm import rpc
+
+        settings = Settings(tracker=TrackerSettings(host=tracker.host, port=tracker.port),
+                            gpu=GpuSettings(enabled=True))
+        ctrl = GpuController(settings, RecordedReader([idle()]), log_dir=tmp_path)
+        key = ctrl.tracker_key(SERIAL)
+        try:
+            ctrl.start_server(SERIAL)
+            for n in range(2):
+                wait_until(lambda: serving(tracker, key), 120, f"{key} registered ({n})")
+                pid = ctrl.server_pid(SERIAL)
+                assert pid is not None
+                session = rpc.connect_tracker(tracker.host, tracker.port).request(
+                    key, session_timeout=60)
+                assert session.cpu(0).exist
+                assert psutil.Process(pid).children(recursive=True) == []
+                del session
+        finally:
+            ctrl.close()
 
     def test_server_ends_when_farmd_is_killed(self, tracker: TrackerProcess,
                                               tmp_path: Path) -> None:
