@@ -259,6 +259,29 @@ class TestServer:
         finally:
             ctrl.close()
 
+    def test_a_session_past_its_timeout_ends_the_server(
+            self, tracker: TrackerProcess) -> None:
+        """A session served in process cannot be killed alone: past its timeout the server exits."""
+        from tvm import rpc
+
+        from farm.gpu.server import EXIT_SESSION_EXPIRED
+        from farm.netaddr import free_port
+
+        key = "gpu-timeout"
+        server = subprocess.Popen(
+            server_argv(tracker_host=tracker.host, tracker_port=tracker.port, key=key,
+                        host="127.0.0.1", port=free_port("127.0.0.1"), parent_pid=os.getpid()),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            wait_until(lambda: serving(tracker, key), 120, f"{key} registered")
+            session = rpc.connect_tracker(tracker.host, tracker.port).request(
+                key, session_timeout=2)
+            assert session.cpu(0).exist
+            assert server.wait(timeout=30) == EXIT_SESSION_EXPIRED
+        finally:
+            signal_group(server.pid)
+            server.wait()
+
     def test_server_ends_when_farmd_is_killed(self, tracker: TrackerProcess,
                                               tmp_path: Path) -> None:
         """kill -9 of the process that started a GPU server ends the server's group too."""
