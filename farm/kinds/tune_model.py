@@ -33,6 +33,7 @@ import statistics
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -51,7 +52,8 @@ if TYPE_CHECKING:
     from farm.tuning import BestRecords, Decision, ModelTuneResult, TuneProgress
     from farm.tuning.fleet_records import RecordCheckpoint
 
-__all__ = ["attempt_progress", "attempt_records", "record_checkpoint", "run_model_tuning"]
+__all__ = ["attempt_progress", "attempt_records", "record_checkpoint", "run_model_tuning",
+           "since_start_s"]
 
 log = structlog.get_logger(__name__)
 
@@ -61,6 +63,9 @@ def attempt_progress(ctx: RunContext, work_dir: Path) -> TuneProgress:
 
     With a store it is a :class:`farm.tuning.work_progress.TaskWorkProgress`,
     which reaches the rows through the store (the engine's ``TaskRows``).
+    Either counts the attempt from its start in the queue (``ctx.attempt.started_at``:
+    :meth:`farm.tuning.progress.TuneProgress.started_before`), so a time budget
+    (``--for``) covers the child's start and all that precedes the tuning.
 
     The job's main attempt shares its tasks (claims about half) when helpers
     are on (``jobs.tune_helpers``) and another host has a device a helper of
@@ -70,15 +75,31 @@ def attempt_progress(ctx: RunContext, work_dir: Path) -> TuneProgress:
     from farm.tuning import TuneProgress
     from farm.tuning.work_progress import TaskWorkProgress
 
+    progress: TuneProgress
     if ctx.store is None:
-        return TuneProgress(work_dir)
-    jobs = ctx.settings.jobs
-    helper = ctx.attempt.helper
-    share = jobs.tune_helpers and not helper and _helper_may_come(ctx, ctx.store)
-    return TaskWorkProgress(work_dir, ctx.store, ctx.job.id, ctx.attempt.id,
-                            ctx.settings.host_id, helper=helper, share=share,
-                            poll_s=jobs.tune_task_poll_s, wait_s=jobs.tune_lease_s,
-                            helper_wait_s=jobs.tune_helper_wait_s)
+        progress = TuneProgress(work_dir)
+    else:
+        jobs = ctx.settings.jobs
+        helper = ctx.attempt.helper
+        share = jobs.tune_helpers and not helper and _helper_may_come(ctx, ctx.store)
+        progress = TaskWorkProgress(work_dir, ctx.store, ctx.job.id, ctx.attempt.id,
+                                    ctx.settings.host_id, helper=helper, share=share,
+                                    poll_s=jobs.tune_task_poll_s, wait_s=jobs.tune_lease_s,
+                                    helper_wait_s=jobs.tune_helper_wait_s)
+    progress.started_before(since_start_s(ctx.attempt.started_at, SystemClock().now()))
+    return progress
+
+
+def since_start_s(started_at: datetime, now: datetime) -> float:
+    """Seconds from an attempt's start (a naive time is UTC, as SQLite returns it) to ``now``.
+
+    >>> from datetime import timedelta
+    >>> t = datetime(2026, 1, 1, tzinfo=UTC)
+    >>> since_start_s(t.replace(tzinfo=None), t + timedelta(seconds=7))
+    7.0
+    """
+    start = started_at if started_at.tzinfo else started_at.replace(tzinfo=UTC)
+    return max(0.0, (now - start).total_seconds())
 
 
 def _helper_may_come(ctx: RunContext, store: Store) -> bool:

@@ -18,19 +18,20 @@ work folder (its records are found by its workload's line in
 ``database_workload.json``) and asks MetaSchedule only for the missing ones,
 in rounds (:func:`farm.tuning.rounds.tune_in_rounds`) that make up for failed
 measurements; a task already complete costs nothing. A time budget
-(``for_s``, tuning seconds over all attempts, each from its start:
-:meth:`farm.tuning.progress.TuneProgress.expired`) stops the search: no
-batch is sent once less time is left than the last batch took plus the
-shortest check of the picks (:func:`check_price`, priced from this attempt's
-measurements), the batch in flight is measured until the time kept for the
-check begins (its other candidates recorded unmeasured:
-:func:`farm.tuning.rate.measure_until`), and the model is built with the
-records so far. The check then runs as many rounds as the time left holds
-(:meth:`farm.tuning.check_cost.CheckPrice.rounds_in`); where it holds
-fewer than :data:`MIN_CHECK_ROUNDS` (a batch in flight ran past the share
-kept), those fewest rounds still run if they add at most
-:data:`CHECK_OVERRUN_PART` of the budget, else none: the picks it cannot
-check keep their default schedule, and the result counts them.
+(``for_s``, seconds over all attempts, each from its start in the queue:
+:meth:`farm.tuning.progress.TuneProgress.expired`) bounds everything the
+attempt does: no batch is sent once less time is left than the last batch
+took plus the shortest check of the picks (:func:`check_price`, priced from
+this attempt's measurements) and what follows the check (the tuned build
+and its timing: :meth:`farm.tuning.progress.TuneProgress.tail_s`); the batch
+in flight is measured until the time kept for them begins (its other
+candidates recorded unmeasured: :func:`farm.tuning.rate.measure_until`),
+and the model is built with the records so far. The check then runs as many
+rounds as the time left before the tail holds
+(:meth:`farm.tuning.check_cost.CheckPrice.rounds_in`); fewer than
+:data:`MIN_CHECK_ROUNDS` (a batch in flight ran past the share kept): none,
+the picks keep their default schedule (the untuned build), and the result
+counts them.
 
 Given the fleet's best records (:func:`seed_from_fleet`,
 :mod:`farm.tuning.seed`), each task short of its trials first gets its
@@ -80,7 +81,7 @@ from farm.tuning.space import tune_space
 from farm.tuning.tasks import Planned
 from farm.tuning.verify import Verdict, verify_picks
 
-__all__ = ["CHECK_OVERRUN_PART", "MIN_CHECK_ROUNDS", "STARTING_PHASE", "Checkpoint",
+__all__ = ["MIN_CHECK_ROUNDS", "STARTING_PHASE", "Checkpoint",
            "check_price", "measured", "seed_from_fleet", "tune_all"]
 
 log = structlog.get_logger(__name__)
@@ -93,11 +94,6 @@ Checkpoint = Callable[[Mapping[int, str]], None]
 
 #: The fewest rounds of the picks' check that judge a spread (one round has none).
 MIN_CHECK_ROUNDS = 2
-
-#: Part of the time budget (``for_s``) the check's fewest rounds may add past it when the
-#: search overran the share kept for them (:meth:`CheckPrice.rounds_in`): 24 minutes of
-#: an 8-hour night, 15 s of a 300 s run; without it the picks are dropped unchecked.
-CHECK_OVERRUN_PART = 0.05
 
 #: The phase while the builders' pool and the runner start (once an attempt, when first needed).
 STARTING_PHASE = "starting the builders and the runner"
@@ -259,12 +255,14 @@ def _expired(params: TuneParams, progress: TuneProgress, reserve_s: float) -> bo
     """Whether no further batch fits the budget (:meth:`TuneProgress.expired`).
 
     Each time asked, the runner is told until when it measures: the budget's
-    end less ``reserve_s`` kept for the picks' check, so the batch in flight
-    ends with the search's share (:func:`farm.tuning.rate.measure_until`).
+    end less ``reserve_s`` kept for the picks' check and less what follows it
+    (:meth:`TuneProgress.tail_s`), so the batch in flight is cut where the
+    search's share ends (:func:`farm.tuning.rate.measure_until`): its
+    candidates not measured by then are dropped, those measured kept.
     """
     left_s = progress.budget_left_s()
     measure_until(params.work_dir / MEASURE_UNTIL_FILE,
-                  None if left_s is None else time.time() + left_s - reserve_s)
+                  None if left_s is None else time.time() + left_s - reserve_s - progress.tail_s())
     return progress.expired(reserve_s)
 
 
@@ -279,12 +277,16 @@ def _check_picks(planned: list[Planned], params: TuneParams, progress: TuneProgr
                  started: Callable[[], tuple[Any, Any]], builder: Any) -> list[Verdict]:
     """Measure each task's pick against its default again, the rounds the budget left holds.
 
-    The runner measures without limit: the rounds are priced to fit.
+    The time left less what follows the check (:meth:`TuneProgress.tail_s`)
+    holds the rounds; fewer than :data:`MIN_CHECK_ROUNDS`: none, and the
+    picks keep their default schedule. The runner measures without limit:
+    the rounds are priced to fit.
     """
     measure_until(params.work_dir / MEASURE_UNTIL_FILE, None)
     price = check_price(planned, params, builder)
-    rounds = price.rounds_in(progress.budget_left_s(), params.verify_rounds, MIN_CHECK_ROUNDS,
-                             CHECK_OVERRUN_PART * (params.for_s or 0.0))
+    left_s = progress.budget_left_s()
+    rounds = price.rounds_in(None if left_s is None else left_s - progress.tail_s(),
+                             params.verify_rounds, MIN_CHECK_ROUNDS)
     progress.set_phase("checking each task's pick against its default schedule"
                        if rounds else "time budget spent: no pick measured again")
     check_from_s = progress.tuning_s()
