@@ -49,11 +49,11 @@ if TYPE_CHECKING:
     from farm.kinds.tune import TuneModelSpec, TuneSpec
     from farm.queue.records import Outcome
     from farm.queue.store import Store
-    from farm.tuning import BestRecords, Decision, ModelTuneResult, TuneProgress
+    from farm.tuning import BestRecords, Decision, ModelTuneResult, TailPrice, TuneProgress
     from farm.tuning.fleet_records import RecordCheckpoint
 
 __all__ = ["attempt_progress", "attempt_records", "record_checkpoint", "run_model_tuning",
-           "since_start_s"]
+           "serving_priced", "since_start_s"]
 
 log = structlog.get_logger(__name__)
 
@@ -152,6 +152,27 @@ def record_checkpoint(ctx: RunContext, work_dir: Path, stem: str) -> RecordCheck
                             ctx.job.id, ctx.attempt.id, stem)
 
 
+@contextmanager
+def serving_priced(ctx: RunContext, serials: list[str], progress: TuneProgress,
+                   tail: TailPrice) -> Iterator[str]:
+    """The job's key served for the block, ``tail`` the progress's with handing it back priced.
+
+    Handing the key back costs what taking it did (:attr:`TailPrice.release_s`);
+    a helper attempt (``progress.builds`` false) has no tail.
+
+    Yields:
+        The job's tracker key (:func:`farm.kinds.serve_keys.serving_job_key`).
+    """
+    from farm.kinds.serve_keys import serving_job_key
+
+    clock = SystemClock()
+    from_s = clock.monotonic()
+    with serving_job_key(ctx, serials, on_relaunch=progress.add_relaunch) as key:
+        if progress.builds:
+            progress.set_tail(replace(tail, release_s=clock.monotonic() - from_s))
+        yield key
+
+
 def _time_builds(
     ctx: RunContext, serial: str, plain: Any, target: dict[str, Any], work_dir: Any,
     snapshots: list[Any], on_run: Callable[[], None],
@@ -219,7 +240,6 @@ def run_model_tuning(ctx: RunContext, spec: TuneSpec, model: TuneModelSpec) -> O
     from farm.jobs.tuning_db import tune_work_dir
     from farm.kinds.model import model_file, model_params
     from farm.kinds.run import phone_target, tracker_params
-    from farm.kinds.serve_keys import serving_job_key
     from farm.kinds.tune import _tuning_records, held_tune_builders
     from farm.queue.records import Outcome
     from farm.sampling import SamplingRule
@@ -240,14 +260,13 @@ def run_model_tuning(ctx: RunContext, spec: TuneSpec, model: TuneModelSpec) -> O
         pipeline=ctx.settings.jobs.tune_pipeline,
     )
     progress = attempt_progress(ctx, work_dir)  # counters across attempts; the job's task rows
-    if progress.builds:  # the ETA is of the job's result: the timing after the build too
-        progress.set_tail(TailPrice.of(len(serials), ctx.settings.jobs.tune_timing_rounds,
-                                       SamplingRule.of(ctx.settings.results),
-                                       plain.timing.min_repeat_ms / 1e3))
+    # The ETA is of the job's result, and --for bounds it: the timing after the build too.
+    tail = TailPrice.of(len(serials), ctx.settings.jobs.tune_timing_rounds,
+                        SamplingRule.of(ctx.settings.results), plain.timing.min_repeat_ms / 1e3)
     snapshots = [ctx.gate(serial) for serial in serials]
     labels: dict[int, str] = {}
-    with attempt_records(ctx, work_dir, labels, f"tune model {shown}") as fleet, serving_job_key(
-            ctx, serials, on_relaunch=progress.add_relaunch) as key, build_made(
+    with attempt_records(ctx, work_dir, labels, f"tune model {shown}") as fleet, serving_priced(
+            ctx, serials, progress, tail) as key, build_made(
             progress), held_tune_builders(ctx) as builders:
         result = tune_model(replace(params, builder_workers=builders), target,
                             tracker_params(ctx, serials[0], key), ctx.cache, progress, fleet,

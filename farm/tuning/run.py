@@ -203,18 +203,24 @@ def _import_tensor_intrin(progress: TuneProgress) -> None:
 
 def _measure_baselines(planned: list[Planned], params: TuneParams, builder: Any, runner: Any,
                        progress: TuneProgress, expired: Callable[[], bool],
-                       on_batch: Callable[[], None]) -> None:
+                       on_batch: Callable[[], None]) -> float:
     """Measure the default schedule of each CPU task with trials left and none measured yet.
 
     The baseline is one of the task's trials (:mod:`farm.tuning.baseline`).
+
+    Returns:
+        Seconds it took (0: none measured).
     """
     left = [p for p, m in zip(planned, measured(planned, params), strict=True)
             if m < p.trials and str(p.task.extracted.target.kind.name) == "llvm"]
     tasks = missing_baselines(_baseline_tasks(left), params.work_dir)
-    if tasks:
-        progress.set_phase("measuring the default schedules")
-        measure_baselines(tasks, builder, runner, params.work_dir, params.builder_workers,
-                          expired, on_batch)
+    if not tasks:
+        return 0.0
+    from_s = progress.tuning_s()
+    progress.set_phase("measuring the default schedules")
+    measure_baselines(tasks, builder, runner, params.work_dir, params.builder_workers,
+                      expired, on_batch)
+    return progress.tuning_s() - from_s
 
 
 def seed_from_fleet(planned: list[Planned], params: TuneParams, target: dict[str, Any],
@@ -251,8 +257,14 @@ def _baseline_tasks(planned: list[Planned]) -> list[BaselineTask]:
                          p.task.extracted.target) for p in planned]
 
 
-def _expired(params: TuneParams, progress: TuneProgress, reserve_s: float) -> bool:
+def _expired(params: TuneParams, progress: TuneProgress, reserve_s: float,
+             untimed_batch_s: float = 0.0) -> bool:
     """Whether no further batch fits the budget (:meth:`TuneProgress.expired`).
+
+    Before this attempt has timed a batch, one is priced ``untimed_batch_s``
+    (the default schedules' measurement: a search, builds and runs take at
+    least as long): priced 0 s, a first batch of 16 sent with 33 s left ended
+    23 s later, and its job 11 s past a 60 s budget.
 
     Each time asked, the runner is told until when it measures: the budget's
     end less ``reserve_s`` kept for the picks' check and less what follows it
@@ -263,7 +275,10 @@ def _expired(params: TuneParams, progress: TuneProgress, reserve_s: float) -> bo
     left_s = progress.budget_left_s()
     measure_until(params.work_dir / MEASURE_UNTIL_FILE,
                   None if left_s is None else time.time() + left_s - reserve_s - progress.tail_s())
-    return progress.expired(reserve_s)
+    if progress.expired(reserve_s):
+        return True
+    return (left_s is not None and progress.last_batch_s is None
+            and left_s <= untimed_batch_s + reserve_s + progress.tail_s())
 
 
 def _end(params: TuneParams, builders: list[Any]) -> None:
@@ -294,7 +309,7 @@ def _check_picks(planned: list[Planned], params: TuneParams, progress: TuneProgr
     log.info("tuning_picks_check_timed", rounds=rounds, build_s=price.build_s,
              round_s=price.round_s, priced_s=price.cost_s(rounds),
              took_s=progress.tuning_s() - check_from_s, batch_s=progress.last_batch_s,
-             budget_left_s=progress.budget_left_s())
+             budget_left_s=progress.budget_left_s(), tail_s=progress.tail_s())
     return verdicts
 
 
@@ -358,14 +373,17 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
         return 0.0 if verdicts is None else price[0].cost_s(
             min(MIN_CHECK_ROUNDS, params.verify_rounds))
 
+    baselines_s = [0.0]  # this attempt's measurement of the default schedules
+
     def expired() -> bool:
-        return _expired(params, progress, reserve_s())
+        return _expired(params, progress, reserve_s(), baselines_s[0])
 
     def tune_round(_remaining: int) -> bool | None:
         if expired():  # nothing is started once the budget is spent, the builders neither
             return None
         builder, runner = started()
-        _measure_baselines(planned, params, builder, runner, progress, expired, on_batch)
+        baselines_s[0] = max(baselines_s[0], _measure_baselines(
+            planned, params, builder, runner, progress, expired, on_batch))
         caps = [max(0, p.trials - m) for p, m in zip(planned, measured(planned, params),
                                                       strict=True)]
         if not any(caps) or expired():
@@ -394,6 +412,4 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
     finally:
         _end(params, [builder for builder, _ in measurers])
     on_batch()
-    if done_trials() >= asked:
-        return "trials"
-    return "time" if expired() else "rounds"
+    return "trials" if done_trials() >= asked else "time" if expired() else "rounds"

@@ -4,17 +4,21 @@ farm.tuning.run.check_price)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
+from farm.clock import FakeClock
 from farm.jobs.params import TimingParams, TuneParams
 from farm.jobs.tuning_db import RECORDS_FILE, default_and_best_s
 from farm.tuning.check_cost import CheckPrice
+from farm.tuning.counters import TaskProgress
 from farm.tuning.progress import TuneProgress
-from farm.tuning.rate import UPLOADS_FILE, run_overhead_s
+from farm.tuning.rate import MEASURE_UNTIL_FILE, UPLOADS_FILE, read_measure_until, run_overhead_s
 from farm.tuning.rounds import tune_in_rounds
-from farm.tuning.run import MIN_CHECK_ROUNDS, check_price
+from farm.tuning.run import MIN_CHECK_ROUNDS, _expired, check_price
+from farm.tuning.tail import TailPrice
 
 TIMING = TimingParams(number=3, repeat=3, min_repeat_ms=20)
 
@@ -107,3 +111,45 @@ class TestRounds:
         assert rounds == 3
         assert progress.counters.rounds == 3
         assert tune_in_rounds(params, 10, lambda: 0, lambda _left: None, progress) == 4
+
+
+class TestDeadline:
+    @staticmethod
+    def _progress(work_dir: Path, clock: FakeClock) -> TuneProgress:
+        """100 s of budget; a tail of 2 timing runs of 10 samples at 0.5 s and 0.5 s more
+        (10 s each) and 4 s to hand the key back: 24 s."""
+        progress = TuneProgress(work_dir, clock)
+        progress.set_tail(TailPrice(builds=1, runs=2, samples=10, sample_least_s=0.5,
+                                    release_s=4.0))
+        progress.set_run_s(0.5)
+        progress.set_tasks([TaskProgress("conv", 0, 100, 0)], budget_s=100.0)
+        return progress
+
+    def test_the_batch_in_flight_is_cut_where_the_check_and_tail_begin(
+            self, tmp_path: Path) -> None:
+        """The runner measures until the budget's end less the check's 6 s and the tail's
+        24 s: at 10 s into a 100 s budget, 60 s from now."""
+        clock = FakeClock()
+        progress = self._progress(tmp_path, clock)
+        clock.advance(10)
+        params = TuneParams(gemm=None, trials=100, work_dir=tmp_path, for_s=100.0)
+        before = time.time()
+        assert not _expired(params, progress, 6.0)
+        until = read_measure_until(str(tmp_path / MEASURE_UNTIL_FILE))
+        assert until is not None and before + 60.0 <= until <= time.time() + 60.0
+
+    def test_a_first_batch_is_priced_as_the_default_schedules(self, tmp_path: Path) -> None:
+        """Before any batch is timed, one costs what the default schedules' measurement took
+        (18 s here): with 45 s left, 6 s of check and 24 s of tail, no batch is sent, where
+        priced 0 s one was, and its job ended 11 s past a 60 s budget."""
+        clock = FakeClock()
+        progress = self._progress(tmp_path, clock)
+        clock.advance(55)
+        params = TuneParams(gemm=None, trials=100, work_dir=tmp_path, for_s=100.0)
+        assert not _expired(params, progress, 6.0)
+        assert _expired(params, progress, 6.0, untimed_batch_s=18.0)
+        assert not _expired(params, progress, 6.0, untimed_batch_s=14.0)
+        progress.batch_sent("conv")
+        clock.advance(1)
+        progress.batch_joined("conv")  # once a batch is timed, its time prices the next
+        assert not _expired(params, progress, 6.0, untimed_batch_s=18.0)
