@@ -153,3 +153,36 @@ class TestDeadline:
         clock.advance(1)
         progress.batch_joined("conv")  # once a batch is timed, its time prices the next
         assert not _expired(params, progress, 6.0, untimed_batch_s=18.0)
+
+
+class TestCutCandidates:
+    def test_a_candidate_the_budget_cut_is_not_recorded(self) -> None:
+        """Of a batch measured, failed on its own and cut at the budget's end, MetaSchedule's
+        AddToDatabase gets the first two: the cut one was not measured (a resumed job
+        measures it), so it is neither a failed trial nor a record of the fleet's."""
+        import tvm
+        from tvm import te
+        from tvm.s_tir import meta_schedule as ms
+
+        from farm.tuning.rate import BUDGET_SPENT
+        from farm.tuning.rounds import _measured_only
+
+        class AddToDatabase:
+            args: tuple[object, ...] = ()
+
+            def apply(self, *args: object) -> None:
+                self.args = args
+
+        x = te.placeholder((4,), name="x")
+        func = te.create_prim_func([x, te.compute((4,), lambda i: x[i] + 1.0, name="y")])
+        candidates = [ms.MeasureCandidate(tvm.s_tir.Schedule(func),
+                                          ms.arg_info.ArgInfo.from_prim_func(func))] * 3
+        runs = [ms.runner.RunnerResult([0.1], None),
+                ms.runner.RunnerResult(None, "RPCRunner: An exception occurred\n" + BUDGET_SPENT),
+                ms.runner.RunnerResult(None, "RPCRunner: Timeout, killed after 10 seconds")]
+        inner = AddToDatabase()
+        _measured_only(inner).apply(ms.task_scheduler.RoundRobin(), 0, candidates,
+                                    [ms.builder.BuilderResult(None, None)] * 3, runs)
+        _, task_id, kept, built, ran = inner.args
+        assert task_id == 0 and len(kept) == len(built) == 2  # type: ignore[arg-type]
+        assert [r.error_msg for r in ran] == [None, runs[2].error_msg]  # type: ignore[attr-defined]
