@@ -74,7 +74,8 @@ class TuneSpec(Strict):
     the model's time (FLOPs or bytes moved, a roofline), a small floor each,
     at most ``trials_per_task`` each
     (:func:`farm.tuning.search.plan_trials`). ``for_s`` bounds a model's
-    tuning by time as well (seconds over all attempts). Unset, ``trials`` and
+    tune job by time as well (seconds over all attempts, each from its start
+    in the queue to its result: :mod:`farm.tuning.run`). Unset, ``trials`` and
     ``for_s`` come from the config (``[jobs]`` ``tune_model_trials``,
     ``tune_model_for_s``, ``tune_gemm_trials``).
     """
@@ -402,8 +403,9 @@ KIND = Kind(
                          "[default: the config's jobs.tune_model_trials (1000) for a model, "
                          "jobs.tune_gemm_trials (64) for a gemm]"),
             click.option("--for", "for_s", type=Seconds(1.0, MAX_FOR_S),
-                         help="A model's tuning time at most, e.g. 8h (whichever of --trials "
-                              "and --for runs out first).  "
+                         help="A model's tune job's time at most, e.g. 8h, its tuned build "
+                              "and timing included (whichever of --trials and --for runs out "
+                              "first).  "
                               "[default: the config's jobs.tune_model_for_s (8h)]"),
             click.option("--trials-per-task", type=int,
                          help="A model's measured trials per task at most.  "

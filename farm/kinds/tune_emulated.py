@@ -118,10 +118,11 @@ def run_model_check(ctx: RunContext, spec: TuneSpec, model: TuneModelSpec) -> Ou
     from farm.jobs.tuning_db import tune_work_dir
     from farm.kinds.model import model_file, model_params
     from farm.kinds.run import phone_target, tracker_params
-    from farm.kinds.serve_keys import serving_job_key
     from farm.kinds.tune import held_tune_builders
-    from farm.kinds.tune_model import attempt_progress
+    from farm.kinds.tune_model import attempt_progress, serving_priced
     from farm.queue.records import Outcome
+    from farm.sampling import SamplingRule
+    from farm.tuning import TailPrice
     from farm.tuning.model import keep_untuned, tune_model
     from farm.tuning.work_progress import build_made
 
@@ -137,8 +138,13 @@ def run_model_check(ctx: RunContext, spec: TuneSpec, model: TuneModelSpec) -> Ou
         for_s=ctx.settings.jobs.tune_model_for_s if spec.for_s is None else spec.for_s,
         pipeline=ctx.settings.jobs.tune_pipeline))
     progress = attempt_progress(ctx, work_dir)
+    # What follows the tuning, kept from --for: an output check per device (priced as a
+    # tune job's timing of its two builds, which the check's run and keep_untuned's build
+    # make up) and handing the key back.
+    tail = TailPrice.of(len(serials), 1, SamplingRule.of(ctx.settings.results),
+                        plain.timing.min_repeat_ms / 1e3)
     snapshots = [ctx.gate(serial) for serial in serials]
-    with serving_job_key(ctx, serials, on_relaunch=progress.add_relaunch) as key, build_made(
+    with serving_priced(ctx, serials, progress, tail) as key, build_made(
             progress), held_tune_builders(ctx) as builders:
         result = tune_model(replace(params, builder_workers=builders), target,
                             tracker_params(ctx, serials[0], key), ctx.cache, progress)

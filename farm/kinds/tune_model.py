@@ -33,6 +33,7 @@ import statistics
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -48,10 +49,11 @@ if TYPE_CHECKING:
     from farm.kinds.tune import TuneModelSpec, TuneSpec
     from farm.queue.records import Outcome
     from farm.queue.store import Store
-    from farm.tuning import BestRecords, Decision, ModelTuneResult, TuneProgress
+    from farm.tuning import BestRecords, Decision, ModelTuneResult, TailPrice, TuneProgress
     from farm.tuning.fleet_records import RecordCheckpoint
 
-__all__ = ["attempt_progress", "attempt_records", "record_checkpoint", "run_model_tuning"]
+__all__ = ["attempt_progress", "attempt_records", "record_checkpoint", "run_model_tuning",
+           "serving_priced", "since_start_s"]
 
 log = structlog.get_logger(__name__)
 
@@ -61,6 +63,9 @@ def attempt_progress(ctx: RunContext, work_dir: Path) -> TuneProgress:
 
     With a store it is a :class:`farm.tuning.work_progress.TaskWorkProgress`,
     which reaches the rows through the store (the engine's ``TaskRows``).
+    Either counts the attempt from its start in the queue (``ctx.attempt.started_at``:
+    :meth:`farm.tuning.progress.TuneProgress.started_before`), so a time budget
+    (``--for``) covers the child's start and all that precedes the tuning.
 
     The job's main attempt shares its tasks (claims about half) when helpers
     are on (``jobs.tune_helpers``) and another host has a device a helper of
@@ -70,15 +75,31 @@ def attempt_progress(ctx: RunContext, work_dir: Path) -> TuneProgress:
     from farm.tuning import TuneProgress
     from farm.tuning.work_progress import TaskWorkProgress
 
+    progress: TuneProgress
     if ctx.store is None:
-        return TuneProgress(work_dir)
-    jobs = ctx.settings.jobs
-    helper = ctx.attempt.helper
-    share = jobs.tune_helpers and not helper and _helper_may_come(ctx, ctx.store)
-    return TaskWorkProgress(work_dir, ctx.store, ctx.job.id, ctx.attempt.id,
-                            ctx.settings.host_id, helper=helper, share=share,
-                            poll_s=jobs.tune_task_poll_s, wait_s=jobs.tune_lease_s,
-                            helper_wait_s=jobs.tune_helper_wait_s)
+        progress = TuneProgress(work_dir)
+    else:
+        jobs = ctx.settings.jobs
+        helper = ctx.attempt.helper
+        share = jobs.tune_helpers and not helper and _helper_may_come(ctx, ctx.store)
+        progress = TaskWorkProgress(work_dir, ctx.store, ctx.job.id, ctx.attempt.id,
+                                    ctx.settings.host_id, helper=helper, share=share,
+                                    poll_s=jobs.tune_task_poll_s, wait_s=jobs.tune_lease_s,
+                                    helper_wait_s=jobs.tune_helper_wait_s)
+    progress.started_before(since_start_s(ctx.attempt.started_at, SystemClock().now()))
+    return progress
+
+
+def since_start_s(started_at: datetime, now: datetime) -> float:
+    """Seconds from an attempt's start (a naive time is UTC, as SQLite returns it) to ``now``.
+
+    >>> from datetime import timedelta
+    >>> t = datetime(2026, 1, 1, tzinfo=UTC)
+    >>> since_start_s(t.replace(tzinfo=None), t + timedelta(seconds=7))
+    7.0
+    """
+    start = started_at if started_at.tzinfo else started_at.replace(tzinfo=UTC)
+    return max(0.0, (now - start).total_seconds())
 
 
 def _helper_may_come(ctx: RunContext, store: Store) -> bool:
@@ -129,6 +150,27 @@ def record_checkpoint(ctx: RunContext, work_dir: Path, stem: str) -> RecordCheck
     return RecordCheckpoint(ctx.store, work_dir,
                             device_model(ctx.facts.get(ctx.attempt.serials[0], {})),
                             ctx.job.id, ctx.attempt.id, stem)
+
+
+@contextmanager
+def serving_priced(ctx: RunContext, serials: list[str], progress: TuneProgress,
+                   tail: TailPrice) -> Iterator[str]:
+    """The job's key served for the block, ``tail`` the progress's with handing it back priced.
+
+    Handing the key back costs what taking it did (:attr:`TailPrice.release_s`);
+    a helper attempt (``progress.builds`` false) has no tail.
+
+    Yields:
+        The job's tracker key (:func:`farm.kinds.serve_keys.serving_job_key`).
+    """
+    from farm.kinds.serve_keys import serving_job_key
+
+    clock = SystemClock()
+    from_s = clock.monotonic()
+    with serving_job_key(ctx, serials, on_relaunch=progress.add_relaunch) as key:
+        if progress.builds:
+            progress.set_tail(replace(tail, release_s=clock.monotonic() - from_s))
+        yield key
 
 
 def _time_builds(
@@ -198,7 +240,6 @@ def run_model_tuning(ctx: RunContext, spec: TuneSpec, model: TuneModelSpec) -> O
     from farm.jobs.tuning_db import tune_work_dir
     from farm.kinds.model import model_file, model_params
     from farm.kinds.run import phone_target, tracker_params
-    from farm.kinds.serve_keys import serving_job_key
     from farm.kinds.tune import _tuning_records, held_tune_builders
     from farm.queue.records import Outcome
     from farm.sampling import SamplingRule
@@ -219,14 +260,13 @@ def run_model_tuning(ctx: RunContext, spec: TuneSpec, model: TuneModelSpec) -> O
         pipeline=ctx.settings.jobs.tune_pipeline,
     )
     progress = attempt_progress(ctx, work_dir)  # counters across attempts; the job's task rows
-    if progress.builds:  # the ETA is of the job's result: the timing after the build too
-        progress.set_tail(TailPrice.of(len(serials), ctx.settings.jobs.tune_timing_rounds,
-                                       SamplingRule.of(ctx.settings.results),
-                                       plain.timing.min_repeat_ms / 1e3))
+    # The ETA is of the job's result, and --for bounds it: the timing after the build too.
+    tail = TailPrice.of(len(serials), ctx.settings.jobs.tune_timing_rounds,
+                        SamplingRule.of(ctx.settings.results), plain.timing.min_repeat_ms / 1e3)
     snapshots = [ctx.gate(serial) for serial in serials]
     labels: dict[int, str] = {}
-    with attempt_records(ctx, work_dir, labels, f"tune model {shown}") as fleet, serving_job_key(
-            ctx, serials, on_relaunch=progress.add_relaunch) as key, build_made(
+    with attempt_records(ctx, work_dir, labels, f"tune model {shown}") as fleet, serving_priced(
+            ctx, serials, progress, tail) as key, build_made(
             progress), held_tune_builders(ctx) as builders:
         result = tune_model(replace(params, builder_workers=builders), target,
                             tracker_params(ctx, serials[0], key), ctx.cache, progress, fleet,

@@ -36,6 +36,7 @@ import structlog
 
 from farm.jobs.targets import runtime_device_name
 from farm.jobs.tuning_db import open_database
+from farm.tuning.rate import cut_by_budget
 from farm.tuning.search import measured_traces, trace_key
 
 __all__ = ["BaselineTask", "baseline_candidate", "measure_baselines", "missing_baselines"]
@@ -117,7 +118,11 @@ def _send(tasks: list[BaselineTask], builder: Any, runner: Any) -> _Chunk:
 
 
 def _record(chunk: _Chunk, database: Any) -> int:
-    """Commit the chunk's results as ``AddToDatabase`` does; returns the measured ones."""
+    """Commit the chunk's results as ``AddToDatabase`` does; returns the measured ones.
+
+    A default schedule the time budget cut (:func:`farm.tuning.rate.cut_by_budget`)
+    is not recorded.
+    """
     from tvm.s_tir import meta_schedule as ms
 
     measured = 0
@@ -125,6 +130,10 @@ def _record(chunk: _Chunk, database: Any) -> int:
                                               chunk.futures, strict=True):
         result = future.result() if future is not None else None
         error = build.error_msg if result is None else result.error_msg
+        if cut_by_budget(error):  # not measured: a resumed job measures it
+            if build.artifact_path is not None:
+                shutil.rmtree(os.path.dirname(build.artifact_path), ignore_errors=True)
+            continue
         run_secs = [_FAILED_RUN_S]
         if result is not None and error is None:
             run_secs = [float(s) for s in result.run_secs]

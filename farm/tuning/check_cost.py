@@ -98,47 +98,29 @@ class CheckPrice:
         """
         return self.build_s + rounds * self.round_s if rounds > 0 else 0.0
 
-    def rounds_in(self, left_s: float | None, rounds: int, fewest: int,
-                  overrun_s: float = 0.0) -> int:
-        """The rounds (at most ``rounds``) ``left_s`` holds, else ``fewest`` within ``overrun_s``.
+    def rounds_in(self, left_s: float | None, rounds: int, fewest: int) -> int:
+        """The rounds (at most ``rounds``) ``left_s`` holds; 0 where not even ``fewest`` fit.
 
-        0 where not even ``fewest`` fit in ``left_s`` plus ``overrun_s``.
-
-        The search keeps the shortest check's price back from its budget, but
-        a batch in flight at the deadline can take longer than priced: in a
-        300 s run of MobileNetV3-small's 45 tasks on a loaded 2-core host the
-        round robin's batches were joined 50 s past the budget, and the check
-        of its 2 picks, priced 2.9 s, was dropped with them. ``overrun_s`` lets
-        so cheap a check run past the budget rather than lose what the search
-        paid for. Seconds already past the budget are not the check's: it may
-        add at most ``overrun_s`` of its own.
+        A search that overran the time kept for the check (a batch in flight
+        ran past it) leaves the picks unchecked rather than the job past its
+        budget: they keep their default schedule and the result counts them.
 
         Args:
-            left_s: seconds of the budget left (negative: overrun); None: no
+            left_s: seconds left for the check (negative: overrun); None: no
                 budget (``rounds``).
             rounds: the rounds asked.
             fewest: the fewest worth running.
-            overrun_s: seconds the fewest rounds may add past the budget.
 
         >>> p = CheckPrice(4.0, 2.5)
         >>> p.rounds_in(None, 3, 2), p.rounds_in(20.0, 3, 2), p.rounds_in(10.0, 3, 2)
         (3, 3, 2)
-        >>> p.rounds_in(8.0, 3, 2), p.rounds_in(0.0, 3, 2)
-        (0, 0)
-        >>> p.rounds_in(-50.0, 3, 2, overrun_s=15.0), p.rounds_in(8.0, 3, 2, overrun_s=1.0)
-        (2, 2)
-        >>> p.rounds_in(-50.0, 3, 2, overrun_s=8.0), p.rounds_in(0.0, 3, 2, overrun_s=8.0)
-        (0, 0)
+        >>> p.rounds_in(8.0, 3, 2), p.rounds_in(0.0, 3, 2), p.rounds_in(-50.0, 3, 2)
+        (0, 0, 0)
         """
         if left_s is None:
             return rounds
-        least = min(fewest, rounds)
-        fits = 0
-        if left_s <= 0 and overrun_s <= 0:
+        if left_s <= 0:
             return 0
-        if left_s > 0:
-            fits = rounds if self.round_s <= 0 else int((left_s - self.build_s) // self.round_s)
-            fits = min(rounds, fits)
-        if fits >= least:
-            return fits
-        return least if self.cost_s(least) <= max(left_s, 0.0) + overrun_s else 0
+        fits = rounds if self.round_s <= 0 else int((left_s - self.build_s) // self.round_s)
+        fits = min(rounds, fits)
+        return fits if fits >= min(fewest, rounds) else 0

@@ -244,6 +244,30 @@ class TuneProgress:
         with self._lock:
             return self._batches.last_batch_s
 
+    def started_before(self, seconds: float) -> None:
+        """Count this attempt from ``seconds`` before opening (its start in the queue).
+
+        An attempt starts when the queue hands it its devices; its process, the
+        devices' gates and the key's serving come before this progress is
+        opened, and a time budget counts them (``tuning_s``, ``first_trial_s``).
+        Call it once, before :meth:`set_tasks`.
+        """
+        with self._lock:
+            self._opened_s -= max(0.0, seconds)
+
+    def tail_s(self) -> float:
+        """Seconds what follows the picks' check takes, priced now (:meth:`set_tail`; 0: none).
+
+        The tuned build (every kernel of the model, not only the tuned tasks':
+        the build links them all) and each phone's timing of both builds.
+        """
+        with self._lock:
+            return self._tail_s(self._counters, self._clock.monotonic())
+
+    def _tail_s(self, counters: TuneCounters, now: float) -> float:
+        kernels = max(len(counters.tasks), counters.model_tasks or 0)
+        return self._stages.left_s(now, kernels, self._batches.build_s, self._batches.measure_s)
+
     def budget_left_s(self) -> float | None:
         """Seconds left of the :meth:`set_tasks` budget (negative: overrun); None: no budget."""
         if self._budget_s is None:
@@ -254,15 +278,17 @@ class TuneProgress:
         """Whether no further batch fits the time budget given to :meth:`set_tasks`.
 
         A batch is sent only while more time is left than the last batch took
-        (plus ``reserve_s``, kept for what follows the search), so a run ends
-        within its budget and not one batch past it.
+        plus ``reserve_s`` (kept for the picks' check) and what follows the check
+        (:meth:`tail_s`: the tuned build and its timing), so the job ends within
+        its budget and not one batch past it.
 
         Args:
-            reserve_s: seconds kept back for later work (the picks' check).
+            reserve_s: seconds kept back for the picks' check.
         """
         self._reserve_s = reserve_s
         left_s = self.budget_left_s()
-        return left_s is not None and left_s <= (self.last_batch_s or 0.0) + reserve_s
+        return left_s is not None and left_s <= (self.last_batch_s or 0.0) + reserve_s + (
+            self.tail_s())
 
     def update_task(self, name: str, trials_measured: int, best_s: float) -> None:
         """Record a task's measured trials and best run time (inf: none), and the new ETA."""
@@ -320,8 +346,7 @@ class TuneProgress:
         costs = [self._batches.task_cost(t.name, t.trials_asked - t.trials_measured)
                  for t in counters.tasks]
         stages = self._stages
-        tail_s = stages.left_s(now, len(counters.tasks), self._batches.build_s,
-                               self._batches.measure_s)
+        tail_s = self._tail_s(counters, now)
         if stages.stage in ("build", "timing"):
             return tail_s
         check_s = self._check_s_now()

@@ -31,7 +31,8 @@ from farm.jobs.params import TimingParams
 from farm.jobs.session import connect_fresh
 from farm.jobs.tuning_db import FAILED_RUN_S, RECORDS_FILE
 
-__all__ = ["MEASURE_UNTIL_FILE", "UPLOADS_FILE", "TimedSession", "TimedUpload",
+__all__ = ["BUDGET_SPENT", "MEASURE_UNTIL_FILE", "UPLOADS_FILE", "BudgetSpent", "TimedSession",
+           "TimedUpload", "cut_by_budget",
            "limit_per_phone_hour", "measure_until", "read_measure_until", "run_overhead_s",
            "trial_busy_s", "trials_per_phone_hour", "wait_for_build"]
 
@@ -39,6 +40,33 @@ UPLOADS_FILE = "farm_uploads.jsonl"
 
 #: The work folder's file saying until when candidates are measured (:func:`measure_until`).
 MEASURE_UNTIL_FILE = "farm_measure_until.json"
+
+#: What a candidate's run error says when the time budget cut it (:class:`BudgetSpent`).
+BUDGET_SPENT = "the tuning's time budget is spent: not measured"
+
+
+class BudgetSpent(RuntimeError):
+    """A candidate not measured because the time budget is spent: dropped, not recorded.
+
+    Not a ``TimeoutError``: MetaSchedule's ``RPCRunner`` reports one as "Timeout,
+    killed after N seconds", losing why, where any other exception's message is
+    kept in the result's ``error_msg`` (apache/tvm
+    ``python/tvm/s_tir/meta_schedule/runner/rpc_runner.py``, ``RPCRunnerFuture.result``).
+    Raised in a runner's worker process, it comes back pickled (``message``:
+    an exception is rebuilt from its arguments).
+    """
+
+    def __init__(self, message: str = BUDGET_SPENT) -> None:
+        super().__init__(message)
+
+
+def cut_by_budget(error_msg: str | None) -> bool:
+    """Whether a run's error says the time budget cut it (:class:`BudgetSpent`).
+
+    >>> cut_by_budget("RPCRunner: An exception occurred: " + BUDGET_SPENT), cut_by_budget(None)
+    (True, False)
+    """
+    return error_msg is not None and BUDGET_SPENT in str(error_msg)
 
 
 @dataclass(frozen=True)
@@ -64,8 +92,8 @@ class TimedUpload:
         Raises:
             CompileError: a pipelined build failed or was not done in ``build_wait_s``
                 (MetaSchedule records the candidate as failed).
-            TimeoutError: the time budget is spent (``until_path``): the
-                candidate is recorded unmeasured, and a resumed job measures it.
+            BudgetSpent: the time budget is spent (``until_path``): the
+                candidate is dropped unrecorded, and a resumed job measures it.
         """
         self._in_budget()
         if self.build_wait_s > 0:
@@ -82,7 +110,7 @@ class TimedUpload:
     def _in_budget(self) -> None:
         until = read_measure_until(self.until_path)
         if until is not None and time.time() > until:
-            raise TimeoutError("the tuning's time budget is spent: not measured")
+            raise BudgetSpent
 
 
 def measure_until(path: Path, until: float | None) -> None:

@@ -149,19 +149,52 @@ def _batch_counter(progress: TuneProgress, on_batch: Callable[[], None]) -> Any:
     return BatchCounter()
 
 
+def _measured_only(add_to_database: Any) -> Any:
+    """``AddToDatabase`` for the candidates the time budget did not cut (:class:`BudgetSpent`).
+
+    A candidate cut at the budget's end was not measured: recorded, it would
+    count as a failed trial, reach the fleet's records, and never be measured
+    by a resumed job.
+    """
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+    from farm.tuning.rate import cut_by_budget
+
+    @derived_object
+    class MeasuredOnly(PyMeasureCallback):
+        """Drops the cut candidates, then adds the others; TVM calls ``apply`` positionally."""
+
+        def apply(self, task_scheduler: Any, task_id: int, measure_candidates: Any,
+                  builder_results: Any, runner_results: Any) -> None:
+            """Record the batch's candidates that were measured or failed on their own."""
+            keep = [i for i, r in enumerate(runner_results) if not cut_by_budget(r.error_msg)]
+            add_to_database.apply(task_scheduler, task_id,
+                                  [measure_candidates[i] for i in keep],
+                                  [builder_results[i] for i in keep],
+                                  [runner_results[i] for i in keep])
+
+    return MeasuredOnly()
+
+
 def measure_callbacks(progress: TuneProgress, on_batch: Callable[[], None]) -> list[Any]:
     """MetaSchedule's default measure callbacks, farm's batch counter right after ``AddToDatabase``.
 
     The counter is saved as soon as the batch's records are, before
     ``UpdateCostModel`` retrains XGBoost (seconds on a busy host): a farmd
     killed in between would otherwise keep the records but lose the batch.
+    ``AddToDatabase`` records no candidate the time budget cut (:func:`_measured_only`).
     """
     from tvm.s_tir import meta_schedule as ms
 
     callbacks = list(ms.measure_callback.MeasureCallback.create("default"))
-    after = next((i + 1 for i, c in enumerate(callbacks)
-                  if isinstance(c, ms.measure_callback.AddToDatabase)), len(callbacks))
-    callbacks.insert(after, _batch_counter(progress, on_batch))
+    at = next((i for i, c in enumerate(callbacks)
+               if isinstance(c, ms.measure_callback.AddToDatabase)), None)
+    if at is None:
+        callbacks.append(_batch_counter(progress, on_batch))
+        return callbacks
+    callbacks[at] = _measured_only(callbacks[at])
+    callbacks.insert(at + 1, _batch_counter(progress, on_batch))
     return callbacks
 
 

@@ -18,19 +18,21 @@ work folder (its records are found by its workload's line in
 ``database_workload.json``) and asks MetaSchedule only for the missing ones,
 in rounds (:func:`farm.tuning.rounds.tune_in_rounds`) that make up for failed
 measurements; a task already complete costs nothing. A time budget
-(``for_s``, tuning seconds over all attempts, each from its start:
-:meth:`farm.tuning.progress.TuneProgress.expired`) stops the search: no
-batch is sent once less time is left than the last batch took plus the
-shortest check of the picks (:func:`check_price`, priced from this attempt's
-measurements), the batch in flight is measured until the time kept for the
-check begins (its other candidates recorded unmeasured:
-:func:`farm.tuning.rate.measure_until`), and the model is built with the
-records so far. The check then runs as many rounds as the time left holds
-(:meth:`farm.tuning.check_cost.CheckPrice.rounds_in`); where it holds
-fewer than :data:`MIN_CHECK_ROUNDS` (a batch in flight ran past the share
-kept), those fewest rounds still run if they add at most
-:data:`CHECK_OVERRUN_PART` of the budget, else none: the picks it cannot
-check keep their default schedule, and the result counts them.
+(``for_s``, seconds over all attempts, each from its start in the queue:
+:meth:`farm.tuning.progress.TuneProgress.expired`) bounds everything the
+attempt does: no batch is sent once less time is left than the last batch
+took plus the shortest check of the picks (:func:`check_price`, priced from
+this attempt's measurements) and what follows the check (the tuned build
+and its timing: :meth:`farm.tuning.progress.TuneProgress.tail_s`); the batch
+in flight is measured until the time kept for them begins (its other
+candidates dropped unrecorded: :func:`farm.tuning.rate.measure_until`,
+:class:`farm.tuning.rate.BudgetSpent`), and the model is built with the
+records so far. The check then runs as many rounds as the time left before
+the tail holds
+(:meth:`farm.tuning.check_cost.CheckPrice.rounds_in`); fewer than
+:data:`MIN_CHECK_ROUNDS` (a batch in flight ran past the share kept): none,
+the picks keep their default schedule (the untuned build), and the result
+counts them.
 
 Given the fleet's best records (:func:`seed_from_fleet`,
 :mod:`farm.tuning.seed`), each task short of its trials first gets its
@@ -80,7 +82,7 @@ from farm.tuning.space import tune_space
 from farm.tuning.tasks import Planned
 from farm.tuning.verify import Verdict, verify_picks
 
-__all__ = ["CHECK_OVERRUN_PART", "MIN_CHECK_ROUNDS", "STARTING_PHASE", "Checkpoint",
+__all__ = ["MIN_CHECK_ROUNDS", "STARTING_PHASE", "Checkpoint",
            "check_price", "measured", "seed_from_fleet", "tune_all"]
 
 log = structlog.get_logger(__name__)
@@ -93,11 +95,6 @@ Checkpoint = Callable[[Mapping[int, str]], None]
 
 #: The fewest rounds of the picks' check that judge a spread (one round has none).
 MIN_CHECK_ROUNDS = 2
-
-#: Part of the time budget (``for_s``) the check's fewest rounds may add past it when the
-#: search overran the share kept for them (:meth:`CheckPrice.rounds_in`): 24 minutes of
-#: an 8-hour night, 15 s of a 300 s run; without it the picks are dropped unchecked.
-CHECK_OVERRUN_PART = 0.05
 
 #: The phase while the builders' pool and the runner start (once an attempt, when first needed).
 STARTING_PHASE = "starting the builders and the runner"
@@ -185,6 +182,22 @@ def _round_cost_model(trials: int, progress: TuneProgress, contexts: list[Any],
     return model
 
 
+def _round_start(planned: list[Planned], caps: list[int], params: TuneParams,
+                 progress: TuneProgress, expired: Callable[[], bool], asked: int,
+                 batch: int) -> tuple[list[Any], list[float], Any, float]:
+    """A round's tasks (:func:`_contexts`) and cost model (:func:`_round_cost_model`).
+
+    Returns:
+        The contexts, their weights, the cost model and the seconds they took.
+    """
+    from_s = progress.tuning_s()
+    _import_tensor_intrin(progress)
+    contexts, weights = _contexts(planned, caps, params, progress, expired)
+    log.info("tuning_round_tasks", tasks=len(contexts), trials=sum(caps), batch=batch)
+    model = _round_cost_model(asked, progress, contexts, params)
+    return contexts, weights, model, progress.tuning_s() - from_s
+
+
 def _import_tensor_intrin(progress: TuneProgress) -> None:
     """Import what MetaSchedule's ``TuneContext`` imports first, saying so in the progress.
 
@@ -207,18 +220,24 @@ def _import_tensor_intrin(progress: TuneProgress) -> None:
 
 def _measure_baselines(planned: list[Planned], params: TuneParams, builder: Any, runner: Any,
                        progress: TuneProgress, expired: Callable[[], bool],
-                       on_batch: Callable[[], None]) -> None:
+                       on_batch: Callable[[], None]) -> float:
     """Measure the default schedule of each CPU task with trials left and none measured yet.
 
     The baseline is one of the task's trials (:mod:`farm.tuning.baseline`).
+
+    Returns:
+        Seconds it took (0: none measured).
     """
     left = [p for p, m in zip(planned, measured(planned, params), strict=True)
             if m < p.trials and str(p.task.extracted.target.kind.name) == "llvm"]
     tasks = missing_baselines(_baseline_tasks(left), params.work_dir)
-    if tasks:
-        progress.set_phase("measuring the default schedules")
-        measure_baselines(tasks, builder, runner, params.work_dir, params.builder_workers,
-                          expired, on_batch)
+    if not tasks:
+        return 0.0
+    from_s = progress.tuning_s()
+    progress.set_phase("measuring the default schedules")
+    measure_baselines(tasks, builder, runner, params.work_dir, params.builder_workers,
+                      expired, on_batch)
+    return progress.tuning_s() - from_s
 
 
 def seed_from_fleet(planned: list[Planned], params: TuneParams, target: dict[str, Any],
@@ -255,17 +274,28 @@ def _baseline_tasks(planned: list[Planned]) -> list[BaselineTask]:
                          p.task.extracted.target) for p in planned]
 
 
-def _expired(params: TuneParams, progress: TuneProgress, reserve_s: float) -> bool:
+def _expired(params: TuneParams, progress: TuneProgress, reserve_s: float,
+             untimed_batch_s: float = 0.0) -> bool:
     """Whether no further batch fits the budget (:meth:`TuneProgress.expired`).
 
+    Before this attempt has timed a batch, one is priced ``untimed_batch_s``
+    (the default schedules' measurement: a search, builds and runs take at
+    least as long): priced 0 s, a first batch of 16 sent with 33 s left ended
+    23 s later, and its job 11 s past a 60 s budget.
+
     Each time asked, the runner is told until when it measures: the budget's
-    end less ``reserve_s`` kept for the picks' check, so the batch in flight
-    ends with the search's share (:func:`farm.tuning.rate.measure_until`).
+    end less ``reserve_s`` kept for the picks' check and less what follows it
+    (:meth:`TuneProgress.tail_s`), so the batch in flight is cut where the
+    search's share ends (:func:`farm.tuning.rate.measure_until`): its
+    candidates not measured by then are dropped, those measured kept.
     """
     left_s = progress.budget_left_s()
     measure_until(params.work_dir / MEASURE_UNTIL_FILE,
-                  None if left_s is None else time.time() + left_s - reserve_s)
-    return progress.expired(reserve_s)
+                  None if left_s is None else time.time() + left_s - reserve_s - progress.tail_s())
+    if progress.expired(reserve_s):
+        return True
+    return (left_s is not None and progress.last_batch_s is None
+            and left_s <= untimed_batch_s + reserve_s + progress.tail_s())
 
 
 def _end(params: TuneParams, builders: list[Any]) -> None:
@@ -279,12 +309,16 @@ def _check_picks(planned: list[Planned], params: TuneParams, progress: TuneProgr
                  started: Callable[[], tuple[Any, Any]], builder: Any) -> list[Verdict]:
     """Measure each task's pick against its default again, the rounds the budget left holds.
 
-    The runner measures without limit: the rounds are priced to fit.
+    The time left less what follows the check (:meth:`TuneProgress.tail_s`)
+    holds the rounds; fewer than :data:`MIN_CHECK_ROUNDS`: none, and the
+    picks keep their default schedule. The runner measures without limit:
+    the rounds are priced to fit.
     """
     measure_until(params.work_dir / MEASURE_UNTIL_FILE, None)
     price = check_price(planned, params, builder)
-    rounds = price.rounds_in(progress.budget_left_s(), params.verify_rounds, MIN_CHECK_ROUNDS,
-                             CHECK_OVERRUN_PART * (params.for_s or 0.0))
+    left_s = progress.budget_left_s()
+    rounds = price.rounds_in(None if left_s is None else left_s - progress.tail_s(),
+                             params.verify_rounds, MIN_CHECK_ROUNDS)
     progress.set_phase("checking each task's pick against its default schedule"
                        if rounds else "time budget spent: no pick measured again")
     check_from_s = progress.tuning_s()
@@ -292,7 +326,7 @@ def _check_picks(planned: list[Planned], params: TuneParams, progress: TuneProgr
     log.info("tuning_picks_check_timed", rounds=rounds, build_s=price.build_s,
              round_s=price.round_s, priced_s=price.cost_s(rounds),
              took_s=progress.tuning_s() - check_from_s, batch_s=progress.last_batch_s,
-             budget_left_s=progress.budget_left_s())
+             budget_left_s=progress.budget_left_s(), tail_s=progress.tail_s())
     return verdicts
 
 
@@ -352,26 +386,32 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
             progress.set_phase(phase)
         return measurers[0]
 
-    def reserve_s() -> float:  # the shortest check of the picks, kept from the search
+    # Kept from the search: the shortest check of the picks, and a round's end (its last
+    # results recorded and learnt, its searches stopped), priced as its start (the tasks'
+    # contexts, the cost model trained on the records): a 60 s tune's search ended 3.5 s
+    # after its runner's cut, 5.3 s after its round began.
+    def reserve_s() -> float:
         return 0.0 if verdicts is None else price[0].cost_s(
             min(MIN_CHECK_ROUNDS, params.verify_rounds))
 
+    # This attempt's measurement of the default schedules, and its last round's start.
+    baselines_s, round_start_s = [0.0], [0.0]
+
     def expired() -> bool:
-        return _expired(params, progress, reserve_s())
+        return _expired(params, progress, reserve_s() + round_start_s[0], baselines_s[0])
 
     def tune_round(_remaining: int) -> bool | None:
         if expired():  # nothing is started once the budget is spent, the builders neither
             return None
         builder, runner = started()
-        _measure_baselines(planned, params, builder, runner, progress, expired, on_batch)
+        baselines_s[0] = max(baselines_s[0], _measure_baselines(
+            planned, params, builder, runner, progress, expired, on_batch))
         caps = [max(0, p.trials - m) for p, m in zip(planned, measured(planned, params),
                                                       strict=True)]
         if not any(caps) or expired():
             return None
-        _import_tensor_intrin(progress)
-        contexts, weights = _contexts(planned, caps, params, progress, expired)
-        log.info("tuning_round_tasks", tasks=len(contexts), trials=sum(caps), batch=batch)
-        model = _round_cost_model(asked, progress, contexts, params)
+        contexts, weights, model, round_start_s[0] = _round_start(
+            planned, caps, params, progress, expired, asked, batch)
         sent_before = progress.candidates_sent
         ms.tune_tasks(
             tasks=contexts, task_weights=weights, work_dir=str(params.work_dir),
@@ -392,6 +432,4 @@ def tune_all(planned: list[Planned], batch: int, params: TuneParams, tracker: Tr
     finally:
         _end(params, [builder for builder, _ in measurers])
     on_batch()
-    if done_trials() >= asked:
-        return "trials"
-    return "time" if expired() else "rounds"
+    return "trials" if done_trials() >= asked else "time" if expired() else "rounds"

@@ -44,12 +44,16 @@ class TailPrice:
             the fewest of its warm-up (two windows of :data:`farm.sampling.WARMUP_WINDOW`).
         sample_least_s: seconds a sample lasts at the least (``time_evaluator``'s
             ``min_repeat_ms``: the small CNN's 0.05 ms runs are repeated for 100 ms).
+        release_s: seconds the devices take to serve their own keys again after the
+            tuning, priced as serving the job's key took at its start (6 s of a
+            54 s job on one virtual phone).
     """
 
     builds: int = 0
     runs: int = 0
     samples: int = 0
     sample_least_s: float = 0.0
+    release_s: float = 0.0
 
     @classmethod
     def of(cls, phones: int, rounds: int, rule: SamplingRule, min_repeat_s: float) -> TailPrice:
@@ -156,4 +160,4 @@ class Stages:
         tail_build_s = self.tail.build_s(kernels, build_s * self.builders)
         if self.stage == "build":
             tail_build_s = max(0.0, tail_build_s - self.since_s(now))
-        return tail_build_s + runs_left * run_s
+        return tail_build_s + self.tail.release_s + runs_left * run_s

@@ -20,7 +20,7 @@ from farm.tuning.counters import TaskProgress
 from farm.tuning.model import TUNED_LIBRARY, model_tasks, tune_model
 from farm.tuning.progress import TuneProgress
 from farm.tuning.rate import run_overhead_s
-from farm.tuning.run import CHECK_OVERRUN_PART, STARTING_PHASE
+from farm.tuning.run import STARTING_PHASE
 
 
 def traces(work_dir: Path) -> list[tuple[int, str]]:
@@ -138,10 +138,9 @@ class TestTuneModel:
 
         # 1000 trials asked with 2 s of a time budget left: the budget counts from the
         # attempt's start (extraction included), no step begins once it is spent, no batch
-        # is sent that would end past it, and the picks' check fits what is left or runs
-        # its fewest rounds within CHECK_OVERRUN_PART of the budget: tuning ends within
-        # the budget plus one batch, the builders' start if begun within it and that
-        # allowance (plus the estimates' error: 2 s, and a tenth of the batch on a host
+        # is sent that would end past it, and the picks' check runs only in what is left:
+        # tuning ends within the budget plus one batch and the builders' start if begun
+        # within it (plus the estimates' error: 2 s, and a tenth of the batch on a host
         # loaded enough to stretch it: CI run26 had a 2-trial batch take 20.7 s and ended
         # 1.6 s past the bound without it). The records it had are kept and the model is
         # built with them.
@@ -157,7 +156,7 @@ class TestTuneModel:
                    for at_s, _ in progress.spans(STARTING_PHASE)), progress.phases
         assert tuning_end_s <= max(2.0, progress.at_s["tuning"]) + 1.1 * (
             progress.last_batch_s or 0) + sum(end - at for at, end in progress.spans(
-                STARTING_PHASE)) + CHECK_OVERRUN_PART * (spent + 2.0) + 2, progress.phases
+                STARTING_PHASE)) + 2, progress.phases
         # It stopped for time: less was left than a batch and the shortest check would take.
         batch_s = progress.last_batch_s or 0.0
         reserve_s = CheckPrice.of(default_and_best_s(work_dir), more.timing,  # a batch per wave:

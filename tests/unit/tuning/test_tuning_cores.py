@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from farm.tuning.builder import ERROR_SUFFIX
 from farm.tuning.cores import builder_share, held_builders
 from farm.tuning.rate import (
     MEASURE_UNTIL_FILE,
+    BudgetSpent,
     TimedUpload,
     measure_until,
     read_measure_until,
@@ -86,8 +88,10 @@ class TestMeasureUntil:
         until = tmp_path / MEASURE_UNTIL_FILE
         measure_until(until, time.time() - 1.0)
         upload = TimedUpload(str(tmp_path / "uploads.jsonl"), 0.0, str(until))
-        with pytest.raises(TimeoutError, match="time budget is spent"):
+        with pytest.raises(BudgetSpent, match="time budget is spent") as raised:
             upload(None, str(tmp_path / "tvm_tmp_mod.so"), "tvm_tmp_mod.so")
+        # raised in the runner's worker, it comes back pickled
+        assert str(pickle.loads(pickle.dumps(raised.value))) == str(raised.value)  # noqa: S301
 
     def test_no_limit_is_written_as_no_file(self, tmp_path: Path) -> None:
         """A limit reads back as written; None removes it (the next attempt measures)."""

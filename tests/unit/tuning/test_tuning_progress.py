@@ -228,6 +228,49 @@ class TestEta:
         clock.advance(1)
         assert progress.expired()
 
+    def test_the_budget_counts_from_the_attempts_start_in_the_queue(
+            self, tmp_path: Path) -> None:
+        """An attempt that started 12 s before its progress was opened (its child's start,
+        the phones' gates, the key's serving) has 12 s less of a 100 s budget, and its first
+        trial's time counts them too."""
+        clock = FakeClock()
+        progress = TuneProgress(tmp_path, clock)
+        progress.started_before(12.0)
+        progress.started_before(-5.0)  # a clock step back adds nothing
+        clock.advance(8)
+        progress.set_tasks([TaskProgress("conv", 0, 10, 0)], budget_s=100.0)
+        assert progress.budget_left_s() == 80.0
+        progress.update_task("conv", 1, 1e-3)
+        assert progress.counters.first_trial_s == 20.0
+        assert progress.counters.tuning_s == 20.0
+
+    def test_no_batch_is_sent_that_leaves_too_little_for_the_build_and_timing(
+            self, tmp_path: Path) -> None:
+        """What follows the check is kept from the search: the tuned build of the model's 5
+        kernels (not only its 2 tuned tasks') at 0.5 s each in one process, and 4 timing runs
+        of 36 samples at 0.1 s and 0.15 s more (9 s each): 38.5 s, so a 100 s budget with
+        batches of 10 s and a check of 5 s stops its search with 53.5 s left, not 15 s."""
+        clock = FakeClock()
+        progress = TuneProgress(tmp_path, clock)
+        progress.set_tail(TailPrice(builds=1, runs=4, samples=36, sample_least_s=0.1))
+        progress.set_model_tasks(5)
+        progress.set_tasks([TaskProgress("conv", 0, 100, 0), TaskProgress("dense", 1, 100, 0)],
+                           budget_s=100.0)
+        progress.set_run_s(0.15)
+        progress.batch_sent("conv")
+        clock.advance(5)
+        progress.batch_searched("conv", 10)
+        clock.advance(5)  # 10 candidates built in 5 s: 0.5 s each
+        progress.batch_built()
+        progress.batch_joined("conv")
+        assert progress.tail_s() == pytest.approx(5 * 0.5 + 4 * 9.0)
+        clock.advance(36)
+        assert not progress.expired(reserve_s=5.0)  # 54 s left > 10 s + 5 s + 38.5 s
+        clock.advance(0.5)
+        assert progress.expired(reserve_s=5.0)
+        assert not progress.expired()  # without the check's reserve: 48.5 s
+        assert TuneProgress(tmp_path / "gemm", clock).tail_s() == 0.0  # a GEMM's: no tail
+
     def test_a_batch_does_not_count_the_other_tasks_searches(self, tmp_path: Path) -> None:
         """MetaSchedule's scheduler searches conv (10 s), then dense (30 s), and only then joins
         conv's batch (at 45 s): conv's batch took 15 s of its own (search and measurement),
