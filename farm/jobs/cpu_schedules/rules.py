@@ -66,7 +66,8 @@ MAX_TILE_BLOCKS = 4
 #: half of them. Measured with AVX-512 (32 registers) on a pinned core, each zoo conv alone
 #: (``bench/bench_tile_knobs.py``, docs/benchmarks.md's history): 2 blocks x 7 or 8 rows (14-16
 #: accumulators) ran 0.84-0.98x the one-block tile on all ten convs, 4 x 7 (28) 0.75-1.01x,
-#: 3 x 8 (24) 1.7x on MobileNetV2's 16 -> 96 conv.
+#: 3 x 8 (24) 1.7x on MobileNetV2's 16 -> 96 conv. A half vector counts as half a register
+#: (:func:`_lanes_taken`).
 ACCUMULATORS_PER_REGISTER = 0.5
 
 
@@ -119,10 +120,29 @@ def _plan(sch: Any, block: Any, lanes: int, registers: int) -> TilePlan | None:
     if tile_factor == 1:
         factor = vector_factor(width, lanes)
         return TilePlan(spatial, reduce, vector, factor, None, 1)
-    per_row = -(-factor // lanes)  # a vector of two registers' lanes takes two
-    room = int(registers * ACCUMULATORS_PER_REGISTER) // (tile_factor * per_row)
+    room = int(registers * ACCUMULATORS_PER_REGISTER * lanes) // (tile_factor * _lanes_taken(
+        factor, lanes))
     block, blocks = _block_loop(sch, loops, stmt, (vector, tile), spatial, contiguous_reads, room)
     return TilePlan(spatial, reduce, vector, factor, tile, tile_factor, block, blocks)
+
+
+def _lanes_taken(factor: int, lanes: int) -> int:
+    """The register lanes one row of the tile takes: ``factor`` where it is under a register.
+
+    A vector of two registers' lanes takes two; a half vector (a conv's blocks
+    of 8 channels with 16 lanes) counts as half a register, so such a tile
+    takes twice the channel blocks of a full one. Its FMAs do half the work
+    each, and more blocks load each broadcast input value for more of them:
+    MobileNetV3-small's 1x1 16 -> 72 on 56 x 56 (blocks of 8, 9 of them,
+    :func:`farm.jobs.cpu_schedules.legalize.depthwise_fed`) took 3 blocks
+    of 8 rows instead of 1; the model, untuned, 1 thread, AVX-512,
+    interleaved (``bench/bench_ab_untuned.py``, 15 rounds): 0.97x, the other
+    zoo models 0.98-1.01x.
+
+    >>> _lanes_taken(8, 16), _lanes_taken(16, 16), _lanes_taken(28, 16)
+    (8, 16, 32)
+    """
+    return factor if factor < lanes else -(-factor // lanes) * lanes
 
 
 def _block_loop(sch: Any, loops: list[Any], stmt: Any, taken: tuple[int | None, ...],
