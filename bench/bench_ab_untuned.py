@@ -4,7 +4,8 @@ A change to farm's default CPU schedules moves a model's latency by a few
 percent, well inside what a shared host's load moves it between two runs of
 ``bench/bench_zoo.py``. Here each commit's ``farm`` (``git archive`` into a
 temporary folder) builds the zoo's untuned libraries in a process of its own,
-then this process loads both and times onnxruntime, before and after in
+then this process loads both and times onnxruntime (inputs and outputs bound,
+as TVM times its runs), before and after in
 turn, ``--rounds`` times, on one pinned core with 1 thread each (real-time
 priority where the host allows it, as ``bench_zoo``'s phone process), so
 that every round sees the same load. Prints, per model, the medians and ranges,
@@ -26,7 +27,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from _ort import ort_sample_s, ort_session
+from _ort import ort_bound, ort_sample_s, ort_session
 
 from farm.virtual.throttle import QUIET_RT_PRIORITY, realtime
 from farm.zoo import MODELS
@@ -81,7 +82,8 @@ def time_model(name: str, dirs: dict[str, Path], rounds: int) -> str:
         evaluator, args = timers[tag]
         return lambda: [evaluator(*args).mean * 1e3]
 
-    ms = interleaved_rounds({"ort": lambda: [ort_sample_s(session, feeds, runs=10) * 1e3],
+    bound = ort_bound(session, feeds)  # as TVM times its runs: no copies in or out
+    ms = interleaved_rounds({"ort": lambda: [ort_sample_s(session, bound, runs=10) * 1e3],
                              **{tag: timer(tag) for tag in TAGS}}, rounds)
     med = {k: float(np.median(v)) for k, v in ms.items()}
     span = {k: f"{min(v):.2f}-{max(v):.2f}" for k, v in ms.items()}

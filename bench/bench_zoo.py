@@ -11,7 +11,10 @@ host allows it) pinned to one core, with TVM's thread pool at 1 thread:
   excludes the copies in and out; the plain ``session.run`` figure, copies
   included, is shown beside it;
 - the ``model`` job's build and measurement (:func:`farm.jobs.model.run_model`):
-  the untuned latency (farm's default CPU schedules);
+  the untuned latency (farm's default CPU schedules), timed with onnxruntime
+  (bound and with its copies) in ``--rounds`` interleaved rounds
+  (:func:`farm.sampling.interleaved_rounds`), so that the sides of a ratio
+  see the same load;
 - for the models in ``--tune`` (default: the first one), the ``tune`` job's
   code path (:func:`farm.tuning.model.tune_model`) with ``--trials``
   measured trials (each task's pick checked against its default schedule:
@@ -28,7 +31,7 @@ host allows it) pinned to one core, with TVM's thread pool at 1 thread:
   phone spent running one candidate, ``number`` x ``repeat`` x its mean run
   time; uploads not counted).
 
-Latencies are medians of ``--samples`` samples; the ratios divide by
+Latencies are medians of ``--samples`` samples a round; the ratios divide by
 onnxruntime's (bound) median. Prints one table (Markdown) and the host load.
 
 Reproduce::
@@ -196,6 +199,29 @@ def _tune(row: Row, path: Path, model: ModelParams, budget: argparse.Namespace,
         f", {result.picks_unchecked} unchecked" if result.picks_unchecked else "")
 
 
+def _untuned(name: str, exporter: str | None, path: Path, model: ModelParams,
+             budget: argparse.Namespace, target: dict[str, Any], tracker: TrackerParams,
+             cache: CompileCache) -> Row:
+    """Build and check the untuned library, then time it and onnxruntime in interleaved rounds.
+
+    ``budget.rounds`` rounds of the untuned build, onnxruntime bound and
+    onnxruntime with its copies (:func:`farm.sampling.interleaved_rounds`), so
+    that the sides of a ratio see the same load; each figure is the median of
+    its rounds' samples.
+    """
+    inputs = run_model(model, target, tracker, cache).inputs  # built, outputs checked
+    timed = interleaved_rounds({
+        "untuned": lambda: run_model(model, target, tracker, cache).samples_s,
+        "ort": lambda: ort_samples(path, inputs, model.seed, budget.samples, 0.1, budget.core),
+        "copies": lambda: ort_samples(path, inputs, model.seed, budget.samples, 0.1,
+                                      budget.core, bound=False),
+    }, budget.rounds)
+    shape = (model.input_shapes or {}).get("x", ())
+    return Row(name, exporter, tuple(shape), statistics.median(timed["ort"]),
+               statistics.median(timed["untuned"]),
+               ort_copies_s=statistics.median(timed["copies"]))
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1e3:.2f}"
 
@@ -238,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="candidates measured per search round (more keep more builders busy)")
     parser.add_argument("--samples", type=int, default=7, help="latency samples per figure")
     parser.add_argument("--rounds", type=int, default=3,
-                        help="interleaved rounds of onnxruntime, untuned and tuned after tuning")
+                        help="interleaved rounds of onnxruntime and untuned (and, after tuning, "
+                             "tuned)")
     parser.add_argument("--small", action="store_true", help="the models' small forms")
     parser.add_argument("--core", type=int, default=DEFAULT_CORE,
                         help="the core the phone process and onnxruntime share (several benches "
@@ -276,13 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                 # the job's default atol 1e-5 is below their rounding.
                 model = ModelParams(path, shapes, rtol=1e-3, atol=1e-3, timing=timing,
                                     threads=ThreadPoolParams(affinity_mode=0, num_threads=1))
-                untuned = run_model(model, target, tracker, cache)
-                ort = ort_samples(path, untuned.inputs, model.seed, args.samples, 0.1, args.core)
-                copies = ort_samples(path, untuned.inputs, model.seed, args.samples, 0.1,
-                                     args.core, bound=False)
-                row = Row(name, zoo.exporter, shapes["x"], statistics.median(ort),
-                          statistics.median(untuned.samples_s),
-                          ort_copies_s=statistics.median(copies))
+                row = _untuned(name, zoo.exporter, path, model, args, target, tracker, cache)
                 if name in args.tune:
                     _tune(row, path, model, args, root, target, tracker, cache)
                 rows.append(row)

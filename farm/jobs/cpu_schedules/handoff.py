@@ -9,8 +9,9 @@ NCHWc between its convs and reorders only where another operator needs NCHW
 (its ``ReorderInput``/``ReorderOutput`` nodes). Here, after fusion, a fused
 conv whose only reader is another conv writes ``[N, C/b, H, W, b]`` instead
 (its tile stored as whole vectors), and that conv reads the layout: a
-depthwise conv with blocks of ``b`` (its padded copy a vector per load),
-a 1x1 conv one value at a time as before. Both functions' buffers go
+depthwise conv or a max pool with blocks of ``b`` (a vector per load, the
+padding tested as it reads, no copy: ``rules._pads_blocks``), a 1x1 conv
+one value at a time as before. Both functions' buffers go
 through ``transform_layout``; the Relax call between them carries the
 blocked tensor; a conv between two such (expand -> depthwise -> project)
 reads and writes blocks. Untuned, 1 thread, AVX-512, one process

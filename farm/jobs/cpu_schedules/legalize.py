@@ -39,6 +39,8 @@ cover goes to TVM's own legalization.
 - ``sigmoid``: ``1 / (1 + fast_exp(-x))`` (TOPI's polynomial ``fast_exp``),
   which ``FastMathTransform`` does not cover; TVM's form calls libm's ``expf``
   per element.
+- ``nn.max_pool2d`` (NCHW, float32) in channel blocks, its padded input
+  copied as a depthwise conv's is (:mod:`farm.jobs.cpu_schedules.legalize_pool`).
 - ``image.resize2d``, nearest, by whole factors: ``data[.., y // s, x // s]``
   (:func:`_resize2d`), whose repeats the injective schedule unrolls.
 """
@@ -60,6 +62,7 @@ from farm.jobs.cpu_schedules.legalize_conv import (
     packed_weight,
     target_lanes,
 )
+from farm.jobs.cpu_schedules.legalize_pool import legalize_max_pool2d
 
 __all__ = ["BLOCKED_CONV", "DEPTHWISE_CONV", "DEPTHWISE_PACK", "cpu_legalize_map",
            "depthwise_fed"]
@@ -196,4 +199,4 @@ def cpu_legalize_map(fed: Sequence[Any] = ()) -> dict[str, Any]:
     """
     return {"relax.nn.conv2d_transpose": _conv2d_transpose, "relax.sigmoid": _sigmoid,
             "relax.nn.conv2d": functools.partial(legalize_conv2d, fed=fed),
-            "relax.image.resize2d": _resize2d}
+            "relax.image.resize2d": _resize2d, "relax.nn.max_pool2d": legalize_max_pool2d}

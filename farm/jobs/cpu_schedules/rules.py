@@ -48,6 +48,7 @@ from farm.jobs.cpu_schedules.common import (
     vector_registers,
     vectorize_tail,
 )
+from farm.jobs.cpu_schedules.legalize_conv import DEPTHWISE_PACK
 from farm.jobs.cpu_schedules.plan import TilePlan
 from farm.jobs.cpu_schedules.tile_io import blocked_producer, write_back
 
@@ -65,7 +66,8 @@ MAX_TILE_BLOCKS = 4
 #: half of them. Measured with AVX-512 (32 registers) on a pinned core, each zoo conv alone
 #: (``bench/bench_tile_knobs.py``, docs/benchmarks.md's history): 2 blocks x 7 or 8 rows (14-16
 #: accumulators) ran 0.84-0.98x the one-block tile on all ten convs, 4 x 7 (28) 0.75-1.01x,
-#: 3 x 8 (24) 1.7x on MobileNetV2's 16 -> 96 conv.
+#: 3 x 8 (24) 1.7x on MobileNetV2's 16 -> 96 conv. A half vector counts as half a register
+#: (:func:`_lanes_taken`).
 ACCUMULATORS_PER_REGISTER = 0.5
 
 
@@ -118,10 +120,29 @@ def _plan(sch: Any, block: Any, lanes: int, registers: int) -> TilePlan | None:
     if tile_factor == 1:
         factor = vector_factor(width, lanes)
         return TilePlan(spatial, reduce, vector, factor, None, 1)
-    per_row = -(-factor // lanes)  # a vector of two registers' lanes takes two
-    room = int(registers * ACCUMULATORS_PER_REGISTER) // (tile_factor * per_row)
+    room = int(registers * ACCUMULATORS_PER_REGISTER * lanes) // (tile_factor * _lanes_taken(
+        factor, lanes))
     block, blocks = _block_loop(sch, loops, stmt, (vector, tile), spatial, contiguous_reads, room)
     return TilePlan(spatial, reduce, vector, factor, tile, tile_factor, block, blocks)
+
+
+def _lanes_taken(factor: int, lanes: int) -> int:
+    """The register lanes one row of the tile takes: ``factor`` where it is under a register.
+
+    A vector of two registers' lanes takes two; a half vector (a conv's blocks
+    of 8 channels with 16 lanes) counts as half a register, so such a tile
+    takes twice the channel blocks of a full one. Its FMAs do half the work
+    each, and more blocks load each broadcast input value for more of them:
+    MobileNetV3-small's 1x1 16 -> 72 on 56 x 56 (blocks of 8, 9 of them,
+    :func:`farm.jobs.cpu_schedules.legalize.depthwise_fed`) took 3 blocks
+    of 8 rows instead of 1; the model, untuned, 1 thread, AVX-512,
+    interleaved (``bench/bench_ab_untuned.py``, 15 rounds): 0.97x, the other
+    zoo models 0.98-1.01x.
+
+    >>> _lanes_taken(8, 16), _lanes_taken(16, 16), _lanes_taken(28, 16)
+    (8, 16, 32)
+    """
+    return factor if factor < lanes else -(-factor // lanes) * lanes
 
 
 def _block_loop(sch: Any, loops: list[Any], stmt: Any, taken: tuple[int | None, ...],
@@ -179,13 +200,32 @@ def _inline_producers(sch: Any, main: Any) -> None:
     """Inline the blocks before ``main`` that compute without conditions (a 1x1 conv's copy).
 
     Padding (``if_then_else``) stays a nest of its own: inlined, it would test
-    the border in the innermost loop.
+    the border in the innermost loop. Except a padded copy into channel blocks
+    of an input that is in those blocks already (:func:`_pads_blocks`).
     """
     blocks = sch.get_child_blocks(sch.get_sblock("root"))
     position = next(i for i, b in enumerate(blocks) if sch.get(b).same_as(sch.get(main)))
     for producer in reversed(blocks[:position]):
-        if not has_condition(sch, producer):
+        if not has_condition(sch, producer) or _pads_blocks(sch, producer):
             try_inline(sch, producer)
+
+
+def _pads_blocks(sch: Any, producer: Any) -> bool:
+    """Whether ``producer`` only pads an input already in channel blocks (a handed-over one).
+
+    A depthwise conv's or a pool's padded copy (``DEPTHWISE_PACK``) of a
+    conv's result handed over in blocks (:mod:`farm.jobs.cpu_schedules.handoff`)
+    moves no data between layouts: it writes the whole padded image once and
+    the conv reads it back. Inlined, each tap tests the border, one scalar
+    test for a vector of channels, and the copy is gone. Untuned, 1 thread,
+    AVX-512, interleaved (``bench/bench_ab_untuned.py``, 15 rounds,
+    docs/benchmarks.md): MobileNetV3-small 0.95x, MobileNetV2 0.91x; its 16-channel
+    depthwise conv stride 2 on 112 x 112 ran 0.044 ms with the copy, onnxruntime
+    0.017 ms.
+    """
+    stmt = sch.get(producer)
+    return (stmt.name_hint == DEPTHWISE_PACK and len(stmt.reads) == 1
+            and len(stmt.reads[0].source.shape) == len(stmt.writes[0].source.shape))
 
 
 def _split(sch: Any, main: Any, plan: TilePlan, lanes: int) -> tuple[list[Any], list[Any]]:

@@ -1,4 +1,4 @@
-"""farm's CPU legalizations (transposed conv, channel blocks, sigmoid, GEMV) keep the numbers."""
+"""farm's CPU legalizations (transposed conv, channel blocks, pools, sigmoid, GEMV) keep numbers."""
 
 from __future__ import annotations
 
@@ -176,3 +176,43 @@ def test_matmul_by_constant_weight_in_column_blocks_matches_numpy(
     vm = relax.VirtualMachine(compile_cpu(mod, TARGET, None), tvm.cpu())
     args = [tvm.runtime.tensor(x)] + ([] if constant else [tvm.runtime.tensor(w)])
     np.testing.assert_allclose(vm["main"](*args).numpy(), x @ w.T + b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("channels", "stride", "pad", "after_conv", "blocked"), [
+    (16, 2, (1, 1, 1, 1), True, True),     # ResNet's stem: a conv's blocks straight in
+    (8, 1, (0, 1, 2, 0), False, True),     # uneven padding, the model's input
+    (6, 2, (1, 1, 1, 1), False, False),    # 6 channels: no block, TVM's own form
+])
+def test_max_pool_in_channel_blocks_matches_numpy(channels: int, stride: int,
+                                                  pad: tuple[int, int, int, int],
+                                                  after_conv: bool, blocked: bool) -> None:
+    """max_pool2d pools a vector of channels where they make blocks; every form matches numpy.
+
+    After a conv that nothing else reads, the conv hands its result over in blocks.
+    """
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, channels, 9, 11)).astype("float32")
+    w = rng.standard_normal((channels, channels, 1, 1)).astype("float32")
+    bb = relax.BlockBuilder()
+    xv = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [xv]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(xv, relax.const(w))) if after_conv else xv
+            z = bb.emit_output(relax.op.nn.max_pool2d(y, 3, strides=stride, padding=pad))
+        bb.emit_func_output(z)
+    mod = bb.get()
+    with TARGET:
+        built = scheduled_module(mod, TARGET)
+    text = "\n".join(str(built[gv].script()) for gv in built.functions if gv.name_hint != "main")
+    assert ("max_pool2d_nchwc" in text) is blocked
+    names = {gv.name_hint for gv in built.functions}
+    assert any(n.endswith("_blocks_in") for n in names) is after_conv
+    vm = relax.VirtualMachine(compile_cpu(mod, TARGET, None), tvm.cpu())
+    got = vm["main"](tvm.runtime.tensor(x)).numpy()
+    y = _conv_ref(x, w, 1, (0, 0, 0, 0), 1) if after_conv else x
+    top, left, bottom, right = pad
+    padded = np.pad(y, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=-np.inf)
+    oh, ow = (padded.shape[2] - 3) // stride + 1, (padded.shape[3] - 3) // stride + 1
+    want = np.max([padded[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride]
+                   for i in range(3) for j in range(3)], axis=0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

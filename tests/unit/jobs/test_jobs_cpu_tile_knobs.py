@@ -121,3 +121,20 @@ def test_the_default_channel_blocks_fill_half_the_registers(triple: str, blocks:
         te.create_prim_func([data, weight, _blocked_conv(conv)(data, weight)]), target, False)
     assert [int(f) for f in default.trace.decisions[_block_sample(default)]] == [4 // blocks,
                                                                                   blocks]
+
+
+@pytest.mark.parametrize(("ob", "o", "blocks"), [(16, 64, 2), (8, 72, 3)])
+def test_half_vectors_take_half_the_room(ob: int, o: int, blocks: int) -> None:
+    """With AVX-512 (16 lanes), a 1x1 conv on a row of 56 (a tile of 8 pixels): blocks of 16
+    take 2 channel blocks (16 accumulators); blocks of 8 (72 channels, as a conv that only a
+    depthwise conv reads keeps them), each a half register, take 3 of their 9 (24)."""
+    conv = _Conv(n=1, c=16, h=56, w=56, o=o, kh=1, kw=1, depthwise=False, ob=ob, op=o, ib=1,
+                 strides=(1, 1), dilation=(1, 1), padding=(0, 0, 0, 0))
+    data = te.placeholder((1, 16, 56, 56), name="data")
+    shape, axes = conv.weight_order
+    weight = te.placeholder([shape[a] for a in axes], name="weight")
+    target = tvm.target.Target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 1})
+    default = TiledReduction().apply(
+        te.create_prim_func([data, weight, _blocked_conv(conv)(data, weight)]), target, False)
+    assert [int(f) for f in default.trace.decisions[_block_sample(default)]] == [o // ob // blocks,
+                                                                                  blocks]
