@@ -62,6 +62,7 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.local_cluster import LocalCluster
 from farm.jobs.params import DeviceFacts, DeviceKind, ModelParams, TrackerParams, TuneParams
 from farm.jobs.targets import target_for
+from farm.jobs.tuning_db import default_and_best_s
 from farm.tuning import held_builders, run, tune_model
 from farm.tuning.search import SearchSettings
 
@@ -105,6 +106,18 @@ def _target(kind: str) -> tuple[dict[str, Any], DeviceKind]:
     return ctrl.compile_target(facts, "cuda").target, DeviceKind.CUDA
 
 
+def _best_over_default(work_dir: Path, tasks: int) -> float:
+    """The tasks' geometric mean of best record over default schedule (a task not beaten: 1).
+
+    Each from the median of its records' repeats
+    (:func:`farm.jobs.tuning_db.default_and_best_s`): how far the search got.
+    """
+    ratios = [statistics.median(best) / statistics.median(first)
+              for first, best in default_and_best_s(work_dir).values()]
+    ratios += [1.0] * max(0, tasks - len(ratios))
+    return statistics.geometric_mean(ratios) if ratios else 1.0
+
+
 def _run(side: str, base: TuneParams, root: Path, target: dict[str, Any],
          tracker: TrackerParams, cache: CompileCache, n: int) -> float | None:
     work_dir = root / f"{side}-{n}"
@@ -123,7 +136,9 @@ def _run(side: str, base: TuneParams, root: Path, target: dict[str, Any],
     print(f"{side:<10} builders {builders:>2}  measured {result.trials_measured:>4}  "
           f"tuning {result.tuning_s:6.1f} s  wall {time.monotonic() - start:6.1f} s  "
           f"per phone-hour {result.trials_per_phone_hour or 0:7.0f}  "
-          f"first trial {result.first_trial_s or 0:5.1f} s  load {load:.2f}", flush=True)
+          f"first trial {result.first_trial_s or 0:5.1f} s  "
+          f"best/default {_best_over_default(work_dir, len(result.tasks)):.3f}  load {load:.2f}",
+          flush=True)
     return result.trials_per_phone_hour
 
 
@@ -134,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phones", type=int, default=1, help="RPC servers measuring")
     parser.add_argument("--pairs", type=int, default=2, help="runs of each side, in turns")
     parser.add_argument("--for", dest="for_s", type=float, default=120.0,
-                        help="tuning seconds per run")
+                        help="tuning seconds per run; 0: until --trials are measured")
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--max-tasks", type=int, default=4)
     parser.add_argument("--batch", type=int, default=16, help="trials per batch")
@@ -150,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         base = TuneParams(gemm=None, model=ModelParams(model_path=model, device=device),
                           trials=args.trials, work_dir=root, trials_per_iter=args.batch,
                           runner_workers=args.phones, max_tasks=args.max_tasks,
-                          for_s=args.for_s, seed=1)
+                          for_s=args.for_s or None, seed=1)
         try:
             cluster.start_tracker(deadline_s=180.0)  # a loaded host starts it slowly
             cluster.add_servers(KEY, count=args.phones, deadline_s=300.0,

@@ -13,9 +13,10 @@ farm adds three things MetaSchedule does not do:
 - evolutionary search sized to the budget (:func:`search_settings`):
   MetaSchedule's defaults (population 512, 4 genetic rounds) took 41 s to
   propose the first 4 candidates of a small convolution on a loaded 2-core
-  host, against 2 s at population 64 and 2 rounds; and one search proposes
-  up to :data:`SEARCH_CANDIDATES`, handed out a batch at a time, since a
-  search costs about the same whether it picks 16 candidates or 64;
+  host, against 2 s at population 64 and 2 rounds; and a task of many
+  trials has one search propose up to :data:`SEARCH_CANDIDATES`, handed out
+  a batch at a time, since a search costs about the same whether it picks 16
+  candidates or 64;
 - :class:`FarmSearch`, which wraps MetaSchedule's evolutionary search so that
   a resumed run never sends a trace already measured in the work folder
   (MetaSchedule only remembers the traces of its own run: its evolutionary
@@ -37,8 +38,8 @@ import structlog
 from farm.jobs.tuning_db import FAILED_RUN_S, RECORDS_FILE
 from farm.tuning.eta import EMPTY_SEARCHES
 
-__all__ = ["SEARCH_CANDIDATES", "BatchTimer", "FarmSearch", "SearchSettings", "measured_traces",
-           "plain_json", "plan_trials", "search_settings", "trace_key"]
+__all__ = ["SEARCHES_PER_TASK", "SEARCH_CANDIDATES", "BatchTimer", "FarmSearch", "SearchSettings",
+           "measured_traces", "plain_json", "plan_trials", "search_settings", "trace_key"]
 
 log = structlog.get_logger(__name__)
 
@@ -110,6 +111,13 @@ def plan_trials(costs: list[float], trials: int, trials_per_iter: int,
 #: stop stay as they were.
 SEARCH_CANDIDATES = 64
 
+#: Searches a task gets at least, where its trials allow a batch each: each
+#: search starts from the best measured so far and a cost model trained on
+#: more results. Proposing each task's 60 trials in one search made the small
+#: CNN's best records 0.81x their default schedule's time at 128 trials, against
+#: 0.42x in batches of 16 searched one by one.
+SEARCHES_PER_TASK = 8
+
 
 @dataclass(frozen=True)
 class SearchSettings:
@@ -128,33 +136,32 @@ class SearchSettings:
     init_measured_ratio: float
     init_min_unmeasured: int
     genetic_num_iters: int
-    candidates: int = SEARCH_CANDIDATES
+    candidates: int = 1
 
 
 def search_settings(trials_per_task: int) -> SearchSettings:
-    """Evolutionary search sized to a task's trials, each search proposing several batches.
+    """Evolutionary search sized to a task's trials, a search proposing several batches.
 
-    One search proposes :data:`SEARCH_CANDIDATES` candidates (fewer when the
-    task plans fewer trials) from a population of 4 per candidate, 64 at
-    least and 256 at most, evolved in 2 genetic rounds below 64 trials, 3
-    above. MetaSchedule's defaults (population 512, 4 rounds) proposing farm's
-    batch of 16 cost 28-33 s a search on the 2-core host, 1.7 s a candidate
-    against 0.07 s of a phone's time to measure it; population 256 and 3 rounds
-    proposing 64 cost about a tenth of that per candidate, and tuned the small
-    CNN as well at the same trials (docs/benchmarks.md, "Tuning a model").
+    The population is 2 per trial, 64 at least and 256 at most, evolved in 2
+    genetic rounds below 64 trials, 3 above; one search proposes an eighth of
+    the task's trials (:data:`SEARCHES_PER_TASK`), at most
+    :data:`SEARCH_CANDIDATES` (a batch at least, :class:`FarmSearch`).
+    MetaSchedule's defaults (population 512, 4 rounds) proposing farm's batch
+    of 16 cost 28-33 s a search on the 2-core host, 1.7 s a candidate against
+    0.07 s of a phone's time to measure it (docs/benchmarks.md, "Tuning a model").
 
     Args:
         trials_per_task: the most trials a task is planned to measure.
 
     >>> s = search_settings(4)
     >>> s.population_size, s.genetic_num_iters, s.candidates
-    (64, 2, 4)
+    (64, 2, 1)
     >>> s = search_settings(1000)
     >>> s.population_size, s.genetic_num_iters, s.candidates
     (256, 3, 64)
     """
-    candidates = max(1, min(SEARCH_CANDIDATES, trials_per_task))
-    population = min(256, max(64, 4 * candidates))
+    candidates = max(1, min(SEARCH_CANDIDATES, trials_per_task // SEARCHES_PER_TASK))
+    population = min(256, max(64, 2 * trials_per_task))
     rounds = 2 if trials_per_task < 64 else 3
     return SearchSettings(population, 0.3, max(16, population // 4), rounds, candidates)
 

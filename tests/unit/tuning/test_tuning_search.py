@@ -13,6 +13,7 @@ from farm.jobs.tuning_db import RECORDS_FILE
 from farm.tuning.rate import UPLOADS_FILE, limit_per_phone_hour, trial_busy_s
 from farm.tuning.search import (
     SEARCH_CANDIDATES,
+    SEARCHES_PER_TASK,
     FarmSearch,
     SearchSettings,
     measured_traces,
@@ -67,19 +68,21 @@ class TestPlan:
 
 class TestSearchSettings:
     def test_population_grows_with_the_budget_up_to_256(self) -> None:
-        """Small budgets get a small population; a task of 64 trials or more gets 256 in
-        3 genetic rounds, a quarter of MetaSchedule's evolution for 4x the candidates."""
+        """Small budgets get a small population; 128 trials or more get 256 in 3 genetic
+        rounds, half MetaSchedule's 512 (whose 4 rounds farm used from 512 trials)."""
         small, mid, large = search_settings(4), search_settings(40), search_settings(2000)
         assert small.population_size == 64 and small.genetic_num_iters == 2
         assert small.population_size < mid.population_size < large.population_size == 256
         assert (large.init_measured_ratio, large.genetic_num_iters) == (0.3, 3)
 
-    def test_one_search_proposes_several_batches(self) -> None:
-        """A search proposes SEARCH_CANDIDATES (64, MetaSchedule's own per-search default),
-        fewer when the task plans fewer trials, never none."""
-        assert SEARCH_CANDIDATES == 64
-        assert search_settings(2000).candidates == search_settings(64).candidates == 64
-        assert search_settings(20).candidates == 20
+    def test_a_task_of_many_trials_has_a_search_propose_several_batches(self) -> None:
+        """A search proposes an eighth of the task's trials, SEARCH_CANDIDATES (64,
+        MetaSchedule's own per-search default) at most, one at least: a task of 128 trials
+        or fewer is searched batch by batch as before."""
+        assert (SEARCH_CANDIDATES, SEARCHES_PER_TASK) == (64, 8)
+        assert search_settings(2000).candidates == search_settings(512).candidates == 64
+        assert search_settings(200).candidates == 25
+        assert search_settings(120).candidates == 15
         assert search_settings(0).candidates == 1
 
 
