@@ -14,7 +14,14 @@ work folder:
 - ``pipelined``: ``jobs.tune_pipeline = true`` and the default builders, a
   batch built while the next is searched
   (:mod:`farm.tuning.builder`) by the host's free cores
-  (:mod:`farm.tuning.cores`).
+  (:mod:`farm.tuning.cores`);
+- ``before``: ``cores`` with the search sizes farm had until 2026-12-03
+  (:func:`before_search`): each search proposes one batch, from
+  MetaSchedule's population of 512 in 4 genetic rounds for a task of 512
+  trials or more, 2 per trial below;
+- ``after``: farm's defaults now (``cores`` with
+  :func:`farm.tuning.search.search_settings`: one search proposes several
+  batches, :data:`farm.tuning.search.SEARCH_CANDIDATES`).
 
 Each run prints its measured trials, tuning seconds, trials per phone-hour
 (:func:`farm.tuning.rate.trials_per_phone_hour`) and the load average;
@@ -25,8 +32,12 @@ compare the two loops, not phones.
 ``--kind gpu`` tunes for ``cuda`` on this host's first GPU (its arch read
 through NVML as farm's GPU controller reads it), for a GPU host.
 
+The first line gives the host's cores and load; compare ``before`` and
+``after`` on a host with 8 or more idle cores with the same command.
+
 Reproduce::
 
+    python bench/bench_tune_speed.py --pairs 2 --for 120 --sides before after
     python bench/bench_tune_speed.py --pairs 2 --for 120
     python bench/bench_tune_speed.py --kind gpu --pairs 2 --for 240
 """
@@ -34,6 +45,7 @@ Reproduce::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -50,11 +62,34 @@ from farm.jobs.cache import CompileCache
 from farm.jobs.local_cluster import LocalCluster
 from farm.jobs.params import DeviceFacts, DeviceKind, ModelParams, TrackerParams, TuneParams
 from farm.jobs.targets import target_for
-from farm.tuning import held_builders, tune_model
+from farm.jobs.tuning_db import default_and_best_s
+from farm.tuning import held_builders, run, tune_model
+from farm.tuning.search import SearchSettings
 
 KEY = "bench-tune-speed"
 #: The loops compared (the module docstring says what each is).
-SIDES = ("turns", "cores", "pipelined")
+SIDES = ("turns", "cores", "pipelined", "before", "after")
+
+
+def before_search(trials_per_task: int) -> SearchSettings:
+    """The search sizes of farm until 2026-12-03: one batch a search (``candidates`` 1)."""
+    if trials_per_task >= 512:
+        return SearchSettings(512, 0.2, 50, 4, 1)
+    population = min(512, max(64, 2 * trials_per_task))
+    rounds = 2 if trials_per_task < 64 else 3
+    return SearchSettings(population, 0.3, max(16, population // 4), rounds, 1)
+
+
+@contextlib.contextmanager
+def _search_of(side: str) -> Any:
+    """The ``before`` side's search sizes in :mod:`farm.tuning.run` for the block."""
+    now = run.search_settings
+    if side == "before":
+        run.search_settings = before_search
+    try:
+        yield
+    finally:
+        run.search_settings = now
 
 
 def _target(kind: str) -> tuple[dict[str, Any], DeviceKind]:
@@ -71,11 +106,24 @@ def _target(kind: str) -> tuple[dict[str, Any], DeviceKind]:
     return ctrl.compile_target(facts, "cuda").target, DeviceKind.CUDA
 
 
+def _best_over_default(work_dir: Path, tasks: int) -> float:
+    """The tasks' geometric mean of best record over default schedule (a task not beaten: 1).
+
+    Each from the median of its records' repeats
+    (:func:`farm.jobs.tuning_db.default_and_best_s`): how far the search got.
+    """
+    ratios = [statistics.median(best) / statistics.median(first)
+              for first, best in default_and_best_s(work_dir).values()]
+    ratios += [1.0] * max(0, tasks - len(ratios))
+    return statistics.geometric_mean(ratios) if ratios else 1.0
+
+
 def _run(side: str, base: TuneParams, root: Path, target: dict[str, Any],
          tracker: TrackerParams, cache: CompileCache, n: int) -> float | None:
     work_dir = root / f"{side}-{n}"
     pipelined = side == "pipelined"
-    with held_builders(root / "tune-cores", 1 if side == "turns" else 0) as builders:
+    with (held_builders(root / "tune-cores", 1 if side == "turns" else 0) as builders,
+          _search_of(side)):
         params = replace(base, work_dir=work_dir, pipeline=pipelined, builder_workers=builders)
         start = time.monotonic()
         try:
@@ -88,7 +136,9 @@ def _run(side: str, base: TuneParams, root: Path, target: dict[str, Any],
     print(f"{side:<10} builders {builders:>2}  measured {result.trials_measured:>4}  "
           f"tuning {result.tuning_s:6.1f} s  wall {time.monotonic() - start:6.1f} s  "
           f"per phone-hour {result.trials_per_phone_hour or 0:7.0f}  "
-          f"first trial {result.first_trial_s or 0:5.1f} s  load {load:.2f}", flush=True)
+          f"first trial {result.first_trial_s or 0:5.1f} s  "
+          f"best/default {_best_over_default(work_dir, len(result.tasks)):.3f}  load {load:.2f}",
+          flush=True)
     return result.trials_per_phone_hour
 
 
@@ -99,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phones", type=int, default=1, help="RPC servers measuring")
     parser.add_argument("--pairs", type=int, default=2, help="runs of each side, in turns")
     parser.add_argument("--for", dest="for_s", type=float, default=120.0,
-                        help="tuning seconds per run")
+                        help="tuning seconds per run; 0: until --trials are measured")
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--max-tasks", type=int, default=4)
     parser.add_argument("--batch", type=int, default=16, help="trials per batch")
@@ -115,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         base = TuneParams(gemm=None, model=ModelParams(model_path=model, device=device),
                           trials=args.trials, work_dir=root, trials_per_iter=args.batch,
                           runner_workers=args.phones, max_tasks=args.max_tasks,
-                          for_s=args.for_s, seed=1)
+                          for_s=args.for_s or None, seed=1)
         try:
             cluster.start_tracker(deadline_s=180.0)  # a loaded host starts it slowly
             cluster.add_servers(KEY, count=args.phones, deadline_s=300.0,
@@ -134,10 +184,11 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             cluster.close()
     medians = {side: statistics.median(r) for side, r in rates.items() if r}
+    first = next(iter(medians), None)
     print("median trials per phone-hour: " + ", ".join(
-        f"{side} {rate:.0f}" + (f" ({rate / medians['turns']:.2f}x turns)"
-                                if "turns" in medians and side != "turns" else "")
-        for side, rate in medians.items()))
+        f"{side} {rate:.0f}" + (f" ({rate / medians[first]:.2f}x {first})"
+                                if first is not None and side != first else "")
+        for side, rate in medians.items()) + f"; load {os.getloadavg()[0]:.2f}")
     return 0
 
 

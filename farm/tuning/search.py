@@ -13,7 +13,10 @@ farm adds three things MetaSchedule does not do:
 - evolutionary search sized to the budget (:func:`search_settings`):
   MetaSchedule's defaults (population 512, 4 genetic rounds) took 41 s to
   propose the first 4 candidates of a small convolution on a loaded 2-core
-  host, against 2 s at population 64 and 2 rounds;
+  host, against 2 s at population 64 and 2 rounds; and a task of many
+  trials has one search propose up to :data:`SEARCH_CANDIDATES`, handed out
+  a batch at a time, since a search costs about the same whether it picks 16
+  candidates or 64;
 - :class:`FarmSearch`, which wraps MetaSchedule's evolutionary search so that
   a resumed run never sends a trace already measured in the work folder
   (MetaSchedule only remembers the traces of its own run: its evolutionary
@@ -35,8 +38,8 @@ import structlog
 from farm.jobs.tuning_db import FAILED_RUN_S, RECORDS_FILE
 from farm.tuning.eta import EMPTY_SEARCHES
 
-__all__ = ["BatchTimer", "FarmSearch", "SearchSettings", "measured_traces",
-           "plain_json", "plan_trials", "search_settings", "trace_key"]
+__all__ = ["SEARCHES_PER_TASK", "SEARCH_CANDIDATES", "BatchTimer", "FarmSearch", "SearchSettings",
+           "measured_traces", "plain_json", "plan_trials", "search_settings", "trace_key"]
 
 log = structlog.get_logger(__name__)
 
@@ -98,44 +101,69 @@ def plan_trials(costs: list[float], trials: int, trials_per_iter: int,
     return plan, max(1, min(trials_per_iter, cap, max(plan)))
 
 
+#: Candidates one evolutionary search proposes at most: MetaSchedule's own
+#: ``num_trials_per_iter`` default (apache/tvm ``meta_schedule/tune.py``). A
+#: search's cost is its population's evolution, about the same for 16 picks as
+#: for 64: on the 2-core host a small CNN's conv took 12-20 s to propose 16
+#: candidates at population 256, 2 genetic rounds, and 12-14 s to propose 64
+#: (docs/benchmarks.md, "Tuning a model"). :class:`FarmSearch` hands them out
+#: a batch at a time, so a batch's size, its checkpoint and the time budget's
+#: stop stay as they were.
+SEARCH_CANDIDATES = 64
+
+#: Searches a task gets at least, where its trials allow a batch each: each
+#: search starts from the best measured so far and a cost model trained on
+#: more results. Proposing each task's 60 trials in one search made the small
+#: CNN's best records 0.81x their default schedule's time at 128 trials, against
+#: 0.42x in batches of 16 searched one by one.
+SEARCHES_PER_TASK = 8
+
+
 @dataclass(frozen=True)
 class SearchSettings:
-    """MetaSchedule ``EvolutionarySearch`` settings (its argument names).
+    """MetaSchedule ``EvolutionarySearch`` settings (its argument names), and the picks per search.
 
     Attributes:
-        population_size: schedules evolved per batch.
+        population_size: schedules evolved per search.
         init_measured_ratio: share of the population seeded from the best measured.
         init_min_unmeasured: fresh random schedules needed to go on.
-        genetic_num_iters: mutation rounds per batch.
+        genetic_num_iters: mutation rounds per search.
+        candidates: candidates one search proposes, sent a batch at a time
+            (at least a batch: a batch larger than this is searched whole).
     """
 
     population_size: int
     init_measured_ratio: float
     init_min_unmeasured: int
     genetic_num_iters: int
+    candidates: int = 1
 
 
 def search_settings(trials_per_task: int) -> SearchSettings:
-    """Evolutionary search sized to a task's trials.
+    """Evolutionary search sized to a task's trials, a search proposing several batches.
 
-    A population many times the trials a task will ever measure costs
-    minutes of the host's CPU per batch and buys nothing: the cost model picks
-    from it only a batch. MetaSchedule's defaults (512, 0.2, 50, 4) are kept
-    for tasks of 512 trials or more; smaller tasks get a population of 2 per
-    trial (64 at least), 2 genetic rounds below 64 trials (3 above), and more
-    of the measured bests.
+    The population is 2 per trial, 64 at least and 256 at most, evolved in 2
+    genetic rounds below 64 trials, 3 above; one search proposes an eighth of
+    the task's trials (:data:`SEARCHES_PER_TASK`), at most
+    :data:`SEARCH_CANDIDATES` (a batch at least, :class:`FarmSearch`).
+    MetaSchedule's defaults (population 512, 4 rounds) proposing farm's batch
+    of 16 cost 28-33 s a search on the 2-core host, 1.7 s a candidate against
+    0.07 s of a phone's time to measure it (docs/benchmarks.md, "Tuning a model").
 
     Args:
         trials_per_task: the most trials a task is planned to measure.
 
-    >>> search_settings(4).population_size, search_settings(4).genetic_num_iters
-    (64, 2)
+    >>> s = search_settings(4)
+    >>> s.population_size, s.genetic_num_iters, s.candidates
+    (64, 2, 1)
+    >>> s = search_settings(1000)
+    >>> s.population_size, s.genetic_num_iters, s.candidates
+    (256, 3, 64)
     """
-    if trials_per_task >= 512:
-        return SearchSettings(512, 0.2, 50, 4)
-    population = min(512, max(64, 2 * trials_per_task))
+    candidates = max(1, min(SEARCH_CANDIDATES, trials_per_task // SEARCHES_PER_TASK))
+    population = min(256, max(64, 2 * trials_per_task))
     rounds = 2 if trials_per_task < 64 else 3
-    return SearchSettings(population, 0.3, max(16, population // 4), rounds)
+    return SearchSettings(population, 0.3, max(16, population // 4), rounds, candidates)
 
 
 def plain_json(value: Any) -> Any:
@@ -199,13 +227,17 @@ def _farm_search_class() -> type:
         """MetaSchedule's search, minus recorded traces, up to a cap, until a deadline."""
 
         def __init__(self, inner: Any, recorded: frozenset[str], cap: int,
-                     expired: Callable[[], bool], timer: BatchTimer | None) -> None:
+                     expired: Callable[[], bool], timer: BatchTimer | None,
+                     candidates: int) -> None:
             self.inner = inner
             self.recorded = recorded
             self.cap = cap
             self.expired = expired
             self.timer = timer
+            self.candidates = candidates
             self.sent = 0
+            self.batch = 1
+            self.held: list[Any] = []
 
         def _initialize_with_tune_context(self, context: Any) -> None:
             self.inner._initialize_with_tune_context(context)
@@ -213,10 +245,14 @@ def _farm_search_class() -> type:
         def pre_tuning(self, max_trials: int, num_trials_per_iter: int, design_spaces: Any,
                        database: Any = None, cost_model: Any = None) -> None:
             self.sent = 0
-            self.inner.pre_tuning(min(max_trials, self.cap), num_trials_per_iter, design_spaces,
+            self.held = []
+            self.batch = max(1, num_trials_per_iter)
+            self.inner.pre_tuning(min(max_trials, self.cap),
+                                  max(num_trials_per_iter, self.candidates), design_spaces,
                                   database, cost_model)
 
         def post_tuning(self) -> None:
+            self.held = []
             self.inner.post_tuning()
 
         def generate_measure_candidates(self) -> list[Any] | None:
@@ -225,19 +261,29 @@ def _farm_search_class() -> type:
                     return None
                 if self.timer is not None:
                     self.timer.sent()
-                candidates = self.inner.generate_measure_candidates()
-                fresh = [] if candidates is None else [c for c in candidates if trace_key(
-                    c.sch.trace.as_json(remove_postproc=False)) not in self.recorded]
-                fresh = fresh[: self.cap - self.sent]
-                if self.timer is not None:
-                    self.timer.searched(len(fresh))
-                if candidates is None:
+                if not self.held and not self._search():
                     return None
-                if fresh:
-                    self.sent += len(fresh)
-                    return fresh
-                log.info("tuning_batch_already_measured", candidates=len(candidates))
+                batch = self.held[: min(self.batch, self.cap - self.sent)]
+                del self.held[: len(batch)]
+                if self.timer is not None:
+                    self.timer.searched(len(batch))
+                if batch:
+                    self.sent += len(batch)
+                    return batch
             return None
+
+        def _search(self) -> bool:
+            """Search the next candidates into ``held``; False: the search has no more."""
+            candidates = self.inner.generate_measure_candidates()
+            if candidates is None:
+                if self.timer is not None:
+                    self.timer.searched(0)
+                return False
+            self.held = [c for c in candidates if trace_key(
+                c.sch.trace.as_json(remove_postproc=False)) not in self.recorded]
+            if not self.held:
+                log.info("tuning_batch_already_measured", candidates=len(candidates))
+            return True
 
         def notify_runner_results(self, measure_candidates: Any, results: Any) -> None:
             if self.timer is not None:
@@ -246,7 +292,7 @@ def _farm_search_class() -> type:
 
         def clone(self) -> Any:
             return _FarmSearch(self.inner.clone(), self.recorded, self.cap, self.expired,
-                               self.timer)
+                               self.timer, self.candidates)
 
     return _FarmSearch
 
@@ -271,11 +317,13 @@ def FarmSearch(settings: SearchSettings, recorded: set[str], cap: int,  # noqa: 
                expired: Callable[[], bool], timer: BatchTimer | None = None) -> Any:
     """farm's search strategy for one task (a MetaSchedule ``SearchStrategy``).
 
-    MetaSchedule's ``EvolutionarySearch`` with ``settings``, wrapped: a
-    candidate whose trace is in ``recorded`` is dropped before it is built
-    (the search is asked again, up to 5 times, when a whole batch was
-    recorded), at most ``cap`` candidates are sent in this run, and none
-    once ``expired()`` says the time budget is spent. A ``None`` from the
+    MetaSchedule's ``EvolutionarySearch`` with ``settings``, wrapped: each
+    search proposes ``settings.candidates`` (or a batch, if larger), which are
+    sent a batch at a time before the next search; a candidate whose trace is
+    in ``recorded`` is dropped before it is built (the search is asked again,
+    up to 5 times, when all its candidates were recorded), at most ``cap``
+    candidates are sent in this run, and none once ``expired()`` says the
+    time budget is spent (the candidates held are dropped). A ``None`` from the
     strategy ends the task for MetaSchedule's task scheduler; batches in
     flight still finish and are recorded.
 
@@ -297,4 +345,4 @@ def FarmSearch(settings: SearchSettings, recorded: set[str], cap: int,  # noqa: 
         init_min_unmeasured=settings.init_min_unmeasured,
         genetic_num_iters=settings.genetic_num_iters,
     )
-    return _CLASS[0](inner, frozenset(recorded), cap, expired, timer)
+    return _CLASS[0](inner, frozenset(recorded), cap, expired, timer, settings.candidates)

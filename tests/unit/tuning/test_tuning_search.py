@@ -4,11 +4,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import tvm
 
 from farm.jobs.params import TimingParams
 from farm.jobs.tuning_db import RECORDS_FILE
 from farm.tuning.rate import UPLOADS_FILE, limit_per_phone_hour, trial_busy_s
-from farm.tuning.search import measured_traces, plan_trials, search_settings, trace_key
+from farm.tuning.search import (
+    SEARCH_CANDIDATES,
+    SEARCHES_PER_TASK,
+    FarmSearch,
+    SearchSettings,
+    measured_traces,
+    plan_trials,
+    search_settings,
+    trace_key,
+)
+from farm.tuning.space import tune_space
 
 
 class TestPlan:
@@ -54,12 +67,23 @@ class TestPlan:
 
 
 class TestSearchSettings:
-    def test_population_grows_with_the_budget(self) -> None:
-        """Small budgets get a small population; 512 trials or more get MetaSchedule's own."""
-        small, mid, large = search_settings(4), search_settings(100), search_settings(2000)
+    def test_population_grows_with_the_budget_up_to_256(self) -> None:
+        """Small budgets get a small population; 128 trials or more get 256 in 3 genetic
+        rounds, half MetaSchedule's 512 (whose 4 rounds farm used from 512 trials)."""
+        small, mid, large = search_settings(4), search_settings(40), search_settings(2000)
         assert small.population_size == 64 and small.genetic_num_iters == 2
-        assert small.population_size < mid.population_size < large.population_size == 512
-        assert (large.init_measured_ratio, large.genetic_num_iters) == (0.2, 4)
+        assert small.population_size < mid.population_size < large.population_size == 256
+        assert (large.init_measured_ratio, large.genetic_num_iters) == (0.3, 3)
+
+    def test_a_task_of_many_trials_has_a_search_propose_several_batches(self) -> None:
+        """A search proposes an eighth of the task's trials, SEARCH_CANDIDATES (64,
+        MetaSchedule's own per-search default) at most, one at least: a task of 128 trials
+        or fewer is searched batch by batch as before."""
+        assert (SEARCH_CANDIDATES, SEARCHES_PER_TASK) == (64, 8)
+        assert search_settings(2000).candidates == search_settings(512).candidates == 64
+        assert search_settings(200).candidates == 25
+        assert search_settings(120).candidates == 15
+        assert search_settings(0).candidates == 1
 
 
 def record_line(index: int, trace: list[object], run_secs: list[float]) -> str:
@@ -125,3 +149,76 @@ class TestRate:
         (tmp_path / UPLOADS_FILE).write_text('{"upload_s": 0.99}\n{"upload_s": 0.9')
         assert limit_per_phone_hour(tmp_path, timing) == 3600.0
 
+
+
+class TestFarmSearch:
+    @staticmethod
+    def _strategy(expired: list[bool]) -> tuple[Any, list[int]]:
+        """The TuneContext of a 64x64x64 matmul with FarmSearch proposing 12 per search,
+        pre-tuned for batches of 4 and a cap of 10; and what it told: each batch's size from
+        its timer, a 0 for each call of its cost model.
+
+        The context is kept: its search holds a plain pointer to it."""
+        from tvm import te
+        from tvm.ir.utils import derived_object
+        from tvm.s_tir import meta_schedule as ms
+
+        from farm.jobs.tvmscript import TENSOR_INTRIN, import_light
+
+        import_light(TENSOR_INTRIN)  # what TuneContext imports, in seconds
+        a, b = te.placeholder((64, 64), name="a"), te.placeholder((64, 64), name="b")
+        k = te.reduce_axis((0, 64), name="k")
+        c = te.compute((64, 64), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="c")
+        told: list[int] = []
+
+        class Timer:
+            def sent(self) -> None: ...
+
+            def searched(self, candidates: int) -> None:
+                told.append(candidates)
+
+            def joined(self) -> None: ...
+
+        @derived_object
+        class Scores(ms.cost_model.RandomModel._cls):  # type: ignore[name-defined,misc]
+            """Random scores, each call told (the evolution asks them per search)."""
+
+            def predict(self, context: Any, candidates: list[Any]) -> Any:
+                told.append(0)
+                return super().predict(context, candidates)
+
+        settings = SearchSettings(16, 0.0, 16, 1, candidates=12)
+        target = tvm.target.Target({"kind": "llvm", "num-cores": 1})
+        context = ms.TuneContext(
+            mod=te.create_prim_func([a, b, c]), target=target,
+            space_generator=tune_space(target),
+            search_strategy=FarmSearch(settings, set(), 10, lambda: expired[0], Timer()),
+            task_name="matmul", rand_state=3, num_threads=1)
+        context.pre_tuning(max_trials=100, num_trials_per_iter=4,
+                           design_spaces=context.generate_design_space(),
+                           database=ms.database.MemoryDatabase(),
+                           cost_model=Scores(seed=0))
+        return context, told
+
+    def test_one_search_is_sent_a_batch_at_a_time_up_to_the_cap(self) -> None:
+        """One search proposes 12 candidates; they go out in batches of 4, distinct, the
+        third cut to the cap's 2, then nothing."""
+        context, told = self._strategy([False])
+        strategy = context.search_strategy
+        batches = [strategy.generate_measure_candidates() for _ in range(3)]
+        assert [len(b) for b in batches] == [n for n in told if n] == [4, 4, 2]
+        assert told[told.index(4):] == [4, 4, 2], "the cost model was asked after one search"
+        keys = {trace_key(c.sch.trace.as_json(remove_postproc=False))
+                for b in batches for c in b}
+        assert len(keys) == 10
+        assert strategy.generate_measure_candidates() is None
+
+    def test_held_candidates_are_dropped_once_the_budget_is_spent(self) -> None:
+        """Once ``expired()`` says so, the candidates held from the last search are not sent."""
+        expired = [False]
+        context, told = self._strategy(expired)
+        strategy = context.search_strategy
+        assert len(strategy.generate_measure_candidates()) == 4
+        expired[0] = True
+        assert strategy.generate_measure_candidates() is None
+        assert [n for n in told if n] == [4]
