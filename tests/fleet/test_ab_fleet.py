@@ -238,7 +238,9 @@ class TestRegressionWatch:
         assert wait_until(settled, 2 * JOB_DEADLINE_S, "the A/B jobs settled")
         final = {r.job_id: r for r in farm.store.regressions(limit=10)}
         assert final[slower].verdict == "slower" and final[slower].confirm_job_id, final
-        assert final[night2].verdict in ("phone", "no change"), final
+        # The same build against itself in turns: never the build's regression. On 2
+        # shared, loaded cores the A/B job once read its second side faster (CI).
+        assert final[night2].verdict in ("phone", "no change", "faster"), final
         if final[night2].verdict == "phone":
             assert any("not the build's" in e.reason for e in farm.store.device_events(two))
         assert night1 not in final
