@@ -108,6 +108,8 @@ def store_inputs(raw: Mapping[str, Any], put: Callable[[bytes, str], InputsBlob]
     except OSError as exc:
         raise SpecError(FIELD, f"cannot read {params['inputs']!r}: "
                                f"{exc.strerror or exc}") from None
+    except ValueError as exc:  # a path with a NUL byte: the OS cannot be asked
+        raise SpecError(FIELD, f"cannot read {params['inputs']!r}: {exc}") from None
     stored = put(data, path.name)
     return {**raw, "params": {**params, "inputs": stored.model_dump()}}
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner, Result
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from npz_bombs import zeros_npz
 
@@ -254,6 +254,7 @@ class TestHostileArguments:
     @settings(max_examples=300, deadline=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
     @given(kind=st.sampled_from([*KINDS, "quantum"]), args=_ARGS)
+    @example(kind="model", args=["--inputs", "\x00"])  # once a ValueError from the OS call
     def test_only_clean_errors_or_a_valid_job(
         self, tmp_path: Path, kind: str, args: list[str]
     ) -> None:
