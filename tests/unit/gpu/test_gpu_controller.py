@@ -192,6 +192,13 @@ def serving(tracker: TrackerProcess, key: str) -> bool:
     return summary(tracker.host, tracker.port).queue(key).free > 0
 
 
+def served_controller(tracker: TrackerProcess, log_dir: Path) -> GpuController:
+    """A controller of the idle H100 whose servers register at ``tracker``."""
+    settings = Settings(tracker=TrackerSettings(host=tracker.host, port=tracker.port),
+                        gpu=GpuSettings(enabled=True))
+    return GpuController(settings, RecordedReader([idle()]), log_dir=log_dir)
+
+
 class TestServer:
     def test_argv_runs_farms_server_pinned_to_port_and_key(self) -> None:
         """The server command pins the port, the tracker and the tracker key."""
@@ -205,9 +212,7 @@ class TestServer:
     def test_started_server_registers_and_stop_ends_its_group(
             self, tracker: TrackerProcess, tmp_path: Path) -> None:
         """start_server registers the GPU's key at the tracker; stop_server ends the whole group."""
-        settings = Settings(tracker=TrackerSettings(host=tracker.host, port=tracker.port),
-                            gpu=GpuSettings(enabled=True))
-        ctrl = GpuController(settings, RecordedReader([idle()]), log_dir=tmp_path)
+        ctrl = served_controller(tracker, tmp_path)
         key = ctrl.tracker_key(SERIAL)
         try:
             ctrl.start_server(SERIAL)
@@ -241,9 +246,7 @@ class TestServer:
         """
         from tvm import rpc
 
-        settings = Settings(tracker=TrackerSettings(host=tracker.host, port=tracker.port),
-                            gpu=GpuSettings(enabled=True))
-        ctrl = GpuController(settings, RecordedReader([idle()]), log_dir=tmp_path)
+        ctrl = served_controller(tracker, tmp_path)
         key = ctrl.tracker_key(SERIAL)
         try:
             ctrl.start_server(SERIAL)
