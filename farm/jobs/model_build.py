@@ -79,17 +79,9 @@ def _compile(mod: Any, target_obj: Any, device: DeviceKind, database_dir: Path |
         database = open_database(database_dir, allow_missing=False)
         return ms.relax_integration.compile_relax(database, mod, target_obj, params=None)
     # GPU kernels need thread bindings; dlight's default GPU schedules add them.
-    from tvm.s_tir import dlight
+    from farm.jobs.gpu_schedules import apply_default_schedules
 
-    mod = relax.get_pipeline("zero")(mod)
-    with target_obj:
-        mod = dlight.ApplyDefaultSchedule(
-            dlight.gpu.Matmul(),
-            dlight.gpu.GEMV(),
-            dlight.gpu.Reduction(),
-            dlight.gpu.GeneralReduction(),
-            dlight.gpu.Fallback(),
-        )(mod)
+    mod = apply_default_schedules(relax.get_pipeline("zero")(mod), target_obj)
     return tvm.compile(mod, target=target_obj)
 
 

@@ -2,10 +2,11 @@
 
 The tuned build applies, per task, the best record of the work folder's
 database (``MetaScheduleApplyDatabase``, :func:`farm.jobs.cpu_schedules.build.
-scheduled_module`) and farm's default CPU schedule to the tasks without one.
+scheduled_module`) and the default schedule to the tasks without one (farm's
+on a CPU, dlight's on a GPU: :mod:`farm.jobs.gpu_schedules`).
 With few trials, a task's best record can be slower than that default, and
 the tuned model slower than the untuned one. So before MetaSchedule searches,
-each task's default schedule (:func:`farm.jobs.cpu_schedules.default_schedule`)
+each task's default schedule (:func:`baseline_candidate`)
 is built and measured on the job's phones like any candidate, and recorded in
 the database as one of the task's trials (its trace replays that schedule).
 The database's best record of a task is then the default schedule itself
@@ -17,9 +18,11 @@ the builder being ready: MetaSchedule's task scheduler records nothing until
 every task has had its first batch searched and built (``TaskSchedulerNode::
 Tune`` joins the runs after the round robin; apache/tvm ``src/s_tir/
 meta_schedule/task_scheduler/task_scheduler.cc``), minutes for a model of 45
-tasks. They are built and measured as MetaSchedule's ``SendToBuilder``,
+tasks (on the H200 host resnet18's 19 GPU tasks were searched 10 s each
+before its first trial was recorded, 216 s into the attempt). They are built
+and measured as MetaSchedule's ``SendToBuilder``,
 ``SendToRunner`` and ``AddToDatabase`` do (same builder and runner, the
-target's runtime device, ``cpu``, and the failed-run cost, 1e10 s), a chunk
+target's runtime device and the failed-run cost, 1e10 s), a chunk
 of ``chunk`` candidates measured while the next one builds.
 """
 
@@ -67,13 +70,21 @@ class BaselineTask:
 def baseline_candidate(workload: Any, target: Any) -> Any:
     """The task's default schedule as a MetaSchedule ``MeasureCandidate``.
 
+    farm's default CPU schedule for an ``llvm`` target
+    (:func:`farm.jobs.cpu_schedules.default_schedule`), dlight's default GPU
+    schedule for any other (:func:`farm.jobs.gpu_schedules.default_schedule`):
+    what the untuned build runs.
+
     Args:
         workload: the task's module (one PrimFunc, ``main``).
-        target: a ``tvm.target.Target`` of kind ``llvm``.
+        target: the task's ``tvm.target.Target``.
     """
     from tvm.s_tir import meta_schedule as ms
 
-    from farm.jobs.cpu_schedules import default_schedule
+    if str(target.kind.name) == "llvm":
+        from farm.jobs.cpu_schedules import default_schedule
+    else:
+        from farm.jobs.gpu_schedules import default_schedule
 
     sch = default_schedule(workload["main"], target)
     # As EvolutionarySearch gives its candidates their arguments.

@@ -221,15 +221,14 @@ def _import_tensor_intrin(progress: TuneProgress) -> None:
 def _measure_baselines(planned: list[Planned], params: TuneParams, builder: Any, runner: Any,
                        progress: TuneProgress, expired: Callable[[], bool],
                        on_batch: Callable[[], None]) -> float:
-    """Measure the default schedule of each CPU task with trials left and none measured yet.
+    """Measure the default schedule of each task with trials left and none measured yet.
 
     The baseline is one of the task's trials (:mod:`farm.tuning.baseline`).
 
     Returns:
         Seconds it took (0: none measured).
     """
-    left = [p for p, m in zip(planned, measured(planned, params), strict=True)
-            if m < p.trials and str(p.task.extracted.target.kind.name) == "llvm"]
+    left = [p for p, m in zip(planned, measured(planned, params), strict=True) if m < p.trials]
     tasks = missing_baselines(_baseline_tasks(left), params.work_dir)
     if not tasks:
         return 0.0

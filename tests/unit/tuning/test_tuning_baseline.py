@@ -91,3 +91,19 @@ def test_a_baseline_is_missing_until_a_measurement_of_it_is_recorded(tmp_path: P
     assert missing_baselines(tasks, tmp_path) == tasks
     _commit(database, workload, baseline, 1e-3)
     assert missing_baselines(tasks, tmp_path) == []
+
+
+def test_a_gpu_tasks_baseline_is_dlights_schedule_and_replays_on_its_workload() -> None:
+    """On a GPU target the baseline is the untuned build's dlight schedule: every loop of the
+    kernel bound to blocks and threads, and its trace, as the tuning record keeps it, gives
+    the same kernel again (which the tuned build replays). No GPU is needed to schedule."""
+    gpu = {"kind": "cuda", "arch": "sm_90", "max_threads_per_block": 1024,
+           "max_num_threads": 1024, "thread_warp_size": 32}
+    [task] = model_tasks(_matmul_model(), gpu)
+    workload, target = task.extracted.dispatched[0], tvm.target.Target(gpu)
+    sch = baseline_candidate(workload, target).sch
+    assert "threadIdx.x" in sch.mod.script() and "blockIdx.x" in sch.mod.script()
+
+    replayed = tvm.s_tir.Schedule(workload)
+    sch.trace.apply_to_schedule(replayed, remove_postproc=False)
+    tvm.ir.assert_structural_equal(replayed.mod, sch.mod)
