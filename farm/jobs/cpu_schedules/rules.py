@@ -49,13 +49,8 @@ from farm.jobs.cpu_schedules.common import (
     vectorize_tail,
 )
 from farm.jobs.cpu_schedules.legalize_conv import DEPTHWISE_PACK
-from farm.jobs.cpu_schedules.plan import TilePlan
+from farm.jobs.cpu_schedules.plan import MAX_TILE_ROWS, TilePlan
 from farm.jobs.cpu_schedules.tile_io import blocked_producer, write_back
-
-#: Most rows of a register tile of one vector register a row (half that for two).
-#: Measured with AVX-512 on a pinned core: 8 rows of 14 lanes ran a 1x1 conv on
-#: 28x28 in 0.058 ms, 4 rows in 0.081 ms; 8 rows of 2x16 lanes were no faster.
-MAX_TILE_ROWS = 8
 
 #: Most vectors of the tile's block loop (output channel blocks of a conv): the knob's range.
 #: onnxruntime's MLAS NCHWc conv kernel keeps up to 4 filter blocks of a row of outputs in
