@@ -176,3 +176,15 @@ def test_a_conv_on_rows_shorter_than_a_tile_tiles_its_pixels(side: int, pixels: 
     assert (PIXELS_CONV in str(default.mod["main"].script())) is pixels
     assert _decisions(default) == decisions
 
+
+
+@pytest.mark.parametrize(("depthwise", "rows"), [(False, 16), (True, 8)])
+def test_one_channel_vector_that_broadcasts_takes_twice_the_rows(depthwise: bool,
+                                                                 rows: int) -> None:
+    """With AVX-512, a 1x1 conv to 16 channels (one block, nothing else for the registers) on a
+    row of 80 tiles 16 pixels, each weight vector serving all; a depthwise conv, which loads a
+    vector of input per pixel, keeps 8."""
+    conv = _Conv(n=1, c=16, h=2, w=80, o=16, kh=1, kw=1, depthwise=depthwise, ob=16, op=16,
+                 ib=16 if depthwise else 1, strides=(1, 1), dilation=(1, 1),
+                 padding=(0, 0, 0, 0))
+    assert _decisions(_avx512_default(conv))[0] == [80 // rows, rows]
