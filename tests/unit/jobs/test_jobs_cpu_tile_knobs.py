@@ -188,3 +188,14 @@ def test_one_channel_vector_that_broadcasts_takes_twice_the_rows(depthwise: bool
                  ib=16 if depthwise else 1, strides=(1, 1), dilation=(1, 1),
                  padding=(0, 0, 0, 0))
     assert _decisions(_avx512_default(conv))[0] == [80 // rows, rows]
+
+
+def test_a_tile_of_two_registers_a_row_keeps_its_rows() -> None:
+    """A matmul whose rows are vectors of two registers (128 columns, 32 lanes with AVX-512),
+    as the encoder's attention, keeps a tile of 4 rows: 8 of 2 registers were no faster."""
+    a = te.placeholder((16, 8), name="a")
+    b = te.placeholder((8, 128), name="b")
+    target = tvm.target.Target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 1})
+    default = TiledReduction().apply(
+        te.create_prim_func([a, b, topi.nn.matmul(a, b)]), target, False)
+    assert _decisions(default)[:2] == [[4, 4], [4, 32]]
