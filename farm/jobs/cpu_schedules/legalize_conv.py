@@ -123,10 +123,11 @@ def _pixel_axis(oh: int, ow: int) -> bool:
     pixels (two rows) by 2 channel vectors, and each weight is read half as
     often. The conv alone, bias and ReLU, 1 thread, AVX-512, pinned, 21
     rounds alternating: 0.62 -> 0.50 ms with its weights in cache, 0.73 ->
-    0.70 ms read from eight copies in turn. Only where the one axis gives a
-    longer tile than the row (4 x 4: 8 pixels against 4; 7 x 7: 7 either way),
-    and the row is shorter than a tile, so that wider images keep their
-    tiles within a row.
+    0.70 ms read from eight copies in turn; the model untuned, interleaved
+    (``bench/bench_ab_untuned.py``, 25 rounds): 0.93-0.94x. Only where the
+    one axis gives a longer tile than the row (4 x 4: 8 pixels against 4;
+    7 x 7: 7 either way), and the row is shorter than a tile, so that wider
+    images keep their tiles within a row.
 
     >>> _pixel_axis(4, 4), _pixel_axis(7, 7), _pixel_axis(28, 28), _pixel_axis(2, 2)
     (True, False, False, True)

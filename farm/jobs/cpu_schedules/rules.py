@@ -137,8 +137,8 @@ def _deeper_tile(n: int, rows: int, room: int) -> int:
     det_head's 3x3 stride-2 stem 3 -> 16 on 80 x 80 0.068 -> 0.057 ms with 16
     rows (onnxruntime 0.048), MobileNetV2's 1x1 32 -> 16 on 112 x 112 0.146
     -> 0.142 ms; whole models untuned, 1 thread, interleaved
-    (``bench/bench_ab_untuned.py``, 25 rounds): det_head 0.92x,
-    text_direction 0.93x, the other zoo models 0.97-1.00x. A depthwise conv
+    (``bench/bench_ab_untuned.py``, 25 rounds, two runs): det_head 0.92-0.93x,
+    text_direction 0.93-0.95x, the other zoo models 0.97-1.00x. A depthwise conv
     loads a vector of input per row and broadcasts nothing; its tile stays
     (``room`` 1: the rows are kept), and so does a tile of two registers a row
     (:data:`MAX_TILE_ROWS`): the encoder's attention matmul 128 x 64 x 128 of
