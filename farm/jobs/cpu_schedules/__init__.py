@@ -19,7 +19,7 @@ __all__ = ["CPU_SCHEDULES_VERSION", "Injective", "ParallelFallback", "RowNorm", 
 
 #: Joins the compile cache key of CPU builds: bump it when a rule changes what it emits,
 #: so libraries built by older rules are not reused.
-CPU_SCHEDULES_VERSION = "14"
+CPU_SCHEDULES_VERSION = "17"
 
 
 def default_rules() -> list[Any]:

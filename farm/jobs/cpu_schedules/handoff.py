@@ -28,9 +28,10 @@ MobileNetV3-small ran 1.03x instead of 0.95x; a conv that only a
 depthwise conv reads is not padded but keeps blocks of 8 for 72 channels
 of 16 lanes, :func:`farm.jobs.cpu_schedules.legalize.depthwise_fed`, and
 is handed over); a conv with padding as the
-reader (:func:`_conv_input`); and functions a tuning database already
-scheduled (their records are of the NCHW forms that ``tunable_module``
-extracts).
+reader (:func:`_conv_input`); a conv with its pixels on one axis
+(``PIXELS_CONV``, rows shorter than a tile: ResNet's 4 x 4 convs); and
+functions a tuning database already scheduled (their records are of the
+NCHW forms that ``tunable_module`` extracts).
 """
 
 from __future__ import annotations

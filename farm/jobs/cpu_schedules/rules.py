@@ -49,13 +49,8 @@ from farm.jobs.cpu_schedules.common import (
     vectorize_tail,
 )
 from farm.jobs.cpu_schedules.legalize_conv import DEPTHWISE_PACK
-from farm.jobs.cpu_schedules.plan import TilePlan
+from farm.jobs.cpu_schedules.plan import MAX_TILE_ROWS, TilePlan
 from farm.jobs.cpu_schedules.tile_io import blocked_producer, write_back
-
-#: Most rows of a register tile of one vector register a row (half that for two).
-#: Measured with AVX-512 on a pinned core: 8 rows of 14 lanes ran a 1x1 conv on
-#: 28x28 in 0.058 ms, 4 rows in 0.081 ms; 8 rows of 2x16 lanes were no faster.
-MAX_TILE_ROWS = 8
 
 #: Most vectors of the tile's block loop (output channel blocks of a conv): the knob's range.
 #: onnxruntime's MLAS NCHWc conv kernel keeps up to 4 filter blocks of a row of outputs in
@@ -123,7 +118,36 @@ def _plan(sch: Any, block: Any, lanes: int, registers: int) -> TilePlan | None:
     room = int(registers * ACCUMULATORS_PER_REGISTER * lanes) // (tile_factor * _lanes_taken(
         factor, lanes))
     block, blocks = _block_loop(sch, loops, stmt, (vector, tile), spatial, contiguous_reads, room)
+    # One vector of at most a register a row, by an input not read as vectors.
+    deeper = blocks == 1 and factor <= lanes and len(contiguous_reads) < len(stmt.reads)
+    tile_factor = _deeper_tile(extent(sch, loops[tile]) or 1, tile_factor, room if deeper else 1)
     return TilePlan(spatial, reduce, vector, factor, tile, tile_factor, block, blocks)
+
+
+def _deeper_tile(n: int, rows: int, room: int) -> int:
+    """The tile rows of a tile of one channel vector that broadcasts its other input.
+
+    With no second vector to take the registers (a conv to 16 output
+    channels: one block of 16 lanes), the tile takes up to twice
+    :data:`MAX_TILE_ROWS` rows where the default's share of the registers
+    holds them (``room``: the tile's vectors that fit, over ``rows``), so
+    each weight vector serves twice the pixels and the loop over the
+    reduction, which is short for a stem (3 channels x 3 x 3), runs half the
+    times. Measured with AVX-512 on a pinned core, 15 rounds alternating:
+    det_head's 3x3 stride-2 stem 3 -> 16 on 80 x 80 0.068 -> 0.057 ms with 16
+    rows (onnxruntime 0.048), MobileNetV2's 1x1 32 -> 16 on 112 x 112 0.146
+    -> 0.142 ms; whole models untuned, 1 thread, interleaved
+    (``bench/bench_ab_untuned.py``, 25 rounds, two runs): det_head 0.92-0.93x,
+    text_direction 0.93-0.95x, the other zoo models 0.97-1.00x. A depthwise conv
+    loads a vector of input per row and broadcasts nothing; its tile stays
+    (``room`` 1: the rows are kept), and so does a tile of two registers a row
+    (:data:`MAX_TILE_ROWS`): the encoder's attention matmul 128 x 64 x 128 of
+    rows of 32 lanes took 8 rows instead of 4, and the model ran 1.04x.
+
+    >>> [_deeper_tile(n, rows, room) for n, rows, room in ((80, 8, 2), (112, 7, 2), (28, 7, 1))]
+    [16, 14, 7]
+    """
+    return max(rows, largest_divisor(n, min(2 * MAX_TILE_ROWS, rows * room)))
 
 
 def _lanes_taken(factor: int, lanes: int) -> int:
@@ -249,7 +273,8 @@ def _split(sch: Any, main: Any, plan: TilePlan, lanes: int) -> tuple[list[Any], 
             outer.append(o)
             vector.append(v)
         elif i == plan.tile:
-            o, t = _sampled_split(sch, loops[i], plan.tile_factor, MAX_TILE_ROWS)
+            o, t = _sampled_split(sch, loops[i], plan.tile_factor, max(MAX_TILE_ROWS,
+                                                                       plan.tile_factor))
             outer.append(o)
             tile.append(t)
         elif i == plan.block:

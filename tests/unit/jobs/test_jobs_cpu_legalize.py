@@ -147,6 +147,32 @@ def test_conv2d_in_channel_blocks_matches_numpy(channels: int, out: int, groups:
     np.testing.assert_allclose(got, _conv_ref(x, w, stride, pad, groups), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(("stride", "pixels"), [(3, True), (1, False)])
+def test_conv2d_on_short_rows_tiles_pixels_on_one_axis(stride: int, pixels: bool) -> None:
+    """A conv whose 3 x 4 outputs give a longer tile on one axis than a row of 4 puts its pixels
+    on one axis (9 x 11 outputs keep their rows); both match numpy."""
+    from farm.jobs.cpu_schedules.legalize_conv import PIXELS_CONV
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 8, 9, 11)).astype("float32")
+    w = rng.standard_normal((32, 8, 3, 3)).astype("float32")
+    bb = relax.BlockBuilder()
+    xv = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [xv]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.nn.relu(relax.op.nn.conv2d(
+                xv, relax.const(w), strides=stride, padding=1)))
+        bb.emit_func_output(y)
+    mod = bb.get()
+    with TARGET:
+        text = str(scheduled_module(mod, TARGET).script())
+    assert (PIXELS_CONV in text) is pixels
+    vm = relax.VirtualMachine(compile_cpu(mod, TARGET, None), tvm.cpu())
+    got = vm["main"](tvm.runtime.tensor(x)).numpy()
+    want = np.maximum(_conv_ref(x, w, stride, (1, 1, 1, 1), 1), 0)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize(("shape", "columns", "constant", "packed"), [
     ((1, 40), 20, True, True),         # a classifier: 20 columns padded to whole vectors
     ((2, 3, 40), 32, True, True),      # leading dimensions, 6 rows

@@ -138,3 +138,64 @@ def test_half_vectors_take_half_the_room(ob: int, o: int, blocks: int) -> None:
         te.create_prim_func([data, weight, _blocked_conv(conv)(data, weight)]), target, False)
     assert [int(f) for f in default.trace.decisions[_block_sample(default)]] == [o // ob // blocks,
                                                                                   blocks]
+
+
+def _decisions(sch: Any) -> list[list[int]]:
+    """The trace's sampled splits in order (channel blocks where there are some, rows, lanes)."""
+    return [[int(f) for f in sch.trace.decisions[i]] for i in sch.trace.insts
+            if i.kind.name == "SamplePerfectTile"]
+
+
+def _avx512_default(conv: _Conv) -> Any:
+    """farm's default schedule of ``conv`` (in channel blocks, NCHW in and out) with AVX-512."""
+    data = te.placeholder((conv.n, conv.c, conv.h, conv.w), name="data")
+    shape, axes = conv.weight_order
+    weight = te.placeholder([shape[a] for a in axes], name="weight")
+    target = tvm.target.Target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 1})
+    return TiledReduction().apply(
+        te.create_prim_func([data, weight, _blocked_conv(conv)(data, weight)]), target, False)
+
+
+@pytest.mark.parametrize(("side", "pixels", "decisions"), [
+    (4, True, [[1, 2], [2, 8], [1, 16]]),   # 16 pixels on one axis: 8 of them by 2 blocks
+    (4, False, [[1, 2], [1, 4], [1, 16]]),  # a row of 4: 4 pixels, the room for 4 blocks
+    (7, False, [[1, 2], [1, 7], [1, 16]]),  # a row of 7 is a whole tile either way
+])
+def test_a_conv_on_rows_shorter_than_a_tile_tiles_its_pixels(side: int, pixels: bool,
+                                                            decisions: list[list[int]]) -> None:
+    """A 3x3 conv to 64 channels on 4 x 4 outputs puts the 16 pixels on one axis (as
+    ResNet-18's 512-channel convs): a tile of 8 pixels of two rows by 2 channel vectors, where
+    the row form takes 4 pixels by 4 vectors (the block decision is capped at 2 by the 4 output
+    blocks' split here); 7 x 7 outputs keep their rows."""
+    from farm.jobs.cpu_schedules.legalize_conv import PIXELS_CONV, _pixel_axis
+
+    assert _pixel_axis(side, side) is (side == 4)
+    conv = _Conv(n=1, c=8, h=side, w=side, o=32, kh=3, kw=3, depthwise=False, ob=16, op=32, ib=1,
+                 strides=(1, 1), dilation=(1, 1), padding=(1, 1, 1, 1), pixels=pixels)
+    default = _avx512_default(conv)
+    assert (PIXELS_CONV in str(default.mod["main"].script())) is pixels
+    assert _decisions(default) == decisions
+
+
+
+@pytest.mark.parametrize(("depthwise", "rows"), [(False, 16), (True, 8)])
+def test_one_channel_vector_that_broadcasts_takes_twice_the_rows(depthwise: bool,
+                                                                 rows: int) -> None:
+    """With AVX-512, a 1x1 conv to 16 channels (one block, nothing else for the registers) on a
+    row of 80 tiles 16 pixels, each weight vector serving all; a depthwise conv, which loads a
+    vector of input per pixel, keeps 8."""
+    conv = _Conv(n=1, c=16, h=2, w=80, o=16, kh=1, kw=1, depthwise=depthwise, ob=16, op=16,
+                 ib=16 if depthwise else 1, strides=(1, 1), dilation=(1, 1),
+                 padding=(0, 0, 0, 0))
+    assert _decisions(_avx512_default(conv))[0] == [80 // rows, rows]
+
+
+def test_a_tile_of_two_registers_a_row_keeps_its_rows() -> None:
+    """A matmul whose rows are vectors of two registers (128 columns, 32 lanes with AVX-512),
+    as the encoder's attention, keeps a tile of 4 rows: 8 of 2 registers were no faster."""
+    a = te.placeholder((16, 8), name="a")
+    b = te.placeholder((8, 128), name="b")
+    target = tvm.target.Target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 1})
+    default = TiledReduction().apply(
+        te.create_prim_func([a, b, topi.nn.matmul(a, b)]), target, False)
+    assert _decisions(default)[:2] == [[4, 4], [4, 32]]
