@@ -140,9 +140,8 @@ def _contexts(planned: list[Planned], caps: list[int], params: TuneParams,
 
     As ``extracted_tasks_to_tune_contexts`` (apache/tvm
     ``python/tvm/s_tir/meta_schedule/relax_integration.py``) builds them, but
-    each task with its own :func:`farm.tuning.search.FarmSearch` (its cap,
-    its recorded traces, and ``cold``: whether the round's cost model scores
-    at random), which that function cannot give.
+    each with its own :func:`farm.tuning.search.FarmSearch` (its cap, recorded
+    traces, ``cold`` cost model), which that function cannot give.
     """
     from tvm.s_tir.meta_schedule import TuneContext
     from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
@@ -173,9 +172,8 @@ def _warm_start(model: Any, trials: int, progress: TuneProgress, contexts: list[
 
     It is first trained on the work folder's records of the tasks (the
     fleet's, seeded, and earlier attempts': :func:`farm.tuning.seed.warm_start`),
-    which count towards its warm-up. Its searches cost more once it predicts
-    (:meth:`TuneProgress.start_round`): before, each only samples a batch
-    (:func:`farm.tuning.search.FarmSearch`).
+    which count towards its warm-up. Searches cost more once it predicts
+    (:meth:`TuneProgress.start_round`): before, they only sample (``FarmSearch``).
     """
     fed = warm_start(model, contexts, params.work_dir)
     if fed:
@@ -194,8 +192,7 @@ def _round_start(planned: list[Planned], caps: list[int], params: TuneParams,
     from_s = progress.tuning_s()
     _import_tensor_intrin(progress)
     model = cost_model(asked)
-    contexts, weights = _contexts(planned, caps, params, progress, expired,
-                                  cost_model_cold(model))
+    contexts, weights = _contexts(planned, caps, params, progress, expired, cost_model_cold(model))
     log.info("tuning_round_tasks", tasks=len(contexts), trials=sum(caps), batch=batch)
     _warm_start(model, asked, progress, contexts, params)
     return contexts, weights, model, progress.tuning_s() - from_s
