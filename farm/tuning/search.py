@@ -263,7 +263,9 @@ def _farm_search_class() -> type:
             self.inner.pre_tuning(min(max_trials, self.cap),
                                   max(num_trials_per_iter, self.candidates), design_spaces,
                                   database, cost_model)
-            self.sampler.pre_tuning(min(max_trials, self.cap), self.batch, design_spaces,
+            # ReplayTrace counts a whole batch per result set, short or not: its bound is
+            # never the one that ends the task (the cap and the empty searches are).
+            self.sampler.pre_tuning(self.cap * self.batch, self.batch, design_spaces,
                                     database, cost_model)
 
         def post_tuning(self) -> None:
