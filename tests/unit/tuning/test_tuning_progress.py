@@ -594,6 +594,25 @@ class TestEtaOfTheJob:
         unknown = etas(None)
         assert unknown[3] < 0.6 * left_s[3]
 
+    def test_the_batch_of_the_first_warm_search_is_priced_at_the_grown_search(self) -> None:
+        """Warm-up at 16 results, sampled searches of 0.1 s, batches of 8 taking 3 s: the
+        next batch is priced 3 s until 16 results are in, then 3 s plus the search grown
+        SAMPLED_GROWTH (the warm one to come), then, once a warm search ended, its own."""
+        batches = BatchTimes()
+        batches.start_round(16)
+        now = 0.0
+        for task in ("conv", "conv1"):
+            batches.sent(task, now)
+            batches.searched(task, 8, now + 0.1)
+            batches.joined(task, now + 3.0)
+            assert batches.last_batch_s == pytest.approx(
+                3.0 if task == "conv" else 3.0 + 0.1 * (SAMPLED_GROWTH - 1))
+            now += 3.0
+        batches.sent("conv", now)
+        batches.searched("conv", 8, now + 12.0)
+        batches.joined("conv", now + 15.0)
+        assert batches.last_batch_s == pytest.approx(15.0)
+
     def test_a_task_running_dry_is_priced_by_its_shrinking_batches(self) -> None:
         """A pool whose search finds fewer new candidates each time (8, 8, then 4) has few
         trials left, not its 100 asked: 4 more at the ratio of its last two batches (one half),
