@@ -15,13 +15,19 @@ work folder:
   batch built while the next is searched
   (:mod:`farm.tuning.builder`) by the host's free cores
   (:mod:`farm.tuning.cores`);
-- ``before``: ``cores`` with the search sizes farm had until 2026-12-03
-  (:func:`before_search`): each search proposes one batch, from
-  MetaSchedule's population of 512 in 4 genetic rounds for a task of 512
-  trials or more, 2 per trial below;
+- ``before``: ``cores`` with the search farm had until 2026-12-03
+  (:func:`before_search`, :func:`_before_search_of`): each search proposes
+  one batch, from MetaSchedule's population of 512 in 4 genetic rounds for a
+  task of 512 trials or more, 2 per trial below, evolved from the first
+  batch on, XGBoost trained on every batch;
+- ``filed``: the loop when issue 37 was filed, ``turns`` with ``before``'s
+  search: one build process, a batch searched, built and measured before the
+  next is searched;
 - ``after``: farm's defaults now (``cores`` with
   :func:`farm.tuning.search.search_settings`: one search proposes several
-  batches, :data:`farm.tuning.search.SEARCH_CANDIDATES`).
+  batches, :data:`farm.tuning.search.SEARCH_CANDIDATES`; while the cost
+  model scores at random, a search only samples a batch:
+  :func:`farm.tuning.search.FarmSearch`).
 
 Each run prints its measured trials, tuning seconds, trials per phone-hour
 (:func:`farm.tuning.rate.trials_per_phone_hour`) and the load average;
@@ -38,6 +44,7 @@ The first line gives the host's cores and load; compare ``before`` and
 Reproduce::
 
     python bench/bench_tune_speed.py --pairs 2 --for 120 --sides before after
+    python bench/bench_tune_speed.py --pairs 1 --for 120 --sides filed before after
     python bench/bench_tune_speed.py --pairs 2 --for 120
     python bench/bench_tune_speed.py --kind gpu --pairs 2 --for 240
 """
@@ -64,11 +71,12 @@ from farm.jobs.params import DeviceFacts, DeviceKind, ModelParams, TrackerParams
 from farm.jobs.targets import target_for
 from farm.jobs.tuning_db import default_and_best_s
 from farm.tuning import held_builders, run, tune_model
+from farm.tuning.rounds import warmup_samples
 from farm.tuning.search import SearchSettings
 
 KEY = "bench-tune-speed"
 #: The loops compared (the module docstring says what each is).
-SIDES = ("turns", "cores", "pipelined", "before", "after")
+SIDES = ("turns", "cores", "pipelined", "before", "filed", "after")
 
 
 def before_search(trials_per_task: int) -> SearchSettings:
@@ -80,16 +88,29 @@ def before_search(trials_per_task: int) -> SearchSettings:
     return SearchSettings(population, 0.3, max(16, population // 4), rounds, 1)
 
 
+def _before_cost_model(trials: int | None = None) -> Any:
+    """MetaSchedule's ``XGBModel`` as farm made it until 2026-12-03 (trained on every batch)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.cost_model.XGBModel(num_warmup_samples=warmup_samples(trials or 0))
+
+
 @contextlib.contextmanager
 def _search_of(side: str) -> Any:
-    """The ``before`` side's search sizes in :mod:`farm.tuning.run` for the block."""
-    now = run.search_settings
-    if side == "before":
+    """The ``before`` and ``filed`` sides' search in :mod:`farm.tuning.run` for the block.
+
+    Their search sizes (:func:`before_search`), a cost model trained on every
+    batch, and the evolution from the first batch (never cold).
+    """
+    now = run.search_settings, run.cost_model, run.cost_model_cold
+    if side in ("before", "filed"):
         run.search_settings = before_search
+        run.cost_model = _before_cost_model
+        run.cost_model_cold = lambda _model: lambda: False
     try:
         yield
     finally:
-        run.search_settings = now
+        run.search_settings, run.cost_model, run.cost_model_cold = now
 
 
 def _target(kind: str) -> tuple[dict[str, Any], DeviceKind]:
@@ -122,7 +143,8 @@ def _run(side: str, base: TuneParams, root: Path, target: dict[str, Any],
          tracker: TrackerParams, cache: CompileCache, n: int) -> float | None:
     work_dir = root / f"{side}-{n}"
     pipelined = side == "pipelined"
-    with (held_builders(root / "tune-cores", 1 if side == "turns" else 0) as builders,
+    one_builder = side in ("turns", "filed")
+    with (held_builders(root / "tune-cores", 1 if one_builder else 0) as builders,
           _search_of(side)):
         params = replace(base, work_dir=work_dir, pipeline=pipelined, builder_workers=builders)
         start = time.monotonic()

@@ -14,11 +14,12 @@ per attempt, under its lock, for the time budget's stop and the ETA
 
 A search costs more once MetaSchedule's ``XGBModel`` predicts: until it holds
 ``num_warmup_samples`` results of the round it scores candidates at random
-and extracts no features (``XGBModel.predict``, apache/tvm
-``python/tvm/s_tir/meta_schedule/cost_model/xgb_model.py``). On the small
-CNN's 1000-trial run (warm-up at 100 trials) the convs' searches took 9 to 11 s
-before and 18 to 25 s after, flat to the run's end (docs/benchmarks.md's history). So
-each search is noted cold or warm (:meth:`BatchTimes.start_round`), and a
+(``XGBModel.predict``, apache/tvm
+``python/tvm/s_tir/meta_schedule/cost_model/xgb_model.py``), and farm's search
+then only samples a batch (:func:`farm.tuning.search.FarmSearch`): 0.08 s
+against 6.3-6.7 s for the small CNN's convs evolved at random scores, which
+took 18 to 25 s once the model predicted (9 to 11 s before, docs/benchmarks.md's
+history). So each search is noted cold or warm (:meth:`BatchTimes.start_round`), and a
 task is priced from its warm searches, or its cold ones grown (:func:`growth`).
 """
 
@@ -26,7 +27,13 @@ from __future__ import annotations
 
 import statistics
 
-from farm.tuning.eta import FIRST_BATCH_GROWTH, RECENT_BATCHES, TaskCost, dry_left
+from farm.tuning.eta import (
+    FIRST_BATCH_GROWTH,
+    RECENT_BATCHES,
+    SAMPLED_GROWTH,
+    TaskCost,
+    dry_left,
+)
 
 __all__ = ["BatchTimes", "growth", "later_s", "recent_s"]
 
@@ -54,17 +61,20 @@ def recent_s(seconds: list[float]) -> float | None:
     return sum(recent) / len(recent) if recent else None
 
 
-def growth(per_task: list[tuple[list[float], list[float]]]) -> float:
+def growth(per_task: list[tuple[list[float], list[float]]],
+           prior: float = FIRST_BATCH_GROWTH) -> float:
     """How many times its cold searches a task's warm searches cost: the tasks' median.
 
     Each task's ratio is its recent warm searches' mean (:func:`recent_s`) over
-    its cold ones' mean, and :data:`farm.tuning.eta.FIRST_BATCH_GROWTH`
-    counts as one more task: the first task with a warm search has one, whose
-    seconds swing 2x with the host's load (taken alone, a 300-trial run's ETA
-    went from -15% to +45% at its quarter).
+    its cold ones' mean, and ``prior`` counts as one more task: the first task
+    with a warm search has one, whose seconds swing 2x with the host's load
+    (taken alone, a 300-trial run's ETA went from -15% to +45% at its quarter).
 
     Args:
         per_task: each task's (cold searches, warm searches), seconds, in order.
+        prior: the ratio taken before any task shows one
+            (:data:`farm.tuning.eta.FIRST_BATCH_GROWTH`, or
+            :data:`farm.tuning.eta.SAMPLED_GROWTH` where cold searches only sample).
 
     >>> growth([([4.0], [8.0]), ([2.0], [2.0, 2.0]), ([5.0], [])])
     1.5
@@ -73,7 +83,7 @@ def growth(per_task: list[tuple[list[float], list[float]]]) -> float:
     """
     ratios = [warm / (sum(cold) / len(cold)) for cold, warm_s in per_task
               if cold and sum(cold) > 0 and (warm := recent_s(warm_s)) is not None]
-    return statistics.median([FIRST_BATCH_GROWTH, *ratios])
+    return statistics.median([prior, *ratios])
 
 
 class BatchTimes:
@@ -195,8 +205,20 @@ class BatchTimes:
 
     @property
     def last_batch_s(self) -> float | None:
-        """The longest own time of the last 4 batches (the search slows); None before one."""
-        return max(self._batch_s[-RECENT_BATCHES:], default=None)
+        """The longest own time of the last 4 batches (the search slows); None before one.
+
+        Once the next search is the round's first warm one (its results reached the
+        cost model's warm-up, no warm search ended yet), that batch's search is
+        priced at the cold ones' mean grown :data:`farm.tuning.eta.SAMPLED_GROWTH`:
+        priced as the sampled batches before it, the small CNN's ``--for 60`` tune
+        (bench/bench_tune_speed.py) ended its tuning at 74.3 s; priced so, at 47.4 s.
+        """
+        last = max(self._batch_s[-RECENT_BATCHES:], default=None)
+        cold = [s for searches in self._cold_searches.values() for s in searches]
+        if (last is None or not self._warm_after or self._warm_searches or not cold
+                or self._round_measured < self._warm_after):
+            return last
+        return last + sum(cold) / len(cold) * (SAMPLED_GROWTH - 1)
 
     @property
     def build_s(self) -> float:
@@ -220,8 +242,9 @@ class BatchTimes:
 
         A task whose last batch came short is running dry (:func:`dry_left`).
         Its searches: its recent warm ones (the cost model predicting); else its cold
-        ones at the run's :func:`growth`. Its recent measurements after its
-        first batch, else the mean of the tasks' first measurements (there a
+        ones at the run's :func:`growth` (from :data:`farm.tuning.eta.SAMPLED_GROWTH`
+        where the warm-up is known: its cold searches only sampled). Its recent
+        measurements after its first batch, else the mean of the tasks' first measurements (there a
         batch's runs hid behind the next tasks' searches, a candidate costing
         its build alone, and the last task's absorbed them all: the small CNN's
         matmul read 0.86 s a candidate, later 0.3 s). Until every task searched
@@ -234,7 +257,8 @@ class BatchTimes:
         search_s = recent_s(self._warm_searches.get(task, []))
         if search_s is None and cold:
             search_s = sum(cold) / len(cold) * growth(
-                [(c, self._warm_searches.get(t, [])) for t, c in self._cold_searches.items()])
+                [(c, self._warm_searches.get(t, [])) for t, c in self._cold_searches.items()],
+                SAMPLED_GROWTH if self._warm_after else FIRST_BATCH_GROWTH)
         measured = [s / n for s, n in self._task_measure.get(task, []) if n > 0]
         measure_s = later_s(measured)
         searched = self._cold_searches.keys() | self._warm_searches.keys()

@@ -12,11 +12,13 @@ build and run. A global rate of recent batches was -72% to +319% off without
 a budget (docs/benchmarks.md's history): early on it was the rate of the default
 schedules, later that of the last batches, smaller once tasks reached their
 cap. A search before the cost model predicts (its warm-up: the round's
-first tenth of the trials) is not what later ones cost, so a task's cold
-searches are priced :data:`FIRST_BATCH_GROWTH` times as long until the run
-shows its own ratio (:func:`farm.tuning.batches.growth`); a batch's runs
-hide behind the next tasks' searches and pile up on the last task's, so a
-task's candidates cost the mean of the round robin's until its second batch;
+first tenth of the trials) only samples a batch, a small part of what later
+ones cost, so a task's cold searches are priced :data:`SAMPLED_GROWTH` times
+as long (:data:`FIRST_BATCH_GROWTH` where the warm-up is not known and a
+task's first search is its cold one) until the run shows its own ratio
+(:func:`farm.tuning.batches.growth`); a batch's runs hide behind the next
+tasks' searches and pile up on the last task's, so a task's candidates cost
+the mean of the round robin's until its second batch;
 and a task whose search runs dry has few trials left, whatever it asked
 (:func:`dry_left`). So:
 
@@ -38,8 +40,8 @@ import math
 from dataclasses import dataclass
 
 __all__ = ["CLEAR_MARGIN", "DRY_RATIO", "EMPTY_SEARCHES", "FIRST_BATCH_GROWTH", "RECENT_BATCHES",
-           "TaskCost", "budget_end_s", "dry_left", "estimate_eta_s", "search_left_s",
-           "seconds_per_trial"]
+           "SAMPLED_GROWTH", "TaskCost", "budget_end_s", "dry_left", "estimate_eta_s",
+           "search_left_s", "seconds_per_trial"]
 
 #: Measured batches whose rate counts (the last ones): the rate slows as a run goes on.
 RECENT_BATCHES = 4
@@ -49,6 +51,13 @@ RECENT_BATCHES = 4
 #: They took 1.3x to 2.2x (median 1.5x) on the small CNN's tasks, 300 trials on one virtual
 #: phone, and 1.2x to 2.1x with 1000 trials (docs/benchmarks.md's history, issue 21).
 FIRST_BATCH_GROWTH = 1.5
+
+#: A task's warm searches take this many times its cold ones where a cold search only samples a
+#: batch (:func:`farm.tuning.search.FarmSearch` while the cost model scores at random), until a
+#: task of the run shows its own ratio: 81x to 117x for the small CNN's tasks at 500 trials
+#: (convs 9.3-9.9 s against 0.08-0.09 s, its max pool 5.7 s against 0.07 s; 2-core host,
+#: 2026-12-04, load 2.1-2.7).
+SAMPLED_GROWTH = 110.0
 
 #: The search left decides the ETA of a run with a time budget only when it would still end
 #: inside it at this many times its price (the search slows as the records grow).

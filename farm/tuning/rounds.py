@@ -35,7 +35,7 @@ from farm.jobs.tuning_db import repair_work_dir
 from farm.tuning.progress import TuneProgress
 
 __all__ = ["SoExporter", "builder_and_runner", "builder_initializer", "cost_model",
-           "drop_unnamed_ms_handlers", "measure_callbacks", "tune_in_rounds",
+           "cost_model_cold", "drop_unnamed_ms_handlers", "measure_callbacks", "tune_in_rounds",
            "warmup_samples"]
 
 log = structlog.get_logger(__name__)
@@ -117,9 +117,63 @@ def cost_model(trials: int | None = None) -> Any:
         return "random"
     if trials is None:
         return "xgb"
+    if not _XGB_CLASS:
+        _XGB_CLASS.append(_warm_only_xgb_class())
+    return _XGB_CLASS[0](num_warmup_samples=warmup_samples(trials))
+
+
+_XGB_CLASS: list[type] = []
+
+
+def _warm_only_xgb_class() -> type:
+    """MetaSchedule's ``XGBModel``, trained only once it holds its warm-up of results.
+
+    ``XGBModel.update`` trains XGBoost on every batch (apache/tvm
+    ``python/tvm/s_tir/meta_schedule/cost_model/xgb_model.py``), while
+    ``predict`` uses the booster only from ``num_warmup_samples`` results
+    on: each training before that is thrown away. It still keeps each
+    batch's features, so the first training, at the warm-up, learns from all
+    of them; and forgetting the skipped size makes its adaptive training
+    (a new training only after a fifth more results) start there.
+    """
+    from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
 
-    return ms.cost_model.XGBModel(num_warmup_samples=warmup_samples(trials))
+    @derived_object
+    class WarmOnlyXGBModel(ms.cost_model.XGBModel._cls):
+        """``XGBModel`` whose updates skip XGBoost's training before its warm-up."""
+
+        updating = False
+
+        def update(self, context: Any, candidates: list[Any], results: list[Any]) -> None:
+            self.updating = True
+            try:
+                super().update(context, candidates, results)
+            finally:
+                self.updating = False
+
+        def _train(self, xs: list[Any], ys: Any) -> None:
+            if self.updating and self.data_size < self.num_warmup_samples:
+                self.last_train_size = 0
+                return
+            super()._train(xs, ys)
+
+    return WarmOnlyXGBModel
+
+
+def cost_model_cold(model: Any) -> Callable[[], bool]:
+    """Whether ``model`` (:func:`cost_model`'s) scores candidates at random, asked when called.
+
+    An ``XGBModel`` does until it holds ``num_warmup_samples`` results and a
+    trained booster (its ``predict``), the warm-started ones included
+    (:func:`farm.tuning.seed.warm_start`); ``"random"`` always does;
+    ``"xgb"`` (MetaSchedule's own, not reachable from here) is taken to predict.
+    """
+    if model == "random":
+        return lambda: True
+    if isinstance(model, str):
+        return lambda: False
+    return lambda: model.data_size < model.num_warmup_samples or model.booster is None
 
 
 # --- tuning -------------------------------------------------------------------------

@@ -71,6 +71,7 @@ from farm.tuning.rate import (
 from farm.tuning.rounds import (
     builder_and_runner,
     cost_model,
+    cost_model_cold,
     drop_unnamed_ms_handlers,
     measure_callbacks,
     tune_in_rounds,
@@ -133,14 +134,14 @@ class _TaskTimer:
 
 
 def _contexts(planned: list[Planned], caps: list[int], params: TuneParams,
-              progress: TuneProgress,
-              expired: Callable[[], bool]) -> tuple[list[Any], list[float]]:
+              progress: TuneProgress, expired: Callable[[], bool],
+              cold: Callable[[], bool]) -> tuple[list[Any], list[float]]:
     """MetaSchedule's ``TuneContext`` per task with a cap left, each with farm's search.
 
     As ``extracted_tasks_to_tune_contexts`` (apache/tvm
     ``python/tvm/s_tir/meta_schedule/relax_integration.py``) builds them, but
-    each task with its own :func:`farm.tuning.search.FarmSearch` (its cap
-    and its recorded traces), which that function cannot give.
+    each with its own :func:`farm.tuning.search.FarmSearch` (its cap, recorded
+    traces, ``cold`` cost model), which that function cannot give.
     """
     from tvm.s_tir.meta_schedule import TuneContext
     from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
@@ -155,7 +156,7 @@ def _contexts(planned: list[Planned], caps: list[int], params: TuneParams,
     for (p, cap), logger, seed in zip(live, loggers, fork_seed(params.seed, n=len(live)),
                                       strict=True):
         strategy = FarmSearch(settings, recorded.get(p.index, set()), cap, expired,
-                              _TaskTimer(progress, p.task.name))
+                              _TaskTimer(progress, p.task.name), cold)
         contexts.append(TuneContext(
             mod=p.task.extracted.dispatched[0], target=p.task.extracted.target,
             space_generator=tune_space(p.task.extracted.target), search_strategy=strategy,
@@ -165,36 +166,35 @@ def _contexts(planned: list[Planned], caps: list[int], params: TuneParams,
     return contexts, weights
 
 
-def _round_cost_model(trials: int, progress: TuneProgress, contexts: list[Any],
-                      params: TuneParams) -> Any:
-    """A round's cost model (:func:`farm.tuning.rounds.cost_model`), ``progress`` told its warm-up.
+def _warm_start(model: Any, trials: int, progress: TuneProgress, contexts: list[Any],
+                params: TuneParams) -> None:
+    """A round's cost model (:func:`farm.tuning.rounds.cost_model`) warm-started, ``progress`` told.
 
     It is first trained on the work folder's records of the tasks (the
     fleet's, seeded, and earlier attempts': :func:`farm.tuning.seed.warm_start`),
-    which count towards its warm-up. Its searches cost more once it predicts
-    (:meth:`TuneProgress.start_round`).
+    which count towards its warm-up. Searches cost more once it predicts
+    (:meth:`TuneProgress.start_round`): before, they only sample (``FarmSearch``).
     """
-    model = cost_model(trials)
     fed = warm_start(model, contexts, params.work_dir)
     if fed:
         log.info("tuning_cost_model_warm_started", records=fed)
     progress.start_round(0 if isinstance(model, str) else max(0, warmup_samples(trials) - fed))
-    return model
 
 
 def _round_start(planned: list[Planned], caps: list[int], params: TuneParams,
                  progress: TuneProgress, expired: Callable[[], bool], asked: int,
                  batch: int) -> tuple[list[Any], list[float], Any, float]:
-    """A round's tasks (:func:`_contexts`) and cost model (:func:`_round_cost_model`).
+    """A round's cost model, its tasks (:func:`_contexts`), then the model warm-started.
 
     Returns:
         The contexts, their weights, the cost model and the seconds they took.
     """
     from_s = progress.tuning_s()
     _import_tensor_intrin(progress)
-    contexts, weights = _contexts(planned, caps, params, progress, expired)
+    model = cost_model(asked)
+    contexts, weights = _contexts(planned, caps, params, progress, expired, cost_model_cold(model))
     log.info("tuning_round_tasks", tasks=len(contexts), trials=sum(caps), batch=batch)
-    model = _round_cost_model(asked, progress, contexts, params)
+    _warm_start(model, asked, progress, contexts, params)
     return contexts, weights, model, progress.tuning_s() - from_s
 
 

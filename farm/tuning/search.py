@@ -22,7 +22,15 @@ farm adds three things MetaSchedule does not do:
   (MetaSchedule only remembers the traces of its own run: its evolutionary
   search seeds the population with the database's best traces and may pick
   them again), never sends more than the task's cap, and sends nothing after
-  the time budget's deadline, which ends the run with its records kept.
+  the time budget's deadline, which ends the run with its records kept;
+- a cheap search while the cost model scores at random: until MetaSchedule's
+  ``XGBModel`` holds its warm-up of results it ranks candidates by random
+  numbers (``XGBModel.predict``), so the genetic rounds evolve the population
+  by chance. Then each search only samples the design space for one batch
+  (MetaSchedule's ``ReplayTrace``, :func:`farm.tuning.rounds.cost_model_cold`):
+  a batch of 16 for a conv of the small CNN in 0.08 s, against 6.3-6.7 s
+  through the evolution at population 256 and 3 rounds (2-core host, load
+  0.3-0.8; docs/benchmarks.md, "Tuning a model").
 """
 
 from __future__ import annotations
@@ -226,34 +234,44 @@ def _farm_search_class() -> type:
     class _FarmSearch(PySearchStrategy):
         """MetaSchedule's search, minus recorded traces, up to a cap, until a deadline."""
 
-        def __init__(self, inner: Any, recorded: frozenset[str], cap: int,
+        def __init__(self, inner: Any, sampler: Any, recorded: frozenset[str], cap: int,
                      expired: Callable[[], bool], timer: BatchTimer | None,
-                     candidates: int) -> None:
+                     candidates: int, cold: Callable[[], bool]) -> None:
             self.inner = inner
+            self.sampler = sampler
             self.recorded = recorded
             self.cap = cap
             self.expired = expired
             self.timer = timer
             self.candidates = candidates
+            self.cold = cold
             self.sent = 0
             self.batch = 1
             self.held: list[Any] = []
+            self.sent_keys: set[str] = set()
 
         def _initialize_with_tune_context(self, context: Any) -> None:
             self.inner._initialize_with_tune_context(context)
+            self.sampler._initialize_with_tune_context(context)
 
         def pre_tuning(self, max_trials: int, num_trials_per_iter: int, design_spaces: Any,
                        database: Any = None, cost_model: Any = None) -> None:
             self.sent = 0
             self.held = []
+            self.sent_keys = set()
             self.batch = max(1, num_trials_per_iter)
             self.inner.pre_tuning(min(max_trials, self.cap),
                                   max(num_trials_per_iter, self.candidates), design_spaces,
                                   database, cost_model)
+            # ReplayTrace counts a whole batch per result set, short or not: its bound is
+            # never the one that ends the task (the cap and the empty searches are).
+            self.sampler.pre_tuning(self.cap * self.batch, self.batch, design_spaces,
+                                    database, cost_model)
 
         def post_tuning(self) -> None:
             self.held = []
             self.inner.post_tuning()
+            self.sampler.post_tuning()
 
         def generate_measure_candidates(self) -> list[Any] | None:
             for _ in range(EMPTY_SEARCHES):
@@ -273,14 +291,25 @@ def _farm_search_class() -> type:
             return None
 
         def _search(self) -> bool:
-            """Search the next candidates into ``held``; False: the search has no more."""
-            candidates = self.inner.generate_measure_candidates()
+            """Search the next candidates into ``held``; False: the search has no more.
+
+            While the cost model scores at random, the sampler proposes one
+            batch; then the evolutionary search its candidates. Neither knows
+            the other's picks, so a trace sent in this run is dropped as a
+            recorded one is.
+            """
+            search = self.sampler if self.cold() else self.inner
+            candidates = search.generate_measure_candidates()
             if candidates is None:
                 if self.timer is not None:
                     self.timer.searched(0)
                 return False
-            self.held = [c for c in candidates if trace_key(
-                c.sch.trace.as_json(remove_postproc=False)) not in self.recorded]
+            self.held = []
+            for c in candidates:
+                key = trace_key(c.sch.trace.as_json(remove_postproc=False))
+                if key not in self.recorded and key not in self.sent_keys:
+                    self.sent_keys.add(key)
+                    self.held.append(c)
             if not self.held:
                 log.info("tuning_batch_already_measured", candidates=len(candidates))
             return True
@@ -289,10 +318,11 @@ def _farm_search_class() -> type:
             if self.timer is not None:
                 self.timer.joined()
             self.inner.notify_runner_results(measure_candidates, results)
+            self.sampler.notify_runner_results(measure_candidates, results)
 
         def clone(self) -> Any:
-            return _FarmSearch(self.inner.clone(), self.recorded, self.cap, self.expired,
-                               self.timer, self.candidates)
+            return _FarmSearch(self.inner.clone(), self.sampler.clone(), self.recorded,
+                               self.cap, self.expired, self.timer, self.candidates, self.cold)
 
     return _FarmSearch
 
@@ -314,18 +344,28 @@ class BatchTimer(Protocol):
 
 
 def FarmSearch(settings: SearchSettings, recorded: set[str], cap: int,  # noqa: N802
-               expired: Callable[[], bool], timer: BatchTimer | None = None) -> Any:
+               expired: Callable[[], bool], timer: BatchTimer | None = None,
+               cold: Callable[[], bool] = lambda: False) -> Any:
     """farm's search strategy for one task (a MetaSchedule ``SearchStrategy``).
 
     MetaSchedule's ``EvolutionarySearch`` with ``settings``, wrapped: each
     search proposes ``settings.candidates`` (or a batch, if larger), which are
     sent a batch at a time before the next search; a candidate whose trace is
-    in ``recorded`` is dropped before it is built (the search is asked again,
-    up to 5 times, when all its candidates were recorded), at most ``cap``
-    candidates are sent in this run, and none once ``expired()`` says the
-    time budget is spent (the candidates held are dropped). A ``None`` from the
-    strategy ends the task for MetaSchedule's task scheduler; batches in
-    flight still finish and are recorded.
+    in ``recorded`` or was sent in this run is dropped before it is built (the
+    search is asked again, up to 5 times, when all its candidates were), at
+    most ``cap`` candidates are sent in this run, and none once ``expired()``
+    says the time budget is spent (the candidates held are dropped). A
+    ``None`` from the strategy ends the task for MetaSchedule's task
+    scheduler; batches in flight still finish and are recorded.
+
+    While ``cold()`` says the cost model scores at random, a search instead
+    samples one batch from the design space (MetaSchedule's ``ReplayTrace``:
+    no population, no genetic rounds, no cost model), about a hundredth of the
+    evolution's time; the database's best are not seeded there, since only
+    the evolution's mutations make use of them (picked unmutated, they are
+    recorded traces). The first search after
+    ``cold()`` turns False is the evolutionary one, from the best measured
+    so far.
 
     Args:
         settings: the evolutionary search's sizes.
@@ -334,6 +374,8 @@ def FarmSearch(settings: SearchSettings, recorded: set[str], cap: int,  # noqa: 
         expired: True once no more candidates may be sent.
         timer: told when each batch's search starts and its results are in
             (:meth:`farm.tuning.progress.TuneProgress.batch_sent`).
+        cold: True while the round's cost model scores at random
+            (:func:`farm.tuning.rounds.cost_model_cold`); asked before each search.
     """
     from tvm.s_tir import meta_schedule as ms
 
@@ -345,4 +387,5 @@ def FarmSearch(settings: SearchSettings, recorded: set[str], cap: int,  # noqa: 
         init_min_unmeasured=settings.init_min_unmeasured,
         genetic_num_iters=settings.genetic_num_iters,
     )
-    return _CLASS[0](inner, frozenset(recorded), cap, expired, timer, settings.candidates)
+    return _CLASS[0](inner, ms.search_strategy.ReplayTrace(), frozenset(recorded), cap,
+                     expired, timer, settings.candidates, cold)

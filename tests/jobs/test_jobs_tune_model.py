@@ -79,7 +79,7 @@ class TestXgboost:
 
         model = cost_model(40)
         model.early_stopping_rounds = 5  # the fit, not its length, is what is checked
-        assert isinstance(model, ms.cost_model.XGBModel)
+        assert isinstance(model._inst, ms.cost_model.XGBModel._cls)  # farm's subclass of it
         assert model.num_warmup_samples == 8
         rng = np.random.default_rng(0)
         # 24 candidates of 4 feature rows each; the score grows with feature 0.

@@ -14,7 +14,7 @@ import pytest
 from farm.clock import FakeClock
 from farm.tuning.batches import BatchTimes
 from farm.tuning.counters import PROGRESS_FILE, TaskProgress, TuneCounters, read_counters
-from farm.tuning.eta import EMPTY_SEARCHES, estimate_eta_s, search_left_s
+from farm.tuning.eta import EMPTY_SEARCHES, SAMPLED_GROWTH, estimate_eta_s, search_left_s
 from farm.tuning.progress import TuneProgress
 from farm.tuning.tail import TailPrice
 
@@ -563,14 +563,14 @@ class TestEtaOfTheJob:
 
     def test_searches_step_up_once_the_cost_model_predicts(self, tmp_path: Path) -> None:
         """The cost model predicts after 32 results (MetaSchedule's XGBModel scores at random
-        and extracts no features before): 2 tasks of 160 trials, batches of 8, searches of
-        4 s before and 10 s after, as the small CNN's convs went from 9-11 s to 18-25 s.
-        Before the first warm search the ETA prices later searches at the cold ones grown
-        FIRST_BATCH_GROWTH; from the first warm search's results on it is within 20% of the
-        time really left at every batch. Without the warm-up known (a task's first search its
-        only cold one) the fourth cold search already priced the rest at 4 s (-45%)."""
+        before, and farm's search only samples a batch): 2 tasks of 160 trials, batches of 8,
+        searches of 0.08 s before and 10 s after, as the small CNN's convs went from 0.08 s
+        to 10-25 s. Before the first warm search the ETA prices later searches at the cold
+        ones grown SAMPLED_GROWTH; from the first warm search's results on it is within 20%
+        of the time really left at every batch. Without the warm-up known (a task's first
+        search its only cold one) the fourth cold search already priced the rest at 0.08 s."""
         tasks = ["conv", "conv1"]
-        batches = [(name, 4.0 if i < 4 else 10.0) for i, name in enumerate(tasks * 20)]
+        batches = [(name, 0.08 if i < 4 else 10.0) for i, name in enumerate(tasks * 20)]
         left_s = [sum(s + 8 * 0.5 for _, s in batches[i + 1:]) for i in range(len(batches))]
 
         def etas(warm_after: int | None) -> list[float | None]:
@@ -588,11 +588,30 @@ class TestEtaOfTheJob:
             return shown
 
         warm = etas(32)
-        assert warm[3] == pytest.approx(18 * (4.0 * 1.5 + 4.0) + 18 * (4.0 * 1.5 + 4.0))
+        assert warm[3] == pytest.approx(2 * 18 * (0.08 * SAMPLED_GROWTH + 4.0))
         for i in range(4, len(batches) - 1):
             assert abs(warm[i] - left_s[i]) <= 0.2 * left_s[i], (i, warm[i], left_s[i])
         unknown = etas(None)
         assert unknown[3] < 0.6 * left_s[3]
+
+    def test_the_batch_of_the_first_warm_search_is_priced_at_the_grown_search(self) -> None:
+        """Warm-up at 16 results, sampled searches of 0.1 s, batches of 8 taking 3 s: the
+        next batch is priced 3 s until 16 results are in, then 3 s plus the search grown
+        SAMPLED_GROWTH (the warm one to come), then, once a warm search ended, its own."""
+        batches = BatchTimes()
+        batches.start_round(16)
+        now = 0.0
+        for task in ("conv", "conv1"):
+            batches.sent(task, now)
+            batches.searched(task, 8, now + 0.1)
+            batches.joined(task, now + 3.0)
+            assert batches.last_batch_s == pytest.approx(
+                3.0 if task == "conv" else 3.0 + 0.1 * (SAMPLED_GROWTH - 1))
+            now += 3.0
+        batches.sent("conv", now)
+        batches.searched("conv", 8, now + 12.0)
+        batches.joined("conv", now + 15.0)
+        assert batches.last_batch_s == pytest.approx(15.0)
 
     def test_a_task_running_dry_is_priced_by_its_shrinking_batches(self) -> None:
         """A pool whose search finds fewer new candidates each time (8, 8, then 4) has few

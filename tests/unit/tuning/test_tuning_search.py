@@ -153,10 +153,12 @@ class TestRate:
 
 class TestFarmSearch:
     @staticmethod
-    def _strategy(expired: list[bool]) -> tuple[Any, list[int]]:
+    def _strategy(expired: list[bool], cold: list[bool] | None = None,
+                  model: Any = None) -> tuple[Any, list[int]]:
         """The TuneContext of a 64x64x64 matmul with FarmSearch proposing 12 per search,
-        pre-tuned for batches of 4 and a cap of 10; and what it told: each batch's size from
-        its timer, a 0 for each call of its cost model.
+        pre-tuned for batches of 4 and a cap of 10, cold while ``cold[0]`` (never: None);
+        and what it told: each batch's size from its timer, a 0 for each call of its cost
+        model (``model``, if given, instead).
 
         The context is kept: its search holds a plain pointer to it."""
         from tvm import te
@@ -192,12 +194,13 @@ class TestFarmSearch:
         context = ms.TuneContext(
             mod=te.create_prim_func([a, b, c]), target=target,
             space_generator=tune_space(target),
-            search_strategy=FarmSearch(settings, set(), 10, lambda: expired[0], Timer()),
+            search_strategy=FarmSearch(settings, set(), 10, lambda: expired[0], Timer(),
+                                       (lambda: False) if cold is None else lambda: cold[0]),
             task_name="matmul", rand_state=3, num_threads=1)
         context.pre_tuning(max_trials=100, num_trials_per_iter=4,
                            design_spaces=context.generate_design_space(),
                            database=ms.database.MemoryDatabase(),
-                           cost_model=Scores(seed=0))
+                           cost_model=Scores(seed=0) if model is None else model)
         return context, told
 
     def test_one_search_is_sent_a_batch_at_a_time_up_to_the_cap(self) -> None:
@@ -222,3 +225,46 @@ class TestFarmSearch:
         expired[0] = True
         assert strategy.generate_measure_candidates() is None
         assert [n for n in told if n] == [4]
+
+    def test_a_cold_cost_model_gets_a_sampled_batch_and_a_warm_one_the_evolution(self) -> None:
+        """While the cost model scores at random a search samples one batch of 4 without
+        asking it; once it predicts, the next search is the evolution (the model asked, 12
+        proposed); no candidate goes out twice, and the cap still holds."""
+        cold = [True]
+        context, told = self._strategy([False], cold)
+        strategy = context.search_strategy
+        first = strategy.generate_measure_candidates()
+        assert len(first) == 4
+        assert told == [4], "a cold search asked the cost model"
+        cold[0] = False
+        later = [strategy.generate_measure_candidates() for _ in range(2)]
+        assert [len(b) for b in later] == [4, 2]
+        assert 0 in told[1:], "the warm search did not ask the cost model"
+        keys = {trace_key(c.sch.trace.as_json(remove_postproc=False))
+                for b in (first, *later) for c in b}
+        assert len(keys) == 10
+        assert strategy.generate_measure_candidates() is None
+
+
+class TestCostModel:
+    def test_xgboost_is_trained_and_predicts_from_its_warm_up_on(self) -> None:
+        """farm's XGBModel (warm-up 8 for 80 trials) is cold after 4 results, untrained (no
+        XGBoost fit thrown away before it predicts), and warm, trained, from the 8th on."""
+        from tvm.s_tir import meta_schedule as ms
+
+        from farm.tuning.rounds import cost_model, cost_model_cold
+
+        model = cost_model(80)
+        cold = cost_model_cold(model)
+        assert model.num_warmup_samples == 8
+        context, _ = TestFarmSearch._strategy([False], [True], model)
+        strategy = context.search_strategy
+        for n, warm in ((4, False), (8, True)):
+            candidates = strategy.generate_measure_candidates()
+            results = [ms.runner.RunnerResult([1e-3 * (i + 1)], None)
+                       for i in range(len(candidates))]
+            model.update(context, candidates, results)
+            strategy.notify_runner_results(candidates, results)
+            assert model.data_size == n
+            assert (model.booster is not None, cold()) == (warm, not warm)
+        assert cost_model_cold("random")() and not cost_model_cold("xgb")()
