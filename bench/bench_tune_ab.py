@@ -30,8 +30,8 @@ phone's RPC process (``farm.virtual.rpc_server_main``, found among farmd's
 descendants by its phone folder, ``phones/phone-NN``) and the session
 processes it forks to one core of its own, again within 0.5 s whenever the
 app restarts it under another tracker key; farmd (its tracker, attempt
-children and builders) runs on the other cores. Where the host has no more
-than N cores the phones take cores in turn and farmd is not pinned (on a
+children and builders) runs on the other cores. Where the host has fewer
+than 2N cores the phones take cores in turn and farmd is not pinned (on a
 2-core host the phones share the cores with farmd and each other: the
 figures then validate the bench, not the schedules). farmd is started with
 ``TVM_NUM_THREADS=1`` (TVM's runtime at one thread) and
@@ -40,8 +40,11 @@ sorts, apache/tvm ``src/runtime/threading_backend.cc``), which its phones'
 RPC processes inherit.
 
 Every process it starts (farmd, the phones and their RPC processes, the adb
-server) is stopped when it ends, on Ctrl-C too. Exits 0 after printing: a
-tune or an A/B job that fails is a row saying so.
+server) is stopped when it ends, on Ctrl-C, SIGTERM and SIGHUP too; killed
+(SIGKILL), it leaves farmd a SIGTERM (``PR_SET_PDEATHSIG``,
+:func:`farm.procs.tied_to_parent`) and the adb server a SIGKILL, and only its
+temporary folder behind. Exits 0 after printing: a tune or an A/B job that is
+refused or fails is a row saying so.
 
 Reproduce::
 
@@ -55,6 +58,7 @@ import argparse
 import contextlib
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -69,9 +73,12 @@ import psutil
 from _farmd import start_process, stop_process, write_config
 
 from farm.clock import wait_until
+from farm.errors import FarmError
 from farm.netaddr import free_port
+from farm.procs import tied_to_parent
 from farm.provision.standin import demo_apk
 from farm.queue.models import DeviceState
+from farm.tvm.keys import phone_key
 from farm.virtual.testing import adb_server
 from farm.zoo import MODELS, write_model
 
@@ -104,10 +111,11 @@ class Row:
 def plan_cores(phones: int, cores: int) -> tuple[list[int], set[int] | None]:
     """Each phone's core, and the cores left to farmd (None: farmd not pinned).
 
-    With more cores than phones, phone i takes core ``cores - 1 - i`` and
-    farmd the cores below them; else the phones take the cores in turn.
+    With at least two cores a phone, phone i takes core ``cores - 1 - i`` and
+    farmd the cores below them (as many as the phones' or more: its builders);
+    else the phones take the cores in turn and farmd is not pinned.
     """
-    if cores > phones:
+    if cores >= 2 * phones:
         return [cores - 1 - i for i in range(phones)], set(range(cores - phones))
     return [i % cores for i in range(phones)], None
 
@@ -142,8 +150,9 @@ class PhonePinner:
                 self.pin_once()
 
     def core_of(self, serial: str) -> int | None:
-        """The core of the phone whose own tracker key (``android-<serial>``) names ``serial``."""
-        return next((c for key, c in self.keys.items() if key.endswith(f"-{serial}")), None)
+        """The core of the phone whose own tracker key (``phone_key``) names ``serial``."""
+        suffix = phone_key("", serial)  # "-127-0-0-1-5555"
+        return next((c for key, c in self.keys.items() if key.endswith(suffix)), None)
 
     def pin_once(self) -> None:
         """Pin every phone's RPC process and its session children to the phone's core."""
@@ -204,42 +213,48 @@ def _tune_all(farm: Any, rows: list[Row], root: Path, args: argparse.Namespace) 
     """Enqueue one tune per model on its phone, wait for all; fill each row's tune figures."""
     import warnings
 
-    from farm.client import JobFailed, WaitTimedOut
-
     jobs = {}
     for row in rows:
         zoo = MODELS[row.model]
         path = write_model(zoo, root / "zoo")
         with warnings.catch_warnings(record=True) as advice:
             warnings.simplefilter("always")
-            job = farm.submit_tune(path, zoo.input_shapes(), trials=args.trials,
-                                   for_s=args.for_s, devices={"serials": [row.serial]},
-                                   phones=1)
+            try:
+                job = farm.submit_tune(path, zoo.input_shapes(), trials=args.trials,
+                                       for_s=args.for_s, devices={"serials": [row.serial]},
+                                       phones=1)
+            except FarmError as exc:  # refused at enqueue: the row says why
+                row.error = f"tune refused: {exc}"
+                continue
         for line in advice:
             print(f"{row.model}: {line.message}", file=sys.stderr)
         row.tune_id = job.id
         jobs[row.model] = job
     _wait_all(list(jobs.values()), args.deadline_s, "tune")
     for row in rows:
+        if row.model not in jobs:
+            continue
         job = jobs[row.model]
         try:
             job.wait(0)
             row.summary = dict(job.result().summary)
             row.outcome = job.outcome()
-        except (JobFailed, WaitTimedOut) as exc:
+        except FarmError as exc:  # failed, cancelled, not ended by the deadline
             row.error = f"tune: {exc}"
 
 
 def _ab_all(farm: Any, rows: list[Row], args: argparse.Namespace) -> None:
     """Enqueue ``N:untuned`` against ``N`` on each tuned row's phone, wait; fill its verdict."""
-    from farm.client import JobFailed, WaitTimedOut
-
     jobs = {}
     for row in rows:
         if row.error or row.tune_id is None:
             continue
-        job = farm.submit_ab(f"{row.tune_id}:untuned", str(row.tune_id),
-                             devices={"serials": [row.serial]})
+        try:
+            job = farm.submit_ab(f"{row.tune_id}:untuned", str(row.tune_id),
+                                 devices={"serials": [row.serial]})
+        except FarmError as exc:
+            row.error = f"A/B refused: {exc}"
+            continue
         row.ab_id = job.id
         jobs[row.model] = job
     _wait_all(list(jobs.values()), args.deadline_s, "A/B")
@@ -249,7 +264,7 @@ def _ab_all(farm: Any, rows: list[Row], args: argparse.Namespace) -> None:
         try:
             phones = jobs[row.model].wait(0).ab()
             row.ab = next((p for p in phones if p["serial"] == row.serial), None)
-        except (JobFailed, WaitTimedOut) as exc:
+        except FarmError as exc:  # failed, cancelled, not ended by the deadline
             row.error = f"A/B: {exc}"
 
 
@@ -306,6 +321,11 @@ def print_table(rows: list[Row], trials: int) -> None:
             print(f"  A/B: {r.ab['why']}")
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    """SIGTERM or SIGHUP as Ctrl-C: unwind, stopping farmd, its phones and the adb server."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the bench and print its table; return the exit code (0 once it printed)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -338,10 +358,10 @@ def main(argv: list[str] | None = None) -> int:
         config = write_config(root / "farm.toml", data_dir=root / "data", adb_port=server.port,
                               apk=demo_apk(root / "apk"), api=True, api_port=api_port)
         token = _token(config)
-        with _affinity(farmd_cores):
-            farmd = start_process(["farmd", "--config", str(config), "--json-logs",
-                                   "--virtual-phones", str(len(args.models))],
-                                  root / "farmd.log")
+        with _affinity(farmd_cores):  # SIGTERM to farmd should this process die, even by SIGKILL
+            farmd = start_process(tied_to_parent(
+                ["farmd", "--config", str(config), "--json-logs",
+                 "--virtual-phones", str(len(args.models))], signal.SIGTERM), root / "farmd.log")
         stack.callback(stop_process, farmd)
         pinner = stack.enter_context(PhonePinner(farmd.pid, cores))
         farm = stack.enter_context(Farm(f"http://127.0.0.1:{api_port}", token))
@@ -380,4 +400,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Ctrl-C even where a shell started the bench in the background, ignoring SIGINT.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGHUP, _interrupt)
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt as exc:
+        sys.exit(f"interrupted ({str(exc) or 'SIGINT'}): farmd, its phones and the adb server "
+                 "were stopped")
