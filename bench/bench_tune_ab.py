@@ -25,20 +25,29 @@ a user's script would (:mod:`farm.client`, ``farmctl token create``):
    a median ratio of 0.9 or less, and how many with its interval's upper end
    at 0.9 or less.
 
+The A/B judges the build the tune job kept. A tune whose own timing of its
+two builds (``jobs.tune_timing_rounds``) found the tuned build not faster
+keeps the untuned one and drops its picks
+(:func:`farm.tuning.result.keep_untuned`): its ``N`` is then the untuned
+build, its row's best build says ``untuned`` and its A/B says both sides ran
+the same library.
+
 Each virtual phone is a one-core phone. The virtual fleet has no setting for
 a phone's cores, so the bench sets it from outside: its watcher pins every
 phone's RPC process (``farm.virtual.rpc_server_main``, found among farmd's
 descendants by its phone folder, ``phones/phone-NN``) and the session
 processes it forks to one core of its own, again within 0.5 s whenever the
 app restarts it under another tracker key; farmd (its tracker, attempt
-children and builders) runs on the other cores. Where the host has fewer
-than 2N cores the phones take cores in turn and farmd is not pinned (on a
-2-core host the phones share the cores with farmd and each other: the
-figures then validate the bench, not the schedules). farmd is started with
+children and builders) runs on the other cores (on a 16-core host: the five
+phones on cores 15-11, farmd on 0-10). Where the host has fewer than 2N
+cores the phones take cores in turn and farmd is not pinned (on a 2-core
+host the phones share the cores with farmd and each other: the figures then
+validate the bench, not the schedules). farmd is started with
 ``TVM_NUM_THREADS=1`` (TVM's runtime at one thread) and
 ``TVM_BIND_THREADS=0`` (else TVM moves that thread to the first core it
 sorts, apache/tvm ``src/runtime/threading_backend.cc``), which its phones'
-RPC processes inherit.
+RPC processes inherit (farmd's attempt children too; MetaSchedule's search
+and builders run on their own workers, not on TVM's runtime thread pool).
 
 Every process it starts (farmd, the phones and their RPC processes, the adb
 server) is stopped when it ends, on Ctrl-C, SIGTERM and SIGHUP too; killed
@@ -297,8 +306,9 @@ def _at_most(value: Any, limit: float) -> bool:
 def print_table(rows: list[Row], trials: int) -> None:
     """One Markdown row per model, then each tune's outcome lines."""
     print(f"| model | phone | trials measured (of {trials}) | tuning min | trials/phone-hour | "
-          "records / picks used | A/B verdict | tuned/untuned [99% CI] | rounds | phone s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "records / picks used | best build | A/B verdict | tuned/untuned [99% CI] | rounds | "
+          "phone s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     median_met = ci_met = 0
     for r in rows:
         s, ab = r.summary, r.ab or {}
@@ -314,8 +324,8 @@ def print_table(rows: list[Row], trials: int) -> None:
         phone = r.serial + ("" if r.core is None else f" (core {r.core})")
         print(f"| {r.model} | {phone} | {_number(s.get('trials_measured'), 'd')} | "
               f"{_number(tuning_min, '.1f')} | {_number(s.get('trials_per_phone_hour'), '.0f')} | "
-              f"{picks} | {verdict} | {ci} | {_number(ab.get('rounds'), 'd')} | "
-              f"{_number(ab.get('phone_s'), '.0f')} |")
+              f"{picks} | {s.get('best_build') or '-'} | {verdict} | {ci} | "
+              f"{_number(ab.get('rounds'), 'd')} | {_number(ab.get('phone_s'), '.0f')} |")
     print(f"tuned at most {GOAL_RATIO}x untuned, A/B faster: {median_met} of {len(rows)} models "
           f"by the median ratio, {ci_met} by its 99% CI's upper end")
     for r in rows:
