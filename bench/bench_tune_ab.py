@@ -312,7 +312,8 @@ def print_table(rows: list[Row], trials: int) -> None:
     median_met = ci_met = 0
     for r in rows:
         s, ab = r.summary, r.ab or {}
-        tuning_min = s.get("tuning_s") / 60 if isinstance(s.get("tuning_s"), int | float) else None
+        tuning_s = s.get("tuning_s")
+        tuning_min = tuning_s / 60 if isinstance(tuning_s, int | float) else None
         picks = (f"{_number(s.get('records_tuned'), 'd')} / {_number(s.get('picks_used'), 'd')}"
                  f" of {_number(s.get('picks_checked'), 'd')}") if s else "-"
         ci = (f"{_number(ab.get('ratio'), '.3f')} [{_number(ab.get('ci_low'), '.3f')}, "
