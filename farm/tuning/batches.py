@@ -205,20 +205,27 @@ class BatchTimes:
 
     @property
     def last_batch_s(self) -> float | None:
-        """The longest own time of the last 4 batches (the search slows); None before one.
+        """The longest own time of the last 4 batches (the search slows); None before one."""
+        return max(self._batch_s[-RECENT_BATCHES:], default=None)
 
-        Once the next search is the round's first warm one (its results reached the
-        cost model's warm-up, no warm search ended yet), that batch's search is
-        priced at the cold ones' mean grown :data:`farm.tuning.eta.SAMPLED_GROWTH`:
-        priced as the sampled batches before it, the small CNN's ``--for 60`` tune
-        (bench/bench_tune_speed.py) ended its tuning at 74.3 s; priced so, at 47.4 s.
+    @property
+    def evolution_s(self) -> float:
+        """Seconds the round's first evolutionary search costs beyond a sampled one; else 0.
+
+        Once the next search would be the round's first warm one (its results
+        reached the cost model's warm-up, no warm search ended yet), it is priced
+        at the sampled ones' mean grown :data:`farm.tuning.eta.SAMPLED_GROWTH`:
+        a search is not cut, and a 20-30 s evolution started near the end of the
+        small CNN's ``--for 60`` tune (bench/bench_tune_speed.py) ended its
+        tuning at 74.3 s. Where it does not fit, the search samples instead
+        (:func:`farm.tuning.search.FarmSearch`): stopping there ended resnet18's
+        GPU ``--for 240`` tune at 118 s, its GPU samples grown to minutes.
         """
-        last = max(self._batch_s[-RECENT_BATCHES:], default=None)
         cold = [s for searches in self._cold_searches.values() for s in searches]
-        if (last is None or not self._warm_after or self._warm_searches or not cold
+        if (not self._batch_s or not self._warm_after or self._warm_searches or not cold
                 or self._round_measured < self._warm_after):
-            return last
-        return last + sum(cold) / len(cold) * (SAMPLED_GROWTH - 1)
+            return 0.0
+        return sum(cold) / len(cold) * (SAMPLED_GROWTH - 1)
 
     @property
     def build_s(self) -> float:

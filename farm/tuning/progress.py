@@ -290,6 +290,18 @@ class TuneProgress:
         return left_s is not None and left_s <= (self.last_batch_s or 0.0) + reserve_s + (
             self.tail_s())
 
+    def evolution_fits(self) -> bool:
+        """Whether an evolutionary search still fits the time budget (True: no budget).
+
+        As :meth:`expired`, with the last reserve it was given, but the next
+        batch priced with the round's first evolution (:attr:`BatchTimes.evolution_s`).
+        """
+        left_s = self.budget_left_s()
+        with self._lock:
+            evolution_s = self._batches.evolution_s
+        return left_s is None or evolution_s <= 0 or left_s > (
+            (self.last_batch_s or 0.0) + evolution_s + self._reserve_s + self.tail_s())
+
     def update_task(self, name: str, trials_measured: int, best_s: float) -> None:
         """Record a task's measured trials and best run time (inf: none), and the new ETA."""
         with self._lock:

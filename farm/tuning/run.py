@@ -192,7 +192,9 @@ def _round_start(planned: list[Planned], caps: list[int], params: TuneParams,
     from_s = progress.tuning_s()
     _import_tensor_intrin(progress)
     model = cost_model(asked)
-    contexts, weights = _contexts(planned, caps, params, progress, expired, cost_model_cold(model))
+    cold = cost_model_cold(model)  # or an evolution would not fit the time left: sample
+    contexts, weights = _contexts(planned, caps, params, progress, expired,
+                                  lambda: cold() or not progress.evolution_fits())
     log.info("tuning_round_tasks", tasks=len(contexts), trials=sum(caps), batch=batch)
     _warm_start(model, asked, progress, contexts, params)
     return contexts, weights, model, progress.tuning_s() - from_s

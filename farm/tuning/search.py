@@ -375,7 +375,10 @@ def FarmSearch(settings: SearchSettings, recorded: set[str], cap: int,  # noqa: 
         timer: told when each batch's search starts and its results are in
             (:meth:`farm.tuning.progress.TuneProgress.batch_sent`).
         cold: True while the round's cost model scores at random
-            (:func:`farm.tuning.rounds.cost_model_cold`); asked before each search.
+            (:func:`farm.tuning.rounds.cost_model_cold`), or where an evolution
+            would not fit the time left
+            (:meth:`farm.tuning.progress.TuneProgress.evolution_fits`); asked
+            before each search.
     """
     from tvm.s_tir import meta_schedule as ms
 

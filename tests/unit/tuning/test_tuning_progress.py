@@ -594,10 +594,11 @@ class TestEtaOfTheJob:
         unknown = etas(None)
         assert unknown[3] < 0.6 * left_s[3]
 
-    def test_the_batch_of_the_first_warm_search_is_priced_at_the_grown_search(self) -> None:
-        """Warm-up at 16 results, sampled searches of 0.1 s, batches of 8 taking 3 s: the
-        next batch is priced 3 s until 16 results are in, then 3 s plus the search grown
-        SAMPLED_GROWTH (the warm one to come), then, once a warm search ended, its own."""
+    def test_the_first_warm_search_is_priced_at_the_grown_search(self) -> None:
+        """Warm-up at 16 results, sampled searches of 0.1 s, batches of 8 taking 3 s: a batch
+        is priced 3 s throughout; the evolution costs nothing more until 16 results are in,
+        then the sampled search grown SAMPLED_GROWTH (the warm one to come), then, once a
+        warm search ended, nothing more (its batch's own time prices it)."""
         batches = BatchTimes()
         batches.start_round(16)
         now = 0.0
@@ -605,13 +606,36 @@ class TestEtaOfTheJob:
             batches.sent(task, now)
             batches.searched(task, 8, now + 0.1)
             batches.joined(task, now + 3.0)
-            assert batches.last_batch_s == pytest.approx(
-                3.0 if task == "conv" else 3.0 + 0.1 * (SAMPLED_GROWTH - 1))
+            assert batches.last_batch_s == pytest.approx(3.0)
+            assert batches.evolution_s == pytest.approx(
+                0.0 if task == "conv" else 0.1 * (SAMPLED_GROWTH - 1))
             now += 3.0
         batches.sent("conv", now)
         batches.searched("conv", 8, now + 12.0)
         batches.joined("conv", now + 15.0)
         assert batches.last_batch_s == pytest.approx(15.0)
+        assert batches.evolution_s == 0.0
+
+    def test_near_the_end_the_search_samples_instead_of_evolving(self, tmp_path: Path) -> None:
+        """With the warm-up reached and 30 s left, a sampled batch (3 s) fits but the first
+        evolution (0.1 s grown SAMPLED_GROWTH, about 11 s, on top) does not once 12 s are
+        left: the tune goes on sampling, not stopping, and not starting a search it cannot end."""
+        clock = FakeClock()
+        progress = TuneProgress(tmp_path, clock)
+        progress.set_tasks([TaskProgress("conv", 0, 100, 0), TaskProgress("conv1", 1, 100, 0)],
+                           budget_s=36.0)
+        progress.start_round(16)
+        for task in ("conv", "conv1"):
+            progress.batch_sent(task)
+            clock.advance(0.1)
+            progress.batch_searched(task, 8)
+            clock.advance(2.9)
+            progress.batch_joined(task)
+        assert not progress.expired() and progress.evolution_fits()  # 30 s left
+        clock.advance(18.0)
+        assert not progress.expired() and not progress.evolution_fits()  # 12 s left
+        clock.advance(10.0)
+        assert progress.expired() and not progress.evolution_fits()  # 2 s left
 
     def test_a_task_running_dry_is_priced_by_its_shrinking_batches(self) -> None:
         """A pool whose search finds fewer new candidates each time (8, 8, then 4) has few
