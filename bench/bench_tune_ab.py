@@ -92,6 +92,9 @@ from farm.tvm.keys import phone_key
 from farm.virtual.testing import adb_server
 from farm.zoo import MODELS, write_model
 
+#: farmctl and farmd run by this Python: a host given farm on PYTHONPATH has no entry points.
+FARMCTL = [sys.executable, "-m", "farm.cli.main"]
+FARMD = [sys.executable, "-c", "from farm.daemon import main; main()"]
 #: The zoo's own five models (not the exporter-shaped variants): the default ``--models``.
 ZOO_FIVE = [name for name, zoo in MODELS.items() if not zoo.variant]
 READY_DEADLINE_S = 300.0
@@ -214,7 +217,7 @@ def _load() -> str:
 
 def _token(config: Path) -> str:
     """A token made as a user makes one on the farm host (``farmctl token create``)."""
-    done = subprocess.run(["farmctl", "--config", str(config), "token", "create",
+    done = subprocess.run([*FARMCTL, "--config", str(config), "token", "create",
                            "--owner", "bench"], capture_output=True, text=True, check=True)
     return done.stdout.strip().splitlines()[-1]
 
@@ -353,6 +356,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="measured trials per model (enqueue tune --trials)")
     parser.add_argument("--for-s", type=float, default=None,
                         help="tuning seconds per model (enqueue tune --for); default: none")
+    parser.add_argument("--apk", type=Path, default=None,
+                        help="a signed RPC app to install (default: farm's stand-in, built with "
+                             "aapt, zipalign and apksigner, which a GPU host may lack)")
     parser.add_argument("--deadline-s", type=float, default=12 * 3600.0,
                         help="give up waiting for the tunes (and again for the A/B jobs)")
     args = parser.parse_args(argv)
@@ -374,11 +380,11 @@ def main(argv: list[str] | None = None) -> int:
         server = stack.enter_context(adb_server())
         api_port = free_port()
         config = write_config(root / "farm.toml", data_dir=root / "data", adb_port=server.port,
-                              apk=demo_apk(root / "apk"), api=True, api_port=api_port)
+                              apk=args.apk or demo_apk(root / "apk"), api=True, api_port=api_port)
         token = _token(config)
         with _affinity(farmd_cores):  # SIGTERM to farmd should this process die, even by SIGKILL
             farmd = start_process(tied_to_parent(
-                ["farmd", "--config", str(config), "--json-logs",
+                [*FARMD, "--config", str(config), "--json-logs",
                  "--virtual-phones", str(len(args.models))], signal.SIGTERM), root / "farmd.log")
         stack.callback(stop_process, farmd)
         pinner = stack.enter_context(PhonePinner(farmd.pid, cores))
