@@ -50,7 +50,10 @@ def model_tune_job(
         The job id.
     """
     stored = store_model(model, store, NOW)
-    job_id = store.enqueue({"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 4}}, NOW)
+    # Pinned to R1, which no farmd owns: a live farmd in the test neither runs it on its
+    # phones nor helps it.
+    job_id = store.enqueue({"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 4},
+                            "devices": {"serials": ["R1"]}}, NOW)
     spec = dict(store.get_job(job_id).spec)  # type: ignore[union-attr]
     params = dict(spec["params"])
     params.pop("gemm")
@@ -69,11 +72,14 @@ def model_tune_job(
             shutil.copyfile(database_dir / name, work_dir / name)
     if finish:
         put_state(store, "R1", DeviceState.READY, "test", NOW)
-        [claim] = store.claim([Assignment(job_id, ("R1",), 60.0)], NOW)
+        # A lease past today's date: a live farmd's reaper, on the real clock, would
+        # otherwise take the attempt back between this claim and its finish.
+        lease_s = (datetime.now(UTC) - NOW).total_seconds() + 86400.0
+        [claim] = store.claim([Assignment(job_id, ("R1",), lease_s)], NOW)
         summary = {"kind": "tune", "model_sha256": stored.sha256, "target": dict(target),
                    "runs": [{"serial": "R1", "untuned_samples_s": [4e-5, 4e-5],
                              "tuned_samples_s": [2e-5, 2e-5]}]}
-        store.finish(claim.attempt.id, Outcome(summary, (2e-5, 2e-5)), NOW)
+        assert store.finish(claim.attempt.id, Outcome(summary, (2e-5, 2e-5)), NOW)
     return job_id
 
 
@@ -117,7 +123,10 @@ def finished_tune(store: Store, summary: Mapping[str, Any]) -> int:
     """A tune job finished on phone R1 with ``summary`` (no model, no work folder)."""
     store.upsert_device("R1", NOW, {"abi": "arm64-v8a", "sdk": 34})
     put_state(store, "R1", DeviceState.READY, "test", NOW)
-    job_id = store.enqueue({"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 4}}, NOW)
+    # Pinned to R1, which no farmd owns: a live farmd in the test neither runs it on its
+    # phones nor helps it.
+    job_id = store.enqueue({"kind": "tune", "params": {"gemm": {"n": 64}, "trials": 4},
+                            "devices": {"serials": ["R1"]}}, NOW)
     [claim] = store.claim([Assignment(job_id, ("R1",), 60.0)], NOW)
     samples = tuple(summary["runs"][0]["tuned_samples_s"])
     store.finish(claim.attempt.id, Outcome(dict(summary), samples, "s", ("R1",) * len(samples)),
