@@ -20,6 +20,7 @@ runs it in a child process, so a crash inside TVM cannot take farmd down::
     model_build.py    a model compiled into the compile cache, tuned or with defaults
     cpu_schedules/    farm's default CPU schedules (dlight rules) for the untuned build
     gpu_schedules.py  dlight's default GPU schedules, in one place
+    schedule_rules.py one function scheduled by the first dlight rule that applies
     model_io.py       the user's inputs (.npz) and the outputs a phone gave
     model_store.py    store_model(src, data_dir) -> StoredModel: models by SHA-256
     profile.py        a model's per-kernel profile on the phone

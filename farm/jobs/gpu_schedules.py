@@ -36,14 +36,9 @@ def default_schedule(func: Any, target: Any) -> Any:
         schedule; with no step where no rule applies (that function does not
         build for a GPU).
     """
-    from tvm import s_tir
+    from farm.jobs.schedule_rules import first_rule_schedule
 
-    with target:
-        for rule in default_rules():
-            space = rule.apply(func, target, False)
-            if space is not None:
-                return space[0] if isinstance(space, list) else space
-    return s_tir.Schedule(func)
+    return first_rule_schedule(default_rules(), func, target)
 
 
 def apply_default_schedules(mod: Any, target: Any) -> Any:
