@@ -27,7 +27,9 @@ work folder:
   :func:`farm.tuning.search.search_settings`: one search proposes several
   batches, :data:`farm.tuning.search.SEARCH_CANDIDATES`; while the cost
   model scores at random, a search only samples a batch:
-  :func:`farm.tuning.search.FarmSearch`).
+  :func:`farm.tuning.search.FarmSearch`), each runner worker's session kept
+  for its next candidate (:mod:`farm.tuning.kept_session`; ``before`` and
+  ``filed`` open one per candidate, as farm did until 2026-12-04).
 
 Each run prints its measured trials, tuning seconds, trials per phone-hour
 (:func:`farm.tuning.rate.trials_per_phone_hour`) and the load average;
@@ -146,7 +148,8 @@ def _run(side: str, base: TuneParams, root: Path, target: dict[str, Any],
     one_builder = side in ("turns", "filed")
     with (held_builders(root / "tune-cores", 1 if one_builder else 0) as builders,
           _search_of(side)):
-        params = replace(base, work_dir=work_dir, pipeline=pipelined, builder_workers=builders)
+        params = replace(base, work_dir=work_dir, pipeline=pipelined, builder_workers=builders,
+                         keep_sessions=side not in ("before", "filed"))
         start = time.monotonic()
         try:
             result = tune_model(params, target, tracker, cache)

@@ -220,6 +220,9 @@ class TuneParams:
             searched, the runner waiting for each library
             (:mod:`farm.tuning.builder`); False: a batch is built before
             the next search starts (the config's ``jobs.tune_pipeline``).
+        keep_sessions: each runner worker keeps its RPC session for its next
+            candidate (:mod:`farm.tuning.kept_session`); False: a session per
+            candidate, MetaSchedule's way.
     """
 
     gemm: GemmParams | None
@@ -238,3 +241,4 @@ class TuneParams:
     for_s: float | None = None
     verify_rounds: int = 3
     pipeline: bool = False
+    keep_sessions: bool = True

@@ -17,6 +17,7 @@ the store as the two protocols it needs (``TaskRows``, ``RecordStore``).
     rounds.py      the MetaSchedule glue gemm and model share: builder, runner, rounds
     builder.py     a builder whose worker processes stay warm for the run
     rate.py        measured trials per phone-hour, the timed sessions and uploads
+    kept_session.py  a runner worker's RPC session, kept across its candidates
     cores.py       the host's free cores, shared by its tune attempts
     space.py       the design space a CPU task is searched in
     baseline.py    each task's default schedule measured as one of its trials

@@ -30,6 +30,7 @@ from farm.errors import CompileError
 from farm.jobs.params import TimingParams
 from farm.jobs.session import connect_fresh
 from farm.jobs.tuning_db import FAILED_RUN_S, RECORDS_FILE
+from farm.tuning.kept_session import remote_name
 
 __all__ = ["BUDGET_SPENT", "MEASURE_UNTIL_FILE", "UPLOADS_FILE", "BudgetSpent", "TimedSession",
            "TimedUpload", "cut_by_budget",
@@ -86,8 +87,13 @@ class TimedUpload:
     build_wait_s: float = 0.0
     until_path: str | None = None
 
-    def __call__(self, session: Any, local_path: str, remote_path: str) -> Any:
+    def __call__(self, session: Any, local_path: str, _remote_path: str) -> Any:
         """Upload and load ``local_path`` as MetaSchedule's default does; log the seconds.
+
+        The library goes under its own name (:func:`farm.tuning.kept_session.remote_name`,
+        not MetaSchedule's ``remote_path``, the same for every candidate) and
+        is removed once loaded, so a session kept for the next candidate
+        (:class:`farm.tuning.kept_session.KeptSession`) never loads an earlier one.
 
         Raises:
             CompileError: a pipelined build failed or was not done in ``build_wait_s``
@@ -100,8 +106,10 @@ class TimedUpload:
             wait_for_build(local_path, self.build_wait_s)
             self._in_budget()
         start = time.monotonic()
-        session.upload(local_path, remote_path)
-        module = session.load_module(remote_path)
+        remote = remote_name(local_path)
+        session.upload(local_path, remote)
+        module = session.load_module(remote)
+        session.remove(remote)
         with open(self.log_path, "a", encoding="utf-8") as log:
             log.write(json.dumps({"upload_s": time.monotonic() - start}) + "\n")
         return module
@@ -158,10 +166,11 @@ def wait_for_build(path: str, deadline_s: float) -> None:
 class TimedSession:
     """MetaSchedule ``f_create_session`` that times each session's start (picklable).
 
-    A session per candidate (tracker request, connection, thread pool) is
+    A candidate's session (tracker request, connection, thread pool; or a
+    kept one's round trip, :class:`farm.tuning.kept_session.KeptSession`) is
     overhead the picks' check pays per run as well
     (:mod:`farm.tuning.check_cost`); one line ``{"session_s": ...}`` per
-    session is appended to the uploads' log.
+    candidate is appended to the uploads' log.
 
     Attributes:
         log_path: the JSON-lines file (:data:`UPLOADS_FILE`).

@@ -269,7 +269,9 @@ def builder_and_runner(
             run (:func:`farm.tuning.builder.warm_builder`, pipelined with
             ``params.pipeline``: the runner waits for each library), and each session
             and upload timed into the work folder (:class:`farm.tuning.rate.TimedSession`,
-            :class:`farm.tuning.rate.TimedUpload`);
+            :class:`farm.tuning.rate.TimedUpload`), each runner worker's session
+            kept for its next candidate with ``params.keep_sessions``
+            (:class:`farm.tuning.kept_session.KeptSession`);
             False: MetaSchedule's ``LocalBuilder`` (a fresh pool per batch).
         on_built: called after each build call of the warm builder (a batch built).
 
@@ -279,6 +281,7 @@ def builder_and_runner(
     from tvm.s_tir import meta_schedule as ms
 
     from farm.tuning.builder import warm_builder
+    from farm.tuning.kept_session import KeptSession, kept_cleanup
     from farm.tuning.rate import MEASURE_UNTIL_FILE, UPLOADS_FILE, TimedSession, TimedUpload
 
     if warm:
@@ -298,6 +301,9 @@ def builder_and_runner(
     workload = params.model if params.model is not None else params.gemm
     threads = connect_fresh if workload is None else ThreadPoolSession(
         workload.threads.affinity_mode, workload.threads.num_threads)
+    kept = warm and params.keep_sessions
+    if kept:
+        threads = KeptSession(threads)
     session = threads if not warm else TimedSession(str(params.work_dir / UPLOADS_FILE), threads)
     runner = ms.runner.RPCRunner(
         ms.runner.RPCConfig(
@@ -314,6 +320,7 @@ def builder_and_runner(
         max_workers=params.runner_workers,
         f_create_session=session,
         f_upload_module=upload,
+        f_cleanup=kept_cleanup if kept else None,
     )
     return builder, runner
 
