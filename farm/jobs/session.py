@@ -142,8 +142,9 @@ def connect_fresh(rpc_config: Any) -> Any:
 class ThreadPoolSession:
     """MetaSchedule ``f_create_session`` that sets the phone's thread pool as the timings do.
 
-    Every candidate is timed in a session of its own (the RPC server forks one
-    per session), which starts with the runtime's default pool: one thread per
+    Each session (the RPC server forks one per session; a tuning runner's
+    worker keeps one for its candidates, :mod:`farm.tuning.kept_session`)
+    starts with the runtime's default pool: one thread per
     core the process may run on. The job's own timings (:func:`apply_thread_pool`)
     run with the job's ``threads``; unless candidates are timed the same way, the
     search ranks schedules for another thread count than the one the job reports.
