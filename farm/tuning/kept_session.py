@@ -69,20 +69,19 @@ def _alive(session: Any) -> bool:
     return True
 
 
-def _drop_locked() -> None:
-    """Forget the kept session; the cycle collector frees what a failed run left holding it."""
-    _KEPT.session = None
-    gc.collect()
-
-
 def _close_when_idle(idle_s: float) -> None:
-    """The closer thread's loop: close the session once idle for ``idle_s``."""
+    """The closer thread's loop: close the session once idle for ``idle_s``.
+
+    The cycle collector then frees what a failed run left holding it (a new
+    session's ``create`` collects on its own: :func:`farm.jobs.session.connect_fresh`).
+    """
     while True:
         time.sleep(idle_s / 4)
         with _LOCK:
             if (_KEPT.session is not None and not _KEPT.in_use
                     and time.monotonic() - _KEPT.last_used >= idle_s):
-                _drop_locked()
+                _KEPT.session = None
+                gc.collect()
 
 
 @dataclass(frozen=True)
@@ -90,8 +89,9 @@ class KeptSession:
     """MetaSchedule ``f_create_session`` keeping its worker's session (picklable).
 
     Attributes:
-        create: opens a new session from MetaSchedule's ``RPCConfig``
-            (:class:`farm.jobs.session.ThreadPoolSession`).
+        create: opens a new session from MetaSchedule's ``RPCConfig``, after
+            collecting garbage, which closes the session replaced
+            (:class:`farm.jobs.session.ThreadPoolSession`, :func:`farm.jobs.session.connect_fresh`).
         idle_s: seconds idle after which the session is closed.
     """
 
@@ -118,8 +118,8 @@ class KeptSession:
             if session is not None and (_KEPT.key != key
                                         or (max_age_s > 0 and now - _KEPT.opened > max_age_s)
                                         or not _alive(session)):
-                _drop_locked()
-                session = None
+                # Unreferenced before ``create``, whose collection then closes it.
+                session = _KEPT.session = None
             if session is None:
                 session = self.create(rpc_config)
                 _KEPT.session, _KEPT.key, _KEPT.opened = session, key, time.monotonic()

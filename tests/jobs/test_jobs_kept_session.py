@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from farm.clock import wait_until
+from farm.errors import SessionError
 from farm.jobs.local_cluster import LocalCluster
 from farm.jobs.session import ThreadPoolSession
 from farm.tuning import kept_session
@@ -70,7 +71,7 @@ def test_candidates_share_one_session_each_library_its_own_and_idle_frees_the_ph
         tmp_path: Path, cluster: LocalCluster, phone: str) -> None:
     """Two candidates whose libraries have the same file name run in one session, each its
     own code (the first still loaded); the phone is held while kept and free once idle."""
-    create = KeptSession(ThreadPoolSession(0, 1), idle_s=0.5)
+    create = KeptSession(ThreadPoolSession(0, 1))
     upload = TimedUpload(str(tmp_path / "uploads.jsonl"))
     config = _rpc_config(cluster, phone)
 
@@ -90,6 +91,37 @@ def test_candidates_share_one_session_each_library_its_own_and_idle_frees_the_ph
     del first, second, doubled, tripled
     assert wait_until(lambda: cluster.free_servers(phone) == 1, 30.0, interval_s=0.05), \
         "the idle session still holds the phone"
+
+
+@pytest.mark.usefixtures("fresh_worker")
+def test_a_tune_runner_at_the_defaults_keeps_its_session(
+        tmp_path: Path, cluster: LocalCluster, phone: str) -> None:
+    """The runner a tune builds (``TuneParams`` as a job gets them) keeps the session its
+    candidates ran in: the phone stays held after the batch and is free again once idle."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from farm.jobs.ndk import Linker
+    from farm.jobs.params import TrackerParams, TuneParams
+    from farm.jobs.session import open_session
+    from farm.tuning.rounds import builder_and_runner
+
+    tracker = TrackerParams(host=cluster.host, port=cluster.port, key=phone)
+    builder, runner = builder_and_runner(TuneParams(gemm=None, trials=3, work_dir=tmp_path),
+                                         tracker, Linker(), warm=True)
+    try:
+        args = [ms.arg_info.TensorInfo("float32", [64])] * 2
+        inputs = [ms.runner.RunnerInput(_library(tmp_path / f"farm-ms-{n}", n), "cpu", args)
+                  for n in (2.0, 3.0, 4.0)]
+        results = [future.result() for future in runner.run(inputs)]
+        assert [r.error_msg for r in results] == [None] * 3
+        # Held by the runner's worker for the next batch (a session per candidate would
+        # leave the phone free for this request within its second).
+        with pytest.raises(SessionError, match="no server"):
+            open_session(replace(tracker, connect_timeout_s=1.0))
+        assert wait_until(lambda: cluster.free_servers(phone) == 1, 30.0, interval_s=0.05), \
+            "the runner's idle session still holds the phone"
+    finally:
+        builder.shutdown()
 
 
 @dataclass
