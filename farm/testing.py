@@ -8,6 +8,7 @@ when the context exits.
 from __future__ import annotations
 
 import contextlib
+import json
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -150,3 +151,17 @@ def fresh_postgres_database(base_url: str, prefix: str) -> Iterator[str]:
                 connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     finally:
         admin.dispose()
+
+
+def log_events(path: Path, event: str) -> list[dict[str, Any]]:
+    """The JSON log lines of ``event`` a process wrote to ``path`` so far (farmd's ``--json-logs``).
+
+    Lines that are not JSON objects (a traceback, a half-written last line) are skipped.
+    """
+    found = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            entry = json.loads(line)
+            if isinstance(entry, dict) and entry.get("event") == event:
+                found.append(entry)
+    return found

@@ -21,11 +21,13 @@ from farm.api.local import LISTING_SOCKET
 from farm.clock import wait_until
 from farm.netaddr import free_port
 from farm.runner.pidfile import PIDFILE_NAME, farmd_status
+from farm.testing import log_events
 
 pytestmark = pytest.mark.fleet
 
 START_DEADLINE_S = 120.0
 STOP_DEADLINE_S = 60.0
+SERVER_GONE_S = 10.0  # after farmd exited: its stop ended the server already
 
 
 def _mode(path: Path) -> int:
@@ -68,7 +70,7 @@ class FarmdRuns:
     def start(self) -> int:
         """Start one farmd; returns its pid. Its output goes to :meth:`log_tail`'s file."""
         argv = [sys.executable, "-c", "from farm.daemon import main; main()",
-                "--config", str(self.config)]
+                "--config", str(self.config), "--json-logs"]
         log_path = self._tmp_path / f"farmd-{len(self.processes)}.log"
         with log_path.open("wb") as log_file:
             proc = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL,
@@ -84,13 +86,23 @@ class FarmdRuns:
         return "\n".join(self.logs[pid].read_text(errors="replace").splitlines()[-lines:])
 
     def wait_started(self, pid: int, what: str) -> None:
-        """Wait until farmd ``pid`` wrote its files; fail at once, with its output, if it exited."""
+        """Wait until farmd ``pid`` started; fail at once, with its output, if it exited."""
         try:
-            state = wait_until(lambda: _start_state(self.data_dir, pid), START_DEADLINE_S, what)
+            state = wait_until(lambda: _start_state(self.data_dir, pid, self.logs[pid]),
+                               START_DEADLINE_S, what)
         except TimeoutError as exc:
             raise AssertionError(f"{exc}; farmd printed:\n{self.log_tail(pid)}") from exc
         assert state == "started", f"{what}: farmd exited during start; it printed:\n" + \
             self.log_tail(pid)
+
+    def wait_stopped(self, pid: int) -> None:
+        """Wait until farmd ``pid`` (sent SIGTERM) exited; fail with its output if it did not."""
+        proc = next(p for p in self.processes if p.pid == pid)
+        try:
+            proc.wait(STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"farmd {pid} still runs {STOP_DEADLINE_S:.0f} s after "
+                                 f"SIGTERM; it printed:\n{self.log_tail(pid)}") from None
 
     def close(self) -> None:
         """End every farmd started and the adb server on the port, in case a test failed."""
@@ -133,16 +145,18 @@ def farmd(farmd_runs: FarmdRuns) -> tuple[FarmdRuns, int]:
     return farmd_runs, farmd_runs.start()
 
 
-def _start_state(data_dir: Path, pid: int) -> str | None:
-    """"started" once farmd ``pid`` wrote its files, "exited" if it ended first, else None."""
+def _start_state(data_dir: Path, pid: int, log_path: Path) -> str | None:
+    """"started" once farmd ``pid`` logged ``farmd_started``, "exited" if it ended first.
+
+    Its files are there well before: a SIGTERM then is only acted on once its
+    start is done, and the tracker's import of TVM alone takes half a minute on a
+    loaded 2-core host. None while it still starts.
+    """
     if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
         return "exited"
     if farmd_status(data_dir).pid != pid:
         return None  # farmd.json still names a killed predecessor
-    if all((data_dir / name).is_file()
-           for name in (PIDFILE_NAME, "farm.db", "runs/settings.json", "tracker.log")):
-        return "started"
-    return None
+    return "started" if log_events(log_path, "farmd_started") else None
 
 
 class TestFarmdPrivacy:
@@ -155,7 +169,7 @@ class TestFarmdPrivacy:
         beyond loopback (no mDNS on 0.0.0.0:5353) and ends with farmd on SIGTERM."""
         runs, pid = farmd
         data_dir, adb_port = runs.data_dir, runs.adb_port
-        runs.wait_started(pid, "farmd wrote its files")
+        runs.wait_started(pid, "farmd started")
         assert _mode(data_dir) == 0o700
         assert _mode(data_dir / "runs") & 0o077 == 0
         for name in (PIDFILE_NAME, "farm.db", "runs/settings.json", "tracker.log", LISTING_SOCKET):
@@ -174,8 +188,10 @@ class TestFarmdPrivacy:
         # ``adb start-server`` daemonizes it, so farmd's process group going does not.
         server = psutil.Process(int(server_pid))  # type: ignore[arg-type]
         os.kill(pid, signal.SIGTERM)
-        gone, _ = psutil.wait_procs([server], timeout=STOP_DEADLINE_S)
-        assert gone, f"adb server {server.pid} on port {adb_port} outlived farmd"
+        runs.wait_stopped(pid)
+        gone, _ = psutil.wait_procs([server], timeout=SERVER_GONE_S)
+        assert gone, f"adb server {server.pid} on port {adb_port} outlived farmd:\n" + \
+            runs.log_tail(pid)
 
 
 class TestFarmdKilledAdbServer:
@@ -198,6 +214,8 @@ class TestFarmdKilledAdbServer:
         farmd_runs.wait_started(second, "second farmd started")
         assert _listener_pid(farmd_runs.adb_port) == server.pid  # reused, not started again
         os.kill(second, signal.SIGTERM)
-        gone, _ = psutil.wait_procs([server], timeout=STOP_DEADLINE_S)
-        assert gone, f"adb server {server.pid} a killed farmd started outlived the next farmd"
+        farmd_runs.wait_stopped(second)
+        gone, _ = psutil.wait_procs([server], timeout=SERVER_GONE_S)
+        assert gone, f"adb server {server.pid} a killed farmd started outlived the next farmd:\n" \
+            + farmd_runs.log_tail(second)
         assert not (data_dir / ADB_PIDFILE_NAME).exists()

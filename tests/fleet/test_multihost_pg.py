@@ -36,7 +36,7 @@ from farm.netaddr import free_port
 from farm.procs import spawn, tied_to_parent
 from farm.queue.models import AttemptState, DeviceState, JobState
 from farm.queue.store import Store
-from farm.testing import fresh_postgres_database
+from farm.testing import fresh_postgres_database, log_events
 from farm.virtual.testing import adb_server
 
 pytestmark = [pytest.mark.fleet, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -124,17 +124,6 @@ def freeze(pid: int) -> list[psutil.Process]:
                 process.suspend()
             frozen[process.pid] = process
     return list(frozen.values())
-
-
-def log_events(path: Path, event: str) -> list[dict[str, object]]:
-    """The JSON log lines of ``event`` that farmd wrote to ``path`` so far."""
-    found = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        with contextlib.suppress(json.JSONDecodeError):
-            entry = json.loads(line)
-            if isinstance(entry, dict) and entry.get("event") == event:
-                found.append(entry)
-    return found
 
 
 def wait_started(farmds: dict[str, subprocess.Popen[bytes]], logs: dict[str, Path],

@@ -37,7 +37,6 @@ from test_multihost_pg import (
     HOSTS,
     PHONES,
     READY_DEADLINE_S,
-    log_events,
     serials_ready,
     start_farmd,
     wait_started,
@@ -50,7 +49,7 @@ from farm.procs import process_alive
 from farm.queue.models import AttemptState, JobState
 from farm.queue.records import AttemptView
 from farm.queue.store import Store
-from farm.testing import fresh_postgres_database
+from farm.testing import fresh_postgres_database, log_events
 from farm.tuning import tune_work_dir
 from farm.virtual.testing import adb_server
 
