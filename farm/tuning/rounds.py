@@ -119,10 +119,27 @@ def cost_model(trials: int | None = None) -> Any:
         return "xgb"
     if not _XGB_CLASS:
         _XGB_CLASS.append(_warm_only_xgb_class())
-    return _XGB_CLASS[0](num_warmup_samples=warmup_samples(trials))
+    from tvm.s_tir.meta_schedule.cost_model.xgb_model import XGBConfig
+
+    return _XGB_CLASS[0](num_warmup_samples=warmup_samples(trials),
+                         config=XGBConfig(nthread=XGB_THREADS))
 
 
 _XGB_CLASS: list[type] = []
+
+#: XGBoost's threads when the cost model trains and predicts. MetaSchedule's
+#: ``XGBConfig`` takes the host's physical cores, which the tune's builders and
+#: search use at the same moment. Profiled on the 16-core GPU host (MetaSchedule's
+#: ``Profiler``, 160 trials of the small CNN in 67 s, load 11.7), the trainings
+#: took 19 s (``MeasureCallback/UpdateCostModel``, the largest part; 25 boosting
+#: rounds of about 100 results in 5-8 s), against 4.7 s of 80 s for 232 trials
+#: on this 2-core host, where the default is 2 threads. Each boosting round is a
+#: few parallel loops over a few thousand rows, each as slow as its slowest
+#: thread: with 16 threads beside 16 busy builders, one is most likely waiting
+#: for a core (this limit is not yet measured on the 16-core host). Two threads
+#: are the 2-core host's default (11,908 and 12,350 trials per phone-hour
+#: against 11,175 and 11,532 at one thread, runs in turns).
+XGB_THREADS = 2
 
 
 def _warm_only_xgb_class() -> type:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from farm.jobs.params import DeviceFacts
 from farm.tuning.rounds import cost_model
 from farm.tuning.seed import warm_start
@@ -40,3 +42,22 @@ class TestWarmStart:
         assert model.data_size == len(contexts)
         assert warm_start(cost_model(40), contexts, tmp_path) == 0
         assert warm_start("random", contexts, database_dir) == 0
+
+
+def test_the_cost_model_trains_on_farms_few_threads_not_every_core(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """MetaSchedule's ``XGBModel`` trains on the host's physical cores; farm's on
+    ``XGB_THREADS``, whatever the host (16 threads stalled the builds' host).
+
+    Set to a count no host here has, so that the host's own default cannot pass.
+    """
+    import psutil
+
+    from farm.tuning import rounds
+
+    threads = 2 * (psutil.cpu_count(logical=False) or 1) + 1
+    monkeypatch.setattr(rounds, "XGB_THREADS", threads)
+    model = cost_model(300)
+    assert model.config.nthread == threads
+    assert model.num_warmup_samples == 30
