@@ -232,6 +232,10 @@ class AdbServerDown(InfraFault):
         super().__init__(f"adb server on 127.0.0.1:{port} is down{': ' + reason if reason else ''}")
 
 
+class StopAsked(FarmError):
+    """A process was asked to stop (SIGTERM, Ctrl-C) while it waited for a part to start."""
+
+
 class TrackerUnreachable(InfraFault):
     """The TVM RPC tracker does not answer at host:port."""
 

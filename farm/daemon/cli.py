@@ -14,7 +14,7 @@ from farm import logs, privacy
 from farm.click_types import CONTEXT_SETTINGS
 from farm.config import load_config
 from farm.daemon.farmd import Farmd
-from farm.errors import FarmError
+from farm.errors import FarmError, StopAsked
 
 __all__ = ["main"]
 
@@ -44,10 +44,17 @@ def main(config_path: Path | None, virtual_phones: int | None, same_model: bool 
     count = settings.virtual.count if virtual_phones is None else virtual_phones
     daemon = Farmd(settings, virtual_phones=count)
     done = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        done.set()
+        daemon.ask_stop()  # a start under way ends at its next step
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: done.set())
+        signal.signal(signum, on_signal)
     try:
         daemon.start()
+    except StopAsked:
+        pass  # stopped below, as after a whole start
     except FarmError as exc:
         daemon.stop()
         raise click.ClickException(str(exc)) from exc

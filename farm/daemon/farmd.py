@@ -20,6 +20,7 @@ from farm.config import Settings
 from farm.controllers import ANDROID, ControllerContext, controllers_for
 from farm.controllers.adb_host import AdbHost
 from farm.daemon.watches import HostBeat, MetricsWatch, TrackerWatch, guarded
+from farm.errors import StopAsked
 from farm.fleet.manager import FleetManager, FleetOptions
 from farm.kinds.run import COMPILE_CACHE_DIR
 from farm.metrics import FarmMetrics, start_metrics_server
@@ -60,6 +61,8 @@ class Farmd:
         self.notifier = SystemdNotifier()
         self.metrics = FarmMetrics()
         self.stopped = threading.Event()
+        #: Set by :meth:`ask_stop` (a signal): a start still under way ends at its next step.
+        self.stop_asked = threading.Event()
         self._stops: list[Callable[[], object]] = []
         self.tracker: TrackerProcess | None = None
         self.fleet: Fleet | None = None  # virtual phones, when asked for
@@ -91,6 +94,7 @@ class Farmd:
             ConfigError: a schedule's spec is invalid (checked before anything starts).
             FarmdRunning: another live farmd owns the data folder.
             FarmError: a part cannot start.
+            StopAsked: :meth:`ask_stop` was called before the start was done.
         """
         s = self.settings
         validate_schedules(s.schedules)
@@ -116,7 +120,9 @@ class Farmd:
         self.adb_host = AdbHost.from_settings(s, data_dir=self.data_dir)
         self.adb_host.start()
         self._stops.append(self.adb_host.stop)
+        self._go_on()
         self._start_tracker()
+        self._go_on()
         self.loop = LoopThread()
         self._stops.append(self.loop.close)
         # Phones get this host's adb client; every other registered kind is built from settings.
@@ -133,6 +139,7 @@ class Farmd:
         self._stops.append(self.adb_host.stop_tracking)
         if self.virtual_phones:
             self._start_virtual_phones(self.virtual_phones)
+            self._go_on()
         self.dispatcher = Dispatcher(
             self.store, s, self.clock,
             on_exit=self.wake_dispatcher if s.jobs.wake_on_events else None,
@@ -144,6 +151,21 @@ class Farmd:
         self.notifier.ready("farmd ready")
         log.info("farmd_started", host=s.host_id, data_dir=str(self.data_dir),
                  adb_port=s.adb.port, tracker_port=self.tracker_addr[1], network=s.tracker.network)
+
+    def ask_stop(self) -> None:
+        """Ask farmd to stop (its signal handler's call; safe from any thread).
+
+        A start under way ends at its next step, or at once while it waits for
+        its tracker, raising :class:`~farm.errors.StopAsked`; the caller then
+        runs :meth:`stop`, as after any start. Without this, a SIGTERM during
+        start waited for the whole start: up to the tracker's 30 s.
+        """
+        self.stop_asked.set()
+
+    def _go_on(self) -> None:
+        """Raise StopAsked if :meth:`ask_stop` was called: start no further part."""
+        if self.stop_asked.is_set():
+            raise StopAsked("asked to stop while farmd started")
 
     def claim_gate(self) -> str | None:
         """Why the dispatcher may claim nothing now, or None.
@@ -199,9 +221,15 @@ class Farmd:
         return self._tracker_alive() and ping(*self.tracker_addr)
 
     def _launch_tracker(self) -> None:
-        """Start farmd's tracker and note it in ``farmd.json``; raises TrackerUnreachable."""
+        """Start farmd's tracker and note it in ``farmd.json``.
+
+        Raises:
+            TrackerUnreachable: it did not answer in time.
+            StopAsked: farmd was asked to stop meanwhile.
+        """
         self.tracker = TrackerProcess.start(*self.tracker_addr,
-                                            log_path=self.data_dir / "tracker.log")
+                                            log_path=self.data_dir / "tracker.log",
+                                            stop_asked=self.stop_asked)
         record_child(self.data_dir, "tracker", self.tracker.pid)
 
     def _fleet_options(self) -> FleetOptions:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Self
 
 from farm.clock import wait_until
-from farm.errors import TrackerUnreachable
+from farm.errors import StopAsked, TrackerUnreachable
 from farm.procs import group_alive, signal_group, spawn
 
 __all__ = ["ServiceProcess"]
@@ -41,7 +42,8 @@ class ServiceProcess:
 
     @classmethod
     def _launch(cls, argv: Sequence[str], host: str, port: int, *, ready: Callable[[], bool],
-                not_ready: str, log_path: Path | None, ready_timeout_s: float) -> Self:
+                not_ready: str, log_path: Path | None, ready_timeout_s: float,
+                stop_asked: threading.Event | None = None) -> Self:
         """Spawn ``argv`` and return once ``ready()`` while the process still runs.
 
         Args:
@@ -52,9 +54,12 @@ class ServiceProcess:
             not_ready: the reason in words when it never became ready ("no answer to PING").
             log_path: file for its output (appended); None discards it.
             ready_timeout_s: how long to wait for ``ready``, in seconds.
+            stop_asked: set when the caller is asked to stop (a signal): the wait
+                ends at once (None: never).
 
         Raises:
             TrackerUnreachable: it exited or was not ready in time; it is stopped then.
+            StopAsked: ``stop_asked`` was set before it was ready; it is stopped then.
         """
         output = log_path.open("ab") if log_path is not None else subprocess.DEVNULL
         try:
@@ -63,9 +68,13 @@ class ServiceProcess:
             if log_path is not None:
                 output.close()  # type: ignore[union-attr]
         service = cls(proc, host, port)
-        served = wait_until(lambda: proc.poll() is not None or ready(), ready_timeout_s,
-                            interval_s=POLL_S)
+        asked = stop_asked.is_set if stop_asked is not None else lambda: False
+        served = wait_until(lambda: proc.poll() is not None or asked() or ready(),
+                            ready_timeout_s, interval_s=POLL_S)
         code = proc.poll()
+        if asked() and code is None:
+            service.stop()
+            raise StopAsked(f"asked to stop while the {cls.what} on {host}:{port} started")
         if not served or code is not None:
             service.stop()
             reason = f"exited with {code}" if code is not None else not_ready

@@ -23,6 +23,7 @@ import argparse
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -150,6 +151,7 @@ class TrackerProcess(ServiceProcess):
         *,
         log_path: Path | None = None,
         ready_timeout_s: float = 30.0,
+        stop_asked: threading.Event | None = None,
     ) -> TrackerProcess:
         """Start a tracker and return once it answers PING.
 
@@ -158,11 +160,13 @@ class TrackerProcess(ServiceProcess):
             port: port to bind; None picks a free one.
             log_path: file for the tracker's output; None discards it.
             ready_timeout_s: how long to wait for the first PING answer.
+            stop_asked: set when the caller is asked to stop: the wait ends.
 
         Raises:
             TrackerUnreachable: a tracker already answers on the port (its
                 owner is not this one), or the new one exited or did not answer
                 in time (then it is stopped).
+            StopAsked: ``stop_asked`` was set first (the tracker is stopped).
         """
         port = free_port(host) if port is None else port
         if ping(host, port, timeout_s=1.0):
@@ -172,7 +176,7 @@ class TrackerProcess(ServiceProcess):
                 "--host", host, "--port", str(port), "--parent-pid", str(os.getpid())]  # fmt: skip
         return cls._launch(argv, host, port, ready=lambda: ping(host, port, timeout_s=1.0),
                            not_ready="no answer to PING", log_path=log_path,
-                           ready_timeout_s=ready_timeout_s)
+                           ready_timeout_s=ready_timeout_s, stop_asked=stop_asked)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,4 +1,4 @@
-"""farmd as a process under a 022 umask: its files are private, its adb server is on loopback."""
+"""farmd as a process: its files private under a 022 umask, its adb server on loopback, its stop."""
 
 from __future__ import annotations
 
@@ -219,3 +219,51 @@ class TestFarmdKilledAdbServer:
         assert gone, f"adb server {server.pid} a killed farmd started outlived the next farmd:\n" \
             + farmd_runs.log_tail(second)
         assert not (data_dir / ADB_PIDFILE_NAME).exists()
+
+
+#: Within this a farmd sent SIGTERM while its tracker starts has exited; before it
+#: waited for the tracker's 30 s (``TrackerProcess.start``'s ready timeout).
+STOP_WHILE_STARTING_S = 20.0
+
+
+def _tracker_child(pid: int) -> psutil.Process | None:
+    """farmd ``pid``'s tracker process (``python -m farm.tvm.tracker``), once spawned."""
+    with contextlib.suppress(psutil.Error):
+        for child in psutil.Process(pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if "farm.tvm.tracker" in child.cmdline():
+                    return child
+    return None
+
+
+class TestStopWhileStarting:
+    def test_sigterm_while_the_tracker_starts_ends_farmd_at_once(
+        self, farmd_runs: FarmdRuns, tmp_path: Path
+    ) -> None:
+        """SIGTERM while farmd waits for its tracker (here one whose start never ends, as
+        a TVM import on a loaded host takes long) ends farmd within seconds, with exit 0,
+        its tracker and the adb server it started ended too."""
+        stall = tmp_path / "stall"
+        stall.mkdir()
+        (stall / "sitecustomize.py").write_text(
+            "import sys, time\nif 'farm.tvm.tracker' in sys.orig_argv:\n    time.sleep(600)\n")
+        farmd_runs.env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(stall), farmd_runs.env.get("PYTHONPATH", "")) if p)
+        pid = farmd_runs.start()
+        tracker = wait_until(lambda: _tracker_child(pid), START_DEADLINE_S, "tracker spawned")
+        server_pid = _listener_pid(farmd_runs.adb_port)
+        assert server_pid is not None, "farmd starts its adb server before its tracker"
+        server = psutil.Process(server_pid)
+
+        os.kill(pid, signal.SIGTERM)
+        proc = next(p for p in farmd_runs.processes if p.pid == pid)
+        try:
+            code = proc.wait(STOP_WHILE_STARTING_S)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"farmd still runs {STOP_WHILE_STARTING_S:.0f} s after SIGTERM "
+                                 f"during its start:\n{farmd_runs.log_tail(pid)}") from None
+        assert code == 0, farmd_runs.log_tail(pid)
+        gone, _ = psutil.wait_procs([tracker, server], timeout=SERVER_GONE_S)  # type: ignore[list-item]
+        assert len(gone) == 2, f"left running: tracker {tracker.is_running()}, " \
+            f"adb server {server.is_running()}\n{farmd_runs.log_tail(pid)}"  # type: ignore[union-attr]
+        assert log_events(farmd_runs.logs[pid], "farmd_stopped")
