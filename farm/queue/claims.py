@@ -29,7 +29,7 @@ from farm.queue.models import (
 from farm.queue.records import AttemptView, Claim, JobView
 from farm.queue.scheduler import Assignment
 
-__all__ = ["claim_one", "heartbeat"]
+__all__ = ["claim_one", "heartbeat", "reserved_since"]
 
 
 def claim_one(
@@ -80,6 +80,8 @@ def claim_one(
     )
     if len(devices) != len(serials):
         return None
+    if reserved_since(session, serials, now):
+        return None
     if host is not None and any(d.host not in (None, host) for d in devices):
         return None  # another host's phone: only its owner runs it (farm.queue.hosts)
     if host is not None and session.scalar(select(exists().where(
@@ -112,6 +114,22 @@ def claim_one(
         attempt_number=job.attempts_made,
     )
     return Claim(JobView.of(job), AttemptView.of(attempt))
+
+
+def reserved_since(session: Session, serials: list[str], now: datetime) -> set[str]:
+    """Those of ``serials`` (device rows this transaction locked) reserved and open at ``now``.
+
+    Asked again after the lock: a select of ready, unreserved phones ``FOR
+    UPDATE`` can return a phone reserved meanwhile. A reservation locks the
+    device row but does not change it, and PostgreSQL's FOR UPDATE rechecks
+    only the locked row, so the select's ``NOT EXISTS`` on reservations keeps
+    the answer of the snapshot its statement began with (READ COMMITTED;
+    PostgreSQL docs, "Read Committed Isolation Level"). This statement's
+    snapshot is newer than the lock, so it sees every reservation made under it.
+    """
+    return set(session.scalars(select(Reservation.serial).where(
+        Reservation.serial.in_(serials), Reservation.ended_at.is_(None),
+        Reservation.expires_at > now)))
 
 
 def heartbeat(session: Session, attempt_id: int, now: datetime) -> bool:

@@ -41,6 +41,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from farm.queue import transitions
 from farm.queue.capabilities import device_model
+from farm.queue.claims import reserved_since
 from farm.queue.devices import of_host
 from farm.queue.models import (
     Attempt,
@@ -145,7 +146,9 @@ def claim_helper(session: Session, job_id: int, host: str, kinds: Mapping[str, H
         return None
     lease_s = kinds[job.kind].lease_s
     phones = max(1, int(((job.spec or {}).get("params") or {}).get("phones") or 1))
-    devices = _fitting(session, job, *wanted, of_host(host), now, lock=True)[:phones]
+    fitting = _fitting(session, job, *wanted, of_host(host), now, lock=True)
+    reserved = reserved_since(session, [d.serial for d in fitting], now)
+    devices = [d for d in fitting if d.serial not in reserved][:phones]
     if not devices:
         return None
     serials = [d.serial for d in devices]

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from queue_helpers import ARM64, T0, add_ready, gemm_spec, plan
 
+from farm.clock import wait_until
 from farm.errors import ReservationError
 from farm.queue import DeviceState, JobState, Store
 from farm.queue.scheduler import Assignment
@@ -192,6 +195,58 @@ class TestRaces:
         assert len(won) == 1 and len(refused) == len(owners) - 1
         with Store(store_url) as store:
             assert [r.owner for r in store.reservations()] == won
+
+    def test_a_reservation_committed_while_a_claim_selects_its_phone_wins(
+        self, store_url: str
+    ) -> None:
+        """The claim's select of ready, unreserved phones is held (``pg_sleep``) after its
+        snapshot began, a reservation of its phone commits meanwhile, then the select
+        locks the phone: the claim must see the reservation and start nothing.
+
+        PostgreSQL's FOR UPDATE rechecks only the locked row, which a reservation does
+        not change, so the select's NOT EXISTS keeps the snapshot's answer. SQLite
+        writes one transaction at a time: the race needs PostgreSQL.
+        """
+        if not store_url.startswith("postgresql"):
+            pytest.skip("SQLite serializes the two writes: no race to stage")
+        with Store(store_url) as setup:
+            add_ready(setup, "p0")
+            job_id = setup.enqueue(gemm_spec(), T0)
+        marker = "pg_sleep(1.5) IS NOT NULL"
+
+        def hold(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any,
+                 _many: bool) -> tuple[str, Any]:
+            if "FROM devices" in statement and "FOR UPDATE SKIP LOCKED" in statement:
+                statement = statement.replace(" ORDER BY devices.serial FOR UPDATE",
+                                              f" AND {marker} ORDER BY devices.serial FOR UPDATE")
+            return statement, parameters
+
+        claims: list[Any] = []
+        sa.event.listen(sa.engine.Engine, "before_cursor_execute", hold, retval=True)
+        try:
+            with Store(store_url) as claiming, Store(store_url) as reserving:
+                thread = threading.Thread(target=lambda: claims.extend(
+                    claiming.claim([Assignment(job_id, ("p0",), 60.0)], T0)))
+                thread.start()
+                watcher = sa.create_engine(store_url)
+                try:
+                    def held() -> bool:
+                        with watcher.connect() as connection:
+                            return bool(connection.exec_driver_sql(
+                                "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+                                f"AND strpos(query, '{marker}') > 0 AND pid <> pg_backend_pid()"
+                            ).scalar())
+                    wait_until(held, 30.0, "the claim's select sleeping")
+                finally:
+                    watcher.dispose()
+                reserving.reserve("p0", "alice", T1, T0)
+                thread.join(60)
+        finally:
+            sa.event.remove(sa.engine.Engine, "before_cursor_execute", hold)
+        assert claims == []
+        with Store(store_url) as store:
+            assert not [e for e in store.device_events("p0") if e.reason.startswith("job ")]
+            assert store.get_job(job_id).state is JobState.QUEUED  # type: ignore[union-attr]
 
     def test_a_claim_and_a_reservation_never_both_take_an_idle_phone(
         self, store_url: str
