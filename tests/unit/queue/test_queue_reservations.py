@@ -196,6 +196,7 @@ class TestRaces:
         with Store(store_url) as store:
             assert [r.owner for r in store.reservations()] == won
 
+    @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
     def test_a_reservation_committed_while_a_claim_selects_its_phone_wins(
         self, store_url: str
     ) -> None:
@@ -204,11 +205,9 @@ class TestRaces:
         locks the phone: the claim must see the reservation and start nothing.
 
         PostgreSQL's FOR UPDATE rechecks only the locked row, which a reservation does
-        not change, so the select's NOT EXISTS keeps the snapshot's answer. SQLite
-        writes one transaction at a time: the race needs PostgreSQL.
+        not change, so the select's NOT EXISTS keeps the snapshot's answer. PostgreSQL
+        only: SQLite writes one transaction at a time, so there is no race to stage.
         """
-        if not store_url.startswith("postgresql"):
-            pytest.skip("SQLite serializes the two writes: no race to stage")
         with Store(store_url) as setup:
             add_ready(setup, "p0")
             job_id = setup.enqueue(gemm_spec(), T0)
