@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 from device_states import put_state
 
+from farm.clock import wait_until
 from farm.config import JobSettings
 from farm.kinds import LeaseByKind
 from farm.queue import Assignment, DeviceState, QueueSnapshot, Store, scheduler
@@ -61,3 +63,39 @@ def gemm_spec(**overrides: object) -> dict:
     spec: dict = {"kind": "gemm", "params": {"n": 64}}
     spec.update(overrides)
     return spec
+
+
+#: What :func:`held_phone_select` adds to a claim's select of phones (PostgreSQL).
+HOLD_SQL = "pg_sleep(1.5) IS NOT NULL"
+
+
+@contextlib.contextmanager
+def held_phone_select(url: str) -> Iterator[Callable[[], None]]:
+    """Hold every claim's ``SELECT ... FROM devices ... FOR UPDATE SKIP LOCKED`` for 1.5 s.
+
+    The hold (``pg_sleep`` added to its WHERE) comes after the statement's
+    snapshot and before its row locks: what commits meanwhile is what a claim
+    racing it would meet. Yields ``wait_held()``, which returns once such a
+    select is running on the server (``pg_stat_activity``). PostgreSQL only.
+    """
+    def hold(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any,
+             _many: bool) -> tuple[str, Any]:
+        if "FROM devices" in statement and "FOR UPDATE SKIP LOCKED" in statement:
+            statement = statement.replace(" ORDER BY devices.serial FOR UPDATE",
+                                          f" AND {HOLD_SQL} ORDER BY devices.serial FOR UPDATE")
+        return statement, parameters
+
+    watcher = sa.create_engine(url)
+
+    def held() -> bool:
+        with watcher.connect() as connection:
+            return bool(connection.exec_driver_sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+                f"AND strpos(query, '{HOLD_SQL}') > 0 AND pid <> pg_backend_pid()").scalar())
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", hold, retval=True)
+    try:
+        yield lambda: wait_until(held, 30.0, "a claim's select of phones held")
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", hold)
+        watcher.dispose()

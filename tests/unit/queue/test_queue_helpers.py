@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from queue_helpers import ARM64, add_ready
+from queue_helpers import ARM64, add_ready, held_phone_select
 from sqlalchemy import update
 
 from farm.errors import Retry
@@ -71,6 +72,25 @@ class TestClaimHelpers:
         job_id, main = job
         store.claim_task_work(job_id, main, "a", T0)
         assert store.claim_helpers("b", HELPERS, T0) == []
+
+    @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+    def test_a_phone_reserved_while_the_helper_claim_selects_it_is_left_alone(
+            self, store_url: str, store: Store, job: tuple[int, int]) -> None:
+        """P2 is reserved while the helper claim's select of phones is held after its
+        snapshot (:func:`held_phone_select`): no helper starts on it. PostgreSQL only, as
+        the claim's race (``test_queue_reservations``)."""
+        job_id, main = job
+        store.claim_task_work(job_id, main, "a", T0, limit=1)
+        helpers: list[object] = []
+        with held_phone_select(store_url) as wait_held, Store(store_url) as claiming:
+            thread = threading.Thread(target=lambda: helpers.extend(
+                claiming.claim_helpers("b", HELPERS, T0)))
+            thread.start()
+            wait_held()
+            store.reserve("P2", "alice", T0 + timedelta(hours=1), T0)
+            thread.join(60)
+        assert helpers == []
+        assert store.get_device("P2").state is DeviceState.READY  # type: ignore[union-attr]
 
 
 class TestHelperMayCome:

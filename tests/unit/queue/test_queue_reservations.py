@@ -7,10 +7,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
-from queue_helpers import ARM64, T0, add_ready, gemm_spec, plan
+from queue_helpers import ARM64, T0, add_ready, gemm_spec, held_phone_select, plan
 
-from farm.clock import wait_until
 from farm.errors import ReservationError
 from farm.queue import DeviceState, JobState, Store
 from farm.queue.scheduler import Assignment
@@ -211,37 +209,15 @@ class TestRaces:
         with Store(store_url) as setup:
             add_ready(setup, "p0")
             job_id = setup.enqueue(gemm_spec(), T0)
-        marker = "pg_sleep(1.5) IS NOT NULL"
-
-        def hold(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any,
-                 _many: bool) -> tuple[str, Any]:
-            if "FROM devices" in statement and "FOR UPDATE SKIP LOCKED" in statement:
-                statement = statement.replace(" ORDER BY devices.serial FOR UPDATE",
-                                              f" AND {marker} ORDER BY devices.serial FOR UPDATE")
-            return statement, parameters
-
         claims: list[Any] = []
-        sa.event.listen(sa.engine.Engine, "before_cursor_execute", hold, retval=True)
-        try:
-            with Store(store_url) as claiming, Store(store_url) as reserving:
-                thread = threading.Thread(target=lambda: claims.extend(
-                    claiming.claim([Assignment(job_id, ("p0",), 60.0)], T0)))
-                thread.start()
-                watcher = sa.create_engine(store_url)
-                try:
-                    def held() -> bool:
-                        with watcher.connect() as connection:
-                            return bool(connection.exec_driver_sql(
-                                "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
-                                f"AND strpos(query, '{marker}') > 0 AND pid <> pg_backend_pid()"
-                            ).scalar())
-                    wait_until(held, 30.0, "the claim's select sleeping")
-                finally:
-                    watcher.dispose()
-                reserving.reserve("p0", "alice", T1, T0)
-                thread.join(60)
-        finally:
-            sa.event.remove(sa.engine.Engine, "before_cursor_execute", hold)
+        with (held_phone_select(store_url) as wait_held, Store(store_url) as claiming,
+              Store(store_url) as reserving):
+            thread = threading.Thread(target=lambda: claims.extend(
+                claiming.claim([Assignment(job_id, ("p0",), 60.0)], T0)))
+            thread.start()
+            wait_held()
+            reserving.reserve("p0", "alice", T1, T0)
+            thread.join(60)
         assert claims == []
         with Store(store_url) as store:
             assert not [e for e in store.device_events("p0") if e.reason.startswith("job ")]
