@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -65,10 +66,6 @@ def gemm_spec(**overrides: object) -> dict:
     return spec
 
 
-#: What :func:`held_phone_select` adds to a claim's select of phones (PostgreSQL).
-HOLD_SQL = "pg_sleep(1.5) IS NOT NULL"
-
-
 @contextlib.contextmanager
 def held_phone_select(url: str) -> Iterator[Callable[[], None]]:
     """Hold every claim's ``SELECT ... FROM devices ... FOR UPDATE SKIP LOCKED`` for 1.5 s.
@@ -76,13 +73,17 @@ def held_phone_select(url: str) -> Iterator[Callable[[], None]]:
     The hold (``pg_sleep`` added to its WHERE) comes after the statement's
     snapshot and before its row locks: what commits meanwhile is what a claim
     racing it would meet. Yields ``wait_held()``, which returns once such a
-    select is running on the server (``pg_stat_activity``). PostgreSQL only.
+    select of this call is running on the server (``pg_stat_activity``; a
+    marker of its own, as another test file may hold selects on the same
+    server at once). PostgreSQL only.
     """
+    hold_sql = f"'held-{uuid.uuid4().hex}' IS NOT NULL AND pg_sleep(1.5) IS NOT NULL"
+
     def hold(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any,
              _many: bool) -> tuple[str, Any]:
         if "FROM devices" in statement and "FOR UPDATE SKIP LOCKED" in statement:
             statement = statement.replace(" ORDER BY devices.serial FOR UPDATE",
-                                          f" AND {HOLD_SQL} ORDER BY devices.serial FOR UPDATE")
+                                          f" AND {hold_sql} ORDER BY devices.serial FOR UPDATE")
         return statement, parameters
 
     watcher = sa.create_engine(url)
@@ -90,8 +91,8 @@ def held_phone_select(url: str) -> Iterator[Callable[[], None]]:
     def held() -> bool:
         with watcher.connect() as connection:
             return bool(connection.exec_driver_sql(
-                "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
-                f"AND strpos(query, '{HOLD_SQL}') > 0 AND pid <> pg_backend_pid()").scalar())
+                "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND "
+                f"strpos(query, $${hold_sql}$$) > 0 AND pid <> pg_backend_pid()").scalar())
 
     sa.event.listen(sa.engine.Engine, "before_cursor_execute", hold, retval=True)
     try:
