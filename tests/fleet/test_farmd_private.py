@@ -264,6 +264,6 @@ class TestStopWhileStarting:
         code = farmd_runs.wait_stopped(pid, STOP_WHILE_STARTING_S)
         assert code == 0, farmd_runs.log_tail(pid)
         gone, _ = psutil.wait_procs([tracker, server], timeout=SERVER_GONE_S)  # type: ignore[list-item]
-        assert len(gone) == 2, f"left running: tracker {tracker.is_running()}, " \
-            f"adb server {server.is_running()}\n{farmd_runs.log_tail(pid)}"  # type: ignore[union-attr]
+        left = f"tracker {tracker.is_running()}, adb server {server.is_running()}"  # type: ignore[union-attr]
+        assert len(gone) == 2, f"left running: {left}\n{farmd_runs.log_tail(pid)}"
         assert log_events(farmd_runs.logs[pid], "farmd_stopped")

@@ -90,9 +90,10 @@ def held_phone_select(url: str) -> Iterator[Callable[[], None]]:
 
     def held() -> bool:
         with watcher.connect() as connection:
-            return bool(connection.exec_driver_sql(
+            return bool(connection.execute(sa.text(
                 "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND "
-                f"strpos(query, $${hold_sql}$$) > 0 AND pid <> pg_backend_pid()").scalar())
+                "strpos(query, :marker) > 0 AND pid <> pg_backend_pid()"),
+                {"marker": hold_sql}).scalar())
 
     sa.event.listen(sa.engine.Engine, "before_cursor_execute", hold, retval=True)
     try:
