@@ -185,15 +185,17 @@ class Recorded:
         """The last recording, quiet or not (for the tests that judge any spread)."""
         return self.recordings[-1]
 
-    def quiet_samples(self, *speeds: float) -> dict[float, np.ndarray]:
-        """The first recording quiet at ``speeds``; else the test skips, naming the CVs and load."""
+    def quiet_samples(self, *speeds: float) -> dict[float, np.ndarray] | None:
+        """The first recording quiet at ``speeds``, or None where none was."""
         for recording in self.recordings:
             if _quiet(recording, speeds):
                 return recording
-        shown = "; ".join(_spreads(recording) for recording in self.recordings)
-        pytest.skip(f"the phone is not quiet on this host (load {os.getloadavg()[0]:.1f}): "
-                    f"robust CV by speed of {len(self.recordings)} recordings {shown}; "
-                    f"speeds {speeds} must be within {QUIET_CV:.0%}")
+        return None
+
+    def shown(self) -> str:
+        """Each recording's robust CV by speed, and the host's load: for a failure's message."""
+        return (f"load {os.getloadavg()[0]:.1f}; robust CV by speed: "
+                + "; ".join(_spreads(recording) for recording in self.recordings))
 
 
 @pytest.fixture(scope="module")
@@ -234,15 +236,20 @@ class TestDefaultsDecide:
     def test_a_five_percent_slowdown_is_slower_in_9_of_10(self, recorded: Recorded) -> None:
         """A measurement at 0.95 against one at full speed: SLOWER in at least 9 of 10 tries.
 
-        On a quiet phone (the issue's words): where the host spread the
-        recordings wider than :data:`QUIET_CV` every comparison is "undecided
-        (noisy)" by design, which says nothing of the statistics under test,
-        and the test skips, naming the robust CV of each recording by speed.
+        On a quiet phone (the issue's words). Where the host spread every
+        recording wider than :data:`QUIET_CV`, the defaults' promise is the
+        other one: each try is SLOWER or undecided, never "no change" nor
+        "faster".
         """
         quiet = recorded.quiet_samples(1.0, 0.95)
-        tries = [_judge(_measure(quiet[1.0], 2 * i), _measure(quiet[0.95], 2 * i + 1))
+        pool = quiet if quiet is not None else recorded.samples
+        tries = [_judge(_measure(pool[1.0], 2 * i), _measure(pool[0.95], 2 * i + 1))
                  for i in range(10)]
-        assert sum(c.verdict is Verdict.SLOWER for c in tries) >= 9, (_spreads(quiet), tries)
+        if quiet is not None:
+            assert sum(c.verdict is Verdict.SLOWER for c in tries) >= 9, (recorded.shown(), tries)
+        else:
+            wrong = [c for c in tries if c.verdict in (Verdict.NO_CHANGE, Verdict.FASTER)]
+            assert not wrong, (recorded.shown(), wrong)
 
     def test_unchanged_runs_are_slower_in_at_most_1_of_20(self, recorded: Recorded) -> None:
         """Two measurements at full speed: SLOWER in at most 1 of 20 tries, FASTER too."""
@@ -278,7 +285,7 @@ class TestDefaultsDecide:
         an A/B job of the two to tell the phone's slowdown from the build's
         (tests/unit/results/test_watch.py settles such rows).
         """
-        quiet = recorded.quiet_samples(1.0, 0.9)
+        quiet = recorded.quiet_samples(1.0, 0.9) or recorded.samples
         spec = {"kind": "gemm", "params": {"n": 64}, "devices": {"serials": ["P1"]}}
         settings = Settings(schedules=(Schedule(cron="0 1 * * *", spec=spec, name="nightly",
                                                 baseline="previous"),))
