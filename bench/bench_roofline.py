@@ -14,8 +14,8 @@ core's peak. This script measures, on one core at 1 thread:
   kernel is matched to its task by name, the legalized ``_blocks_in``/
   ``_blocks_out`` suffixes dropped).
 
-Per model it prints the whole model's time, its convolutions' and matmuls'
-GFLOPS against the peak, the share of kernel time spent in kernels at 90% of
+Per model it prints the whole model's time, its GFLOPS (its kernels' FLOPs
+over that time) against the peak, the share of kernel time spent in kernels at 90% of
 the peak or more, and **the least tuned/untuned any schedule could reach**:
 the model's time with every kernel at the peak (a kernel's time at the peak
 is its FLOPs / peak, the model's other time unchanged) over its time now. It
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         peak, matmul = fma_gflops(folder, args.runs), matmul_gflops(folder, args.runs)
         print(f"peak: FMA chains {peak:.0f} GFLOPS; onnxruntime MatMul {PEAK_N}^3 at 1 thread "
               f"{matmul:.0f} GFLOPS ({matmul / peak:.0%})\n")
-        print("| model | untuned ms | conv/matmul GFLOPS (of peak) | kernel time at >= "
+        print("| model | untuned ms | GFLOPS (of peak) | kernel time at >= "
               f"{AT_PEAK:.0%} of peak | least tuned/untuned |")
         print("|---|---|---|---|---|")
         cluster = LocalCluster()
